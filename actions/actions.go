@@ -1,0 +1,404 @@
+// Package actions holds the typed actions the planner emits and the executor
+// that carries them out against tmux and the store.
+//
+// Each action is a value with a String() in logfmt that uses the same keys as
+// the log, so a dry run reads in the vocabulary the executor runs, e.g.
+//
+//	resume_spawn work_item=acme/api#42 session=loop-acme-api-42 resume_id=7f3c… reason=pane_dead
+package actions
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+)
+
+// Reason says why an action was planned. The values are constants so that the
+// dry run, the journal and the tests share one vocabulary.
+type Reason string
+
+// Why an item is spawned, stopped, waited on or given up.
+const (
+	ReasonNewEvent         Reason = "new_event"         // a pending delivery and no live pane
+	ReasonPaneDead         Reason = "pane_dead"         // self-heal after a crash
+	ReasonExitedAlways     Reason = "exited_always"     // restartPolicy Always after a clean exit
+	ReasonSessionMissing   Reason = "session_missing"   // the tmux session vanished
+	ReasonSpawnInterrupted Reason = "spawn_interrupted" // the daemon died between recording and starting a spawn
+	ReasonResumeFailed     Reason = "resume_failed"     // fresh fallback after a failed resume
+	ReasonClosed           Reason = "closed"            // the work item was closed
+	ReasonHeld             Reason = "held"              // loopd hold
+	ReasonProbing          Reason = "probing"           // inside the probe window
+	ReasonAwaitingConfirm  Reason = "awaiting_confirmation"
+	ReasonUnconfirmed      Reason = "resume_unconfirmed" // alive but never confirmed (a dialog?)
+	ReasonStatusPending    Reason = "exit_status_pending"
+	ReasonBackoff          Reason = "backoff"
+	ReasonNeedsAttention   Reason = "needs_attention"
+	ReasonBudgetExhausted  Reason = "restart_budget_exhausted"
+	ReasonCleanExit        Reason = "clean_exit"
+	ReasonCrash            Reason = "crash"
+	ReasonSpawnDied        Reason = "spawn_died" // a fresh spawn died before it ran
+	ReasonPolicyNever      Reason = "restart_policy_never"
+	ReasonConfirmed        Reason = "confirmed"
+	ReasonAlive            Reason = "alive_at_deadline"
+	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	ReasonWorkspaceMissing Reason = "workspace_missing"
+	ReasonHarnessUnknown   Reason = "harness_unknown"
+)
+
+// Why a resume was not attempted or did not hold; logged with
+// session.resume_failed (docs/design.md, "Choosing resume or fresh").
+const (
+	ResumeInvalidID         Reason = "invalid_session_id"
+	ResumeUnsupported       Reason = "unsupported_harness"
+	ResumeCrashLoop         Reason = "crash_loop"
+	ResumeSpawnFailed       Reason = "spawn_failed"
+	ResumePaneDied          Reason = "pane_died"
+	ResumeTranscriptMissing Reason = "transcript_missing"
+)
+
+// Action is one planned step for one work item.
+type Action interface {
+	// Item is the work item the action is for.
+	Item() desired.Key
+	// Name is the action's snake_case name, e.g. "resume_spawn".
+	Name() string
+	// Fields returns the action's attributes in a stable order, keys in
+	// snake_case as in the log; String and the JSON dry run use them.
+	Fields() []Field
+	// Mutates reports whether executing the action changes tmux or the
+	// store (Wait does not).
+	Mutates() bool
+	fmt.Stringer
+}
+
+// Field is one key and value of an action.
+type Field struct {
+	Key   string
+	Value string
+}
+
+// Format renders name and fields in logfmt: values with spaces, quotes or
+// '=' are quoted.
+func Format(a Action) string {
+	var b strings.Builder
+	b.WriteString(a.Name())
+	for _, f := range a.Fields() {
+		b.WriteByte(' ')
+		b.WriteString(f.Key)
+		b.WriteByte('=')
+		b.WriteString(journal.Quote(f.Value))
+	}
+	return b.String()
+}
+
+// Spawn is what FreshSpawn and ResumeSpawn share: where the harness runs and
+// which prompt it boots with.
+type Spawn struct {
+	Key     desired.Key
+	Session string
+	Harness string
+	Cwd     string
+	// DeliveryID is the delivery carried as the boot prompt, "" for a
+	// self-heal nudge or when the event is too long for argv and will be
+	// pasted once the harness runs.
+	DeliveryID string
+	Prompt     string
+	// Probe is the probe window: the spawn is judged at SpawnedAt + Probe.
+	Probe time.Duration
+	// Respawn is true when the item had a session before.
+	Respawn bool
+	Reason  Reason
+}
+
+func (s Spawn) base() []Field {
+	return []Field{{"work_item", s.Key.String()}, {"session", s.Session}, {"harness", s.Harness}}
+}
+
+func (s Spawn) tail() []Field {
+	f := []Field{{"cwd", s.Cwd}}
+	if s.DeliveryID != "" {
+		f = append(f, Field{"delivery", s.DeliveryID})
+	} else {
+		f = append(f, Field{"prompt", "nudge"})
+	}
+	return append(f, Field{"reason", string(s.Reason)})
+}
+
+// FreshSpawn starts a new conversation under a newly minted session id.
+type FreshSpawn struct {
+	Spawn
+	// ResumeFailed, when set, is why this fresh spawn replaces a resume;
+	// the executor logs session.resume_failed with AttemptedID.
+	ResumeFailed Reason
+	AttemptedID  string
+	// CreateWorkdir is true on an item's first spawn only; a respawn never
+	// recreates a missing workdir.
+	CreateWorkdir bool
+}
+
+// Item implements Action.
+func (a FreshSpawn) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (FreshSpawn) Name() string { return "fresh_spawn" }
+
+// Mutates implements Action.
+func (FreshSpawn) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a FreshSpawn) Fields() []Field {
+	f := a.base()
+	if a.ResumeFailed != "" {
+		f = append(f, Field{"attempted_session_id", a.AttemptedID}, Field{"resume_failed", string(a.ResumeFailed)})
+	}
+	return append(f, a.tail()...)
+}
+
+func (a FreshSpawn) String() string { return Format(a) }
+
+// ResumeSpawn resumes the recorded conversation ResumeID in the recorded cwd.
+type ResumeSpawn struct {
+	Spawn
+	ResumeID string
+	// TranscriptSize is the transcript's size in bytes before the resume,
+	// -1 when the harness cannot tell; growth past it confirms the resume.
+	TranscriptSize int64
+}
+
+// Item implements Action.
+func (a ResumeSpawn) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (ResumeSpawn) Name() string { return "resume_spawn" }
+
+// Mutates implements Action.
+func (ResumeSpawn) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a ResumeSpawn) Fields() []Field {
+	return append(append(a.base(), Field{"resume_id", a.ResumeID}), a.tail()...)
+}
+
+func (a ResumeSpawn) String() string { return Format(a) }
+
+// DeliverPrompt pastes a pending delivery into the live harness, once its
+// screen shows it is ready.
+type DeliverPrompt struct {
+	Key        desired.Key
+	Session    string
+	PaneID     string
+	DeliveryID string
+	Prompt     string
+}
+
+// Item implements Action.
+func (a DeliverPrompt) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (DeliverPrompt) Name() string { return "deliver_prompt" }
+
+// Mutates implements Action.
+func (DeliverPrompt) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a DeliverPrompt) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
+}
+
+func (a DeliverPrompt) String() string { return Format(a) }
+
+// StopSession kills the item's session (if any) and marks it Stopped.
+type StopSession struct {
+	Key     desired.Key
+	Session string
+	Reason  Reason
+}
+
+// Item implements Action.
+func (a StopSession) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (StopSession) Name() string { return "stop_session" }
+
+// Mutates implements Action.
+func (StopSession) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a StopSession) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"reason", string(a.Reason)}}
+}
+
+func (a StopSession) String() string { return Format(a) }
+
+// MarkRunning records that a spawn held (alive at its probe deadline, and
+// confirmed where the harness can confirm) or that a live pane was adopted.
+// The boot delivery, if any, counts as delivered from here on.
+type MarkRunning struct {
+	Key       desired.Key
+	Session   string
+	PaneID    string
+	SessionID string
+	Mode      desired.SpawnMode
+	Confirmed bool
+	// DeliveryID is the boot delivery now confirmed delivered, or "".
+	DeliveryID string
+	Respawn    bool
+	Reason     Reason
+}
+
+// Item implements Action.
+func (a MarkRunning) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (MarkRunning) Name() string { return "mark_running" }
+
+// Mutates implements Action.
+func (MarkRunning) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a MarkRunning) Fields() []Field {
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID},
+		{"session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
+	if a.DeliveryID != "" {
+		f = append(f, Field{"delivery", a.DeliveryID})
+	}
+	return append(f, Field{"reason", string(a.Reason)})
+}
+
+func (a MarkRunning) String() string { return Format(a) }
+
+// RecordExit records a pane's death and the restart decision taken on it.
+type RecordExit struct {
+	Key     desired.Key
+	Session string
+	// ExitStatus is the pane's exit status, or -1 when the session was
+	// missing; Signal is the killing signal, 0 if none.
+	ExitStatus int
+	Signal     int
+	Clean      bool
+	// Phase is the phase after the exit: Exited, BackingOff or
+	// NeedsAttention.
+	Phase        desired.Phase
+	Failures     int
+	FastFailures int
+	NextAttempt  time.Time // zero when no restart is scheduled
+	// Retire is true when the crash-loop rule degrades the item: its
+	// session id is retired and never resumed again.
+	Retire bool
+	// DeliveryID is the boot delivery of a spawn that died before running;
+	// it stays pending and dispatch.failed is logged.
+	DeliveryID string
+	Reason     Reason
+}
+
+// Item implements Action.
+func (a RecordExit) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (RecordExit) Name() string { return "record_exit" }
+
+// Mutates implements Action.
+func (RecordExit) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a RecordExit) Fields() []Field {
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session},
+		{"exit_status", strconv.Itoa(a.ExitStatus)}, {"clean", strconv.FormatBool(a.Clean)},
+		{"phase", string(a.Phase)}, {"failures", strconv.Itoa(a.Failures)}, {"fast_failures", strconv.Itoa(a.FastFailures)}}
+	if a.Signal != 0 {
+		f = append(f, Field{"signal", strconv.Itoa(a.Signal)})
+	}
+	if a.Retire {
+		f = append(f, Field{"retire", "true"})
+	}
+	if !a.NextAttempt.IsZero() {
+		f = append(f, Field{"next_attempt", a.NextAttempt.UTC().Format(time.RFC3339)})
+	}
+	if a.DeliveryID != "" {
+		f = append(f, Field{"delivery", a.DeliveryID})
+	}
+	return append(f, Field{"reason", string(a.Reason)})
+}
+
+func (a RecordExit) String() string { return Format(a) }
+
+// Wait says why nothing happens to an item now, and until when. Until is
+// zero when only a new event or an operator can move the item.
+type Wait struct {
+	Key    desired.Key
+	Until  time.Time
+	Reason Reason
+}
+
+// Item implements Action.
+func (a Wait) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Wait) Name() string { return "wait" }
+
+// Mutates implements Action.
+func (Wait) Mutates() bool { return false }
+
+// Fields implements Action.
+func (a Wait) Fields() []Field {
+	f := []Field{{"work_item", a.Key.String()}}
+	if !a.Until.IsZero() {
+		f = append(f, Field{"until", a.Until.UTC().Format(time.RFC3339Nano)})
+	}
+	return append(f, Field{"reason", string(a.Reason)})
+}
+
+func (a Wait) String() string { return Format(a) }
+
+// GiveUp moves an item to NeedsAttention: it stays there until loopd release
+// or a new event.
+type GiveUp struct {
+	Key     desired.Key
+	Session string
+	Reason  Reason
+}
+
+// Item implements Action.
+func (a GiveUp) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (GiveUp) Name() string { return "give_up" }
+
+// Mutates implements Action.
+func (GiveUp) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a GiveUp) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"reason", string(a.Reason)}}
+}
+
+func (a GiveUp) String() string { return Format(a) }
+
+// Block records that an item cannot proceed for a reason outside loopd (a
+// missing workspace); its deliveries stay pending and the event is logged
+// once per reason.
+type Block struct {
+	Key    desired.Key
+	Reason Reason
+	Detail string
+}
+
+// Item implements Action.
+func (a Block) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Block) Name() string { return "block" }
+
+// Mutates implements Action.
+func (Block) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a Block) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"reason", string(a.Reason)}, {"detail", a.Detail}}
+}
+
+func (a Block) String() string { return Format(a) }

@@ -1,0 +1,420 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/tmux"
+)
+
+// Sentinel errors of the executor, checked with errors.Is.
+var (
+	// ErrNotReady means the harness's screen does not show it accepts input;
+	// the delivery stays pending and the item is looked at again soon.
+	ErrNotReady = errors.New("harness not ready for input")
+	// ErrWorkspaceMissing means a respawn found its recorded workdir gone; a
+	// respawn never recreates it and never spawns elsewhere.
+	ErrWorkspaceMissing = errors.New("workspace missing")
+	// ErrUnknownHarness means the record names a harness not in config.
+	ErrUnknownHarness = errors.New("unknown harness")
+)
+
+// maxRetiredIDs bounds Status.RetiredSessionIDs.
+const maxRetiredIDs = 16
+
+// Executor carries out planned actions against tmux and writes each result
+// back to the store as a status transition. It is not safe for concurrent
+// use; the reconcile lock serialises passes.
+type Executor struct {
+	Tmux      tmux.Client
+	Store     desired.Store
+	Harnesses map[string]harness.Adapter
+	Journal   *journal.Recorder
+	Log       *slog.Logger
+	// Now is the clock; NewID mints a fresh harness session id (a UUID).
+	Now   func() time.Time
+	NewID func() string
+	// Socket is the tmux -L socket, named in the attach command logged on a
+	// successful resume.
+	Socket string
+	// Settle is the pause between a paste and its Enter (Claude Code takes
+	// an Enter in the same burst as a long paste as a newline); 150 ms.
+	Settle time.Duration
+	// RetryDelay is the backoff before retrying after the n-th consecutive
+	// failure of a spawn that tmux refused.
+	RetryDelay func(n int) time.Duration
+}
+
+// Result sums up one Execute call.
+type Result struct {
+	Applied int // actions that changed tmux or the store
+	Failed  int // actions that returned an error
+	// Retry is true when some action could not complete now (not ready,
+	// tmux error) and the item should be looked at again soon.
+	Retry bool
+}
+
+// Execute applies plan in order. records are the records the plan was made
+// from; each item's status is carried from one of its actions to the next.
+// After an action of an item fails, the item's later actions are skipped:
+// they were planned on the assumption that it succeeded.
+func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan []Action) Result {
+	recs := make(map[desired.Key]*desired.Record, len(records))
+	for i := range records {
+		recs[records[i].Key] = &records[i]
+	}
+	failed := map[desired.Key]bool{}
+	var res Result
+	for _, a := range plan {
+		k := a.Item()
+		r, ok := recs[k]
+		if !ok || failed[k] || !a.Mutates() {
+			continue
+		}
+		err := e.apply(ctx, r, a)
+		if err != nil {
+			failed[k] = true
+			res.Failed++
+			// A missing workspace or harness waits for the operator; the
+			// interval will look again. Anything else is retried soon.
+			if !errors.Is(err, ErrWorkspaceMissing) && !errors.Is(err, ErrUnknownHarness) {
+				res.Retry = true
+			}
+			if !errors.Is(err, ErrNotReady) {
+				e.Log.Warn("action.failed", "work_item", k.String(), "action", a.Name(), "err", err)
+			}
+			continue
+		}
+		res.Applied++
+	}
+	return res
+}
+
+func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error {
+	switch a := a.(type) {
+	case FreshSpawn:
+		return e.freshSpawn(ctx, r, a)
+	case ResumeSpawn:
+		return e.resumeSpawn(ctx, r, a)
+	case MarkRunning:
+		return e.markRunning(ctx, r, a)
+	case DeliverPrompt:
+		return e.deliver(ctx, r, a)
+	case StopSession:
+		return e.stop(ctx, r, a)
+	case RecordExit:
+		return e.recordExit(ctx, r, a)
+	case GiveUp:
+		return e.giveUp(ctx, r, a)
+	case Block:
+		return e.block(ctx, r, a.Reason, a.Detail)
+	default:
+		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
+	}
+}
+
+// put writes st (and marks delivered) and keeps the in-memory copy in step.
+func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status, delivered ...string) error {
+	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
+		return fmt.Errorf("put status %s: %w", r.Key, err)
+	}
+	r.Status = st
+	return nil
+}
+
+func (e *Executor) record(ctx context.Context, level slog.Level, name journal.Name, k desired.Key, kv ...any) {
+	e.Journal.Record(ctx, level, name, k.String(), kv...)
+}
+
+func (e *Executor) adapter(name string) (harness.Adapter, error) {
+	ad, ok := e.Harnesses[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownHarness, name)
+	}
+	return ad, nil
+}
+
+func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpawn) error {
+	ad, err := e.adapter(a.Harness)
+	if err != nil {
+		return e.block(ctx, r, ReasonHarnessUnknown, a.Harness)
+	}
+	if a.CreateWorkdir {
+		if err := os.MkdirAll(a.Cwd, 0o755); err != nil {
+			e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "workdir_create_failed", "err", err)
+			return fmt.Errorf("create workdir %s: %w", a.Cwd, err)
+		}
+	}
+	if a.ResumeFailed != "" {
+		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
+			"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed))
+	}
+	id := e.NewID()
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, a.Prompt), ad)
+}
+
+func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
+	ad, err := e.adapter(a.Harness)
+	if err != nil {
+		return e.block(ctx, r, ReasonHarnessUnknown, a.Harness)
+	}
+	err = e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), ad)
+	if err == nil || errors.Is(err, ErrWorkspaceMissing) || errors.Is(err, tmux.ErrSessionExists) {
+		return err
+	}
+	// tmux refused the resume spawn: fall back to fresh with the same event.
+	e.Log.Warn("resume.spawn_refused", "work_item", r.Key.String(), "err", err)
+	return e.freshSpawn(ctx, r, FreshSpawn{Spawn: a.Spawn, ResumeFailed: ResumeSpawnFailed, AttemptedID: a.ResumeID})
+}
+
+// spawn records the intent, replaces a dead session and starts the harness.
+// The intent (phase Spawning with no pane id) is written first, so a daemon
+// killed before new-session returns finds the spawn unfinished and redoes it
+// instead of mistaking the old dead pane for the new one.
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, ad harness.Adapter) error {
+	if s.Respawn {
+		if _, err := os.Stat(s.Cwd); err != nil {
+			return e.block(ctx, r, ReasonWorkspaceMissing, s.Cwd)
+		}
+	}
+	now := e.Now()
+	st := r.Status
+	st.Phase = desired.PhaseSpawning
+	st.Session = s.Session
+	st.PaneID = ""
+	st.HarnessSessionID = id
+	st.ConfirmedSessionID = ""
+	st.SpawnMode = mode
+	st.SpawnedAt = now
+	st.ProbeDeadline = now.Add(s.Probe)
+	st.SpawnDeliveryID = s.DeliveryID
+	st.TranscriptSizeAtSpawn = size
+	st.Reason = string(s.Reason)
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	if err := e.Tmux.KillSession(ctx, s.Session); err != nil && !errors.Is(err, tmux.ErrNoSession) {
+		return e.spawnFailed(ctx, r, s, fmt.Errorf("kill stale session %s: %w", s.Session, err))
+	}
+	env := maps.Clone(ad.Env())
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["LOOPD_WORK_ITEM"] = r.Key.String()
+	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Env: env, Argv: argv})
+	if err != nil {
+		return e.spawnFailed(ctx, r, s, fmt.Errorf("new session %s: %w", s.Session, err))
+	}
+	st.PaneID = paneID
+	e.Log.Info("session.starting", "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
+		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
+	return e.put(ctx, r, st)
+}
+
+// spawnFailed handles tmux refusing a spawn: the delivery stays pending and
+// the item backs off.
+func (e *Executor) spawnFailed(ctx context.Context, r *desired.Record, s Spawn, cause error) error {
+	st := r.Status
+	st.Phase = desired.PhaseBackingOff
+	st.Failures++
+	st.NextAttempt = e.Now().Add(e.RetryDelay(st.Failures))
+	st.LastExitReason = string(ReasonSpawnDied)
+	st.Reason = "spawn_refused"
+	e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", s.DeliveryID, "reason", "spawn_refused", "err", cause)
+	if err := e.put(ctx, r, st); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRunning) error {
+	st := r.Status
+	st.Phase = desired.PhaseRunning
+	st.PaneID = a.PaneID
+	st.Session = a.Session
+	if a.Confirmed && st.ConfirmedSessionID == "" {
+		st.ConfirmedSessionID = st.HarnessSessionID
+	}
+	var delivered []string
+	if a.DeliveryID != "" {
+		delivered = append(delivered, a.DeliveryID)
+		st = st.Remember(a.DeliveryID)
+	}
+	st.SpawnDeliveryID = ""
+	st.Reason = string(a.Reason)
+	if err := e.put(ctx, r, st, delivered...); err != nil {
+		return err
+	}
+	attach := fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
+	switch {
+	case a.Reason == ReasonAdopted:
+		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
+	case a.Respawn:
+		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, "session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+	default:
+		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, "session", a.Session,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+	}
+	if a.DeliveryID != "" {
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
+	}
+	return nil
+}
+
+func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverPrompt) error {
+	ad, err := e.adapter(r.Spec.Harness)
+	if err != nil {
+		return e.block(ctx, r, ReasonHarnessUnknown, r.Spec.Harness)
+	}
+	target := a.PaneID
+	if target == "" {
+		target = "=" + a.Session + ":"
+	}
+	screen, err := e.Tmux.CapturePane(ctx, target, false)
+	if err != nil {
+		return fmt.Errorf("capture %s: %w", a.Session, err)
+	}
+	switch class, why := ad.Screen(screen); class {
+	case harness.ScreenReady:
+	case harness.ScreenBlocked:
+		if r.Status.Reason != "blocked: "+why {
+			e.record(ctx, slog.LevelWarn, journal.DispatchBlocked, r.Key, "delivery", a.DeliveryID, "session", a.Session, "reason", why)
+			st := r.Status
+			st.Reason = "blocked: " + why
+			if err := e.put(ctx, r, st); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("deliver %s to %s: %w (%s)", a.DeliveryID, a.Session, ErrNotReady, why)
+	default:
+		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, ErrNotReady)
+	}
+	if err := e.Tmux.Paste(ctx, target, a.Prompt); err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "paste_failed", "err", err)
+		return fmt.Errorf("paste %s to %s: %w", a.DeliveryID, a.Session, err)
+	}
+	// Pasting is not idempotent: once the text is in the pane the delivery
+	// counts as sent, so it is recorded before anything else can fail.
+	st := r.Status.Remember(a.DeliveryID)
+	st.Reason = "delivered"
+	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
+		return err
+	}
+	if e.Settle > 0 {
+		t := time.NewTimer(e.Settle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if err := e.Tmux.SendKeys(ctx, target, "Enter"); err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "enter_failed", "err", err)
+		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
+	}
+	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "paste", "session", a.Session, "bytes", len(a.Prompt))
+	return nil
+}
+
+func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) error {
+	if err := e.Tmux.KillSession(ctx, a.Session); err != nil && !errors.Is(err, tmux.ErrNoSession) {
+		return fmt.Errorf("stop %s: %w", a.Session, err)
+	}
+	st := r.Status
+	st.Phase = desired.PhaseStopped
+	st.PaneID = ""
+	st.Reason = string(a.Reason)
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, "session", a.Session, "reason", string(a.Reason))
+	return nil
+}
+
+func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
+	st := r.Status
+	retired := st.HarnessSessionID
+	st.Phase = a.Phase
+	st.LastExitStatus = nil
+	if a.ExitStatus >= 0 {
+		status := a.ExitStatus
+		st.LastExitStatus = &status
+	}
+	st.LastExitReason = string(a.Reason)
+	st.LastExitAt = e.Now()
+	st.Failures, st.FastFailures = a.Failures, a.FastFailures
+	st.NextAttempt = a.NextAttempt
+	st.Reason = string(a.Reason)
+	if a.Retire {
+		st.RetiredSessionIDs = append(st.RetiredSessionIDs, retired)
+		if n := len(st.RetiredSessionIDs); n > maxRetiredIDs {
+			st.RetiredSessionIDs = st.RetiredSessionIDs[n-maxRetiredIDs:]
+		}
+	}
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if a.Clean {
+		level = slog.LevelInfo
+	}
+	e.record(ctx, level, journal.SessionExited, r.Key, "session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
+		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures)
+	if a.DeliveryID != "" {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus)
+	}
+	if a.Retire {
+		e.record(ctx, slog.LevelWarn, journal.SessionCrashLoop, r.Key, "harness", r.Spec.Harness, "retired_session_id", retired,
+			"reason", "fast_failures", "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) error {
+	st := r.Status
+	st.Phase = desired.PhaseNeedsAttention
+	st.AttentionGeneration = r.Spec.Generation
+	st.NextAttempt = time.Time{}
+	st.Reason = string(a.Reason)
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	name := journal.SessionNeedsAttention
+	if a.Reason == ReasonBudgetExhausted {
+		name = journal.SessionCrashLoop
+	}
+	e.record(ctx, slog.LevelError, name, r.Key, "session", a.Session, "harness", r.Spec.Harness,
+		"reason", string(a.Reason), "failures", st.Failures, "release", "loopd release "+r.Key.String())
+	return nil
+}
+
+// block records why an item cannot proceed, logging it once per reason, and
+// returns an error so the item's later actions are skipped.
+func (e *Executor) block(ctx context.Context, r *desired.Record, reason Reason, detail string) error {
+	err := fmt.Errorf("%s: %w", r.Key, ErrWorkspaceMissing)
+	name := journal.WorkspaceMissing
+	if reason == ReasonHarnessUnknown {
+		err = fmt.Errorf("%s: %w %q", r.Key, ErrUnknownHarness, detail)
+		name = journal.DispatchFailed
+	}
+	if r.Status.Reason == string(reason) {
+		return err
+	}
+	e.record(ctx, slog.LevelError, name, r.Key, "reason", string(reason), "detail", detail, "pending", len(r.Pending))
+	st := r.Status
+	st.Reason = string(reason)
+	if perr := e.put(ctx, r, st); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
+}

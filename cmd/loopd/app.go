@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+// paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
+const paneDiedChannel = "loopd-pane-died"
+
+// storeFile is the SQLite file's name inside the state dir.
+const storeFile = "loopd.db"
+
+// app is the wired set of real dependencies one command uses.
+type app struct {
+	log       *slog.Logger
+	store     desired.Store
+	tmux      tmux.Client
+	harnesses map[string]harness.Adapter
+	journal   *journal.Recorder
+}
+
+// openStore opens the SQLite store in cfg's state dir.
+func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
+	return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+}
+
+// newApp opens the store and builds the tmux client and harness adapters
+// for cfg. A harness whose command cannot be found is reported in the log
+// and kept: its spawns fail and back off, visibly, until it is installed.
+func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, error) {
+	harnesses, err := buildHarnesses(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &app{
+		log:       log,
+		store:     store,
+		tmux:      tmux.NewExec(cfg.Tmux.Socket, log),
+		harnesses: harnesses,
+		journal:   journal.NewRecorder(log, store, time.Now),
+	}, nil
+}
+
+func buildHarnesses(cfg *schema.Config, log *slog.Logger) (map[string]harness.Adapter, error) {
+	names := make([]string, 0, len(cfg.Harnesses))
+	for name := range cfg.Harnesses {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make(map[string]harness.Adapter, len(names))
+	for _, name := range names {
+		ad, err := harness.New(name, cfg.Harnesses[name])
+		if err != nil {
+			return nil, fmt.Errorf("harness %s: %w", name, err)
+		}
+		if err := harness.LookCommand(ad); err != nil {
+			log.Error("harness.missing", "harness", name, "err", err)
+		}
+		out[name] = ad
+	}
+	return out, nil
+}
+
+// capabilities is what the planner needs of the adapters.
+func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabilities {
+	out := make(map[string]reconciler.Capabilities, len(h))
+	for name, ad := range h {
+		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID}
+	}
+	return out
+}
+
+// reconciler wires a Reconciler whose policy is read from current on every
+// pass, so that a hot reload takes effect on the next pass.
+func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
+	caps := capabilities(a.harnesses)
+	policy := func() reconciler.Policy {
+		return reconciler.PolicyFrom(current().Webhooks.GHWebhook.Routing.Tmux, caps)
+	}
+	return &reconciler.Reconciler{
+		Store:     a.store,
+		Tmux:      a.tmux,
+		Harnesses: a.harnesses,
+		Journal:   a.journal,
+		Log:       a.log,
+		Policy:    policy,
+		Now:       time.Now,
+		Interval:  cfg.Reconcile.Interval(),
+		Server:    tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit},
+		Executor: &actions.Executor{
+			Tmux:       a.tmux,
+			Store:      a.store,
+			Harnesses:  a.harnesses,
+			Journal:    a.journal,
+			Log:        a.log,
+			Now:        time.Now,
+			NewID:      uuid.NewString,
+			Socket:     cfg.Tmux.Socket,
+			Settle:     150 * time.Millisecond,
+			RetryDelay: func(n int) time.Duration { return policy().RetryDelay(n) },
+		},
+	}
+}
+
+// setup loads the config, builds the logger and the app.
+func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
+	log, err := g.logger(os.Stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := schema.Load(g.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, a, nil
+}

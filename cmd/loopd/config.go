@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/schema"
+)
+
+func newConfigCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Work with the config file"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "validate [FILE]",
+		Short: "Validate a config file against schema/loopd.schema.json",
+		Long: `validate loads FILE (default: --config) and checks it against the JSON
+Schema and the cross-field rules. Every problem is printed with its line and
+key; the exit code is 1 when there is any. It also warns about harness
+commands that are not installed.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := g.config
+			if len(args) == 1 {
+				path = args[0]
+			}
+			cfg, err := schema.Load(path)
+			if err != nil {
+				return err
+			}
+			for name, h := range cfg.Harnesses {
+				ad, err := harness.New(name, h)
+				if err != nil {
+					return fmt.Errorf("harness %s: %w", name, err)
+				}
+				if err := harness.LookCommand(ad); err != nil {
+					fmt.Fprintf(os.Stderr, "warning: harness %s: %v\n", name, err)
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)
+			return nil
+		},
+	})
+	return cmd
+}

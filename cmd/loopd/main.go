@@ -1,0 +1,42 @@
+// Command loopd keeps one AI coding agent session per GitHub work item alive
+// in tmux, driven by GitHub webhooks. See README.md and docs/design.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCmd().ExecuteContext(ctx)
+	var ex exitError
+	switch {
+	case errors.As(err, &ex):
+		if ex.err != nil {
+			fmt.Fprintln(os.Stderr, "loopd:", ex.err)
+		}
+		os.Exit(ex.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError carries a specific exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
+)
+
+// reconcileOpts are the flags of loopd reconcile.
+type reconcileOpts struct {
+	once         bool
+	dryRun       bool
+	output       string
+	detailedExit bool
+	lockWait     time.Duration
+}
+
+func newReconcileCmd(g *globals) *cobra.Command {
+	o := &reconcileOpts{}
+	cmd := &cobra.Command{
+		Use:   "reconcile --once",
+		Short: "Run one reconcile pass (for cron), or plan one with --dry-run",
+		Long: `reconcile --once runs one pass: it reads the desired records, observes tmux
+with one list-panes, plans, and executes the plan. With --dry-run it prints
+each planned action with its reason and changes nothing: not tmux, not the
+store. A pass started while the daemon holds the reconcile lock waits for it.
+
+Exit codes: 0 ok (with --detailed-exitcode: nothing to do), 1 error,
+2 changes planned or applied (with --detailed-exitcode only).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !o.once {
+				return errors.New("reconcile needs --once (the loop is loopd serve)")
+			}
+			return reconcileOnce(cmd.Context(), g, o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.once, "once", false, "run exactly one pass and exit")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the planned actions; change nothing")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	f.BoolVar(&o.detailedExit, "detailed-exitcode", false, "exit 2 when changes were planned or applied, 0 when none")
+	f.DurationVar(&o.lockWait, "lock-wait", 30*time.Second, "how long to wait for a running pass to finish")
+	return cmd
+}
+
+func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Writer) error {
+	if o.output != "text" && o.output != "json" && o.output != "yaml" {
+		return fmt.Errorf("--output %q: want text, json or yaml", o.output)
+	}
+	cfg, a, err := g.setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
+	lockCtx, cancel := context.WithTimeout(ctx, o.lockWait)
+	defer cancel()
+	res, err := rc.Pass(lockCtx, o.dryRun)
+	if err != nil {
+		if errors.Is(err, desired.ErrLocked) {
+			return fmt.Errorf("%w (waited %s)", err, o.lockWait)
+		}
+		return err
+	}
+	if err := printPlan(out, o.output, res); err != nil {
+		return err
+	}
+	if res.Result.Failed > 0 {
+		return exitError{code: 1, err: fmt.Errorf("%d action(s) failed; see the log", res.Result.Failed)}
+	}
+	if o.detailedExit && res.Changed() {
+		return exitError{code: 2}
+	}
+	return nil
+}
+
+// planEntry is one action in the json and yaml dry-run output.
+type planEntry struct {
+	Action string            `json:"action" yaml:"action"`
+	Fields map[string]string `json:"fields" yaml:"fields"`
+}
+
+func printPlan(w io.Writer, format string, res reconciler.PassResult) error {
+	if format == "text" {
+		for _, a := range res.Plan {
+			if _, err := fmt.Fprintln(w, a.String()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	entries := make([]planEntry, 0, len(res.Plan))
+	for _, a := range res.Plan {
+		e := planEntry{Action: a.Name(), Fields: map[string]string{}}
+		for _, f := range a.Fields() {
+			e.Fields[f.Key] = f.Value
+		}
+		entries = append(entries, e)
+	}
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	}
+	return yaml.NewEncoder(w).Encode(entries)
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/webhook"
+)
+
+// replayOpts are the flags of loopd replay.
+type replayOpts struct {
+	url        string
+	event      string
+	deliveryID string
+}
+
+func newReplayCmd(g *globals) *cobra.Command {
+	o := &replayOpts{}
+	cmd := &cobra.Command{
+		Use:   "replay FILE...",
+		Short: "POST saved GitHub webhook payloads to a running loopd, signed",
+		Long: `replay sends each FILE as one GitHub webhook delivery, signed with the secret
+named by webhooks.ghWebhook.secretEnv, to the daemon's webhook URL (default:
+the configured listen address and path). The event type comes from --event
+or from the file name: <event>.<action>.<n>.json, as in octokit/webhooks'
+examples. Each delivery gets a new GUID unless --delivery-id is given, which
+replays a redelivery.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			cfg, err := schema.Load(g.config)
+			if err != nil {
+				return err
+			}
+			hook := cfg.Webhooks.GHWebhook
+			secret := os.Getenv(hook.SecretEnv)
+			if secret == "" {
+				return fmt.Errorf("environment variable %s is empty", hook.SecretEnv)
+			}
+			url := o.url
+			if url == "" {
+				url = "http://" + hook.Listen + hook.Path
+			}
+			client := &http.Client{Timeout: 30 * time.Second}
+			for _, file := range files {
+				body, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				event := o.event
+				if event == "" {
+					event, _, _ = strings.Cut(filepath.Base(file), ".")
+				}
+				id := o.deliveryID
+				if id == "" {
+					id = uuid.NewString()
+				}
+				resp, err := webhook.Replay(cmd.Context(), client, url, []byte(secret), event, id, body)
+				if err != nil {
+					return err
+				}
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+				resp.Body.Close()
+				fmt.Fprintf(cmd.OutOrStdout(), "%s event=%s delivery=%s status=%d %s\n", filepath.Base(file), event, id,
+					resp.StatusCode, strings.TrimSpace(string(msg)))
+				if resp.StatusCode >= 300 {
+					return exitError{code: 1, err: fmt.Errorf("%s: HTTP %d", file, resp.StatusCode)}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.url, "url", "", "webhook URL (default: from the config)")
+	cmd.Flags().StringVar(&o.event, "event", "", "X-GitHub-Event (default: from the file name)")
+	cmd.Flags().StringVar(&o.deliveryID, "delivery-id", "", "X-GitHub-Delivery (default: a new GUID)")
+	return cmd
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/webhook"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: webhook receiver, reconcile loop, health and metrics",
+		Long: `serve listens for GitHub webhooks on webhooks.ghWebhook.listen and runs the
+reconcile loop: every reconcile.intervalSeconds, at once after each accepted
+delivery, and at once when a pane dies (tmux pane-died hook). It also serves
+/healthz, /readyz and /metrics (Prometheus). SIGHUP reloads the config; so
+does a change of the file. An invalid config keeps the last good one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), g) },
+	}
+}
+
+func serve(ctx context.Context, g *globals) error {
+	log, err := g.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	watcher, err := schema.NewWatcher(g.config, log, nil)
+	if err != nil {
+		return err
+	}
+	cfg := watcher.Current()
+	hook := cfg.Webhooks.GHWebhook
+	secret := os.Getenv(hook.SecretEnv)
+	if secret == "" {
+		return fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", hook.SecretEnv)
+	}
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rc := a.reconciler(cfg, watcher.Current)
+	rc.Metrics = reconciler.NewMetrics(reg)
+
+	mux := http.NewServeMux()
+	mux.Handle(hook.Path, webhook.New(webhook.Options{
+		Secret:   []byte(secret),
+		Config:   func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
+		Store:    a.store,
+		Recorder: a.journal,
+		Trigger:  rc.Trigger,
+		Log:      log,
+	}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.store.Records(r.Context()); err != nil {
+			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if _, err := a.tmux.ListPanes(r.Context()); err != nil {
+			http.Error(w, "tmux: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	ln, err := net.Listen("tcp", hook.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", hook.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serve.listening", "addr", ln.Addr().String(), "webhook_path", hook.Path,
+		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				// Reload logs config.reloaded or config.invalid itself.
+				_ = watcher.Reload()
+				rc.Trigger()
+			}
+		}
+	}()
+	go func() {
+		// Without the file watch, SIGHUP still reloads.
+		if err := watcher.Run(ctx); err != nil {
+			log.Error("config.watch_failed", "path", g.config, "err", err)
+		}
+	}()
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- rc.Run(ctx) }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	<-loopDone
+	log.Info("serve.stopped")
+	return nil
+}

@@ -1,0 +1,603 @@
+package desired
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/journal"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// sqliteParams configures every connection (modernc.org/sqlite DSN keys; the
+// pragmas are documented at https://sqlite.org/pragma.html):
+//   - busy_timeout 5000 ms: a writer in another process (the daemon and a cron
+//     `reconcile --once`) is waited for, not reported as SQLITE_BUSY;
+//   - journal_mode WAL: readers never block the writer, nor it them;
+//   - synchronous FULL: with WAL, each commit fsyncs the log before it
+//     returns, so a delivery acknowledged to GitHub after Ingest committed
+//     survives a power loss too, not only a killed daemon (NORMAL could lose
+//     the last commits on an OS crash). It costs one fsync per write;
+//   - foreign_keys on: a delivery always belongs to a stored work item;
+//   - _txlock immediate: a write transaction takes the write lock at BEGIN,
+//     so it never fails with SQLITE_BUSY halfway when another process wrote
+//     after it read (https://sqlite.org/lang_transaction.html).
+const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
+	"&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// sqliteMaxConns bounds the connection pool. Reads run concurrently under
+// WAL; writes are serialized by SQLite.writeSem before they take one.
+const sqliteMaxConns = 4
+
+// schemaVersion is the PRAGMA user_version the migrations below reach.
+const schemaVersion = 1
+
+// migrations[i] takes the schema from user_version i to i+1. The tables are
+// STRICT and constrained so that a hand edit with a wrong type or shape is
+// refused by SQLite itself; only the status JSON can be unreadable.
+//
+// A deliveries row is 'pending' (queued for the agent), 'delivered' (handed
+// to the harness, see PutStatus) or 'state_only' (an open/closed change with
+// nothing to send, kept so that its id stays claimed). seq is arrival order.
+var migrations = []string{
+	`CREATE TABLE work_items (
+		key              TEXT PRIMARY KEY,
+		owner            TEXT NOT NULL CHECK (owner <> ''),
+		repo             TEXT NOT NULL CHECK (repo <> ''),
+		number           INTEGER NOT NULL CHECK (number > 0),
+		kind             TEXT NOT NULL,
+		harness          TEXT NOT NULL,
+		cwd              TEXT NOT NULL,
+		closed           INTEGER NOT NULL CHECK (closed IN (0, 1)),
+		state_changed_at INTEGER,
+		held             INTEGER NOT NULL CHECK (held IN (0, 1)),
+		generation       INTEGER NOT NULL,
+		status           TEXT NOT NULL,
+		updated_at       INTEGER NOT NULL,
+		CHECK (key = owner || '/' || repo || '#' || number)
+	) STRICT;
+	CREATE INDEX work_items_by_key_parts ON work_items (owner, repo, number);
+
+	CREATE TABLE deliveries (
+		seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+		id           TEXT NOT NULL UNIQUE,
+		work_item    TEXT NOT NULL REFERENCES work_items (key),
+		event        TEXT NOT NULL,
+		action       TEXT NOT NULL,
+		sender       TEXT NOT NULL,
+		prompt       TEXT NOT NULL,
+		received_at  INTEGER,
+		state        TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'state_only')),
+		delivered_at INTEGER
+	) STRICT;
+	CREATE INDEX deliveries_pending ON deliveries (work_item, seq) WHERE state = 'pending';
+
+	CREATE TABLE events (
+		id        INTEGER PRIMARY KEY AUTOINCREMENT,
+		time      INTEGER,
+		name      TEXT NOT NULL,
+		level     INTEGER NOT NULL,
+		work_item TEXT NOT NULL,
+		attrs     TEXT NOT NULL
+	) STRICT;
+	CREATE INDEX events_by_work_item ON events (work_item, time);
+	CREATE INDEX events_by_time ON events (time);`,
+}
+
+// SQLite is the embedded Store: one SQLite file in WAL mode, opened with
+// OpenSQLite. Times are stored as Unix nanoseconds (UTC), a zero time as
+// NULL, so times between the years 1678 and 2262 round-trip, and zero stays
+// zero. Times come back in UTC. Every method is safe for concurrent use.
+type SQLite struct {
+	db       *sql.DB
+	lockPath string
+	// writeSem serializes this process's write transactions, so that they
+	// queue in order instead of polling SQLite's busy handler; another
+	// process is still waited for through busy_timeout.
+	writeSem chan struct{}
+	now      func() time.Time
+}
+
+var _ Store = (*SQLite)(nil)
+
+// OpenSQLite opens (creating when missing) the store at path, a file name,
+// and migrates its schema to the current version. The directory of path is
+// created with mode 0700 when missing. The reconcile lock (Lock) is the file
+// path+".lock". path must not contain '?'.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if strings.Contains(path, "?") {
+		return nil, fmt.Errorf("sqlite open %s: path must not contain '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", path+"?"+sqliteParams)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(sqliteMaxConns)
+	db.SetMaxIdleConns(sqliteMaxConns)
+	s := &SQLite{db: db, lockPath: path + ".lock", writeSem: make(chan struct{}, 1), now: time.Now}
+	if err := s.write(ctx, migrate); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// migrate applies the migrations past the file's user_version. It runs in
+// a write transaction, so two processes opening a new file at once create
+// the schema once, and a failed step leaves the file as it was.
+func migrate(tx *sql.Tx) error {
+	var v int
+	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this loopd's %d", v, schemaVersion)
+	}
+	for ; v < schemaVersion; v++ {
+		if _, err := tx.Exec(migrations[v]); err != nil {
+			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; v is an int.
+	_, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v))
+	return err
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
+// fn returns nil; it rolls back otherwise.
+func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	select {
+	case s.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-s.writeSem }()
+	return s.inTx(ctx, nil, fn)
+}
+
+// read runs fn in a read transaction, which sees one snapshot of the file.
+func (s *SQLite) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.inTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+}
+
+func (s *SQLite) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Ingest claims in.DeliveryID and applies in, in one transaction:
+//   - a delivery id already claimed makes Duplicate true and changes nothing;
+//   - an unknown key creates the item (in.Kind, in.Harness, in.Cwd, open,
+//     Generation 1, Status{Phase: PhaseIdle}); an existing item keeps its own
+//     kind, harness and cwd;
+//   - in.Closed, when set, is ignored (StaleState) if in.StateAt is before the
+//     recorded Spec.StateChangedAt (a zero StateAt is before any recorded
+//     time); otherwise Closed and StateChangedAt take the new values, and
+//     StateChanged reports whether Closed flipped (a new item starts open);
+//   - in.Delivery, when set, is queued as pending (Queued); its ID must be
+//     in.DeliveryID or empty. Without one, the id is still claimed.
+//
+// Generation grows by one when the open/closed state flips or a delivery is
+// queued on an existing item; a repeated state only moves StateChangedAt.
+// Reopening a Stopped item is the reconciler's business, not Ingest's. The
+// error wraps ErrBadKey when in.Key does not round-trip through ParseKey.
+func (s *SQLite) Ingest(ctx context.Context, in Ingest) (IngestResult, error) {
+	var res IngestResult
+	err := checkIngest(in)
+	if err == nil {
+		err = s.write(ctx, func(tx *sql.Tx) error { return s.ingest(ctx, tx, in, &res) })
+	}
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("sqlite ingest %s %s: %w", in.Key, in.DeliveryID, err)
+	}
+	return res, nil
+}
+
+// checkIngest reports what makes in unusable, before any transaction.
+func checkIngest(in Ingest) error {
+	if k, err := ParseKey(in.Key.String()); err != nil {
+		return err
+	} else if k != in.Key {
+		return fmt.Errorf("%w: %+v does not round-trip as %q", ErrBadKey, in.Key, in.Key.String())
+	}
+	if in.DeliveryID == "" {
+		return errors.New("empty delivery id")
+	}
+	if in.Delivery != nil && in.Delivery.ID != "" && in.Delivery.ID != in.DeliveryID {
+		return fmt.Errorf("delivery carries id %q", in.Delivery.ID)
+	}
+	return nil
+}
+
+// ingest is Ingest's transaction; it records what it did in res.
+func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestResult) error {
+	var claimed bool
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`, in.DeliveryID).Scan(&claimed)
+	if err != nil {
+		return err
+	}
+	if claimed {
+		res.Duplicate = true
+		return nil
+	}
+	key := in.Key.String()
+	now := s.now()
+
+	var (
+		closed bool
+		at     sql.NullInt64
+	)
+	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		res.Created = true
+		st, err := json.Marshal(Status{Phase: PhaseIdle})
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO work_items
+			(key, owner, repo, number, kind, harness, cwd, closed, state_changed_at, held, generation, status, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, 0, 1, ?, ?)`,
+			key, in.Key.Owner, in.Key.Repo, in.Key.Number, string(in.Kind), in.Harness, in.Cwd, string(st), timeToDB(now))
+		if err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+
+	changed := false
+	if in.Closed != nil {
+		if in.StateAt.Before(timeFromDB(at)) {
+			res.StaleState = true
+		} else {
+			res.StateChanged = *in.Closed != closed
+			changed = res.StateChanged
+			_, err := tx.ExecContext(ctx, `UPDATE work_items SET closed = ?, state_changed_at = ?, updated_at = ?
+				WHERE key = ?`, *in.Closed, timeToDB(in.StateAt), timeToDB(now), key)
+			if err != nil {
+				return err
+			}
+		}
+	}
+
+	d := Delivery{ID: in.DeliveryID}
+	state := "state_only"
+	if in.Delivery != nil {
+		d = *in.Delivery
+		d.ID = in.DeliveryID
+		state = "pending"
+		res.Queued = true
+		changed = true
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
+		(id, work_item, event, action, sender, prompt, received_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state)
+	if err != nil {
+		return err
+	}
+
+	if changed && !res.Created {
+		_, err := tx.ExecContext(ctx, `UPDATE work_items SET generation = generation + 1, updated_at = ? WHERE key = ?`,
+			timeToDB(now), key)
+		return err
+	}
+	return nil
+}
+
+// Records returns every work item with its pending deliveries in arrival
+// order, ordered by owner, repo and then number (numerically). An item whose
+// status cannot be decoded is still returned, in PhaseNeedsAttention (see
+// Get).
+func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
+	var recs []Record
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		recs, err = loadRecords(ctx, tx, "")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite records: %w", err)
+	}
+	return recs, nil
+}
+
+// Get returns the work item k with its pending deliveries in arrival order;
+// the error wraps ErrNotFound when there is none. A status that cannot be
+// decoded (a record edited by hand) is reported, not returned as an error:
+// the item comes back with Status{Phase: PhaseNeedsAttention, Reason:
+// "status unreadable: …"}, AttentionGeneration set to its generation, and
+// whatever status fields did decode, so an operator can see and release it.
+func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
+	var recs []Record
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		recs, err = loadRecords(ctx, tx, k.String())
+		return err
+	})
+	if err == nil && len(recs) == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("sqlite get %s: %w", k, err)
+	}
+	return recs[0], nil
+}
+
+// loadRecords reads the work item key, or all of them when key is "".
+func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
+	var (
+		itemsWhere, pendingWhere string
+		args                     []any
+	)
+	if key != "" {
+		itemsWhere, pendingWhere = "WHERE key = ?", "AND work_item = ?"
+		args = append(args, key)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
+		closed, state_changed_at, held, generation, status
+		FROM work_items `+itemsWhere+` ORDER BY owner, repo, number`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		recs  []Record
+		index = map[string]int{}
+	)
+	for rows.Next() {
+		var (
+			r      Record
+			k      string
+			at     sql.NullInt64
+			status string
+		)
+		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &status)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		r.Spec.StateChangedAt = timeFromDB(at)
+		r.Status = decodeStatus(status, r.Spec.Generation)
+		index[k] = len(recs)
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at
+		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			item string
+			d    Delivery
+			at   sql.NullInt64
+		)
+		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at); err != nil {
+			return nil, err
+		}
+		d.ReceivedAt = timeFromDB(at)
+		i, ok := index[item]
+		if !ok {
+			// Only possible with foreign keys turned off by hand.
+			continue
+		}
+		recs[i].Pending = append(recs[i].Pending, d)
+	}
+	return recs, rows.Err()
+}
+
+// decodeStatus decodes a status column. A column that does not decode, or
+// names an unknown phase, yields PhaseNeedsAttention with the reason, keeping
+// the fields that did decode.
+func decodeStatus(text string, gen int64) Status {
+	var st Status
+	err := json.Unmarshal([]byte(text), &st)
+	if err == nil && !st.Phase.Known() {
+		err = fmt.Errorf("unknown phase %q", st.Phase)
+	}
+	if err != nil {
+		st.Phase = PhaseNeedsAttention
+		st.Reason = "status unreadable: " + err.Error()
+		st.AttentionGeneration = gen
+	}
+	return st
+}
+
+// PutStatus writes the status of k and, in the same transaction, marks the
+// listed deliveries of k as delivered (with the time). An id that is not a
+// pending delivery of k is skipped, not an error. The error wraps
+// ErrNotFound for an unknown key.
+func (s *SQLite) PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error {
+	text, err := json.Marshal(st)
+	if err == nil {
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			now := timeToDB(s.now())
+			if err := updateItem(ctx, tx, `UPDATE work_items SET status = ?, updated_at = ? WHERE key = ?`,
+				string(text), now, k.String()); err != nil {
+				return err
+			}
+			for _, id := range delivered {
+				_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'delivered', delivered_at = ?
+					WHERE id = ? AND work_item = ? AND state = 'pending'`, now, id, k.String())
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite put status %s: %w", k, err)
+	}
+	return nil
+}
+
+// SetHeld sets or clears the operator hold of k. It bumps the generation
+// even when held is unchanged, so the reconciler looks at the item again.
+// The error wraps ErrNotFound for an unknown key.
+func (s *SQLite) SetHeld(ctx context.Context, k Key, held bool) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
+			WHERE key = ?`, held, timeToDB(s.now()), k.String())
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite set held %s: %w", k, err)
+	}
+	return nil
+}
+
+// updateItem runs an UPDATE of one work_items row and returns ErrNotFound
+// when it matched none.
+func updateItem(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// AppendEvent adds e to the journal.
+func (s *SQLite) AppendEvent(ctx context.Context, e journal.Event) error {
+	attrs, err := json.Marshal(e.Attrs)
+	if err == nil {
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
+				timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite append event %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// Events returns the journal rows f selects, oldest first (by time, then by
+// order of appending): those of f.WorkItem when set, at or after f.Since when
+// set, and only the newest f.Limit when it is positive.
+func (s *SQLite) Events(ctx context.Context, f EventFilter) ([]journal.Event, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.WorkItem != "" {
+		where = append(where, "work_item = ?")
+		args = append(args, f.WorkItem)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time >= ?")
+		args = append(args, timeToDB(f.Since))
+	}
+	query := `SELECT time, name, level, work_item, attrs FROM events`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY time DESC, id DESC"
+	if f.Limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	events, err := queryEvents(ctx, s.db, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite events: %w", err)
+	}
+	slices.Reverse(events)
+	return events, nil
+}
+
+func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]journal.Event, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var events []journal.Event
+	for rows.Next() {
+		var (
+			e     journal.Event
+			at    sql.NullInt64
+			level int64
+			attrs string
+		)
+		if err := rows.Scan(&at, &e.Name, &level, &e.WorkItem, &attrs); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(attrs), &e.Attrs); err != nil {
+			return nil, fmt.Errorf("attrs of %s at %s: %w", e.Name, timeFromDB(at), err)
+		}
+		e.Time = timeFromDB(at)
+		e.Level = slog.Level(level)
+		events = append(events, e)
+	}
+	return events, rows.Err()
+}
+
+// Lock takes the cross-process reconcile lock, an exclusive flock(2) on
+// the file path+".lock", retrying every 50 ms until ctx ends; the error then
+// wraps ErrLocked (and ctx's cause). A second Lock in the same process is
+// excluded as well. unlock releases the lock and may be called more than
+// once; the kernel releases it if the process dies.
+func (s *SQLite) Lock(ctx context.Context) (unlock func(), err error) {
+	unlock, err = lockFile(ctx, s.lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite lock %s: %w", s.lockPath, err)
+	}
+	return unlock, nil
+}
+
+// Close closes the database. Locks taken with Lock stay held until their
+// unlock.
+func (s *SQLite) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlite close: %w", err)
+	}
+	return nil
+}
+
+// timeToDB returns t as Unix nanoseconds, or nil (NULL) for the zero time.
+func timeToDB(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// timeFromDB is the inverse of timeToDB, in UTC.
+func timeFromDB(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}

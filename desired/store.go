@@ -1,0 +1,85 @@
+package desired
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/loopd/loopd/journal"
+)
+
+// Sentinel errors of a Store.
+var (
+	// ErrNotFound means no work item has the key.
+	ErrNotFound = errors.New("work item not found")
+	// ErrLocked means another process holds the reconcile lock.
+	ErrLocked = errors.New("reconcile lock held by another process")
+)
+
+// Ingest is one accepted webhook delivery, reduced to what changes desired
+// state. Ingest never touches Status.
+type Ingest struct {
+	// DeliveryID is X-GitHub-Delivery. It is claimed in the same transaction
+	// that applies the change, so a redelivery changes nothing.
+	DeliveryID string
+	Key        Key
+	Kind       Kind
+	// Harness and Cwd are used only when the item is new; an existing item
+	// keeps its own.
+	Harness string
+	Cwd     string
+	// Delivery, when not nil, is queued for the agent.
+	Delivery *Delivery
+	// Closed, when not nil, sets the item's open/closed state; StateAt is the
+	// payload's updated_at, and a change older than the recorded one is
+	// ignored.
+	Closed  *bool
+	StateAt time.Time
+}
+
+// IngestResult says what Ingest did.
+type IngestResult struct {
+	Duplicate    bool // the delivery id was already claimed; nothing changed
+	Created      bool // the work item is new
+	Queued       bool // a delivery was queued
+	StaleState   bool // the open/closed change was older than the record's and was ignored
+	StateChanged bool // the open/closed state changed
+}
+
+// EventFilter selects journal rows. Zero fields select everything.
+type EventFilter struct {
+	WorkItem string
+	Since    time.Time
+	Limit    int // newest Limit rows, still returned oldest first
+}
+
+// Store is the durable home of work items, their deliveries and the event
+// journal. Every method is one transaction, so a process killed at any
+// instant loses no accepted delivery. The SQLite store (OpenSQLite) is the
+// embedded default.
+type Store interface {
+	journal.Appender
+
+	// Ingest claims in.DeliveryID and applies in, in one transaction.
+	Ingest(ctx context.Context, in Ingest) (IngestResult, error)
+	// Records returns every work item with its pending deliveries, ordered
+	// by key.
+	Records(ctx context.Context) ([]Record, error)
+	// Get returns one work item; the error wraps ErrNotFound when there is none.
+	Get(ctx context.Context, k Key) (Record, error)
+	// PutStatus writes the item's status and, in the same transaction, marks
+	// the deliveries whose ids are listed in delivered as handed to the
+	// harness (no longer pending). The error wraps ErrNotFound for an
+	// unknown key.
+	PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error
+	// SetHeld sets or clears the operator hold and bumps the generation; the
+	// error wraps ErrNotFound for an unknown key.
+	SetHeld(ctx context.Context, k Key, held bool) error
+	// Events returns journal rows, oldest first.
+	Events(ctx context.Context, f EventFilter) ([]journal.Event, error)
+	// Lock takes the cross-process reconcile lock, waiting until ctx ends.
+	// The error wraps ErrLocked when ctx ended first. unlock releases it.
+	Lock(ctx context.Context) (unlock func(), err error)
+	// Close releases the store.
+	Close() error
+}

@@ -1,0 +1,215 @@
+package desired
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrBadKey is returned by ParseKey for text that is not owner/repo#number.
+var ErrBadKey = errors.New("bad work item key")
+
+// Key identifies one work item: an issue or a pull request, owner/repo#number.
+type Key struct {
+	Owner  string
+	Repo   string
+	Number int
+}
+
+// String returns the key as owner/repo#number.
+func (k Key) String() string { return fmt.Sprintf("%s/%s#%d", k.Owner, k.Repo, k.Number) }
+
+// ParseKey parses owner/repo#number. It returns an error wrapping ErrBadKey when
+// the text has another shape or the number is not a positive integer.
+func ParseKey(s string) (Key, error) {
+	slash := strings.IndexByte(s, '/')
+	hash := strings.LastIndexByte(s, '#')
+	if slash <= 0 || hash <= slash+1 || hash == len(s)-1 {
+		return Key{}, fmt.Errorf("%w: %q (want owner/repo#number)", ErrBadKey, s)
+	}
+	n, err := strconv.Atoi(s[hash+1:])
+	if err != nil || n <= 0 {
+		return Key{}, fmt.Errorf("%w: %q (number must be a positive integer)", ErrBadKey, s)
+	}
+	return Key{Owner: s[:slash], Repo: s[slash+1 : hash], Number: n}, nil
+}
+
+var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
+
+// SessionName returns the tmux session name for k: "loop-" and a slug of the
+// key over [a-z0-9-]. The mapping is injective: whenever the slug had to change
+// a character (case, '/', '#', '.', '_' or anything else outside [a-z0-9-]) or
+// could be ambiguous, "--" and the first 8 hex digits of the SHA-256 of the
+// key are appended, so two keys never share a session (short of a 32-bit hash
+// collision between keys with the same slug). tmux never sees '.' or ':'.
+func SessionName(k Key) string {
+	// The plain form joins parts with single '-'; it is only unambiguous when
+	// no part contains '-' itself or anything that needs replacing.
+	plain := k.Owner + "-" + k.Repo + "-" + strconv.Itoa(k.Number)
+	slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(plain), "-"), "-")
+	if slug == plain && !strings.Contains(k.Owner, "-") && !strings.Contains(k.Repo, "-") {
+		return "loop-" + slug
+	}
+	// "--" never occurs in a plain name nor in a slug, so a hashed name can
+	// not equal a plain one: with a single '-', acme/_#22 would end in the
+	// all-digit hash 14435996 and take acme/22#14435996's plain name.
+	sum := sha256.Sum256([]byte(k.String()))
+	return "loop-" + slug + "--" + hex.EncodeToString(sum[:4])
+}
+
+// Kind says whether a work item is an issue or a pull request.
+type Kind string
+
+// The kinds of work item.
+const (
+	KindIssue       Kind = "issue"
+	KindPullRequest Kind = "pull_request"
+)
+
+// Spec is the desired state of a work item. Ingest writes it; the reconciler
+// only reads it.
+type Spec struct {
+	Kind    Kind
+	Harness string // harness name from config, e.g. "claude-code"
+	// Cwd is the workdir rendered from the route when the item was first
+	// seen. It is fixed for the item's life: a resume is cwd-scoped.
+	Cwd    string
+	Closed bool
+	// StateChangedAt is the payload's updated_at of the last open/closed
+	// change; an older change is ignored.
+	StateChangedAt time.Time
+	Held           bool // operator stop (loopd hold); never self-healed
+	// Generation grows by one with every spec change or new delivery.
+	Generation int64
+}
+
+// Phase is where a work item stands in the state machine of docs/design.md.
+type Phase string
+
+// The phases.
+const (
+	PhaseIdle           Phase = "Idle"
+	PhaseSpawning       Phase = "Spawning"
+	PhaseRunning        Phase = "Running"
+	PhaseExited         Phase = "Exited"
+	PhaseBackingOff     Phase = "BackingOff"
+	PhaseNeedsAttention Phase = "NeedsAttention"
+	PhaseStopped        Phase = "Stopped"
+)
+
+// Known reports whether p is one of the phases above.
+func (p Phase) Known() bool {
+	switch p {
+	case PhaseIdle, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped:
+		return true
+	}
+	return false
+}
+
+// SpawnMode says how the current pane was started.
+type SpawnMode string
+
+// The spawn modes.
+const (
+	SpawnFresh  SpawnMode = "fresh"
+	SpawnResume SpawnMode = "resume"
+)
+
+// RecentDeliveriesMax bounds Status.RecentDeliveries.
+const RecentDeliveriesMax = 32
+
+// Status is the observed state of a work item as the executor last wrote it.
+type Status struct {
+	Phase Phase
+	// HarnessSessionID is the pinned conversation id: minted at each fresh
+	// spawn, kept across resumes.
+	HarnessSessionID string
+	// ConfirmedSessionID is the id the harness itself reported (SessionStart
+	// hook), or the pinned id once its transcript was seen to grow.
+	ConfirmedSessionID string
+	Session            string // tmux session name
+	PaneID             string // %N of the current pane
+	SpawnMode          SpawnMode
+	SpawnedAt          time.Time
+	ProbeDeadline      time.Time
+	// SpawnDeliveryID is the delivery carried as the boot prompt of the
+	// current spawn; it stays pending until the spawn is confirmed.
+	SpawnDeliveryID string
+	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
+	// was spawned; growth past it confirms the resume. -1 when unknown.
+	TranscriptSizeAtSpawn int64
+	// FastFailures counts consecutive deaths within fastFailSeconds of spawn.
+	FastFailures int
+	// Failures counts consecutive failed runs (crashes or failed spawns)
+	// since the last healthy run; it drives backoff and the restart budget.
+	Failures       int
+	NextAttempt    time.Time
+	LastExitStatus *int
+	LastExitReason string
+	LastExitAt     time.Time
+	// RetiredSessionIDs lists ids degraded by the crash-loop rule; they are
+	// never resumed again. Bounded like RecentDeliveries.
+	RetiredSessionIDs []string
+	// RecentDeliveries is a ring of the last delivery ids handed to the
+	// harness, newest last, carried over on respawn.
+	RecentDeliveries []string
+	// ObservedGeneration is the Spec.Generation the last pass acted on.
+	ObservedGeneration int64
+	// AttentionGeneration is Spec.Generation when the item entered
+	// NeedsAttention; a newer delivery clears it.
+	AttentionGeneration int64
+	Reason              string // why the item is in this phase
+}
+
+// Delivered reports whether id is in the ring of recent deliveries.
+func (s Status) Delivered(id string) bool {
+	for _, d := range s.RecentDeliveries {
+		if d == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Remember returns s with ids appended to the ring of recent deliveries,
+// newest last, keeping at most RecentDeliveriesMax; an id already in the ring
+// is not added again. s itself, and its slice, are left unchanged.
+func (s Status) Remember(ids ...string) Status {
+	ring := slices.Clone(s.RecentDeliveries)
+	for _, id := range ids {
+		if !slices.Contains(ring, id) {
+			ring = append(ring, id)
+		}
+	}
+	if over := len(ring) - RecentDeliveriesMax; over > 0 {
+		ring = ring[over:]
+	}
+	s.RecentDeliveries = ring
+	return s
+}
+
+// Delivery is one webhook delivery queued for a work item. Its ID is GitHub's
+// X-GitHub-Delivery GUID.
+type Delivery struct {
+	ID         string
+	Event      string // X-GitHub-Event, e.g. "issue_comment"
+	Action     string // payload action, e.g. "created"
+	Sender     string
+	Prompt     string // rendered prompt text, header line first
+	ReceivedAt time.Time
+}
+
+// Record is one work item: its key, spec, status and pending deliveries in
+// arrival order.
+type Record struct {
+	Key     Key
+	Spec    Spec
+	Status  Status
+	Pending []Delivery
+}

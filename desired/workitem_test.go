@@ -1,0 +1,164 @@
+package desired
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sessionNameShape is what tmux may see: no '.', no ':', nothing to quote.
+var sessionNameShape = regexp.MustCompile(`^loop-[a-z0-9-]+$`)
+
+func TestSessionName(t *testing.T) {
+	hashed := regexp.MustCompile(`^loop-[a-z0-9-]+--[0-9a-f]{8}$`)
+	tests := []struct {
+		name string
+		key  Key
+		want string // exact name; "" means the hashed form
+	}{
+		{name: "plain", key: Key{"acme", "api", 42}, want: "loop-acme-api-42"},
+		{name: "digits_in_parts", key: Key{"acme2", "22", 7}, want: "loop-acme2-22-7"},
+		{name: "upper_case", key: Key{"Acme", "API", 42}},
+		{name: "dash_in_owner", key: Key{"a-b", "c", 1}},
+		{name: "dash_in_repo", key: Key{"a", "b-c", 1}},
+		{name: "dot_in_repo", key: Key{"acme", "api.go", 1}},
+		{name: "underscore_in_repo", key: Key{"acme", "my_api", 1}},
+		{name: "repo_only_underscore", key: Key{"acme", "_", 22}},
+		{name: "colon_in_repo", key: Key{"acme", "a:b", 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := SessionName(tt.key)
+			assert.Regexp(t, sessionNameShape, got)
+			if tt.want != "" {
+				assert.Equal(t, tt.want, got)
+			} else {
+				assert.Regexp(t, hashed, got)
+			}
+			assert.Equal(t, got, SessionName(tt.key), "deterministic")
+		})
+	}
+}
+
+func TestSessionNameInjective(t *testing.T) {
+	// Pairs that a naive slug would merge, then every combination of
+	// awkward parts.
+	keys := []Key{
+		{"a-b", "c", 1}, {"a", "b-c", 1},
+		{"Acme", "API", 1}, {"acme", "api", 1}, {"ACME", "api", 1},
+		{"a.b", "c", 1}, {"a_b", "c", 1}, {"a", "b.c", 1}, {"a", "b_c", 1}, {"a", "b", 1},
+		{"acme", "_", 22}, {"acme", "22", 14435996}, {"acme", "-", 22},
+		{"a", "b", 11}, {"a", "b1", 1}, {"a1", "b", 1},
+	}
+	parts := []string{"a", "b", "A", "a-b", "a.b", "a_b", "a--b", "-", "_", ".", "1", "a-1", "a1"}
+	for _, o := range parts {
+		for _, r := range parts {
+			for _, n := range []int{1, 11, 22, 14435996} {
+				keys = append(keys, Key{o, r, n})
+			}
+		}
+	}
+	seen := map[string]Key{}
+	for _, k := range keys {
+		name := SessionName(k)
+		require.Regexp(t, sessionNameShape, name, "key %s", k)
+		if prev, ok := seen[name]; ok && prev != k {
+			t.Fatalf("%s and %s share session %s", prev, k, name)
+		}
+		seen[name] = k
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want Key
+	}{
+		{name: "issue", in: "acme/api#42", want: Key{"acme", "api", 42}},
+		{name: "dots_and_dashes", in: "a-b/c.d_e#1", want: Key{"a-b", "c.d_e", 1}},
+		{name: "hash_in_repo", in: "acme/a#b#3", want: Key{"acme", "a#b", 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseKey(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.in, got.String())
+		})
+	}
+}
+
+func TestParseKeyRoundTrip(t *testing.T) {
+	for _, k := range []Key{{"acme", "api", 1}, {"Acme", "API.js", 12345}, {"a-b", "c_d", 7}} {
+		got, err := ParseKey(k.String())
+		require.NoError(t, err)
+		assert.Equal(t, k, got)
+	}
+}
+
+func TestParseKeyBad(t *testing.T) {
+	for _, in := range []string{"", "acme", "acme/api", "acme/api#", "/api#1", "acme/#1", "acme#1",
+		"acme/api#0", "acme/api#-1", "acme/api#x", "acme/api#1.5"} {
+		t.Run(strconv.Quote(in), func(t *testing.T) {
+			_, err := ParseKey(in)
+			assert.ErrorIs(t, err, ErrBadKey)
+		})
+	}
+}
+
+func TestStatusRemember(t *testing.T) {
+	ids := func(from, to int) []string {
+		var out []string
+		for i := from; i <= to; i++ {
+			out = append(out, fmt.Sprintf("d%d", i))
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		ring []string
+		add  []string
+		want []string
+	}{
+		{name: "nothing_to_add", ring: nil, add: nil, want: nil},
+		{name: "into_empty", ring: nil, add: []string{"d1", "d2"}, want: []string{"d1", "d2"}},
+		{name: "newest_last", ring: []string{"d1"}, add: []string{"d2"}, want: []string{"d1", "d2"}},
+		{name: "known_id_not_repeated", ring: []string{"d1", "d2"}, add: []string{"d1", "d3", "d3"}, want: []string{"d1", "d2", "d3"}},
+		{name: "oldest_dropped", ring: ids(1, RecentDeliveriesMax), add: []string{"new"}, want: append(ids(2, RecentDeliveriesMax), "new")},
+		{name: "many_at_once", ring: ids(1, 3), add: ids(4, RecentDeliveriesMax+5), want: ids(6, RecentDeliveriesMax+5)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Spare capacity would let a careless append write into the
+			// caller's array.
+			ring := tt.ring
+			if ring != nil {
+				ring = append(make([]string, 0, len(tt.ring)+8), tt.ring...)
+			}
+			before := Status{Phase: PhaseRunning, RecentDeliveries: ring}
+			got := before.Remember(tt.add...)
+			assert.Equal(t, tt.want, got.RecentDeliveries)
+			assert.Equal(t, PhaseRunning, got.Phase)
+			assert.Equal(t, tt.ring, before.RecentDeliveries, "receiver changed")
+			assert.Empty(t, strings.Join(ring[len(ring):cap(ring)], ""), "caller's spare capacity written")
+			for _, id := range tt.want {
+				assert.True(t, got.Delivered(id), id)
+			}
+		})
+	}
+}
+
+func TestPhaseKnown(t *testing.T) {
+	for _, p := range []Phase{PhaseIdle, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped} {
+		assert.True(t, p.Known(), p)
+	}
+	for _, p := range []Phase{"", "running", "Runing"} {
+		assert.False(t, p.Known(), p)
+	}
+}

@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/loopd/loopd/schema"
+)
+
+// base is what every adapter takes from its config as it is.
+type base struct {
+	name    string
+	command string   // absolute when it contains a slash
+	extra   []string // cfg.ExtraArgs
+	env     map[string]string
+	ready   *regexp.Regexp // cfg.ReadyPattern; nil means the adapter's default
+}
+
+func newBase(name string, cfg schema.Harness) (base, error) {
+	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env)}
+	if b.command == "" {
+		return base{}, fmt.Errorf("no command: %w", ErrBadConfig)
+	}
+	if strings.Contains(b.command, "/") {
+		abs, err := filepath.Abs(b.command)
+		if err != nil {
+			return base{}, fmt.Errorf("command %q: %w", b.command, err)
+		}
+		b.command = abs
+	}
+	if cfg.ReadyPattern != "" {
+		re, err := regexp.Compile(cfg.ReadyPattern)
+		if err != nil {
+			return base{}, fmt.Errorf("ready pattern: %w: %w", ErrBadConfig, err)
+		}
+		b.ready = re
+	}
+	return b, nil
+}
+
+// Name is the harness name from config.
+func (b *base) Name() string { return b.name }
+
+// getenv returns the value key has in the pane: the harness env wins over
+// the environment loopd (and so its tmux server) inherited.
+func (b *base) getenv(key string) string {
+	if v, ok := b.env[key]; ok {
+		return v
+	}
+	return os.Getenv(key)
+}
+
+func (b *base) lookCommand() error {
+	if strings.Contains(b.command, "/") {
+		if _, err := exec.LookPath(b.command); err != nil {
+			return fmt.Errorf("harness %s: command %q: %w: %w", b.name, b.command, ErrCommandNotFound, err)
+		}
+		return nil
+	}
+	path := b.getenv("PATH")
+	for _, dir := range filepath.SplitList(path) {
+		// An empty entry would mean the pane's cwd, which loopd cannot see
+		// from here; it is skipped.
+		if dir == "" {
+			continue
+		}
+		if _, err := exec.LookPath(filepath.Join(dir, b.command)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("harness %s: command %q not on PATH %q: %w", b.name, b.command, path, ErrCommandNotFound)
+}

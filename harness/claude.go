@@ -1,0 +1,296 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/google/uuid"
+)
+
+// The Claude Code adapter follows the CLI of Claude Code 2.1.197: its
+// --help, and the behaviour measured in docs/reference/harness-cli-facts.md
+// (section 1) and on captured screens under testdata/claude-2.1.197.
+
+// claudeSessionFlags are the flags that choose or fork the conversation or
+// leave the TUI. The adapter sets the conversation itself, so extraArgs
+// must not: "--resume X --session-id Y" without --fork-session is an error,
+// and -p would make the pane exit after one answer.
+var claudeSessionFlags = []string{
+	"--session-id", "-r", "--resume", "-c", "--continue", "--fork-session",
+	"--from-pr", "-p", "--print", "--",
+}
+
+// claudeReady is the input box: a rule (maybe carrying the session name on
+// its right) directly above the prompt line "❯" + NBSP. History lines
+// ("❯ text") follow other lines, and dialogs draw "❯" indented.
+var claudeReady = regexp.MustCompile(`(?m)^─.*\n❯(?:[ \x{a0}]|$)`)
+
+// claudeBusy is in the footer under the input box while a turn runs
+// ("esc to interrupt · ← for agents"); the box itself stays drawn, so
+// typed text would be queued behind the turn.
+const claudeBusy = "esc to interrupt"
+
+// claudeDialogs are the screens that replace the input box and wait for a
+// human, in the order they are checked; every marker must be present.
+var claudeDialogs = []struct {
+	markers []string
+	reason  string
+}{
+	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, "workspace trust dialog"},
+	{[]string{"Resume session", "⌕"}, "resume session picker"},
+	{[]string{"Bypass Permissions mode", "Yes, I accept"}, "bypass permissions consent dialog"},
+	{[]string{"Do you want to use this API key?"}, "custom API key dialog"},
+}
+
+type claudeCode struct{ base }
+
+func newClaudeCode(b base) (*claudeCode, error) {
+	for _, arg := range b.extra {
+		for _, flag := range claudeSessionFlags {
+			if arg == flag || strings.HasPrefix(arg, flag+"=") {
+				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+			}
+		}
+	}
+	return &claudeCode{b}, nil
+}
+
+// SupportsResume is true: claude --resume <id> resumes interactively.
+func (c *claudeCode) SupportsResume() bool { return true }
+
+// ValidSessionID requires SessionIDPattern and a UUID in its lowercase
+// canonical form. Claude Code rejects a non-UUID --session-id, opens its
+// picker for a non-UUID --resume, and looks transcripts up by exact file
+// name, so an uppercase id would not be found again.
+func (c *claudeCode) ValidSessionID(id string) bool {
+	if !SessionIDPattern.MatchString(id) {
+		return false
+	}
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
+}
+
+// FreshArgv is [command --session-id id extraArgs... -- prompt].
+func (c *claudeCode) FreshArgv(id, prompt string) []string {
+	return c.argv("--session-id", id, prompt)
+}
+
+// ResumeArgv is [command --resume id extraArgs... -- prompt].
+func (c *claudeCode) ResumeArgv(id, prompt string) []string {
+	return c.argv("--resume", id, prompt)
+}
+
+// argv puts the id as its own element right after flag, so that --resume,
+// whose value is optional, always takes it; "--" keeps a prompt that starts
+// with "-" from being read as a flag. An empty prompt leaves both out.
+func (c *claudeCode) argv(flag, id, prompt string) []string {
+	argv := append([]string{c.command, flag, id}, c.extra...)
+	if prompt != "" {
+		argv = append(argv, "--", prompt)
+	}
+	return argv
+}
+
+// Env is the harness env without CLAUDECODE (the variable Claude Code sets
+// for its own children) and with DISABLE_AUTOUPDATER=1 unless set: the
+// auto-updater otherwise installs a newer version globally from the TUI.
+// tmux -e cannot unset a variable the server already has, so keeping
+// CLAUDECODE out of the pane is up to the tmux server's environment.
+func (c *claudeCode) Env() map[string]string {
+	env := maps.Clone(c.env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	delete(env, "CLAUDECODE")
+	if _, ok := env["DISABLE_AUTOUPDATER"]; !ok {
+		env["DISABLE_AUTOUPDATER"] = "1"
+	}
+	return env
+}
+
+// Transcript reports <config>/projects/<enc(physical cwd)>/<id>.jsonl,
+// where <config> is CLAUDE_CONFIG_DIR or $HOME/.claude as the pane sees
+// them (the harness env first, then loopd's). It exists when it holds at
+// least one JSON line of type user or assistant with a timestamp: that is
+// what claude --resume needs, and a file of only "mode" lines (as /exit
+// leaves) is "No conversation found". It returns ErrInvalidSessionID for an
+// id that fails SessionIDPattern.
+func (c *claudeCode) Transcript(cwd, id string) (Transcript, error) {
+	if !SessionIDPattern.MatchString(id) {
+		return Transcript{}, fmt.Errorf("transcript %q: %w", id, ErrInvalidSessionID)
+	}
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s in %s: %w", id, cwd, err)
+	}
+	config, err := c.configDir(dir)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t := Transcript{Known: true, Path: filepath.Join(config, "projects", projectDirName(dir), id+".jsonl")}
+	f, err := os.Open(t.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return t, nil
+	}
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t.Size = info.Size()
+	if t.Exists, err = hasTurn(f); err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
+	}
+	return t, nil
+}
+
+// configDir is where the pane's claude keeps projects/; a relative
+// CLAUDE_CONFIG_DIR is taken against the pane's cwd.
+func (c *claudeCode) configDir(cwd string) (string, error) {
+	if dir := c.getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		return dir, nil
+	}
+	home := c.getenv("HOME")
+	if home == "" {
+		return "", errors.New("neither CLAUDE_CONFIG_DIR nor HOME is set")
+	}
+	return filepath.Join(home, ".claude"), nil
+}
+
+// physicalDir is cwd made absolute with symlinks resolved, as Claude Code
+// names projects after the physical cwd and ignores $PWD. A cwd that does
+// not exist is kept as it is: nothing can have run there.
+func physicalDir(cwd string) (string, error) {
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return abs, nil
+	}
+	return dir, err
+}
+
+// projectDirName encodes a physical cwd as Claude Code names its project
+// directory: every UTF-16 code unit that is not [A-Za-z0-9] becomes "-";
+// past 200 characters the name is cut to 200 and "-" plus the base-36
+// absolute value of the Java-style 32-bit string hash of cwd is appended.
+func projectDirName(cwd string) string {
+	units := utf16.Encode([]rune(cwd))
+	var b strings.Builder
+	for _, u := range units {
+		if u < 0x80 && isAlnum(byte(u)) {
+			b.WriteByte(byte(u))
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := b.String()
+	if len(name) <= 200 {
+		return name
+	}
+	var h int32
+	for _, u := range units {
+		h = 31*h + int32(u) // wraps like JavaScript's (h << 5) - h + c | 0
+	}
+	return name[:200] + "-" + strconv.FormatInt(abs64(int64(h)), 36)
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func abs64(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// hasTurn reports whether r holds a JSON line with type user or assistant
+// and a timestamp. Lines may be of any length.
+func hasTurn(r io.Reader) (bool, error) {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		var l struct {
+			Type      string `json:"type"`
+			Timestamp string `json:"timestamp"`
+		}
+		if json.Unmarshal(line, &l) == nil && (l.Type == "user" || l.Type == "assistant") && l.Timestamp != "" {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// Screen classifies a plain capture-pane (no -e) of the Claude Code TUI:
+// Ready when the input box is drawn (or cfg.ReadyPattern matches) and no
+// turn is running, Busy while a turn runs or the TUI is still starting,
+// Blocked at a dialog that replaces the input box (workspace trust, resume
+// picker, bypass-permissions consent, API key), with the dialog as the
+// reason. A dead pane keeps its last frame, so look at live panes only.
+func (c *claudeCode) Screen(text string) (Screen, string) {
+	ready := claudeReady
+	if c.ready != nil {
+		ready = c.ready
+	}
+	if ready.MatchString(text) {
+		if strings.Contains(footer(text), claudeBusy) {
+			return ScreenBusy, ""
+		}
+		return ScreenReady, ""
+	}
+	for _, d := range claudeDialogs {
+		if containsAll(text, d.markers) {
+			return ScreenBlocked, d.reason
+		}
+	}
+	return ScreenBusy, ""
+}
+
+// footer is the text below the last line that starts with a rule, the
+// bottom edge of the input box.
+func footer(text string) string {
+	i := strings.LastIndex(text, "\n─")
+	if i < 0 {
+		return ""
+	}
+	rest := text[i+1:]
+	if j := strings.IndexByte(rest, '\n'); j >= 0 {
+		return rest[j+1:]
+	}
+	return ""
+}
+
+func containsAll(text string, markers []string) bool {
+	for _, m := range markers {
+		if !strings.Contains(text, m) {
+			return false
+		}
+	}
+	return true
+}

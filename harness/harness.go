@@ -1,0 +1,139 @@
+// Package harness adapts agent CLIs (Claude Code first) to loopd: the argv of
+// a fresh spawn and of a resume, whether interactive resume exists at all,
+// which session ids are safe to put in argv, where the transcript lives, and
+// what a ready or blocked screen looks like.
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/loopd/loopd/schema"
+)
+
+// ErrUnknownAdapter is returned by New for an adapter name it does not know.
+var ErrUnknownAdapter = errors.New("unknown harness adapter")
+
+// SessionIDPattern is the id shape that may ever reach argv
+// (docs/design.md, "Choosing resume or fresh").
+var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Transcript is what an adapter knows of a conversation's transcript on disk.
+type Transcript struct {
+	// Known is false when the adapter cannot tell (no transcript rule); the
+	// planner then trusts the probe alone.
+	Known  bool
+	Exists bool
+	Size   int64 // bytes
+	Path   string
+}
+
+// Screen classifies a capture-pane of the harness's TUI.
+type Screen string
+
+// The screen classes.
+const (
+	ScreenReady   Screen = "ready"   // accepts input
+	ScreenBusy    Screen = "busy"    // up, not (yet) showing its input prompt
+	ScreenBlocked Screen = "blocked" // a dialog (workspace trust, picker, login) waits for a human
+)
+
+// Adapter is one agent CLI's argv grammar and habits.
+type Adapter interface {
+	// Name is the harness name from config.
+	Name() string
+	// SupportsResume reports whether the CLI can resume a conversation
+	// interactively by id. When false, every spawn is fresh.
+	SupportsResume() bool
+	// ValidSessionID reports whether id may be passed to this CLI. It
+	// implies SessionIDPattern; Claude Code also requires a UUID (a non-UUID
+	// opens its interactive picker).
+	ValidSessionID(id string) bool
+	// FreshArgv returns the whole argv (command first) that starts a new
+	// conversation pinned to id with prompt as its first message; prompt ""
+	// starts it with no message.
+	FreshArgv(id, prompt string) []string
+	// ResumeArgv returns the whole argv that resumes id with prompt.
+	ResumeArgv(id, prompt string) []string
+	// Env returns the environment for the pane (tmux new-session -e).
+	Env() map[string]string
+	// Transcript reports the transcript of id for the physical cwd.
+	Transcript(cwd, id string) (Transcript, error)
+	// Screen classifies captured pane text, with a short reason for Blocked.
+	Screen(text string) (Screen, string)
+}
+
+// Adapter names, the values of schema.Harness.Adapter.
+const (
+	AdapterClaudeCode = "claude-code"
+	AdapterCursor     = "cursor"
+	AdapterCustom     = "custom"
+)
+
+// Sentinel errors, checked with errors.Is.
+var (
+	// ErrBadConfig means a harness config cannot make an adapter: no
+	// command, a template or ready pattern that does not compile, or
+	// extraArgs that would clash with the adapter's own flags.
+	ErrBadConfig = errors.New("invalid harness config")
+	// ErrCommandNotFound means LookCommand found no executable for the
+	// harness command.
+	ErrCommandNotFound = errors.New("harness command not found")
+	// ErrInvalidSessionID means Transcript was asked about an id that fails
+	// SessionIDPattern, so it cannot name a file.
+	ErrInvalidSessionID = errors.New("invalid session id")
+)
+
+// New returns the adapter for the harness called name. cfg.Adapter selects
+// it ("claude-code", "cursor" or "custom"); an empty cfg.Adapter means the
+// harness name. It returns ErrUnknownAdapter for any other adapter and
+// ErrBadConfig for a config the adapter cannot use.
+//
+// cfg.Command is kept as given when it is a bare name, so that the pane
+// finds it on PATH. A command containing a slash is made absolute against
+// loopd's own working directory here, because tmux would otherwise resolve
+// a relative path against the pane's cwd (docs/reference/harness-cli-facts.md,
+// "tmux facts that bit during probing").
+func New(name string, cfg schema.Harness) (Adapter, error) {
+	kind := cfg.Adapter
+	if kind == "" {
+		kind = name
+	}
+	if !slices.Contains([]string{AdapterClaudeCode, AdapterCursor, AdapterCustom}, kind) {
+		return nil, fmt.Errorf("harness %s: adapter %q: %w", name, kind, ErrUnknownAdapter)
+	}
+	b, err := newBase(name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("harness %s: %w", name, err)
+	}
+	var a Adapter
+	switch kind {
+	case AdapterClaudeCode:
+		a, err = newClaudeCode(b)
+	case AdapterCursor:
+		a, err = newCursor(b)
+	default:
+		a, err = newCustom(b, cfg.FreshArgs, cfg.ResumeArgs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("harness %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// LookCommand checks that the command of an adapter made by New can be
+// started: a bare name must be an executable on the pane's PATH (the
+// harness env's PATH when it sets one, else loopd's own, which its tmux
+// server inherits), a path must be an executable file. It returns an error
+// wrapping ErrCommandNotFound when it cannot, so that loopd can say so
+// before spawning: tmux shows a missing command only as a pane that died
+// with status 1 and a blank screen (docs/reference/harness-cli-facts.md).
+// Adapters not made by New always pass.
+func LookCommand(a Adapter) error {
+	if b, ok := a.(interface{ lookCommand() error }); ok {
+		return b.lookCommand()
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/schema"
+)
+
+func TestNew(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	tests := []struct {
+		name        string
+		harness     string
+		cfg         schema.Harness
+		wantErr     error
+		wantCommand string
+	}{
+		{name: "adapter_from_harness_name", harness: "claude-code", cfg: schema.Harness{Command: "claude"}, wantCommand: "claude"},
+		{name: "adapter_field_wins", harness: "work", cfg: schema.Harness{Adapter: "cursor", Command: "cursor-agent"}, wantCommand: "cursor-agent"},
+		{name: "relative_path_made_absolute", harness: "claude-code", cfg: schema.Harness{Command: "bin/claude"}, wantCommand: filepath.Join(wd, "bin/claude")},
+		{name: "dot_path_made_absolute", harness: "claude-code", cfg: schema.Harness{Command: "./claude"}, wantCommand: filepath.Join(wd, "claude")},
+		{name: "absolute_path_kept", harness: "claude-code", cfg: schema.Harness{Command: "/opt/x/claude"}, wantCommand: "/opt/x/claude"},
+		{name: "unknown_adapter", harness: "codex", cfg: schema.Harness{Command: "codex"}, wantErr: ErrUnknownAdapter},
+		{name: "unknown_adapter_field", harness: "claude-code", cfg: schema.Harness{Adapter: "gemini", Command: "gemini"}, wantErr: ErrUnknownAdapter},
+		{name: "no_command", harness: "claude-code", wantErr: ErrBadConfig},
+		{name: "bad_ready_pattern", harness: "claude-code", cfg: schema.Harness{Command: "claude", ReadyPattern: "("}, wantErr: ErrBadConfig},
+		{name: "extra_args_resume", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--verbose", "--resume"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_session_id_equals", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--session-id=x"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_print", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"-p"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_double_dash", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--"}}, wantErr: ErrBadConfig},
+		{name: "custom_without_fresh_args", harness: "custom", cfg: schema.Harness{Command: "agent"}, wantErr: ErrBadConfig},
+		{name: "custom_template_syntax", harness: "custom", cfg: schema.Harness{Command: "agent", FreshArgs: []string{"{{.Prompt"}}, wantErr: ErrBadConfig},
+		{name: "custom_template_unknown_field", harness: "custom", cfg: schema.Harness{Command: "agent", FreshArgs: []string{"{{.Title}}"}}, wantErr: ErrBadConfig},
+		{name: "custom_resume_template_bad", harness: "custom", cfg: schema.Harness{Command: "agent", FreshArgs: []string{"x"}, ResumeArgs: []string{"{{.Nope}}"}}, wantErr: ErrBadConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := New(tt.harness, tt.cfg)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.Contains(t, err.Error(), "harness "+tt.harness)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.harness, a.Name())
+			assert.Equal(t, tt.wantCommand, a.FreshArgv("id", "p")[0])
+		})
+	}
+}
+
+func TestNewCopiesConfig(t *testing.T) {
+	cfg := schema.Harness{Command: "claude", ExtraArgs: []string{"--verbose"}, Env: map[string]string{"A": "1"}}
+	a, err := New("claude-code", cfg)
+	require.NoError(t, err)
+
+	cfg.ExtraArgs[0] = "--changed"
+	cfg.Env["A"] = "2"
+	a.Env()["A"] = "3"
+
+	assert.Equal(t, []string{"claude", "--session-id", "id", "--verbose"}, a.FreshArgv("id", ""))
+	assert.Equal(t, "1", a.Env()["A"])
+}
+
+// notFromNew is an Adapter that New did not make, as a test fake would be.
+type notFromNew struct{ Adapter }
+
+func TestLookCommand(t *testing.T) {
+	bin := t.TempDir()
+	exe := filepath.Join(bin, "agent")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	plain := filepath.Join(bin, "notes")
+	require.NoError(t, os.WriteFile(plain, []byte("x"), 0o644))
+
+	tests := []struct {
+		name    string
+		cfg     schema.Harness
+		wantErr bool
+	}{
+		{name: "name_on_harness_path", cfg: schema.Harness{Command: "agent", Env: map[string]string{"PATH": "/nonexistent:" + bin}}},
+		{name: "name_missing_from_path", cfg: schema.Harness{Command: "agent", Env: map[string]string{"PATH": "/nonexistent"}}, wantErr: true},
+		{name: "name_not_executable", cfg: schema.Harness{Command: "notes", Env: map[string]string{"PATH": bin}}, wantErr: true},
+		{name: "empty_path_entry_skipped", cfg: schema.Harness{Command: "agent", Env: map[string]string{"PATH": ""}}, wantErr: true},
+		{name: "absolute_executable", cfg: schema.Harness{Command: exe}},
+		{name: "absolute_missing", cfg: schema.Harness{Command: filepath.Join(bin, "missing")}, wantErr: true},
+		{name: "absolute_not_executable", cfg: schema.Harness{Command: plain}, wantErr: true},
+		{name: "directory", cfg: schema.Harness{Command: bin}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := New("claude-code", tt.cfg)
+			require.NoError(t, err)
+			err = LookCommand(a)
+			if !tt.wantErr {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, ErrCommandNotFound)
+			assert.Contains(t, err.Error(), tt.cfg.Command)
+		})
+	}
+
+	t.Run("loopd_path_when_harness_sets_none", func(t *testing.T) {
+		t.Setenv("PATH", bin)
+		a, err := New("custom", schema.Harness{Command: "agent", FreshArgs: []string{"{{.Prompt}}"}})
+		require.NoError(t, err)
+		assert.NoError(t, LookCommand(a))
+	})
+	t.Run("adapter_not_from_new_passes", func(t *testing.T) {
+		assert.NoError(t, LookCommand(notFromNew{}))
+	})
+}

@@ -1,0 +1,33 @@
+// Package reconciler decides and drives what loopd does, the way a
+// Kubernetes controller does: level-triggered, never acting on "what just
+// happened", always on "what is true now versus what should be true". A
+// missed trigger therefore costs at most one resync interval, never
+// correctness.
+//
+// A pass takes the reconcile lock (one reconciler at a time, across the
+// daemon and a cron "reconcile --once"), reads every desired record, observes
+// tmux with a single list-panes, reads the few disk facts the planner needs
+// (transcripts, workdirs), and calls Plan.
+//
+// Plan(items, observation, policy, now) is pure. Per work item it emits:
+//
+//   - stop_session: the item is closed or held; kill its session.
+//   - fresh_spawn: start a new conversation under a newly minted id, with
+//     the pending event (or the re-orientation nudge) as the boot prompt.
+//     When it replaces a resume, it names the attempted id and the reason
+//     (session.resume_failed).
+//   - resume_spawn: resume the recorded conversation in the recorded cwd.
+//   - mark_running: the spawn held: alive at its probe deadline and, for a
+//     resume, confirmed by transcript growth or by the harness's own report.
+//   - deliver_prompt: paste a pending event into the live harness.
+//   - record_exit: a pane died; record the status and the restart decision
+//     (restart now, back off, degrade the id, or give up).
+//   - wait: nothing to do until a time (probe window, backoff, exit status
+//     not yet known) or an event (needs attention); shown in the dry run.
+//   - give_up: NeedsAttention until loopd release or a new event.
+//   - block: a respawn found its workdir gone; the event stays pending.
+//
+// The probe never sleeps inside a pass: a spawn records its deadline and the
+// loop requeues the item for that time. The restart decision
+// (decideRestart) follows nomad's restart tracker with the clock passed in.
+package reconciler

@@ -1,0 +1,125 @@
+package reconciler
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+var update = flag.Bool("update", false, "rewrite the dry-run golden files in testdata/plan")
+
+// planCase is one testdata/plan/<case>.yaml: desired records, what tmux and
+// the disk showed, the policy and the time.
+type planCase struct {
+	Now    time.Time     `yaml:"now"`
+	Policy schema.Policy `yaml:"policy"`
+	Items  []struct {
+		Key     string             `yaml:"key"`
+		Spec    desired.Spec       `yaml:"spec"`
+		Status  desired.Status     `yaml:"status"`
+		Pending []desired.Delivery `yaml:"pending"`
+	} `yaml:"items"`
+	Panes []struct {
+		Item   string `yaml:"item"`
+		PaneID string `yaml:"paneId"`
+		Dead   bool   `yaml:"dead"`
+		Status *int   `yaml:"status"`
+	} `yaml:"panes"`
+	Transcripts map[string]struct {
+		Exists bool  `yaml:"exists"`
+		Size   int64 `yaml:"size"`
+	} `yaml:"transcripts"`
+	MissingWorkdirs []string `yaml:"missingWorkdirs"`
+}
+
+// TestPlanGolden renders the dry run of each case and compares it with
+// <case>.golden; go test ./reconciler -update rewrites them.
+func TestPlanGolden(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join("testdata", "plan", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, cases)
+	for _, path := range cases {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var c planCase
+			dec := yaml.NewDecoder(strings.NewReader(string(data)))
+			dec.KnownFields(true)
+			require.NoError(t, dec.Decode(&c))
+
+			items, obs := c.build(t)
+			p := PolicyFrom(mergePolicy(c.Policy), testPolicy().Harnesses)
+			var b strings.Builder
+			for _, a := range Plan(items, obs, p, c.Now) {
+				b.WriteString(a.String() + "\n")
+			}
+			golden := strings.TrimSuffix(path, ".yaml") + ".golden"
+			if *update {
+				require.NoError(t, os.WriteFile(golden, []byte(b.String()), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run go test ./reconciler -update to create it")
+			assert.Equal(t, string(want), b.String())
+		})
+	}
+}
+
+func (c planCase) build(t *testing.T) ([]desired.Record, Observation) {
+	var items []desired.Record
+	for _, it := range c.Items {
+		k, err := desired.ParseKey(it.Key)
+		require.NoError(t, err)
+		items = append(items, desired.Record{Key: k, Spec: it.Spec, Status: it.Status, Pending: it.Pending})
+	}
+	snap := observed.Snapshot{Panes: map[string]tmux.Pane{}}
+	for _, p := range c.Panes {
+		k, err := desired.ParseKey(p.Item)
+		require.NoError(t, err)
+		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: p.PaneID, Dead: p.Dead, StatusKnown: !p.Dead || p.Status != nil}
+		if p.Status != nil {
+			pane.DeadStatus = *p.Status
+		}
+		snap.Panes[pane.Session] = pane
+	}
+	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	for item, tr := range c.Transcripts {
+		k, err := desired.ParseKey(item)
+		require.NoError(t, err)
+		obs.Transcripts[k] = harness.Transcript{Known: true, Exists: tr.Exists, Size: tr.Size}
+	}
+	for _, item := range c.MissingWorkdirs {
+		k, err := desired.ParseKey(item)
+		require.NoError(t, err)
+		obs.MissingWorkdirs[k] = true
+	}
+	return items, obs
+}
+
+// mergePolicy fills the case's unset policy fields with the defaults.
+func mergePolicy(p schema.Policy) schema.Policy {
+	d := schema.DefaultPolicy()
+	if p.ResumeOnRespawn != nil {
+		d.ResumeOnRespawn = p.ResumeOnRespawn
+	}
+	if p.ResumeProbeSeconds != nil {
+		d.ResumeProbeSeconds = p.ResumeProbeSeconds
+	}
+	if p.RestartPolicy != "" {
+		d.RestartPolicy = p.RestartPolicy
+	}
+	return d
+}

@@ -1,0 +1,245 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/tmux"
+)
+
+// Reconciler runs reconcile passes: lock, read desired records, observe tmux
+// once, plan, execute, and requeue. Run loops them on a timer, on triggers
+// (webhook, pane-died hook) and at the earliest requeue-after time.
+type Reconciler struct {
+	Store     desired.Store
+	Tmux      tmux.Client
+	Harnesses map[string]harness.Adapter
+	Executor  *actions.Executor
+	Journal   *journal.Recorder
+	Log       *slog.Logger
+	// Policy returns the current soft policy; it is read once per pass, so
+	// a hot reload takes effect on the next pass.
+	Policy func() Policy
+	Now    func() time.Time
+	// Interval is the resync period, the safety net behind the triggers.
+	Interval time.Duration
+	// Server are the options the tmux server is started with.
+	Server tmux.ServerOptions
+	// Metrics, when not nil, counts passes and actions.
+	Metrics *Metrics
+
+	triggerOnce sync.Once
+	trigger     chan struct{}
+}
+
+// PassResult is what one pass planned and did.
+type PassResult struct {
+	Plan   []actions.Action
+	Result actions.Result
+	// RequeueAfter is how soon the next pass is due, when Requeue is set:
+	// the earliest Wait deadline, or the poll period after a retryable
+	// failure.
+	RequeueAfter time.Duration
+	Requeue      bool
+}
+
+// Changed reports whether the pass planned (dry run) or applied a change.
+func (p PassResult) Changed() bool {
+	for _, a := range p.Plan {
+		if a.Mutates() {
+			return true
+		}
+	}
+	return false
+}
+
+// Trigger asks Run for a pass as soon as possible. It never blocks; several
+// triggers before the pass starts fold into one.
+func (r *Reconciler) Trigger() {
+	select {
+	case r.triggerChan() <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reconciler) triggerChan() chan struct{} {
+	r.triggerOnce.Do(func() { r.trigger = make(chan struct{}, 1) })
+	return r.trigger
+}
+
+// Pass runs one reconcile pass under the cross-process lock, waiting for the
+// lock until ctx ends (the error then wraps desired.ErrLocked). A dry run
+// plans and returns without touching tmux sessions or the store.
+func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) {
+	start := time.Now()
+	unlock, err := r.Store.Lock(ctx)
+	if err != nil {
+		return PassResult{}, fmt.Errorf("reconcile: %w", err)
+	}
+	defer unlock()
+	records, err := r.Store.Records(ctx)
+	if err != nil {
+		return PassResult{}, fmt.Errorf("reconcile: %w", err)
+	}
+	now := r.Now()
+	snap, err := observed.Observe(ctx, r.Tmux, now)
+	if err != nil {
+		// An unreadable tmux means nothing is known to be dead: plan
+		// nothing rather than respawn live agents.
+		return PassResult{}, fmt.Errorf("reconcile: observe: %w", err)
+	}
+	policy := r.Policy()
+	plan := Plan(records, r.gather(records, snap), policy, now)
+	res := PassResult{Plan: plan}
+	if !dryRun && res.Changed() {
+		if spawns(plan) {
+			if err := r.Tmux.EnsureServer(ctx, r.Server); err != nil {
+				return res, fmt.Errorf("reconcile: start tmux server: %w", err)
+			}
+		}
+		res.Result = r.Executor.Execute(ctx, records, plan)
+	}
+	res.RequeueAfter, res.Requeue = requeueAfter(plan, res.Result, policy, now)
+	if r.Metrics != nil {
+		r.Metrics.observe(res, time.Since(start))
+	}
+	return res, nil
+}
+
+func spawns(plan []actions.Action) bool {
+	for _, a := range plan {
+		switch a.(type) {
+		case actions.FreshSpawn, actions.ResumeSpawn:
+			return true
+		}
+	}
+	return false
+}
+
+// requeueAfter is the earliest Wait deadline, or the poll period when an
+// action asked to be retried or a spawn was just started (its probe is due).
+func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.Time) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	consider := func(d time.Duration) {
+		if d < 0 {
+			d = 0
+		}
+		if !found || d < best {
+			best, found = d, true
+		}
+	}
+	if res.Retry {
+		consider(p.Poll)
+	}
+	for _, a := range plan {
+		switch a := a.(type) {
+		case actions.Wait:
+			if !a.Until.IsZero() {
+				consider(a.Until.Sub(now))
+			}
+		case actions.FreshSpawn:
+			consider(a.Probe)
+		case actions.ResumeSpawn:
+			consider(a.Probe)
+		}
+	}
+	return best, found
+}
+
+// gather reads the disk facts Plan needs for items that may spawn or are
+// being probed: the transcript of the recorded session id and whether the
+// workdir exists. Items with a healthy live pane are skipped.
+func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Observation {
+	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	for _, rec := range records {
+		if rec.Spec.Closed || rec.Spec.Held {
+			continue
+		}
+		if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && rec.Status.Phase == desired.PhaseRunning {
+			continue
+		}
+		if rec.Spec.Cwd != "" {
+			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
+				obs.MissingWorkdirs[rec.Key] = true
+			}
+		}
+		ad, ok := r.Harnesses[rec.Spec.Harness]
+		if !ok || rec.Status.HarnessSessionID == "" || !ad.ValidSessionID(rec.Status.HarnessSessionID) {
+			continue
+		}
+		tr, err := ad.Transcript(rec.Spec.Cwd, rec.Status.HarnessSessionID)
+		if err != nil {
+			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", rec.Status.HarnessSessionID, "err", err)
+			continue
+		}
+		obs.Transcripts[rec.Key] = tr
+	}
+	return obs
+}
+
+// Run reconciles until ctx ends: a pass at start, then after every trigger,
+// every Interval, and at each pass's requeue-after time. Pass errors are
+// logged and retried at the next wake; they never stop the loop. When the
+// server options name a pane-died channel, a waiter turns each pane death
+// into a trigger.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if err := r.Tmux.EnsureServer(ctx, r.Server); err != nil {
+		r.Log.Error("tmux.unavailable", "err", err)
+	}
+	if r.Server.PaneDiedChannel != "" {
+		go r.waitPaneDied(ctx)
+	}
+	for {
+		res, err := r.Pass(ctx, false)
+		wait := r.Interval
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			r.Journal.Record(ctx, slog.LevelError, journal.ReconcileFailed, "", "err", err)
+		case res.Requeue && res.RequeueAfter < wait:
+			wait = res.RequeueAfter
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-r.triggerChan():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// waitPaneDied blocks on tmux wait-for and triggers a pass on each wake. A
+// failed wait (server gone) is retried after a second; the interval resync
+// covers the gap.
+func (r *Reconciler) waitPaneDied(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := r.Tmux.WaitFor(ctx, r.Server.PaneDiedChannel); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.Log.Debug("pane_died.wait_failed", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		r.Trigger()
+	}
+}

@@ -1,0 +1,391 @@
+package reconciler
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/observed"
+)
+
+// Observation is everything one pass saw: the tmux snapshot from a single
+// list-panes, plus facts read from disk for the items that may spawn.
+type Observation struct {
+	Snapshot observed.Snapshot
+	// Transcripts holds, per item, the transcript of its recorded session
+	// id in its cwd. A missing entry means "not known".
+	Transcripts map[desired.Key]harness.Transcript
+	// MissingWorkdirs lists the items whose workdir does not exist.
+	MissingWorkdirs map[desired.Key]bool
+}
+
+// NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
+// boots with; without it a resumed agent idles.
+func NudgePrompt(k desired.Key) string {
+	return "[loopd] restart on " + k.String() + ": your agent process exited and loopd restarted this session.\n" +
+		"Re-read the conversation above, check the state of the work item and of the working directory, " +
+		"and continue the task where you left off."
+}
+
+// Plan compares desired records with what one pass observed and returns the
+// actions that move each item toward its desired state, in key order. It is
+// pure: no I/O, no clock, no randomness; the same input gives the same
+// output. New session ids are minted by the executor, not here.
+func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+	sorted := slices.Clone(items)
+	slices.SortFunc(sorted, func(a, b desired.Record) int { return compareKeys(a.Key, b.Key) })
+	var out []actions.Action
+	for _, r := range sorted {
+		out = append(out, planItem(r, obs, p, now)...)
+	}
+	return out
+}
+
+func compareKeys(a, b desired.Key) int {
+	if c := strings.Compare(a.Owner, b.Owner); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Repo, b.Repo); c != 0 {
+		return c
+	}
+	return a.Number - b.Number
+}
+
+// itemPlan carries one item through planItem.
+type itemPlan struct {
+	r       desired.Record
+	st      desired.Status
+	session string
+	pane    observedPane
+	pending []desired.Delivery
+	obs     Observation
+	p       Policy
+	now     time.Time
+}
+
+type observedPane struct {
+	exists bool
+	alive  bool
+	id     string
+	status int
+	signal int
+	known  bool
+}
+
+func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now}
+	if pn, ok := obs.Snapshot.Pane(it.session); ok {
+		it.pane = observedPane{exists: true, alive: !pn.Dead, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead}
+	}
+	for _, d := range r.Pending {
+		if !it.st.Delivered(d.ID) {
+			it.pending = append(it.pending, d)
+		}
+	}
+
+	if r.Spec.Closed || r.Spec.Held {
+		reason := actions.ReasonClosed
+		if r.Spec.Held {
+			reason = actions.ReasonHeld
+		}
+		if it.pane.exists || it.st.Phase != desired.PhaseStopped {
+			return []actions.Action{actions.StopSession{Key: r.Key, Session: it.session, Reason: reason}}
+		}
+		return nil
+	}
+
+	phase := it.st.Phase
+	switch phase {
+	case "", desired.PhaseStopped:
+		// Reopened or released: start over, keeping the conversation id.
+		phase = desired.PhaseIdle
+	case desired.PhaseNeedsAttention:
+		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 {
+			return []actions.Action{actions.Wait{Key: r.Key, Reason: actions.ReasonNeedsAttention}}
+		}
+		// A new event clears NeedsAttention and earns one more attempt.
+		phase = desired.PhaseIdle
+	}
+
+	if it.pane.alive {
+		return it.planAlive(phase)
+	}
+	return it.planDown(phase)
+}
+
+// planAlive handles a session whose pane is alive.
+func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
+	st := it.st
+	switch {
+	case phase == desired.PhaseSpawning:
+		if it.now.Before(st.ProbeDeadline) {
+			return []actions.Action{actions.Wait{Key: it.r.Key, Until: st.ProbeDeadline, Reason: actions.ReasonProbing}}
+		}
+		confirmed := it.confirmed()
+		if st.SpawnMode == desired.SpawnResume && !confirmed {
+			giveUpAt := st.SpawnedAt.Add(it.p.ConfirmTimeout)
+			if !it.now.Before(giveUpAt) {
+				return []actions.Action{actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonUnconfirmed}}
+			}
+			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), giveUpAt), Reason: actions.ReasonAwaitingConfirm}}
+		}
+		reason := actions.ReasonAlive
+		if confirmed {
+			reason = actions.ReasonConfirmed
+		}
+		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliveries(st.SpawnDeliveryID)...)
+	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
+		return it.deliveries("")
+	default:
+		// A live pane the record does not account for (the daemon died
+		// between starting it and recording it, or the record was reset):
+		// adopt it rather than start a second agent on the same session.
+		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliveries("")...)
+	}
+}
+
+func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
+	return actions.MarkRunning{
+		Key: it.r.Key, Session: it.session, PaneID: it.pane.id, SessionID: it.st.HarnessSessionID,
+		Mode: it.st.SpawnMode, Confirmed: confirmed, DeliveryID: deliveryID,
+		Respawn: it.st.Phase == desired.PhaseSpawning && respawned(it.st), Reason: reason,
+	}
+}
+
+// respawned reports whether the current spawn replaced an earlier session:
+// any resume does, and so does a fresh spawn once the item has run before.
+func respawned(st desired.Status) bool {
+	return st.SpawnMode == desired.SpawnResume || len(st.RecentDeliveries) > 0 || !st.LastExitAt.IsZero()
+}
+
+// deliveries plans one DeliverPrompt per pending delivery except skip.
+func (it itemPlan) deliveries(skip string) []actions.Action {
+	var out []actions.Action
+	for _, d := range it.pending {
+		if d.ID == skip {
+			continue
+		}
+		out = append(out, actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Prompt: d.Prompt})
+	}
+	return out
+}
+
+// confirmed reports whether the current spawn is confirmed: the harness
+// reported the pinned id, or the transcript grew past its size at spawn. A
+// harness whose transcript cannot be read is judged by the probe alone.
+func (it itemPlan) confirmed() bool {
+	st := it.st
+	if st.ConfirmedSessionID != "" && st.ConfirmedSessionID == st.HarnessSessionID {
+		return true
+	}
+	tr, ok := it.obs.Transcripts[it.r.Key]
+	if !ok || !tr.Known {
+		return true
+	}
+	return tr.Exists && tr.Size > st.TranscriptSizeAtSpawn
+}
+
+// planDown handles a session that is missing or whose pane is dead.
+func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
+	st := it.st
+	key := it.r.Key
+	if phase == desired.PhaseSpawning || phase == desired.PhaseRunning {
+		if it.pane.exists && !it.pane.known {
+			// tmux ≤ 3.4 may not have reaped the pane yet: the status is not
+			// known, which is not a clean exit. The next pass kicks again.
+			return []actions.Action{actions.Wait{Key: key, Until: it.now.Add(it.p.Poll), Reason: actions.ReasonStatusPending}}
+		}
+	}
+	switch phase {
+	case desired.PhaseSpawning:
+		if st.PaneID == "" {
+			// The spawn was recorded but never started: start it again.
+			return []actions.Action{it.spawn(st, actions.ReasonSpawnInterrupted, "")}
+		}
+		exit := it.exit(actions.ReasonSpawnDied)
+		if st.SpawnMode == desired.SpawnResume && !it.confirmed() && !exit.Clean {
+			// The resume did not hold: a state transition, not a failure
+			// of the dispatch. Fall back to fresh with the same event.
+			exit.Phase = desired.PhaseExited
+			exit.Failures, exit.FastFailures = st.Failures, st.FastFailures
+			exit.Reason = actions.ReasonResumeFailed
+			return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)}
+		}
+		if st.SpawnMode == desired.SpawnResume {
+			// A confirmed resume that died is a crash of a running session.
+			return it.afterExit(exit, false)
+		}
+		// A fresh spawn that died never ran: its delivery stays pending.
+		exit.DeliveryID = st.SpawnDeliveryID
+		return it.afterExit(exit, true)
+	case desired.PhaseRunning:
+		reason := actions.ReasonCrash
+		if !it.pane.exists {
+			reason = actions.ReasonSessionMissing
+		}
+		return it.afterExit(it.exit(reason), false)
+	case desired.PhaseBackingOff:
+		if it.now.Before(st.NextAttempt) {
+			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}
+		}
+		return []actions.Action{it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")}
+	default: // Idle, Exited: only an event brings it back.
+		if len(it.pending) == 0 {
+			return nil
+		}
+		return []actions.Action{it.spawn(st, actions.ReasonNewEvent, "")}
+	}
+}
+
+// restartReason names why a scheduled restart happens, from the reason
+// recorded with the exit that scheduled it.
+func restartReason(exitReason actions.Reason) actions.Reason {
+	switch exitReason {
+	case actions.ReasonExitedAlways, actions.ReasonSessionMissing:
+		return exitReason
+	case actions.ReasonSpawnDied:
+		return actions.ReasonNewEvent // the retry of a dispatch that failed
+	default:
+		return actions.ReasonPaneDead
+	}
+}
+
+// exit builds the RecordExit for the observed death, before the decision.
+func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
+	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason}
+	if it.pane.exists {
+		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
+		e.Clean = e.ExitStatus == 0 && e.Signal == 0
+	}
+	return e
+}
+
+// afterExit applies the restart decision to an exit. spawnFailed is true for
+// a spawn that died before it ran; such an exit always counts as a failure,
+// so that a harness that exits at once cannot respawn in a hot loop.
+func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
+	st := it.st
+	d := decideRestart(History{SpawnedAt: st.SpawnedAt, FastFailures: st.FastFailures, Failures: st.Failures, Clean: exit.Clean && !spawnFailed}, it.p, it.now)
+	exit.Failures, exit.FastFailures, exit.Retire = d.Failures, d.FastFailures, d.Degrade
+	if exit.Reason != actions.ReasonSpawnDied && exit.Reason != actions.ReasonSessionMissing {
+		exit.Reason = d.Reason
+	}
+	next := st
+	if d.Degrade {
+		next.RetiredSessionIDs = append(slices.Clone(st.RetiredSessionIDs), st.HarnessSessionID)
+	}
+	switch {
+	case d.GiveUp:
+		exit.Phase = desired.PhaseNeedsAttention
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
+	case d.Restart && d.Delay > 0:
+		exit.Phase = desired.PhaseBackingOff
+		exit.NextAttempt = it.now.Add(d.Delay)
+		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
+	case d.Restart:
+		exit.Phase = desired.PhaseBackingOff
+		exit.NextAttempt = it.now
+		return []actions.Action{exit, it.spawn(next, restartReason(exit.Reason), "")}
+	default:
+		exit.Phase = desired.PhaseExited
+		if len(it.pending) == 0 {
+			return []actions.Action{exit}
+		}
+		// Not self-healed, but an event is waiting: it resumes the session.
+		return []actions.Action{exit, it.spawn(next, actions.ReasonNewEvent, "")}
+	}
+}
+
+// spawn plans the spawn for st: a resume of the recorded id when the
+// decision table allows it, a fresh spawn otherwise. failed, when set, is why
+// a resume just failed; it forces fresh.
+func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) actions.Action {
+	key := it.r.Key
+	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
+	if !ok {
+		return actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: it.r.Spec.Harness}
+	}
+	first := st.HarnessSessionID == ""
+	if !first && it.obs.MissingWorkdirs[key] {
+		return actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: it.r.Spec.Cwd}
+	}
+	deliveryID, prompt := it.bootPrompt(st)
+	s := actions.Spawn{
+		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: it.r.Spec.Cwd,
+		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
+	}
+	why := failed
+	if why == "" {
+		why = it.chooseResume(st, caps)
+	}
+	if why == "" {
+		size := int64(-1)
+		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known {
+			size = tr.Size
+		}
+		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size}
+	}
+	f := actions.FreshSpawn{Spawn: s, CreateWorkdir: first}
+	if why != silentFresh {
+		f.ResumeFailed, f.AttemptedID = why, st.HarnessSessionID
+	}
+	return f
+}
+
+// silentFresh marks a fresh spawn that is not a failed resume (opted out, or
+// nothing to resume).
+const silentFresh actions.Reason = "-"
+
+// chooseResume walks the decision table of docs/design.md ("Choosing resume
+// or fresh"), first match wins. It returns "" to resume, silentFresh for a
+// fresh spawn that logs nothing, or the resume_failed reason.
+func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
+	id := st.HarnessSessionID
+	switch {
+	case !it.p.Resume:
+		return silentFresh
+	case id == "":
+		return silentFresh
+	case !harness.SessionIDPattern.MatchString(id) || (caps.ValidSessionID != nil && !caps.ValidSessionID(id)):
+		return actions.ResumeInvalidID
+	case !caps.SupportsResume:
+		return actions.ResumeUnsupported
+	case slices.Contains(st.RetiredSessionIDs, id):
+		return actions.ResumeCrashLoop
+	}
+	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists {
+		return actions.ResumeTranscriptMissing
+	}
+	return ""
+}
+
+// bootPrompt picks the prompt a spawn boots with: the delivery the previous
+// spawn carried if it is still pending, else the oldest pending delivery,
+// else the re-orientation nudge. An event too long for argv boots with its
+// header line only and is pasted once the harness runs.
+func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
+	if len(it.pending) == 0 {
+		return "", NudgePrompt(it.r.Key)
+	}
+	d := it.pending[0]
+	for _, p := range it.pending {
+		if p.ID == st.SpawnDeliveryID {
+			d = p
+		}
+	}
+	if len(d.Prompt) <= it.p.MaxBootPrompt {
+		return d.ID, d.Prompt
+	}
+	header, _, _ := strings.Cut(d.Prompt, "\n")
+	return "", header + "\n[loopd] This event is long; its full text follows as the next message."
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

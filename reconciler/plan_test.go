@@ -1,0 +1,282 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/tmux"
+)
+
+func isUUID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
+}
+
+var (
+	t0      = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	key     = desired.Key{Owner: "octo-org", Repo: "api", Number: 42}
+	sess    = desired.SessionName(key)
+	oldID   = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	cwd     = "/srv/agents/octo-org/api/42"
+	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nhello"}
+	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}
+	nudge   = NudgePrompt(key)
+	spawnAt = t0.Add(-time.Minute)
+)
+
+// rec builds a record with an open spec, the given status and pending events.
+func rec(st desired.Status, pending ...desired.Delivery) desired.Record {
+	return desired.Record{Key: key, Spec: desired.Spec{Kind: desired.KindIssue, Harness: "claude-code", Cwd: cwd, Generation: 3}, Status: st, Pending: pending}
+}
+
+func running() desired.Status {
+	return desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1",
+		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, RecentDeliveries: []string{"d-0"}, LastExitAt: t0.Add(-time.Hour)}
+}
+
+func spawning(mode desired.SpawnMode) desired.Status {
+	st := running()
+	st.Phase, st.SpawnMode, st.SpawnedAt, st.ProbeDeadline = desired.PhaseSpawning, mode, t0.Add(-6*time.Second), t0.Add(-time.Second)
+	st.ConfirmedSessionID, st.TranscriptSizeAtSpawn, st.SpawnDeliveryID = "", 100, "d-1"
+	return st
+}
+
+func alive() observed.Snapshot {
+	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", PID: 10, StatusKnown: true}}}
+}
+
+func dead(status int) observed.Snapshot {
+	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, DeadStatus: status, StatusKnown: true}}}
+}
+
+func gone() observed.Snapshot { return observed.Snapshot{Panes: map[string]tmux.Pane{}} }
+
+func obs(s observed.Snapshot, tr ...harness.Transcript) Observation {
+	o := Observation{Snapshot: s, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	if len(tr) > 0 {
+		o.Transcripts[key] = tr[0]
+	}
+	return o
+}
+
+var (
+	transcript = harness.Transcript{Known: true, Exists: true, Size: 100}
+	grown      = harness.Transcript{Known: true, Exists: true, Size: 250}
+	noScript   = harness.Transcript{Known: true, Exists: false}
+)
+
+func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
+	s := actions.Spawn{Key: key, Session: sess, Harness: "claude-code", Cwd: cwd, Probe: 5 * time.Second, Respawn: true, Reason: reason, Prompt: nudge}
+	if delivery.ID != "" {
+		s.DeliveryID, s.Prompt = delivery.ID, delivery.Prompt
+	}
+	return s
+}
+
+func resume(delivery desired.Delivery, reason actions.Reason) actions.ResumeSpawn {
+	return actions.ResumeSpawn{Spawn: spawnOf(delivery, reason), ResumeID: oldID, TranscriptSize: 100}
+}
+
+func fresh(delivery desired.Delivery, reason, failed actions.Reason) actions.FreshSpawn {
+	f := actions.FreshSpawn{Spawn: spawnOf(delivery, reason), ResumeFailed: failed}
+	if failed != "" {
+		f.AttemptedID = oldID
+	}
+	return f
+}
+
+func exit(status int, phase desired.Phase, failures, fast int, reason actions.Reason) actions.RecordExit {
+	return actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, Reason: reason}
+}
+
+func TestPlan(t *testing.T) {
+	none := desired.Delivery{}
+	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
+	policy := func(f func(*Policy)) Policy { p := testPolicy(); f(&p); return p }
+	longEv := desired.Delivery{ID: "d-long", Prompt: "[loopd] header line\n" + strings.Repeat("x", DefaultMaxBootPrompt)}
+
+	tests := []struct {
+		name string
+		rec  desired.Record
+		obs  Observation
+		p    Policy
+		want []actions.Action
+	}{
+		// Spawning a new item and delivering to a live one.
+		{"first_event_fresh_spawn_creates_workdir", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
+		{"idle_without_event_does_nothing", rec(desired.Status{}), obs(gone()), testPolicy(), nil},
+		{"running_alive_delivers_pending_in_order", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
+			[]actions.Action{
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"already_delivered_is_skipped", rec(with(running(), func(s *desired.Status) { s.RecentDeliveries = []string{"d-1"} }), ev1), obs(alive()), testPolicy(), nil},
+		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
+			[]actions.Action{
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", Reason: actions.ReasonAdopted},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+
+		// Decision table: resume or fresh, first match wins.
+		{"table_resume_recorded_id", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+		{"table_opt_out_is_silent_fresh", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), transcript),
+			policy(func(p *Policy) { p.Resume = false }), []actions.Action{fresh(ev1, actions.ReasonNewEvent, "")}},
+		{"table_no_recorded_id_is_silent_fresh", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "" }), ev1), obs(dead(0)), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
+		{"table_invalid_id_never_reaches_argv", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "--verbose" }), ev1), obs(dead(0)), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "--verbose"}}},
+		{"table_non_uuid_id_for_claude_is_invalid", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "my-session" }), ev1), obs(dead(0)), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "my-session"}}},
+		{"table_unsupported_harness_falls_back_to_fresh", func() desired.Record {
+			r := rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1)
+			r.Spec.Harness = "cursor"
+			return r
+		}(), obs(dead(0)), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Harness = "cursor"; return s }(),
+				ResumeFailed: actions.ResumeUnsupported, AttemptedID: oldID}}},
+		{"table_retired_id_is_never_resumed", rec(with(running(), func(s *desired.Status) { s.Phase, s.RetiredSessionIDs = desired.PhaseExited, []string{oldID} }), ev1), obs(dead(0), transcript), testPolicy(),
+			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeCrashLoop)}},
+		{"table_missing_transcript_goes_fresh", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), noScript), testPolicy(),
+			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
+
+		// The probe is a state transition.
+		{"probe_window_waits_until_deadline", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ProbeDeadline = t0.Add(3 * time.Second) }), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(3 * time.Second), Reason: actions.ReasonProbing}}},
+		{"resume_alive_and_transcript_grown_is_running", rec(spawning(desired.SpawnResume), ev1, ev2), obs(alive(), grown), testPolicy(),
+			[]actions.Action{
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"resume_confirmed_by_harness_report", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ConfirmedSessionID = oldID }), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
+		{"resume_alive_but_unconfirmed_waits", rec(spawning(desired.SpawnResume), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
+		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmed}}},
+		{"fresh_alive_at_deadline_is_running", rec(spawning(desired.SpawnFresh), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Confirmed: false, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonAlive}}},
+		{"resume_pane_died_in_probe_falls_back_to_fresh_with_same_event", rec(spawning(desired.SpawnResume), ev2, ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		{"resume_session_missing_in_probe_falls_back", rec(spawning(desired.SpawnResume), ev1), obs(gone(), transcript), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonResumeFailed},
+				fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		{"resume_dying_after_window_but_unconfirmed_is_failed", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ProbeDeadline = t0.Add(-time.Minute) }), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		{"fresh_spawn_died_keeps_delivery_pending_and_retries", rec(spawning(desired.SpawnFresh), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonSpawnDied)
+				e.NextAttempt, e.DeliveryID = t0, "d-1"
+				return e
+			}(), resume(ev1, actions.ReasonNewEvent)}},
+		{"fresh_spawn_died_again_backs_off", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 1, 1 }), ev1), obs(dead(1), noScript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)
+				e.NextAttempt, e.DeliveryID = t0.Add(2*time.Second), "d-1"
+				return e
+			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
+		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true}}}), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonStatusPending}}},
+		{"spawn_recorded_but_never_started_is_redone", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.PaneID = "" }), ev1), obs(dead(0), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonSpawnInterrupted)}},
+
+		// Self-heal and crash loops.
+		{"crash_self_heals_with_resume_and_nudge", rec(running()), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt = t0
+				return e
+			}(), resume(none, actions.ReasonPaneDead)}},
+		{"crash_with_pending_event_boots_with_event", rec(running(), ev1), obs(dead(137), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(137, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt = t0
+				return e
+			}(), resume(ev1, actions.ReasonPaneDead)}},
+		{"clean_exit_is_not_self_healed", rec(running()), obs(dead(0), transcript), testPolicy(),
+			[]actions.Action{exit(0, desired.PhaseExited, 0, 0, actions.ReasonCleanExit)}},
+		{"clean_exit_then_event_resumes", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+		{"clean_exit_restarts_under_always", rec(running()), obs(dead(0), transcript), policy(func(p *Policy) { p.Restart = "Always" }),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(0, desired.PhaseBackingOff, 1, 0, actions.ReasonExitedAlways)
+				e.NextAttempt = t0
+				return e
+			}(), resume(none, actions.ReasonExitedAlways)}},
+		{"never_policy_waits_for_event", rec(running()), obs(dead(1), transcript), policy(func(p *Policy) { p.Restart = "Never" }),
+			[]actions.Action{exit(1, desired.PhaseExited, 1, 0, actions.ReasonPolicyNever)}},
+		{"missing_session_counts_as_crash", rec(running()), obs(gone(), transcript), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, Reason: actions.ReasonSessionMissing},
+				resume(none, actions.ReasonSessionMissing)}},
+		{"third_fast_failure_retires_id_and_goes_fresh", rec(with(running(), func(s *desired.Status) {
+			s.SpawnedAt, s.Failures, s.FastFailures = t0.Add(-2*time.Second), 2, 2
+		})), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
+				e.NextAttempt, e.Retire = t0.Add(4*time.Second), true
+				return e
+			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
+		{"retired_id_after_backoff_spawns_fresh", rec(with(running(), func(s *desired.Status) {
+			s.Phase, s.NextAttempt, s.RetiredSessionIDs, s.LastExitReason = desired.PhaseBackingOff, t0, []string{oldID}, string(actions.ReasonCrash)
+		})), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{fresh(none, actions.ReasonPaneDead, actions.ResumeCrashLoop)}},
+		{"backing_off_waits", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(8*time.Second) }), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(8 * time.Second), Reason: actions.ReasonBackoff}}},
+		{"budget_exhausted_needs_attention", rec(with(running(), func(s *desired.Status) { s.Failures = 10 })), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{exit(1, desired.PhaseNeedsAttention, 11, 0, actions.ReasonBudgetExhausted),
+				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
+		{"needs_attention_holds_without_new_event", rec(with(running(), func(s *desired.Status) { s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 3 }), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
+		{"new_event_clears_needs_attention", rec(with(running(), func(s *desired.Status) { s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2 }), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+
+		// Stop, hold, reopen.
+		{"closed_item_is_stopped", func() desired.Record { r := rec(running()); r.Spec.Closed = true; return r }(), obs(alive()), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
+		{"held_item_is_stopped_not_healed", func() desired.Record { r := rec(running()); r.Spec.Held = true; return r }(), obs(dead(1)), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonHeld}}},
+		{"stopped_item_stays_stopped", func() desired.Record {
+			r := rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseStopped }), ev1)
+			r.Spec.Closed = true
+			return r
+		}(), obs(gone()), testPolicy(), nil},
+		{"reopened_item_resumes_its_conversation", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseStopped }), ev1), obs(gone(), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+
+		// Workspace and argv limits.
+		{"respawn_with_missing_workdir_blocks", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), func() Observation {
+			o := obs(gone(), transcript)
+			o.MissingWorkdirs[key] = true
+			return o
+		}(), testPolicy(), []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: cwd}}},
+		{"long_event_boots_with_header_and_is_pasted_later", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), longEv), obs(gone(), transcript), testPolicy(),
+			[]actions.Action{actions.ResumeSpawn{Spawn: func() actions.Spawn {
+				s := spawnOf(none, actions.ReasonNewEvent)
+				s.Prompt = "[loopd] header line\n[loopd] This event is long; its full text follows as the next message."
+				return s
+			}(), ResumeID: oldID, TranscriptSize: 100}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Plan([]desired.Record{tt.rec}, tt.obs, tt.p, t0)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestPlanIsStableAndKeyOrdered(t *testing.T) {
+	a := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 10}, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w/10"}, Pending: []desired.Delivery{ev1}}
+	b := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 9}, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w/9"}, Pending: []desired.Delivery{ev2}}
+	first := Plan([]desired.Record{a, b}, obs(gone()), testPolicy(), t0)
+	second := Plan([]desired.Record{b, a}, obs(gone()), testPolicy(), t0)
+	require.Equal(t, first, second)
+	require.Len(t, first, 2)
+	require.Equal(t, 9, first[0].Item().Number)
+	require.Equal(t, 10, first[1].Item().Number)
+}

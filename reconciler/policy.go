@@ -1,0 +1,68 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/loopd/loopd/schema"
+)
+
+// Capabilities is what the planner needs to know of one harness.
+type Capabilities struct {
+	// SupportsResume reports whether the harness resumes interactively.
+	SupportsResume bool
+	// ValidSessionID reports whether an id may reach the harness's argv.
+	ValidSessionID func(id string) bool
+}
+
+// Policy is the planner's view of the soft, hot-reloadable policy
+// (routing.tmux in the config) plus the harness capabilities, with every
+// duration as a time.Duration.
+type Policy struct {
+	Resume          bool
+	Probe           time.Duration
+	ConfirmTimeout  time.Duration
+	Restart         string // schema.RestartAlways, RestartOnFailure or RestartNever
+	FastFail        time.Duration
+	MaxFastFailures int
+	BackoffInitial  time.Duration
+	BackoffMax      time.Duration
+	HealthyReset    time.Duration
+	RestartBudget   int
+	// Poll is how soon an item waiting on something tmux will settle
+	// (an exit status, a confirmation) is looked at again.
+	Poll time.Duration
+	// MaxBootPrompt is the largest boot prompt in bytes put in argv; a longer
+	// event boots with its header line and is pasted once the harness runs,
+	// because tmux refuses argv over about 16 KiB.
+	MaxBootPrompt int
+	Harnesses     map[string]Capabilities
+}
+
+// Defaults for the fields of Policy that are not in the config.
+const (
+	DefaultPoll          = time.Second
+	DefaultMaxBootPrompt = 8 << 10
+)
+
+// PolicyFrom builds a Policy from the config's routing policy.
+func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities) Policy {
+	return Policy{
+		Resume:          p.Resume(),
+		Probe:           p.ProbeWindow(),
+		ConfirmTimeout:  p.ConfirmTimeout(),
+		Restart:         p.RestartPolicy,
+		FastFail:        p.FastFailWindow(),
+		MaxFastFailures: p.MaxFastFailures,
+		BackoffInitial:  p.BackoffInitial(),
+		BackoffMax:      p.BackoffMax(),
+		HealthyReset:    p.HealthyReset(),
+		RestartBudget:   p.RestartBudget,
+		Poll:            DefaultPoll,
+		MaxBootPrompt:   DefaultMaxBootPrompt,
+		Harnesses:       harnesses,
+	}
+}
+
+// RetryDelay is the backoff before the retry that follows the n-th
+// consecutive failure; the executor uses it when tmux refuses a spawn.
+func (p Policy) RetryDelay(n int) time.Duration { return backoffDelay(n, p) }

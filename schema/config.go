@@ -1,0 +1,121 @@
+package schema
+
+// Config is loopd.yaml. The JSON Schema in loopd.schema.json is the contract;
+// these types mirror it. Load fills defaults, so every field below is set
+// after a successful Load.
+type Config struct {
+	// StateDir holds the SQLite file, the reconcile lock and anything else
+	// loopd keeps. A relative path is resolved against the config file's
+	// directory.
+	StateDir  string    `yaml:"stateDir" json:"stateDir"`
+	Tmux      Tmux      `yaml:"tmux" json:"tmux"`
+	Reconcile Reconcile `yaml:"reconcile" json:"reconcile"`
+	// Harnesses are the agent CLIs, keyed by the harness name that routes
+	// and work items refer to.
+	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
+	Webhooks  Webhooks           `yaml:"webhooks" json:"webhooks"`
+}
+
+// Tmux configures loopd's private tmux server.
+type Tmux struct {
+	Socket       string `yaml:"socket" json:"socket"`             // tmux -L <socket>; default "loopd"
+	HistoryLimit int    `yaml:"historyLimit" json:"historyLimit"` // lines per pane; default 2000
+}
+
+// Reconcile configures the reconcile loop.
+type Reconcile struct {
+	// IntervalSeconds is the resync period, the safety net behind the
+	// pane-died hook and webhook triggers; default 10.
+	IntervalSeconds int `yaml:"intervalSeconds" json:"intervalSeconds"`
+}
+
+// Harness configures one agent CLI. The map key is the harness name used in
+// routes.
+type Harness struct {
+	// Adapter selects the argv grammar: "claude-code", "cursor" or
+	// "custom". Default: the harness name.
+	Adapter   string            `yaml:"adapter" json:"adapter"`
+	Command   string            `yaml:"command" json:"command"` // a path, or a name on PATH
+	ExtraArgs []string          `yaml:"extraArgs" json:"extraArgs"`
+	Env       map[string]string `yaml:"env" json:"env"` // given to the pane with new-session -e
+	// FreshArgs and ResumeArgs are text/template argv for the custom adapter,
+	// with {{.SessionID}} and {{.Prompt}}. An empty ResumeArgs means the
+	// harness has no interactive resume.
+	FreshArgs  []string `yaml:"freshArgs" json:"freshArgs"`
+	ResumeArgs []string `yaml:"resumeArgs" json:"resumeArgs"`
+	// ReadyPattern is a regular expression that, found in capture-pane
+	// output, means the harness accepts input. Adapters have a default.
+	ReadyPattern string `yaml:"readyPattern" json:"readyPattern"`
+}
+
+// Webhooks holds the webhook receivers; GitHub is the only one.
+type Webhooks struct {
+	GHWebhook GHWebhook `yaml:"ghWebhook" json:"ghWebhook"`
+}
+
+// GHWebhook configures the GitHub webhook receiver.
+type GHWebhook struct {
+	Listen    string `yaml:"listen" json:"listen"`       // default 127.0.0.1:8787
+	Path      string `yaml:"path" json:"path"`           // default /webhook
+	SecretEnv string `yaml:"secretEnv" json:"secretEnv"` // env var holding the secret; default LOOPD_WEBHOOK_SECRET
+	// AuthorizedUsers are the GitHub logins whose events are acted on. It
+	// fails closed: empty authorizes nobody.
+	AuthorizedUsers []string `yaml:"authorizedUsers" json:"authorizedUsers"`
+	Routing         Routing  `yaml:"routing" json:"routing"`
+}
+
+// Routing maps repositories to harnesses and holds the soft policy.
+type Routing struct {
+	// Repos is keyed by "owner/repo" or "*" (any repository); an exact key
+	// wins over "*", and keys match case-insensitively (Route).
+	Repos map[string]Route `yaml:"repos" json:"repos"`
+	Tmux  Policy           `yaml:"tmux" json:"tmux"`
+}
+
+// Route says which harness serves a repository and where its items work.
+type Route struct {
+	Harness string `yaml:"harness" json:"harness"`
+	// Workdir is a text/template with .Owner, .Repo, .Number and .Kind,
+	// rendered once when the item is first seen (RenderWorkdir). It must
+	// render an absolute path.
+	Workdir string `yaml:"workdir" json:"workdir"`
+}
+
+// Restart policies (routing.tmux.restartPolicy).
+const (
+	RestartAlways    = "Always"
+	RestartOnFailure = "OnFailure"
+	RestartNever     = "Never"
+)
+
+// Policy is the soft, hot-reloadable respawn policy (routing.tmux). Every
+// field takes effect on the next reconcile pass after a reload.
+type Policy struct {
+	// ResumeOnRespawn resumes the recorded conversation on respawn; false
+	// opts out (fresh each time). Default true.
+	ResumeOnRespawn *bool `yaml:"resumeOnRespawn" json:"resumeOnRespawn"`
+	// ResumeProbeSeconds is how long a resumed pane must stay alive before
+	// it can count as running; 0 reads the pane in the spawning pass.
+	// Default 5.
+	ResumeProbeSeconds *int `yaml:"resumeProbeSeconds" json:"resumeProbeSeconds"`
+	// ConfirmTimeoutSeconds is how long an alive resumed pane may stay
+	// unconfirmed (no transcript growth, no SessionStart report) before the
+	// item needs attention. Default 120.
+	ConfirmTimeoutSeconds int `yaml:"confirmTimeoutSeconds" json:"confirmTimeoutSeconds"`
+	// RestartPolicy is Always, OnFailure (default) or Never.
+	RestartPolicy string `yaml:"restartPolicy" json:"restartPolicy"`
+	// FastFailSeconds: a pane dying sooner than this after its spawn is a
+	// fast failure. Default 15.
+	FastFailSeconds int `yaml:"fastFailSeconds" json:"fastFailSeconds"`
+	// MaxFastFailures in a row degrade the item to a fresh id. Default 3.
+	MaxFastFailures int `yaml:"maxFastFailures" json:"maxFastFailures"`
+	// BackoffInitialSeconds is the wait before the second consecutive
+	// respawn; it doubles up to BackoffMaxSeconds. Defaults 2 and 300.
+	BackoffInitialSeconds int `yaml:"backoffInitialSeconds" json:"backoffInitialSeconds"`
+	BackoffMaxSeconds     int `yaml:"backoffMaxSeconds" json:"backoffMaxSeconds"`
+	// HealthyResetSeconds of running resets the failure count. Default 600.
+	HealthyResetSeconds int `yaml:"healthyResetSeconds" json:"healthyResetSeconds"`
+	// RestartBudget is how many consecutive failed runs are retried before
+	// the item goes to NeedsAttention. Default 10.
+	RestartBudget int `yaml:"restartBudget" json:"restartBudget"`
+}

@@ -1,0 +1,426 @@
+package schema
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/template"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid is wrapped by every error that says a config file breaks the
+// contract: bad YAML, a schema violation or a failed cross-field check.
+var ErrInvalid = errors.New("invalid config")
+
+// Problem is one violation of the config contract.
+type Problem struct {
+	File   string // the path given to Load or Parse
+	Line   int    // 1-based; 0 when unknown
+	Column int    // 1-based; 0 when unknown
+	// Key is the key path of the offending value, e.g.
+	// webhooks.ghWebhook.routing.repos["octo-org/api"].harness; "" for the
+	// whole document.
+	Key     string
+	Message string
+}
+
+// String formats p as file:line:col: key: message, leaving out the parts
+// that are unknown.
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+		if p.Column > 0 {
+			fmt.Fprintf(&b, ":%d", p.Column)
+		}
+	}
+	if p.Key != "" {
+		b.WriteString(": " + p.Key)
+	}
+	b.WriteString(": " + p.Message)
+	return b.String()
+}
+
+// ValidationError lists every problem found in one config file, in file
+// order. It wraps ErrInvalid.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error returns one problem per line.
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns ErrInvalid.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+func invalid(file string, problems []Problem) *ValidationError {
+	for i := range problems {
+		problems[i].File = file
+	}
+	slices.SortStableFunc(problems, func(a, b Problem) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column - b.Column
+		}
+		return strings.Compare(a.Key+a.Message, b.Key+b.Message)
+	})
+	return &ValidationError{Problems: slices.CompactFunc(problems, func(a, b Problem) bool { return a == b })}
+}
+
+//go:embed loopd.schema.json
+var schemaJSON []byte
+
+const schemaURL = "https://github.com/loopd/loopd/schema/loopd.schema.json"
+
+// compiledSchema compiles the embedded schema once. It cannot fail at run
+// time: TestSchemaCompiles covers it.
+var compiledSchema = sync.OnceValue(func() *jsonschema.Schema {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		panic(fmt.Sprintf("parse embedded %s: %v", schemaURL, err))
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		panic(fmt.Sprintf("add embedded %s: %v", schemaURL, err))
+	}
+	return c.MustCompile(schemaURL)
+})
+
+// Load reads and parses the config file at path; see Parse. A file that
+// cannot be read gives an error wrapping the os error (errors.Is(err,
+// fs.ErrNotExist) for a missing file), not ErrInvalid.
+func Load(path string) (*Config, error) {
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+func readConfig(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return data, nil
+}
+
+// Parse parses one YAML document, validates it against the embedded JSON
+// Schema (loopd.schema.json) and the cross-field rules, and returns it with
+// every default filled in. path names the file in messages, and relative
+// paths in the config (stateDir) are resolved against its directory.
+//
+// An invalid config gives a *ValidationError, which wraps ErrInvalid and
+// lists every problem found as path:line:col: key: message. Unknown keys are
+// problems. The cross-field rules are: every route's harness is a key of
+// harnesses; every route's workdir renders to an absolute path; no two route
+// keys differ only in case; a harness without adapter is named after one;
+// freshArgs and resumeArgs are only given to the custom adapter, which needs
+// freshArgs, and parse as text/template; readyPattern compiles; listen is
+// host:port; backoffInitialSeconds is at most backoffMaxSeconds. They run
+// only on a document that passed the schema, so a file with schema problems
+// may have more to fix after them.
+func Parse(data []byte, path string) (*Config, error) {
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, invalid(path, yamlProblems(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, invalid(path, []Problem{{Line: extra.Line, Message: "only one YAML document is allowed"}})
+	}
+	t, problems := newTree(&doc)
+	if len(problems) > 0 {
+		return nil, invalid(path, problems)
+	}
+	if err := compiledSchema().Validate(t.value); err != nil {
+		var verr *jsonschema.ValidationError
+		if !errors.As(err, &verr) {
+			return nil, fmt.Errorf("validate config %s: %w", path, err)
+		}
+		return nil, invalid(path, t.schemaProblems(verr))
+	}
+
+	var cfg Config
+	dec = yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, invalid(path, yamlProblems(err))
+	}
+	cfg.applyDefaults(dir)
+	if problems := cfg.check(t); len(problems) > 0 {
+		return nil, invalid(path, problems)
+	}
+	return &cfg, nil
+}
+
+// yamlLine matches the "line N: message" form of yaml.v3's errors.
+var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// yamlProblems turns a yaml.v3 syntax or decode error into problems.
+func yamlProblems(err error) []Problem {
+	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	var terr *yaml.TypeError
+	if errors.As(err, &terr) {
+		msgs = terr.Errors
+	}
+	problems := make([]Problem, 0, len(msgs))
+	for _, msg := range msgs {
+		p := Problem{Message: msg}
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			p.Message = m[2]
+		}
+		problems = append(problems, p)
+	}
+	return problems
+}
+
+var printer = message.NewPrinter(language.English)
+
+// schemaProblems flattens the validator's error tree into one problem per
+// failed keyword, placed at the offending key or value.
+func (t *tree) schemaProblems(verr *jsonschema.ValidationError) []Problem {
+	var problems []Problem
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		switch k := e.ErrorKind.(type) {
+		case *kind.AdditionalProperties:
+			for _, name := range k.Properties {
+				problems = append(problems, t.keyProblemAt(child(e.InstanceLocation, name), "unknown key"))
+			}
+			return
+		case *kind.PropertyNames:
+			// The causes describe the key as a standalone instance; report
+			// the deepest one at the key.
+			msg := "invalid key"
+			for c := e; len(c.Causes) > 0; {
+				c = c.Causes[0]
+				msg = "invalid key: " + leafMessage(c.ErrorKind)
+			}
+			for _, at := range t.keysUnder(e.SchemaURL, k.Property) {
+				problems = append(problems, t.keyProblemAt(at, msg))
+			}
+			return
+		}
+		if len(e.Causes) == 0 {
+			problems = append(problems, t.problemAt(e.InstanceLocation, leafMessage(e.ErrorKind)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	return problems
+}
+
+// keysUnder returns the locations of the keys named name in the objects
+// that the propertyNames keyword at schemaURL governs. The validator's
+// InstanceLocation for propertyNames errors cannot be used: it shares its
+// backing array with the traversal and is overwritten by later siblings.
+// The schema location says which objects are meant: "properties/<name>"
+// steps into a key, "additionalProperties" and "items" into any.
+func (t *tree) keysUnder(schemaURL, name string) [][]string {
+	_, frag, _ := strings.Cut(schemaURL, "#/")
+	steps := strings.Split(frag, "/")
+	var pattern []string // "" matches any token
+	for i := 0; i < len(steps) && steps[i] != "propertyNames"; i++ {
+		switch steps[i] {
+		case "properties":
+			i++
+			pattern = append(pattern, steps[i])
+		case "additionalProperties", "items":
+			pattern = append(pattern, "")
+		}
+	}
+	var found [][]string
+	for k := range t.sites {
+		if k == "" {
+			continue
+		}
+		tokens := strings.Split(k[1:], "\x00")
+		if len(tokens) != len(pattern)+1 || tokens[len(pattern)] != name {
+			continue
+		}
+		if slices.EqualFunc(pattern, tokens[:len(pattern)], func(p, tok string) bool { return p == "" || p == tok }) {
+			found = append(found, tokens)
+		}
+	}
+	return found
+}
+
+// leafMessage is the validator's message, except for bounds, which it
+// prints as floats (2.147483647e+09).
+func leafMessage(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Minimum:
+		return fmt.Sprintf("%s is less than the minimum, %s", k.Got.RatString(), k.Want.RatString())
+	case *kind.Maximum:
+		return fmt.Sprintf("%s is more than the maximum, %s", k.Got.RatString(), k.Want.RatString())
+	}
+	return k.LocalizedString(printer)
+}
+
+// Defaults filled in for absent keys, as documented in loopd.schema.json.
+const (
+	defaultStateDir        = "./state"
+	defaultTmuxSocket      = "loopd"
+	defaultHistoryLimit    = 2000
+	defaultIntervalSeconds = 10
+	defaultListen          = "127.0.0.1:8787"
+	defaultWebhookPath     = "/webhook"
+	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
+)
+
+// DefaultPolicy returns the respawn policy used for every absent key of
+// routing.tmux.
+func DefaultPolicy() Policy {
+	resume, probe := true, 5
+	return Policy{
+		ResumeOnRespawn:       &resume,
+		ResumeProbeSeconds:    &probe,
+		ConfirmTimeoutSeconds: 120,
+		RestartPolicy:         RestartOnFailure,
+		FastFailSeconds:       15,
+		MaxFastFailures:       3,
+		BackoffInitialSeconds: 2,
+		BackoffMaxSeconds:     300,
+		HealthyResetSeconds:   600,
+		RestartBudget:         10,
+	}
+}
+
+// orDefault sets *v to d when *v is the zero value. The schema's minimums
+// make zero mean "absent" for every integer defaulted this way.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// applyDefaults fills absent keys; dir is the config file's absolute
+// directory.
+func (c *Config) applyDefaults(dir string) {
+	orDefault(&c.StateDir, defaultStateDir)
+	if !filepath.IsAbs(c.StateDir) {
+		c.StateDir = filepath.Join(dir, c.StateDir)
+	}
+	orDefault(&c.Tmux.Socket, defaultTmuxSocket)
+	orDefault(&c.Tmux.HistoryLimit, defaultHistoryLimit)
+	orDefault(&c.Reconcile.IntervalSeconds, defaultIntervalSeconds)
+	for name, h := range c.Harnesses {
+		orDefault(&h.Adapter, name)
+		c.Harnesses[name] = h
+	}
+	gh := &c.Webhooks.GHWebhook
+	orDefault(&gh.Listen, defaultListen)
+	orDefault(&gh.Path, defaultWebhookPath)
+	orDefault(&gh.SecretEnv, defaultSecretEnv)
+	p, d := &gh.Routing.Tmux, DefaultPolicy()
+	orDefault(&p.ResumeOnRespawn, d.ResumeOnRespawn)
+	orDefault(&p.ResumeProbeSeconds, d.ResumeProbeSeconds)
+	orDefault(&p.ConfirmTimeoutSeconds, d.ConfirmTimeoutSeconds)
+	orDefault(&p.RestartPolicy, d.RestartPolicy)
+	orDefault(&p.FastFailSeconds, d.FastFailSeconds)
+	orDefault(&p.MaxFastFailures, d.MaxFastFailures)
+	orDefault(&p.BackoffInitialSeconds, d.BackoffInitialSeconds)
+	orDefault(&p.BackoffMaxSeconds, d.BackoffMaxSeconds)
+	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
+	orDefault(&p.RestartBudget, d.RestartBudget)
+}
+
+// adapters are the values of harnesses.<name>.adapter (the schema's enum).
+var adapters = []string{"claude-code", "cursor", "custom"}
+
+// check runs the cross-field rules listed on Parse on a defaulted config.
+func (c *Config) check(t *tree) []Problem {
+	var problems []Problem
+	add := func(p Problem) { problems = append(problems, p) }
+	harnesses := []string{"harnesses"}
+
+	for name, h := range c.Harnesses {
+		at := child(harnesses, name)
+		if !slices.Contains(adapters, h.Adapter) {
+			add(t.keyProblemAt(at, fmt.Sprintf("no adapter given and the name is not one of %s; set adapter", strings.Join(adapters, ", "))))
+		}
+		for key, args := range map[string][]string{"freshArgs": h.FreshArgs, "resumeArgs": h.ResumeArgs} {
+			if len(args) > 0 && h.Adapter != "custom" {
+				add(t.keyProblemAt(child(at, key), "only the custom adapter takes "+key))
+			}
+			for i, arg := range args {
+				if _, err := template.New(key).Parse(arg); err != nil {
+					add(t.problemAt(child(child(at, key), strconv.Itoa(i)), err.Error()))
+				}
+			}
+		}
+		if h.Adapter == "custom" && len(h.FreshArgs) == 0 {
+			add(t.keyProblemAt(at, "the custom adapter needs freshArgs"))
+		}
+		if _, err := regexp.Compile(h.ReadyPattern); err != nil {
+			add(t.problemAt(child(at, "readyPattern"), err.Error()))
+		}
+	}
+
+	gh := c.Webhooks.GHWebhook
+	listenAt := []string{"webhooks", "ghWebhook", "listen"}
+	if _, port, err := net.SplitHostPort(gh.Listen); err != nil {
+		add(t.problemAt(listenAt, "want host:port: "+err.Error()))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add(t.problemAt(listenAt, fmt.Sprintf("port %q is not a number from 0 to 65535", port)))
+	}
+
+	reposAt := []string{"webhooks", "ghWebhook", "routing", "repos"}
+	byFold := map[string]string{}
+	for _, key := range slices.Sorted(maps.Keys(gh.Routing.Repos)) {
+		r, at := gh.Routing.Repos[key], child(reposAt, key)
+		if other, dup := byFold[strings.ToLower(key)]; dup {
+			add(t.keyProblemAt(at, fmt.Sprintf("same repository as %q: keys match case-insensitively", other)))
+		}
+		byFold[strings.ToLower(key)] = key
+		if _, ok := c.Harnesses[r.Harness]; !ok {
+			add(t.problemAt(child(at, "harness"), fmt.Sprintf("unknown harness %q: not a key of harnesses", r.Harness)))
+		}
+		if _, err := r.RenderWorkdir("owner", "repo", 1, "issue"); err != nil {
+			add(t.problemAt(child(at, "workdir"), err.Error()))
+		}
+	}
+
+	p := gh.Routing.Tmux
+	if p.BackoffInitialSeconds > p.BackoffMaxSeconds {
+		add(t.problemAt([]string{"webhooks", "ghWebhook", "routing", "tmux", "backoffInitialSeconds"},
+			fmt.Sprintf("%d is more than backoffMaxSeconds (%d)", p.BackoffInitialSeconds, p.BackoffMaxSeconds)))
+	}
+	return problems
+}

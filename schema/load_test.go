@@ -1,0 +1,434 @@
+package schema
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// minimal is the smallest useful config: one harness, one route.
+const minimal = `
+harnesses:
+  claude-code:
+    command: claude
+webhooks:
+  ghWebhook:
+    routing:
+      repos:
+        "*":
+          harness: claude-code
+          workdir: /srv/{{.Owner}}/{{.Repo}}/{{.Number}}
+`
+
+func TestSchemaCompiles(t *testing.T) {
+	require.NotPanics(t, func() { compiledSchema() })
+}
+
+// TestExampleConfigsLoad loads every example config shipped in the repo.
+func TestExampleConfigsLoad(t *testing.T) {
+	paths, err := filepath.Glob("../*.example.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			cfg, err := Load(path)
+			require.NoError(t, err)
+			assert.NotEmpty(t, cfg.Harnesses)
+			assert.NotEmpty(t, cfg.Webhooks.GHWebhook.Routing.Repos)
+		})
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	cfg, err := Load("../loopd.example.yaml")
+	require.NoError(t, err)
+	dir, err := filepath.Abs("..")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "state"), cfg.StateDir)
+	assert.Equal(t, Tmux{Socket: "loopd", HistoryLimit: 2000}, cfg.Tmux)
+	assert.Equal(t, 10*time.Second, cfg.Reconcile.Interval())
+	assert.Equal(t, "claude", cfg.Harnesses["claude-code"].Command)
+	gh := cfg.Webhooks.GHWebhook
+	assert.Equal(t, []string{"octocat"}, gh.AuthorizedUsers)
+	route, ok := gh.Routing.Route("octo-org", "api")
+	require.True(t, ok)
+	assert.Equal(t, "claude-code", route.Harness)
+	assert.Equal(t, 2*time.Second, gh.Routing.Tmux.ProbeWindow())
+	assert.Equal(t, RestartOnFailure, gh.Routing.Tmux.RestartPolicy)
+}
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(minimal), filepath.Join("conf", "loopd.yaml"))
+	require.NoError(t, err)
+
+	dir, err := filepath.Abs("conf")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "state"), cfg.StateDir)
+	assert.Equal(t, Tmux{Socket: "loopd", HistoryLimit: 2000}, cfg.Tmux)
+	assert.Equal(t, Reconcile{IntervalSeconds: 10}, cfg.Reconcile)
+	assert.Equal(t, "claude-code", cfg.Harnesses["claude-code"].Adapter, "adapter defaults to the harness name")
+	gh := cfg.Webhooks.GHWebhook
+	assert.Equal(t, "127.0.0.1:8787", gh.Listen)
+	assert.Equal(t, "/webhook", gh.Path)
+	assert.Equal(t, "LOOPD_WEBHOOK_SECRET", gh.SecretEnv)
+	assert.Empty(t, gh.AuthorizedUsers)
+	assert.Equal(t, DefaultPolicy(), gh.Routing.Tmux)
+
+	p := gh.Routing.Tmux
+	assert.True(t, p.Resume())
+	assert.Equal(t, 5*time.Second, p.ProbeWindow())
+	assert.Equal(t, 120*time.Second, p.ConfirmTimeout())
+	assert.Equal(t, RestartOnFailure, p.RestartPolicy)
+	assert.Equal(t, 15*time.Second, p.FastFailWindow())
+	assert.Equal(t, 3, p.MaxFastFailures)
+	assert.Equal(t, 2*time.Second, p.BackoffInitial())
+	assert.Equal(t, 300*time.Second, p.BackoffMax())
+	assert.Equal(t, 600*time.Second, p.HealthyReset())
+	assert.Equal(t, 10, p.RestartBudget)
+}
+
+func TestParseExplicitValues(t *testing.T) {
+	src := `
+stateDir: /var/lib/loopd
+tmux: {socket: other, historyLimit: 500}
+reconcile: {intervalSeconds: 30}
+harnesses:
+  mine:
+    adapter: custom
+    command: /usr/local/bin/agent
+    freshArgs: ["--id", "{{.SessionID}}", "{{.Prompt}}"]
+    env: {API_MODE: fast}
+webhooks:
+  ghWebhook:
+    listen: ":9000"
+    routing:
+      repos:
+        "Octo/API": {harness: mine, workdir: "/w/{{.Repo}}"}
+      tmux:
+        resumeOnRespawn: false
+        resumeProbeSeconds: 0
+        restartPolicy: Always
+`
+	cfg, err := Parse([]byte(src), "loopd.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/loopd", cfg.StateDir, "an absolute stateDir stays")
+	assert.Equal(t, Tmux{Socket: "other", HistoryLimit: 500}, cfg.Tmux)
+	assert.Equal(t, 30*time.Second, cfg.Reconcile.Interval())
+	assert.Equal(t, Harness{
+		Adapter:   "custom",
+		Command:   "/usr/local/bin/agent",
+		FreshArgs: []string{"--id", "{{.SessionID}}", "{{.Prompt}}"},
+		Env:       map[string]string{"API_MODE": "fast"},
+	}, cfg.Harnesses["mine"])
+	p := cfg.Webhooks.GHWebhook.Routing.Tmux
+	assert.False(t, p.Resume())
+	assert.Equal(t, time.Duration(0), p.ProbeWindow(), "an explicit 0 is kept, not defaulted")
+	assert.Equal(t, RestartAlways, p.RestartPolicy)
+	assert.Equal(t, 120*time.Second, p.ConfirmTimeout(), "absent keys next to given ones still default")
+}
+
+func TestParseYAMLFeatures(t *testing.T) {
+	// Anchors, aliases and merge keys validate as they decode.
+	src := `
+harnesses:
+  claude-code: &base
+    command: claude
+    env: {A: "1"}
+  claude-fast:
+    <<: *base
+    adapter: claude-code
+    env: {B: "2"}
+webhooks: {ghWebhook: {routing: {repos: {"*": {harness: claude-fast, workdir: /w}}}}}
+`
+	cfg, err := Parse([]byte(src), "loopd.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, Harness{Adapter: "claude-code", Command: "claude", Env: map[string]string{"B": "2"}}, cfg.Harnesses["claude-fast"])
+}
+
+func TestParseInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // every problem, in order
+	}{
+		{
+			name: "unknown_key_top_level",
+			src:  "stateDir: ./s\nstatedir: ./t\n",
+			want: []string{"c.yaml:2:1: statedir: unknown key"},
+		},
+		{
+			name: "unknown_key_nested",
+			src:  minimal + "      tmux:\n        restartPolicy: Never\n        resumeOnRespan: false\n",
+			want: []string{"c.yaml:14:9: webhooks.ghWebhook.routing.tmux.resumeOnRespan: unknown key"},
+		},
+		{
+			name: "unknown_keys_in_map_entries",
+			src:  "harnesses:\n  a:\n    adapter: cursor\n    command: x\n    comand: y\n  b:\n    adapter: cursor\n    command: x\n    args: [1]\n",
+			want: []string{
+				"c.yaml:5:5: harnesses.a.comand: unknown key",
+				"c.yaml:9:5: harnesses.b.args: unknown key",
+			},
+		},
+		{
+			name: "wrong_type",
+			src:  "reconcile:\n  intervalSeconds: soon\ntmux: [loopd]\n",
+			want: []string{
+				"c.yaml:2:20: reconcile.intervalSeconds: got string, want integer",
+				"c.yaml:3:7: tmux: got array, want object",
+			},
+		},
+		{
+			name: "bad_enum",
+			src:  minimal + "      tmux: {restartPolicy: always}\n",
+			want: []string{"c.yaml:12:29: webhooks.ghWebhook.routing.tmux.restartPolicy: value must be one of 'Always', 'OnFailure', 'Never'"},
+		},
+		{
+			name: "bad_adapter",
+			src:  "harnesses:\n  x: {adapter: codex, command: codex}\n",
+			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'cursor', 'custom'"},
+		},
+		{
+			name: "below_minimum",
+			src:  minimal + "      tmux: {restartBudget: 0, resumeProbeSeconds: -1}\n",
+			want: []string{
+				"c.yaml:12:29: webhooks.ghWebhook.routing.tmux.restartBudget: 0 is less than the minimum, 1",
+				"c.yaml:12:52: webhooks.ghWebhook.routing.tmux.resumeProbeSeconds: -1 is less than the minimum, 0",
+			},
+		},
+		{
+			name: "missing_required",
+			src:  "harnesses:\n  claude-code: {}\n",
+			want: []string{"c.yaml:2:16: harnesses.claude-code: missing property 'command'"},
+		},
+		{
+			name: "bad_route_key",
+			src:  minimal + "        octo-org: {harness: claude-code, workdir: /w}\n",
+			want: []string{`c.yaml:12:9: webhooks.ghWebhook.routing.repos.octo-org: invalid key: 'octo-org' does not match pattern '^(\\*|[A-Za-z0-9-]+/[A-Za-z0-9._-]+)$'`},
+		},
+		{
+			name: "bad_env_name",
+			src:  "harnesses:\n  claude-code:\n    command: claude\n    env: {\"A=B\": x}\n",
+			want: []string{`c.yaml:4:11: harnesses.claude-code.env["A=B"]: invalid key: 'A=B' does not match pattern '^[A-Za-z_][A-Za-z0-9_]*$'`},
+		},
+		{
+			name: "route_to_missing_harness",
+			src:  minimal + "        \"octo/api\": {harness: claude, workdir: /w}\n",
+			want: []string{`c.yaml:12:31: webhooks.ghWebhook.routing.repos["octo/api"].harness: unknown harness "claude": not a key of harnesses`},
+		},
+		{
+			name: "relative_workdir",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: \"w/{{.Repo}}\"}\n",
+			want: []string{`c.yaml:12:53: webhooks.ghWebhook.routing.repos["octo/api"].workdir: render workdir: "w/repo" is not an absolute path`},
+		},
+		{
+			name: "bad_workdir_template",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: \"/w/{{.Repo\"}\n",
+			want: []string{`c.yaml:12:53: webhooks.ghWebhook.routing.repos["octo/api"].workdir: render workdir: template: workdir:1: unclosed action`},
+		},
+		{
+			name: "route_keys_differ_only_in_case",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /a}\n        \"Octo/API\": {harness: claude-code, workdir: /b}\n",
+			want: []string{`c.yaml:12:9: webhooks.ghWebhook.routing.repos["octo/api"]: same repository as "Octo/API": keys match case-insensitively`},
+		},
+		{
+			name: "harness_name_is_not_an_adapter",
+			src:  "harnesses:\n  claude:\n    command: claude\n",
+			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, cursor, custom; set adapter"},
+		},
+		{
+			name: "custom_adapter_rules",
+			src:  "harnesses:\n  c: {adapter: custom, command: x, resumeArgs: [\"{{.Prompt\"]}\n  d: {adapter: cursor, command: y, freshArgs: [a]}\n",
+			want: []string{
+				"c.yaml:2:3: harnesses.c: the custom adapter needs freshArgs",
+				"c.yaml:2:49: harnesses.c.resumeArgs[0]: template: resumeArgs:1: unclosed action",
+				"c.yaml:3:36: harnesses.d.freshArgs: only the custom adapter takes freshArgs",
+			},
+		},
+		{
+			name: "bad_ready_pattern",
+			src:  "harnesses:\n  claude-code: {command: claude, readyPattern: \"(\"}\n",
+			want: []string{"c.yaml:2:48: harnesses.claude-code.readyPattern: error parsing regexp: missing closing ): `(`"},
+		},
+		{
+			name: "bad_listen",
+			src:  "webhooks: {ghWebhook: {listen: \"localhost\"}}\n",
+			want: []string{"c.yaml:1:32: webhooks.ghWebhook.listen: want host:port: address localhost: missing port in address"},
+		},
+		{
+			name: "backoff_initial_above_max",
+			src:  minimal + "      tmux: {backoffInitialSeconds: 400}\n",
+			want: []string{"c.yaml:12:37: webhooks.ghWebhook.routing.tmux.backoffInitialSeconds: 400 is more than backoffMaxSeconds (300)"},
+		},
+		{
+			name: "duplicate_key",
+			src:  "stateDir: a\nstateDir: b\n",
+			want: []string{"c.yaml:2:1: stateDir: key already defined at line 1"},
+		},
+		{
+			name: "yaml_syntax",
+			src:  "tmux: {socket: x\n",
+			want: []string{"c.yaml:1: did not find expected ',' or '}'"},
+		},
+		{
+			name: "empty_file",
+			src:  "",
+			want: []string{"c.yaml: got null, want object"},
+		},
+		{
+			name: "two_documents",
+			src:  "stateDir: a\n---\nstateDir: b\n",
+			want: []string{"c.yaml:2: only one YAML document is allowed"},
+		},
+		{
+			name: "alias_bomb",
+			src: "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" +
+				"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n" +
+				"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+			want: []string{"c.yaml:1:1: document expands to more than 100000 values (alias loop or alias bomb?)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.src), "c.yaml")
+			require.Error(t, err)
+			assert.Nil(t, cfg)
+			assert.ErrorIs(t, err, ErrInvalid)
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			got := make([]string, len(verr.Problems))
+			for i, p := range verr.Problems {
+				got[i] = p.String()
+			}
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, strings.Join(tt.want, "\n"), err.Error())
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "nope.yaml")
+}
+
+func TestLoadRelativeStateDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "loopd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("stateDir: data/loopd\n"), 0o600))
+	cfg, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "data", "loopd"), cfg.StateDir)
+}
+
+func TestRoute(t *testing.T) {
+	exact := Route{Harness: "exact", Workdir: "/e"}
+	star := Route{Harness: "star", Workdir: "/s"}
+	tests := []struct {
+		name        string
+		repos       map[string]Route
+		owner, repo string
+		want        Route
+		wantOK      bool
+	}{
+		{name: "exact_wins_over_star", repos: map[string]Route{"octo/api": exact, "*": star}, owner: "octo", repo: "api", want: exact, wantOK: true},
+		{name: "case_insensitive", repos: map[string]Route{"Octo/API": exact, "*": star}, owner: "octo", repo: "Api", want: exact, wantOK: true},
+		{name: "star_fallback", repos: map[string]Route{"octo/api": exact, "*": star}, owner: "octo", repo: "web", want: star, wantOK: true},
+		{name: "no_route", repos: map[string]Route{"octo/api": exact}, owner: "octo", repo: "web"},
+		{name: "owner_is_not_a_prefix_match", repos: map[string]Route{"octo/api": exact}, owner: "octo/api", repo: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Routing{Repos: tt.repos}.Route(tt.owner, tt.repo)
+			assert.Equal(t, tt.wantOK, ok)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRenderWorkdir(t *testing.T) {
+	tests := []struct {
+		name        string
+		workdir     string
+		owner, repo string
+		want        string
+		wantErr     string
+	}{
+		{name: "all_fields", workdir: "/srv/{{.Owner}}/{{.Repo}}/{{.Kind}}-{{.Number}}", owner: "octo", repo: "api.go", want: "/srv/octo/api.go/pull_request-42"},
+		{name: "cleaned", workdir: "/srv//{{.Repo}}/./x/", owner: "octo", repo: "api", want: "/srv/api/x"},
+		{name: "relative", workdir: "{{.Repo}}", owner: "octo", repo: "api", wantErr: `"api" is not an absolute path`},
+		{name: "dot_dot_repo", workdir: "/srv/{{.Repo}}", owner: "octo", repo: "..", wantErr: "not a GitHub owner/repo name"},
+		{name: "slash_in_owner", workdir: "/srv/{{.Owner}}", owner: "a/b", repo: "api", wantErr: "not a GitHub owner/repo name"},
+		{name: "unknown_field", workdir: "/srv/{{.Branch}}", owner: "octo", repo: "api", wantErr: "can't evaluate field Branch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Route{Workdir: tt.workdir}.RenderWorkdir(tt.owner, tt.repo, 42, "pull_request")
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestPolicyAccessorsOnZeroPolicy(t *testing.T) {
+	var p Policy // built in code, not loaded: pointers are nil
+	assert.True(t, p.Resume())
+	assert.Equal(t, 5*time.Second, p.ProbeWindow())
+}
+
+// TestSchemaMatchesTypes checks that loopd.schema.json and the Config types
+// name the same keys, and that the schema describes every key.
+func TestSchemaMatchesTypes(t *testing.T) {
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(schemaJSON, &doc))
+	compareSchema(t, "", reflect.TypeFor[Config](), doc)
+}
+
+func compareSchema(t *testing.T, path string, typ reflect.Type, node map[string]any) {
+	t.Helper()
+	switch typ.Kind() {
+	case reflect.Pointer:
+		compareSchema(t, path, typ.Elem(), node)
+	case reflect.Struct:
+		assert.Equal(t, false, node["additionalProperties"], "%s: additionalProperties", path)
+		props, _ := node["properties"].(map[string]any)
+		var fields []string
+		for f := range typ.Fields() {
+			key := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			fields = append(fields, key)
+			prop, ok := props[key].(map[string]any)
+			if !assert.True(t, ok, "%s.%s: not in the schema", path, key) {
+				continue
+			}
+			assert.NotEmpty(t, prop["description"], "%s.%s: no description", path, key)
+			compareSchema(t, joinPath(path, key), f.Type, prop)
+		}
+		for key := range props {
+			assert.True(t, slices.Contains(fields, key), "%s.%s: in the schema, not in the types", path, key)
+		}
+	case reflect.Map:
+		value, ok := node["additionalProperties"].(map[string]any)
+		if assert.True(t, ok, "%s: a map needs an additionalProperties schema", path) {
+			compareSchema(t, path+".*", typ.Elem(), value)
+		}
+	case reflect.Slice:
+		items, ok := node["items"].(map[string]any)
+		if assert.True(t, ok, "%s: an array needs items", path) {
+			compareSchema(t, path+"[]", typ.Elem(), items)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package schema
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Interval returns IntervalSeconds as a duration.
+func (r Reconcile) Interval() time.Duration { return seconds(r.IntervalSeconds) }
+
+// Resume reports whether a respawn resumes the recorded conversation
+// (resumeOnRespawn); unset means the default, true.
+func (p Policy) Resume() bool {
+	if p.ResumeOnRespawn == nil {
+		return *DefaultPolicy().ResumeOnRespawn
+	}
+	return *p.ResumeOnRespawn
+}
+
+// ProbeWindow returns how long a resumed pane must stay alive before it can
+// count as running (resumeProbeSeconds); unset means the default, 5 s. Zero
+// means the spawning pass reads the pane at once.
+func (p Policy) ProbeWindow() time.Duration {
+	if p.ResumeProbeSeconds == nil {
+		return seconds(*DefaultPolicy().ResumeProbeSeconds)
+	}
+	return seconds(*p.ResumeProbeSeconds)
+}
+
+// ConfirmTimeout returns ConfirmTimeoutSeconds as a duration.
+func (p Policy) ConfirmTimeout() time.Duration { return seconds(p.ConfirmTimeoutSeconds) }
+
+// FastFailWindow returns FastFailSeconds as a duration: a pane that dies
+// sooner than this after its spawn is a fast failure.
+func (p Policy) FastFailWindow() time.Duration { return seconds(p.FastFailSeconds) }
+
+// BackoffInitial returns BackoffInitialSeconds as a duration.
+func (p Policy) BackoffInitial() time.Duration { return seconds(p.BackoffInitialSeconds) }
+
+// BackoffMax returns BackoffMaxSeconds as a duration.
+func (p Policy) BackoffMax() time.Duration { return seconds(p.BackoffMaxSeconds) }
+
+// HealthyReset returns HealthyResetSeconds as a duration.
+func (p Policy) HealthyReset() time.Duration { return seconds(p.HealthyResetSeconds) }
+
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
+
+// Route returns the route for the repository owner/repo: the entry keyed
+// "owner/repo" if there is one, else the "*" entry. Keys match
+// case-insensitively, because GitHub owner and repository names are
+// case-insensitive. It reports false when neither exists.
+func (r Routing) Route(owner, repo string) (Route, bool) {
+	want := owner + "/" + repo
+	for key, route := range r.Repos {
+		if strings.EqualFold(key, want) {
+			return route, true
+		}
+	}
+	route, ok := r.Repos["*"]
+	return route, ok
+}
+
+// GitHub name shapes (https://docs.github.com/en/repositories/creating-and-managing-repositories/about-repositories):
+// owners are letters, digits and hyphens; repositories also allow '.' and '_'.
+var (
+	ownerName = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	repoName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+// workdirData is what a workdir template sees.
+type workdirData struct {
+	Owner  string
+	Repo   string
+	Number int
+	Kind   string // "issue" or "pull_request"
+}
+
+// RenderWorkdir renders Workdir (text/template) with .Owner, .Repo, .Number
+// and .Kind ("issue" or "pull_request"), and returns the cleaned result. The
+// result must be an absolute path: it is not resolved against any directory
+// (Load rejects a template that renders a relative path), and "~" is not
+// expanded. owner and repo must be GitHub names, so that they can never
+// climb out of the directory ("..", "/").
+func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (string, error) {
+	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
+		return "", fmt.Errorf("render workdir for %s/%s: not a GitHub owner/repo name", owner, repo)
+	}
+	tmpl, err := template.New("workdir").Parse(r.Workdir)
+	if err != nil {
+		return "", fmt.Errorf("render workdir: %w", err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, workdirData{Owner: owner, Repo: repo, Number: number, Kind: kind}); err != nil {
+		return "", fmt.Errorf("render workdir: %w", err)
+	}
+	dir := b.String()
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("render workdir: %q is not an absolute path", dir)
+	}
+	return filepath.Clean(dir), nil
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# demo: a real loopd serve on a private tmux server, fed signed real GitHub
+# webhook payloads. It uses the fake Claude Code CLI (bin/fakeclaude) unless
+# LOOPD_DEMO_CLAUDE names a real claude binary. Everything lives in a temp
+# dir, which is removed at the end unless LOOPD_DEMO_KEEP=1.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+loopd="$root/bin/loopd"
+fixtures="$root/testdata/github-webhooks"
+claude=${LOOPD_DEMO_CLAUDE:-$root/bin/fakeclaude}
+port=${LOOPD_DEMO_PORT:-18787}
+work=$(mktemp -d "${TMPDIR:-/tmp}/loopd-demo.XXXXXX")
+socket="loopd-demo-$$"
+export LOOPD_WEBHOOK_SECRET="demo-secret-$$"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+cleanup() {
+	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
+	tmux -L "$socket" kill-server 2>/dev/null || true
+	if [ "${LOOPD_DEMO_KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+mkdir -p "$work/agents" "$work/claude"
+# An onboarded Claude config that trusts the agents' root (trust is
+# inherited by subdirectories), so the TUI starts without dialogs.
+cat > "$work/claude/.claude.json" <<JSON
+{"hasCompletedOnboarding": true, "projects": {"$work/agents": {"hasTrustDialogAccepted": true}}}
+JSON
+cat > "$work/loopd.yaml" <<YAML
+stateDir: $work/state
+tmux:
+  socket: $socket
+reconcile:
+  intervalSeconds: 2
+harnesses:
+  claude-code:
+    command: $claude
+    env:
+      CLAUDE_CONFIG_DIR: $work/claude
+webhooks:
+  ghWebhook:
+    listen: 127.0.0.1:$port
+    path: /webhook
+    secretEnv: LOOPD_WEBHOOK_SECRET
+    authorizedUsers: [Codertocat]
+    routing:
+      repos:
+        "*":
+          harness: claude-code
+          workdir: "$work/agents/{{.Owner}}/{{.Repo}}/{{.Number}}"
+      tmux:
+        resumeOnRespawn: true
+        resumeProbeSeconds: 2
+        restartPolicy: OnFailure
+YAML
+cfg=(--config "$work/loopd.yaml")
+
+say "harness: $claude"
+"$loopd" config validate "${cfg[@]}"
+
+say "loopd serve on 127.0.0.1:$port, tmux -L $socket"
+"$loopd" serve "${cfg[@]}" >"$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 100); do
+	curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$port/healthz"
+
+# wait_for PATTERN: until loopd get prints a line matching PATTERN (15 s).
+wait_for() {
+	for _ in $(seq 150); do
+		"$loopd" get "${cfg[@]}" 2>/dev/null | grep -Eq "$1" && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for: $1" >&2
+	return 1
+}
+
+say "issues.opened: Codertocat/Hello-World#1 starts a fresh conversation"
+"$loopd" replay "${cfg[@]}" "$fixtures/issues.opened.1.json"
+wait_for 'Hello-World#1 .* Running'
+
+say "issue_comment.created: pasted into the live conversation"
+comment_id=$(cat /proc/sys/kernel/random/uuid)
+"$loopd" replay "${cfg[@]}" --delivery-id "$comment_id" "$fixtures/issue_comment.created.1.json"
+wait_for 'Hello-World#1 .* Running .* 0 '
+
+say "the same delivery again (a GitHub redelivery): accepted, changes nothing"
+"$loopd" replay "${cfg[@]}" --delivery-id "$comment_id" "$fixtures/issue_comment.created.1.json"
+
+say "pull_request.opened: Codertocat/Hello-World#2 gets its own session"
+"$loopd" replay "${cfg[@]}" "$fixtures/pull_request.opened.1.json"
+wait_for 'Hello-World#2 .* Running'
+"$loopd" get "${cfg[@]}"
+
+say "kill -9 the agent of #1: loopd resumes the same conversation by itself"
+pid=$(tmux -L "$socket" list-panes -a -F '#{session_name} #{pane_pid}' | awk '/hello-world-1/ {print $2; exit}')
+kill -9 "$pid"
+sleep 1
+wait_for 'Hello-World#1 .* Running'
+"$loopd" get "${cfg[@]}"
+
+say "pull_request.closed: #2's session is stopped"
+"$loopd" replay "${cfg[@]}" "$fixtures/pull_request.closed.1.json"
+wait_for 'Hello-World#2 .* Stopped'
+
+say "what the agent of #1 sees (tmux -L $socket capture-pane)"
+session=$(tmux -L "$socket" list-sessions -F '#{session_name}' | grep hello-world-1 | head -n1)
+tmux -L "$socket" capture-pane -p -t "=$session:" | sed '/^$/d' | tail -n 15
+
+say "transcript of #1 (one line per turn)"
+find "$work/claude/projects" -name '*.jsonl' -path '*1*' -exec sh -c 'echo "$1: $(wc -l <"$1") lines"' _ {} \;
+
+say "loopd get"
+"$loopd" get "${cfg[@]}"
+say "loopd events"
+"$loopd" events "${cfg[@]}"

@@ -1,0 +1,718 @@
+// Command fakeclaude stands in for the Claude Code 2.1.197 CLI in tests
+// and demos. It copies the argv grammar, the transcript files and the
+// screens that loopd depends on, as measured in
+// docs/reference/harness-cli-facts.md, and answers every prompt the way the
+// real CLI does offline: "Not logged in · Please run /login".
+//
+// Build it with: go build -o fakeclaude ./testdata/fakeclaude
+//
+// Behaviour:
+//   - --session-id <uuid> starts a new conversation. A value that is not a
+//     UUID exits 1 at once with "Error: Invalid session ID. Must be a valid
+//     UUID."; a transcript file already there for this cwd exits 1 with
+//     "Error: Session ID <id> is already in use.".
+//   - -r/--resume [value] resumes. Without a value (a following "--flag" is
+//     not one) or with a non-UUID value it opens the "Resume session"
+//     picker, which never exits by itself. A UUID without a conversation in
+//     this cwd prints "No conversation found with session ID: <id>" and
+//     exits 1 after FAKECLAUDE_RESUME_FAIL_DELAY. --resume with --session-id
+//     needs --fork-session.
+//   - The transcript is <CLAUDE_CONFIG_DIR or ~/.claude>/projects/<encoded
+//     physical cwd>/<id>.jsonl, created at the first submitted prompt, with
+//     a user line and an assistant line per turn.
+//   - With a terminal on stdin and stdout it runs a TUI: raw mode,
+//     bracketed paste, an input box below a rule ("❯" + NBSP), the
+//     positional prompt submitted at start, Enter (CR) submits, LF and
+//     bracketed pastes insert newlines, and an Enter in the same read as
+//     more than 50 bytes of unbracketed text is a newline. Ctrl-C twice
+//     within a second, or the prompt /exit, exits 0 with "Resume this
+//     session with:" / "claude --resume <id>" when the transcript exists.
+//     SIGHUP and SIGTERM exit with 128+signal, as the real CLI does.
+//   - Otherwise it behaves like -p: it answers one prompt (the positional
+//     one, or stdin) on stdout and exits 1.
+//
+// Environment knobs:
+//
+//	FAKECLAUDE_RESUME_FAIL_DELAY  Go duration before a missing resume exits (default 600ms)
+//	FAKECLAUDE_REPLY_DELAY        Go duration each turn stays busy ("esc to interrupt"; default 0)
+//	FAKECLAUDE_TRUST_PROMPT=1     show the workspace trust dialog until Enter (TUI only, like the real one)
+//	FAKECLAUDE_CRASH_AFTER        Go duration after which the TUI exits 1
+//	FAKECLAUDE_IGNORE_SIGHUP=1    ignore SIGHUP (and keep running when the terminal goes away)
+//	FAKECLAUDE_ARGV_LOG           file to which each start appends its argv as a JSON array line
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/schema"
+)
+
+const (
+	version     = "2.1.197 (Claude Code)"
+	notLoggedIn = "Not logged in · Please run /login"
+)
+
+// uuidPattern is the shape claude accepts for --session-id and treats as
+// an id (not a search term) for --resume; case is kept.
+var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// knobs are the FAKECLAUDE_* settings.
+type knobs struct {
+	resumeFailDelay time.Duration
+	replyDelay      time.Duration
+	crashAfter      time.Duration // 0: never
+	trustPrompt     bool
+	ignoreSIGHUP    bool
+	argvLog         string
+}
+
+func readKnobs() (knobs, error) {
+	k := knobs{
+		resumeFailDelay: 600 * time.Millisecond,
+		trustPrompt:     os.Getenv("FAKECLAUDE_TRUST_PROMPT") == "1",
+		ignoreSIGHUP:    os.Getenv("FAKECLAUDE_IGNORE_SIGHUP") == "1",
+		argvLog:         os.Getenv("FAKECLAUDE_ARGV_LOG"),
+	}
+	for name, d := range map[string]*time.Duration{
+		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
+		"FAKECLAUDE_REPLY_DELAY":       &k.replyDelay,
+		"FAKECLAUDE_CRASH_AFTER":       &k.crashAfter,
+	} {
+		if v := os.Getenv(name); v != "" {
+			var err error
+			if *d, err = time.ParseDuration(v); err != nil {
+				return knobs{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return k, nil
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	k, err := readKnobs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 2
+	}
+	if k.argvLog != "" {
+		if err := logArgv(k.argvLog, os.Args); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+			return 2
+		}
+	}
+	inv, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	switch {
+	case inv.help:
+		fmt.Println("Usage: claude [options] [command] [prompt]")
+		return 0
+	case inv.version:
+		fmt.Println(version)
+		return 0
+	case inv.hasSessionID && !uuidPattern.MatchString(inv.sessionID):
+		fmt.Fprintln(os.Stderr, "Error: Invalid session ID. Must be a valid UUID.")
+		return 1
+	case inv.hasSessionID && (inv.resume || inv.cont) && !inv.fork:
+		fmt.Fprintln(os.Stderr, "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.")
+		return 1
+	}
+	st, err := newStore()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
+	if inv.hasSessionID {
+		if _, err := os.Stat(st.path(inv.sessionID)); err == nil {
+			fmt.Fprintf(os.Stderr, "Error: Session ID %s is already in use.\n", inv.sessionID)
+			return 1
+		}
+	}
+	if inv.print || !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+		return printMode(inv, k, st)
+	}
+	return runTUI(inv, k, st)
+}
+
+// logArgv appends argv as one JSON array line to file.
+func logArgv(file string, argv []string) error {
+	line, err := json.Marshal(argv)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	return errors.Join(err, f.Close())
+}
+
+// store finds and writes transcripts for the physical cwd, by the same
+// rule loopd's claude-code adapter reads them.
+type store struct {
+	cwd     string
+	adapter harness.Adapter
+}
+
+func newStore() (store, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return store{}, err
+	}
+	if wd, err = filepath.EvalSymlinks(wd); err != nil {
+		return store{}, err
+	}
+	a, err := harness.New(harness.AdapterClaudeCode, schema.Harness{Command: "claude"})
+	if err != nil {
+		return store{}, err
+	}
+	return store{cwd: wd, adapter: a}, nil
+}
+
+// path is the transcript file of id; "" when id cannot name a file.
+func (s store) path(id string) string {
+	t, err := s.adapter.Transcript(s.cwd, id)
+	if err != nil {
+		return ""
+	}
+	return t.Path
+}
+
+// conversation reports whether id has a resumable transcript here.
+func (s store) conversation(id string) bool {
+	t, err := s.adapter.Transcript(s.cwd, id)
+	return err == nil && t.Exists
+}
+
+// latest is the id of the most recently written conversation here.
+func (s store) latest() (string, bool) {
+	project := filepath.Dir(s.path(uuid.NewString())) // any id names the directory
+	files, _ := filepath.Glob(filepath.Join(project, "*.jsonl"))
+	var best string
+	var bestTime time.Time
+	for _, f := range files {
+		id := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		info, err := os.Stat(f)
+		if err == nil && s.conversation(id) && info.ModTime().After(bestTime) {
+			best, bestTime = id, info.ModTime()
+		}
+	}
+	return best, best != ""
+}
+
+// session is the conversation being written.
+type session struct {
+	store
+	id       string
+	forkFrom string // transcript copied in before the first line (--fork-session)
+	parent   string // uuid of the last line written
+}
+
+// user appends a user line.
+func (s *session) user(text string) error {
+	return s.write("user", message{Role: "user", Content: text})
+}
+
+// answer appends the offline answer as an assistant line.
+func (s *session) answer() error {
+	return s.write("assistant", message{
+		Model: "<synthetic>", Role: "assistant", Type: "message",
+		Content: []textBlock{{Type: "text", Text: notLoggedIn}},
+	})
+}
+
+func (s *session) write(kind string, m message) error {
+	path := s.path(s.id)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	var prefix []byte
+	if s.forkFrom != "" {
+		var err error
+		if prefix, err = os.ReadFile(s.forkFrom); err != nil {
+			return err
+		}
+		s.forkFrom = ""
+	}
+	l := transcriptLine{
+		IsSidechain: false, Type: kind, Message: m, UUID: uuid.NewString(),
+		Timestamp: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		UserType:  "external", Entrypoint: "cli", CWD: s.cwd, SessionID: s.id, Version: "2.1.197",
+	}
+	if s.parent != "" {
+		l.ParentUUID = &s.parent
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(l); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(prefix, b.Bytes()...))
+	if err = errors.Join(err, f.Close()); err == nil {
+		s.parent = l.UUID
+	}
+	return err
+}
+
+type message struct {
+	Model   string `json:"model,omitempty"`
+	Role    string `json:"role"`
+	Type    string `json:"type,omitempty"`
+	Content any    `json:"content"` // a string for the user, []textBlock for the assistant
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// transcriptLine is one user or assistant line, with the fields of the
+// real CLI's lines in their order.
+type transcriptLine struct {
+	ParentUUID  *string `json:"parentUuid"`
+	IsSidechain bool    `json:"isSidechain"`
+	Type        string  `json:"type"`
+	Message     message `json:"message"`
+	UUID        string  `json:"uuid"`
+	Timestamp   string  `json:"timestamp"`
+	UserType    string  `json:"userType"`
+	Entrypoint  string  `json:"entrypoint"`
+	CWD         string  `json:"cwd"`
+	SessionID   string  `json:"sessionId"`
+	Version     string  `json:"version"`
+}
+
+// resumeHint is what claude prints on leaving a conversation that has a
+// transcript.
+func (s *session) resumeHint() string {
+	if s == nil || !s.conversation(s.id) {
+		return ""
+	}
+	return "Resume this session with:\nclaude --resume " + s.id + "\n"
+}
+
+// printMode answers one prompt like claude -p (also what claude does when
+// stdout is not a terminal) and exits 1, as the real CLI does offline.
+func printMode(inv invocation, k knobs, st store) int {
+	s := &session{store: st, id: inv.sessionID}
+	switch {
+	case inv.resume && !uuidPattern.MatchString(inv.resumeValue):
+		fmt.Fprintln(os.Stderr, "Error: --resume requires a valid session ID or session title when used with --print. Usage: claude -p --resume <session-id|title>")
+		return 1
+	case inv.resume && !st.conversation(inv.resumeValue):
+		time.Sleep(k.resumeFailDelay)
+		fmt.Fprintf(os.Stderr, "No conversation found with session ID: %s\n", inv.resumeValue)
+		return 1
+	case inv.resume:
+		s.resume(inv)
+	case inv.cont:
+		if id, ok := st.latest(); ok {
+			s.id = id
+		}
+	}
+	if s.id == "" {
+		s.id = uuid.NewString()
+	}
+	prompt := inv.prompt
+	if !inv.hasPrompt && !isTerminal(os.Stdin) {
+		b, _ := io.ReadAll(os.Stdin)
+		prompt = string(b)
+	}
+	if prompt == "" {
+		fmt.Fprintln(os.Stderr, "Error: Input must be provided either through stdin or as a prompt argument when using --print")
+		return 1
+	}
+	if err := errors.Join(s.user(prompt), s.answer()); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
+	fmt.Println(notLoggedIn)
+	return 1
+}
+
+// resume points s at the conversation inv resumes, or at a fork of it.
+func (s *session) resume(inv invocation) {
+	s.id = inv.resumeValue
+	if inv.fork {
+		s.forkFrom, s.id = s.path(inv.resumeValue), inv.sessionID
+		if s.id == "" {
+			s.id = uuid.NewString()
+		}
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// makeRaw puts the terminal on fd into raw mode, as cfmakeraw(3) does, and
+// returns the state to restore.
+func makeRaw(fd int) (*unix.Termios, error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	return old, unix.IoctlSetTermios(fd, unix.TCSETS, &raw)
+}
+
+// screenState is what the TUI shows.
+type screenState int
+
+const (
+	showTrust   screenState = iota // the workspace trust dialog
+	showPicker                     // the resume picker
+	showChat                       // the conversation and input box
+	showNothing                    // blank, before a failing resume exits
+)
+
+// tui is the interactive mode.
+type tui struct {
+	inv       invocation
+	knobs     knobs
+	store     store
+	out       io.Writer
+	state     screenState
+	sess      *session
+	ed        editor
+	history   []string
+	queue     []string // prompts submitted while busy
+	busy      bool
+	lastCtrlC time.Time
+	status    string
+	reply     <-chan time.Time // the running turn's answer
+	fail      <-chan time.Time // a failing resume's exit
+	failText  string
+}
+
+// exitCode ends the loop; message is printed after the terminal is
+// restored.
+type exitCode struct {
+	code    int
+	message string
+}
+
+func runTUI(inv invocation, k knobs, st store) int {
+	fd := int(os.Stdin.Fd())
+	old, err := makeRaw(fd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGWINCH)
+	if k.ignoreSIGHUP {
+		signal.Ignore(syscall.SIGHUP)
+	} else {
+		signal.Notify(signals, syscall.SIGHUP)
+	}
+	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
+	fmt.Fprint(u.out, "\x1b[?2004h")
+	end := u.loop(signals)
+	fmt.Fprint(u.out, "\x1b[?2004l\r\n")
+	_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	if end.message != "" {
+		fmt.Fprint(os.Stderr, end.message)
+	}
+	return end.code
+}
+
+func (u *tui) loop(signals <-chan os.Signal) exitCode {
+	input := make(chan []byte)
+	go func() {
+		defer close(input)
+		for {
+			b := make([]byte, 4096)
+			n, err := os.Stdin.Read(b)
+			if n > 0 {
+				input <- b[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var crash <-chan time.Time
+	if u.knobs.crashAfter > 0 {
+		crash = time.After(u.knobs.crashAfter)
+	}
+	if !u.knobs.trustPrompt {
+		if end, done := u.start(); done {
+			return end
+		}
+	}
+	u.draw()
+	for {
+		select {
+		case b, ok := <-input:
+			if !ok {
+				input = nil // the terminal is gone; wait for a signal
+				continue
+			}
+			for _, ev := range u.ed.feed(b) {
+				if end, done := u.handle(ev); done {
+					return end
+				}
+			}
+		case <-u.reply:
+			if end, done := u.finishTurn(); done {
+				return end
+			}
+		case <-u.fail:
+			return exitCode{1, u.failText}
+		case <-crash:
+			return exitCode{1, fmt.Sprintf("fakeclaude: simulated crash after %s\n", u.knobs.crashAfter)}
+		case sig := <-signals:
+			if sig == syscall.SIGWINCH {
+				break
+			}
+			return exitCode{128 + int(sig.(syscall.Signal)), ""}
+		}
+		u.draw()
+	}
+}
+
+// start leaves the trust dialog: it resolves which conversation runs and
+// submits the positional prompt.
+func (u *tui) start() (exitCode, bool) {
+	u.state = showChat
+	u.sess = &session{store: u.store, id: u.inv.sessionID}
+	switch {
+	case u.inv.resume && !uuidPattern.MatchString(u.inv.resumeValue):
+		u.state, u.sess = showPicker, nil
+		return exitCode{}, false
+	case u.inv.resume && !u.store.conversation(u.inv.resumeValue):
+		u.failLater(fmt.Sprintf("No conversation found with session ID: %s\n", u.inv.resumeValue))
+		return exitCode{}, false
+	case u.inv.resume:
+		u.sess.resume(u.inv)
+	case u.inv.cont:
+		id, ok := u.store.latest()
+		if !ok {
+			u.failLater("No conversation found to continue\n")
+			return exitCode{}, false
+		}
+		u.sess.id = id
+	}
+	if u.sess.id == "" {
+		u.sess.id = uuid.NewString()
+	}
+	if u.inv.hasPrompt {
+		return u.submit(u.inv.prompt)
+	}
+	return exitCode{}, false
+}
+
+func (u *tui) failLater(text string) {
+	u.state, u.sess = showNothing, nil
+	u.failText = text
+	u.fail = time.After(u.knobs.resumeFailDelay)
+}
+
+func (u *tui) handle(ev event) (exitCode, bool) {
+	if ev.kind == eventInterrupt {
+		now := time.Now()
+		if now.Sub(u.lastCtrlC) < time.Second {
+			return exitCode{0, u.sess.resumeHint()}, true
+		}
+		u.lastCtrlC, u.status = now, "Press Ctrl-C again to exit"
+		return exitCode{}, false
+	}
+	u.status = ""
+	if ev.kind != eventSubmit {
+		return exitCode{}, false
+	}
+	switch u.state {
+	case showTrust:
+		return u.start()
+	case showChat:
+		if strings.TrimSpace(ev.text) != "" {
+			return u.submit(ev.text)
+		}
+	}
+	return exitCode{}, false
+}
+
+// submit runs one turn, or queues it behind the running one. The prompts
+// /exit and /quit leave.
+func (u *tui) submit(text string) (exitCode, bool) {
+	switch strings.TrimSpace(text) {
+	case "/exit", "/quit":
+		return exitCode{0, u.sess.resumeHint()}, true
+	}
+	if u.busy {
+		u.queue = append(u.queue, text)
+		return exitCode{}, false
+	}
+	if err := u.sess.user(text); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	u.history = append(u.history, text)
+	if u.knobs.replyDelay <= 0 {
+		return u.finishTurn()
+	}
+	u.busy, u.reply = true, time.After(u.knobs.replyDelay)
+	return exitCode{}, false
+}
+
+// finishTurn writes the answer and starts the next queued prompt.
+func (u *tui) finishTurn() (exitCode, bool) {
+	u.busy, u.reply = false, nil
+	if err := u.sess.answer(); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	if len(u.queue) > 0 {
+		next := u.queue[0]
+		u.queue = u.queue[1:]
+		return u.submit(next)
+	}
+	return exitCode{}, false
+}
+
+// draw repaints the whole screen, bottom-aligned like the real TUI's last
+// frame: the lines that do not fit scroll off the top.
+func (u *tui) draw() {
+	w, h := 80, 24
+	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 && ws.Row > 0 {
+		w, h = int(ws.Col), int(ws.Row)
+	}
+	var lines []string
+	switch u.state {
+	case showTrust:
+		lines = u.trustLines(w)
+	case showPicker:
+		lines = u.pickerLines(w)
+	case showChat:
+		lines = u.chatLines(w)
+	}
+	if len(lines) > h {
+		lines = lines[len(lines)-h:]
+	}
+	for i, l := range lines {
+		lines[i] = truncate(l, w)
+	}
+	fmt.Fprint(u.out, "\x1b[H\x1b[2J"+strings.Join(lines, "\r\n"))
+}
+
+func (u *tui) trustLines(w int) []string {
+	return []string{
+		strings.Repeat("─", w),
+		" Accessing workspace:", "", " " + u.store.cwd, "",
+		" Quick safety check: Is this a project you created or one you trust? (Like your own code, a",
+		" well-known open source project, or work from your team). If not, take a moment to review what's in",
+		" this folder first.", "",
+		" Claude Code'll be able to read, edit, and execute files here.", "",
+		" Security guide", "",
+		" ❯ 1. Yes, I trust this folder",
+		"   2. No, exit", "",
+		" Enter to confirm · Esc to cancel",
+	}
+}
+
+func (u *tui) pickerLines(w int) []string {
+	search, result := "Search…", "  (no sessions)"
+	if u.inv.resumeValue != "" {
+		search = u.inv.resumeValue
+		result = fmt.Sprintf("   No sessions match %q.", u.inv.resumeValue)
+	}
+	inner := w - 6
+	return []string{
+		strings.Repeat("─", w),
+		"  Resume session",
+		"  ╭" + strings.Repeat("─", inner) + "╮",
+		"  │ " + pad("⌕ "+search, inner-1) + "│",
+		"  ╰" + strings.Repeat("─", inner) + "╯",
+		result, "",
+		"    Type to Search · Enter to select · Esc to clear",
+	}
+}
+
+func (u *tui) chatLines(w int) []string {
+	inner := w - 2
+	lines := []string{
+		"╭─── Claude Code v2.1.197 " + strings.Repeat("─", max(0, w-27)) + "╮",
+		"│" + center("Welcome back!", inner) + "│",
+		"│" + center("fakeclaude · API Usage Billing", inner) + "│",
+		"│" + center(u.store.cwd, inner) + "│",
+		"╰" + strings.Repeat("─", inner) + "╯", "",
+	}
+	for i, text := range u.history {
+		lines = append(lines, "❯ "+summary(text))
+		if i < len(u.history)-1 || !u.busy {
+			lines = append(lines, "  ⎿  "+notLoggedIn, "")
+		}
+	}
+	footer := "  ? for shortcuts"
+	if u.busy {
+		lines = append(lines, "✻ Processing…")
+		footer = "  esc to interrupt"
+	}
+	for _, q := range u.queue {
+		lines = append(lines, "  ❯ "+summary(q))
+	}
+	if len(u.ed.buf) > 0 {
+		footer = ""
+	}
+	if u.status != "" {
+		footer = "  " + u.status
+	}
+	rule := strings.Repeat("─", w)
+	return append(lines, rule, "❯\u00a0"+summary(string(u.ed.buf)), rule, footer)
+}
+
+// summary shows text on one line, as the real TUI shows a paste.
+func summary(text string) string {
+	if n := strings.Count(text, "\n"); n > 0 {
+		return fmt.Sprintf("[Pasted text #1 +%d lines]", n)
+	}
+	return text
+}
+
+func truncate(s string, w int) string {
+	r := []rune(s)
+	if len(r) <= w {
+		return s
+	}
+	return string(r[:w-1]) + "…"
+}
+
+func pad(s string, w int) string {
+	return s + strings.Repeat(" ", max(0, w-len([]rune(s))))
+}
+
+func center(s string, w int) string {
+	left := max(0, (w-len([]rune(s)))/2)
+	return pad(strings.Repeat(" ", left)+s, w)
+}

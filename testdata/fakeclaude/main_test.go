@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/schema"
+)
+
+const wait, tick = 5 * time.Second, 20 * time.Millisecond
+
+// fakeBin is the fake, built once by TestMain.
+var fakeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakeclaude-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeBin = filepath.Join(dir, "fakeclaude")
+	out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build fakeclaude: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is the built fake, a private tmux server, a config dir and an
+// adapter that points at both.
+type fixture struct {
+	bin     string
+	socket  string
+	env     []string // the tmux server's environment
+	config  string
+	adapter harness.Adapter
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	f := &fixture{
+		bin:    fakeBin,
+		socket: fmt.Sprintf("fakeclaude-test-%d", os.Getpid()),
+		env:    []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"},
+		config: filepath.Join(t.TempDir(), "config"),
+	}
+	var err error
+	f.adapter, err = harness.New("claude-code", schema.Harness{Command: f.bin, Env: map[string]string{"CLAUDE_CONFIG_DIR": f.config}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		socket, _ := f.tmux("display-message", "-p", "#{socket_path}")
+		_, _ = f.tmux("kill-server")
+		_ = os.Remove(strings.TrimSpace(socket))
+	})
+	f.must(t, "new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
+	return f
+}
+
+func (f *fixture) tmux(args ...string) (string, error) {
+	cmd := exec.Command("tmux", append([]string{"-L", f.socket, "-f", "/dev/null"}, args...)...)
+	cmd.Env = f.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (f *fixture) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := f.tmux(args...)
+	require.NoError(t, err, out)
+	return out
+}
+
+// spawn starts argv in a new session named after the running test, in a
+// new work dir, and returns the session name and the dir.
+func (f *fixture) spawn(t *testing.T, env map[string]string, argv []string) (string, string) {
+	t.Helper()
+	name := strings.NewReplacer("/", "_", ".", "_", ":", "_").Replace(t.Name())
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	f.spawnIn(t, name, dir, env, argv)
+	return name, dir
+}
+
+func (f *fixture) spawnIn(t *testing.T, name, dir string, env map[string]string, argv []string) {
+	t.Helper()
+	args := []string{"new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", dir}
+	for k, v := range f.adapter.Env() {
+		args = append(args, "-e", k+"="+v)
+	}
+	for k, v := range env {
+		args = append(args, "-e", k+"="+v)
+	}
+	f.must(t, append(append(args, "--"), argv...)...)
+}
+
+func (f *fixture) screen(name string) harness.Screen {
+	out, _ := f.tmux("capture-pane", "-p", "-t", "="+name+":")
+	s, _ := f.adapter.Screen(out)
+	return s
+}
+
+func (f *fixture) history(name string) string {
+	out, _ := f.tmux("capture-pane", "-p", "-S", "-", "-t", "="+name+":")
+	return out
+}
+
+// waitReady waits until the pane shows the input box.
+func (f *fixture) waitReady(t *testing.T, name string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenReady }, wait, tick, f.history(name))
+}
+
+// waitDead waits until the pane has exited and returns its status.
+func (f *fixture) waitDead(t *testing.T, name string) string {
+	t.Helper()
+	var status string
+	require.Eventually(t, func() bool {
+		_, _ = f.tmux("run-shell", "true")
+		out, _ := f.tmux("display-message", "-p", "-t", "="+name+":", "#{pane_dead}:#{pane_dead_status}")
+		dead, s, _ := strings.Cut(strings.TrimSpace(out), ":")
+		status = s
+		return dead == "1" && s != ""
+	}, wait, tick, f.history(name))
+	return status
+}
+
+// turns returns the user prompts and the number of assistant lines in the
+// transcript of id for dir, found by the adapter a.
+func turns(t *testing.T, a harness.Adapter, dir, id string) ([]string, int) {
+	t.Helper()
+	tr, err := a.Transcript(dir, id)
+	require.NoError(t, err)
+	file, err := os.Open(tr.Path)
+	if err != nil {
+		return nil, 0
+	}
+	defer file.Close()
+	var prompts []string
+	answers := 0
+	sc := bufio.NewScanner(file)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct {
+			Type    string `json:"type"`
+			Message struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"message"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l))
+		switch l.Type {
+		case "user":
+			var s string
+			require.NoError(t, json.Unmarshal(l.Message.Content, &s))
+			prompts = append(prompts, s)
+		case "assistant":
+			answers++
+		}
+	}
+	return prompts, answers
+}
+
+// paste delivers text to the pane as a bracketed paste, the way loopd
+// does (tmux load-buffer, paste-buffer -p -r), without pressing Enter.
+func (f *fixture) paste(t *testing.T, name, text string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "paste")
+	require.NoError(t, os.WriteFile(file, []byte(text), 0o600))
+	f.must(t, "load-buffer", "-b", name, file, ";", "paste-buffer", "-p", "-d", "-r", "-b", name, "-t", "="+name+":")
+}
+
+func (f *fixture) waitTurns(t *testing.T, dir, id string, want ...string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		prompts, answers := turns(t, f.adapter, dir, id)
+		return len(prompts) == len(want) && answers == len(want)
+	}, wait, tick)
+	prompts, _ := turns(t, f.adapter, dir, id)
+	assert.Equal(t, want, prompts)
+}
+
+func TestTUI(t *testing.T) {
+	f := newFixture(t)
+
+	t.Run("prompt_paste_then_resume", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "-x hello; --resume"))
+		f.waitTurns(t, dir, id, "-x hello; --resume")
+		f.waitReady(t, name)
+
+		paste := "line one\nline two\r\n\nline four " + strings.Repeat("z", 200)
+		f.paste(t, name, paste)
+		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, "-x hello; --resume", strings.ReplaceAll(paste, "\r\n", "\n"))
+
+		f.must(t, "kill-session", "-t", "="+name)
+		f.spawnIn(t, name, dir, nil, f.adapter.ResumeArgv(id, "again"))
+		f.waitTurns(t, dir, id, "-x hello; --resume", strings.ReplaceAll(paste, "\r\n", "\n"), "again")
+	})
+
+	t.Run("long_burst_enter_is_a_newline", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
+		f.waitReady(t, name)
+		long := strings.Repeat("y", 80)
+		f.must(t, "send-keys", "-t", "="+name+":", "-l", long, ";", "send-keys", "-t", "="+name+":", "Enter")
+		// The second Enter must come in a later read, after the box shows
+		// the first one as a newline.
+		require.Eventually(t, func() bool {
+			return strings.Contains(f.history(name), "❯\u00a0[Pasted text #1 +1 lines]")
+		}, wait, tick)
+		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, long+"\n")
+	})
+
+	t.Run("short_typed_text_and_enter_submit", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
+		f.waitReady(t, name)
+		f.must(t, "send-keys", "-t", "="+name+":", "-l", "short one", ";", "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, "short one")
+	})
+
+	t.Run("no_prompt_no_transcript", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
+		f.waitReady(t, name)
+		f.must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
+		assert.Equal(t, "0", f.waitDead(t, name))
+		assert.NotContains(t, f.history(name), "Resume this session with:")
+		tr, err := f.adapter.Transcript(dir, id)
+		require.NoError(t, err)
+		assert.NoFileExists(t, tr.Path)
+	})
+
+	t.Run("ctrl_c_twice_prints_resume_hint", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "hi there"))
+		f.waitTurns(t, dir, id, "hi there")
+		f.waitReady(t, name)
+		f.must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
+		assert.Equal(t, "0", f.waitDead(t, name))
+		assert.Contains(t, f.history(name), "Resume this session with:\nclaude --resume "+id)
+	})
+
+	t.Run("exit_prompt_leaves", func(t *testing.T) {
+		t.Parallel()
+		name, _ := f.spawn(t, nil, f.adapter.FreshArgv(uuid.NewString(), "/exit"))
+		assert.Equal(t, "0", f.waitDead(t, name))
+	})
+
+	t.Run("unknown_resume_exits_1", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_RESUME_FAIL_DELAY": "50ms"}, f.adapter.ResumeArgv(id, "x y"))
+		assert.Equal(t, "1", f.waitDead(t, name))
+		assert.Contains(t, f.history(name), "No conversation found with session ID: "+id)
+	})
+
+	t.Run("flag_after_resume_opens_picker", func(t *testing.T) {
+		t.Parallel()
+		name, _ := f.spawn(t, nil, []string{f.bin, "--resume", "--verbose"})
+		require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenBlocked }, wait, tick)
+		assert.Contains(t, f.history(name), "Search…")
+	})
+
+	t.Run("trust_dialog_until_enter", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_TRUST_PROMPT": "1"}, f.adapter.FreshArgv(id, "after trust"))
+		require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenBlocked }, wait, tick)
+		_, answers := turns(t, f.adapter, dir, id)
+		assert.Zero(t, answers, "nothing is submitted behind the dialog")
+		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, "after trust")
+		f.waitReady(t, name)
+	})
+
+	t.Run("busy_while_replying", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_REPLY_DELAY": "1h"}, f.adapter.FreshArgv(id, "slow one"))
+		require.Eventually(t, func() bool {
+			return strings.Contains(f.history(name), "❯ slow one") && f.screen(name) == harness.ScreenBusy
+		}, wait, tick)
+		prompts, answers := turns(t, f.adapter, dir, id)
+		assert.Equal(t, []string{"slow one"}, prompts)
+		assert.Zero(t, answers)
+	})
+
+	t.Run("argv_log", func(t *testing.T) {
+		t.Parallel()
+		log := filepath.Join(t.TempDir(), "argv.jsonl")
+		argv := f.adapter.FreshArgv(uuid.NewString(), "one two")
+		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_ARGV_LOG": log}, argv)
+		f.waitReady(t, name)
+		line, err := json.Marshal(argv)
+		require.NoError(t, err)
+		assert.FileExists(t, log)
+		got, err := os.ReadFile(log)
+		require.NoError(t, err)
+		assert.Equal(t, string(line)+"\n", string(got))
+	})
+
+	exits := []struct {
+		name    string
+		env     map[string]string
+		signals []syscall.Signal
+		want    string
+		message string
+	}{
+		{name: "sighup_exits_129", signals: []syscall.Signal{syscall.SIGHUP}, want: "129"},
+		{name: "sigterm_exits_143", signals: []syscall.Signal{syscall.SIGTERM}, want: "143"},
+		{name: "ignored_sighup", env: map[string]string{"FAKECLAUDE_IGNORE_SIGHUP": "1"}, signals: []syscall.Signal{syscall.SIGHUP, syscall.SIGTERM}, want: "143"},
+		{name: "crash_after", env: map[string]string{"FAKECLAUDE_CRASH_AFTER": "100ms"}, want: "1", message: "simulated crash"},
+	}
+	for _, tt := range exits {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			name, _ := f.spawn(t, tt.env, f.adapter.FreshArgv(uuid.NewString(), ""))
+			if len(tt.signals) > 0 {
+				f.waitReady(t, name)
+				pid, err := strconv.Atoi(strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
+				require.NoError(t, err)
+				for _, sig := range tt.signals {
+					require.NoError(t, syscall.Kill(pid, sig))
+				}
+			}
+			assert.Equal(t, tt.want, f.waitDead(t, name))
+			assert.Contains(t, f.history(name), tt.message)
+		})
+	}
+}
+
+// runFake runs the fake without a terminal in dir and returns its exit
+// code, stdout and stderr.
+func runFake(t *testing.T, dir, config, stdin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(fakeBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"CLAUDE_CONFIG_DIR=" + config, "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func TestPrintMode(t *testing.T) {
+	config := t.TempDir()
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(real, link))
+	a, err := harness.New("claude-code", schema.Harness{Command: fakeBin, Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+	require.NoError(t, err)
+	id := uuid.NewString()
+	transcript := func() harness.Transcript {
+		tr, err := a.Transcript(real, id)
+		require.NoError(t, err)
+		return tr
+	}
+	fast := []string{"FAKECLAUDE_RESUME_FAIL_DELAY=1ms"}
+
+	code, stdout, _ := runFake(t, link, config, "", nil, a.FreshArgv(id, "hello")[1:]...)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, notLoggedIn+"\n", stdout)
+	require.True(t, transcript().Exists, "written under the physical cwd")
+
+	code, stdout, _ = runFake(t, real, config, "from stdin\n", nil, "--resume", id)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, notLoggedIn+"\n", stdout)
+	prompts, answers := turns(t, a, real, id)
+	assert.Equal(t, []string{"hello", "from stdin\n"}, prompts)
+	assert.Equal(t, 2, answers)
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{name: "session_id_in_use", args: a.FreshArgv(id, "x")[1:], wantStderr: "Error: Session ID " + id + " is already in use.\n"},
+		{name: "session_id_not_uuid", args: []string{"--session-id", "not-a-uuid", "x"}, wantStderr: "Error: Invalid session ID. Must be a valid UUID.\n"},
+		{name: "resume_and_session_id", args: []string{"--resume", id, "--session-id", uuid.NewString()}, wantStderr: "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.\n"},
+		{name: "resume_unknown", args: []string{"--resume", "00000000-0000-4000-8000-000000000000", "x"}, wantStderr: "No conversation found with session ID: 00000000-0000-4000-8000-000000000000\n"},
+		{name: "resume_other_cwd", args: []string{"--resume", id, "x"}, wantStderr: "No conversation found with session ID: " + id + "\n"},
+		{name: "resume_without_value", args: []string{"--resume", "--verbose"}, wantStderr: "Error: --resume requires a valid session ID or session title when used with --print. Usage: claude -p --resume <session-id|title>\n"},
+		{name: "no_prompt", args: []string{"--session-id", uuid.NewString()}, wantStderr: "Error: Input must be provided either through stdin or as a prompt argument when using --print\n"},
+		{name: "missing_value", args: []string{"--model"}, wantStderr: "error: option '--model' argument missing\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := real
+			if tt.name == "resume_other_cwd" {
+				dir = t.TempDir()
+			}
+			code, stdout, stderr := runFake(t, dir, config, "", fast, tt.args...)
+			assert.Equal(t, 1, code)
+			assert.Empty(t, stdout)
+			assert.Equal(t, tt.wantStderr, stderr)
+		})
+	}
+	prompts, _ = turns(t, a, real, id)
+	assert.Len(t, prompts, 2, "failed starts write nothing")
+}
+
+func TestForkSession(t *testing.T) {
+	config, dir := t.TempDir(), t.TempDir()
+	a, err := harness.New("claude-code", schema.Harness{Command: fakeBin, Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+	require.NoError(t, err)
+	old, fork := uuid.NewString(), uuid.NewString()
+	code, _, _ := runFake(t, dir, config, "", nil, "--session-id", old, "first")
+	require.Equal(t, 1, code)
+
+	code, _, _ = runFake(t, dir, config, "", nil, "--resume", old, "--fork-session", "--session-id", fork, "second")
+	require.Equal(t, 1, code)
+
+	prompts, _ := turns(t, a, dir, old)
+	assert.Equal(t, []string{"first"}, prompts)
+	prompts, _ = turns(t, a, dir, fork)
+	assert.Equal(t, []string{"first", "second"}, prompts)
+}
+
+func TestContinue(t *testing.T) {
+	config, dir := t.TempDir(), t.TempDir()
+	a, err := harness.New("claude-code", schema.Harness{Command: fakeBin, Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+	require.NoError(t, err)
+	id := uuid.NewString()
+	code, _, _ := runFake(t, dir, config, "", nil, "--session-id", id, "first")
+	require.Equal(t, 1, code)
+
+	code, _, _ = runFake(t, dir, config, "", nil, "-c", "--", "next")
+	require.Equal(t, 1, code)
+
+	prompts, _ := turns(t, a, dir, id)
+	assert.Equal(t, []string{"first", "next"}, prompts)
+}

@@ -1,0 +1,286 @@
+package tmux
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Exec is the real Client: each verb runs the tmux client once, as
+// "tmux -L <socket> command [; command ...]". The client runs with the
+// daemon's environment less CLAUDECODE; a server it starts inherits that
+// environment, and so do the panes.
+type Exec struct {
+	// Binary is the tmux executable, a name looked up in PATH or a path.
+	// NewExec sets "tmux".
+	Binary string
+
+	socket string
+	log    *slog.Logger
+	// execute runs one tmux client with argv (after the binary) and stdin.
+	// Tests replace it to see the argv built.
+	execute func(ctx context.Context, argv []string, stdin io.Reader) (stdout, stderr []byte, err error)
+}
+
+var _ Client = (*Exec)(nil)
+
+// NewExec returns a client for the tmux server on socket name socket
+// (tmux -L socket; the socket lives in $TMUX_TMPDIR or /tmp, per tmux(1)).
+func NewExec(socket string, log *slog.Logger) *Exec {
+	e := &Exec{Binary: "tmux", socket: socket, log: log}
+	e.execute = e.runClient
+	return e
+}
+
+// paneDeadMarker is what Paste's guard prints when the target pane is dead.
+const paneDeadMarker = "loopd-pane-dead"
+
+// EnsureServer starts the server if needed and applies opts in the same
+// invocation, so they hold before any session exists. It also drops
+// CLAUDECODE from the server's global environment, in case another client
+// started the server. An empty PaneDiedChannel removes the pane-died hook.
+func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
+	cmds := [][]string{
+		{"start-server"},
+		{"set-option", "-g", "exit-empty", "off"},
+		{"set-option", "-g", "remain-on-exit", "on"},
+		{"set-environment", "-g", "-u", "CLAUDECODE"},
+	}
+	if opts.HistoryLimit > 0 {
+		cmds = append(cmds, []string{"set-option", "-g", "history-limit", strconv.Itoa(opts.HistoryLimit)})
+	}
+	if opts.PaneDiedChannel != "" {
+		cmds = append(cmds, []string{"set-hook", "-g", "pane-died", "wait-for -S " + quote(opts.PaneDiedChannel)})
+	} else {
+		cmds = append(cmds, []string{"set-hook", "-gu", "pane-died"})
+	}
+	if _, err := e.run(ctx, nil, cmds...); err != nil {
+		return fmt.Errorf("ensure server %s: %w", e.socket, err)
+	}
+	return nil
+}
+
+// NewSession runs new-session -d -P -F '#{pane_id}' with s and returns the
+// new pane's id. See Client.NewSession for the errors.
+func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
+	if err := checkNewSession(s); err != nil {
+		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+	}
+	w, h := s.Width, s.Height
+	if w == 0 {
+		w = defaultWidth
+	}
+	if h == 0 {
+		h = defaultHeight
+	}
+	cmd := []string{"new-session", "-d", "-P", "-F", "#{pane_id}", "-s", s.Name,
+		"-x", strconv.Itoa(w), "-y", strconv.Itoa(h)}
+	if s.Dir != "" {
+		cmd = append(cmd, "-c", s.Dir)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		cmd = append(cmd, "-e", k+"="+s.Env[k])
+	}
+	cmd = append(append(cmd, "--"), s.Argv...)
+	out, err := e.run(ctx, nil, cmd)
+	if err != nil {
+		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if !isPaneID(id) {
+		return "", fmt.Errorf("new session %s: tmux printed %q, not a pane id", s.Name, id)
+	}
+	return id, nil
+}
+
+// ListPanes runs one list-panes -a and parses it with ParseListPanes.
+func (e *Exec) ListPanes(ctx context.Context) ([]Pane, error) {
+	out, err := e.run(ctx, nil, []string{"list-panes", "-a", "-F", listPanesFormat})
+	if errors.Is(err, ErrNoSession) {
+		return []Pane{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list panes: %w", err)
+	}
+	return ParseListPanes(out)
+}
+
+// Kick runs run-shell true. With no server there is nothing to reap, and it
+// returns nil.
+func (e *Exec) Kick(ctx context.Context) error {
+	_, err := e.run(ctx, nil, []string{"run-shell", "true"})
+	if err != nil && !errors.Is(err, ErrNoSession) {
+		return fmt.Errorf("kick: %w", err)
+	}
+	return nil
+}
+
+// Paste delivers text as a bracketed paste in one invocation:
+//
+//	has-session -t T ; if-shell -F -t T '#{pane_dead}' 'display-message -p MARK'
+//	  'load-buffer -b B - ; paste-buffer -p -d -r -b B -t T'
+//
+// has-session fails for a missing target before a buffer exists. The
+// if-shell guard skips a dead pane, because paste-buffer into a dead pane
+// crashes the tmux 3.3a server. B is a fresh buffer name per call and -d
+// deletes it. -p wraps the text in the bracketed-paste markers when the
+// program asked for them; -r keeps each LF, because without it paste-buffer
+// turns LF into CR, which a program that did not ask for bracketed paste
+// reads as Enter, one per line (tmux(1), paste-buffer).
+func (e *Exec) Paste(ctx context.Context, target, text string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
+	if text == "" {
+		return nil
+	}
+	buf := "loopd-" + rand.Text()
+	load := "load-buffer -b " + buf + " - ; paste-buffer -p -d -r -b " + buf + " -t " + quote(target)
+	out, err := e.run(ctx, strings.NewReader(text),
+		[]string{"has-session", "-t", target},
+		[]string{"if-shell", "-F", "-t", target, "#{pane_dead}", "display-message -p " + paneDeadMarker, load})
+	if err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
+	if strings.TrimSpace(string(out)) == paneDeadMarker {
+		return fmt.Errorf("paste to %s: %w", target, ErrPaneDead)
+	}
+	return nil
+}
+
+// SendKeys runs send-keys -t target keys....
+func (e *Exec) SendKeys(ctx context.Context, target string, keys ...string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("send keys to %s: %w", target, err)
+	}
+	if _, err := e.run(ctx, nil, append([]string{"send-keys", "-t", target}, keys...)); err != nil {
+		return fmt.Errorf("send keys to %s: %w", target, err)
+	}
+	return nil
+}
+
+// CapturePane runs capture-pane -p -J (wrapped lines joined), with -S - for
+// the whole history when history is true.
+func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (string, error) {
+	if err := checkTarget(target); err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	cmd := []string{"capture-pane", "-p", "-J", "-t", target}
+	if history {
+		cmd = append(cmd, "-S", "-")
+	}
+	out, err := e.run(ctx, nil, cmd)
+	if err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	return string(out), nil
+}
+
+// KillSession runs kill-session -t =name.
+func (e *Exec) KillSession(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	if _, err := e.run(ctx, nil, []string{"kill-session", "-t", "=" + name}); err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	return nil
+}
+
+// WaitFor runs wait-for channel; ending ctx kills the client.
+func (e *Exec) WaitFor(ctx context.Context, channel string) error {
+	if channel == "" {
+		return errors.New("wait for: empty channel")
+	}
+	if _, err := e.run(ctx, nil, []string{"wait-for", channel}); err != nil {
+		return fmt.Errorf("wait for %s: %w", channel, err)
+	}
+	return nil
+}
+
+// run executes the commands in one tmux invocation, joined with ";", each
+// word escaped so that tmux keeps it. It maps tmux's complaints to the
+// sentinel errors and puts tmux's stderr in every other error; when ctx has
+// ended it returns ctx's error.
+func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]byte, error) {
+	argv := []string{"-L", e.socket}
+	verbs := make([]string, 0, len(cmds))
+	for i, c := range cmds {
+		if i > 0 {
+			argv = append(argv, ";")
+		}
+		for _, a := range c {
+			argv = append(argv, escapeArg(a))
+		}
+		verbs = append(verbs, c[0])
+	}
+	start := time.Now()
+	stdout, stderr, err := e.execute(ctx, argv, stdin)
+	e.log.Debug("tmux.exec", "socket", e.socket, "commands", verbs, "duration", time.Since(start), "err", err)
+	if err == nil {
+		return stdout, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, classify(e.Binary, err, strings.TrimSpace(string(stderr)))
+}
+
+// classify maps a failed tmux client to a sentinel error by its stderr
+// (tmux 3.3a wording).
+func classify(binary string, err error, stderr string) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s: %v", ErrNotInstalled, binary, err)
+	// No server: a stale socket says "no server running on", a missing
+	// one "error connecting to ... (No such file or directory)".
+	case strings.Contains(stderr, "no server running on"),
+		strings.Contains(stderr, "error connecting to") && strings.Contains(stderr, "No such file or directory"),
+		strings.Contains(stderr, "no current target"),
+		strings.Contains(stderr, "can't find session"),
+		strings.Contains(stderr, "can't find window"),
+		strings.Contains(stderr, "can't find pane"),
+		strings.Contains(stderr, "session not found"):
+		return fmt.Errorf("%w: %s", ErrNoSession, stderr)
+	case strings.Contains(stderr, "duplicate session"):
+		return fmt.Errorf("%w: %s", ErrSessionExists, stderr)
+	case strings.Contains(stderr, "command too long"):
+		return fmt.Errorf("%w: %s", ErrCommandTooLong, stderr)
+	case stderr != "":
+		return fmt.Errorf("%w: %s", err, stderr)
+	}
+	return err
+}
+
+// runClient is the default execute: the tmux client as a child process with
+// the environment less CLAUDECODE.
+func (e *Exec) runClient(ctx context.Context, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	cmd := exec.CommandContext(ctx, e.Binary, argv...)
+	cmd.Env = clientEnv()
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.Bytes(), stderr.Bytes(), err
+}
+
+// clientEnv is the process environment less CLAUDECODE, which makes Claude
+// Code refuse to start inside another Claude Code session. A server that the
+// client starts inherits it.
+func clientEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "CLAUDECODE=")
+	})
+}

@@ -1,0 +1,277 @@
+package tmux
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// invocation is one tmux client run as the execute hook saw it.
+type invocation struct {
+	argv  []string
+	stdin string
+}
+
+// recorder returns an Exec whose client runs are recorded instead of run;
+// each answers with stdout and, when stderr is not empty, fails with it.
+func recorder(t *testing.T, stdout, stderr string) (*Exec, *[]invocation) {
+	t.Helper()
+	e := NewExec("sock", slog.New(slog.DiscardHandler))
+	var runs []invocation
+	e.execute = func(_ context.Context, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+		in := ""
+		if stdin != nil {
+			b, err := io.ReadAll(stdin)
+			require.NoError(t, err)
+			in = string(b)
+		}
+		runs = append(runs, invocation{argv: argv, stdin: in})
+		if stderr != "" {
+			return nil, []byte(stderr + "\n"), errors.New("exit status 1")
+		}
+		return []byte(stdout), nil, nil
+	}
+	return e, &runs
+}
+
+func TestExecArgv(t *testing.T) {
+	bufName := regexp.MustCompile(`loopd-[A-Z2-7]{26}`)
+	for _, tc := range []struct {
+		name   string
+		stdout string
+		call   func(context.Context, *Exec) error
+		want   []string
+		stdin  string
+	}{
+		{
+			name: "ensure_server_with_hook",
+			call: func(ctx context.Context, e *Exec) error {
+				return e.EnsureServer(ctx, ServerOptions{PaneDiedChannel: "loopd-died", HistoryLimit: 5000})
+			},
+			want: []string{"-L", "sock", "start-server",
+				";", "set-option", "-g", "exit-empty", "off",
+				";", "set-option", "-g", "remain-on-exit", "on",
+				";", "set-environment", "-g", "-u", "CLAUDECODE",
+				";", "set-option", "-g", "history-limit", "5000",
+				";", "set-hook", "-g", "pane-died", "wait-for -S 'loopd-died'"},
+		},
+		{
+			name: "ensure_server_without_hook",
+			call: func(ctx context.Context, e *Exec) error { return e.EnsureServer(ctx, ServerOptions{}) },
+			want: []string{"-L", "sock", "start-server",
+				";", "set-option", "-g", "exit-empty", "off",
+				";", "set-option", "-g", "remain-on-exit", "on",
+				";", "set-environment", "-g", "-u", "CLAUDECODE",
+				";", "set-hook", "-gu", "pane-died"},
+		},
+		{
+			name:   "new_session_escapes_trailing_semicolons",
+			stdout: "%7\n",
+			call: func(ctx context.Context, e *Exec) error {
+				id, err := e.NewSession(ctx, NewSession{Name: "loop-a", Dir: "/w;",
+					Env:  map[string]string{"B": "2;", "A": "1"},
+					Argv: []string{"claude", "--", "-p", "x;", ";", `y\;`, "a;b"}})
+				assert.Equal(t, "%7", id)
+				return err
+			},
+			want: []string{"-L", "sock", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
+				"-x", "200", "-y", "50", "-c", `/w\;`, "-e", "A=1", "-e", `B=2\;`,
+				"--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
+		},
+		{
+			name: "list_panes",
+			call: func(ctx context.Context, e *Exec) error { _, err := e.ListPanes(ctx); return err },
+			want: []string{"-L", "sock", "list-panes", "-a", "-F", listPanesFormat},
+		},
+		{
+			name: "kick",
+			call: func(ctx context.Context, e *Exec) error { return e.Kick(ctx) },
+			want: []string{"-L", "sock", "run-shell", "true"},
+		},
+		{
+			name: "paste_guards_and_loads_from_stdin",
+			call: func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "=it's:", "a\nb;") },
+			want: []string{"-L", "sock", "has-session", "-t", "=it's:",
+				";", "if-shell", "-F", "-t", "=it's:", "#{pane_dead}", "display-message -p loopd-pane-dead",
+				`load-buffer -b BUF - ; paste-buffer -p -d -r -b BUF -t '=it'\''s:'`},
+			stdin: "a\nb;",
+		},
+		{
+			name: "send_keys",
+			call: func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%3", "hi;", "Enter") },
+			want: []string{"-L", "sock", "send-keys", "-t", "%3", `hi\;`, "Enter"},
+		},
+		{
+			name: "capture_visible",
+			call: func(ctx context.Context, e *Exec) error { _, err := e.CapturePane(ctx, "=loop-a:", false); return err },
+			want: []string{"-L", "sock", "capture-pane", "-p", "-J", "-t", "=loop-a:"},
+		},
+		{
+			name: "capture_history",
+			call: func(ctx context.Context, e *Exec) error { _, err := e.CapturePane(ctx, "=loop-a:", true); return err },
+			want: []string{"-L", "sock", "capture-pane", "-p", "-J", "-t", "=loop-a:", "-S", "-"},
+		},
+		{
+			name: "kill_session_is_exact",
+			call: func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1") },
+			want: []string{"-L", "sock", "kill-session", "-t", "=loop-1"},
+		},
+		{
+			name: "wait_for",
+			call: func(ctx context.Context, e *Exec) error { return e.WaitFor(ctx, "loopd-died") },
+			want: []string{"-L", "sock", "wait-for", "loopd-died"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, runs := recorder(t, tc.stdout, "")
+			require.NoError(t, tc.call(t.Context(), e))
+			require.Len(t, *runs, 1, "one tmux invocation")
+			got := (*runs)[0]
+			for i, a := range got.argv {
+				got.argv[i] = bufName.ReplaceAllString(a, "BUF")
+			}
+			assert.Equal(t, tc.want, got.argv)
+			assert.Equal(t, tc.stdin, got.stdin)
+		})
+	}
+}
+
+func TestExecPasteBufferNamesAreUnique(t *testing.T) {
+	e, runs := recorder(t, "", "")
+	require.NoError(t, e.Paste(t.Context(), "%1", "a"))
+	require.NoError(t, e.Paste(t.Context(), "%1", "b"))
+	require.Len(t, *runs, 2)
+	last := func(r invocation) string { return r.argv[len(r.argv)-1] }
+	assert.NotEqual(t, last((*runs)[0]), last((*runs)[1]))
+}
+
+func TestExecRefusesWithoutRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(context.Context, *Exec) error
+	}{
+		{"one_word_argv", func(ctx context.Context, e *Exec) error {
+			_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude"}})
+			return err
+		}},
+		{"renamed_session_name", func(ctx context.Context, e *Exec) error {
+			_, err := e.NewSession(ctx, NewSession{Name: "loop.a", Argv: []string{"sleep", "1"}})
+			return err
+		}},
+		{"prefix_target", func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "loop-1", "x") }},
+		{"session_target_without_colon", func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-1", "x") }},
+		{"pattern_target", func(ctx context.Context, e *Exec) error {
+			_, err := e.CapturePane(ctx, "loop-*", false)
+			return err
+		}},
+		{"empty_kill", func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "") }},
+		{"empty_channel", func(ctx context.Context, e *Exec) error { return e.WaitFor(ctx, "") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, runs := recorder(t, "", "")
+			assert.Error(t, tc.call(t.Context(), e))
+			assert.Empty(t, *runs, "tmux was not run")
+		})
+	}
+}
+
+func TestExecEmptyPasteIsNoOp(t *testing.T) {
+	e, runs := recorder(t, "", "")
+	require.NoError(t, e.Paste(t.Context(), "%1", ""))
+	assert.Empty(t, *runs)
+}
+
+func TestExecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stderr string
+		call   func(context.Context, *Exec) error
+		want   error
+	}{
+		{"stale_socket", "no server running on /tmp/tmux-0/sock",
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+		{"missing_socket", "error connecting to /tmp/tmux-0/sock (No such file or directory)",
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+		{"no_current_target", "no current target",
+			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-a:", "x") }, ErrNoSession},
+		{"missing_session", "can't find session: loop-a",
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+		{"missing_pane", "can't find pane: %9",
+			func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "%9", "x") }, ErrNoSession},
+		{"duplicate", "duplicate session: loop-a",
+			func(ctx context.Context, e *Exec) error {
+				_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}})
+				return err
+			}, ErrSessionExists},
+		{"too_long", "command too long",
+			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%1", "x") }, ErrCommandTooLong},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := recorder(t, "", tc.stderr)
+			err := tc.call(t.Context(), e)
+			require.ErrorIs(t, err, tc.want)
+			assert.Contains(t, err.Error(), tc.stderr, "tmux's words stay in the error")
+		})
+	}
+}
+
+func TestExecNoSessionMeansEmpty(t *testing.T) {
+	for _, stderr := range []string{"no current target", "no server running on /tmp/tmux-0/sock"} {
+		t.Run(strings.Fields(stderr)[1], func(t *testing.T) {
+			e, _ := recorder(t, "", stderr)
+			panes, err := e.ListPanes(t.Context())
+			require.NoError(t, err)
+			assert.Empty(t, panes)
+			assert.NoError(t, e.Kick(t.Context()), "no server, nothing to reap")
+		})
+	}
+}
+
+func TestExecOtherErrorKeepsStderr(t *testing.T) {
+	e, _ := recorder(t, "", "unknown option -- Z")
+	_, err := e.CapturePane(t.Context(), "%1", false)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrNoSession)
+	assert.Contains(t, err.Error(), "capture %1: exit status 1: unknown option -- Z")
+}
+
+func TestExecNotInstalled(t *testing.T) {
+	for _, tc := range []struct{ name, binary string }{
+		{"not_in_path", "loopd-no-such-tmux"},
+		{"missing_path", filepath.Join(t.TempDir(), "tmux")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewExec("sock", slog.New(slog.DiscardHandler))
+			e.Binary = tc.binary
+			_, err := e.ListPanes(t.Context())
+			assert.ErrorIs(t, err, ErrNotInstalled)
+		})
+	}
+	assert.ErrorIs(t, classify("tmux", &exec.Error{Name: "tmux", Err: exec.ErrNotFound}, ""), ErrNotInstalled)
+}
+
+func TestExecCanceledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	e := NewExec("sock", slog.New(slog.DiscardHandler))
+	assert.ErrorIs(t, e.WaitFor(ctx, "loopd-died"), context.Canceled)
+}
+
+func TestClientEnvDropsClaudeCode(t *testing.T) {
+	t.Setenv("CLAUDECODE", "1")
+	t.Setenv("LOOPD_KEPT", "yes")
+	env := clientEnv()
+	assert.Contains(t, env, "LOOPD_KEPT=yes")
+	for _, kv := range env {
+		assert.False(t, strings.HasPrefix(kv, "CLAUDECODE="), kv)
+	}
+}

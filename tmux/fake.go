@@ -1,0 +1,501 @@
+package tmux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// fakeCommandLimit approximates the size of argv that tmux refuses with
+// "command too long" (the client sends its argv in one message of at most
+// 16 KiB).
+const fakeCommandLimit = 16 * 1024
+
+// Fake is an in-memory Client for tests. It keeps state: sessions with one
+// pane each (ids %0, %1, ... never reused), dead panes with their exit status,
+// pasted text, keys sent and screen text. It returns the same sentinel errors
+// as Exec, accepts only exact targets, and fails a verb on demand
+// (FailNext). A pane lives until Exit, ExitSignal or ExitUnknown ends it;
+// dead panes stay, as with remain-on-exit on. Its methods are safe for
+// concurrent use.
+type Fake struct {
+	// InitialScreen, when set, gives the screen text of each new pane, as
+	// its program would draw it; CapturePane returns it until SetScreen.
+	InitialScreen func(s NewSession) string
+
+	mu       sync.Mutex
+	running  bool
+	ensured  bool
+	opts     ServerOptions
+	sessions map[string]*fakePane
+	nextID   int
+	calls    []string
+	failures map[string][]error
+	pending  map[string]bool
+	waiters  map[string][]chan struct{}
+}
+
+type fakePane struct {
+	spec   NewSession
+	pane   Pane
+	hidden int // status that the next Kick reveals (ExitUnknown)
+	screen string
+	pasted []string
+	keys   []string
+	input  strings.Builder
+}
+
+var _ Client = (*Fake)(nil)
+
+// fakeVerbs are the names FailNext accepts: the Client methods.
+var fakeVerbs = []string{"EnsureServer", "NewSession", "ListPanes", "Kick", "Paste",
+	"SendKeys", "CapturePane", "KillSession", "WaitFor"}
+
+// NewFake returns a Fake with no server running.
+func NewFake() *Fake {
+	return &Fake{
+		sessions: map[string]*fakePane{},
+		failures: map[string][]error{},
+		pending:  map[string]bool{},
+		waiters:  map[string][]chan struct{}{},
+	}
+}
+
+// FailNext makes the next call of verb (a Client method name such as
+// "NewSession") return err and change nothing. Several calls queue up, one
+// error per call. It panics on an unknown verb.
+func (f *Fake) FailNext(verb string, err error) {
+	if !slices.Contains(fakeVerbs, verb) {
+		panic(fmt.Sprintf("tmux.Fake: FailNext of unknown verb %q", verb))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures[verb] = append(f.failures[verb], err)
+}
+
+// begin records a call of verb and returns its injected failure, if any. The
+// caller holds mu.
+func (f *Fake) begin(verb string) error {
+	f.calls = append(f.calls, verb)
+	q := f.failures[verb]
+	if len(q) == 0 {
+		return nil
+	}
+	f.failures[verb] = q[1:]
+	return q[0]
+}
+
+// EnsureServer marks the server running and keeps opts.
+func (f *Fake) EnsureServer(ctx context.Context, opts ServerOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("EnsureServer"); err != nil {
+		return err
+	}
+	f.running, f.ensured, f.opts = true, true, opts
+	return nil
+}
+
+// NewSession creates the session with one live pane, starting the server if
+// needed, as tmux does.
+func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("NewSession"); err != nil {
+		return "", err
+	}
+	if err := checkNewSession(s); err != nil {
+		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+	}
+	size := len(s.Name) + len(s.Dir)
+	for _, a := range s.Argv {
+		size += len(a) + 1
+	}
+	for k, v := range s.Env {
+		size += len(k) + len(v) + 2
+	}
+	if size > fakeCommandLimit {
+		return "", fmt.Errorf("new session %s: %w", s.Name, ErrCommandTooLong)
+	}
+	if _, ok := f.sessions[s.Name]; ok {
+		return "", fmt.Errorf("new session %s: %w", s.Name, ErrSessionExists)
+	}
+	s.Argv = slices.Clone(s.Argv)
+	s.Env = maps.Clone(s.Env)
+	p := &fakePane{spec: s, pane: Pane{
+		Session:        s.Name,
+		PaneID:         fmt.Sprintf("%%%d", f.nextID),
+		PID:            10000 + f.nextID,
+		StartCommand:   strings.Join(s.Argv, " "),
+		CurrentCommand: filepath.Base(s.Argv[0]),
+	}}
+	if f.InitialScreen != nil {
+		p.screen = f.InitialScreen(s)
+	}
+	f.nextID++
+	f.running = true
+	f.sessions[s.Name] = p
+	return p.pane.PaneID, nil
+}
+
+// ListPanes returns every pane, sessions in byte order of their names.
+func (f *Fake) ListPanes(ctx context.Context) ([]Pane, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("ListPanes"); err != nil {
+		return nil, err
+	}
+	panes := make([]Pane, 0, len(f.sessions))
+	for _, name := range slices.Sorted(maps.Keys(f.sessions)) {
+		panes = append(panes, f.sessions[name].pane)
+	}
+	return panes, nil
+}
+
+// Kick reveals the status of every pane that ExitUnknown ended and fires the
+// pane-died hook for each, as tmux does once it reaps the child.
+func (f *Fake) Kick(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("Kick"); err != nil {
+		return err
+	}
+	for _, p := range f.sessions {
+		if p.pane.Dead && !p.pane.StatusKnown {
+			p.pane.DeadStatus, p.pane.StatusKnown = p.hidden, true
+			f.paneDied()
+		}
+	}
+	return nil
+}
+
+// Paste records text as pasted into target's pane and appends it to the
+// pane's input.
+func (f *Fake) Paste(ctx context.Context, target, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("Paste"); err != nil {
+		return err
+	}
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
+	if text == "" {
+		return nil
+	}
+	p, err := f.find(target)
+	if err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
+	if p.pane.Dead {
+		return fmt.Errorf("paste to %s: %w", target, ErrPaneDead)
+	}
+	p.pasted = append(p.pasted, text)
+	p.input.WriteString(text)
+	return nil
+}
+
+// fakeKeys are the bytes a pane program reads for the key names the Fake
+// knows; other words are typed as text, as tmux does for words that are no
+// key name. C-a to C-z are handled in keyBytes.
+var fakeKeys = map[string]string{
+	"Enter": "\r", "Tab": "\t", "Space": " ", "Escape": "\x1b", "BSpace": "\x7f",
+}
+
+func keyBytes(key string) string {
+	if b, ok := fakeKeys[key]; ok {
+		return b
+	}
+	if c, ok := strings.CutPrefix(key, "C-"); ok && len(c) == 1 && c[0] >= 'a' && c[0] <= 'z' {
+		return string(rune(c[0] - 'a' + 1))
+	}
+	return key
+}
+
+// SendKeys records keys and appends their bytes to the pane's input (Enter
+// is CR, Tab, Space, Escape, BSpace and C-a to C-z their control bytes, any
+// other word its text). Keys for a dead pane are dropped.
+func (f *Fake) SendKeys(ctx context.Context, target string, keys ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("SendKeys"); err != nil {
+		return err
+	}
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("send keys to %s: %w", target, err)
+	}
+	p, err := f.find(target)
+	if err != nil {
+		return fmt.Errorf("send keys to %s: %w", target, err)
+	}
+	if p.pane.Dead {
+		return nil
+	}
+	p.keys = append(p.keys, keys...)
+	for _, k := range keys {
+		p.input.WriteString(keyBytes(k))
+	}
+	return nil
+}
+
+// CapturePane returns the pane's screen text (InitialScreen or SetScreen);
+// the Fake keeps no separate history.
+func (f *Fake) CapturePane(ctx context.Context, target string, history bool) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("CapturePane"); err != nil {
+		return "", err
+	}
+	if err := checkTarget(target); err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	p, err := f.find(target)
+	if err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	return p.screen, nil
+}
+
+// KillSession removes the session.
+func (f *Fake) KillSession(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("KillSession"); err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	if _, ok := f.sessions[name]; !ok {
+		return fmt.Errorf("kill session %s: %w", name, ErrNoSession)
+	}
+	delete(f.sessions, name)
+	return nil
+}
+
+// WaitFor returns when channel is signalled: by a pane's death when
+// EnsureServer installed the pane-died hook on channel, or by a signal kept
+// from before. Like tmux 3.3a, a waiter that ctx cancelled stays registered
+// and takes the channel's next signal.
+func (f *Fake) WaitFor(ctx context.Context, channel string) error {
+	f.mu.Lock()
+	if err := f.begin("WaitFor"); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if channel == "" {
+		f.mu.Unlock()
+		return errors.New("wait for: empty channel")
+	}
+	if ctx.Err() != nil {
+		f.mu.Unlock()
+		return ctx.Err()
+	}
+	if !f.running {
+		f.mu.Unlock()
+		return fmt.Errorf("wait for %s: %w", channel, ErrNoSession)
+	}
+	if f.pending[channel] {
+		delete(f.pending, channel)
+		f.mu.Unlock()
+		return nil
+	}
+	wake := make(chan struct{})
+	f.waiters[channel] = append(f.waiters[channel], wake)
+	f.mu.Unlock()
+	select {
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// find returns the pane that an exact target names. The caller holds mu.
+func (f *Fake) find(target string) (*fakePane, error) {
+	if isPaneID(target) {
+		for _, p := range f.sessions {
+			if p.pane.PaneID == target {
+				return p, nil
+			}
+		}
+		return nil, ErrNoSession
+	}
+	p, ok := f.sessions[strings.TrimSuffix(strings.TrimPrefix(target, "="), ":")]
+	if !ok {
+		return nil, ErrNoSession
+	}
+	return p, nil
+}
+
+// paneDied signals the pane-died channel, if one is installed: it wakes every
+// waiter, or is kept for the next WaitFor when none waits. The caller holds
+// mu.
+func (f *Fake) paneDied() {
+	if ch := f.opts.PaneDiedChannel; ch != "" {
+		f.signal(ch)
+	}
+}
+
+func (f *Fake) signal(ch string) {
+	if len(f.waiters[ch]) == 0 {
+		f.pending[ch] = true
+		return
+	}
+	for _, w := range f.waiters[ch] {
+		close(w)
+	}
+	delete(f.waiters, ch)
+}
+
+// live returns session's pane, which must exist and be alive. The caller
+// holds mu.
+func (f *Fake) live(session string) *fakePane {
+	p, ok := f.sessions[session]
+	if !ok || p.pane.Dead {
+		panic(fmt.Sprintf("tmux.Fake: session %q has no live pane", session))
+	}
+	return p
+}
+
+// Exit ends the program in session's pane with status: the pane is dead with
+// a known status, and the pane-died hook fires. It panics if the session
+// does not exist or its pane is already dead.
+func (f *Fake) Exit(session string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.live(session)
+	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown = true, status, true
+	f.paneDied()
+}
+
+// ExitSignal ends the program in session's pane by signal number sig; it
+// panics as Exit does.
+func (f *Fake) ExitSignal(session string, sig int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.live(session)
+	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown = true, sig, true
+	f.paneDied()
+}
+
+// ExitUnknown ends the program in session's pane the way tmux ≤ 3.4 loses a
+// child: the pane is dead with no status and no hook fires, until the next
+// Kick reveals status and fires the hook. It panics as Exit does.
+func (f *Fake) ExitUnknown(session string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.live(session)
+	p.pane.Dead, p.hidden = true, status
+}
+
+// KillServer ends the server: every session goes and every waiter wakes, as
+// tmux's wait-for clients return when the server exits.
+func (f *Fake) KillServer() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running = false
+	clear(f.sessions)
+	clear(f.pending)
+	for ch := range f.waiters {
+		f.signal(ch)
+	}
+}
+
+// SetScreen sets the text CapturePane returns for session's pane. It panics
+// if the session does not exist.
+func (f *Fake) SetScreen(session, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.sessions[session]
+	if !ok {
+		panic(fmt.Sprintf("tmux.Fake: SetScreen of missing session %q", session))
+	}
+	p.screen = text
+}
+
+// Options returns the options of the last EnsureServer and whether it ran.
+func (f *Fake) Options() (ServerOptions, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.opts, f.ensured
+}
+
+// Sessions returns the names of the sessions, sorted.
+func (f *Fake) Sessions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.sessions))
+}
+
+// Calls returns the Client methods called so far, in order, including the
+// calls that FailNext failed.
+func (f *Fake) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// session returns a copy of session's state, or false when it does not
+// exist.
+func (f *Fake) session(session string) (fakePane, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.sessions[session]
+	if !ok {
+		return fakePane{}, false
+	}
+	return fakePane{spec: p.spec, pane: p.pane, pasted: slices.Clone(p.pasted), keys: slices.Clone(p.keys)}, true
+}
+
+// Spec returns the NewSession that created session, or false when it does
+// not exist.
+func (f *Fake) Spec(session string) (NewSession, bool) {
+	p, ok := f.session(session)
+	s := p.spec
+	s.Argv, s.Env = slices.Clone(s.Argv), maps.Clone(s.Env)
+	return s, ok
+}
+
+// Argv returns the argv session's pane was started with; nil if the session
+// does not exist.
+func (f *Fake) Argv(session string) []string {
+	s, _ := f.Spec(session)
+	return s.Argv
+}
+
+// Env returns the -e environment session was created with; nil if the
+// session does not exist.
+func (f *Fake) Env(session string) map[string]string {
+	s, _ := f.Spec(session)
+	return s.Env
+}
+
+// Pasted returns the texts pasted into session's pane, in order.
+func (f *Fake) Pasted(session string) []string {
+	p, _ := f.session(session)
+	return p.pasted
+}
+
+// Keys returns the key names sent to session's pane while it was alive, in
+// order.
+func (f *Fake) Keys(session string) []string {
+	p, _ := f.session(session)
+	return p.keys
+}
+
+// Input returns every byte the program in session's pane has read: pasted
+// text and sent keys, in order (see SendKeys for the key bytes).
+func (f *Fake) Input(session string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.sessions[session]; ok {
+		return p.input.String()
+	}
+	return ""
+}

@@ -1,0 +1,186 @@
+package tmux_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
+)
+
+func TestFakeConformance(t *testing.T) {
+	tmuxtest.RunConformance(t, tmuxtest.FakeDriver())
+}
+
+func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *tmux.Fake {
+	t.Helper()
+	f := tmux.NewFake()
+	require.NoError(t, f.EnsureServer(t.Context(), opts))
+	_, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
+		Env: map[string]string{"K": "v"}, Argv: []string{"claude", "--", "hi"}})
+	require.NoError(t, err)
+	return f
+}
+
+func onlyPane(t *testing.T, f *tmux.Fake) tmux.Pane {
+	t.Helper()
+	panes, err := f.ListPanes(t.Context())
+	require.NoError(t, err)
+	require.Len(t, panes, 1)
+	return panes[0]
+}
+
+func TestFakeRecordsSpawn(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10})
+	assert.Equal(t, []string{"loop-a"}, f.Sessions())
+	assert.Equal(t, []string{"claude", "--", "hi"}, f.Argv("loop-a"))
+	assert.Equal(t, map[string]string{"K": "v"}, f.Env("loop-a"))
+	spec, ok := f.Spec("loop-a")
+	require.True(t, ok)
+	assert.Equal(t, "/w", spec.Dir)
+	opts, ensured := f.Options()
+	assert.True(t, ensured)
+	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10}, opts)
+	p := onlyPane(t, f)
+	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, StartCommand: "claude -- hi",
+		CurrentCommand: "claude"}, p)
+	assert.Nil(t, f.Argv("loop-missing"))
+
+	// Returned values are copies.
+	f.Argv("loop-a")[0] = "changed"
+	f.Env("loop-a")["K"] = "changed"
+	assert.Equal(t, []string{"claude", "--", "hi"}, f.Argv("loop-a"))
+	assert.Equal(t, map[string]string{"K": "v"}, f.Env("loop-a"))
+}
+
+func TestFakePaneIDsAreNotReused(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	require.NoError(t, f.KillSession(t.Context(), "loop-a"))
+	id, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: []string{"claude", "hi"}})
+	require.NoError(t, err)
+	assert.Equal(t, "%1", id)
+}
+
+func TestFakeExitUnknownUntilKick(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{PaneDiedChannel: "died"})
+	ctx := t.Context()
+	f.ExitUnknown("loop-a", 9)
+	p := onlyPane(t, f)
+	assert.True(t, p.Dead)
+	assert.False(t, p.StatusKnown)
+	assert.Zero(t, p.DeadStatus)
+
+	// No hook fired: no signal is kept, so this wait runs out. Like tmux's,
+	// the abandoned waiter stays and takes the next signal along with the
+	// live one below.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, f.WaitFor(short, "died"), context.DeadlineExceeded)
+
+	woke := make(chan error, 1)
+	go func() { woke <- f.WaitFor(ctx, "died") }()
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 2 }, waitFor, tick)
+	require.NoError(t, f.Kick(ctx))
+	assert.NoError(t, <-woke, "the kick fired the hook")
+	p = onlyPane(t, f)
+	assert.True(t, p.StatusKnown)
+	assert.Equal(t, 9, p.DeadStatus)
+}
+
+// An abandoned WaitFor swallows the channel's next signal when no other
+// waiter is present, as in tmux 3.3a.
+func TestFakeAbandonedWaiterTakesNextSignal(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{PaneDiedChannel: "died"})
+	ctx := t.Context()
+	ended, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.WaitFor(ended, "died") }()
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 1 }, waitFor, tick)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	f.Exit("loop-a", 1)
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	assert.ErrorIs(t, f.WaitFor(short, "died"), context.DeadlineExceeded, "the signal went to the abandoned waiter")
+}
+
+func count(calls []string, verb string) int {
+	n := 0
+	for _, c := range calls {
+		if c == verb {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFakeExitSignal(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	f.ExitSignal("loop-a", 15)
+	p := onlyPane(t, f)
+	assert.True(t, p.Dead)
+	assert.True(t, p.StatusKnown)
+	assert.Equal(t, 15, p.DeadSignal)
+	assert.Zero(t, p.DeadStatus)
+}
+
+func TestFakeHelpersPanicOnMisuse(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	assert.Panics(t, func() { f.Exit("loop-missing", 1) })
+	assert.Panics(t, func() { f.SetScreen("loop-missing", "x") })
+	assert.Panics(t, func() { f.FailNext("Spawn", errors.New("x")) })
+	f.Exit("loop-a", 1)
+	assert.Panics(t, func() { f.Exit("loop-a", 1) }, "already dead")
+}
+
+func TestFakeFailNext(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	ctx := t.Context()
+	boom := errors.New("boom")
+	f.FailNext("KillSession", boom)
+	f.FailNext("KillSession", tmux.ErrNoSession)
+	assert.ErrorIs(t, f.KillSession(ctx, "loop-a"), boom)
+	assert.ErrorIs(t, f.KillSession(ctx, "loop-a"), tmux.ErrNoSession)
+	assert.Equal(t, []string{"loop-a"}, f.Sessions(), "failed calls change nothing")
+	require.NoError(t, f.KillSession(ctx, "loop-a"))
+	assert.Empty(t, f.Sessions())
+}
+
+func TestFakeInputLogs(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	ctx := t.Context()
+	require.NoError(t, f.Paste(ctx, "=loop-a:", "one\ntwo"))
+	require.NoError(t, f.SendKeys(ctx, "%0", "Enter", "C-c", "hi"))
+	require.NoError(t, f.Paste(ctx, "%0", "three"))
+	assert.Equal(t, []string{"one\ntwo", "three"}, f.Pasted("loop-a"))
+	assert.Equal(t, []string{"Enter", "C-c", "hi"}, f.Keys("loop-a"))
+	assert.Equal(t, "one\ntwo\r\x03hithree", f.Input("loop-a"))
+	f.SetScreen("loop-a", "> ")
+	screen, err := f.CapturePane(ctx, "=loop-a:", true)
+	require.NoError(t, err)
+	assert.Equal(t, "> ", screen)
+	assert.Equal(t, []string{"EnsureServer", "NewSession", "Paste", "SendKeys", "Paste", "CapturePane"}, f.Calls())
+}
+
+func TestFakeKillServerWakesWaiters(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{PaneDiedChannel: "died"})
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = f.WaitFor(t.Context(), "died") })
+	}
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == len(errs) }, waitFor, tick)
+	f.KillServer()
+	wg.Wait()
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Empty(t, f.Sessions())
+	assert.ErrorIs(t, f.WaitFor(t.Context(), "died"), tmux.ErrNoSession)
+}

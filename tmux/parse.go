@@ -1,0 +1,85 @@
+package tmux
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// listPanesFields is the number of tab-separated fields in listPanesFormat.
+const listPanesFields = 8
+
+// listPanesFormat is the list-panes -F format that ParseListPanes reads.
+// Session names cannot hold a tab (tmux escapes it), and tmux shows
+// pane_start_command with tabs and newlines escaped; it still comes last so
+// that it can never shift another field.
+const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
+	"#{pane_dead_signal}\t#{pane_pid}\t#{pane_current_command}\t#{pane_start_command}"
+
+// ParseListPanes parses the output of list-panes -a -F with loopd's format
+// (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
+// pane_pid, pane_current_command, pane_start_command, separated by tabs), one
+// pane a line, in the order given. Empty output gives an empty slice. A dead
+// pane with neither a status nor a signal gets StatusKnown false. It returns
+// an error naming the line for a row with too few fields or a malformed
+// number.
+func ParseListPanes(out []byte) ([]Pane, error) {
+	panes := make([]Pane, 0, bytes.Count(out, []byte{'\n'})+1)
+	for n, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		p, err := parsePane(line)
+		if err != nil {
+			return nil, fmt.Errorf("parse list-panes line %d: %w", n+1, err)
+		}
+		panes = append(panes, p)
+	}
+	return panes, nil
+}
+
+func parsePane(line string) (Pane, error) {
+	var f [listPanesFields]string
+	rest, n := line, 0
+	for ; n < listPanesFields-1; n++ {
+		var ok bool
+		if f[n], rest, ok = strings.Cut(rest, "\t"); !ok {
+			return Pane{}, fmt.Errorf("%d fields, want %d: %q", n+1, listPanesFields, line)
+		}
+	}
+	f[n] = rest
+	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], StartCommand: f[7]}
+	switch f[2] {
+	case "0":
+	case "1":
+		p.Dead = true
+	default:
+		return Pane{}, fmt.Errorf("pane_dead %q is not 0 or 1", f[2])
+	}
+	var err error
+	if p.DeadStatus, err = optionalInt("pane_dead_status", f[3]); err != nil {
+		return Pane{}, err
+	}
+	if p.DeadSignal, err = optionalInt("pane_dead_signal", f[4]); err != nil {
+		return Pane{}, err
+	}
+	if p.PID, err = optionalInt("pane_pid", f[5]); err != nil {
+		return Pane{}, err
+	}
+	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
+	return p, nil
+}
+
+// optionalInt parses a decimal field that tmux leaves empty when it has no
+// value; empty gives 0.
+func optionalInt(name, s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a number", name, s)
+	}
+	return n, nil
+}

@@ -1,0 +1,385 @@
+package tmuxtest
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/tmux"
+)
+
+// Polling bounds for waits on real processes. They bound the wait, they do
+// not measure anything.
+const (
+	waitFor = 10 * time.Second
+	tick    = 5 * time.Millisecond
+)
+
+// died is the pane-died channel the suite installs.
+const died = "loopd-conformance-died"
+
+var paneIDPattern = regexp.MustCompile(`^%[0-9]+$`)
+
+// RunConformance runs the tmux.Client contract against the implementation d
+// drives, one subtest per behaviour, each on a new server:
+// listing with no server and with an empty one, pane ids, duplicate and
+// invalid sessions, exact targets (loop-1 never touches loop-12), dead panes
+// keeping their status, Paste of multi-line and 100 KB text, Paste into a
+// dead pane, SendKeys, the -e environment, capture, and WaitFor with the
+// pane-died hook.
+func RunConformance(t *testing.T, d Driver) {
+	s := suite{d: d}
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"no_server_means_no_sessions", s.noServer},
+		{"empty_server_lists_no_panes", s.emptyServer},
+		{"new_session_returns_pane_id", s.newSession},
+		{"duplicate_session_is_refused", s.duplicate},
+		{"invalid_sessions_are_refused", s.invalid},
+		{"long_argv_is_refused", s.tooLong},
+		{"exact_targets_do_not_match_prefixes", s.exactTargets},
+		{"pane_id_targets_work", s.paneIDTargets},
+		{"dead_pane_keeps_status", s.deadPane},
+		{"paste_arrives_whole", s.paste},
+		{"paste_into_dead_pane_is_refused", s.pasteDead},
+		{"send_keys_reach_the_program", s.sendKeys},
+		{"env_reaches_the_program", s.env},
+		{"wait_for_wakes_on_pane_death", s.waitForDeath},
+		{"wait_for_keeps_an_unawaited_signal", s.waitForPending},
+		{"wait_for_ends_with_ctx", s.waitForCtx},
+	} {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+type suite struct{ d Driver }
+
+// server returns a client whose server runs with the pane-died hook on died.
+func (s suite) server(t *testing.T) tmux.Client {
+	t.Helper()
+	c := s.d.NewClient(t)
+	require.NoError(t, c.EnsureServer(t.Context(), tmux.ServerOptions{PaneDiedChannel: died, HistoryLimit: 500}))
+	return c
+}
+
+// spawn creates session name running the driver's program and waits until
+// the program is ready for input.
+func (s suite) spawn(t *testing.T, c tmux.Client, name string, env map[string]string) string {
+	t.Helper()
+	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: s.d.Program(t, name), Env: env, Width: 80, Height: 24})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		screen, err := c.CapturePane(t.Context(), "="+name+":", false)
+		require.NoError(ct, err)
+		assert.Contains(ct, screen, "ready "+name)
+	}, waitFor, tick)
+	return id
+}
+
+// exited makes session's program exit with status and waits until the pane
+// shows as dead with that status. It kicks before each look, as observation
+// does, because tmux 3.3a may not reap the child without it.
+func (s suite) exited(t *testing.T, c tmux.Client, session string, status int) tmux.Pane {
+	t.Helper()
+	s.d.Exit(t, c, session, status)
+	var pane tmux.Pane
+	var last error
+	var all []tmux.Pane
+	if !assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		last = c.Kick(t.Context())
+		require.NoError(ct, last)
+		all, last = c.ListPanes(t.Context())
+		require.NoError(ct, last)
+		p, ok := find(t.Context(), ct, c, session)
+		require.True(ct, ok, "session %s is gone", session)
+		pane = p
+		require.True(ct, p.Dead && p.StatusKnown, "pane %+v", p)
+	}, waitFor, tick) {
+		t.Fatalf("pane of %s did not die with a status: %+v (last err %v, panes %+v)", session, pane, last, all)
+	}
+	return pane
+}
+
+// find lists the panes and returns session's.
+func find(ctx context.Context, t require.TestingT, c tmux.Client, session string) (tmux.Pane, bool) {
+	panes, err := c.ListPanes(ctx)
+	require.NoError(t, err)
+	for _, p := range panes {
+		if p.Session == session {
+			return p, true
+		}
+	}
+	return tmux.Pane{}, false
+}
+
+func sessions(t *testing.T, c tmux.Client) []string {
+	t.Helper()
+	panes, err := c.ListPanes(t.Context())
+	require.NoError(t, err)
+	names := []string{}
+	for _, p := range panes {
+		names = append(names, p.Session)
+	}
+	return names
+}
+
+func (s suite) noServer(t *testing.T) {
+	c := s.d.NewClient(t)
+	ctx := t.Context()
+	panes, err := c.ListPanes(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, panes)
+	assert.NoError(t, c.Kick(ctx))
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-x"), tmux.ErrNoSession)
+	_, err = c.CapturePane(ctx, "=loop-x:", false)
+	assert.ErrorIs(t, err, tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", "Enter"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.Paste(ctx, "=loop-x:", "text"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.WaitFor(ctx, died), tmux.ErrNoSession)
+}
+
+func (s suite) emptyServer(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	require.NoError(t, c.EnsureServer(ctx, tmux.ServerOptions{PaneDiedChannel: died}), "EnsureServer is idempotent")
+	panes, err := c.ListPanes(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, panes)
+	assert.NoError(t, c.Kick(ctx))
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-x"), tmux.ErrNoSession)
+	_, err = c.CapturePane(ctx, "%0", false)
+	assert.ErrorIs(t, err, tmux.ErrNoSession)
+}
+
+func (s suite) newSession(t *testing.T) {
+	c := s.server(t)
+	id := s.spawn(t, c, "loop-a", nil)
+	assert.Regexp(t, paneIDPattern, id)
+	p, ok := find(t.Context(), t, c, "loop-a")
+	require.True(t, ok)
+	assert.Equal(t, id, p.PaneID)
+	assert.False(t, p.Dead)
+	assert.False(t, p.StatusKnown)
+	assert.Positive(t, p.PID)
+	assert.NotEmpty(t, p.StartCommand)
+	assert.NotEmpty(t, p.CurrentCommand)
+}
+
+func (s suite) duplicate(t *testing.T) {
+	c := s.server(t)
+	id := s.spawn(t, c, "loop-a", nil)
+	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: s.d.Program(t, "loop-a")})
+	require.ErrorIs(t, err, tmux.ErrSessionExists)
+	p, ok := find(t.Context(), t, c, "loop-a")
+	require.True(t, ok)
+	assert.Equal(t, id, p.PaneID, "the first session is untouched")
+	assert.False(t, p.Dead)
+}
+
+func (s suite) invalid(t *testing.T) {
+	c := s.server(t)
+	for _, tc := range []struct {
+		name string
+		s    tmux.NewSession
+	}{
+		{"one_word_argv", tmux.NewSession{Name: "loop-a", Argv: []string{"sleep"}}},
+		{"no_argv", tmux.NewSession{Name: "loop-a"}},
+		{"empty_name", tmux.NewSession{Argv: []string{"sleep", "100"}}},
+		{"dot_in_name", tmux.NewSession{Name: "loop-a.b", Argv: []string{"sleep", "100"}}},
+		{"colon_in_name", tmux.NewSession{Name: "loop-a:b", Argv: []string{"sleep", "100"}}},
+		{"newline_in_name", tmux.NewSession{Name: "loop-a\nb", Argv: []string{"sleep", "100"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.NewSession(t.Context(), tc.s)
+			assert.Error(t, err)
+		})
+	}
+	assert.Empty(t, sessions(t, c), "no session was created")
+}
+
+func (s suite) tooLong(t *testing.T) {
+	c := s.server(t)
+	argv := append(s.d.Program(t, "loop-a"), strings.Repeat("x", 20000))
+	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: argv})
+	require.ErrorIs(t, err, tmux.ErrCommandTooLong)
+	assert.Empty(t, sessions(t, c))
+}
+
+func (s suite) exactTargets(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	s.spawn(t, c, "loop-12", nil)
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-1"), tmux.ErrNoSession, "loop-1 must not match loop-12")
+	_, err := c.CapturePane(ctx, "=loop-1:", false)
+	assert.ErrorIs(t, err, tmux.ErrNoSession)
+	assert.ErrorIs(t, c.Paste(ctx, "=loop-1:", "not for loop-12"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-1:", "x"), tmux.ErrNoSession)
+
+	s.spawn(t, c, "loop-1", nil)
+	screen, err := c.CapturePane(ctx, "=loop-1:", false)
+	require.NoError(t, err)
+	assert.Contains(t, screen, "ready loop-1\n")
+	assert.NotContains(t, screen, "loop-12")
+	history, err := c.CapturePane(ctx, "=loop-12:", true)
+	require.NoError(t, err)
+	assert.Contains(t, history, "ready loop-12")
+
+	require.NoError(t, c.KillSession(ctx, "loop-1"))
+	assert.Equal(t, []string{"loop-12"}, sessions(t, c))
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-1"), tmux.ErrNoSession)
+	assert.Empty(t, s.d.Input(t, c, "loop-12"), "loop-12 received nothing")
+
+	for _, target := range []string{"loop-12", "=loop-12", "loop-12:", "%x"} {
+		assert.Error(t, c.Paste(ctx, target, "text"), "inexact target %q", target)
+	}
+}
+
+func (s suite) paneIDTargets(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	id := s.spawn(t, c, "loop-a", nil)
+	screen, err := c.CapturePane(ctx, id, false)
+	require.NoError(t, err)
+	assert.Contains(t, screen, "ready loop-a")
+	require.NoError(t, c.Paste(ctx, id, "by id"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Equal(ct, "by id", s.d.Input(t, c, "loop-a"))
+	}, waitFor, tick)
+	require.NoError(t, c.KillSession(ctx, "loop-a"))
+	assert.ErrorIs(t, c.Paste(ctx, id, "gone"), tmux.ErrNoSession)
+}
+
+func (s suite) deadPane(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{{"clean_exit", 0}, {"exit_3", 3}} {
+		status := tc.status
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.server(t)
+			s.spawn(t, c, "loop-a", nil)
+			s.spawn(t, c, "loop-b", nil)
+			p := s.exited(t, c, "loop-a", status)
+			assert.Equal(t, status, p.DeadStatus)
+			assert.Zero(t, p.DeadSignal)
+			other, ok := find(t.Context(), t, c, "loop-b")
+			require.True(t, ok)
+			assert.False(t, other.Dead, "the other pane lives on")
+			assert.ErrorIs(t, c.KillSession(t.Context(), "loop-x"), tmux.ErrNoSession)
+			require.NoError(t, c.KillSession(t.Context(), "loop-a"), "a dead pane's session can be killed")
+			assert.Equal(t, []string{"loop-b"}, sessions(t, c))
+		})
+	}
+}
+
+func (s suite) paste(t *testing.T) {
+	var big strings.Builder
+	for i := 0; big.Len() < 100*1024; i++ {
+		big.WriteString(strings.Repeat(string(rune('a'+i%26)), 99) + "\n")
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"multi_line", "first line\nsecond line\n\tindented; then a trailing semicolon;"},
+		{"100_kb", big.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.server(t)
+			s.spawn(t, c, "loop-a", nil)
+			require.NoError(t, c.Paste(t.Context(), "=loop-a:", tc.text))
+			require.EventuallyWithT(t, func(ct *assert.CollectT) {
+				got := s.d.Input(t, c, "loop-a")
+				assert.Len(ct, got, len(tc.text))
+				assert.True(ct, got == tc.text, "the pane got other bytes")
+			}, waitFor, tick)
+			p, ok := find(t.Context(), t, c, "loop-a")
+			require.True(t, ok)
+			assert.False(t, p.Dead, "no Enter was sent and the program lives")
+		})
+	}
+}
+
+func (s suite) pasteDead(t *testing.T) {
+	c := s.server(t)
+	s.spawn(t, c, "loop-a", nil)
+	s.spawn(t, c, "loop-b", nil)
+	s.exited(t, c, "loop-a", 1)
+	assert.ErrorIs(t, c.Paste(t.Context(), "=loop-a:", "too late"), tmux.ErrPaneDead)
+	assert.Equal(t, []string{"loop-a", "loop-b"}, sessions(t, c), "the server survives")
+	require.NoError(t, c.Paste(t.Context(), "=loop-b:", "still here"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Equal(ct, "still here", s.d.Input(t, c, "loop-b"))
+	}, waitFor, tick)
+}
+
+func (s suite) sendKeys(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	s.spawn(t, c, "loop-a", nil)
+	require.NoError(t, c.SendKeys(ctx, "=loop-a:", "abc", "Enter", "C-c", "Tab", "x;"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Equal(ct, "abc\r\x03\tx;", s.d.Input(t, c, "loop-a"))
+	}, waitFor, tick)
+	s.exited(t, c, "loop-a", 2)
+	assert.NoError(t, c.SendKeys(ctx, "=loop-a:", "Enter"), "keys for a dead pane are dropped")
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", "Enter"), tmux.ErrNoSession)
+}
+
+func (s suite) env(t *testing.T) {
+	c := s.server(t)
+	s.spawn(t, c, "loop-a", map[string]string{"LOOPD_CONFORMANCE": "a b;", "LOOPD_OTHER": "x=y"})
+	assert.Equal(t, "a b;", s.d.Env(t, c, "loop-a", "LOOPD_CONFORMANCE"))
+	assert.Equal(t, "x=y", s.d.Env(t, c, "loop-a", "LOOPD_OTHER"))
+}
+
+// waitForDeath waits in the background, then ends a pane; the hook must wake
+// the waiter. Each poll kicks, as tmux 3.3a fires the hook only once it
+// reaps the child.
+func (s suite) waitForDeath(t *testing.T) {
+	c := s.server(t)
+	s.spawn(t, c, "loop-a", nil)
+	woke := make(chan error, 1)
+	go func() { woke <- c.WaitFor(t.Context(), died) }()
+	s.d.Exit(t, c, "loop-a", 1)
+	var err error
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		require.NoError(ct, c.Kick(t.Context()))
+		select {
+		case err = <-woke:
+		default:
+			assert.Fail(ct, "WaitFor has not returned")
+		}
+	}, waitFor, tick)
+	assert.NoError(t, err)
+}
+
+// waitForPending ends a pane with nobody waiting; a later WaitFor returns at
+// once with the kept signal.
+func (s suite) waitForPending(t *testing.T) {
+	c := s.server(t)
+	s.spawn(t, c, "loop-a", nil)
+	s.exited(t, c, "loop-a", 1)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	assert.NoError(t, c.WaitFor(ctx, died))
+}
+
+func (s suite) waitForCtx(t *testing.T) {
+	c := s.server(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.WaitFor(ctx, "loopd-conformance-idle") }()
+	cancel()
+	select {
+	case err := <-done:
+		assert.True(t, errors.Is(err, context.Canceled), "err = %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("WaitFor did not return after ctx ended")
+	}
+}

@@ -1,0 +1,59 @@
+// Package webhook receives GitHub webhook deliveries and turns each one into
+// at most one queued delivery on one work item (owner/repo#number), written
+// in one store transaction before the handler answers (docs/design.md,
+// "Ingest").
+//
+// A request goes through these steps, in order:
+//
+//  1. Only POST is served (405 otherwise).
+//  2. An empty configured secret refuses everything with 500 (fail closed).
+//  3. The body is read whole under a cap (413 over it).
+//  4. X-Hub-Signature-256 is verified over those exact bytes: a missing or
+//     bad signature gets 401 and nothing is stored, not even a journal row.
+//  5. A missing X-GitHub-Event or a missing or malformed X-GitHub-Delivery
+//     gets 400; a content type other than application/json gets 415.
+//  6. ping gets 200; events other than the five below get 202, ignored.
+//  7. The payload is parsed (400 when malformed) and mapped by the table
+//     below; unhandled actions get 202, ignored.
+//  8. A sender not in authorizedUsers (compared case-insensitively; an empty
+//     list authorizes nobody) gets 202, ignored; so does a repository with
+//     no route.
+//  9. The route's workdir is rendered and the change is ingested. Accepted
+//     gets 202 and wakes the reconciler; a redelivery (same
+//     X-GitHub-Delivery) gets 200 and changes nothing; a store error gets
+//     500, so GitHub shows the failure and the delivery can be redelivered.
+//
+// Handled events and actions (GitHub webhook docs, "Webhook events and
+// payloads"). An issue_comment on a pull request, and any issue payload with
+// pull_request links, is a pull_request work item. StateAt is the issue's or
+// pull request's updated_at.
+//
+//	event                        action            effect
+//	issues                       opened            prompt: title, body
+//	issues                       reopened          open, and prompt: title, body
+//	issues                       closed            closed, no prompt
+//	issue_comment                created           prompt: comment body
+//	pull_request                 opened            prompt: title, branches, body
+//	pull_request                 ready_for_review  prompt: title, branches, body
+//	pull_request                 reopened          open, and prompt: title, branches, body
+//	pull_request                 synchronize       prompt: title, head branch, new head commit
+//	pull_request                 closed            closed (merged or not), no prompt
+//	pull_request_review          submitted         prompt: review state and body, when the body
+//	                                               is not empty or the state is approved or
+//	                                               changes_requested
+//	pull_request_review_comment  created           prompt: file path, diff hunk, comment body
+//
+// Everything else is ignored. In particular issues.edited and
+// issue_comment.edited are ignored: edits come in bursts, and re-sending a
+// whole text to a working agent for each is noise; a new comment is how to
+// tell the agent something. A "commented" review without a body is ignored
+// because its inline comments arrive as review comment events of their own.
+//
+// The prompt of a delivery is built by Render: a fixed header line, then the
+// payload text framed as untrusted data, sanitized of terminal controls.
+//
+// Log and journal events: delivery.accepted, delivery.duplicate,
+// delivery.ignored and delivery.rejected, each with a reason where one
+// applies. Unauthenticated requests are logged only, never journaled, so an
+// unsigned request stores nothing at all.
+package webhook

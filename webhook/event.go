@@ -1,0 +1,200 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/go-github/v84/github"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// errIncomplete means a handled event lacks a field loopd needs to route it.
+var errIncomplete = errors.New("incomplete payload")
+
+// change is what one handled delivery does to its work item: set the
+// open/closed state, queue a prompt, or both.
+type change struct {
+	key     desired.Key
+	kind    desired.Kind
+	sender  string
+	closed  *bool     // nil: the open/closed state is not touched
+	stateAt time.Time // the issue's or pull request's updated_at
+	prompt  *PromptInput
+}
+
+// classifier maps one event parsed by github.ParseWebHook to a change. It
+// returns a non-empty ignore reason when the action does not concern loopd
+// (see the table in the package doc), and an error wrapping errIncomplete
+// when the payload lacks the repository, the issue or pull request, or the
+// sender.
+type classifier func(parsed any) (change, string, error)
+
+// classifiers holds the handled X-GitHub-Event values; every other event is
+// ignored before its payload is parsed.
+var classifiers = map[string]classifier{
+	"issues":                      typed(classifyIssues),
+	"issue_comment":               typed(classifyIssueComment),
+	"pull_request":                typed(classifyPullRequest),
+	"pull_request_review":         typed(classifyReview),
+	"pull_request_review_comment": typed(classifyReviewComment),
+}
+
+// typed adapts a classifier of one go-github event type.
+func typed[E any](f func(E) (change, string, error)) classifier {
+	return func(parsed any) (change, string, error) {
+		e, ok := parsed.(E)
+		if !ok {
+			return change{}, "", fmt.Errorf("%w: parsed as %T", errIncomplete, parsed)
+		}
+		return f(e)
+	}
+}
+
+func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
+	if e.GetAction() != "created" {
+		return change{}, reasonActionNotHandled, nil
+	}
+	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+	if err != nil {
+		return change{}, "", err
+	}
+	c.prompt.Title = e.GetIssue().GetTitle()
+	c.prompt.URL = e.GetComment().GetHTMLURL()
+	c.prompt.Body = e.GetComment().GetBody()
+	return c, "", nil
+}
+
+func classifyReview(e *github.PullRequestReviewEvent) (change, string, error) {
+	if e.GetAction() != "submitted" {
+		return change{}, reasonActionNotHandled, nil
+	}
+	// A "commented" review without a body only wraps inline comments, and
+	// each of those arrives as a review comment event of its own.
+	r := e.GetReview()
+	state := r.GetState()
+	if r.GetBody() == "" && state != "approved" && state != "changes_requested" {
+		return change{}, reasonEmptyReview, nil
+	}
+	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
+	if err != nil {
+		return change{}, "", err
+	}
+	c.prompt.URL = r.GetHTMLURL()
+	c.prompt.State = state
+	c.prompt.Body = r.GetBody()
+	return c, "", nil
+}
+
+func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, string, error) {
+	if e.GetAction() != "created" {
+		return change{}, reasonActionNotHandled, nil
+	}
+	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
+	if err != nil {
+		return change{}, "", err
+	}
+	cm := e.GetComment()
+	c.prompt.URL = cm.GetHTMLURL()
+	c.prompt.Path = cm.GetPath()
+	c.prompt.DiffHunk = cm.GetDiffHunk()
+	c.prompt.Body = cm.GetBody()
+	return c, "", nil
+}
+
+func classifyIssues(e *github.IssuesEvent) (change, string, error) {
+	action := e.GetAction()
+	if action != "opened" && action != "reopened" && action != "closed" {
+		return change{}, reasonActionNotHandled, nil
+	}
+	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+	if err != nil {
+		return change{}, "", err
+	}
+	c.prompt.Title = e.GetIssue().GetTitle()
+	c.prompt.URL = e.GetIssue().GetHTMLURL()
+	c.prompt.Body = e.GetIssue().GetBody()
+	return openClose(c, action), "", nil
+}
+
+func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
+	action := e.GetAction()
+	switch action {
+	case "opened", "reopened", "ready_for_review", "synchronize", "closed":
+	default:
+		return change{}, reasonActionNotHandled, nil
+	}
+	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
+	if err != nil {
+		return change{}, "", err
+	}
+	if action == "synchronize" {
+		c.prompt.Commit = e.GetAfter()
+	} else {
+		c.prompt.Base = e.GetPullRequest().GetBase().GetRef()
+		c.prompt.Body = e.GetPullRequest().GetBody()
+	}
+	return openClose(c, action), "", nil
+}
+
+// openClose applies a closed or reopened action to c: closed only changes
+// the state, reopened changes it and keeps the prompt.
+func openClose(c change, action string) change {
+	switch action {
+	case "closed":
+		c.closed = github.Ptr(true)
+		c.prompt = nil
+	case "reopened":
+		c.closed = github.Ptr(false)
+	}
+	return c
+}
+
+// fromIssue starts a change for an issue payload. An issue that carries
+// pull_request links is a pull request (GitHub sends issue_comment for both).
+func fromIssue(repo *github.Repository, is *github.Issue, sender *github.User) (change, error) {
+	if is == nil {
+		return change{}, fmt.Errorf("%w: no issue", errIncomplete)
+	}
+	kind := desired.KindIssue
+	if is.IsPullRequest() {
+		kind = desired.KindPullRequest
+	}
+	return start(repo, is.GetNumber(), kind, is.GetUpdatedAt().Time, sender)
+}
+
+// fromPullRequest starts a change for a pull request payload, with the
+// title, link and head branch already in the prompt.
+func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *github.User) (change, error) {
+	if pr == nil {
+		return change{}, fmt.Errorf("%w: no pull_request", errIncomplete)
+	}
+	c, err := start(repo, pr.GetNumber(), desired.KindPullRequest, pr.GetUpdatedAt().Time, sender)
+	if err != nil {
+		return change{}, err
+	}
+	c.prompt.Title = pr.GetTitle()
+	c.prompt.URL = pr.GetHTMLURL()
+	c.prompt.Head = pr.GetHead().GetRef()
+	return c, nil
+}
+
+func start(repo *github.Repository, number int, kind desired.Kind, updated time.Time, sender *github.User) (change, error) {
+	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+	switch {
+	case owner == "" || name == "":
+		return change{}, fmt.Errorf("%w: no repository owner or name", errIncomplete)
+	case number <= 0:
+		return change{}, fmt.Errorf("%w: no issue or pull request number", errIncomplete)
+	case sender.GetLogin() == "":
+		return change{}, fmt.Errorf("%w: no sender", errIncomplete)
+	}
+	return change{
+		key:     desired.Key{Owner: owner, Repo: name, Number: number},
+		kind:    kind,
+		sender:  sender.GetLogin(),
+		stateAt: updated,
+		prompt:  &PromptInput{},
+	}, nil
+}

@@ -1,0 +1,318 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v84/github"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/schema"
+)
+
+// DefaultMaxBody is the body cap in bytes when Options.MaxBody is 0: 25 MiB,
+// at least GitHub's own 25 MB cap on webhook payloads (GitHub webhook docs,
+// "Webhook payload object common properties").
+const DefaultMaxBody int64 = 25 << 20
+
+// The reasons logged with delivery.rejected and delivery.ignored.
+const (
+	// delivery.rejected, not journaled: the request is not authenticated.
+	reasonNoSecret         = "no_secret"
+	reasonBodyTooLarge     = "body_too_large"
+	reasonReadFailed       = "read_failed"
+	reasonMissingSignature = "missing_signature"
+	reasonBadSignature     = "bad_signature"
+
+	// delivery.rejected, journaled: signed by GitHub but unusable.
+	reasonMissingEvent       = "missing_event"
+	reasonBadDeliveryID      = "bad_delivery_id"
+	reasonUnsupportedContent = "unsupported_content_type"
+	reasonMalformedPayload   = "malformed_payload"
+	reasonWorkdirFailed      = "workdir_failed"
+	reasonStoreFailed        = "store_failed"
+
+	// delivery.ignored.
+	reasonPing               = "ping"
+	reasonEventNotHandled    = "event_not_handled"
+	reasonActionNotHandled   = "action_not_handled"
+	reasonEmptyReview        = "empty_review"
+	reasonUnauthorizedSender = "unauthorized_sender"
+	reasonNoRoute            = "no_route"
+	reasonStaleState         = "stale_state"
+)
+
+// deliveryIDPattern bounds X-GitHub-Delivery (a GUID from GitHub) before it
+// is stored and shown in prompts.
+var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Ingester applies one delivery to the desired state in one transaction.
+// desired.Store satisfies it.
+type Ingester interface {
+	Ingest(ctx context.Context, in desired.Ingest) (desired.IngestResult, error)
+}
+
+// Options configures a Handler.
+type Options struct {
+	// Secret is the webhook secret. When it is empty every request is
+	// refused with 500: an empty HMAC key proves nothing.
+	Secret []byte
+	// Config returns the current receiver config; it is called once per
+	// request, so a hot reload takes effect on the next delivery.
+	// Config, Store, Recorder and Log are required.
+	Config func() schema.GHWebhook
+	Store  Ingester
+	// Recorder logs and journals every authenticated outcome.
+	Recorder *journal.Recorder
+	// Trigger wakes the reconciler without blocking. It is called only
+	// after an ingest that changed something. Nil means no wake-up.
+	Trigger func()
+	// Log receives delivery.rejected for requests that fail before or at
+	// signature verification; those are never journaled.
+	Log *slog.Logger
+	// Now stamps Delivery.ReceivedAt. Nil means time.Now.
+	Now func() time.Time
+	// MaxBody caps the request body in bytes; 0 means DefaultMaxBody.
+	MaxBody int64
+}
+
+// Handler receives GitHub webhook deliveries. Each one becomes at most one
+// queued delivery on one work item, written in one store transaction before
+// the handler answers. See the package doc for the status codes and the
+// table of handled events.
+type Handler struct {
+	opts Options
+}
+
+// New returns a Handler with opts, filling MaxBody, Now and Trigger
+// defaults.
+func New(opts Options) *Handler {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Trigger == nil {
+		opts.Trigger = func() {}
+	}
+	return &Handler{opts: opts}
+}
+
+// delivery is the authenticated request as far as it has been read.
+type delivery struct {
+	id     string
+	event  string
+	action string
+	sender string
+}
+
+// attrs returns the log attributes that name d.
+func (d delivery) attrs(kv ...any) []any {
+	out := []any{"delivery_id", d.id, "event", d.event}
+	if d.action != "" {
+		out = append(out, "action", d.action)
+	}
+	if d.sender != "" {
+		out = append(out, "sender", d.sender)
+	}
+	return append(out, kv...)
+}
+
+// ServeHTTP handles one delivery. It verifies the signature over the exact
+// body bytes before anything else reads them.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reply(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	body, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	d := delivery{id: r.Header.Get(github.DeliveryIDHeader), event: r.Header.Get(github.EventTypeHeader)}
+	ctx := r.Context()
+	classify, handled := classifiers[d.event]
+	switch mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+	case d.event == "":
+		h.reject(ctx, w, d, reasonMissingEvent, "missing X-GitHub-Event header")
+		return
+	case !deliveryIDPattern.MatchString(d.id):
+		h.reject(ctx, w, d, reasonBadDeliveryID, "missing or malformed X-GitHub-Delivery header")
+		return
+	case mediaType != "application/json":
+		h.reject(ctx, w, d, reasonUnsupportedContent, "content type must be application/json (set it in the webhook settings)")
+		return
+	case d.event == "ping":
+		h.ignore(ctx, w, http.StatusOK, d, "", reasonPing)
+		return
+	case !handled:
+		h.ignore(ctx, w, http.StatusAccepted, d, "", reasonEventNotHandled)
+		return
+	}
+	parsed, err := github.ParseWebHook(d.event, body)
+	if err != nil {
+		h.reject(ctx, w, d, reasonMalformedPayload, "malformed payload: "+err.Error())
+		return
+	}
+	if a, ok := parsed.(interface{ GetAction() string }); ok {
+		d.action = a.GetAction()
+	}
+	c, reason, err := classify(parsed)
+	if err != nil {
+		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
+		return
+	}
+	if reason != "" {
+		h.ignore(ctx, w, http.StatusAccepted, d, "", reason)
+		return
+	}
+	d.sender = c.sender
+	h.ingest(ctx, w, d, c)
+}
+
+// authenticate reads the capped body and verifies X-Hub-Signature-256 over
+// it (HMAC-SHA256 with the secret, compared in constant time; GitHub webhook
+// docs, "Validating webhook deliveries"). On failure it answers and logs
+// delivery.rejected, and returns false.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	refuse := func(code int, reason, msg string, err error) ([]byte, bool) {
+		attrs := []any{"delivery_id", r.Header.Get(github.DeliveryIDHeader),
+			"event", r.Header.Get(github.EventTypeHeader), "reason", reason, "remote_addr", r.RemoteAddr}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		level := slog.LevelWarn
+		if reason == reasonNoSecret {
+			level = slog.LevelError
+		}
+		h.opts.Log.Log(r.Context(), level, string(journal.DeliveryRejected), attrs...)
+		reply(w, code, msg)
+		return nil, false
+	}
+	if len(h.opts.Secret) == 0 {
+		return refuse(http.StatusInternalServerError, reasonNoSecret,
+			"webhook secret not configured", errors.New("empty webhook secret: every delivery is refused"))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "payload too large", err)
+		}
+		return refuse(http.StatusBadRequest, reasonReadFailed, "cannot read body", err)
+	}
+	sig := r.Header.Get(github.SHA256SignatureHeader)
+	if sig == "" {
+		return refuse(http.StatusUnauthorized, reasonMissingSignature, "missing X-Hub-Signature-256", nil)
+	}
+	// ValidateSignature also accepts sha1= and sha512=; only sha256 belongs
+	// in this header.
+	if !strings.HasPrefix(sig, "sha256=") {
+		return refuse(http.StatusUnauthorized, reasonBadSignature, "bad signature", errors.New("signature is not sha256="))
+	}
+	if err := github.ValidateSignature(sig, body, h.opts.Secret); err != nil {
+		return refuse(http.StatusUnauthorized, reasonBadSignature, "bad signature", err)
+	}
+	return body, true
+}
+
+// ingest applies an authorized, routed change in one store transaction and
+// answers with its outcome.
+func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery, c change) {
+	cfg := h.opts.Config()
+	key := c.key.String()
+	if !slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, c.sender) }) {
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
+		return
+	}
+	route, ok := cfg.Routing.Route(c.key.Owner, c.key.Repo)
+	if !ok {
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonNoRoute)
+		return
+	}
+	cwd, err := route.RenderWorkdir(c.key.Owner, c.key.Repo, c.key.Number, string(c.kind))
+	if err != nil {
+		h.fail(ctx, w, d, key, reasonWorkdirFailed, err)
+		return
+	}
+	in := desired.Ingest{
+		DeliveryID: d.id,
+		Key:        c.key,
+		Kind:       c.kind,
+		Harness:    route.Harness,
+		Cwd:        cwd,
+		Closed:     c.closed,
+		StateAt:    c.stateAt,
+	}
+	if c.prompt != nil {
+		p := *c.prompt
+		p.Event, p.Action, p.WorkItem, p.Sender, p.DeliveryID = d.event, d.action, key, d.sender, d.id
+		in.Delivery = &desired.Delivery{
+			ID:         d.id,
+			Event:      d.event,
+			Action:     d.action,
+			Sender:     d.sender,
+			Prompt:     Render(p),
+			ReceivedAt: h.opts.Now(),
+		}
+	}
+	res, err := h.opts.Store.Ingest(ctx, in)
+	switch {
+	case err != nil:
+		h.fail(ctx, w, d, key, reasonStoreFailed, err)
+	case res.Duplicate:
+		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryDuplicate, key, d.attrs()...)
+		reply(w, http.StatusOK, "duplicate delivery; nothing changed")
+	case res.StaleState && !res.Queued && !res.Created:
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleState)
+	default:
+		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key, d.attrs(
+			"queued", res.Queued, "created", res.Created,
+			"state_changed", res.StateChanged, "stale_state", res.StaleState)...)
+		h.opts.Trigger()
+		reply(w, http.StatusAccepted, "accepted for "+key)
+	}
+}
+
+// reject answers 400 or 415 to a signed delivery loopd cannot use, and
+// records delivery.rejected.
+func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, d delivery, reason, msg string) {
+	h.opts.Recorder.Record(ctx, slog.LevelWarn, journal.DeliveryRejected, "", d.attrs("reason", reason, "err", msg)...)
+	code := http.StatusBadRequest
+	if reason == reasonUnsupportedContent {
+		code = http.StatusUnsupportedMediaType
+	}
+	reply(w, code, msg)
+}
+
+// fail answers 500 to a delivery loopd could not store, so GitHub shows the
+// failure and the operator can redeliver it, and records delivery.rejected.
+func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, key, reason string, err error) {
+	h.opts.Recorder.Record(ctx, slog.LevelError, journal.DeliveryRejected, key, d.attrs("reason", reason, "err", err)...)
+	reply(w, http.StatusInternalServerError, "delivery not stored: "+reason)
+}
+
+// ignore answers code and records delivery.ignored with reason.
+func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, code int, d delivery, key, reason string) {
+	h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryIgnored, key, d.attrs("reason", reason)...)
+	reply(w, code, "ignored: "+reason)
+}
+
+// reply writes a one-line text/plain answer; GitHub shows it in the
+// delivery log.
+func reply(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg+"\n")
+}

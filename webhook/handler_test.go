@@ -1,0 +1,853 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/schema"
+)
+
+var testSecret = []byte("It's a Secret to Everybody")
+
+// receivedAt is the fixed clock of every test handler.
+var receivedAt = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// fixturesDir returns the shared GitHub webhook fixtures, which sit beside
+// the repository checkout, or skips the test when they are missing.
+func fixturesDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "shared", "fixtures", "github-webhooks")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("GitHub webhook fixtures not found at %s (shared/ must sit beside the repository): %v", dir, err)
+	}
+	return dir
+}
+
+// fixture returns the bytes of one fixture file.
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixturesDir(t), name))
+	require.NoError(t, err)
+	return b
+}
+
+// derive returns the fixture name re-encoded after edit changed its parsed
+// JSON.
+func derive(t *testing.T, name string, edit func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(fixture(t, name), &m))
+	edit(m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// obj returns m[key] as an object, for editing nested fixture JSON.
+func obj(t *testing.T, m map[string]any, key string) map[string]any {
+	t.Helper()
+	o, ok := m[key].(map[string]any)
+	require.True(t, ok, "fixture has no object %q", key)
+	return o
+}
+
+// lockedBuffer is a log sink safe for the server goroutine and the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is a handler over a real SQLite store behind a real HTTP server.
+type env struct {
+	srv      *httptest.Server
+	store    desired.Store
+	cfg      atomic.Pointer[schema.GHWebhook]
+	triggers atomic.Int32
+	logs     *lockedBuffer
+}
+
+// defaultConfig authorizes Codertocat (spelled in another case, as logins
+// compare case-insensitively) and routes the fixtures' repository.
+func defaultConfig() schema.GHWebhook {
+	return schema.GHWebhook{
+		AuthorizedUsers: []string{"someone", "CODERTOCAT"},
+		Routing: schema.Routing{Repos: map[string]schema.Route{
+			"Codertocat/Hello-World": {Harness: "claude-code", Workdir: "/srv/agents/{{.Owner}}/{{.Repo}}/{{.Kind}}-{{.Number}}"},
+		}},
+	}
+}
+
+type envOption func(*Options)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	ctx := context.Background()
+	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, store.Close()) })
+
+	e := &env{store: store, logs: &lockedBuffer{}}
+	cfg := defaultConfig()
+	e.cfg.Store(&cfg)
+	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	o := Options{
+		Secret:   testSecret,
+		Config:   func() schema.GHWebhook { return *e.cfg.Load() },
+		Store:    store,
+		Recorder: journal.NewRecorder(log, store, func() time.Time { return receivedAt }),
+		Trigger:  func() { e.triggers.Add(1) },
+		Log:      log,
+		Now:      func() time.Time { return receivedAt },
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	e.srv = httptest.NewServer(New(o))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// replay sends body signed with testSecret and returns the status and the
+// answer's text.
+func (e *env) replay(t *testing.T, event, id string, body []byte) (int, string) {
+	t.Helper()
+	resp, err := Replay(context.Background(), e.srv.Client(), e.srv.URL, testSecret, event, id, body)
+	require.NoError(t, err)
+	return readResponse(t, resp)
+}
+
+// send posts body with exactly the headers given, for requests Replay
+// would not make.
+func (e *env) send(t *testing.T, method string, header http.Header, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header = header
+	resp, err := e.srv.Client().Do(req)
+	require.NoError(t, err)
+	return readResponse(t, resp)
+}
+
+func readResponse(t *testing.T, resp *http.Response) (int, string) {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// logged returns the log lines whose message is name, decoded.
+func (e *env) logged(t *testing.T, name journal.Name) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == string(name) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// onlyRejection requires exactly one delivery.rejected log line and
+// returns it.
+func (e *env) onlyRejection(t *testing.T) map[string]any {
+	t.Helper()
+	lines := e.logged(t, journal.DeliveryRejected)
+	require.Len(t, lines, 1, e.logs.String())
+	return lines[0]
+}
+
+func (e *env) records(t *testing.T) []desired.Record {
+	t.Helper()
+	recs, err := e.store.Records(context.Background())
+	require.NoError(t, err)
+	return recs
+}
+
+func (e *env) events(t *testing.T) []journal.Event {
+	t.Helper()
+	evs, err := e.store.Events(context.Background(), desired.EventFilter{})
+	require.NoError(t, err)
+	return evs
+}
+
+// onlyEvent requires exactly one journal row and returns it.
+func (e *env) onlyEvent(t *testing.T) journal.Event {
+	t.Helper()
+	evs := e.events(t)
+	require.Len(t, evs, 1, "journal rows: %+v", evs)
+	return evs[0]
+}
+
+// onlyRecord requires exactly one work item and returns it.
+func (e *env) onlyRecord(t *testing.T) desired.Record {
+	t.Helper()
+	recs := e.records(t)
+	require.Len(t, recs, 1)
+	return recs[0]
+}
+
+var (
+	issue1 = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 1}
+	pr2    = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 2}
+)
+
+const (
+	issueTitle = "Spelling error in the README file"
+	issueURL   = "https://github.com/Codertocat/Hello-World/issues/1"
+	issueBody  = "It looks like you accidently spelled 'commit' with two 't's."
+	prTitle    = "Update the README with new information."
+	prURL      = "https://github.com/Codertocat/Hello-World/pull/2"
+	prBody     = "This is a pretty simple change that we need to pull into master."
+)
+
+// TestFixtureOutcomes sends every fixture through the handler and checks
+// the outcome the package doc's table promises for its event and action.
+func TestFixtureOutcomes(t *testing.T) {
+	queued := map[string]bool{
+		"issues.opened": true, "issues.reopened": true,
+		"issue_comment.created":         true,
+		"pull_request.opened":           true,
+		"pull_request.reopened":         true,
+		"pull_request.ready_for_review": true,
+		"pull_request.synchronize":      true,
+	}
+	closes := map[string]bool{"issues.closed": true, "pull_request.closed": true}
+	handled := map[string]bool{"issues": true, "issue_comment": true, "pull_request": true, "pull_request_review": true}
+
+	names, err := filepath.Glob(filepath.Join(fixturesDir(t), "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	for _, path := range names {
+		name := filepath.Base(path)
+		parts := strings.Split(name, ".")
+		event, eventAction := parts[0], parts[0]+"."+parts[1]
+		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
+			e := newEnv(t)
+			code, _ := e.replay(t, event, "d-"+name, fixture(t, name))
+
+			switch {
+			case event == "ping":
+				assert.Equal(t, http.StatusOK, code)
+				assert.Empty(t, e.records(t))
+				assert.Equal(t, "ping", e.onlyEvent(t).Attrs["reason"])
+			case queued[eventAction]:
+				assert.Equal(t, http.StatusAccepted, code)
+				rec := e.onlyRecord(t)
+				require.Len(t, rec.Pending, 1)
+				d := rec.Pending[0]
+				assert.Equal(t, "d-"+name, d.ID)
+				assert.Equal(t, event, d.Event)
+				assert.Equal(t, parts[1], d.Action)
+				assert.Equal(t, "Codertocat", d.Sender)
+				assert.Equal(t, receivedAt, d.ReceivedAt.UTC())
+				assert.True(t, strings.HasPrefix(d.Prompt,
+					"[loopd] "+eventAction+" on "+rec.Key.String()+" by Codertocat (delivery d-"+name+")\n"), d.Prompt)
+				assert.False(t, rec.Spec.Closed)
+				assert.Equal(t, journal.DeliveryAccepted, e.onlyEvent(t).Name)
+				assert.Equal(t, int32(1), e.triggers.Load())
+			case closes[eventAction]:
+				assert.Equal(t, http.StatusAccepted, code)
+				rec := e.onlyRecord(t)
+				assert.True(t, rec.Spec.Closed)
+				assert.Empty(t, rec.Pending)
+			case handled[event]:
+				assert.Equal(t, http.StatusAccepted, code)
+				assert.Empty(t, e.records(t))
+				ev := e.onlyEvent(t)
+				assert.Equal(t, journal.DeliveryIgnored, ev.Name)
+				want := reasonActionNotHandled
+				if eventAction == "pull_request_review.submitted" {
+					want = reasonEmptyReview // the fixtures' reviews are "commented" with no body
+				}
+				assert.Equal(t, want, ev.Attrs["reason"])
+				assert.Zero(t, e.triggers.Load())
+			default:
+				assert.Equal(t, http.StatusAccepted, code)
+				assert.Empty(t, e.records(t))
+				assert.Equal(t, reasonEventNotHandled, e.onlyEvent(t).Attrs["reason"])
+			}
+		})
+	}
+}
+
+// TestFixturePrompts checks the work item, spec and whole prompt of one
+// fixture, or of a fixture edited where none covers the case, per effect.
+func TestFixturePrompts(t *testing.T) {
+	const id = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+	prComment := func(m map[string]any) {
+		// An issue_comment on a pull request carries pull_request links.
+		is := obj(t, m, "issue")
+		is["number"] = 2
+		is["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/2"}
+	}
+	review := func(state string, body any) func(m map[string]any) {
+		return func(m map[string]any) {
+			r := obj(t, m, "review")
+			r["state"], r["body"] = state, body
+		}
+	}
+	reviewComment := func(m map[string]any) {
+		m["action"] = "created"
+		delete(m, "review")
+		m["comment"] = map[string]any{
+			"id":        284312630,
+			"path":      "README.md",
+			"diff_hunk": "@@ -1 +1 @@\n-# Hello-World",
+			"body":      "Maybe you should use more emoji on this line.",
+			"html_url":  prURL + "#discussion_r284312630",
+			"user":      m["sender"],
+		}
+	}
+	tests := []struct {
+		name    string
+		event   string
+		body    func(t *testing.T) []byte
+		key     desired.Key
+		kind    desired.Kind
+		want    PromptInput
+		updated string // the payload's updated_at, recorded with a state change
+	}{
+		{
+			name: "issues_opened", event: "issues",
+			body: func(t *testing.T) []byte { return fixture(t, "issues.opened.1.json") },
+			key:  issue1, kind: desired.KindIssue,
+			want: PromptInput{Action: "opened", Title: issueTitle, URL: issueURL, Body: issueBody},
+		},
+		{
+			name: "issues_reopened_opens_and_prompts", event: "issues",
+			body: func(t *testing.T) []byte { return fixture(t, "issues.reopened.1.json") },
+			key:  issue1, kind: desired.KindIssue, updated: "2021-10-11T16:40:56Z",
+			want: PromptInput{Action: "reopened", Title: issueTitle, URL: issueURL},
+		},
+		{
+			name: "issue_comment_created", event: "issue_comment",
+			body: func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") },
+			key:  issue1, kind: desired.KindIssue,
+			want: PromptInput{
+				Action: "created", Title: issueTitle,
+				URL:  issueURL + "#issuecomment-492700400",
+				Body: "You are totally right! I'll get this fixed right away.",
+			},
+		},
+		{
+			name: "issue_comment_on_pull_request", event: "issue_comment",
+			body: func(t *testing.T) []byte { return derive(t, "issue_comment.created.1.json", prComment) },
+			key:  pr2, kind: desired.KindPullRequest,
+			want: PromptInput{
+				Action: "created", Title: issueTitle,
+				URL:  issueURL + "#issuecomment-492700400",
+				Body: "You are totally right! I'll get this fixed right away.",
+			},
+		},
+		{
+			name: "pull_request_opened", event: "pull_request",
+			body: func(t *testing.T) []byte { return fixture(t, "pull_request.opened.1.json") },
+			key:  pr2, kind: desired.KindPullRequest,
+			want: PromptInput{Action: "opened", Title: prTitle, URL: prURL, Head: "changes", Base: "master", Body: prBody},
+		},
+		{
+			name: "pull_request_reopened_opens_and_prompts", event: "pull_request",
+			body: func(t *testing.T) []byte { return fixture(t, "pull_request.reopened.1.json") },
+			key:  pr2, kind: desired.KindPullRequest, updated: "2019-05-15T15:20:33Z",
+			want: PromptInput{Action: "reopened", Title: prTitle, URL: prURL, Head: "changes", Base: "master", Body: prBody},
+		},
+		{
+			name: "pull_request_ready_for_review", event: "pull_request",
+			body: func(t *testing.T) []byte { return fixture(t, "pull_request.ready_for_review.1.json") },
+			key:  pr2, kind: desired.KindPullRequest,
+			want: PromptInput{Action: "ready_for_review", Title: prTitle, URL: prURL, Head: "changes", Base: "master", Body: prBody},
+		},
+		{
+			name: "pull_request_synchronize", event: "pull_request",
+			body: func(t *testing.T) []byte { return fixture(t, "pull_request.synchronize.1.json") },
+			key:  pr2, kind: desired.KindPullRequest,
+			want: PromptInput{Action: "synchronize", Title: prTitle, URL: prURL, Head: "changes", Commit: "ec26c3e57ca3a959ca5aad62de7213c562f8c821"},
+		},
+		{
+			name: "review_changes_requested", event: "pull_request_review",
+			body: func(t *testing.T) []byte {
+				return derive(t, "pull_request_review.submitted.1.json", review("changes_requested", "Please fix the typo."))
+			},
+			key: pr2, kind: desired.KindPullRequest,
+			want: PromptInput{
+				Action: "submitted", Title: prTitle, URL: prURL + "#pullrequestreview-237895671", Head: "changes",
+				State: "changes_requested", Body: "Please fix the typo.",
+			},
+		},
+		{
+			name: "review_approved_without_body", event: "pull_request_review",
+			body: func(t *testing.T) []byte {
+				return derive(t, "pull_request_review.submitted.1.json", review("approved", nil))
+			},
+			key: pr2, kind: desired.KindPullRequest,
+			want: PromptInput{
+				Action: "submitted", Title: prTitle, URL: prURL + "#pullrequestreview-237895671", Head: "changes",
+				State: "approved",
+			},
+		},
+		{
+			name: "review_comment_created", event: "pull_request_review_comment",
+			body: func(t *testing.T) []byte { return derive(t, "pull_request_review.submitted.1.json", reviewComment) },
+			key:  pr2, kind: desired.KindPullRequest,
+			want: PromptInput{
+				Action: "created", Title: prTitle, URL: prURL + "#discussion_r284312630", Head: "changes",
+				Path: "README.md", DiffHunk: "@@ -1 +1 @@\n-# Hello-World",
+				Body: "Maybe you should use more emoji on this line.",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			code, _ := e.replay(t, tt.event, id, tt.body(t))
+			require.Equal(t, http.StatusAccepted, code)
+
+			rec := e.onlyRecord(t)
+			assert.Equal(t, tt.key, rec.Key)
+			assert.Equal(t, tt.kind, rec.Spec.Kind)
+			assert.Equal(t, "claude-code", rec.Spec.Harness)
+			assert.Equal(t, filepath.Join("/srv/agents", "Codertocat", "Hello-World", string(tt.kind)+"-"+strconv.Itoa(tt.key.Number)), rec.Spec.Cwd)
+			assert.False(t, rec.Spec.Closed)
+			if tt.updated != "" {
+				want, err := time.Parse(time.RFC3339, tt.updated)
+				require.NoError(t, err)
+				assert.True(t, want.Equal(rec.Spec.StateChangedAt), "StateChangedAt %v, want %v", rec.Spec.StateChangedAt, want)
+			}
+			require.Len(t, rec.Pending, 1)
+			want := tt.want
+			want.Event, want.WorkItem, want.Sender, want.DeliveryID = tt.event, tt.key.String(), "Codertocat", id
+			assert.Equal(t, Render(want), rec.Pending[0].Prompt)
+		})
+	}
+}
+
+func TestClosedSetsStateWithoutPrompt(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+
+	code, _ = e.replay(t, "pull_request", "d-close", fixture(t, "pull_request.closed.1.json"))
+
+	assert.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	assert.True(t, rec.Spec.Closed)
+	assert.True(t, time.Date(2019, 5, 15, 15, 21, 18, 0, time.UTC).Equal(rec.Spec.StateChangedAt))
+	require.Len(t, rec.Pending, 1, "closing queues no prompt")
+	assert.Equal(t, "d-open", rec.Pending[0].ID)
+	assert.Equal(t, int32(2), e.triggers.Load())
+}
+
+func TestStaleCloseIgnored(t *testing.T) {
+	e := newEnv(t)
+	// reopened at 2021-10-11; a close stamped 2019 arrives late.
+	code, _ := e.replay(t, "issues", "d-reopen", fixture(t, "issues.reopened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	lateClose := derive(t, "issues.reopened.1.json", func(m map[string]any) {
+		m["action"] = "closed"
+		obj(t, m, "issue")["updated_at"] = "2019-05-15T15:20:18Z"
+	})
+
+	code, _ = e.replay(t, "issues", "d-close", lateClose)
+
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.False(t, e.onlyRecord(t).Spec.Closed)
+	evs := e.events(t)
+	require.Len(t, evs, 2)
+	assert.Equal(t, journal.DeliveryIgnored, evs[1].Name)
+	assert.Equal(t, reasonStaleState, evs[1].Attrs["reason"])
+	assert.Equal(t, int32(1), e.triggers.Load())
+}
+
+func TestRedeliveryIsDuplicate(t *testing.T) {
+	e := newEnv(t)
+	body := fixture(t, "issue_comment.created.1.json")
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+	require.Equal(t, http.StatusAccepted, code)
+
+	code, _ = e.replay(t, "issue_comment", "d-1", body)
+
+	assert.Equal(t, http.StatusOK, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	assert.Equal(t, "d-1", rec.Pending[0].ID)
+	evs := e.events(t)
+	require.Len(t, evs, 2)
+	assert.Equal(t, journal.DeliveryAccepted, evs[0].Name)
+	assert.Equal(t, journal.DeliveryDuplicate, evs[1].Name)
+	assert.Equal(t, issue1.String(), evs[1].WorkItem)
+	assert.Equal(t, int32(1), e.triggers.Load(), "a duplicate does not wake the reconciler")
+}
+
+func TestUnauthenticatedStoresNothing(t *testing.T) {
+	body := fixture(t, "issue_comment.created.1.json")
+	header := func(sig string) http.Header {
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("X-GitHub-Event", "issue_comment")
+		h.Set("X-GitHub-Delivery", "d-1")
+		if sig != "" {
+			h.Set("X-Hub-Signature-256", sig)
+		}
+		return h
+	}
+	tests := []struct {
+		name   string
+		sig    string
+		reason string
+	}{
+		{name: "missing_signature", sig: "", reason: reasonMissingSignature},
+		{name: "wrong_secret", sig: Sign([]byte("another secret"), body), reason: reasonBadSignature},
+		{name: "signature_over_other_bytes", sig: Sign(testSecret, append([]byte(" "), body...)), reason: reasonBadSignature},
+		{name: "not_hex", sig: "sha256=zz", reason: reasonBadSignature},
+		{name: "sha1_in_sha256_header", sig: "sha1=" + strings.TrimPrefix(Sign(testSecret, body), "sha256="), reason: reasonBadSignature},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+
+			code, _ := e.send(t, http.MethodPost, header(tt.sig), body)
+
+			assert.Equal(t, http.StatusUnauthorized, code)
+			assert.Empty(t, e.records(t))
+			assert.Empty(t, e.events(t), "an unsigned request writes no journal row")
+			assert.Equal(t, tt.reason, e.onlyRejection(t)["reason"])
+			assert.Zero(t, e.triggers.Load())
+		})
+	}
+}
+
+func TestEmptySecretRefusesEverything(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Secret = nil })
+	body := fixture(t, "issue_comment.created.1.json")
+
+	// Signed with the empty key, which anyone can compute.
+	resp, err := Replay(context.Background(), e.srv.Client(), e.srv.URL, nil, "issue_comment", "d-1", body)
+	require.NoError(t, err)
+	code, _ := readResponse(t, resp)
+
+	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Empty(t, e.records(t))
+	assert.Empty(t, e.events(t))
+	line := e.onlyRejection(t)
+	assert.Equal(t, "ERROR", line["level"])
+	assert.Equal(t, reasonNoSecret, line["reason"])
+}
+
+func TestRejectedSignedRequests(t *testing.T) {
+	signed := func(event, id, contentType string, body []byte) http.Header {
+		h := http.Header{}
+		h.Set("Content-Type", contentType)
+		h.Set("X-GitHub-Event", event)
+		h.Set("X-GitHub-Delivery", id)
+		h.Set("X-Hub-Signature-256", Sign(testSecret, body))
+		return h
+	}
+	comment := func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") }
+	tests := []struct {
+		name        string
+		event       string
+		id          string
+		contentType string
+		body        func(t *testing.T) []byte
+		code        int
+		reason      string
+	}{
+		{
+			name: "malformed_json", event: "issue_comment", id: "d-1", contentType: "application/json",
+			body: func(*testing.T) []byte { return []byte(`{"action": "created", "issue": {`) },
+			code: http.StatusBadRequest, reason: reasonMalformedPayload,
+		},
+		{
+			name: "wrong_json_type", event: "issues", id: "d-1", contentType: "application/json",
+			body: func(*testing.T) []byte { return []byte(`{"action": "opened", "issue": []}`) },
+			code: http.StatusBadRequest, reason: reasonMalformedPayload,
+		},
+		{
+			name: "no_repository", event: "issues", id: "d-1", contentType: "application/json",
+			body: func(*testing.T) []byte {
+				return []byte(`{"action": "opened", "issue": {"number": 1}, "sender": {"login": "Codertocat"}}`)
+			},
+			code: http.StatusBadRequest, reason: reasonMalformedPayload,
+		},
+		{
+			name: "missing_delivery_id", event: "issue_comment", id: "", contentType: "application/json",
+			body: comment, code: http.StatusBadRequest, reason: reasonBadDeliveryID,
+		},
+		{
+			name: "delivery_id_with_space", event: "issue_comment", id: "d 1", contentType: "application/json",
+			body: comment, code: http.StatusBadRequest, reason: reasonBadDeliveryID,
+		},
+		{
+			name: "missing_event", event: "", id: "d-1", contentType: "application/json",
+			body: comment, code: http.StatusBadRequest, reason: reasonMissingEvent,
+		},
+		{
+			name: "form_encoded", event: "issue_comment", id: "d-1", contentType: "application/x-www-form-urlencoded",
+			body: func(t *testing.T) []byte { return append([]byte("payload="), comment(t)...) },
+			code: http.StatusUnsupportedMediaType, reason: reasonUnsupportedContent,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			body := tt.body(t)
+
+			code, answer := e.send(t, http.MethodPost, signed(tt.event, tt.id, tt.contentType, body), body)
+
+			assert.Equal(t, tt.code, code, answer)
+			assert.Empty(t, e.records(t))
+			ev := e.onlyEvent(t)
+			assert.Equal(t, journal.DeliveryRejected, ev.Name)
+			assert.Equal(t, tt.reason, ev.Attrs["reason"])
+			assert.Zero(t, e.triggers.Load())
+		})
+	}
+}
+
+func TestIgnored(t *testing.T) {
+	tests := []struct {
+		name   string
+		config func(*schema.GHWebhook)
+		event  string
+		body   func(t *testing.T) []byte
+		code   int
+		reason string
+	}{
+		{
+			name: "ping", event: "ping",
+			body: func(t *testing.T) []byte { return fixture(t, "ping.none.1.json") },
+			code: http.StatusOK, reason: reasonPing,
+		},
+		{
+			name: "event_not_handled", event: "star",
+			body: func(t *testing.T) []byte {
+				return derive(t, "issues.opened.1.json", func(m map[string]any) {
+					m["action"] = "created"
+					delete(m, "issue")
+					m["starred_at"] = "2019-05-15T15:20:40Z"
+				})
+			},
+			code: http.StatusAccepted, reason: reasonEventNotHandled,
+		},
+		{
+			name: "action_not_handled", event: "issue_comment",
+			body: func(t *testing.T) []byte { return fixture(t, "issue_comment.edited.1.json") },
+			code: http.StatusAccepted, reason: reasonActionNotHandled,
+		},
+		{
+			name:   "unauthorized_sender",
+			config: func(c *schema.GHWebhook) { c.AuthorizedUsers = []string{"octocat"} },
+			event:  "issue_comment",
+			body:   func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") },
+			code:   http.StatusAccepted, reason: reasonUnauthorizedSender,
+		},
+		{
+			name:   "empty_authorized_users_authorize_nobody",
+			config: func(c *schema.GHWebhook) { c.AuthorizedUsers = nil },
+			event:  "issue_comment",
+			body:   func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") },
+			code:   http.StatusAccepted, reason: reasonUnauthorizedSender,
+		},
+		{
+			name: "no_route",
+			config: func(c *schema.GHWebhook) {
+				c.Routing.Repos = map[string]schema.Route{"octo-org/api": {Harness: "claude-code", Workdir: "/srv/agents/api"}}
+			},
+			event:  "issue_comment",
+			body:   func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") },
+			code:   http.StatusAccepted,
+			reason: reasonNoRoute,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tt.config != nil {
+				cfg := defaultConfig()
+				tt.config(&cfg)
+				e.cfg.Store(&cfg)
+			}
+
+			code, _ := e.replay(t, tt.event, "d-1", tt.body(t))
+
+			assert.Equal(t, tt.code, code)
+			assert.Empty(t, e.records(t))
+			ev := e.onlyEvent(t)
+			assert.Equal(t, journal.DeliveryIgnored, ev.Name)
+			assert.Equal(t, tt.reason, ev.Attrs["reason"])
+			assert.Equal(t, "d-1", ev.Attrs["delivery_id"])
+			assert.Zero(t, e.triggers.Load())
+		})
+	}
+}
+
+func TestConfigReloadTakesEffect(t *testing.T) {
+	e := newEnv(t)
+	cfg := defaultConfig()
+	cfg.AuthorizedUsers = nil
+	e.cfg.Store(&cfg)
+	body := fixture(t, "issue_comment.created.1.json")
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Empty(t, e.records(t))
+
+	cfg2 := defaultConfig()
+	e.cfg.Store(&cfg2)
+	code, _ = e.replay(t, "issue_comment", "d-2", body)
+
+	assert.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	assert.Equal(t, "d-2", rec.Pending[0].ID)
+}
+
+func TestPayloadTextSanitized(t *testing.T) {
+	e := newEnv(t)
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = "fix\x1b[201~ this\r\nnow\x07\u0085 🎉 中文\tok"
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	prompt := rec.Pending[0].Prompt
+	assert.Contains(t, prompt, "body:\nfix[201~ this\nnow 🎉 中文\tok\n")
+	assert.NotContains(t, prompt, "\x1b")
+	assert.NotContains(t, prompt, "\r")
+}
+
+func TestLongCommentArrivesWhole(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("ab€🎉", 65536/4)
+	require.Equal(t, 65536, utf8.RuneCountInString(long))
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = long
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	assert.Contains(t, rec.Pending[0].Prompt, "body:\n"+long+"\ngithub-data d-1>>>\n")
+}
+
+func TestOversizeBody(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxBody = 1024 })
+	body := fixture(t, "issue_comment.created.1.json")
+	require.Greater(t, len(body), 1024)
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Empty(t, e.records(t))
+	assert.Empty(t, e.events(t))
+	assert.Equal(t, reasonBodyTooLarge, e.onlyRejection(t)["reason"])
+}
+
+func TestOnlyPost(t *testing.T) {
+	e := newEnv(t)
+
+	code, _ := e.send(t, http.MethodGet, http.Header{}, nil)
+
+	assert.Equal(t, http.StatusMethodNotAllowed, code)
+	assert.Empty(t, e.events(t))
+}
+
+// failingStore is an Ingester whose every write fails.
+type failingStore struct{}
+
+func (failingStore) Ingest(context.Context, desired.Ingest) (desired.IngestResult, error) {
+	return desired.IngestResult{}, errors.New("disk full")
+}
+
+func TestServerErrorsAre500(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   envOption
+		reason string
+		err    string // "" checks only that err is set
+	}{
+		{
+			name:   "store_failed",
+			opts:   func(o *Options) { o.Store = failingStore{} },
+			reason: reasonStoreFailed,
+			err:    "disk full",
+		},
+		{
+			name: "workdir_failed",
+			opts: func(o *Options) {
+				o.Config = func() schema.GHWebhook {
+					cfg := defaultConfig()
+					cfg.Routing.Repos = map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "relative/{{.Repo}}"}}
+					return cfg
+				}
+			},
+			reason: reasonWorkdirFailed, // schema's own message in err
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.opts)
+
+			code, _ := e.replay(t, "issue_comment", "d-1", fixture(t, "issue_comment.created.1.json"))
+
+			assert.Equal(t, http.StatusInternalServerError, code)
+			assert.Empty(t, e.records(t))
+			ev := e.onlyEvent(t)
+			assert.Equal(t, journal.DeliveryRejected, ev.Name)
+			assert.Equal(t, tt.reason, ev.Attrs["reason"])
+			if tt.err != "" {
+				assert.Equal(t, tt.err, ev.Attrs["err"])
+			} else {
+				assert.NotEmpty(t, ev.Attrs["err"])
+			}
+			assert.Equal(t, issue1.String(), ev.WorkItem)
+			assert.Zero(t, e.triggers.Load())
+		})
+	}
+}
+
+func TestSign(t *testing.T) {
+	// The example from GitHub's webhook docs, "Validating webhook deliveries".
+	got := Sign([]byte("It's a Secret to Everybody"), []byte("Hello, World!"))
+
+	assert.Equal(t, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", got)
+}
