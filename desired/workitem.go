@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ type Key struct {
 }
 
 // String returns the key as owner/repo#number.
-func (k Key) String() string { return fmt.Sprintf("%s/%s#%d", k.Owner, k.Repo, k.Number) }
+func (k Key) String() string { return k.Owner + "/" + k.Repo + "#" + strconv.Itoa(k.Number) }
 
 // ParseKey parses owner/repo#number. It returns an error wrapping ErrBadKey when
 // the text has another shape or the number is not a positive integer.
@@ -40,8 +39,6 @@ func ParseKey(s string) (Key, error) {
 	return Key{Owner: s[:slash], Repo: s[slash+1 : hash], Number: n}, nil
 }
 
-var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
-
 // SessionName returns the tmux session name for k: "loop-" and a slug of the
 // key over [a-z0-9-]. The mapping is injective: whenever the slug had to change
 // a character (case, '/', '#', '.', '_' or anything else outside [a-z0-9-]) or
@@ -52,7 +49,7 @@ func SessionName(k Key) string {
 	// The plain form joins parts with single '-'; it is only unambiguous when
 	// no part contains '-' itself or anything that needs replacing.
 	plain := k.Owner + "-" + k.Repo + "-" + strconv.Itoa(k.Number)
-	slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(plain), "-"), "-")
+	slug := slugify(plain)
 	if slug == plain && !strings.Contains(k.Owner, "-") && !strings.Contains(k.Repo, "-") {
 		return "loop-" + slug
 	}
@@ -61,6 +58,30 @@ func SessionName(k Key) string {
 	// all-digit hash 14435996 and take acme/22#14435996's plain name.
 	sum := sha256.Sum256([]byte(k.String()))
 	return "loop-" + slug + "--" + hex.EncodeToString(sum[:4])
+}
+
+// slugify lowercases s, turns every run of characters outside [a-z0-9]
+// into one '-', and trims '-' at both ends. It runs once per item per pass,
+// so it avoids regexp.
+func slugify(s string) string {
+	b := make([]byte, 0, len(s))
+	dash := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') {
+			if dash && len(b) > 0 {
+				b = append(b, '-')
+			}
+			b = append(b, c)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return string(b)
 }
 
 // Kind says whether a work item is an issue or a pull request.

@@ -35,11 +35,19 @@ func NudgePrompt(k desired.Key) string {
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
-	sorted := slices.Clone(items)
-	slices.SortFunc(sorted, func(a, b desired.Record) int { return compareKeys(a.Key, b.Key) })
+	// Sort pointers, not the large records; the store already returns key
+	// order, so this is usually a check.
+	sorted := make([]*desired.Record, len(items))
+	for i := range items {
+		sorted[i] = &items[i]
+	}
+	byKey := func(a, b *desired.Record) int { return compareKeys(a.Key, b.Key) }
+	if !slices.IsSortedFunc(sorted, byKey) {
+		slices.SortFunc(sorted, byKey)
+	}
 	var out []actions.Action
 	for _, r := range sorted {
-		out = append(out, planItem(r, obs, p, now)...)
+		out = append(out, planItem(*r, obs, p, now)...)
 	}
 	return out
 }

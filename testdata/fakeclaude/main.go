@@ -39,6 +39,8 @@
 //	FAKECLAUDE_CRASH_AFTER        Go duration after which the TUI exits 1
 //	FAKECLAUDE_IGNORE_SIGHUP=1    ignore SIGHUP (and keep running when the terminal goes away)
 //	FAKECLAUDE_ARGV_LOG           file to which each start appends its argv as a JSON array line
+//	FAKECLAUDE_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
+//	FAKECLAUDE_RESUME_FAIL=1      every resume of a UUID fails like a missing conversation, even when the transcript exists
 package main
 
 import (
@@ -67,6 +69,9 @@ const (
 	notLoggedIn = "Not logged in · Please run /login"
 )
 
+// lastWords is how long the TUI stays after its last output.
+const lastWords = 50 * time.Millisecond
+
 // uuidPattern is the shape claude accepts for --session-id and treats as
 // an id (not a search term) for --resume; case is kept.
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -79,6 +84,8 @@ type knobs struct {
 	trustPrompt     bool
 	ignoreSIGHUP    bool
 	argvLog         string
+	startLog        string
+	resumeFail      bool // every resume fails as if the conversation were missing
 }
 
 func readKnobs() (knobs, error) {
@@ -87,6 +94,8 @@ func readKnobs() (knobs, error) {
 		trustPrompt:     os.Getenv("FAKECLAUDE_TRUST_PROMPT") == "1",
 		ignoreSIGHUP:    os.Getenv("FAKECLAUDE_IGNORE_SIGHUP") == "1",
 		argvLog:         os.Getenv("FAKECLAUDE_ARGV_LOG"),
+		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
+		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
@@ -112,7 +121,14 @@ func run() int {
 		return 2
 	}
 	if k.argvLog != "" {
-		if err := logArgv(k.argvLog, os.Args); err != nil {
+		if err := appendJSONLine(k.argvLog, os.Args); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+			return 2
+		}
+	}
+	if k.startLog != "" {
+		start := startRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), Argv: os.Args}
+		if err := appendJSONLine(k.startLog, start); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 			return 2
 		}
@@ -153,9 +169,16 @@ func run() int {
 	return runTUI(inv, k, st)
 }
 
-// logArgv appends argv as one JSON array line to file.
-func logArgv(file string, argv []string) error {
-	line, err := json.Marshal(argv)
+// startRecord is one line of FAKECLAUDE_START_LOG.
+type startRecord struct {
+	Time string   `json:"time"`
+	PID  int      `json:"pid"`
+	Argv []string `json:"argv"`
+}
+
+// appendJSONLine appends v as one JSON line to file.
+func appendJSONLine(file string, v any) error {
+	line, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -324,7 +347,7 @@ func printMode(inv invocation, k knobs, st store) int {
 	case inv.resume && !uuidPattern.MatchString(inv.resumeValue):
 		fmt.Fprintln(os.Stderr, "Error: --resume requires a valid session ID or session title when used with --print. Usage: claude -p --resume <session-id|title>")
 		return 1
-	case inv.resume && !st.conversation(inv.resumeValue):
+	case inv.resume && (k.resumeFail || !st.conversation(inv.resumeValue)):
 		time.Sleep(k.resumeFailDelay)
 		fmt.Fprintf(os.Stderr, "No conversation found with session ID: %s\n", inv.resumeValue)
 		return 1
@@ -446,6 +469,10 @@ func runTUI(inv invocation, k knobs, st store) int {
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)
 	}
+	// tmux 3.3a can drop what a pane printed just before its process
+	// exited (about 1 run in 20 here); the real CLI's slower teardown
+	// hides that, so the fake lingers a moment too.
+	time.Sleep(lastWords)
 	return end.code
 }
 
@@ -513,7 +540,7 @@ func (u *tui) start() (exitCode, bool) {
 	case u.inv.resume && !uuidPattern.MatchString(u.inv.resumeValue):
 		u.state, u.sess = showPicker, nil
 		return exitCode{}, false
-	case u.inv.resume && !u.store.conversation(u.inv.resumeValue):
+	case u.inv.resume && (u.knobs.resumeFail || !u.store.conversation(u.inv.resumeValue)):
 		u.failLater(fmt.Sprintf("No conversation found with session ID: %s\n", u.inv.resumeValue))
 		return exitCode{}, false
 	case u.inv.resume:

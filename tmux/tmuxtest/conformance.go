@@ -1,6 +1,8 @@
 package tmuxtest
 
 import (
+	"fmt"
+	"os/exec"
 	"context"
 	"errors"
 	"regexp"
@@ -103,7 +105,9 @@ func (s suite) exited(t *testing.T, c tmux.Client, session string, status int) t
 		pane = p
 		require.True(ct, p.Dead && p.StatusKnown, "pane %+v", p)
 	}, waitFor, tick) {
-		t.Fatalf("pane of %s did not die with a status: %+v (last err %v, panes %+v)", session, pane, last, all)
+		kerr := c.KillSession(t.Context(), "loop-diag-none")
+		out, _ := exec.Command("sh", "-c", fmt.Sprintf("ps -eo pid,ppid,pgid,stat,wchan:20,args | grep -v grep | grep -E '^ *(%d|[0-9]+ +%d) '", pane.PID, pane.PID)).CombinedOutput()
+		t.Fatalf("pane of %s did not die with a status: %+v (last err %v, panes %+v) kill err: %v\nps:\n%s", session, pane, last, all, kerr, out)
 	}
 	return pane
 }

@@ -1,0 +1,46 @@
+package reconciler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/tmux"
+)
+
+// BenchmarkPlan plans 10,000 items in a realistic mix: most running with
+// nothing to do, some with an event to paste, some crashed, some probing.
+func BenchmarkPlan(b *testing.B) {
+	const n = 10000
+	items := make([]desired.Record, 0, n)
+	obs := Observation{Snapshot: observed.Snapshot{Panes: make(map[string]tmux.Pane, n)},
+		Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	for i := 0; i < n; i++ {
+		k := desired.Key{Owner: "octo-org", Repo: fmt.Sprintf("repo%d", i%50), Number: i}
+		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, PaneID: fmt.Sprintf("%%%d", i),
+			SpawnMode: desired.SpawnFresh, SpawnedAt: t0.Add(-time.Hour)}
+		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: st.PaneID, StatusKnown: true}
+		r := desired.Record{Key: k, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w", Generation: 2}, Status: st}
+		switch i % 10 {
+		case 0:
+			r.Pending = []desired.Delivery{ev1}
+		case 1:
+			pane.Dead, pane.DeadStatus = true, 1
+			obs.Transcripts[k] = transcript
+		case 2:
+			r.Status.Phase, r.Status.SpawnMode, r.Status.ProbeDeadline = desired.PhaseSpawning, desired.SpawnResume, t0.Add(time.Second)
+		}
+		obs.Snapshot.Panes[pane.Session] = pane
+		items = append(items, r)
+	}
+	p := testPolicy()
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Plan(items, obs, p, t0)) == 0 {
+			b.Fatal("empty plan")
+		}
+	}
+}
