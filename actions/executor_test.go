@@ -1,0 +1,273 @@
+package actions_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+// rig is an executor wired to a stateful tmux fake, a real SQLite store and
+// the real claude-code adapter.
+type rig struct {
+	exec  *actions.Executor
+	tmux  *tmux.Fake
+	store *desired.SQLite
+	key   desired.Key
+	cwd   string
+	now   time.Time
+	ids   []string
+	log   *bytes.Buffer
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
+	require.NoError(t, err)
+	r := &rig{tmux: tmux.NewFake(), store: store, key: desired.Key{Owner: "octo-org", Repo: "api", Number: 7},
+		cwd: filepath.Join(dir, "work", "7"), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), log: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(r.log, nil))
+	n := 0
+	r.exec = &actions.Executor{
+		Tmux: r.tmux, Store: store, Harnesses: map[string]harness.Adapter{"claude-code": ad},
+		Journal: journal.NewRecorder(log, store, func() time.Time { return r.now }), Log: log,
+		Now: func() time.Time { return r.now },
+		NewID: func() string {
+			n++
+			id := fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
+			r.ids = append(r.ids, id)
+			return id
+		},
+		Socket: "loopd-test", RetryDelay: func(n int) time.Duration { return time.Duration(n) * time.Second },
+	}
+	return r
+}
+
+// ingest queues one delivery for the rig's item and returns the record.
+func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
+	t.Helper()
+	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
+		Harness: "claude-code", Cwd: r.cwd, Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: prompt}})
+	require.NoError(t, err)
+	return r.get(t)
+}
+
+func (r *rig) get(t *testing.T) desired.Record {
+	t.Helper()
+	rec, err := r.store.Get(context.Background(), r.key)
+	require.NoError(t, err)
+	return rec
+}
+
+func (r *rig) events(t *testing.T) []string {
+	t.Helper()
+	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.Name))
+	}
+	return out
+}
+
+func (r *rig) spawn(rec desired.Record, d desired.Delivery) actions.Spawn {
+	return actions.Spawn{Key: r.key, Session: desired.SessionName(r.key), Harness: "claude-code", Cwd: r.cwd,
+		DeliveryID: d.ID, Prompt: d.Prompt, Probe: 5 * time.Second, Reason: actions.ReasonNewEvent}
+}
+
+func screen(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "harness", "testdata", "claude-2.1.197", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	plan := []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}}
+
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
+	require.Equal(t, actions.Result{Applied: 1}, res)
+
+	sess := desired.SessionName(r.key)
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello"}, r.tmux.Argv(sess))
+	assert.Equal(t, r.key.String(), r.tmux.Env(sess)["LOOPD_WORK_ITEM"])
+	assert.DirExists(t, r.cwd)
+	st := r.get(t).Status
+	assert.Equal(t, desired.PhaseSpawning, st.Phase)
+	assert.Equal(t, r.ids[0], st.HarnessSessionID)
+	assert.Equal(t, desired.SpawnFresh, st.SpawnMode)
+	assert.Equal(t, "d-1", st.SpawnDeliveryID)
+	assert.Equal(t, r.now.Add(5*time.Second), st.ProbeDeadline)
+	assert.NotEmpty(t, st.PaneID)
+	assert.Len(t, r.get(t).Pending, 1, "the boot delivery stays pending until the spawn is confirmed")
+}
+
+func TestRefusedResumeFallsBackToFresh(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: old}
+	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
+	s := r.spawn(rec, rec.Pending[0])
+	s.Respawn = true
+
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old, TranscriptSize: 10}})
+	require.Equal(t, 1, res.Applied)
+
+	argv := r.tmux.Argv(desired.SessionName(r.key))
+	require.Len(t, argv, 5)
+	assert.Equal(t, []string{"--session-id", r.ids[0]}, argv[1:3], "the fallback is fresh under a new id")
+	assert.Contains(t, r.events(t), string(journal.SessionResumeFailed))
+	assert.Contains(t, r.log.String(), "reason=spawn_failed")
+	assert.Contains(t, r.log.String(), "attempted_session_id="+old)
+}
+
+func TestRefusedFreshSpawnBacksOffAndKeepsDelivery(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	r.tmux.FailNext("NewSession", tmux.ErrCommandTooLong)
+
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+
+	got := r.get(t)
+	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
+	assert.Equal(t, 1, got.Status.Failures)
+	assert.Equal(t, r.now.Add(time.Second), got.Status.NextAttempt)
+	assert.Len(t, got.Pending, 1)
+	assert.Contains(t, r.events(t), string(journal.DispatchFailed))
+	assert.Empty(t, r.tmux.Sessions())
+}
+
+func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}
+	s := r.spawn(rec, rec.Pending[0])
+	s.Respawn = true
+	plan := []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}}
+
+	for range 2 {
+		res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
+		assert.Equal(t, actions.Result{Failed: 1}, res, "waits for the operator, no fast retry")
+		rec = r.get(t)
+	}
+	assert.NoDirExists(t, r.cwd)
+	assert.Empty(t, r.tmux.Sessions())
+	assert.Equal(t, []string{string(journal.WorkspaceMissing)}, r.events(t), "logged once")
+	assert.Len(t, rec.Pending, 1)
+}
+
+func TestDeliverPromptOnlyWhenReady(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess := desired.SessionName(r.key)
+	pane, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
+	require.NoError(t, err)
+	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one\nline two")
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt}}
+
+	r.tmux.SetScreen(sess, screen(t, "busy.txt"))
+	res := r.exec.Execute(ctx, []desired.Record{rec}, deliver)
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+	assert.Empty(t, r.tmux.Pasted(sess), "nothing is pasted into a busy harness")
+
+	r.tmux.SetScreen(sess, screen(t, "blocked-trust.txt"))
+	for range 2 {
+		r.exec.Execute(ctx, []desired.Record{rec}, deliver)
+		rec = r.get(t)
+	}
+	assert.Empty(t, r.tmux.Pasted(sess))
+	assert.Equal(t, 1, strings.Count(strings.Join(r.events(t), " "), string(journal.DispatchBlocked)), "a blocked dialog is reported once")
+	assert.Empty(t, r.tmux.Keys(sess), "a bare Enter is never sent blind")
+
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+	res = r.exec.Execute(ctx, []desired.Record{rec}, deliver)
+	assert.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{"[loopd] issue_comment.created\nline one\nline two"}, r.tmux.Pasted(sess))
+	assert.Equal(t, []string{"Enter"}, r.tmux.Keys(sess))
+	got := r.get(t)
+	assert.Empty(t, got.Pending)
+	assert.True(t, got.Status.Delivered("d-2"))
+	assert.Contains(t, r.events(t), string(journal.DispatchDelivered))
+}
+
+func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, HarnessSessionID: old, SpawnMode: desired.SpawnResume, SpawnDeliveryID: "d-1", PaneID: "%3"}
+	sess := desired.SessionName(r.key)
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
+		actions.MarkRunning{Key: r.key, Session: sess, PaneID: "%3", SessionID: old, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed},
+		actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 3, NextAttempt: r.now.Add(4 * time.Second), Retire: true, Reason: actions.ReasonCrash},
+	})
+	require.Equal(t, actions.Result{Applied: 2}, res)
+	got := r.get(t)
+	assert.Empty(t, got.Pending)
+	assert.Equal(t, []string{"d-1"}, got.Status.RecentDeliveries)
+	assert.Equal(t, old, got.Status.ConfirmedSessionID)
+	assert.Equal(t, []string{old}, got.Status.RetiredSessionIDs)
+	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
+	require.NotNil(t, got.Status.LastExitStatus)
+	assert.Equal(t, 1, *got.Status.LastExitStatus)
+	assert.Equal(t, []string{"session.respawned", "dispatch.delivered", "session.exited", "session.crash_loop"}, r.events(t))
+	assert.Contains(t, r.log.String(), `attach="tmux -L loopd-test attach -t =`+sess+`"`)
+}
+
+func TestStopSessionKillsAndMarksStopped(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess := desired.SessionName(r.key)
+	_, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
+	require.NoError(t, err)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.StopSession{Key: r.key, Session: sess, Reason: actions.ReasonClosed}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Empty(t, r.tmux.Sessions())
+	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
+	assert.Contains(t, r.events(t), string(journal.SessionStopped))
+}
+
+func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	r.tmux.FailNext("KillSession", errors.New("tmux: lost server"))
+	s := r.spawn(rec, rec.Pending[0])
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
+		actions.FreshSpawn{Spawn: s, CreateWorkdir: true},
+		actions.DeliverPrompt{Key: r.key, Session: s.Session, DeliveryID: "d-1", Prompt: "x"},
+	})
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+	assert.Empty(t, r.tmux.Sessions())
+	assert.Empty(t, r.tmux.Pasted(s.Session))
+}

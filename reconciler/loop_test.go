@@ -1,0 +1,168 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+// passRig runs whole passes against a stateful tmux fake, a real SQLite
+// store and the real claude-code adapter, with a hand-moved clock.
+type passRig struct {
+	rc    *Reconciler
+	tmux  *tmux.Fake
+	store *desired.SQLite
+	ad    harness.Adapter
+	now   time.Time
+	ids   int
+	key   desired.Key
+	cwd   string
+}
+
+func newPassRig(t *testing.T) *passRig {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
+	require.NoError(t, err)
+	r := &passRig{tmux: tmux.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
+	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	clock := func() time.Time { return r.now }
+	rec := journal.NewRecorder(log, store, clock)
+	hs := map[string]harness.Adapter{"claude-code": ad}
+	p := testPolicy()
+	r.rc = &Reconciler{
+		Store: store, Tmux: r.tmux, Harnesses: hs, Journal: rec, Log: log, Now: clock,
+		Policy: func() Policy { return p }, Interval: time.Minute,
+		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000},
+		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock,
+			NewID: func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
+			RetryDelay: p.RetryDelay},
+	}
+	return r
+}
+
+func (r *passRig) pass(t *testing.T, dryRun bool) PassResult {
+	t.Helper()
+	res, err := r.rc.Pass(context.Background(), dryRun)
+	require.NoError(t, err)
+	return res
+}
+
+func (r *passRig) record(t *testing.T) desired.Record {
+	t.Helper()
+	rec, err := r.store.Get(context.Background(), r.key)
+	require.NoError(t, err)
+	return rec
+}
+
+// turn appends one user turn to the transcript of id, as the harness does
+// when a prompt is submitted.
+func (r *passRig) turn(t *testing.T, id, text string) {
+	t.Helper()
+	tr, err := r.ad.Transcript(r.cwd, id)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(tr.Path), 0o755))
+	f, err := os.OpenFile(tr.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = fmt.Fprintf(f, `{"type":"user","timestamp":%q,"sessionId":%q,"message":{"role":"user","content":%q}}`+"\n", r.now.Format(time.RFC3339), id, text)
+	require.NoError(t, err)
+}
+
+func names(plan []actions.Action) []string {
+	var out []string
+	for _, a := range plan {
+		out = append(out, a.Name())
+	}
+	return out
+}
+
+// TestPassesCarryAnItemThroughCrashAndVerifiedResume walks one item through
+// fresh spawn, probe, crash, resume and its confirmation, pass by pass, and
+// checks the end state after each.
+func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	sess := desired.SessionName(r.key)
+	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+	require.NoError(t, err)
+
+	res := r.pass(t, false)
+	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
+	id := r.record(t).Status.HarnessSessionID
+	assert.Equal(t, []string{"claude", "--session-id", id, "--", "[loopd] issues.opened\nfix it"}, r.tmux.Argv(sess))
+	opts, ok := r.tmux.Options()
+	require.True(t, ok, "the server is started with its options before the first spawn")
+	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000}, opts)
+
+	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.now = r.now.Add(6 * time.Second)
+	res = r.pass(t, false)
+	require.Equal(t, []string{"mark_running"}, names(res.Plan))
+	rec := r.record(t)
+	assert.Equal(t, desired.PhaseRunning, rec.Status.Phase)
+	assert.Empty(t, rec.Pending)
+
+	r.now = r.now.Add(time.Hour)
+	r.tmux.Exit(sess, 1)
+	res = r.pass(t, false)
+	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
+	assert.Equal(t, []string{"claude", "--resume", id, "--", NudgePrompt(r.key)}, r.tmux.Argv(sess))
+	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
+
+	r.now = r.now.Add(6 * time.Second)
+	res = r.pass(t, false)
+	require.Equal(t, []string{"wait"}, names(res.Plan))
+	assert.Equal(t, actions.ReasonAwaitingConfirm, res.Plan[0].(actions.Wait).Reason, "alive is not proof")
+
+	r.turn(t, id, NudgePrompt(r.key))
+	res = r.pass(t, false)
+	require.Equal(t, []string{"mark_running"}, names(res.Plan))
+	rec = r.record(t)
+	assert.Equal(t, desired.PhaseRunning, rec.Status.Phase)
+	assert.Equal(t, id, rec.Status.HarnessSessionID, "a resume keeps the conversation id")
+	assert.Equal(t, id, rec.Status.ConfirmedSessionID)
+	assert.Equal(t, []string{"d-1"}, rec.Status.RecentDeliveries)
+}
+
+// TestDryRunChangesNothing plans against live state and checks that neither
+// tmux nor the store moved.
+func TestDryRunChangesNothing(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Prompt: "[loopd] x\ny"}})
+	require.NoError(t, err)
+	before, err := r.store.Records(ctx)
+	require.NoError(t, err)
+
+	res := r.pass(t, true)
+	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	assert.True(t, res.Changed())
+	after, err := r.store.Records(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	assert.Empty(t, r.tmux.Sessions())
+	assert.NoDirExists(t, r.cwd)
+}
