@@ -637,6 +637,34 @@ func countContaining(turns []string, sub string) int {
 	return n
 }
 
+// passes returns loopd_reconcile_passes_total from the daemon's /metrics.
+func (e *env) passes(t *testing.T) int {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: waitShort}).Get("http://" + e.listen + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "loopd_reconcile_passes_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return int(n)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return 0
+}
+
+// settle waits until the daemon has finished two more reconcile passes: at
+// least one of them started after the call, so whatever the state at the
+// call leads to has been planned and carried out.
+func (e *env) settle(t *testing.T) {
+	t.Helper()
+	n := e.passes(t)
+	e.waitFor(t, func() bool { return e.passes(t) >= n+2 }, waitShort, "the daemon ran no reconcile pass")
+}
+
 // tmux runs a tmux command on the env's server and returns its stdout.
 func (e *env) tmux(t *testing.T, args ...string) (string, error) {
 	t.Helper()

@@ -326,6 +326,42 @@ func TestTUI(t *testing.T) {
 		assert.Equal(t, string(line)+"\n", string(got))
 	})
 
+	t.Run("resume_fail_knob_fails_an_existing_conversation", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "first"))
+		f.waitTurns(t, dir, id, "first")
+		f.must(t, "kill-session", "-t", "="+name)
+		f.spawnIn(t, name, dir, map[string]string{"FAKECLAUDE_RESUME_FAIL": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "50ms"}, f.adapter.ResumeArgv(id, "second"))
+		assert.Equal(t, "1", f.waitDead(t, name))
+		assert.Contains(t, f.history(name), "No conversation found with session ID: "+id)
+		prompts, _ := turns(t, f.adapter, dir, id)
+		assert.Equal(t, []string{"first"}, prompts, "a failed resume writes nothing")
+	})
+
+	t.Run("start_log", func(t *testing.T) {
+		t.Parallel()
+		log := filepath.Join(t.TempDir(), "starts.jsonl")
+		argv := f.adapter.FreshArgv(uuid.NewString(), "one two")
+		before := time.Now()
+		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_START_LOG": log}, argv)
+		f.waitReady(t, name)
+		pid, err := strconv.Atoi(strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
+		require.NoError(t, err)
+		got, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, 1, strings.Count(string(got), "\n"), "one line per start")
+		var start struct {
+			Time time.Time `json:"time"`
+			PID  int       `json:"pid"`
+			Argv []string  `json:"argv"`
+		}
+		require.NoError(t, json.Unmarshal(got, &start))
+		assert.Equal(t, argv, start.Argv)
+		assert.Equal(t, pid, start.PID, "the pane runs the fake itself")
+		assert.False(t, start.Time.Before(before.Truncate(time.Second)), "start time %s is before the spawn at %s", start.Time, before)
+	})
+
 	exits := []struct {
 		name    string
 		env     map[string]string

@@ -80,7 +80,8 @@ func socketPath(name string) string {
 // the exit free of races with its children.
 const programScript = `stty raw -echo
 env > "$0/env.tmp" && mv "$0/env.tmp" "$0/env"
-cat < /dev/tty > "$0/in" &
+: > "$0/in"
+cat < /dev/tty >> "$0/in" &
 printf 'ready %s\n' "$1"
 read status < "$0/exit"
 kill $!
@@ -114,7 +115,12 @@ func ExecDriver() Driver {
 		return string(b)
 	}
 	return Driver{
-		NewClient: func(t *testing.T) tmux.Client { return NewExec(t) },
+		NewClient: func(t *testing.T) tmux.Client {
+			// The directories first: cleanups run last-in first-out, so
+			// the server and its programs are gone before the removal.
+			dir(t, "")
+			return NewExec(t)
+		},
 		Program: func(t *testing.T, session string) []string {
 			d := dir(t, session)
 			require.NoError(t, os.MkdirAll(d, 0o755))
