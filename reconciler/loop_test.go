@@ -54,7 +54,7 @@ func newPassRig(t *testing.T) *passRig {
 		Policy: func() Policy { return p }, Interval: time.Minute,
 		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000},
 		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock,
-			NewID: func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
+			NewID:      func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
 			RetryDelay: p.RetryDelay},
 	}
 	return r
