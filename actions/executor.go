@@ -56,9 +56,9 @@ type Executor struct {
 // Result sums up one Execute call.
 type Result struct {
 	Applied int // actions that changed tmux or the store
-	Failed  int // actions that returned an error
-	// Retry is true when some action could not complete now (not ready,
-	// tmux error) and the item should be looked at again soon.
+	Failed  int // actions that returned an error (a busy harness is not one)
+	// Retry is true when some action could not complete now (harness not
+	// ready, tmux error) and the item should be looked at again soon.
 	Retry bool
 }
 
@@ -82,15 +82,18 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 		err := e.apply(ctx, r, a)
 		if err != nil {
 			failed[k] = true
-			res.Failed++
-			// A missing workspace or harness waits for the operator; the
-			// interval will look again. Anything else is retried soon.
-			if !errors.Is(err, ErrWorkspaceMissing) && !errors.Is(err, ErrUnknownHarness) {
+			switch {
+			case errors.Is(err, ErrNotReady):
+				// Not a failure: the harness is busy or starting.
+				res.Retry = true
+				continue
+			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness):
+				// Waits for the operator; the interval looks again.
+			default:
 				res.Retry = true
 			}
-			if !errors.Is(err, ErrNotReady) {
-				e.Log.Warn("action.failed", "work_item", k.String(), "action", a.Name(), "err", err)
-			}
+			res.Failed++
+			e.Log.Warn("action.failed", "work_item", k.String(), "action", a.Name(), "err", err)
 			continue
 		}
 		res.Applied++

@@ -66,24 +66,38 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
 	lockCtx, cancel := context.WithTimeout(ctx, o.lockWait)
 	defer cancel()
-	res, err := rc.Pass(lockCtx, o.dryRun)
-	if err != nil {
-		if errors.Is(err, desired.ErrLocked) {
-			return fmt.Errorf("%w (waited %s)", err, o.lockWait)
+	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
+	// same run reads the pane again, a bounded number of times.
+	var all reconciler.PassResult
+	for pass := 0; pass < maxOncePasses; pass++ {
+		res, err := rc.Pass(lockCtx, o.dryRun)
+		if err != nil {
+			if errors.Is(err, desired.ErrLocked) {
+				return fmt.Errorf("%w (waited %s)", err, o.lockWait)
+			}
+			return err
 		}
+		all.Plan = append(all.Plan, res.Plan...)
+		all.Result.Applied += res.Result.Applied
+		all.Result.Failed += res.Result.Failed
+		if o.dryRun || !res.Requeue || res.RequeueAfter > 0 {
+			break
+		}
+	}
+	if err := printPlan(out, o.output, all); err != nil {
 		return err
 	}
-	if err := printPlan(out, o.output, res); err != nil {
-		return err
+	if all.Result.Failed > 0 {
+		return exitError{code: 1, err: fmt.Errorf("%d action(s) failed; see the log", all.Result.Failed)}
 	}
-	if res.Result.Failed > 0 {
-		return exitError{code: 1, err: fmt.Errorf("%d action(s) failed; see the log", res.Result.Failed)}
-	}
-	if o.detailedExit && res.Changed() {
+	if o.detailedExit && all.Changed() {
 		return exitError{code: 2}
 	}
 	return nil
 }
+
+// maxOncePasses bounds the passes of one reconcile --once run.
+const maxOncePasses = 3
 
 // planEntry is one action in the json and yaml dry-run output.
 type planEntry struct {
