@@ -326,6 +326,33 @@ func (a RecordExit) Fields() []Field {
 
 func (a RecordExit) String() string { return Format(a) }
 
+// FollowSession makes the id the harness reported (after /clear, say) the
+// item's conversation id, so that the next resume brings back the
+// conversation the agent is actually in.
+type FollowSession struct {
+	Key     desired.Key
+	Session string
+	From    string
+	To      string
+	Source  string // the harness's reason, e.g. "clear"
+}
+
+// Item implements Action.
+func (a FollowSession) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (FollowSession) Name() string { return "follow_session" }
+
+// Mutates implements Action.
+func (FollowSession) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a FollowSession) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"from", a.From}, {"to", a.To}, {"source", a.Source}}
+}
+
+func (a FollowSession) String() string { return Format(a) }
+
 // Wait says why nothing happens to an item now, and until when. Until is
 // zero when only a new event or an operator can move the item.
 type Wait struct {

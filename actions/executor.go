@@ -111,6 +111,8 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.markRunning(ctx, r, a)
 	case DeliverPrompt:
 		return e.deliver(ctx, r, a)
+	case FollowSession:
+		return e.followSession(ctx, r, a)
 	case StopSession:
 		return e.stop(ctx, r, a)
 	case RecordExit:
@@ -270,6 +272,17 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
 	}
+	return nil
+}
+
+func (e *Executor) followSession(ctx context.Context, r *desired.Record, a FollowSession) error {
+	st := r.Status
+	st.HarnessSessionID, st.ConfirmedSessionID = a.To, a.To
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	e.record(ctx, slog.LevelInfo, journal.SessionFollowed, r.Key, "session", a.Session, "from", a.From,
+		"harness_session_id", a.To, "source", a.Source)
 	return nil
 }
 

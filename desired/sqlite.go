@@ -39,7 +39,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -91,6 +91,14 @@ var migrations = []string{
 	) STRICT;
 	CREATE INDEX events_by_work_item ON events (work_item, time);
 	CREATE INDEX events_by_time ON events (time);`,
+
+	// v2: the latest session id each item's harness reported about itself.
+	`CREATE TABLE session_reports (
+		work_item  TEXT PRIMARY KEY REFERENCES work_items (key),
+		session_id TEXT NOT NULL,
+		source     TEXT NOT NULL,
+		at         INTEGER
+	) STRICT;`,
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -354,8 +362,8 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		args = append(args, key)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, status
-		FROM work_items `+itemsWhere+` ORDER BY owner, repo, number`, args...)
+		closed, state_changed_at, held, generation, status, r.session_id, r.source, r.at
+		FROM work_items LEFT JOIN session_reports r ON r.work_item = key `+itemsWhere+` ORDER BY owner, repo, number`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -365,18 +373,22 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 	)
 	for rows.Next() {
 		var (
-			r      Record
-			k      string
-			at     sql.NullInt64
-			status string
+			r                   Record
+			k                   string
+			at, reportAt        sql.NullInt64
+			status              string
+			reportID, reportSrc sql.NullString
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &status)
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &status, &reportID, &reportSrc, &reportAt)
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
 		r.Spec.StateChangedAt = timeFromDB(at)
+		if reportID.Valid {
+			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
+		}
 		r.Status = decodeStatus(status, r.Spec.Generation)
 		index[k] = len(recs)
 		recs = append(recs, r)
@@ -426,6 +438,29 @@ func decodeStatus(text string, gen int64) Status {
 		st.AttentionGeneration = gen
 	}
 	return st
+}
+
+// ReportSession records the session id the harness of k reported about
+// itself, replacing the previous report. The error wraps ErrNotFound for an
+// unknown key.
+func (s *SQLite) ReportSession(ctx context.Context, k Key, r SessionReport) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrNotFound
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO session_reports (work_item, session_id, source, at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (work_item) DO UPDATE SET session_id = excluded.session_id, source = excluded.source, at = excluded.at`,
+			k.String(), r.SessionID, r.Source, timeToDB(r.At))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite report session %s: %w", k, err)
+	}
+	return nil
 }
 
 // PutStatus writes the status of k and, in the same transaction, marks the

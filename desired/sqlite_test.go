@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,7 @@ func TestOpenSQLite(t *testing.T) {
 		{name: "synchronous", want: "2"}, // FULL
 		{name: "foreign_keys", want: "1"},
 		{name: "busy_timeout", want: "5000"},
-		{name: "user_version", want: "1"},
+		{name: "user_version", want: strconv.Itoa(schemaVersion)},
 	}
 	for _, p := range pragmas {
 		var got string
@@ -88,12 +89,12 @@ func TestOpenSQLite(t *testing.T) {
 
 func TestOpenSQLiteRefusesNewerSchema(t *testing.T) {
 	s, path := openStore(t)
-	_, err := s.db.Exec(`PRAGMA user_version = 2`)
+	_, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion+1))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	_, err = OpenSQLite(context.Background(), path)
-	assert.ErrorContains(t, err, "schema version 2")
+	assert.ErrorContains(t, err, fmt.Sprintf("schema version %d", schemaVersion+1))
 }
 
 func TestIngestNewItem(t *testing.T) {
@@ -763,4 +764,26 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		i++
 	}
+}
+
+func TestReportSessionIsLoadedWithTheRecord(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	k := Key{Owner: "o", Repo: "r", Number: 1}
+	err := s.ReportSession(ctx, k, SessionReport{SessionID: "x", Source: "startup"})
+	require.ErrorIs(t, err, ErrNotFound)
+
+	_, err = s.Ingest(ctx, Ingest{DeliveryID: "d-1", Key: k, Kind: KindIssue, Harness: "h", Cwd: "/w"})
+	require.NoError(t, err)
+	rec, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.Nil(t, rec.Report)
+
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, s.ReportSession(ctx, k, SessionReport{SessionID: "a", Source: "startup", At: at}))
+	require.NoError(t, s.ReportSession(ctx, k, SessionReport{SessionID: "b", Source: "clear", At: at.Add(time.Second)}))
+	recs, err := s.Records(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, &SessionReport{SessionID: "b", Source: "clear", At: at.Add(time.Second)}, recs[0].Report, "the latest report replaces the earlier")
 }

@@ -72,6 +72,10 @@ type Store interface {
 	// harness (no longer pending). The error wraps ErrNotFound for an
 	// unknown key.
 	PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error
+	// ReportSession records the session id the item's harness reported
+	// about itself (Claude Code's SessionStart hook); the error wraps
+	// ErrNotFound for an unknown key.
+	ReportSession(ctx context.Context, k Key, r SessionReport) error
 	// SetHeld sets or clears the operator hold and bumps the generation; the
 	// error wraps ErrNotFound for an unknown key.
 	SetHeld(ctx context.Context, k Key, held bool) error

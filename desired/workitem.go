@@ -226,11 +226,21 @@ type Delivery struct {
 	ReceivedAt time.Time
 }
 
-// Record is one work item: its key, spec, status and pending deliveries in
-// arrival order.
+// SessionReport is what a harness said about itself at session start: the
+// conversation id it writes to, and why it started ("startup", "resume",
+// "clear", "compact", as Claude Code's SessionStart hook names them).
+type SessionReport struct {
+	SessionID string
+	Source    string
+	At        time.Time
+}
+
+// Record is one work item: its key, spec, status, pending deliveries in
+// arrival order, and the harness's latest report about itself (nil if none).
 type Record struct {
 	Key     Key
 	Spec    Spec
 	Status  Status
 	Pending []Delivery
+	Report  *SessionReport
 }

@@ -53,7 +53,12 @@ var claudeDialogs = []struct {
 	{[]string{"Do you want to use this API key?"}, "custom API key dialog"},
 }
 
-type claudeCode struct{ base }
+type claudeCode struct {
+	base
+	// settings is the --settings JSON that installs the SessionStart hook,
+	// "" for none.
+	settings string
+}
 
 func newClaudeCode(b base) (*claudeCode, error) {
 	for _, arg := range b.extra {
@@ -63,7 +68,7 @@ func newClaudeCode(b base) (*claudeCode, error) {
 			}
 		}
 	}
-	return &claudeCode{b}, nil
+	return &claudeCode{base: b}, nil
 }
 
 // SupportsResume is true: claude --resume <id> resumes interactively.
@@ -81,12 +86,32 @@ func (c *claudeCode) ValidSessionID(id string) bool {
 	return err == nil && u.String() == id
 }
 
-// FreshArgv is [command --session-id id extraArgs... -- prompt].
+// WithSessionStartHook returns a copy whose spawns pass --settings with a
+// SessionStart hook running command (Claude Code settings, "hooks"). The
+// hook's stdout would be added to the conversation's context, so command
+// must print nothing there.
+func (c *claudeCode) WithSessionStartHook(command string) Adapter {
+	type hook struct {
+		Type    string `json:"type"`
+		Command string `json:"command"`
+	}
+	type matcher struct {
+		Hooks []hook `json:"hooks"`
+	}
+	settings, _ := json.Marshal(map[string]map[string][]matcher{
+		"hooks": {"SessionStart": {{Hooks: []hook{{Type: "command", Command: command}}}}},
+	})
+	cp := *c
+	cp.settings = string(settings)
+	return &cp
+}
+
+// FreshArgv is [command --session-id id [--settings hook] extraArgs... -- prompt].
 func (c *claudeCode) FreshArgv(id, prompt string) []string {
 	return c.argv("--session-id", id, prompt)
 }
 
-// ResumeArgv is [command --resume id extraArgs... -- prompt].
+// ResumeArgv is [command --resume id [--settings hook] extraArgs... -- prompt].
 func (c *claudeCode) ResumeArgv(id, prompt string) []string {
 	return c.argv("--resume", id, prompt)
 }
@@ -95,7 +120,11 @@ func (c *claudeCode) ResumeArgv(id, prompt string) []string {
 // whose value is optional, always takes it; "--" keeps a prompt that starts
 // with "-" from being read as a flag. An empty prompt leaves both out.
 func (c *claudeCode) argv(flag, id, prompt string) []string {
-	argv := append([]string{c.command, flag, id}, c.extra...)
+	argv := []string{c.command, flag, id}
+	if c.settings != "" {
+		argv = append(argv, "--settings", c.settings)
+	}
+	argv = append(argv, c.extra...)
 	if prompt != "" {
 		argv = append(argv, "--", prompt)
 	}

@@ -365,3 +365,15 @@ func TestClaudeScreen(t *testing.T) {
 		})
 	}
 }
+
+func TestClaudeSessionStartHookSettings(t *testing.T) {
+	a := newClaude(t, schema.Harness{ExtraArgs: []string{"--verbose"}})
+	r, ok := a.(SessionStartReporter)
+	require.True(t, ok, "claude-code reports its session id at start")
+	hooked := r.WithSessionStartHook(`'/usr/bin/loopd' hook session-start --config '/etc/loopd.yaml'`)
+
+	settings := `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"'/usr/bin/loopd' hook session-start --config '/etc/loopd.yaml'"}]}]}}`
+	assert.Equal(t, []string{"claude", "--session-id", testID, "--settings", settings, "--verbose", "--", "p q"}, hooked.FreshArgv(testID, "p q"))
+	assert.Equal(t, []string{"claude", "--resume", testID, "--settings", settings, "--verbose", "--", "p q"}, hooked.ResumeArgv(testID, "p q"))
+	assert.Equal(t, []string{"claude", "--session-id", testID, "--verbose", "--", "p q"}, a.FreshArgv(testID, "p q"), "the original is unchanged")
+}

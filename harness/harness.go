@@ -65,6 +65,17 @@ type Adapter interface {
 	Screen(text string) (Screen, string)
 }
 
+// SessionStartReporter is implemented by adapters whose CLI can report the
+// conversation id it runs at each session start, so that loopd confirms a
+// resume positively and follows the id when it changes (Claude Code's
+// /clear starts a new one).
+type SessionStartReporter interface {
+	// WithSessionStartHook returns a copy of the adapter whose spawns run
+	// command, a shell command line, at every session start, with the
+	// CLI's hook input (JSON with session_id and source) on stdin.
+	WithSessionStartHook(command string) Adapter
+}
+
 // Adapter names, the values of schema.Harness.Adapter.
 const (
 	AdapterClaudeCode = "claude-code"

@@ -33,6 +33,8 @@ const (
 	SessionConfirmed      Name = "session.confirmed"
 	SessionNeedsAttention Name = "session.needs_attention"
 	SessionAdopted        Name = "session.adopted"
+	SessionReported       Name = "session.reported"
+	SessionFollowed       Name = "session.followed"
 
 	DispatchDelivered Name = "dispatch.delivered"
 	DispatchFailed    Name = "dispatch.failed"

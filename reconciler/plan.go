@@ -146,13 +146,24 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		}
 		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliveries(st.SpawnDeliveryID)...)
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
-		return it.deliveries("")
+		return append(it.follow(), it.deliveries("")...)
 	default:
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliveries("")...)
 	}
+}
+
+// follow plans a FollowSession when the running harness reported another
+// conversation id since it was spawned (Claude Code's /clear starts a new
+// one): the next resume must bring back the conversation the agent is in.
+func (it itemPlan) follow() []actions.Action {
+	rep, st := it.r.Report, it.st
+	if rep == nil || rep.SessionID == st.HarnessSessionID || rep.At.Before(st.SpawnedAt) || !harness.SessionIDPattern.MatchString(rep.SessionID) {
+		return nil
+	}
+	return []actions.Action{actions.FollowSession{Key: it.r.Key, Session: it.session, From: st.HarnessSessionID, To: rep.SessionID, Source: rep.Source}}
 }
 
 func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
@@ -187,6 +198,9 @@ func (it itemPlan) deliveries(skip string) []actions.Action {
 func (it itemPlan) confirmed() bool {
 	st := it.st
 	if st.ConfirmedSessionID != "" && st.ConfirmedSessionID == st.HarnessSessionID {
+		return true
+	}
+	if rep := it.r.Report; rep != nil && rep.SessionID == st.HarnessSessionID && !rep.At.Before(st.SpawnedAt) {
 		return true
 	}
 	tr, ok := it.obs.Transcripts[it.r.Key]

@@ -156,6 +156,26 @@ func TestPlan(t *testing.T) {
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
 		{"resume_confirmed_by_harness_report", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ConfirmedSessionID = oldID }), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
+		{"resume_confirmed_by_session_start_report", func() desired.Record {
+			r := rec(spawning(desired.SpawnResume), ev1)
+			r.Report = &desired.SessionReport{SessionID: oldID, Source: "resume", At: t0.Add(-5 * time.Second)}
+			return r
+		}(), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
+		{"report_from_before_the_spawn_does_not_confirm", func() desired.Record {
+			r := rec(spawning(desired.SpawnResume), ev1)
+			r.Report = &desired.SessionReport{SessionID: oldID, Source: "startup", At: t0.Add(-time.Hour)}
+			return r
+		}(), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
+		{"running_harness_reporting_a_new_id_is_followed", func() desired.Record {
+			r := rec(running(), ev1)
+			r.Report = &desired.SessionReport{SessionID: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear", At: t0.Add(-time.Second)}
+			return r
+		}(), obs(alive()), testPolicy(),
+			[]actions.Action{
+				actions.FollowSession{Key: key, Session: sess, From: oldID, To: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear"},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"resume_alive_but_unconfirmed_waits", rec(spawning(desired.SpawnResume), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),

@@ -43,8 +43,12 @@ func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
 // newApp opens the store and builds the tmux client and harness adapters
 // for cfg. A harness whose command cannot be found is reported in the log
 // and kept: its spawns fail and back off, visibly, until it is installed.
-func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, error) {
-	harnesses, err := buildHarnesses(cfg, log)
+func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
+	hook, err := sessionStartHook(configPath)
+	if err != nil {
+		return nil, err
+	}
+	harnesses, err := buildHarnesses(cfg, hook, log)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +65,9 @@ func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, er
 	}, nil
 }
 
-func buildHarnesses(cfg *schema.Config, log *slog.Logger) (map[string]harness.Adapter, error) {
+// buildHarnesses makes the adapters; those whose CLI can report its session
+// id at start get hook as their session-start command.
+func buildHarnesses(cfg *schema.Config, hook string, log *slog.Logger) (map[string]harness.Adapter, error) {
 	names := make([]string, 0, len(cfg.Harnesses))
 	for name := range cfg.Harnesses {
 		names = append(names, name)
@@ -75,6 +81,9 @@ func buildHarnesses(cfg *schema.Config, log *slog.Logger) (map[string]harness.Ad
 		}
 		if err := harness.LookCommand(ad); err != nil {
 			log.Error("harness.missing", "harness", name, "err", err)
+		}
+		if r, ok := ad.(harness.SessionStartReporter); ok {
+			ad = r.WithSessionStartHook(hook)
 		}
 		out[name] = ad
 	}
@@ -132,7 +141,7 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -64,13 +64,12 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	}
 	defer a.store.Close()
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
-	lockCtx, cancel := context.WithTimeout(ctx, o.lockWait)
-	defer cancel()
+	rc.Store = lockWaitStore{Store: a.store, wait: o.lockWait}
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
 	// same run reads the pane again, a bounded number of times.
 	var all reconciler.PassResult
 	for pass := 0; pass < maxOncePasses; pass++ {
-		res, err := rc.Pass(lockCtx, o.dryRun)
+		res, err := rc.Pass(ctx, o.dryRun)
 		if err != nil {
 			if errors.Is(err, desired.ErrLocked) {
 				return fmt.Errorf("%w (waited %s)", err, o.lockWait)
@@ -94,6 +93,19 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return exitError{code: 2}
 	}
 	return nil
+}
+
+// lockWaitStore bounds the wait for the reconcile lock (--lock-wait), and
+// only that wait: the pass that runs under the lock is not cut short.
+type lockWaitStore struct {
+	desired.Store
+	wait time.Duration
+}
+
+func (s lockWaitStore) Lock(ctx context.Context) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
+	return s.Store.Lock(ctx)
 }
 
 // maxOncePasses bounds the passes of one reconcile --once run.

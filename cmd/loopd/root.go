@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		newHoldCmd(g, true),
 		newHoldCmd(g, false),
 		newReplayCmd(g),
+		newHookCmd(g),
 	)
 	return root
 }

@@ -50,7 +50,7 @@ func serve(ctx context.Context, g *globals) error {
 	if secret == "" {
 		return fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", hook.SecretEnv)
 	}
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return err
 	}

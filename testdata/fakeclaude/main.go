@@ -28,6 +28,10 @@
 //     within a second, or the prompt /exit, exits 0 with "Resume this
 //     session with:" / "claude --resume <id>" when the transcript exists.
 //     SIGHUP and SIGTERM exit with 128+signal, as the real CLI does.
+//   - --settings <json or file> with hooks.SessionStart commands runs each
+//     through sh -c at start, with {"session_id", "transcript_path", "cwd",
+//     "hook_event_name": "SessionStart", "source": "startup" or "resume"}
+//     on stdin, as Claude Code does.
 //   - Otherwise it behaves like -p: it answers one prompt (the positional
 //     one, or stdin) on stdout and exits 1.
 //
@@ -556,6 +560,11 @@ func (u *tui) start() (exitCode, bool) {
 	if u.sess.id == "" {
 		u.sess.id = uuid.NewString()
 	}
+	source := "startup"
+	if u.inv.resume {
+		source = "resume"
+	}
+	runSessionStartHooks(u.inv.settings, u.sess.id, u.store.path(u.sess.id), source)
 	if u.inv.hasPrompt {
 		return u.submit(u.inv.prompt)
 	}

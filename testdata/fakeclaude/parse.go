@@ -63,6 +63,7 @@ type invocation struct {
 	version      bool
 	prompt       string // the first positional argument
 	hasPrompt    bool
+	settings     string // --settings value: a JSON text or a file name
 }
 
 // looksLikeOption is commander's test for "this argument is an option, not
@@ -133,6 +134,8 @@ func parseArgs(args []string) (invocation, error) {
 			inv.fork = true
 		case "-p", "--print":
 			inv.print = true
+		case "--settings":
+			inv.settings = value
 		case "-h", "--help":
 			inv.help = true
 		case "-v", "--version":
