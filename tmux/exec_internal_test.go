@@ -197,9 +197,9 @@ func TestExecErrors(t *testing.T) {
 		call   func(context.Context, *Exec) error
 		want   error
 	}{
-		{"stale_socket", "no server running on /tmp/tmux-0/sock",
+		{"stale_socket", "no server running on /tmp/tmux-1000/sock",
 			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
-		{"missing_socket", "error connecting to /tmp/tmux-0/sock (No such file or directory)",
+		{"missing_socket", "error connecting to /tmp/tmux-1000/sock (No such file or directory)",
 			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
 		{"no_current_target", "no current target",
 			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-a:", "x") }, ErrNoSession},
@@ -225,7 +225,7 @@ func TestExecErrors(t *testing.T) {
 }
 
 func TestExecNoSessionMeansEmpty(t *testing.T) {
-	for _, stderr := range []string{"no current target", "no server running on /tmp/tmux-0/sock"} {
+	for _, stderr := range []string{"no current target", "no server running on /tmp/tmux-1000/sock"} {
 		t.Run(strings.Fields(stderr)[1], func(t *testing.T) {
 			e, _ := recorder(t, "", stderr)
 			panes, err := e.ListPanes(t.Context())

@@ -16,8 +16,8 @@ import (
 
 // Bounds for waits on real processes; they bound, they do not measure.
 const (
-	waitFor = 10 * time.Second
-	tick    = 5 * time.Millisecond
+	waitLimit = 10 * time.Second
+	tick      = 5 * time.Millisecond
 )
 
 func TestExecConformance(t *testing.T) {
@@ -41,7 +41,7 @@ func readWhenWritten(t *testing.T, path string) string {
 		var err error
 		out, err = os.ReadFile(path)
 		assert.NoError(ct, err)
-	}, waitFor, tick)
+	}, waitLimit, tick)
 	return string(out)
 }
 
@@ -92,13 +92,13 @@ func TestExecPasteIsBracketed(t *testing.T) {
 		screen, err := e.CapturePane(t.Context(), id, false)
 		require.NoError(ct, err)
 		assert.Contains(ct, screen, "ready")
-	}, waitFor, tick)
+	}, waitLimit, tick)
 	require.NoError(t, e.Paste(t.Context(), id, "line one\nline two"))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		b, err := os.ReadFile(filepath.Join(out, "in"))
 		require.NoError(ct, err)
 		assert.Equal(ct, "\x1b[200~line one\nline two\x1b[201~", string(b))
-	}, waitFor, tick)
+	}, waitLimit, tick)
 }
 
 // tmux 3.3a often leaves a pane's exited child unreaped: the pane shows dead
@@ -123,7 +123,7 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 			require.Len(ct, panes, 1)
 			assert.True(ct, panes[0].Dead)
 			pane = panes[0]
-		}, waitFor, tick)
+		}, waitLimit, tick)
 		if !pane.StatusKnown || tries == 20 {
 			break
 		}
@@ -139,5 +139,5 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 		require.Len(ct, panes, 1)
 		assert.True(ct, panes[0].StatusKnown, "no status yet")
 		assert.Equal(ct, 7, panes[0].DeadStatus)
-	}, waitFor, tick)
+	}, waitLimit, tick)
 }

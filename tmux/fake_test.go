@@ -85,7 +85,7 @@ func TestFakeExitUnknownUntilKick(t *testing.T) {
 
 	woke := make(chan error, 1)
 	go func() { woke <- f.WaitFor(ctx, "died") }()
-	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 2 }, waitFor, tick)
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 2 }, waitLimit, tick)
 	require.NoError(t, f.Kick(ctx))
 	assert.NoError(t, <-woke, "the kick fired the hook")
 	p = onlyPane(t, f)
@@ -101,7 +101,7 @@ func TestFakeAbandonedWaiterTakesNextSignal(t *testing.T) {
 	ended, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- f.WaitFor(ended, "died") }()
-	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 1 }, waitFor, tick)
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == 1 }, waitLimit, tick)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	f.Exit("loop-a", 1)
@@ -175,7 +175,7 @@ func TestFakeKillServerWakesWaiters(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() { errs[i] = f.WaitFor(t.Context(), "died") })
 	}
-	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == len(errs) }, waitFor, tick)
+	require.Eventually(t, func() bool { return count(f.Calls(), "WaitFor") == len(errs) }, waitLimit, tick)
 	f.KillServer()
 	wg.Wait()
 	for _, err := range errs {

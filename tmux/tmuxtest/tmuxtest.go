@@ -148,7 +148,7 @@ func ExecDriver() Driver {
 				var err error
 				fifo, err = os.OpenFile(filepath.Join(dir(t, session), "exit"), os.O_WRONLY|syscall.O_NONBLOCK, 0)
 				require.NoError(ct, err)
-			}, waitFor, tick)
+			}, waitLimit, tick)
 			_, err := fmt.Fprintf(fifo, "%d\n", status)
 			require.NoError(t, err)
 			require.NoError(t, fifo.Close())
