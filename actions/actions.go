@@ -292,7 +292,10 @@ type RecordExit struct {
 	// DeliveryID is the boot delivery of a spawn that died before running;
 	// it stays pending and dispatch.failed is logged.
 	DeliveryID string
-	Reason     Reason
+	// Delivered is the boot delivery of a spawn that died after its prompt
+	// reached the transcript: it is marked delivered, never sent again.
+	Delivered string
+	Reason    Reason
 }
 
 // Item implements Action.
@@ -320,6 +323,9 @@ func (a RecordExit) Fields() []Field {
 	}
 	if a.DeliveryID != "" {
 		f = append(f, Field{"delivery", a.DeliveryID})
+	}
+	if a.Delivered != "" {
+		f = append(f, Field{"delivered", a.Delivered})
 	}
 	return append(f, Field{"reason", string(a.Reason)})
 }

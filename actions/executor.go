@@ -377,8 +377,17 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 			st.RetiredSessionIDs = st.RetiredSessionIDs[n-maxRetiredIDs:]
 		}
 	}
-	if err := e.put(ctx, r, st); err != nil {
+	var delivered []string
+	if a.Delivered != "" {
+		delivered = append(delivered, a.Delivered)
+		st = st.Remember(a.Delivered)
+		st.SpawnDeliveryID = ""
+	}
+	if err := e.put(ctx, r, st, delivered...); err != nil {
 		return err
+	}
+	if a.Delivered != "" {
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "boot_prompt", "session", a.Session)
 	}
 	level := slog.LevelWarn
 	if a.Clean {

@@ -247,7 +247,7 @@ func (e *env) cleanup(t *testing.T) {
 	if e.daemon != nil {
 		e.signalDaemon(t, syscall.SIGTERM)
 	}
-	_ = exec.Command("tmux", "-L", e.socket, "kill-server").Run()
+	e.killServer(t)
 	if !t.Failed() {
 		return
 	}
@@ -260,6 +260,41 @@ func (e *env) cleanup(t *testing.T) {
 	if out, _, _ := e.run(t, "get"); out != "" {
 		t.Logf("loopd get:\n%s", out)
 	}
+}
+
+// killServer kills the env's tmux server and waits until the processes
+// that ran in its panes are gone, so that none still writes into the
+// test's temp dir when it is removed (the real CLI saves files as it
+// exits on SIGHUP).
+func (e *env) killServer(t *testing.T) {
+	var pids []int
+	if out, err := e.tmux(t, "list-panes", "-a", "-F", "#{pane_pid}"); err == nil {
+		for _, f := range strings.Fields(out) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	_ = exec.Command("tmux", "-L", e.socket, "kill-server").Run()
+	deadline := time.Now().Add(waitShort)
+	for _, pid := range pids {
+		for running(pid) && time.Now().Before(deadline) {
+			time.Sleep(tick)
+		}
+	}
+}
+
+// running reports whether process pid exists and is not a zombie (a
+// reparented child may wait a while for its reaper).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	// The state follows the parenthesized command name, which may itself
+	// hold spaces or parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // procEnv is the environment of every loopd process: the test's own,
@@ -466,6 +501,26 @@ func (e *env) record(t *testing.T, k desired.Key) (desired.Record, bool) {
 	return r, true
 }
 
+// ingestComment queues a comment with body on issue k straight into the
+// store, as the webhook would, with no daemon; it returns the delivery id.
+func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
+	t.Helper()
+	id := uuid.NewString()
+	s := e.openStore(t)
+	defer s.Close()
+	prompt := webhook.Render(webhook.PromptInput{
+		Event: "issue_comment", Action: "created", WorkItem: k.String(), Sender: "Codertocat", DeliveryID: id, Body: body,
+	})
+	res, err := s.Ingest(context.Background(), desired.Ingest{
+		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(k),
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat",
+			Prompt: prompt, ReceivedAt: time.Now().UTC()},
+	})
+	require.NoError(t, err)
+	require.True(t, res.Queued)
+	return id
+}
+
 // events returns the whole journal, oldest first.
 func (e *env) events(t *testing.T) []journal.Event {
 	t.Helper()
@@ -587,16 +642,6 @@ func (e *env) transcriptLines(t *testing.T, k desired.Key, id string) []map[stri
 		}
 	}
 	return out
-}
-
-// transcript returns the parsed lines of k's current conversation (the
-// record's harnessSessionId).
-func (e *env) transcript(t *testing.T, k desired.Key) []map[string]any {
-	t.Helper()
-	r, ok := e.record(t, k)
-	require.True(t, ok, "no record for %s", k)
-	require.NotEmpty(t, r.Status.HarnessSessionID, "%s has no session id", k)
-	return e.transcriptLines(t, k, r.Status.HarnessSessionID)
 }
 
 // userTurns returns the text of every user message of conversation id of
@@ -731,10 +776,17 @@ func (e *env) killPane(t *testing.T, k desired.Key) {
 // stdout, stderr and exit code.
 func (e *env) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return e.runEnv(t, nil, args...)
+}
+
+// runEnv is run with extra environment entries ("NAME=value"), which
+// override the inherited ones.
+func (e *env) runEnv(t *testing.T, extra []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, loopdBin, append(args, "--config", e.configPath)...)
-	cmd.Env = e.procEnv()
+	cmd.Env = append(e.procEnv(), extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

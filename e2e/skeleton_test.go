@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -178,22 +179,25 @@ func TestKilledAgentResumesOnNextComment(t *testing.T) {
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }
 
-// longBody returns n bytes of text in short lines: a unique first line
-// with some UTF-8, then ASCII lines with a tab, so that cutting at n bytes
-// never splits a rune.
+// longBody returns n characters of text in short lines: a unique first
+// line with some non-ASCII UTF-8, then ASCII lines with a tab.
 func longBody(n int) string {
 	var b strings.Builder
 	b.WriteString("long é ünïcode " + uuid.NewString() + "\n")
-	for i := 0; b.Len() < n; i++ {
-		b.WriteString(strings.Repeat(string(rune('a'+i%26)), 60) + "\ttabbed line\n")
+	runes := utf8.RuneCountInString(b.String())
+	for i := 0; runes < n; i++ {
+		line := strings.Repeat(string(rune('a'+i%26)), 60) + "\ttabbed line\n"
+		b.WriteString(line)
+		runes += len(line)
 	}
-	return b.String()[:n-1] + "."
+	r := []rune(b.String())
+	return string(r[:n-1]) + "."
 }
 
 func TestLongCommentArrivesWhole(t *testing.T) {
 	t.Parallel()
 	body := longBody(65536)
-	require.Len(t, body, 65536)
+	require.Equal(t, 65536, utf8.RuneCountInString(body))
 
 	t.Run("live_session", func(t *testing.T) {
 		t.Parallel()

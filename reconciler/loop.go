@@ -35,6 +35,13 @@ type Reconciler struct {
 	Interval time.Duration
 	// Server are the options the tmux server is started with.
 	Server tmux.ServerOptions
+	// KickEvery, when not zero and the server options name a pane-died
+	// channel, is how often Run kicks the tmux server (Kick) between
+	// passes. tmux up to 3.4 sometimes fails to reap a pane's exited child
+	// and then fires no pane-died hook until another child of the server
+	// exits (see observed.Observe); the kick is such a child, so such a
+	// death wakes the loop within KickEvery instead of after Interval.
+	KickEvery time.Duration
 	// Metrics, when not nil, counts passes and actions.
 	Metrics *Metrics
 
@@ -199,6 +206,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	if r.Server.PaneDiedChannel != "" {
 		go r.waitPaneDied(ctx)
+		if r.KickEvery > 0 {
+			go r.kickLostExits(ctx)
+		}
 	}
 	for {
 		res, err := r.Pass(ctx, false)
@@ -219,6 +229,24 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-r.triggerChan():
 			t.Stop()
 		case <-t.C:
+		}
+	}
+}
+
+// kickLostExits kicks the server every KickEvery until ctx ends, so that a
+// death tmux failed to reap fires its pane-died hook, which wakes
+// waitPaneDied. A failed kick is retried at the next tick.
+func (r *Reconciler) kickLostExits(ctx context.Context) {
+	t := time.NewTicker(r.KickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.Tmux.Kick(ctx); err != nil && ctx.Err() == nil {
+				r.Log.Debug("tmux.kick_failed", "err", err)
+			}
 		}
 	}
 }

@@ -210,6 +210,17 @@ func (it itemPlan) confirmed() bool {
 	return tr.Exists && tr.Size > st.TranscriptSizeAtSpawn
 }
 
+// bootLanded reports whether the current spawn's boot delivery reached the
+// harness's transcript: it grew past its size at spawn (-1 for a fresh
+// spawn, whose transcript is created by its first prompt).
+func (it itemPlan) bootLanded() bool {
+	if it.st.SpawnDeliveryID == "" {
+		return false
+	}
+	tr, ok := it.obs.Transcripts[it.r.Key]
+	return ok && tr.Known && tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn
+}
+
 // planDown handles a session that is missing or whose pane is dead.
 func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	st := it.st
@@ -228,6 +239,13 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			return []actions.Action{it.spawn(st, actions.ReasonSpawnInterrupted, "")}
 		}
 		exit := it.exit(actions.ReasonSpawnDied)
+		landed := it.bootLanded()
+		if landed {
+			// The boot prompt reached the transcript before the pane died:
+			// the event was delivered and must not be sent again.
+			exit.Delivered = st.SpawnDeliveryID
+			it.pending = slices.DeleteFunc(slices.Clone(it.pending), func(d desired.Delivery) bool { return d.ID == st.SpawnDeliveryID })
+		}
 		if st.SpawnMode == desired.SpawnResume && !it.confirmed() && !exit.Clean {
 			// The resume did not hold: a state transition, not a failure
 			// of the dispatch. Fall back to fresh with the same event.
@@ -236,8 +254,10 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			exit.Reason = actions.ReasonResumeFailed
 			return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)}
 		}
-		if st.SpawnMode == desired.SpawnResume {
-			// A confirmed resume that died is a crash of a running session.
+		if st.SpawnMode == desired.SpawnResume || landed {
+			// A confirmed resume, or a fresh spawn whose prompt landed, that
+			// died is a crash of a running session.
+			exit.Reason = actions.ReasonCrash
 			return it.afterExit(exit, false)
 		}
 		// A fresh spawn that died never ran: its delivery stays pending.

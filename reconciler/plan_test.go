@@ -195,6 +195,18 @@ func TestPlan(t *testing.T) {
 				e.NextAttempt, e.DeliveryID = t0, "d-1"
 				return e
 			}(), resume(ev1, actions.ReasonNewEvent)}},
+		{"resume_died_after_its_prompt_landed_is_not_sent_again", rec(spawning(desired.SpawnResume), ev1), obs(dead(1), grown), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonCrash)
+				e.NextAttempt, e.Delivered = t0, "d-1"
+				return e
+			}(), actions.ResumeSpawn{Spawn: spawnOf(none, actions.ReasonPaneDead), ResumeID: oldID, TranscriptSize: 250}}},
+		{"fresh_spawn_died_after_its_prompt_landed_resumes_it", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.TranscriptSizeAtSpawn = -1 }), ev1, ev2), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonCrash)
+				e.NextAttempt, e.Delivered = t0, "d-1"
+				return e
+			}(), resume(ev2, actions.ReasonPaneDead)}},
 		{"fresh_spawn_died_again_backs_off", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 1, 1 }), ev1), obs(dead(1), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)

@@ -23,6 +23,10 @@ import (
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
 const paneDiedChannel = "loopd-pane-died"
 
+// lostExitKick is how often serve kicks tmux so that a pane death tmux 3.3a
+// failed to reap still fires the pane-died hook (reconciler.KickEvery).
+const lostExitKick = time.Second
+
 // storeFile is the SQLite file's name inside the state dir.
 const storeFile = "loopd.db"
 
@@ -116,6 +120,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		Now:       time.Now,
 		Interval:  cfg.Reconcile.Interval(),
 		Server:    tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit},
+		KickEvery: lostExitKick,
 		Executor: &actions.Executor{
 			Tmux:       a.tmux,
 			Store:      a.store,

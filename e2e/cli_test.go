@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+)
+
+// planEntry is one action of `reconcile -o json`.
+type planEntry struct {
+	Action string            `json:"action"`
+	Fields map[string]string `json:"fields"`
+}
+
+func TestReconcileDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	delivery := e.ingestComment(t, keyIssue, "a comment for the dry run")
+	before := e.records(t)
+	eventsBefore := e.events(t)
+	require.Len(t, before, 1)
+
+	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 1, "one planned action:\n%s", out)
+	assert.True(t, strings.HasPrefix(lines[0], "fresh_spawn "), lines[0])
+	for _, kv := range []string{"work_item=" + keyIssue.String(), "reason=new_event", "delivery=" + delivery,
+		"session=" + desired.SessionName(keyIssue)} {
+		assert.Contains(t, strings.Fields(lines[0]), kv)
+	}
+
+	jsonOut := e.mustRun(t, "reconcile", "--once", "--dry-run", "-o", "json")
+	var plan []planEntry
+	require.NoError(t, json.Unmarshal([]byte(jsonOut), &plan), jsonOut)
+	require.Len(t, plan, 1)
+	assert.Equal(t, "fresh_spawn", plan[0].Action)
+	assert.Equal(t, keyIssue.String(), plan[0].Fields["work_item"])
+	assert.Equal(t, "new_event", plan[0].Fields["reason"])
+	assert.Equal(t, delivery, plan[0].Fields["delivery"])
+
+	_, _, code := e.run(t, "reconcile", "--once", "--dry-run", "--detailed-exitcode")
+	assert.Equal(t, 2, code, "changes planned")
+
+	assert.Equal(t, before, e.records(t), "the store is unchanged")
+	assert.Equal(t, eventsBefore, e.events(t), "the journal is unchanged")
+	assert.Empty(t, e.sessions(t), "no tmux session")
+	assert.NoDirExists(t, e.workdir(keyIssue), "no workdir")
+	assert.NoFileExists(t, e.argvPath, "no agent started")
+}
+
+func TestReconcileOnceDetailedExitcode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	body := "a comment for cron " + uuid.NewString()
+	e.ingestComment(t, keyIssue, body)
+
+	_, errOut, code := e.run(t, "reconcile", "--once", "--detailed-exitcode")
+	require.Equal(t, 2, code, "the first pass spawns: %s", errOut)
+	require.True(t, e.hasSession(t, keyIssue))
+	var log [][]string
+	e.waitFor(t, func() bool { log = e.argvLog(t); return len(log) == 1 }, waitShort, "the agent never started")
+	_, fresh := flagValue(log[0], "--session-id")
+	assert.True(t, fresh)
+
+	// Later cron passes confirm the spawn; then there is nothing to do.
+	e.waitFor(t, func() bool {
+		_, _, code := e.run(t, "reconcile", "--once", "--detailed-exitcode")
+		r, _ := e.record(t, keyIssue)
+		return code == 0 && r.Status.Phase == desired.PhaseRunning
+	}, waitShort, "cron passes never settled on Running")
+	out, _, code := e.run(t, "reconcile", "--once", "--dry-run", "--detailed-exitcode")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, strings.TrimSpace(out), "nothing planned")
+	r, _ := e.record(t, keyIssue)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body))
+	assert.Len(t, e.argvLog(t), 1, "one process start in all")
+}
+
+func TestMalformedConfigNamesKeyAndLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		edit   func(yml string) (string, int) // the new text and the line of the fault
+		reason string
+	}{
+		{
+			name: "wrong_type",
+			edit: func(yml string) (string, int) {
+				out := strings.Replace(yml, "intervalSeconds: 1", "intervalSeconds: soon", 1)
+				return out, lineOf(out, "intervalSeconds: soon")
+			},
+			reason: "reconcile.intervalSeconds",
+		},
+		{
+			name: "unknown_key",
+			edit: func(yml string) (string, int) {
+				out := strings.Replace(yml, "tmux:\n", "tmux:\n    bogusKey: 1\n", 1)
+				return out, lineOf(out, "bogusKey: 1")
+			},
+			reason: "bogusKey",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{})
+			yml, err := os.ReadFile(e.configPath)
+			require.NoError(t, err)
+			bad, line := tc.edit(string(yml))
+			require.NotEqual(t, string(yml), bad)
+			require.NotZero(t, line)
+			require.NoError(t, os.WriteFile(e.configPath, []byte(bad), 0o600))
+			for _, args := range [][]string{
+				{"config", "validate"},
+				{"reconcile", "--once", "--dry-run"},
+			} {
+				out, errOut, code := e.run(t, args...)
+				assert.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+				assert.Contains(t, errOut, tc.reason, "%v names the key", args)
+				assert.Contains(t, errOut, fmt.Sprintf("%s:%d:", e.configPath, line), "%v names the line", args)
+			}
+		})
+	}
+}
+
+// lineOf returns the 1-based line of text that contains sub, 0 if none.
+func lineOf(text, sub string) int {
+	n := 0
+	for line := range strings.Lines(text) {
+		n++
+		if strings.Contains(line, sub) {
+			return n
+		}
+	}
+	return 0
+}
+
+func TestConfigValidateExample(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	example, err := filepath.Abs(filepath.Join("..", "loopd.example.yaml"))
+	require.NoError(t, err)
+	// An empty PATH: the example's harness command "claude" cannot be
+	// found, which is a warning, not an error.
+	out, errOut, code := e.runEnv(t, []string{"PATH=" + t.TempDir()}, "config", "validate", example)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ok")
+	assert.Contains(t, errOut, "warning: harness claude-code")
+}
+
+func TestHoldStopsAndReleaseResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{Policy: map[string]any{"restartPolicy": "Always"}})
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
+	id := r.Status.HarnessSessionID
+
+	e.mustRun(t, "hold", keyIssue.String())
+	held := e.waitPhase(t, keyIssue, desired.PhaseStopped, waitShort)
+	assert.True(t, held.Spec.Held)
+	e.waitFor(t, func() bool { return !e.hasSession(t, keyIssue) }, waitShort, "hold did not stop the session")
+	e.waitEvent(t, journal.SessionStopped, keyIssue, 1, waitShort)
+	assert.Len(t, e.eventsNamed(t, journal.ItemHeld, keyIssue), 1)
+
+	// The agent is gone, and even restartPolicy Always does not bring it
+	// back, nor does a new event.
+	body := "a comment while held " + uuid.NewString()
+	sendComment(t, e, body)
+	e.waitEvent(t, journal.DeliveryAccepted, keyIssue, 2, waitShort)
+	e.settle(t)
+	assert.False(t, e.hasSession(t, keyIssue), "a held item is not respawned")
+	assert.Len(t, e.argvLog(t), 1)
+	still, _ := e.record(t, keyIssue)
+	assert.Equal(t, desired.PhaseStopped, still.Status.Phase)
+	assert.Len(t, still.Pending, 1, "the comment waits")
+
+	e.mustRun(t, "release", keyIssue.String())
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitShort, "the held comment never reached the same transcript")
+	back := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.False(t, back.Spec.Held)
+	assert.Equal(t, id, back.Status.HarnessSessionID)
+	log := e.argvLog(t)
+	require.Len(t, log, 2)
+	got, ok := flagValue(log[1], "--resume")
+	assert.True(t, ok, "release resumes: %q", log[1])
+	assert.Equal(t, id, got)
+	assert.Len(t, e.eventsNamed(t, journal.ItemReleased, keyIssue), 1)
+}
+
+func TestReconcileLockExcludesConcurrentPasses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.start(t)
+	require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment("hello")))
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	e.stop(t)
+	lockPath := filepath.Join(e.stateDir, "loopd.db.lock")
+	assert.FileExists(t, lockPath, "the daemon's passes take the lock file")
+
+	// --lock-wait bounds the wait for the lock, not the pass: with the lock
+	// free, a pass that takes longer than 1ms still runs to the end.
+	out, errOut, code := e.run(t, "reconcile", "--once", "--lock-wait", "1ms")
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+
+	store := e.openStore(t)
+	defer store.Close()
+	unlock, err := store.Lock(context.Background())
+	require.NoError(t, err)
+	defer unlock()
+
+	out, errOut, code = e.run(t, "reconcile", "--once", "--lock-wait", "1ms")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, errOut, "lock held by another process")
+
+	// A pass with time to wait starts when the lock is released.
+	body := "queued behind the lock " + uuid.NewString()
+	e.ingestComment(t, keyIssue, body)
+	cmd := exec.Command(loopdBin, "reconcile", "--once", "--lock-wait", "30s", "--config", e.configPath)
+	cmd.Env = e.procEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	e.waitFor(t, func() bool { return opened(cmd.Process.Pid, lockPath) }, waitShort, "the pass never tried the lock")
+	assert.Equal(t, 0, countContaining(e.userTurns(t, keyIssue, mustRecord(t, e, keyIssue).Status.HarnessSessionID), body),
+		"nothing is delivered while the lock is held")
+	unlock()
+	require.NoError(t, cmd.Wait(), stderr.String())
+	id := mustRecord(t, e, keyIssue).Status.HarnessSessionID
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitShort, "the pass after the lock never delivered the comment")
+}
+
+// mustRecord returns k's record, which must exist.
+func mustRecord(t *testing.T, e *env, k desired.Key) desired.Record {
+	t.Helper()
+	r, ok := e.record(t, k)
+	require.True(t, ok, "no record for %s", k)
+	return r
+}
+
+// opened reports whether process pid has path open (Linux /proc).
+func opened(pid int, path string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == path {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/reconciler"
+)
+
+// realClaude returns the real Claude Code CLI named by LOOPD_REAL_CLAUDE,
+// or skips the test when it is unset or not an executable file.
+func realClaude(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("LOOPD_REAL_CLAUDE")
+	if path == "" {
+		t.Skip("LOOPD_REAL_CLAUDE is not set")
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		t.Skipf("LOOPD_REAL_CLAUDE=%q is not an executable file", path)
+	}
+	return path
+}
+
+// newRealEnv is newEnv with the real CLI as the harness. The real CLI
+// starts in about a second and answers "Not logged in" offline, so the
+// waits are the long ones.
+func newRealEnv(t *testing.T, restartPolicy string) *env {
+	t.Helper()
+	return newEnv(t, envOpts{
+		Harness: realClaude(t),
+		Policy:  map[string]any{"restartPolicy": restartPolicy, "resumeProbeSeconds": 2},
+	})
+}
+
+// startReal starts the daemon, sends a first comment and waits until the
+// real CLI runs a fresh conversation whose transcript holds the comment.
+func startReal(t *testing.T, e *env) desired.Record {
+	t.Helper()
+	e.start(t)
+	body := "first comment " + uuid.NewString()
+	sendComment(t, e, body)
+	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	id := r.Status.HarnessSessionID
+	require.Regexp(t, uuidPattern, id)
+	require.Equal(t, desired.SpawnFresh, r.Status.SpawnMode)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitLong, "the first comment never reached the real transcript")
+	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--session-id "+id)
+	assert.NotContains(t, e.paneStartCommand(t, keyIssue), "--resume")
+	return r
+}
+
+// waitRespawn waits until k runs again after a respawn and returns the
+// record and the journal's newest session.respawned row.
+func waitRespawn(t *testing.T, e *env, k desired.Key, n int) (desired.Record, journal.Event) {
+	t.Helper()
+	evs := e.waitEvent(t, journal.SessionRespawned, k, n, waitLong)
+	return e.waitPhase(t, k, desired.PhaseRunning, waitLong), evs[len(evs)-1]
+}
+
+func TestRealClaudePasteAndResumeAfterKill(t *testing.T) {
+	t.Parallel()
+	e := newRealEnv(t, "Never")
+	r := startReal(t, e)
+	id := r.Status.HarnessSessionID
+	path := e.transcriptPath(t, keyIssue, id)
+
+	body := "line one " + uuid.NewString() + "\nline two\n\nline four"
+	sendComment(t, e, body)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitLong, "the pasted comment never reached the transcript with its newlines")
+	e.waitEvent(t, journal.DispatchDelivered, keyIssue, 2, waitLong)
+	assert.Len(t, e.userTurns(t, keyIssue, id), 2, "one more user turn")
+
+	e.killPane(t, keyIssue)
+	exited := e.waitEvent(t, journal.SessionExited, keyIssue, 1, waitLong)
+	assert.Equal(t, "false", exited[0].Attrs["clean"])
+	e.waitPhase(t, keyIssue, desired.PhaseExited, waitLong)
+
+	after := "after the kill " + uuid.NewString()
+	sendComment(t, e, after)
+	rr, ev := waitRespawn(t, e, keyIssue, 1)
+	assert.Equal(t, "true", ev.Attrs["resumed"], "%v", ev.Attrs)
+	assert.Equal(t, id, rr.Status.HarnessSessionID)
+	assert.Equal(t, desired.SpawnResume, rr.Status.SpawnMode)
+	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
+	assert.NotContains(t, e.paneStartCommand(t, keyIssue), "--session-id")
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), after) == 1 },
+		waitLong, "the comment never reached the same transcript")
+	assert.Equal(t, path, e.transcriptPath(t, keyIssue, rr.Status.HarnessSessionID))
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+}
+
+func TestRealClaudeSelfHealsWithNudge(t *testing.T) {
+	t.Parallel()
+	e := newRealEnv(t, "OnFailure")
+	r := startReal(t, e)
+	id := r.Status.HarnessSessionID
+
+	e.killPane(t, keyIssue)
+	rr, ev := waitRespawn(t, e, keyIssue, 1)
+	assert.Equal(t, "true", ev.Attrs["resumed"], "%v", ev.Attrs)
+	assert.Equal(t, id, rr.Status.HarnessSessionID)
+	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
+	nudge := reconciler.NudgePrompt(keyIssue)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), nudge) == 1 },
+		waitLong, "the re-orientation nudge never reached the same transcript")
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+}
+
+func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
+	t.Parallel()
+	e := newRealEnv(t, "Never")
+	r := startReal(t, e)
+	oldID := r.Status.HarnessSessionID
+
+	e.killPane(t, keyIssue)
+	e.waitPhase(t, keyIssue, desired.PhaseExited, waitLong)
+	require.NoError(t, os.Remove(e.transcriptPath(t, keyIssue, oldID)))
+
+	body := "after the transcript was lost " + uuid.NewString()
+	sendComment(t, e, body)
+	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitLong)
+	assert.Equal(t, "transcript_missing", failed[0].Attrs["reason"], "%v", failed[0].Attrs)
+	assert.Equal(t, oldID, failed[0].Attrs["attempted_session_id"])
+
+	var rr desired.Record
+	e.waitFor(t, func() bool {
+		var ok bool
+		rr, ok = e.record(t, keyIssue)
+		return ok && rr.Status.Phase == desired.PhaseRunning && rr.Status.HarnessSessionID != oldID
+	}, waitLong, "no fresh session with a new id")
+	newID := rr.Status.HarnessSessionID
+	assert.Regexp(t, uuidPattern, newID)
+	assert.Equal(t, desired.SpawnFresh, rr.Status.SpawnMode)
+	psc := e.paneStartCommand(t, keyIssue)
+	assert.Contains(t, psc, "--session-id "+newID)
+	assert.False(t, strings.Contains(psc, "--resume"), "fresh spawn: %s", psc)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, newID), body) == 1 },
+		waitLong, "the comment never reached the new transcript")
+	assert.NoFileExists(t, e.transcriptPath(t, keyIssue, oldID), "the lost transcript is not recreated")
+}
