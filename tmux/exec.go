@@ -215,7 +215,10 @@ func (e *Exec) WaitFor(ctx context.Context, channel string) error {
 // sentinel errors and puts tmux's stderr in every other error; when ctx has
 // ended it returns ctx's error.
 func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]byte, error) {
-	argv := []string{"-L", e.socket}
+	// -f /dev/null: loopd's private server does not read the user's
+	// ~/.tmux.conf, so its behaviour does not depend on whose account runs
+	// it; it only matters when this call starts the server.
+	argv := []string{"-L", e.socket, "-f", "/dev/null"}
 	verbs := make([]string, 0, len(cmds))
 	for i, c := range cmds {
 		if i > 0 {

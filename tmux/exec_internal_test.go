@@ -57,7 +57,7 @@ func TestExecArgv(t *testing.T) {
 			call: func(ctx context.Context, e *Exec) error {
 				return e.EnsureServer(ctx, ServerOptions{PaneDiedChannel: "loopd-died", HistoryLimit: 5000})
 			},
-			want: []string{"-L", "sock", "start-server",
+			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
 				";", "set-option", "-g", "exit-empty", "off",
 				";", "set-option", "-g", "remain-on-exit", "on",
 				";", "set-environment", "-g", "-u", "CLAUDECODE",
@@ -67,7 +67,7 @@ func TestExecArgv(t *testing.T) {
 		{
 			name: "ensure_server_without_hook",
 			call: func(ctx context.Context, e *Exec) error { return e.EnsureServer(ctx, ServerOptions{}) },
-			want: []string{"-L", "sock", "start-server",
+			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
 				";", "set-option", "-g", "exit-empty", "off",
 				";", "set-option", "-g", "remain-on-exit", "on",
 				";", "set-environment", "-g", "-u", "CLAUDECODE",
@@ -83,24 +83,24 @@ func TestExecArgv(t *testing.T) {
 				assert.Equal(t, "%7", id)
 				return err
 			},
-			want: []string{"-L", "sock", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
+			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
 				"-x", "200", "-y", "50", "-c", `/w\;`, "-e", "A=1", "-e", `B=2\;`,
 				"--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
 		},
 		{
 			name: "list_panes",
 			call: func(ctx context.Context, e *Exec) error { _, err := e.ListPanes(ctx); return err },
-			want: []string{"-L", "sock", "list-panes", "-a", "-F", listPanesFormat},
+			want: []string{"-L", "sock", "-f", "/dev/null", "list-panes", "-a", "-F", listPanesFormat},
 		},
 		{
 			name: "kick",
 			call: func(ctx context.Context, e *Exec) error { return e.Kick(ctx) },
-			want: []string{"-L", "sock", "run-shell", "true"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "run-shell", "true"},
 		},
 		{
 			name: "paste_guards_and_loads_from_stdin",
 			call: func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "=it's:", "a\nb;") },
-			want: []string{"-L", "sock", "has-session", "-t", "=it's:",
+			want: []string{"-L", "sock", "-f", "/dev/null", "has-session", "-t", "=it's:",
 				";", "if-shell", "-F", "-t", "=it's:", "#{pane_dead}", "display-message -p loopd-pane-dead",
 				`load-buffer -b BUF - ; paste-buffer -p -d -r -b BUF -t '=it'\''s:'`},
 			stdin: "a\nb;",
@@ -108,27 +108,27 @@ func TestExecArgv(t *testing.T) {
 		{
 			name: "send_keys",
 			call: func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%3", "hi;", "Enter") },
-			want: []string{"-L", "sock", "send-keys", "-t", "%3", `hi\;`, "Enter"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "send-keys", "-t", "%3", `hi\;`, "Enter"},
 		},
 		{
 			name: "capture_visible",
 			call: func(ctx context.Context, e *Exec) error { _, err := e.CapturePane(ctx, "=loop-a:", false); return err },
-			want: []string{"-L", "sock", "capture-pane", "-p", "-J", "-t", "=loop-a:"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "capture-pane", "-p", "-J", "-t", "=loop-a:"},
 		},
 		{
 			name: "capture_history",
 			call: func(ctx context.Context, e *Exec) error { _, err := e.CapturePane(ctx, "=loop-a:", true); return err },
-			want: []string{"-L", "sock", "capture-pane", "-p", "-J", "-t", "=loop-a:", "-S", "-"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "capture-pane", "-p", "-J", "-t", "=loop-a:", "-S", "-"},
 		},
 		{
 			name: "kill_session_is_exact",
 			call: func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1") },
-			want: []string{"-L", "sock", "kill-session", "-t", "=loop-1"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "kill-session", "-t", "=loop-1"},
 		},
 		{
 			name: "wait_for",
 			call: func(ctx context.Context, e *Exec) error { return e.WaitFor(ctx, "loopd-died") },
-			want: []string{"-L", "sock", "wait-for", "loopd-died"},
+			want: []string{"-L", "sock", "-f", "/dev/null", "wait-for", "loopd-died"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
