@@ -55,7 +55,7 @@ func TestParseArgs(t *testing.T) {
 		{
 			name: "value_options_do_not_eat_the_prompt",
 			args: []string{"--settings", "s.json", "--model", "opus", "-n", "acme", "the prompt"},
-			want: invocation{prompt: "the prompt", hasPrompt: true},
+			want: invocation{prompt: "the prompt", hasPrompt: true, settings: "s.json"},
 		},
 		{
 			name: "variadic_option_eats_until_a_flag",
