@@ -161,15 +161,6 @@ func (e *respawnEnv) sighup(t *testing.T) {
 	require.NoError(t, e.daemon.Process.Signal(syscall.SIGHUP))
 }
 
-// logCount returns how many lines of the current daemon's log carry the
-// slog message msg.
-func (e *respawnEnv) logCount(t *testing.T, msg string) int {
-	t.Helper()
-	b, err := os.ReadFile(e.daemonLog)
-	require.NoError(t, err)
-	return strings.Count(string(b), " msg="+msg+" ") + strings.Count(string(b), " msg="+msg+"\n")
-}
-
 // itemPanes returns how many sessions the server has for k and how many
 // live panes they hold.
 func (e *respawnEnv) itemPanes(t *testing.T, k desired.Key) (sessions, live int) {

@@ -254,14 +254,14 @@ func TestRespawnSIGHUPTurnsOptOutOn(t *testing.T) {
 
 	e.policy()["resumeOnRespawn"] = false
 	e.writeConfig(t)
-	n := e.logCount(t, string(journal.ConfigReloaded))
+	n := len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
 	e.sighup(t)
-	e.waitFor(t, func() bool { return e.logCount(t, string(journal.ConfigReloaded)) > n }, waitShort, "no config.reloaded")
+	e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "no config.reloaded")
 	// SIGHUP reloads an unchanged file too, so this reload is the signal's,
 	// not the file watch's.
-	n = e.logCount(t, string(journal.ConfigReloaded))
+	n = len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
 	e.sighup(t)
-	e.waitFor(t, func() bool { return e.logCount(t, string(journal.ConfigReloaded)) > n }, waitShort, "SIGHUP did not reload")
+	e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "SIGHUP did not reload")
 
 	e.killPane(t, keyIssue)
 	starts := e.waitStarts(t, 2, waitShort)
@@ -307,9 +307,9 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			// daemon dies.
 			e.policy()["resumeProbeSeconds"] = 3
 			e.writeConfig(t)
-			n := e.logCount(t, string(journal.ConfigReloaded))
+			n := len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
 			e.sighup(t)
-			e.waitFor(t, func() bool { return e.logCount(t, string(journal.ConfigReloaded)) > n }, waitShort, "no config.reloaded")
+			e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "no config.reloaded")
 
 			marker, delivery := e.comment(t)
 			e.waitFor(t, func() bool {

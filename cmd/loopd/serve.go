@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/webhook"
@@ -40,11 +42,10 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	watcher, err := schema.NewWatcher(g.config, log, nil)
+	cfg, err := schema.Load(g.config)
 	if err != nil {
 		return err
 	}
-	cfg := watcher.Current()
 	hook := cfg.Webhooks.GHWebhook
 	secret := os.Getenv(hook.SecretEnv)
 	if secret == "" {
@@ -55,6 +56,13 @@ func serve(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer a.store.Close()
+	// The watcher reports reloads through its logger; this one also puts
+	// them in the journal, so loopd events shows them.
+	watchLog := slog.New(journal.NewHandler(log.Handler(), a.store, journal.ConfigReloaded, journal.ConfigInvalid))
+	watcher, err := schema.NewWatcher(g.config, watchLog, nil)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
