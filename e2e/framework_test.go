@@ -578,19 +578,26 @@ func (e *env) waitEvent(t *testing.T, name journal.Name, k desired.Key, n int, t
 // order (FAKECLAUDE_ARGV_LOG, one JSON array a line).
 func (e *env) argvLog(t *testing.T) [][]string {
 	t.Helper()
-	f, err := os.Open(e.argvPath)
+	return readJSONLines[[]string](t, e.argvPath)
+}
+
+// readJSONLines decodes a file of one JSON value a line; a missing file is
+// empty.
+func readJSONLines[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	require.NoError(t, err)
 	defer f.Close()
-	var out [][]string
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		var argv []string
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &argv), "argv log line %q", sc.Text())
-		out = append(out, argv)
+		var v T
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &v), "%s: line %q", path, sc.Text())
+		out = append(out, v)
 	}
 	require.NoError(t, sc.Err())
 	return out

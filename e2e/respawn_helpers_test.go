@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,22 +56,7 @@ func (p processStart) mode() (flag, id string) {
 // starts returns every process start of the fake CLI so far, in order.
 func (e *respawnEnv) starts(t *testing.T) []processStart {
 	t.Helper()
-	f, err := os.Open(e.startLog)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	require.NoError(t, err)
-	defer f.Close()
-	var out []processStart
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		var p processStart
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &p), "start log line %q", sc.Text())
-		out = append(out, p)
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return readJSONLines[processStart](t, e.startLog)
 }
 
 // waitStarts waits until at least n processes have started and returns

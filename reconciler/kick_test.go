@@ -18,9 +18,7 @@ func TestRunKicksLostExits(t *testing.T) {
 	r := newPassRig(t)
 	ctx := context.Background()
 	sess := desired.SessionName(r.key)
-	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
-		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
-	require.NoError(t, err)
+	r.opened(t)
 	r.pass(t, false)
 	r.now = r.now.Add(6 * time.Second)
 	r.pass(t, false)

@@ -88,6 +88,14 @@ func (r *passRig) turn(t *testing.T, id, text string) {
 	require.NoError(t, err)
 }
 
+// opened queues the item's first event, d-1.
+func (r *passRig) opened(t *testing.T) {
+	t.Helper()
+	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+	require.NoError(t, err)
+}
+
 func names(plan []actions.Action) []string {
 	var out []string
 	for _, a := range plan {
@@ -101,11 +109,8 @@ func names(plan []actions.Action) []string {
 // checks the end state after each.
 func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r := newPassRig(t)
-	ctx := context.Background()
 	sess := desired.SessionName(r.key)
-	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
-		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
-	require.NoError(t, err)
+	r.opened(t)
 
 	res := r.pass(t, false)
 	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))

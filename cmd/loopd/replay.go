@@ -41,9 +41,9 @@ replays a redelivery.`,
 				return err
 			}
 			hook := cfg.Webhooks.GHWebhook
-			secret := os.Getenv(hook.SecretEnv)
-			if secret == "" {
-				return fmt.Errorf("environment variable %s is empty", hook.SecretEnv)
+			secret, err := webhookSecret(hook)
+			if err != nil {
+				return err
 			}
 			url := o.url
 			if url == "" {

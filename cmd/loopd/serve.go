@@ -47,9 +47,9 @@ func serve(ctx context.Context, g *globals) error {
 		return err
 	}
 	hook := cfg.Webhooks.GHWebhook
-	secret := os.Getenv(hook.SecretEnv)
-	if secret == "" {
-		return fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", hook.SecretEnv)
+	secret, err := webhookSecret(hook)
+	if err != nil {
+		return err
 	}
 	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
@@ -139,4 +139,14 @@ func serve(ctx context.Context, g *globals) error {
 	<-loopDone
 	log.Info("serve.stopped")
 	return nil
+}
+
+// webhookSecret returns the secret held by the env var the config names;
+// an empty one is an error, since it would authenticate nothing.
+func webhookSecret(hook schema.GHWebhook) (string, error) {
+	secret := os.Getenv(hook.SecretEnv)
+	if secret == "" {
+		return "", fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", hook.SecretEnv)
+	}
+	return secret, nil
 }
