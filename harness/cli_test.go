@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,7 +223,11 @@ func testCLI(t *testing.T, bin string) {
 		}, wait, tick) {
 			t.Logf("screen:\n%s", x.capture("fresh", true))
 		}
-		assert.Equal(t, []string{"-x first turn; --resume"}, userPrompts(tr.Path))
+		// The CLI may write other lines before the prompt's; under load
+		// the file can be read between the two writes.
+		want := []string{"-x first turn; --resume"}
+		assert.Eventually(t, func() bool { return slices.Equal(want, userPrompts(tr.Path)) }, wait, tick)
+		assert.Equal(t, want, userPrompts(tr.Path))
 	})
 	check("resume_appends_to_same_transcript", func(t *testing.T) {
 		assert.Eventually(t, func() bool {
