@@ -47,6 +47,9 @@ const (
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
 	ReasonWorkspaceMissing Reason = "workspace_missing"
 	ReasonHarnessUnknown   Reason = "harness_unknown"
+	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
+	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
+	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
 )
 
 // Why a resume was not attempted or did not hold; logged with
@@ -186,13 +189,17 @@ func (a ResumeSpawn) Fields() []Field {
 func (a ResumeSpawn) String() string { return Format(a) }
 
 // DeliverPrompt pastes a pending delivery into the live harness, once its
-// screen shows it is ready.
+// screen shows it is ready. The delivery stays pending until its id shows in
+// the transcript (ConfirmDelivery).
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
 	PaneID     string
 	DeliveryID string
 	Prompt     string
+	// Retry is true when an earlier send never reached the transcript: the
+	// executor submits text left in the input box, or pastes again.
+	Retry bool
 }
 
 // Item implements Action.
@@ -206,8 +213,37 @@ func (DeliverPrompt) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a DeliverPrompt) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
+	if a.Retry {
+		f = append(f, Field{"retry", "true"})
+	}
+	return f
 }
+
+// ConfirmDelivery marks a pasted delivery delivered: its id showed in the
+// transcript (Verified), or the harness has no transcript to look in.
+type ConfirmDelivery struct {
+	Key        desired.Key
+	Session    string
+	DeliveryID string
+	Verified   bool
+}
+
+// Item implements Action.
+func (a ConfirmDelivery) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (ConfirmDelivery) Name() string { return "confirm_delivery" }
+
+// Mutates implements Action.
+func (ConfirmDelivery) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a ConfirmDelivery) Fields() []Field {
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"delivery", a.DeliveryID}, {"verified", strconv.FormatBool(a.Verified)}}
+}
+
+func (a ConfirmDelivery) String() string { return Format(a) }
 
 func (a DeliverPrompt) String() string { return Format(a) }
 

@@ -113,6 +113,8 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.deliver(ctx, r, a)
 	case FollowSession:
 		return e.followSession(ctx, r, a)
+	case ConfirmDelivery:
+		return e.confirmDelivery(ctx, r, a)
 	case StopSession:
 		return e.stop(ctx, r, a)
 	case RecordExit:
@@ -299,9 +301,12 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err != nil {
 		return fmt.Errorf("capture %s: %w", a.Session, err)
 	}
-	switch class, why := ad.Screen(screen); class {
-	case harness.ScreenReady:
-	case harness.ScreenBlocked:
+	class, why := ad.Screen(screen)
+	switch {
+	case class == harness.ScreenDraft && a.Retry:
+		// Our earlier paste sits in the input box: its Enter was lost.
+		return e.submit(ctx, r, a, target, "resubmit")
+	case class == harness.ScreenBlocked || class == harness.ScreenDraft:
 		if r.Status.Reason != "blocked: "+why {
 			e.record(ctx, slog.LevelWarn, journal.DispatchBlocked, r.Key, "delivery", a.DeliveryID, "session", a.Session, "reason", why)
 			st := r.Status
@@ -311,19 +316,24 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 			}
 		}
 		return fmt.Errorf("deliver %s to %s: %w (%s)", a.DeliveryID, a.Session, ErrNotReady, why)
-	default:
+	case class != harness.ScreenReady:
 		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, ErrNotReady)
+	}
+	// The send is recorded before the paste, so a daemon killed after it
+	// finds the delivery in flight and looks for it in the transcript
+	// rather than pasting it twice. It stays pending until it shows there.
+	st := r.Status
+	st.SendingDeliveryID, st.SentAt, st.SendAttempts = a.DeliveryID, e.Now(), st.SendAttempts+1
+	if !a.Retry {
+		st.SendAttempts = 1
+	}
+	st.Reason = string(ReasonAwaitingDelivery)
+	if err := e.put(ctx, r, st); err != nil {
+		return err
 	}
 	if err := e.Tmux.Paste(ctx, target, a.Prompt); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "paste_failed", "err", err)
 		return fmt.Errorf("paste %s to %s: %w", a.DeliveryID, a.Session, err)
-	}
-	// Pasting is not idempotent: once the text is in the pane the delivery
-	// counts as sent, so it is recorded before anything else can fail.
-	st := r.Status.Remember(a.DeliveryID)
-	st.Reason = "delivered"
-	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
-		return err
 	}
 	if e.Settle > 0 {
 		t := time.NewTimer(e.Settle)
@@ -334,11 +344,36 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		case <-t.C:
 		}
 	}
+	return e.submit(ctx, r, a, target, "paste")
+}
+
+// submit presses Enter in target and records the send; via says whether it
+// follows a paste or resubmits text left in the input box.
+func (e *Executor) submit(ctx context.Context, r *desired.Record, a DeliverPrompt, target, via string) error {
 	if err := e.Tmux.SendKeys(ctx, target, "Enter"); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "enter_failed", "err", err)
 		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
-	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "paste", "session", a.Session, "bytes", len(a.Prompt))
+	if via == "resubmit" {
+		st := r.Status
+		st.SentAt, st.SendAttempts = e.Now(), st.SendAttempts+1
+		if err := e.put(ctx, r, st); err != nil {
+			return err
+		}
+	}
+	e.record(ctx, slog.LevelInfo, journal.DispatchSent, r.Key, "delivery", a.DeliveryID, "via", via, "session", a.Session,
+		"bytes", len(a.Prompt), "attempt", r.Status.SendAttempts)
+	return nil
+}
+
+func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
+	st := r.Status.Remember(a.DeliveryID)
+	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	st.Reason = "delivered"
+	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
+		return err
+	}
+	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "paste", "session", a.Session, "verified", a.Verified)
 	return nil
 }
 
@@ -371,6 +406,9 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	st.Failures, st.FastFailures = a.Failures, a.FastFailures
 	st.NextAttempt = a.NextAttempt
 	st.Reason = string(a.Reason)
+	// A paste in flight died with the pane; unless it landed (Delivered),
+	// it is still pending and goes with the next spawn.
+	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
 	if a.Retire {
 		st.RetiredSessionIDs = append(st.RetiredSessionIDs, retired)
 		if n := len(st.RetiredSessionIDs); n > maxRetiredIDs {
@@ -410,6 +448,8 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	st.Phase = desired.PhaseNeedsAttention
 	st.AttentionGeneration = r.Spec.Generation
 	st.NextAttempt = time.Time{}
+	// An unconfirmed paste stays pending; the next attempt starts over.
+	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
 	st.Reason = string(a.Reason)
 	if err := e.put(ctx, r, st); err != nil {
 		return err

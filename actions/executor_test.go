@@ -212,9 +212,45 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	assert.Equal(t, []string{"[loopd] issue_comment.created\nline one\nline two"}, r.tmux.Pasted(sess))
 	assert.Equal(t, []string{"Enter"}, r.tmux.Keys(sess))
 	got := r.get(t)
+	assert.Len(t, got.Pending, 1, "pending until the transcript shows it")
+	assert.Equal(t, "d-2", got.Status.SendingDeliveryID)
+	assert.Equal(t, r.now, got.Status.SentAt)
+	assert.Equal(t, 1, got.Status.SendAttempts)
+
+	// The Enter was lost: the retry submits what sits in the input box
+	// instead of pasting a second copy.
+	r.tmux.SetScreen(sess, screen(t, "draft-pasted.txt"))
+	retry := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt, Retry: true}}
+	res = r.exec.Execute(ctx, []desired.Record{got}, retry)
+	assert.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Len(t, r.tmux.Pasted(sess), 1)
+	assert.Equal(t, []string{"Enter", "Enter"}, r.tmux.Keys(sess))
+	assert.Equal(t, 2, r.get(t).Status.SendAttempts)
+
+	res = r.exec.Execute(ctx, []desired.Record{r.get(t)}, []actions.Action{actions.ConfirmDelivery{Key: r.key, Session: sess, DeliveryID: "d-2", Verified: true}})
+	assert.Equal(t, actions.Result{Applied: 1}, res)
+	got = r.get(t)
 	assert.Empty(t, got.Pending)
 	assert.True(t, got.Status.Delivered("d-2"))
-	assert.Contains(t, r.events(t), string(journal.DispatchDelivered))
+	assert.Empty(t, got.Status.SendingDeliveryID)
+	assert.Equal(t, []string{"dispatch.blocked", "dispatch.sent", "dispatch.sent", "dispatch.delivered"}, r.events(t))
+}
+
+func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess := desired.SessionName(r.key)
+	pane, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
+	require.NoError(t, err)
+	rec := r.ingest(t, "d-2", "[loopd] x\ny")
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+	r.tmux.SetScreen(sess, screen(t, "draft-typed.txt"))
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: "[loopd] x\ny"}})
+	assert.Equal(t, actions.Result{Retry: true}, res)
+	assert.Empty(t, r.tmux.Pasted(sess))
+	assert.Empty(t, r.tmux.Keys(sess))
+	assert.Equal(t, []string{"dispatch.blocked"}, r.events(t))
 }
 
 func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {

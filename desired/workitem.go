@@ -162,6 +162,12 @@ type Status struct {
 	// SpawnDeliveryID is the delivery carried as the boot prompt of the
 	// current spawn; it stays pending until the spawn is confirmed.
 	SpawnDeliveryID string
+	// SendingDeliveryID is the delivery last pasted into the live harness
+	// and not yet seen in its transcript; SentAt is when, SendAttempts how
+	// many times it was sent or submitted.
+	SendingDeliveryID string
+	SentAt            time.Time
+	SendAttempts      int
 	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
 	// was spawned; growth past it confirms the resume. -1 when unknown.
 	TranscriptSizeAtSpawn int64

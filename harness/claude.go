@@ -36,6 +36,9 @@ var claudeSessionFlags = []string{
 // ("❯ text") follow other lines, and dialogs draw "❯" indented.
 var claudeReady = regexp.MustCompile(`(?m)^─.*\n❯(?:[ \x{a0}]|$)`)
 
+// claudeInput captures the first line of the input box, after "❯" + NBSP.
+var claudeInput = regexp.MustCompile(`(?m)^─.*\n❯[ \x{a0}]?(.*)$`)
+
 // claudeBusy is in the footer under the input box while a turn runs
 // ("esc to interrupt · ← for agents"); the box itself stays drawn, so
 // typed text would be queued behind the turn.
@@ -290,6 +293,9 @@ func (c *claudeCode) Screen(text string) (Screen, string) {
 	if ready.MatchString(text) {
 		if strings.Contains(footer(text), claudeBusy) {
 			return ScreenBusy, ""
+		}
+		if m := claudeInput.FindStringSubmatch(text); m != nil && strings.TrimSpace(strings.ReplaceAll(m[1], "\u00a0", " ")) != "" {
+			return ScreenDraft, "input box holds unsubmitted text"
 		}
 		return ScreenReady, ""
 	}

@@ -319,6 +319,8 @@ func TestClaudeScreenCaptured(t *testing.T) {
 		"blocked-picker.txt":        "resume session picker",
 		"blocked-picker-search.txt": "resume session picker",
 		"blocked-trust.txt":         "workspace trust dialog",
+		"draft-typed.txt":           "input box holds unsubmitted text",
+		"draft-pasted.txt":          "input box holds unsubmitted text",
 	}
 	files, err := filepath.Glob("testdata/claude-2.1.197/*.txt")
 	require.NoError(t, err)

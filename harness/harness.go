@@ -5,8 +5,10 @@
 package harness
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 
@@ -38,6 +40,9 @@ const (
 	ScreenReady   Screen = "ready"   // accepts input
 	ScreenBusy    Screen = "busy"    // up, not (yet) showing its input prompt
 	ScreenBlocked Screen = "blocked" // a dialog (workspace trust, picker, login) waits for a human
+	// ScreenDraft is the input box holding text nobody submitted: a paste
+	// whose Enter was lost, or an operator's draft.
+	ScreenDraft Screen = "draft"
 )
 
 // Adapter is one agent CLI's argv grammar and habits.
@@ -147,4 +152,15 @@ func LookCommand(a Adapter) error {
 		return b.lookCommand()
 	}
 	return nil
+}
+
+// TranscriptContains reports whether the transcript file tr.Path holds
+// needle; loopd looks for a delivery id, which every rendered prompt names
+// in its header line.
+func TranscriptContains(tr Transcript, needle string) (bool, error) {
+	data, err := os.ReadFile(tr.Path)
+	if err != nil {
+		return false, fmt.Errorf("read transcript %s: %w", tr.Path, err)
+	}
+	return bytes.Contains(data, []byte(needle)), nil
 }

@@ -36,6 +36,7 @@ const (
 	SessionReported       Name = "session.reported"
 	SessionFollowed       Name = "session.followed"
 
+	DispatchSent      Name = "dispatch.sent"
 	DispatchDelivered Name = "dispatch.delivered"
 	DispatchFailed    Name = "dispatch.failed"
 	DispatchBlocked   Name = "dispatch.blocked"

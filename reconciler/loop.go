@@ -168,12 +168,14 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 // being probed: the transcript of the recorded session id and whether the
 // workdir exists. Items with a healthy live pane are skipped.
 func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Observation {
-	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
+		Landed: map[desired.Key]bool{}}
 	for _, rec := range records {
 		if rec.Spec.Closed || rec.Spec.Held {
 			continue
 		}
-		if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && rec.Status.Phase == desired.PhaseRunning {
+		sending := rec.Status.SendingDeliveryID
+		if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && rec.Status.Phase == desired.PhaseRunning && sending == "" {
 			continue
 		}
 		if rec.Spec.Cwd != "" {
@@ -191,6 +193,15 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Ob
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
+		if sending != "" && tr.Known && tr.Exists {
+			// The rendered prompt's header names the delivery id, so the
+			// id in the transcript means the paste was submitted.
+			landed, err := harness.TranscriptContains(tr, sending)
+			if err != nil {
+				r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+			}
+			obs.Landed[rec.Key] = landed
+		}
 	}
 	return obs
 }

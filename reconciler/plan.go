@@ -20,6 +20,9 @@ type Observation struct {
 	Transcripts map[desired.Key]harness.Transcript
 	// MissingWorkdirs lists the items whose workdir does not exist.
 	MissingWorkdirs map[desired.Key]bool
+	// Landed lists the items whose pasted delivery in flight
+	// (Status.SendingDeliveryID) shows in the transcript.
+	Landed map[desired.Key]bool
 }
 
 // NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
@@ -144,14 +147,17 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		if confirmed {
 			reason = actions.ReasonConfirmed
 		}
-		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliveries(st.SpawnDeliveryID)...)
+		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliver(st.SpawnDeliveryID)...)
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
-		return append(it.follow(), it.deliveries("")...)
+		if st.SendingDeliveryID != "" {
+			return append(it.follow(), it.confirmSend()...)
+		}
+		return append(it.follow(), it.deliver("")...)
 	default:
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
-		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliveries("")...)
+		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
 }
 
@@ -180,16 +186,50 @@ func respawned(st desired.Status) bool {
 	return st.SpawnMode == desired.SpawnResume || len(st.RecentDeliveries) > 0 || !st.LastExitAt.IsZero()
 }
 
-// deliveries plans one DeliverPrompt per pending delivery except skip.
-func (it itemPlan) deliveries(skip string) []actions.Action {
-	var out []actions.Action
+// deliver plans the paste of the oldest pending delivery except skip. One
+// at a time: each is confirmed in the transcript before the next is sent.
+// A harness that reports its session id gets nothing pasted before that
+// report (its TUI may draw the input box before it reads input), for at
+// most ConfirmTimeout after the spawn.
+func (it itemPlan) deliver(skip string) []actions.Action {
 	for _, d := range it.pending {
 		if d.ID == skip {
 			continue
 		}
-		out = append(out, actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Prompt: d.Prompt})
+		st := it.st
+		reported := it.r.Report != nil && !it.r.Report.At.Before(st.SpawnedAt)
+		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
+			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
+		}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Prompt: d.Prompt}}
 	}
-	return out
+	return nil
+}
+
+// confirmSend follows the pasted delivery in flight: confirmed once its id
+// shows in the transcript (or at once when the harness has none to read);
+// submitted or sent again when it has not after DeliveryConfirm; after
+// MaxSendAttempts the item needs attention, the delivery still pending.
+func (it itemPlan) confirmSend() []actions.Action {
+	st, key := it.st, it.r.Key
+	id := st.SendingDeliveryID
+	tr, ok := it.obs.Transcripts[key]
+	var pending *desired.Delivery
+	for i := range it.pending {
+		if it.pending[i].ID == id {
+			pending = &it.pending[i]
+		}
+	}
+	switch {
+	case it.obs.Landed[key] || !ok || !tr.Known || pending == nil:
+		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.obs.Landed[key]}}
+	case it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm)):
+		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.DeliveryConfirm), Reason: actions.ReasonAwaitingDelivery}}
+	case st.SendAttempts >= it.p.MaxSendAttempts:
+		return []actions.Action{actions.GiveUp{Key: key, Session: it.session, Reason: actions.ReasonUnconfirmedSend}}
+	default:
+		return []actions.Action{actions.DeliverPrompt{Key: key, Session: it.session, PaneID: it.pane.id, DeliveryID: id, Prompt: pending.Prompt, Retry: true}}
+	}
 }
 
 // confirmed reports whether the current spawn is confirmed: the harness
@@ -268,7 +308,14 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		if !it.pane.exists {
 			reason = actions.ReasonSessionMissing
 		}
-		return it.afterExit(it.exit(reason), false)
+		exit := it.exit(reason)
+		if id := st.SendingDeliveryID; id != "" && it.obs.Landed[key] {
+			// The paste in flight reached the conversation before the
+			// death: it is delivered, not to be sent again.
+			exit.Delivered = id
+			it.pending = slices.DeleteFunc(slices.Clone(it.pending), func(d desired.Delivery) bool { return d.ID == id })
+		}
+		return it.afterExit(exit, false)
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}

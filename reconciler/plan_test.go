@@ -49,6 +49,19 @@ func spawning(mode desired.SpawnMode) desired.Status {
 	return st
 }
 
+// sending is a running status with d-1 pasted at sentAt, attempts times.
+func sending(sentAt time.Time, attempts int) desired.Status {
+	st := running()
+	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "d-1", sentAt, attempts
+	return st
+}
+
+// landed marks the item's paste in flight as seen in the transcript.
+func landed(o Observation) Observation {
+	o.Landed = map[desired.Key]bool{key: true}
+	return o
+}
+
 func alive() observed.Snapshot {
 	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", PID: 10, StatusKnown: true}}}
 }
@@ -114,10 +127,44 @@ func TestPlan(t *testing.T) {
 		{"first_event_fresh_spawn_creates_workdir", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()), testPolicy(),
 			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
 		{"idle_without_event_does_nothing", rec(desired.Status{}), obs(gone()), testPolicy(), nil},
-		{"running_alive_delivers_pending_in_order", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
-			[]actions.Action{
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"running_alive_pastes_the_oldest_pending_event", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"paste_waits_for_the_harness_start_report", rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1), obs(alive()),
+			policy(func(p *Policy) {
+				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true}}
+			}),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingStart}}},
+		{"reported_harness_gets_the_paste", func() desired.Record {
+			r := rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1)
+			r.Report = &desired.SessionReport{SessionID: oldID, Source: "startup", At: t0.Add(-time.Second)}
+			return r
+		}(), obs(alive()),
+			policy(func(p *Policy) {
+				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true}}
+			}),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"paste_seen_in_transcript_is_confirmed", rec(sending(t0.Add(-time.Second), 1), ev1, ev2), landed(obs(alive(), transcript)), testPolicy(),
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true}}},
+		{"paste_not_yet_in_transcript_waits", rec(sending(t0.Add(-time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(9 * time.Second), Reason: actions.ReasonAwaitingDelivery}}},
+		{"paste_lost_is_sent_again", rec(sending(t0.Add(-11*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt, Retry: true}}},
+		{"paste_never_confirmed_needs_attention", rec(sending(t0.Add(-11*time.Second), 3), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmedSend}}},
+		{"paste_without_a_readable_transcript_is_confirmed_unverified", rec(sending(t0.Add(-time.Second), 1), ev1), obs(alive()), testPolicy(),
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1"}}},
+		{"crash_after_paste_landed_does_not_resend", rec(sending(t0.Add(-time.Second), 1), ev1), landed(obs(dead(1), transcript)), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt, e.Delivered = t0, "d-1"
+				return e
+			}(), resume(none, actions.ReasonPaneDead)}},
+		{"crash_before_paste_landed_boots_with_it", rec(sending(t0.Add(-time.Second), 1), ev1), obs(dead(1), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt = t0
+				return e
+			}(), resume(ev1, actions.ReasonPaneDead)}},
 		{"already_delivered_is_skipped", rec(with(running(), func(s *desired.Status) { s.RecentDeliveries = []string{"d-1"} }), ev1), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{

@@ -12,6 +12,9 @@ type Capabilities struct {
 	SupportsResume bool
 	// ValidSessionID reports whether an id may reach the harness's argv.
 	ValidSessionID func(id string) bool
+	// ReportsSession is true when the harness reports its session id at
+	// start; events are then pasted only after that report.
+	ReportsSession bool
 }
 
 // Policy is the planner's view of the soft, hot-reloadable policy
@@ -35,13 +38,22 @@ type Policy struct {
 	// event boots with its header line and is pasted once the harness runs,
 	// because tmux refuses argv over about 16 KiB.
 	MaxBootPrompt int
-	Harnesses     map[string]Capabilities
+	// DeliveryConfirm is how long a pasted event may take to show in the
+	// transcript before it is submitted or sent again; MaxSendAttempts
+	// bounds those tries before the item needs attention.
+	DeliveryConfirm time.Duration
+	MaxSendAttempts int
+	Harnesses       map[string]Capabilities
 }
 
 // Defaults for the fields of Policy that are not in the config.
 const (
 	DefaultPoll          = time.Second
 	DefaultMaxBootPrompt = 8 << 10
+	// DefaultDeliveryConfirm and DefaultMaxSendAttempts: an idle harness
+	// writes a submitted prompt to its transcript at once.
+	DefaultDeliveryConfirm = 10 * time.Second
+	DefaultMaxSendAttempts = 3
 )
 
 // PolicyFrom builds a Policy from the config's routing policy.
@@ -59,6 +71,8 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities) Policy {
 		RestartBudget:   p.RestartBudget,
 		Poll:            DefaultPoll,
 		MaxBootPrompt:   DefaultMaxBootPrompt,
+		DeliveryConfirm: DefaultDeliveryConfirm,
+		MaxSendAttempts: DefaultMaxSendAttempts,
 		Harnesses:       harnesses,
 	}
 }

@@ -16,6 +16,7 @@ func testPolicy() Policy {
 		Resume: true, Probe: 5 * time.Second, ConfirmTimeout: 2 * time.Minute, Restart: schema.RestartOnFailure,
 		FastFail: 15 * time.Second, MaxFastFailures: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute,
 		HealthyReset: 10 * time.Minute, RestartBudget: 10, Poll: time.Second, MaxBootPrompt: DefaultMaxBootPrompt,
+		DeliveryConfirm: DefaultDeliveryConfirm, MaxSendAttempts: DefaultMaxSendAttempts,
 		Harnesses: map[string]Capabilities{
 			"claude-code": {SupportsResume: true, ValidSessionID: isUUID},
 			"cursor":      {SupportsResume: false, ValidSessionID: isUUID},

@@ -98,7 +98,8 @@ func buildHarnesses(cfg *schema.Config, hook string, log *slog.Logger) (map[stri
 func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabilities {
 	out := make(map[string]reconciler.Capabilities, len(h))
 	for name, ad := range h {
-		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID}
+		_, reports := ad.(harness.SessionStartReporter)
+		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports}
 	}
 	return out
 }

@@ -116,7 +116,14 @@ func readKnobs() (knobs, error) {
 	return k, nil
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	code := run()
+	if code != 0 {
+		// Let tmux draw the error before the pane dies (see lastWords).
+		time.Sleep(lastWords)
+	}
+	os.Exit(code)
+}
 
 func run() int {
 	k, err := readKnobs()
