@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +27,11 @@ const eventWatchFailed = "config.watch_failed"
 // Watcher holds the current config and reloads it when the file changes or
 // Reload is called. An invalid file keeps the last good config.
 //
-// Only routing, authorized users, harnesses and the reconcile interval are
-// meant to change live. stateDir, tmux.socket, tmux.historyLimit and
-// webhooks.ghWebhook listen, path and secretEnv need a restart: a reload
-// that changes them keeps their old values and logs which ones were kept.
+// Only routing (with its respawn policy) and authorized users change live.
+// stateDir, tmux.socket, tmux.historyLimit, reconcile.intervalSeconds,
+// harnesses and webhooks.ghWebhook listen, path and secretEnv need a
+// restart: a reload that changes them keeps their old values and logs which
+// ones were kept.
 //
 // Each reload logs config.reloaded (keys path, and restart_required listing
 // the kept keys, at warning level, when there are any) or config.invalid
@@ -144,10 +146,16 @@ func keepRestartOnly(old, next *Config) []string {
 	keep(&kept, "stateDir", old.StateDir, &next.StateDir)
 	keep(&kept, "tmux.socket", old.Tmux.Socket, &next.Tmux.Socket)
 	keep(&kept, "tmux.historyLimit", old.Tmux.HistoryLimit, &next.Tmux.HistoryLimit)
+	keep(&kept, "reconcile.intervalSeconds", old.Reconcile.IntervalSeconds, &next.Reconcile.IntervalSeconds)
 	o, n := old.Webhooks.GHWebhook, &next.Webhooks.GHWebhook
 	keep(&kept, "webhooks.ghWebhook.listen", o.Listen, &n.Listen)
 	keep(&kept, "webhooks.ghWebhook.path", o.Path, &n.Path)
 	keep(&kept, "webhooks.ghWebhook.secretEnv", o.SecretEnv, &n.SecretEnv)
+	// The harness adapters are built once at start.
+	if !reflect.DeepEqual(old.Harnesses, next.Harnesses) {
+		next.Harnesses = old.Harnesses
+		kept = append(kept, "harnesses")
+	}
 	return kept
 }
 

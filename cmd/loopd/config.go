@@ -35,7 +35,7 @@ commands that are not installed.`,
 					return fmt.Errorf("harness %s: %w", name, err)
 				}
 				if err := harness.LookCommand(ad); err != nil {
-					fmt.Fprintf(os.Stderr, "warning: harness %s: %v\n", name, err)
+					fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)
