@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,11 +27,26 @@ type Observation struct {
 }
 
 // NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
-// boots with; without it a resumed agent idles.
+// boots with when it resumes the conversation; without it a resumed agent
+// idles.
 func NudgePrompt(k desired.Key) string {
 	return "[loopd] restart on " + k.String() + ": your agent process exited and loopd restarted this session.\n" +
 		"Re-read the conversation above, check the state of the work item and of the working directory, " +
 		"and continue the task where you left off."
+}
+
+// FreshNudgePrompt is the prompt of a self-heal respawn that could not
+// resume: there is no conversation above, so it names the work item to
+// start from.
+func FreshNudgePrompt(k desired.Key, kind desired.Kind) string {
+	what := "issue"
+	if kind == desired.KindPullRequest {
+		what = "pull request"
+	}
+	return "[loopd] restart on " + k.String() + ": your agent process kept exiting and its conversation could not be resumed, " +
+		"so this is a new conversation.\n" +
+		"You are working on GitHub " + what + " #" + strconv.Itoa(k.Number) + " in " + k.Owner + "/" + k.Repo +
+		". Read it and its comments, check the state of the working directory, and continue the task."
 }
 
 // Plan compares desired records with what one pass observed and returns the
@@ -416,6 +432,9 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) actio
 			size = tr.Size
 		}
 		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size}
+	}
+	if s.DeliveryID == "" && !first && len(it.pending) == 0 {
+		s.Prompt = FreshNudgePrompt(key, it.r.Spec.Kind)
 	}
 	f := actions.FreshSpawn{Spawn: s, CreateWorkdir: first}
 	if why != silentFresh {

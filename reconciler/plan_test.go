@@ -304,7 +304,11 @@ func TestPlan(t *testing.T) {
 		{"retired_id_after_backoff_spawns_fresh", rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.NextAttempt, s.RetiredSessionIDs, s.LastExitReason = desired.PhaseBackingOff, t0, []string{oldID}, string(actions.ReasonCrash)
 		})), obs(dead(1), transcript), testPolicy(),
-			[]actions.Action{fresh(none, actions.ReasonPaneDead, actions.ResumeCrashLoop)}},
+			[]actions.Action{func() actions.FreshSpawn {
+				f := fresh(none, actions.ReasonPaneDead, actions.ResumeCrashLoop)
+				f.Prompt = FreshNudgePrompt(key, desired.KindIssue)
+				return f
+			}()}},
 		{"backing_off_waits", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(8*time.Second) }), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(8 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"budget_exhausted_needs_attention", rec(with(running(), func(s *desired.Status) { s.Failures = 10 })), obs(dead(1), transcript), testPolicy(),
