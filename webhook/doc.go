@@ -16,8 +16,10 @@
 //  7. The payload is parsed (400 when malformed) and mapped by the table
 //     below; unhandled actions get 202, ignored.
 //  8. A sender not in authorizedUsers (compared case-insensitively; an empty
-//     list authorizes nobody) gets 202, ignored; so does a repository with
-//     no route.
+//     list authorizes nobody) gets 202, ignored, except that a close or
+//     reopen still sets the item's state (it is GitHub's fact, whoever made
+//     it) with no prompt queued; a repository with no route gets 202,
+//     ignored.
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error gets

@@ -232,8 +232,14 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	cfg := h.opts.Config()
 	key := c.key.String()
 	if !slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, c.sender) }) {
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
-		return
+		if c.closed == nil {
+			h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
+			return
+		}
+		// Whoever closed or reopened the item, it is closed or open on
+		// GitHub: the state applies. Only instructions to the agent need
+		// an authorized sender, so the prompt is dropped.
+		c.prompt = nil
 	}
 	route, ok := cfg.Routing.Route(c.key.Owner, c.key.Repo)
 	if !ok {

@@ -472,6 +472,27 @@ func TestClosedSetsStateWithoutPrompt(t *testing.T) {
 	assert.Equal(t, int32(2), e.triggers.Load())
 }
 
+func TestStateChangesApplyWhoeverMadeThem(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	stranger := func(m map[string]any) { obj(t, m, "sender")["login"] = "merge-bot" }
+
+	code, _ = e.replay(t, "pull_request", "d-close", derive(t, "pull_request.closed.1.json", stranger))
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.True(t, e.onlyRecord(t).Spec.Closed, "a close by anyone stops the agent")
+
+	code, _ = e.replay(t, "pull_request", "d-reopen", derive(t, "pull_request.reopened.1.json", func(m map[string]any) {
+		stranger(m)
+		obj(t, m, "pull_request")["updated_at"] = "2030-01-01T00:00:00Z"
+	}))
+	assert.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	assert.False(t, rec.Spec.Closed)
+	require.Len(t, rec.Pending, 1, "but a stranger's reopen queues no instruction")
+	assert.Equal(t, "d-open", rec.Pending[0].ID)
+}
+
 func TestStaleCloseIgnored(t *testing.T) {
 	e := newEnv(t)
 	// reopened at 2021-10-11; a close stamped 2019 arrives late.
