@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockPoll is how often lockFile retries a held lock, in wall time.
+// lockPoll is how often LockFile retries a held lock, in wall time.
 const lockPoll = 50 * time.Millisecond
 
-// lockFile takes an exclusive flock(2) on the file at path, creating it
+// LockFile takes an exclusive flock(2) on the file at path, creating it
 // (mode 0600) when missing, and retries every lockPoll until ctx ends; the
 // error then wraps ErrLocked and ctx's cause. A free lock is taken even when
 // ctx has already ended.
@@ -25,7 +25,7 @@ const lockPoll = 50 * time.Millisecond
 // releases the lock, and the kernel does it when the process dies, so a
 // killed daemon never leaves a stale lock. The file itself is never removed:
 // removing it would let two holders lock two different inodes.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+func LockFile(ctx context.Context, path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err

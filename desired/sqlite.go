@@ -605,7 +605,7 @@ func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]
 // excluded as well. unlock releases the lock and may be called more than
 // once; the kernel releases it if the process dies.
 func (s *SQLite) Lock(ctx context.Context) (unlock func(), err error) {
-	unlock, err = lockFile(ctx, s.lockPath)
+	unlock, err = LockFile(ctx, s.lockPath)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite lock %s: %w", s.lockPath, err)
 	}

@@ -199,6 +199,20 @@ func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	assert.Len(t, e.eventsNamed(t, journal.ItemReleased, keyIssue), 1)
 }
 
+func TestSecondServeOnOneStateDirIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.start(t)
+	_, errOut, code := e.run(t, "serve")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "another loopd serve is running on it")
+	select {
+	case <-e.daemonDone:
+		t.Fatal("the first daemon exited")
+	default:
+	}
+}
+
 func TestReconcileLockExcludesConcurrentPasses(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -17,11 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/webhook"
 )
+
+// serveLockFile is the flock a running serve holds in the state dir.
+const serveLockFile = "serve.lock"
 
 func newServeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -51,6 +56,18 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	// One daemon per state dir: a second would double every wake-up and
+	// race the first for the same panes.
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, time.Second)
+	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", cfg.StateDir, err)
+	}
+	defer unlock()
 	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return err
