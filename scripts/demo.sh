@@ -64,10 +64,11 @@ say "loopd serve on 127.0.0.1:$port, tmux -L $socket"
 "$loopd" serve "${cfg[@]}" >"$work/serve.log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 100); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+	grep -q 'msg=serve.listening' "$work/serve.log" && break
 	kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
 	sleep 0.1
 done
+grep -q 'msg=serve.listening' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
 echo "listening; log in $work/serve.log"
 
 # wait_for PATTERN: until loopd get prints a line matching PATTERN (15 s).
