@@ -42,6 +42,7 @@ const (
 	DispatchBlocked   Name = "dispatch.blocked"
 
 	WorkspaceMissing Name = "workspace.missing"
+	HarnessMissing   Name = "harness.missing"
 
 	ItemHeld     Name = "item.held"
 	ItemReleased Name = "item.released"

@@ -45,14 +45,10 @@ func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
 }
 
 // newApp opens the store and builds the tmux client and harness adapters
-// for cfg. A harness whose command cannot be found is reported in the log
+// for cfg. A harness whose command cannot be found is journaled
 // and kept: its spawns fail and back off, visibly, until it is installed.
 func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
 	hook, err := sessionStartHook(configPath)
-	if err != nil {
-		return nil, err
-	}
-	harnesses, err := buildHarnesses(cfg, hook, log)
 	if err != nil {
 		return nil, err
 	}
@@ -60,18 +56,25 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, err
 	}
+	rec := journal.NewRecorder(log, store, time.Now)
+	harnesses, err := buildHarnesses(ctx, cfg, hook, rec)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	return &app{
 		log:       log,
 		store:     store,
 		tmux:      tmux.NewExec(cfg.Tmux.Socket, log),
 		harnesses: harnesses,
-		journal:   journal.NewRecorder(log, store, time.Now),
+		journal:   rec,
 	}, nil
 }
 
 // buildHarnesses makes the adapters; those whose CLI can report its session
-// id at start get hook as their session-start command.
-func buildHarnesses(cfg *schema.Config, hook string, log *slog.Logger) (map[string]harness.Adapter, error) {
+// id at start get hook as their session-start command. A command that
+// cannot be found is journaled as harness.missing and kept.
+func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *journal.Recorder) (map[string]harness.Adapter, error) {
 	names := make([]string, 0, len(cfg.Harnesses))
 	for name := range cfg.Harnesses {
 		names = append(names, name)
@@ -84,7 +87,7 @@ func buildHarnesses(cfg *schema.Config, hook string, log *slog.Logger) (map[stri
 			return nil, fmt.Errorf("harness %s: %w", name, err)
 		}
 		if err := harness.LookCommand(ad); err != nil {
-			log.Error("harness.missing", "harness", name, "err", err)
+			rec.Record(ctx, slog.LevelError, journal.HarnessMissing, "", "harness", name, "err", err)
 		}
 		if r, ok := ad.(harness.SessionStartReporter); ok {
 			ad = r.WithSessionStartHook(hook)
