@@ -34,6 +34,7 @@ const (
 	ReasonProbing          Reason = "probing"           // inside the probe window
 	ReasonAwaitingConfirm  Reason = "awaiting_confirmation"
 	ReasonUnconfirmed      Reason = "resume_unconfirmed" // alive but never confirmed (a dialog?)
+	ReasonSpawnUnconfirmed Reason = "spawn_unconfirmed"  // a fresh spawn's prompt never reached the transcript
 	ReasonStatusPending    Reason = "exit_status_pending"
 	ReasonBackoff          Reason = "backoff"
 	ReasonNeedsAttention   Reason = "needs_attention"

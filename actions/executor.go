@@ -459,8 +459,27 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 		name = journal.SessionCrashLoop
 	}
 	e.record(ctx, slog.LevelError, name, r.Key, "session", a.Session, "harness", r.Spec.Harness,
-		"reason", string(a.Reason), "failures", st.Failures, "release", "loopd release "+r.Key.String())
+		"reason", string(a.Reason), "failures", st.Failures, "screen", e.screenOf(ctx, r, a.Session),
+		"release", "loopd release "+r.Key.String())
 	return nil
+}
+
+// screenOf names what the harness's pane shows, for the operator: a
+// dialog's reason, or the screen class; "" when it cannot be read.
+func (e *Executor) screenOf(ctx context.Context, r *desired.Record, session string) string {
+	ad, err := e.adapter(r.Spec.Harness)
+	if err != nil {
+		return ""
+	}
+	text, err := e.Tmux.CapturePane(ctx, "="+session+":", false)
+	if err != nil {
+		return ""
+	}
+	class, why := ad.Screen(text)
+	if why != "" {
+		return why
+	}
+	return string(class)
 }
 
 // block records why an item cannot proceed, logging it once per reason, and

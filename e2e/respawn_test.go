@@ -178,7 +178,9 @@ func TestRespawnBackoffGrows(t *testing.T) {
 
 	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
 	assert.Equal(t, 4, r.Status.Failures)
-	loops := e.eventsNamed(t, journal.SessionCrashLoop, keyIssue)
+	// The phase is written with the exit, the event with the give-up that
+	// follows it in the same pass.
+	loops := e.waitEvent(t, journal.SessionCrashLoop, keyIssue, 1, waitShort)
 	if assert.Len(t, loops, 1) {
 		assert.Equal(t, "restart_budget_exhausted", loops[0].Attrs["reason"])
 	}
@@ -370,6 +372,11 @@ func TestRespawnCrashDetectedFast(t *testing.T) {
 // status (and fires no pane-died hook) until the process ends with status
 // 3. Later runs just wait, and end with the tmux server.
 const detachScript = `#!/bin/sh
+# Started as "agent --session-id|--resume <id> …": write the transcript line
+# Claude Code writes for a prompt, so each spawn is confirmed.
+dir="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"
+mkdir -p "$dir"
+printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$1" >>"$dir/$2.jsonl"
 [ -e "$0.ran" ] && exec sleep 600
 : >"$0.ran"
 trap '' HUP

@@ -20,6 +20,7 @@ func TestRunKicksLostExits(t *testing.T) {
 	sess := desired.SessionName(r.key)
 	r.opened(t)
 	r.pass(t, false)
+	r.turn(t, r.record(t).Status.HarnessSessionID, "[loopd] issues.opened\nfix it")
 	r.now = r.now.Add(6 * time.Second)
 	r.pass(t, false)
 	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)

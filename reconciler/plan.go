@@ -151,11 +151,17 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		if it.now.Before(st.ProbeDeadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: st.ProbeDeadline, Reason: actions.ReasonProbing}}
 		}
-		confirmed := it.confirmed()
-		if st.SpawnMode == desired.SpawnResume && !confirmed {
+		// A resume must prove it brought the conversation back; a fresh
+		// spawn must show its boot prompt in the transcript (a trust
+		// dialog holds both alive with nothing done).
+		confirmed, unconfirmed := it.confirmed(), actions.ReasonUnconfirmed
+		if st.SpawnMode != desired.SpawnResume {
+			confirmed, unconfirmed = it.freshConfirmed(), actions.ReasonSpawnUnconfirmed
+		}
+		if !confirmed {
 			giveUpAt := st.SpawnedAt.Add(it.p.ConfirmTimeout)
 			if !it.now.Before(giveUpAt) {
-				return []actions.Action{actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonUnconfirmed}}
+				return []actions.Action{actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: unconfirmed}}
 			}
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), giveUpAt), Reason: actions.ReasonAwaitingConfirm}}
 		}
@@ -264,6 +270,13 @@ func (it itemPlan) confirmed() bool {
 		return true
 	}
 	return tr.Exists && tr.Size > st.TranscriptSizeAtSpawn
+}
+
+// freshConfirmed reports whether a fresh spawn's transcript exists (its
+// boot prompt was submitted), or cannot be read.
+func (it itemPlan) freshConfirmed() bool {
+	tr, ok := it.obs.Transcripts[it.r.Key]
+	return !ok || !tr.Known || (tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn)
 }
 
 // bootLanded reports whether the current spawn's boot delivery reached the
