@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/webhook"
 )
 
@@ -36,15 +35,11 @@ examples. Each delivery gets a new GUID unless --delivery-id is given, which
 replays a redelivery.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			cfg, err := schema.Load(g.config)
+			cfg, secret, err := g.loadWithSecret()
 			if err != nil {
 				return err
 			}
 			hook := cfg.Webhooks.GHWebhook
-			secret, err := webhookSecret(hook)
-			if err != nil {
-				return err
-			}
 			url := o.url
 			if url == "" {
 				url = "http://" + hook.Listen + hook.Path

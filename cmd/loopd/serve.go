@@ -47,15 +47,11 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := schema.Load(g.config)
+	cfg, secret, err := g.loadWithSecret()
 	if err != nil {
 		return err
 	}
 	hook := cfg.Webhooks.GHWebhook
-	secret, err := webhookSecret(hook)
-	if err != nil {
-		return err
-	}
 	// One daemon per state dir: a second would double every wake-up and
 	// race the first for the same panes.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -158,12 +154,18 @@ func serve(ctx context.Context, g *globals) error {
 	return nil
 }
 
-// webhookSecret returns the secret held by the env var the config names;
-// an empty one is an error, since it would authenticate nothing.
-func webhookSecret(hook schema.GHWebhook) (string, error) {
-	secret := os.Getenv(hook.SecretEnv)
-	if secret == "" {
-		return "", fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", hook.SecretEnv)
+// loadWithSecret loads the config and the webhook secret held by the env
+// var it names; an empty secret is an error, since it would authenticate
+// nothing.
+func (g *globals) loadWithSecret() (*schema.Config, string, error) {
+	cfg, err := schema.Load(g.config)
+	if err != nil {
+		return nil, "", err
 	}
-	return secret, nil
+	env := cfg.Webhooks.GHWebhook.SecretEnv
+	secret := os.Getenv(env)
+	if secret == "" {
+		return nil, "", fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", env)
+	}
+	return cfg, secret, nil
 }
