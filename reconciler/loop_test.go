@@ -147,6 +147,10 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	rec = r.record(t)
 	assert.Equal(t, desired.PhaseRunning, rec.Status.Phase)
 	assert.Equal(t, id, rec.Status.HarnessSessionID, "a resume keeps the conversation id")
+	assert.Equal(t, sess, rec.Status.Session)
+	spec, ok := r.tmux.Spec(sess)
+	require.True(t, ok)
+	assert.Equal(t, r.cwd, spec.Dir, "a resume runs in the recorded cwd")
 	assert.Equal(t, id, rec.Status.ConfirmedSessionID)
 	assert.Equal(t, []string{"d-1"}, rec.Status.RecentDeliveries)
 }
