@@ -143,7 +143,7 @@ func TestProjectDirName(t *testing.T) {
 		cwd  string
 		want string
 	}{
-		{name: "slashes", cwd: "/srv/work/ws", want: "-srv-work-ws"},
+		{name: "slashes", cwd: "/srv/agents/ws", want: "-srv-agents-ws"},
 		{name: "punctuation", cwd: "/home/a_b/c.d e/x-y", want: "-home-a-b-c-d-e-x-y"},
 		{name: "non_ascii_one_unit_each", cwd: "/ünï", want: "--n-"},
 		{name: "astral_two_units", cwd: "/a🙂b", want: "-a--b"},
