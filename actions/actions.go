@@ -198,9 +198,11 @@ type DeliverPrompt struct {
 	PaneID     string
 	DeliveryID string
 	Prompt     string
-	// Retry is true when an earlier send never reached the transcript: the
-	// executor submits text left in the input box, or pastes again.
-	Retry bool
+	// Retry is true when an earlier send has not reached the transcript:
+	// the executor submits text left in the input box. Repaste allows it,
+	// once DeliveryConfirm has passed, to paste again into an empty box.
+	Retry   bool
+	Repaste bool
 }
 
 // Item implements Action.
@@ -216,7 +218,7 @@ func (DeliverPrompt) Mutates() bool { return true }
 func (a DeliverPrompt) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
 	if a.Retry {
-		f = append(f, Field{"retry", "true"})
+		f = append(f, Field{"retry", "true"}, Field{"repaste", strconv.FormatBool(a.Repaste)})
 	}
 	return f
 }
@@ -253,6 +255,9 @@ type StopSession struct {
 	Key     desired.Key
 	Session string
 	Reason  Reason
+	// Delivered is an event in flight that already reached the
+	// transcript: it is marked delivered, never sent again.
+	Delivered string
 }
 
 // Item implements Action.
@@ -266,7 +271,11 @@ func (StopSession) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a StopSession) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"reason", string(a.Reason)}}
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}}
+	if a.Delivered != "" {
+		f = append(f, Field{"delivered", a.Delivered})
+	}
+	return append(f, Field{"reason", string(a.Reason)})
 }
 
 func (a StopSession) String() string { return Format(a) }

@@ -318,6 +318,10 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		return fmt.Errorf("deliver %s to %s: %w (%s)", a.DeliveryID, a.Session, ErrNotReady, why)
 	case class != harness.ScreenReady:
 		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, ErrNotReady)
+	case a.Retry && !a.Repaste:
+		// The box is empty: the paste was submitted or lost. Give the
+		// transcript until DeliveryConfirm before pasting a second copy.
+		return fmt.Errorf("deliver %s to %s: %w (awaiting the transcript)", a.DeliveryID, a.Session, ErrNotReady)
 	}
 	// The send is recorded before the paste, so a daemon killed after it
 	// finds the delivery in flight and looks for it in the transcript
@@ -385,8 +389,19 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	st.Phase = desired.PhaseStopped
 	st.PaneID = ""
 	st.Reason = string(a.Reason)
-	if err := e.put(ctx, r, st); err != nil {
+	var delivered []string
+	if a.Delivered != "" {
+		delivered = append(delivered, a.Delivered)
+		st = st.Remember(a.Delivered)
+	}
+	// Whatever was in flight ends with the session; what did not land is
+	// still pending.
+	st.SpawnDeliveryID, st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", "", time.Time{}, 0
+	if err := e.put(ctx, r, st, delivered...); err != nil {
 		return err
+	}
+	if a.Delivered != "" {
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, "session", a.Session, "reason", string(a.Reason))
 	return nil
@@ -425,7 +440,7 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 		return err
 	}
 	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "boot_prompt", "session", a.Session)
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	level := slog.LevelWarn
 	if a.Clean {

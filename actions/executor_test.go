@@ -286,11 +286,15 @@ func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	require.NoError(t, err)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 
-	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.StopSession{Key: r.key, Session: sess, Reason: actions.ReasonClosed}})
+	rec.Status.SendingDeliveryID = "d-1"
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.StopSession{Key: r.key, Session: sess, Reason: actions.ReasonClosed, Delivered: "d-1"}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
 	assert.Empty(t, r.tmux.Sessions())
-	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
-	assert.Contains(t, r.events(t), string(journal.SessionStopped))
+	got := r.get(t)
+	assert.Equal(t, desired.PhaseStopped, got.Status.Phase)
+	assert.Empty(t, got.Pending, "the paste that landed before the stop is delivered")
+	assert.Empty(t, got.Status.SendingDeliveryID)
+	assert.Equal(t, []string{"dispatch.delivered", "session.stopped"}, r.events(t))
 }
 
 func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {

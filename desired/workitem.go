@@ -241,6 +241,12 @@ type SessionReport struct {
 	At        time.Time
 }
 
+// DeliveryMarker returns the text that frames a delivery's body in its
+// rendered prompt ("<<<" + marker … marker + ">>>"). Only the whole prompt
+// holds it, never its header line alone, so finding it in a transcript
+// shows that the whole prompt reached the conversation.
+func DeliveryMarker(id string) string { return "github-data " + id }
+
 // Record is one work item: its key, spec, status, pending deliveries in
 // arrival order, and the harness's latest report about itself (nil if none).
 type Record struct {

@@ -159,6 +159,10 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 			consider(a.Probe)
 		case actions.ResumeSpawn:
 			consider(a.Probe)
+		case actions.DeliverPrompt, actions.ConfirmDelivery:
+			// A paste shows in the transcript within a second, and the
+			// next pending event waits for its confirmation.
+			consider(p.Poll)
 		}
 	}
 	return best, found
@@ -171,10 +175,10 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Ob
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Landed: map[desired.Key]bool{}}
 	for _, rec := range records {
-		if rec.Spec.Closed || rec.Spec.Held {
+		sending := rec.Status.SendingDeliveryID
+		if (rec.Spec.Closed || rec.Spec.Held) && sending == "" && rec.Status.SpawnDeliveryID == "" {
 			continue
 		}
-		sending := rec.Status.SendingDeliveryID
 		if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && rec.Status.Phase == desired.PhaseRunning && sending == "" {
 			continue
 		}
@@ -194,9 +198,10 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Ob
 		}
 		obs.Transcripts[rec.Key] = tr
 		if sending != "" && tr.Known && tr.Exists {
-			// The rendered prompt's header names the delivery id, so the
-			// id in the transcript means the paste was submitted.
-			landed, err := harness.TranscriptContains(tr, sending)
+			// The body marker is only in the whole prompt (a long event
+			// boots with its header alone), so finding it means the paste
+			// was submitted.
+			landed, err := harness.TranscriptContains(tr, desired.DeliveryMarker(sending))
 			if err != nil {
 				r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", tr.Path, "err", err)
 			}

@@ -119,7 +119,16 @@ func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []acti
 			reason = actions.ReasonHeld
 		}
 		if it.pane.exists || it.st.Phase != desired.PhaseStopped {
-			return []actions.Action{actions.StopSession{Key: r.Key, Session: it.session, Reason: reason}}
+			stop := actions.StopSession{Key: r.Key, Session: it.session, Reason: reason}
+			// An event already in the conversation stays delivered; one
+			// that had not landed stays pending for when the item runs again.
+			switch {
+			case it.st.SendingDeliveryID != "" && obs.Landed[r.Key]:
+				stop.Delivered = it.st.SendingDeliveryID
+			case it.bootLanded():
+				stop.Delivered = it.st.SpawnDeliveryID
+			}
+			return []actions.Action{stop}
 		}
 		return nil
 	}
@@ -228,9 +237,10 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 	return nil
 }
 
-// confirmSend follows the pasted delivery in flight: confirmed once its id
-// shows in the transcript (or at once when the harness has none to read);
-// submitted or sent again when it has not after DeliveryConfirm; after
+// confirmSend follows the pasted delivery in flight: confirmed once its body
+// marker shows in the transcript (or at once when the harness has none to
+// read); from a poll period after the send, text left in the input box is
+// submitted; after DeliveryConfirm an empty box gets the paste again; past
 // MaxSendAttempts the item needs attention, the delivery still pending.
 func (it itemPlan) confirmSend() []actions.Action {
 	st, key := it.st, it.r.Key
@@ -242,15 +252,18 @@ func (it itemPlan) confirmSend() []actions.Action {
 			pending = &it.pending[i]
 		}
 	}
+	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
 	case it.obs.Landed[key] || !ok || !tr.Known || pending == nil:
 		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.obs.Landed[key]}}
-	case it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm)):
-		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.DeliveryConfirm), Reason: actions.ReasonAwaitingDelivery}}
-	case st.SendAttempts >= it.p.MaxSendAttempts:
+	case it.now.Before(st.SentAt.Add(it.p.Poll)):
+		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.Poll), Reason: actions.ReasonAwaitingDelivery}}
+	case repaste && st.SendAttempts >= it.p.MaxSendAttempts:
 		return []actions.Action{actions.GiveUp{Key: key, Session: it.session, Reason: actions.ReasonUnconfirmedSend}}
 	default:
-		return []actions.Action{actions.DeliverPrompt{Key: key, Session: it.session, PaneID: it.pane.id, DeliveryID: id, Prompt: pending.Prompt, Retry: true}}
+		// Text left in the input box is submitted at once; an empty box
+		// gets a second copy only after DeliveryConfirm.
+		return []actions.Action{actions.DeliverPrompt{Key: key, Session: it.session, PaneID: it.pane.id, DeliveryID: id, Prompt: pending.Prompt, Retry: true, Repaste: repaste}}
 	}
 }
 

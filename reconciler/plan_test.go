@@ -145,10 +145,24 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"paste_seen_in_transcript_is_confirmed", rec(sending(t0.Add(-time.Second), 1), ev1, ev2), landed(obs(alive(), transcript)), testPolicy(),
 			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true}}},
-		{"paste_not_yet_in_transcript_waits", rec(sending(t0.Add(-time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(9 * time.Second), Reason: actions.ReasonAwaitingDelivery}}},
-		{"paste_lost_is_sent_again", rec(sending(t0.Add(-11*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
+		{"paste_not_yet_in_transcript_waits_a_poll", rec(sending(t0.Add(-500*time.Millisecond), 1), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(500 * time.Millisecond), Reason: actions.ReasonAwaitingDelivery}}},
+		{"paste_still_unseen_is_resubmitted_if_left_in_the_box", rec(sending(t0.Add(-2*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt, Retry: true}}},
+		{"paste_lost_is_sent_again", rec(sending(t0.Add(-11*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt, Retry: true, Repaste: true}}},
+		{"close_after_a_landed_paste_keeps_it_delivered", func() desired.Record {
+			r := rec(sending(t0.Add(-time.Second), 1), ev1)
+			r.Spec.Closed = true
+			return r
+		}(), landed(obs(alive(), transcript)), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed, Delivered: "d-1"}}},
+		{"hold_before_the_paste_landed_keeps_it_pending", func() desired.Record {
+			r := rec(sending(t0.Add(-time.Second), 1), ev1)
+			r.Spec.Held = true
+			return r
+		}(), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonHeld}}},
 		{"paste_never_confirmed_needs_attention", rec(sending(t0.Add(-11*time.Second), 3), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmedSend}}},
 		{"paste_without_a_readable_transcript_is_confirmed_unverified", rec(sending(t0.Add(-time.Second), 1), ev1), obs(alive()), testPolicy(),
