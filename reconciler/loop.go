@@ -33,6 +33,10 @@ type Reconciler struct {
 	Now    func() time.Time
 	// Interval is the resync period, the safety net behind the triggers.
 	Interval time.Duration
+	// LockWait bounds the wait for the reconcile lock (held by another
+	// pass, e.g. a cron reconcile --once), and only that wait: the pass
+	// that then runs is not cut short. Zero waits until ctx ends.
+	LockWait time.Duration
 	// Server are the options the tmux server is started with.
 	Server tmux.ServerOptions
 	// KickEvery, when not zero and the server options name a pane-died
@@ -85,11 +89,17 @@ func (r *Reconciler) triggerChan() chan struct{} {
 }
 
 // Pass runs one reconcile pass under the cross-process lock, waiting for the
-// lock until ctx ends (the error then wraps desired.ErrLocked). A dry run
-// plans and returns without touching tmux sessions or the store.
+// lock up to LockWait or until ctx ends (the error then wraps
+// desired.ErrLocked). A dry run plans and returns without touching tmux
+// sessions or the store.
 func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) {
 	start := time.Now()
-	unlock, err := r.Store.Lock(ctx)
+	lockCtx, cancel := ctx, context.CancelFunc(func() {})
+	if r.LockWait > 0 {
+		lockCtx, cancel = context.WithTimeout(ctx, r.LockWait)
+	}
+	unlock, err := r.Store.Lock(lockCtx)
+	cancel()
 	if err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}

@@ -175,3 +175,22 @@ func TestDryRunChangesNothing(t *testing.T) {
 	assert.Empty(t, r.tmux.Sessions())
 	assert.NoDirExists(t, r.cwd)
 }
+
+// TestPassLockWaitBoundsOnlyTheWaitForTheLock: with the lock held elsewhere
+// a pass gives up after LockWait with ErrLocked; with it free, the same
+// short LockWait does not cut the pass short.
+func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
+	r := newPassRig(t)
+	r.opened(t)
+	r.rc.LockWait = time.Millisecond
+	unlock, err := r.store.Lock(context.Background())
+	require.NoError(t, err)
+	_, err = r.rc.Pass(context.Background(), false)
+	require.ErrorIs(t, err, desired.ErrLocked)
+	assert.Empty(t, r.tmux.Sessions())
+
+	unlock()
+	res := r.pass(t, false)
+	assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	assert.Len(t, r.tmux.Sessions(), 1)
+}

@@ -123,6 +123,9 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		Policy:    policy,
 		Now:       time.Now,
 		Interval:  cfg.Reconcile.Interval(),
+		// The daemon waits at most one interval for a cron pass to finish;
+		// a longer hold is logged as reconcile.failed and retried.
+		LockWait:  cfg.Reconcile.Interval(),
 		Server:    tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit},
 		KickEvery: lostExitKick,
 		Executor: &actions.Executor{

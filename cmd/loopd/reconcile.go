@@ -64,7 +64,7 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	}
 	defer a.store.Close()
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
-	rc.Store = lockWaitStore{Store: a.store, wait: o.lockWait}
+	rc.LockWait = o.lockWait
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
 	// same run reads the pane again, a bounded number of times.
 	var all reconciler.PassResult
@@ -93,19 +93,6 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return exitError{code: 2}
 	}
 	return nil
-}
-
-// lockWaitStore bounds the wait for the reconcile lock (--lock-wait), and
-// only that wait: the pass that runs under the lock is not cut short.
-type lockWaitStore struct {
-	desired.Store
-	wait time.Duration
-}
-
-func (s lockWaitStore) Lock(ctx context.Context) (unlock func(), err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.wait)
-	defer cancel()
-	return s.Store.Lock(ctx)
 }
 
 // maxOncePasses bounds the passes of one reconcile --once run.
