@@ -267,40 +267,41 @@ func (it itemPlan) confirmSend() []actions.Action {
 	}
 }
 
-// confirmed reports whether the current spawn is confirmed: the harness
-// reported the pinned id, or the transcript grew past its size at spawn. A
-// harness whose transcript cannot be read is judged by the probe alone.
+// confirmed reports whether the current resume is confirmed: the harness
+// reported the pinned id since the spawn, or the transcript grew past its
+// size at spawn. A harness whose transcript cannot be read is judged by the
+// probe alone.
 func (it itemPlan) confirmed() bool {
 	st := it.st
-	if st.ConfirmedSessionID != "" && st.ConfirmedSessionID == st.HarnessSessionID {
-		return true
-	}
 	if rep := it.r.Report; rep != nil && rep.SessionID == st.HarnessSessionID && !rep.At.Before(st.SpawnedAt) {
 		return true
 	}
-	tr, ok := it.obs.Transcripts[it.r.Key]
-	if !ok || !tr.Known {
-		return true
-	}
-	return tr.Exists && tr.Size > st.TranscriptSizeAtSpawn
+	return it.freshConfirmed()
 }
 
-// freshConfirmed reports whether a fresh spawn's transcript exists (its
-// boot prompt was submitted), or cannot be read.
+// freshConfirmed reports whether the spawn's prompt reached the transcript
+// (for a fresh spawn, whose transcript the first prompt creates, that it
+// exists), or the transcript cannot be read.
 func (it itemPlan) freshConfirmed() bool {
+	grew, known := it.transcriptGrew()
+	return grew || !known
+}
+
+// transcriptGrew reports whether the transcript grew past its size at
+// spawn (-1 for a fresh spawn), and whether it can be read at all.
+func (it itemPlan) transcriptGrew() (grew, known bool) {
 	tr, ok := it.obs.Transcripts[it.r.Key]
-	return !ok || !tr.Known || (tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn)
+	if !ok || !tr.Known {
+		return false, false
+	}
+	return tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn, true
 }
 
 // bootLanded reports whether the current spawn's boot delivery reached the
-// harness's transcript: it grew past its size at spawn (-1 for a fresh
-// spawn, whose transcript is created by its first prompt).
+// harness's transcript.
 func (it itemPlan) bootLanded() bool {
-	if it.st.SpawnDeliveryID == "" {
-		return false
-	}
-	tr, ok := it.obs.Transcripts[it.r.Key]
-	return ok && tr.Known && tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn
+	grew, _ := it.transcriptGrew()
+	return it.st.SpawnDeliveryID != "" && grew
 }
 
 // planDown handles a session that is missing or whose pane is dead.

@@ -215,8 +215,6 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
-		{"resume_confirmed_by_harness_report", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ConfirmedSessionID = oldID }), ev1), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
 		{"resume_confirmed_by_session_start_report", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "resume", At: t0.Add(-5 * time.Second)}
