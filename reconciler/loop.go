@@ -178,20 +178,18 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 	return best, found
 }
 
-// gather reads the disk facts Plan needs for items that may spawn or are
-// being probed: the transcript of the recorded session id and whether the
-// workdir exists. Items with a healthy live pane are skipped.
+// gather reads the disk facts Plan needs for items that may spawn, are
+// being probed or have an event in flight: the transcript of the recorded
+// session id and whether the workdir exists. It runs every pass, so items
+// that cannot need them are skipped (needsFacts).
 func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Observation {
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Landed: map[desired.Key]bool{}}
 	for _, rec := range records {
+		if !needsFacts(rec, snap) {
+			continue
+		}
 		sending := rec.Status.SendingDeliveryID
-		if (rec.Spec.Closed || rec.Spec.Held) && sending == "" && rec.Status.SpawnDeliveryID == "" {
-			continue
-		}
-		if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && rec.Status.Phase == desired.PhaseRunning && sending == "" {
-			continue
-		}
 		if rec.Spec.Cwd != "" {
 			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
 				obs.MissingWorkdirs[rec.Key] = true
@@ -219,6 +217,29 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Ob
 		}
 	}
 	return obs
+}
+
+// needsFacts reports whether Plan may read rec's disk facts this pass. An
+// event in flight (a boot prompt or a paste) always needs them. Otherwise a
+// closed or held item is only stopped, a running item with a live pane only
+// gets pastes, and an item at rest (idle, exited, stopped, needing
+// attention) with nothing pending is left alone.
+func needsFacts(rec desired.Record, snap observed.Snapshot) bool {
+	st := rec.Status
+	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
+		return true
+	}
+	if rec.Spec.Closed || rec.Spec.Held {
+		return false
+	}
+	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning {
+		return false
+	}
+	switch st.Phase {
+	case "", desired.PhaseIdle, desired.PhaseExited, desired.PhaseStopped, desired.PhaseNeedsAttention:
+		return len(rec.Pending) > 0
+	}
+	return true
 }
 
 // Run reconciles until ctx ends: a pass at start, then after every trigger,

@@ -17,6 +17,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
 )
@@ -193,4 +194,37 @@ func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
 	res := r.pass(t, false)
 	assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
 	assert.Len(t, r.tmux.Sessions(), 1)
+}
+
+func TestNeedsFacts(t *testing.T) {
+	with := func(st desired.Status, f func(*desired.Record)) desired.Record {
+		r := rec(st)
+		f(&r)
+		return r
+	}
+	same := func(*desired.Record) {}
+	tests := []struct {
+		name string
+		rec  desired.Record
+		snap observed.Snapshot
+		want bool
+	}{
+		{"running_live_pane", rec(running()), alive(), false},
+		{"running_dead_pane", rec(running()), dead(1), true},
+		{"running_with_a_paste_in_flight", rec(sending(t0, 1)), alive(), true},
+		{"spawning", rec(spawning(desired.SpawnResume)), alive(), true},
+		{"backing_off", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseBackingOff }), dead(1), true},
+		{"exited_at_rest", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseExited }), dead(0), false},
+		{"exited_with_an_event", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseExited; r.Pending = []desired.Delivery{ev1} }), dead(0), true},
+		{"needs_attention_at_rest", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseNeedsAttention }), dead(1), false},
+		{"closed", with(running(), func(r *desired.Record) { r.Spec.Closed = true }), dead(1), false},
+		{"closed_with_a_paste_in_flight", with(sending(t0, 1), func(r *desired.Record) { r.Spec.Closed = true }), alive(), true},
+		{"new_item", rec(desired.Status{}, ev1), gone(), true},
+		{"idle_at_rest", with(desired.Status{}, same), gone(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, needsFacts(tt.rec, tt.snap))
+		})
+	}
 }
