@@ -73,6 +73,16 @@ func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
 	return r.get(t)
 }
 
+// livePane starts the item's session with a live pane in the fake and
+// returns its name and pane id.
+func (r *rig) livePane(t *testing.T) (session, pane string) {
+	t.Helper()
+	session = desired.SessionName(r.key)
+	pane, err := r.tmux.NewSession(context.Background(), tmux.NewSession{Name: session, Dir: "/", Argv: []string{"claude", "x"}})
+	require.NoError(t, err)
+	return session, pane
+}
+
 func (r *rig) get(t *testing.T) desired.Record {
 	t.Helper()
 	rec, err := r.store.Get(context.Background(), r.key)
@@ -185,9 +195,7 @@ func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
 func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	sess := desired.SessionName(r.key)
-	pane, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
-	require.NoError(t, err)
+	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one\nline two")
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
 	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt}}
@@ -239,9 +247,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	sess := desired.SessionName(r.key)
-	pane, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
-	require.NoError(t, err)
+	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] x\ny")
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
 	r.tmux.SetScreen(sess, screen(t, "draft-typed.txt"))
@@ -281,9 +287,7 @@ func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
 func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	sess := desired.SessionName(r.key)
-	_, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}})
-	require.NoError(t, err)
+	sess, _ := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 
 	rec.Status.SendingDeliveryID = "d-1"
