@@ -43,12 +43,13 @@ func tmuxShim(t *testing.T, dir string) (path, log string) {
 	return bin + string(os.PathListSeparator) + os.Getenv("PATH"), log
 }
 
-// procFile returns /proc/<pid>/<name> with its NULs made newlines.
+// procFile returns /proc/<pid>/<name> with a newline before each entry
+// (its NULs made newlines), so that "\nNAME=" finds any entry.
 func procFile(t *testing.T, pid int, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 	require.NoError(t, err)
-	return string(bytes.ReplaceAll(b, []byte{0}, []byte{'\n'}))
+	return "\n" + string(bytes.ReplaceAll(b, []byte{0}, []byte{'\n'}))
 }
 
 // Issue 6, items 1 and 2: loopd serve runs with the webhook secret, another
