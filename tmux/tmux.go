@@ -87,7 +87,9 @@ type ServerOptions struct {
 // count as zero sessions, never as errors.
 type Client interface {
 	// EnsureServer starts the server if needed and sets exit-empty off,
-	// remain-on-exit on and the pane-died hook globally. It is idempotent.
+	// remain-on-exit on and the pane-died hook globally; Exec also makes
+	// the server's global environment its client's (Exec.Env). It is
+	// idempotent.
 	EnsureServer(ctx context.Context, opts ServerOptions) error
 	// NewSession creates the session and returns its pane id ("%N"). It
 	// returns ErrSessionExists when the name is taken and ErrCommandTooLong
