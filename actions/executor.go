@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/tmux"
 )
 
@@ -51,6 +52,9 @@ type Executor struct {
 	// RetryDelay is the backoff before retrying after the n-th consecutive
 	// failure of a spawn that tmux refused.
 	RetryDelay func(n int) time.Duration
+	// Launcher starts every harness through "loopd launch", which gives it
+	// its environment from a private file: no value is ever in tmux's argv.
+	Launcher launch.Launcher
 }
 
 // Result sums up one Execute call.
@@ -216,8 +220,14 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		env = map[string]string{}
 	}
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
-	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Env: env, Argv: argv})
+	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
+		return e.spawnFailed(ctx, r, s, err)
+	}
+	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv})
+	if err != nil {
+		// No launcher will read it.
+		_ = os.Remove(envFile)
 		return e.spawnFailed(ctx, r, s, fmt.Errorf("new session %s: %w", s.Session, err))
 	}
 	st.PaneID = paneID
@@ -383,6 +393,10 @@ func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a Con
 
 func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) error {
 	if err := e.Tmux.KillSession(ctx, a.Session); err != nil && !errors.Is(err, tmux.ErrNoSession) {
+		return fmt.Errorf("stop %s: %w", a.Session, err)
+	}
+	// A pane that died before its launcher ran left its env file.
+	if err := e.Launcher.Discard(a.Session); err != nil {
 		return fmt.Errorf("stop %s: %w", a.Session, err)
 	}
 	st := r.Status

@@ -62,7 +62,10 @@ type Adapter interface {
 	FreshArgv(id, prompt string) []string
 	// ResumeArgv returns the whole argv that resumes id with prompt.
 	ResumeArgv(id, prompt string) []string
-	// Env returns the environment for the pane (tmux new-session -e).
+	// Env returns the variables the harness gets on top of the tmux
+	// server's environment (paneenv.Base), through loopd's launcher: the
+	// harness's env and loopd's values of passEnv and of the variables
+	// the adapter needs (paneenv.Pass).
 	Env() map[string]string
 	// Transcript reports the transcript of id for the physical cwd.
 	Transcript(cwd, id string) (Transcript, error)
@@ -142,7 +145,7 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 // LookCommand checks that the command of an adapter made by New can be
 // started: a bare name must be an executable on the pane's PATH (the
 // harness env's PATH when it sets one, else loopd's own, which its tmux
-// server inherits), a path must be an executable file. It returns an error
+// server gets), a path must be an executable file. It returns an error
 // wrapping ErrCommandNotFound when it cannot, so that loopd can say so
 // before spawning: tmux shows a missing command only as a pane that died
 // with status 1 and a blank screen (docs/reference/harness-cli-facts.md).
