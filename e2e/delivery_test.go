@@ -198,3 +198,26 @@ func TestMangledPasteNeedsAttentionAndIsResentOnlyOnRelease(t *testing.T) {
 	assert.Equal(t, 2, countContaining(e.userTurns(t, keyIssue, id), tag), "exactly one resend per release")
 	assert.Empty(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery))
 }
+
+func TestPromptStoredBeforeDigestsIsVerifiedByItsMarker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	startWithComment(t, e, "first comment "+uuid.NewString())
+
+	// A pending delivery from a database written before the end line
+	// carried a digest.
+	id := uuid.NewString()
+	s := e.openStore(t)
+	_, err := s.Ingest(context.Background(), desired.Ingest{
+		DeliveryID: id, Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(keyIssue),
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat", ReceivedAt: time.Now().UTC(),
+			Prompt: "[loopd] issue_comment.created on " + keyIssue.String() + " by Codertocat (delivery " + id + ")\n" +
+				"<<<github-data " + id + "\nbody:\nold\tformat\ngithub-data " + id + ">>>\n"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	ev := waitDelivered(t, e, id, waitShort)
+	assert.Equal(t, "true", ev.Attrs["verified"], "%v", ev.Attrs)
+	assert.Equal(t, "paste", ev.Attrs["via"])
+}

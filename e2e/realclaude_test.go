@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -147,4 +149,32 @@ func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
 	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, newID), body) == 1 },
 		waitLong, "the comment never reached the new transcript")
 	assert.NoFileExists(t, e.transcriptPath(t, keyIssue, oldID), "the lost transcript is not recreated")
+}
+
+func TestRealClaudeUntrustedWorkdirReleaseDoesNotResend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{
+		Harness: realClaude(t),
+		Policy:  map[string]any{"restartPolicy": "Never", "resumeProbeSeconds": 2, "confirmTimeoutSeconds": 5},
+	})
+	// Onboarded, but the workdir is not trusted: the TUI stops at its
+	// workspace trust dialog.
+	claudeJSON, err := json.Marshal(map[string]any{"hasCompletedOnboarding": true})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), claudeJSON, 0o600))
+
+	body := "behind the trust dialog " + uuid.NewString()
+	delivery, id := stuckAtTrustDialog(t, e, body)
+	pressEnter(t, e)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitLong, "the boot prompt never reached the real transcript after Enter")
+
+	e.mustRun(t, "release", keyIssue.String())
+	ev := waitDelivered(t, e, delivery, waitLong)
+	assert.Equal(t, "transcript", ev.Attrs["via"], "%v", ev.Attrs)
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	e.settle(t)
+	e.settle(t)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "one turn for one delivery")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, delivery), "never pasted")
 }
