@@ -75,11 +75,15 @@ func TestRealClaudePasteAndResumeAfterKill(t *testing.T) {
 	id := r.Status.HarnessSessionID
 	path := e.transcriptPath(t, keyIssue, id)
 
-	body := "line one " + uuid.NewString() + "\nline two\n\nline four"
-	sendComment(t, e, body)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+	body := "line one " + uuid.NewString() + "\nline\ttwo  \n\nline four 漢字 😀"
+	delivery := sendComment(t, e, body)
+	// The CLI stores a pasted tab as four spaces, and everything else as sent.
+	e.waitFor(t, func() bool {
+		return countContaining(e.userTurns(t, keyIssue, id), strings.ReplaceAll(body, "\t", "    ")) == 1
+	},
 		waitLong, "the pasted comment never reached the transcript with its newlines")
 	e.waitEvent(t, journal.DispatchDelivered, keyIssue, 2, waitLong)
+	assert.Equal(t, "true", waitDelivered(t, e, delivery, waitLong).Attrs["verified"], "the digest matches what the real CLI stored")
 	assert.Len(t, e.userTurns(t, keyIssue, id), 2, "one more user turn")
 
 	e.killPane(t, keyIssue)
