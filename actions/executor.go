@@ -382,12 +382,17 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, a DeliverPromp
 
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
 	st := r.Status.Remember(a.DeliveryID)
-	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	if st.SendingDeliveryID == a.DeliveryID {
+		st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	}
+	if st.SpawnDeliveryID == a.DeliveryID {
+		st.SpawnDeliveryID = ""
+	}
 	st.Reason = "delivered"
 	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
 		return err
 	}
-	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "paste", "session", a.Session, "verified", a.Verified)
+	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
 	return nil
 }
 
@@ -480,8 +485,15 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	// An unconfirmed paste stays pending; the next attempt starts over.
 	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
 	st.Reason = string(a.Reason)
+	if a.Mangled != "" {
+		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
+	}
+	if a.Mangled != "" {
+		e.record(ctx, slog.LevelError, journal.DispatchMangled, r.Key, "delivery", a.Mangled, "session", a.Session,
+			"copies", a.Copies, "reason", "frame_not_whole")
 	}
 	name := journal.SessionNeedsAttention
 	if a.Reason == ReasonBudgetExhausted {
