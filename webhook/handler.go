@@ -150,8 +150,8 @@ func (d delivery) attrs(kv ...any) []any {
 
 // ServeHTTP handles one delivery. It verifies the signature over the exact
 // body bytes before anything else reads them. Its work ends within
-// AnswerTimeout of the headers: a store that cannot take the delivery in
-// time gets the delivery a 503.
+// AnswerTimeout of the headers: a delivery the store cannot take in time
+// is answered 503.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.AnswerTimeout)
 	defer cancel()
@@ -211,9 +211,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decided before the body is read: a missing or malformed signature gets
 // 401, a missing Content-Length 411 (GitHub always sends one), a
 // Content-Length over MaxBody or over the whole BodyBudget 413; those
-// answers close the connection
-// with the body unread. While it is read, the body holds its bytes on the
-// shared budget; a body the budget cannot hold gets 503 with Retry-After.
+// answers close the connection with the body unread. While it is read, the
+// body holds its bytes on the shared budget; a body the budget cannot hold
+// gets 503 with Retry-After.
 // On failure it answers and logs delivery.rejected (never journaled: the
 // request is not authenticated), and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, bool) {

@@ -27,12 +27,12 @@ const DefaultAnswerTimeout = 8 * time.Second
 
 // DefaultBodyBudget is the default of Options.BodyBudget in bytes: 16 MiB.
 // The deliveries loopd handles are far smaller: an issue, comment or
-// review body holds at most 65,536 characters (GitHub's limit; at most
-// 256 KiB of UTF-8), so such a delivery stays well under 1 MiB, and the
-// budget holds many at once. A body larger than the whole budget is
-// refused with 413 like one over MaxBody: it can only be an event loopd
-// ignores. The budget keeps the daemon's resident set under 64 MB however
-// many unauthenticated bodies arrive (docs/performance.md).
+// review body holds at most 65,536 characters (GitHub's limit), so such a
+// delivery, escapes and all, stays well under 1 MiB, and the budget holds
+// many at once. A body larger than the whole budget is refused with 413
+// like one over MaxBody: in practice it is an event loopd ignores. The
+// budget bounds what a flood of unverified bodies costs: 100 stalled
+// connections keep the process under 64 MB resident (docs/performance.md).
 const DefaultBodyBudget int64 = 16 << 20
 
 // bodyBudgetRetryAfter is the Retry-After of a request refused because the
