@@ -24,7 +24,7 @@ check:
 	$(MAKE) test
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./tmux ./observed ./desired
+	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./tmux ./observed ./desired ./webhook
 
 demo: build
 	./scripts/demo.sh

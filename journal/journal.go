@@ -87,6 +87,24 @@ func NewRecorder(log *slog.Logger, store Appender, now func() time.Time) *Record
 // Record logs and journals one event. kv are alternating snake_case keys and
 // values; values are formatted with slog's text rules.
 func (r *Recorder) Record(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
+	e := r.log1(ctx, level, name, workItem, kv)
+	if r.store == nil {
+		return
+	}
+	if err := r.store.AppendEvent(ctx, e); err != nil {
+		r.log.Error("journal.append_failed", "event", string(name), "err", err)
+	}
+}
+
+// LogOnly logs one event exactly as Record does but writes no journal row.
+// It is for a path where the store has just failed, which must not wait on
+// that store a second time (a delivery answered within GitHub's deadline).
+func (r *Recorder) LogOnly(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
+	r.log1(ctx, level, name, workItem, kv)
+}
+
+// log1 logs one event and returns its journal row.
+func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) Event {
 	attrs := make(map[string]string, len(kv)/2)
 	args := make([]any, 0, len(kv)+2)
 	if workItem != "" {
@@ -99,13 +117,7 @@ func (r *Recorder) Record(ctx context.Context, level slog.Level, name Name, work
 		args = append(args, key, kv[i+1])
 	}
 	r.log.Log(ctx, level, string(name), args...)
-	if r.store == nil {
-		return
-	}
-	e := Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}
-	if err := r.store.AppendEvent(ctx, e); err != nil {
-		r.log.Error("journal.append_failed", "event", string(name), "err", err)
-	}
+	return Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}
 }
 
 // String renders the event as one line: local time, level, name, work item

@@ -7,9 +7,14 @@
 //
 //  1. Only POST is served (405 otherwise).
 //  2. An empty configured secret refuses everything with 500 (fail closed).
-//  3. The body is read whole under a cap (413 over it).
-//  4. X-Hub-Signature-256 is verified over those exact bytes: a missing or
-//     bad signature gets 401 and nothing is stored, not even a journal row.
+//  3. Before the body is read: a missing X-Hub-Signature-256, or one that
+//     is not sha256= and 64 hex digits, gets 401; a missing Content-Length
+//     gets 411; a Content-Length over the cap gets 413. These answers close
+//     the connection with the body unread.
+//  4. The body is read while its HMAC is computed; the bytes of all the
+//     bodies being read at once are capped by a shared budget (503 with
+//     Retry-After past it). A signature that does not match gets 401.
+//     An unauthenticated request stores nothing, not even a journal row.
 //  5. A missing X-GitHub-Event or a missing or malformed X-GitHub-Delivery
 //     gets 400; a content type other than application/json gets 415.
 //  6. ping gets 200; events other than the five below get 202, ignored.
@@ -22,8 +27,14 @@
 //     ignored.
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
-//     X-GitHub-Delivery) gets 200 and changes nothing; a store error gets
-//     500, so GitHub shows the failure and the delivery can be redelivered.
+//     X-GitHub-Delivery) gets 200 and changes nothing; a store error,
+//     a store locked past the answer timeout included, gets 503, logged but
+//     not journaled, so GitHub shows the failure and the delivery can be
+//     redelivered; a workdir that does not render gets 500.
+//
+// The handler's work on a request ends within Options.AnswerTimeout (8 s)
+// of its headers, under GitHub's 10 s; NewServer bounds the reading and
+// writing of every request (DefaultServerLimits).
 //
 // Handled events and actions (GitHub webhook docs, "Webhook events and
 // payloads"). An issue_comment on a pull request, and any issue payload with

@@ -2,7 +2,10 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-github/v84/github"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/journal"
@@ -28,10 +32,12 @@ const DefaultMaxBody int64 = 25 << 20
 const (
 	// delivery.rejected, not journaled: the request is not authenticated.
 	reasonNoSecret         = "no_secret"
-	reasonBodyTooLarge     = "body_too_large"
-	reasonReadFailed       = "read_failed"
 	reasonMissingSignature = "missing_signature"
 	reasonBadSignature     = "bad_signature"
+	reasonLengthRequired   = "length_required"
+	reasonBodyTooLarge     = "body_too_large"
+	reasonOverBudget       = "over_budget"
+	reasonReadFailed       = "read_failed"
 
 	// delivery.rejected, journaled: signed by GitHub but unusable.
 	reasonMissingEvent       = "missing_event"
@@ -83,6 +89,13 @@ type Options struct {
 	Now func() time.Time
 	// MaxBody caps the request body in bytes; 0 means DefaultMaxBody.
 	MaxBody int64
+	// BodyBudget caps the bytes held at once by all the request bodies
+	// being read and not yet verified; 0 means DefaultBodyBudget. A
+	// request whose body does not fit gets 503 with Retry-After.
+	BodyBudget int64
+	// AnswerTimeout bounds the handler's work on one request, counted from
+	// the end of its headers; 0 means DefaultAnswerTimeout.
+	AnswerTimeout time.Duration
 }
 
 // Handler receives GitHub webhook deliveries. Each one becomes at most one
@@ -90,14 +103,21 @@ type Options struct {
 // the handler answers. See the package doc for the status codes and the
 // table of handled events.
 type Handler struct {
-	opts Options
+	opts   Options
+	budget *semaphore.Weighted // Options.BodyBudget
 }
 
-// New returns a Handler with opts, filling MaxBody, Now and Trigger
-// defaults.
+// New returns a Handler with opts, filling MaxBody, BodyBudget,
+// AnswerTimeout, Now and Trigger defaults.
 func New(opts Options) *Handler {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.BodyBudget <= 0 {
+		opts.BodyBudget = DefaultBodyBudget
+	}
+	if opts.AnswerTimeout <= 0 {
+		opts.AnswerTimeout = DefaultAnswerTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -105,7 +125,7 @@ func New(opts Options) *Handler {
 	if opts.Trigger == nil {
 		opts.Trigger = func() {}
 	}
-	return &Handler{opts: opts}
+	return &Handler{opts: opts, budget: semaphore.NewWeighted(opts.BodyBudget)}
 }
 
 // delivery is the authenticated request as far as it has been read.
@@ -129,8 +149,12 @@ func (d delivery) attrs(kv ...any) []any {
 }
 
 // ServeHTTP handles one delivery. It verifies the signature over the exact
-// body bytes before anything else reads them.
+// body bytes before anything else reads them. Its work ends within
+// AnswerTimeout of the headers: a delivery the store cannot take in time
+// is answered 503.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.AnswerTimeout)
+	defer cancel()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		reply(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -141,7 +165,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := delivery{id: r.Header.Get(github.DeliveryIDHeader), event: r.Header.Get(github.EventTypeHeader)}
-	ctx := r.Context()
 	classify, handled := classifiers[d.event]
 	switch mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
 	case d.event == "":
@@ -181,17 +204,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.ingest(ctx, w, d, c)
 }
 
-// authenticate reads the capped body and verifies X-Hub-Signature-256 over
-// it (HMAC-SHA256 with the secret, compared in constant time; GitHub webhook
-// docs, "Validating webhook deliveries"). On failure it answers and logs
-// delivery.rejected, and returns false.
+// authenticate checks X-Hub-Signature-256 and reads the body under the
+// caps, verifying the signature over the exact bytes (HMAC-SHA256 with the
+// secret, compared in constant time; GitHub webhook docs, "Validating
+// webhook deliveries"). Everything that can be decided from the headers is
+// decided before the body is read: a missing or malformed signature gets
+// 401, a missing Content-Length 411 (GitHub always sends one), a
+// Content-Length over MaxBody or over the whole BodyBudget 413; those
+// answers close the connection with the body unread. While it is read, the
+// body holds its bytes on the shared budget; a body the budget cannot hold
+// gets 503 with Retry-After.
+// On failure it answers and logs delivery.rejected (never journaled: the
+// request is not authenticated), and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	refuse := func(code int, reason, msg string, err error) ([]byte, bool) {
 		attrs := []any{"delivery_id", r.Header.Get(github.DeliveryIDHeader),
-			"event", r.Header.Get(github.EventTypeHeader), "reason", reason, "remote_addr", r.RemoteAddr}
-		if err != nil {
-			attrs = append(attrs, "err", err)
-		}
+			"event", r.Header.Get(github.EventTypeHeader), "reason", reason, "err", err, "remote_addr", r.RemoteAddr}
 		level := slog.LevelWarn
 		if reason == reasonNoSecret {
 			level = slog.LevelError
@@ -200,30 +228,53 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, 
 		reply(w, code, msg)
 		return nil, false
 	}
-	if len(h.opts.Secret) == 0 {
-		return refuse(http.StatusInternalServerError, reasonNoSecret,
-			"webhook secret not configured", errors.New("empty webhook secret: every delivery is refused"))
+	// unread answers before the body is read: the connection is closed
+	// after the answer instead of being drained for the next request, and
+	// a read deadline in the past ends at once the drain net/http still
+	// attempts on a chunked body.
+	unread := func(code int, reason, msg string, err error) ([]byte, bool) {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		return refuse(code, reason, msg, err)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "payload too large", err)
-		}
-		return refuse(http.StatusBadRequest, reasonReadFailed, "cannot read body", err)
+	if len(h.opts.Secret) == 0 {
+		return unread(http.StatusInternalServerError, reasonNoSecret,
+			"webhook secret not configured", errors.New("empty webhook secret: every delivery is refused"))
 	}
 	sig := r.Header.Get(github.SHA256SignatureHeader)
 	if sig == "" {
-		return refuse(http.StatusUnauthorized, reasonMissingSignature, "missing X-Hub-Signature-256", nil)
+		return unread(http.StatusUnauthorized, reasonMissingSignature, "missing X-Hub-Signature-256",
+			errors.New("no X-Hub-Signature-256 header"))
 	}
-	// ValidateSignature also accepts sha1= and sha512=; only sha256 belongs
-	// in this header.
-	if !strings.HasPrefix(sig, "sha256=") {
-		return refuse(http.StatusUnauthorized, reasonBadSignature, "bad signature", errors.New("signature is not sha256="))
+	// Only sha256 belongs in this header (go-github's ValidateSignature
+	// would also take sha1= and sha512=).
+	hexSig, ok := strings.CutPrefix(sig, "sha256=")
+	want, err := hex.DecodeString(hexSig)
+	if !ok || err != nil || len(want) != sha256.Size {
+		return unread(http.StatusUnauthorized, reasonBadSignature, "bad signature",
+			errors.New("signature is not sha256= and 64 hex digits"))
 	}
-	if err := github.ValidateSignature(sig, body, h.opts.Secret); err != nil {
-		return refuse(http.StatusUnauthorized, reasonBadSignature, "bad signature", err)
+	switch {
+	case r.ContentLength < 0:
+		return unread(http.StatusLengthRequired, reasonLengthRequired, "Content-Length required",
+			errors.New("no Content-Length (a chunked body)"))
+	case r.ContentLength > min(h.opts.MaxBody, h.opts.BodyBudget):
+		return unread(http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "payload too large",
+			fmt.Errorf("Content-Length over the cap of %d bytes", min(h.opts.MaxBody, h.opts.BodyBudget)))
 	}
-	return body, true
+	b, release, err := readSigned(r.Body, r.ContentLength, h.opts.Secret, h.budget)
+	defer release()
+	switch {
+	case errors.Is(err, errOverBudget):
+		w.Header().Set("Retry-After", bodyBudgetRetryAfter)
+		return unread(http.StatusServiceUnavailable, reasonOverBudget, "busy: retry later", err)
+	case err != nil:
+		return unread(http.StatusBadRequest, reasonReadFailed, "cannot read body", errors.New(readErrText(err)))
+	case !b.verify(want):
+		return refuse(http.StatusUnauthorized, reasonBadSignature, "bad signature",
+			errors.New("signature does not match the body"))
+	}
+	return b.bytes(), true
 }
 
 // ingest applies an authorized, routed change in one store transaction and
@@ -275,7 +326,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	res, err := h.opts.Store.Ingest(ctx, in)
 	switch {
 	case err != nil:
-		h.fail(ctx, w, d, key, reasonStoreFailed, err)
+		h.storeFailed(ctx, w, d, key, err)
 	case res.Duplicate:
 		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryDuplicate, key, d.attrs()...)
 		reply(w, http.StatusOK, "duplicate delivery; nothing changed")
@@ -301,11 +352,23 @@ func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, d delivery,
 	reply(w, code, msg)
 }
 
-// fail answers 500 to a delivery loopd could not store, so GitHub shows the
-// failure and the operator can redeliver it, and records delivery.rejected.
+// fail answers 500 to a delivery loopd could not route to a work item (its
+// workdir did not render), so GitHub shows the failure and the operator can
+// redeliver it, and records delivery.rejected.
 func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, key, reason string, err error) {
 	h.opts.Recorder.Record(ctx, slog.LevelError, journal.DeliveryRejected, key, d.attrs("reason", reason, "err", err)...)
 	reply(w, http.StatusInternalServerError, "delivery not stored: "+reason)
+}
+
+// storeFailed answers 503 to a delivery the store did not take (locked by
+// another process past AnswerTimeout or its busy timeout, full, broken),
+// so GitHub shows the failure and the operator can redeliver it. The
+// rejection is logged, not journaled: the journal is that same store, and
+// a second wait on it would take the answer past GitHub's deadline.
+func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d delivery, key string, err error) {
+	h.opts.Recorder.LogOnly(ctx, slog.LevelError, journal.DeliveryRejected, key,
+		d.attrs("reason", reasonStoreFailed, "err", err, "journaled", false)...)
+	reply(w, http.StatusServiceUnavailable, "delivery not stored: "+reasonStoreFailed)
 }
 
 // ignore answers code and records delivery.ignored with reason.

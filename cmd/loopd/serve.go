@@ -49,6 +49,10 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	// A failure that repeats (a full disk fails every pass) is written
+	// once, then once a window with its count, in the log and the journal.
+	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
+	log = slog.New(repeats.Handler(log.Handler()))
 	cfg, secret, err := g.loadWithSecret()
 	if err != nil {
 		return err
@@ -71,9 +75,13 @@ func serve(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer a.store.Close()
+	// Journal rows of a repeated failure are folded like its log lines; the
+	// recorder newApp made served only the harness checks at start.
+	rows := repeats.Appender(a.store)
+	a.journal = journal.NewRecorder(log, rows, time.Now)
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
-	watchLog := slog.New(journal.NewHandler(log.Handler(), a.store, journal.ConfigReloaded, journal.ConfigInvalid))
+	watchLog := slog.New(journal.NewHandler(log.Handler(), rows, journal.ConfigReloaded, journal.ConfigInvalid))
 	watcher, err := schema.NewWatcher(g.config, watchLog, nil)
 	if err != nil {
 		return err
@@ -111,7 +119,7 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
 	log.Info("serve.listening", "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir)
 
@@ -136,6 +144,7 @@ func serve(ctx context.Context, g *globals) error {
 			log.Error("config.watch_failed", "path", g.config, "err", err)
 		}
 	}()
+	go repeats.Run(ctx)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -152,6 +161,8 @@ func serve(ctx context.Context, g *globals) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
+	// The counts still pending, while the store is open.
+	repeats.FlushAll(shutdownCtx)
 	log.Info("serve.stopped")
 	return nil
 }
