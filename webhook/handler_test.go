@@ -774,6 +774,26 @@ func TestPayloadTextSanitized(t *testing.T) {
 	assert.NotContains(t, prompt, "\r")
 }
 
+// TestHiddenTextShownInStoredPrompt sends loopd issue 6's comment, which
+// GitHub shows as "LGTM, thanks!", over HTTP: the stored prompt holds no
+// Tag character, and shows what they spelled, marked as hidden.
+func TestHiddenTextShownInStoredPrompt(t *testing.T) {
+	e := newEnv(t)
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = "LGTM, thanks!" + tagText(hiddenInstruction) + "\n<!-- and " + "\u200bthis -->"
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	prompt := rec.Pending[0].Prompt
+	assert.Contains(t, prompt, "\nLGTM, thanks!⟦hidden tags \""+hiddenInstruction+"\"⟧\n"+
+		"⟦hidden HTML comment: <!-- and ⟦hidden U+200B⟧this -->⟧\n")
+	assert.False(t, strings.ContainsFunc(prompt, invisible), "no invisible code point in %q", prompt)
+}
+
 func TestLongCommentArrivesWhole(t *testing.T) {
 	e := newEnv(t)
 	long := strings.Repeat("ab€🎉", 65536/4)
