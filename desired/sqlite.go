@@ -199,8 +199,13 @@ func (s *SQLite) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx)
 //     kind, harness and cwd;
 //   - in.Closed, when set, is ignored (StaleState) if in.StateAt is before the
 //     recorded Spec.StateChangedAt (a zero StateAt is before any recorded
-//     time); otherwise Closed and StateChangedAt take the new values, and
-//     StateChanged reports whether Closed flipped (a new item starts open);
+//     time), or, for a snapshot (in.Snapshot), if it would flip the state
+//     and in.StateAt is not after the recorded time (a snapshot of the
+//     recorded state that is not newer is simply not applied); otherwise
+//     Closed and StateChangedAt take the new values, and StateChanged
+//     reports whether Closed flipped (a new item starts open);
+//   - a snapshot with no in.Delivery for an unknown key changes nothing and
+//     claims nothing (Unknown);
 //   - in.Delivery, when set, is queued as pending (Queued); its ID must be
 //     in.DeliveryID or empty. Without one, the id is still claimed.
 //
@@ -256,6 +261,9 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 	)
 	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at)
 	switch {
+	case errors.Is(err, sql.ErrNoRows) && in.Snapshot && in.Delivery == nil:
+		res.Unknown = true
+		return nil
 	case errors.Is(err, sql.ErrNoRows):
 		res.Created = true
 		st, err := json.Marshal(Status{Phase: PhaseIdle})
@@ -275,11 +283,16 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 
 	changed := false
 	if in.Closed != nil {
-		if in.StateAt.Before(timeFromDB(at)) {
+		recorded := timeFromDB(at)
+		flips := *in.Closed != closed
+		switch {
+		case in.Snapshot && !in.StateAt.After(recorded) && !flips:
+			// The state the record already holds, seen no later: nothing new.
+		case in.StateAt.Before(recorded) || (in.Snapshot && !in.StateAt.After(recorded)):
 			res.StaleState = true
-		} else {
-			res.StateChanged = *in.Closed != closed
-			changed = res.StateChanged
+		default:
+			res.StateChanged = flips
+			changed = flips
 			_, err := tx.ExecContext(ctx, `UPDATE work_items SET closed = ?, state_changed_at = ?, updated_at = ?
 				WHERE key = ?`, *in.Closed, timeToDB(in.StateAt), timeToDB(now), key)
 			if err != nil {

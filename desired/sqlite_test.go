@@ -240,6 +240,128 @@ func TestIngestOpenClosed(t *testing.T) {
 	}
 }
 
+// TestIngestStateSnapshot covers the state a comment or review payload
+// carries: it heals a lost close or reopen, and never flips the state on a
+// timestamp that is not newer than the recorded one.
+func TestIngestStateSnapshot(t *testing.T) {
+	t1, t2, t3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	explicit := func(id string, closed bool, at time.Time) Ingest { return stateChange(keyAPI, id, closed, at) }
+	snapshot := func(id string, closed bool, at time.Time) Ingest {
+		in := comment(keyAPI, id, at)
+		in.Closed, in.StateAt, in.Snapshot = &closed, at, true
+		return in
+	}
+	type step struct {
+		in   Ingest
+		want IngestResult
+	}
+	tests := []struct {
+		name        string
+		steps       []step
+		wantClosed  bool
+		wantAt      time.Time
+		wantPending int
+	}{
+		{
+			name: "comment_after_lost_reopen_reopens",
+			steps: []step{
+				{in: explicit("open", false, t0), want: IngestResult{Created: true}},
+				{in: explicit("close", true, t1), want: IngestResult{StateChanged: true}},
+				// The reopen at t2 was lost; the comment at t3 shows it open.
+				{in: snapshot("c", false, t3), want: IngestResult{Queued: true, StateChanged: true}},
+			},
+			wantClosed: false, wantAt: t3, wantPending: 1,
+		},
+		{
+			name: "comment_after_lost_close_closes_and_waits",
+			steps: []step{
+				{in: snapshot("c1", false, t0), want: IngestResult{Created: true, Queued: true}},
+				// The close at t1 was lost; the comment at t2 shows it closed.
+				{in: snapshot("c2", true, t2), want: IngestResult{Queued: true, StateChanged: true}},
+			},
+			wantClosed: true, wantAt: t2, wantPending: 2,
+		},
+		{
+			name: "older_snapshot_ignored",
+			steps: []step{
+				{in: explicit("close", true, t2), want: IngestResult{Created: true, StateChanged: true}},
+				{in: snapshot("c", false, t1), want: IngestResult{Queued: true, StaleState: true}},
+			},
+			wantClosed: true, wantAt: t2, wantPending: 1,
+		},
+		{
+			// "Close with comment": the comment, made in the same second,
+			// carries the state from before the close.
+			name: "same_second_snapshot_does_not_undo_a_close",
+			steps: []step{
+				{in: explicit("close", true, t1), want: IngestResult{Created: true, StateChanged: true}},
+				{in: snapshot("c", false, t1), want: IngestResult{Queued: true, StaleState: true}},
+			},
+			wantClosed: true, wantAt: t1, wantPending: 1,
+		},
+		{
+			name: "close_in_the_second_of_a_snapshot_applies",
+			steps: []step{
+				{in: snapshot("c", false, t1), want: IngestResult{Created: true, Queued: true}},
+				{in: explicit("close", true, t1), want: IngestResult{StateChanged: true}},
+			},
+			wantClosed: true, wantAt: t1, wantPending: 1,
+		},
+		{
+			name: "same_state_older_snapshot_changes_nothing",
+			steps: []step{
+				{in: explicit("close", true, t2), want: IngestResult{Created: true, StateChanged: true}},
+				{in: snapshot("c", true, t1), want: IngestResult{Queued: true}},
+			},
+			wantClosed: true, wantAt: t2, wantPending: 1,
+		},
+		{
+			name: "same_state_newer_snapshot_moves_the_time",
+			steps: []step{
+				{in: explicit("close", true, t1), want: IngestResult{Created: true, StateChanged: true}},
+				{in: snapshot("c", true, t2), want: IngestResult{Queued: true}},
+				// So a reopen stamped before the comment is stale.
+				{in: explicit("reopen", false, t1.Add(time.Second)), want: IngestResult{StaleState: true}},
+			},
+			wantClosed: true, wantAt: t2, wantPending: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := openStore(t)
+			ctx := context.Background()
+			for i, st := range tt.steps {
+				res, err := s.Ingest(ctx, st.in)
+				require.NoError(t, err)
+				assert.Equal(t, st.want, res, "step %d", i)
+			}
+			got, err := s.Get(ctx, keyAPI)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantClosed, got.Spec.Closed)
+			assert.Equal(t, tt.wantAt, got.Spec.StateChangedAt)
+			assert.Len(t, got.Pending, tt.wantPending)
+		})
+	}
+}
+
+func TestIngestSnapshotNeverCreates(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	open := false
+	in := stateChange(keyAPI, "d1", open, t0)
+	in.Snapshot = true
+
+	res, err := s.Ingest(ctx, in)
+
+	require.NoError(t, err)
+	assert.Equal(t, IngestResult{Unknown: true}, res)
+	_, err = s.Get(ctx, keyAPI)
+	assert.ErrorIs(t, err, ErrNotFound)
+	res, err = s.Ingest(ctx, comment(keyAPI, "d1", t0))
+	require.NoError(t, err)
+	assert.False(t, res.Duplicate, "the id was not claimed")
+}
+
 func TestIngestCloseWithDelivery(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()

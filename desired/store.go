@@ -35,6 +35,15 @@ type Ingest struct {
 	// ignored.
 	Closed  *bool
 	StateAt time.Time
+	// Snapshot marks Closed as the state a payload of another action
+	// carried (a comment, a review, a push), not a close or reopen. GitHub
+	// never retries a lost delivery, so every payload's state is an
+	// observation that can heal a lost close or reopen. A snapshot flips
+	// the state only when StateAt is after the recorded time: timestamps
+	// have one-second resolution, and a comment made in the second of a
+	// close carries the state from before it. A snapshot with no Delivery
+	// never creates an item.
+	Snapshot bool
 }
 
 // IngestResult says what Ingest did.
@@ -44,6 +53,9 @@ type IngestResult struct {
 	Queued       bool // a delivery was queued
 	StaleState   bool // the open/closed change was older than the record's and was ignored
 	StateChanged bool // the open/closed state changed
+	// Unknown means in was a snapshot with nothing to queue for an item the
+	// store does not hold: nothing was written and the id is not claimed.
+	Unknown bool
 }
 
 // EventFilter selects journal rows. Zero fields select everything.

@@ -34,6 +34,7 @@ const (
 	SessionNeedsAttention Name = "session.needs_attention"
 	SessionAdopted        Name = "session.adopted"
 	SessionReported       Name = "session.reported"
+	SessionReportRejected Name = "session.report_rejected"
 	SessionFollowed       Name = "session.followed"
 
 	DispatchSent      Name = "dispatch.sent"

@@ -259,7 +259,8 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 // one): the next resume must bring back the conversation the agent is in.
 func (it itemPlan) follow() []actions.Action {
 	rep, st := it.r.Report, it.st
-	if rep == nil || rep.SessionID == st.HarnessSessionID || rep.At.Before(st.SpawnedAt) || !harness.SessionIDPattern.MatchString(rep.SessionID) {
+	if rep == nil || rep.SessionID == st.HarnessSessionID || rep.At.Before(st.SpawnedAt) ||
+		!it.p.Harnesses[it.r.Spec.Harness].AcceptsSessionID(rep.SessionID) {
 		return nil
 	}
 	return []actions.Action{actions.FollowSession{Key: it.r.Key, Session: it.session, From: st.HarnessSessionID, To: rep.SessionID, Source: rep.Source}}
@@ -559,7 +560,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 		return silentFresh
 	case id == "":
 		return silentFresh
-	case !harness.SessionIDPattern.MatchString(id) || (caps.ValidSessionID != nil && !caps.ValidSessionID(id)):
+	case !caps.AcceptsSessionID(id):
 		return actions.ResumeInvalidID
 	case !caps.SupportsResume:
 		return actions.ResumeUnsupported

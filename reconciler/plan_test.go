@@ -305,6 +305,20 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear"},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"report_of_an_id_the_harness_refuses_is_not_followed", func() desired.Record {
+			// Written by hand or by an old hook: not a canonical UUID, so
+			// Claude Code would open its picker on --resume.
+			r := rec(running(), ev1)
+			r.Report = &desired.SessionReport{SessionID: "9A9A9A9A-1B4D-4C8E-9F00-0123456789AB", Source: "clear", At: t0.Add(-time.Second)}
+			return r
+		}(), obs(alive()), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"report_of_a_non_uuid_is_not_followed", func() desired.Record {
+			r := rec(running(), ev1)
+			r.Report = &desired.SessionReport{SessionID: "not-a-uuid", Source: "clear", At: t0.Add(-time.Second)}
+			return r
+		}(), obs(alive()), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"resume_alive_but_unconfirmed_waits", rec(spawning(desired.SpawnResume), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),

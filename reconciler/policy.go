@@ -3,6 +3,7 @@ package reconciler
 import (
 	"time"
 
+	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -15,6 +16,15 @@ type Capabilities struct {
 	// ReportsSession is true when the harness reports its session id at
 	// start; events are then pasted only after that report.
 	ReportsSession bool
+}
+
+// AcceptsSessionID reports whether id may be the harness's conversation id:
+// it matches harness.SessionIDPattern and, when set, ValidSessionID (the
+// adapter's harness.Adapter.ValidSessionID, e.g. Claude Code's canonical
+// lowercase UUID). The planner resumes and follows only such ids, and the
+// SessionStart hook records only such reports.
+func (c Capabilities) AcceptsSessionID(id string) bool {
+	return harness.SessionIDPattern.MatchString(id) && (c.ValidSessionID == nil || c.ValidSessionID(id))
 }
 
 // Policy is the planner's view of the soft, hot-reloadable policy

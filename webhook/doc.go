@@ -22,9 +22,9 @@
 //     below; unhandled actions get 202, ignored.
 //  8. A sender not in authorizedUsers (compared case-insensitively; an empty
 //     list authorizes nobody) gets 202, ignored, except that a close or
-//     reopen still sets the item's state (it is GitHub's fact, whoever made
-//     it) with no prompt queued; a repository with no route gets 202,
-//     ignored.
+//     reopen, or a state snapshot that changes an item loopd holds, still
+//     sets the item's state (it is GitHub's fact, whoever made it) with no
+//     prompt queued; a repository with no route gets 202, ignored.
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error,
@@ -40,6 +40,13 @@
 // payloads"). An issue_comment on a pull request, and any issue payload with
 // pull_request links, is a pull_request work item. StateAt is the issue's or
 // pull request's updated_at.
+//
+// Every handled payload also carries the item's state ("open" or "closed"
+// as of updated_at). GitHub never retries a failed delivery, so that state
+// is applied as a snapshot (desired.Ingest.Snapshot) with the staleness rule
+// of a close or reopen: a comment after a lost reopen opens the item again,
+// one after a lost close closes it. The comment's prompt is queued either
+// way; on a closed item it waits until the item is reopened.
 //
 //	event                        action            effect
 //	issues                       opened            prompt: title, body
@@ -63,7 +70,8 @@
 // because its inline comments arrive as review comment events of their own.
 //
 // The prompt of a delivery is built by Render: a fixed header line, then the
-// payload text framed as untrusted data, sanitized of terminal controls.
+// payload text framed as untrusted data, sanitized of terminal controls, with
+// the text GitHub does not show made visible.
 //
 // Log and journal events: delivery.accepted, delivery.duplicate,
 // delivery.ignored and delivery.rejected, each with a reason where one

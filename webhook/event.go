@@ -19,9 +19,12 @@ type change struct {
 	key     desired.Key
 	kind    desired.Kind
 	sender  string
-	closed  *bool     // nil: the open/closed state is not touched
+	closed  *bool     // nil: the payload carries no open/closed state
 	stateAt time.Time // the issue's or pull request's updated_at
-	prompt  *PromptInput
+	// snapshot is true when closed is the state the payload carried, not
+	// a close or reopen action (desired.Ingest.Snapshot).
+	snapshot bool
+	prompt   *PromptInput
 }
 
 // classifier maps one event parsed by github.ParseWebHook to a change. It
@@ -139,14 +142,15 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 }
 
 // openClose applies a closed or reopened action to c: closed only changes
-// the state, reopened changes it and keeps the prompt.
+// the state, reopened changes it and keeps the prompt. Any other action
+// keeps the state snapshot start took from the payload.
 func openClose(c change, action string) change {
 	switch action {
 	case "closed":
-		c.closed = github.Ptr(true)
+		c.closed, c.snapshot = github.Ptr(true), false
 		c.prompt = nil
 	case "reopened":
-		c.closed = github.Ptr(false)
+		c.closed, c.snapshot = github.Ptr(false), false
 	}
 	return c
 }
@@ -161,7 +165,7 @@ func fromIssue(repo *github.Repository, is *github.Issue, sender *github.User) (
 	if is.IsPullRequest() {
 		kind = desired.KindPullRequest
 	}
-	return start(repo, is.GetNumber(), kind, is.GetUpdatedAt().Time, sender)
+	return start(repo, is.GetNumber(), kind, is.GetState(), is.GetUpdatedAt().Time, sender)
 }
 
 // fromPullRequest starts a change for a pull request payload, with the
@@ -170,7 +174,7 @@ func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *gi
 	if pr == nil {
 		return change{}, fmt.Errorf("%w: no pull_request", errIncomplete)
 	}
-	c, err := start(repo, pr.GetNumber(), desired.KindPullRequest, pr.GetUpdatedAt().Time, sender)
+	c, err := start(repo, pr.GetNumber(), desired.KindPullRequest, pr.GetState(), pr.GetUpdatedAt().Time, sender)
 	if err != nil {
 		return change{}, err
 	}
@@ -180,7 +184,10 @@ func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *gi
 	return c, nil
 }
 
-func start(repo *github.Repository, number int, kind desired.Kind, updated time.Time, sender *github.User) (change, error) {
+// start begins the change of every handled payload. Its state ("open" or
+// "closed", as of updated) is kept as a snapshot; another value, or none,
+// leaves the state alone.
+func start(repo *github.Repository, number int, kind desired.Kind, state string, updated time.Time, sender *github.User) (change, error) {
 	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
 	switch {
 	case owner == "" || name == "":
@@ -190,11 +197,15 @@ func start(repo *github.Repository, number int, kind desired.Kind, updated time.
 	case sender.GetLogin() == "":
 		return change{}, fmt.Errorf("%w: no sender", errIncomplete)
 	}
-	return change{
+	c := change{
 		key:     desired.Key{Owner: owner, Repo: name, Number: number},
 		kind:    kind,
 		sender:  sender.GetLogin(),
 		stateAt: updated,
 		prompt:  &PromptInput{},
-	}, nil
+	}
+	if state == "open" || state == "closed" {
+		c.closed, c.snapshot = github.Ptr(state == "closed"), true
+	}
+	return c, nil
 }

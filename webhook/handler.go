@@ -282,14 +282,15 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, 
 func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery, c change) {
 	cfg := h.opts.Config()
 	key := c.key.String()
-	if !slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, c.sender) }) {
+	authorized := slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, c.sender) })
+	if !authorized {
 		if c.closed == nil {
 			h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
 			return
 		}
-		// Whoever closed or reopened the item, it is closed or open on
-		// GitHub: the state applies. Only instructions to the agent need
-		// an authorized sender, so the prompt is dropped.
+		// Whoever closed or reopened the item, or commented on it, it is
+		// closed or open on GitHub: the state applies. Only instructions
+		// to the agent need an authorized sender, so the prompt is dropped.
 		c.prompt = nil
 	}
 	route, ok := cfg.Routing.Route(c.key.Owner, c.key.Repo)
@@ -310,6 +311,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		Cwd:        cwd,
 		Closed:     c.closed,
 		StateAt:    c.stateAt,
+		Snapshot:   c.snapshot,
 	}
 	if c.prompt != nil {
 		p := *c.prompt
@@ -330,12 +332,18 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	case res.Duplicate:
 		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryDuplicate, key, d.attrs()...)
 		reply(w, http.StatusOK, "duplicate delivery; nothing changed")
+	case !authorized && c.snapshot && !res.StateChanged:
+		// A stranger's comment or review that showed nothing new.
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
 	case res.StaleState && !res.Queued && !res.Created:
 		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleState)
 	default:
-		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key, d.attrs(
-			"queued", res.Queued, "created", res.Created,
-			"state_changed", res.StateChanged, "stale_state", res.StaleState)...)
+		attrs := d.attrs("queued", res.Queued, "created", res.Created,
+			"state_changed", res.StateChanged, "stale_state", res.StaleState)
+		if res.StateChanged {
+			attrs = append(attrs, "closed", *c.closed)
+		}
+		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key, attrs...)
 		h.opts.Trigger()
 		reply(w, http.StatusAccepted, "accepted for "+key)
 	}

@@ -513,6 +513,114 @@ func TestStaleCloseIgnored(t *testing.T) {
 	assert.Equal(t, int32(1), e.triggers.Load())
 }
 
+// issueState edits an issue payload's state and updated_at.
+func issueState(t *testing.T, state, updated string) func(m map[string]any) {
+	return func(m map[string]any) {
+		is := obj(t, m, "issue")
+		is["state"], is["updated_at"] = state, updated
+	}
+}
+
+// TestStateSnapshotHeals replays a lost close or reopen: GitHub never
+// retries it, and the next comment's issue.state brings the item back in
+// line. A snapshot older than the recorded state is ignored.
+func TestStateSnapshotHeals(t *testing.T) {
+	closeAt := func(t *testing.T, updated string) []byte {
+		return derive(t, "issues.opened.1.json", func(m map[string]any) {
+			m["action"] = "closed"
+			issueState(t, "closed", updated)(m)
+		})
+	}
+	tests := []struct {
+		name       string
+		closeFirst string // updated_at of an issues.closed that arrives; "" for none
+		comment    func(t *testing.T, m map[string]any)
+		wantClosed bool
+		wantStale  bool
+	}{
+		{
+			name: "comment_after_lost_reopen_reopens", closeFirst: "2024-01-01T00:00:00Z",
+			comment:    func(t *testing.T, m map[string]any) { issueState(t, "open", "2024-01-03T00:00:00Z")(m) },
+			wantClosed: false,
+		},
+		{
+			name:       "comment_after_lost_close_closes",
+			comment:    func(t *testing.T, m map[string]any) { issueState(t, "closed", "2024-01-03T00:00:00Z")(m) },
+			wantClosed: true,
+		},
+		{
+			name: "older_comment_snapshot_ignored", closeFirst: "2024-01-02T00:00:00Z",
+			comment:    func(t *testing.T, m map[string]any) { issueState(t, "open", "2024-01-01T00:00:00Z")(m) },
+			wantClosed: true, wantStale: true,
+		},
+		{
+			name: "comment_in_the_second_of_the_close_ignored", closeFirst: "2024-01-02T00:00:00Z",
+			comment:    func(t *testing.T, m map[string]any) { issueState(t, "open", "2024-01-02T00:00:00Z")(m) },
+			wantClosed: true, wantStale: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			code, _ := e.replay(t, "issues", "d-open", fixture(t, "issues.opened.1.json"))
+			require.Equal(t, http.StatusAccepted, code)
+			if tt.closeFirst != "" {
+				code, _ = e.replay(t, "issues", "d-close", closeAt(t, tt.closeFirst))
+				require.Equal(t, http.StatusAccepted, code)
+				require.True(t, e.onlyRecord(t).Spec.Closed)
+			}
+
+			code, _ = e.replay(t, "issue_comment", "d-comment", derive(t, "issue_comment.created.1.json", func(m map[string]any) { tt.comment(t, m) }))
+
+			assert.Equal(t, http.StatusAccepted, code)
+			rec := e.onlyRecord(t)
+			assert.Equal(t, tt.wantClosed, rec.Spec.Closed)
+			require.Len(t, rec.Pending, 2, "the comment is queued; on a closed item it waits for a reopen")
+			assert.Equal(t, "d-comment", rec.Pending[1].ID)
+			evs := e.events(t)
+			last := evs[len(evs)-1]
+			assert.Equal(t, journal.DeliveryAccepted, last.Name)
+			assert.Equal(t, strconv.FormatBool(tt.wantStale), last.Attrs["stale_state"])
+			assert.Equal(t, strconv.FormatBool(!tt.wantStale), last.Attrs["state_changed"])
+			if !tt.wantStale {
+				assert.Equal(t, strconv.FormatBool(tt.wantClosed), last.Attrs["closed"])
+			}
+		})
+	}
+}
+
+// TestStrangersCommentHealsStateOnly: a comment by someone not authorized
+// still shows GitHub's state, which applies, but queues nothing; when it
+// shows nothing new it is ignored as before.
+func TestStrangersCommentHealsStateOnly(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "issues", "d-open", fixture(t, "issues.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	stranger := func(state, updated string) []byte {
+		return derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+			obj(t, m, "sender")["login"] = "passer-by"
+			issueState(t, state, updated)(m)
+		})
+	}
+
+	code, _ = e.replay(t, "issue_comment", "d-1", stranger("open", "2024-01-01T00:00:00Z"))
+	assert.Equal(t, http.StatusAccepted, code)
+	code, _ = e.replay(t, "issue_comment", "d-2", stranger("closed", "2024-01-02T00:00:00Z"))
+	assert.Equal(t, http.StatusAccepted, code)
+
+	rec := e.onlyRecord(t)
+	assert.True(t, rec.Spec.Closed)
+	require.Len(t, rec.Pending, 1)
+	assert.Equal(t, "d-open", rec.Pending[0].ID)
+	evs := e.events(t)
+	require.Len(t, evs, 3)
+	assert.Equal(t, journal.DeliveryIgnored, evs[1].Name)
+	assert.Equal(t, reasonUnauthorizedSender, evs[1].Attrs["reason"])
+	assert.Equal(t, journal.DeliveryAccepted, evs[2].Name)
+	assert.Equal(t, "true", evs[2].Attrs["state_changed"])
+	assert.Equal(t, int32(2), e.triggers.Load())
+}
+
 func TestRedeliveryIsDuplicate(t *testing.T) {
 	e := newEnv(t)
 	body := fixture(t, "issue_comment.created.1.json")
@@ -771,6 +879,26 @@ func TestPayloadTextSanitized(t *testing.T) {
 	assert.Contains(t, prompt, "body:\nfix[201~ this\nnow 🎉 中文\tok\n")
 	assert.NotContains(t, prompt, "\x1b")
 	assert.NotContains(t, prompt, "\r")
+}
+
+// TestHiddenTextShownInStoredPrompt sends loopd issue 6's comment, which
+// GitHub shows as "LGTM, thanks!", over HTTP: the stored prompt holds no
+// Tag character, and shows what they spelled, marked as hidden.
+func TestHiddenTextShownInStoredPrompt(t *testing.T) {
+	e := newEnv(t)
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = "LGTM, thanks!" + tagText(hiddenInstruction) + "\n<!-- and " + "\u200bthis -->"
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1)
+	prompt := rec.Pending[0].Prompt
+	assert.Contains(t, prompt, "\nLGTM, thanks!⟦hidden tags \""+hiddenInstruction+"\"⟧\n"+
+		"⟦hidden HTML comment: <!-- and ⟦hidden U+200B⟧this -->⟧\n")
+	assert.False(t, strings.ContainsFunc(prompt, invisible), "no invisible code point in %q", prompt)
 }
 
 func TestLongCommentArrivesWhole(t *testing.T) {

@@ -39,11 +39,16 @@ type PromptInput struct {
 // cannot forge the end of the block; the end line also carries the digest
 // of the block, so a transcript shows whether the whole of it arrived.
 //
-// Every field is sanitized: ESC and the other C0 controls except '\n' and
-// '\t', DEL, C1 controls (U+0080–U+009F) and invalid UTF-8 are removed
-// (docs/design.md, "Prompts"); ESC[201~ would otherwise end a bracketed paste
+// Every field is sanitized (docs/design.md, "Prompts"): ESC and the other C0
+// controls except '\n' and '\t', DEL, C1 controls (U+0080–U+009F) and
+// invalid UTF-8 are removed; ESC[201~ would otherwise end a bracketed paste
 // early. Header fields and single-line fields also lose '\n' and '\t'.
-// Everything else is kept byte for byte and nothing is truncated.
+// Text a reader of GitHub does not see is shown as a visible escape:
+// invisible code points (Tag characters, zero-width characters, bidi
+// controls …) become ⟦hidden U+200B⟧ or ⟦hidden tags "…"⟧ outside emoji
+// and joining-script sequences (reveal), and each HTML comment of the body
+// is wrapped as ⟦hidden HTML comment: <!-- … -->⟧ (revealMarkdown). Every
+// visible character is kept byte for byte and nothing is truncated.
 func Render(p PromptInput) string {
 	id := sanitizeLine(p.DeliveryID)
 	var b strings.Builder
@@ -70,7 +75,7 @@ func Render(p PromptInput) string {
 	if p.DiffHunk != "" {
 		b.WriteString("diff_hunk:\n" + endLine(sanitize(p.DiffHunk)))
 	}
-	b.WriteString("body:\n" + endLine(sanitize(p.Body)))
+	b.WriteString("body:\n" + endLine(sanitizeMarkdown(p.Body)))
 	b.WriteString(desired.FrameEnd(id, b.String()[start:]))
 	return b.String()
 }
@@ -85,15 +90,22 @@ func endLine(s string) string {
 }
 
 // sanitize removes C0 controls other than '\n' and '\t', DEL, C1 controls
-// (U+0080–U+009F) and invalid UTF-8 from s; "\r\n" therefore becomes "\n".
+// (U+0080–U+009F) and invalid UTF-8 from s ("\r\n" therefore becomes
+// "\n"), and shows its invisible code points (reveal).
 func sanitize(s string) string {
-	return strip(s, func(r rune) bool { return r == '\n' || r == '\t' })
+	return reveal(strip(s, func(r rune) bool { return r == '\n' || r == '\t' }))
+}
+
+// sanitizeMarkdown is sanitize for a markdown body: it also shows the HTML
+// comments GitHub hides (revealMarkdown).
+func sanitizeMarkdown(s string) string {
+	return revealMarkdown(strip(s, func(r rune) bool { return r == '\n' || r == '\t' }))
 }
 
 // sanitizeLine is sanitize that also removes '\n' and '\t', for text that
 // must stay on one line.
 func sanitizeLine(s string) string {
-	return strip(s, func(rune) bool { return false })
+	return reveal(strip(s, func(rune) bool { return false }))
 }
 
 // strip drops invalid UTF-8 and every control rune that keep does not allow.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,11 +14,20 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
+// defaultStalePending is how long an item may sit Stopped with pending
+// events before `loopd get` flags it.
+const defaultStalePending = 10 * time.Minute
+
 func newGetCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var stale time.Duration
+	cmd := &cobra.Command{
 		Use:   "get",
 		Short: "List work items: key, session, phase, session id, pending count",
-		Args:  cobra.NoArgs,
+		Long: `get lists every work item. An item that is Stopped while events have been
+pending for longer than --stale-pending is flagged in the reason column
+(stale_pending=N since=D): it is closed or held, so they wait, or a reopen
+was lost on the way from GitHub (the next comment heals that).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store, err := g.openStore(cmd.Context())
 			if err != nil {
@@ -28,9 +38,12 @@ func newGetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printRecords(cmd.OutOrStdout(), records)
+			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale)
 		},
 	}
+	cmd.Flags().DurationVar(&stale, "stale-pending", defaultStalePending,
+		"flag Stopped items whose oldest pending event is older than this")
+	return cmd
 }
 
 // openStore loads the config and opens its store, for the commands that
@@ -43,7 +56,9 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 	return openStore(ctx, cfg)
 }
 
-func printRecords(w io.Writer, records []desired.Record) error {
+// printRecords writes one line per record, flagging the Stopped ones
+// whose oldest pending event was received more than stale before now.
+func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
 	for _, r := range records {
@@ -62,10 +77,32 @@ func printRecords(w io.Writer, records []desired.Record) error {
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
 		}
+		if flag := stalePending(r, now, stale); flag != "" {
+			reason = strings.TrimSpace(reason + " " + flag)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, desired.SessionName(r.Key), phase, id,
 			len(r.Pending), st.Failures, reason)
 	}
 	return tw.Flush()
+}
+
+// stalePending returns "stale_pending=N since=D" when r is Stopped and its
+// oldest pending event was received more than stale before now, D being
+// that age (2h5m; seconds under a minute); "" otherwise.
+func stalePending(r desired.Record, now time.Time, stale time.Duration) string {
+	if r.Status.Phase != desired.PhaseStopped || len(r.Pending) == 0 {
+		return ""
+	}
+	oldest := r.Pending[0].ReceivedAt // arrival order
+	age := now.Sub(oldest)
+	if oldest.IsZero() || age <= stale {
+		return ""
+	}
+	since := age.Truncate(time.Second).String()
+	if age >= time.Minute {
+		since = strings.TrimSuffix(age.Truncate(time.Minute).String(), "0s")
+	}
+	return fmt.Sprintf("stale_pending=%d since=%s", len(r.Pending), since)
 }
 
 func newEventsCmd(g *globals) *cobra.Command {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
 )
 
 // writeConfig writes a minimal valid config with its state in dir.
@@ -76,22 +77,66 @@ func TestHookSessionStartRecordsTheReport(t *testing.T) {
 	assert.Equal(t, "session.reported", string(events[0].Name))
 }
 
-func TestHookSessionStartRefusesBadInput(t *testing.T) {
-	config := writeConfig(t, t.TempDir())
+// TestHookSessionStartRejectsBadReports: a report that fails a check is
+// journaled as session.report_rejected with its reason and never replaces
+// the conversation id already recorded.
+func TestHookSessionStartRejectsBadReports(t *testing.T) {
+	const good = "8fb7b7f1-2c48-47de-8203-43547ba09c9d"
+	report := func(id, source string) string {
+		return `{"session_id":"` + id + `","transcript_path":"/x.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"` + source + `"}`
+	}
+	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
 	tests := []struct {
-		name, item, input, want string
+		name, item, input, reason string
 	}{
-		{"no_work_item", "", `{"session_id":"a"}`, "LOOPD_WORK_ITEM"},
-		{"not_json", "o/r#1", `not json`, "input"},
-		{"flag_shaped_id", "o/r#1", `{"session_id":"--verbose"}`, "invalid session id"},
-		{"unknown_item", "o/r#9", `{"session_id":"8fb7b7f1-2c48-47de-8203-43547ba09c9d"}`, "not found"},
+		{"not_a_uuid", k.String(), report("not-a-uuid", "startup"), reasonInvalidSession},
+		{"uppercase_uuid", k.String(), report(strings.ToUpper(good), "startup"), reasonInvalidSession},
+		{"uuid_without_dashes", k.String(), report(strings.ReplaceAll(good, "-", ""), "startup"), reasonInvalidSession},
+		{"flag_shaped_id", k.String(), report("--verbose", "startup"), reasonInvalidSession},
+		{"empty_id", k.String(), report("", "startup"), reasonInvalidSession},
+		{"no_id", k.String(), `{"source":"startup"}`, reasonInvalidSession},
+		{"huge_id", k.String(), report(strings.Repeat("a", 60<<10), "startup"), reasonInvalidSession},
+		{"huge_input", k.String(), report(good, "startup") + strings.Repeat(" ", 64<<10), reasonInputTooLarge},
+		{"wrong_source", k.String(), report(good, "evil"), reasonUnknownSource},
+		{"no_source", k.String(), `{"session_id":"` + good + `"}`, reasonUnknownSource},
+		{"wrong_hook_event", k.String(), `{"session_id":"` + good + `","source":"startup","hook_event_name":"Stop"}`, reasonWrongHookEvent},
+		{"not_json", k.String(), `not json`, reasonMalformedInput},
+		{"not_an_object", k.String(), `["` + good + `"]`, reasonMalformedInput},
+		{"second_object_after_it", k.String(), report(good, "startup") + `{"session_id":"x"}`, reasonMalformedInput},
+		{"unknown_item", "octo-org/api#9", report(good, "startup"), reasonUnknownWorkItem},
+		{"no_work_item", "", report(good, "startup"), reasonBadWorkItem},
+		{"malformed_work_item", "octo-org/api#3; rm -rf", report(good, "startup"), reasonBadWorkItem},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			config := writeConfig(t, dir)
+			const recorded = "0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a"
+			store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+			require.NoError(t, err)
+			_, err = store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+			require.NoError(t, err)
+			require.NoError(t, store.ReportSession(context.Background(), k, desired.SessionReport{SessionID: recorded, Source: "startup"}))
+			require.NoError(t, store.Close())
 			t.Setenv(workItemEnv, tt.item)
-			_, err := run(t, tt.input, "hook", "session-start", "--config", config)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
+
+			_, err = run(t, tt.input, "hook", "session-start", "--config", config)
+
+			require.ErrorIs(t, err, errReportRejected)
+			assert.Contains(t, err.Error(), tt.reason)
+			store, err = desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+			require.NoError(t, err)
+			defer store.Close()
+			rec, err := store.Get(context.Background(), k)
+			require.NoError(t, err)
+			require.NotNil(t, rec.Report)
+			assert.Equal(t, recorded, rec.Report.SessionID, "the recorded id is kept")
+			events, err := store.Events(context.Background(), desired.EventFilter{})
+			require.NoError(t, err)
+			require.Len(t, events, 1)
+			assert.Equal(t, journal.SessionReportRejected, events[0].Name)
+			assert.Equal(t, tt.reason, events[0].Attrs["reason"])
+			assert.LessOrEqual(t, len(events[0].Attrs["attempted_session_id"]), maxShownValue+len("…"))
 		})
 	}
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+)
+
+func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pending := func(ages ...time.Duration) []desired.Delivery {
+		var out []desired.Delivery
+		for _, a := range ages {
+			out = append(out, desired.Delivery{ID: "d-" + a.String(), ReceivedAt: now.Add(-a)})
+		}
+		return out
+	}
+	item := func(n int, phase desired.Phase, closed bool, p []desired.Delivery) desired.Record {
+		return desired.Record{
+			Key:     desired.Key{Owner: "o", Repo: "r", Number: n},
+			Spec:    desired.Spec{Closed: closed},
+			Status:  desired.Status{Phase: phase},
+			Pending: p,
+		}
+	}
+	tests := []struct {
+		name string
+		rec  desired.Record
+		want string // the reason column; "" for none
+	}{
+		{name: "stopped_with_old_pending", rec: item(1, desired.PhaseStopped, false, pending(2*time.Hour+5*time.Minute+7*time.Second, time.Minute, 0)),
+			want: "stale_pending=3 since=2h5m"},
+		{name: "closed_with_old_pending", rec: item(2, desired.PhaseStopped, true, pending(11*time.Minute)), want: "stale_pending=1 since=11m"},
+		{name: "stopped_with_recent_pending", rec: item(3, desired.PhaseStopped, false, pending(9*time.Minute)), want: ""},
+		{name: "stopped_without_pending", rec: item(4, desired.PhaseStopped, false, nil), want: ""},
+		{name: "running_with_old_pending", rec: item(5, desired.PhaseRunning, false, pending(time.Hour)), want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending))
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			require.Len(t, lines, 2)
+			var reason string
+			if col := strings.Index(lines[0], "REASON"); len(lines[1]) > col {
+				reason = strings.TrimSpace(lines[1][col:])
+			}
+			assert.Equal(t, tt.want, reason)
+		})
+	}
+}
+
+func TestGetStalePendingFlag(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Status: desired.Status{Phase: desired.PhaseStopped},
+		Pending: []desired.Delivery{{ID: "d", ReceivedAt: now.Add(-30 * time.Second)}}}
+	assert.Equal(t, "stale_pending=1 since=30s", stalePending(rec, now, 10*time.Second))
+	assert.Empty(t, stalePending(rec, now, time.Minute))
+}
