@@ -101,6 +101,14 @@ func TestWebhookAnswersWhileStoreLocked(t *testing.T) {
 	require.NoError(t, locker.Close())
 	_, found := e.record(t, keyIssue)
 	assert.False(t, found, "nothing half-stored")
+	e.waitFor(t, func() bool {
+		for _, ev := range e.events(t) {
+			if ev.Name == journal.DeliveryRejected && ev.Attrs["delivery_id"] == id && ev.Attrs["reason"] == "store_failed" {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, "the rejection reaches the journal once the store takes writes")
 	assert.Equal(t, http.StatusAccepted, e.post(t, "issue_comment", id, body, webhook.Sign([]byte(e.secret), body)),
 		"the delivery id was not claimed: the operator's redelivery is taken")
 }

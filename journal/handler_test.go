@@ -3,7 +3,9 @@ package journal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,4 +56,54 @@ func TestRecorderLogsAndJournals(t *testing.T) {
 	assert.Equal(t, "o/r#1", j.events[0].WorkItem)
 	assert.Equal(t, map[string]string{"session": "loop-o-r-1", "n": "3"}, j.events[0].Attrs)
 	assert.Contains(t, out.String(), `msg=session.spawned work_item=o/r#1 session=loop-o-r-1 n=3`)
+}
+
+// flakyJournal fails every append while down is true.
+type flakyJournal struct {
+	memJournal
+	down bool
+}
+
+func (f *flakyJournal) AppendEvent(ctx context.Context, e Event) error {
+	if f.down {
+		return errors.New("database is locked")
+	}
+	return f.memJournal.AppendEvent(ctx, e)
+}
+
+func TestRecordLaterLogsNowAndJournalsOnFlush(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	j := &flakyJournal{down: true}
+	r := NewRecorder(slog.New(slog.NewTextHandler(&out, nil)), j, time.Now)
+	r.RecordLater(ctx, slog.LevelError, DeliveryRejected, "o/r#1", "reason", "store_failed", "n", 1)
+	r.RecordLater(ctx, slog.LevelError, DeliveryRejected, "o/r#1", "reason", "store_failed", "n", 2)
+
+	assert.Equal(t, 2, strings.Count(out.String(), "msg=delivery.rejected"), "logged at once")
+	assert.Empty(t, j.events, "no write to the store on the failing path")
+	require.Error(t, r.Flush(ctx), "a store still down keeps the rows")
+	assert.Empty(t, j.events)
+
+	j.down = false
+	require.NoError(t, r.Flush(ctx))
+	require.Len(t, j.events, 2)
+	assert.Equal(t, "1", j.events[0].Attrs["n"], "oldest first")
+	assert.Equal(t, "2", j.events[1].Attrs["n"])
+	require.NoError(t, r.Flush(ctx))
+	assert.Len(t, j.events, 2, "each row is written once")
+}
+
+func TestRecordLaterIsBounded(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	j := &flakyJournal{down: true}
+	r := NewRecorder(slog.New(slog.NewTextHandler(&out, nil)), j, time.Now)
+	for i := range MaxDeferred + 3 {
+		r.RecordLater(ctx, slog.LevelError, DeliveryRejected, "", "n", i)
+	}
+	j.down = false
+	require.NoError(t, r.Flush(ctx))
+	require.Len(t, j.events, MaxDeferred)
+	assert.Equal(t, "3", j.events[0].Attrs["n"], "the oldest rows are the ones dropped")
+	assert.Contains(t, out.String(), "dropped=3")
 }

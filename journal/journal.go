@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -71,6 +72,10 @@ type Appender interface {
 	AppendEvent(ctx context.Context, e Event) error
 }
 
+// MaxDeferred bounds the rows RecordLater holds until Flush writes them;
+// past it the oldest row is dropped and counted.
+const MaxDeferred = 256
+
 // Recorder logs each event with its logger and appends it to the journal.
 // A journal write error is logged, never returned: losing a journal row must
 // not stop a reconcile pass.
@@ -78,6 +83,10 @@ type Recorder struct {
 	log   *slog.Logger
 	store Appender
 	now   func() time.Time
+
+	mu       sync.Mutex
+	deferred []Event // rows RecordLater logged and Flush has not written yet
+	dropped  int     // rows dropped past MaxDeferred since the last Flush
 }
 
 // NewRecorder returns a Recorder. store may be nil (dry run: log only).
@@ -97,11 +106,43 @@ func (r *Recorder) Record(ctx context.Context, level slog.Level, name Name, work
 	}
 }
 
-// LogOnly logs one event exactly as Record does but writes no journal row.
-// It is for a path where the store has just failed, which must not wait on
-// that store a second time (a delivery answered within GitHub's deadline).
-func (r *Recorder) LogOnly(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
-	r.log1(ctx, level, name, workItem, kv)
+// RecordLater logs one event now, exactly as Record does, and keeps its
+// journal row for the next Flush instead of writing it. It is for a path
+// where the store has just failed and must not be waited on a second time
+// (a delivery answered within GitHub's deadline); the row still reaches
+// the journal once the store takes writes again. At most MaxDeferred rows
+// wait; past that the oldest is dropped, and Flush logs how many were.
+func (r *Recorder) RecordLater(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
+	e := r.log1(ctx, level, name, workItem, kv)
+	if r.store == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.deferred) == MaxDeferred {
+		r.deferred = r.deferred[1:]
+		r.dropped++
+	}
+	r.deferred = append(r.deferred, e)
+}
+
+// Flush writes the rows RecordLater kept, oldest first, and stops at the
+// first write that fails, keeping that row and the later ones for the next
+// Flush. It returns the write error, or nil.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dropped > 0 {
+		r.log.Error("journal.append_failed", "err", "deferred rows over the bound were dropped", "dropped", r.dropped)
+		r.dropped = 0
+	}
+	for len(r.deferred) > 0 {
+		if err := r.store.AppendEvent(ctx, r.deferred[0]); err != nil {
+			return err
+		}
+		r.deferred = r.deferred[1:]
+	}
+	return nil
 }
 
 // log1 logs one event and returns its journal row.

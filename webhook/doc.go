@@ -28,9 +28,9 @@
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error,
-//     a store locked past the answer timeout included, gets 503, logged but
-//     not journaled, so GitHub shows the failure and the delivery can be
-//     redelivered; a workdir that does not render gets 500.
+//     a store locked past the answer timeout included, gets 503, logged at
+//     once and journaled once the store takes writes again, so GitHub shows
+//     the failure and the delivery can be redelivered; a workdir that does not render gets 500.
 //
 // The handler's work on a request ends within Options.AnswerTimeout (8 s)
 // of its headers, under GitHub's 10 s; NewServer bounds the reading and

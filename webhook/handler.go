@@ -371,11 +371,12 @@ func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, k
 // storeFailed answers 503 to a delivery the store did not take (locked by
 // another process past AnswerTimeout or its busy timeout, full, broken),
 // so GitHub shows the failure and the operator can redeliver it. The
-// rejection is logged, not journaled: the journal is that same store, and
-// a second wait on it would take the answer past GitHub's deadline.
+// rejection is logged at once and journaled later (Recorder.RecordLater):
+// the journal is that same store, and a second wait on it would take the
+// answer past GitHub's deadline.
 func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d delivery, key string, err error) {
-	h.opts.Recorder.LogOnly(ctx, slog.LevelError, journal.DeliveryRejected, key,
-		d.attrs("reason", reasonStoreFailed, "err", err, "journaled", false)...)
+	h.opts.Recorder.RecordLater(ctx, slog.LevelError, journal.DeliveryRejected, key,
+		d.attrs("reason", reasonStoreFailed, "err", err)...)
 	reply(w, http.StatusServiceUnavailable, "delivery not stored: "+reasonStoreFailed)
 }
 

@@ -95,6 +95,7 @@ type env struct {
 	cfg      atomic.Pointer[schema.GHWebhook]
 	triggers atomic.Int32
 	logs     *lockedBuffer
+	recorder *journal.Recorder
 }
 
 // defaultConfig authorizes Codertocat (spelled in another case, as logins
@@ -133,6 +134,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for _, f := range opts {
 		f(&o)
 	}
+	e.recorder = o.Recorder
 	e.srv = httptest.NewServer(New(o))
 	t.Cleanup(e.srv.Close)
 	return e

@@ -145,6 +145,7 @@ func serve(ctx context.Context, g *globals) error {
 		}
 	}()
 	go repeats.Run(ctx)
+	go flushDeferred(ctx, a.journal, log)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -161,10 +162,37 @@ func serve(ctx context.Context, g *globals) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
-	// The counts still pending, while the store is open.
+	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
+	if err := a.journal.Flush(shutdownCtx); err != nil {
+		log.Error("journal.append_failed", "err", err)
+	}
 	log.Info("serve.stopped")
 	return nil
+}
+
+// deferredFlushEvery is how often serve writes the journal rows that a
+// failing store made wait (journal.Recorder.RecordLater).
+const deferredFlushEvery = 5 * time.Second
+
+// flushDeferred writes rec's deferred journal rows every deferredFlushEvery
+// until ctx ends. A store that still fails keeps them for the next tick; the
+// failure itself was logged when the row was deferred.
+func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger) {
+	t := time.NewTicker(deferredFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fctx, cancel := context.WithTimeout(ctx, deferredFlushEvery)
+			if err := rec.Flush(fctx); err != nil {
+				log.Debug("journal.append_failed", "err", err, "deferred", true)
+			}
+			cancel()
+		}
+	}
 }
 
 // loadWithSecret loads the config and the webhook secret: the content of
