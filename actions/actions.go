@@ -51,6 +51,12 @@ const (
 	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
 	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
 	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
+	// ReasonSessionForeign: the session of the item's name carries another
+	// loopd's owner mark, or none; loopd never touches it.
+	ReasonSessionForeign Reason = "session_foreign"
+	// ReasonForegroundNotHarness: the pane lives but its foreground process
+	// is not the harness (a shell the CLI left behind): a dead agent.
+	ReasonForegroundNotHarness Reason = "foreground_not_harness"
 )
 
 // Why a resume was not attempted or did not hold; logged with
@@ -341,7 +347,10 @@ type RecordExit struct {
 	// Delivered is the boot delivery of a spawn that died after its prompt
 	// reached the transcript: it is marked delivered, never sent again.
 	Delivered string
-	Reason    Reason
+	// Foreground is the process the pane still runs when the agent died
+	// without its pane (ReasonForegroundNotHarness), "" for a dead pane.
+	Foreground string
+	Reason     Reason
 }
 
 // Item implements Action.
@@ -372,6 +381,9 @@ func (a RecordExit) Fields() []Field {
 	}
 	if a.Delivered != "" {
 		f = append(f, Field{"delivered", a.Delivered})
+	}
+	if a.Foreground != "" {
+		f = append(f, Field{"foreground", a.Foreground})
 	}
 	return append(f, Field{"reason", string(a.Reason)})
 }
@@ -458,8 +470,8 @@ func (a GiveUp) Fields() []Field {
 func (a GiveUp) String() string { return Format(a) }
 
 // Block records that an item cannot proceed for a reason outside loopd (a
-// missing workspace); its deliveries stay pending and the event is logged
-// once per reason.
+// missing workspace, a session of its name that another loopd owns); its
+// deliveries stay pending and the event is logged once per reason.
 type Block struct {
 	Key    desired.Key
 	Reason Reason

@@ -116,7 +116,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: observe: %w", err)
 	}
 	policy := r.Policy()
-	plan := Plan(records, r.gather(records, snap), policy, now)
+	plan := Plan(records, r.gather(records, snap, policy), policy, now)
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
@@ -182,11 +182,11 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 // being probed or have an event in flight: the transcript of the recorded
 // session id and whether the workdir exists. It runs every pass, so items
 // that cannot need them are skipped (needsFacts).
-func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Observation {
+func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p Policy) Observation {
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Landed: map[desired.Key]bool{}}
 	for _, rec := range records {
-		if !needsFacts(rec, snap) {
+		if !needsFacts(rec, snap, p) {
 			continue
 		}
 		sending := rec.Status.SendingDeliveryID
@@ -223,8 +223,10 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot) Ob
 // event in flight (a boot prompt or a paste) always needs them. Otherwise a
 // closed or held item is only stopped, a running item with a live pane only
 // gets pastes, and an item at rest (idle, exited, stopped, needing
-// attention) with nothing pending is left alone.
-func needsFacts(rec desired.Record, snap observed.Snapshot) bool {
+// attention) with nothing pending is left alone. A live pane counts as the
+// item's running harness by Plan's own rule (runsHarness), since a pane
+// left with another foreground process is a death that may respawn.
+func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	st := rec.Status
 	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
 		return true
@@ -232,7 +234,7 @@ func needsFacts(rec desired.Record, snap observed.Snapshot) bool {
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
 	}
-	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning {
+	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
 		return false
 	}
 	switch st.Phase {
