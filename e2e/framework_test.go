@@ -116,6 +116,9 @@ type envOpts struct {
 	Policy map[string]any
 	// IntervalSeconds is reconcile.intervalSeconds; default 1.
 	IntervalSeconds int
+	// ProcessName is the harness's processName (the pane's foreground
+	// process while it runs); default none.
+	ProcessName string
 }
 
 // env is one isolated loopd installation: config, state dir, workdir root,
@@ -213,6 +216,9 @@ func newEnv(t *testing.T, opts envOpts) *env {
 				},
 			},
 		},
+	}
+	if opts.ProcessName != "" {
+		e.config["harnesses"].(map[string]any)["claude-code"].(map[string]any)["processName"] = opts.ProcessName
 	}
 	e.writeConfig(t)
 	t.Cleanup(func() { e.cleanup(t) })
