@@ -30,6 +30,7 @@ import (
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
 	"github.com/loopd/loopd/webhook"
 )
 
@@ -282,6 +283,12 @@ func (e *env) killServer(t *testing.T) {
 		}
 	}
 	_ = exec.Command("tmux", "-L", e.socket, "kill-server").Run()
+	// kill-server leaves the socket file, and serve's lock file sits
+	// beside it.
+	if path, err := tmux.SocketPath(e.socket); err == nil {
+		_ = os.Remove(path)
+		_ = os.Remove(path + ".loopd-lock")
+	}
 	deadline := time.Now().Add(waitShort)
 	for _, pid := range pids {
 		for running(pid) && time.Now().Before(deadline) {
