@@ -51,12 +51,22 @@ const (
 	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
 	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
 	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
+	ReasonDeliveryMangled  Reason = "delivery_mangled"       // reached the transcript, not whole
 	// ReasonSessionForeign: the session of the item's name carries another
 	// loopd's owner mark, or none; loopd never touches it.
 	ReasonSessionForeign Reason = "session_foreign"
 	// ReasonForegroundNotHarness: the pane lives but its foreground process
 	// is not the harness (a shell the CLI left behind): a dead agent.
 	ReasonForegroundNotHarness Reason = "foreground_not_harness"
+)
+
+// How a delivery was confirmed, the via of dispatch.delivered.
+const (
+	// ViaPaste: the paste in flight showed in the transcript.
+	ViaPaste = "paste"
+	// ViaTranscript: the event was found in the conversation before loopd
+	// sent it (again): it is not sent.
+	ViaTranscript = "transcript"
 )
 
 // Why a resume was not attempted or did not hold; logged with
@@ -229,13 +239,16 @@ func (a DeliverPrompt) Fields() []Field {
 	return f
 }
 
-// ConfirmDelivery marks a pasted delivery delivered: its id showed in the
-// transcript (Verified), or the harness has no transcript to look in.
+// ConfirmDelivery marks a delivery delivered: its whole frame showed in
+// the transcript (Verified), or the harness has no transcript to look in.
+// Via says whether it was the paste in flight (ViaPaste) or an event found
+// in the conversation before it was sent (ViaTranscript).
 type ConfirmDelivery struct {
 	Key        desired.Key
 	Session    string
 	DeliveryID string
 	Verified   bool
+	Via        string
 }
 
 // Item implements Action.
@@ -249,7 +262,7 @@ func (ConfirmDelivery) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a ConfirmDelivery) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"delivery", a.DeliveryID}, {"verified", strconv.FormatBool(a.Verified)}}
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"delivery", a.DeliveryID}, {"verified", strconv.FormatBool(a.Verified)}, {"via", a.Via}}
 }
 
 func (a ConfirmDelivery) String() string { return Format(a) }
@@ -451,6 +464,10 @@ type GiveUp struct {
 	Key     desired.Key
 	Session string
 	Reason  Reason
+	// Mangled, with ReasonDeliveryMangled, is the delivery whose frame the
+	// conversation holds mangled, in Copies messages; it stays pending.
+	Mangled string
+	Copies  int
 }
 
 // Item implements Action.
@@ -464,7 +481,11 @@ func (GiveUp) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a GiveUp) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"reason", string(a.Reason)}}
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}}
+	if a.Mangled != "" {
+		f = append(f, Field{"delivery", a.Mangled}, Field{"copies", strconv.Itoa(a.Copies)})
+	}
+	return append(f, Field{"reason", string(a.Reason)})
 }
 
 func (a GiveUp) String() string { return Format(a) }

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/tmux"
 )
 
@@ -58,6 +59,9 @@ type Executor struct {
 	// RetryDelay is the backoff before retrying after the n-th consecutive
 	// failure of a spawn that tmux refused.
 	RetryDelay func(n int) time.Duration
+	// Launcher starts every harness through "loopd launch", which gives it
+	// its environment from a private file: no value is ever in tmux's argv.
+	Launcher launch.Launcher
 }
 
 // Result sums up one Execute call.
@@ -231,8 +235,14 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		env = map[string]string{}
 	}
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
-	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Env: env, Argv: argv, Owner: e.Owner})
+	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
+		return e.spawnFailed(ctx, r, s, err)
+	}
+	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
+	if err != nil {
+		// No launcher will read it.
+		_ = os.Remove(envFile)
 		return e.spawnFailed(ctx, r, s, fmt.Errorf("new session %s: %w", s.Session, err))
 	}
 	st.PaneID = paneID
@@ -411,12 +421,17 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Ada
 
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
 	st := r.Status.Remember(a.DeliveryID)
-	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	if st.SendingDeliveryID == a.DeliveryID {
+		st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	}
+	if st.SpawnDeliveryID == a.DeliveryID {
+		st.SpawnDeliveryID = ""
+	}
 	st.Reason = "delivered"
 	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
 		return err
 	}
-	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "paste", "session", a.Session, "verified", a.Verified)
+	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
 	return nil
 }
 
@@ -424,6 +439,10 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	// A session of another owner is not this item's to stop: it is left
 	// running (ErrForeign), as a missing one is.
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
+		return fmt.Errorf("stop %s: %w", a.Session, err)
+	}
+	// A pane that died before its launcher ran left its env file.
+	if err := e.Launcher.Discard(a.Session); err != nil {
 		return fmt.Errorf("stop %s: %w", a.Session, err)
 	}
 	st := r.Status
@@ -511,8 +530,15 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	// An unconfirmed paste stays pending; the next attempt starts over.
 	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
 	st.Reason = string(a.Reason)
+	if a.Mangled != "" {
+		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
+	}
+	if a.Mangled != "" {
+		e.record(ctx, slog.LevelError, journal.DispatchMangled, r.Key, "delivery", a.Mangled, "session", a.Session,
+			"copies", a.Copies, "reason", "frame_not_whole")
 	}
 	name := journal.SessionNeedsAttention
 	if a.Reason == ReasonBudgetExhausted {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
 )
@@ -31,9 +33,11 @@ type rig struct {
 	store *desired.SQLite
 	key   desired.Key
 	cwd   string
-	now   time.Time
-	ids   []string
-	log   *bytes.Buffer
+	// claudeDir is the harness's CLAUDE_CONFIG_DIR.
+	claudeDir string
+	now       time.Time
+	ids       []string
+	log       *bytes.Buffer
 }
 
 func newRig(t *testing.T) *rig {
@@ -46,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
 	r := &rig{tmux: tmux.NewFake(), store: store, key: desired.Key{Owner: "octo-org", Repo: "api", Number: 7},
-		cwd: filepath.Join(dir, "work", "7"), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), log: &bytes.Buffer{}}
+		cwd: filepath.Join(dir, "work", "7"), claudeDir: filepath.Join(dir, "claude"), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), log: &bytes.Buffer{}}
 	log := slog.New(slog.NewTextHandler(r.log, nil))
 	n := 0
 	r.exec = &actions.Executor{
@@ -60,12 +64,31 @@ func newRig(t *testing.T) *rig {
 			return id
 		},
 		Socket: "loopd-test", Owner: rigOwner, RetryDelay: func(n int) time.Duration { return time.Duration(n) * time.Second },
+		Launcher: launch.Launcher{Exe: "/opt/loopd", Dir: filepath.Join(dir, "state", "launch")},
 	}
 	return r
 }
 
 // rigOwner is the owner mark of the rig's loopd.
 var rigOwner = tmux.NewOwner("/srv/loopd/state").ID
+
+// launchEnv returns the environment session's launcher would give the
+// harness: the env file named in its launcher argv, which must still be
+// there (the Fake runs no launcher) and private.
+func (r *rig) launchEnv(t *testing.T, session string) map[string]string {
+	t.Helper()
+	spec, ok := r.tmux.Spec(session)
+	require.True(t, ok, "no session %s", session)
+	require.Len(t, spec.Launcher, 5)
+	require.Equal(t, []string{"/opt/loopd", "launch", "--env-file"}, spec.Launcher[:3])
+	require.Equal(t, "--", spec.Launcher[4])
+	info, err := os.Stat(spec.Launcher[3])
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	env, err := launch.ReadEnvFile(spec.Launcher[3])
+	require.NoError(t, err)
+	return env
+}
 
 // ingest queues one delivery for the rig's item and returns the record.
 func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
@@ -126,7 +149,8 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 
 	sess := desired.SessionName(r.key)
 	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello"}, r.tmux.Argv(sess))
-	assert.Equal(t, r.key.String(), r.tmux.Env(sess)["LOOPD_WORK_ITEM"])
+	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
+		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
 	assert.DirExists(t, r.cwd)
 	st := r.get(t).Status
 	assert.Equal(t, desired.PhaseSpawning, st.Phase)
@@ -174,6 +198,34 @@ func TestRefusedFreshSpawnBacksOffAndKeepsDelivery(t *testing.T) {
 	assert.Len(t, got.Pending, 1)
 	assert.Contains(t, r.events(t), string(journal.DispatchFailed))
 	assert.Empty(t, r.tmux.Sessions())
+	assert.Empty(t, r.launchFiles(t), "no launcher will read the env file of a refused spawn")
+}
+
+// launchFiles lists the env files waiting for a launcher.
+func (r *rig) launchFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(r.exec.Launcher.Dir, "*"))
+	require.NoError(t, err)
+	return files
+}
+
+// A harness's env values (API keys go there) reach it through the env
+// file, never through tmux's argv.
+func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
+	r := newRig(t)
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-test-SECRET-123"}})
+	require.NoError(t, err)
+	r.exec.Harnesses["claude-code"] = ad
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	sess := desired.SessionName(r.key)
+	spec, ok := r.tmux.Spec(sess)
+	require.True(t, ok)
+	for _, a := range slices.Concat(spec.Launcher, spec.Argv, []string{spec.Dir}) {
+		assert.NotContains(t, a, "sk-test-SECRET-123")
+	}
+	assert.Equal(t, "sk-test-SECRET-123", r.launchEnv(t, sess)["ANTHROPIC_API_KEY"])
 }
 
 func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
@@ -292,6 +344,10 @@ func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	// As if the pane had died before its launcher read the file.
+	_, _, err := r.exec.Launcher.Prepare(sess, map[string]string{"K": "v"})
+	require.NoError(t, err)
+	require.Len(t, r.launchFiles(t), 1)
 
 	rec.Status.SendingDeliveryID = "d-1"
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.StopSession{Key: r.key, Session: sess, Reason: actions.ReasonClosed, Delivered: "d-1"}})
@@ -302,6 +358,7 @@ func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	assert.Empty(t, got.Pending, "the paste that landed before the stop is delivered")
 	assert.Empty(t, got.Status.SendingDeliveryID)
 	assert.Equal(t, []string{"dispatch.delivered", "session.stopped"}, r.events(t))
+	assert.Empty(t, r.launchFiles(t), "a launcher that never ran left nothing behind")
 }
 
 func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {

@@ -168,6 +168,11 @@ type Status struct {
 	SendingDeliveryID string
 	SentAt            time.Time
 	SendAttempts      int
+	// MangledDeliveryID is the last delivery whose frame the conversation
+	// was found to hold mangled, and MangledCopies in how many messages;
+	// only more copies than that are news (a send after a release).
+	MangledDeliveryID string
+	MangledCopies     int
 	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
 	// was spawned; growth past it confirms the resume. -1 when unknown.
 	TranscriptSizeAtSpawn int64
@@ -240,12 +245,6 @@ type SessionReport struct {
 	Source    string
 	At        time.Time
 }
-
-// DeliveryMarker returns the text that frames a delivery's body in its
-// rendered prompt ("<<<" + marker … marker + ">>>"). Only the whole prompt
-// holds it, never its header line alone, so finding it in a transcript
-// shows that the whole prompt reached the conversation.
-func DeliveryMarker(id string) string { return "github-data " + id }
 
 // Record is one work item: its key, spec, status, pending deliveries in
 // arrival order, and the harness's latest report about itself (nil if none).

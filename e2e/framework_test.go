@@ -138,6 +138,10 @@ type env struct {
 	harnessEnv map[string]string
 	config     map[string]any // as last written
 
+	// daemonEnv is added to the environment of `loopd serve` (NAME=value),
+	// after procEnv's.
+	daemonEnv []string
+
 	daemon     *exec.Cmd
 	daemonDone chan struct{}
 	daemonLog  string
@@ -335,7 +339,7 @@ func (e *env) start(t *testing.T) {
 	logFile, err := os.Create(e.daemonLog)
 	require.NoError(t, err)
 	cmd := exec.Command(loopdBin, "serve", "--config", e.configPath, "--log-level", "debug")
-	cmd.Env = e.procEnv()
+	cmd.Env = append(e.procEnv(), e.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})

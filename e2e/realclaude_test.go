@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,11 +75,15 @@ func TestRealClaudePasteAndResumeAfterKill(t *testing.T) {
 	id := r.Status.HarnessSessionID
 	path := e.transcriptPath(t, keyIssue, id)
 
-	body := "line one " + uuid.NewString() + "\nline two\n\nline four"
-	sendComment(t, e, body)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+	body := "line one " + uuid.NewString() + "\nline\ttwo  \n\nline four 漢字 😀"
+	delivery := sendComment(t, e, body)
+	// The CLI stores a pasted tab as four spaces, and everything else as sent.
+	e.waitFor(t, func() bool {
+		return countContaining(e.userTurns(t, keyIssue, id), strings.ReplaceAll(body, "\t", "    ")) == 1
+	},
 		waitLong, "the pasted comment never reached the transcript with its newlines")
 	e.waitEvent(t, journal.DispatchDelivered, keyIssue, 2, waitLong)
+	assert.Equal(t, "true", waitDelivered(t, e, delivery, waitLong).Attrs["verified"], "the digest matches what the real CLI stored")
 	assert.Len(t, e.userTurns(t, keyIssue, id), 2, "one more user turn")
 
 	e.killPane(t, keyIssue)
@@ -147,4 +153,32 @@ func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
 	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, newID), body) == 1 },
 		waitLong, "the comment never reached the new transcript")
 	assert.NoFileExists(t, e.transcriptPath(t, keyIssue, oldID), "the lost transcript is not recreated")
+}
+
+func TestRealClaudeUntrustedWorkdirReleaseDoesNotResend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{
+		Harness: realClaude(t),
+		Policy:  map[string]any{"restartPolicy": "Never", "resumeProbeSeconds": 2, "confirmTimeoutSeconds": 5},
+	})
+	// Onboarded, but the workdir is not trusted: the TUI stops at its
+	// workspace trust dialog.
+	claudeJSON, err := json.Marshal(map[string]any{"hasCompletedOnboarding": true})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), claudeJSON, 0o600))
+
+	body := "behind the trust dialog " + uuid.NewString()
+	delivery, id := stuckAtTrustDialog(t, e, body)
+	pressEnter(t, e)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitLong, "the boot prompt never reached the real transcript after Enter")
+
+	e.mustRun(t, "release", keyIssue.String())
+	ev := waitDelivered(t, e, delivery, waitLong)
+	assert.Equal(t, "transcript", ev.Attrs["via"], "%v", ev.Attrs)
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	e.settle(t)
+	e.settle(t)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "one turn for one delivery")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, delivery), "never pasted")
 }

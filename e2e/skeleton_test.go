@@ -198,20 +198,29 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 	t.Parallel()
 	body := longBody(65536)
 	require.Equal(t, 65536, utf8.RuneCountInString(body))
+	// Claude Code stores a pasted tab as four spaces (docs/design.md,
+	// "Delivery is verified"), and so does the fake.
+	pasted := strings.ReplaceAll(body, "\t", "    ")
 
 	t.Run("live_session", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOpts{})
 		r := startWithComment(t, e, "first comment "+uuid.NewString())
-		sendComment(t, e, body)
-		e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body) == 1 },
+		delivery := sendComment(t, e, body)
+		e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), pasted) == 1 },
 			waitLong, "the long comment never arrived whole")
+		assert.Equal(t, "true", waitDelivered(t, e, delivery, waitShort).Attrs["verified"])
 		assert.Len(t, e.argvLog(t), 1)
 	})
 	t.Run("first_event_of_new_item", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOpts{})
-		r := startWithComment(t, e, body)
+		e.start(t)
+		require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment(body)))
+		r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+		e.waitFor(t, func() bool {
+			return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), pasted) == 1
+		}, waitLong, "the long comment never arrived whole")
 		log := e.argvLog(t)
 		require.Len(t, log, 1)
 		_, fresh := flagValue(log[0], "--session-id")
@@ -219,7 +228,7 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 		assert.NotContains(t, log[0][len(log[0])-1], body, "the boot prompt in argv is the header only")
 		assert.Less(t, len(log[0][len(log[0])-1]), 8192)
 		turns := e.userTurns(t, keyIssue, r.Status.HarnessSessionID)
-		assert.Equal(t, 1, countContaining(turns, body))
+		assert.Equal(t, 1, countContaining(turns, pasted))
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/loopd/loopd/paneenv"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
 )
@@ -20,7 +21,10 @@ type base struct {
 	command string   // absolute when it contains a slash
 	extra   []string // cfg.ExtraArgs
 	env     map[string]string
-	ready   *regexp.Regexp // cfg.ReadyPattern; nil means the adapter's default
+	// pass names the variables of loopd's environment the harness gets on
+	// top of the server's: cfg.PassEnv and those the adapter needs.
+	pass  []string
+	ready *regexp.Regexp // cfg.ReadyPattern; nil means the adapter's default
 	// processNames are the names the pane shows while the CLI runs in it:
 	// cfg.ProcessName, or the name tmux gives the command.
 	processNames []string
@@ -28,7 +32,8 @@ type base struct {
 }
 
 func newBase(name string, cfg schema.Harness) (base, error) {
-	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env)}
+	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env),
+		pass: slices.Clone(cfg.PassEnv)}
 	if b.command == "" {
 		return base{}, fmt.Errorf("no command: %w", ErrBadConfig)
 	}
@@ -64,11 +69,24 @@ func (b *base) Name() string { return b.name }
 // it is.
 func (b *base) ProcessNames() []string { return slices.Clone(b.processNames) }
 
+// paneEnv is the environment the harness gets on top of the tmux
+// server's: loopd's values of the pass names (paneenv.Pass), then the
+// harness env, which wins.
+func (b *base) paneEnv() map[string]string {
+	env := paneenv.Pass(os.Environ(), b.pass)
+	maps.Copy(env, b.env)
+	return env
+}
+
 // getenv returns the value key has in the pane: the harness env wins over
-// the environment loopd (and so its tmux server) inherited.
+// loopd's own environment, of which the pane sees only what paneenv
+// allows.
 func (b *base) getenv(key string) string {
 	if v, ok := b.env[key]; ok {
 		return v
+	}
+	if !paneenv.Allowed(key, b.pass) {
+		return ""
 	}
 	return os.Getenv(key)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,6 +71,7 @@ func newClaudeCode(b base) (*claudeCode, error) {
 			}
 		}
 	}
+	b.pass = append(b.pass, claudePass...)
 	return &claudeCode{base: b}, nil
 }
 
@@ -151,16 +151,18 @@ func (c *claudeCode) argv(flag, id, prompt string) []string {
 	return argv
 }
 
-// Env is the harness env without CLAUDECODE (the variable Claude Code sets
-// for its own children) and with DISABLE_AUTOUPDATER=1 unless set: the
-// auto-updater otherwise installs a newer version globally from the TUI.
-// tmux -e cannot unset a variable the server already has, so keeping
-// CLAUDECODE out of the pane is up to the tmux server's environment.
+// claudePass are the variables of loopd's environment that the adapter
+// passes on: CLAUDE_CONFIG_DIR says where the CLI keeps its transcripts,
+// which Transcript must find where the CLI writes them.
+var claudePass = []string{"CLAUDE_CONFIG_DIR"}
+
+// Env is the harness env (on top of loopd's values of passEnv and
+// claudePass) without CLAUDECODE (the variable Claude Code sets for its own
+// children, which makes it refuse to start) and with DISABLE_AUTOUPDATER=1
+// unless set: the auto-updater otherwise installs a newer version globally
+// from the TUI.
 func (c *claudeCode) Env() map[string]string {
-	env := maps.Clone(c.env)
-	if env == nil {
-		env = map[string]string{}
-	}
+	env := c.paneEnv()
 	delete(env, "CLAUDECODE")
 	if _, ok := env["DISABLE_AUTOUPDATER"]; !ok {
 		env["DISABLE_AUTOUPDATER"] = "1"

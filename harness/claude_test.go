@@ -136,6 +136,20 @@ func TestClaudeEnv(t *testing.T) {
 	}
 }
 
+// Of loopd's own environment, the harness gets only what it passes: its
+// passEnv and CLAUDE_CONFIG_DIR, never a denied name; the tmux server gives
+// it the base variables.
+func TestClaudeEnvPassesOnlyNamedVariables(t *testing.T) {
+	t.Setenv("CLAUDE_CONFIG_DIR", "/daemon/claude")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant")
+	t.Setenv("OTHER_TOKEN", "x")
+	t.Setenv("GITHUB_TOKEN", "ghp_x")
+	a := newClaude(t, schema.Harness{PassEnv: []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}})
+	assert.Equal(t, map[string]string{"CLAUDE_CONFIG_DIR": "/daemon/claude", "ANTHROPIC_API_KEY": "sk-ant", "DISABLE_AUTOUPDATER": "1"}, a.Env())
+	configured := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": "/conf"}})
+	assert.Equal(t, map[string]string{"CLAUDE_CONFIG_DIR": "/conf", "DISABLE_AUTOUPDATER": "1"}, configured.Env(), "the harness env wins")
+}
+
 func TestProjectDirName(t *testing.T) {
 	rep := strings.Repeat
 	tests := []struct {

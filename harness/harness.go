@@ -5,13 +5,18 @@
 package harness
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -62,7 +67,10 @@ type Adapter interface {
 	FreshArgv(id, prompt string) []string
 	// ResumeArgv returns the whole argv that resumes id with prompt.
 	ResumeArgv(id, prompt string) []string
-	// Env returns the environment for the pane (tmux new-session -e).
+	// Env returns the variables the harness gets on top of the tmux
+	// server's environment (paneenv.Base), through loopd's launcher: the
+	// harness's env and loopd's values of passEnv and of the variables
+	// the adapter needs (paneenv.Pass).
 	Env() map[string]string
 	// Transcript reports the transcript of id for the physical cwd.
 	Transcript(cwd, id string) (Transcript, error)
@@ -147,7 +155,7 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 // LookCommand checks that the command of an adapter made by New can be
 // started: a bare name must be an executable on the pane's PATH (the
 // harness env's PATH when it sets one, else loopd's own, which its tmux
-// server inherits), a path must be an executable file. It returns an error
+// server gets), a path must be an executable file. It returns an error
 // wrapping ErrCommandNotFound when it cannot, so that loopd can say so
 // before spawning: tmux shows a missing command only as a pane that died
 // with status 1 and a blank screen (docs/reference/harness-cli-facts.md).
@@ -159,13 +167,87 @@ func LookCommand(a Adapter) error {
 	return nil
 }
 
-// TranscriptContains reports whether the transcript file tr.Path holds
-// needle; loopd looks for a delivery id, which every rendered prompt names
-// in its header line.
-func TranscriptContains(tr Transcript, needle string) (bool, error) {
-	data, err := os.ReadFile(tr.Path)
+// Found is what a transcript shows of one delivery's frame.
+type Found struct {
+	// Whole is true when some user message holds the frame whole.
+	Whole bool
+	// Mangled counts the user messages that hold the frame's begin line
+	// but not the whole frame (desired.SeenMangled).
+	Mangled int
+}
+
+// TranscriptFrames reads the transcript tr once and reports, for each of
+// frames by delivery id, what its user messages show of it. Only what a
+// user typed or pasted counts: the text of Claude Code's JSONL lines of
+// type "user" that are not meta lines, whose message content is a string
+// or an array of {"type":"text","text":…} parts (tool results, which an
+// agent's commands fill, are other part types). A line that is not JSON,
+// as a torn last line, is skipped.
+func TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error) {
+	f, err := os.Open(tr.Path)
 	if err != nil {
-		return false, fmt.Errorf("read transcript %s: %w", tr.Path, err)
+		return nil, fmt.Errorf("read transcript %s: %w", tr.Path, err)
 	}
-	return bytes.Contains(data, []byte(needle)), nil
+	defer f.Close()
+	found := make(map[string]Found, len(frames))
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadBytes('\n')
+		if text, ok := userText(line); ok {
+			for _, fr := range frames {
+				got := found[fr.ID]
+				switch fr.Check(text) {
+				case desired.SeenWhole:
+					got.Whole = true
+				case desired.SeenMangled:
+					got.Mangled++
+				}
+				found[fr.ID] = got
+			}
+		}
+		if err == io.EOF {
+			return found, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read transcript %s: %w", tr.Path, err)
+		}
+	}
+}
+
+// userText returns the text of a Claude Code transcript line that holds a
+// user's message, and whether it is one.
+func userText(line []byte) (string, bool) {
+	// Most lines are not user messages; skip them before decoding.
+	if !bytes.Contains(line, []byte(`"user"`)) {
+		return "", false
+	}
+	var l struct {
+		Type    string `json:"type"`
+		IsMeta  bool   `json:"isMeta"`
+		Message struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.Type != "user" || l.IsMeta || l.Message.Role != "user" {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(l.Message.Content, &s) == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(l.Message.Content, &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), b.Len() > 0
 }

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"strings"
 	"text/template"
@@ -100,12 +99,10 @@ func (t *templated) argv(args []*template.Template, id, prompt string) []string 
 	return argv
 }
 
-// Env is the harness env as configured.
+// Env is the harness env as configured, on top of loopd's values of
+// passEnv.
 func (t *templated) Env() map[string]string {
-	if t.env == nil {
-		return map[string]string{}
-	}
-	return maps.Clone(t.env)
+	return t.paneEnv()
 }
 
 // Transcript is not Known: these adapters have no transcript rule.

@@ -50,12 +50,16 @@ func TestCustomArgv(t *testing.T) {
 }
 
 func TestCustomWithoutResume(t *testing.T) {
-	a, err := New("custom", schema.Harness{Command: "agent", FreshArgs: []string{"{{.Prompt}}"}, Env: map[string]string{"K": "v"}})
+	t.Setenv("AGENT_KEY", "k")
+	t.Setenv("OTHER_TOKEN", "x")
+	t.Setenv("CLAUDE_CONFIG_DIR", "/c")
+	a, err := New("custom", schema.Harness{Command: "agent", FreshArgs: []string{"{{.Prompt}}"}, Env: map[string]string{"K": "v"},
+		PassEnv: []string{"AGENT_KEY"}})
 	require.NoError(t, err)
 
 	assert.False(t, a.SupportsResume())
 	assert.Nil(t, a.ResumeArgv("id", "p"))
-	assert.Equal(t, map[string]string{"K": "v"}, a.Env())
+	assert.Equal(t, map[string]string{"K": "v", "AGENT_KEY": "k"}, a.Env(), "passEnv only; CLAUDE_CONFIG_DIR is claude-code's")
 	tr, err := a.Transcript(t.TempDir(), "id")
 	require.NoError(t, err)
 	assert.Equal(t, Transcript{}, tr)

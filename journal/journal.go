@@ -43,6 +43,9 @@ const (
 	DispatchDelivered Name = "dispatch.delivered"
 	DispatchFailed    Name = "dispatch.failed"
 	DispatchBlocked   Name = "dispatch.blocked"
+	// DispatchMangled: an event's frame reached the conversation, but not
+	// whole (end line missing or digest mismatch).
+	DispatchMangled Name = "dispatch.mangled"
 
 	WorkspaceMissing Name = "workspace.missing"
 	HarnessMissing   Name = "harness.missing"

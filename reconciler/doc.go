@@ -20,11 +20,15 @@
 //   - mark_running: the spawn held: alive at its probe deadline and, for a
 //     resume, confirmed by transcript growth or by the harness's own report.
 //   - deliver_prompt: paste a pending event into the live harness.
+//   - confirm_delivery: the event's whole frame is in the conversation:
+//     the paste in flight landed (via=paste), or an event is found there
+//     before it is sent at all (via=transcript), which is then never sent.
 //   - record_exit: a pane died; record the status and the restart decision
 //     (restart now, back off, degrade the id, or give up).
 //   - wait: nothing to do until a time (probe window, backoff, exit status
 //     not yet known) or an event (needs attention); shown in the dry run.
-//   - give_up: NeedsAttention until loopd release or a new event.
+//   - give_up: NeedsAttention until loopd release or a new event; also
+//     when an event's frame reached the conversation mangled.
 //   - block: a respawn found its workdir gone; the event stays pending.
 //
 // The probe never sleeps inside a pass: a spawn records its deadline and the

@@ -116,7 +116,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: observe: %w", err)
 	}
 	policy := r.Policy()
-	plan := Plan(records, r.gather(records, snap, policy), policy, now)
+	plan := Plan(records, r.gather(records, snap, policy, now), policy, now)
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
@@ -180,16 +180,17 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 
 // gather reads the disk facts Plan needs for items that may spawn, are
 // being probed or have an event in flight: the transcript of the recorded
-// session id and whether the workdir exists. It runs every pass, so items
-// that cannot need them are skipped (needsFacts).
-func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p Policy) Observation {
+// session id, whether the workdir exists, and what the conversation holds
+// of the deliveries the pass may act on. It runs every pass, so items that
+// cannot need them are skipped (needsFacts, framesToCheck), and each
+// transcript is read at most once.
+func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p Policy, now time.Time) Observation {
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Landed: map[desired.Key]bool{}}
+		Frames: map[desired.Key]map[string]harness.Found{}}
 	for _, rec := range records {
 		if !needsFacts(rec, snap, p) {
 			continue
 		}
-		sending := rec.Status.SendingDeliveryID
 		if rec.Spec.Cwd != "" {
 			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
 				obs.MissingWorkdirs[rec.Key] = true
@@ -205,27 +206,81 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p 
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
-		if sending != "" && tr.Known && tr.Exists {
-			// The body marker is only in the whole prompt (a long event
-			// boots with its header alone), so finding it means the paste
-			// was submitted.
-			landed, err := harness.TranscriptContains(tr, desired.DeliveryMarker(sending))
-			if err != nil {
-				r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+		if frames := framesToCheck(rec, now); len(frames) > 0 && tr.Known {
+			if found, ok := r.readFrames(rec, ad, tr, frames); ok {
+				obs.Frames[rec.Key] = found
 			}
-			obs.Landed[rec.Key] = landed
 		}
 	}
 	return obs
 }
 
+// framesToCheck returns the frames of rec's deliveries that the pass may
+// act on, nil when it can act on none: a closed or held item only keeps
+// what its paste or boot prompt in flight delivered, and an item waiting in
+// NeedsAttention or in backoff sends nothing this pass. The frame carries
+// the digest the stored prompt names (desired.FrameOf).
+func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
+	st := rec.Status
+	inFlight := st.SendingDeliveryID != "" || st.SpawnDeliveryID != ""
+	switch {
+	case (rec.Spec.Closed || rec.Spec.Held) && !inFlight:
+		return nil
+	case st.Phase == desired.PhaseNeedsAttention && rec.Spec.Generation <= st.AttentionGeneration:
+		return nil
+	case st.Phase == desired.PhaseBackingOff && now.Before(st.NextAttempt) && !inFlight:
+		return nil
+	}
+	var frames []desired.Frame
+	for _, d := range rec.Pending {
+		if !st.Delivered(d.ID) {
+			frames = append(frames, desired.FrameOf(d))
+		}
+	}
+	return frames
+}
+
+// readFrames reads what rec's conversation holds of frames: the transcript
+// tr of the recorded session id and, when the running harness has since
+// reported another id (a /clear the pass has not followed yet), that one's
+// too. It reports false when a transcript could not be read; the planner
+// then falls back to what it knew without the frames.
+func (r *Reconciler) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, frames []desired.Frame) (map[string]harness.Found, bool) {
+	transcripts := []harness.Transcript{tr}
+	if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) && ad.ValidSessionID(rep.SessionID) {
+		if other, err := ad.Transcript(rec.Spec.Cwd, rep.SessionID); err == nil && other.Known {
+			transcripts = append(transcripts, other)
+		}
+	}
+	all := map[string]harness.Found{}
+	for _, t := range transcripts {
+		if !t.Exists {
+			// No file, or no turn in it: nothing was delivered there.
+			continue
+		}
+		found, err := harness.TranscriptFrames(t, frames)
+		if err != nil {
+			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
+			return nil, false
+		}
+		for id, f := range found {
+			got := all[id]
+			got.Whole = got.Whole || f.Whole
+			got.Mangled += f.Mangled
+			all[id] = got
+		}
+	}
+	return all, true
+}
+
 // needsFacts reports whether Plan may read rec's disk facts this pass. An
 // event in flight (a boot prompt or a paste) always needs them. Otherwise a
 // closed or held item is only stopped, a running item with a live pane only
-// gets pastes, and an item at rest (idle, exited, stopped, needing
-// attention) with nothing pending is left alone. A live pane counts as the
-// item's running harness by Plan's own rule (runsHarness), since a pane
-// left with another foreground process is a death that may respawn.
+// gets pastes (which look for their event in the conversation first), and
+// an item at rest (idle, exited, stopped, needing attention) with nothing
+// pending is left alone. A live pane counts as the item's running harness
+// by Plan's own rule (runsHarness), since a pane left with another
+// foreground process is a death that may respawn.
 func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	st := rec.Status
 	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
@@ -235,7 +290,8 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 		return false
 	}
 	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
-		return false
+		// A paste first looks for its event in the conversation.
+		return len(rec.Pending) > 0
 	}
 	switch st.Phase {
 	case "", desired.PhaseIdle, desired.PhaseExited, desired.PhaseStopped, desired.PhaseNeedsAttention:

@@ -17,6 +17,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
@@ -56,7 +57,7 @@ func newPassRig(t *testing.T) *passRig {
 		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner},
 		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock, Owner: testOwner,
 			NewID:      func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
-			RetryDelay: p.RetryDelay},
+			RetryDelay: p.RetryDelay, Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
 	}
 	return r
 }

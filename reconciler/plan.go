@@ -22,9 +22,11 @@ type Observation struct {
 	Transcripts map[desired.Key]harness.Transcript
 	// MissingWorkdirs lists the items whose workdir does not exist.
 	MissingWorkdirs map[desired.Key]bool
-	// Landed lists the items whose pasted delivery in flight
-	// (Status.SendingDeliveryID) shows in the transcript.
-	Landed map[desired.Key]bool
+	// Frames holds, per item, what its conversation shows of the frames of
+	// the deliveries the pass may act on (the paste and the boot prompt in
+	// flight, the pending events), by delivery id. A missing entry means
+	// "not read".
+	Frames map[desired.Key]map[string]harness.Found
 }
 
 // NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
@@ -67,9 +69,69 @@ func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []ac
 	}
 	var out []actions.Action
 	for _, r := range sorted {
-		out = append(out, planItem(*r, obs, p, now)...)
+		pre, rec, done := checkConversation(*r, obs)
+		out = append(out, pre...)
+		if !done {
+			out = append(out, planItem(rec, obs, p, now)...)
+		}
 	}
 	return out
+}
+
+// checkConversation applies the rule that nothing is sent twice, before the
+// item is planned: a pending event that its conversation already holds
+// whole is delivered (ConfirmDelivery via=transcript), and rec comes back
+// as the executor will leave it, so that no spawn, paste or release sends
+// the event again. An operator may have let a boot prompt stuck behind a
+// dialog through by hand, or the daemon may have died between a send and
+// its record. The paste in flight and the boot prompt of a spawn being
+// probed are left to their own confirmation. An open item whose
+// conversation holds a pending event mangled, in more messages than
+// already reported, needs attention (done is true): see newlyMangled.
+func checkConversation(r desired.Record, obs Observation) (pre []actions.Action, rec desired.Record, done bool) {
+	frames, read := obs.Frames[r.Key]
+	if !read {
+		return nil, r, false
+	}
+	st, session := r.Status, desired.SessionName(r.Key)
+	if !r.Spec.Closed && !r.Spec.Held {
+		if id, copies := newlyMangled(r, frames); id != "" {
+			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, r, true
+		}
+	}
+	for _, d := range r.Pending {
+		inFlight := d.ID == st.SendingDeliveryID || (d.ID == st.SpawnDeliveryID && st.Phase == desired.PhaseSpawning)
+		if inFlight || st.Delivered(d.ID) || !frames[d.ID].Whole {
+			continue
+		}
+		pre = append(pre, actions.ConfirmDelivery{Key: r.Key, Session: session, DeliveryID: d.ID, Verified: true, Via: actions.ViaTranscript})
+		r.Status = r.Status.Remember(d.ID)
+		if r.Status.SpawnDeliveryID == d.ID {
+			r.Status.SpawnDeliveryID = ""
+		}
+	}
+	return pre, r, false
+}
+
+// newlyMangled returns the first pending event whose frame r's
+// conversation holds mangled in more messages than the item last reported
+// (Status.MangledCopies), and that count. Such an event reached the agent
+// damaged. It is not delivered, and not sent again by itself either: a CLI
+// that mangled it once would mangle the copy too, and the agent would see
+// two turns for one event. An operator's release, or a new event, sends
+// it once more.
+func newlyMangled(r desired.Record, frames map[string]harness.Found) (string, int) {
+	for _, d := range r.Pending {
+		found := frames[d.ID]
+		known := 0
+		if d.ID == r.Status.MangledDeliveryID {
+			known = r.Status.MangledCopies
+		}
+		if !r.Status.Delivered(d.ID) && !found.Whole && found.Mangled > known {
+			return d.ID, found.Mangled
+		}
+	}
+	return "", 0
 }
 
 func compareKeys(a, b desired.Key) int {
@@ -164,7 +226,7 @@ func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []acti
 			// An event already in the conversation stays delivered; one
 			// that had not landed stays pending for when the item runs again.
 			switch {
-			case it.st.SendingDeliveryID != "" && obs.Landed[r.Key]:
+			case it.st.SendingDeliveryID != "" && it.whole(it.st.SendingDeliveryID):
 				stop.Delivered = it.st.SendingDeliveryID
 			case it.bootLanded():
 				stop.Delivered = it.st.SpawnDeliveryID
@@ -309,8 +371,8 @@ func (it itemPlan) confirmSend() []actions.Action {
 	}
 	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
-	case it.obs.Landed[key] || !ok || !tr.Known || pending == nil:
-		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.obs.Landed[key]}}
+	case it.whole(id) || !ok || !tr.Known || pending == nil:
+		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.whole(id), Via: actions.ViaPaste}}
 	case it.now.Before(st.SentAt.Add(it.p.Poll)):
 		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.Poll), Reason: actions.ReasonAwaitingDelivery}}
 	case repaste && st.SendAttempts >= it.p.MaxSendAttempts:
@@ -353,10 +415,23 @@ func (it itemPlan) transcriptGrew() (grew, known bool) {
 }
 
 // bootLanded reports whether the current spawn's boot delivery reached the
-// harness's transcript.
+// harness's transcript: its frame shows there whole, or, where the frames
+// could not be read, the transcript grew since the spawn.
 func (it itemPlan) bootLanded() bool {
+	id := it.st.SpawnDeliveryID
+	if id == "" {
+		return false
+	}
+	if _, read := it.obs.Frames[it.r.Key]; read {
+		return it.whole(id)
+	}
 	grew, _ := it.transcriptGrew()
-	return it.st.SpawnDeliveryID != "" && grew
+	return grew
+}
+
+// whole reports whether the conversation holds delivery id's frame whole.
+func (it itemPlan) whole(id string) bool {
+	return it.obs.Frames[it.r.Key][id].Whole
 }
 
 // planDown handles a session that is missing or whose pane is dead.
@@ -410,7 +485,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			reason = actions.ReasonForegroundNotHarness
 		}
 		exit := it.exit(reason)
-		if id := st.SendingDeliveryID; id != "" && it.obs.Landed[key] {
+		if id := st.SendingDeliveryID; id != "" && it.whole(id) {
 			// The paste in flight reached the conversation before the
 			// death: it is delivered, not to be sent again.
 			exit.Delivered = id

@@ -56,9 +56,20 @@ func sending(sentAt time.Time, attempts int) desired.Status {
 	return st
 }
 
-// landed marks the item's paste in flight as seen in the transcript.
+// landed marks the item's paste in flight (d-1) as seen whole in the
+// transcript.
 func landed(o Observation) Observation {
-	o.Landed = map[desired.Key]bool{key: true}
+	return seen(o, "d-1", harness.Found{Whole: true})
+}
+
+// seen records what the item's conversation shows of delivery id's frame.
+func seen(o Observation, id string, f harness.Found) Observation {
+	frames := map[string]harness.Found{}
+	for k, v := range o.Frames[key] {
+		frames[k] = v
+	}
+	frames[id] = f
+	o.Frames = map[desired.Key]map[string]harness.Found{key: frames}
 	return o
 }
 
@@ -164,7 +175,7 @@ func TestPlan(t *testing.T) {
 			}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"paste_seen_in_transcript_is_confirmed", rec(sending(t0.Add(-time.Second), 1), ev1, ev2), landed(obs(alive(), transcript)), testPolicy(),
-			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true}}},
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaPaste}}},
 		{"paste_not_yet_in_transcript_waits_a_poll", rec(sending(t0.Add(-500*time.Millisecond), 1), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(500 * time.Millisecond), Reason: actions.ReasonAwaitingDelivery}}},
 		{"paste_still_unseen_is_resubmitted_if_left_in_the_box", rec(sending(t0.Add(-2*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
@@ -186,7 +197,7 @@ func TestPlan(t *testing.T) {
 		{"paste_never_confirmed_needs_attention", rec(sending(t0.Add(-11*time.Second), 3), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmedSend}}},
 		{"paste_without_a_readable_transcript_is_confirmed_unverified", rec(sending(t0.Add(-time.Second), 1), ev1), obs(alive()), testPolicy(),
-			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1"}}},
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Via: actions.ViaPaste}}},
 		{"crash_after_paste_landed_does_not_resend", rec(sending(t0.Add(-time.Second), 1), ev1), landed(obs(dead(1), transcript)), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
@@ -204,6 +215,65 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", Reason: actions.ReasonAdopted},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+
+		// Nothing is sent twice: an event already in the conversation is
+		// confirmed, never pasted or booted with again.
+		{"release_after_the_operator_let_the_boot_prompt_through_confirms_it", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) {
+			s.Phase, s.Reason = desired.PhaseBackingOff, "released"
+		}), ev1), seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Reason: actions.ReasonAdopted}}},
+		{"new_event_clearing_needs_attention_skips_the_landed_boot_prompt", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) {
+			s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2
+		}), ev1, ev2), seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Reason: actions.ReasonAdopted},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"new_event_after_needs_attention_with_dead_pane_does_not_boot_with_a_landed_event", rec(with(running(), func(s *desired.Status) {
+			s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2
+		}), ev1, ev2), seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				resume(ev2, actions.ReasonNewEvent)}},
+		{"resume_fallback_skips_an_event_already_in_the_old_conversation", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnDeliveryID = "" }), ev1, ev2),
+			seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev2, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		{"restart_that_lost_the_send_record_confirms_instead_of_pasting", rec(running(), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript}}},
+		{"restart_that_lost_the_spawn_record_boots_with_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1, ev2),
+			seen(obs(dead(0), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				resume(ev2, actions.ReasonNewEvent)}},
+		{"event_not_in_the_conversation_is_pasted", rec(running(), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{}), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+
+		// The whole event, not only its marker.
+		{"paste_found_mangled_needs_attention", rec(sending(t0.Add(-time.Second), 1), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 1}}},
+		{"boot_prompt_found_mangled_needs_attention", rec(spawning(desired.SpawnFresh), ev1), seen(obs(alive(), grown), "d-1", harness.Found{Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 1}}},
+		{"mangled_event_is_sent_once_more_after_release", rec(with(running(), func(s *desired.Status) { s.MangledDeliveryID, s.MangledCopies = "d-1", 1 }), ev1),
+			seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"mangled_again_needs_attention_again", rec(with(sending(t0.Add(-time.Second), 1), func(s *desired.Status) { s.MangledDeliveryID, s.MangledCopies = "d-1", 1 }), ev1),
+			seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 2}), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 2}}},
+		{"resent_mangled_event_that_arrives_whole_is_confirmed", rec(with(sending(t0.Add(-time.Second), 1), func(s *desired.Status) { s.MangledDeliveryID, s.MangledCopies = "d-1", 1 }), ev1),
+			seen(obs(alive(), transcript), "d-1", harness.Found{Whole: true, Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaPaste}}},
+		{"close_after_a_mangled_paste_keeps_it_pending", func() desired.Record {
+			r := rec(sending(t0.Add(-time.Second), 1), ev1)
+			r.Spec.Closed = true
+			return r
+		}(), seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
+		{"crash_after_a_mangled_paste_is_not_marked_delivered", rec(sending(t0.Add(-time.Second), 1), ev1), seen(obs(dead(1), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 1}}},
 
 		// Decision table: resume or fresh, first match wins.
 		{"table_resume_recorded_id", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), transcript), testPolicy(),
@@ -464,4 +534,37 @@ func TestPlanIsStableAndKeyOrdered(t *testing.T) {
 	require.Len(t, first, 2)
 	require.Equal(t, 9, first[0].Item().Number)
 	require.Equal(t, 10, first[1].Item().Number)
+}
+
+func TestFramesToCheckOnlyForItemsThatMaySend(t *testing.T) {
+	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
+	closed := rec(running(), ev1)
+	closed.Spec.Closed = true
+	closedSending := rec(sending(t0, 1), ev1)
+	closedSending.Spec.Closed = true
+	tests := []struct {
+		name string
+		rec  desired.Record
+		want []string
+	}{
+		{"running_with_pending_events", rec(running(), ev1, ev2), []string{"d-1", "d-2"}},
+		{"delivered_events_are_not_looked_for", rec(with(running(), func(s *desired.Status) { s.RecentDeliveries = []string{"d-1"} }), ev1, ev2), []string{"d-2"}},
+		{"waiting_in_needs_attention", rec(with(running(), func(s *desired.Status) {
+			s.Phase, s.AttentionGeneration, s.SpawnDeliveryID = desired.PhaseNeedsAttention, 3, "d-1"
+		}), ev1), nil},
+		{"needs_attention_cleared_by_a_new_event", rec(with(running(), func(s *desired.Status) { s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2 }), ev1), []string{"d-1"}},
+		{"released", rec(with(running(), func(s *desired.Status) { s.Phase, s.SpawnDeliveryID = desired.PhaseBackingOff, "d-1" }), ev1), []string{"d-1"}},
+		{"backing_off", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(time.Second) }), ev1), nil},
+		{"closed", closed, nil},
+		{"closed_with_a_paste_in_flight", closedSending, []string{"d-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ids []string
+			for _, f := range framesToCheck(tt.rec, t0) {
+				ids = append(ids, f.ID)
+			}
+			require.Equal(t, tt.want, ids)
+		})
+	}
 }

@@ -14,6 +14,10 @@ type Config struct {
 	// and work items refer to.
 	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
 	Webhooks  Webhooks           `yaml:"webhooks" json:"webhooks"`
+
+	// dir is the config file's absolute directory, against which relative
+	// paths are resolved.
+	dir string
 }
 
 // Tmux configures loopd's private tmux server.
@@ -34,10 +38,16 @@ type Reconcile struct {
 type Harness struct {
 	// Adapter selects the argv grammar: "claude-code", "cursor" or
 	// "custom". Default: the harness name.
-	Adapter   string            `yaml:"adapter" json:"adapter"`
-	Command   string            `yaml:"command" json:"command"` // a path, or a name on PATH
-	ExtraArgs []string          `yaml:"extraArgs" json:"extraArgs"`
-	Env       map[string]string `yaml:"env" json:"env"` // given to the pane with new-session -e
+	Adapter   string   `yaml:"adapter" json:"adapter"`
+	Command   string   `yaml:"command" json:"command"` // a path, or a name on PATH
+	ExtraArgs []string `yaml:"extraArgs" json:"extraArgs"`
+	// Env is given to the harness on top of the tmux server's environment,
+	// through a private file that loopd's launcher reads (never argv).
+	Env map[string]string `yaml:"env" json:"env"`
+	// PassEnv names variables of loopd's own environment that the harness
+	// gets too (an API key kept out of this file). loopd's own LOOPD_
+	// variables and GitHub credentials are never passed (paneenv.Denied).
+	PassEnv []string `yaml:"passEnv" json:"passEnv"`
 	// FreshArgs and ResumeArgs are text/template argv for the custom adapter,
 	// with {{.SessionID}} and {{.Prompt}}. An empty ResumeArgs means the
 	// harness has no interactive resume.
@@ -61,9 +71,14 @@ type Webhooks struct {
 
 // GHWebhook configures the GitHub webhook receiver.
 type GHWebhook struct {
-	Listen    string `yaml:"listen" json:"listen"`       // default 127.0.0.1:8787
-	Path      string `yaml:"path" json:"path"`           // default /webhook
-	SecretEnv string `yaml:"secretEnv" json:"secretEnv"` // env var holding the secret; default LOOPD_WEBHOOK_SECRET
+	Listen string `yaml:"listen" json:"listen"` // default 127.0.0.1:8787
+	Path   string `yaml:"path" json:"path"`     // default /webhook
+	// SecretEnv names the env var holding the secret; default
+	// LOOPD_WEBHOOK_SECRET when SecretFile is not set.
+	SecretEnv string `yaml:"secretEnv" json:"secretEnv"`
+	// SecretFile is a file holding the secret (a systemd credential, a
+	// Kubernetes secret), instead of SecretEnv; see SecretFilePath.
+	SecretFile string `yaml:"secretFile" json:"secretFile"`
 	// AuthorizedUsers are the GitHub logins whose events are acted on. It
 	// fails closed: empty authorizes nobody.
 	AuthorizedUsers []string `yaml:"authorizedUsers" json:"authorizedUsers"`

@@ -22,6 +22,8 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
+
+	"github.com/loopd/loopd/paneenv"
 )
 
 // ErrInvalid is wrapped by every error that says a config file breaks the
@@ -333,10 +335,9 @@ func orDefault[T comparable](v *T, d T) {
 // applyDefaults fills absent keys; dir is the config file's absolute
 // directory.
 func (c *Config) applyDefaults(dir string) {
+	c.dir = dir
 	orDefault(&c.StateDir, defaultStateDir)
-	if !filepath.IsAbs(c.StateDir) {
-		c.StateDir = filepath.Join(dir, c.StateDir)
-	}
+	c.StateDir = c.resolve(c.StateDir)
 	orDefault(&c.Tmux.Socket, defaultTmuxSocket)
 	orDefault(&c.Tmux.HistoryLimit, defaultHistoryLimit)
 	orDefault(&c.Reconcile.IntervalSeconds, defaultIntervalSeconds)
@@ -347,7 +348,9 @@ func (c *Config) applyDefaults(dir string) {
 	gh := &c.Webhooks.GHWebhook
 	orDefault(&gh.Listen, defaultListen)
 	orDefault(&gh.Path, defaultWebhookPath)
-	orDefault(&gh.SecretEnv, defaultSecretEnv)
+	if gh.SecretFile == "" {
+		orDefault(&gh.SecretEnv, defaultSecretEnv)
+	}
 	p, d := &gh.Routing.Tmux, DefaultPolicy()
 	orDefault(&p.ResumeOnRespawn, d.ResumeOnRespawn)
 	orDefault(&p.ResumeProbeSeconds, d.ResumeProbeSeconds)
@@ -359,6 +362,45 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.BackoffMaxSeconds, d.BackoffMaxSeconds)
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
 	orDefault(&p.RestartBudget, d.RestartBudget)
+}
+
+// resolve makes a relative path absolute against the config file's
+// directory.
+func (c *Config) resolve(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(c.dir, path)
+}
+
+// secretFileVar is a ${NAME} reference in webhooks.ghWebhook.secretFile.
+var secretFileVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// SecretFilePath returns webhooks.ghWebhook.secretFile with each ${NAME}
+// replaced by lookup's value of NAME, then resolved against the config
+// file's directory when relative, like stateDir. systemd sets
+// CREDENTIALS_DIRECTORY for a unit with LoadCredential=, so
+// "${CREDENTIALS_DIRECTORY}/webhook-secret" names a credential. It returns
+// "" when secretFile is not set, and an error naming a variable that
+// lookup does not have or that is empty.
+func (c *Config) SecretFilePath(lookup func(string) (string, bool)) (string, error) {
+	raw := c.Webhooks.GHWebhook.SecretFile
+	if raw == "" {
+		return "", nil
+	}
+	var missing []string
+	path := secretFileVar.ReplaceAllStringFunc(raw, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("webhooks.ghWebhook.secretFile %q: environment variable %s is not set", raw, strings.Join(missing, ", "))
+	}
+	return c.resolve(path), nil
 }
 
 // adapters are the values of harnesses.<name>.adapter (the schema's enum).
@@ -394,6 +436,27 @@ func (c *Config) check(t *tree) []Problem {
 	}
 
 	gh := c.Webhooks.GHWebhook
+	if gh.SecretFile != "" && gh.SecretEnv != "" {
+		add(t.keyProblemAt([]string{"webhooks", "ghWebhook", "secretFile"}, "set secretFile or secretEnv, not both"))
+	}
+	if slices.Contains(paneenv.Base, gh.SecretEnv) {
+		add(t.problemAt([]string{"webhooks", "ghWebhook", "secretEnv"}, fmt.Sprintf("%s reaches every pane (one of %s); name another variable", gh.SecretEnv, strings.Join(paneenv.Base, ", "))))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Harnesses)) {
+		h, at := c.Harnesses[name], child(harnesses, name)
+		for i, v := range h.PassEnv {
+			switch {
+			case v == gh.SecretEnv:
+				add(t.problemAt(child(child(at, "passEnv"), strconv.Itoa(i)), v+" holds the webhook secret (secretEnv); it never reaches a harness"))
+			case paneenv.Denied(v):
+				add(t.problemAt(child(child(at, "passEnv"), strconv.Itoa(i)), v+" is never passed to a harness: loopd's own LOOPD_ variables and GitHub credentials stay with loopd"))
+			}
+		}
+		if _, ok := h.Env[gh.SecretEnv]; ok && gh.SecretEnv != "" {
+			add(t.keyProblemAt(child(child(at, "env"), gh.SecretEnv), gh.SecretEnv+" is the webhook secret's variable (secretEnv); give the harness another name"))
+		}
+	}
+
 	listenAt := []string{"webhooks", "ghWebhook", "listen"}
 	if _, port, err := net.SplitHostPort(gh.Listen); err != nil {
 		add(t.problemAt(listenAt, "want host:port: "+err.Error()))

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -269,6 +270,32 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{"c.yaml:12:37: webhooks.ghWebhook.routing.tmux.backoffInitialSeconds: 400 is more than backoffMaxSeconds (300)"},
 		},
 		{
+			name: "secret_file_and_env",
+			src:  "webhooks: {ghWebhook: {secretEnv: MY_SECRET, secretFile: /run/secret}}\n",
+			want: []string{"c.yaml:1:46: webhooks.ghWebhook.secretFile: set secretFile or secretEnv, not both"},
+		},
+		{
+			name: "secret_env_reaching_every_pane",
+			src:  "webhooks: {ghWebhook: {secretEnv: LANG}}\n",
+			want: []string{"c.yaml:1:35: webhooks.ghWebhook.secretEnv: LANG reaches every pane (one of PATH, HOME, USER, LOGNAME, LANG, LANGUAGE, LC_ALL, LC_ADDRESS, LC_COLLATE, LC_CTYPE, LC_IDENTIFICATION, LC_MEASUREMENT, LC_MESSAGES, LC_MONETARY, LC_NAME, LC_NUMERIC, LC_PAPER, LC_TELEPHONE, LC_TIME, TERM, TZ, TMPDIR, TMUX_TMPDIR); name another variable"},
+		},
+		{
+			name: "pass_env_of_secrets",
+			src: "webhooks: {ghWebhook: {secretEnv: HOOK_SECRET}}\n" +
+				"harnesses:\n  claude-code:\n    command: claude\n    passEnv: [ANTHROPIC_API_KEY, HOOK_SECRET, GITHUB_TOKEN, GH_TOKEN, LOOPD_X]\n",
+			want: []string{
+				"c.yaml:5:34: harnesses.claude-code.passEnv[1]: HOOK_SECRET holds the webhook secret (secretEnv); it never reaches a harness",
+				"c.yaml:5:47: harnesses.claude-code.passEnv[2]: GITHUB_TOKEN is never passed to a harness: loopd's own LOOPD_ variables and GitHub credentials stay with loopd",
+				"c.yaml:5:61: harnesses.claude-code.passEnv[3]: GH_TOKEN is never passed to a harness: loopd's own LOOPD_ variables and GitHub credentials stay with loopd",
+				"c.yaml:5:71: harnesses.claude-code.passEnv[4]: LOOPD_X is never passed to a harness: loopd's own LOOPD_ variables and GitHub credentials stay with loopd",
+			},
+		},
+		{
+			name: "harness_env_sets_the_secret_variable",
+			src:  "harnesses:\n  claude-code:\n    command: claude\n    env: {LOOPD_WEBHOOK_SECRET: x}\n",
+			want: []string{"c.yaml:4:11: harnesses.claude-code.env.LOOPD_WEBHOOK_SECRET: LOOPD_WEBHOOK_SECRET is the webhook secret's variable (secretEnv); give the harness another name"},
+		},
+		{
 			name: "duplicate_key",
 			src:  "stateDir: a\nstateDir: b\n",
 			want: []string{"c.yaml:2:1: stateDir: key already defined at line 1"},
@@ -329,6 +356,44 @@ func TestLoadRelativeStateDir(t *testing.T) {
 	cfg, err := Load(path)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "data", "loopd"), cfg.StateDir)
+}
+
+func TestSecretFilePath(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"CREDENTIALS_DIRECTORY": "/run/credentials/loopd.service", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		name, secretFile, want, err string
+	}{
+		{name: "unset", secretFile: ""},
+		{name: "absolute", secretFile: "/etc/loopd/secret", want: "/etc/loopd/secret"},
+		{name: "relative_to_the_config", secretFile: "secrets/hook", want: filepath.Join(dir, "secrets", "hook")},
+		{name: "systemd_credential", secretFile: "${CREDENTIALS_DIRECTORY}/webhook-secret", want: "/run/credentials/loopd.service/webhook-secret"},
+		{name: "dollar_without_braces_is_literal", secretFile: "/s/$HOME", want: "/s/$HOME"},
+		{name: "unset_variable", secretFile: "${NOPE}/x", err: `webhooks.ghWebhook.secretFile "${NOPE}/x": environment variable NOPE is not set`},
+		{name: "empty_variable", secretFile: "${EMPTY}/x", err: `webhooks.ghWebhook.secretFile "${EMPTY}/x": environment variable EMPTY is not set`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "webhooks: {ghWebhook: {}}\n"
+			if tc.secretFile != "" {
+				src = fmt.Sprintf("webhooks: {ghWebhook: {secretFile: %q}}\n", tc.secretFile)
+			}
+			cfg, err := Parse([]byte(src), filepath.Join(dir, "loopd.yaml"))
+			require.NoError(t, err)
+			if tc.secretFile != "" {
+				assert.Empty(t, cfg.Webhooks.GHWebhook.SecretEnv, "no default secretEnv beside secretFile")
+			} else {
+				assert.Equal(t, "LOOPD_WEBHOOK_SECRET", cfg.Webhooks.GHWebhook.SecretEnv)
+			}
+			got, err := cfg.SecretFilePath(lookup)
+			if tc.err != "" {
+				assert.EqualError(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 func TestRoute(t *testing.T) {
@@ -408,6 +473,9 @@ func compareSchema(t *testing.T, path string, typ reflect.Type, node map[string]
 		props, _ := node["properties"].(map[string]any)
 		var fields []string
 		for f := range typ.Fields() {
+			if !f.IsExported() {
+				continue // not a key
+			}
 			key := strings.Split(f.Tag.Get("yaml"), ",")[0]
 			fields = append(fields, key)
 			prop, ok := props[key].(map[string]any)

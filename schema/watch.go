@@ -29,7 +29,8 @@ const eventWatchFailed = "config.watch_failed"
 //
 // Only routing (with its respawn policy) and authorized users change live.
 // stateDir, tmux.socket, tmux.historyLimit, reconcile.intervalSeconds,
-// harnesses and webhooks.ghWebhook listen, path and secretEnv need a
+// harnesses and webhooks.ghWebhook listen, path, secretEnv and secretFile
+// need a
 // restart: a reload that changes them keeps their old values and logs which
 // ones were kept.
 //
@@ -151,6 +152,7 @@ func keepRestartOnly(old, next *Config) []string {
 	keep(&kept, "webhooks.ghWebhook.listen", o.Listen, &n.Listen)
 	keep(&kept, "webhooks.ghWebhook.path", o.Path, &n.Path)
 	keep(&kept, "webhooks.ghWebhook.secretEnv", o.SecretEnv, &n.SecretEnv)
+	keep(&kept, "webhooks.ghWebhook.secretFile", o.SecretFile, &n.SecretFile)
 	// The harness adapters are built once at start.
 	if !reflect.DeepEqual(old.Harnesses, next.Harnesses) {
 		next.Harnesses = old.Harnesses

@@ -9,23 +9,27 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/paneenv"
 )
 
 // Exec is the real Client: each verb runs the tmux client once, as
-// "tmux -L <socket> command [; command ...]". The client runs with the
-// daemon's environment less CLAUDECODE; a server it starts inherits that
-// environment, and so do the panes.
+// "tmux -L <socket> command [; command ...]". The client runs with Env
+// only; a server it starts inherits that environment, and so do the panes.
 type Exec struct {
 	// Binary is the tmux executable, a name looked up in PATH or a path.
 	// NewExec sets "tmux".
 	Binary string
+	// Env is the whole environment of the tmux client (NAME=value), and so
+	// of a server it starts and of every pane; EnsureServer makes the
+	// global environment of a server started by someone else equal to it.
+	// NewExec sets paneenv.Server of the process environment.
+	Env []string
 
 	socket string
 	log    *slog.Logger
@@ -39,7 +43,7 @@ var _ Client = (*Exec)(nil)
 // NewExec returns a client for the tmux server on socket name socket
 // (tmux -L socket; the socket lives in $TMUX_TMPDIR or /tmp, per tmux(1)).
 func NewExec(socket string, log *slog.Logger) *Exec {
-	e := &Exec{Binary: "tmux", socket: socket, log: log}
+	e := &Exec{Binary: "tmux", Env: paneenv.Server(os.Environ()), socket: socket, log: log}
 	e.execute = e.runClient
 	return e
 }
@@ -48,27 +52,20 @@ func NewExec(socket string, log *slog.Logger) *Exec {
 func (e *Exec) Socket() string { return e.socket }
 
 // EnsureServer starts the server if needed and applies opts in the same
-// invocation, so they hold before any session exists. It also drops
-// CLAUDECODE from the server's global environment, in case another client
-// started the server. An empty PaneDiedChannel removes the pane-died hook.
-// With opts.Owner set, an if-shell in the same invocation marks an unmarked
-// server as the owner's, or prints the other owner's state dir, so that two
-// instances cannot both claim it.
+// invocation, so they hold before any session exists. An empty
+// PaneDiedChannel removes the pane-died hook. With opts.Owner set, an
+// if-shell right after start-server marks an unmarked server as the
+// owner's, or prints the other owner's state dir (the first line of the
+// output), so that two instances cannot both claim it.
+//
+// The same invocation reads the server's global environment. A server this
+// client started holds Env (and PWD, which tmux adds and sets again in
+// every pane); one started by an older loopd or by hand may hold anything,
+// so a second invocation unsets every other variable and sets Env's values,
+// before any session is made. A server another owner claimed is left as it
+// is.
 func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
-	cmds := [][]string{
-		{"start-server"},
-		{"set-option", "-g", "exit-empty", "off"},
-		{"set-option", "-g", "remain-on-exit", "on"},
-		{"set-environment", "-g", "-u", "CLAUDECODE"},
-	}
-	if opts.HistoryLimit > 0 {
-		cmds = append(cmds, []string{"set-option", "-g", "history-limit", strconv.Itoa(opts.HistoryLimit)})
-	}
-	if opts.PaneDiedChannel != "" {
-		cmds = append(cmds, []string{"set-hook", "-g", "pane-died", "wait-for -S " + quote(opts.PaneDiedChannel)})
-	} else {
-		cmds = append(cmds, []string{"set-hook", "-gu", "pane-died"})
-	}
+	cmds := [][]string{{"start-server"}}
 	if o := opts.Owner; o.ID != "" {
 		if err := checkOwnerID(o.ID); err != nil {
 			return fmt.Errorf("ensure server %s: %w", e.socket, err)
@@ -78,12 +75,30 @@ func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
 		cmds = append(cmds, []string{"if-shell", "-F", free, claim,
 			"display-message -p " + quote(serverOwnedMarker+" #{"+serverDirOption+"}")})
 	}
-	out, err := e.run(ctx, nil, cmds...)
+	cmds = append(cmds,
+		[]string{"set-option", "-g", "exit-empty", "off"},
+		[]string{"set-option", "-g", "remain-on-exit", "on"})
+	if opts.HistoryLimit > 0 {
+		cmds = append(cmds, []string{"set-option", "-g", "history-limit", strconv.Itoa(opts.HistoryLimit)})
+	}
+	if opts.PaneDiedChannel != "" {
+		cmds = append(cmds, []string{"set-hook", "-g", "pane-died", "wait-for -S " + quote(opts.PaneDiedChannel)})
+	} else {
+		cmds = append(cmds, []string{"set-hook", "-gu", "pane-died"})
+	}
+	cmds = append(cmds, []string{"show-environment", "-g"})
+	shown, err := e.run(ctx, nil, cmds...)
 	if err != nil {
 		return fmt.Errorf("ensure server %s: %w", e.socket, err)
 	}
-	if dir, ok := strings.CutPrefix(strings.TrimSpace(string(out)), serverOwnedMarker+" "); ok {
+	if first, _, _ := strings.Cut(string(shown), "\n"); opts.Owner.ID != "" && strings.HasPrefix(first, serverOwnedMarker+" ") {
+		dir := strings.TrimPrefix(first, serverOwnedMarker+" ")
 		return fmt.Errorf("ensure server %s: %w: state dir %s", e.socket, ErrServerOwned, dir)
+	}
+	if fix := scrubEnv(shown, e.Env); len(fix) > 0 {
+		if _, err := e.run(ctx, nil, fix...); err != nil {
+			return fmt.Errorf("ensure server %s: scrub environment: %w", e.socket, err)
+		}
 	}
 	return nil
 }
@@ -99,6 +114,40 @@ func (e *Exec) ServerOwner(ctx context.Context) (Owner, error) {
 	}
 	id, dir, _ := strings.Cut(strings.TrimSuffix(string(out), "\n"), "\t")
 	return Owner{ID: id, StateDir: dir}, nil
+}
+
+// scrubEnv returns the set-environment commands that turn the global
+// environment shown by show-environment -g (NAME=value lines; "-NAME" marks
+// a variable removed) into want (NAME=value entries), less PWD, which tmux
+// adds at start and sets in every pane from its own directory. A value
+// holding a newline shows as more lines; a name read from such a line is
+// unset in vain, which tmux accepts.
+func scrubEnv(shown []byte, want []string) [][]string {
+	wanted := make(map[string]string, len(want))
+	for _, kv := range want {
+		name, value, _ := strings.Cut(kv, "=")
+		wanted[name] = value
+	}
+	have := map[string]string{}
+	var cmds [][]string
+	for line := range strings.Lines(string(shown)) {
+		line = strings.TrimSuffix(line, "\n")
+		name, value, ok := strings.Cut(line, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "-") {
+			continue
+		}
+		have[name] = value
+		if _, keep := wanted[name]; !keep && name != "PWD" {
+			cmds = append(cmds, []string{"set-environment", "-g", "-u", name})
+		}
+	}
+	for _, kv := range want {
+		name, value, _ := strings.Cut(kv, "=")
+		if got, ok := have[name]; !ok || got != value {
+			cmds = append(cmds, []string{"set-environment", "-g", name, value})
+		}
+	}
+	return cmds
 }
 
 // NewSession runs new-session -d -P -F '#{pane_id}' with s and returns the
@@ -119,10 +168,7 @@ func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
 	if s.Dir != "" {
 		cmd = append(cmd, "-c", s.Dir)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		cmd = append(cmd, "-e", k+"="+s.Env[k])
-	}
-	cmd = append(append(cmd, "--"), s.Argv...)
+	cmd = append(append(append(cmd, "--"), s.Launcher...), s.Argv...)
 	cmds := [][]string{cmd}
 	if s.Owner != "" {
 		cmds = append(cmds, []string{"set-option", "-t", "=" + s.Name + ":", sessionOwnerOption, s.Owner})
@@ -329,22 +375,14 @@ func classify(binary string, err error, stderr string) error {
 }
 
 // runClient is the default execute: the tmux client as a child process with
-// the environment less CLAUDECODE.
+// Env as its whole environment. A nil Env would make exec inherit the
+// process environment, so it becomes an empty one.
 func (e *Exec) runClient(ctx context.Context, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 	cmd := exec.CommandContext(ctx, e.Binary, argv...)
-	cmd.Env = clientEnv()
+	cmd.Env = append([]string{}, e.Env...)
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	return stdout.Bytes(), stderr.Bytes(), err
-}
-
-// clientEnv is the process environment less CLAUDECODE, which makes Claude
-// Code refuse to start inside another Claude Code session. A server that the
-// client starts inherits it.
-func clientEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "CLAUDECODE=")
-	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -36,6 +37,9 @@ var guardFormat = "#{&&:#{==:#{pane_dead},0},#{&&:#{==:#{@loopd-owner}," + owner
 func recorder(t *testing.T, stdout, stderr string) (*Exec, *[]invocation) {
 	t.Helper()
 	e := NewExec("sock", slog.New(slog.DiscardHandler))
+	// The argv tests see a server whose global environment is already
+	// what the client would give it.
+	e.Env = nil
 	var runs []invocation
 	e.execute = func(_ context.Context, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 		in := ""
@@ -70,9 +74,9 @@ func TestExecArgv(t *testing.T) {
 			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
 				";", "set-option", "-g", "exit-empty", "off",
 				";", "set-option", "-g", "remain-on-exit", "on",
-				";", "set-environment", "-g", "-u", "CLAUDECODE",
 				";", "set-option", "-g", "history-limit", "5000",
-				";", "set-hook", "-g", "pane-died", "wait-for -S 'loopd-died'"},
+				";", "set-hook", "-g", "pane-died", "wait-for -S 'loopd-died'",
+				";", "show-environment", "-g"},
 		},
 		{
 			name: "ensure_server_claims_for_its_owner",
@@ -80,13 +84,13 @@ func TestExecArgv(t *testing.T) {
 				return e.EnsureServer(ctx, ServerOptions{Owner: Owner{ID: owner.ID, StateDir: "/srv/it's"}})
 			},
 			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
-				";", "set-option", "-g", "exit-empty", "off",
-				";", "set-option", "-g", "remain-on-exit", "on",
-				";", "set-environment", "-g", "-u", "CLAUDECODE",
-				";", "set-hook", "-gu", "pane-died",
 				";", "if-shell", "-F", "#{||:#{==:#{@loopd-server},},#{==:#{@loopd-server}," + owner.ID + "}}",
 				"set-option -s @loopd-server " + owner.ID + ` ; set-option -s @loopd-server-dir '/srv/it'\''s'`,
-				"display-message -p 'loopd-server-owned #{@loopd-server-dir}'"},
+				"display-message -p 'loopd-server-owned #{@loopd-server-dir}'",
+				";", "set-option", "-g", "exit-empty", "off",
+				";", "set-option", "-g", "remain-on-exit", "on",
+				";", "set-hook", "-gu", "pane-died",
+				";", "show-environment", "-g"},
 		},
 		{
 			name: "ensure_server_without_hook",
@@ -94,22 +98,22 @@ func TestExecArgv(t *testing.T) {
 			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
 				";", "set-option", "-g", "exit-empty", "off",
 				";", "set-option", "-g", "remain-on-exit", "on",
-				";", "set-environment", "-g", "-u", "CLAUDECODE",
-				";", "set-hook", "-gu", "pane-died"},
+				";", "set-hook", "-gu", "pane-died",
+				";", "show-environment", "-g"},
 		},
 		{
 			name:   "new_session_escapes_trailing_semicolons",
 			stdout: "%7\n",
 			call: func(ctx context.Context, e *Exec) error {
 				id, err := e.NewSession(ctx, NewSession{Name: "loop-a", Dir: "/w;",
-					Env:  map[string]string{"B": "2;", "A": "1"},
-					Argv: []string{"claude", "--", "-p", "x;", ";", `y\;`, "a;b"}})
+					Launcher: []string{"/opt/loopd", "launch", "--env-file", "/s/e;", "--"},
+					Argv:     []string{"claude", "--", "-p", "x;", ";", `y\;`, "a;b"}})
 				assert.Equal(t, "%7", id)
 				return err
 			},
 			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
-				"-x", "200", "-y", "50", "-c", `/w\;`, "-e", "A=1", "-e", `B=2\;`,
-				"--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
+				"-x", "200", "-y", "50", "-c", `/w\;`,
+				"--", "/opt/loopd", "launch", "--env-file", `/s/e\;`, "--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
 		},
 		{
 			name:   "new_session_marks_its_owner",
@@ -323,12 +327,58 @@ func TestExecCanceledContext(t *testing.T) {
 	assert.ErrorIs(t, e.WaitFor(ctx, "loopd-died"), context.Canceled)
 }
 
-func TestClientEnvDropsClaudeCode(t *testing.T) {
+func TestNewExecEnvIsTheAllowList(t *testing.T) {
+	t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cr3t")
+	t.Setenv("OTHER_TOKEN", "x")
 	t.Setenv("CLAUDECODE", "1")
-	t.Setenv("LOOPD_KEPT", "yes")
-	env := clientEnv()
-	assert.Contains(t, env, "LOOPD_KEPT=yes")
-	for _, kv := range env {
-		assert.False(t, strings.HasPrefix(kv, "CLAUDECODE="), kv)
+	t.Setenv("LANG", "C.UTF-8")
+	e := NewExec("sock", slog.New(slog.DiscardHandler))
+	assert.Contains(t, e.Env, "LANG=C.UTF-8")
+	assert.Contains(t, e.Env, "PATH="+os.Getenv("PATH"))
+	// The client really runs with Env alone: /usr/bin/env prints it.
+	e.Binary = "env"
+	out, _, err := e.runClient(t.Context(), nil, nil)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, e.Env, strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"))
+	for _, leak := range []string{"s3cr3t", "OTHER_TOKEN", "CLAUDECODE"} {
+		assert.NotContains(t, string(out), leak)
 	}
+}
+
+func TestScrubEnv(t *testing.T) {
+	want := []string{"PATH=/usr/bin:/bin", "HOME=/h", "LANG=C.UTF-8"}
+	for _, tc := range []struct {
+		name  string
+		shown string
+		fix   [][]string
+	}{
+		{name: "started_by_this_client", shown: "HOME=/h\nLANG=C.UTF-8\nPATH=/usr/bin:/bin\nPWD=/srv\n"},
+		{
+			name:  "dirty_server",
+			shown: "HOME=/h\nLANG=C.UTF-8\nLOOPD_WEBHOOK_SECRET=s3cr3t\nOTHER_TOKEN=x\nPATH=/usr/bin:/bin\nPWD=/srv\n",
+			fix:   [][]string{{"set-environment", "-g", "-u", "LOOPD_WEBHOOK_SECRET"}, {"set-environment", "-g", "-u", "OTHER_TOKEN"}},
+		},
+		{
+			name:  "removed_marks_are_kept_and_values_reset",
+			shown: "-DISPLAY\nHOME=/old\nPATH=/usr/bin:/bin\n",
+			fix:   [][]string{{"set-environment", "-g", "HOME", "/h"}, {"set-environment", "-g", "LANG", "C.UTF-8"}},
+		},
+		{
+			name:  "multi_line_value",
+			shown: "HOME=/h\nLANG=C.UTF-8\nML=a\nFAKE=1\nPATH=/usr/bin:/bin\n",
+			fix:   [][]string{{"set-environment", "-g", "-u", "ML"}, {"set-environment", "-g", "-u", "FAKE"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.fix, scrubEnv([]byte(tc.shown), want))
+		})
+	}
+}
+
+func TestEnsureServerScrubsInASecondInvocation(t *testing.T) {
+	e, runs := recorder(t, "OTHER_TOKEN=x\nPATH=/bin\n", "")
+	e.Env = []string{"PATH=/bin"}
+	require.NoError(t, e.EnsureServer(t.Context(), ServerOptions{}))
+	require.Len(t, *runs, 2)
+	assert.Equal(t, []string{"-L", "sock", "-f", "/dev/null", "set-environment", "-g", "-u", "OTHER_TOKEN"}, (*runs)[1].argv)
 }

@@ -1,9 +1,12 @@
 package tmux_test
 
 import (
+	"crypto/rand"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,8 +53,9 @@ func readWhenWritten(t *testing.T, path string) string {
 }
 
 // tmux splits its argv at words ending in ';' and reads words after "--"
-// as they are; every word, the working directory and the -e values must
-// reach the program unchanged, in a pane of the default size.
+// as they are; every word of the launcher and of the argv, and the working
+// directory, must reach the program unchanged, in a pane of the default
+// size.
 func TestExecArgvReachesProgramVerbatim(t *testing.T) {
 	e := server(t, tmux.ServerOptions{})
 	out := t.TempDir()
@@ -61,26 +65,79 @@ func TestExecArgvReachesProgramVerbatim(t *testing.T) {
 		"{", "}", "#{pane_id}", "~", "$HOME", "%1", "'q'", `"dq"`, `\`, "new\nline", "tab\there", "ünï"}
 	script := `printf '%s\0' "$(stty size)" "$PWD" "$LOOPD_ENV" "$@" > "$0/argv.tmp" && mv "$0/argv.tmp" "$0/argv"`
 	_, err := e.NewSession(t.Context(), tmux.NewSession{
-		Name: "loop-argv", Dir: dir, Env: map[string]string{"LOOPD_ENV": "v;"},
+		Name: "loop-argv", Dir: dir, Launcher: []string{"env", "LOOPD_ENV=v;"},
 		Argv: append([]string{"sh", "-c", script, out}, words...),
 	})
 	require.NoError(t, err)
 	got := strings.Split(strings.TrimSuffix(readWhenWritten(t, filepath.Join(out, "argv")), "\x00"), "\x00")
-	assert.Equal(t, append([]string{"50 200", dir, "v;"}, words...), got, "default size 200x50, then dir, env and argv")
+	assert.Equal(t, append([]string{"50 200", dir, "v;"}, words...), got, "default size 200x50, then dir, launcher's env and argv")
 }
 
-// The daemon may itself run under Claude Code; its CLAUDECODE must not reach
-// the server nor the panes, or the harness refuses to start.
-func TestExecDropsClaudeCode(t *testing.T) {
-	t.Setenv("CLAUDECODE", "1")
-	e := server(t, tmux.ServerOptions{})
+// paneEnv starts session name on e with a program that writes its
+// environment to a file, and returns that environment.
+func paneEnv(t *testing.T, e *tmux.Exec, name string) string {
+	t.Helper()
 	out := t.TempDir()
-	_, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-env",
+	_, err := e.NewSession(t.Context(), tmux.NewSession{Name: name,
 		Argv: []string{"sh", "-c", `env > "$0/env.tmp" && mv "$0/env.tmp" "$0/env"`, out}})
 	require.NoError(t, err)
 	env := readWhenWritten(t, filepath.Join(out, "env"))
-	assert.Contains(t, env, "TMUX_PANE=", "the env file is the pane's")
-	assert.NotContains(t, env, "CLAUDECODE")
+	require.Contains(t, env, "TMUX_PANE=", "the env file is the pane's")
+	return env
+}
+
+// globalEnv returns tmux show-environment -g of the server on socket.
+func globalEnv(t *testing.T, socket string) string {
+	t.Helper()
+	out, err := exec.Command("tmux", "-L", socket, "show-environment", "-g").Output()
+	require.NoError(t, err)
+	return string(out)
+}
+
+// execOn returns a tmux.Exec on a new private socket and the socket's
+// name; cleanup kills its server.
+func execOn(t *testing.T) (*tmux.Exec, string) {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	socket := "loopd-test-env-" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", socket, "kill-server").Run() })
+	return tmux.NewExec(socket, slog.New(slog.DiscardHandler)), socket
+}
+
+// The daemon's environment reaches neither the server nor the panes beyond
+// the allow-list: not the webhook secret, not another token, not the
+// CLAUDECODE that makes Claude Code refuse to start (docs/design.md,
+// "Environment").
+func TestExecPaneEnvIsTheAllowList(t *testing.T) {
+	t.Setenv("CLAUDECODE", "1")
+	t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cr3t")
+	t.Setenv("OTHER_TOKEN", "x")
+	e, socket := execOn(t)
+	require.NoError(t, e.EnsureServer(t.Context(), tmux.ServerOptions{}))
+	for _, env := range []string{paneEnv(t, e, "loop-env"), globalEnv(t, socket)} {
+		assert.Contains(t, env, "PATH="+os.Getenv("PATH"))
+		for _, leak := range []string{"CLAUDECODE", "s3cr3t", "OTHER_TOKEN"} {
+			assert.NotContains(t, env, leak)
+		}
+	}
+}
+
+// A server started with a dirty environment (by an older loopd, or by
+// hand) is scrubbed by EnsureServer before the next session.
+func TestExecEnsureServerScrubsADirtyServer(t *testing.T) {
+	e, socket := execOn(t)
+	clean := e.Env
+	e.Env = append(slices.Clone(clean), "OTHER_TOKEN=x", "LOOPD_WEBHOOK_SECRET=s3cr3t")
+	require.Contains(t, paneEnv(t, e, "loop-old"), "OTHER_TOKEN=x", "the server started dirty")
+	e.Env = clean
+	require.NoError(t, e.EnsureServer(t.Context(), tmux.ServerOptions{}))
+	for _, env := range []string{paneEnv(t, e, "loop-new"), globalEnv(t, socket)} {
+		assert.NotContains(t, env, "OTHER_TOKEN")
+		assert.NotContains(t, env, "s3cr3t")
+		assert.Contains(t, env, "PATH="+os.Getenv("PATH"))
+	}
 }
 
 // A program that asked for bracketed paste gets the markers, and LFs stay

@@ -132,11 +132,8 @@ func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
 		return "", fmt.Errorf("new session %s: %w", s.Name, err)
 	}
 	size := len(s.Name) + len(s.Dir)
-	for _, a := range s.Argv {
+	for _, a := range slices.Concat(s.Launcher, s.Argv) {
 		size += len(a) + 1
-	}
-	for k, v := range s.Env {
-		size += len(k) + len(v) + 2
 	}
 	if size > fakeCommandLimit {
 		return "", fmt.Errorf("new session %s: %w", s.Name, ErrCommandTooLong)
@@ -145,12 +142,13 @@ func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
 		return "", fmt.Errorf("new session %s: %w", s.Name, ErrSessionExists)
 	}
 	s.Argv = slices.Clone(s.Argv)
-	s.Env = maps.Clone(s.Env)
+	s.Launcher = slices.Clone(s.Launcher)
+	// A launcher has replaced itself with Argv by the time anyone looks.
 	p := &fakePane{spec: s, pane: Pane{
 		Session:        s.Name,
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
 		PID:            10000 + f.nextID,
-		StartCommand:   strings.Join(s.Argv, " "),
+		StartCommand:   strings.Join(slices.Concat(s.Launcher, s.Argv), " "),
 		CurrentCommand: CommandName(s.Argv[0]),
 		Owner:          s.Owner,
 	}}
@@ -512,7 +510,7 @@ func (f *Fake) session(session string) (fakePane, bool) {
 func (f *Fake) Spec(session string) (NewSession, bool) {
 	p, ok := f.session(session)
 	s := p.spec
-	s.Argv, s.Env = slices.Clone(s.Argv), maps.Clone(s.Env)
+	s.Argv, s.Launcher = slices.Clone(s.Argv), slices.Clone(s.Launcher)
 	return s, ok
 }
 
@@ -521,13 +519,6 @@ func (f *Fake) Spec(session string) (NewSession, bool) {
 func (f *Fake) Argv(session string) []string {
 	s, _ := f.Spec(session)
 	return s.Argv
-}
-
-// Env returns the -e environment session was created with; nil if the
-// session does not exist.
-func (f *Fake) Env(session string) map[string]string {
-	s, _ := f.Spec(session)
-	return s.Env
 }
 
 // Pasted returns the texts pasted into session's pane, in order.

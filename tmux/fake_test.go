@@ -30,7 +30,7 @@ func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *tmux.Fake {
 	f := tmux.NewFake()
 	require.NoError(t, f.EnsureServer(t.Context(), opts))
 	_, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
-		Env: map[string]string{"K": "v"}, Argv: []string{"claude", "--", "hi"}, Owner: fakeOwner.ID})
+		Launcher: []string{"loopd", "launch"}, Argv: []string{"claude", "--", "hi"}, Owner: fakeOwner.ID})
 	require.NoError(t, err)
 	return f
 }
@@ -47,23 +47,24 @@ func TestFakeRecordsSpawn(t *testing.T) {
 	f := fakeWithSession(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10})
 	assert.Equal(t, []string{"loop-a"}, f.Sessions())
 	assert.Equal(t, []string{"claude", "--", "hi"}, f.Argv("loop-a"))
-	assert.Equal(t, map[string]string{"K": "v"}, f.Env("loop-a"))
 	spec, ok := f.Spec("loop-a")
 	require.True(t, ok)
 	assert.Equal(t, "/w", spec.Dir)
+	assert.Equal(t, []string{"loopd", "launch"}, spec.Launcher)
 	opts, ensured := f.Options()
 	assert.True(t, ensured)
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10}, opts)
 	p := onlyPane(t, f)
-	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, StartCommand: "claude -- hi",
-		CurrentCommand: "claude", Owner: fakeOwner.ID}, p)
+	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, StartCommand: "loopd launch claude -- hi",
+		CurrentCommand: "claude", Owner: fakeOwner.ID}, p, "the launcher has become the harness")
 	assert.Nil(t, f.Argv("loop-missing"))
 
 	// Returned values are copies.
 	f.Argv("loop-a")[0] = "changed"
-	f.Env("loop-a")["K"] = "changed"
+	spec.Launcher[0] = "changed"
 	assert.Equal(t, []string{"claude", "--", "hi"}, f.Argv("loop-a"))
-	assert.Equal(t, map[string]string{"K": "v"}, f.Env("loop-a"))
+	spec, _ = f.Spec("loop-a")
+	assert.Equal(t, []string{"loopd", "launch"}, spec.Launcher)
 }
 
 func TestFakePaneIDsAreNotReused(t *testing.T) {

@@ -99,13 +99,20 @@ type Pane struct {
 }
 
 // NewSession describes a detached session with one pane that runs Argv
-// directly (no shell).
+// directly (no shell). The pane's environment is the server's global one;
+// nothing is set per session, so no value ever sits in tmux's argv.
 type NewSession struct {
 	Name string
-	Dir  string            // -c
-	Env  map[string]string // -e NAME=VALUE, one each
-	// Argv is the command and its arguments, passed after "--". It must have
-	// at least 2 elements: with one, tmux hands it to sh -c.
+	Dir  string // -c
+	// Launcher, when not empty, is the argv of a program that the pane runs
+	// first, with Argv appended, and that replaces itself with Argv
+	// (execve): loopd's launcher, which gives the harness its environment
+	// from a private file. The pane's process then is Argv's, with the same
+	// pid.
+	Launcher []string
+	// Argv is the command and its arguments, passed after "--" and
+	// Launcher. It must have at least 2 elements: with one, tmux hands it
+	// to sh -c.
 	Argv   []string
 	Width  int // columns; 0 means 200
 	Height int // rows; 0 means 50
@@ -136,9 +143,11 @@ type ServerOptions struct {
 type Client interface {
 	// EnsureServer starts the server if needed and sets exit-empty off,
 	// remain-on-exit on and the pane-died hook globally, and claims the
-	// server for opts.Owner. It is idempotent. It returns ErrServerOwned,
-	// naming the other state dir, when another owner claimed the server;
-	// the options are set all the same (they are the same for every loopd).
+	// server for opts.Owner; Exec also makes the server's global
+	// environment its client's (Exec.Env). It is idempotent. It returns
+	// ErrServerOwned, naming the other state dir, when another owner
+	// claimed the server; the options are set all the same (they are the
+	// same for every loopd).
 	EnsureServer(ctx context.Context, opts ServerOptions) error
 	// ServerOwner returns the owner that claimed the server; the zero Owner
 	// when none did or no server runs.

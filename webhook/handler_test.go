@@ -787,7 +787,7 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 1)
-	assert.Contains(t, rec.Pending[0].Prompt, "body:\n"+long+"\ngithub-data d-1>>>\n")
+	assert.Contains(t, rec.Pending[0].Prompt, "body:\n"+long+"\ngithub-data d-1 sha256=")
 }
 
 func TestOversizeBody(t *testing.T) {

@@ -41,7 +41,7 @@ func TestRender(t *testing.T) {
 				"url: https://github.com/octo-org/api/issues/42#issuecomment-1\n" +
 				"body:\n" +
 				"Please fix it.\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=c455a3fb1a5bf833>>>\n",
 		},
 		{
 			name: "review_comment_with_path_and_hunk",
@@ -63,7 +63,7 @@ func TestRender(t *testing.T) {
 				"@@ -1 +1 @@\n-# Hello-World\n+# Hello World\n" +
 				"body:\n" +
 				"More emoji here.\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=ee35128e21c89835>>>\n",
 		},
 		{
 			name: "review_state_without_body",
@@ -76,7 +76,7 @@ func TestRender(t *testing.T) {
 				"<<<github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"state: approved\n" +
 				"body:\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=fba17f82a436e110>>>\n",
 		},
 		{
 			name: "synchronize_branches_and_commit",
@@ -91,7 +91,7 @@ func TestRender(t *testing.T) {
 				"base: main\n" +
 				"commit: ec26c3e\n" +
 				"body:\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=e60cf3c882d61a48>>>\n",
 		},
 		{
 			name: "slash_command_body_stays_framed",
@@ -101,7 +101,7 @@ func TestRender(t *testing.T) {
 				"<<<github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"body:\n" +
 				"/exit\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=dfb5f19c3e1538c6>>>\n",
 		},
 		{
 			name: "single_line_fields_lose_newlines_and_controls",
@@ -114,7 +114,7 @@ func TestRender(t *testing.T) {
 				"<<<github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"title: twolinesand[201~ escape\n" +
 				"body:\n" +
-				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958>>>\n",
+				"github-data 72d3162e-cc78-11e3-81ab-4c9367dc0958 sha256=1caa51d3f99c97b1>>>\n",
 		},
 	}
 	for _, tt := range tests {
@@ -157,5 +157,5 @@ func TestRenderKeepsLongBodyWhole(t *testing.T) {
 
 	got := Render(PromptInput{Event: "issue_comment", Action: "created", WorkItem: "o/r#1", Sender: "u", DeliveryID: "d", Body: body})
 
-	assert.Contains(t, got, "body:\n"+body+"\ngithub-data d>>>\n")
+	assert.Contains(t, got, "body:\n"+body+"\ngithub-data d sha256=")
 }

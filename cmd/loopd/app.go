@@ -15,6 +15,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
@@ -30,6 +31,10 @@ const lostExitKick = time.Second
 // storeFile is the SQLite file's name inside the state dir.
 const storeFile = "loopd.db"
 
+// launchDir is the directory inside the state dir that holds the env files
+// of spawns whose launcher has not run yet.
+const launchDir = "launch"
+
 // app is the wired set of real dependencies one command uses.
 type app struct {
 	log       *slog.Logger
@@ -38,7 +43,8 @@ type app struct {
 	harnesses map[string]harness.Adapter
 	journal   *journal.Recorder
 	// owner is this loopd's mark on its tmux server and sessions.
-	owner tmux.Owner
+	owner    tmux.Owner
+	launcher launch.Launcher
 }
 
 // openStore opens the SQLite store in cfg's state dir.
@@ -58,6 +64,10 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, err
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("launcher: %w", err)
+	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -75,6 +85,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		harnesses: harnesses,
 		journal:   rec,
 		owner:     owner,
+		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
 	}, nil
 }
 
@@ -148,6 +159,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Owner:      a.owner.ID,
 			Settle:     150 * time.Millisecond,
 			RetryDelay: func(n int) time.Duration { return policy().RetryDelay(n) },
+			Launcher:   a.launcher,
 		},
 	}
 }

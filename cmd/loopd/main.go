@@ -12,6 +12,10 @@ import (
 )
 
 func main() {
+	if err := hideProcess(); err != nil {
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCmd().ExecuteContext(ctx)

@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newHoldCmd(g, false),
 		newReplayCmd(g),
 		newHookCmd(g),
+		newLaunchCmd(),
 	)
 	return root
 }

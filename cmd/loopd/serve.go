@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -181,18 +183,64 @@ func (a *app) refuse(ctx context.Context, err error) error {
 	return err
 }
 
-// loadWithSecret loads the config and the webhook secret held by the env
-// var it names; an empty secret is an error, since it would authenticate
-// nothing.
+// loadWithSecret loads the config and the webhook secret: the content of
+// secretFile when it is set, else the env var secretEnv names, which it
+// then removes from this process's environment so that nothing loopd
+// starts inherits it. An empty secret is an error, since it would
+// authenticate nothing. The secret itself is never logged.
 func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	cfg, err := schema.Load(g.config)
 	if err != nil {
 		return nil, "", err
+	}
+	path, err := cfg.SecretFilePath(os.LookupEnv)
+	if err != nil {
+		return nil, "", fmt.Errorf("webhook secret: %w", err)
+	}
+	if path != "" {
+		secret, err := readSecretFile(path)
+		if err != nil {
+			return nil, "", err
+		}
+		return cfg, secret, nil
 	}
 	env := cfg.Webhooks.GHWebhook.SecretEnv
 	secret := os.Getenv(env)
 	if secret == "" {
 		return nil, "", fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", env)
 	}
+	if err := os.Unsetenv(env); err != nil {
+		return nil, "", fmt.Errorf("webhook secret: unset %s: %w", env, err)
+	}
 	return cfg, secret, nil
+}
+
+// maxSecretFile caps the bytes read from a secret file; GitHub's webhook
+// secrets are short strings.
+const maxSecretFile = 64 << 10
+
+// readSecretFile returns the content of path less one trailing newline
+// (as echo and most editors leave one, "\n" or "\r\n"). A missing,
+// unreadable, oversized or empty file is an error naming path.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("webhook secret: secretFile: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("webhook secret: secretFile %s: %w", path, err)
+	}
+	if len(data) > maxSecretFile {
+		return "", fmt.Errorf("webhook secret: secretFile %s: larger than %d bytes", path, maxSecretFile)
+	}
+	secret, ok := strings.CutSuffix(string(data), "\r\n")
+	if !ok {
+		secret = strings.TrimSuffix(secret, "\n")
+	}
+	if secret == "" {
+		return "", fmt.Errorf("webhook secret: secretFile %s is empty; write the secret configured on GitHub into it", path)
+	}
+	return secret, nil
 }

@@ -45,6 +45,7 @@
 //	FAKECLAUDE_ARGV_LOG           file to which each start appends its argv as a JSON array line
 //	FAKECLAUDE_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKECLAUDE_RESUME_FAIL=1      every resume of a UUID fails like a missing conversation, even when the transcript exists
+//	FAKECLAUDE_MANGLE=1           the TUI folds every run of spaces in a submitted prompt into one space before writing it
 package main
 
 import (
@@ -76,6 +77,9 @@ const (
 // lastWords is how long the TUI stays after its last output.
 const lastWords = 50 * time.Millisecond
 
+// spaceRuns is what FAKECLAUDE_MANGLE folds.
+var spaceRuns = regexp.MustCompile(` {2,}`)
+
 // uuidPattern is the shape claude accepts for --session-id and treats as
 // an id (not a search term) for --resume; case is kept.
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -90,6 +94,7 @@ type knobs struct {
 	argvLog         string
 	startLog        string
 	resumeFail      bool // every resume fails as if the conversation were missing
+	mangle          bool // fold runs of spaces in submitted prompts
 }
 
 func readKnobs() (knobs, error) {
@@ -100,6 +105,7 @@ func readKnobs() (knobs, error) {
 		argvLog:         os.Getenv("FAKECLAUDE_ARGV_LOG"),
 		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
+		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
@@ -614,6 +620,9 @@ func (u *tui) submit(text string) (exitCode, bool) {
 	switch strings.TrimSpace(text) {
 	case "/exit", "/quit":
 		return exitCode{0, u.sess.resumeHint()}, true
+	}
+	if u.knobs.mangle {
+		text = spaceRuns.ReplaceAllString(text, " ")
 	}
 	if u.busy {
 		u.queue = append(u.queue, text)

@@ -218,6 +218,17 @@ func TestTUI(t *testing.T) {
 		f.waitTurns(t, dir, id, "-x hello; --resume", strings.ReplaceAll(paste, "\r\n", "\n"), "again")
 	})
 
+	t.Run("argv_prompt_keeps_tabs_mangle_folds_spaces", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_MANGLE": "1"}, f.adapter.FreshArgv(id, "a\tb  c"))
+		f.waitTurns(t, dir, id, "a\tb c")
+		f.waitReady(t, name)
+		f.paste(t, name, "x\ty  z\n")
+		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, "a\tb c", "x y z\n")
+	})
+
 	t.Run("long_burst_enter_is_a_newline", func(t *testing.T) {
 		t.Parallel()
 		id := uuid.NewString()

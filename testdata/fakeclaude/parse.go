@@ -147,7 +147,8 @@ func parseArgs(args []string) (invocation, error) {
 
 // Input handling. Claude Code reads raw terminal input: CR submits, LF
 // inserts a newline, a bracketed paste (ESC[200~ … ESC[201~) is inserted
-// as it is, and an Enter that arrives in the same read as more than
+// as it is except that each tab becomes four spaces (measured on 2.1.197:
+// docs/design.md, "Delivery is verified"), and an Enter that arrives in the same read as more than
 // pasteHeuristic bytes of unbracketed text counts as a newline, because
 // such a read is taken as a paste from a terminal without bracketed paste
 // (docs/reference/harness-cli-facts.md, "Typing into the TUI").
@@ -210,8 +211,10 @@ func (e *editor) feed(chunk []byte) []event {
 	edited := false
 	for _, t := range toks {
 		switch t.kind {
-		case tokText, tokPaste:
+		case tokText:
 			e.buf, edited = append(e.buf, t.data...), true
+		case tokPaste:
+			e.buf, edited = append(e.buf, bytes.ReplaceAll(t.data, []byte("\t"), []byte("    "))...), true
 		case tokLF:
 			e.buf, edited = append(e.buf, '\n'), true
 		case tokCR:

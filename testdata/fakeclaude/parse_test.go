@@ -133,6 +133,11 @@ func TestEditor(t *testing.T) {
 			submits: []string{long + "\n" + long},
 		},
 		{
+			name:    "bracketed_paste_turns_tabs_into_four_spaces",
+			reads:   []string{"\x1b[200~tab\there\t\t2  \n漢字\x1b[201~", "\r"},
+			submits: []string{"tab    here        2  \n漢字"},
+		},
+		{
 			name:    "paste_markers_split_across_reads",
 			reads:   []string{"\x1b[20", "0~a\rb\x1b[2", "01~", "\r"},
 			submits: []string{"a\nb"},

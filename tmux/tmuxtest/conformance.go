@@ -3,6 +3,7 @@ package tmuxtest
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func RunConformance(t *testing.T, d Driver) {
 		{"paste_arrives_whole", s.paste},
 		{"paste_into_dead_pane_is_refused", s.pasteDead},
 		{"send_keys_reach_the_program", s.sendKeys},
-		{"env_reaches_the_program", s.env},
+		{"launcher_becomes_the_program", s.launcher},
 		{"wait_for_wakes_on_pane_death", s.waitForDeath},
 		{"wait_for_keeps_an_unawaited_signal", s.waitForPending},
 		{"wait_for_ends_with_ctx", s.waitForCtx},
@@ -88,16 +89,17 @@ func (s suite) guard(t *testing.T, session string) tmux.Guard {
 }
 
 // spawn creates session name, marked as the suite's own, running the
-// driver's program and waits until the program is ready for input.
-func (s suite) spawn(t *testing.T, c tmux.Client, name string, env map[string]string) string {
+// driver's program, through launcher when not nil, and waits until the
+// program is ready for input.
+func (s suite) spawn(t *testing.T, c tmux.Client, name string, launcher []string) string {
 	t.Helper()
-	return s.spawnFor(t, c, name, env, own.ID)
+	return s.spawnFor(t, c, name, launcher, own.ID)
 }
 
 // spawnFor is spawn with the session marked as owner's ("" for no mark).
-func (s suite) spawnFor(t *testing.T, c tmux.Client, name string, env map[string]string, owner string) string {
+func (s suite) spawnFor(t *testing.T, c tmux.Client, name string, launcher []string, owner string) string {
 	t.Helper()
-	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: s.d.Program(t, name), Env: env, Width: 80, Height: 24, Owner: owner})
+	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Launcher: launcher, Argv: s.d.Program(t, name), Width: 80, Height: 24, Owner: owner})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		screen, err := c.CapturePane(t.Context(), "="+name+":", false)
@@ -363,11 +365,18 @@ func (s suite) sendKeys(t *testing.T) {
 	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", g, "Enter"), tmux.ErrNoSession)
 }
 
-func (s suite) env(t *testing.T) {
+// launcher spawns through env(1), a launcher that sets a variable and
+// execs the program: the pane then runs the program itself.
+func (s suite) launcher(t *testing.T) {
 	c := s.server(t)
-	s.spawn(t, c, "loop-a", map[string]string{"LOOPD_CONFORMANCE": "a b;", "LOOPD_OTHER": "x=y"})
-	assert.Equal(t, "a b;", s.d.Env(t, c, "loop-a", "LOOPD_CONFORMANCE"))
-	assert.Equal(t, "x=y", s.d.Env(t, c, "loop-a", "LOOPD_OTHER"))
+	s.spawn(t, c, "loop-a", []string{"env", "LOOPD_CONFORMANCE=a b;"})
+	panes, err := c.ListPanes(t.Context())
+	require.NoError(t, err)
+	require.Len(t, panes, 1)
+	assert.Equal(t, filepath.Base(s.d.Program(t, "loop-a")[0]), panes[0].CurrentCommand)
+	if s.d.Env != nil {
+		assert.Equal(t, "a b;", s.d.Env(t, c, "loop-a", "LOOPD_CONFORMANCE"))
+	}
 }
 
 // waitForDeath waits in the background, then ends a pane; the hook must wake

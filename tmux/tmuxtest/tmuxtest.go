@@ -39,7 +39,8 @@ type Driver struct {
 	// Input returns every byte the program in session's pane has read.
 	Input func(t *testing.T, c tmux.Client, session string) string
 	// Env returns the value of environment variable key in the program in
-	// session's pane, "" when unset.
+	// session's pane, "" when unset; nil when the driver runs no program
+	// (the Fake).
 	Env func(t *testing.T, c tmux.Client, session, key string) string
 	// Exit makes the program in session's pane exit with status.
 	Exit func(t *testing.T, c tmux.Client, session string, status int)
@@ -149,8 +150,8 @@ func ExecDriver() Driver {
 }
 
 // FakeDriver returns the Driver for tmux.Fake: the program is only an argv,
-// its screen is "ready <session>" from InitialScreen, and Input, Env and
-// Exit use the Fake's helpers.
+// its screen is "ready <session>" from InitialScreen, and Input and Exit
+// use the Fake's helpers.
 func FakeDriver() Driver {
 	fake := func(c tmux.Client) *tmux.Fake { return c.(*tmux.Fake) }
 	return Driver{
@@ -161,9 +162,6 @@ func FakeDriver() Driver {
 		},
 		Program: func(_ *testing.T, session string) []string { return []string{"program", session} },
 		Input:   func(_ *testing.T, c tmux.Client, session string) string { return fake(c).Input(session) },
-		Env: func(_ *testing.T, c tmux.Client, session, key string) string {
-			return fake(c).Env(session)[key]
-		},
-		Exit: func(_ *testing.T, c tmux.Client, session string, status int) { fake(c).Exit(session, status) },
+		Exit:    func(_ *testing.T, c tmux.Client, session string, status int) { fake(c).Exit(session, status) },
 	}
 }

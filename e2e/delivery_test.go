@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+)
+
+// deliveriesOf returns the journal's events called name for delivery id.
+func deliveriesOf(t *testing.T, e *env, name journal.Name, id string) []journal.Event {
+	t.Helper()
+	var out []journal.Event
+	for _, ev := range e.eventsNamed(t, name, keyIssue) {
+		if ev.Attrs["delivery"] == id {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitDelivered waits for dispatch.delivered of delivery id and returns it.
+func waitDelivered(t *testing.T, e *env, id string, timeout time.Duration) journal.Event {
+	t.Helper()
+	var got []journal.Event
+	e.waitFor(t, func() bool {
+		got = deliveriesOf(t, e, journal.DispatchDelivered, id)
+		return len(got) > 0
+	}, timeout, "delivery %s was never confirmed", id)
+	return got[0]
+}
+
+// stuckAtTrustDialog starts the daemon with a harness that waits at the
+// workspace trust dialog, sends a comment and waits until the item needs
+// attention. It returns the delivery id and the conversation id.
+func stuckAtTrustDialog(t *testing.T, e *env, body string) (delivery, sessionID string) {
+	t.Helper()
+	e.start(t)
+	delivery = sendComment(t, e, body)
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	require.Equal(t, string("spawn_unconfirmed"), r.Status.Reason)
+	require.Empty(t, e.userTurns(t, keyIssue, r.Status.HarnessSessionID), "nothing passed the dialog yet")
+	return delivery, r.Status.HarnessSessionID
+}
+
+// pressEnter is the operator answering the dialog in the pane by hand.
+func pressEnter(t *testing.T, e *env) {
+	t.Helper()
+	_, err := e.tmux(t, "send-keys", "-t", "="+desired.SessionName(keyIssue)+":", "Enter")
+	require.NoError(t, err)
+}
+
+func trustPromptEnv(t *testing.T) *env {
+	return newEnv(t, envOpts{
+		HarnessEnv: map[string]string{"FAKECLAUDE_TRUST_PROMPT": "1"},
+		Policy:     map[string]any{"confirmTimeoutSeconds": 2},
+	})
+}
+
+func TestReleaseAfterOperatorLetTheBootPromptThroughDoesNotResend(t *testing.T) {
+	t.Parallel()
+	e := trustPromptEnv(t)
+	body := "fix the flaky test " + uuid.NewString()
+	delivery, id := stuckAtTrustDialog(t, e, body)
+
+	pressEnter(t, e)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitShort, "the boot prompt never reached the transcript after Enter")
+	e.settle(t)
+	still, _ := e.record(t, keyIssue)
+	require.Equal(t, desired.PhaseNeedsAttention, still.Status.Phase, "loopd waits for the operator")
+
+	e.mustRun(t, "release", keyIssue.String())
+	ev := waitDelivered(t, e, delivery, waitShort)
+	assert.Equal(t, "transcript", ev.Attrs["via"], "%v", ev.Attrs)
+	assert.Equal(t, "true", ev.Attrs["verified"])
+	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Empty(t, r.Pending)
+	e.settle(t)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "one turn for one delivery")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, delivery), "never pasted")
+	assert.Len(t, e.argvLog(t), 1, "never respawned")
+}
+
+func TestNewEventAfterOperatorLetTheBootPromptThroughIsPastedAlone(t *testing.T) {
+	t.Parallel()
+	e := trustPromptEnv(t)
+	body := "first " + uuid.NewString()
+	first, id := stuckAtTrustDialog(t, e, body)
+	pressEnter(t, e)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitShort, "the boot prompt never reached the transcript after Enter")
+
+	next := "second " + uuid.NewString()
+	second := sendComment(t, e, next)
+	assert.Equal(t, "transcript", waitDelivered(t, e, first, waitShort).Attrs["via"])
+	assert.Equal(t, "paste", waitDelivered(t, e, second, waitShort).Attrs["via"])
+	e.settle(t)
+	turns := e.userTurns(t, keyIssue, id)
+	assert.Equal(t, 1, countContaining(turns, body), "the first event once")
+	assert.Equal(t, 1, countContaining(turns, next), "the second event once")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, first))
+}
+
+// pasteByHand pastes text into k's pane and submits it, as an earlier
+// daemon would have.
+func pasteByHand(t *testing.T, e *env, k desired.Key, text string) {
+	t.Helper()
+	target := "=" + desired.SessionName(k) + ":"
+	cmd := exec.CommandContext(context.Background(), "tmux", "-L", e.socket, "load-buffer", "-b", "by-hand", "-")
+	cmd.Stdin = strings.NewReader(text)
+	require.NoError(t, cmd.Run())
+	_, err := e.tmux(t, "paste-buffer", "-p", "-d", "-b", "by-hand", "-t", target)
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond)
+	_, err = e.tmux(t, "send-keys", "-t", target, "Enter")
+	require.NoError(t, err)
+}
+
+func TestRestartThatLostTheSendRecordDoesNotPasteAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
+	id := r.Status.HarnessSessionID
+
+	// A daemon pasted this event and died before it recorded the send.
+	e.stop(t)
+	body := "pasted before the crash " + uuid.NewString()
+	delivery := e.ingestComment(t, keyIssue, body)
+	pending, _ := e.record(t, keyIssue)
+	require.Len(t, pending.Pending, 1)
+	pasteByHand(t, e, keyIssue, pending.Pending[0].Prompt)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		waitShort, "the paste never reached the transcript")
+
+	e.start(t)
+	ev := waitDelivered(t, e, delivery, waitShort)
+	assert.Equal(t, "transcript", ev.Attrs["via"], "%v", ev.Attrs)
+	e.settle(t)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "one turn for one delivery")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, delivery))
+}
+
+func TestPastedTabsAreVerifiedWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
+
+	body := "| a\t| b\t|\ntrailing  \n漢字 😀 " + uuid.NewString()
+	delivery := sendComment(t, e, body)
+	ev := waitDelivered(t, e, delivery, waitShort)
+	assert.Equal(t, "true", ev.Attrs["verified"], "%v", ev.Attrs)
+	assert.Equal(t, "paste", ev.Attrs["via"])
+	// The CLI stores a pasted tab as four spaces.
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), strings.ReplaceAll(body, "\t", "    ")))
+	assert.Empty(t, e.eventsNamed(t, journal.DispatchMangled, keyIssue))
+}
+
+func TestMangledPasteNeedsAttentionAndIsResentOnlyOnRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_MANGLE": "1"}})
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
+	id := r.Status.HarnessSessionID
+
+	tag := uuid.NewString()
+	delivery := sendComment(t, e, "two  spaces "+tag)
+	var mangled []journal.Event
+	e.waitFor(t, func() bool {
+		mangled = deliveriesOf(t, e, journal.DispatchMangled, delivery)
+		return len(mangled) == 1
+	}, waitShort, "the mangled paste was not reported")
+	assert.Equal(t, "1", mangled[0].Attrs["copies"])
+	na := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitShort)
+	assert.Equal(t, "delivery_mangled", na.Status.Reason)
+	require.Len(t, na.Pending, 1, "a mangled event is not delivered")
+	e.settle(t)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), tag), "not sent again by itself")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery))
+
+	// The operator releases: one more copy, mangled again, and loopd stops
+	// again rather than loop.
+	e.mustRun(t, "release", keyIssue.String())
+	e.waitFor(t, func() bool {
+		mangled = deliveriesOf(t, e, journal.DispatchMangled, delivery)
+		return len(mangled) == 2
+	}, waitShort, "the resent paste was not reported")
+	assert.Equal(t, "2", mangled[1].Attrs["copies"])
+	e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitShort)
+	e.settle(t)
+	assert.Equal(t, 2, countContaining(e.userTurns(t, keyIssue, id), tag), "exactly one resend per release")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery))
+}
+
+func TestPromptStoredBeforeDigestsIsVerifiedByItsMarker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	startWithComment(t, e, "first comment "+uuid.NewString())
+
+	// A pending delivery from a database written before the end line
+	// carried a digest.
+	id := uuid.NewString()
+	s := e.openStore(t)
+	_, err := s.Ingest(context.Background(), desired.Ingest{
+		DeliveryID: id, Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(keyIssue),
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat", ReceivedAt: time.Now().UTC(),
+			Prompt: "[loopd] issue_comment.created on " + keyIssue.String() + " by Codertocat (delivery " + id + ")\n" +
+				"<<<github-data " + id + "\nbody:\nold\tformat\ngithub-data " + id + ">>>\n"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	ev := waitDelivered(t, e, id, waitShort)
+	assert.Equal(t, "true", ev.Attrs["verified"], "%v", ev.Attrs)
+	assert.Equal(t, "paste", ev.Attrs["via"])
+}

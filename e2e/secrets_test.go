@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/webhook"
+)
+
+// apiKey is a harness env value, where API keys go: it must reach the
+// agent and appear on no command line.
+const apiKey = "sk-test-SECRET-123"
+
+// ghWebhook returns the webhooks.ghWebhook map of e.config, for edits
+// before writeConfig.
+func (e *env) ghWebhook() map[string]any {
+	return e.config["webhooks"].(map[string]any)["ghWebhook"].(map[string]any)
+}
+
+// tmuxShim puts a tmux first on a PATH that logs each invocation's argv
+// (one word a line, then a line "--end--") and execs the real tmux; it
+// returns the PATH and the log's path.
+func tmuxShim(t *testing.T, dir string) (path, log string) {
+	t.Helper()
+	real, err := exec.LookPath("tmux")
+	require.NoError(t, err)
+	bin := filepath.Join(dir, "shim")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	log = filepath.Join(dir, "tmux-argv.log")
+	script := fmt.Sprintf("#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\n' \"$a\"; done >> %q\necho --end-- >> %q\nexec %q \"$@\"\n", log, log, real)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "tmux"), []byte(script), 0o755))
+	return bin + string(os.PathListSeparator) + os.Getenv("PATH"), log
+}
+
+// procFile returns /proc/<pid>/<name> with a newline before each entry
+// (its NULs made newlines), so that "\nNAME=" finds any entry.
+func procFile(t *testing.T, pid int, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	require.NoError(t, err)
+	return "\n" + string(bytes.ReplaceAll(b, []byte{0}, []byte{'\n'}))
+}
+
+// Issue 6, items 1 and 2: loopd serve runs with the webhook secret, another
+// token and a GitHub token in its environment, and its harness has an API
+// key in its env. After one issue opens, the agent's environment holds the
+// API key and none of the daemon's secrets, neither does the tmux server's
+// global or session environment, no tmux command line ever held a value,
+// and a delivery signed with a guessed secret is refused and stores
+// nothing.
+func TestNoDaemonSecretReachesAnAgent(t *testing.T) {
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"ANTHROPIC_API_KEY": apiKey}})
+	e.secret = "s3cr3t"
+	e.ghWebhook()["secretEnv"] = "LOOPD_WEBHOOK_SECRET"
+	e.writeConfig(t)
+	path, argvLog := tmuxShim(t, e.dir)
+	e.daemonEnv = []string{"LOOPD_WEBHOOK_SECRET=s3cr3t", "OTHER_TOKEN=x", "GITHUB_TOKEN=ghp_daemon", "PATH=" + path}
+	secrets := []string{"s3cr3t", "OTHER_TOKEN", "ghp_daemon"}
+	e.start(t)
+
+	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", "", nil))
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	session := desired.SessionName(keyIssue)
+	pid := e.panePID(t, keyIssue)
+	require.NotZero(t, pid)
+
+	environ := procFile(t, pid, "environ")
+	for _, s := range secrets {
+		assert.NotContains(t, environ, s, "the agent's environment")
+	}
+	assert.Contains(t, environ, "\nANTHROPIC_API_KEY="+apiKey+"\n", "the harness env reaches the agent")
+	assert.Contains(t, environ, "\nLOOPD_WORK_ITEM="+keyIssue.String()+"\n")
+	assert.Contains(t, environ, "\nPATH="+path+"\n")
+	assert.NotContains(t, environ, "\nTMUX=", "the agent is not handed loopd's tmux server")
+	assert.NotContains(t, environ, "\nTMUX_PANE=")
+	assert.NotContains(t, procFile(t, pid, "cmdline"), apiKey, "the harness's own argv")
+	current, err := e.tmux(t, "display-message", "-p", "-t", "="+session+":", "#{pane_current_command}")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Base(fakeClaudeBin), strings.TrimSpace(current), "the launcher became the harness")
+
+	for _, args := range [][]string{{"show-environment", "-g"}, {"show-environment", "-t", "=" + session}} {
+		out, err := e.tmux(t, args...)
+		require.NoError(t, err)
+		for _, s := range append(secrets, apiKey) {
+			assert.NotContains(t, out, s, "tmux %s", strings.Join(args, " "))
+		}
+	}
+
+	b, err := os.ReadFile(argvLog)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "\nnew-session\n", "the shim saw the spawn")
+	for _, s := range append(secrets, apiKey) {
+		assert.NotContains(t, string(b), s, "a tmux command line")
+	}
+	files, err := filepath.Glob(filepath.Join(e.stateDir, "launch", "*"))
+	require.NoError(t, err)
+	assert.Empty(t, files, "the launcher removed its env file")
+
+	// What an agent that had read the secret would do; a guess fails.
+	body := e.payload(t, "issues.opened.1.json", withNumber(99))
+	assert.Equal(t, http.StatusUnauthorized, e.post(t, "issues", "", body, webhook.Sign([]byte("guessed-secret"), body)))
+	_, stored := e.record(t, desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 99})
+	assert.False(t, stored, "a forged delivery stores nothing")
+	assert.Len(t, e.eventsNamed(t, journal.DeliveryAccepted, desired.Key{}), 1, "only the signed delivery was accepted")
+}
+
+// webhooks.ghWebhook.secretFile: the secret comes from a file (one trailing
+// newline ignored), deliveries signed with it are accepted, and an empty
+// file stops loopd at start with a message naming the file.
+func TestSecretFile(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.secret = "from-a-file"
+	secretPath := filepath.Join(e.dir, "secrets", "webhook-secret")
+	require.NoError(t, os.MkdirAll(filepath.Dir(secretPath), 0o700))
+	require.NoError(t, os.WriteFile(secretPath, []byte("from-a-file\n"), 0o600))
+	gh := e.ghWebhook()
+	delete(gh, "secretEnv")
+	gh["secretFile"] = "${SECRETS_DIR}/webhook-secret"
+	e.writeConfig(t)
+	e.daemonEnv = []string{"SECRETS_DIR=" + filepath.Dir(secretPath)}
+	e.start(t)
+	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", "", nil))
+	body := e.payload(t, "issues.opened.1.json", withNumber(98))
+	assert.Equal(t, http.StatusUnauthorized, e.post(t, "issues", "", body, webhook.Sign([]byte("from-a-file\n"), body)),
+		"the newline is not part of the secret")
+	e.stop(t)
+
+	require.NoError(t, os.WriteFile(secretPath, []byte("\n"), 0o600))
+	cmd := exec.Command(loopdBin, "serve", "--config", e.configPath)
+	cmd.Env = append(e.procEnv(), e.daemonEnv...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "secretFile "+secretPath+" is empty")
+}
