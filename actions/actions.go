@@ -52,6 +52,12 @@ const (
 	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
 	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
 	ReasonDeliveryMangled  Reason = "delivery_mangled"       // reached the transcript, not whole
+	// ReasonSessionForeign: the session of the item's name carries another
+	// loopd's owner mark, or none; loopd never touches it.
+	ReasonSessionForeign Reason = "session_foreign"
+	// ReasonForegroundNotHarness: the pane lives but its foreground process
+	// is not the harness (a shell the CLI left behind): a dead agent.
+	ReasonForegroundNotHarness Reason = "foreground_not_harness"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -354,7 +360,10 @@ type RecordExit struct {
 	// Delivered is the boot delivery of a spawn that died after its prompt
 	// reached the transcript: it is marked delivered, never sent again.
 	Delivered string
-	Reason    Reason
+	// Foreground is the process the pane still runs when the agent died
+	// without its pane (ReasonForegroundNotHarness), "" for a dead pane.
+	Foreground string
+	Reason     Reason
 }
 
 // Item implements Action.
@@ -385,6 +394,9 @@ func (a RecordExit) Fields() []Field {
 	}
 	if a.Delivered != "" {
 		f = append(f, Field{"delivered", a.Delivered})
+	}
+	if a.Foreground != "" {
+		f = append(f, Field{"foreground", a.Foreground})
 	}
 	return append(f, Field{"reason", string(a.Reason)})
 }
@@ -479,8 +491,8 @@ func (a GiveUp) Fields() []Field {
 func (a GiveUp) String() string { return Format(a) }
 
 // Block records that an item cannot proceed for a reason outside loopd (a
-// missing workspace); its deliveries stay pending and the event is logged
-// once per reason.
+// missing workspace, a session of its name that another loopd owns); its
+// deliveries stay pending and the event is logged once per reason.
 type Block struct {
 	Key    desired.Key
 	Reason Reason

@@ -26,6 +26,9 @@ var (
 	ErrWorkspaceMissing = errors.New("workspace missing")
 	// ErrUnknownHarness means the record names a harness not in config.
 	ErrUnknownHarness = errors.New("unknown harness")
+	// ErrSessionForeign means the session of the item's name carries the
+	// owner mark of another loopd, or none: it is left alone.
+	ErrSessionForeign = errors.New("session owned by another loopd")
 )
 
 // maxRetiredIDs bounds Status.RetiredSessionIDs.
@@ -46,6 +49,10 @@ type Executor struct {
 	// Socket is the tmux -L socket, named in the attach command logged on a
 	// successful resume.
 	Socket string
+	// Owner is this loopd's owner mark (tmux.Owner.ID): every session it
+	// creates carries it, and it kills, pastes into and sends keys to no
+	// session without it.
+	Owner string
 	// Settle is the pause between a paste and its Enter (Claude Code takes
 	// an Enter in the same burst as a long paste as a newline); 150 ms.
 	Settle time.Duration
@@ -90,6 +97,10 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 			case errors.Is(err, ErrNotReady):
 				// Not a failure: the harness is busy or starting.
 				res.Retry = true
+				continue
+			case errors.Is(err, ErrSessionForeign):
+				// Not a failure either: journaled once (session.foreign),
+				// it lasts until the other loopd's session goes.
 				continue
 			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness):
 				// Waits for the operator; the interval looks again.
@@ -212,7 +223,11 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
-	if err := e.Tmux.KillSession(ctx, s.Session); err != nil && !errors.Is(err, tmux.ErrNoSession) {
+	// The kill is guarded: a session of this name that another loopd made
+	// since the plan was drawn is left running, and the item blocks.
+	if err := e.Tmux.KillSession(ctx, s.Session, e.Owner); errors.Is(err, tmux.ErrForeign) {
+		return e.block(ctx, r, ReasonSessionForeign, s.Session)
+	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
 		return e.spawnFailed(ctx, r, s, fmt.Errorf("kill stale session %s: %w", s.Session, err))
 	}
 	env := maps.Clone(ad.Env())
@@ -224,7 +239,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		return e.spawnFailed(ctx, r, s, err)
 	}
-	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv})
+	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
@@ -315,7 +330,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	switch {
 	case class == harness.ScreenDraft && a.Retry:
 		// Our earlier paste sits in the input box: its Enter was lost.
-		return e.submit(ctx, r, a, target, "resubmit")
+		return e.submit(ctx, r, ad, a, target, "resubmit")
 	case class == harness.ScreenBlocked || class == harness.ScreenDraft:
 		if r.Status.Reason != "blocked: "+why {
 			e.record(ctx, slog.LevelWarn, journal.DispatchBlocked, r.Key, "delivery", a.DeliveryID, "session", a.Session, "reason", why)
@@ -345,8 +360,11 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
-	if err := e.Tmux.Paste(ctx, target, a.Prompt); err != nil {
-		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "paste_failed", "err", err)
+	// The screen said ready, but a dead CLI's input box stays drawn: tmux
+	// itself checks, in the paste's own invocation, that the harness is
+	// still the pane's foreground process.
+	if err := e.Tmux.Paste(ctx, target, e.guard(ad), a.Prompt); err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "paste_failed"), "err", err)
 		return fmt.Errorf("paste %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
 	if e.Settle > 0 {
@@ -358,14 +376,35 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		case <-t.C:
 		}
 	}
-	return e.submit(ctx, r, a, target, "paste")
+	return e.submit(ctx, r, ad, a, target, "paste")
+}
+
+// guard is what a pane of ad must show for a paste or a key to reach it:
+// this loopd's mark on its session, and the harness as its foreground
+// process.
+func (e *Executor) guard(ad harness.Adapter) tmux.Guard {
+	return tmux.Guard{Owner: e.Owner, Commands: ad.ProcessNames()}
+}
+
+// refusal names why tmux refused a guarded paste or key, or other when it
+// was not a refusal.
+func refusal(err error, other string) string {
+	switch {
+	case errors.Is(err, tmux.ErrNotHarness):
+		return string(ReasonForegroundNotHarness)
+	case errors.Is(err, tmux.ErrForeign):
+		return string(ReasonSessionForeign)
+	case errors.Is(err, tmux.ErrPaneDead):
+		return "pane_dead"
+	}
+	return other
 }
 
 // submit presses Enter in target and records the send; via says whether it
 // follows a paste or resubmits text left in the input box.
-func (e *Executor) submit(ctx context.Context, r *desired.Record, a DeliverPrompt, target, via string) error {
-	if err := e.Tmux.SendKeys(ctx, target, "Enter"); err != nil {
-		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "enter_failed", "err", err)
+func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Adapter, a DeliverPrompt, target, via string) error {
+	if err := e.Tmux.SendKeys(ctx, target, e.guard(ad), "Enter"); err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "enter_failed"), "err", err)
 		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
 	if via == "resubmit" {
@@ -397,7 +436,9 @@ func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a Con
 }
 
 func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) error {
-	if err := e.Tmux.KillSession(ctx, a.Session); err != nil && !errors.Is(err, tmux.ErrNoSession) {
+	// A session of another owner is not this item's to stop: it is left
+	// running (ErrForeign), as a missing one is.
+	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
 		return fmt.Errorf("stop %s: %w", a.Session, err)
 	}
 	// A pane that died before its launcher ran left its env file.
@@ -465,8 +506,12 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.Clean {
 		level = slog.LevelInfo
 	}
-	e.record(ctx, level, journal.SessionExited, r.Key, "session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
-		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures)
+	kv := []any{"session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
+		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures}
+	if a.Foreground != "" {
+		kv = append(kv, "foreground", a.Foreground)
+	}
+	e.record(ctx, level, journal.SessionExited, r.Key, kv...)
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus)
 	}
@@ -528,9 +573,13 @@ func (e *Executor) screenOf(ctx context.Context, r *desired.Record, session stri
 func (e *Executor) block(ctx context.Context, r *desired.Record, reason Reason, detail string) error {
 	err := fmt.Errorf("%s: %w", r.Key, ErrWorkspaceMissing)
 	name := journal.WorkspaceMissing
-	if reason == ReasonHarnessUnknown {
+	switch reason {
+	case ReasonHarnessUnknown:
 		err = fmt.Errorf("%s: %w %q", r.Key, ErrUnknownHarness, detail)
 		name = journal.DispatchFailed
+	case ReasonSessionForeign:
+		err = fmt.Errorf("%s: %w (%s)", r.Key, ErrSessionForeign, detail)
+		name = journal.SessionForeign
 	}
 	if r.Status.Reason == string(reason) {
 		return err

@@ -63,11 +63,14 @@ func newRig(t *testing.T) *rig {
 			r.ids = append(r.ids, id)
 			return id
 		},
-		Socket: "loopd-test", RetryDelay: func(n int) time.Duration { return time.Duration(n) * time.Second },
+		Socket: "loopd-test", Owner: rigOwner, RetryDelay: func(n int) time.Duration { return time.Duration(n) * time.Second },
 		Launcher: launch.Launcher{Exe: "/opt/loopd", Dir: filepath.Join(dir, "state", "launch")},
 	}
 	return r
 }
+
+// rigOwner is the owner mark of the rig's loopd.
+var rigOwner = tmux.NewOwner("/srv/loopd/state").ID
 
 // launchEnv returns the environment session's launcher would give the
 // harness: the env file named in its launcher argv, which must still be
@@ -101,7 +104,7 @@ func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
 func (r *rig) livePane(t *testing.T) (session, pane string) {
 	t.Helper()
 	session = desired.SessionName(r.key)
-	pane, err := r.tmux.NewSession(context.Background(), tmux.NewSession{Name: session, Dir: "/", Argv: []string{"claude", "x"}})
+	pane, err := r.tmux.NewSession(context.Background(), tmux.NewSession{Name: session, Dir: "/", Argv: []string{"claude", "x"}, Owner: rigOwner})
 	require.NoError(t, err)
 	return session, pane
 }
@@ -371,4 +374,47 @@ func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
 	assert.Empty(t, r.tmux.Sessions())
 	assert.Empty(t, r.tmux.Pasted(s.Session))
+}
+
+// The dead CLI's input box stays on the screen after a wrapper leaves a
+// shell in the pane (issue 6, item 13): the screen says ready, but the
+// paste is refused inside tmux because the foreground process is not the
+// harness, and the refusal is journaled.
+func TestDeliverPromptNeverReachesAShellLeftInThePane(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess, pane := r.livePane(t)
+	rec := r.ingest(t, "d-3", "[loopd] issue_comment.created\ntouch /tmp/pwned")
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+	r.tmux.SetForeground(sess, "sh")
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-3", Prompt: rec.Pending[0].Prompt}})
+	assert.Equal(t, 1, res.Failed)
+	assert.Empty(t, r.tmux.Input(sess), "no byte reached the shell")
+	assert.Equal(t, []string{"dispatch.failed"}, r.events(t))
+	assert.Contains(t, r.log.String(), "reason=foreground_not_harness")
+	assert.Len(t, r.get(t).Pending, 1, "the event stays pending for the next spawn")
+}
+
+// A session of the item's name that another loopd made is neither killed
+// to make room for a spawn nor stopped on a close (issue 6, item 5).
+func TestForeignSessionIsNeverKilled(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess := desired.SessionName(r.key)
+	other := tmux.NewOwner("/other/state").ID
+	_, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}, Owner: other})
+	require.NoError(t, err)
+	rec := r.ingest(t, "d-1", "[loopd] issues.opened\nhello")
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	assert.Zero(t, res.Failed, "a foreign session is a wait, not a failure")
+	assert.Equal(t, []string{sess}, r.tmux.Sessions(), "the other loopd's session lives on")
+	assert.Equal(t, "session_foreign", r.get(t).Status.Reason)
+	assert.Contains(t, r.events(t), "session.foreign")
+
+	stop := []actions.Action{actions.StopSession{Key: r.key, Session: sess, Reason: actions.ReasonClosed}}
+	res = r.exec.Execute(ctx, []desired.Record{r.get(t)}, stop)
+	assert.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{sess}, r.tmux.Sessions(), "a close does not kill another loopd's session")
+	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
 	"github.com/loopd/loopd/webhook"
 )
 
@@ -116,6 +117,9 @@ type envOpts struct {
 	Policy map[string]any
 	// IntervalSeconds is reconcile.intervalSeconds; default 1.
 	IntervalSeconds int
+	// ProcessName is the harness's processName (the pane's foreground
+	// process while it runs); default none.
+	ProcessName string
 }
 
 // env is one isolated loopd installation: config, state dir, workdir root,
@@ -218,6 +222,9 @@ func newEnv(t *testing.T, opts envOpts) *env {
 			},
 		},
 	}
+	if opts.ProcessName != "" {
+		e.config["harnesses"].(map[string]any)["claude-code"].(map[string]any)["processName"] = opts.ProcessName
+	}
 	e.writeConfig(t)
 	t.Cleanup(func() { e.cleanup(t) })
 	return e
@@ -280,6 +287,12 @@ func (e *env) killServer(t *testing.T) {
 		}
 	}
 	_ = exec.Command("tmux", "-L", e.socket, "kill-server").Run()
+	// kill-server leaves the socket file, and serve's lock file sits
+	// beside it.
+	if path, err := tmux.SocketPath(e.socket); err == nil {
+		_ = os.Remove(path)
+		_ = os.Remove(path + ".loopd-lock")
+	}
 	deadline := time.Now().Add(waitShort)
 	for _, pid := range pids {
 		for running(pid) && time.Now().Before(deadline) {

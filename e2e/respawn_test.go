@@ -370,14 +370,16 @@ func TestRespawnCrashDetectedFast(t *testing.T) {
 // detachScript stands in for an agent that, on its first run, lets go of
 // its terminal and keeps running: tmux then shows its pane dead with no exit
 // status (and fires no pane-died hook) until the process ends with status
-// 3. Later runs just wait, and end with the tmux server.
+// 3. Later runs just wait, and end with the tmux server. While it runs, the
+// pane's foreground process is the shell that runs it ("sh", its
+// processName): sleep runs as its child.
 const detachScript = `#!/bin/sh
 # Started as "agent --session-id|--resume <id> …": write the transcript line
 # Claude Code writes for a prompt, so each spawn is confirmed.
 dir="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"
 mkdir -p "$dir"
 printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$1" >>"$dir/$2.jsonl"
-[ -e "$0.ran" ] && exec sleep 600
+[ -e "$0.ran" ] && { sleep 600; exit 0; }
 : >"$0.ran"
 trap '' HUP
 sleep 1.5
@@ -393,7 +395,7 @@ func TestRespawnUnknownExitStatusIsNotClean(t *testing.T) {
 	t.Parallel()
 	script := filepath.Join(t.TempDir(), "agent")
 	require.NoError(t, os.WriteFile(script, []byte(detachScript), 0o755))
-	e := newRespawnEnv(t, envOpts{Harness: script})
+	e := newRespawnEnv(t, envOpts{Harness: script, ProcessName: "sh"})
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
 	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loopd/loopd/paneenv"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
 )
 
 // base is what every adapter takes from its config as it is.
@@ -24,6 +25,10 @@ type base struct {
 	// top of the server's: cfg.PassEnv and those the adapter needs.
 	pass  []string
 	ready *regexp.Regexp // cfg.ReadyPattern; nil means the adapter's default
+	// processNames are the names the pane shows while the CLI runs in it:
+	// cfg.ProcessName, or the name tmux gives the command.
+	processNames []string
+	processNamed bool // cfg.ProcessName was set
 }
 
 func newBase(name string, cfg schema.Harness) (base, error) {
@@ -39,6 +44,13 @@ func newBase(name string, cfg schema.Harness) (base, error) {
 		}
 		b.command = abs
 	}
+	b.processNames = []string{tmux.CommandName(b.command)}
+	if cfg.ProcessName != "" {
+		b.processNames, b.processNamed = []string{cfg.ProcessName}, true
+	}
+	if !tmux.ValidCommandName(b.processNames[0]) {
+		return base{}, fmt.Errorf("process name %q cannot be checked in tmux; set processName: %w", b.processNames[0], ErrBadConfig)
+	}
 	if cfg.ReadyPattern != "" {
 		re, err := regexp.Compile(cfg.ReadyPattern)
 		if err != nil {
@@ -51,6 +63,11 @@ func newBase(name string, cfg schema.Harness) (base, error) {
 
 // Name is the harness name from config.
 func (b *base) Name() string { return b.name }
+
+// ProcessNames is cfg.ProcessName when set, else the name tmux shows for
+// the command (tmux.CommandName): the base name of a path, a bare name as
+// it is.
+func (b *base) ProcessNames() []string { return slices.Clone(b.processNames) }
 
 // paneEnv is the environment the harness gets on top of the tmux
 // server's: loopd's values of the pass names (paneenv.Pass), then the

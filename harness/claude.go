@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -72,6 +73,22 @@ func newClaudeCode(b base) (*claudeCode, error) {
 	}
 	b.pass = append(b.pass, claudePass...)
 	return &claudeCode{base: b}, nil
+}
+
+// claudeProcessName is what the pane shows while Claude Code runs when its
+// command is a wrapper that execs the installed CLI: the npm package's
+// bin/claude, a native executable (2.1.197), keeps the argv[0] it was
+// started with and never renames itself (measured: "claude" through the
+// node_modules/.bin/claude link, "claude.exe" when started by that name).
+const claudeProcessName = "claude"
+
+// ProcessNames adds "claude" to the base names unless processName is set.
+func (c *claudeCode) ProcessNames() []string {
+	names := c.base.ProcessNames()
+	if c.processNamed || slices.Contains(names, claudeProcessName) {
+		return names
+	}
+	return append(names, claudeProcessName)
 }
 
 // SupportsResume is true: claude --resume <id> resumes interactively.

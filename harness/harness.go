@@ -76,6 +76,11 @@ type Adapter interface {
 	Transcript(cwd, id string) (Transcript, error)
 	// Screen classifies captured pane text, with a short reason for Blocked.
 	Screen(text string) (Screen, string)
+	// ProcessNames are the names tmux shows as the pane's foreground
+	// process (pane_current_command) while the CLI itself runs there. A
+	// pane showing any other name runs something else, a shell the CLI left
+	// behind say: the agent is dead, and nothing is pasted into it.
+	ProcessNames() []string
 }
 
 // SessionStartReporter is implemented by adapters whose CLI can report the

@@ -115,3 +115,26 @@ func TestLookCommand(t *testing.T) {
 		assert.NoError(t, LookCommand(notFromNew{}))
 	})
 }
+
+// ProcessNames are what tmux shows as the pane's foreground process while
+// the CLI runs (measured on tmux 3.3a, docs/design.md).
+func TestProcessNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  schema.Harness
+		want []string
+	}{
+		{"claude-code", schema.Harness{Command: "/opt/claude-code/node_modules/.bin/claude"}, []string{"claude"}},
+		{"claude-code", schema.Harness{Command: "/opt/claude-code/bin/claude.exe"}, []string{"claude.exe", "claude"}},
+		{"claude-code", schema.Harness{Command: "/usr/local/bin/my-claude-wrapper"}, []string{"my-claude-wrapper", "claude"}},
+		{"claude-code", schema.Harness{Command: "node-claude", ProcessName: "node"}, []string{"node"}},
+		{"cursor", schema.Harness{Command: "cursor-agent"}, []string{"cursor-agent"}},
+		{"custom", schema.Harness{Adapter: "custom", Command: "/srv/bin/agent.js", ProcessName: "node", FreshArgs: []string{"{{.Prompt}}"}}, []string{"node"}},
+	} {
+		ad, err := New(tc.name, tc.cfg)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, ad.ProcessNames(), "%s %q", tc.name, tc.cfg.Command)
+	}
+	_, err := New("custom", schema.Harness{Adapter: "custom", Command: "/srv/bin/a,b", FreshArgs: []string{"x"}})
+	assert.ErrorIs(t, err, ErrBadConfig, "a name tmux formats cannot compare needs processName")
+}

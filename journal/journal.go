@@ -37,6 +37,9 @@ const (
 	SessionReported       Name = "session.reported"
 	SessionReportRejected Name = "session.report_rejected"
 	SessionFollowed       Name = "session.followed"
+	// SessionForeign: a session of the item's name carries the owner mark
+	// of another loopd (or none); it is never adopted, pasted into or killed.
+	SessionForeign Name = "session.foreign"
 
 	DispatchSent      Name = "dispatch.sent"
 	DispatchDelivered Name = "dispatch.delivered"
@@ -54,6 +57,10 @@ const (
 
 	ConfigReloaded Name = "config.reloaded"
 	ConfigInvalid  Name = "config.invalid"
+
+	// ServeRefused: serve or reconcile --once found the tmux server or its
+	// socket taken by the loopd of another state dir, and did not start.
+	ServeRefused Name = "serve.refused"
 
 	ReconcileFailed Name = "reconcile.failed"
 )

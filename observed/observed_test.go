@@ -15,9 +15,12 @@ import (
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// owner marks the sessions the tests make.
+var owner = tmux.NewOwner("/srv/loopd/state").ID
+
 func spawn(t *testing.T, c tmux.Client, name string, argv ...string) {
 	t.Helper()
-	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: argv})
+	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: argv, Owner: owner})
 	require.NoError(t, err)
 }
 
@@ -57,7 +60,7 @@ func TestObserve(t *testing.T) {
 
 	crashed, _ := s.Pane("loop-crashed")
 	assert.Equal(t, tmux.Pane{Session: "loop-crashed", PaneID: "%1", Dead: true, DeadStatus: 1, StatusKnown: true,
-		PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude"}, crashed)
+		PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
 
 	unreaped, _ := s.Pane("loop-unreaped")
 	assert.True(t, unreaped.StatusKnown, "the kick before listing revealed the status")
@@ -117,7 +120,7 @@ func TestSnapshotIsAValue(t *testing.T) {
 	s, err := observed.Observe(t.Context(), f, now)
 	require.NoError(t, err)
 	f.Exit("loop-a", 1)
-	require.NoError(t, f.KillSession(t.Context(), "loop-a"))
+	require.NoError(t, f.KillSession(t.Context(), "loop-a", owner))
 	p, ok := s.Pane("loop-a")
 	require.True(t, ok)
 	assert.False(t, p.Dead)

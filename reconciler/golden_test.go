@@ -62,7 +62,7 @@ func TestPlanGolden(t *testing.T) {
 			require.NoError(t, dec.Decode(&c))
 
 			items, obs := c.build(t)
-			p := PolicyFrom(mergePolicy(c.Policy), testPolicy().Harnesses)
+			p := PolicyFrom(mergePolicy(c.Policy), testPolicy().Harnesses, testOwner)
 			var b strings.Builder
 			for _, a := range Plan(items, obs, p, c.Now) {
 				b.WriteString(a.String() + "\n")
@@ -89,7 +89,8 @@ func (c planCase) build(t *testing.T) ([]desired.Record, Observation) {
 	for _, p := range c.Panes {
 		k, err := desired.ParseKey(p.Item)
 		require.NoError(t, err)
-		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: p.PaneID, Dead: p.Dead, StatusKnown: !p.Dead || p.Status != nil}
+		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: p.PaneID, Dead: p.Dead, StatusKnown: !p.Dead || p.Status != nil,
+			CurrentCommand: "claude", Owner: testOwner}
 		if p.Status != nil {
 			pane.DeadStatus = *p.Status
 		}

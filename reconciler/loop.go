@@ -116,7 +116,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: observe: %w", err)
 	}
 	policy := r.Policy()
-	plan := Plan(records, r.gather(records, snap, now), policy, now)
+	plan := Plan(records, r.gather(records, snap, policy, now), policy, now)
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
@@ -184,11 +184,11 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 // of the deliveries the pass may act on. It runs every pass, so items that
 // cannot need them are skipped (needsFacts, framesToCheck), and each
 // transcript is read at most once.
-func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, now time.Time) Observation {
+func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p Policy, now time.Time) Observation {
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}}
 	for _, rec := range records {
-		if !needsFacts(rec, snap) {
+		if !needsFacts(rec, snap, p) {
 			continue
 		}
 		if rec.Spec.Cwd != "" {
@@ -278,8 +278,10 @@ func (r *Reconciler) readFrames(rec desired.Record, ad harness.Adapter, tr harne
 // closed or held item is only stopped, a running item with a live pane only
 // gets pastes (which look for their event in the conversation first), and
 // an item at rest (idle, exited, stopped, needing attention) with nothing
-// pending is left alone.
-func needsFacts(rec desired.Record, snap observed.Snapshot) bool {
+// pending is left alone. A live pane counts as the item's running harness
+// by Plan's own rule (runsHarness), since a pane left with another
+// foreground process is a death that may respawn.
+func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	st := rec.Status
 	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
 		return true
@@ -287,7 +289,7 @@ func needsFacts(rec desired.Record, snap observed.Snapshot) bool {
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
 	}
-	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning {
+	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
 		// A paste first looks for its event in the conversation.
 		return len(rec.Pending) > 0
 	}

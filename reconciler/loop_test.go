@@ -54,8 +54,8 @@ func newPassRig(t *testing.T) *passRig {
 	r.rc = &Reconciler{
 		Store: store, Tmux: r.tmux, Harnesses: hs, Journal: rec, Log: log, Now: clock,
 		Policy: func() Policy { return p }, Interval: time.Minute,
-		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000},
-		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock,
+		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner},
+		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock, Owner: testOwner,
 			NewID:      func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
 			RetryDelay: p.RetryDelay, Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
 	}
@@ -121,7 +121,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	assert.Equal(t, []string{"claude", "--session-id", id, "--", "[loopd] issues.opened\nfix it"}, r.tmux.Argv(sess))
 	opts, ok := r.tmux.Options()
 	require.True(t, ok, "the server is started with its options before the first spawn")
-	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000}, opts)
+	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner}, opts)
 
 	r.turn(t, id, "[loopd] issues.opened\nfix it")
 	r.now = r.now.Add(6 * time.Second)
@@ -211,6 +211,7 @@ func TestNeedsFacts(t *testing.T) {
 		want bool
 	}{
 		{"running_live_pane", rec(running()), alive(), false},
+		{"running_pane_left_with_a_shell", rec(running()), stray("bash"), true},
 		{"running_dead_pane", rec(running()), dead(1), true},
 		{"running_with_a_paste_in_flight", rec(sending(t0, 1)), alive(), true},
 		{"spawning", rec(spawning(desired.SpawnResume)), alive(), true},
@@ -225,7 +226,7 @@ func TestNeedsFacts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, needsFacts(tt.rec, tt.snap))
+			assert.Equal(t, tt.want, needsFacts(tt.rec, tt.snap, testPolicy()))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/tmux"
 )
 
 // Observation is everything one pass saw: the tmux snapshot from a single
@@ -149,26 +150,66 @@ type itemPlan struct {
 	st      desired.Status
 	session string
 	pane    observedPane
+	// foreign is true when a session of the item's name exists without
+	// this loopd's owner mark; pane is then left empty, as nothing of it is
+	// the item's.
+	foreign bool
 	pending []desired.Delivery
 	obs     Observation
 	p       Policy
 	now     time.Time
 }
 
+// observedPane is the item's own pane as the pass saw it.
 type observedPane struct {
 	exists bool
-	alive  bool
+	// alive is true while the harness itself runs in the pane: pane_dead
+	// is 0 and the foreground process is one of the harness's names.
+	alive bool
+	// stray is the foreground process of a pane that lives but does not
+	// run the harness (a shell the CLI left behind): a dead agent.
+	stray  string
 	id     string
 	status int
 	signal int
 	known  bool
 }
 
+// observePane sorts the session's pane: foreign when it lacks this loopd's
+// owner mark (an unset Owner makes every session foreign), else the item's
+// own pane, alive only while the harness is its foreground process.
+func (it *itemPlan) observePane() {
+	pn, ok := it.obs.Snapshot.Pane(it.session)
+	if !ok {
+		return
+	}
+	if it.p.Owner == "" || pn.Owner != it.p.Owner {
+		it.foreign = true
+		return
+	}
+	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead}
+	if pn.Dead {
+		return
+	}
+	if runsHarness(it.p, it.r, pn) {
+		it.pane.alive = true
+	} else {
+		it.pane.stray = pn.CurrentCommand
+		if it.pane.stray == "" {
+			it.pane.stray = "?"
+		}
+	}
+}
+
+// runsHarness reports whether pane's foreground process is r's harness, by
+// the names its adapter gives (Capabilities.ProcessNames).
+func runsHarness(p Policy, r desired.Record, pane tmux.Pane) bool {
+	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
+}
+
 func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now}
-	if pn, ok := obs.Snapshot.Pane(it.session); ok {
-		it.pane = observedPane{exists: true, alive: !pn.Dead, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead}
-	}
+	it.observePane()
 	for _, d := range r.Pending {
 		if !it.st.Delivered(d.ID) {
 			it.pending = append(it.pending, d)
@@ -208,8 +249,22 @@ func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []acti
 		phase = desired.PhaseIdle
 	}
 
+	if it.foreign {
+		if (phase == desired.PhaseIdle || phase == desired.PhaseExited) && len(it.pending) == 0 {
+			return nil // nothing to do that would need the session
+		}
+		return []actions.Action{actions.Block{Key: r.Key, Reason: actions.ReasonSessionForeign, Detail: it.session}}
+	}
 	if it.pane.alive {
 		return it.planAlive(phase)
+	}
+	if it.pane.stray != "" && phase == desired.PhaseSpawning {
+		// Right after new-session the pane briefly runs a launcher (or the
+		// shell tmux starts the command with) before the harness: judged
+		// from the probe deadline on, and never before a poll period.
+		if judge := maxTime(it.st.ProbeDeadline, it.st.SpawnedAt.Add(it.p.Poll)); it.now.Before(judge) {
+			return []actions.Action{actions.Wait{Key: r.Key, Until: judge, Reason: actions.ReasonProbing}}
+		}
 	}
 	return it.planDown(phase)
 }
@@ -424,8 +479,11 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		return it.afterExit(exit, true)
 	case desired.PhaseRunning:
 		reason := actions.ReasonCrash
-		if !it.pane.exists {
+		switch {
+		case !it.pane.exists:
 			reason = actions.ReasonSessionMissing
+		case it.pane.stray != "":
+			reason = actions.ReasonForegroundNotHarness
 		}
 		exit := it.exit(reason)
 		if id := st.SendingDeliveryID; id != "" && it.whole(id) {
@@ -462,9 +520,11 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 }
 
 // exit builds the RecordExit for the observed death, before the decision.
+// A pane that lives on without the harness has no exit status, and the
+// death is never clean: the harness did not end its pane.
 func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
-	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason}
-	if it.pane.exists {
+	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray}
+	if it.pane.exists && it.pane.stray == "" {
 		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
 		e.Clean = e.ExitStatus == 0 && e.Signal == 0
 	}
@@ -478,7 +538,9 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	st := it.st
 	d := decideRestart(History{SpawnedAt: st.SpawnedAt, FastFailures: st.FastFailures, Failures: st.Failures, Clean: exit.Clean && !spawnFailed}, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.Retire = d.Failures, d.FastFailures, d.Degrade
-	if exit.Reason != actions.ReasonSpawnDied && exit.Reason != actions.ReasonSessionMissing {
+	switch exit.Reason {
+	case actions.ReasonSpawnDied, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
+	default:
 		exit.Reason = d.Reason
 	}
 	next := st
@@ -592,6 +654,13 @@ func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 	}
 	header, _, _ := strings.Cut(d.Prompt, "\n")
 	return "", header + "\n[loopd] This event is long; its full text follows as the next message."
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func minTime(a, b time.Time) time.Time {

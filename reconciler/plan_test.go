@@ -74,11 +74,31 @@ func seen(o Observation, id string, f harness.Found) Observation {
 }
 
 func alive() observed.Snapshot {
-	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", PID: 10, StatusKnown: true}}}
+	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", PID: 10, StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}}}
 }
 
 func dead(status int) observed.Snapshot {
-	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, DeadStatus: status, StatusKnown: true}}}
+	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, DeadStatus: status, StatusKnown: true, Owner: testOwner}}}
+}
+
+// stray is a live pane of the item whose foreground process is command, not
+// the harness: a shell the CLI left behind, say.
+func stray(command string) observed.Snapshot {
+	s := alive()
+	p := s.Panes[sess]
+	p.CurrentCommand = command
+	s.Panes[sess] = p
+	return s
+}
+
+// foreign is a live session of the item's name marked by another owner
+// ("" for no mark, as a session made by hand).
+func foreign(owner string) observed.Snapshot {
+	s := alive()
+	p := s.Panes[sess]
+	p.Owner = owner
+	s.Panes[sess] = p
+	return s
 }
 
 func gone() observed.Snapshot { return observed.Snapshot{Panes: map[string]tmux.Pane{}} }
@@ -142,7 +162,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"paste_waits_for_the_harness_start_report", rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1), obs(alive()),
 			policy(func(p *Policy) {
-				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true}}
+				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true, ProcessNames: []string{"claude"}}}
 			}),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingStart}}},
 		{"reported_harness_gets_the_paste", func() desired.Record {
@@ -151,7 +171,7 @@ func TestPlan(t *testing.T) {
 			return r
 		}(), obs(alive()),
 			policy(func(p *Policy) {
-				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true}}
+				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true, ProcessNames: []string{"claude"}}}
 			}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"paste_seen_in_transcript_is_confirmed", rec(sending(t0.Add(-time.Second), 1), ev1, ev2), landed(obs(alive(), transcript)), testPolicy(),
@@ -360,7 +380,7 @@ func TestPlan(t *testing.T) {
 				e.NextAttempt, e.DeliveryID = t0.Add(2*time.Second), "d-1"
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
-		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true}}}), testPolicy(),
+		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, Owner: testOwner}}}), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonStatusPending}}},
 		{"spawn_recorded_but_never_started_is_redone", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.PaneID = "" }), ev1), obs(dead(0), transcript), testPolicy(),
 			[]actions.Action{resume(ev1, actions.ReasonSpawnInterrupted)}},
@@ -431,6 +451,72 @@ func TestPlan(t *testing.T) {
 		}(), obs(gone()), testPolicy(), nil},
 		{"reopened_item_resumes_its_conversation", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseStopped }), ev1), obs(gone(), transcript), testPolicy(),
 			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+
+		// A pane whose foreground process is not the harness (issue 6,
+		// item 13: a wrapper left an interactive shell after the CLI
+		// exited, and the dead CLI's input box still looks ready).
+		{"shell_left_in_a_running_pane_is_a_crash_not_a_paste", rec(running(), ev1), obs(stray("sh"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonForegroundNotHarness)
+				e.Clean, e.NextAttempt, e.Foreground = false, t0, "sh"
+				return e
+			}(), resume(ev1, actions.ReasonPaneDead)}},
+		{"shell_left_with_restart_policy_never_is_exited_not_healed", rec(running()), obs(stray("bash"), transcript), policy(func(p *Policy) { p.Restart = "Never" }),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseExited, 1, 0, actions.ReasonForegroundNotHarness)
+				e.Clean, e.Foreground = false, "bash"
+				return e
+			}()}},
+		{"shell_left_in_a_crash_loop_backs_off", rec(with(running(), func(s *desired.Status) { s.Failures = 1; s.SpawnedAt = t0.Add(-5 * time.Second) })), obs(stray("sh"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 2, 1, actions.ReasonForegroundNotHarness)
+				e.Clean, e.NextAttempt, e.Foreground = false, t0.Add(2*time.Second), "sh"
+				return e
+			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
+		{"shell_left_after_an_exit_is_replaced_by_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(stray("sh"), transcript), testPolicy(),
+			[]actions.Action{resume(ev1, actions.ReasonNewEvent)}},
+		{"launcher_in_the_foreground_inside_the_probe_window_waits", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.ProbeDeadline = t0.Add(3 * time.Second) }), ev1), obs(stray("loopd"), noScript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(3 * time.Second), Reason: actions.ReasonProbing}}},
+		{"no_probe_window_still_gives_the_launcher_a_poll_period", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt, s.ProbeDeadline = t0, t0 }), ev1), obs(stray("loopd"), noScript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
+		{"fresh_spawn_left_with_a_shell_after_the_probe_is_a_failed_dispatch", rec(spawning(desired.SpawnFresh), ev1), obs(stray("sh"), noScript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 1, 1, actions.ReasonSpawnDied)
+				e.Clean, e.NextAttempt, e.DeliveryID, e.Foreground = false, t0, "d-1", "sh"
+				return e
+			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
+		{"resume_left_with_a_shell_after_the_probe_falls_back_to_fresh", rec(spawning(desired.SpawnResume), ev1), obs(stray("sh"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed)
+				e.Clean, e.Foreground = false, "sh"
+				return e
+			}(), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		{"closed_item_with_a_shell_left_is_stopped", func() desired.Record { r := rec(running()); r.Spec.Closed = true; return r }(), obs(stray("sh")), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
+
+		// A session of the item's name without this loopd's owner mark
+		// (issue 6, item 5: two daemons on one tmux server).
+		{"foreign_session_is_not_adopted_nor_pasted_into", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(foreign(tmux.NewOwner("/other/state").ID)), testPolicy(),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
+		{"unmarked_session_is_foreign_even_when_the_record_names_it", rec(running(), ev1), obs(foreign("")), testPolicy(),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
+		{"foreign_dead_session_is_not_replaced", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseBackingOff; s.NextAttempt = t0 })), func() Observation {
+			o := obs(dead(1), transcript)
+			p := o.Snapshot.Panes[sess]
+			p.Owner = "?"
+			o.Snapshot.Panes[sess] = p
+			return o
+		}(), testPolicy(), []actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
+		{"foreign_session_of_a_closed_item_is_not_killed", func() desired.Record { r := rec(running()); r.Spec.Closed = true; return r }(), obs(foreign("")), testPolicy(),
+			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
+		{"foreign_session_of_a_stopped_item_is_left_alone", func() desired.Record {
+			r := rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseStopped }))
+			r.Spec.Closed = true
+			return r
+		}(), obs(foreign("")), testPolicy(), nil},
+		{"foreign_session_of_an_item_at_rest_is_left_alone", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited })), obs(foreign("")), testPolicy(), nil},
+		{"no_owner_configured_makes_every_session_foreign", rec(running(), ev1), obs(alive()), policy(func(p *Policy) { p.Owner = "" }),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
 
 		// Workspace and argv limits.
 		{"respawn_with_missing_workdir_blocks", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), func() Observation {

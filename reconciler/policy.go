@@ -16,6 +16,10 @@ type Capabilities struct {
 	// ReportsSession is true when the harness reports its session id at
 	// start; events are then pasted only after that report.
 	ReportsSession bool
+	// ProcessNames are the names the pane shows as its foreground process
+	// while the harness runs (harness.Adapter.ProcessNames). A live pane
+	// showing another name is a dead agent.
+	ProcessNames []string
 }
 
 // AcceptsSessionID reports whether id may be the harness's conversation id:
@@ -54,6 +58,10 @@ type Policy struct {
 	DeliveryConfirm time.Duration
 	MaxSendAttempts int
 	Harnesses       map[string]Capabilities
+	// Owner is this loopd's owner mark (tmux.Owner.ID). A session of an
+	// item's name that does not carry it (another loopd's, or one made by
+	// hand) is foreign: never adopted, pasted into or killed.
+	Owner string
 }
 
 // Defaults for the fields of Policy that are not in the config.
@@ -66,8 +74,9 @@ const (
 	DefaultMaxSendAttempts = 3
 )
 
-// PolicyFrom builds a Policy from the config's routing policy.
-func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities) Policy {
+// PolicyFrom builds a Policy from the config's routing policy, for the loopd
+// whose owner mark is owner.
+func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string) Policy {
 	return Policy{
 		Resume:          p.Resume(),
 		Probe:           p.ProbeWindow(),
@@ -84,6 +93,7 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities) Policy {
 		DeliveryConfirm: DefaultDeliveryConfirm,
 		MaxSendAttempts: DefaultMaxSendAttempts,
 		Harnesses:       harnesses,
+		Owner:           owner,
 	}
 }
 

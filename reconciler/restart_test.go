@@ -9,6 +9,13 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+// testServerOwner is the loopd the tests plan for, testOwner its mark.
+var (
+	testServerOwner = tmux.NewOwner("/srv/loopd/state")
+	testOwner       = testServerOwner.ID
 )
 
 func testPolicy() Policy {
@@ -18,9 +25,10 @@ func testPolicy() Policy {
 		HealthyReset: 10 * time.Minute, RestartBudget: 10, Poll: time.Second, MaxBootPrompt: DefaultMaxBootPrompt,
 		DeliveryConfirm: DefaultDeliveryConfirm, MaxSendAttempts: DefaultMaxSendAttempts,
 		Harnesses: map[string]Capabilities{
-			"claude-code": {SupportsResume: true, ValidSessionID: isUUID},
-			"cursor":      {SupportsResume: false, ValidSessionID: isUUID},
+			"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ProcessNames: []string{"claude"}},
+			"cursor":      {SupportsResume: false, ValidSessionID: isUUID, ProcessNames: []string{"cursor-agent"}},
 		},
+		Owner: testOwner,
 	}
 }
 

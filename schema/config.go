@@ -56,6 +56,12 @@ type Harness struct {
 	// ReadyPattern is a regular expression that, found in capture-pane
 	// output, means the harness accepts input. Adapters have a default.
 	ReadyPattern string `yaml:"readyPattern" json:"readyPattern"`
+	// ProcessName is the name tmux shows as the pane's foreground process
+	// (pane_current_command) while the CLI runs: needed when the command
+	// is started through an interpreter ("node" for a "#!/usr/bin/env node"
+	// script). Default: the command's base name (claude-code also accepts
+	// "claude").
+	ProcessName string `yaml:"processName" json:"processName"`
 }
 
 // Webhooks holds the webhook receivers; GitHub is the only one.

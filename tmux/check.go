@@ -15,13 +15,16 @@ const (
 // would change (it replaces '.' and ':' and escapes control characters, so
 // exact targets would miss the session), or an argv of fewer than 2 words
 // (tmux hands a single word to sh -c; tmux(1), new-session and
-// "shell-command").
+// "shell-command"), or an owner mark that is not an owner id.
 func checkNewSession(s NewSession) error {
 	if err := checkName(s.Name); err != nil {
 		return err
 	}
 	if len(s.Argv) < 2 {
 		return fmt.Errorf("argv %q: want at least 2 words, or tmux runs it with sh -c", s.Argv)
+	}
+	if s.Owner != "" {
+		return checkOwnerID(s.Owner)
 	}
 	return nil
 }

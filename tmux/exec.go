@@ -48,24 +48,36 @@ func NewExec(socket string, log *slog.Logger) *Exec {
 	return e
 }
 
-// paneDeadMarker is what Paste's guard prints when the target pane is dead.
-const paneDeadMarker = "loopd-pane-dead"
+// Socket returns the socket name the client was made for (tmux -L).
+func (e *Exec) Socket() string { return e.socket }
 
 // EnsureServer starts the server if needed and applies opts in the same
 // invocation, so they hold before any session exists. An empty
-// PaneDiedChannel removes the pane-died hook.
+// PaneDiedChannel removes the pane-died hook. With opts.Owner set, an
+// if-shell right after start-server marks an unmarked server as the
+// owner's, or prints the other owner's state dir (the first line of the
+// output), so that two instances cannot both claim it.
 //
 // The same invocation reads the server's global environment. A server this
 // client started holds Env (and PWD, which tmux adds and sets again in
 // every pane); one started by an older loopd or by hand may hold anything,
 // so a second invocation unsets every other variable and sets Env's values,
-// before any session is made.
+// before any session is made. A server another owner claimed is left as it
+// is.
 func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
-	cmds := [][]string{
-		{"start-server"},
-		{"set-option", "-g", "exit-empty", "off"},
-		{"set-option", "-g", "remain-on-exit", "on"},
+	cmds := [][]string{{"start-server"}}
+	if o := opts.Owner; o.ID != "" {
+		if err := checkOwnerID(o.ID); err != nil {
+			return fmt.Errorf("ensure server %s: %w", e.socket, err)
+		}
+		free := "#{||:#{==:#{" + serverOwnerOption + "},},#{==:#{" + serverOwnerOption + "}," + o.ID + "}}"
+		claim := "set-option -s " + serverOwnerOption + " " + o.ID + " ; set-option -s " + serverDirOption + " " + quote(o.StateDir)
+		cmds = append(cmds, []string{"if-shell", "-F", free, claim,
+			"display-message -p " + quote(serverOwnedMarker+" #{"+serverDirOption+"}")})
 	}
+	cmds = append(cmds,
+		[]string{"set-option", "-g", "exit-empty", "off"},
+		[]string{"set-option", "-g", "remain-on-exit", "on"})
 	if opts.HistoryLimit > 0 {
 		cmds = append(cmds, []string{"set-option", "-g", "history-limit", strconv.Itoa(opts.HistoryLimit)})
 	}
@@ -75,16 +87,33 @@ func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
 		cmds = append(cmds, []string{"set-hook", "-gu", "pane-died"})
 	}
 	cmds = append(cmds, []string{"show-environment", "-g"})
-	out, err := e.run(ctx, nil, cmds...)
+	shown, err := e.run(ctx, nil, cmds...)
 	if err != nil {
 		return fmt.Errorf("ensure server %s: %w", e.socket, err)
 	}
-	if fix := scrubEnv(out, e.Env); len(fix) > 0 {
+	if first, _, _ := strings.Cut(string(shown), "\n"); opts.Owner.ID != "" && strings.HasPrefix(first, serverOwnedMarker+" ") {
+		dir := strings.TrimPrefix(first, serverOwnedMarker+" ")
+		return fmt.Errorf("ensure server %s: %w: state dir %s", e.socket, ErrServerOwned, dir)
+	}
+	if fix := scrubEnv(shown, e.Env); len(fix) > 0 {
 		if _, err := e.run(ctx, nil, fix...); err != nil {
 			return fmt.Errorf("ensure server %s: scrub environment: %w", e.socket, err)
 		}
 	}
 	return nil
+}
+
+// ServerOwner reads the server's owner marks with one display-message.
+func (e *Exec) ServerOwner(ctx context.Context) (Owner, error) {
+	out, err := e.run(ctx, nil, []string{"display-message", "-p", "#{" + serverOwnerOption + "}\t#{" + serverDirOption + "}"})
+	if errors.Is(err, ErrNoSession) {
+		return Owner{}, nil
+	}
+	if err != nil {
+		return Owner{}, fmt.Errorf("server owner %s: %w", e.socket, err)
+	}
+	id, dir, _ := strings.Cut(strings.TrimSuffix(string(out), "\n"), "\t")
+	return Owner{ID: id, StateDir: dir}, nil
 }
 
 // scrubEnv returns the set-environment commands that turn the global
@@ -140,7 +169,11 @@ func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
 		cmd = append(cmd, "-c", s.Dir)
 	}
 	cmd = append(append(append(cmd, "--"), s.Launcher...), s.Argv...)
-	out, err := e.run(ctx, nil, cmd)
+	cmds := [][]string{cmd}
+	if s.Owner != "" {
+		cmds = append(cmds, []string{"set-option", "-t", "=" + s.Name + ":", sessionOwnerOption, s.Owner})
+	}
+	out, err := e.run(ctx, nil, cmds...)
 	if err != nil {
 		return "", fmt.Errorf("new session %s: %w", s.Name, err)
 	}
@@ -175,18 +208,24 @@ func (e *Exec) Kick(ctx context.Context) error {
 
 // Paste delivers text as a bracketed paste in one invocation:
 //
-//	has-session -t T ; if-shell -F -t T '#{pane_dead}' 'display-message -p MARK'
+//	has-session -t T ; if-shell -F -t T GUARD
 //	  'load-buffer -b B - ; paste-buffer -p -d -r -b B -t T'
+//	  'display-message -p REFUSAL'
 //
-// has-session fails for a missing target before a buffer exists. The
-// if-shell guard skips a dead pane, because paste-buffer into a dead pane
-// crashes the tmux 3.3a server. B is a fresh buffer name per call and -d
-// deletes it. -p wraps the text in the bracketed-paste markers when the
-// program asked for them; -r keeps each LF, because without it paste-buffer
-// turns LF into CR, which a program that did not ask for bracketed paste
-// reads as Enter, one per line (tmux(1), paste-buffer).
-func (e *Exec) Paste(ctx context.Context, target, text string) error {
+// has-session fails for a missing target before a buffer exists. GUARD is
+// g as a tmux format: the pane is alive (paste-buffer into a dead pane
+// crashes the tmux 3.3a server), its session carries g.Owner's mark and its
+// foreground process is one of g.Commands; otherwise REFUSAL prints why. B
+// is a fresh buffer name per call and -d deletes it. -p wraps the text in
+// the bracketed-paste markers when the program asked for them; -r keeps
+// each LF, because without it paste-buffer turns LF into CR, which a
+// program that did not ask for bracketed paste reads as Enter, one per line
+// (tmux(1), paste-buffer).
+func (e *Exec) Paste(ctx context.Context, target string, g Guard, text string) error {
 	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
+	if err := checkGuard(g); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
 	if text == "" {
@@ -194,25 +233,36 @@ func (e *Exec) Paste(ctx context.Context, target, text string) error {
 	}
 	buf := "loopd-" + rand.Text()
 	load := "load-buffer -b " + buf + " - ; paste-buffer -p -d -r -b " + buf + " -t " + quote(target)
-	out, err := e.run(ctx, strings.NewReader(text),
-		[]string{"has-session", "-t", target},
-		[]string{"if-shell", "-F", "-t", target, "#{pane_dead}", "display-message -p " + paneDeadMarker, load})
-	if err != nil {
-		return fmt.Errorf("paste to %s: %w", target, err)
-	}
-	if strings.TrimSpace(string(out)) == paneDeadMarker {
-		return fmt.Errorf("paste to %s: %w", target, ErrPaneDead)
-	}
-	return nil
+	return e.guarded(ctx, "paste to", target, g, load, strings.NewReader(text))
 }
 
-// SendKeys runs send-keys -t target keys....
-func (e *Exec) SendKeys(ctx context.Context, target string, keys ...string) error {
+// SendKeys runs send-keys -t target keys... behind the guard of Paste, in
+// one invocation.
+func (e *Exec) SendKeys(ctx context.Context, target string, g Guard, keys ...string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
-	if _, err := e.run(ctx, nil, append([]string{"send-keys", "-t", target}, keys...)); err != nil {
+	if err := checkGuard(g); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
+	}
+	send := "send-keys -t " + quote(target)
+	for _, k := range keys {
+		send += " " + quote(k)
+	}
+	return e.guarded(ctx, "send keys to", target, g, send, nil)
+}
+
+// guarded runs command (a tmux command string) on target when the pane
+// passes g, all in one invocation, and maps a refusal to its sentinel.
+func (e *Exec) guarded(ctx context.Context, op, target string, g Guard, command string, stdin io.Reader) error {
+	out, err := e.run(ctx, stdin,
+		[]string{"has-session", "-t", target},
+		[]string{"if-shell", "-F", "-t", target, guardCondition(g), command, refusal(target, g.Owner)})
+	if err == nil {
+		err = refusedError(out)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, target, err)
 	}
 	return nil
 }
@@ -234,12 +284,23 @@ func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (st
 	return string(out), nil
 }
 
-// KillSession runs kill-session -t =name.
-func (e *Exec) KillSession(ctx context.Context, name string) error {
+// KillSession runs kill-session -t =name behind an if-shell that checks
+// the session's owner mark in the same invocation.
+func (e *Exec) KillSession(ctx context.Context, name, owner string) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
-	if _, err := e.run(ctx, nil, []string{"kill-session", "-t", "=" + name}); err != nil {
+	if err := checkOwnerID(owner); err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	out, err := e.run(ctx, nil,
+		[]string{"has-session", "-t", "=" + name},
+		[]string{"if-shell", "-F", "-t", "=" + name + ":", ownerCondition(owner), "kill-session -t " + quote("="+name),
+			"display-message -p " + quote(refusedMarker+" foreign")})
+	if err == nil {
+		err = refusedError(out)
+	}
+	if err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
 	return nil

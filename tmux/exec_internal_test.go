@@ -22,6 +22,16 @@ type invocation struct {
 	stdin string
 }
 
+// owner and guard are the owner mark and guard the argv tests use.
+var (
+	owner = NewOwner("/srv/loopd/state")
+	guard = Guard{Owner: owner.ID, Commands: []string{"claude", "node"}}
+)
+
+// guardFormat is guard as the tmux format Paste and SendKeys check.
+var guardFormat = "#{&&:#{==:#{pane_dead},0},#{&&:#{==:#{@loopd-owner}," + owner.ID + "}," +
+	"#{||:#{==:#{pane_current_command},claude},#{==:#{pane_current_command},node}}}}"
+
 // recorder returns an Exec whose client runs are recorded instead of run;
 // each answers with stdout and, when stderr is not empty, fails with it.
 func recorder(t *testing.T, stdout, stderr string) (*Exec, *[]invocation) {
@@ -69,6 +79,20 @@ func TestExecArgv(t *testing.T) {
 				";", "show-environment", "-g"},
 		},
 		{
+			name: "ensure_server_claims_for_its_owner",
+			call: func(ctx context.Context, e *Exec) error {
+				return e.EnsureServer(ctx, ServerOptions{Owner: Owner{ID: owner.ID, StateDir: "/srv/it's"}})
+			},
+			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
+				";", "if-shell", "-F", "#{||:#{==:#{@loopd-server},},#{==:#{@loopd-server}," + owner.ID + "}}",
+				"set-option -s @loopd-server " + owner.ID + ` ; set-option -s @loopd-server-dir '/srv/it'\''s'`,
+				"display-message -p 'loopd-server-owned #{@loopd-server-dir}'",
+				";", "set-option", "-g", "exit-empty", "off",
+				";", "set-option", "-g", "remain-on-exit", "on",
+				";", "set-hook", "-gu", "pane-died",
+				";", "show-environment", "-g"},
+		},
+		{
 			name: "ensure_server_without_hook",
 			call: func(ctx context.Context, e *Exec) error { return e.EnsureServer(ctx, ServerOptions{}) },
 			want: []string{"-L", "sock", "-f", "/dev/null", "start-server",
@@ -92,6 +116,22 @@ func TestExecArgv(t *testing.T) {
 				"--", "/opt/loopd", "launch", "--env-file", `/s/e\;`, "--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
 		},
 		{
+			name:   "new_session_marks_its_owner",
+			stdout: "%8\n",
+			call: func(ctx context.Context, e *Exec) error {
+				_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude", "x"}, Owner: owner.ID})
+				return err
+			},
+			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
+				"-x", "200", "-y", "50", "--", "claude", "x",
+				";", "set-option", "-t", "=loop-a:", "@loopd-owner", owner.ID},
+		},
+		{
+			name: "server_owner",
+			call: func(ctx context.Context, e *Exec) error { _, err := e.ServerOwner(ctx); return err },
+			want: []string{"-L", "sock", "-f", "/dev/null", "display-message", "-p", "#{@loopd-server}\t#{@loopd-server-dir}"},
+		},
+		{
 			name: "list_panes",
 			call: func(ctx context.Context, e *Exec) error { _, err := e.ListPanes(ctx); return err },
 			want: []string{"-L", "sock", "-f", "/dev/null", "list-panes", "-a", "-F", listPanesFormat},
@@ -103,16 +143,19 @@ func TestExecArgv(t *testing.T) {
 		},
 		{
 			name: "paste_guards_and_loads_from_stdin",
-			call: func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "=it's:", "a\nb;") },
+			call: func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "=it's:", guard, "a\nb;") },
 			want: []string{"-L", "sock", "-f", "/dev/null", "has-session", "-t", "=it's:",
-				";", "if-shell", "-F", "-t", "=it's:", "#{pane_dead}", "display-message -p loopd-pane-dead",
-				`load-buffer -b BUF - ; paste-buffer -p -d -r -b BUF -t '=it'\''s:'`},
+				";", "if-shell", "-F", "-t", "=it's:", guardFormat,
+				`load-buffer -b BUF - ; paste-buffer -p -d -r -b BUF -t '=it'\''s:'`,
+				`display-message -p -t '=it'\''s:' 'loopd-refused #{?pane_dead,dead,#{?#{==:#{@loopd-owner},` + owner.ID + `},foreground,foreign}} #{pane_current_command}'`},
 			stdin: "a\nb;",
 		},
 		{
-			name: "send_keys",
-			call: func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%3", "hi;", "Enter") },
-			want: []string{"-L", "sock", "-f", "/dev/null", "send-keys", "-t", "%3", `hi\;`, "Enter"},
+			name: "send_keys_guarded",
+			call: func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%3", guard, "hi;", "Enter") },
+			want: []string{"-L", "sock", "-f", "/dev/null", "has-session", "-t", "%3",
+				";", "if-shell", "-F", "-t", "%3", guardFormat, "send-keys -t '%3' 'hi;' 'Enter'",
+				"display-message -p -t '%3' 'loopd-refused #{?pane_dead,dead,#{?#{==:#{@loopd-owner}," + owner.ID + "},foreground,foreign}} #{pane_current_command}'"},
 		},
 		{
 			name: "capture_visible",
@@ -125,9 +168,11 @@ func TestExecArgv(t *testing.T) {
 			want: []string{"-L", "sock", "-f", "/dev/null", "capture-pane", "-p", "-J", "-t", "=loop-a:", "-S", "-"},
 		},
 		{
-			name: "kill_session_is_exact",
-			call: func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1") },
-			want: []string{"-L", "sock", "-f", "/dev/null", "kill-session", "-t", "=loop-1"},
+			name: "kill_session_is_exact_and_guarded",
+			call: func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1", owner.ID) },
+			want: []string{"-L", "sock", "-f", "/dev/null", "has-session", "-t", "=loop-1",
+				";", "if-shell", "-F", "-t", "=loop-1:", "#{==:#{@loopd-owner}," + owner.ID + "}", "kill-session -t '=loop-1'",
+				"display-message -p 'loopd-refused foreign'"},
 		},
 		{
 			name: "wait_for",
@@ -151,10 +196,10 @@ func TestExecArgv(t *testing.T) {
 
 func TestExecPasteBufferNamesAreUnique(t *testing.T) {
 	e, runs := recorder(t, "", "")
-	require.NoError(t, e.Paste(t.Context(), "%1", "a"))
-	require.NoError(t, e.Paste(t.Context(), "%1", "b"))
+	require.NoError(t, e.Paste(t.Context(), "%1", guard, "a"))
+	require.NoError(t, e.Paste(t.Context(), "%1", guard, "b"))
 	require.Len(t, *runs, 2)
-	last := func(r invocation) string { return r.argv[len(r.argv)-1] }
+	last := func(r invocation) string { return r.argv[len(r.argv)-2] }
 	assert.NotEqual(t, last((*runs)[0]), last((*runs)[1]))
 }
 
@@ -171,13 +216,25 @@ func TestExecRefusesWithoutRunning(t *testing.T) {
 			_, err := e.NewSession(ctx, NewSession{Name: "loop.a", Argv: []string{"sleep", "1"}})
 			return err
 		}},
-		{"prefix_target", func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "loop-1", "x") }},
-		{"session_target_without_colon", func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-1", "x") }},
+		{"prefix_target", func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "loop-1", guard, "x") }},
+		{"session_target_without_colon", func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-1", guard, "x") }},
+		{"paste_without_owner", func(ctx context.Context, e *Exec) error {
+			return e.Paste(ctx, "%1", Guard{Commands: []string{"claude"}}, "x")
+		}},
+		{"paste_without_commands", func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "%1", Guard{Owner: owner.ID}, "x") }},
+		{"keys_with_a_format_in_a_command", func(ctx context.Context, e *Exec) error {
+			return e.SendKeys(ctx, "%1", Guard{Owner: owner.ID, Commands: []string{"a,#{pane_id}"}}, "x")
+		}},
+		{"kill_without_owner", func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1", "") }},
+		{"new_session_with_a_bad_owner", func(ctx context.Context, e *Exec) error {
+			_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}, Owner: "x}"})
+			return err
+		}},
 		{"pattern_target", func(ctx context.Context, e *Exec) error {
 			_, err := e.CapturePane(ctx, "loop-*", false)
 			return err
 		}},
-		{"empty_kill", func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "") }},
+		{"empty_kill", func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "", owner.ID) }},
 		{"empty_channel", func(ctx context.Context, e *Exec) error { return e.WaitFor(ctx, "") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +247,7 @@ func TestExecRefusesWithoutRunning(t *testing.T) {
 
 func TestExecEmptyPasteIsNoOp(t *testing.T) {
 	e, runs := recorder(t, "", "")
-	require.NoError(t, e.Paste(t.Context(), "%1", ""))
+	require.NoError(t, e.Paste(t.Context(), "%1", guard, ""))
 	assert.Empty(t, *runs)
 }
 
@@ -202,22 +259,22 @@ func TestExecErrors(t *testing.T) {
 		want   error
 	}{
 		{"stale_socket", "no server running on /tmp/tmux-1000/sock",
-			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a", owner.ID) }, ErrNoSession},
 		{"missing_socket", "error connecting to /tmp/tmux-1000/sock (No such file or directory)",
-			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a", owner.ID) }, ErrNoSession},
 		{"no_current_target", "no current target",
-			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-a:", "x") }, ErrNoSession},
+			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "=loop-a:", guard, "x") }, ErrNoSession},
 		{"missing_session", "can't find session: loop-a",
-			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a") }, ErrNoSession},
+			func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-a", owner.ID) }, ErrNoSession},
 		{"missing_pane", "can't find pane: %9",
-			func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "%9", "x") }, ErrNoSession},
+			func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "%9", guard, "x") }, ErrNoSession},
 		{"duplicate", "duplicate session: loop-a",
 			func(ctx context.Context, e *Exec) error {
 				_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}})
 				return err
 			}, ErrSessionExists},
 		{"too_long", "command too long",
-			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%1", "x") }, ErrCommandTooLong},
+			func(ctx context.Context, e *Exec) error { return e.SendKeys(ctx, "%1", guard, "x") }, ErrCommandTooLong},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _ := recorder(t, "", tc.stderr)

@@ -24,6 +24,9 @@ const (
 	tick      = 5 * time.Millisecond
 )
 
+// owner marks the sessions these tests make.
+var owner = tmux.NewOwner("/exec-test/state")
+
 func TestExecConformance(t *testing.T) {
 	tmuxtest.RunConformance(t, tmuxtest.ExecDriver())
 }
@@ -144,14 +147,15 @@ func TestExecPasteIsBracketed(t *testing.T) {
 	e := server(t, tmux.ServerOptions{})
 	out := t.TempDir()
 	script := `printf '\033[?2004h'; stty raw -echo; printf 'ready\n'; cat > "$0/in"`
-	id, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-bp", Argv: []string{"sh", "-c", script, out}})
+	id, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-bp", Argv: []string{"sh", "-c", script, out}, Owner: owner.ID})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		screen, err := e.CapturePane(t.Context(), id, false)
 		require.NoError(ct, err)
 		assert.Contains(ct, screen, "ready")
 	}, waitLimit, tick)
-	require.NoError(t, e.Paste(t.Context(), id, "line one\nline two"))
+	g := tmux.Guard{Owner: owner.ID, Commands: []string{"sh"}}
+	require.NoError(t, e.Paste(t.Context(), id, g, "line one\nline two"))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		b, err := os.ReadFile(filepath.Join(out, "in"))
 		require.NoError(ct, err)
@@ -173,7 +177,7 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 	tries := 0
 	for {
 		tries++
-		_, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sh", "-c", "sleep 0.1; exit 7"}})
+		_, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sh", "-c", "sleep 0.1; exit 7"}, Owner: owner.ID})
 		require.NoError(t, err)
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			panes, err := e.ListPanes(ctx)
@@ -185,7 +189,7 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 		if !pane.StatusKnown || tries == 20 {
 			break
 		}
-		require.NoError(t, e.KillSession(ctx, name))
+		require.NoError(t, e.KillSession(ctx, name, owner.ID))
 	}
 	t.Logf("dead pane without status after %d tries: %v", tries, !pane.StatusKnown)
 
@@ -198,4 +202,35 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 		assert.True(ct, panes[0].StatusKnown, "no status yet")
 		assert.Equal(ct, 7, panes[0].DeadStatus)
 	}, waitLimit, tick)
+}
+
+// The owner mark is a user option anyone on the server can set to any text:
+// a value that is not an owner id shows as "?", and a tab or newline in it
+// cannot break the listing. A session mark set globally would show on every
+// session, and a server option of the same name would hide the session's
+// own (tmux 3.3a format_find reads server options first); loopd uses
+// neither, and this pins how tmux resolves its names.
+func TestExecOwnerMarkResolution(t *testing.T) {
+	e := server(t, tmux.ServerOptions{Owner: owner})
+	ctx := t.Context()
+	for _, name := range []string{"loop-mine", "loop-odd", "loop-bare"} {
+		mark := ""
+		if name == "loop-mine" {
+			mark = owner.ID
+		}
+		_, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sleep", "100"}, Owner: mark})
+		require.NoError(t, err)
+	}
+	require.NoError(t, exec.Command("tmux", "-L", e.Socket(), "set-option", "-t", "=loop-odd:", "@loopd-owner", "x\ty\nz").Run())
+	panes, err := e.ListPanes(ctx)
+	require.NoError(t, err)
+	owners := map[string]string{}
+	for _, p := range panes {
+		owners[p.Session] = p.Owner
+		assert.Equal(t, "sleep", p.CurrentCommand)
+	}
+	assert.Equal(t, map[string]string{"loop-mine": owner.ID, "loop-odd": "?", "loop-bare": ""}, owners)
+	got, err := e.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, owner, got)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ type Fake struct {
 	running  bool
 	ensured  bool
 	opts     ServerOptions
+	owner    Owner
 	sessions map[string]*fakePane
 	nextID   int
 	calls    []string
@@ -53,7 +53,7 @@ type fakePane struct {
 var _ Client = (*Fake)(nil)
 
 // fakeVerbs are the names FailNext accepts: the Client methods.
-var fakeVerbs = []string{"EnsureServer", "NewSession", "ListPanes", "Kick", "Paste",
+var fakeVerbs = []string{"EnsureServer", "ServerOwner", "NewSession", "ListPanes", "Kick", "Paste",
 	"SendKeys", "CapturePane", "KillSession", "WaitFor"}
 
 // NewFake returns a Fake with no server running.
@@ -98,7 +98,26 @@ func (f *Fake) EnsureServer(ctx context.Context, opts ServerOptions) error {
 		return err
 	}
 	f.running, f.ensured, f.opts = true, true, opts
+	if o := opts.Owner; o.ID != "" {
+		if err := checkOwnerID(o.ID); err != nil {
+			return fmt.Errorf("ensure server: %w", err)
+		}
+		if f.owner.ID != "" && f.owner.ID != o.ID {
+			return fmt.Errorf("ensure server: %w: state dir %s", ErrServerOwned, f.owner.StateDir)
+		}
+		f.owner = o
+	}
 	return nil
+}
+
+// ServerOwner returns the owner the server was claimed for.
+func (f *Fake) ServerOwner(ctx context.Context) (Owner, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("ServerOwner"); err != nil {
+		return Owner{}, err
+	}
+	return f.owner, nil
 }
 
 // NewSession creates the session with one live pane, starting the server if
@@ -130,7 +149,8 @@ func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
 		PID:            10000 + f.nextID,
 		StartCommand:   strings.Join(slices.Concat(s.Launcher, s.Argv), " "),
-		CurrentCommand: filepath.Base(s.Argv[0]),
+		CurrentCommand: CommandName(s.Argv[0]),
+		Owner:          s.Owner,
 	}}
 	if f.InitialScreen != nil {
 		p.screen = f.InitialScreen(s)
@@ -173,8 +193,8 @@ func (f *Fake) Kick(ctx context.Context) error {
 }
 
 // Paste records text as pasted into target's pane and appends it to the
-// pane's input.
-func (f *Fake) Paste(ctx context.Context, target, text string) error {
+// pane's input, when the pane passes g.
+func (f *Fake) Paste(ctx context.Context, target string, g Guard, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("Paste"); err != nil {
@@ -183,19 +203,36 @@ func (f *Fake) Paste(ctx context.Context, target, text string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
+	if err := checkGuard(g); err != nil {
+		return fmt.Errorf("paste to %s: %w", target, err)
+	}
 	if text == "" {
 		return nil
 	}
-	p, err := f.find(target)
+	p, err := f.guarded(target, g)
 	if err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
-	}
-	if p.pane.Dead {
-		return fmt.Errorf("paste to %s: %w", target, ErrPaneDead)
 	}
 	p.pasted = append(p.pasted, text)
 	p.input.WriteString(text)
 	return nil
+}
+
+// guarded returns target's pane when it passes g, else the error Exec's
+// guard gives. The caller holds mu.
+func (f *Fake) guarded(target string, g Guard) (*fakePane, error) {
+	p, err := f.find(target)
+	switch {
+	case err != nil:
+		return nil, err
+	case p.pane.Dead:
+		return nil, ErrPaneDead
+	case p.pane.Owner != g.Owner:
+		return nil, ErrForeign
+	case !slices.Contains(g.Commands, p.pane.CurrentCommand):
+		return nil, fmt.Errorf("%w (it is %q)", ErrNotHarness, p.pane.CurrentCommand)
+	}
+	return p, nil
 }
 
 // fakeKeys are the bytes a pane program reads for the key names the Fake
@@ -217,8 +254,8 @@ func keyBytes(key string) string {
 
 // SendKeys records keys and appends their bytes to the pane's input (Enter
 // is CR, Tab, Space, Escape, BSpace and C-a to C-z their control bytes, any
-// other word its text). Keys for a dead pane are dropped.
-func (f *Fake) SendKeys(ctx context.Context, target string, keys ...string) error {
+// other word its text), when the pane passes g.
+func (f *Fake) SendKeys(ctx context.Context, target string, g Guard, keys ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("SendKeys"); err != nil {
@@ -227,12 +264,12 @@ func (f *Fake) SendKeys(ctx context.Context, target string, keys ...string) erro
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
-	p, err := f.find(target)
-	if err != nil {
+	if err := checkGuard(g); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
-	if p.pane.Dead {
-		return nil
+	p, err := f.guarded(target, g)
+	if err != nil {
+		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
 	p.keys = append(p.keys, keys...)
 	for _, k := range keys {
@@ -259,8 +296,8 @@ func (f *Fake) CapturePane(ctx context.Context, target string, history bool) (st
 	return p.screen, nil
 }
 
-// KillSession removes the session.
-func (f *Fake) KillSession(ctx context.Context, name string) error {
+// KillSession removes the session when it carries owner's mark.
+func (f *Fake) KillSession(ctx context.Context, name, owner string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("KillSession"); err != nil {
@@ -269,8 +306,15 @@ func (f *Fake) KillSession(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
-	if _, ok := f.sessions[name]; !ok {
+	if err := checkOwnerID(owner); err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	p, ok := f.sessions[name]
+	if !ok {
 		return fmt.Errorf("kill session %s: %w", name, ErrNoSession)
+	}
+	if p.pane.Owner != owner {
+		return fmt.Errorf("kill session %s: %w", name, ErrForeign)
 	}
 	delete(f.sessions, name)
 	return nil
@@ -392,12 +436,22 @@ func (f *Fake) ExitUnknown(session string, status int) {
 	p.pane.Dead, p.hidden = true, status
 }
 
+// SetForeground makes command the name of the foreground process of
+// session's live pane, as when the harness exits and leaves the shell that
+// ran it (pane_current_command). It panics as Exit does.
+func (f *Fake) SetForeground(session, command string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live(session).pane.CurrentCommand = command
+}
+
 // KillServer ends the server: every session goes and every waiter wakes, as
 // tmux's wait-for clients return when the server exits.
 func (f *Fake) KillServer() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running = false
+	f.owner = Owner{}
 	clear(f.sessions)
 	clear(f.pending)
 	for ch := range f.waiters {

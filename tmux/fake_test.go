@@ -18,12 +18,19 @@ func TestFakeConformance(t *testing.T) {
 	tmuxtest.RunConformance(t, tmuxtest.FakeDriver())
 }
 
+// The owner of the sessions fakeWithSession makes, and the guard that
+// reaches them.
+var (
+	fakeOwner = tmux.NewOwner("/fake/state")
+	fakeGuard = tmux.Guard{Owner: fakeOwner.ID, Commands: []string{"claude"}}
+)
+
 func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *tmux.Fake {
 	t.Helper()
 	f := tmux.NewFake()
 	require.NoError(t, f.EnsureServer(t.Context(), opts))
 	_, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
-		Launcher: []string{"loopd", "launch"}, Argv: []string{"claude", "--", "hi"}})
+		Launcher: []string{"loopd", "launch"}, Argv: []string{"claude", "--", "hi"}, Owner: fakeOwner.ID})
 	require.NoError(t, err)
 	return f
 }
@@ -49,7 +56,7 @@ func TestFakeRecordsSpawn(t *testing.T) {
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10}, opts)
 	p := onlyPane(t, f)
 	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, StartCommand: "loopd launch claude -- hi",
-		CurrentCommand: "claude"}, p, "the launcher has become the harness")
+		CurrentCommand: "claude", Owner: fakeOwner.ID}, p, "the launcher has become the harness")
 	assert.Nil(t, f.Argv("loop-missing"))
 
 	// Returned values are copies.
@@ -62,7 +69,7 @@ func TestFakeRecordsSpawn(t *testing.T) {
 
 func TestFakePaneIDsAreNotReused(t *testing.T) {
 	f := fakeWithSession(t, tmux.ServerOptions{})
-	require.NoError(t, f.KillSession(t.Context(), "loop-a"))
+	require.NoError(t, f.KillSession(t.Context(), "loop-a", fakeOwner.ID))
 	id, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: []string{"claude", "hi"}})
 	require.NoError(t, err)
 	assert.Equal(t, "%1", id)
@@ -146,19 +153,19 @@ func TestFakeFailNext(t *testing.T) {
 	boom := errors.New("boom")
 	f.FailNext("KillSession", boom)
 	f.FailNext("KillSession", tmux.ErrNoSession)
-	assert.ErrorIs(t, f.KillSession(ctx, "loop-a"), boom)
-	assert.ErrorIs(t, f.KillSession(ctx, "loop-a"), tmux.ErrNoSession)
+	assert.ErrorIs(t, f.KillSession(ctx, "loop-a", fakeOwner.ID), boom)
+	assert.ErrorIs(t, f.KillSession(ctx, "loop-a", fakeOwner.ID), tmux.ErrNoSession)
 	assert.Equal(t, []string{"loop-a"}, f.Sessions(), "failed calls change nothing")
-	require.NoError(t, f.KillSession(ctx, "loop-a"))
+	require.NoError(t, f.KillSession(ctx, "loop-a", fakeOwner.ID))
 	assert.Empty(t, f.Sessions())
 }
 
 func TestFakeInputLogs(t *testing.T) {
 	f := fakeWithSession(t, tmux.ServerOptions{})
 	ctx := t.Context()
-	require.NoError(t, f.Paste(ctx, "=loop-a:", "one\ntwo"))
-	require.NoError(t, f.SendKeys(ctx, "%0", "Enter", "C-c", "hi"))
-	require.NoError(t, f.Paste(ctx, "%0", "three"))
+	require.NoError(t, f.Paste(ctx, "=loop-a:", fakeGuard, "one\ntwo"))
+	require.NoError(t, f.SendKeys(ctx, "%0", fakeGuard, "Enter", "C-c", "hi"))
+	require.NoError(t, f.Paste(ctx, "%0", fakeGuard, "three"))
 	assert.Equal(t, []string{"one\ntwo", "three"}, f.Pasted("loop-a"))
 	assert.Equal(t, []string{"Enter", "C-c", "hi"}, f.Keys("loop-a"))
 	assert.Equal(t, "one\ntwo\r\x03hithree", f.Input("loop-a"))
@@ -184,4 +191,16 @@ func TestFakeKillServerWakesWaiters(t *testing.T) {
 	}
 	assert.Empty(t, f.Sessions())
 	assert.ErrorIs(t, f.WaitFor(t.Context(), "died"), tmux.ErrNoSession)
+}
+
+// SetForeground stands for a harness that exits and leaves its shell: the
+// pane lives, and the guard keeps every paste and key out of it.
+func TestFakeSetForegroundTripsTheGuard(t *testing.T) {
+	f := fakeWithSession(t, tmux.ServerOptions{})
+	ctx := t.Context()
+	f.SetForeground("loop-a", "sh")
+	assert.Equal(t, "sh", onlyPane(t, f).CurrentCommand)
+	assert.ErrorIs(t, f.Paste(ctx, "=loop-a:", fakeGuard, "touch pwned\n"), tmux.ErrNotHarness)
+	assert.ErrorIs(t, f.SendKeys(ctx, "=loop-a:", fakeGuard, "Enter"), tmux.ErrNotHarness)
+	assert.Empty(t, f.Input("loop-a"))
 }

@@ -8,18 +8,23 @@ import (
 )
 
 // listPanesFields is the number of tab-separated fields in listPanesFormat.
-const listPanesFields = 8
+const listPanesFields = 9
 
 // listPanesFormat is the list-panes -F format that ParseListPanes reads.
 // Session names cannot hold a tab (tmux escapes it), and tmux shows
 // pane_start_command with tabs and newlines escaped; it still comes last so
-// that it can never shift another field.
+// that it can never shift another field. The owner mark is a user option
+// that anyone may set to any text, so it is shown only when it has the
+// shape of an owner id, and as "?" otherwise.
 const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
-	"#{pane_dead_signal}\t#{pane_pid}\t#{pane_current_command}\t#{pane_start_command}"
+	"#{pane_dead_signal}\t#{pane_pid}\t#{pane_current_command}\t" +
+	"#{?#{m/r:^[0-9a-f]+$,#{" + sessionOwnerOption + "}},#{" + sessionOwnerOption + "},#{?#{" + sessionOwnerOption + "},?,}}\t" +
+	"#{pane_start_command}"
 
 // ParseListPanes parses the output of list-panes -a -F with loopd's format
 // (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
-// pane_pid, pane_current_command, pane_start_command, separated by tabs), one
+// pane_pid, pane_current_command, the owner mark, pane_start_command,
+// separated by tabs), one
 // pane a line, in the order given. Empty output gives an empty slice. A dead
 // pane with neither a status nor a signal gets StatusKnown false. It returns
 // an error naming the line for a row with too few fields or a malformed
@@ -49,7 +54,7 @@ func parsePane(line string) (Pane, error) {
 		}
 	}
 	f[n] = rest
-	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], StartCommand: f[7]}
+	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], Owner: f[7], StartCommand: f[8]}
 	switch f[2] {
 	case "0":
 	case "1":

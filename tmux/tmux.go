@@ -10,6 +10,8 @@ package tmux
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 )
 
@@ -28,7 +30,48 @@ var (
 	// exited and remain-on-exit keeps it). tmux 3.3a's server crashes when
 	// paste-buffer targets a dead pane, so Paste checks first.
 	ErrPaneDead = errors.New("tmux: pane is dead")
+	// ErrForeign means the target session does not carry the caller's
+	// owner mark (another loopd made it, or someone by hand): KillSession,
+	// Paste and SendKeys refuse it and change nothing.
+	ErrForeign = errors.New("tmux: session belongs to another owner")
+	// ErrNotHarness means the target pane's foreground process is none of
+	// the names the guard allows (the harness exited and left a shell, say):
+	// Paste and SendKeys refuse it and send nothing.
+	ErrNotHarness = errors.New("tmux: foreground process is not the harness")
+	// ErrServerOwned means EnsureServer found the server claimed by another
+	// loopd instance; the error names that instance's state dir.
+	ErrServerOwned = errors.New("tmux: server belongs to another loopd")
 )
+
+// Owner identifies one loopd instance on a tmux server. The server carries
+// the mark of the instance that claimed it (EnsureServer), and every session
+// carries the mark of the instance that made it (NewSession.Owner).
+type Owner struct {
+	// ID is the mark compared inside tmux formats: 16 lowercase hex digits
+	// (NewOwner).
+	ID string
+	// StateDir is the instance's absolute state dir, named to another
+	// instance that finds the server taken.
+	StateDir string
+}
+
+// NewOwner returns the Owner of the loopd whose absolute state dir is
+// stateDir; its ID is the first 16 hex digits of the SHA-256 of the path, so
+// the same state dir is the same owner across restarts.
+func NewOwner(stateDir string) Owner {
+	sum := sha256.Sum256([]byte(stateDir))
+	return Owner{ID: hex.EncodeToString(sum[:8]), StateDir: stateDir}
+}
+
+// Guard is what a pane must show, checked by tmux in the same invocation as
+// the paste or keys it guards, so that nothing between a check and the act
+// can change the answer: the session carries Owner's mark, the pane is
+// alive, and its foreground process (pane_current_command, see
+// CommandName) is one of Commands.
+type Guard struct {
+	Owner    string
+	Commands []string
+}
 
 // Pane is one row of list-panes -a.
 type Pane struct {
@@ -47,8 +90,12 @@ type Pane struct {
 	PID        int
 	// StartCommand is the argv the pane was started with, as tmux shows it.
 	StartCommand string
-	// CurrentCommand is pane_current_command (the foreground process name).
+	// CurrentCommand is pane_current_command: the name of the pane's
+	// foreground process (CommandName of its process group leader's argv[0]).
 	CurrentCommand string
+	// Owner is the owner mark (Owner.ID) of the pane's session: "" for a
+	// session without one, "?" for a mark that is not an owner id.
+	Owner string
 }
 
 // NewSession describes a detached session with one pane that runs Argv
@@ -69,6 +116,10 @@ type NewSession struct {
 	Argv   []string
 	Width  int // columns; 0 means 200
 	Height int // rows; 0 means 50
+	// Owner is the owner mark (Owner.ID) set on the session in the same
+	// tmux invocation that creates it; "" leaves it unmarked, like a
+	// session made by hand.
+	Owner string
 }
 
 // ServerOptions are applied when the server is started, before any session,
@@ -80,6 +131,10 @@ type ServerOptions struct {
 	PaneDiedChannel string
 	// HistoryLimit is history-limit for new panes; 0 keeps tmux's default.
 	HistoryLimit int
+	// Owner, when its ID is set, claims the server: EnsureServer marks an
+	// unmarked server with it and fails with ErrServerOwned when another
+	// owner's mark is there.
+	Owner Owner
 }
 
 // Client is loopd's view of one tmux server. Every method takes ctx first and
@@ -87,10 +142,16 @@ type ServerOptions struct {
 // count as zero sessions, never as errors.
 type Client interface {
 	// EnsureServer starts the server if needed and sets exit-empty off,
-	// remain-on-exit on and the pane-died hook globally; Exec also makes
-	// the server's global environment its client's (Exec.Env). It is
-	// idempotent.
+	// remain-on-exit on and the pane-died hook globally, and claims the
+	// server for opts.Owner; Exec also makes the server's global
+	// environment its client's (Exec.Env). It is idempotent. It returns
+	// ErrServerOwned, naming the other state dir, when another owner
+	// claimed the server; the options are set all the same (they are the
+	// same for every loopd).
 	EnsureServer(ctx context.Context, opts ServerOptions) error
+	// ServerOwner returns the owner that claimed the server; the zero Owner
+	// when none did or no server runs.
+	ServerOwner(ctx context.Context) (Owner, error)
 	// NewSession creates the session and returns its pane id ("%N"). It
 	// returns ErrSessionExists when the name is taken and ErrCommandTooLong
 	// when the argv is too long for tmux. A trailing ';' in an argument is
@@ -106,18 +167,24 @@ type Client interface {
 	// Paste delivers text to the pane target (a %pane id or "=name:") as a
 	// bracketed paste: load-buffer from stdin into a unique buffer, then
 	// paste-buffer -p -d -r. Any size works; it does not press Enter. Empty
-	// text is a no-op. It returns ErrNoSession for a missing target and
-	// ErrPaneDead for a dead pane (and then pastes nothing).
-	Paste(ctx context.Context, target, text string) error
+	// text is a no-op. It pastes only when the pane passes g, checked in
+	// the same tmux invocation. It returns ErrNoSession for a missing
+	// target, ErrPaneDead for a dead pane, ErrForeign for a session without
+	// g.Owner's mark and ErrNotHarness for another foreground process, and
+	// then pastes nothing.
+	Paste(ctx context.Context, target string, g Guard, text string) error
 	// SendKeys sends tmux key names (e.g. "Enter", "C-c") to target; a word
-	// that is not a key name is typed as text. It returns ErrNoSession for a
-	// missing target; keys sent to a dead pane are dropped without error.
-	SendKeys(ctx context.Context, target string, keys ...string) error
+	// that is not a key name is typed as text. It sends them only when the
+	// pane passes g, and returns the errors of Paste.
+	SendKeys(ctx context.Context, target string, g Guard, keys ...string) error
 	// CapturePane returns the visible screen of target, or the whole history
 	// too when history is true. It returns ErrNoSession for a missing target.
 	CapturePane(ctx context.Context, target string, history bool) (string, error)
-	// KillSession kills the session named name; ErrNoSession if missing.
-	KillSession(ctx context.Context, name string) error
+	// KillSession kills the session named name when it carries owner's
+	// mark, checked in the same tmux invocation. It returns ErrNoSession if
+	// the session is missing and ErrForeign, killing nothing, if it carries
+	// another mark or none.
+	KillSession(ctx context.Context, name, owner string) error
 	// WaitFor blocks until channel is signalled (wait-for -S) or ctx ends,
 	// and then returns ctx's error. A signal sent while nobody waits is kept
 	// for the next WaitFor. It returns ErrNoSession when no server runs.

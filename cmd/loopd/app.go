@@ -42,7 +42,9 @@ type app struct {
 	tmux      tmux.Client
 	harnesses map[string]harness.Adapter
 	journal   *journal.Recorder
-	launcher  launch.Launcher
+	// owner is this loopd's mark on its tmux server and sessions.
+	owner    tmux.Owner
+	launcher launch.Launcher
 }
 
 // openStore opens the SQLite store in cfg's state dir.
@@ -55,6 +57,10 @@ func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
 // and kept: its spawns fail and back off, visibly, until it is installed.
 func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
 	hook, err := sessionStartHook(configPath)
+	if err != nil {
+		return nil, err
+	}
+	owner, err := ownerOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +84,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		tmux:      tmux.NewExec(cfg.Tmux.Socket, log),
 		harnesses: harnesses,
 		journal:   rec,
+		owner:     owner,
 		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
 	}, nil
 }
@@ -113,7 +120,8 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 	out := make(map[string]reconciler.Capabilities, len(h))
 	for name, ad := range h {
 		_, reports := ad.(harness.SessionStartReporter)
-		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports}
+		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
+			ProcessNames: ad.ProcessNames()}
 	}
 	return out
 }
@@ -123,7 +131,7 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	caps := capabilities(a.harnesses)
 	policy := func() reconciler.Policy {
-		return reconciler.PolicyFrom(current().Webhooks.GHWebhook.Routing.Tmux, caps)
+		return reconciler.PolicyFrom(current().Webhooks.GHWebhook.Routing.Tmux, caps, a.owner.ID)
 	}
 	return &reconciler.Reconciler{
 		Store:     a.store,
@@ -137,7 +145,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		// The daemon waits at most one interval for a cron pass to finish;
 		// a longer hold is logged as reconcile.failed and retried.
 		LockWait:  cfg.Reconcile.Interval(),
-		Server:    tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit},
+		Server:    a.serverOptions(cfg),
 		KickEvery: lostExitKick,
 		Executor: &actions.Executor{
 			Tmux:       a.tmux,
@@ -148,11 +156,18 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Now:        time.Now,
 			NewID:      uuid.NewString,
 			Socket:     cfg.Tmux.Socket,
+			Owner:      a.owner.ID,
 			Settle:     150 * time.Millisecond,
 			RetryDelay: func(n int) time.Duration { return policy().RetryDelay(n) },
 			Launcher:   a.launcher,
 		},
 	}
+}
+
+// serverOptions are the options loopd's tmux server runs with; they claim
+// it for this loopd.
+func (a *app) serverOptions(cfg *schema.Config) tmux.ServerOptions {
+	return tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit, Owner: a.owner}
 }
 
 // setup loads the config, builds the logger and the app.

@@ -63,6 +63,11 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return err
 	}
 	defer a.store.Close()
+	unlock, err := a.claimForOnce(ctx, cfg)
+	if err != nil {
+		return a.refuse(ctx, err)
+	}
+	defer unlock()
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
 	rc.LockWait = o.lockWait
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
@@ -93,6 +98,32 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return exitError{code: 2}
 	}
 	return nil
+}
+
+// claimForOnce makes sure this pass runs on a server no other loopd owns:
+// it takes the socket lock for the run, or finds it held by the serve of
+// this same state dir (the reconcile lock then orders the two); and the
+// server, if one runs, carries this loopd's owner mark or none. Anything
+// else is refused, naming the other state dir.
+func (a *app) claimForOnce(ctx context.Context, cfg *schema.Config) (unlock func(), err error) {
+	unlock, holder, err := lockSocket(ctx, cfg, a.owner, 0)
+	switch {
+	case err == nil:
+	case errors.Is(err, errServerTaken) && holder == a.owner.StateDir:
+		unlock = func() {}
+	default:
+		return nil, err
+	}
+	owner, err := a.tmux.ServerOwner(ctx)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	if owner.ID != "" && owner.ID != a.owner.ID {
+		unlock()
+		return nil, serverTaken(cfg, owner.StateDir)
+	}
+	return unlock, nil
 }
 
 // maxOncePasses bounds the passes of one reconcile --once run.

@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
 	"github.com/loopd/loopd/webhook"
 )
 
@@ -79,6 +80,25 @@ func serve(ctx context.Context, g *globals) error {
 	// recorder newApp made served only the harness checks at start.
 	rows := repeats.Appender(a.store)
 	a.journal = journal.NewRecorder(log, rows, time.Now)
+	// One loopd per tmux server: two on one server would adopt, paste into
+	// and kill each other's agents. The socket lock keeps a second serve
+	// out while this one runs; the server's owner mark keeps out any loopd
+	// of another state dir for as long as the server lives.
+	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, time.Second)
+	if err != nil {
+		return a.refuse(ctx, err)
+	}
+	defer unlockSocket()
+	if err := a.tmux.EnsureServer(ctx, a.serverOptions(cfg)); errors.Is(err, tmux.ErrServerOwned) {
+		owner, rerr := a.tmux.ServerOwner(ctx)
+		if rerr != nil {
+			return a.refuse(ctx, fmt.Errorf("%w: %w", errServerTaken, err))
+		}
+		return a.refuse(ctx, serverTaken(cfg, owner.StateDir))
+	} else if err != nil {
+		// No tmux yet: the loop says tmux.unavailable and retries.
+		log.Warn("tmux.unavailable", "err", err)
+	}
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
 	watchLog := slog.New(journal.NewHandler(log.Handler(), rows, journal.ConfigReloaded, journal.ConfigInvalid))
@@ -193,6 +213,13 @@ func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger)
 			cancel()
 		}
 	}
+}
+
+// refuse journals that this loopd does not run on a server another one
+// owns (serve.refused, so that loopd events shows why) and returns err.
+func (a *app) refuse(ctx context.Context, err error) error {
+	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", "server_owned", "err", err)
+	return err
 }
 
 // loadWithSecret loads the config and the webhook secret: the content of

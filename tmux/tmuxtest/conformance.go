@@ -25,6 +25,13 @@ const (
 // died is the pane-died channel the suite installs.
 const died = "loopd-conformance-died"
 
+// The owners the suite uses: own makes the sessions and claims the server,
+// other is a second loopd instance on the same server.
+var (
+	own   = tmux.NewOwner("/conformance/own")
+	other = tmux.NewOwner("/conformance/other")
+)
+
 var paneIDPattern = regexp.MustCompile(`^%[0-9]+$`)
 
 // RunConformance runs the tmux.Client contract against the implementation d
@@ -32,8 +39,10 @@ var paneIDPattern = regexp.MustCompile(`^%[0-9]+$`)
 // listing with no server and with an empty one, pane ids, duplicate and
 // invalid sessions, exact targets (loop-1 never touches loop-12), dead panes
 // keeping their status, Paste of multi-line and 100 KB text, Paste into a
-// dead pane, SendKeys, the -e environment, capture, and WaitFor with the
-// pane-died hook.
+// dead pane, SendKeys, the -e environment, capture, WaitFor with the
+// pane-died hook, the owner marks on the server and on sessions (a session
+// of another owner, or of none, is never killed, pasted into or sent keys),
+// and the guard on the pane's foreground process.
 func RunConformance(t *testing.T, d Driver) {
 	s := suite{d: d}
 	for _, tc := range []struct {
@@ -56,6 +65,9 @@ func RunConformance(t *testing.T, d Driver) {
 		{"wait_for_wakes_on_pane_death", s.waitForDeath},
 		{"wait_for_keeps_an_unawaited_signal", s.waitForPending},
 		{"wait_for_ends_with_ctx", s.waitForCtx},
+		{"server_is_claimed_by_one_owner", s.serverOwner},
+		{"foreign_sessions_are_never_touched", s.foreign},
+		{"guard_needs_the_foreground_command", s.foreground},
 	} {
 		t.Run(tc.name, tc.run)
 	}
@@ -67,15 +79,27 @@ type suite struct{ d Driver }
 func (s suite) server(t *testing.T) tmux.Client {
 	t.Helper()
 	c := s.d.NewClient(t)
-	require.NoError(t, c.EnsureServer(t.Context(), tmux.ServerOptions{PaneDiedChannel: died, HistoryLimit: 500}))
+	require.NoError(t, c.EnsureServer(t.Context(), tmux.ServerOptions{PaneDiedChannel: died, HistoryLimit: 500, Owner: own}))
 	return c
 }
 
-// spawn creates session name running the driver's program, through
-// launcher when not nil, and waits until the program is ready for input.
+// guard is the guard that lets the suite's owner reach session's program.
+func (s suite) guard(t *testing.T, session string) tmux.Guard {
+	return tmux.Guard{Owner: own.ID, Commands: []string{tmux.CommandName(s.d.Program(t, session)[0])}}
+}
+
+// spawn creates session name, marked as the suite's own, running the
+// driver's program, through launcher when not nil, and waits until the
+// program is ready for input.
 func (s suite) spawn(t *testing.T, c tmux.Client, name string, launcher []string) string {
 	t.Helper()
-	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Launcher: launcher, Argv: s.d.Program(t, name), Width: 80, Height: 24})
+	return s.spawnFor(t, c, name, launcher, own.ID)
+}
+
+// spawnFor is spawn with the session marked as owner's ("" for no mark).
+func (s suite) spawnFor(t *testing.T, c tmux.Client, name string, launcher []string, owner string) string {
+	t.Helper()
+	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Launcher: launcher, Argv: s.d.Program(t, name), Width: 80, Height: 24, Owner: owner})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		screen, err := c.CapturePane(t.Context(), "="+name+":", false)
@@ -141,12 +165,16 @@ func (s suite) noServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, panes)
 	assert.NoError(t, c.Kick(ctx))
-	assert.ErrorIs(t, c.KillSession(ctx, "loop-x"), tmux.ErrNoSession)
+	g := s.guard(t, "loop-x")
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-x", own.ID), tmux.ErrNoSession)
 	_, err = c.CapturePane(ctx, "=loop-x:", false)
 	assert.ErrorIs(t, err, tmux.ErrNoSession)
-	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", "Enter"), tmux.ErrNoSession)
-	assert.ErrorIs(t, c.Paste(ctx, "=loop-x:", "text"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", g, "Enter"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.Paste(ctx, "=loop-x:", g, "text"), tmux.ErrNoSession)
 	assert.ErrorIs(t, c.WaitFor(ctx, died), tmux.ErrNoSession)
+	owner, err := c.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, owner)
 }
 
 func (s suite) emptyServer(t *testing.T) {
@@ -157,7 +185,7 @@ func (s suite) emptyServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, panes)
 	assert.NoError(t, c.Kick(ctx))
-	assert.ErrorIs(t, c.KillSession(ctx, "loop-x"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-x", own.ID), tmux.ErrNoSession)
 	_, err = c.CapturePane(ctx, "%0", false)
 	assert.ErrorIs(t, err, tmux.ErrNoSession)
 }
@@ -173,7 +201,8 @@ func (s suite) newSession(t *testing.T) {
 	assert.False(t, p.StatusKnown)
 	assert.Positive(t, p.PID)
 	assert.NotEmpty(t, p.StartCommand)
-	assert.NotEmpty(t, p.CurrentCommand)
+	assert.Equal(t, tmux.CommandName(s.d.Program(t, "loop-a")[0]), p.CurrentCommand)
+	assert.Equal(t, own.ID, p.Owner)
 }
 
 func (s suite) duplicate(t *testing.T) {
@@ -220,11 +249,12 @@ func (s suite) exactTargets(t *testing.T) {
 	c := s.server(t)
 	ctx := t.Context()
 	s.spawn(t, c, "loop-12", nil)
-	assert.ErrorIs(t, c.KillSession(ctx, "loop-1"), tmux.ErrNoSession, "loop-1 must not match loop-12")
+	g := s.guard(t, "loop-1")
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-1", own.ID), tmux.ErrNoSession, "loop-1 must not match loop-12")
 	_, err := c.CapturePane(ctx, "=loop-1:", false)
 	assert.ErrorIs(t, err, tmux.ErrNoSession)
-	assert.ErrorIs(t, c.Paste(ctx, "=loop-1:", "not for loop-12"), tmux.ErrNoSession)
-	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-1:", "x"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.Paste(ctx, "=loop-1:", g, "not for loop-12"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-1:", g, "x"), tmux.ErrNoSession)
 
 	s.spawn(t, c, "loop-1", nil)
 	screen, err := c.CapturePane(ctx, "=loop-1:", false)
@@ -235,13 +265,13 @@ func (s suite) exactTargets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, history, "ready loop-12")
 
-	require.NoError(t, c.KillSession(ctx, "loop-1"))
+	require.NoError(t, c.KillSession(ctx, "loop-1", own.ID))
 	assert.Equal(t, []string{"loop-12"}, sessions(t, c))
-	assert.ErrorIs(t, c.KillSession(ctx, "loop-1"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.KillSession(ctx, "loop-1", own.ID), tmux.ErrNoSession)
 	assert.Empty(t, s.d.Input(t, c, "loop-12"), "loop-12 received nothing")
 
 	for _, target := range []string{"loop-12", "=loop-12", "loop-12:", "%x"} {
-		assert.Error(t, c.Paste(ctx, target, "text"), "inexact target %q", target)
+		assert.Error(t, c.Paste(ctx, target, s.guard(t, "loop-12"), "text"), "inexact target %q", target)
 	}
 }
 
@@ -252,12 +282,12 @@ func (s suite) paneIDTargets(t *testing.T) {
 	screen, err := c.CapturePane(ctx, id, false)
 	require.NoError(t, err)
 	assert.Contains(t, screen, "ready loop-a")
-	require.NoError(t, c.Paste(ctx, id, "by id"))
+	require.NoError(t, c.Paste(ctx, id, s.guard(t, "loop-a"), "by id"))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		assert.Equal(ct, "by id", s.d.Input(t, c, "loop-a"))
 	}, waitLimit, tick)
-	require.NoError(t, c.KillSession(ctx, "loop-a"))
-	assert.ErrorIs(t, c.Paste(ctx, id, "gone"), tmux.ErrNoSession)
+	require.NoError(t, c.KillSession(ctx, "loop-a", own.ID))
+	assert.ErrorIs(t, c.Paste(ctx, id, s.guard(t, "loop-a"), "gone"), tmux.ErrNoSession)
 }
 
 func (s suite) deadPane(t *testing.T) {
@@ -276,8 +306,8 @@ func (s suite) deadPane(t *testing.T) {
 			other, ok := find(t.Context(), t, c, "loop-b")
 			require.True(t, ok)
 			assert.False(t, other.Dead, "the other pane lives on")
-			assert.ErrorIs(t, c.KillSession(t.Context(), "loop-x"), tmux.ErrNoSession)
-			require.NoError(t, c.KillSession(t.Context(), "loop-a"), "a dead pane's session can be killed")
+			assert.ErrorIs(t, c.KillSession(t.Context(), "loop-x", own.ID), tmux.ErrNoSession)
+			require.NoError(t, c.KillSession(t.Context(), "loop-a", own.ID), "a dead pane's session can be killed")
 			assert.Equal(t, []string{"loop-b"}, sessions(t, c))
 		})
 	}
@@ -295,7 +325,7 @@ func (s suite) paste(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := s.server(t)
 			s.spawn(t, c, "loop-a", nil)
-			require.NoError(t, c.Paste(t.Context(), "=loop-a:", tc.text))
+			require.NoError(t, c.Paste(t.Context(), "=loop-a:", s.guard(t, "loop-a"), tc.text))
 			require.EventuallyWithT(t, func(ct *assert.CollectT) {
 				got := s.d.Input(t, c, "loop-a")
 				assert.Len(ct, got, len(tc.text))
@@ -313,9 +343,9 @@ func (s suite) pasteDead(t *testing.T) {
 	s.spawn(t, c, "loop-a", nil)
 	s.spawn(t, c, "loop-b", nil)
 	s.exited(t, c, "loop-a", 1)
-	assert.ErrorIs(t, c.Paste(t.Context(), "=loop-a:", "too late"), tmux.ErrPaneDead)
+	assert.ErrorIs(t, c.Paste(t.Context(), "=loop-a:", s.guard(t, "loop-a"), "too late"), tmux.ErrPaneDead)
 	assert.Equal(t, []string{"loop-a", "loop-b"}, sessions(t, c), "the server survives")
-	require.NoError(t, c.Paste(t.Context(), "=loop-b:", "still here"))
+	require.NoError(t, c.Paste(t.Context(), "=loop-b:", s.guard(t, "loop-b"), "still here"))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		assert.Equal(ct, "still here", s.d.Input(t, c, "loop-b"))
 	}, waitLimit, tick)
@@ -325,13 +355,14 @@ func (s suite) sendKeys(t *testing.T) {
 	c := s.server(t)
 	ctx := t.Context()
 	s.spawn(t, c, "loop-a", nil)
-	require.NoError(t, c.SendKeys(ctx, "=loop-a:", "abc", "Enter", "C-c", "Tab", "x;"))
+	g := s.guard(t, "loop-a")
+	require.NoError(t, c.SendKeys(ctx, "=loop-a:", g, "abc", "Enter", "C-c", "Tab", "x;"))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		assert.Equal(ct, "abc\r\x03\tx;", s.d.Input(t, c, "loop-a"))
 	}, waitLimit, tick)
 	s.exited(t, c, "loop-a", 2)
-	assert.NoError(t, c.SendKeys(ctx, "=loop-a:", "Enter"), "keys for a dead pane are dropped")
-	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", "Enter"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-a:", g, "Enter"), tmux.ErrPaneDead, "keys for a dead pane are refused")
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", g, "Enter"), tmux.ErrNoSession)
 }
 
 // launcher spawns through env(1), a launcher that sets a variable and
@@ -392,4 +423,65 @@ func (s suite) waitForCtx(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("WaitFor did not return after ctx ended")
 	}
+}
+
+// serverOwner claims the server for one owner; a second owner is refused,
+// named, and changes nothing.
+func (s suite) serverOwner(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	got, err := c.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, own, got)
+	err = c.EnsureServer(ctx, tmux.ServerOptions{PaneDiedChannel: died, Owner: other})
+	require.ErrorIs(t, err, tmux.ErrServerOwned)
+	assert.Contains(t, err.Error(), own.StateDir, "the error names the owner's state dir")
+	got, err = c.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, own, got, "the claim stands")
+	require.NoError(t, c.EnsureServer(ctx, tmux.ServerOptions{PaneDiedChannel: died, Owner: own}), "the owner may ensure again")
+}
+
+// foreign spawns a session of another owner and one with no mark (as made
+// by hand) under the names the suite's owner would use: neither is killed,
+// pasted into or sent keys, and both keep running.
+func (s suite) foreign(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	s.spawnFor(t, c, "loop-a", nil, other.ID)
+	s.spawnFor(t, c, "loop-u", nil, "")
+	for _, name := range []string{"loop-a", "loop-u"} {
+		target := "=" + name + ":"
+		assert.ErrorIs(t, c.KillSession(ctx, name, own.ID), tmux.ErrForeign, name)
+		assert.ErrorIs(t, c.Paste(ctx, target, s.guard(t, name), "rm -rf ~\n"), tmux.ErrForeign, name)
+		assert.ErrorIs(t, c.SendKeys(ctx, target, s.guard(t, name), "x", "Enter"), tmux.ErrForeign, name)
+	}
+	panes, err := c.ListPanes(ctx)
+	require.NoError(t, err)
+	require.Len(t, panes, 2, "both sessions live on")
+	a, _ := paneOf(panes, "loop-a")
+	u, _ := paneOf(panes, "loop-u")
+	assert.Equal(t, other.ID, a.Owner)
+	assert.Empty(t, u.Owner)
+	assert.False(t, a.Dead || u.Dead)
+	assert.Empty(t, s.d.Input(t, c, "loop-a"), "loop-a received nothing")
+	assert.Empty(t, s.d.Input(t, c, "loop-u"), "loop-u received nothing")
+	require.NoError(t, c.KillSession(ctx, "loop-a", other.ID), "its owner may kill it")
+}
+
+// foreground checks the guard's command test: a pane whose foreground
+// process is not an allowed name gets no paste and no keys.
+func (s suite) foreground(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	s.spawn(t, c, "loop-a", nil)
+	g := s.guard(t, "loop-a")
+	wrong := tmux.Guard{Owner: own.ID, Commands: []string{"claude", "node"}}
+	assert.ErrorIs(t, c.Paste(ctx, "=loop-a:", wrong, "touch pwned\n"), tmux.ErrNotHarness)
+	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-a:", wrong, "Enter"), tmux.ErrNotHarness)
+	both := tmux.Guard{Owner: own.ID, Commands: append([]string{"claude"}, g.Commands...)}
+	require.NoError(t, c.Paste(ctx, "=loop-a:", both, "for the program"), "any allowed name passes")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Equal(ct, "for the program", s.d.Input(t, c, "loop-a"), "only the allowed paste arrived")
+	}, waitLimit, tick)
 }

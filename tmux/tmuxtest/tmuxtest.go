@@ -59,19 +59,11 @@ func NewExec(t testing.TB) *tmux.Exec {
 	t.Cleanup(func() {
 		// kill-server fails when no server ever started; that is fine.
 		_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
-		_ = os.Remove(socketPath(socket))
+		if path, err := tmux.SocketPath(socket); err == nil {
+			_ = os.Remove(path)
+		}
 	})
 	return tmux.NewExec(socket, slog.New(slog.DiscardHandler))
-}
-
-// socketPath is where tmux -L name puts its socket: $TMUX_TMPDIR, or /tmp
-// when unset, then tmux-<uid>/name (tmux(1), -L).
-func socketPath(name string) string {
-	dir := os.Getenv("TMUX_TMPDIR")
-	if dir == "" {
-		dir = "/tmp"
-	}
-	return filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()), name)
 }
 
 // programScript is ExecDriver's pane program. $0 is its directory and $1 the

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+// socketLockSuffix names the flock file that sits beside the tmux socket,
+// in tmux's own 0700 directory: <socket path>.loopd-lock.
+const socketLockSuffix = ".loopd-lock"
+
+// errServerTaken means the tmux server (its socket lock, or its owner mark)
+// belongs to the loopd of another state dir; the message names it.
+var errServerTaken = errors.New("tmux server belongs to another loopd")
+
+// ownerOf is the owner mark of the loopd whose state dir cfg names.
+func ownerOf(cfg *schema.Config) (tmux.Owner, error) {
+	dir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return tmux.Owner{}, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+	}
+	return tmux.NewOwner(dir), nil
+}
+
+// lockSocket takes the exclusive lock keyed by the path of the tmux socket
+// cfg names, waiting up to wait (zero: one try), and writes owner's state
+// dir into it for whoever finds it held. A held lock gives an error
+// wrapping errServerTaken and naming the holder's state dir, with holder
+// set to it ("" when the holder wrote none yet).
+func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait time.Duration) (unlock func(), holder string, err error) {
+	socket, err := tmux.SocketPath(cfg.Tmux.Socket)
+	if err != nil {
+		return nil, "", fmt.Errorf("tmux socket %s: %w", cfg.Tmux.Socket, err)
+	}
+	path := socket + socketLockSuffix
+	// An ended ctx still gets one try (desired.LockFile).
+	lockCtx, cancel := context.WithTimeout(ctx, wait)
+	unlock, err = desired.LockFile(lockCtx, path)
+	cancel()
+	if errors.Is(err, desired.ErrLocked) {
+		b, _ := os.ReadFile(path)
+		holder = strings.TrimSpace(string(b))
+		named := holder
+		if named == "" {
+			named = "(starting)"
+		}
+		return nil, holder, fmt.Errorf("%w: tmux socket %s is in use by the loopd of state dir %s; give this one another tmux.socket",
+			errServerTaken, socket, named)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("lock tmux socket %s: %w", socket, err)
+	}
+	if err := os.WriteFile(path, []byte(owner.StateDir+"\n"), 0o600); err != nil {
+		unlock()
+		return nil, "", fmt.Errorf("lock tmux socket %s: %w", socket, err)
+	}
+	return unlock, "", nil
+}
+
+// serverTaken is the error for a server whose owner mark names the loopd of
+// another state dir.
+func serverTaken(cfg *schema.Config, other string) error {
+	return fmt.Errorf("%w: tmux server %s is owned by the loopd of state dir %s; give this one another tmux.socket, "+
+		"or stop that loopd and end its server (tmux -L %s kill-server)", errServerTaken, cfg.Tmux.Socket, other, cfg.Tmux.Socket)
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/tmux"
+)
+
+// sharedSocket makes b use a's tmux socket (the default "loopd" makes
+// this easy to do by accident; issue 6, item 5).
+func sharedSocket(t *testing.T, a, b *env) {
+	t.Helper()
+	b.socket = a.socket
+	b.config["tmux"] = map[string]any{"socket": a.socket}
+	b.writeConfig(t)
+}
+
+// Two daemons with different state dirs on one tmux server: the second
+// refuses to start and names the first; so does reconcile --once of the
+// second, while the first runs and after it stopped (its mark stays on the
+// server for as long as the server lives).
+func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
+	t.Parallel()
+	a := newEnv(t, envOpts{})
+	b := newEnv(t, envOpts{})
+	sharedSocket(t, a, b)
+	a.start(t)
+	require.Equal(t, http.StatusAccepted, a.replay(t, commentFixture, "", withComment("hello from A")))
+	r := a.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	pid := a.panePID(t, keyIssue)
+	require.NotZero(t, pid)
+
+	_, errOut, code := b.run(t, "serve")
+	assert.Equal(t, 1, code, "the second serve must not run")
+	assert.Contains(t, errOut, a.stateDir, "the refusal names the other instance's state dir")
+	_, errOut, code = b.run(t, "reconcile", "--once")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, a.stateDir)
+
+	a.stop(t)
+	_, errOut, code = b.run(t, "serve")
+	assert.Equal(t, 1, code, "the server still carries A's mark")
+	assert.Contains(t, errOut, a.stateDir)
+	_, errOut, code = b.run(t, "reconcile", "--once")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, a.stateDir)
+	assert.Len(t, b.eventsNamed(t, journal.ServeRefused, desired.Key{}), 4, "each refusal is in B's journal")
+
+	assert.Equal(t, pid, a.panePID(t, keyIssue), "A's agent was never touched")
+	after, ok := a.record(t, keyIssue)
+	require.True(t, ok)
+	assert.Equal(t, r.Status.HarnessSessionID, after.Status.HarnessSessionID)
+	assert.Empty(t, b.records(t), "B ingested and planned nothing")
+
+	// A comes back and finds its server and its agent.
+	a.start(t)
+	a.settle(t)
+	assert.Equal(t, pid, a.panePID(t, keyIssue))
+	assert.Equal(t, desired.PhaseRunning, mustRecord(t, a, keyIssue).Status.Phase)
+}
+
+// A session that carries no mark of this loopd (made by hand, or by
+// another loopd) under the name of one of its items is never adopted,
+// pasted into or killed, by serve or by reconcile --once; the item blocks
+// with session_foreign, journaled once, until that session goes.
+func TestForeignSessionIsNeverPastedIntoOrKilled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	session := desired.SessionName(keyIssue)
+	work := e.workdir(keyIssue)
+	require.NoError(t, os.MkdirAll(work, 0o755))
+	other := uuid.NewString()
+	_, err := e.tmux(t, "-f", "/dev/null", "new-session", "-d", "-s", session, "-c", work, "-x", "200", "-y", "50",
+		"-e", "CLAUDE_CONFIG_DIR="+e.claudeDir, "--", fakeClaudeBin, "--session-id", other, "by hand")
+	require.NoError(t, err)
+	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, other)) == 1 }, waitShort, "the hand-made agent never started")
+	pid := e.panePID(t, keyIssue)
+	require.NotZero(t, pid)
+
+	e.start(t)
+	body := "for the agent of loopd " + uuid.NewString()
+	sendComment(t, e, body)
+	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Reason == "session_foreign" }, "never blocked on the foreign session")
+	e.settle(t)
+	assert.NotEqual(t, desired.PhaseRunning, r.Status.Phase, "the foreign session was not adopted")
+	assert.Len(t, r.Pending, 1, "the comment waits")
+	assert.Len(t, e.eventsNamed(t, journal.SessionForeign, keyIssue), 1, "journaled once")
+	assert.Contains(t, e.mustRun(t, "get"), "session_foreign", "loopd get shows why")
+
+	// A hold would kill the item's session: not this one.
+	e.mustRun(t, "hold", keyIssue.String())
+	e.waitPhase(t, keyIssue, desired.PhaseStopped, waitShort)
+	e.stop(t)
+	e.mustRun(t, "release", keyIssue.String())
+	out, errOut, code := e.run(t, "reconcile", "--once")
+	assert.Zero(t, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "session_foreign")
+
+	assert.Equal(t, pid, e.panePID(t, keyIssue), "the foreign agent lives on")
+	turns := e.userTurns(t, keyIssue, other)
+	assert.Equal(t, 1, len(turns), "nothing was pasted into the foreign agent: %q", turns)
+	assert.Zero(t, countContaining(turns, body))
+	for _, argv := range e.argvLog(t) {
+		assert.NotContains(t, strings.Join(argv, " "), body, "no spawn of loopd's own ran")
+	}
+
+	// Once the foreign session is gone, the item gets its own agent, which
+	// carries this loopd's mark, and the comment.
+	_, err = e.tmux(t, "kill-session", "-t", "="+session)
+	require.NoError(t, err)
+	e.start(t)
+	r = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body) == 1 },
+		waitShort, "the comment never reached loopd's own agent")
+	mark, err := e.tmux(t, "show-options", "-v", "-t", "="+session+":", "@loopd-owner")
+	require.NoError(t, err)
+	assert.Equal(t, tmux.NewOwner(e.stateDir).ID, strings.TrimSpace(mark))
+	owner, err := e.tmux(t, "show-options", "-sv", "@loopd-server-dir")
+	require.NoError(t, err)
+	assert.Equal(t, e.stateDir, strings.TrimSpace(owner))
+}
+
+// waitRecord waits until k's record satisfies cond and returns it.
+func (e *env) waitRecord(t *testing.T, k desired.Key, cond func(desired.Record) bool, msg string) desired.Record {
+	t.Helper()
+	var r desired.Record
+	e.waitFor(t, func() bool {
+		var ok bool
+		r, ok = e.record(t, k)
+		return ok && cond(r)
+	}, waitShort, "%s: %s", k, msg)
+	return r
+}

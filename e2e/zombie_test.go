@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+)
+
+// zombieWrapper is gascity's "zombie" harness: it runs the CLI as a job of
+// its own (set -m, so that the CLI is the pane's foreground process while
+// it runs) and, when the CLI exits, leaves an interactive shell in the
+// pane. The dead CLI's input box stays drawn above the shell's prompt.
+const zombieWrapper = `#!/bin/sh
+set -m
+%q "$@"
+exec sh -i
+`
+
+// newZombieEnv is an env whose harness is cli under zombieWrapper;
+// processName, when not empty, is the harness's processName.
+func newZombieEnv(t *testing.T, cli, processName string) *env {
+	t.Helper()
+	e := newEnv(t, envOpts{Policy: map[string]any{"resumeProbeSeconds": 2}})
+	wrapper := filepath.Join(e.dir, "zombie-wrapper")
+	require.NoError(t, os.WriteFile(wrapper, fmt.Appendf(nil, zombieWrapper, cli), 0o755))
+	h := e.config["harnesses"].(map[string]any)["claude-code"].(map[string]any)
+	h["command"] = wrapper
+	if processName != "" {
+		h["processName"] = processName
+	}
+	e.harnessCmd = wrapper
+	e.writeConfig(t)
+	return e
+}
+
+// paneCommand is k's pane_current_command; "" without a live pane.
+func (e *env) paneCommand(t *testing.T, k desired.Key) string {
+	t.Helper()
+	out, err := e.tmux(t, "list-panes", "-t", "="+desired.SessionName(k)+":", "-F", "#{pane_dead} #{pane_current_command}")
+	if err != nil {
+		return ""
+	}
+	dead, cmd, _ := strings.Cut(strings.TrimSpace(out), " ")
+	if dead != "0" {
+		return ""
+	}
+	return cmd
+}
+
+// runZombie boots the item, makes the CLI exit so that the wrapper's shell
+// takes the pane, then posts a comment whose body would create a file if
+// it ever reached the shell. The file must never appear: the item is
+// recorded as a crash naming the shell, is healed by a respawn that kills
+// the shell, and the comment reaches the conversation instead.
+func runZombie(t *testing.T, e *env, cliName string, wait time.Duration) {
+	e.start(t)
+	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", "", nil))
+	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, wait)
+	id := r.Status.HarnessSessionID
+	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, id)) == 1 }, wait, "the opening prompt never reached the transcript")
+	require.Equal(t, cliName, e.paneCommand(t, keyIssue), "the CLI is the pane's foreground process while it runs")
+	shellPID := e.panePID(t, keyIssue)
+
+	// Ctrl-C twice exits the CLI (0); the wrapper execs an interactive shell.
+	for range 2 {
+		_, err := e.tmux(t, "send-keys", "-t", "="+desired.SessionName(keyIssue)+":", "C-c")
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond)
+	}
+	e.waitFor(t, func() bool { return e.paneCommand(t, keyIssue) == "sh" }, wait, "the wrapper's shell never took the pane")
+
+	pwned := filepath.Join(e.dir, "pwned")
+	body := "touch " + pwned + "\ntouch " + pwned + " # " + uuid.NewString()
+	require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment(body)))
+
+	exits := e.waitEvent(t, journal.SessionExited, keyIssue, 1, wait)
+	assert.Equal(t, "foreground_not_harness", exits[0].Attrs["reason"])
+	assert.Equal(t, "sh", exits[0].Attrs["foreground"], "the journal names the foreground process")
+	assert.Equal(t, "false", exits[0].Attrs["clean"])
+	r = e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnedAt.After(exits[0].Time)
+	}, "never healed by a respawn")
+	assert.Equal(t, id, r.Status.HarnessSessionID, "the respawn resumed the conversation")
+	assert.Equal(t, 1, r.Status.Failures, "the dead agent counts as a failure")
+	assert.NotEqual(t, shellPID, e.panePID(t, keyIssue), "the shell's pane was replaced")
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
+		wait, "the comment never reached the resumed conversation")
+	e.settle(t)
+	assert.NoFileExists(t, pwned, "the comment ran in the shell")
+	for _, ev := range e.eventsNamed(t, journal.DispatchSent, keyIssue) {
+		assert.NotEqual(t, "paste", ev.Attrs["via"], "nothing was pasted: the comment went with the respawn")
+	}
+}
+
+// gascity's zombie test, with the fake CLI (issue 6, item 13).
+func TestPasteNeverReachesAShellLeftByTheHarness(t *testing.T) {
+	t.Parallel()
+	runZombie(t, newZombieEnv(t, fakeClaudeBin, "fakeclaude"), "fakeclaude", waitShort)
+}
+
+// The same with the real Claude Code CLI under the wrapper: it shows as
+// "claude", a name the claude-code adapter knows, so no processName.
+func TestPasteNeverReachesAShellLeftByRealClaude(t *testing.T) {
+	t.Parallel()
+	runZombie(t, newZombieEnv(t, realClaude(t), ""), "claude", waitLong)
+}

@@ -1,0 +1,163 @@
+package tmux
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// The user options that carry the owner marks (tmux(1), "OPTIONS": an option
+// whose name starts with '@' is a user option). The server mark and the
+// session mark have different names because a format looks an option up in
+// the server options first (tmux 3.3a format_find, measured): a server
+// option of the session mark's name would make every session look marked.
+// The session mark is never set globally (set-option -g), because a session
+// without its own value shows the global one.
+const (
+	serverOwnerOption  = "@loopd-server"
+	serverDirOption    = "@loopd-server-dir"
+	sessionOwnerOption = "@loopd-owner"
+)
+
+// Markers that the guards print when they refuse.
+const (
+	refusedMarker     = "loopd-refused"
+	serverOwnedMarker = "loopd-server-owned"
+)
+
+// ownerIDPattern is the shape of Owner.ID; it holds no character that means
+// something in a tmux format, so it can be compared inside one.
+var ownerIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// commandNamePattern is the shape of a name a Guard may allow: what tmux
+// shows for common programs, and nothing that means something in a tmux
+// format (',', '#', '{', '}').
+var commandNamePattern = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
+
+// CommandName returns the name tmux shows as pane_current_command (and as
+// the automatic window name) for a foreground process whose argv[0] is
+// argv0, following tmux 3.3a parse_window_name: a leading "exec " and
+// leading spaces or '-' (a login shell's "-bash") go, the name ends at the
+// first space, and a path that starts with '/' becomes its base name. A
+// relative path keeps its directory: "./fakeclaude" stays so. tmux reads
+// argv[0] from /proc/<pgrp>/cmdline of the pane's foreground process group
+// (tcgetpgrp), so a child run by a shell without job control shows the
+// shell's name, and a program started through "#!/usr/bin/env node" shows
+// "node" (measured, docs/design.md).
+func CommandName(argv0 string) string {
+	name := argv0
+	if strings.HasPrefix(name, `"`) {
+		name = name[1:]
+	}
+	if i := strings.IndexByte(name, '"'); i >= 0 {
+		name = name[:i]
+	}
+	name = strings.TrimPrefix(name, "exec ")
+	name = strings.TrimLeft(name, " -")
+	if i := strings.IndexByte(name, ' '); i >= 0 {
+		name = name[:i]
+	}
+	if strings.HasPrefix(name, "/") {
+		name = filepath.Base(name)
+	}
+	return name
+}
+
+// ValidCommandName reports whether name may be given to a Guard.
+func ValidCommandName(name string) bool { return commandNamePattern.MatchString(name) }
+
+// SocketPath returns the path of the socket of tmux -L name: the directory
+// tmux-<uid> in $TMUX_TMPDIR, or in /tmp when that is unset or empty, with
+// symbolic links resolved as tmux resolves them (tmux(1), -L; tmux 3.3a
+// make_label). It creates that directory with mode 0700 when it is missing,
+// as tmux would.
+func SocketPath(name string) (string, error) {
+	if name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("socket name %q: want a name without '/'", name)
+	}
+	tmp := os.Getenv("TMUX_TMPDIR")
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	dir := filepath.Join(tmp, fmt.Sprintf("tmux-%d", os.Getuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("socket dir %s: %w", dir, err)
+	}
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
+	}
+	return filepath.Join(dir, name), nil
+}
+
+// checkOwnerID reports why id cannot be an owner mark.
+func checkOwnerID(id string) error {
+	if !ownerIDPattern.MatchString(id) {
+		return fmt.Errorf("owner %q: want 16 lowercase hex digits (NewOwner)", id)
+	}
+	return nil
+}
+
+func checkGuard(g Guard) error {
+	if err := checkOwnerID(g.Owner); err != nil {
+		return err
+	}
+	if len(g.Commands) == 0 {
+		return fmt.Errorf("guard without a foreground command to allow")
+	}
+	for _, c := range g.Commands {
+		if !ValidCommandName(c) {
+			return fmt.Errorf("guard command %q: want %s", c, commandNamePattern)
+		}
+	}
+	return nil
+}
+
+// guardCondition is the tmux format that is true ("1") when the target
+// pane passes g. tmux 3.3a's && and || take two operands, so the names
+// nest.
+func guardCondition(g Guard) string {
+	cmds := ""
+	for i := len(g.Commands) - 1; i >= 0; i-- {
+		eq := "#{==:#{pane_current_command}," + g.Commands[i] + "}"
+		if cmds == "" {
+			cmds = eq
+		} else {
+			cmds = "#{||:" + eq + "," + cmds + "}"
+		}
+	}
+	return "#{&&:#{==:#{pane_dead},0},#{&&:" + ownerCondition(g.Owner) + "," + cmds + "}}"
+}
+
+// ownerCondition is the tmux format that is true when the target's session
+// carries owner's mark.
+func ownerCondition(owner string) string {
+	return "#{==:#{" + sessionOwnerOption + "}," + owner + "}"
+}
+
+// refusal is the command a guard runs instead of acting: it prints why,
+// for refusedError.
+func refusal(target, owner string) string {
+	return "display-message -p -t " + quote(target) + " " + quote(refusedMarker+
+		" #{?pane_dead,dead,#{?"+ownerCondition(owner)+",foreground,foreign}} #{pane_current_command}")
+}
+
+// refusedError maps a guard's output to its sentinel error; nil when the
+// guard let the command through.
+func refusedError(out []byte) error {
+	line := strings.TrimSpace(string(out))
+	rest, ok := strings.CutPrefix(line, refusedMarker+" ")
+	if !ok {
+		return nil
+	}
+	why, command, _ := strings.Cut(rest, " ")
+	switch why {
+	case "dead":
+		return ErrPaneDead
+	case "foreign":
+		return ErrForeign
+	default:
+		return fmt.Errorf("%w (it is %q)", ErrNotHarness, command)
+	}
+}
