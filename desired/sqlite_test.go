@@ -441,7 +441,7 @@ func TestPutStatusMarksDelivered(t *testing.T) {
 		Phase: PhaseRunning, HarnessSessionID: "7f3c", Session: SessionName(keyAPI), PaneID: "%3",
 		SpawnMode: SpawnResume, SpawnedAt: t0, LastExitStatus: &exit, TranscriptSizeAtSpawn: -1,
 		ObservedGeneration: 3,
-	}.Remember("d1", "d2")
+	}
 
 	// "o1" belongs to another item and "nope" to none: both are skipped.
 	require.NoError(t, s.PutStatus(ctx, keyAPI, st, "d1", "d2", "o1", "nope"))
@@ -534,7 +534,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Ingest(ctx, stateChange(Key{"acme", "web", 1}, "s1", true, t0))
 	require.NoError(t, err)
-	require.NoError(t, s.PutStatus(ctx, keyAPI, Status{Phase: PhaseRunning, SpawnedAt: t0}.Remember("d1"), "d1"))
+	require.NoError(t, s.PutStatus(ctx, keyAPI, Status{Phase: PhaseRunning, SpawnedAt: t0}, "d1"))
 	require.NoError(t, s.SetHeld(ctx, keyAPI, true))
 	require.NoError(t, s.AppendEvent(ctx, journal.Event{Time: t0, Name: journal.SessionSpawned, WorkItem: keyAPI.String(),
 		Attrs: map[string]string{"session": SessionName(keyAPI)}}))

@@ -156,7 +156,9 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 			best, found = d, true
 		}
 	}
-	if res.Retry {
+	if res.Replan {
+		consider(0)
+	} else if res.Retry {
 		consider(p.Poll)
 	}
 	for _, a := range plan {
@@ -196,13 +198,16 @@ func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p 
 				obs.MissingWorkdirs[rec.Key] = true
 			}
 		}
+		// The conversation the item is in, as the planner takes it (a
+		// reported /clear the pass has not followed yet included).
+		id := rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)
 		ad, ok := r.Harnesses[rec.Spec.Harness]
-		if !ok || rec.Status.HarnessSessionID == "" || !ad.ValidSessionID(rec.Status.HarnessSessionID) {
+		if !ok || id == "" || !ad.ValidSessionID(id) {
 			continue
 		}
-		tr, err := ad.Transcript(rec.Spec.Cwd, rec.Status.HarnessSessionID)
+		tr, err := ad.Transcript(rec.Spec.Cwd, id)
 		if err != nil {
-			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", rec.Status.HarnessSessionID, "err", err)
+			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
@@ -233,22 +238,30 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 	}
 	var frames []desired.Frame
 	for _, d := range rec.Pending {
-		if !st.Delivered(d.ID) {
-			frames = append(frames, desired.FrameOf(d))
-		}
+		frames = append(frames, desired.FrameOf(d))
 	}
 	return frames
 }
 
 // readFrames reads what rec's conversation holds of frames: the transcript
-// tr of the recorded session id and, when the running harness has since
-// reported another id (a /clear the pass has not followed yet), that one's
-// too. It reports false when a transcript could not be read; the planner
-// then falls back to what it knew without the frames.
+// tr of the conversation the item is in (desired.Record.ConversationID)
+// and those of the other ids it went by since its spawn: the recorded one
+// (before a /clear) and the one the harness reported. It reports false
+// when a transcript could not be read; the planner then falls back to
+// what it knew without the frames.
 func (r *Reconciler) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, frames []desired.Frame) (map[string]harness.Found, bool) {
 	transcripts := []harness.Transcript{tr}
-	if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) && ad.ValidSessionID(rep.SessionID) {
-		if other, err := ad.Transcript(rec.Spec.Cwd, rep.SessionID); err == nil && other.Known {
+	seen := map[string]bool{tr.Path: true}
+	others := []string{rec.Status.HarnessSessionID}
+	if rep := rec.Report; rep != nil && !rep.At.Before(rec.Status.SpawnedAt) {
+		others = append(others, rep.SessionID)
+	}
+	for _, id := range others {
+		if id == "" || !ad.ValidSessionID(id) {
+			continue
+		}
+		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known && !seen[other.Path] {
+			seen[other.Path] = true
 			transcripts = append(transcripts, other)
 		}
 	}
@@ -288,6 +301,9 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	}
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
+	}
+	if rec.ReleasePending() || st.FreshRequested {
+		return true // a release brings the item back
 	}
 	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
 		// A paste first looks for its event in the conversation.

@@ -56,8 +56,8 @@ func newPassRig(t *testing.T) *passRig {
 		Policy: func() Policy { return p }, Interval: time.Minute,
 		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner},
 		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock, Owner: testOwner,
-			NewID:      func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
-			RetryDelay: p.RetryDelay, Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
+			NewID:    func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
+			Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
 	}
 	return r
 }
@@ -154,7 +154,11 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, r.cwd, spec.Dir, "a resume runs in the recorded cwd")
 	assert.Equal(t, id, rec.Status.ConfirmedSessionID)
-	assert.Equal(t, []string{"d-1"}, rec.Status.RecentDeliveries)
+	assert.Empty(t, rec.Pending)
+	history, err := r.store.History(context.Background(), r.key, desired.ReplayLatest)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	assert.Equal(t, "d-1", history[0].ID, "the boot event is recorded delivered")
 }
 
 // TestDryRunChangesNothing plans against live state and checks that neither
