@@ -56,7 +56,11 @@ func TestPlanDecides(t *testing.T) {
 		{"resume_spawn_refused_falls_back_to_fresh", rec(refused(desired.SpawnResume, nil), ev1), obs(gone(), transcript),
 			[]actions.Action{refusedExit(desired.PhaseExited, 0, 0, 0), fresh(ev1, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)}},
 		{"fresh_spawn_refused_is_retried_at_once_after_a_healthy_run", rec(refused(desired.SpawnFresh, nil), ev1), obs(gone(), noScript),
-			[]actions.Action{func() actions.RecordExit { e := refusedExit(desired.PhaseBackingOff, 1, 1, 1); e.NextAttempt = t0; return e }(),
+			[]actions.Action{func() actions.RecordExit {
+				e := refusedExit(desired.PhaseBackingOff, 1, 1, 1)
+				e.NextAttempt = t0
+				return e
+			}(),
 				fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"fresh_spawn_refused_backs_off_through_the_restart_decision", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 1 }), ev1), obs(gone(), noScript),
 			[]actions.Action{func() actions.RecordExit {
@@ -98,8 +102,16 @@ func TestPlanDecides(t *testing.T) {
 		{"clear_then_killed_resumes_the_new_conversation", cleared(rec(running()), t0.Add(-time.Second)), obs(dead(137), transcript),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
-				func() actions.RecordExit { e := exit(137, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash); e.NextAttempt = t0; return e }(),
-				func() actions.ResumeSpawn { r := resume(none, actions.ReasonPaneDead); r.ResumeID = clearedID; return r }()}},
+				func() actions.RecordExit {
+					e := exit(137, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+					e.NextAttempt = t0
+					return e
+				}(),
+				func() actions.ResumeSpawn {
+					r := resume(none, actions.ReasonPaneDead)
+					r.ResumeID = clearedID
+					return r
+				}()}},
 		{"clear_then_exit_recorded_resumes_the_new_conversation_on_the_next_event", cleared(rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.LastExitAt = desired.PhaseExited, t0.Add(-time.Second)
 		}), ev1), t0.Add(-2*time.Second)), obs(dead(0), transcript),
