@@ -574,16 +574,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 // budget and NeedsAttention are cleared, and the item goes to the phase the
 // planner chose; a fresh release retires the conversation id.
 func (e *Executor) release(ctx context.Context, r *desired.Record, a Release) error {
-	st := r.Status
-	st.Phase = a.Phase
-	st.Failures, st.FastFailures, st.NextAttempt = 0, 0, time.Time{}
-	st.ReleasedGeneration = a.Generation
-	st.Reason = string(ReasonReleased)
-	if a.Fresh {
-		st = st.Retire(a.RetireID)
-		st.FreshRequested, st.ChurnFailures = true, 0
-	}
-	if err := e.put(ctx, r, st); err != nil {
+	if err := e.put(ctx, r, r.Status.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)); err != nil {
 		return err
 	}
 	kv := []any{"session", a.Session, "fresh", a.Fresh, "phase", string(a.Phase)}

@@ -439,3 +439,26 @@ func TestForeignSessionIsNeverKilled(t *testing.T) {
 	assert.Equal(t, []string{sess}, r.tmux.Sessions(), "a close does not kill another loopd's session")
 	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
 }
+
+// The executor carries out the release the planner chose, and journals it.
+func TestReleaseIsCarriedOutAndJournaled(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, HarnessSessionID: old, Failures: 11}))
+	require.NoError(t, r.store.Release(context.Background(), r.key, true))
+	rec = r.get(t)
+	sess := desired.SessionName(r.key)
+
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{
+		actions.Release{Key: r.key, Session: sess, Generation: rec.Spec.ReleaseGeneration, Fresh: true, RetireID: old, Phase: desired.PhaseBackingOff}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	got := r.get(t)
+	assert.False(t, got.ReleasePending())
+	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
+	assert.Zero(t, got.Status.Failures)
+	assert.True(t, got.Status.FreshRequested)
+	assert.Equal(t, []string{old}, got.Status.RetiredSessionIDs)
+	assert.Equal(t, []string{string(journal.ItemReleased)}, r.events(t))
+	assert.Contains(t, r.log.String(), "retired_session_id="+old)
+}

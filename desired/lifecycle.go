@@ -98,3 +98,20 @@ func (s Status) Retire(id string) Status {
 
 // Retired reports whether id was retired.
 func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessionIDs, id) }
+
+// Released returns s after an operator's release of generation (the
+// Spec.ReleaseGeneration it carries out): the restart budget's counts and
+// any wait are cleared and the item goes to phase; a fresh release also
+// retires the conversation retire, clears its churn count and asks for a
+// new conversation (FreshRequested) until the next fresh spawn.
+func (s Status) Released(generation int64, phase Phase, fresh bool, retire string) Status {
+	s.Phase = phase
+	s.Failures, s.FastFailures, s.NextAttempt = 0, 0, time.Time{}
+	s.ReleasedGeneration = generation
+	s.Reason = "released"
+	if fresh {
+		s = s.Retire(retire)
+		s.FreshRequested, s.ChurnFailures = true, 0
+	}
+	return s
+}

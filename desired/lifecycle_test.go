@@ -205,3 +205,15 @@ func TestHistory(t *testing.T) {
 	_, err = s.History(ctx, Key{"acme", "none", 1}, 3)
 	assert.ErrorIs(t, err, ErrNotFound)
 }
+
+func TestStatusReleased(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := Status{Phase: PhaseNeedsAttention, HarnessSessionID: "a", Failures: 11, FastFailures: 2, ChurnFailures: 3, NextAttempt: at}
+	got := st.Released(7, PhaseBackingOff, false, "")
+	assert.Equal(t, Status{Phase: PhaseBackingOff, HarnessSessionID: "a", ChurnFailures: 3, ReleasedGeneration: 7, Reason: "released"}, got,
+		"the budget's counts go; the churn count is the conversation's and stays")
+	fresh := st.Released(8, PhaseBackingOff, true, "a")
+	assert.True(t, fresh.FreshRequested)
+	assert.True(t, fresh.Retired("a"))
+	assert.Zero(t, fresh.ChurnFailures)
+}

@@ -150,16 +150,7 @@ func release(r desired.Record, obs Observation, p Policy) ([]actions.Action, des
 	case st.HarnessSessionID != "":
 		a.Phase = desired.PhaseBackingOff
 	}
-	next := st
-	next.Phase = a.Phase
-	next.Failures, next.FastFailures, next.NextAttempt = 0, 0, time.Time{}
-	next.ReleasedGeneration = a.Generation
-	next.Reason = string(actions.ReasonReleased)
-	if a.Fresh {
-		next = next.Retire(a.RetireID)
-		next.FreshRequested, next.ChurnFailures = true, 0
-	}
-	r.Status = next
+	r.Status = st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
 	return []actions.Action{a}, r, false
 }
 
