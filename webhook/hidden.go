@@ -349,23 +349,25 @@ func commentEnd(s string) int {
 // comment GitHub hides, wrapped in an escape that says so
 // (⟦hidden HTML comment: <!-- … -->⟧). Inside it, "⟦" and "⟧" are written
 // as ⟦U+27E6⟧ and ⟦U+27E7⟧, so the comment cannot end its escape early.
-func revealMarkdown(s string) string {
+// The comments are found in s as given; clean (removing controls) is applied
+// to each part before it is shown.
+func revealMarkdown(s string, clean func(string) string) string {
 	comments := htmlComments(s)
 	if len(comments) == 0 {
-		return reveal(s)
+		return reveal(clean(s))
 	}
 	brackets := strings.NewReplacer(escapeOpen, escapeOpen+"U+27E6"+escapeClose, escapeClose, escapeOpen+"U+27E7"+escapeClose)
 	var b strings.Builder
 	at := 0
 	for _, c := range comments {
-		b.WriteString(reveal(s[at:c.start]))
+		b.WriteString(reveal(clean(s[at:c.start])))
 		label := commentLabel
 		if c.unterminated {
 			label = unterminatedLabel
 		}
-		b.WriteString(escapeOpen + label + reveal(brackets.Replace(s[c.start:c.end])) + escapeClose)
+		b.WriteString(escapeOpen + label + reveal(brackets.Replace(clean(s[c.start:c.end]))) + escapeClose)
 		at = c.end
 	}
-	b.WriteString(reveal(s[at:]))
+	b.WriteString(reveal(clean(s[at:])))
 	return b.String()
 }
