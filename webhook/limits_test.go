@@ -39,7 +39,7 @@ func serve(t testing.TB, h http.Handler, l ServerLimits) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := NewServer(h, l)
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(l.Listener(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
 }
@@ -234,6 +234,43 @@ func TestStalledLargeBodiesHeldNowhere(t *testing.T) {
 		assert.Equal(t, reasonBodyTooLarge, line["reason"], "a body larger than the whole budget is refused unread")
 	}
 	assert.Empty(t, e.events(t))
+}
+
+func TestHeaderFloodHeldBytesBounded(t *testing.T) {
+	// 800 clients each send 12 KiB of headers that never end: without a
+	// bound on connections each would hold its header bytes and buffers.
+	e := newEnv(t)
+	limits := DefaultServerLimits
+	limits.MaxConns = 16
+	addr := serve(t, e.srv.Config.Handler, limits)
+	base := heapInUse()
+	pad := strings.Repeat("a", 12<<10)
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range 800 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: loopd\r\nX-Pad: "+pad)
+		require.NoError(t, err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the served ones read what they can
+	held := max(heapInUse(), base) - base
+	assert.Less(t, held, uint64(4<<20), "at most MaxConns connections hold header bytes (%d KiB held)", held>>10)
+
+	// The flood ends; a real delivery is served again.
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	resp, err := Replay(context.Background(), &http.Client{Timeout: 10 * time.Second}, "http://"+addr, testSecret, "issue_comment", "d-1", fixture(t, "issue_comment.created.1.json"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
 }
 
 func TestBodyBudgetCapsHeldBytes(t *testing.T) {

@@ -170,7 +170,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() { loopDone <- rc.Run(ctx) }()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(webhook.DefaultServerLimits.Listener(ln)) }()
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
