@@ -41,6 +41,11 @@ var (
 	// ErrServerOwned means EnsureServer found the server claimed by another
 	// loopd instance; the error names that instance's state dir.
 	ErrServerOwned = errors.New("tmux: server belongs to another loopd")
+	// ErrServerEnvironment means EnsureServer found the server process
+	// started with variables its ServerOptions.EnvAllowed refuses (a
+	// server started by hand or by an older loopd with the daemon's whole
+	// environment); only the names are reported.
+	ErrServerEnvironment = errors.New("tmux: server process holds variables agents must not see")
 )
 
 // Owner identifies one loopd instance on a tmux server. The server carries
@@ -135,6 +140,13 @@ type ServerOptions struct {
 	// unmarked server with it and fails with ErrServerOwned when another
 	// owner's mark is there.
 	Owner Owner
+	// EnvAllowed, when set, is the rule for the server process's own
+	// environment: EnsureServer reads it (/proc/<pid>/environ, Linux) and
+	// fails with ErrServerEnvironment when it holds a name EnvAllowed
+	// refuses. A server started by someone else keeps, in its process,
+	// whatever it was started with: the global environment can be
+	// scrubbed, that cannot, and same-uid agents can read it.
+	EnvAllowed func(name string) bool
 }
 
 // Client is loopd's view of one tmux server. Every method takes ctx first and

@@ -16,6 +16,7 @@ import (
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/paneenv"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
@@ -167,7 +168,8 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 // serverOptions are the options loopd's tmux server runs with; they claim
 // it for this loopd.
 func (a *app) serverOptions(cfg *schema.Config) tmux.ServerOptions {
-	return tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit, Owner: a.owner}
+	return tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit, Owner: a.owner,
+		EnvAllowed: func(name string) bool { return paneenv.Allowed(name, nil) }}
 }
 
 // setup loads the config, builds the logger and the app.
