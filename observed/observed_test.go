@@ -36,6 +36,7 @@ func TestObserveKicksThenListsOnce(t *testing.T) {
 
 func TestObserve(t *testing.T) {
 	f := tmux.NewFake()
+	f.Now = func() time.Time { return now.Add(-time.Minute) }
 	require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 	spawn(t, f, "loop-live", "claude", "hi")
 	spawn(t, f, "loop-crashed", "claude", "hi")
@@ -60,7 +61,7 @@ func TestObserve(t *testing.T) {
 
 	crashed, _ := s.Pane("loop-crashed")
 	assert.Equal(t, tmux.Pane{Session: "loop-crashed", PaneID: "%1", Dead: true, DeadStatus: 1, StatusKnown: true,
-		PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
+		DeadTime: now.Add(-time.Minute), PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
 
 	unreaped, _ := s.Pane("loop-unreaped")
 	assert.True(t, unreaped.StatusKnown, "the kick before listing revealed the status")
