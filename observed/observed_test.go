@@ -29,7 +29,7 @@ func TestObserveKicksThenListsOnce(t *testing.T) {
 	for _, name := range []string{"loop-a", "loop-b", "loop-c"} {
 		spawn(t, f, name, "claude", "hi")
 	}
-	_, err := observed.Observe(t.Context(), f, now)
+	_, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Kick", "ListPanes"}, f.Calls()[3:], "one kick, one listing, nothing per session")
 }
@@ -48,7 +48,7 @@ func TestObserve(t *testing.T) {
 	f.ExitUnknown("loop-unreaped", 2)
 	f.ExitSignal("loop-signalled", 9)
 
-	s, err := observed.Observe(t.Context(), f, now)
+	s, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	assert.Equal(t, now, s.At)
 	assert.ElementsMatch(t, []string{"loop-live", "loop-crashed", "loop-unreaped", "loop-signalled"},
@@ -86,7 +86,7 @@ func TestObserveEmpty(t *testing.T) {
 			if tc.start {
 				require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 			}
-			s, err := observed.Observe(t.Context(), f, now)
+			s, err := observed.TakeSnapshot(t.Context(), f, now)
 			require.NoError(t, err)
 			assert.Empty(t, s.Panes)
 			assert.NotNil(t, s.Panes)
@@ -107,7 +107,7 @@ func TestObserveErrors(t *testing.T) {
 		t.Run(tc.verb, func(t *testing.T) {
 			f := tmux.NewFake()
 			f.FailNext(tc.verb, boom)
-			_, err := observed.Observe(t.Context(), f, now)
+			_, err := observed.TakeSnapshot(t.Context(), f, now)
 			assert.ErrorIs(t, err, boom)
 			assert.Equal(t, tc.calls, f.Calls())
 		})
@@ -118,7 +118,7 @@ func TestObserveErrors(t *testing.T) {
 func TestSnapshotIsAValue(t *testing.T) {
 	f := tmux.NewFake()
 	spawn(t, f, "loop-a", "claude", "hi")
-	s, err := observed.Observe(t.Context(), f, now)
+	s, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	f.Exit("loop-a", 1)
 	require.NoError(t, f.KillSession(t.Context(), "loop-a", owner))
@@ -135,7 +135,7 @@ func TestObserveRealTmux(t *testing.T) {
 	spawn(t, e, "loop-exit-3", "sh", "-c", "exit 3")
 	spawn(t, e, "scratch", "sleep", "600")
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		s, err := observed.Observe(ctx, e, now)
+		s, err := observed.TakeSnapshot(ctx, e, now)
 		require.NoError(ct, err)
 		assert.ElementsMatch(ct, []string{"loop-live", "loop-exit-3"}, keys(s.Panes))
 		live, _ := s.Pane("loop-live")

@@ -10,24 +10,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
 )
-
-// Observation is everything one pass saw: the tmux snapshot from a single
-// list-panes, plus facts read from disk for the items that may spawn.
-type Observation struct {
-	Snapshot observed.Snapshot
-	// Transcripts holds, per item, the transcript of its recorded session
-	// id in its cwd. A missing entry means "not known".
-	Transcripts map[desired.Key]harness.Transcript
-	// MissingWorkdirs lists the items whose workdir does not exist.
-	MissingWorkdirs map[desired.Key]bool
-	// Frames holds, per item, what its conversation shows of the frames of
-	// the deliveries the pass may act on (the paste and the boot prompt in
-	// flight, the pending events), by delivery id. A missing entry means
-	// "not read".
-	Frames map[desired.Key]map[string]harness.Found
-}
 
 // NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
 // boots with when it resumes the conversation; without it a resumed agent
@@ -56,7 +39,7 @@ func FreshNudgePrompt(k desired.Key, kind desired.Kind) string {
 // actions that move each item toward its desired state, in key order. It is
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
-func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	// Sort pointers, not the large records; the store already returns key
 	// order, so this is usually a check.
 	sorted := make([]*desired.Record, len(items))
@@ -88,7 +71,7 @@ func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []ac
 // probed are left to their own confirmation. An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
-func checkConversation(r desired.Record, obs Observation) (pre []actions.Action, rec desired.Record, done bool) {
+func checkConversation(r desired.Record, obs observed.Observation) (pre []actions.Action, rec desired.Record, done bool) {
 	frames, read := obs.Frames[r.Key]
 	if !read {
 		return nil, r, false
@@ -155,7 +138,7 @@ type itemPlan struct {
 	// the item's.
 	foreign bool
 	pending []desired.Delivery
-	obs     Observation
+	obs     observed.Observation
 	p       Policy
 	now     time.Time
 }
@@ -203,11 +186,11 @@ func (it *itemPlan) observePane() {
 
 // runsHarness reports whether pane's foreground process is r's harness, by
 // the names its adapter gives (Capabilities.ProcessNames).
-func runsHarness(p Policy, r desired.Record, pane tmux.Pane) bool {
+func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now}
 	it.observePane()
 	for _, d := range r.Pending {
