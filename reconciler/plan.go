@@ -156,6 +156,10 @@ type observedPane struct {
 	status int
 	signal int
 	known  bool
+	// died is when tmux saw the pane die (tmux.Pane.DeadTime); zero while
+	// it lives, and for a live pane without the harness, whose harness
+	// died at a time tmux does not know.
+	died time.Time
 }
 
 // observePane sorts the session's pane: foreign when it lacks this loopd's
@@ -170,7 +174,7 @@ func (it *itemPlan) observePane() {
 		it.foreign = true
 		return
 	}
-	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead}
+	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
 	if pn.Dead {
 		return
 	}
@@ -519,7 +523,8 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // so that a harness that exits at once cannot respawn in a hot loop.
 func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
 	st := it.st
-	d := decideRestart(History{SpawnedAt: st.SpawnedAt, FastFailures: st.FastFailures, Failures: st.Failures, Clean: exit.Clean && !spawnFailed}, it.p, it.now)
+	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, Failures: st.Failures, Clean: exit.Clean && !spawnFailed}
+	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.Retire = d.Failures, d.FastFailures, d.Degrade
 	switch exit.Reason {
 	case actions.ReasonSpawnDied, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
@@ -534,9 +539,11 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	case d.GiveUp:
 		exit.Phase = desired.PhaseNeedsAttention
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
-	case d.Restart && d.Delay > 0:
+	case d.Restart && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
+		// The backoff runs from the death, not from the pass that saw it:
+		// a death seen late (no daemon ran) may already have waited it out.
 		exit.Phase = desired.PhaseBackingOff
-		exit.NextAttempt = it.now.Add(d.Delay)
+		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restart:
 		exit.Phase = desired.PhaseBackingOff

@@ -11,17 +11,38 @@ import (
 
 // History is what the restart decision knows of one item's last run.
 type History struct {
-	SpawnedAt    time.Time
+	SpawnedAt time.Time
+	// DiedAt is when the run ended, as tmux recorded it (pane_dead_time);
+	// zero when no death time is known (the session is missing, or the
+	// pane lives on without the harness): the decision's now then stands
+	// for it (diedAt).
+	DiedAt       time.Time
 	FastFailures int // consecutive fast failures before this exit
 	Failures     int // consecutive failed runs before this exit
 	Clean        bool
+}
+
+// diedAt is when the run ended: DiedAt, kept between the spawn and now (tmux
+// shows whole seconds, so a run can seem to end before it began), or now
+// when no death time is known. now is the first moment the death is known
+// to have happened by, so a backoff counted from it is never shorter than
+// the policy asks, and an unknown run is not called fast.
+func (h History) diedAt(now time.Time) time.Time {
+	switch {
+	case h.DiedAt.IsZero() || h.DiedAt.After(now):
+		return now
+	case h.DiedAt.Before(h.SpawnedAt):
+		return h.SpawnedAt
+	}
+	return h.DiedAt
 }
 
 // Decision is the outcome of one exit, in the style of nomad's restart
 // tracker but with the clock passed in: restart (after Delay), degrade the
 // session id to a fresh one, or give up.
 type Decision struct {
-	Restart      bool
+	Restart bool
+	// Delay is the backoff before the restart, counted from the death.
 	Delay        time.Duration
 	Degrade      bool // FastFailures reached MaxFastFailures: retire the id
 	GiveUp       bool // Failures went past the restart budget
@@ -32,9 +53,11 @@ type Decision struct {
 
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
-// fast-failure degrade, backoff. It reads no clock and no randomness.
+// fast-failure degrade, backoff. The run is measured from spawn to death
+// (History.diedAt), however late a pass saw the death; Delay counts from the
+// death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
-	ran := now.Sub(h.SpawnedAt)
+	ran := h.diedAt(now).Sub(h.SpawnedAt)
 	failures, fast := h.Failures, h.FastFailures
 	if ran >= p.HealthyReset {
 		failures, fast = 0, 0
