@@ -11,7 +11,8 @@ import (
 	"github.com/loopd/loopd/observed"
 )
 
-// deadAt is the item's pane dead with status since at (pane_dead_time).
+// deadAt is the item's pane dead with status since at (pane_dead_time, in
+// whole seconds: the death was within the second after at).
 func deadAt(status int, at time.Time) observed.Snapshot {
 	s := dead(status)
 	p := s.Panes[sess]
@@ -40,9 +41,13 @@ func TestDecideRestartFromTheDeath(t *testing.T) {
 			Decision{Restart: true, Failures: 1, Reason: actions.ReasonCrash}},
 		{"unknown_death_time_is_now", History{SpawnedAt: ago(20 * time.Second), Failures: 1, FastFailures: 1},
 			Decision{Restart: true, Delay: 2 * time.Second, Failures: 2, Reason: actions.ReasonCrash}},
+		// tmux shows whole seconds: the death counts at the end of its
+		// second, here 15.5 s after the spawn.
+		{"death_counts_at_the_end_of_its_second", History{SpawnedAt: ago(16*time.Second + 500*time.Millisecond), DiedAt: ago(2 * time.Second), Failures: 1, FastFailures: 1},
+			Decision{Restart: true, Delay: 2 * time.Second, Failures: 2, Reason: actions.ReasonCrash}},
 		{"death_time_after_now_is_now", History{SpawnedAt: ago(10 * time.Second), DiedAt: now.Add(10 * time.Second), Failures: 1, FastFailures: 1},
 			Decision{Restart: true, Delay: 2 * time.Second, Failures: 2, FastFailures: 2, Reason: actions.ReasonCrash}},
-		{"death_in_the_second_of_the_spawn_is_a_zero_run", History{SpawnedAt: ago(20*time.Second - 500*time.Millisecond), DiedAt: ago(20 * time.Second)},
+		{"death_time_before_the_spawn_is_the_spawn", History{SpawnedAt: ago(10 * time.Second), DiedAt: ago(time.Minute)},
 			Decision{Restart: true, Failures: 1, FastFailures: 1, Reason: actions.ReasonCrash}},
 	}
 	for _, tt := range tests {
@@ -73,7 +78,7 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 				return e
 			}(), resume(none, actions.ReasonPaneDead)}},
 		{"crash_seen_within_its_backoff_waits_the_rest", rec(with(running(), func(s *desired.Status) { s.SpawnedAt, s.Failures = t0.Add(-30*time.Second), 1 })),
-			obs(deadAt(1, t0.Add(-time.Second)), transcript),
+			obs(deadAt(1, t0.Add(-2*time.Second)), transcript),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 0, actions.ReasonCrash)
 				e.NextAttempt = t0.Add(time.Second)

@@ -12,29 +12,34 @@ import (
 // History is what the restart decision knows of one item's last run.
 type History struct {
 	SpawnedAt time.Time
-	// DiedAt is when the run ended, as tmux recorded it (pane_dead_time);
-	// zero when no death time is known (the session is missing, or the
-	// pane lives on without the harness): the decision's now then stands
-	// for it (diedAt).
+	// DiedAt is when the run ended, as tmux recorded it (pane_dead_time,
+	// whole seconds); zero when no death time is known (the session is
+	// missing, or the pane lives on without the harness): the decision's
+	// now then stands for it (diedAt).
 	DiedAt       time.Time
 	FastFailures int // consecutive fast failures before this exit
 	Failures     int // consecutive failed runs before this exit
 	Clean        bool
 }
 
-// diedAt is when the run ended: DiedAt, kept between the spawn and now (tmux
-// shows whole seconds, so a run can seem to end before it began), or now
-// when no death time is known. now is the first moment the death is known
-// to have happened by, so a backoff counted from it is never shorter than
-// the policy asks, and an unknown run is not called fast.
+// diedAt is when the run ended, as late as the facts allow, so that a
+// backoff counted from it is never shorter than the policy asks. tmux shows
+// the death time in whole seconds (pane_dead_time), so the death happened
+// within the second after DiedAt, and by now at the latest: the end of that
+// second, or now if earlier, and never before the spawn. With no death time
+// known, now, the first moment the death is known to have happened by.
 func (h History) diedAt(now time.Time) time.Time {
-	switch {
-	case h.DiedAt.IsZero() || h.DiedAt.After(now):
+	if h.DiedAt.IsZero() {
 		return now
-	case h.DiedAt.Before(h.SpawnedAt):
-		return h.SpawnedAt
 	}
-	return h.DiedAt
+	died := h.DiedAt.Add(time.Second)
+	if died.After(now) {
+		died = now
+	}
+	if died.Before(h.SpawnedAt) {
+		died = h.SpawnedAt
+	}
+	return died
 }
 
 // Decision is the outcome of one exit, in the style of nomad's restart
