@@ -11,17 +11,43 @@ import (
 
 // History is what the restart decision knows of one item's last run.
 type History struct {
-	SpawnedAt    time.Time
+	SpawnedAt time.Time
+	// DiedAt is when the run ended, as tmux recorded it (pane_dead_time,
+	// whole seconds); zero when no death time is known (the session is
+	// missing, or the pane lives on without the harness): the decision's
+	// now then stands for it (diedAt).
+	DiedAt       time.Time
 	FastFailures int // consecutive fast failures before this exit
 	Failures     int // consecutive failed runs before this exit
 	Clean        bool
+}
+
+// diedAt is when the run ended, as late as the facts allow, so that a
+// backoff counted from it is never shorter than the policy asks. tmux shows
+// the death time in whole seconds (pane_dead_time), so the death happened
+// within the second after DiedAt, and by now at the latest: the end of that
+// second, or now if earlier, and never before the spawn. With no death time
+// known, now, the first moment the death is known to have happened by.
+func (h History) diedAt(now time.Time) time.Time {
+	if h.DiedAt.IsZero() {
+		return now
+	}
+	died := h.DiedAt.Add(time.Second)
+	if died.After(now) {
+		died = now
+	}
+	if died.Before(h.SpawnedAt) {
+		died = h.SpawnedAt
+	}
+	return died
 }
 
 // Decision is the outcome of one exit, in the style of nomad's restart
 // tracker but with the clock passed in: restart (after Delay), degrade the
 // session id to a fresh one, or give up.
 type Decision struct {
-	Restart      bool
+	Restart bool
+	// Delay is the backoff before the restart, counted from the death.
 	Delay        time.Duration
 	Degrade      bool // FastFailures reached MaxFastFailures: retire the id
 	GiveUp       bool // Failures went past the restart budget
@@ -32,9 +58,11 @@ type Decision struct {
 
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
-// fast-failure degrade, backoff. It reads no clock and no randomness.
+// fast-failure degrade, backoff. The run is measured from spawn to death
+// (History.diedAt), however late a pass saw the death; Delay counts from the
+// death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
-	ran := now.Sub(h.SpawnedAt)
+	ran := h.diedAt(now).Sub(h.SpawnedAt)
 	failures, fast := h.Failures, h.FastFailures
 	if ran >= p.HealthyReset {
 		failures, fast = 0, 0

@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"time"
 )
 
 // Sentinel errors, checked with errors.Is.
@@ -92,7 +93,14 @@ type Pane struct {
 	StatusKnown bool
 	// DeadSignal is the signal number that killed the pane, 0 if none.
 	DeadSignal int
-	PID        int
+	// DeadTime is when tmux recorded the pane's death (pane_dead_time, whole
+	// seconds); zero while the pane lives or its status is not known. tmux
+	// 3.3a sets it when it has both read the pane's end and reaped its child
+	// (server_destroy_pane), so it is the death to within a few
+	// milliseconds, except for a child tmux failed to reap (StatusKnown
+	// false): there it is the reap that a later Kick brings, not the death.
+	DeadTime time.Time
+	PID      int
 	// StartCommand is the argv the pane was started with, as tmux shows it.
 	StartCommand string
 	// CurrentCommand is pane_current_command: the name of the pane's
