@@ -34,6 +34,12 @@ import (
 const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 	"&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
+// busyTimeout is sqliteParams' busy_timeout as a duration. A write whose
+// context has a deadline sooner than that waits only until the deadline:
+// SQLite's busy handler sleeps without looking at the context, so write
+// lowers the connection's busy_timeout to the time left.
+const busyTimeout = 5000 * time.Millisecond
+
 // sqliteMaxConns bounds the connection pool. Reads run concurrently under
 // WAL; writes are serialized by SQLite.writeSem before they take one.
 const sqliteMaxConns = 4
@@ -140,9 +146,29 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	db.SetMaxOpenConns(sqliteMaxConns)
 	db.SetMaxIdleConns(sqliteMaxConns)
 	s := &SQLite{db: db, lockPath: path + ".lock", writeSem: make(chan struct{}, 1), now: time.Now}
-	if err := s.write(ctx, migrate); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
+	// Open the whole pool now: a connection runs sqliteParams' pragmas when
+	// it opens, and journal_mode(WAL) waits for another process's lock
+	// without looking at any context. Opened here, none opens later under
+	// someone else's lock, past a delivery's deadline.
+	conns := make([]*sql.Conn, 0, sqliteMaxConns)
+	for range sqliteMaxConns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	// A file already at this schema needs no write: a reader (loopd get,
+	// loopd events) opens it while another process holds the write lock.
+	var v int
+	if err := s.read(ctx, func(tx *sql.Tx) error { return tx.QueryRow(`PRAGMA user_version`).Scan(&v) }); err != nil || v != schemaVersion {
+		if err := s.write(ctx, migrate); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
+		}
 	}
 	return s, nil
 }
@@ -169,7 +195,8 @@ func migrate(tx *sql.Tx) error {
 }
 
 // write runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
-// fn returns nil; it rolls back otherwise.
+// fn returns nil; it rolls back otherwise. It waits for another process's
+// write lock at most busyTimeout, and never past ctx's deadline.
 func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	select {
 	case s.writeSem <- struct{}{}:
@@ -177,16 +204,37 @@ func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
 		return context.Cause(ctx)
 	}
 	defer func() { <-s.writeSem }()
-	return s.inTx(ctx, nil, fn)
+	busy := busyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		busy = min(busy, max(time.Until(dl), 0))
+	}
+	if busy == busyTimeout {
+		return inTx(ctx, s.db, nil, fn)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// PRAGMA takes no bound parameters; the value is an int.
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, busy.Milliseconds())); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeout.Milliseconds()))
+	return inTx(ctx, conn, nil, fn)
 }
 
 // read runs fn in a read transaction, which sees one snapshot of the file.
 func (s *SQLite) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	return s.inTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+	return inTx(ctx, s.db, &sql.TxOptions{ReadOnly: true}, fn)
 }
 
-func (s *SQLite) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, opts)
+// inTx runs fn in a transaction begun on db (the pool or one connection of
+// it), committing when fn returns nil and rolling back otherwise.
+func inTx(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -371,9 +371,10 @@ func TestRespawnCrashDetectedFast(t *testing.T) {
 // its terminal and keeps running: tmux then shows its pane dead with no exit
 // status (and fires no pane-died hook) until the process ends with status
 // 3. Later runs just wait, and end with the tmux server. While it runs, the
-// pane's foreground process is the shell that runs it ("sh", its
-// processName): sleep runs as its child.
-const detachScript = `#!/bin/sh
+// pane's foreground process is the shell that runs it: sleep runs as its
+// child. A shell can never be a harness's processName, so the test runs it
+// under a copy of /bin/sh named agent-sh (the interpreter on the first line).
+const detachScript = `#!INTERPRETER
 # Started as "agent --session-id|--resume <id> …": write the transcript line
 # Claude Code writes for a prompt, so each spawn is confirmed.
 dir="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"
@@ -393,9 +394,14 @@ exit 3
 // status and then treats the exit by it.
 func TestRespawnUnknownExitStatusIsNotClean(t *testing.T) {
 	t.Parallel()
-	script := filepath.Join(t.TempDir(), "agent")
-	require.NoError(t, os.WriteFile(script, []byte(detachScript), 0o755))
-	e := newRespawnEnv(t, envOpts{Harness: script, ProcessName: "sh"})
+	dir := t.TempDir()
+	sh, err := os.ReadFile("/bin/sh")
+	require.NoError(t, err)
+	interp := filepath.Join(dir, "agent-sh")
+	require.NoError(t, os.WriteFile(interp, sh, 0o755))
+	script := filepath.Join(dir, "agent")
+	require.NoError(t, os.WriteFile(script, []byte(strings.Replace(detachScript, "INTERPRETER", interp, 1)), 0o755))
+	e := newRespawnEnv(t, envOpts{Harness: script, ProcessName: "agent-sh"})
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
 	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)

@@ -31,6 +31,12 @@ type base struct {
 	processNamed bool // cfg.ProcessName was set
 }
 
+// shells are process names that can never stand for a harness: a wrapper
+// that leaves one of them in the pane after the CLI exits (exec sh -i) shows
+// the same name, so the foreground check could not tell the agent from the
+// shell (docs/design.md, "Which process is the harness").
+var shells = []string{"sh", "ash", "dash", "bash", "zsh", "ksh", "mksh", "pdksh", "csh", "tcsh", "fish", "busybox", "rbash"}
+
 func newBase(name string, cfg schema.Harness) (base, error) {
 	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env),
 		pass: slices.Clone(cfg.PassEnv)}
@@ -50,6 +56,11 @@ func newBase(name string, cfg schema.Harness) (base, error) {
 	}
 	if !tmux.ValidCommandName(b.processNames[0]) {
 		return base{}, fmt.Errorf("process name %q cannot be checked in tmux; set processName: %w", b.processNames[0], ErrBadConfig)
+	}
+	if slices.Contains(shells, b.processNames[0]) {
+		return base{}, fmt.Errorf("process name %q is a shell, and a shell left in the pane after the CLI exits looks the same, "+
+			"so an event could be pasted into it as commands; make the wrapper exec the CLI (or run it under set -m) "+
+			"and set processName to the CLI's name: %w", b.processNames[0], ErrBadConfig)
 	}
 	if cfg.ReadyPattern != "" {
 		re, err := regexp.Compile(cfg.ReadyPattern)

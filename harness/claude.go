@@ -95,15 +95,18 @@ func (c *claudeCode) ProcessNames() []string {
 func (c *claudeCode) SupportsResume() bool { return true }
 
 // ValidSessionID requires SessionIDPattern and a UUID in its lowercase
-// canonical form. Claude Code rejects a non-UUID --session-id, opens its
+// canonical form, of the RFC 9562 variant with a version from 1 to 8, and
+// not the nil UUID. Claude Code rejects a non-UUID --session-id, opens its
 // picker for a non-UUID --resume, and looks transcripts up by exact file
-// name, so an uppercase id would not be found again.
+// name, so an uppercase id would not be found again; the ids it mints
+// itself are random (version 4) UUIDs, as are loopd's, so an id of another
+// variant or the nil UUID can only come from someone else.
 func (c *claudeCode) ValidSessionID(id string) bool {
 	if !SessionIDPattern.MatchString(id) {
 		return false
 	}
 	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id
+	return err == nil && u.String() == id && u.Variant() == uuid.RFC4122 && u.Version() >= 1 && u.Version() <= 8
 }
 
 // WithSessionStartHook returns a copy whose spawns pass --settings with a

@@ -97,7 +97,11 @@ func TestClaudeValidSessionID(t *testing.T) {
 		want bool
 	}{
 		{name: "lowercase_uuid", id: testID, want: true},
-		{name: "nil_uuid", id: "00000000-0000-0000-0000-000000000000", want: true},
+		{name: "nil_uuid", id: "00000000-0000-0000-0000-000000000000"},
+		{name: "max_uuid", id: "ffffffff-ffff-ffff-ffff-ffffffffffff"},
+		{name: "ncs_variant", id: "11111111-2222-3333-4444-555555555555"},
+		{name: "version_0", id: "7f3c1e52-9d4b-0c1a-8e2f-0123456789ab"},
+		{name: "version_7", id: "019a3c1e-9d4b-7c1a-8e2f-0123456789ab", want: true},
 		{name: "uppercase_uuid", id: strings.ToUpper(testID)},
 		{name: "mixed_case_uuid", id: "7F3c1e52-9d4b-4c1a-8e2f-0123456789ab"},
 		{name: "no_dashes", id: strings.ReplaceAll(testID, "-", "")},

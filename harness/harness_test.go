@@ -137,4 +137,12 @@ func TestProcessNames(t *testing.T) {
 	}
 	_, err := New("custom", schema.Harness{Adapter: "custom", Command: "/srv/bin/a,b", FreshArgs: []string{"x"}})
 	assert.ErrorIs(t, err, ErrBadConfig, "a name tmux formats cannot compare needs processName")
+	for _, cfg := range []schema.Harness{
+		{Command: "/srv/bin/claude-wrapper", ProcessName: "sh"},
+		{Command: "/srv/bin/claude-wrapper", ProcessName: "bash"},
+		{Adapter: "custom", Command: "/bin/bash", FreshArgs: []string{"-c", "{{.Prompt}}"}},
+	} {
+		_, err := New("claude-code", cfg)
+		assert.ErrorIs(t, err, ErrBadConfig, "a shell cannot stand for the harness: %+v", cfg)
+	}
 }

@@ -135,8 +135,19 @@ func (r *Recorder) RecordLater(ctx context.Context, level slog.Level, name Name,
 
 // Flush writes the rows RecordLater kept, oldest first, and stops at the
 // first write that fails, keeping that row and the later ones for the next
-// Flush. It returns the write error, or nil.
+// Flush. It returns the write error, or nil. The rows go to the store
+// beneath any Appender that folds repeats (one with an Unwrap method, such
+// as Limiter.Appender's): each stands for its own delivery, which the
+// operator may have to redeliver, so none is folded into a count.
 func (r *Recorder) Flush(ctx context.Context) error {
+	store := r.store
+	for {
+		u, ok := store.(interface{ Unwrap() Appender })
+		if !ok {
+			break
+		}
+		store = u.Unwrap()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.dropped > 0 {
@@ -144,7 +155,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		r.dropped = 0
 	}
 	for len(r.deferred) > 0 {
-		if err := r.store.AppendEvent(ctx, r.deferred[0]); err != nil {
+		if err := store.AppendEvent(ctx, r.deferred[0]); err != nil {
 			return err
 		}
 		r.deferred = r.deferred[1:]

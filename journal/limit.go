@@ -116,6 +116,16 @@ func (l *Limiter) admit(key string, emit func(context.Context, int)) (pass bool,
 	}
 }
 
+// forget drops the failure key, so that its next occurrence passes.
+func (l *Limiter) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[key]; !ok {
+		key = overflowKey(key)
+	}
+	delete(l.seen, key)
+}
+
 // Flush writes one summary for each failure whose window has ended with
 // suppressed occurrences, and forgets the failures that did not recur for
 // a whole window.
@@ -264,15 +274,24 @@ func (a limitAppender) AppendEvent(ctx context.Context, e Event) error {
 	pass, n := a.l.admit(key, func(ctx context.Context, n int) {
 		_ = a.next.AppendEvent(ctx, eventRepeated(e, n))
 	})
-	switch {
-	case !pass:
+	if !pass {
 		return nil
-	case n > 0:
-		return a.next.AppendEvent(ctx, eventRepeated(e, n))
-	default:
-		return a.next.AppendEvent(ctx, e)
 	}
+	if n > 0 {
+		e = eventRepeated(e, n)
+	}
+	if err := a.next.AppendEvent(ctx, e); err != nil {
+		// The row that opened the window was not written: the next
+		// occurrence must pass, not be counted as a repeat of it.
+		a.l.forget(key)
+		return err
+	}
+	return nil
 }
+
+// Unwrap returns the Appender the limited rows go to, for rows that must
+// never be folded (Recorder.Flush).
+func (a limitAppender) Unwrap() Appender { return a.next }
 
 // eventRepeated returns a copy of e that carries repeated=n.
 func eventRepeated(e Event, n int) Event {

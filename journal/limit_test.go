@@ -176,3 +176,41 @@ func TestLimiterJournalRows(t *testing.T) {
 	assert.Equal(t, "29", failed[1].Attrs[RepeatedKey])
 	assert.Equal(t, 2, strings.Count(out.String(), string(ReconcileFailed)), "the log is limited alike")
 }
+
+func TestLimiterRowThatFailedToWriteIsNoWindow(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	lim := NewLimiter(time.Minute, 0, clock.now)
+	j := &flakyJournal{down: true}
+	rows := lim.Appender(j)
+	ctx := context.Background()
+	e := Event{Name: ReconcileFailed, Level: slog.LevelError, Attrs: map[string]string{"err": "database is locked"}}
+
+	require.Error(t, rows.AppendEvent(ctx, e), "the store fails the first occurrence")
+	j.down = false
+	clock.advance(time.Second)
+	require.NoError(t, rows.AppendEvent(ctx, e))
+	require.Len(t, j.events, 1, "an occurrence after an unwritten first one is written, not counted as its repeat")
+	assert.NotContains(t, j.events[0].Attrs, RepeatedKey)
+}
+
+func TestRecordLaterRowsAreNeverFolded(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	lim := NewLimiter(time.Minute, 0, clock.now)
+	j := &flakyJournal{down: true}
+	var out bytes.Buffer
+	rec := NewRecorder(slog.New(lim.Handler(slog.NewTextHandler(&out, nil))), lim.Appender(j), clock.now)
+	ctx := context.Background()
+
+	for _, id := range []string{"d-1", "d-2", "d-3"} {
+		rec.RecordLater(ctx, slog.LevelError, DeliveryRejected, "o/r#1", "delivery_id", id, "reason", "store_failed", "err", "SQLITE_BUSY")
+		require.Error(t, rec.Flush(ctx), "the store is still locked")
+		clock.advance(time.Second)
+	}
+	j.down = false
+	require.NoError(t, rec.Flush(ctx))
+	var ids []string
+	for _, e := range j.events {
+		ids = append(ids, e.Attrs["delivery_id"])
+	}
+	assert.Equal(t, []string{"d-1", "d-2", "d-3"}, ids, "each rejected delivery keeps its own row for the operator to redeliver")
+}

@@ -1,9 +1,16 @@
-// Package observed turns loopd's tmux server into a Snapshot: one value that
-// says, for each loopd session, whether its pane lives and how it died. One
-// observation is exactly one list-panes call, whatever the number of
-// sessions, because per-session tmux calls grow quadratically with the
-// server's size (measured on tmux 3.3a with 1,000 sessions: 5 s for one
-// has-session per session, 10 ms for one list-panes -a).
+// Package observed reads every fact a reconcile pass plans on, and watches
+// for the events that should wake a pass. Nothing else in the reconcile loop
+// reads tmux or the disk.
+//
+// The tmux part is a Snapshot: one value that says, for each loopd session,
+// whether its pane lives, how and when it died. One observation is exactly
+// one list-panes call, whatever the number of sessions, because per-session
+// tmux calls grow quadratically with the server's size (measured on tmux
+// 3.3a with 1,000 sessions: 5 s for one has-session per session, 10 ms for
+// one list-panes -a). The disk part (workdirs, transcripts, which delivery
+// frames the conversation holds) is read only for the items the planner says
+// can use it (Needs). Observer puts both into an Observation; Watcher starts
+// the tmux server and turns pane deaths into wake-ups.
 package observed
 
 import (
@@ -19,23 +26,27 @@ import (
 // sessions on the server are not observed.
 const SessionPrefix = "loop-"
 
+// Pane is one pane as tmux lists it (tmux.Pane): its session, liveness,
+// exit status, death time, foreground process and owner mark.
+type Pane = tmux.Pane
+
 // Snapshot is the observed state of loopd's sessions at one instant. It is a
-// value: nothing in it changes after Observe returns.
+// value: nothing in it changes after TakeSnapshot returns.
 type Snapshot struct {
 	// Panes holds each loopd session's pane, by session name. loopd creates
 	// one pane per session; for a session with several, it holds the first.
-	Panes map[string]tmux.Pane
+	Panes map[string]Pane
 	// At is when the observation was made.
 	At time.Time
 }
 
 // Pane returns session's pane and reports whether the session exists.
-func (s Snapshot) Pane(session string) (tmux.Pane, bool) {
+func (s Snapshot) Pane(session string) (Pane, bool) {
 	p, ok := s.Panes[session]
 	return p, ok
 }
 
-// Observe returns the Snapshot of c's server at now. It calls c.Kick and
+// TakeSnapshot returns the Snapshot of c's server at now. It calls c.Kick and
 // then c.ListPanes once, and never calls tmux per session. With no server or
 // no sessions the snapshot is empty, not an error.
 //
@@ -45,14 +56,15 @@ func (s Snapshot) Pane(session string) (tmux.Pane, bool) {
 // (fixed in tmux 3.5). Kick's run-shell is such a child, so the listing that
 // follows it carries the status in nearly every case. A dead pane whose
 // status is still unknown has StatusKnown false: the status is pending, never
-// a clean exit.
-func Observe(ctx context.Context, c tmux.Client, now time.Time) (Snapshot, error) {
+// a clean exit. A pane whose child the kick reaped carries the kick's time as
+// its DeadTime, not its death's (tmux.Pane.DeadTime).
+func TakeSnapshot(ctx context.Context, c tmux.Client, now time.Time) (Snapshot, error) {
 	if err := c.Kick(ctx); err != nil {
-		return Snapshot{}, fmt.Errorf("observe: %w", err)
+		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
 	}
 	panes, err := c.ListPanes(ctx)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("observe: %w", err)
+		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
 	}
 	return build(panes, now), nil
 }
@@ -60,8 +72,8 @@ func Observe(ctx context.Context, c tmux.Client, now time.Time) (Snapshot, error
 // build keeps the first pane of each loopd session. ListPanes lists a
 // session's panes in index order, so the first is pane 0 of its first
 // window.
-func build(panes []tmux.Pane, now time.Time) Snapshot {
-	s := Snapshot{Panes: make(map[string]tmux.Pane, len(panes)), At: now}
+func build(panes []Pane, now time.Time) Snapshot {
+	s := Snapshot{Panes: make(map[string]Pane, len(panes)), At: now}
 	for _, p := range panes {
 		if !strings.HasPrefix(p.Session, SessionPrefix) {
 			continue

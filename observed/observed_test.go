@@ -29,13 +29,14 @@ func TestObserveKicksThenListsOnce(t *testing.T) {
 	for _, name := range []string{"loop-a", "loop-b", "loop-c"} {
 		spawn(t, f, name, "claude", "hi")
 	}
-	_, err := observed.Observe(t.Context(), f, now)
+	_, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Kick", "ListPanes"}, f.Calls()[3:], "one kick, one listing, nothing per session")
 }
 
 func TestObserve(t *testing.T) {
 	f := tmux.NewFake()
+	f.Now = func() time.Time { return now.Add(-time.Minute) }
 	require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 	spawn(t, f, "loop-live", "claude", "hi")
 	spawn(t, f, "loop-crashed", "claude", "hi")
@@ -47,7 +48,7 @@ func TestObserve(t *testing.T) {
 	f.ExitUnknown("loop-unreaped", 2)
 	f.ExitSignal("loop-signalled", 9)
 
-	s, err := observed.Observe(t.Context(), f, now)
+	s, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	assert.Equal(t, now, s.At)
 	assert.ElementsMatch(t, []string{"loop-live", "loop-crashed", "loop-unreaped", "loop-signalled"},
@@ -60,7 +61,7 @@ func TestObserve(t *testing.T) {
 
 	crashed, _ := s.Pane("loop-crashed")
 	assert.Equal(t, tmux.Pane{Session: "loop-crashed", PaneID: "%1", Dead: true, DeadStatus: 1, StatusKnown: true,
-		PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
+		DeadTime: now.Add(-time.Minute), PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
 
 	unreaped, _ := s.Pane("loop-unreaped")
 	assert.True(t, unreaped.StatusKnown, "the kick before listing revealed the status")
@@ -85,7 +86,7 @@ func TestObserveEmpty(t *testing.T) {
 			if tc.start {
 				require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 			}
-			s, err := observed.Observe(t.Context(), f, now)
+			s, err := observed.TakeSnapshot(t.Context(), f, now)
 			require.NoError(t, err)
 			assert.Empty(t, s.Panes)
 			assert.NotNil(t, s.Panes)
@@ -106,7 +107,7 @@ func TestObserveErrors(t *testing.T) {
 		t.Run(tc.verb, func(t *testing.T) {
 			f := tmux.NewFake()
 			f.FailNext(tc.verb, boom)
-			_, err := observed.Observe(t.Context(), f, now)
+			_, err := observed.TakeSnapshot(t.Context(), f, now)
 			assert.ErrorIs(t, err, boom)
 			assert.Equal(t, tc.calls, f.Calls())
 		})
@@ -117,7 +118,7 @@ func TestObserveErrors(t *testing.T) {
 func TestSnapshotIsAValue(t *testing.T) {
 	f := tmux.NewFake()
 	spawn(t, f, "loop-a", "claude", "hi")
-	s, err := observed.Observe(t.Context(), f, now)
+	s, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
 	f.Exit("loop-a", 1)
 	require.NoError(t, f.KillSession(t.Context(), "loop-a", owner))
@@ -134,7 +135,7 @@ func TestObserveRealTmux(t *testing.T) {
 	spawn(t, e, "loop-exit-3", "sh", "-c", "exit 3")
 	spawn(t, e, "scratch", "sleep", "600")
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		s, err := observed.Observe(ctx, e, now)
+		s, err := observed.TakeSnapshot(ctx, e, now)
 		require.NoError(ct, err)
 		assert.ElementsMatch(ct, []string{"loop-live", "loop-exit-3"}, keys(s.Panes))
 		live, _ := s.Pane("loop-live")

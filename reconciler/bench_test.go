@@ -16,7 +16,7 @@ import (
 func BenchmarkPlan(b *testing.B) {
 	const n = 10000
 	items := make([]desired.Record, 0, n)
-	obs := Observation{Snapshot: observed.Snapshot{Panes: make(map[string]tmux.Pane, n)},
+	obs := observed.Observation{Snapshot: observed.Snapshot{Panes: make(map[string]tmux.Pane, n)},
 		Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
 	for i := 0; i < n; i++ {
 		k := desired.Key{Owner: "octo-org", Repo: fmt.Sprintf("repo%d", i%50), Number: i}

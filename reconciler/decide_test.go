@@ -10,6 +10,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/observed"
 )
 
 // clearedID is the conversation Claude Code's /clear started.
@@ -48,7 +49,7 @@ func TestPlanDecides(t *testing.T) {
 	tests := []struct {
 		name string
 		rec  desired.Record
-		obs  Observation
+		obs  observed.Observation
 		want []actions.Action
 	}{
 		// A spawn that tmux refused: the executor recorded the fact, the
@@ -71,7 +72,7 @@ func TestPlanDecides(t *testing.T) {
 		// The executor's own retry delay never applied the budget.
 		{"spawn_refused_past_the_budget_needs_attention", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 10 }), ev1), obs(gone(), noScript),
 			[]actions.Action{refusedExit(desired.PhaseNeedsAttention, 11, 1, 1), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
-		{"refused_spawn_with_its_workdir_gone_blocks", rec(refused(desired.SpawnResume, nil), ev1), func() Observation {
+		{"refused_spawn_with_its_workdir_gone_blocks", rec(refused(desired.SpawnResume, nil), ev1), func() observed.Observation {
 			o := obs(gone(), transcript)
 			o.MissingWorkdirs[key] = true
 			return o

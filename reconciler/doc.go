@@ -5,9 +5,13 @@
 // correctness.
 //
 // A pass takes the reconcile lock (one reconciler at a time, across the
-// daemon and a cron "reconcile --once"), reads every desired record, observes
-// tmux with a single list-panes, reads the few disk facts the planner needs
-// (transcripts, workdirs), and calls Plan.
+// daemon and a cron "reconcile --once"), reads every desired record, has its
+// Observer (package observed) observe tmux with a single list-panes and read
+// the few disk facts the planner needs (transcripts, workdirs, the delivery
+// frames in the conversation; which items need which is the planner's rule,
+// needs), and calls Plan. The reconciler reads neither tmux nor the disk
+// itself; its Watcher (observed.Watcher) starts the tmux server and wakes
+// the loop on pane deaths.
 //
 // Plan(items, observation, policy, now) is pure. Per work item it emits:
 //

@@ -80,7 +80,7 @@ func TestPlanGolden(t *testing.T) {
 	}
 }
 
-func (c planCase) build(t *testing.T) ([]desired.Record, Observation) {
+func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 	var items []desired.Record
 	for _, it := range c.Items {
 		k, err := desired.ParseKey(it.Key)
@@ -98,7 +98,7 @@ func (c planCase) build(t *testing.T) ([]desired.Record, Observation) {
 		}
 		snap.Panes[pane.Session] = pane
 	}
-	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	obs := observed.Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
 	for item, tr := range c.Transcripts {
 		k, err := desired.ParseKey(item)
 		require.NoError(t, err)

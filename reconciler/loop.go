@@ -2,31 +2,28 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
 )
 
-// Reconciler runs reconcile passes: lock, read desired records, observe tmux
-// once, plan, execute, and requeue. Run loops them on a timer, on triggers
-// (webhook, pane-died hook) and at the earliest requeue-after time.
+// Reconciler runs reconcile passes: lock, read desired records, observe
+// (tmux once, the disk for the items that can use it), plan, execute, and
+// requeue. Run loops them on a timer, on triggers (webhook, pane deaths) and
+// at the earliest requeue-after time.
 type Reconciler struct {
-	Store     desired.Store
-	Tmux      tmux.Client
-	Harnesses map[string]harness.Adapter
-	Executor  *actions.Executor
-	Journal   *journal.Recorder
-	Log       *slog.Logger
+	Store    desired.Store
+	Observer Observer
+	Watcher  Watcher
+	Executor *actions.Executor
+	Journal  *journal.Recorder
+	Log      *slog.Logger
 	// Policy returns the current soft policy; it is read once per pass, so
 	// a hot reload takes effect on the next pass.
 	Policy func() Policy
@@ -37,20 +34,26 @@ type Reconciler struct {
 	// pass, e.g. a cron reconcile --once), and only that wait: the pass
 	// that then runs is not cut short. Zero waits until ctx ends.
 	LockWait time.Duration
-	// Server are the options the tmux server is started with.
-	Server tmux.ServerOptions
-	// KickEvery, when not zero and the server options name a pane-died
-	// channel, is how often Run kicks the tmux server (Kick) between
-	// passes. tmux up to 3.4 sometimes fails to reap a pane's exited child
-	// and then fires no pane-died hook until another child of the server
-	// exits (see observed.Observe); the kick is such a child, so such a
-	// death wakes the loop within KickEvery instead of after Interval.
-	KickEvery time.Duration
 	// Metrics, when not nil, counts passes and actions.
 	Metrics *Metrics
 
 	triggerOnce sync.Once
 	trigger     chan struct{}
+}
+
+// Observer reads the facts one pass plans on (observed.Observer): the tmux
+// snapshot at now, and the disk facts of the records that needs asks for.
+type Observer interface {
+	Observe(ctx context.Context, records []desired.Record, needs observed.Needs, now time.Time) (observed.Observation, error)
+}
+
+// Watcher supervises the tmux server the agents run on (observed.Watcher).
+type Watcher interface {
+	// EnsureServer starts the server and claims it for this loopd; it
+	// fails with tmux.ErrServerOwned when another loopd holds it.
+	EnsureServer(ctx context.Context) error
+	// Watch calls wake after each pane death until ctx ends.
+	Watch(ctx context.Context, wake func())
 }
 
 // PassResult is what one pass planned and did.
@@ -109,18 +112,18 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	now := r.Now()
-	snap, err := observed.Observe(ctx, r.Tmux, now)
+	policy := r.Policy()
+	obs, err := r.Observer.Observe(ctx, records, needs(policy, now), now)
 	if err != nil {
 		// An unreadable tmux means nothing is known to be dead: plan
 		// nothing rather than respawn live agents.
-		return PassResult{}, fmt.Errorf("reconcile: observe: %w", err)
+		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
-	policy := r.Policy()
-	plan := Plan(records, r.gather(records, snap, policy, now), policy, now)
+	plan := Plan(records, obs, policy, now)
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
-			if err := r.Tmux.EnsureServer(ctx, r.Server); err != nil {
+			if err := r.Watcher.EnsureServer(ctx); err != nil {
 				return res, fmt.Errorf("reconcile: start tmux server: %w", err)
 			}
 		}
@@ -180,44 +183,27 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 	return best, found
 }
 
-// gather reads the disk facts Plan needs for items that may spawn, are
-// being probed or have an event in flight: the transcript of the recorded
-// session id, whether the workdir exists, and what the conversation holds
-// of the deliveries the pass may act on. It runs every pass, so items that
-// cannot need them are skipped (needsFacts, framesToCheck), and each
-// transcript is read at most once.
-func (r *Reconciler) gather(records []desired.Record, snap observed.Snapshot, p Policy, now time.Time) Observation {
-	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Frames: map[desired.Key]map[string]harness.Found{}}
-	for _, rec := range records {
+// needs is the rule of which item can use which disk fact this pass
+// (observed.Needs). A pass runs every second or so, so only items that may
+// spawn, are being probed or have an event in flight get their workdir and
+// transcript read (needsFacts), and only the frames of the deliveries the
+// pass may act on are looked for (framesToCheck), in the transcript of the
+// conversation the item is in (desired.Record.ConversationID) and in those
+// of the recorded session id and of an id the running harness reported
+// since its spawn (a /clear the pass has not followed yet).
+func needs(p Policy, now time.Time) observed.Needs {
+	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
 		if !needsFacts(rec, snap, p) {
-			continue
-		}
-		if rec.Spec.Cwd != "" {
-			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
-				obs.MissingWorkdirs[rec.Key] = true
-			}
+			return observed.Need{}
 		}
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
-		id := rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)
-		ad, ok := r.Harnesses[rec.Spec.Harness]
-		if !ok || id == "" || !ad.ValidSessionID(id) {
-			continue
+		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now), Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) {
+			n.Reported = rep.SessionID
 		}
-		tr, err := ad.Transcript(rec.Spec.Cwd, id)
-		if err != nil {
-			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
-			continue
-		}
-		obs.Transcripts[rec.Key] = tr
-		if frames := framesToCheck(rec, now); len(frames) > 0 && tr.Known {
-			if found, ok := r.readFrames(rec, ad, tr, frames); ok {
-				obs.Frames[rec.Key] = found
-			}
-		}
+		return n
 	}
-	return obs
 }
 
 // framesToCheck returns the frames of rec's deliveries that the pass may
@@ -241,49 +227,6 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 		frames = append(frames, desired.FrameOf(d))
 	}
 	return frames
-}
-
-// readFrames reads what rec's conversation holds of frames: the transcript
-// tr of the conversation the item is in (desired.Record.ConversationID)
-// and those of the other ids it went by since its spawn: the recorded one
-// (before a /clear) and the one the harness reported. It reports false
-// when a transcript could not be read; the planner then falls back to
-// what it knew without the frames.
-func (r *Reconciler) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, frames []desired.Frame) (map[string]harness.Found, bool) {
-	transcripts := []harness.Transcript{tr}
-	seen := map[string]bool{tr.Path: true}
-	others := []string{rec.Status.HarnessSessionID}
-	if rep := rec.Report; rep != nil && !rep.At.Before(rec.Status.SpawnedAt) {
-		others = append(others, rep.SessionID)
-	}
-	for _, id := range others {
-		if id == "" || !ad.ValidSessionID(id) {
-			continue
-		}
-		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known && !seen[other.Path] {
-			seen[other.Path] = true
-			transcripts = append(transcripts, other)
-		}
-	}
-	all := map[string]harness.Found{}
-	for _, t := range transcripts {
-		if !t.Exists {
-			// No file, or no turn in it: nothing was delivered there.
-			continue
-		}
-		found, err := harness.TranscriptFrames(t, frames)
-		if err != nil {
-			r.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
-			return nil, false
-		}
-		for id, f := range found {
-			got := all[id]
-			got.Whole = got.Whole || f.Whole
-			got.Mangled += f.Mangled
-			all[id] = got
-		}
-	}
-	return all, true
 }
 
 // needsFacts reports whether Plan may read rec's disk facts this pass. An
@@ -318,19 +261,16 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 
 // Run reconciles until ctx ends: a pass at start, then after every trigger,
 // every Interval, and at each pass's requeue-after time. Pass errors are
-// logged and retried at the next wake; they never stop the loop. When the
-// server options name a pane-died channel, a waiter turns each pane death
-// into a trigger.
+// journaled and retried at the next wake; they never stop the loop. The
+// Watcher starts the tmux server first and turns each pane death into a
+// trigger until Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
-	if err := r.Tmux.EnsureServer(ctx, r.Server); err != nil {
+	if err := r.Watcher.EnsureServer(ctx); err != nil {
 		r.Log.Error("tmux.unavailable", "err", err)
 	}
-	if r.Server.PaneDiedChannel != "" {
-		go r.waitPaneDied(ctx)
-		if r.KickEvery > 0 {
-			go r.kickLostExits(ctx)
-		}
-	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
+	defer wg.Wait()
 	for {
 		res, err := r.Pass(ctx, false)
 		wait := r.Interval
@@ -351,44 +291,5 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			t.Stop()
 		case <-t.C:
 		}
-	}
-}
-
-// kickLostExits kicks the server every KickEvery until ctx ends, so that a
-// death tmux failed to reap fires its pane-died hook, which wakes
-// waitPaneDied. A failed kick is retried at the next tick.
-func (r *Reconciler) kickLostExits(ctx context.Context) {
-	t := time.NewTicker(r.KickEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.Tmux.Kick(ctx); err != nil && ctx.Err() == nil {
-				r.Log.Debug("tmux.kick_failed", "err", err)
-			}
-		}
-	}
-}
-
-// waitPaneDied blocks on tmux wait-for and triggers a pass on each wake. A
-// failed wait (server gone) is retried after a second; the interval resync
-// covers the gap.
-func (r *Reconciler) waitPaneDied(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := r.Tmux.WaitFor(ctx, r.Server.PaneDiedChannel); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			r.Log.Debug("pane_died.wait_failed", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		r.Trigger()
 	}
 }

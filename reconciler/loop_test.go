@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -28,14 +29,15 @@ import (
 // passRig runs whole passes against a stateful tmux fake, a real SQLite
 // store and the real claude-code adapter, with a hand-moved clock.
 type passRig struct {
-	rc    *Reconciler
-	tmux  *tmux.Fake
-	store *desired.SQLite
-	ad    harness.Adapter
-	now   time.Time
-	ids   int
-	key   desired.Key
-	cwd   string
+	rc      *Reconciler
+	watcher *observed.Watcher
+	tmux    *tmux.Fake
+	store   *desired.SQLite
+	ad      harness.Adapter
+	now     time.Time
+	ids     int
+	key     desired.Key
+	cwd     string
 }
 
 func newPassRig(t *testing.T) *passRig {
@@ -50,13 +52,15 @@ func newPassRig(t *testing.T) *passRig {
 	r := &passRig{tmux: tmux.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	clock := func() time.Time { return r.now }
+	r.tmux.Now = clock
 	rec := journal.NewRecorder(log, store, clock)
 	hs := map[string]harness.Adapter{"claude-code": ad}
 	p := testPolicy()
+	r.watcher = &observed.Watcher{Tmux: r.tmux, Log: log,
+		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner}}
 	r.rc = &Reconciler{
-		Store: store, Tmux: r.tmux, Harnesses: hs, Journal: rec, Log: log, Now: clock,
-		Policy: func() Policy { return p }, Interval: time.Minute,
-		Server: tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner},
+		Store: store, Observer: &observed.Observer{Tmux: r.tmux, Harnesses: hs, Log: log}, Watcher: r.watcher,
+		Journal: rec, Log: log, Now: clock, Policy: func() Policy { return p }, Interval: time.Minute,
 		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock, Owner: testOwner,
 			NewID:    func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
 			Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
@@ -186,21 +190,25 @@ func TestDryRunChangesNothing(t *testing.T) {
 
 // TestPassLockWaitBoundsOnlyTheWaitForTheLock: with the lock held elsewhere
 // a pass gives up after LockWait with ErrLocked; with it free, the same
-// short LockWait does not cut the pass short.
+// short LockWait does not cut the pass short. It runs on synctest's clock.
 func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
-	r := newPassRig(t)
-	r.opened(t)
-	r.rc.LockWait = time.Millisecond
-	unlock, err := r.store.Lock(context.Background())
-	require.NoError(t, err)
-	_, err = r.rc.Pass(context.Background(), false)
-	require.ErrorIs(t, err, desired.ErrLocked)
-	assert.Empty(t, r.tmux.Sessions())
+	synctest.Test(t, func(t *testing.T) {
+		r := newPassRig(t)
+		r.opened(t)
+		r.rc.LockWait = time.Second
+		unlock, err := r.store.Lock(t.Context())
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = r.rc.Pass(t.Context(), false)
+		require.ErrorIs(t, err, desired.ErrLocked)
+		assert.Equal(t, time.Second, time.Since(start), "the pass waited LockWait for the lock, no more")
+		assert.Empty(t, r.tmux.Sessions())
 
-	unlock()
-	res := r.pass(t, false)
-	assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
-	assert.Len(t, r.tmux.Sessions(), 1)
+		unlock()
+		res := r.pass(t, false)
+		assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+		assert.Len(t, r.tmux.Sessions(), 1)
+	})
 }
 
 func TestNeedsFacts(t *testing.T) {

@@ -10,24 +10,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
 )
-
-// Observation is everything one pass saw: the tmux snapshot from a single
-// list-panes, plus facts read from disk for the items that may spawn.
-type Observation struct {
-	Snapshot observed.Snapshot
-	// Transcripts holds, per item, the transcript of its recorded session
-	// id in its cwd. A missing entry means "not known".
-	Transcripts map[desired.Key]harness.Transcript
-	// MissingWorkdirs lists the items whose workdir does not exist.
-	MissingWorkdirs map[desired.Key]bool
-	// Frames holds, per item, what its conversation shows of the frames of
-	// the deliveries the pass may act on (the paste and the boot prompt in
-	// flight, the pending events), by delivery id. A missing entry means
-	// "not read".
-	Frames map[desired.Key]map[string]harness.Found
-}
 
 // NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
 // boots with when it resumes the conversation; without it a resumed agent
@@ -69,7 +52,7 @@ func FreshNudgePrompt(k desired.Key, kind desired.Kind, why actions.Reason) stri
 // actions that move each item toward its desired state, in key order. It is
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
-func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	// Sort pointers, not the large records; the store already returns key
 	// order, so this is usually a check.
 	sorted := make([]*desired.Record, len(items))
@@ -92,9 +75,9 @@ func Plan(items []desired.Record, obs Observation, p Policy, now time.Time) []ac
 // (release) and confirms what the conversation already holds
 // (checkConversation); each returns the record as the executor will leave
 // it, so the decisions that follow start from there.
-func planRecord(r desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	var out []actions.Action
-	for _, step := range []func(desired.Record, Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
+	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -110,7 +93,7 @@ func planRecord(r desired.Record, obs Observation, p Policy, now time.Time) []ac
 // a new conversation), so that a resume, a release or a fresh fallback
 // takes the conversation the agent is actually in, even when the agent
 // died before a pass saw the report.
-func follow(r desired.Record, _ Observation, p Policy) ([]actions.Action, desired.Record, bool) {
+func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
 	st := r.Status
 	to := r.ConversationID(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
 	if to == st.HarnessSessionID {
@@ -129,7 +112,7 @@ func follow(r desired.Record, _ Observation, p Policy) ([]actions.Action, desire
 // resuming its conversation; release --fresh retires the conversation and
 // starts a new one. A closed item keeps its release for when it is
 // reopened.
-func release(r desired.Record, obs Observation, p Policy) ([]actions.Action, desired.Record, bool) {
+func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
 	if !r.ReleasePending() || r.Spec.Closed {
 		return nil, r, false
 	}
@@ -164,7 +147,7 @@ func release(r desired.Record, obs Observation, p Policy) ([]actions.Action, des
 // probed are left to their own confirmation. An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
-func checkConversation(r desired.Record, obs Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
+func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
 	frames, read := obs.Frames[r.Key]
 	if !read {
 		return nil, r, false
@@ -231,7 +214,7 @@ type itemPlan struct {
 	// the item's.
 	foreign bool
 	pending []desired.Delivery
-	obs     Observation
+	obs     observed.Observation
 	p       Policy
 	now     time.Time
 }
@@ -249,6 +232,10 @@ type observedPane struct {
 	status int
 	signal int
 	known  bool
+	// died is when tmux saw the pane die (tmux.Pane.DeadTime); zero while
+	// it lives, and for a live pane without the harness, whose harness
+	// died at a time tmux does not know.
+	died time.Time
 }
 
 // observePane sorts the session's pane: foreign when it lacks this loopd's
@@ -263,7 +250,7 @@ func (it *itemPlan) observePane() {
 		it.foreign = true
 		return
 	}
-	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead}
+	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
 	if pn.Dead {
 		return
 	}
@@ -279,11 +266,11 @@ func (it *itemPlan) observePane() {
 
 // runsHarness reports whether pane's foreground process is r's harness, by
 // the names its adapter gives (Capabilities.ProcessNames).
-func runsHarness(p Policy, r desired.Record, pane tmux.Pane) bool {
+func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs Observation, p Policy, now time.Time) []actions.Action {
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending}
 	it.observePane()
 
@@ -626,8 +613,9 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // in a hot loop.
 func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
 	st := it.st
-	d := decideRestart(History{SpawnedAt: st.SpawnedAt, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
-		Clean: exit.Clean && !spawnFailed}, it.p, it.now)
+	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
+		Clean: exit.Clean && !spawnFailed}
+	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
 	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
@@ -643,9 +631,11 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	case d.Outcome == OutcomeGiveUp:
 		exit.Phase = desired.PhaseNeedsAttention
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
-	case d.Restarts() && d.Delay > 0:
+	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
+		// The backoff runs from the death, not from the pass that saw it:
+		// a death seen late (no daemon ran) may already have waited it out.
 		exit.Phase = desired.PhaseBackingOff
-		exit.NextAttempt = it.now.Add(d.Delay)
+		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restarts():
 		exit.Phase = desired.PhaseBackingOff

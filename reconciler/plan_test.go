@@ -58,12 +58,12 @@ func sending(sentAt time.Time, attempts int) desired.Status {
 
 // landed marks the item's paste in flight (d-1) as seen whole in the
 // transcript.
-func landed(o Observation) Observation {
+func landed(o observed.Observation) observed.Observation {
 	return seen(o, "d-1", harness.Found{Whole: true})
 }
 
 // seen records what the item's conversation shows of delivery id's frame.
-func seen(o Observation, id string, f harness.Found) Observation {
+func seen(o observed.Observation, id string, f harness.Found) observed.Observation {
 	frames := map[string]harness.Found{}
 	for k, v := range o.Frames[key] {
 		frames[k] = v
@@ -103,8 +103,8 @@ func foreign(owner string) observed.Snapshot {
 
 func gone() observed.Snapshot { return observed.Snapshot{Panes: map[string]tmux.Pane{}} }
 
-func obs(s observed.Snapshot, tr ...harness.Transcript) Observation {
-	o := Observation{Snapshot: s, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+func obs(s observed.Snapshot, tr ...harness.Transcript) observed.Observation {
+	o := observed.Observation{Snapshot: s, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
 	if len(tr) > 0 {
 		o.Transcripts[key] = tr[0]
 	}
@@ -168,7 +168,7 @@ func TestPlan(t *testing.T) {
 	tests := []struct {
 		name string
 		rec  desired.Record
-		obs  Observation
+		obs  observed.Observation
 		p    Policy
 		want []actions.Action
 	}{
@@ -520,7 +520,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
 		{"unmarked_session_is_foreign_even_when_the_record_names_it", rec(running(), ev1), obs(foreign("")), testPolicy(),
 			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
-		{"foreign_dead_session_is_not_replaced", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseBackingOff; s.NextAttempt = t0 })), func() Observation {
+		{"foreign_dead_session_is_not_replaced", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseBackingOff; s.NextAttempt = t0 })), func() observed.Observation {
 			o := obs(dead(1), transcript)
 			p := o.Snapshot.Panes[sess]
 			p.Owner = "?"
@@ -539,7 +539,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonSessionForeign, Detail: sess}}},
 
 		// Workspace and argv limits.
-		{"respawn_with_missing_workdir_blocks", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), func() Observation {
+		{"respawn_with_missing_workdir_blocks", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), func() observed.Observation {
 			o := obs(gone(), transcript)
 			o.MissingWorkdirs[key] = true
 			return o

@@ -12,11 +12,36 @@ import (
 
 // History is what the restart decision knows of one item's last run.
 type History struct {
-	SpawnedAt     time.Time
+	SpawnedAt time.Time
+	// DiedAt is when the run ended, as tmux recorded it (pane_dead_time,
+	// whole seconds); zero when no death time is known (the session is
+	// missing, or the pane lives on without the harness): the decision's
+	// now then stands for it (diedAt).
+	DiedAt        time.Time
 	FastFailures  int // consecutive fast failures before this exit
 	ChurnFailures int // consecutive failed runs shorter than the churn window before this exit
 	Failures      int // consecutive failed runs before this exit
 	Clean         bool
+}
+
+// diedAt is when the run ended, as late as the facts allow, so that a
+// backoff counted from it is never shorter than the policy asks. tmux shows
+// the death time in whole seconds (pane_dead_time), so the death happened
+// within the second after DiedAt, and by now at the latest: the end of that
+// second, or now if earlier, and never before the spawn. With no death time
+// known, now, the first moment the death is known to have happened by.
+func (h History) diedAt(now time.Time) time.Time {
+	if h.DiedAt.IsZero() {
+		return now
+	}
+	died := h.DiedAt.Add(time.Second)
+	if died.After(now) {
+		died = now
+	}
+	if died.Before(h.SpawnedAt) {
+		died = h.SpawnedAt
+	}
+	return died
 }
 
 // Outcome is what the restart decision does with one exit.
@@ -54,7 +79,7 @@ const (
 type Decision struct {
 	Outcome Outcome
 	// Delay is the wait before the respawn, for OutcomeRestart and
-	// OutcomeRetire.
+	// OutcomeRetire, counted from the death.
 	Delay time.Duration
 	// Retired names the rule that retired the id, with OutcomeRetire.
 	Retired actions.Reason
@@ -70,10 +95,11 @@ func (d Decision) Restarts() bool { return d.Outcome == OutcomeRestart || d.Outc
 
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
-// fast-failure and churn retirement, backoff. It reads no clock and no
-// randomness.
+// fast-failure and churn retirement, backoff. The run is measured from
+// spawn to death (History.diedAt), however late a pass saw the death; Delay
+// counts from the death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
-	ran := now.Sub(h.SpawnedAt)
+	ran := h.diedAt(now).Sub(h.SpawnedAt)
 	failures, fast, churn := resetCounts(h, p, now)
 	if h.Clean && p.Restart != schema.RestartAlways {
 		// A clean exit is not a crash: it leaves the counts alone and waits
@@ -120,9 +146,9 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 }
 
 // resetCounts returns h's counts as the next decision takes them: a run
-// that lasted HealthyReset clears all three first.
+// that lasted HealthyReset (to its death, diedAt) clears all three first.
 func resetCounts(h History, p Policy, now time.Time) (failures, fast, churn int) {
-	if now.Sub(h.SpawnedAt) >= p.HealthyReset {
+	if h.diedAt(now).Sub(h.SpawnedAt) >= p.HealthyReset {
 		return 0, 0, 0
 	}
 	return h.Failures, h.FastFailures, h.ChurnFailures

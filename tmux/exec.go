@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,10 @@ func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
 	} else {
 		cmds = append(cmds, []string{"set-hook", "-gu", "pane-died"})
 	}
+	if opts.EnvAllowed != nil {
+		// A line with no '=', which scrubEnv passes over.
+		cmds = append(cmds, []string{"display-message", "-p", serverPIDMarker + " #{pid}"})
+	}
 	cmds = append(cmds, []string{"show-environment", "-g"})
 	shown, err := e.run(ctx, nil, cmds...)
 	if err != nil {
@@ -95,12 +100,51 @@ func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
 		dir := strings.TrimPrefix(first, serverOwnedMarker+" ")
 		return fmt.Errorf("ensure server %s: %w: state dir %s", e.socket, ErrServerOwned, dir)
 	}
+	if opts.EnvAllowed != nil {
+		if bad := serverEnvRefused(shown, opts.EnvAllowed); len(bad) > 0 {
+			return fmt.Errorf("ensure server %s: %w: %s (restart the server: tmux -L %s kill-server; loopd then resumes every agent)",
+				e.socket, ErrServerEnvironment, strings.Join(bad, ", "), e.socket)
+		}
+	}
 	if fix := scrubEnv(shown, e.Env); len(fix) > 0 {
 		if _, err := e.run(ctx, nil, fix...); err != nil {
 			return fmt.Errorf("ensure server %s: scrub environment: %w", e.socket, err)
 		}
 	}
 	return nil
+}
+
+// serverPIDMarker starts the line of EnsureServer's output that holds the
+// server's pid.
+const serverPIDMarker = "loopd-server-pid"
+
+// serverEnvRefused returns, sorted, the names in the environment of the
+// server process whose pid EnsureServer's output names that allowed
+// refuses; none when the pid or its environ cannot be read (not Linux, or
+// the server is gone).
+func serverEnvRefused(shown []byte, allowed func(string) bool) []string {
+	var pid string
+	for line := range strings.Lines(string(shown)) {
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), serverPIDMarker+" "); ok {
+			pid = v
+		}
+	}
+	if _, err := strconv.Atoi(pid); err != nil {
+		return nil
+	}
+	raw, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		return nil
+	}
+	var bad []string
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		name, _, ok := strings.Cut(kv, "=")
+		if ok && name != "" && !allowed(name) && !slices.Contains(bad, name) {
+			bad = append(bad, name)
+		}
+	}
+	slices.Sort(bad)
+	return bad
 }
 
 // ServerOwner reads the server's owner marks with one display-message.

@@ -126,12 +126,23 @@ func TestExecPaneEnvIsTheAllowList(t *testing.T) {
 
 // A server started with a dirty environment (by an older loopd, or by
 // hand) is scrubbed by EnsureServer before the next session.
+// startDirty starts e's server as a client holding extra variables would
+// (an older loopd, or a user by hand), with a session that keeps it up, and
+// leaves e's environment as it was.
+func startDirty(t *testing.T, e *tmux.Exec, extra ...string) {
+	t.Helper()
+	clean := e.Env
+	e.Env = append(slices.Clone(clean), extra...)
+	defer func() { e.Env = clean }()
+	_, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-old", Argv: []string{"sleep", "600"}})
+	require.NoError(t, err)
+	name, _, _ := strings.Cut(extra[0], "=")
+	require.Contains(t, paneEnv(t, e, "loop-probe"), extra[0], "the server started with %s", name)
+}
+
 func TestExecEnsureServerScrubsADirtyServer(t *testing.T) {
 	e, socket := execOn(t)
-	clean := e.Env
-	e.Env = append(slices.Clone(clean), "OTHER_TOKEN=x", "LOOPD_WEBHOOK_SECRET=s3cr3t")
-	require.Contains(t, paneEnv(t, e, "loop-old"), "OTHER_TOKEN=x", "the server started dirty")
-	e.Env = clean
+	startDirty(t, e, "OTHER_TOKEN=x", "LOOPD_WEBHOOK_SECRET=s3cr3t")
 	require.NoError(t, e.EnsureServer(t.Context(), tmux.ServerOptions{}))
 	for _, env := range []string{paneEnv(t, e, "loop-new"), globalEnv(t, socket)} {
 		assert.NotContains(t, env, "OTHER_TOKEN")
@@ -233,4 +244,25 @@ func TestExecOwnerMarkResolution(t *testing.T) {
 	got, err := e.ServerOwner(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, owner, got)
+}
+
+// A server process started with variables agents must not see keeps them in
+// /proc/<pid>/environ whatever its global environment says: EnsureServer
+// refuses it, naming the variables and never their values.
+func TestExecEnsureServerRefusesAServerStartedDirty(t *testing.T) {
+	e, _ := execOn(t)
+	clean := e.Env
+	startDirty(t, e, "OTHER_TOKEN=x", "LOOPD_WEBHOOK_SECRET=s3cr3t")
+	allowed := func(name string) bool {
+		return slices.ContainsFunc(clean, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	}
+
+	err := e.EnsureServer(t.Context(), tmux.ServerOptions{EnvAllowed: allowed})
+	require.ErrorIs(t, err, tmux.ErrServerEnvironment)
+	assert.Contains(t, err.Error(), "LOOPD_WEBHOOK_SECRET, OTHER_TOKEN")
+	assert.NotContains(t, err.Error(), "s3cr3t")
+
+	// A server this client started clean passes the same check.
+	clean2, _ := execOn(t)
+	require.NoError(t, clean2.EnsureServer(t.Context(), tmux.ServerOptions{EnvAllowed: allowed}))
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // fakeCommandLimit approximates the size of argv that tmux refuses with
@@ -26,6 +27,11 @@ type Fake struct {
 	// InitialScreen, when set, gives the screen text of each new pane, as
 	// its program would draw it; CapturePane returns it until SetScreen.
 	InitialScreen func(s NewSession) string
+	// Now, when set, is the Fake's clock: a pane's DeadTime is Now at its
+	// death (at the Kick that reveals an ExitUnknown, as tmux records a
+	// lost child's death when it reaps it), in whole seconds as tmux shows
+	// it. Nil means time.Now.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	running  bool
@@ -185,7 +191,7 @@ func (f *Fake) Kick(ctx context.Context) error {
 	}
 	for _, p := range f.sessions {
 		if p.pane.Dead && !p.pane.StatusKnown {
-			p.pane.DeadStatus, p.pane.StatusKnown = p.hidden, true
+			p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = p.hidden, true, f.deadTime()
 			f.paneDied()
 		}
 	}
@@ -395,6 +401,15 @@ func (f *Fake) signal(ch string) {
 	delete(f.waiters, ch)
 }
 
+// deadTime is the DeadTime of a pane that dies now: Now in whole seconds.
+func (f *Fake) deadTime() time.Time {
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	return now().Truncate(time.Second)
+}
+
 // live returns session's pane, which must exist and be alive. The caller
 // holds mu.
 func (f *Fake) live(session string) *fakePane {
@@ -406,13 +421,13 @@ func (f *Fake) live(session string) *fakePane {
 }
 
 // Exit ends the program in session's pane with status: the pane is dead with
-// a known status, and the pane-died hook fires. It panics if the session
+// a known status and its DeadTime, and the pane-died hook fires. It panics if the session
 // does not exist or its pane is already dead.
 func (f *Fake) Exit(session string, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown = true, status, true
+	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = true, status, true, f.deadTime()
 	f.paneDied()
 }
 
@@ -422,13 +437,14 @@ func (f *Fake) ExitSignal(session string, sig int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown = true, sig, true
+	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown, p.pane.DeadTime = true, sig, true, f.deadTime()
 	f.paneDied()
 }
 
 // ExitUnknown ends the program in session's pane the way tmux ≤ 3.4 loses a
-// child: the pane is dead with no status and no hook fires, until the next
-// Kick reveals status and fires the hook. It panics as Exit does.
+// child: the pane is dead with no status, no DeadTime and no hook, until the
+// next Kick reveals status, sets DeadTime to the Kick's time and fires the
+// hook. It panics as Exit does.
 func (f *Fake) ExitUnknown(session string, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

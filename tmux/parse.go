@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // listPanesFields is the number of tab-separated fields in listPanesFormat.
-const listPanesFields = 9
+const listPanesFields = 10
 
 // listPanesFormat is the list-panes -F format that ParseListPanes reads.
 // Session names cannot hold a tab (tmux escapes it), and tmux shows
@@ -19,16 +20,16 @@ const listPanesFields = 9
 const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
 	"#{pane_dead_signal}\t#{pane_pid}\t#{pane_current_command}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + sessionOwnerOption + "}},#{" + sessionOwnerOption + "},#{?#{" + sessionOwnerOption + "},?,}}\t" +
-	"#{pane_start_command}"
+	"#{pane_dead_time}\t#{pane_start_command}"
 
 // ParseListPanes parses the output of list-panes -a -F with loopd's format
 // (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
-// pane_pid, pane_current_command, the owner mark, pane_start_command,
-// separated by tabs), one
-// pane a line, in the order given. Empty output gives an empty slice. A dead
-// pane with neither a status nor a signal gets StatusKnown false. It returns
-// an error naming the line for a row with too few fields or a malformed
-// number.
+// pane_pid, pane_current_command, the owner mark, pane_dead_time,
+// pane_start_command, separated by tabs), one pane a line, in the order
+// given. Empty output gives an empty slice. A dead pane with neither a status
+// nor a signal gets StatusKnown false, and one with no pane_dead_time a zero
+// DeadTime. It returns an error naming the line for a row with too few fields
+// or a malformed number.
 func ParseListPanes(out []byte) ([]Pane, error) {
 	panes := make([]Pane, 0, bytes.Count(out, []byte{'\n'})+1)
 	for n, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
@@ -54,7 +55,7 @@ func parsePane(line string) (Pane, error) {
 		}
 	}
 	f[n] = rest
-	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], Owner: f[7], StartCommand: f[8]}
+	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], Owner: f[7], StartCommand: f[9]}
 	switch f[2] {
 	case "0":
 	case "1":
@@ -71,6 +72,13 @@ func parsePane(line string) (Pane, error) {
 	}
 	if p.PID, err = optionalInt("pane_pid", f[5]); err != nil {
 		return Pane{}, err
+	}
+	died, err := optionalInt("pane_dead_time", f[8])
+	if err != nil {
+		return Pane{}, err
+	}
+	if died > 0 {
+		p.DeadTime = time.Unix(int64(died), 0)
 	}
 	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
 	return p, nil

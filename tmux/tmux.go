@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"time"
 )
 
 // Sentinel errors, checked with errors.Is.
@@ -41,6 +42,11 @@ var (
 	// ErrServerOwned means EnsureServer found the server claimed by another
 	// loopd instance; the error names that instance's state dir.
 	ErrServerOwned = errors.New("tmux: server belongs to another loopd")
+	// ErrServerEnvironment means EnsureServer found the server process
+	// started with variables its ServerOptions.EnvAllowed refuses (a
+	// server started by hand or by an older loopd with the daemon's whole
+	// environment); only the names are reported.
+	ErrServerEnvironment = errors.New("tmux: server process holds variables agents must not see")
 )
 
 // Owner identifies one loopd instance on a tmux server. The server carries
@@ -87,7 +93,14 @@ type Pane struct {
 	StatusKnown bool
 	// DeadSignal is the signal number that killed the pane, 0 if none.
 	DeadSignal int
-	PID        int
+	// DeadTime is when tmux recorded the pane's death (pane_dead_time, whole
+	// seconds); zero while the pane lives or its status is not known. tmux
+	// 3.3a sets it when it has both read the pane's end and reaped its child
+	// (server_destroy_pane), so it is the death to within a few
+	// milliseconds, except for a child tmux failed to reap (StatusKnown
+	// false): there it is the reap that a later Kick brings, not the death.
+	DeadTime time.Time
+	PID      int
 	// StartCommand is the argv the pane was started with, as tmux shows it.
 	StartCommand string
 	// CurrentCommand is pane_current_command: the name of the pane's
@@ -135,6 +148,13 @@ type ServerOptions struct {
 	// unmarked server with it and fails with ErrServerOwned when another
 	// owner's mark is there.
 	Owner Owner
+	// EnvAllowed, when set, is the rule for the server process's own
+	// environment: EnsureServer reads it (/proc/<pid>/environ, Linux) and
+	// fails with ErrServerEnvironment when it holds a name EnvAllowed
+	// refuses. A server started by someone else keeps, in its process,
+	// whatever it was started with: the global environment can be
+	// scrubbed, that cannot, and same-uid agents can read it.
+	EnvAllowed func(name string) bool
 }
 
 // Client is loopd's view of one tmux server. Every method takes ctx first and

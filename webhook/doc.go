@@ -63,11 +63,15 @@
 //	                                               changes_requested
 //	pull_request_review_comment  created           prompt: file path, diff hunk, comment body
 //
-// Everything else is ignored. In particular issues.edited and
-// issue_comment.edited are ignored: edits come in bursts, and re-sending a
-// whole text to a working agent for each is noise; a new comment is how to
-// tell the agent something. A "commented" review without a body is ignored
-// because its inline comments arrive as review comment events of their own.
+// Every other action of these events queues nothing; its state snapshot
+// alone applies, and it is answered ignored when that changes nothing
+// (issues.deleted and issues.transferred are ignored outright: the issue
+// left the repository). In particular issues.edited and
+// issue_comment.edited queue nothing: edits come in bursts, and re-sending
+// a whole text to a working agent for each is noise; a new comment is how
+// to tell the agent something. A "commented" review without a body queues
+// nothing because its inline comments arrive as review comment events of
+// their own. Other events are ignored before their payload is parsed.
 //
 // The prompt of a delivery is built by Render: a fixed header line, then the
 // payload text framed as untrusted data, sanitized of terminal controls, with

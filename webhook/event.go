@@ -25,6 +25,23 @@ type change struct {
 	// a close or reopen action (desired.Ingest.Snapshot).
 	snapshot bool
 	prompt   *PromptInput
+	// unhandled, when set, is why nothing is queued for this payload's
+	// action: only its state snapshot applies, and the delivery is
+	// reported as ignored for that reason when the state changes nothing.
+	unhandled string
+}
+
+// stateOnly turns the change of a payload whose action loopd does not act
+// on (an edit, a label, an empty review…) into its state snapshot alone:
+// GitHub never retries a lost close or reopen, and every such payload still
+// carries the item's state as of its updated_at. A payload with no usable
+// item or state is ignored with reason, as before.
+func stateOnly(c change, err error, reason string) (change, string, error) {
+	if err != nil || !c.snapshot {
+		return change{}, reason, nil
+	}
+	c.prompt, c.unhandled = nil, reason
+	return c, "", nil
 }
 
 // classifier maps one event parsed by github.ParseWebHook to a change. It
@@ -56,10 +73,10 @@ func typed[E any](f func(E) (change, string, error)) classifier {
 }
 
 func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
-	if e.GetAction() != "created" {
-		return change{}, reasonActionNotHandled, nil
-	}
 	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+	if e.GetAction() != "created" {
+		return stateOnly(c, err, reasonActionNotHandled)
+	}
 	if err != nil {
 		return change{}, "", err
 	}
@@ -70,17 +87,17 @@ func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
 }
 
 func classifyReview(e *github.PullRequestReviewEvent) (change, string, error) {
+	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
 	if e.GetAction() != "submitted" {
-		return change{}, reasonActionNotHandled, nil
+		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	// A "commented" review without a body only wraps inline comments, and
 	// each of those arrives as a review comment event of its own.
 	r := e.GetReview()
 	state := r.GetState()
 	if r.GetBody() == "" && state != "approved" && state != "changes_requested" {
-		return change{}, reasonEmptyReview, nil
+		return stateOnly(c, err, reasonEmptyReview)
 	}
-	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
 	if err != nil {
 		return change{}, "", err
 	}
@@ -91,10 +108,10 @@ func classifyReview(e *github.PullRequestReviewEvent) (change, string, error) {
 }
 
 func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, string, error) {
-	if e.GetAction() != "created" {
-		return change{}, reasonActionNotHandled, nil
-	}
 	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
+	if e.GetAction() != "created" {
+		return stateOnly(c, err, reasonActionNotHandled)
+	}
 	if err != nil {
 		return change{}, "", err
 	}
@@ -108,8 +125,15 @@ func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, str
 
 func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	action := e.GetAction()
-	if action != "opened" && action != "reopened" && action != "closed" {
+	switch action {
+	case "opened", "reopened", "closed":
+	case "deleted", "transferred":
+		// The issue is gone from this repository: its last state says
+		// nothing about the item loopd holds.
 		return change{}, reasonActionNotHandled, nil
+	default:
+		c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
 	if err != nil {
@@ -123,12 +147,12 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 
 func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 	action := e.GetAction()
+	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
 	switch action {
 	case "opened", "reopened", "ready_for_review", "synchronize", "closed":
 	default:
-		return change{}, reasonActionNotHandled, nil
+		return stateOnly(c, err, reasonActionNotHandled)
 	}
-	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
 	if err != nil {
 		return change{}, "", err
 	}

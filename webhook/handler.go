@@ -332,6 +332,9 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	case res.Duplicate:
 		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryDuplicate, key, d.attrs()...)
 		reply(w, http.StatusOK, "duplicate delivery; nothing changed")
+	case c.unhandled != "" && !res.StateChanged:
+		// An action loopd does not act on, whose state showed nothing new.
+		h.ignore(ctx, w, http.StatusAccepted, d, key, c.unhandled)
 	case !authorized && c.snapshot && !res.StateChanged:
 		// A stranger's comment or review that showed nothing new.
 		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)

@@ -591,6 +591,59 @@ func TestStateSnapshotHeals(t *testing.T) {
 	}
 }
 
+// TestUnhandledActionsHealStateOnly: a payload whose action loopd does not
+// act on (a label, an edit, an empty review) still carries the item's state
+// as of its updated_at, and that snapshot heals a lost close or reopen;
+// nothing is queued, and a snapshot that changes nothing is ignored as before.
+func TestUnhandledActionsHealStateOnly(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "issues", "d-open", fixture(t, "issues.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	labeled := func(state, updated string) []byte {
+		return derive(t, "issues.opened.1.json", func(m map[string]any) {
+			m["action"] = "labeled"
+			issueState(t, state, updated)(m)
+		})
+	}
+
+	// The close was lost; a label added after it shows the issue closed.
+	code, _ = e.replay(t, "issues", "d-labeled", labeled("closed", "2030-01-02T00:00:00Z"))
+	assert.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	assert.True(t, rec.Spec.Closed, "the label's snapshot closes the item")
+	require.Len(t, rec.Pending, 1, "nothing is queued for a label")
+	last := e.events(t)[len(e.events(t))-1]
+	assert.Equal(t, journal.DeliveryAccepted, last.Name)
+	assert.Equal(t, "true", last.Attrs["state_changed"])
+
+	// An edited comment showing the same state changes nothing: ignored.
+	code, msg := e.replay(t, "issue_comment", "d-edited", derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		m["action"] = "edited"
+		issueState(t, "closed", "2030-01-03T00:00:00Z")(m)
+	}))
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.Contains(t, msg, reasonActionNotHandled)
+	assert.True(t, e.onlyRecord(t).Spec.Closed)
+
+	// A deleted issue's last state says nothing about the item.
+	code, msg = e.replay(t, "issues", "d-deleted", derive(t, "issues.opened.1.json", func(m map[string]any) {
+		m["action"] = "deleted"
+		issueState(t, "open", "2030-01-04T00:00:00Z")(m)
+	}))
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.Contains(t, msg, reasonActionNotHandled)
+	assert.True(t, e.onlyRecord(t).Spec.Closed)
+
+	// An empty review on the pull request the payload is about reopens
+	// nothing here: it names another item, which it never creates.
+	code, msg = e.replay(t, "pull_request_review", "d-review", derive(t, "pull_request_review.submitted.1.json", func(m map[string]any) {
+		obj(t, m, "review")["body"], obj(t, m, "review")["state"] = "", "commented"
+	}))
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.Contains(t, msg, reasonEmptyReview)
+	assert.Len(t, e.records(t), 1, "a snapshot never creates an item")
+}
+
 // TestStrangersCommentHealsStateOnly: a comment by someone not authorized
 // still shows GitHub's state, which applies, but queues nothing; when it
 // shows nothing new it is ignored as before.

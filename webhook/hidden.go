@@ -132,14 +132,19 @@ func (v *revealer) visible(r rune) {
 //   - the flag of England, Scotland or Wales: U+1F3F4, its tags, CANCEL TAG;
 //   - U+FE0E or U+FE0F right after an emoji base (a non-ASCII symbol, one of
 //     ‼ ⁉ ℹ 〰 〽, or # * 0–9 when U+20E3 follows);
-//   - U+FE00–U+FE0D right after a non-ASCII letter, number or math symbol
-//     (standardized variation sequences); U+E0100–U+E01EF right after a
-//     CJK ideograph (ideographic variation sequences); a Mongolian free
-//     variation selector right after a Mongolian letter;
+//   - U+FE00–U+FE0D right after a math symbol (the standardized variation
+//     sequences in text, ≩︀); a Mongolian free variation selector right
+//     after a Mongolian letter;
 //   - ZWJ between two symbols, the first maybe with its U+FE0F (emoji ZWJ
 //     sequences, 👨‍👩‍👧, ❤️‍🔥);
-//   - ZWJ or ZWNJ between two letters of one script other than Latin (after
-//     the first one's marks): Persian ZWNJ, Indic conjuncts.
+//   - ZWJ or ZWNJ between two letters of one script that uses them in
+//     ordinary text (joiningScripts; after the first one's marks): Persian
+//     ZWNJ, Indic conjuncts.
+//
+// Ideographic variation selectors (U+E0100–U+E01EF), and a selector or a
+// joiner after a letter of any other script, are shown: each can follow
+// almost any ideograph or letter without changing what a reader sees, so
+// kept they would carry about a byte of hidden data per character.
 //
 // Each rule needs its base written just before, with nothing invisible in
 // between, so a second variation selector, or a joiner after an escape, is
@@ -172,12 +177,7 @@ func (v *revealer) keep(s string) int {
 			return n
 		}
 	case r >= '\uFE00' && r <= '\uFE0D':
-		b := v.base
-		if direct && b > unicode.MaxASCII && (unicode.IsLetter(b) || unicode.IsNumber(b) || unicode.Is(unicode.Sm, b)) {
-			return n
-		}
-	case r >= '\U000E0100' && r <= '\U000E01EF':
-		if direct && unicode.Is(unicode.Ideographic, v.base) {
+		if direct && unicode.Is(unicode.Sm, v.base) {
 			return n
 		}
 	case r >= '\u180B' && r <= '\u180F':
@@ -194,16 +194,28 @@ func (v *revealer) keep(s string) int {
 	return 0
 }
 
-// sameJoiningScript reports whether a and b are letters of one script that
-// is not Latin: scripts that use ZWJ and ZWNJ in ordinary text (Arabic,
-// Persian, the Indic scripts, Sinhala …) keep them between letters.
+// joiningScripts are the scripts whose ordinary text uses ZWJ and ZWNJ
+// between letters: the cursive scripts with Unicode joining types (Arabic,
+// which Persian and Urdu write in, Syriac, N'Ko, Mongolian) and the Brahmic
+// scripts whose conjuncts and half forms the joiners select (The Unicode
+// Standard, §23.2 "Layout Controls").
+var joiningScripts = []*unicode.RangeTable{
+	unicode.Arabic, unicode.Syriac, unicode.Nko, unicode.Mongolian,
+	unicode.Devanagari, unicode.Bengali, unicode.Gurmukhi, unicode.Gujarati, unicode.Oriya,
+	unicode.Tamil, unicode.Telugu, unicode.Kannada, unicode.Malayalam, unicode.Sinhala,
+	unicode.Khmer, unicode.Myanmar,
+}
+
+// sameJoiningScript reports whether a and b are letters of one of the
+// joiningScripts, so that a joiner between them is part of what a reader
+// sees.
 func sameJoiningScript(a, b rune) bool {
 	if a < 0 || !unicode.IsLetter(a) {
 		return false
 	}
-	for _, sc := range unicode.Scripts {
+	for _, sc := range joiningScripts {
 		if unicode.Is(sc, a) {
-			return sc != unicode.Latin && sc != unicode.Common && sc != unicode.Inherited && unicode.Is(sc, b)
+			return unicode.Is(sc, b)
 		}
 	}
 	return false
@@ -349,23 +361,25 @@ func commentEnd(s string) int {
 // comment GitHub hides, wrapped in an escape that says so
 // (⟦hidden HTML comment: <!-- … -->⟧). Inside it, "⟦" and "⟧" are written
 // as ⟦U+27E6⟧ and ⟦U+27E7⟧, so the comment cannot end its escape early.
-func revealMarkdown(s string) string {
+// The comments are found in s as given; clean (removing controls) is applied
+// to each part before it is shown.
+func revealMarkdown(s string, clean func(string) string) string {
 	comments := htmlComments(s)
 	if len(comments) == 0 {
-		return reveal(s)
+		return reveal(clean(s))
 	}
 	brackets := strings.NewReplacer(escapeOpen, escapeOpen+"U+27E6"+escapeClose, escapeClose, escapeOpen+"U+27E7"+escapeClose)
 	var b strings.Builder
 	at := 0
 	for _, c := range comments {
-		b.WriteString(reveal(s[at:c.start]))
+		b.WriteString(reveal(clean(s[at:c.start])))
 		label := commentLabel
 		if c.unterminated {
 			label = unterminatedLabel
 		}
-		b.WriteString(escapeOpen + label + reveal(brackets.Replace(s[c.start:c.end])) + escapeClose)
+		b.WriteString(escapeOpen + label + reveal(brackets.Replace(clean(s[c.start:c.end]))) + escapeClose)
 		at = c.end
 	}
-	b.WriteString(reveal(s[at:]))
+	b.WriteString(reveal(clean(s[at:])))
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -63,6 +64,9 @@ type ServerLimits struct {
 	Idle time.Duration
 	// MaxHeaderBytes caps a request's headers.
 	MaxHeaderBytes int
+	// MaxConns caps the connections served at once (Listener); a
+	// connection past it waits in the kernel's accept queue.
+	MaxConns int
 }
 
 // DefaultServerLimits are the limits of `loopd serve`:
@@ -77,14 +81,31 @@ type ServerLimits struct {
 //     headers) plus room to write a one-line answer;
 //   - Idle 30 s: GitHub opens a connection per delivery; a kept-alive
 //     connection that sends nothing is closed;
-//   - MaxHeaderBytes 64 KiB: GitHub's headers take well under 8 KiB; a
-//     reverse proxy adds a few.
+//   - MaxHeaderBytes 16 KiB: GitHub's headers take well under 8 KiB; a
+//     reverse proxy adds a few;
+//   - MaxConns 256: what a client may make loopd hold before any request is
+//     authenticated (headers read, body chunks, a goroutine each) is bounded
+//     by connections × (MaxHeaderBytes + net/http's 4 KiB of slack and
+//     buffers), about 10 MB, however many connections it opens; GitHub
+//     opens one per delivery, so 256 at once is far beyond a real burst.
 var DefaultServerLimits = ServerLimits{
 	ReadHeader:     10 * time.Second,
 	Read:           15 * time.Second,
 	Write:          20 * time.Second,
 	Idle:           30 * time.Second,
-	MaxHeaderBytes: 64 << 10,
+	MaxHeaderBytes: 16 << 10,
+	MaxConns:       256,
+}
+
+// Listener returns ln limited to l.MaxConns connections at once
+// (golang.org/x/net/netutil.LimitListener); with MaxConns 0, ln itself.
+// A flood of connections then waits in the accept queue instead of
+// growing the process: it can delay real deliveries, never exhaust memory.
+func (l ServerLimits) Listener(ln net.Listener) net.Listener {
+	if l.MaxConns <= 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, l.MaxConns)
 }
 
 // NewServer returns an http.Server that serves h within limits l; its

@@ -39,7 +39,7 @@ func serve(t testing.TB, h http.Handler, l ServerLimits) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := NewServer(h, l)
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(l.Listener(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
 }
@@ -236,6 +236,43 @@ func TestStalledLargeBodiesHeldNowhere(t *testing.T) {
 	assert.Empty(t, e.events(t))
 }
 
+func TestHeaderFloodHeldBytesBounded(t *testing.T) {
+	// 800 clients each send 12 KiB of headers that never end: without a
+	// bound on connections each would hold its header bytes and buffers.
+	e := newEnv(t)
+	limits := DefaultServerLimits
+	limits.MaxConns = 16
+	addr := serve(t, e.srv.Config.Handler, limits)
+	base := heapInUse()
+	pad := strings.Repeat("a", 12<<10)
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range 800 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: loopd\r\nX-Pad: "+pad)
+		require.NoError(t, err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the served ones read what they can
+	held := max(heapInUse(), base) - base
+	assert.Less(t, held, uint64(4<<20), "at most MaxConns connections hold header bytes (%d KiB held)", held>>10)
+
+	// The flood ends; a real delivery is served again.
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	resp, err := Replay(context.Background(), &http.Client{Timeout: 10 * time.Second}, "http://"+addr, testSecret, "issue_comment", "d-1", fixture(t, "issue_comment.created.1.json"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+}
+
 func TestBodyBudgetCapsHeldBytes(t *testing.T) {
 	e := newEnv(t) // DefaultBodyBudget; httptest's server has no read bound
 	base := heapInUse()
@@ -303,16 +340,32 @@ func TestStoreLockedAnsweredInTime(t *testing.T) {
 	require.NoError(t, err)
 	body := fixture(t, "issue_comment.created.1.json")
 
-	// GitHub's client: it gives up after 10 s.
+	// GitHub's client: it gives up after 10 s. Four deliveries at once:
+	// the ones queued behind the first must not wait the store's busy
+	// timeout again after their turn comes.
 	github := &http.Client{Timeout: 10 * time.Second}
-	resp, err := Replay(context.Background(), github, e.srv.URL, testSecret, "issue_comment", "d-1", body)
-	require.NoError(t, err, "no answer within GitHub's 10 s")
-	code, _ := readResponse(t, resp)
-
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	line := e.onlyRejection(t)
-	assert.Equal(t, reasonStoreFailed, line["reason"])
-	assert.Contains(t, line["err"], "SQLITE_BUSY")
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	errs := make([]error, 4)
+	for i := range codes {
+		wg.Go(func() {
+			resp, err := Replay(context.Background(), github, e.srv.URL, testSecret, "issue_comment", fmt.Sprintf("d-%d", i+1), body)
+			if errs[i] = err; err == nil {
+				codes[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for i := range codes {
+		require.NoError(t, errs[i], "delivery %d: no answer within GitHub's 10 s", i+1)
+		assert.Equal(t, http.StatusServiceUnavailable, codes[i])
+	}
+	lines := e.logged(t, journal.DeliveryRejected)
+	require.Len(t, lines, 4, "each rejection is logged at once")
+	for _, line := range lines {
+		assert.Equal(t, reasonStoreFailed, line["reason"])
+	}
 
 	_, err = locker.ExecContext(context.Background(), "ROLLBACK")
 	require.NoError(t, err)
@@ -321,10 +374,12 @@ func TestStoreLockedAnsweredInTime(t *testing.T) {
 	assert.Empty(t, e.events(t), "the rejection waits for the store")
 	require.NoError(t, e.recorder.Flush(context.Background()))
 	evs := e.events(t)
-	require.Len(t, evs, 1, "the deferred rejection reaches the journal once the store takes writes")
-	assert.Equal(t, journal.DeliveryRejected, evs[0].Name)
-	assert.Equal(t, reasonStoreFailed, evs[0].Attrs["reason"])
-	code, _ = e.replay(t, "issue_comment", "d-1", body)
+	require.Len(t, evs, 4, "the deferred rejections reach the journal once the store takes writes")
+	for _, ev := range evs {
+		assert.Equal(t, journal.DeliveryRejected, ev.Name)
+		assert.Equal(t, reasonStoreFailed, ev.Attrs["reason"])
+	}
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
 	assert.Equal(t, http.StatusAccepted, code, "the delivery id was not claimed: a redelivery is taken")
 }
 

@@ -97,9 +97,15 @@ func sanitize(s string) string {
 }
 
 // sanitizeMarkdown is sanitize for a markdown body: it also shows the HTML
-// comments GitHub hides (revealMarkdown).
+// comments GitHub hides (revealMarkdown). The comments are found in the
+// body as GitHub parses it, before any control is removed, since removing
+// one can change what a line is (a line holding only a control is a
+// paragraph line to GitHub, a blank line once stripped, which turns the
+// indented line after it into code); a lone CR ends a line there, as in
+// CommonMark, so it becomes '\n' rather than nothing.
 func sanitizeMarkdown(s string) string {
-	return revealMarkdown(strip(s, func(r rune) bool { return r == '\n' || r == '\t' }))
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+	return revealMarkdown(s, func(part string) string { return strip(part, func(r rune) bool { return r == '\n' || r == '\t' }) })
 }
 
 // sanitizeLine is sanitize that also removes '\n' and '\t', for text that

@@ -16,6 +16,8 @@ import (
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/paneenv"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
@@ -25,7 +27,7 @@ import (
 const paneDiedChannel = "loopd-pane-died"
 
 // lostExitKick is how often serve kicks tmux so that a pane death tmux 3.3a
-// failed to reap still fires the pane-died hook (reconciler.KickEvery).
+// failed to reap still fires the pane-died hook (observed.Watcher.KickEvery).
 const lostExitKick = time.Second
 
 // storeFile is the SQLite file's name inside the state dir.
@@ -134,19 +136,17 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		return reconciler.PolicyFrom(current().Webhooks.GHWebhook.Routing.Tmux, caps, a.owner.ID)
 	}
 	return &reconciler.Reconciler{
-		Store:     a.store,
-		Tmux:      a.tmux,
-		Harnesses: a.harnesses,
-		Journal:   a.journal,
-		Log:       a.log,
-		Policy:    policy,
-		Now:       time.Now,
-		Interval:  cfg.Reconcile.Interval(),
+		Store:    a.store,
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Log: a.log},
+		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: lostExitKick, Log: a.log},
+		Journal:  a.journal,
+		Log:      a.log,
+		Policy:   policy,
+		Now:      time.Now,
+		Interval: cfg.Reconcile.Interval(),
 		// The daemon waits at most one interval for a cron pass to finish;
 		// a longer hold is logged as reconcile.failed and retried.
-		LockWait:  cfg.Reconcile.Interval(),
-		Server:    a.serverOptions(cfg),
-		KickEvery: lostExitKick,
+		LockWait: cfg.Reconcile.Interval(),
 		Executor: &actions.Executor{
 			Tmux:      a.tmux,
 			Store:     a.store,
@@ -166,7 +166,8 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 // serverOptions are the options loopd's tmux server runs with; they claim
 // it for this loopd.
 func (a *app) serverOptions(cfg *schema.Config) tmux.ServerOptions {
-	return tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit, Owner: a.owner}
+	return tmux.ServerOptions{PaneDiedChannel: paneDiedChannel, HistoryLimit: cfg.Tmux.HistoryLimit, Owner: a.owner,
+		EnvAllowed: func(name string) bool { return paneenv.Allowed(name, nil) }}
 }
 
 // setup loads the config, builds the logger and the app.

@@ -128,6 +128,11 @@ and the command exits non-zero.`,
 func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.Store, item string, stdin io.Reader) (
 	in sessionStartInput, k desired.Key, reason string, err error) {
 	k, err = desired.ParseKey(item)
+	if err == nil && k.String() != item {
+		// loopd sets the key as Key.String writes it; "#01" or another
+		// spelling did not come from loopd.
+		err = fmt.Errorf("not in its canonical form %s", k)
+	}
 	if err != nil {
 		return in, desired.Key{}, reasonBadWorkItem, fmt.Errorf("$%s %q: %w", workItemEnv, shown(item), err)
 	}

@@ -91,6 +91,9 @@ func TestHookSessionStartRejectsBadReports(t *testing.T) {
 	}{
 		{"not_a_uuid", k.String(), report("not-a-uuid", "startup"), reasonInvalidSession},
 		{"uppercase_uuid", k.String(), report(strings.ToUpper(good), "startup"), reasonInvalidSession},
+		{"nil_uuid", k.String(), report("00000000-0000-0000-0000-000000000000", "startup"), reasonInvalidSession},
+		{"uuid_of_another_variant", k.String(), report("11111111-2222-3333-4444-555555555555", "compact"), reasonInvalidSession},
+		{"item_not_in_canonical_form", "octo-org/api#03", report(good, "startup"), reasonBadWorkItem},
 		{"uuid_without_dashes", k.String(), report(strings.ReplaceAll(good, "-", ""), "startup"), reasonInvalidSession},
 		{"flag_shaped_id", k.String(), report("--verbose", "startup"), reasonInvalidSession},
 		{"empty_id", k.String(), report("", "startup"), reasonInvalidSession},

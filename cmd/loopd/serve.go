@@ -95,6 +95,8 @@ func serve(ctx context.Context, g *globals) error {
 			return a.refuse(ctx, fmt.Errorf("%w: %w", errServerTaken, err))
 		}
 		return a.refuse(ctx, serverTaken(cfg, owner.StateDir))
+	} else if errors.Is(err, tmux.ErrServerEnvironment) {
+		return a.refuse(ctx, err)
 	} else if err != nil {
 		// No tmux yet: the loop says tmux.unavailable and retries.
 		log.Warn("tmux.unavailable", "err", err)
@@ -170,7 +172,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() { loopDone <- rc.Run(ctx) }()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(webhook.DefaultServerLimits.Listener(ln)) }()
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
@@ -215,10 +217,15 @@ func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger)
 	}
 }
 
-// refuse journals that this loopd does not run on a server another one
-// owns (serve.refused, so that loopd events shows why) and returns err.
+// refuse journals that this loopd does not run on its tmux server
+// (serve.refused, so that loopd events shows why: another loopd owns it, or
+// its process holds variables agents must not see) and returns err.
 func (a *app) refuse(ctx context.Context, err error) error {
-	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", "server_owned", "err", err)
+	reason := "server_owned"
+	if errors.Is(err, tmux.ErrServerEnvironment) {
+		reason = "server_environment"
+	}
+	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", reason, "err", err)
 	return err
 }
 

@@ -38,7 +38,7 @@ var paneIDPattern = regexp.MustCompile(`^%[0-9]+$`)
 // drives, one subtest per behaviour, each on a new server:
 // listing with no server and with an empty one, pane ids, duplicate and
 // invalid sessions, exact targets (loop-1 never touches loop-12), dead panes
-// keeping their status, Paste of multi-line and 100 KB text, Paste into a
+// keeping their status and death time, Paste of multi-line and 100 KB text, Paste into a
 // dead pane, SendKeys, the -e environment, capture, WaitFor with the
 // pane-died hook, the owner marks on the server and on sessions (a session
 // of another owner, or of none, is never killed, pasted into or sent keys),
@@ -300,12 +300,17 @@ func (s suite) deadPane(t *testing.T) {
 			c := s.server(t)
 			s.spawn(t, c, "loop-a", nil)
 			s.spawn(t, c, "loop-b", nil)
+			before := time.Now().Truncate(time.Second)
 			p := s.exited(t, c, "loop-a", status)
+			after := time.Now()
 			assert.Equal(t, status, p.DeadStatus)
 			assert.Zero(t, p.DeadSignal)
+			assert.False(t, p.DeadTime.Before(before) || p.DeadTime.After(after),
+				"the death time %v is the death, in whole seconds (between %v and %v)", p.DeadTime, before, after)
 			other, ok := find(t.Context(), t, c, "loop-b")
 			require.True(t, ok)
 			assert.False(t, other.Dead, "the other pane lives on")
+			assert.True(t, other.DeadTime.IsZero(), "a live pane has no death time")
 			assert.ErrorIs(t, c.KillSession(t.Context(), "loop-x", own.ID), tmux.ErrNoSession)
 			require.NoError(t, c.KillSession(t.Context(), "loop-a", own.ID), "a dead pane's session can be killed")
 			assert.Equal(t, []string{"loop-b"}, sessions(t, c))

@@ -1,0 +1,149 @@
+package observed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/tmux"
+)
+
+// Observation is everything one pass saw: the tmux snapshot from a single
+// list-panes, plus facts read from disk for the items that can use them.
+type Observation struct {
+	Snapshot Snapshot
+	// Transcripts holds, per item, the transcript of the conversation it
+	// is in (Need.Conversation) in its cwd. A missing entry means "not
+	// known".
+	Transcripts map[desired.Key]harness.Transcript
+	// MissingWorkdirs lists the items whose workdir does not exist.
+	MissingWorkdirs map[desired.Key]bool
+	// Frames holds, per item, what its conversation shows of the frames of
+	// the deliveries the pass may act on (the paste and the boot prompt in
+	// flight, the pending events), by delivery id. A missing entry means
+	// "not read".
+	Frames map[desired.Key]map[string]harness.Found
+}
+
+// Need is what one pass reads from disk for one item. The zero Need reads
+// nothing.
+type Need struct {
+	// Disk reads whether the item's workdir exists and the transcript of
+	// its conversation.
+	Disk bool
+	// Conversation is the session id of the conversation the item is in
+	// (desired.Record.ConversationID), whose transcript Transcripts holds;
+	// "" means the recorded one.
+	Conversation string
+	// Frames are the delivery frames to look for in the item's
+	// conversation; they are looked for only with Disk, and only when the
+	// harness can read its transcripts.
+	Frames []desired.Frame
+	// Reported, when not empty, is a session id whose transcript is part of
+	// the conversation too: the running harness reported it since its
+	// spawn, and no pass has followed it yet.
+	Reported string
+}
+
+// Needs returns the Need of rec, given the tmux snapshot of the same pass.
+// It is the planner's rule of which item can use which fact (a pass runs
+// often, so only those are read); Observer calls it once per record.
+type Needs func(rec desired.Record, snap Snapshot) Need
+
+// Observer reads every fact a reconcile pass plans on: one tmux snapshot
+// (TakeSnapshot), and the disk facts of the items whose Need asks for them.
+// Each transcript is read at most once per observation.
+type Observer struct {
+	Tmux tmux.Client
+	// Harnesses are the adapters by harness name; they say where a
+	// session's transcript is and read the frames in it.
+	Harnesses map[string]harness.Adapter
+	Log       *slog.Logger
+}
+
+// Observe takes the tmux snapshot at now, then reads the disk facts of each
+// record that needs(rec, snapshot) asks for. An error means tmux could not
+// be read, and nothing is known to be dead; an unreadable transcript is
+// logged (transcript.unreadable) and left out, and the planner then falls
+// back to what it knows without it.
+func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs Needs, now time.Time) (Observation, error) {
+	snap, err := TakeSnapshot(ctx, o.Tmux, now)
+	if err != nil {
+		return Observation{}, err
+	}
+	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
+		Frames: map[desired.Key]map[string]harness.Found{}}
+	for _, rec := range records {
+		need := needs(rec, snap)
+		if !need.Disk {
+			continue
+		}
+		if rec.Spec.Cwd != "" {
+			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
+				obs.MissingWorkdirs[rec.Key] = true
+			}
+		}
+		id := need.Conversation
+		if id == "" {
+			id = rec.Status.HarnessSessionID
+		}
+		ad, ok := o.Harnesses[rec.Spec.Harness]
+		if !ok || id == "" || !ad.ValidSessionID(id) {
+			continue
+		}
+		tr, err := ad.Transcript(rec.Spec.Cwd, id)
+		if err != nil {
+			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
+			continue
+		}
+		obs.Transcripts[rec.Key] = tr
+		if len(need.Frames) > 0 && tr.Known {
+			if found, ok := o.readFrames(rec, ad, tr, need); ok {
+				obs.Frames[rec.Key] = found
+			}
+		}
+	}
+	return obs, nil
+}
+
+// readFrames reads what rec's conversation holds of need.Frames: the
+// transcript tr of the conversation the item is in and those of the other
+// ids it went by since its spawn, the recorded one (before a /clear) and
+// need.Reported, when the adapter accepts them. It reports false when a
+// transcript could not be read.
+func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
+	transcripts := []harness.Transcript{tr}
+	seen := map[string]bool{tr.Path: true}
+	for _, id := range []string{rec.Status.HarnessSessionID, need.Reported} {
+		if id == "" || !ad.ValidSessionID(id) {
+			continue
+		}
+		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known && !seen[other.Path] {
+			seen[other.Path] = true
+			transcripts = append(transcripts, other)
+		}
+	}
+	all := map[string]harness.Found{}
+	for _, t := range transcripts {
+		if !t.Exists {
+			// No file, or no turn in it: nothing was delivered there.
+			continue
+		}
+		found, err := harness.TranscriptFrames(t, need.Frames)
+		if err != nil {
+			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
+			return nil, false
+		}
+		for id, f := range found {
+			got := all[id]
+			got.Whole = got.Whole || f.Whole
+			got.Mangled += f.Mangled
+			all[id] = got
+		}
+	}
+	return all, true
+}

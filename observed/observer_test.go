@@ -1,0 +1,181 @@
+package observed_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/tmux"
+)
+
+const (
+	idA = "00000000-0000-4000-8000-00000000000a"
+	idB = "00000000-0000-4000-8000-00000000000b"
+	idC = "00000000-0000-4000-8000-00000000000c"
+)
+
+// observerRig is an Observer on a tmux fake and the real claude-code
+// adapter, whose transcripts live under a temporary config dir.
+type observerRig struct {
+	o   *observed.Observer
+	f   *tmux.Fake
+	ad  harness.Adapter
+	dir string
+}
+
+func newObserverRig(t *testing.T) *observerRig {
+	t.Helper()
+	dir := t.TempDir()
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
+	require.NoError(t, err)
+	f := tmux.NewFake()
+	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	return &observerRig{o: &observed.Observer{Tmux: f, Harnesses: map[string]harness.Adapter{"claude-code": ad}, Log: log}, f: f, ad: ad, dir: dir}
+}
+
+// item is a record of the claude-code harness in the rig's workdir name
+// (created when exists), with session id id and deliveries pending.
+func (r *observerRig) item(t *testing.T, n int, name string, exists bool, id string, pending ...desired.Delivery) desired.Record {
+	t.Helper()
+	cwd := filepath.Join(r.dir, name)
+	if exists {
+		require.NoError(t, os.MkdirAll(cwd, 0o755))
+	}
+	return desired.Record{Key: desired.Key{Owner: "acme", Repo: "api", Number: n},
+		Spec:   desired.Spec{Harness: "claude-code", Cwd: cwd},
+		Status: desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id}, Pending: pending}
+}
+
+// turn appends a user turn holding text to the transcript of id in rec's
+// workdir, as Claude Code does when a prompt is submitted.
+func (r *observerRig) turn(t *testing.T, rec desired.Record, id, text string) {
+	t.Helper()
+	tr, err := r.ad.Transcript(rec.Spec.Cwd, id)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(tr.Path), 0o755))
+	f, err := os.OpenFile(tr.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = fmt.Fprintf(f, `{"type":"user","timestamp":"2026-03-01T12:00:00Z","sessionId":%q,"message":{"role":"user","content":%q}}`+"\n", id, text)
+	require.NoError(t, err)
+}
+
+// framed is delivery id with a framed body, as webhook.Render stores it.
+func framed(id, body string) desired.Delivery {
+	return desired.Delivery{ID: id, Prompt: "[loopd] issue_comment.created\n" + desired.FrameBegin(id) + body + desired.FrameEnd(id, body)}
+}
+
+// needsOf answers Observe's needs from a table by item number, and records
+// the snapshot each call saw.
+func needsOf(table map[int]observed.Need, seen *[]observed.Snapshot) observed.Needs {
+	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
+		*seen = append(*seen, snap)
+		return table[rec.Key.Number]
+	}
+}
+
+// TestObserverReadsOnlyWhatIsNeeded: the disk is read for the items whose
+// Need asks, and only the frames asked for are looked for.
+func TestObserverReadsOnlyWhatIsNeeded(t *testing.T) {
+	r := newObserverRig(t)
+	spawn(t, r.f, "loop-acme-api-2", "claude", "hi")
+	d1, d2 := framed("d-1", "first"), framed("d-2", "second")
+	a := r.item(t, 1, "a", false, idA, d1)
+	b := r.item(t, 2, "b", true, idB, d1, d2)
+	c := r.item(t, 3, "c", false, idC, d1)
+	r.turn(t, a, idA, d1.Prompt)
+	r.turn(t, b, idB, d1.Prompt)
+	var seen []observed.Snapshot
+	needs := needsOf(map[int]observed.Need{
+		2: {Disk: true, Frames: []desired.Frame{desired.FrameOf(d1), desired.FrameOf(d2)}},
+		3: {Disk: true, Frames: []desired.Frame{desired.FrameOf(d1)}},
+	}, &seen)
+
+	o, err := r.o.Observe(t.Context(), []desired.Record{a, b, c}, needs, now)
+	require.NoError(t, err)
+
+	require.Len(t, seen, 3, "needs is asked once per record")
+	_, ok := seen[0].Pane("loop-acme-api-2")
+	assert.True(t, ok, "needs sees the snapshot of the same pass")
+	assert.Equal(t, now, o.Snapshot.At)
+	assert.Equal(t, map[desired.Key]bool{c.Key: true}, o.MissingWorkdirs, "a's missing workdir is not looked at: a needs nothing")
+	assert.NotContains(t, o.Transcripts, a.Key)
+	assert.NotContains(t, o.Frames, a.Key)
+	assert.True(t, o.Transcripts[b.Key].Known && o.Transcripts[b.Key].Exists)
+	assert.Equal(t, map[string]harness.Found{"d-1": {Whole: true}, "d-2": {}}, o.Frames[b.Key])
+	assert.True(t, o.Transcripts[c.Key].Known && !o.Transcripts[c.Key].Exists)
+	assert.Empty(t, o.Frames[c.Key], "no transcript: nothing delivered")
+}
+
+// TestObserverReadsTheReportedConversation: a frame in the transcript of
+// the id the harness reported (a /clear) counts; an id the adapter rejects
+// is never turned into a path.
+func TestObserverReadsTheReportedConversation(t *testing.T) {
+	r := newObserverRig(t)
+	d1 := framed("d-1", "first")
+	b := r.item(t, 2, "b", true, idB, d1)
+	r.turn(t, b, idB, "an older turn")
+	r.turn(t, b, idC, d1.Prompt)
+	for _, tc := range []struct {
+		name     string
+		reported string
+		want     map[string]harness.Found
+	}{
+		{"reported_id_is_read", idC, map[string]harness.Found{"d-1": {Whole: true}}},
+		{"no_report", "", map[string]harness.Found{"d-1": {}}},
+		{"invalid_id_is_not_read", "../" + idC, map[string]harness.Found{"d-1": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []observed.Snapshot
+			needs := needsOf(map[int]observed.Need{2: {Disk: true, Frames: []desired.Frame{desired.FrameOf(d1)}, Reported: tc.reported}}, &seen)
+			o, err := r.o.Observe(t.Context(), []desired.Record{b}, needs, now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.Frames[b.Key])
+		})
+	}
+}
+
+// An unreadable tmux is an error, and no disk fact is read: nothing is
+// known to be dead.
+func TestObserverTmuxError(t *testing.T) {
+	r := newObserverRig(t)
+	boom := errors.New("boom")
+	r.f.FailNext("ListPanes", boom)
+	called := false
+	_, err := r.o.Observe(t.Context(), []desired.Record{r.item(t, 1, "a", false, idA)},
+		func(desired.Record, observed.Snapshot) observed.Need { called = true; return observed.Need{Disk: true} }, now)
+	assert.ErrorIs(t, err, boom)
+	assert.False(t, called)
+}
+
+// TestObserverReadsTheConversationTheItemIsIn: with Need.Conversation set
+// (a /clear the planner takes before its decisions), the item's transcript
+// is that conversation's, and frames are still found in the recorded one.
+func TestObserverReadsTheConversationTheItemIsIn(t *testing.T) {
+	r := newObserverRig(t)
+	d1, d2 := framed("d-1", "before the clear"), framed("d-2", "after the clear")
+	rec := r.item(t, 1, "a", true, idA, d1, d2)
+	r.turn(t, rec, idA, d1.Prompt)
+	r.turn(t, rec, idB, d2.Prompt)
+	var seen []observed.Snapshot
+	needs := needsOf(map[int]observed.Need{1: {Disk: true, Conversation: idB, Frames: []desired.Frame{desired.FrameOf(d1), desired.FrameOf(d2)}}}, &seen)
+
+	o, err := r.o.Observe(t.Context(), []desired.Record{rec}, needs, now)
+	require.NoError(t, err)
+	want, err := r.ad.Transcript(rec.Spec.Cwd, idB)
+	require.NoError(t, err)
+	assert.Equal(t, want.Path, o.Transcripts[rec.Key].Path, "the transcript of the conversation the item is in")
+	assert.True(t, o.Frames[rec.Key]["d-1"].Whole, "found in the recorded conversation")
+	assert.True(t, o.Frames[rec.Key]["d-2"].Whole, "found in the new one")
+}
