@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -79,9 +80,13 @@ func TestForeignSessionIsNeverPastedIntoOrKilled(t *testing.T) {
 	work := e.workdir(keyIssue)
 	require.NoError(t, os.MkdirAll(work, 0o755))
 	other := uuid.NewString()
-	_, err := e.tmux(t, "-f", "/dev/null", "new-session", "-d", "-s", session, "-c", work, "-x", "200", "-y", "50",
+	// Made by a careful hand: a server started with the test's whole
+	// environment would be refused outright (ErrServerEnvironment).
+	hand := exec.Command("env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
+		"tmux", "-L", e.socket, "-f", "/dev/null", "new-session", "-d", "-s", session, "-c", work, "-x", "200", "-y", "50",
 		"-e", "CLAUDE_CONFIG_DIR="+e.claudeDir, "--", fakeClaudeBin, "--session-id", other, "by hand")
-	require.NoError(t, err)
+	made, err := hand.CombinedOutput()
+	require.NoError(t, err, string(made))
 	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, other)) == 1 }, waitShort, "the hand-made agent never started")
 	pid := e.panePID(t, keyIssue)
 	require.NotZero(t, pid)

@@ -120,8 +120,8 @@ const serverPIDMarker = "loopd-server-pid"
 
 // serverEnvRefused returns, sorted, the names in the environment of the
 // server process whose pid EnsureServer's output names that allowed
-// refuses; none when the pid or its environ cannot be read (not Linux, or
-// the server is gone).
+// refuses, PWD aside (tmux sets it itself, as in scrubEnv); none when the
+// pid or its environ cannot be read (not Linux, or the server is gone).
 func serverEnvRefused(shown []byte, allowed func(string) bool) []string {
 	var pid string
 	for line := range strings.Lines(string(shown)) {
@@ -139,7 +139,7 @@ func serverEnvRefused(shown []byte, allowed func(string) bool) []string {
 	var bad []string
 	for _, kv := range strings.Split(string(raw), "\x00") {
 		name, _, ok := strings.Cut(kv, "=")
-		if ok && name != "" && !allowed(name) && !slices.Contains(bad, name) {
+		if ok && name != "" && name != "PWD" && !allowed(name) && !slices.Contains(bad, name) {
 			bad = append(bad, name)
 		}
 	}
