@@ -21,13 +21,14 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 // passRig runs whole passes against a stateful tmux fake, a real SQLite
 // store and the real claude-code adapter, with a hand-moved clock.
 type passRig struct {
 	rc    *Reconciler
-	tmux  *tmux.Fake
+	tmux  *tmuxtest.Fake
 	store *desired.SQLite
 	ad    harness.Adapter
 	now   time.Time
@@ -45,7 +46,7 @@ func newPassRig(t *testing.T) *passRig {
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
-	r := &passRig{tmux: tmux.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
+	r := &passRig{tmux: tmuxtest.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	clock := func() time.Time { return r.now }
 	rec := journal.NewRecorder(log, store, clock)
