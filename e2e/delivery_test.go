@@ -15,25 +15,6 @@ import (
 	"github.com/loopd/loopd/journal"
 )
 
-// stuckAtTrustDialog starts the daemon with a harness that waits at the
-// workspace trust dialog, sends a comment and waits until the item needs
-// attention. It returns the delivery id and the conversation id.
-func stuckAtTrustDialog(t *testing.T, e *env, body string) (delivery, sessionID string) {
-	t.Helper()
-	e.start(t)
-	delivery = sendComment(t, e, body)
-	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
-	require.Equal(t, string("spawn_unconfirmed"), r.Status.Reason)
-	require.Empty(t, e.userTurns(t, keyIssue, r.Status.HarnessSessionID), "nothing passed the dialog yet")
-	return delivery, r.Status.HarnessSessionID
-}
-
-// pressEnter is the operator answering the dialog in the pane by hand.
-func pressEnter(t *testing.T, e *env) {
-	t.Helper()
-	e.sendKeys(t, keyIssue, "Enter")
-}
-
 func trustPromptEnv(t *testing.T) *env {
 	return newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_TRUST_PROMPT": "1"},

@@ -125,3 +125,37 @@ func startWithComment(t *testing.T, e *env, body string) desired.Record {
 	e.waitTurn(t, keyIssue, r.Status.HarnessSessionID, body, waitLong, "the first comment never reached the transcript")
 	return r
 }
+
+// stuckAtTrustDialog starts the daemon with a harness that waits at the
+// workspace trust dialog, sends a comment and waits until the item needs
+// attention. It returns the delivery id and the conversation id.
+func stuckAtTrustDialog(t *testing.T, e *env, body string) (delivery, sessionID string) {
+	t.Helper()
+	e.start(t)
+	delivery = sendComment(t, e, body)
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	require.Equal(t, string("spawn_unconfirmed"), r.Status.Reason)
+	require.Empty(t, e.userTurns(t, keyIssue, r.Status.HarnessSessionID), "nothing passed the dialog yet")
+	return delivery, r.Status.HarnessSessionID
+}
+
+// pressEnter is the operator answering the dialog in the pane by hand.
+func pressEnter(t *testing.T, e *env) {
+	t.Helper()
+	e.sendKeys(t, keyIssue, "Enter")
+}
+
+// realClaude returns the real Claude Code CLI named by LOOPD_REAL_CLAUDE,
+// or skips the test when it is unset or not an executable file.
+func realClaude(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("LOOPD_REAL_CLAUDE")
+	if path == "" {
+		t.Skip("LOOPD_REAL_CLAUDE is not set")
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		t.Skipf("LOOPD_REAL_CLAUDE=%q is not an executable file", path)
+	}
+	return path
+}

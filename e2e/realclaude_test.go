@@ -16,21 +16,6 @@ import (
 	"github.com/loopd/loopd/reconciler"
 )
 
-// realClaude returns the real Claude Code CLI named by LOOPD_REAL_CLAUDE,
-// or skips the test when it is unset or not an executable file.
-func realClaude(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("LOOPD_REAL_CLAUDE")
-	if path == "" {
-		t.Skip("LOOPD_REAL_CLAUDE is not set")
-	}
-	info, err := os.Stat(path)
-	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		t.Skipf("LOOPD_REAL_CLAUDE=%q is not an executable file", path)
-	}
-	return path
-}
-
 // newRealEnv is newEnv with the real CLI as the harness. The real CLI
 // starts in about a second and answers "Not logged in" offline, so the
 // waits are the long ones.
