@@ -23,13 +23,14 @@ import (
 	"github.com/loopd/loopd/launch"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 // rig is an executor wired to a stateful tmux fake, a real SQLite store and
 // the real claude-code adapter.
 type rig struct {
 	exec  *actions.Executor
-	tmux  *tmux.Fake
+	tmux  *tmuxtest.Fake
 	store *desired.SQLite
 	key   desired.Key
 	cwd   string
@@ -49,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
-	r := &rig{tmux: tmux.NewFake(), store: store, key: desired.Key{Owner: "octo-org", Repo: "api", Number: 7},
+	r := &rig{tmux: tmuxtest.NewFake(), store: store, key: desired.Key{Owner: "octo-org", Repo: "api", Number: 7},
 		cwd: filepath.Join(dir, "work", "7"), claudeDir: filepath.Join(dir, "claude"), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), log: &bytes.Buffer{}}
 	log := slog.New(slog.NewTextHandler(r.log, nil))
 	n := 0

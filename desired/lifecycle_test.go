@@ -1,7 +1,6 @@
 package desired
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -137,73 +136,6 @@ func sortedInts(v ...int) []int {
 		}
 	}
 	return out
-}
-
-func TestRelease(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	_, err := s.Ingest(ctx, comment(keyAPI, "d1", t0))
-	require.NoError(t, err)
-	require.NoError(t, s.SetHeld(ctx, keyAPI, true))
-	before, err := s.Get(ctx, keyAPI)
-	require.NoError(t, err)
-	require.NoError(t, s.PutStatus(ctx, keyAPI, Status{Phase: PhaseNeedsAttention, Failures: 4}))
-
-	require.NoError(t, s.Release(ctx, keyAPI, true))
-	got, err := s.Get(ctx, keyAPI)
-	require.NoError(t, err)
-	assert.False(t, got.Spec.Held, "a release clears the hold")
-	assert.Equal(t, before.Spec.Generation+1, got.Spec.Generation)
-	assert.Equal(t, got.Spec.Generation, got.Spec.ReleaseGeneration)
-	assert.True(t, got.Spec.ReleaseFresh)
-	assert.True(t, got.ReleasePending())
-	assert.Equal(t, Status{Phase: PhaseNeedsAttention, Failures: 4}, got.Status, "the status is the reconciler's to change")
-
-	require.NoError(t, s.Release(ctx, keyAPI, false))
-	got, err = s.Get(ctx, keyAPI)
-	require.NoError(t, err)
-	assert.False(t, got.Spec.ReleaseFresh)
-	assert.Equal(t, before.Spec.Generation+2, got.Spec.ReleaseGeneration)
-
-	assert.ErrorIs(t, s.Release(ctx, Key{"acme", "none", 1}, false), ErrNotFound)
-}
-
-func TestHistory(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	other := Key{"acme", "web", 7}
-	var ids []string
-	for i := 1; i <= 12; i++ {
-		id := fmt.Sprintf("d%02d", i)
-		ids = append(ids, id)
-		_, err := s.Ingest(ctx, comment(keyAPI, id, t0.Add(time.Duration(i)*time.Second)))
-		require.NoError(t, err)
-	}
-	_, err := s.Ingest(ctx, comment(other, "o1", t0))
-	require.NoError(t, err)
-
-	got, err := s.History(ctx, keyAPI, 3)
-	require.NoError(t, err)
-	assert.Empty(t, got, "pending events are not history")
-
-	// d01..d10 delivered; d11, d12 still pending.
-	require.NoError(t, s.PutStatus(ctx, keyAPI, Status{Phase: PhaseRunning}, ids[:10]...))
-	require.NoError(t, s.PutStatus(ctx, other, Status{Phase: PhaseRunning}, "o1"))
-	got, err = s.History(ctx, keyAPI, 3)
-	require.NoError(t, err)
-	var gotIDs []string
-	for _, d := range got {
-		gotIDs = append(gotIDs, d.ID)
-	}
-	assert.Equal(t, []string{"d01", "d08", "d09", "d10"}, gotIDs, "the opening event, then the latest, in arrival order")
-	assert.Equal(t, *comment(keyAPI, "d01", t0.Add(time.Second)).Delivery, got[0])
-
-	got, err = s.History(ctx, keyAPI, 20)
-	require.NoError(t, err)
-	assert.Len(t, got, 10, "each once")
-
-	_, err = s.History(ctx, Key{"acme", "none", 1}, 3)
-	assert.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestStatusReleased(t *testing.T) {

@@ -59,7 +59,7 @@ func TestReconcileDryRunChangesNothing(t *testing.T) {
 	assert.Equal(t, eventsBefore, e.events(t), "the journal is unchanged")
 	assert.Empty(t, e.sessions(t), "no tmux session")
 	assert.NoDirExists(t, e.workdir(keyIssue), "no workdir")
-	assert.NoFileExists(t, e.argvPath, "no agent started")
+	assert.Empty(t, e.starts(t), "no agent started")
 }
 
 func TestReconcileOnceDetailedExitcode(t *testing.T) {
@@ -186,8 +186,7 @@ func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	assert.Len(t, still.Pending, 1, "the comment waits")
 
 	e.mustRun(t, "release", keyIssue.String())
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the held comment never reached the same transcript")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the held comment never reached the same transcript")
 	back := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	assert.False(t, back.Spec.Held)
 	assert.Equal(t, id, back.Status.HarnessSessionID)
@@ -247,21 +246,12 @@ func TestReconcileLockExcludesConcurrentPasses(t *testing.T) {
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	e.waitFor(t, func() bool { return opened(cmd.Process.Pid, lockPath) }, waitShort, "the pass never tried the lock")
-	assert.Equal(t, 0, countContaining(e.userTurns(t, keyIssue, mustRecord(t, e, keyIssue).Status.HarnessSessionID), body),
+	assert.Equal(t, 0, countContaining(e.userTurns(t, keyIssue, e.mustRecord(t, keyIssue).Status.HarnessSessionID), body),
 		"nothing is delivered while the lock is held")
 	unlock()
 	require.NoError(t, cmd.Wait(), stderr.String())
-	id := mustRecord(t, e, keyIssue).Status.HarnessSessionID
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the pass after the lock never delivered the comment")
-}
-
-// mustRecord returns k's record, which must exist.
-func mustRecord(t *testing.T, e *env, k desired.Key) desired.Record {
-	t.Helper()
-	r, ok := e.record(t, k)
-	require.True(t, ok, "no record for %s", k)
-	return r
+	id := e.mustRecord(t, keyIssue).Status.HarnessSessionID
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the pass after the lock never delivered the comment")
 }
 
 // opened reports whether process pid has path open (Linux /proc).

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,7 +20,7 @@ const openingBody = "It looks like you accidently spelled 'commit' with two 't's
 // its conversation, and the next spawn starts a new one.
 func TestChurnRetiresAConversationThatKeepsDying(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{
+	e := newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_CRASH_AFTER": "2s"},
 		Policy: map[string]any{"fastFailSeconds": 1, "maxFastFailures": 10, "maxChurnFailures": 3, "churnSeconds": 60,
 			"resumeProbeSeconds": 1, "backoffInitialSeconds": 1, "backoffMaxSeconds": 1, "restartBudget": 20},
@@ -66,7 +65,7 @@ func TestChurnRetiresAConversationThatKeepsDying(t *testing.T) {
 // nothing.
 func TestReleaseFreshStartsANewConversation(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	first := e.bootRunning(t)
 
 	// A plain release of a running item: the agent keeps running.
@@ -107,16 +106,13 @@ func TestReleaseFreshStartsANewConversation(t *testing.T) {
 // pass followed the report. The dry run and the pass both take B, never A.
 func TestClearThenKillResumesTheNewConversation(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	a := e.bootRunning(t)
 	e.stop(t) // no pass may follow the report before the death
 
-	target := "=" + desired.SessionName(keyIssue) + ":"
 	type1 := func(text string) {
-		_, err := e.tmux(t, "send-keys", "-t", target, "-l", text)
-		require.NoError(t, err)
-		_, err = e.tmux(t, "send-keys", "-t", target, "Enter")
-		require.NoError(t, err)
+		e.sendKeys(t, keyIssue, "-l", text)
+		e.sendKeys(t, keyIssue, "Enter")
 	}
 	type1("/clear")
 	var b string
@@ -130,9 +126,7 @@ func TestClearThenKillResumesTheNewConversation(t *testing.T) {
 	require.NotEqual(t, a, b)
 	type1("a note after the clear")
 	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, b)) == 1 }, waitShort, "the new conversation has no turn")
-	pid := e.panePID(t, keyIssue)
-	require.NotZero(t, pid)
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	e.killPane(t, keyIssue)
 	e.waitFor(t, func() bool { return e.panePID(t, keyIssue) == 0 }, waitShort, "the agent did not die")
 
 	plan := e.mustRun(t, "reconcile", "--once", "--dry-run")

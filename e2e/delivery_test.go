@@ -15,49 +15,6 @@ import (
 	"github.com/loopd/loopd/journal"
 )
 
-// deliveriesOf returns the journal's events called name for delivery id.
-func deliveriesOf(t *testing.T, e *env, name journal.Name, id string) []journal.Event {
-	t.Helper()
-	var out []journal.Event
-	for _, ev := range e.eventsNamed(t, name, keyIssue) {
-		if ev.Attrs["delivery"] == id {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// waitDelivered waits for dispatch.delivered of delivery id and returns it.
-func waitDelivered(t *testing.T, e *env, id string, timeout time.Duration) journal.Event {
-	t.Helper()
-	var got []journal.Event
-	e.waitFor(t, func() bool {
-		got = deliveriesOf(t, e, journal.DispatchDelivered, id)
-		return len(got) > 0
-	}, timeout, "delivery %s was never confirmed", id)
-	return got[0]
-}
-
-// stuckAtTrustDialog starts the daemon with a harness that waits at the
-// workspace trust dialog, sends a comment and waits until the item needs
-// attention. It returns the delivery id and the conversation id.
-func stuckAtTrustDialog(t *testing.T, e *env, body string) (delivery, sessionID string) {
-	t.Helper()
-	e.start(t)
-	delivery = sendComment(t, e, body)
-	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
-	require.Equal(t, string("spawn_unconfirmed"), r.Status.Reason)
-	require.Empty(t, e.userTurns(t, keyIssue, r.Status.HarnessSessionID), "nothing passed the dialog yet")
-	return delivery, r.Status.HarnessSessionID
-}
-
-// pressEnter is the operator answering the dialog in the pane by hand.
-func pressEnter(t *testing.T, e *env) {
-	t.Helper()
-	_, err := e.tmux(t, "send-keys", "-t", "="+desired.SessionName(keyIssue)+":", "Enter")
-	require.NoError(t, err)
-}
-
 func trustPromptEnv(t *testing.T) *env {
 	return newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_TRUST_PROMPT": "1"},
@@ -72,8 +29,7 @@ func TestReleaseAfterOperatorLetTheBootPromptThroughDoesNotResend(t *testing.T) 
 	delivery, id := stuckAtTrustDialog(t, e, body)
 
 	pressEnter(t, e)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the boot prompt never reached the transcript after Enter")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the boot prompt never reached the transcript after Enter")
 	e.settle(t)
 	still, _ := e.record(t, keyIssue)
 	require.Equal(t, desired.PhaseNeedsAttention, still.Status.Phase, "loopd waits for the operator")
@@ -96,8 +52,7 @@ func TestNewEventAfterOperatorLetTheBootPromptThroughIsPastedAlone(t *testing.T)
 	body := "first " + uuid.NewString()
 	first, id := stuckAtTrustDialog(t, e, body)
 	pressEnter(t, e)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the boot prompt never reached the transcript after Enter")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the boot prompt never reached the transcript after Enter")
 
 	next := "second " + uuid.NewString()
 	second := sendComment(t, e, next)
@@ -114,15 +69,13 @@ func TestNewEventAfterOperatorLetTheBootPromptThroughIsPastedAlone(t *testing.T)
 // daemon would have.
 func pasteByHand(t *testing.T, e *env, k desired.Key, text string) {
 	t.Helper()
-	target := "=" + desired.SessionName(k) + ":"
 	cmd := exec.CommandContext(context.Background(), "tmux", "-L", e.socket, "load-buffer", "-b", "by-hand", "-")
 	cmd.Stdin = strings.NewReader(text)
 	require.NoError(t, cmd.Run())
-	_, err := e.tmux(t, "paste-buffer", "-p", "-d", "-b", "by-hand", "-t", target)
+	_, err := e.tmux(t, "paste-buffer", "-p", "-d", "-b", "by-hand", "-t", paneTarget(k))
 	require.NoError(t, err)
 	time.Sleep(150 * time.Millisecond)
-	_, err = e.tmux(t, "send-keys", "-t", target, "Enter")
-	require.NoError(t, err)
+	e.sendKeys(t, k, "Enter")
 }
 
 func TestRestartThatLostTheSendRecordDoesNotPasteAgain(t *testing.T) {
@@ -138,8 +91,7 @@ func TestRestartThatLostTheSendRecordDoesNotPasteAgain(t *testing.T) {
 	pending, _ := e.record(t, keyIssue)
 	require.Len(t, pending.Pending, 1)
 	pasteByHand(t, e, keyIssue, pending.Pending[0].Prompt)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the paste never reached the transcript")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the paste never reached the transcript")
 
 	e.start(t)
 	ev := waitDelivered(t, e, delivery, waitShort)

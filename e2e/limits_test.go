@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,21 +22,6 @@ import (
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/webhook"
 )
-
-// daemonLines returns the lines of the running or stopped daemon's stderr
-// whose message is name.
-func (e *env) daemonLines(t *testing.T, name journal.Name) []string {
-	t.Helper()
-	b, err := os.ReadFile(e.daemonLog)
-	require.NoError(t, err)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "msg="+string(name)+" ") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 func TestWebhookRefusesUnsignedBodyUnread(t *testing.T) {
 	e := newEnv(t, envOpts{})
@@ -79,18 +63,9 @@ func TestWebhookAnswersWhileStoreLocked(t *testing.T) {
 	id := uuid.NewString()
 	body := e.payload(t, "issue_comment.created.1.json", withComment("held behind a lock "+id))
 
-	// GitHub's client: it gives up after 10 s.
-	req, err := http.NewRequest(http.MethodPost, e.webhookURL(), strings.NewReader(string(body)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "issue_comment")
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte(e.secret), body))
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	require.NoError(t, err, "no answer within GitHub's 10 s")
-	resp.Body.Close()
-
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	// As GitHub's client, which gives up after 10 s.
+	code := e.post(t, "issue_comment", id, body, webhook.Sign([]byte(e.secret), body))
+	assert.Equal(t, http.StatusServiceUnavailable, code)
 	lines := e.daemonLines(t, journal.DeliveryRejected)
 	require.Len(t, lines, 1, "the rejection is logged though it cannot be journaled")
 	assert.Contains(t, lines[0], "reason=store_failed")
@@ -102,8 +77,8 @@ func TestWebhookAnswersWhileStoreLocked(t *testing.T) {
 	_, found := e.record(t, keyIssue)
 	assert.False(t, found, "nothing half-stored")
 	e.waitFor(t, func() bool {
-		for _, ev := range e.events(t) {
-			if ev.Name == journal.DeliveryRejected && ev.Attrs["delivery_id"] == id && ev.Attrs["reason"] == "store_failed" {
+		for _, ev := range e.eventsNamed(t, journal.DeliveryRejected, desired.Key{}) {
+			if ev.Attrs["delivery_id"] == id && ev.Attrs["reason"] == "store_failed" {
 				return true
 			}
 		}
@@ -135,12 +110,7 @@ func TestRepeatedFailuresFolded(t *testing.T) {
 	repeated, err := strconv.Atoi(n[1])
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, repeated, 2)
-	var rows []journal.Event
-	for _, ev := range e.events(t) {
-		if ev.Name == journal.ReconcileFailed {
-			rows = append(rows, ev)
-		}
-	}
+	rows := e.eventsNamed(t, journal.ReconcileFailed, desired.Key{})
 	require.Len(t, rows, 2, "the journal is not flooded either")
 	assert.Equal(t, n[1], rows[1].Attrs[journal.RepeatedKey])
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -56,8 +57,7 @@ func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	assert.Len(t, b.eventsNamed(t, journal.ServeRefused, desired.Key{}), 4, "each refusal is in B's journal")
 
 	assert.Equal(t, pid, a.panePID(t, keyIssue), "A's agent was never touched")
-	after, ok := a.record(t, keyIssue)
-	require.True(t, ok)
+	after := a.mustRecord(t, keyIssue)
 	assert.Equal(t, r.Status.HarnessSessionID, after.Status.HarnessSessionID)
 	assert.Empty(t, b.records(t), "B ingested and planned nothing")
 
@@ -65,7 +65,7 @@ func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	a.start(t)
 	a.settle(t)
 	assert.Equal(t, pid, a.panePID(t, keyIssue))
-	assert.Equal(t, desired.PhaseRunning, mustRecord(t, a, keyIssue).Status.Phase)
+	assert.Equal(t, desired.PhaseRunning, a.mustRecord(t, keyIssue).Status.Phase)
 }
 
 // A session that carries no mark of this loopd (made by hand, or by
@@ -79,9 +79,13 @@ func TestForeignSessionIsNeverPastedIntoOrKilled(t *testing.T) {
 	work := e.workdir(keyIssue)
 	require.NoError(t, os.MkdirAll(work, 0o755))
 	other := uuid.NewString()
-	_, err := e.tmux(t, "-f", "/dev/null", "new-session", "-d", "-s", session, "-c", work, "-x", "200", "-y", "50",
+	// Made by a careful hand: a server started with the test's whole
+	// environment would be refused outright (ErrServerEnvironment).
+	hand := exec.Command("env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
+		"tmux", "-L", e.socket, "-f", "/dev/null", "new-session", "-d", "-s", session, "-c", work, "-x", "200", "-y", "50",
 		"-e", "CLAUDE_CONFIG_DIR="+e.claudeDir, "--", fakeClaudeBin, "--session-id", other, "by hand")
-	require.NoError(t, err)
+	made, err := hand.CombinedOutput()
+	require.NoError(t, err, string(made))
 	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, other)) == 1 }, waitShort, "the hand-made agent never started")
 	pid := e.panePID(t, keyIssue)
 	require.NotZero(t, pid)
@@ -89,7 +93,8 @@ func TestForeignSessionIsNeverPastedIntoOrKilled(t *testing.T) {
 	e.start(t)
 	body := "for the agent of loopd " + uuid.NewString()
 	sendComment(t, e, body)
-	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Reason == "session_foreign" }, "never blocked on the foreign session")
+	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Reason == "session_foreign" }, waitShort,
+		"never blocked on the foreign session")
 	e.settle(t)
 	assert.NotEqual(t, desired.PhaseRunning, r.Status.Phase, "the foreign session was not adopted")
 	assert.Len(t, r.Pending, 1, "the comment waits")
@@ -119,24 +124,11 @@ func TestForeignSessionIsNeverPastedIntoOrKilled(t *testing.T) {
 	require.NoError(t, err)
 	e.start(t)
 	r = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body) == 1 },
-		waitShort, "the comment never reached loopd's own agent")
-	mark, err := e.tmux(t, "show-options", "-v", "-t", "="+session+":", "@loopd-owner")
+	e.waitTurn(t, keyIssue, r.Status.HarnessSessionID, body, waitShort, "the comment never reached loopd's own agent")
+	mark, err := e.tmux(t, "show-options", "-v", "-t", paneTarget(keyIssue), "@loopd-owner")
 	require.NoError(t, err)
 	assert.Equal(t, tmux.NewOwner(e.stateDir).ID, strings.TrimSpace(mark))
 	owner, err := e.tmux(t, "show-options", "-sv", "@loopd-server-dir")
 	require.NoError(t, err)
 	assert.Equal(t, e.stateDir, strings.TrimSpace(owner))
-}
-
-// waitRecord waits until k's record satisfies cond and returns it.
-func (e *env) waitRecord(t *testing.T, k desired.Key, cond func(desired.Record) bool, msg string) desired.Record {
-	t.Helper()
-	var r desired.Record
-	e.waitFor(t, func() bool {
-		var ok bool
-		r, ok = e.record(t, k)
-		return ok && cond(r)
-	}, waitShort, "%s: %s", k, msg)
-	return r
 }

@@ -17,21 +17,6 @@ import (
 	"github.com/loopd/loopd/reconciler"
 )
 
-// realClaude returns the real Claude Code CLI named by LOOPD_REAL_CLAUDE,
-// or skips the test when it is unset or not an executable file.
-func realClaude(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("LOOPD_REAL_CLAUDE")
-	if path == "" {
-		t.Skip("LOOPD_REAL_CLAUDE is not set")
-	}
-	info, err := os.Stat(path)
-	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		t.Skipf("LOOPD_REAL_CLAUDE=%q is not an executable file", path)
-	}
-	return path
-}
-
 // newRealEnv is newEnv with the real CLI as the harness. The real CLI
 // starts in about a second and answers "Not logged in" offline, so the
 // waits are the long ones.
@@ -47,15 +32,9 @@ func newRealEnv(t *testing.T, restartPolicy string) *env {
 // real CLI runs a fresh conversation whose transcript holds the comment.
 func startReal(t *testing.T, e *env) desired.Record {
 	t.Helper()
-	e.start(t)
-	body := "first comment " + uuid.NewString()
-	sendComment(t, e, body)
-	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
 	id := r.Status.HarnessSessionID
-	require.Regexp(t, uuidPattern, id)
 	require.Equal(t, desired.SpawnFresh, r.Status.SpawnMode)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitLong, "the first comment never reached the real transcript")
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--session-id "+id)
 	assert.NotContains(t, e.paneStartCommand(t, keyIssue), "--resume")
 	return r
@@ -100,8 +79,7 @@ func TestRealClaudePasteAndResumeAfterKill(t *testing.T) {
 	assert.Equal(t, desired.SpawnResume, rr.Status.SpawnMode)
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
 	assert.NotContains(t, e.paneStartCommand(t, keyIssue), "--session-id")
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), after) == 1 },
-		waitLong, "the comment never reached the same transcript")
+	e.waitTurn(t, keyIssue, id, after, waitLong, "the comment never reached the same transcript")
 	assert.Equal(t, path, e.transcriptPath(t, keyIssue, rr.Status.HarnessSessionID))
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }
@@ -118,8 +96,7 @@ func TestRealClaudeSelfHealsWithNudge(t *testing.T) {
 	assert.Equal(t, id, rr.Status.HarnessSessionID)
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
 	nudge := reconciler.NudgePrompt(keyIssue)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), nudge) == 1 },
-		waitLong, "the re-orientation nudge never reached the same transcript")
+	e.waitTurn(t, keyIssue, id, nudge, waitLong, "the re-orientation nudge never reached the same transcript")
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }
 
@@ -139,11 +116,8 @@ func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
 	assert.Equal(t, "transcript_missing", failed[0].Attrs["reason"], "%v", failed[0].Attrs)
 	assert.Equal(t, oldID, failed[0].Attrs["attempted_session_id"])
 
-	var rr desired.Record
-	e.waitFor(t, func() bool {
-		var ok bool
-		rr, ok = e.record(t, keyIssue)
-		return ok && rr.Status.Phase == desired.PhaseRunning && rr.Status.HarnessSessionID != oldID
+	rr := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning && r.Status.HarnessSessionID != oldID
 	}, waitLong, "no fresh session with a new id")
 	newID := rr.Status.HarnessSessionID
 	assert.Regexp(t, uuidPattern, newID)
@@ -151,8 +125,7 @@ func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
 	psc := e.paneStartCommand(t, keyIssue)
 	assert.Contains(t, psc, "--session-id "+newID)
 	assert.False(t, strings.Contains(psc, "--resume"), "fresh spawn: %s", psc)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, newID), body) == 1 },
-		waitLong, "the comment never reached the new transcript")
+	e.waitTurn(t, keyIssue, newID, body, waitLong, "the comment never reached the new transcript")
 	assert.NoFileExists(t, e.transcriptPath(t, keyIssue, oldID), "the lost transcript is not recreated")
 }
 
@@ -171,8 +144,7 @@ func TestRealClaudeUntrustedWorkdirReleaseDoesNotResend(t *testing.T) {
 	body := "behind the trust dialog " + uuid.NewString()
 	delivery, id := stuckAtTrustDialog(t, e, body)
 	pressEnter(t, e)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitLong, "the boot prompt never reached the real transcript after Enter")
+	e.waitTurn(t, keyIssue, id, body, waitLong, "the boot prompt never reached the real transcript after Enter")
 
 	e.mustRun(t, "release", keyIssue.String())
 	ev := waitDelivered(t, e, delivery, waitLong)
@@ -194,13 +166,10 @@ func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
 	a := startReal(t, e).Status.HarnessSessionID
 	e.stop(t) // no pass may follow the report before the death
 
-	target := "=" + desired.SessionName(keyIssue) + ":"
 	typeLine := func(text string) {
-		_, err := e.tmux(t, "send-keys", "-t", target, "-l", text)
-		require.NoError(t, err)
+		e.sendKeys(t, keyIssue, "-l", text)
 		time.Sleep(300 * time.Millisecond) // the TUI's menu settles before Enter
-		_, err = e.tmux(t, "send-keys", "-t", target, "Enter")
-		require.NoError(t, err)
+		e.sendKeys(t, keyIssue, "Enter")
 	}
 	typeLine("/clear")
 	var b string

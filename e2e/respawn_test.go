@@ -46,7 +46,7 @@ func TestRespawnResumeFailure(t *testing.T) {
 			t.Parallel()
 			// restartPolicy Never: the crash below waits for the comment,
 			// so the resume carries it.
-			e := newRespawnEnv(t, envOpts{HarnessEnv: tt.harnessEnv, Policy: map[string]any{"resumeProbeSeconds": 1, "restartPolicy": "Never"}})
+			e := newEnv(t, envOpts{HarnessEnv: tt.harnessEnv, Policy: map[string]any{"resumeProbeSeconds": 1, "restartPolicy": "Never"}})
 			old := e.bootRunning(t)
 			e.killPane(t, keyIssue)
 			e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
@@ -57,17 +57,14 @@ func TestRespawnResumeFailure(t *testing.T) {
 			require.Equal(t, "--resume", flag, "argv %q", starts[1].Argv)
 			require.Equal(t, old, id)
 			if tt.slow {
-				e.waitFor(t, func() bool {
-					r, _ := e.record(t, keyIssue)
+				e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 					st := r.Status
 					return st.Phase == desired.PhaseSpawning && st.SpawnMode == desired.SpawnResume &&
 						time.Now().After(st.ProbeDeadline.Add(300*time.Millisecond)) && e.paneState(t, keyIssue) == "0:"
 				}, waitShort, "the unconfirmed resume should stay Spawning past its probe deadline")
 			}
 
-			var r desired.Record
-			e.waitFor(t, func() bool {
-				r, _ = e.record(t, keyIssue)
+			r := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 				return r.Status.Phase == desired.PhaseRunning && r.Status.HarnessSessionID != old
 			}, waitShort, "no fresh conversation after the failed resume")
 			fresh := r.Status.HarnessSessionID
@@ -93,24 +90,12 @@ func TestRespawnResumeFailure(t *testing.T) {
 
 			e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, fresh), marker) > 0 }, waitShort,
 				"the comment never reached the new conversation")
-			e.waitPasses(t, 2)
+			e.settle(t)
 			assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, fresh), marker), "delivered once in the new conversation")
 			assert.Zero(t, countContaining(e.userTurns(t, keyIssue, old), marker), "the failed resume wrote nothing")
-			assert.Len(t, deliveredEvents(t, e, delivery), 1)
+			assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
 		})
 	}
-}
-
-// deliveredEvents returns the dispatch.delivered rows of delivery.
-func deliveredEvents(t *testing.T, e *respawnEnv, delivery string) []journal.Event {
-	t.Helper()
-	var out []journal.Event
-	for _, ev := range e.eventsNamed(t, journal.DispatchDelivered, keyIssue) {
-		if ev.Attrs["delivery"] == delivery {
-			out = append(out, ev)
-		}
-	}
-	return out
 }
 
 // TestRespawnThreeFastFailuresDegrade: an agent that dies 300 ms after every
@@ -118,7 +103,7 @@ func deliveredEvents(t *testing.T, e *respawnEnv, delivery string) []journal.Eve
 // is retired and never resumed again, and the next spawn is fresh.
 func TestRespawnThreeFastFailuresDegrade(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{
+	e := newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_CRASH_AFTER": "300ms"},
 		Policy:     map[string]any{"maxFastFailures": 3, "backoffInitialSeconds": 1, "backoffMaxSeconds": 1},
 	})
@@ -158,8 +143,7 @@ func TestRespawnThreeFastFailuresDegrade(t *testing.T) {
 		assert.Equal(t, "crash_loop", failed[0].Attrs["reason"])
 		assert.Equal(t, retired, failed[0].Attrs["attempted_session_id"])
 	}
-	r, ok := e.record(t, keyIssue)
-	require.True(t, ok)
+	r := e.mustRecord(t, keyIssue)
 	assert.Contains(t, r.Status.RetiredSessionIDs, retired)
 }
 
@@ -168,7 +152,7 @@ func TestRespawnThreeFastFailuresDegrade(t *testing.T) {
 // until a new event earns it one more attempt.
 func TestRespawnBackoffGrows(t *testing.T) {
 	// Not parallel: the waits are compared with each other.
-	e := newRespawnEnv(t, envOpts{
+	e := newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_CRASH_AFTER": "300ms"},
 		// maxFastFailures out of reach: only backoff and budget act.
 		Policy: map[string]any{"restartBudget": 3, "backoffInitialSeconds": 1, "backoffMaxSeconds": 4, "maxFastFailures": 10},
@@ -200,7 +184,7 @@ func TestRespawnBackoffGrows(t *testing.T) {
 	assert.Greater(t, waits[2], waits[1]+500*time.Millisecond, "the third wait is longer still")
 
 	// NeedsAttention holds: no start without a new event.
-	e.waitPasses(t, 2)
+	e.settle(t)
 	assert.Len(t, e.starts(t), 4)
 	r, _ = e.record(t, keyIssue)
 	assert.Equal(t, desired.PhaseNeedsAttention, r.Status.Phase)
@@ -217,7 +201,7 @@ func TestRespawnBackoffGrows(t *testing.T) {
 // that exits 0 stays down until the next event, which resumes it.
 func TestRespawnCleanExitNotSelfHealed(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	id := e.bootRunning(t)
 	e.exitCleanly(t, keyIssue)
 
@@ -230,7 +214,7 @@ func TestRespawnCleanExitNotSelfHealed(t *testing.T) {
 		assert.Equal(t, "true", exits[0].Attrs["clean"])
 		assert.Equal(t, "0", exits[0].Attrs["exit_status"])
 	}
-	e.waitPasses(t, 2)
+	e.settle(t)
 	assert.Len(t, e.starts(t), 1, "a clean exit is not respawned")
 	r, _ = e.record(t, keyIssue)
 	assert.Equal(t, desired.PhaseExited, r.Status.Phase)
@@ -242,8 +226,7 @@ func TestRespawnCleanExitNotSelfHealed(t *testing.T) {
 	assert.Equal(t, id, resumed)
 	r = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	assert.Equal(t, id, r.Status.HarnessSessionID)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), marker) == 1 }, waitShort,
-		"the comment never reached the resumed conversation")
+	e.waitTurn(t, keyIssue, id, marker, waitShort, "the comment never reached the resumed conversation")
 }
 
 // TestRespawnSIGHUPTurnsOptOutOn: turning resumeOnRespawn off in the config
@@ -251,28 +234,22 @@ func TestRespawnCleanExitNotSelfHealed(t *testing.T) {
 // silently.
 func TestRespawnSIGHUPTurnsOptOutOn(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	old := e.bootRunning(t)
 
 	e.policy()["resumeOnRespawn"] = false
 	e.writeConfig(t)
-	n := len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
-	e.sighup(t)
-	e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "no config.reloaded")
+	e.reload(t)
 	// SIGHUP reloads an unchanged file too, so this reload is the signal's,
 	// not the file watch's.
-	n = len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
-	e.sighup(t)
-	e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "SIGHUP did not reload")
+	e.reload(t)
 
 	e.killPane(t, keyIssue)
 	starts := e.waitStarts(t, 2, waitShort)
 	flag, fresh := starts[1].mode()
 	assert.Equal(t, "--session-id", flag, "argv %q", starts[1].Argv)
 	assert.NotEqual(t, old, fresh)
-	var r desired.Record
-	e.waitFor(t, func() bool {
-		r, _ = e.record(t, keyIssue)
+	e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.HarnessSessionID == fresh
 	}, waitShort, "the fresh respawn never ran")
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "opting out is silent")
@@ -300,7 +277,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newRespawnEnv(t, envOpts{})
+			e := newEnv(t, envOpts{})
 			id := e.bootRunning(t)
 			e.exitCleanly(t, keyIssue)
 			e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
@@ -309,13 +286,10 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			// daemon dies.
 			e.policy()["resumeProbeSeconds"] = 3
 			e.writeConfig(t)
-			n := len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{}))
-			e.sighup(t)
-			e.waitFor(t, func() bool { return len(e.eventsNamed(t, journal.ConfigReloaded, desired.Key{})) > n }, waitShort, "no config.reloaded")
+			e.reload(t)
 
 			marker, delivery := e.comment(t)
-			e.waitFor(t, func() bool {
-				r, _ := e.record(t, keyIssue)
+			e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 				st := r.Status
 				return st.Phase == desired.PhaseSpawning && st.SpawnMode == desired.SpawnResume && st.PaneID != "" && len(e.starts(t)) == 2
 			}, waitShort, "the resume never started")
@@ -323,8 +297,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			r, _ := e.record(t, keyIssue)
 			require.Equal(t, desired.PhaseSpawning, r.Status.Phase, "the daemon died after the probe window")
 			if tt.killHarness {
-				e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), marker) == 1 }, waitShort,
-					"the resume never took the comment")
+				e.waitTurn(t, keyIssue, id, marker, waitShort, "the resume never took the comment")
 				e.killPane(t, keyIssue)
 			}
 
@@ -333,7 +306,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			r = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 			assert.Equal(t, id, r.Status.HarnessSessionID, "the same conversation")
 			assert.Equal(t, desired.SpawnResume, r.Status.SpawnMode)
-			e.waitPasses(t, 2)
+			e.settle(t)
 			r, _ = e.record(t, keyIssue)
 			assert.Equal(t, desired.PhaseRunning, r.Status.Phase)
 			assert.Empty(t, r.Pending)
@@ -344,7 +317,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			// The killed agent had taken the comment before its spawn was
 			// marked Running: the respawn must not send it again.
 			assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), marker), "the comment is in the conversation once")
-			assert.Len(t, deliveredEvents(t, e, delivery), 1)
+			assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
 		})
 	}
 }
@@ -353,7 +326,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 // pane-died hook can explain a respawn within seconds of a kill -9.
 func TestRespawnCrashDetectedFast(t *testing.T) {
 	// Not parallel: the latency is reported.
-	e := newRespawnEnv(t, envOpts{IntervalSeconds: 30})
+	e := newEnv(t, envOpts{IntervalSeconds: 30})
 	id := e.bootRunning(t)
 
 	killed := time.Now()
@@ -401,13 +374,13 @@ func TestRespawnUnknownExitStatusIsNotClean(t *testing.T) {
 	require.NoError(t, os.WriteFile(interp, sh, 0o755))
 	script := filepath.Join(dir, "agent")
 	require.NoError(t, os.WriteFile(script, []byte(strings.Replace(detachScript, "INTERPRETER", interp, 1)), 0o755))
-	e := newRespawnEnv(t, envOpts{Harness: script, ProcessName: "agent-sh"})
+	e := newEnv(t, envOpts{Harness: script, ProcessName: "agent-sh"})
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
 	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 
 	e.waitFor(t, func() bool { return e.paneState(t, keyIssue) == "1:" }, waitShort, "the pane never showed dead without a status")
-	e.waitPasses(t, 2)
+	e.settle(t)
 	r, _ := e.record(t, keyIssue)
 	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
 	require.Equal(t, "1:", e.paneState(t, keyIssue), "the status became known too soon to tell")
@@ -426,7 +399,7 @@ func TestRespawnUnknownExitStatusIsNotClean(t *testing.T) {
 // pending until the dir is back, and then the conversation resumes with it.
 func TestRespawnWorkspaceDeleted(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	id := e.bootRunning(t)
 	dir := e.workdir(keyIssue)
 	require.NoError(t, os.RemoveAll(dir))
@@ -435,7 +408,7 @@ func TestRespawnWorkspaceDeleted(t *testing.T) {
 	assert.Equal(t, dir, missing[0].Attrs["detail"])
 
 	marker, delivery := e.comment(t)
-	e.waitPasses(t, 2)
+	e.settle(t)
 	r, _ := e.record(t, keyIssue)
 	if assert.Len(t, r.Pending, 1) {
 		assert.Equal(t, delivery, r.Pending[0].ID)
@@ -446,8 +419,7 @@ func TestRespawnWorkspaceDeleted(t *testing.T) {
 	assert.Zero(t, countContaining(e.userTurns(t, keyIssue, id), marker))
 
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), marker) == 1 }, waitShort,
-		"the comment never reached the resumed conversation")
+	e.waitTurn(t, keyIssue, id, marker, waitShort, "the comment never reached the resumed conversation")
 	r = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	assert.Equal(t, id, r.Status.HarnessSessionID)
 	assert.Empty(t, r.Pending)

@@ -22,12 +22,6 @@ import (
 // agent and appear on no command line.
 const apiKey = "sk-test-SECRET-123"
 
-// ghWebhook returns the webhooks.ghWebhook map of e.config, for edits
-// before writeConfig.
-func (e *env) ghWebhook() map[string]any {
-	return e.config["webhooks"].(map[string]any)["ghWebhook"].(map[string]any)
-}
-
 // tmuxShim puts a tmux first on a PATH that logs each invocation's argv
 // (one word a line, then a line "--end--") and execs the real tmux; it
 // returns the PATH and the log's path.
@@ -85,9 +79,7 @@ func TestNoDaemonSecretReachesAnAgent(t *testing.T) {
 	assert.NotContains(t, environ, "\nTMUX=", "the agent is not handed loopd's tmux server")
 	assert.NotContains(t, environ, "\nTMUX_PANE=")
 	assert.NotContains(t, procFile(t, pid, "cmdline"), apiKey, "the harness's own argv")
-	current, err := e.tmux(t, "display-message", "-p", "-t", "="+session+":", "#{pane_current_command}")
-	require.NoError(t, err)
-	assert.Equal(t, filepath.Base(fakeClaudeBin), strings.TrimSpace(current), "the launcher became the harness")
+	assert.Equal(t, filepath.Base(fakeClaudeBin), e.paneCommand(t, keyIssue), "the launcher became the harness")
 
 	for _, args := range [][]string{{"show-environment", "-g"}, {"show-environment", "-t", "=" + session}} {
 		out, err := e.tmux(t, args...)
@@ -137,9 +129,7 @@ func TestSecretFile(t *testing.T) {
 	e.stop(t)
 
 	require.NoError(t, os.WriteFile(secretPath, []byte("\n"), 0o600))
-	cmd := exec.Command(loopdBin, "serve", "--config", e.configPath)
-	cmd.Env = append(e.procEnv(), e.daemonEnv...)
-	out, err := cmd.CombinedOutput()
-	require.Error(t, err)
-	assert.Contains(t, string(out), "secretFile "+secretPath+" is empty")
+	out, errOut, code := e.runEnv(t, e.daemonEnv, "serve")
+	require.NotZero(t, code)
+	assert.Contains(t, out+errOut, "secretFile "+secretPath+" is empty")
 }

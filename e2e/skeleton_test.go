@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -15,42 +14,6 @@ import (
 	"github.com/loopd/loopd/journal"
 	"github.com/loopd/loopd/webhook"
 )
-
-const commentFixture = "issue_comment.created.1.json"
-
-// startWithComment starts the daemon, sends a first comment with body on
-// keyIssue and waits until its session runs and the comment is in the
-// transcript. It returns the record.
-func startWithComment(t *testing.T, e *env, body string) desired.Record {
-	t.Helper()
-	e.start(t)
-	require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment(body)))
-	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
-	e.waitFor(t, func() bool {
-		return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body) == 1
-	}, waitShort, "the first comment never reached the transcript")
-	return r
-}
-
-// sendComment sends a comment with body on keyIssue, as a new delivery, and
-// returns the delivery id.
-func sendComment(t *testing.T, e *env, body string) string {
-	t.Helper()
-	id := uuid.NewString()
-	require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, id, withComment(body)))
-	return id
-}
-
-// startsWith returns the argv-log entries that carry flag.
-func startsWith(log [][]string, flag string) [][]string {
-	var out [][]string
-	for _, argv := range log {
-		if _, ok := flagValue(argv, flag); ok {
-			out = append(out, argv)
-		}
-	}
-	return out
-}
 
 func TestFirstCommentSpawnsFreshSession(t *testing.T) {
 	t.Parallel()
@@ -101,8 +64,7 @@ func TestSecondCommentIsPastedIntoLiveSession(t *testing.T) {
 
 	body := "line one " + uuid.NewString() + "\nline two\n\nline four"
 	sendComment(t, e, body)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the second comment never reached the transcript with its newlines")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the second comment never reached the transcript with its newlines")
 	e.waitEvent(t, journal.DispatchDelivered, keyIssue, 2, waitShort)
 	e.settle(t)
 
@@ -111,8 +73,7 @@ func TestSecondCommentIsPastedIntoLiveSession(t *testing.T) {
 	assert.Equal(t, 1, countContaining(turns, body))
 	assert.Len(t, e.argvLog(t), 1, "no new process start")
 	assert.Equal(t, pid, e.panePID(t, keyIssue), "the same process")
-	after, ok := e.record(t, keyIssue)
-	require.True(t, ok)
+	after := e.mustRecord(t, keyIssue)
 	assert.Equal(t, id, after.Status.HarnessSessionID)
 	assert.Empty(t, after.Pending)
 }
@@ -125,8 +86,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 
 	body := "a comment GitHub redelivers " + uuid.NewString()
 	delivery := sendComment(t, e, body)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the comment never reached the transcript")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the comment never reached the transcript")
 	e.waitEvent(t, journal.DispatchDelivered, keyIssue, 2, waitShort)
 
 	status := e.replay(t, commentFixture, delivery, withComment(body))
@@ -137,8 +97,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "no second user turn")
 	assert.Len(t, e.userTurns(t, keyIssue, id), 2)
-	after, ok := e.record(t, keyIssue)
-	require.True(t, ok)
+	after := e.mustRecord(t, keyIssue)
 	assert.Empty(t, after.Pending, "no new pending delivery")
 	assert.Len(t, e.eventsNamed(t, journal.DeliveryAccepted, keyIssue), 2)
 	assert.Len(t, e.eventsNamed(t, journal.DispatchDelivered, keyIssue), 2)
@@ -157,14 +116,12 @@ func TestKilledAgentResumesOnNextComment(t *testing.T) {
 	assert.Equal(t, "false", exited[0].Attrs["clean"], "a kill -9 is not a clean exit: %v", exited[0].Attrs)
 	e.settle(t)
 	require.Len(t, e.argvLog(t), 1, "restartPolicy Never: no self-heal")
-	down, ok := e.record(t, keyIssue)
-	require.True(t, ok)
+	down := e.mustRecord(t, keyIssue)
 	assert.Equal(t, desired.PhaseExited, down.Status.Phase)
 
 	body := "after the crash " + uuid.NewString()
 	sendComment(t, e, body)
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		waitShort, "the comment never reached the same transcript")
+	e.waitTurn(t, keyIssue, id, body, waitShort, "the comment never reached the same transcript")
 	after := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 
 	log := e.argvLog(t)
@@ -207,8 +164,7 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 		e := newEnv(t, envOpts{})
 		r := startWithComment(t, e, "first comment "+uuid.NewString())
 		delivery := sendComment(t, e, body)
-		e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), pasted) == 1 },
-			waitLong, "the long comment never arrived whole")
+		e.waitTurn(t, keyIssue, r.Status.HarnessSessionID, pasted, waitLong, "the long comment never arrived whole")
 		assert.Equal(t, "true", waitDelivered(t, e, delivery, waitShort).Attrs["verified"])
 		assert.Len(t, e.argvLog(t), 1)
 	})
@@ -218,9 +174,7 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 		e.start(t)
 		require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment(body)))
 		r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
-		e.waitFor(t, func() bool {
-			return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), pasted) == 1
-		}, waitLong, "the long comment never arrived whole")
+		e.waitTurn(t, keyIssue, r.Status.HarnessSessionID, pasted, waitLong, "the long comment never arrived whole")
 		log := e.argvLog(t)
 		require.Len(t, log, 1)
 		_, fresh := flagValue(log[0], "--session-id")
@@ -254,8 +208,7 @@ func TestClosedPullRequestStopsSession(t *testing.T) {
 
 	assert.False(t, e.hasSession(t, keyPR), "no respawn")
 	assert.Len(t, e.argvLog(t), starts, "no process start")
-	after, ok := e.record(t, keyPR)
-	require.True(t, ok)
+	after := e.mustRecord(t, keyPR)
 	assert.Equal(t, desired.PhaseStopped, after.Status.Phase)
 	assert.Equal(t, r.Status.HarnessSessionID, after.Status.HarnessSessionID)
 }
@@ -276,6 +229,5 @@ func TestBadSignatureStoresNothing(t *testing.T) {
 	assert.Empty(t, e.records(t))
 	assert.Empty(t, e.events(t))
 	assert.Empty(t, e.sessions(t))
-	_, err := os.Stat(e.argvPath)
-	assert.ErrorIs(t, err, os.ErrNotExist, "no agent started")
+	assert.Empty(t, e.starts(t), "no agent started")
 }

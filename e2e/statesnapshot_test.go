@@ -23,7 +23,7 @@ func withIssueState(state, updated string) func(map[string]any) {
 }
 
 // closeIssue delivers issues.closed for issue 1, stamped updated.
-func closeIssue(t *testing.T, e *respawnEnv, updated string) {
+func closeIssue(t *testing.T, e *env, updated string) {
 	t.Helper()
 	e.deliver(t, "issues.opened.1.json", all(func(m map[string]any) { m["action"] = "closed" }, withIssueState("closed", updated)))
 }
@@ -35,7 +35,7 @@ func closeIssue(t *testing.T, e *respawnEnv, updated string) {
 // every waiting comment.
 func TestLostReopenHealsFromNextComment(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	id := e.bootRunning(t)
 	closeIssue(t, e, "2024-01-01T00:00:00Z")
 	e.waitPhase(t, keyIssue, desired.PhaseStopped, waitShort)
@@ -44,8 +44,7 @@ func TestLostReopenHealsFromNextComment(t *testing.T) {
 	waiting := "while closed " + uuid.NewString()
 	e.deliver(t, commentFixture, all(withComment(waiting), withIssueState("closed", "2024-01-02T00:00:00Z")))
 	e.settle(t)
-	r, ok := e.record(t, keyIssue)
-	require.True(t, ok)
+	r := e.mustRecord(t, keyIssue)
 	require.Equal(t, desired.PhaseStopped, r.Status.Phase)
 	require.Len(t, r.Pending, 1)
 	var line string
@@ -81,7 +80,7 @@ func TestLostReopenHealsFromNextComment(t *testing.T) {
 // is not pasted into it.
 func TestLostCloseHealsFromNextComment(t *testing.T) {
 	t.Parallel()
-	e := newRespawnEnv(t, envOpts{})
+	e := newEnv(t, envOpts{})
 	id := e.bootRunning(t)
 	starts := len(e.starts(t))
 	sent := len(e.eventsNamed(t, journal.DispatchSent, keyIssue))

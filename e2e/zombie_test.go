@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ func newZombieEnv(t *testing.T, cli, processName string) *env {
 	e := newEnv(t, envOpts{Policy: map[string]any{"resumeProbeSeconds": 2}})
 	wrapper := filepath.Join(e.dir, "zombie-wrapper")
 	require.NoError(t, os.WriteFile(wrapper, fmt.Appendf(nil, zombieWrapper, cli), 0o755))
-	h := e.config["harnesses"].(map[string]any)["claude-code"].(map[string]any)
+	h := e.harness()
 	h["command"] = wrapper
 	if processName != "" {
 		h["processName"] = processName
@@ -44,38 +43,19 @@ func newZombieEnv(t *testing.T, cli, processName string) *env {
 	return e
 }
 
-// paneCommand is k's pane_current_command; "" without a live pane.
-func (e *env) paneCommand(t *testing.T, k desired.Key) string {
-	t.Helper()
-	out, err := e.tmux(t, "list-panes", "-t", "="+desired.SessionName(k)+":", "-F", "#{pane_dead} #{pane_current_command}")
-	if err != nil {
-		return ""
-	}
-	dead, cmd, _ := strings.Cut(strings.TrimSpace(out), " ")
-	if dead != "0" {
-		return ""
-	}
-	return cmd
-}
-
 // runZombie boots the item, makes the CLI exit so that the wrapper's shell
 // takes the pane, then posts a comment whose body would create a file if
 // it ever reached the shell. The file must never appear: the item is
 // recorded as a crash naming the shell, is healed by a respawn that kills
 // the shell, and the comment reaches the conversation instead.
 func runZombie(t *testing.T, e *env, cliName string, wait time.Duration) {
-	e.start(t)
-	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", "", nil))
-	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, wait)
-	id := r.Status.HarnessSessionID
-	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, id)) == 1 }, wait, "the opening prompt never reached the transcript")
+	id := e.bootRunning(t)
 	require.Equal(t, cliName, e.paneCommand(t, keyIssue), "the CLI is the pane's foreground process while it runs")
 	shellPID := e.panePID(t, keyIssue)
 
 	// Ctrl-C twice exits the CLI (0); the wrapper execs an interactive shell.
 	for range 2 {
-		_, err := e.tmux(t, "send-keys", "-t", "="+desired.SessionName(keyIssue)+":", "C-c")
-		require.NoError(t, err)
+		e.sendKeys(t, keyIssue, "C-c")
 		time.Sleep(300 * time.Millisecond)
 	}
 	e.waitFor(t, func() bool { return e.paneCommand(t, keyIssue) == "sh" }, wait, "the wrapper's shell never took the pane")
@@ -88,14 +68,13 @@ func runZombie(t *testing.T, e *env, cliName string, wait time.Duration) {
 	assert.Equal(t, "foreground_not_harness", exits[0].Attrs["reason"])
 	assert.Equal(t, "sh", exits[0].Attrs["foreground"], "the journal names the foreground process")
 	assert.Equal(t, "false", exits[0].Attrs["clean"])
-	r = e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnedAt.After(exits[0].Time)
-	}, "never healed by a respawn")
+	}, waitShort, "never healed by a respawn")
 	assert.Equal(t, id, r.Status.HarnessSessionID, "the respawn resumed the conversation")
 	assert.Equal(t, 1, r.Status.Failures, "the dead agent counts as a failure")
 	assert.NotEqual(t, shellPID, e.panePID(t, keyIssue), "the shell's pane was replaced")
-	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, id), body) == 1 },
-		wait, "the comment never reached the resumed conversation")
+	e.waitTurn(t, keyIssue, id, body, wait, "the comment never reached the resumed conversation")
 	e.settle(t)
 	assert.NoFileExists(t, pwned, "the comment ran in the shell")
 	for _, ev := range e.eventsNamed(t, journal.DispatchSent, keyIssue) {

@@ -25,7 +25,7 @@ func spawn(t *testing.T, c tmux.Client, name string, argv ...string) {
 }
 
 func TestObserveKicksThenListsOnce(t *testing.T) {
-	f := tmux.NewFake()
+	f := tmuxtest.NewFake()
 	for _, name := range []string{"loop-a", "loop-b", "loop-c"} {
 		spawn(t, f, name, "claude", "hi")
 	}
@@ -35,7 +35,7 @@ func TestObserveKicksThenListsOnce(t *testing.T) {
 }
 
 func TestObserve(t *testing.T) {
-	f := tmux.NewFake()
+	f := tmuxtest.NewFake()
 	f.Now = func() time.Time { return now.Add(-time.Minute) }
 	require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 	spawn(t, f, "loop-live", "claude", "hi")
@@ -82,7 +82,7 @@ func TestObserveEmpty(t *testing.T) {
 		start bool
 	}{{"no_server", false}, {"empty_server", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := tmux.NewFake()
+			f := tmuxtest.NewFake()
 			if tc.start {
 				require.NoError(t, f.EnsureServer(t.Context(), tmux.ServerOptions{}))
 			}
@@ -105,7 +105,7 @@ func TestObserveErrors(t *testing.T) {
 		{"ListPanes", []string{"Kick", "ListPanes"}},
 	} {
 		t.Run(tc.verb, func(t *testing.T) {
-			f := tmux.NewFake()
+			f := tmuxtest.NewFake()
 			f.FailNext(tc.verb, boom)
 			_, err := observed.TakeSnapshot(t.Context(), f, now)
 			assert.ErrorIs(t, err, boom)
@@ -116,7 +116,7 @@ func TestObserveErrors(t *testing.T) {
 
 // The snapshot holds its own copy: later changes on the server do not show.
 func TestSnapshotIsAValue(t *testing.T) {
-	f := tmux.NewFake()
+	f := tmuxtest.NewFake()
 	spawn(t, f, "loop-a", "claude", "hi")
 	s, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)

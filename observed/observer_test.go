@@ -16,7 +16,7 @@ import (
 	"github.com/loopd/loopd/harness"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 const (
@@ -29,7 +29,7 @@ const (
 // adapter, whose transcripts live under a temporary config dir.
 type observerRig struct {
 	o   *observed.Observer
-	f   *tmux.Fake
+	f   *tmuxtest.Fake
 	ad  harness.Adapter
 	dir string
 }
@@ -39,7 +39,7 @@ func newObserverRig(t *testing.T) *observerRig {
 	dir := t.TempDir()
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
-	f := tmux.NewFake()
+	f := tmuxtest.NewFake()
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	return &observerRig{o: &observed.Observer{Tmux: f, Harnesses: map[string]harness.Adapter{"claude-code": ad}, Log: log}, f: f, ad: ad, dir: dir}
 }

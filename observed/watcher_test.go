@@ -14,11 +14,12 @@ import (
 
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 const diedChannel = "loopd-pane-died"
 
-func newWatcher(f *tmux.Fake, kickEvery time.Duration) *observed.Watcher {
+func newWatcher(f *tmuxtest.Fake, kickEvery time.Duration) *observed.Watcher {
 	return &observed.Watcher{Tmux: f, KickEvery: kickEvery, Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
 		Server: tmux.ServerOptions{PaneDiedChannel: diedChannel, Owner: tmux.NewOwner("/srv/loopd/state")}}
 }
@@ -40,7 +41,7 @@ func watch(t *testing.T, w *observed.Watcher) *atomic.Int32 {
 }
 
 func TestWatcherEnsureServerClaimsIt(t *testing.T) {
-	f := tmux.NewFake()
+	f := tmuxtest.NewFake()
 	w := newWatcher(f, 0)
 	require.NoError(t, w.EnsureServer(t.Context()))
 	opts, ok := f.Options()
@@ -53,7 +54,7 @@ func TestWatcherEnsureServerClaimsIt(t *testing.T) {
 
 func TestWatcherWakesOnPaneDeath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := tmux.NewFake()
+		f := tmuxtest.NewFake()
 		w := newWatcher(f, 0)
 		require.NoError(t, w.EnsureServer(t.Context()))
 		spawn(t, f, "loop-a", "claude", "hi")
@@ -74,7 +75,7 @@ func TestWatcherWakesOnPaneDeath(t *testing.T) {
 // one period.
 func TestWatcherKicksLostExits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := tmux.NewFake()
+		f := tmuxtest.NewFake()
 		w := newWatcher(f, time.Second)
 		require.NoError(t, w.EnsureServer(t.Context()))
 		spawn(t, f, "loop-a", "claude", "hi")
@@ -93,7 +94,7 @@ func TestWatcherKicksLostExits(t *testing.T) {
 // death in between is not lost (tmux keeps an unawaited signal).
 func TestWatcherRetriesUntilTheServerRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := tmux.NewFake()
+		f := tmuxtest.NewFake()
 		w := newWatcher(f, 0)
 		wakes := watch(t, w)
 		synctest.Wait()
@@ -112,7 +113,7 @@ func TestWatcherRetriesUntilTheServerRuns(t *testing.T) {
 // calls tmux.
 func TestWatcherWithoutChannel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := tmux.NewFake()
+		f := tmuxtest.NewFake()
 		w := newWatcher(f, time.Second)
 		w.Server.PaneDiedChannel = ""
 		watch(t, w)

@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 // passRig runs whole passes against a stateful tmux fake, a real SQLite
@@ -31,7 +32,7 @@ import (
 type passRig struct {
 	rc      *Reconciler
 	watcher *observed.Watcher
-	tmux    *tmux.Fake
+	tmux    *tmuxtest.Fake
 	store   *desired.SQLite
 	ad      harness.Adapter
 	now     time.Time
@@ -49,7 +50,7 @@ func newPassRig(t *testing.T) *passRig {
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
-	r := &passRig{tmux: tmux.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
+	r := &passRig{tmux: tmuxtest.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	clock := func() time.Time { return r.now }
 	r.tmux.Now = clock

@@ -11,25 +11,28 @@ const (
 	defaultHeight = 50
 )
 
-// checkNewSession reports why tmux would not run s as asked: a name tmux
-// would change (it replaces '.' and ':' and escapes control characters, so
-// exact targets would miss the session), or an argv of fewer than 2 words
-// (tmux hands a single word to sh -c; tmux(1), new-session and
-// "shell-command"), or an owner mark that is not an owner id.
-func checkNewSession(s NewSession) error {
-	if err := checkName(s.Name); err != nil {
+// CheckNewSession reports why tmux would not run s as asked: a name tmux
+// would change (CheckSessionName), or an argv of fewer than 2 words (tmux
+// hands a single word to sh -c; tmux(1), new-session and "shell-command"),
+// or an owner mark that is not an owner id (CheckOwnerID). Every Client
+// refuses such an s before it acts (Exec, and the fake in tmuxtest).
+func CheckNewSession(s NewSession) error {
+	if err := CheckSessionName(s.Name); err != nil {
 		return err
 	}
 	if len(s.Argv) < 2 {
 		return fmt.Errorf("argv %q: want at least 2 words, or tmux runs it with sh -c", s.Argv)
 	}
 	if s.Owner != "" {
-		return checkOwnerID(s.Owner)
+		return CheckOwnerID(s.Owner)
 	}
 	return nil
 }
 
-func checkName(name string) error {
+// CheckSessionName reports why tmux would not keep name as a session name:
+// it is empty, or tmux would change it (it replaces '.' and ':' and escapes
+// control characters, so exact targets would miss the session).
+func CheckSessionName(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty session name")
 	}
@@ -41,16 +44,16 @@ func checkName(name string) error {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// checkTarget accepts only exact pane targets: a pane id ("%N") or a session
+// CheckTarget accepts only exact pane targets: a pane id ("%N") or a session
 // name with the exact-match prefix and a window separator ("=name:"). Any
 // other form may match by prefix or pattern (tmux(1), "COMMANDS": "-t loop-1"
-// matches "loop-12").
-func checkTarget(target string) error {
+// matches "loop-12"), so every Client refuses it.
+func CheckTarget(target string) error {
 	if isPaneID(target) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(target, "="); ok {
-		if name, ok = strings.CutSuffix(name, ":"); ok && checkName(name) == nil {
+		if name, ok = strings.CutSuffix(name, ":"); ok && CheckSessionName(name) == nil {
 			return nil
 		}
 	}

@@ -68,7 +68,7 @@ func (e *Exec) Socket() string { return e.socket }
 func (e *Exec) EnsureServer(ctx context.Context, opts ServerOptions) error {
 	cmds := [][]string{{"start-server"}}
 	if o := opts.Owner; o.ID != "" {
-		if err := checkOwnerID(o.ID); err != nil {
+		if err := CheckOwnerID(o.ID); err != nil {
 			return fmt.Errorf("ensure server %s: %w", e.socket, err)
 		}
 		free := "#{||:#{==:#{" + serverOwnerOption + "},},#{==:#{" + serverOwnerOption + "}," + o.ID + "}}"
@@ -120,8 +120,8 @@ const serverPIDMarker = "loopd-server-pid"
 
 // serverEnvRefused returns, sorted, the names in the environment of the
 // server process whose pid EnsureServer's output names that allowed
-// refuses; none when the pid or its environ cannot be read (not Linux, or
-// the server is gone).
+// refuses, PWD aside (tmux sets it itself, as in scrubEnv); none when the
+// pid or its environ cannot be read (not Linux, or the server is gone).
 func serverEnvRefused(shown []byte, allowed func(string) bool) []string {
 	var pid string
 	for line := range strings.Lines(string(shown)) {
@@ -139,7 +139,7 @@ func serverEnvRefused(shown []byte, allowed func(string) bool) []string {
 	var bad []string
 	for _, kv := range strings.Split(string(raw), "\x00") {
 		name, _, ok := strings.Cut(kv, "=")
-		if ok && name != "" && !allowed(name) && !slices.Contains(bad, name) {
+		if ok && name != "" && name != "PWD" && !allowed(name) && !slices.Contains(bad, name) {
 			bad = append(bad, name)
 		}
 	}
@@ -197,7 +197,7 @@ func scrubEnv(shown []byte, want []string) [][]string {
 // NewSession runs new-session -d -P -F '#{pane_id}' with s and returns the
 // new pane's id. See Client.NewSession for the errors.
 func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
-	if err := checkNewSession(s); err != nil {
+	if err := CheckNewSession(s); err != nil {
 		return "", fmt.Errorf("new session %s: %w", s.Name, err)
 	}
 	w, h := s.Width, s.Height
@@ -266,10 +266,10 @@ func (e *Exec) Kick(ctx context.Context) error {
 // program that did not ask for bracketed paste reads as Enter, one per line
 // (tmux(1), paste-buffer).
 func (e *Exec) Paste(ctx context.Context, target string, g Guard, text string) error {
-	if err := checkTarget(target); err != nil {
+	if err := CheckTarget(target); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
-	if err := checkGuard(g); err != nil {
+	if err := CheckGuard(g); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
 	if text == "" {
@@ -283,10 +283,10 @@ func (e *Exec) Paste(ctx context.Context, target string, g Guard, text string) e
 // SendKeys runs send-keys -t target keys... behind the guard of Paste, in
 // one invocation.
 func (e *Exec) SendKeys(ctx context.Context, target string, g Guard, keys ...string) error {
-	if err := checkTarget(target); err != nil {
+	if err := CheckTarget(target); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
-	if err := checkGuard(g); err != nil {
+	if err := CheckGuard(g); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
 	send := "send-keys -t " + quote(target)
@@ -314,7 +314,7 @@ func (e *Exec) guarded(ctx context.Context, op, target string, g Guard, command 
 // CapturePane runs capture-pane -p -J (wrapped lines joined), with -S - for
 // the whole history when history is true.
 func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (string, error) {
-	if err := checkTarget(target); err != nil {
+	if err := CheckTarget(target); err != nil {
 		return "", fmt.Errorf("capture %s: %w", target, err)
 	}
 	cmd := []string{"capture-pane", "-p", "-J", "-t", target}
@@ -331,10 +331,10 @@ func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (st
 // KillSession runs kill-session -t =name behind an if-shell that checks
 // the session's owner mark in the same invocation.
 func (e *Exec) KillSession(ctx context.Context, name, owner string) error {
-	if err := checkName(name); err != nil {
+	if err := CheckSessionName(name); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
-	if err := checkOwnerID(owner); err != nil {
+	if err := CheckOwnerID(owner); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
 	out, err := e.run(ctx, nil,

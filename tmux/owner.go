@@ -91,16 +91,20 @@ func SocketPath(name string) (string, error) {
 	return filepath.Join(dir, name), nil
 }
 
-// checkOwnerID reports why id cannot be an owner mark.
-func checkOwnerID(id string) error {
+// CheckOwnerID reports why id cannot be an owner mark (NewOwner makes
+// the only valid ones).
+func CheckOwnerID(id string) error {
 	if !ownerIDPattern.MatchString(id) {
 		return fmt.Errorf("owner %q: want 16 lowercase hex digits (NewOwner)", id)
 	}
 	return nil
 }
 
-func checkGuard(g Guard) error {
-	if err := checkOwnerID(g.Owner); err != nil {
+// CheckGuard reports why g cannot guard a pane: an owner that is not an
+// owner id, no foreground command, or a command that is not a
+// ValidCommandName.
+func CheckGuard(g Guard) error {
+	if err := CheckOwnerID(g.Owner); err != nil {
 		return err
 	}
 	if len(g.Commands) == 0 {

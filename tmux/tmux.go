@@ -3,9 +3,10 @@
 // exact ("=name" for sessions, "=name:" or a %pane id for panes), because
 // "-t loop-1" silently matches "loop-12" (tmux(1), "COMMANDS", target-session).
 //
-// Client is the interface; Exec is the real implementation and Fake an
-// in-memory one with the same sentinel errors. tmuxtest.RunConformance runs
-// one suite against both, so that the Fake stays honest.
+// Client is the interface and Exec the real implementation. The in-memory
+// fake for tests, with the same sentinel errors, is tmuxtest.Fake;
+// tmuxtest.RunConformance runs one suite against both, so that the fake
+// stays honest.
 package tmux
 
 import (

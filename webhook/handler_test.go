@@ -31,21 +31,15 @@ var testSecret = []byte("It's a Secret to Everybody")
 // receivedAt is the fixed clock of every test handler.
 var receivedAt = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// fixturesDir returns the shared GitHub webhook fixtures, which sit beside
-// the repository checkout, or skips the test when they are missing.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "fixtures", "github-webhooks")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("GitHub webhook fixtures not found at %s (shared/ must sit beside the repository): %v", dir, err)
-	}
-	return dir
-}
+// fixturesDir holds the GitHub webhook example payloads the tests send
+// (testdata/github-webhooks/README.md says where they come from).
+var fixturesDir = filepath.Join("..", "testdata", "github-webhooks")
 
-// fixture returns the bytes of one fixture file.
+// fixture returns the bytes of one fixture file; a missing one fails the
+// test.
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixturesDir(t), name))
+	b, err := os.ReadFile(filepath.Join(fixturesDir, name))
 	require.NoError(t, err)
 	return b
 }
@@ -250,7 +244,7 @@ func TestFixtureOutcomes(t *testing.T) {
 	closes := map[string]bool{"issues.closed": true, "pull_request.closed": true}
 	handled := map[string]bool{"issues": true, "issue_comment": true, "pull_request": true, "pull_request_review": true}
 
-	names, err := filepath.Glob(filepath.Join(fixturesDir(t), "*.json"))
+	names, err := filepath.Glob(filepath.Join(fixturesDir, "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, names)
 	for _, path := range names {

@@ -44,7 +44,6 @@
 //	FAKECLAUDE_TRUST_PROMPT=1     show the workspace trust dialog until Enter (TUI only, like the real one)
 //	FAKECLAUDE_CRASH_AFTER        Go duration after which the TUI exits 1
 //	FAKECLAUDE_IGNORE_SIGHUP=1    ignore SIGHUP (and keep running when the terminal goes away)
-//	FAKECLAUDE_ARGV_LOG           file to which each start appends its argv as a JSON array line
 //	FAKECLAUDE_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKECLAUDE_RESUME_FAIL=1      every resume of a UUID fails like a missing conversation, even when the transcript exists
 //	FAKECLAUDE_MANGLE=1           the TUI folds every run of spaces in a submitted prompt into one space before writing it
@@ -93,7 +92,6 @@ type knobs struct {
 	crashAfter      time.Duration // 0: never
 	trustPrompt     bool
 	ignoreSIGHUP    bool
-	argvLog         string
 	startLog        string
 	resumeFail      bool // every resume fails as if the conversation were missing
 	mangle          bool // fold runs of spaces in submitted prompts
@@ -104,7 +102,6 @@ func readKnobs() (knobs, error) {
 		resumeFailDelay: 600 * time.Millisecond,
 		trustPrompt:     os.Getenv("FAKECLAUDE_TRUST_PROMPT") == "1",
 		ignoreSIGHUP:    os.Getenv("FAKECLAUDE_IGNORE_SIGHUP") == "1",
-		argvLog:         os.Getenv("FAKECLAUDE_ARGV_LOG"),
 		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
 		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
@@ -138,12 +135,6 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 2
-	}
-	if k.argvLog != "" {
-		if err := appendJSONLine(k.argvLog, os.Args); err != nil {
-			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
-			return 2
-		}
 	}
 	if k.startLog != "" {
 		start := startRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), Argv: os.Args}

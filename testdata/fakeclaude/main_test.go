@@ -323,20 +323,6 @@ func TestTUI(t *testing.T) {
 		assert.Zero(t, answers)
 	})
 
-	t.Run("argv_log", func(t *testing.T) {
-		t.Parallel()
-		log := filepath.Join(t.TempDir(), "argv.jsonl")
-		argv := f.adapter.FreshArgv(uuid.NewString(), "one two")
-		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_ARGV_LOG": log}, argv)
-		f.waitReady(t, name)
-		line, err := json.Marshal(argv)
-		require.NoError(t, err)
-		assert.FileExists(t, log)
-		got, err := os.ReadFile(log)
-		require.NoError(t, err)
-		assert.Equal(t, string(line)+"\n", string(got))
-	})
-
 	t.Run("resume_fail_knob_fails_an_existing_conversation", func(t *testing.T) {
 		t.Parallel()
 		id := uuid.NewString()

@@ -1,8 +1,10 @@
-// Package tmuxtest checks tmux.Client implementations against one
-// conformance suite and provides the drivers for the two in package tmux:
-// ExecDriver runs real tmux on a private socket per test, FakeDriver the
-// in-memory tmux.Fake. Other packages use NewExec for tests against real
-// tmux.
+// Package tmuxtest is the test support of package tmux: Fake, a stateful
+// in-memory tmux.Client, and one conformance suite (RunConformance) that
+// tmux.Exec and Fake must both pass, so that the Fake stays honest. Its
+// drivers are ExecDriver, real tmux on a private socket per test, and
+// FakeDriver. Other packages use NewFake for tests without tmux and
+// NewExec for tests against real tmux. Only tests import it, so no fake
+// ships in the loopd binary.
 package tmuxtest
 
 import (
@@ -149,14 +151,14 @@ func ExecDriver() Driver {
 	}
 }
 
-// FakeDriver returns the Driver for tmux.Fake: the program is only an argv,
+// FakeDriver returns the Driver for Fake: the program is only an argv,
 // its screen is "ready <session>" from InitialScreen, and Input and Exit
 // use the Fake's helpers.
 func FakeDriver() Driver {
-	fake := func(c tmux.Client) *tmux.Fake { return c.(*tmux.Fake) }
+	fake := func(c tmux.Client) *Fake { return c.(*Fake) }
 	return Driver{
 		NewClient: func(*testing.T) tmux.Client {
-			f := tmux.NewFake()
+			f := NewFake()
 			f.InitialScreen = func(s tmux.NewSession) string { return "ready " + s.Argv[1] + "\n" }
 			return f
 		},

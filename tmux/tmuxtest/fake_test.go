@@ -1,4 +1,4 @@
-package tmux_test
+package tmuxtest
 
 import (
 	"context"
@@ -11,11 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 func TestFakeConformance(t *testing.T) {
-	tmuxtest.RunConformance(t, tmuxtest.FakeDriver())
+	RunConformance(t, FakeDriver())
 }
 
 // The owner of the sessions fakeWithSession makes, and the guard that
@@ -25,9 +24,9 @@ var (
 	fakeGuard = tmux.Guard{Owner: fakeOwner.ID, Commands: []string{"claude"}}
 )
 
-func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *tmux.Fake {
+func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *Fake {
 	t.Helper()
-	f := tmux.NewFake()
+	f := NewFake()
 	require.NoError(t, f.EnsureServer(t.Context(), opts))
 	_, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
 		Launcher: []string{"loopd", "launch"}, Argv: []string{"claude", "--", "hi"}, Owner: fakeOwner.ID})
@@ -35,7 +34,7 @@ func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *tmux.Fake {
 	return f
 }
 
-func onlyPane(t *testing.T, f *tmux.Fake) tmux.Pane {
+func onlyPane(t *testing.T, f *Fake) tmux.Pane {
 	t.Helper()
 	panes, err := f.ListPanes(t.Context())
 	require.NoError(t, err)

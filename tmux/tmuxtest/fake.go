@@ -1,4 +1,4 @@
-package tmux
+package tmuxtest
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loopd/loopd/tmux"
 )
 
 // fakeCommandLimit approximates the size of argv that tmux refuses with
@@ -16,17 +18,18 @@ import (
 // 16 KiB).
 const fakeCommandLimit = 16 * 1024
 
-// Fake is an in-memory Client for tests. It keeps state: sessions with one
-// pane each (ids %0, %1, ... never reused), dead panes with their exit status,
-// pasted text, keys sent and screen text. It returns the same sentinel errors
-// as Exec, accepts only exact targets, and fails a verb on demand
-// (FailNext). A pane lives until Exit, ExitSignal or ExitUnknown ends it;
+// Fake is an in-memory tmux.Client for tests. It keeps state: sessions with
+// one pane each (ids %0, %1, ... never reused), dead panes with their exit
+// status, pasted text, keys sent and screen text. It returns the same
+// sentinel errors as tmux.Exec, refuses the arguments Exec refuses (the
+// tmux.Check functions), accepts only exact targets, and fails a verb on
+// demand (FailNext). A pane lives until Exit, ExitSignal or ExitUnknown ends it;
 // dead panes stay, as with remain-on-exit on. Its methods are safe for
 // concurrent use.
 type Fake struct {
 	// InitialScreen, when set, gives the screen text of each new pane, as
 	// its program would draw it; CapturePane returns it until SetScreen.
-	InitialScreen func(s NewSession) string
+	InitialScreen func(s tmux.NewSession) string
 	// Now, when set, is the Fake's clock: a pane's DeadTime is Now at its
 	// death (at the Kick that reveals an ExitUnknown, as tmux records a
 	// lost child's death when it reaps it), in whole seconds as tmux shows
@@ -36,8 +39,8 @@ type Fake struct {
 	mu       sync.Mutex
 	running  bool
 	ensured  bool
-	opts     ServerOptions
-	owner    Owner
+	opts     tmux.ServerOptions
+	owner    tmux.Owner
 	sessions map[string]*fakePane
 	nextID   int
 	calls    []string
@@ -47,8 +50,8 @@ type Fake struct {
 }
 
 type fakePane struct {
-	spec   NewSession
-	pane   Pane
+	spec   tmux.NewSession
+	pane   tmux.Pane
 	hidden int // status that the next Kick reveals (ExitUnknown)
 	screen string
 	pasted []string
@@ -56,9 +59,9 @@ type fakePane struct {
 	input  strings.Builder
 }
 
-var _ Client = (*Fake)(nil)
+var _ tmux.Client = (*Fake)(nil)
 
-// fakeVerbs are the names FailNext accepts: the Client methods.
+// fakeVerbs are the names FailNext accepts: the tmux.Client methods.
 var fakeVerbs = []string{"EnsureServer", "ServerOwner", "NewSession", "ListPanes", "Kick", "Paste",
 	"SendKeys", "CapturePane", "KillSession", "WaitFor"}
 
@@ -72,12 +75,12 @@ func NewFake() *Fake {
 	}
 }
 
-// FailNext makes the next call of verb (a Client method name such as
+// FailNext makes the next call of verb (a tmux.Client method name such as
 // "NewSession") return err and change nothing. Several calls queue up, one
 // error per call. It panics on an unknown verb.
 func (f *Fake) FailNext(verb string, err error) {
 	if !slices.Contains(fakeVerbs, verb) {
-		panic(fmt.Sprintf("tmux.Fake: FailNext of unknown verb %q", verb))
+		panic(fmt.Sprintf("tmuxtest.Fake: FailNext of unknown verb %q", verb))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -97,7 +100,7 @@ func (f *Fake) begin(verb string) error {
 }
 
 // EnsureServer marks the server running and keeps opts.
-func (f *Fake) EnsureServer(ctx context.Context, opts ServerOptions) error {
+func (f *Fake) EnsureServer(ctx context.Context, opts tmux.ServerOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("EnsureServer"); err != nil {
@@ -105,11 +108,11 @@ func (f *Fake) EnsureServer(ctx context.Context, opts ServerOptions) error {
 	}
 	f.running, f.ensured, f.opts = true, true, opts
 	if o := opts.Owner; o.ID != "" {
-		if err := checkOwnerID(o.ID); err != nil {
+		if err := tmux.CheckOwnerID(o.ID); err != nil {
 			return fmt.Errorf("ensure server: %w", err)
 		}
 		if f.owner.ID != "" && f.owner.ID != o.ID {
-			return fmt.Errorf("ensure server: %w: state dir %s", ErrServerOwned, f.owner.StateDir)
+			return fmt.Errorf("ensure server: %w: state dir %s", tmux.ErrServerOwned, f.owner.StateDir)
 		}
 		f.owner = o
 	}
@@ -117,24 +120,24 @@ func (f *Fake) EnsureServer(ctx context.Context, opts ServerOptions) error {
 }
 
 // ServerOwner returns the owner the server was claimed for.
-func (f *Fake) ServerOwner(ctx context.Context) (Owner, error) {
+func (f *Fake) ServerOwner(ctx context.Context) (tmux.Owner, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("ServerOwner"); err != nil {
-		return Owner{}, err
+		return tmux.Owner{}, err
 	}
 	return f.owner, nil
 }
 
 // NewSession creates the session with one live pane, starting the server if
 // needed, as tmux does.
-func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
+func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("NewSession"); err != nil {
 		return "", err
 	}
-	if err := checkNewSession(s); err != nil {
+	if err := tmux.CheckNewSession(s); err != nil {
 		return "", fmt.Errorf("new session %s: %w", s.Name, err)
 	}
 	size := len(s.Name) + len(s.Dir)
@@ -142,20 +145,20 @@ func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
 		size += len(a) + 1
 	}
 	if size > fakeCommandLimit {
-		return "", fmt.Errorf("new session %s: %w", s.Name, ErrCommandTooLong)
+		return "", fmt.Errorf("new session %s: %w", s.Name, tmux.ErrCommandTooLong)
 	}
 	if _, ok := f.sessions[s.Name]; ok {
-		return "", fmt.Errorf("new session %s: %w", s.Name, ErrSessionExists)
+		return "", fmt.Errorf("new session %s: %w", s.Name, tmux.ErrSessionExists)
 	}
 	s.Argv = slices.Clone(s.Argv)
 	s.Launcher = slices.Clone(s.Launcher)
 	// A launcher has replaced itself with Argv by the time anyone looks.
-	p := &fakePane{spec: s, pane: Pane{
+	p := &fakePane{spec: s, pane: tmux.Pane{
 		Session:        s.Name,
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
 		PID:            10000 + f.nextID,
 		StartCommand:   strings.Join(slices.Concat(s.Launcher, s.Argv), " "),
-		CurrentCommand: CommandName(s.Argv[0]),
+		CurrentCommand: tmux.CommandName(s.Argv[0]),
 		Owner:          s.Owner,
 	}}
 	if f.InitialScreen != nil {
@@ -168,13 +171,13 @@ func (f *Fake) NewSession(ctx context.Context, s NewSession) (string, error) {
 }
 
 // ListPanes returns every pane, sessions in byte order of their names.
-func (f *Fake) ListPanes(ctx context.Context) ([]Pane, error) {
+func (f *Fake) ListPanes(ctx context.Context) ([]tmux.Pane, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("ListPanes"); err != nil {
 		return nil, err
 	}
-	panes := make([]Pane, 0, len(f.sessions))
+	panes := make([]tmux.Pane, 0, len(f.sessions))
 	for _, name := range slices.Sorted(maps.Keys(f.sessions)) {
 		panes = append(panes, f.sessions[name].pane)
 	}
@@ -200,16 +203,16 @@ func (f *Fake) Kick(ctx context.Context) error {
 
 // Paste records text as pasted into target's pane and appends it to the
 // pane's input, when the pane passes g.
-func (f *Fake) Paste(ctx context.Context, target string, g Guard, text string) error {
+func (f *Fake) Paste(ctx context.Context, target string, g tmux.Guard, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("Paste"); err != nil {
 		return err
 	}
-	if err := checkTarget(target); err != nil {
+	if err := tmux.CheckTarget(target); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
-	if err := checkGuard(g); err != nil {
+	if err := tmux.CheckGuard(g); err != nil {
 		return fmt.Errorf("paste to %s: %w", target, err)
 	}
 	if text == "" {
@@ -226,17 +229,17 @@ func (f *Fake) Paste(ctx context.Context, target string, g Guard, text string) e
 
 // guarded returns target's pane when it passes g, else the error Exec's
 // guard gives. The caller holds mu.
-func (f *Fake) guarded(target string, g Guard) (*fakePane, error) {
+func (f *Fake) guarded(target string, g tmux.Guard) (*fakePane, error) {
 	p, err := f.find(target)
 	switch {
 	case err != nil:
 		return nil, err
 	case p.pane.Dead:
-		return nil, ErrPaneDead
+		return nil, tmux.ErrPaneDead
 	case p.pane.Owner != g.Owner:
-		return nil, ErrForeign
+		return nil, tmux.ErrForeign
 	case !slices.Contains(g.Commands, p.pane.CurrentCommand):
-		return nil, fmt.Errorf("%w (it is %q)", ErrNotHarness, p.pane.CurrentCommand)
+		return nil, fmt.Errorf("%w (it is %q)", tmux.ErrNotHarness, p.pane.CurrentCommand)
 	}
 	return p, nil
 }
@@ -261,16 +264,16 @@ func keyBytes(key string) string {
 // SendKeys records keys and appends their bytes to the pane's input (Enter
 // is CR, Tab, Space, Escape, BSpace and C-a to C-z their control bytes, any
 // other word its text), when the pane passes g.
-func (f *Fake) SendKeys(ctx context.Context, target string, g Guard, keys ...string) error {
+func (f *Fake) SendKeys(ctx context.Context, target string, g tmux.Guard, keys ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("SendKeys"); err != nil {
 		return err
 	}
-	if err := checkTarget(target); err != nil {
+	if err := tmux.CheckTarget(target); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
-	if err := checkGuard(g); err != nil {
+	if err := tmux.CheckGuard(g); err != nil {
 		return fmt.Errorf("send keys to %s: %w", target, err)
 	}
 	p, err := f.guarded(target, g)
@@ -292,7 +295,7 @@ func (f *Fake) CapturePane(ctx context.Context, target string, history bool) (st
 	if err := f.begin("CapturePane"); err != nil {
 		return "", err
 	}
-	if err := checkTarget(target); err != nil {
+	if err := tmux.CheckTarget(target); err != nil {
 		return "", fmt.Errorf("capture %s: %w", target, err)
 	}
 	p, err := f.find(target)
@@ -309,18 +312,18 @@ func (f *Fake) KillSession(ctx context.Context, name, owner string) error {
 	if err := f.begin("KillSession"); err != nil {
 		return err
 	}
-	if err := checkName(name); err != nil {
+	if err := tmux.CheckSessionName(name); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
-	if err := checkOwnerID(owner); err != nil {
+	if err := tmux.CheckOwnerID(owner); err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
 	}
 	p, ok := f.sessions[name]
 	if !ok {
-		return fmt.Errorf("kill session %s: %w", name, ErrNoSession)
+		return fmt.Errorf("kill session %s: %w", name, tmux.ErrNoSession)
 	}
 	if p.pane.Owner != owner {
-		return fmt.Errorf("kill session %s: %w", name, ErrForeign)
+		return fmt.Errorf("kill session %s: %w", name, tmux.ErrForeign)
 	}
 	delete(f.sessions, name)
 	return nil
@@ -346,7 +349,7 @@ func (f *Fake) WaitFor(ctx context.Context, channel string) error {
 	}
 	if !f.running {
 		f.mu.Unlock()
-		return fmt.Errorf("wait for %s: %w", channel, ErrNoSession)
+		return fmt.Errorf("wait for %s: %w", channel, tmux.ErrNoSession)
 	}
 	if f.pending[channel] {
 		delete(f.pending, channel)
@@ -364,19 +367,20 @@ func (f *Fake) WaitFor(ctx context.Context, channel string) error {
 	}
 }
 
-// find returns the pane that an exact target names. The caller holds mu.
+// find returns the pane that target, which passed tmux.CheckTarget, names:
+// a pane id ("%N") or a session ("=name:"). The caller holds mu.
 func (f *Fake) find(target string) (*fakePane, error) {
-	if isPaneID(target) {
+	if strings.HasPrefix(target, "%") {
 		for _, p := range f.sessions {
 			if p.pane.PaneID == target {
 				return p, nil
 			}
 		}
-		return nil, ErrNoSession
+		return nil, tmux.ErrNoSession
 	}
 	p, ok := f.sessions[strings.TrimSuffix(strings.TrimPrefix(target, "="), ":")]
 	if !ok {
-		return nil, ErrNoSession
+		return nil, tmux.ErrNoSession
 	}
 	return p, nil
 }
@@ -415,7 +419,7 @@ func (f *Fake) deadTime() time.Time {
 func (f *Fake) live(session string) *fakePane {
 	p, ok := f.sessions[session]
 	if !ok || p.pane.Dead {
-		panic(fmt.Sprintf("tmux.Fake: session %q has no live pane", session))
+		panic(fmt.Sprintf("tmuxtest.Fake: session %q has no live pane", session))
 	}
 	return p
 }
@@ -467,7 +471,7 @@ func (f *Fake) KillServer() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running = false
-	f.owner = Owner{}
+	f.owner = tmux.Owner{}
 	clear(f.sessions)
 	clear(f.pending)
 	for ch := range f.waiters {
@@ -482,13 +486,13 @@ func (f *Fake) SetScreen(session, text string) {
 	defer f.mu.Unlock()
 	p, ok := f.sessions[session]
 	if !ok {
-		panic(fmt.Sprintf("tmux.Fake: SetScreen of missing session %q", session))
+		panic(fmt.Sprintf("tmuxtest.Fake: SetScreen of missing session %q", session))
 	}
 	p.screen = text
 }
 
 // Options returns the options of the last EnsureServer and whether it ran.
-func (f *Fake) Options() (ServerOptions, bool) {
+func (f *Fake) Options() (tmux.ServerOptions, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.opts, f.ensured
@@ -501,7 +505,7 @@ func (f *Fake) Sessions() []string {
 	return slices.Sorted(maps.Keys(f.sessions))
 }
 
-// Calls returns the Client methods called so far, in order, including the
+// Calls returns the tmux.Client methods called so far, in order, including the
 // calls that FailNext failed.
 func (f *Fake) Calls() []string {
 	f.mu.Lock()
@@ -523,7 +527,7 @@ func (f *Fake) session(session string) (fakePane, bool) {
 
 // Spec returns the NewSession that created session, or false when it does
 // not exist.
-func (f *Fake) Spec(session string) (NewSession, bool) {
+func (f *Fake) Spec(session string) (tmux.NewSession, bool) {
 	p, ok := f.session(session)
 	s := p.spec
 	s.Argv, s.Launcher = slices.Clone(s.Argv), slices.Clone(s.Launcher)

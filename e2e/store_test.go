@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/webhook"
+)
+
+// openStore opens the env's SQLite store; the caller closes it. It may be
+// opened while the daemon runs (WAL).
+func (e *env) openStore(t *testing.T) *desired.SQLite {
+	t.Helper()
+	s, err := desired.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
+	require.NoError(t, err)
+	return s
+}
+
+// records returns every work item as the store holds it now.
+func (e *env) records(t *testing.T) []desired.Record {
+	t.Helper()
+	s := e.openStore(t)
+	defer s.Close()
+	rs, err := s.Records(context.Background())
+	require.NoError(t, err)
+	return rs
+}
+
+// record returns one work item; ok is false when there is none.
+func (e *env) record(t *testing.T, k desired.Key) (desired.Record, bool) {
+	t.Helper()
+	s := e.openStore(t)
+	defer s.Close()
+	r, err := s.Get(context.Background(), k)
+	if errors.Is(err, desired.ErrNotFound) {
+		return desired.Record{}, false
+	}
+	require.NoError(t, err)
+	return r, true
+}
+
+// mustRecord returns k's record, which must exist.
+func (e *env) mustRecord(t *testing.T, k desired.Key) desired.Record {
+	t.Helper()
+	r, ok := e.record(t, k)
+	require.True(t, ok, "no record for %s", k)
+	return r
+}
+
+// ingestComment queues a comment with body on issue k straight into the
+// store, as the webhook would, with no daemon; it returns the delivery id.
+func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
+	t.Helper()
+	id := uuid.NewString()
+	s := e.openStore(t)
+	defer s.Close()
+	prompt := webhook.Render(webhook.PromptInput{
+		Event: "issue_comment", Action: "created", WorkItem: k.String(), Sender: "Codertocat", DeliveryID: id, Body: body,
+	})
+	res, err := s.Ingest(context.Background(), desired.Ingest{
+		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(k),
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat",
+			Prompt: prompt, ReceivedAt: time.Now().UTC()},
+	})
+	require.NoError(t, err)
+	require.True(t, res.Queued)
+	return id
+}
+
+// events returns the whole journal, oldest first.
+func (e *env) events(t *testing.T) []journal.Event {
+	t.Helper()
+	s := e.openStore(t)
+	defer s.Close()
+	evs, err := s.Events(context.Background(), desired.EventFilter{})
+	require.NoError(t, err)
+	return evs
+}
+
+// eventsNamed returns the journal rows called name for k (every item when
+// k is the zero Key), oldest first.
+func (e *env) eventsNamed(t *testing.T, name journal.Name, k desired.Key) []journal.Event {
+	t.Helper()
+	var out []journal.Event
+	for _, ev := range e.events(t) {
+		if ev.Name == name && (k == desired.Key{} || ev.WorkItem == k.String()) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// deliveriesOf returns the journal's events called name for delivery id of
+// issue 1.
+func deliveriesOf(t *testing.T, e *env, name journal.Name, id string) []journal.Event {
+	t.Helper()
+	var out []journal.Event
+	for _, ev := range e.eventsNamed(t, name, keyIssue) {
+		if ev.Attrs["delivery"] == id {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitFor waits until cond holds, failing the test after timeout.
+func (e *env) waitFor(t *testing.T, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, cond, timeout, tick, msgAndArgs...)
+}
+
+// waitRecord waits until k's record exists and satisfies cond, and returns
+// it.
+func (e *env) waitRecord(t *testing.T, k desired.Key, cond func(desired.Record) bool, timeout time.Duration, msg string) desired.Record {
+	t.Helper()
+	var r desired.Record
+	e.waitFor(t, func() bool {
+		var ok bool
+		r, ok = e.record(t, k)
+		return ok && cond(r)
+	}, timeout, "%s: %s", k, msg)
+	return r
+}
+
+// waitPhase waits until k's record is in phase and returns it.
+func (e *env) waitPhase(t *testing.T, k desired.Key, phase desired.Phase, timeout time.Duration) desired.Record {
+	t.Helper()
+	return e.waitRecord(t, k, func(r desired.Record) bool { return r.Status.Phase == phase }, timeout,
+		"never reached phase "+string(phase))
+}
+
+// waitEvent waits until the journal holds at least n rows called name for
+// k and returns them.
+func (e *env) waitEvent(t *testing.T, name journal.Name, k desired.Key, n int, timeout time.Duration) []journal.Event {
+	t.Helper()
+	var evs []journal.Event
+	e.waitFor(t, func() bool {
+		evs = e.eventsNamed(t, name, k)
+		return len(evs) >= n
+	}, timeout, "journal never had %d × %s for %s", n, name, k)
+	return evs
+}
+
+// waitDelivered waits for dispatch.delivered of delivery id and returns it.
+func waitDelivered(t *testing.T, e *env, id string, timeout time.Duration) journal.Event {
+	t.Helper()
+	var got []journal.Event
+	e.waitFor(t, func() bool {
+		got = deliveriesOf(t, e, journal.DispatchDelivered, id)
+		return len(got) > 0
+	}, timeout, "delivery %s was never confirmed", id)
+	return got[0]
+}
