@@ -58,6 +58,12 @@ const (
 	// ReasonForegroundNotHarness: the pane lives but its foreground process
 	// is not the harness (a shell the CLI left behind): a dead agent.
 	ReasonForegroundNotHarness Reason = "foreground_not_harness"
+	// ReasonSpawnRefused: tmux (or the launcher, or a workdir gone since
+	// the plan) refused a spawn; the executor records the refusal and the
+	// next pass decides what follows.
+	ReasonSpawnRefused Reason = "spawn_refused"
+	// ReasonReleased: loopd release.
+	ReasonReleased Reason = "released"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -131,7 +137,12 @@ type Spawn struct {
 	Probe time.Duration
 	// Respawn is true when the item had a session before.
 	Respawn bool
-	Reason  Reason
+	// Replay, when positive, is the bound in bytes of the replay of the
+	// item's history (desired.Replay) that the executor puts before Prompt:
+	// a fresh spawn that replaces a conversation carries the work, not only
+	// a pointer to it.
+	Replay int
+	Reason Reason
 }
 
 func (s Spawn) base() []Field {
@@ -144,6 +155,9 @@ func (s Spawn) tail() []Field {
 		f = append(f, Field{"delivery", s.DeliveryID})
 	} else {
 		f = append(f, Field{"prompt", "nudge"})
+	}
+	if s.Replay > 0 {
+		f = append(f, Field{"replay", strconv.Itoa(s.Replay)})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
@@ -347,13 +361,14 @@ type RecordExit struct {
 	Clean      bool
 	// Phase is the phase after the exit: Exited, BackingOff or
 	// NeedsAttention.
-	Phase        desired.Phase
-	Failures     int
-	FastFailures int
-	NextAttempt  time.Time // zero when no restart is scheduled
-	// Retire is true when the crash-loop rule degrades the item: its
-	// session id is retired and never resumed again.
-	Retire bool
+	Phase         desired.Phase
+	Failures      int
+	FastFailures  int
+	ChurnFailures int
+	NextAttempt   time.Time // zero when no restart is scheduled
+	// Retire, when set, names the crash-loop rule that retires the item's
+	// session id ("fast_failures" or "churn"): it is never resumed again.
+	Retire Reason
 	// DeliveryID is the boot delivery of a spawn that died before running;
 	// it stays pending and dispatch.failed is logged.
 	DeliveryID string
@@ -379,12 +394,13 @@ func (RecordExit) Mutates() bool { return true }
 func (a RecordExit) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session},
 		{"exit_status", strconv.Itoa(a.ExitStatus)}, {"clean", strconv.FormatBool(a.Clean)},
-		{"phase", string(a.Phase)}, {"failures", strconv.Itoa(a.Failures)}, {"fast_failures", strconv.Itoa(a.FastFailures)}}
+		{"phase", string(a.Phase)}, {"failures", strconv.Itoa(a.Failures)}, {"fast_failures", strconv.Itoa(a.FastFailures)},
+		{"churn_failures", strconv.Itoa(a.ChurnFailures)}}
 	if a.Signal != 0 {
 		f = append(f, Field{"signal", strconv.Itoa(a.Signal)})
 	}
-	if a.Retire {
-		f = append(f, Field{"retire", "true"})
+	if a.Retire != "" {
+		f = append(f, Field{"retire", string(a.Retire)})
 	}
 	if !a.NextAttempt.IsZero() {
 		f = append(f, Field{"next_attempt", a.NextAttempt.UTC().Format(time.RFC3339)})
@@ -429,6 +445,44 @@ func (a FollowSession) Fields() []Field {
 }
 
 func (a FollowSession) String() string { return Format(a) }
+
+// Release carries out an operator's loopd release (Spec.ReleaseGeneration):
+// the restart budget's counts and NeedsAttention are cleared and the item
+// goes to Phase. With Fresh, the conversation id is retired and the next
+// spawn starts a new conversation.
+type Release struct {
+	Key        desired.Key
+	Session    string
+	Generation int64
+	Fresh      bool
+	// RetireID is the conversation id a fresh release retires, "" for none.
+	RetireID string
+	// Phase is where the item goes: Running when its harness is alive in
+	// the pane the record names (nothing to bring back), BackingOff with no
+	// wait when it had a session to bring back, Idle otherwise.
+	Phase desired.Phase
+}
+
+// Item implements Action.
+func (a Release) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Release) Name() string { return "release" }
+
+// Mutates implements Action.
+func (Release) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a Release) Fields() []Field {
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"generation", strconv.FormatInt(a.Generation, 10)},
+		{"fresh", strconv.FormatBool(a.Fresh)}}
+	if a.RetireID != "" {
+		f = append(f, Field{"retired_session_id", a.RetireID})
+	}
+	return append(f, Field{"phase", string(a.Phase)})
+}
+
+func (a Release) String() string { return Format(a) }
 
 // Wait says why nothing happens to an item now, and until when. Until is
 // zero when only a new event or an operator can move the item.

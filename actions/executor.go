@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -21,18 +22,21 @@ var (
 	// ErrNotReady means the harness's screen does not show it accepts input;
 	// the delivery stays pending and the item is looked at again soon.
 	ErrNotReady = errors.New("harness not ready for input")
-	// ErrWorkspaceMissing means a respawn found its recorded workdir gone; a
-	// respawn never recreates it and never spawns elsewhere.
+	// ErrWorkspaceMissing is what a Block for a missing workdir returns, so
+	// that the item's later actions are skipped.
 	ErrWorkspaceMissing = errors.New("workspace missing")
-	// ErrUnknownHarness means the record names a harness not in config.
+	// ErrUnknownHarness means the record names a harness not in config: a
+	// Block for it returns it, and so does an action the planner could not
+	// have planned for such an item.
 	ErrUnknownHarness = errors.New("unknown harness")
+	// ErrSpawnRefused means tmux, the launcher or a workdir gone since the
+	// plan refused a spawn; the refusal is recorded in the status
+	// (Status.SpawnRefused) and the next pass plans what follows.
+	ErrSpawnRefused = errors.New("spawn refused")
 	// ErrSessionForeign means the session of the item's name carries the
 	// owner mark of another loopd, or none: it is left alone.
 	ErrSessionForeign = errors.New("session owned by another loopd")
 )
-
-// maxRetiredIDs bounds Status.RetiredSessionIDs.
-const maxRetiredIDs = 16
 
 // Executor carries out planned actions against tmux and writes each result
 // back to the store as a status transition. It is not safe for concurrent
@@ -56,9 +60,6 @@ type Executor struct {
 	// Settle is the pause between a paste and its Enter (Claude Code takes
 	// an Enter in the same burst as a long paste as a newline); 150 ms.
 	Settle time.Duration
-	// RetryDelay is the backoff before retrying after the n-th consecutive
-	// failure of a spawn that tmux refused.
-	RetryDelay func(n int) time.Duration
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
@@ -71,6 +72,9 @@ type Result struct {
 	// Retry is true when some action could not complete now (harness not
 	// ready, tmux error) and the item should be looked at again soon.
 	Retry bool
+	// Replan is true when an action recorded a fact the next pass decides
+	// on at once (a refused spawn).
+	Replan bool
 }
 
 // Execute applies plan in order. records are the records the plan was made
@@ -102,6 +106,9 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				// Not a failure either: journaled once (session.foreign),
 				// it lasts until the other loopd's session goes.
 				continue
+			case errors.Is(err, ErrSpawnRefused):
+				// Recorded as a fact: the next pass plans what follows.
+				res.Retry, res.Replan = true, true
 			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness):
 				// Waits for the operator; the interval looks again.
 			default:
@@ -136,6 +143,8 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.recordExit(ctx, r, a)
 	case GiveUp:
 		return e.giveUp(ctx, r, a)
+	case Release:
+		return e.release(ctx, r, a)
 	case Block:
 		return e.block(ctx, r, a.Reason, a.Detail)
 	default:
@@ -143,12 +152,28 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 	}
 }
 
-// put writes st (and marks delivered) and keeps the in-memory copy in step.
-func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status, delivered ...string) error {
+// put writes st and keeps the in-memory copy in step.
+func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status) error {
+	return e.putDelivered(ctx, r, st, "")
+}
+
+// putDelivered writes st with delivery id, when not "", taken through its
+// last transition (desired.Status.Deliver) and recorded delivered in the
+// same write: the delivery's own record is the truth of it. The in-memory
+// copy follows, so that the item's later actions see it delivered.
+func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string) error {
+	var delivered []string
+	if id != "" {
+		st = st.Deliver(id)
+		delivered = append(delivered, id)
+	}
 	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
 		return fmt.Errorf("put status %s: %w", r.Key, err)
 	}
 	r.Status = st
+	if id != "" {
+		r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == id })
+	}
 	return nil
 }
 
@@ -167,7 +192,7 @@ func (e *Executor) adapter(name string) (harness.Adapter, error) {
 func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpawn) error {
 	ad, err := e.adapter(a.Harness)
 	if err != nil {
-		return e.block(ctx, r, ReasonHarnessUnknown, a.Harness)
+		return err
 	}
 	if a.CreateWorkdir {
 		if err := os.MkdirAll(a.Cwd, 0o755); err != nil {
@@ -179,22 +204,37 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
 			"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed))
 	}
+	prompt, err := e.withReplay(ctx, r, a.Spawn)
+	if err != nil {
+		return err
+	}
 	id := e.NewID()
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, a.Prompt), ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), ad)
+}
+
+// withReplay returns s's prompt followed by the replay of the item's
+// history (desired.Replay) within s.Replay bytes, when s asks for one.
+func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (string, error) {
+	if s.Replay <= 0 {
+		return s.Prompt, nil
+	}
+	history, err := e.Store.History(ctx, r.Key, desired.ReplayLatest)
+	if err != nil {
+		return "", fmt.Errorf("replay %s: %w", r.Key, err)
+	}
+	replay := desired.Replay(history, s.Replay-2)
+	if replay == "" {
+		return s.Prompt, nil
+	}
+	return s.Prompt + "\n\n" + replay, nil
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
 	ad, err := e.adapter(a.Harness)
 	if err != nil {
-		return e.block(ctx, r, ReasonHarnessUnknown, a.Harness)
-	}
-	err = e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), ad)
-	if err == nil || errors.Is(err, ErrWorkspaceMissing) || errors.Is(err, tmux.ErrSessionExists) {
 		return err
 	}
-	// tmux refused the resume spawn: fall back to fresh with the same event.
-	e.Log.Warn("resume.spawn_refused", "work_item", r.Key.String(), "err", err)
-	return e.freshSpawn(ctx, r, FreshSpawn{Spawn: a.Spawn, ResumeFailed: ResumeSpawnFailed, AttemptedID: a.ResumeID})
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
@@ -202,13 +242,8 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // killed before new-session returns finds the spawn unfinished and redoes it
 // instead of mistaking the old dead pane for the new one.
 func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, ad harness.Adapter) error {
-	if s.Respawn {
-		if _, err := os.Stat(s.Cwd); err != nil {
-			return e.block(ctx, r, ReasonWorkspaceMissing, s.Cwd)
-		}
-	}
 	now := e.Now()
-	st := r.Status
+	st := r.Status.Carry(s.DeliveryID)
 	st.Phase = desired.PhaseSpawning
 	st.Session = s.Session
 	st.PaneID = ""
@@ -217,18 +252,31 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	st.SpawnMode = mode
 	st.SpawnedAt = now
 	st.ProbeDeadline = now.Add(s.Probe)
-	st.SpawnDeliveryID = s.DeliveryID
 	st.TranscriptSizeAtSpawn = size
+	st.SpawnRefused = ""
+	st.Respawn = s.Respawn
+	if mode == desired.SpawnFresh {
+		st.FreshRequested = false
+	}
 	st.Reason = string(s.Reason)
 	if err := e.put(ctx, r, st); err != nil {
 		return err
+	}
+	if s.Respawn {
+		// tmux starts a pane whose -c directory is gone in its own cwd
+		// instead (measured, tmux 3.3a): a workdir removed since the plan
+		// is a refusal, never a spawn elsewhere. The planner blocks the
+		// item on the next pass, when it sees the workdir gone.
+		if _, err := os.Stat(s.Cwd); err != nil {
+			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), fmt.Errorf("workdir %s: %w", s.Cwd, err))
+		}
 	}
 	// The kill is guarded: a session of this name that another loopd made
 	// since the plan was drawn is left running, and the item blocks.
 	if err := e.Tmux.KillSession(ctx, s.Session, e.Owner); errors.Is(err, tmux.ErrForeign) {
 		return e.block(ctx, r, ReasonSessionForeign, s.Session)
 	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
-		return e.spawnFailed(ctx, r, s, fmt.Errorf("kill stale session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("kill stale session %s: %w", s.Session, err))
 	}
 	env := maps.Clone(ad.Env())
 	if env == nil {
@@ -237,13 +285,13 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
 	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
-		return e.spawnFailed(ctx, r, s, err)
+		return e.spawnRefused(ctx, r, s, "spawn_refused", err)
 	}
 	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
-		return e.spawnFailed(ctx, r, s, fmt.Errorf("new session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("new session %s: %w", s.Session, err))
 	}
 	st.PaneID = paneID
 	e.Log.Info("session.starting", "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
@@ -251,20 +299,20 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	return e.put(ctx, r, st)
 }
 
-// spawnFailed handles tmux refusing a spawn: the delivery stays pending and
-// the item backs off.
-func (e *Executor) spawnFailed(ctx context.Context, r *desired.Record, s Spawn, cause error) error {
+// spawnRefused records that a spawn was refused before it started, as a
+// fact: the status stays Spawning with no pane and names the refusal
+// (Status.SpawnRefused). The planner decides what follows on the next pass
+// (a resume falls back to fresh; a fresh spawn counts a failure and backs
+// off through the restart decision). The delivery stays pending.
+func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn, reason string, cause error) error {
 	st := r.Status
-	st.Phase = desired.PhaseBackingOff
-	st.Failures++
-	st.NextAttempt = e.Now().Add(e.RetryDelay(st.Failures))
-	st.LastExitReason = string(ReasonSpawnDied)
-	st.Reason = "spawn_refused"
-	e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", s.DeliveryID, "reason", "spawn_refused", "err", cause)
+	st.SpawnRefused = cause.Error()
+	st.Reason = string(ReasonSpawnRefused)
+	e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", s.DeliveryID, "reason", reason, "err", cause)
 	if err := e.put(ctx, r, st); err != nil {
 		return errors.Join(cause, err)
 	}
-	return cause
+	return fmt.Errorf("%w: %w", ErrSpawnRefused, cause)
 }
 
 func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRunning) error {
@@ -275,14 +323,11 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	if a.Confirmed && st.ConfirmedSessionID == "" {
 		st.ConfirmedSessionID = st.HarnessSessionID
 	}
-	var delivered []string
-	if a.DeliveryID != "" {
-		delivered = append(delivered, a.DeliveryID)
-		st = st.Remember(a.DeliveryID)
-	}
-	st.SpawnDeliveryID = ""
+	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
+	// carried none that is still in flight.
+	st = st.Carry("")
 	st.Reason = string(a.Reason)
-	if err := e.put(ctx, r, st, delivered...); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.DeliveryID); err != nil {
 		return err
 	}
 	attach := fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
@@ -316,7 +361,7 @@ func (e *Executor) followSession(ctx context.Context, r *desired.Record, a Follo
 func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverPrompt) error {
 	ad, err := e.adapter(r.Spec.Harness)
 	if err != nil {
-		return e.block(ctx, r, ReasonHarnessUnknown, r.Spec.Harness)
+		return err
 	}
 	target := a.PaneID
 	if target == "" {
@@ -351,11 +396,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	// The send is recorded before the paste, so a daemon killed after it
 	// finds the delivery in flight and looks for it in the transcript
 	// rather than pasting it twice. It stays pending until it shows there.
-	st := r.Status
-	st.SendingDeliveryID, st.SentAt, st.SendAttempts = a.DeliveryID, e.Now(), st.SendAttempts+1
-	if !a.Retry {
-		st.SendAttempts = 1
-	}
+	st := r.Status.Send(a.DeliveryID, e.Now(), a.Retry)
 	st.Reason = string(ReasonAwaitingDelivery)
 	if err := e.put(ctx, r, st); err != nil {
 		return err
@@ -408,9 +449,7 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Ada
 		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
 	if via == "resubmit" {
-		st := r.Status
-		st.SentAt, st.SendAttempts = e.Now(), st.SendAttempts+1
-		if err := e.put(ctx, r, st); err != nil {
+		if err := e.put(ctx, r, r.Status.Resubmit(e.Now())); err != nil {
 			return err
 		}
 	}
@@ -420,15 +459,9 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Ada
 }
 
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
-	st := r.Status.Remember(a.DeliveryID)
-	if st.SendingDeliveryID == a.DeliveryID {
-		st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
-	}
-	if st.SpawnDeliveryID == a.DeliveryID {
-		st.SpawnDeliveryID = ""
-	}
+	st := r.Status
 	st.Reason = "delivered"
-	if err := e.put(ctx, r, st, a.DeliveryID); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.DeliveryID); err != nil {
 		return err
 	}
 	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
@@ -449,15 +482,10 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	st.Phase = desired.PhaseStopped
 	st.PaneID = ""
 	st.Reason = string(a.Reason)
-	var delivered []string
-	if a.Delivered != "" {
-		delivered = append(delivered, a.Delivered)
-		st = st.Remember(a.Delivered)
-	}
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
-	st.SpawnDeliveryID, st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", "", time.Time{}, 0
-	if err := e.put(ctx, r, st, delivered...); err != nil {
+	st = st.Deliver(a.Delivered).DropInFlight()
+	if err := e.putDelivered(ctx, r, st, a.Delivered); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -478,25 +506,17 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	}
 	st.LastExitReason = string(a.Reason)
 	st.LastExitAt = e.Now()
-	st.Failures, st.FastFailures = a.Failures, a.FastFailures
+	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
 	st.NextAttempt = a.NextAttempt
+	st.SpawnRefused = ""
 	st.Reason = string(a.Reason)
 	// A paste in flight died with the pane; unless it landed (Delivered),
 	// it is still pending and goes with the next spawn.
-	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
-	if a.Retire {
-		st.RetiredSessionIDs = append(st.RetiredSessionIDs, retired)
-		if n := len(st.RetiredSessionIDs); n > maxRetiredIDs {
-			st.RetiredSessionIDs = st.RetiredSessionIDs[n-maxRetiredIDs:]
-		}
+	st = st.Deliver(a.Delivered).DropSend()
+	if a.Retire != "" {
+		st = st.Retire(retired)
 	}
-	var delivered []string
-	if a.Delivered != "" {
-		delivered = append(delivered, a.Delivered)
-		st = st.Remember(a.Delivered)
-		st.SpawnDeliveryID = ""
-	}
-	if err := e.put(ctx, r, st, delivered...); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.Delivered); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -515,9 +535,9 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus)
 	}
-	if a.Retire {
+	if a.Retire != "" {
 		e.record(ctx, slog.LevelWarn, journal.SessionCrashLoop, r.Key, "harness", r.Spec.Harness, "retired_session_id", retired,
-			"reason", "fast_failures", "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+			"reason", string(a.Retire), "failures", a.Failures, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -528,7 +548,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	st.AttentionGeneration = r.Spec.Generation
 	st.NextAttempt = time.Time{}
 	// An unconfirmed paste stays pending; the next attempt starts over.
-	st.SendingDeliveryID, st.SentAt, st.SendAttempts = "", time.Time{}, 0
+	st = st.DropSend()
 	st.Reason = string(a.Reason)
 	if a.Mangled != "" {
 		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
@@ -547,6 +567,21 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	e.record(ctx, slog.LevelError, name, r.Key, "session", a.Session, "harness", r.Spec.Harness,
 		"reason", string(a.Reason), "failures", st.Failures, "screen", e.screenOf(ctx, r, a.Session),
 		"release", "loopd release "+r.Key.String())
+	return nil
+}
+
+// release carries out an operator's release: the counts of the restart
+// budget and NeedsAttention are cleared, and the item goes to the phase the
+// planner chose; a fresh release retires the conversation id.
+func (e *Executor) release(ctx context.Context, r *desired.Record, a Release) error {
+	if err := e.put(ctx, r, r.Status.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)); err != nil {
+		return err
+	}
+	kv := []any{"session", a.Session, "fresh", a.Fresh, "phase", string(a.Phase)}
+	if a.RetireID != "" {
+		kv = append(kv, "retired_session_id", a.RetireID)
+	}
+	e.record(ctx, slog.LevelInfo, journal.ItemReleased, r.Key, kv...)
 	return nil
 }
 

@@ -64,7 +64,7 @@ func newRig(t *testing.T) *rig {
 			r.ids = append(r.ids, id)
 			return id
 		},
-		Socket: "loopd-test", Owner: rigOwner, RetryDelay: func(n int) time.Duration { return time.Duration(n) * time.Second },
+		Socket: "loopd-test", Owner: rigOwner,
 		Launcher: launch.Launcher{Exe: "/opt/loopd", Dir: filepath.Join(dir, "state", "launch")},
 	}
 	return r
@@ -163,7 +163,9 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	assert.Len(t, r.get(t).Pending, 1, "the boot delivery stays pending until the spawn is confirmed")
 }
 
-func TestRefusedResumeFallsBackToFresh(t *testing.T) {
+// A refused resume is recorded as a fact; the executor does not decide the
+// fallback (reconciler.TestRefusedResumeFallsBackToFreshOnTheNextPass).
+func TestRefusedResumeIsRecordedNotFallenBackFrom(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
@@ -174,28 +176,32 @@ func TestRefusedResumeFallsBackToFresh(t *testing.T) {
 	s.Respawn = true
 
 	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old, TranscriptSize: 10}})
-	require.Equal(t, 1, res.Applied)
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res, "the next pass decides at once")
 
-	argv := r.tmux.Argv(desired.SessionName(r.key))
-	require.Len(t, argv, 5)
-	assert.Equal(t, []string{"--session-id", r.ids[0]}, argv[1:3], "the fallback is fresh under a new id")
-	assert.Contains(t, r.events(t), string(journal.SessionResumeFailed))
-	assert.Contains(t, r.log.String(), "reason=spawn_failed")
-	assert.Contains(t, r.log.String(), "attempted_session_id="+old)
+	assert.Empty(t, r.tmux.Sessions(), "no fallback spawned by the executor")
+	assert.Empty(t, r.ids, "no fresh id minted")
+	got := r.get(t)
+	assert.Equal(t, desired.PhaseSpawning, got.Status.Phase)
+	assert.Equal(t, desired.SpawnResume, got.Status.SpawnMode)
+	assert.Empty(t, got.Status.PaneID)
+	assert.Contains(t, got.Status.SpawnRefused, "server exited unexpectedly")
+	assert.Equal(t, old, got.Status.HarnessSessionID)
+	assert.Len(t, got.Pending, 1)
+	assert.Equal(t, []string{string(journal.DispatchFailed)}, r.events(t))
 }
 
-func TestRefusedFreshSpawnBacksOffAndKeepsDelivery(t *testing.T) {
+func TestRefusedFreshSpawnIsRecordedAndKeepsDelivery(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	r.tmux.FailNext("NewSession", tmux.ErrCommandTooLong)
 
 	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
-	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res)
 
 	got := r.get(t)
-	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
-	assert.Equal(t, 1, got.Status.Failures)
-	assert.Equal(t, r.now.Add(time.Second), got.Status.NextAttempt)
+	assert.Equal(t, desired.PhaseSpawning, got.Status.Phase, "the backoff is the planner's (reconciler plan row fresh_spawn_refused_backs_off_through_the_restart_decision)")
+	assert.Zero(t, got.Status.Failures)
+	assert.NotEmpty(t, got.Status.SpawnRefused)
 	assert.Len(t, got.Pending, 1)
 	assert.Contains(t, r.events(t), string(journal.DispatchFailed))
 	assert.Empty(t, r.tmux.Sessions())
@@ -229,6 +235,9 @@ func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 	assert.Equal(t, "sk-test-SECRET-123", r.launchEnv(t, sess)["ANTHROPIC_API_KEY"])
 }
 
+// A workdir removed between the plan and the spawn is a refusal: tmux
+// would start the pane elsewhere. The planner blocks the item on the next
+// pass (reconciler plan row refused_spawn_with_its_workdir_gone_blocks).
 func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
@@ -237,15 +246,23 @@ func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
 	s.Respawn = true
 	plan := []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}}
 
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res)
+	rec = r.get(t)
+	assert.NoDirExists(t, r.cwd)
+	assert.Empty(t, r.tmux.Sessions())
+	assert.Contains(t, rec.Status.SpawnRefused, "no such file or directory")
+	assert.Len(t, rec.Pending, 1)
+	assert.Contains(t, r.log.String(), "reason=workspace_missing")
+
+	// The planner's Block is logged once, however often it is planned.
+	block := []actions.Action{actions.Block{Key: r.key, Reason: actions.ReasonWorkspaceMissing, Detail: r.cwd}}
 	for range 2 {
-		res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
+		res = r.exec.Execute(context.Background(), []desired.Record{rec}, block)
 		assert.Equal(t, actions.Result{Failed: 1}, res, "waits for the operator, no fast retry")
 		rec = r.get(t)
 	}
-	assert.NoDirExists(t, r.cwd)
-	assert.Empty(t, r.tmux.Sessions())
-	assert.Equal(t, []string{string(journal.WorkspaceMissing)}, r.events(t), "logged once")
-	assert.Len(t, rec.Pending, 1)
+	assert.Equal(t, []string{string(journal.DispatchFailed), string(journal.WorkspaceMissing)}, r.events(t), "logged once")
 }
 
 func TestDeliverPromptOnlyWhenReady(t *testing.T) {
@@ -294,8 +311,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	res = r.exec.Execute(ctx, []desired.Record{r.get(t)}, []actions.Action{actions.ConfirmDelivery{Key: r.key, Session: sess, DeliveryID: "d-2", Verified: true}})
 	assert.Equal(t, actions.Result{Applied: 1}, res)
 	got = r.get(t)
-	assert.Empty(t, got.Pending)
-	assert.True(t, got.Status.Delivered("d-2"))
+	assert.Empty(t, got.Pending, "delivered: the delivery's own record says so")
 	assert.Empty(t, got.Status.SendingDeliveryID)
 	assert.Equal(t, []string{"dispatch.blocked", "dispatch.sent", "dispatch.sent", "dispatch.delivered"}, r.events(t))
 }
@@ -325,12 +341,16 @@ func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
 		actions.MarkRunning{Key: r.key, Session: sess, PaneID: "%3", SessionID: old, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed},
-		actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 3, NextAttempt: r.now.Add(4 * time.Second), Retire: true, Reason: actions.ReasonCrash},
+		actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 3, NextAttempt: r.now.Add(4 * time.Second), Retire: "fast_failures", Reason: actions.ReasonCrash},
 	})
 	require.Equal(t, actions.Result{Applied: 2}, res)
 	got := r.get(t)
-	assert.Empty(t, got.Pending)
-	assert.Equal(t, []string{"d-1"}, got.Status.RecentDeliveries)
+	assert.Empty(t, got.Pending, "the boot event is delivered")
+	assert.Empty(t, got.Status.SpawnDeliveryID)
+	history, err := r.store.History(ctx, r.key, desired.ReplayLatest)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	assert.Equal(t, "d-1", history[0].ID)
 	assert.Equal(t, old, got.Status.ConfirmedSessionID)
 	assert.Equal(t, []string{old}, got.Status.RetiredSessionIDs)
 	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
@@ -372,7 +392,8 @@ func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {
 		actions.FreshSpawn{Spawn: s, CreateWorkdir: true},
 		actions.DeliverPrompt{Key: r.key, Session: s.Session, DeliveryID: "d-1", Prompt: "x"},
 	})
-	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+	// The refused spawn is a fact the next pass plans on at once.
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res)
 	assert.Empty(t, r.tmux.Sessions())
 	assert.Empty(t, r.tmux.Pasted(s.Session))
 }
@@ -418,4 +439,27 @@ func TestForeignSessionIsNeverKilled(t *testing.T) {
 	assert.Equal(t, actions.Result{Applied: 1}, res)
 	assert.Equal(t, []string{sess}, r.tmux.Sessions(), "a close does not kill another loopd's session")
 	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
+}
+
+// The executor carries out the release the planner chose, and journals it.
+func TestReleaseIsCarriedOutAndJournaled(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, HarnessSessionID: old, Failures: 11}))
+	require.NoError(t, r.store.Release(context.Background(), r.key, true))
+	rec = r.get(t)
+	sess := desired.SessionName(r.key)
+
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{
+		actions.Release{Key: r.key, Session: sess, Generation: rec.Spec.ReleaseGeneration, Fresh: true, RetireID: old, Phase: desired.PhaseBackingOff}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	got := r.get(t)
+	assert.False(t, got.ReleasePending())
+	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase)
+	assert.Zero(t, got.Status.Failures)
+	assert.True(t, got.Status.FreshRequested)
+	assert.Equal(t, []string{old}, got.Status.RetiredSessionIDs)
+	assert.Equal(t, []string{string(journal.ItemReleased)}, r.events(t))
+	assert.Contains(t, r.log.String(), "retired_session_id="+old)
 }

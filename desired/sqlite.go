@@ -45,7 +45,7 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -105,6 +105,11 @@ var migrations = []string{
 		source     TEXT NOT NULL,
 		at         INTEGER
 	) STRICT;`,
+
+	// v3: loopd release as a spec change (Spec.ReleaseGeneration,
+	// Spec.ReleaseFresh).
+	`ALTER TABLE work_items ADD COLUMN release_generation INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE work_items ADD COLUMN release_fresh INTEGER NOT NULL DEFAULT 0 CHECK (release_fresh IN (0, 1));`,
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -423,7 +428,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		args = append(args, key)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, status, r.session_id, r.source, r.at
+		closed, state_changed_at, held, generation, release_generation, release_fresh, status, r.session_id, r.source, r.at
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key `+itemsWhere+` ORDER BY owner, repo, number`, args...)
 	if err != nil {
 		return nil, err
@@ -441,7 +446,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			reportID, reportSrc sql.NullString
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &status, &reportID, &reportSrc, &reportAt)
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &status, &reportID, &reportSrc, &reportAt)
 		if err != nil {
 			rows.Close()
 			return nil, err
@@ -565,6 +570,67 @@ func (s *SQLite) SetHeld(ctx context.Context, k Key, held bool) error {
 		return fmt.Errorf("sqlite set held %s: %w", k, err)
 	}
 	return nil
+}
+
+// Release records an operator's release of k as a spec change: it clears
+// the hold, bumps the generation, and sets Spec.ReleaseGeneration to the new
+// generation and Spec.ReleaseFresh to fresh, in one transaction. The
+// reconciler carries the release out once, under its lock (the status is
+// not touched here). The error wraps ErrNotFound for an unknown key.
+func (s *SQLite) Release(ctx context.Context, k Key, fresh bool) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return updateItem(ctx, tx, `UPDATE work_items SET held = 0, generation = generation + 1,
+			release_generation = generation + 1, release_fresh = ?, updated_at = ? WHERE key = ?`,
+			fresh, timeToDB(s.now()), k.String())
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite release %s: %w", k, err)
+	}
+	return nil
+}
+
+// History returns what k's agent was already given: its opening delivery
+// (the first one with a prompt) and its latest deliveries, at most latest
+// of them, all delivered ones, in arrival order and each once. Pending
+// deliveries are not history: they are still to be sent. The error wraps
+// ErrNotFound for an unknown key.
+func (s *SQLite) History(ctx context.Context, k Key, latest int) ([]Delivery, error) {
+	var out []Delivery
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrNotFound
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, event, action, sender, prompt, received_at FROM deliveries
+			WHERE work_item = ? AND state = 'delivered' AND seq IN (
+				SELECT min(seq) FROM deliveries WHERE work_item = ?1 AND state <> 'state_only'
+				UNION SELECT seq FROM (SELECT seq FROM deliveries WHERE work_item = ?1 AND state = 'delivered'
+					ORDER BY seq DESC LIMIT ?2))
+			ORDER BY seq`, k.String(), latest)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				d  Delivery
+				at sql.NullInt64
+			)
+			if err := rows.Scan(&d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at); err != nil {
+				return err
+			}
+			d.ReceivedAt = timeFromDB(at)
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite history %s: %w", k, err)
+	}
+	return out, nil
 }
 
 // updateItem runs an UPDATE of one work_items row and returns ErrNotFound

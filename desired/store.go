@@ -91,6 +91,14 @@ type Store interface {
 	// SetHeld sets or clears the operator hold and bumps the generation; the
 	// error wraps ErrNotFound for an unknown key.
 	SetHeld(ctx context.Context, k Key, held bool) error
+	// Release clears the hold and records a release to carry out
+	// (Spec.ReleaseGeneration, Spec.ReleaseFresh), bumping the generation;
+	// the error wraps ErrNotFound for an unknown key.
+	Release(ctx context.Context, k Key, fresh bool) error
+	// History returns the item's opening delivery and its latest delivered
+	// ones (at most latest), delivered only, in arrival order, each once;
+	// the error wraps ErrNotFound for an unknown key.
+	History(ctx context.Context, k Key, latest int) ([]Delivery, error)
 	// Events returns journal rows, oldest first.
 	Events(ctx context.Context, f EventFilter) ([]journal.Event, error)
 	// Lock takes the cross-process reconcile lock, waiting until ctx ends.

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +105,12 @@ type Spec struct {
 	// change; an older change is ignored.
 	StateChangedAt time.Time
 	Held           bool // operator stop (loopd hold); never self-healed
+	// ReleaseGeneration is the Generation of the latest loopd release: the
+	// reconciler carries a release out once, when it is greater than
+	// Status.ReleasedGeneration. ReleaseFresh is true when that release
+	// asked for a new conversation (loopd release --fresh).
+	ReleaseGeneration int64
+	ReleaseFresh      bool
 	// Generation grows by one with every spec change or new delivery.
 	Generation int64
 }
@@ -142,9 +147,6 @@ const (
 	SpawnResume SpawnMode = "resume"
 )
 
-// RecentDeliveriesMax bounds Status.RecentDeliveries.
-const RecentDeliveriesMax = 32
-
 // Status is the observed state of a work item as the executor last wrote it.
 type Status struct {
 	Phase Phase
@@ -162,6 +164,10 @@ type Status struct {
 	// SpawnDeliveryID is the delivery carried as the boot prompt of the
 	// current spawn; it stays pending until the spawn is confirmed.
 	SpawnDeliveryID string
+	// SpawnRefused, on a Spawning status with no pane, is why the spawn
+	// was refused before it started (tmux, the launcher, a workdir gone):
+	// a fact the next pass plans on. "" otherwise.
+	SpawnRefused string
 	// SendingDeliveryID is the delivery last pasted into the live harness
 	// and not yet seen in its transcript; SentAt is when, SendAttempts how
 	// many times it was sent or submitted.
@@ -178,6 +184,9 @@ type Status struct {
 	TranscriptSizeAtSpawn int64
 	// FastFailures counts consecutive deaths within fastFailSeconds of spawn.
 	FastFailures int
+	// ChurnFailures counts consecutive failed runs shorter than
+	// churnSeconds; maxChurnFailures of them retire the conversation id.
+	ChurnFailures int
 	// Failures counts consecutive failed runs (crashes or failed spawns)
 	// since the last healthy run; it drives backoff and the restart budget.
 	Failures       int
@@ -185,45 +194,25 @@ type Status struct {
 	LastExitStatus *int
 	LastExitReason string
 	LastExitAt     time.Time
-	// RetiredSessionIDs lists ids degraded by the crash-loop rule; they are
-	// never resumed again. Bounded like RecentDeliveries.
+	// RetiredSessionIDs lists ids retired by the crash-loop rules (fast
+	// failures, churn) or by release --fresh; they are never resumed
+	// again. At most RetiredSessionIDsMax, newest last (Retire).
 	RetiredSessionIDs []string
-	// RecentDeliveries is a ring of the last delivery ids handed to the
-	// harness, newest last, carried over on respawn.
-	RecentDeliveries []string
+	// Respawn is true when the current spawn replaced an earlier session
+	// of the item (its logs say session.respawned, not session.spawned).
+	Respawn bool
+	// ReleasedGeneration is the Spec.ReleaseGeneration the last release
+	// action carried out; a greater one is a release still to do.
+	ReleasedGeneration int64
+	// FreshRequested is true from a release --fresh until the next fresh
+	// spawn: the item is not resumed.
+	FreshRequested bool
 	// ObservedGeneration is the Spec.Generation the last pass acted on.
 	ObservedGeneration int64
 	// AttentionGeneration is Spec.Generation when the item entered
 	// NeedsAttention; a newer delivery clears it.
 	AttentionGeneration int64
 	Reason              string // why the item is in this phase
-}
-
-// Delivered reports whether id is in the ring of recent deliveries.
-func (s Status) Delivered(id string) bool {
-	for _, d := range s.RecentDeliveries {
-		if d == id {
-			return true
-		}
-	}
-	return false
-}
-
-// Remember returns s with ids appended to the ring of recent deliveries,
-// newest last, keeping at most RecentDeliveriesMax; an id already in the ring
-// is not added again. s itself, and its slice, are left unchanged.
-func (s Status) Remember(ids ...string) Status {
-	ring := slices.Clone(s.RecentDeliveries)
-	for _, id := range ids {
-		if !slices.Contains(ring, id) {
-			ring = append(ring, id)
-		}
-	}
-	if over := len(ring) - RecentDeliveriesMax; over > 0 {
-		ring = ring[over:]
-	}
-	s.RecentDeliveries = ring
-	return s
 }
 
 // Delivery is one webhook delivery queued for a work item. Its ID is GitHub's
@@ -244,6 +233,38 @@ type SessionReport struct {
 	SessionID string
 	Source    string
 	At        time.Time
+}
+
+// ConversationID returns the id of the conversation r's harness is in: the
+// one answer every decision about the item starts from (what to resume,
+// which transcript to read, what a release or a fresh fallback retires).
+// It is the recorded Status.HarnessSessionID, unless the harness reported
+// another id (Report) since the current spawn and not after the death
+// recorded for it: Claude Code's /clear starts a new conversation and its
+// SessionStart hook reports the new id, and an agent killed before a pass
+// followed that report is in the new one. A spawn still being confirmed
+// keeps its id (its own report confirms it or not). accepts says whether
+// an id may be the harness's (reconciler.Capabilities.AcceptsSessionID);
+// a report of an id it refuses is ignored.
+func (r Record) ConversationID(accepts func(id string) bool) string {
+	st, rep := r.Status, r.Report
+	switch {
+	case rep == nil, st.HarnessSessionID == "", rep.SessionID == st.HarnessSessionID, st.Phase == PhaseSpawning:
+		return st.HarnessSessionID
+	case rep.At.Before(st.SpawnedAt):
+		return st.HarnessSessionID // a report of an earlier spawn
+	case st.LastExitAt.After(st.SpawnedAt) && rep.At.After(st.LastExitAt):
+		return st.HarnessSessionID // made after this spawn's recorded death
+	case accepts != nil && !accepts(rep.SessionID):
+		return st.HarnessSessionID
+	}
+	return rep.SessionID
+}
+
+// ReleasePending reports whether an operator's release (Spec.ReleaseGeneration)
+// has not been carried out yet.
+func (r Record) ReleasePending() bool {
+	return r.Spec.ReleaseGeneration > r.Status.ReleasedGeneration
 }
 
 // Record is one work item: its key, spec, status, pending deliveries in

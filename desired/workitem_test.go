@@ -1,10 +1,8 @@
 package desired
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,48 +106,6 @@ func TestParseKeyBad(t *testing.T) {
 		t.Run(strconv.Quote(in), func(t *testing.T) {
 			_, err := ParseKey(in)
 			assert.ErrorIs(t, err, ErrBadKey)
-		})
-	}
-}
-
-func TestStatusRemember(t *testing.T) {
-	ids := func(from, to int) []string {
-		var out []string
-		for i := from; i <= to; i++ {
-			out = append(out, fmt.Sprintf("d%d", i))
-		}
-		return out
-	}
-	tests := []struct {
-		name string
-		ring []string
-		add  []string
-		want []string
-	}{
-		{name: "nothing_to_add", ring: nil, add: nil, want: nil},
-		{name: "into_empty", ring: nil, add: []string{"d1", "d2"}, want: []string{"d1", "d2"}},
-		{name: "newest_last", ring: []string{"d1"}, add: []string{"d2"}, want: []string{"d1", "d2"}},
-		{name: "known_id_not_repeated", ring: []string{"d1", "d2"}, add: []string{"d1", "d3", "d3"}, want: []string{"d1", "d2", "d3"}},
-		{name: "oldest_dropped", ring: ids(1, RecentDeliveriesMax), add: []string{"new"}, want: append(ids(2, RecentDeliveriesMax), "new")},
-		{name: "many_at_once", ring: ids(1, 3), add: ids(4, RecentDeliveriesMax+5), want: ids(6, RecentDeliveriesMax+5)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// Spare capacity would let a careless append write into the
-			// caller's array.
-			ring := tt.ring
-			if ring != nil {
-				ring = append(make([]string, 0, len(tt.ring)+8), tt.ring...)
-			}
-			before := Status{Phase: PhaseRunning, RecentDeliveries: ring}
-			got := before.Remember(tt.add...)
-			assert.Equal(t, tt.want, got.RecentDeliveries)
-			assert.Equal(t, PhaseRunning, got.Phase)
-			assert.Equal(t, tt.ring, before.RecentDeliveries, "receiver changed")
-			assert.Empty(t, strings.Join(ring[len(ring):cap(ring)], ""), "caller's spare capacity written")
-			for _, id := range tt.want {
-				assert.True(t, got.Delivered(id), id)
-			}
 		})
 	}
 }

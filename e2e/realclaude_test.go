@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -153,4 +154,43 @@ func TestRealClaudeUntrustedWorkdirReleaseDoesNotResend(t *testing.T) {
 	e.settle(t)
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), body), "one turn for one delivery")
 	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, delivery), "never pasted")
+}
+
+// TestRealClaudeClearThenKillResumesTheNewConversation: the scenario the
+// issue tried by hand. /clear in the real CLI reports the new id B through
+// the SessionStart hook (source=clear); the agent is killed before any pass
+// followed it; the next pass resumes B, not the conversation A it cleared.
+func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
+	t.Parallel()
+	e := newRealEnv(t, "OnFailure")
+	a := startReal(t, e).Status.HarnessSessionID
+	e.stop(t) // no pass may follow the report before the death
+
+	typeLine := func(text string) {
+		e.sendKeys(t, keyIssue, "-l", text)
+		time.Sleep(300 * time.Millisecond) // the TUI's menu settles before Enter
+		e.sendKeys(t, keyIssue, "Enter")
+	}
+	typeLine("/clear")
+	var b string
+	e.waitFor(t, func() bool {
+		r, _ := e.record(t, keyIssue)
+		if r.Report != nil && r.Report.Source == "clear" {
+			b = r.Report.SessionID
+		}
+		return b != ""
+	}, waitLong, "no SessionStart report of /clear")
+	require.NotEqual(t, a, b)
+	note := "a note after the clear " + uuid.NewString()
+	typeLine(note)
+	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, b), note) == 1 }, waitLong, "the new conversation has no turn")
+	e.killPane(t, keyIssue)
+	e.waitFor(t, func() bool { return e.panePID(t, keyIssue) == 0 }, waitShort, "the agent did not die")
+
+	plan := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, plan, "resume_id="+b, "the dry run resumes the conversation the agent was in:\n%s", plan)
+	e.mustRun(t, "reconcile", "--once")
+	e.waitFor(t, func() bool { return strings.Contains(e.paneStartCommand(t, keyIssue), "--resume "+b) }, waitLong,
+		"the resume does not take the conversation after /clear: %q", e.paneStartCommand(t, keyIssue))
+	assert.NotContains(t, e.paneStartCommand(t, keyIssue), a)
 }

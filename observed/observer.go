@@ -16,8 +16,9 @@ import (
 // list-panes, plus facts read from disk for the items that can use them.
 type Observation struct {
 	Snapshot Snapshot
-	// Transcripts holds, per item, the transcript of its recorded session
-	// id in its cwd. A missing entry means "not known".
+	// Transcripts holds, per item, the transcript of the conversation it
+	// is in (Need.Conversation) in its cwd. A missing entry means "not
+	// known".
 	Transcripts map[desired.Key]harness.Transcript
 	// MissingWorkdirs lists the items whose workdir does not exist.
 	MissingWorkdirs map[desired.Key]bool
@@ -32,8 +33,12 @@ type Observation struct {
 // nothing.
 type Need struct {
 	// Disk reads whether the item's workdir exists and the transcript of
-	// its recorded session id.
+	// its conversation.
 	Disk bool
+	// Conversation is the session id of the conversation the item is in
+	// (desired.Record.ConversationID), whose transcript Transcripts holds;
+	// "" means the recorded one.
+	Conversation string
 	// Frames are the delivery frames to look for in the item's
 	// conversation; they are looked for only with Disk, and only when the
 	// harness can read its transcripts.
@@ -82,13 +87,17 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 				obs.MissingWorkdirs[rec.Key] = true
 			}
 		}
+		id := need.Conversation
+		if id == "" {
+			id = rec.Status.HarnessSessionID
+		}
 		ad, ok := o.Harnesses[rec.Spec.Harness]
-		if !ok || rec.Status.HarnessSessionID == "" || !ad.ValidSessionID(rec.Status.HarnessSessionID) {
+		if !ok || id == "" || !ad.ValidSessionID(id) {
 			continue
 		}
-		tr, err := ad.Transcript(rec.Spec.Cwd, rec.Status.HarnessSessionID)
+		tr, err := ad.Transcript(rec.Spec.Cwd, id)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", rec.Status.HarnessSessionID, "err", err)
+			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
@@ -102,13 +111,19 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 }
 
 // readFrames reads what rec's conversation holds of need.Frames: the
-// transcript tr of the recorded session id and, when need.Reported names
-// another id the adapter accepts, that one's too. It reports false when a
+// transcript tr of the conversation the item is in and those of the other
+// ids it went by since its spawn, the recorded one (before a /clear) and
+// need.Reported, when the adapter accepts them. It reports false when a
 // transcript could not be read.
 func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
 	transcripts := []harness.Transcript{tr}
-	if id := need.Reported; id != "" && id != rec.Status.HarnessSessionID && ad.ValidSessionID(id) {
-		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known {
+	seen := map[string]bool{tr.Path: true}
+	for _, id := range []string{rec.Status.HarnessSessionID, need.Reported} {
+		if id == "" || !ad.ValidSessionID(id) {
+			continue
+		}
+		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known && !seen[other.Path] {
+			seen[other.Path] = true
 			transcripts = append(transcripts, other)
 		}
 	}

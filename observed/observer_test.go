@@ -158,3 +158,24 @@ func TestObserverTmuxError(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	assert.False(t, called)
 }
+
+// TestObserverReadsTheConversationTheItemIsIn: with Need.Conversation set
+// (a /clear the planner takes before its decisions), the item's transcript
+// is that conversation's, and frames are still found in the recorded one.
+func TestObserverReadsTheConversationTheItemIsIn(t *testing.T) {
+	r := newObserverRig(t)
+	d1, d2 := framed("d-1", "before the clear"), framed("d-2", "after the clear")
+	rec := r.item(t, 1, "a", true, idA, d1, d2)
+	r.turn(t, rec, idA, d1.Prompt)
+	r.turn(t, rec, idB, d2.Prompt)
+	var seen []observed.Snapshot
+	needs := needsOf(map[int]observed.Need{1: {Disk: true, Conversation: idB, Frames: []desired.Frame{desired.FrameOf(d1), desired.FrameOf(d2)}}}, &seen)
+
+	o, err := r.o.Observe(t.Context(), []desired.Record{rec}, needs, now)
+	require.NoError(t, err)
+	want, err := r.ad.Transcript(rec.Spec.Cwd, idB)
+	require.NoError(t, err)
+	assert.Equal(t, want.Path, o.Transcripts[rec.Key].Path, "the transcript of the conversation the item is in")
+	assert.True(t, o.Frames[rec.Key]["d-1"].Whole, "found in the recorded conversation")
+	assert.True(t, o.Frames[rec.Key]["d-2"].Whole, "found in the new one")
+}

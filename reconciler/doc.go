@@ -27,13 +27,24 @@
 //   - confirm_delivery: the event's whole frame is in the conversation:
 //     the paste in flight landed (via=paste), or an event is found there
 //     before it is sent at all (via=transcript), which is then never sent.
-//   - record_exit: a pane died; record the status and the restart decision
-//     (restart now, back off, degrade the id, or give up).
+//   - record_exit: a pane died, or a spawn was refused; record the status
+//     and the restart decision's outcome (wait, restart now or after a
+//     backoff, retire the id by the fast-failure or churn rule, or give up).
 //   - wait: nothing to do until a time (probe window, backoff, exit status
 //     not yet known) or an event (needs attention); shown in the dry run.
 //   - give_up: NeedsAttention until loopd release or a new event; also
 //     when an event's frame reached the conversation mangled.
 //   - block: a respawn found its workdir gone; the event stays pending.
+//   - follow_session: the harness reported another conversation id since
+//     its spawn (Claude Code's /clear); planned before anything else, so
+//     every decision takes the conversation the agent is in.
+//   - release: an operator's loopd release (a spec change) carried out
+//     under the reconcile lock: counts and NeedsAttention cleared, the
+//     item left running or brought back, or (--fresh) its id retired.
+//
+// The resume/fresh decision table is the planner's alone, the row for a
+// spawn tmux refused included: the executor records the refusal in the
+// status and the next pass plans the fallback.
 //
 // The probe never sleeps inside a pass: a spawn records its deadline and the
 // loop requeues the item for that time. The restart decision

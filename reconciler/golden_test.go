@@ -31,6 +31,8 @@ type planCase struct {
 		Spec    desired.Spec       `yaml:"spec"`
 		Status  desired.Status     `yaml:"status"`
 		Pending []desired.Delivery `yaml:"pending"`
+		// Report is the latest SessionStart report of the item's harness.
+		Report *desired.SessionReport `yaml:"report"`
 	} `yaml:"items"`
 	Panes []struct {
 		Item   string `yaml:"item"`
@@ -83,7 +85,7 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 	for _, it := range c.Items {
 		k, err := desired.ParseKey(it.Key)
 		require.NoError(t, err)
-		items = append(items, desired.Record{Key: k, Spec: it.Spec, Status: it.Status, Pending: it.Pending})
+		items = append(items, desired.Record{Key: k, Spec: it.Spec, Status: it.Status, Pending: it.Pending, Report: it.Report})
 	}
 	snap := observed.Snapshot{Panes: map[string]tmux.Pane{}}
 	for _, p := range c.Panes {

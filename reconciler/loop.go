@@ -159,7 +159,9 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 			best, found = d, true
 		}
 	}
-	if res.Retry {
+	if res.Replan {
+		consider(0)
+	} else if res.Retry {
 		consider(p.Poll)
 	}
 	for _, a := range plan {
@@ -186,14 +188,17 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 // spawn, are being probed or have an event in flight get their workdir and
 // transcript read (needsFacts), and only the frames of the deliveries the
 // pass may act on are looked for (framesToCheck), in the transcript of the
-// recorded session id and in that of an id the running harness reported
+// conversation the item is in (desired.Record.ConversationID) and in those
+// of the recorded session id and of an id the running harness reported
 // since its spawn (a /clear the pass has not followed yet).
 func needs(p Policy, now time.Time) observed.Needs {
 	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
 		if !needsFacts(rec, snap, p) {
 			return observed.Need{}
 		}
-		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now)}
+		// The conversation the item is in, as the planner takes it (a
+		// reported /clear the pass has not followed yet included).
+		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now), Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
 		if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) {
 			n.Reported = rep.SessionID
 		}
@@ -219,9 +224,7 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 	}
 	var frames []desired.Frame
 	for _, d := range rec.Pending {
-		if !st.Delivered(d.ID) {
-			frames = append(frames, desired.FrameOf(d))
-		}
+		frames = append(frames, desired.FrameOf(d))
 	}
 	return frames
 }
@@ -241,6 +244,9 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	}
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
+	}
+	if rec.ReleasePending() || st.FreshRequested {
+		return true // a release brings the item back
 	}
 	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
 		// A paste first looks for its event in the conversation.

@@ -3,10 +3,12 @@ package reconciler
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,8 +63,8 @@ func newPassRig(t *testing.T) *passRig {
 		Store: store, Observer: &observed.Observer{Tmux: r.tmux, Harnesses: hs, Log: log}, Watcher: r.watcher,
 		Journal: rec, Log: log, Now: clock, Policy: func() Policy { return p }, Interval: time.Minute,
 		Executor: &actions.Executor{Tmux: r.tmux, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: clock, Owner: testOwner,
-			NewID:      func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
-			RetryDelay: p.RetryDelay, Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
+			NewID:    func() string { r.ids++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids) },
+			Launcher: launch.Launcher{Exe: "loopd", Dir: filepath.Join(dir, "launch")}},
 	}
 	return r
 }
@@ -159,7 +161,11 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, r.cwd, spec.Dir, "a resume runs in the recorded cwd")
 	assert.Equal(t, id, rec.Status.ConfirmedSessionID)
-	assert.Equal(t, []string{"d-1"}, rec.Status.RecentDeliveries)
+	assert.Empty(t, rec.Pending)
+	history, err := r.store.History(context.Background(), r.key, desired.ReplayLatest)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	assert.Equal(t, "d-1", history[0].ID, "the boot event is recorded delivered")
 }
 
 // TestDryRunChangesNothing plans against live state and checks that neither
@@ -228,6 +234,9 @@ func TestNeedsFacts(t *testing.T) {
 		{"exited_at_rest", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseExited }), dead(0), false},
 		{"exited_with_an_event", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseExited; r.Pending = []desired.Delivery{ev1} }), dead(0), true},
 		{"needs_attention_at_rest", with(running(), func(r *desired.Record) { r.Status.Phase = desired.PhaseNeedsAttention }), dead(1), false},
+		{"needs_attention_released", with(running(), func(r *desired.Record) {
+			r.Status.Phase, r.Spec.ReleaseGeneration = desired.PhaseNeedsAttention, r.Spec.Generation
+		}), dead(1), true},
 		{"closed", with(running(), func(r *desired.Record) { r.Spec.Closed = true }), dead(1), false},
 		{"closed_with_a_paste_in_flight", with(sending(t0, 1), func(r *desired.Record) { r.Spec.Closed = true }), alive(), true},
 		{"new_item", rec(desired.Status{}, ev1), gone(), true},
@@ -238,4 +247,90 @@ func TestNeedsFacts(t *testing.T) {
 			assert.Equal(t, tt.want, needsFacts(tt.rec, tt.snap, testPolicy()))
 		})
 	}
+}
+
+// exited records the item as exited cleanly from conversation id in its
+// workdir, with d-1 delivered, and returns the record.
+func (r *passRig) exited(t *testing.T, id string) desired.Record {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
+	st := desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, SpawnMode: desired.SpawnFresh, SpawnedAt: r.now.Add(-time.Hour), LastExitAt: r.now.Add(-time.Minute)}
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, st, "d-1"))
+	return r.record(t)
+}
+
+// event queues one more comment, id.
+func (r *passRig) event(t *testing.T, id, text string) {
+	t.Helper()
+	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\n" + text}})
+	require.NoError(t, err)
+}
+
+// A resume that tmux refuses is recorded by the executor; the very next
+// pass (requeued at once) plans the fresh fallback with the same event.
+func TestRefusedResumeFallsBackToFreshOnTheNextPass(t *testing.T) {
+	r := newPassRig(t)
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	r.opened(t)
+	r.exited(t, old)
+	r.turn(t, old, "[loopd] issues.opened\nfix it")
+	r.event(t, "d-2", "and the docs")
+	sess := desired.SessionName(r.key)
+
+	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
+	res := r.pass(t, false)
+	require.Equal(t, []string{"resume_spawn"}, names(res.Plan))
+	assert.Equal(t, 1, res.Result.Failed)
+	assert.True(t, res.Requeue)
+	assert.Zero(t, res.RequeueAfter, "the next pass decides at once")
+	assert.Empty(t, r.tmux.Sessions())
+
+	res = r.pass(t, false)
+	require.Equal(t, []string{"record_exit", "fresh_spawn"}, names(res.Plan))
+	argv := r.tmux.Argv(sess)
+	require.NotEmpty(t, argv)
+	assert.Equal(t, []string{"--session-id", "00000000-0000-4000-8000-000000000001"}, argv[1:3], "the fallback is fresh under a new id")
+	assert.Contains(t, argv[len(argv)-1], "and the docs", "with the same event")
+	failed := r.events(t, journal.SessionResumeFailed)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "spawn_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
+	assert.Len(t, r.record(t).Pending, 1, "pending until the spawn is confirmed")
+}
+
+// A fresh spawn that replaces a conversation replays the item's opening
+// event and its latest ones, each in its untrusted frame as stored.
+func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
+	r := newPassRig(t)
+	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	body := "fix the parser"
+	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat",
+			Prompt: "[loopd] issues.opened\n" + desired.FrameBegin("d-1") + body + "\n" + desired.FrameEnd("d-1", body+"\n")}})
+	require.NoError(t, err)
+	r.exited(t, old) // no transcript of old: it goes fresh (transcript_missing)
+	r.event(t, "d-2", "and the docs")
+
+	res := r.pass(t, false)
+	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	prompt := r.tmux.Argv(desired.SessionName(r.key))
+	boot := prompt[len(prompt)-1]
+	assert.True(t, strings.HasPrefix(boot, "[loopd] issue_comment.created\nand the docs"), "the event first: %q", boot)
+	assert.Equal(t, desired.SeenWhole, desired.FrameOf(desired.Delivery{ID: "d-1", Prompt: boot}).Check(boot), "the opening event replayed whole")
+	assert.LessOrEqual(t, len(boot), DefaultMaxBootPrompt)
+}
+
+// events returns the journal rows named name.
+func (r *passRig) events(t *testing.T, name journal.Name) []journal.Event {
+	t.Helper()
+	all, err := r.store.Events(context.Background(), desired.EventFilter{})
+	require.NoError(t, err)
+	var out []journal.Event
+	for _, e := range all {
+		if e.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -21,16 +21,29 @@ func NudgePrompt(k desired.Key) string {
 		"and continue the task where you left off."
 }
 
-// FreshNudgePrompt is the prompt of a self-heal respawn that could not
-// resume: there is no conversation above, so it names the work item to
-// start from.
-func FreshNudgePrompt(k desired.Key, kind desired.Kind) string {
+// FreshNudgePrompt is the prompt of a self-heal respawn in a new
+// conversation: there is no conversation above, so it names the work item
+// to start from (the executor appends the replay of its events). why is
+// the resume_failed reason that made it fresh: ResumeCrashLoop says the
+// agent kept exiting; any other says its conversation could not be
+// resumed; actions.ReasonReleased says an operator asked for it (loopd
+// release --fresh); "" (resume opted out) says neither.
+func FreshNudgePrompt(k desired.Key, kind desired.Kind, why actions.Reason) string {
 	what := "issue"
 	if kind == desired.KindPullRequest {
 		what = "pull request"
 	}
-	return "[loopd] restart on " + k.String() + ": your agent process kept exiting and its conversation could not be resumed, " +
-		"so this is a new conversation.\n" +
+	cause := "your agent process exited and loopd restarted it in a new conversation.\n"
+	switch why {
+	case "":
+	case actions.ReasonReleased:
+		cause = "an operator started a new conversation for this work item (loopd release --fresh).\n"
+	case actions.ResumeCrashLoop:
+		cause = "your agent process kept exiting and its conversation could not be resumed, so this is a new conversation.\n"
+	default:
+		cause = "your agent process exited and its conversation could not be resumed, so this is a new conversation.\n"
+	}
+	return "[loopd] restart on " + k.String() + ": " + cause +
 		"You are working on GitHub " + what + " #" + strconv.Itoa(k.Number) + " in " + k.Owner + "/" + k.Repo +
 		". Read it and its comments, check the state of the working directory, and continue the task."
 }
@@ -52,13 +65,76 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 	}
 	var out []actions.Action
 	for _, r := range sorted {
-		pre, rec, done := checkConversation(*r, obs)
-		out = append(out, pre...)
-		if !done {
-			out = append(out, planItem(rec, obs, p, now)...)
-		}
+		out = append(out, planRecord(*r, obs, p, now)...)
 	}
 	return out
+}
+
+// planRecord plans one item. Before any decision it settles which
+// conversation the item is in (follow), carries out a pending release
+// (release) and confirms what the conversation already holds
+// (checkConversation); each returns the record as the executor will leave
+// it, so the decisions that follow start from there.
+func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
+	var out []actions.Action
+	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
+		pre, rec, done := step(r, obs, p)
+		out, r = append(out, pre...), rec
+		if done {
+			return out
+		}
+	}
+	return append(out, planItem(r, obs, p, now)...)
+}
+
+// follow makes the conversation the harness reported (ConversationID) the
+// item's, before anything is decided on it: a FollowSession when the
+// harness reported another id since its spawn (Claude Code's /clear starts
+// a new conversation), so that a resume, a release or a fresh fallback
+// takes the conversation the agent is actually in, even when the agent
+// died before a pass saw the report.
+func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
+	st := r.Status
+	to := r.ConversationID(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
+	if to == st.HarnessSessionID {
+		return nil, r, false
+	}
+	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
+	r.Status.HarnessSessionID, r.Status.ConfirmedSessionID = to, to
+	return []actions.Action{a}, r, false
+}
+
+// release carries out an operator's release that the item has not seen
+// yet (desired.Record.ReleasePending): the restart budget's counts and
+// NeedsAttention are cleared. An item whose harness is alive in the pane
+// the record names stays Running (there is nothing to bring back, and
+// nothing to adopt); one that had a session is brought back at once,
+// resuming its conversation; release --fresh retires the conversation and
+// starts a new one. A closed item keeps its release for when it is
+// reopened.
+func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
+	if !r.ReleasePending() || r.Spec.Closed {
+		return nil, r, false
+	}
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
+	it.observePane()
+	st := r.Status
+	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
+	switch {
+	case a.Fresh:
+		a.RetireID = st.HarnessSessionID
+		if st.HarnessSessionID != "" {
+			a.Phase = desired.PhaseBackingOff
+		}
+	case st.Phase == desired.PhaseSpawning:
+		a.Phase = st.Phase // its probe decides
+	case it.pane.alive && st.PaneID == it.pane.id && st.SpawnDeliveryID == "":
+		a.Phase = desired.PhaseRunning
+	case st.HarnessSessionID != "":
+		a.Phase = desired.PhaseBackingOff
+	}
+	r.Status = st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	return []actions.Action{a}, r, false
 }
 
 // checkConversation applies the rule that nothing is sent twice, before the
@@ -71,7 +147,7 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // probed are left to their own confirmation. An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
-func checkConversation(r desired.Record, obs observed.Observation) (pre []actions.Action, rec desired.Record, done bool) {
+func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
 	frames, read := obs.Frames[r.Key]
 	if !read {
 		return nil, r, false
@@ -82,17 +158,17 @@ func checkConversation(r desired.Record, obs observed.Observation) (pre []action
 			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, r, true
 		}
 	}
+	var pending []desired.Delivery
 	for _, d := range r.Pending {
 		inFlight := d.ID == st.SendingDeliveryID || (d.ID == st.SpawnDeliveryID && st.Phase == desired.PhaseSpawning)
-		if inFlight || st.Delivered(d.ID) || !frames[d.ID].Whole {
+		if inFlight || !frames[d.ID].Whole {
+			pending = append(pending, d)
 			continue
 		}
 		pre = append(pre, actions.ConfirmDelivery{Key: r.Key, Session: session, DeliveryID: d.ID, Verified: true, Via: actions.ViaTranscript})
-		r.Status = r.Status.Remember(d.ID)
-		if r.Status.SpawnDeliveryID == d.ID {
-			r.Status.SpawnDeliveryID = ""
-		}
+		r.Status = r.Status.Deliver(d.ID)
 	}
+	r.Pending = pending
 	return pre, r, false
 }
 
@@ -110,7 +186,7 @@ func newlyMangled(r desired.Record, frames map[string]harness.Found) (string, in
 		if d.ID == r.Status.MangledDeliveryID {
 			known = r.Status.MangledCopies
 		}
-		if !r.Status.Delivered(d.ID) && !found.Whole && found.Mangled > known {
+		if !found.Whole && found.Mangled > known {
 			return d.ID, found.Mangled
 		}
 	}
@@ -195,13 +271,8 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 }
 
 func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now}
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending}
 	it.observePane()
-	for _, d := range r.Pending {
-		if !it.st.Delivered(d.ID) {
-			it.pending = append(it.pending, d)
-		}
-	}
 
 	if r.Spec.Closed || r.Spec.Held {
 		reason := actions.ReasonClosed
@@ -209,16 +280,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 			reason = actions.ReasonHeld
 		}
 		if it.pane.exists || it.st.Phase != desired.PhaseStopped {
-			stop := actions.StopSession{Key: r.Key, Session: it.session, Reason: reason}
 			// An event already in the conversation stays delivered; one
 			// that had not landed stays pending for when the item runs again.
-			switch {
-			case it.st.SendingDeliveryID != "" && it.whole(it.st.SendingDeliveryID):
-				stop.Delivered = it.st.SendingDeliveryID
-			case it.bootLanded():
-				stop.Delivered = it.st.SpawnDeliveryID
-			}
-			return []actions.Action{stop}
+			return []actions.Action{actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: it.landed()}}
 		}
 		return nil
 	}
@@ -237,10 +301,15 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	}
 
 	if it.foreign {
-		if (phase == desired.PhaseIdle || phase == desired.PhaseExited) && len(it.pending) == 0 {
+		if (phase == desired.PhaseIdle || phase == desired.PhaseExited) && len(it.pending) == 0 && !it.st.FreshRequested {
 			return nil // nothing to do that would need the session
 		}
 		return []actions.Action{actions.Block{Key: r.Key, Reason: actions.ReasonSessionForeign, Detail: it.session}}
+	}
+	if it.st.FreshRequested && phase != desired.PhaseSpawning {
+		// release --fresh: a new conversation now, replacing a live agent
+		// too (the spawn kills its session first).
+		return []actions.Action{it.spawn(it.st, actions.ReasonReleased, "")}
 	}
 	if it.pane.alive {
 		return it.planAlive(phase)
@@ -285,27 +354,15 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliver(st.SpawnDeliveryID)...)
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
 		if st.SendingDeliveryID != "" {
-			return append(it.follow(), it.confirmSend()...)
+			return it.confirmSend()
 		}
-		return append(it.follow(), it.deliver("")...)
+		return it.deliver("")
 	default:
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
-}
-
-// follow plans a FollowSession when the running harness reported another
-// conversation id since it was spawned (Claude Code's /clear starts a new
-// one): the next resume must bring back the conversation the agent is in.
-func (it itemPlan) follow() []actions.Action {
-	rep, st := it.r.Report, it.st
-	if rep == nil || rep.SessionID == st.HarnessSessionID || rep.At.Before(st.SpawnedAt) ||
-		!it.p.Harnesses[it.r.Spec.Harness].AcceptsSessionID(rep.SessionID) {
-		return nil
-	}
-	return []actions.Action{actions.FollowSession{Key: it.r.Key, Session: it.session, From: st.HarnessSessionID, To: rep.SessionID, Source: rep.Source}}
 }
 
 func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
@@ -319,7 +376,7 @@ func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions
 // respawned reports whether the current spawn replaced an earlier session:
 // any resume does, and so does a fresh spawn once the item has run before.
 func respawned(st desired.Status) bool {
-	return st.SpawnMode == desired.SpawnResume || len(st.RecentDeliveries) > 0 || !st.LastExitAt.IsZero()
+	return st.SpawnMode == desired.SpawnResume || st.Respawn || !st.LastExitAt.IsZero()
 }
 
 // deliver plans the paste of the oldest pending delivery except skip. One
@@ -359,8 +416,8 @@ func (it itemPlan) confirmSend() []actions.Action {
 	}
 	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
-	case it.whole(id) || !ok || !tr.Known || pending == nil:
-		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.whole(id), Via: actions.ViaPaste}}
+	case it.landed() == id || !ok || !tr.Known || pending == nil:
+		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.landed() == id, Via: actions.ViaPaste}}
 	case it.now.Before(st.SentAt.Add(it.p.Poll)):
 		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.Poll), Reason: actions.ReasonAwaitingDelivery}}
 	case repaste && st.SendAttempts >= it.p.MaxSendAttempts:
@@ -402,30 +459,41 @@ func (it itemPlan) transcriptGrew() (grew, known bool) {
 	return tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn, true
 }
 
-// bootLanded reports whether the current spawn's boot delivery reached the
-// harness's transcript: its frame shows there whole, or, where the frames
-// could not be read, the transcript grew since the spawn.
-func (it itemPlan) bootLanded() bool {
+// landed answers "did the event in flight reach the conversation?", for
+// pastes and boot prompts alike: it returns the paste in flight
+// (SendingDeliveryID) when its frame shows whole in the conversation, else
+// the boot prompt of the current spawn (SpawnDeliveryID) when its frame
+// shows whole or, where the frames could not be read, the transcript grew
+// since the spawn; "" when neither reached it. An event that landed is
+// delivered, never sent again; one that did not stays pending.
+func (it itemPlan) landed() string {
+	frames, read := it.obs.Frames[it.r.Key]
+	if id := it.st.SendingDeliveryID; id != "" && frames[id].Whole {
+		return id
+	}
 	id := it.st.SpawnDeliveryID
 	if id == "" {
-		return false
+		return ""
 	}
-	if _, read := it.obs.Frames[it.r.Key]; read {
-		return it.whole(id)
+	if read {
+		if frames[id].Whole {
+			return id
+		}
+		return ""
 	}
-	grew, _ := it.transcriptGrew()
-	return grew
-}
-
-// whole reports whether the conversation holds delivery id's frame whole.
-func (it itemPlan) whole(id string) bool {
-	return it.obs.Frames[it.r.Key][id].Whole
+	if grew, _ := it.transcriptGrew(); grew {
+		return id
+	}
+	return ""
 }
 
 // planDown handles a session that is missing or whose pane is dead.
 func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	st := it.st
 	key := it.r.Key
+	if phase == desired.PhaseSpawning && st.PaneID == "" && st.SpawnRefused != "" {
+		return it.refused()
+	}
 	if phase == desired.PhaseSpawning || phase == desired.PhaseRunning {
 		if it.pane.exists && !it.pane.known {
 			// tmux ≤ 3.4 may not have reaped the pane yet: the status is not
@@ -440,18 +508,17 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			return []actions.Action{it.spawn(st, actions.ReasonSpawnInterrupted, "")}
 		}
 		exit := it.exit(actions.ReasonSpawnDied)
-		landed := it.bootLanded()
+		landed := it.landed() != ""
 		if landed {
 			// The boot prompt reached the transcript before the pane died:
 			// the event was delivered and must not be sent again.
-			exit.Delivered = st.SpawnDeliveryID
-			it.pending = slices.DeleteFunc(slices.Clone(it.pending), func(d desired.Delivery) bool { return d.ID == st.SpawnDeliveryID })
+			exit.Delivered = it.delivered(it.landed())
 		}
 		if st.SpawnMode == desired.SpawnResume && !it.confirmed() && !exit.Clean {
 			// The resume did not hold: a state transition, not a failure
 			// of the dispatch. Fall back to fresh with the same event.
 			exit.Phase = desired.PhaseExited
-			exit.Failures, exit.FastFailures = st.Failures, st.FastFailures
+			exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
 			exit.Reason = actions.ReasonResumeFailed
 			return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)}
 		}
@@ -473,12 +540,9 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			reason = actions.ReasonForegroundNotHarness
 		}
 		exit := it.exit(reason)
-		if id := st.SendingDeliveryID; id != "" && it.whole(id) {
-			// The paste in flight reached the conversation before the
-			// death: it is delivered, not to be sent again.
-			exit.Delivered = id
-			it.pending = slices.DeleteFunc(slices.Clone(it.pending), func(d desired.Delivery) bool { return d.ID == id })
-		}
+		// The paste in flight that reached the conversation before the
+		// death is delivered, not to be sent again.
+		exit.Delivered = it.delivered(it.landed())
 		return it.afterExit(exit, false)
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
@@ -493,13 +557,38 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	}
 }
 
+// delivered drops delivery id, which landed, from the item's pending
+// events for the rest of the plan, and returns it.
+func (it *itemPlan) delivered(id string) string {
+	if id != "" {
+		it.pending = slices.DeleteFunc(slices.Clone(it.pending), func(d desired.Delivery) bool { return d.ID == id })
+	}
+	return id
+}
+
+// refused plans what follows a spawn that was refused before it started
+// (Status.SpawnRefused, recorded by the executor): a refused resume falls
+// back to fresh with the same event, as a resume that died does; a refused
+// fresh spawn is a failed dispatch, which counts as a failure and backs off
+// through the restart decision like any other.
+func (it itemPlan) refused() []actions.Action {
+	st := it.st
+	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
+	if st.SpawnMode == desired.SpawnResume {
+		exit.Phase = desired.PhaseExited
+		exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
+		return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)}
+	}
+	return it.afterExit(exit, true)
+}
+
 // restartReason names why a scheduled restart happens, from the reason
 // recorded with the exit that scheduled it.
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing:
 		return exitReason
-	case actions.ReasonSpawnDied:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -519,33 +608,36 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 }
 
 // afterExit applies the restart decision to an exit. spawnFailed is true for
-// a spawn that died before it ran; such an exit always counts as a failure,
-// so that a harness that exits at once cannot respawn in a hot loop.
+// a spawn that died before it ran, or was refused; such an exit always
+// counts as a failure, so that a harness that exits at once cannot respawn
+// in a hot loop.
 func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
 	st := it.st
-	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, Failures: st.Failures, Clean: exit.Clean && !spawnFailed}
+	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
+		Clean: exit.Clean && !spawnFailed}
 	d := decideRestart(h, it.p, it.now)
-	exit.Failures, exit.FastFailures, exit.Retire = d.Failures, d.FastFailures, d.Degrade
+	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
 	default:
 		exit.Reason = d.Reason
 	}
 	next := st
-	if d.Degrade {
-		next.RetiredSessionIDs = append(slices.Clone(st.RetiredSessionIDs), st.HarnessSessionID)
+	if d.Outcome == OutcomeRetire {
+		exit.Retire = d.Retired
+		next = st.Retire(st.HarnessSessionID)
 	}
 	switch {
-	case d.GiveUp:
+	case d.Outcome == OutcomeGiveUp:
 		exit.Phase = desired.PhaseNeedsAttention
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
-	case d.Restart && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
+	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
 		// a death seen late (no daemon ran) may already have waited it out.
 		exit.Phase = desired.PhaseBackingOff
 		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
-	case d.Restart:
+	case d.Restarts():
 		exit.Phase = desired.PhaseBackingOff
 		exit.NextAttempt = it.now
 		return []actions.Action{exit, it.spawn(next, restartReason(exit.Reason), "")}
@@ -588,11 +680,22 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) actio
 		}
 		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size}
 	}
-	if s.DeliveryID == "" && !first && len(it.pending) == 0 {
-		s.Prompt = FreshNudgePrompt(key, it.r.Spec.Kind)
+	silent := why == silentFresh || why == actions.ReasonReleased
+	if why == silentFresh {
+		why = ""
+	}
+	if !first {
+		// A new conversation replaces one: it carries the work, not just
+		// a pointer to it.
+		if s.DeliveryID == "" && len(it.pending) == 0 {
+			s.Prompt = FreshNudgePrompt(key, it.r.Spec.Kind, why)
+		}
+		if room := it.p.MaxBootPrompt - len(s.Prompt); room > 0 {
+			s.Replay = room
+		}
 	}
 	f := actions.FreshSpawn{Spawn: s, CreateWorkdir: first}
-	if why != silentFresh {
+	if !silent {
 		f.ResumeFailed, f.AttemptedID = why, st.HarnessSessionID
 	}
 	return f
@@ -604,7 +707,9 @@ const silentFresh actions.Reason = "-"
 
 // chooseResume walks the decision table of docs/design.md ("Choosing resume
 // or fresh"), first match wins. It returns "" to resume, silentFresh for a
-// fresh spawn that logs nothing, or the resume_failed reason.
+// fresh spawn that logs nothing, actions.ReasonReleased for the fresh spawn
+// an operator asked for (release --fresh), which logs nothing either, or
+// the resume_failed reason.
 func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
 	id := st.HarnessSessionID
 	switch {
@@ -612,11 +717,13 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 		return silentFresh
 	case id == "":
 		return silentFresh
+	case st.FreshRequested:
+		return actions.ReasonReleased // release --fresh; journaled as item.released
 	case !caps.AcceptsSessionID(id):
 		return actions.ResumeInvalidID
 	case !caps.SupportsResume:
 		return actions.ResumeUnsupported
-	case slices.Contains(st.RetiredSessionIDs, id):
+	case st.Retired(id):
 		return actions.ResumeCrashLoop
 	}
 	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists {

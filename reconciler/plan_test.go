@@ -39,7 +39,7 @@ func rec(st desired.Status, pending ...desired.Delivery) desired.Record {
 
 func running() desired.Status {
 	return desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1",
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, RecentDeliveries: []string{"d-0"}, LastExitAt: t0.Add(-time.Hour)}
+		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-time.Hour)}
 }
 
 func spawning(mode desired.SpawnMode) desired.Status {
@@ -129,16 +129,34 @@ func resume(delivery desired.Delivery, reason actions.Reason) actions.ResumeSpaw
 	return actions.ResumeSpawn{Spawn: spawnOf(delivery, reason), ResumeID: oldID, TranscriptSize: 100}
 }
 
+// fresh is the fresh respawn that replaces the conversation oldID, with
+// the replay of the item's history in the room its prompt leaves.
 func fresh(delivery desired.Delivery, reason, failed actions.Reason) actions.FreshSpawn {
 	f := actions.FreshSpawn{Spawn: spawnOf(delivery, reason), ResumeFailed: failed}
 	if failed != "" {
 		f.AttemptedID = oldID
 	}
+	if delivery.ID == "" {
+		f.Prompt = FreshNudgePrompt(key, desired.KindIssue, failed)
+	}
+	return replaying(f)
+}
+
+// replaying gives f the replay bound its prompt leaves in argv.
+func replaying(f actions.FreshSpawn) actions.FreshSpawn {
+	f.Replay = DefaultMaxBootPrompt - len(f.Prompt)
 	return f
 }
 
+// exit is the RecordExit of a run shorter than the churn window (every run
+// in these tests is): a failure counts one churn failure; a clean exit and
+// a failed resume leave the count at zero.
 func exit(status int, phase desired.Phase, failures, fast int, reason actions.Reason) actions.RecordExit {
-	return actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, Reason: reason}
+	e := actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, Reason: reason}
+	if reason != actions.ReasonCleanExit && reason != actions.ReasonResumeFailed {
+		e.ChurnFailures = 1
+	}
+	return e
 }
 
 func TestPlan(t *testing.T) {
@@ -210,7 +228,9 @@ func TestPlan(t *testing.T) {
 				e.NextAttempt = t0
 				return e
 			}(), resume(ev1, actions.ReasonPaneDead)}},
-		{"already_delivered_is_skipped", rec(with(running(), func(s *desired.Status) { s.RecentDeliveries = []string{"d-1"} }), ev1), obs(alive()), testPolicy(), nil},
+		// A delivered event is not in the record's pending list at all (the
+		// store's delivery row is the one truth, desired.TestPutStatusMarksDelivered).
+		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", Reason: actions.ReasonAdopted},
@@ -283,16 +303,16 @@ func TestPlan(t *testing.T) {
 		{"table_no_recorded_id_is_silent_fresh", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "" }), ev1), obs(dead(0)), testPolicy(),
 			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
 		{"table_invalid_id_never_reaches_argv", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "--verbose" }), ev1), obs(dead(0)), testPolicy(),
-			[]actions.Action{actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "--verbose"}}},
+			[]actions.Action{replaying(actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "--verbose"})}},
 		{"table_non_uuid_id_for_claude_is_invalid", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "my-session" }), ev1), obs(dead(0)), testPolicy(),
-			[]actions.Action{actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "my-session"}}},
+			[]actions.Action{replaying(actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "my-session"})}},
 		{"table_unsupported_harness_falls_back_to_fresh", func() desired.Record {
 			r := rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1)
 			r.Spec.Harness = "cursor"
 			return r
 		}(), obs(dead(0)), testPolicy(),
-			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Harness = "cursor"; return s }(),
-				ResumeFailed: actions.ResumeUnsupported, AttemptedID: oldID}}},
+			[]actions.Action{replaying(actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Harness = "cursor"; return s }(),
+				ResumeFailed: actions.ResumeUnsupported, AttemptedID: oldID})}},
 		{"table_retired_id_is_never_resumed", rec(with(running(), func(s *desired.Status) { s.Phase, s.RetiredSessionIDs = desired.PhaseExited, []string{oldID} }), ev1), obs(dead(0), transcript), testPolicy(),
 			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeCrashLoop)}},
 		{"table_missing_transcript_goes_fresh", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), noScript), testPolicy(),
@@ -411,14 +431,14 @@ func TestPlan(t *testing.T) {
 		{"never_policy_waits_for_event", rec(running()), obs(dead(1), transcript), policy(func(p *Policy) { p.Restart = "Never" }),
 			[]actions.Action{exit(1, desired.PhaseExited, 1, 0, actions.ReasonPolicyNever)}},
 		{"missing_session_counts_as_crash", rec(running()), obs(gone(), transcript), testPolicy(),
-			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, Reason: actions.ReasonSessionMissing},
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, ChurnFailures: 1, NextAttempt: t0, Reason: actions.ReasonSessionMissing},
 				resume(none, actions.ReasonSessionMissing)}},
 		{"third_fast_failure_retires_id_and_goes_fresh", rec(with(running(), func(s *desired.Status) {
 			s.SpawnedAt, s.Failures, s.FastFailures = t0.Add(-2*time.Second), 2, 2
 		})), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
-				e.NextAttempt, e.Retire = t0.Add(4*time.Second), true
+				e.NextAttempt, e.Retire, e.ChurnFailures = t0.Add(4*time.Second), RetiredFastFailures, 0
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"retired_id_after_backoff_spawns_fresh", rec(with(running(), func(s *desired.Status) {
@@ -426,7 +446,7 @@ func TestPlan(t *testing.T) {
 		})), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{func() actions.FreshSpawn {
 				f := fresh(none, actions.ReasonPaneDead, actions.ResumeCrashLoop)
-				f.Prompt = FreshNudgePrompt(key, desired.KindIssue)
+				require.Contains(t, f.Prompt, "kept exiting")
 				return f
 			}()}},
 		{"backing_off_waits", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(8*time.Second) }), ev1), obs(dead(1), transcript), testPolicy(),
@@ -562,7 +582,7 @@ func TestFramesToCheckOnlyForItemsThatMaySend(t *testing.T) {
 		want []string
 	}{
 		{"running_with_pending_events", rec(running(), ev1, ev2), []string{"d-1", "d-2"}},
-		{"delivered_events_are_not_looked_for", rec(with(running(), func(s *desired.Status) { s.RecentDeliveries = []string{"d-1"} }), ev1, ev2), []string{"d-2"}},
+		{"only_pending_events_are_looked_for", rec(running(), ev2), []string{"d-2"}},
 		{"waiting_in_needs_attention", rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.AttentionGeneration, s.SpawnDeliveryID = desired.PhaseNeedsAttention, 3, "d-1"
 		}), ev1), nil},

@@ -41,10 +41,14 @@ type Policy struct {
 	Restart         string // schema.RestartAlways, RestartOnFailure or RestartNever
 	FastFail        time.Duration
 	MaxFastFailures int
-	BackoffInitial  time.Duration
-	BackoffMax      time.Duration
-	HealthyReset    time.Duration
-	RestartBudget   int
+	// MaxChurnFailures failed runs in a row, each shorter than ChurnWindow,
+	// retire the conversation id (the churn rule); 0 turns the rule off.
+	MaxChurnFailures int
+	ChurnWindow      time.Duration
+	BackoffInitial   time.Duration
+	BackoffMax       time.Duration
+	HealthyReset     time.Duration
+	RestartBudget    int
 	// Poll is how soon an item waiting on something tmux will settle
 	// (an exit status, a confirmation) is looked at again.
 	Poll time.Duration
@@ -78,25 +82,23 @@ const (
 // whose owner mark is owner.
 func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string) Policy {
 	return Policy{
-		Resume:          p.Resume(),
-		Probe:           p.ProbeWindow(),
-		ConfirmTimeout:  p.ConfirmTimeout(),
-		Restart:         p.RestartPolicy,
-		FastFail:        p.FastFailWindow(),
-		MaxFastFailures: p.MaxFastFailures,
-		BackoffInitial:  p.BackoffInitial(),
-		BackoffMax:      p.BackoffMax(),
-		HealthyReset:    p.HealthyReset(),
-		RestartBudget:   p.RestartBudget,
-		Poll:            DefaultPoll,
-		MaxBootPrompt:   DefaultMaxBootPrompt,
-		DeliveryConfirm: DefaultDeliveryConfirm,
-		MaxSendAttempts: DefaultMaxSendAttempts,
-		Harnesses:       harnesses,
-		Owner:           owner,
+		Resume:           p.Resume(),
+		Probe:            p.ProbeWindow(),
+		ConfirmTimeout:   p.ConfirmTimeout(),
+		Restart:          p.RestartPolicy,
+		FastFail:         p.FastFailWindow(),
+		MaxFastFailures:  p.MaxFastFailures,
+		MaxChurnFailures: p.MaxChurnFailures,
+		ChurnWindow:      p.ChurnWindow(),
+		BackoffInitial:   p.BackoffInitial(),
+		BackoffMax:       p.BackoffMax(),
+		HealthyReset:     p.HealthyReset(),
+		RestartBudget:    p.RestartBudget,
+		Poll:             DefaultPoll,
+		MaxBootPrompt:    DefaultMaxBootPrompt,
+		DeliveryConfirm:  DefaultDeliveryConfirm,
+		MaxSendAttempts:  DefaultMaxSendAttempts,
+		Harnesses:        harnesses,
+		Owner:            owner,
 	}
 }
-
-// RetryDelay is the backoff before the retry that follows the n-th
-// consecutive failure; the executor uses it when tmux refuses a spawn.
-func (p Policy) RetryDelay(n int) time.Duration { return backoffDelay(n, p) }

@@ -6,6 +6,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -16,10 +17,11 @@ type History struct {
 	// whole seconds); zero when no death time is known (the session is
 	// missing, or the pane lives on without the harness): the decision's
 	// now then stands for it (diedAt).
-	DiedAt       time.Time
-	FastFailures int // consecutive fast failures before this exit
-	Failures     int // consecutive failed runs before this exit
-	Clean        bool
+	DiedAt        time.Time
+	FastFailures  int // consecutive fast failures before this exit
+	ChurnFailures int // consecutive failed runs shorter than the churn window before this exit
+	Failures      int // consecutive failed runs before this exit
+	Clean         bool
 }
 
 // diedAt is when the run ended, as late as the facts allow, so that a
@@ -42,43 +44,80 @@ func (h History) diedAt(now time.Time) time.Time {
 	return died
 }
 
+// Outcome is what the restart decision does with one exit.
+type Outcome int
+
+// The outcomes of the restart decision.
+const (
+	// OutcomeWait: no self-heal; the item waits for a new event (a clean
+	// exit under OnFailure or Never, any exit under Never).
+	OutcomeWait Outcome = iota
+	// OutcomeRestart: respawn after Decision.Delay, resuming the
+	// conversation.
+	OutcomeRestart
+	// OutcomeRetire: respawn after Decision.Delay in a new conversation;
+	// the id is retired (Decision.Retired says by which rule) and never
+	// resumed again.
+	OutcomeRetire
+	// OutcomeGiveUp: past the restart budget; the item needs attention.
+	OutcomeGiveUp
+)
+
+// Why an id is retired (Decision.Retired, the reason of session.crash_loop).
+const (
+	// RetiredFastFailures: MaxFastFailures runs in a row died within
+	// FastFail of their spawn.
+	RetiredFastFailures actions.Reason = "fast_failures"
+	// RetiredChurn: MaxChurnFailures failed runs in a row each lasted less
+	// than ChurnWindow (a conversation that dies a while after each resume).
+	RetiredChurn actions.Reason = "churn"
+)
+
 // Decision is the outcome of one exit, in the style of nomad's restart
-// tracker but with the clock passed in: restart (after Delay), degrade the
-// session id to a fresh one, or give up.
+// tracker but with the clock passed in: wait for an event, restart (after
+// Delay), restart with a retired id, or give up.
 type Decision struct {
-	Restart bool
-	// Delay is the backoff before the restart, counted from the death.
-	Delay        time.Duration
-	Degrade      bool // FastFailures reached MaxFastFailures: retire the id
-	GiveUp       bool // Failures went past the restart budget
-	Failures     int  // the counts to record after this exit
-	FastFailures int
-	Reason       actions.Reason
+	Outcome Outcome
+	// Delay is the wait before the respawn, for OutcomeRestart and
+	// OutcomeRetire, counted from the death.
+	Delay time.Duration
+	// Retired names the rule that retired the id, with OutcomeRetire.
+	Retired actions.Reason
+	// The counts to record after this exit.
+	Failures      int
+	FastFailures  int
+	ChurnFailures int
+	Reason        actions.Reason
 }
+
+// Restarts reports whether the decision respawns the item by itself.
+func (d Decision) Restarts() bool { return d.Outcome == OutcomeRestart || d.Outcome == OutcomeRetire }
 
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
-// fast-failure degrade, backoff. The run is measured from spawn to death
-// (History.diedAt), however late a pass saw the death; Delay counts from the
-// death too. It reads no clock and no randomness.
+// fast-failure and churn retirement, backoff. The run is measured from
+// spawn to death (History.diedAt), however late a pass saw the death; Delay
+// counts from the death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
 	ran := h.diedAt(now).Sub(h.SpawnedAt)
-	failures, fast := h.Failures, h.FastFailures
-	if ran >= p.HealthyReset {
-		failures, fast = 0, 0
-	}
+	failures, fast, churn := resetCounts(h, p, now)
 	if h.Clean && p.Restart != schema.RestartAlways {
 		// A clean exit is not a crash: it leaves the counts alone and waits
 		// for the next event.
-		return Decision{Failures: failures, FastFailures: fast, Reason: actions.ReasonCleanExit}
+		return Decision{Outcome: OutcomeWait, Failures: failures, FastFailures: fast, ChurnFailures: churn, Reason: actions.ReasonCleanExit}
 	}
 	if ran < p.FastFail {
 		fast++
 	} else {
 		fast = 0
 	}
+	if ran < p.ChurnWindow {
+		churn++
+	} else {
+		churn = 0
+	}
 	failures++
-	d := Decision{Failures: failures, FastFailures: fast, Reason: actions.ReasonCrash}
+	d := Decision{Failures: failures, FastFailures: fast, ChurnFailures: churn, Reason: actions.ReasonCrash}
 	if h.Clean {
 		d.Reason = actions.ReasonExitedAlways
 	}
@@ -87,17 +126,49 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 		return d
 	}
 	if failures > p.RestartBudget {
-		d.GiveUp = true
+		d.Outcome = OutcomeGiveUp
 		d.Reason = actions.ReasonBudgetExhausted
 		return d
 	}
-	if fast >= p.MaxFastFailures {
-		d.Degrade = true
-		d.FastFailures = 0
+	d.Outcome = OutcomeRestart
+	switch {
+	case fast >= p.MaxFastFailures:
+		d.Outcome, d.Retired = OutcomeRetire, RetiredFastFailures
+	case p.MaxChurnFailures > 0 && churn >= p.MaxChurnFailures:
+		d.Outcome, d.Retired = OutcomeRetire, RetiredChurn
 	}
-	d.Restart = true
+	if d.Outcome == OutcomeRetire {
+		// The counts were the retired conversation's.
+		d.FastFailures, d.ChurnFailures = 0, 0
+	}
 	d.Delay = backoffDelay(failures, p)
 	return d
+}
+
+// resetCounts returns h's counts as the next decision takes them: a run
+// that lasted HealthyReset (to its death, diedAt) clears all three first.
+func resetCounts(h History, p Policy, now time.Time) (failures, fast, churn int) {
+	if h.diedAt(now).Sub(h.SpawnedAt) >= p.HealthyReset {
+		return 0, 0, 0
+	}
+	return h.Failures, h.FastFailures, h.ChurnFailures
+}
+
+// NextFailures returns the count of consecutive failed runs that the next
+// restart decision about r would start from at now: 0 while a release is
+// pending (carrying it out clears the counts) or once the current run has
+// lasted HealthyReset (resetCounts), the recorded Status.Failures
+// otherwise. loopd get shows it.
+func NextFailures(r desired.Record, p Policy, now time.Time) int {
+	if r.ReleasePending() && !r.Spec.Closed {
+		return 0
+	}
+	st := r.Status
+	if st.Phase == desired.PhaseRunning || st.Phase == desired.PhaseSpawning {
+		failures, _, _ := resetCounts(History{SpawnedAt: st.SpawnedAt, Failures: st.Failures}, p, now)
+		return failures
+	}
+	return st.Failures
 }
 
 // backoffDelay is the wait before the respawn that follows the n-th

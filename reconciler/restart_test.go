@@ -21,7 +21,7 @@ var (
 func testPolicy() Policy {
 	return Policy{
 		Resume: true, Probe: 5 * time.Second, ConfirmTimeout: 2 * time.Minute, Restart: schema.RestartOnFailure,
-		FastFail: 15 * time.Second, MaxFastFailures: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute,
+		FastFail: 15 * time.Second, MaxFastFailures: 3, MaxChurnFailures: 5, ChurnWindow: 5 * time.Minute, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute,
 		HealthyReset: 10 * time.Minute, RestartBudget: 10, Poll: time.Second, MaxBootPrompt: DefaultMaxBootPrompt,
 		DeliveryConfirm: DefaultDeliveryConfirm, MaxSendAttempts: DefaultMaxSendAttempts,
 		Harnesses: map[string]Capabilities{
@@ -43,29 +43,41 @@ func TestDecideRestart(t *testing.T) {
 		want Decision
 	}{
 		{"first_crash_after_healthy_run_is_immediate", History{SpawnedAt: ago(time.Hour)}, testPolicy(),
-			Decision{Restart: true, Failures: 1, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Failures: 1, Reason: actions.ReasonCrash}},
 		{"second_consecutive_failure_waits_2s", History{SpawnedAt: ago(time.Minute), Failures: 1}, testPolicy(),
-			Decision{Restart: true, Delay: 2 * time.Second, Failures: 2, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Delay: 2 * time.Second, Failures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 		{"third_waits_4s", History{SpawnedAt: ago(time.Minute), Failures: 2}, testPolicy(),
-			Decision{Restart: true, Delay: 4 * time.Second, Failures: 3, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Delay: 4 * time.Second, Failures: 3, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 		{"backoff_caps_at_5m", History{SpawnedAt: ago(time.Minute), Failures: 9}, with(func(p *Policy) { p.RestartBudget = 100 }),
-			Decision{Restart: true, Delay: 5 * time.Minute, Failures: 10, Reason: actions.ReasonCrash}},
-		{"healthy_run_resets_counts", History{SpawnedAt: ago(11 * time.Minute), Failures: 7, FastFailures: 2}, testPolicy(),
-			Decision{Restart: true, Failures: 1, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Delay: 5 * time.Minute, Failures: 10, ChurnFailures: 1, Reason: actions.ReasonCrash}},
+		{"healthy_run_resets_counts", History{SpawnedAt: ago(11 * time.Minute), Failures: 7, FastFailures: 2, ChurnFailures: 4}, testPolicy(),
+			Decision{Outcome: OutcomeRestart, Failures: 1, Reason: actions.ReasonCrash}},
 		{"fast_failure_counts", History{SpawnedAt: ago(3 * time.Second), Failures: 1, FastFailures: 1}, testPolicy(),
-			Decision{Restart: true, Delay: 2 * time.Second, Failures: 2, FastFailures: 2, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Delay: 2 * time.Second, Failures: 2, FastFailures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 		{"third_fast_failure_degrades", History{SpawnedAt: ago(3 * time.Second), Failures: 2, FastFailures: 2}, testPolicy(),
-			Decision{Restart: true, Delay: 4 * time.Second, Degrade: true, Failures: 3, FastFailures: 0, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRetire, Retired: RetiredFastFailures, Delay: 4 * time.Second, Failures: 3, FastFailures: 0, Reason: actions.ReasonCrash}},
 		{"slow_failure_breaks_fast_streak", History{SpawnedAt: ago(time.Minute), Failures: 2, FastFailures: 2}, testPolicy(),
-			Decision{Restart: true, Delay: 4 * time.Second, Failures: 3, Reason: actions.ReasonCrash}},
+			Decision{Outcome: OutcomeRestart, Delay: 4 * time.Second, Failures: 3, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 		{"over_budget_gives_up", History{SpawnedAt: ago(time.Minute), Failures: 10}, testPolicy(),
-			Decision{GiveUp: true, Failures: 11, Reason: actions.ReasonBudgetExhausted}},
+			Decision{Outcome: OutcomeGiveUp, Failures: 11, ChurnFailures: 1, Reason: actions.ReasonBudgetExhausted}},
 		{"clean_exit_on_failure_policy_is_not_a_crash", History{SpawnedAt: ago(time.Minute), Failures: 2, FastFailures: 1, Clean: true}, testPolicy(),
-			Decision{Failures: 2, FastFailures: 1, Reason: actions.ReasonCleanExit}},
+			Decision{Outcome: OutcomeWait, Failures: 2, FastFailures: 1, Reason: actions.ReasonCleanExit}},
 		{"clean_exit_always_restarts", History{SpawnedAt: ago(time.Hour), Clean: true}, with(func(p *Policy) { p.Restart = schema.RestartAlways }),
-			Decision{Restart: true, Failures: 1, Reason: actions.ReasonExitedAlways}},
+			Decision{Outcome: OutcomeRestart, Failures: 1, Reason: actions.ReasonExitedAlways}},
 		{"never_policy_does_not_restart", History{SpawnedAt: ago(time.Hour)}, with(func(p *Policy) { p.Restart = schema.RestartNever }),
-			Decision{Failures: 1, Reason: actions.ReasonPolicyNever}},
+			Decision{Outcome: OutcomeWait, Failures: 1, Reason: actions.ReasonPolicyNever}},
+		// The churn rule (gascity's churn case): runs that each die a while
+		// after their resume, too slow to be fast failures.
+		{"slow_failure_counts_toward_churn", History{SpawnedAt: ago(20 * time.Second), Failures: 3, ChurnFailures: 3}, testPolicy(),
+			Decision{Outcome: OutcomeRestart, Delay: 8 * time.Second, Failures: 4, ChurnFailures: 4, Reason: actions.ReasonCrash}},
+		{"fifth_churn_failure_retires_the_id", History{SpawnedAt: ago(20 * time.Second), Failures: 4, ChurnFailures: 4}, testPolicy(),
+			Decision{Outcome: OutcomeRetire, Retired: RetiredChurn, Delay: 16 * time.Second, Failures: 5, Reason: actions.ReasonCrash}},
+		{"run_longer_than_the_churn_window_breaks_the_streak", History{SpawnedAt: ago(6 * time.Minute), Failures: 4, ChurnFailures: 4}, testPolicy(),
+			Decision{Outcome: OutcomeRestart, Delay: 16 * time.Second, Failures: 5, Reason: actions.ReasonCrash}},
+		{"clean_exit_leaves_the_churn_count", History{SpawnedAt: ago(20 * time.Second), Failures: 4, ChurnFailures: 4, Clean: true}, testPolicy(),
+			Decision{Outcome: OutcomeWait, Failures: 4, ChurnFailures: 4, Reason: actions.ReasonCleanExit}},
+		{"churn_rule_off", History{SpawnedAt: ago(20 * time.Second), Failures: 4, ChurnFailures: 4}, with(func(p *Policy) { p.MaxChurnFailures = 0 }),
+			Decision{Outcome: OutcomeRestart, Delay: 16 * time.Second, Failures: 5, ChurnFailures: 5, Reason: actions.ReasonCrash}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

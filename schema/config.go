@@ -130,6 +130,12 @@ type Policy struct {
 	FastFailSeconds int `yaml:"fastFailSeconds" json:"fastFailSeconds"`
 	// MaxFastFailures in a row degrade the item to a fresh id. Default 3.
 	MaxFastFailures int `yaml:"maxFastFailures" json:"maxFastFailures"`
+	// MaxChurnFailures failed runs in a row, each shorter than
+	// ChurnSeconds, retire the conversation id as fast failures do: a
+	// conversation that dies a while after each resume is replaced.
+	// Defaults 5 and 300.
+	MaxChurnFailures int `yaml:"maxChurnFailures" json:"maxChurnFailures"`
+	ChurnSeconds     int `yaml:"churnSeconds" json:"churnSeconds"`
 	// BackoffInitialSeconds is the wait before the second consecutive
 	// respawn; it doubles up to BackoffMaxSeconds. Defaults 2 and 300.
 	BackoffInitialSeconds int `yaml:"backoffInitialSeconds" json:"backoffInitialSeconds"`

@@ -316,6 +316,8 @@ func DefaultPolicy() Policy {
 		RestartPolicy:         RestartOnFailure,
 		FastFailSeconds:       15,
 		MaxFastFailures:       3,
+		MaxChurnFailures:      5,
+		ChurnSeconds:          300,
 		BackoffInitialSeconds: 2,
 		BackoffMaxSeconds:     300,
 		HealthyResetSeconds:   600,
@@ -358,6 +360,8 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.RestartPolicy, d.RestartPolicy)
 	orDefault(&p.FastFailSeconds, d.FastFailSeconds)
 	orDefault(&p.MaxFastFailures, d.MaxFastFailures)
+	orDefault(&p.MaxChurnFailures, d.MaxChurnFailures)
+	orDefault(&p.ChurnSeconds, d.ChurnSeconds)
 	orDefault(&p.BackoffInitialSeconds, d.BackoffInitialSeconds)
 	orDefault(&p.BackoffMaxSeconds, d.BackoffMaxSeconds)
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)

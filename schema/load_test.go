@@ -91,6 +91,8 @@ func TestParseDefaults(t *testing.T) {
 	assert.Equal(t, RestartOnFailure, p.RestartPolicy)
 	assert.Equal(t, 15*time.Second, p.FastFailWindow())
 	assert.Equal(t, 3, p.MaxFastFailures)
+	assert.Equal(t, 5, p.MaxChurnFailures)
+	assert.Equal(t, 300*time.Second, p.ChurnWindow())
 	assert.Equal(t, 2*time.Second, p.BackoffInitial())
 	assert.Equal(t, 300*time.Second, p.BackoffMax())
 	assert.Equal(t, 600*time.Second, p.HealthyReset())

@@ -38,6 +38,10 @@ func (p Policy) ConfirmTimeout() time.Duration { return seconds(p.ConfirmTimeout
 // sooner than this after its spawn is a fast failure.
 func (p Policy) FastFailWindow() time.Duration { return seconds(p.FastFailSeconds) }
 
+// ChurnWindow returns ChurnSeconds as a duration: a failed run shorter than
+// this counts toward the churn rule (MaxChurnFailures).
+func (p Policy) ChurnWindow() time.Duration { return seconds(p.ChurnSeconds) }
+
 // BackoffInitial returns BackoffInitialSeconds as a duration.
 func (p Policy) BackoffInitial() time.Duration { return seconds(p.BackoffInitialSeconds) }
 

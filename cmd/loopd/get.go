@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -29,7 +30,11 @@ pending for longer than --stale-pending is flagged in the reason column
 was lost on the way from GitHub (the next comment heals that).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := g.openStore(cmd.Context())
+			cfg, err := schema.Load(g.config)
+			if err != nil {
+				return err
+			}
+			store, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -38,7 +43,8 @@ was lost on the way from GitHub (the next comment heals that).`,
 			if err != nil {
 				return err
 			}
-			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale)
+			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
+			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale, policy)
 		},
 	}
 	cmd.Flags().DurationVar(&stale, "stale-pending", defaultStalePending,
@@ -57,8 +63,10 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 }
 
 // printRecords writes one line per record, flagging the Stopped ones
-// whose oldest pending event was received more than stale before now.
-func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration) error {
+// whose oldest pending event was received more than stale before now. The
+// failure count is the one the next restart decision under p would start
+// from (reconciler.NextFailures), not a stale recorded one.
+func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
 	for _, r := range records {
@@ -81,7 +89,7 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, desired.SessionName(r.Key), phase, id,
-			len(r.Pending), st.Failures, reason)
+			len(r.Pending), reconciler.NextFailures(r, p, now), reason)
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
 )
 
 func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
@@ -44,7 +46,7 @@ func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending))
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			var reason string
@@ -62,4 +64,39 @@ func TestGetStalePendingFlag(t *testing.T) {
 		Pending: []desired.Delivery{{ID: "d", ReceivedAt: now.Add(-30 * time.Second)}}}
 	assert.Equal(t, "stale_pending=1 since=30s", stalePending(rec, now, 10*time.Second))
 	assert.Empty(t, stalePending(rec, now, time.Minute))
+}
+
+func testPolicy() reconciler.Policy {
+	return reconciler.PolicyFrom(schema.DefaultPolicy(), nil, "")
+}
+
+// loopd get shows the failure count the next restart decision would use:
+// a run that has lasted healthyResetSeconds has reset it, and a pending
+// release clears it, whatever the record still says.
+func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	item := func(st desired.Status, spec desired.Spec) desired.Record {
+		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: spec, Status: st}
+	}
+	tests := []struct {
+		name string
+		rec  desired.Record
+		want string
+	}{
+		{"running_for_a_minute_after_three_failures", item(desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Minute), Failures: 3}, desired.Spec{}), "3"},
+		{"running_healthy_for_an_hour", item(desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Hour), Failures: 3}, desired.Spec{}), "0"},
+		{"backing_off", item(desired.Status{Phase: desired.PhaseBackingOff, SpawnedAt: now.Add(-time.Hour), Failures: 3}, desired.Spec{}), "3"},
+		{"release_pending", item(desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 11}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "0"},
+		{"release_carried_out", item(desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 11, ReleasedGeneration: 4}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			require.Len(t, lines, 2)
+			col := strings.Index(lines[0], "FAILURES")
+			assert.Equal(t, tt.want, strings.Fields(lines[1][col:])[0])
+		})
+	}
 }

@@ -14,12 +14,20 @@ import (
 // newHoldCmd builds "loopd hold" (hold true) or "loopd release".
 func newHoldCmd(g *globals, hold bool) *cobra.Command {
 	use, short := "release WORK_ITEM", "Release a held item, or clear NeedsAttention and its crash-loop counts"
+	long := `release clears a hold and NeedsAttention and the restart budget's counts: an
+item that had a session is brought back, resuming its conversation; one whose
+agent still runs is left running. With --fresh it starts a new conversation
+instead (the old id is retired), carrying the item's opening and latest events.
+The release is recorded in the store; the next reconcile pass carries it out,
+under the reconcile lock, and journals item.released.`
 	if hold {
-		use, short = "hold WORK_ITEM", "Stop a work item on purpose; a held item is never self-healed"
+		use, short, long = "hold WORK_ITEM", "Stop a work item on purpose; a held item is never self-healed", ""
 	}
-	return &cobra.Command{
+	var fresh bool
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -36,37 +44,29 @@ func newHoldCmd(g *globals, hold bool) *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			rec := journal.NewRecorder(log, store, time.Now)
 			if hold {
 				if err := store.SetHeld(ctx, k, true); err != nil {
 					return err
 				}
-				rec.Record(ctx, slog.LevelInfo, journal.ItemHeld, k.String())
+				journal.NewRecorder(log, store, time.Now).Record(ctx, slog.LevelInfo, journal.ItemHeld, k.String())
 				fmt.Fprintf(cmd.OutOrStdout(), "%s held; the next pass stops its session\n", k)
 				return nil
 			}
-			r, err := store.Get(ctx, k)
-			if err != nil {
+			// A spec change, like hold: the reconciler carries it out under
+			// its lock (reconciler.release), never this process.
+			if err := store.Release(ctx, k, fresh); err != nil {
 				return err
 			}
-			if err := store.SetHeld(ctx, k, false); err != nil {
-				return err
+			what := "released"
+			if fresh {
+				what = "released for a new conversation"
 			}
-			// Release also clears NeedsAttention and the crash-loop counts:
-			// the operator has looked, so an item that had a session is
-			// brought back at once, resuming its conversation.
-			st := r.Status
-			st.Phase = desired.PhaseIdle
-			if st.HarnessSessionID != "" {
-				st.Phase = desired.PhaseBackingOff
-			}
-			st.Failures, st.FastFailures, st.NextAttempt, st.Reason = 0, 0, time.Time{}, "released"
-			if err := store.PutStatus(ctx, k, st); err != nil {
-				return err
-			}
-			rec.Record(ctx, slog.LevelInfo, journal.ItemReleased, k.String())
-			fmt.Fprintf(cmd.OutOrStdout(), "%s released\n", k)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s; the next pass brings it back\n", k, what)
 			return nil
 		},
 	}
+	if !hold {
+		cmd.Flags().BoolVar(&fresh, "fresh", false, "start a new conversation instead of resuming the recorded one")
+	}
+	return cmd
 }

@@ -75,7 +75,7 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 		Phase: desired.PhaseRunning, HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3",
 		SpawnMode: desired.SpawnResume, SpawnedAt: t0, LastExitStatus: &exit, TranscriptSizeAtSpawn: -1,
 		ObservedGeneration: 3,
-	}.Remember("d1", "d2")
+	}
 
 	// "o1" belongs to another item and "nope" to none: both are skipped.
 	require.NoError(t, st.PutStatus(ctx, keyAPI, status, "d1", "d2", "o1", "nope"))
@@ -111,6 +111,8 @@ func (s suite) unknownKey(t *testing.T) {
 			return st.PutStatus(ctx, unknown, desired.Status{Phase: desired.PhaseRunning}, "d1")
 		}},
 		{name: "set_held", call: func() error { return st.SetHeld(ctx, unknown, true) }},
+		{name: "release", call: func() error { return st.Release(ctx, unknown, true) }},
+		{name: "history", call: func() error { _, err := st.History(ctx, unknown, 3); return err }},
 		{name: "report_session", call: func() error {
 			return st.ReportSession(ctx, unknown, desired.SessionReport{SessionID: "x", Source: "startup"})
 		}},
@@ -216,4 +218,69 @@ func (s suite) handEditedStatus(t *testing.T) {
 			assert.Equal(t, desired.Status{Phase: desired.PhaseIdle}, get(t, st, keyAPI).Status)
 		})
 	}
+}
+
+// release: a release is a spec change. It clears the hold, bumps the
+// generation, records that generation and whether it asked for a new
+// conversation, and leaves the status to the reconciler.
+func (s suite) release(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	ingest(t, st, comment(keyAPI, "d1", t0))
+	require.NoError(t, st.SetHeld(ctx, keyAPI, true))
+	before := get(t, st, keyAPI)
+	status := desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 4}
+	require.NoError(t, st.PutStatus(ctx, keyAPI, status))
+
+	require.NoError(t, st.Release(ctx, keyAPI, true))
+	got := get(t, st, keyAPI)
+	assert.False(t, got.Spec.Held, "a release clears the hold")
+	assert.Equal(t, before.Spec.Generation+1, got.Spec.Generation)
+	assert.Equal(t, got.Spec.Generation, got.Spec.ReleaseGeneration)
+	assert.True(t, got.Spec.ReleaseFresh)
+	assert.True(t, got.ReleasePending())
+	assert.Equal(t, status, got.Status, "the status is the reconciler's to change")
+
+	require.NoError(t, st.Release(ctx, keyAPI, false))
+	got = get(t, st, keyAPI)
+	assert.False(t, got.Spec.ReleaseFresh)
+	assert.Equal(t, before.Spec.Generation+2, got.Spec.ReleaseGeneration)
+	got.Status.ReleasedGeneration = got.Spec.ReleaseGeneration
+	require.NoError(t, st.PutStatus(ctx, keyAPI, got.Status))
+	assert.False(t, get(t, st, keyAPI).ReleasePending(), "carried out")
+}
+
+// history: an item's history is its opening delivery and its latest
+// delivered ones, delivered only, in arrival order, each once.
+func (s suite) history(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	other := desired.Key{Owner: "acme", Repo: "web", Number: 7}
+	var ids []string
+	for i := 1; i <= 12; i++ {
+		id := fmt.Sprintf("d%02d", i)
+		ids = append(ids, id)
+		ingest(t, st, comment(keyAPI, id, t0.Add(time.Duration(i)*time.Second)))
+	}
+	ingest(t, st, comment(other, "o1", t0))
+
+	got, err := st.History(ctx, keyAPI, 3)
+	require.NoError(t, err)
+	assert.Empty(t, got, "pending events are not history")
+
+	// d01..d10 delivered; d11, d12 still pending.
+	require.NoError(t, st.PutStatus(ctx, keyAPI, desired.Status{Phase: desired.PhaseRunning}, ids[:10]...))
+	require.NoError(t, st.PutStatus(ctx, other, desired.Status{Phase: desired.PhaseRunning}, "o1"))
+	got, err = st.History(ctx, keyAPI, 3)
+	require.NoError(t, err)
+	var gotIDs []string
+	for _, d := range got {
+		gotIDs = append(gotIDs, d.ID)
+	}
+	assert.Equal(t, []string{"d01", "d08", "d09", "d10"}, gotIDs, "the opening event, then the latest, in arrival order")
+	assert.Equal(t, *comment(keyAPI, "d01", t0.Add(time.Second)).Delivery, got[0])
+
+	got, err = st.History(ctx, keyAPI, 20)
+	require.NoError(t, err)
+	assert.Len(t, got, 10, "each once")
 }

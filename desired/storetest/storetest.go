@@ -40,7 +40,7 @@ type Backend struct {
 // one subtest per behaviour, each on a new backing store: ingest and its
 // dedupe by delivery id, the open/closed state and its snapshots, refused
 // input, record and delivery order, status writes that mark deliveries
-// delivered, unknown keys, the hold, session reports, hand-edited statuses,
+// delivered, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, durability across a reopen, concurrent
 // writers on one and on two handles, and the reconcile lock across two
 // handles.
@@ -66,6 +66,8 @@ func Run(t *testing.T, b Backend) {
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
 		{"unknown_key_is_not_found", s.unknownKey},
 		{"set_held_bumps_generation", s.setHeld},
+		{"release_is_a_spec_change", s.release},
+		{"history_is_the_opening_and_latest_delivered", s.history},
 		{"session_report_is_loaded_with_the_record", s.sessionReport},
 		{"hand_edited_status_is_reported", s.handEditedStatus},
 		{"events_filtered_and_ordered", s.events},

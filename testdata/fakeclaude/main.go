@@ -27,11 +27,13 @@
 //     more than 50 bytes of unbracketed text is a newline. Ctrl-C twice
 //     within a second, or the prompt /exit, exits 0 with "Resume this
 //     session with:" / "claude --resume <id>" when the transcript exists.
+//     The prompt /clear starts a new conversation under a new id and runs
+//     the SessionStart hooks with "source": "clear".
 //     SIGHUP and SIGTERM exit with 128+signal, as the real CLI does.
 //   - --settings <json or file> with hooks.SessionStart commands runs each
 //     through sh -c at start, with {"session_id", "transcript_path", "cwd",
 //     "hook_event_name": "SessionStart", "source": "startup" or "resume"}
-//     on stdin, as Claude Code does.
+//     on stdin, as Claude Code does ("clear" after /clear).
 //   - Otherwise it behaves like -p: it answers one prompt (the positional
 //     one, or stdin) on stdout and exits 1.
 //
@@ -611,6 +613,13 @@ func (u *tui) submit(text string) (exitCode, bool) {
 	switch strings.TrimSpace(text) {
 	case "/exit", "/quit":
 		return exitCode{0, u.sess.resumeHint()}, true
+	case "/clear":
+		// A new conversation under a new id, reported to the SessionStart
+		// hooks with source "clear", as Claude Code does; its transcript
+		// is created at its first prompt.
+		u.sess, u.history = &session{store: u.store, id: uuid.NewString()}, nil
+		runSessionStartHooks(u.inv.settings, u.sess.id, u.store.path(u.sess.id), "clear")
+		return exitCode{}, false
 	}
 	if u.knobs.mangle {
 		text = spaceRuns.ReplaceAllString(text, " ")

@@ -1,0 +1,117 @@
+package desired
+
+import (
+	"slices"
+	"time"
+)
+
+// The delivery lifecycle. A delivery moves
+//
+//	pending ─▶ carried as a boot prompt ─▶ delivered
+//	pending ─▶ sending (pasted) ─────────▶ delivered
+//
+// and back to pending when the spawn or the pane that carried it ends
+// before it reached the conversation. Pending and delivered are the
+// delivery's own row (deliveries.state in the SQLite store): the one record
+// of whether it was delivered, written by PutStatus's delivered list in the
+// same transaction as the status, and Record.Pending holds exactly the
+// deliveries not delivered. The status only names what is in flight: the
+// boot prompt of the current spawn (SpawnDeliveryID) and the paste not yet
+// seen in the conversation (SendingDeliveryID, SentAt, SendAttempts). The
+// transitions below are the only code that writes those fields.
+
+// Carry returns s with delivery id carried as the boot prompt of the spawn
+// being recorded; "" for a spawn that boots with no delivery (a nudge, or
+// the header of an event too long for argv).
+func (s Status) Carry(id string) Status {
+	s.SpawnDeliveryID = id
+	return s
+}
+
+// Send returns s with delivery id pasted at at. A paste of the delivery
+// already in flight (retry) is one more attempt; any other starts at one.
+func (s Status) Send(id string, at time.Time, retry bool) Status {
+	attempts := 1
+	if retry && s.SendingDeliveryID == id {
+		attempts = s.SendAttempts + 1
+	}
+	s.SendingDeliveryID, s.SentAt, s.SendAttempts = id, at, attempts
+	return s
+}
+
+// Resubmit returns s after the text of the paste in flight, left in the
+// input box, was submitted again at at: one more attempt.
+func (s Status) Resubmit(at time.Time) Status {
+	s.SentAt, s.SendAttempts = at, s.SendAttempts+1
+	return s
+}
+
+// Deliver returns s once delivery id reached the conversation: it is no
+// longer in flight, as boot prompt or as paste. The caller records the
+// delivery itself as delivered in the same write (PutStatus).
+func (s Status) Deliver(id string) Status {
+	if id == "" {
+		return s
+	}
+	if s.SendingDeliveryID == id {
+		s = s.DropSend()
+	}
+	if s.SpawnDeliveryID == id {
+		s.SpawnDeliveryID = ""
+	}
+	return s
+}
+
+// DropSend returns s with the paste in flight given up (the pane died, the
+// item was stopped or needs attention): unless it was delivered, its
+// delivery is pending again and goes with the next spawn or paste.
+func (s Status) DropSend() Status {
+	s.SendingDeliveryID, s.SentAt, s.SendAttempts = "", time.Time{}, 0
+	return s
+}
+
+// DropInFlight returns s with both the boot prompt and the paste in flight
+// given up: the session ended (a stop).
+func (s Status) DropInFlight() Status {
+	s = s.DropSend()
+	s.SpawnDeliveryID = ""
+	return s
+}
+
+// RetiredSessionIDsMax bounds Status.RetiredSessionIDs.
+const RetiredSessionIDsMax = 16
+
+// Retire returns s with id added to the retired conversation ids, newest
+// last, keeping at most RetiredSessionIDsMax; s's slice is left unchanged.
+// A retired id is never resumed again.
+func (s Status) Retire(id string) Status {
+	if id == "" || slices.Contains(s.RetiredSessionIDs, id) {
+		return s
+	}
+	ids := append(slices.Clone(s.RetiredSessionIDs), id)
+	if over := len(ids) - RetiredSessionIDsMax; over > 0 {
+		ids = ids[over:]
+	}
+	s.RetiredSessionIDs = ids
+	return s
+}
+
+// Retired reports whether id was retired.
+func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessionIDs, id) }
+
+// Released returns s after an operator's release of generation (the
+// Spec.ReleaseGeneration it carries out): the restart budget's counts and
+// any wait are cleared and the item goes to phase; a fresh release also
+// retires the conversation retire, clears its churn count and asks for a
+// new conversation (FreshRequested) until the next fresh spawn.
+func (s Status) Released(generation int64, phase Phase, fresh bool, retire string) Status {
+	s.Phase = phase
+	s.Failures, s.FastFailures, s.NextAttempt = 0, 0, time.Time{}
+	s.ReleasedGeneration = generation
+	s.Reason = "released"
+	if fresh {
+		s = s.Retire(retire)
+		s.FreshRequested, s.ChurnFailures = true, 0
+	}
+	return s
+}

@@ -1,0 +1,151 @@
+package desired
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDeliveryLifecycle(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	base := Status{Phase: PhaseRunning}
+
+	// pending → carried as a boot prompt → delivered
+	booted := base.Carry("d1")
+	assert.Equal(t, "d1", booted.SpawnDeliveryID)
+	assert.Empty(t, booted.Deliver("d1").SpawnDeliveryID)
+	assert.Equal(t, "d1", booted.Deliver("d2").SpawnDeliveryID, "another delivery leaves the boot prompt in flight")
+
+	// pending → sending → delivered
+	sent := base.Send("d2", at, false)
+	assert.Equal(t, Status{Phase: PhaseRunning, SendingDeliveryID: "d2", SentAt: at, SendAttempts: 1}, sent)
+	again := sent.Resubmit(at.Add(time.Second)).Send("d2", at.Add(2*time.Second), true)
+	assert.Equal(t, 3, again.SendAttempts, "a resubmit and a repaste are attempts of the same send")
+	assert.Equal(t, 1, again.Send("d3", at, true).SendAttempts, "another delivery starts over")
+	assert.Equal(t, 1, again.Send("d2", at, false).SendAttempts, "a first send starts over")
+	assert.Equal(t, base, again.Deliver("d2"), "delivered: nothing left in flight")
+
+	// in flight → pending again
+	both := base.Carry("d1").Send("d2", at, false)
+	assert.Equal(t, base.Carry("d1"), both.DropSend())
+	assert.Equal(t, base, both.DropInFlight())
+	assert.Equal(t, both, both.Deliver(""), "delivering nothing changes nothing")
+}
+
+func TestStatusRetire(t *testing.T) {
+	var ids []string
+	for i := 1; i <= RetiredSessionIDsMax+2; i++ {
+		ids = append(ids, fmt.Sprintf("id%d", i))
+	}
+	st := Status{}
+	for _, id := range ids {
+		st = st.Retire(id)
+		assert.Equal(t, id, st.RetiredSessionIDs[len(st.RetiredSessionIDs)-1], "newest last")
+		assert.LessOrEqual(t, len(st.RetiredSessionIDs), RetiredSessionIDsMax)
+	}
+	assert.Equal(t, ids[2:], st.RetiredSessionIDs, "bounded, newest last")
+	assert.True(t, st.Retired("id3"))
+	assert.False(t, st.Retired("id1"), "the oldest fell out")
+	assert.Equal(t, st, st.Retire("id5"), "an id is retired once")
+	assert.Equal(t, st, st.Retire(""), "nothing to retire")
+
+	// The receiver's slice is never written.
+	shared := append(make([]string, 0, 8), "a")
+	owner := Status{RetiredSessionIDs: shared}
+	_ = owner.Retire("b")
+	assert.Empty(t, strings.Join(shared[1:cap(shared)], ""), "caller's spare capacity written")
+}
+
+func TestConversationID(t *testing.T) {
+	spawned := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a, b := "aaaaaaaa-0000-4000-8000-000000000000", "bbbbbbbb-0000-4000-8000-000000000000"
+	running := Status{Phase: PhaseRunning, HarnessSessionID: a, SpawnedAt: spawned}
+	report := func(id string, at time.Time) *SessionReport {
+		return &SessionReport{SessionID: id, Source: "clear", At: at}
+	}
+	uuidOnly := func(id string) bool { return !strings.Contains(id, "not") }
+	with := func(st Status, f func(*Status)) Status { f(&st); return st }
+	tests := []struct {
+		name string
+		st   Status
+		rep  *SessionReport
+		want string
+	}{
+		{"no_report", running, nil, a},
+		{"report_of_the_recorded_id", running, report(a, spawned.Add(time.Second)), a},
+		{"clear_while_running", running, report(b, spawned.Add(time.Minute)), b},
+		// The agent was killed a second after /clear, before a pass
+		// followed the report: the death does not undo it.
+		{"clear_then_killed", with(running, func(s *Status) { s.Phase, s.LastExitAt = PhaseBackingOff, spawned.Add(61*time.Second) }), report(b, spawned.Add(time.Minute)), b},
+		{"clear_then_stopped", with(running, func(s *Status) { s.Phase = PhaseStopped }), report(b, spawned.Add(time.Minute)), b},
+		{"report_of_an_earlier_spawn", running, report(b, spawned.Add(-time.Second)), a},
+		{"report_after_the_recorded_death", with(running, func(s *Status) { s.Phase, s.LastExitAt = PhaseExited, spawned.Add(time.Minute) }), report(b, spawned.Add(2*time.Minute)), a},
+		{"spawn_being_confirmed_keeps_its_id", with(running, func(s *Status) { s.Phase = PhaseSpawning }), report(b, spawned.Add(time.Second)), a},
+		{"id_the_harness_refuses", running, report("not-an-id", spawned.Add(time.Minute)), a},
+		{"nothing_recorded", Status{Phase: PhaseIdle}, report(b, spawned), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Record{Status: tt.st, Report: tt.rep}
+			assert.Equal(t, tt.want, r.ConversationID(uuidOnly))
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	ev := func(id, body string) Delivery {
+		return Delivery{ID: id, Prompt: "[loopd] issue_comment.created on acme/api#42 by octocat (delivery " + id + ")\n" +
+			FrameBegin(id) + body + "\n" + FrameEnd(id, body+"\n")}
+	}
+	opening, mid, last := ev("d1", "open it"), ev("d2", strings.Repeat("m", 300)), ev("d3", "latest")
+	history := []Delivery{opening, mid, last}
+
+	all := Replay(history, 8<<10)
+	require.True(t, strings.HasPrefix(all, "[loopd] The events of this work item"), "loopd's line comes first: %q", all)
+	assert.Equal(t, []int{strings.Index(all, opening.Prompt), strings.Index(all, mid.Prompt), strings.Index(all, last.Prompt)},
+		sortedInts(strings.Index(all, opening.Prompt), strings.Index(all, mid.Prompt), strings.Index(all, last.Prompt)), "oldest first")
+	assert.NotContains(t, all, "left out")
+	for _, d := range history {
+		assert.Equal(t, SeenWhole, FrameOf(d).Check(all), "each event whole, framed as stored")
+	}
+
+	// Too small for the middle event: the opening one and the latest stay
+	// whole, the middle one is left out and counted; none is cut.
+	small := Replay(history, len(opening.Prompt)+len(last.Prompt)+200)
+	assert.LessOrEqual(t, len(small), len(opening.Prompt)+len(last.Prompt)+200)
+	assert.Contains(t, small, opening.Prompt)
+	assert.Contains(t, small, last.Prompt)
+	assert.NotContains(t, small, DeliveryMarker("d2"))
+	assert.Contains(t, small, "(1 left out for length)")
+
+	assert.Empty(t, Replay(nil, 8<<10))
+	assert.Empty(t, Replay(history, 10), "nothing fits")
+}
+
+func sortedInts(v ...int) []int {
+	out := append([]int(nil), v...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestStatusReleased(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := Status{Phase: PhaseNeedsAttention, HarnessSessionID: "a", Failures: 11, FastFailures: 2, ChurnFailures: 3, NextAttempt: at}
+	got := st.Released(7, PhaseBackingOff, false, "")
+	assert.Equal(t, Status{Phase: PhaseBackingOff, HarnessSessionID: "a", ChurnFailures: 3, ReleasedGeneration: 7, Reason: "released"}, got,
+		"the budget's counts go; the churn count is the conversation's and stays")
+	fresh := st.Released(8, PhaseBackingOff, true, "a")
+	assert.True(t, fresh.FreshRequested)
+	assert.True(t, fresh.Retired("a"))
+	assert.Zero(t, fresh.ChurnFailures)
+}
