@@ -24,7 +24,7 @@ check:
 	$(MAKE) test
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./tmux ./observed ./desired ./webhook
+	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook
 
 demo: build
 	./scripts/demo.sh

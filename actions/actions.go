@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // Reason says why an action was planned. The values are constants so that the

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/launch"
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Sentinel errors of the executor, checked with errors.Is.

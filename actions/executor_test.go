@@ -18,12 +18,12 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 // rig is an executor wired to a stateful tmux fake, a real SQLite store and
@@ -135,7 +135,7 @@ func (r *rig) spawn(rec desired.Record, d desired.Delivery) actions.Spawn {
 
 func screen(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "harness", "testdata", "claude-2.1.197", name))
+	b, err := os.ReadFile(filepath.Join("..", "internal", "harness", "testdata", "claude-2.1.197", name))
 	require.NoError(t, err)
 	return string(b)
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // Sentinel errors of a Store.

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // start runs `loopd serve` and waits until /healthz answers. Its stderr

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 func trustPromptEnv(t *testing.T) *env {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // sharedSocket makes b use a's tmux socket (the default "loopd" makes

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/webhook"
+	"github.com/loopd/loopd/internal/webhook"
 )
 
 // fixturesDir holds the GitHub webhook example payloads

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
 )
 

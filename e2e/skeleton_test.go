@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/webhook"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/webhook"
 )
 
 func TestFirstCommentSpawnsFreshSession(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/webhook"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/webhook"
 )
 
 // openStore opens the env's SQLite store; the caller closes it. It may be

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // tmux runs a tmux command on the env's server and returns its stdout.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // A session with several panes (someone split it by hand) keeps its first:

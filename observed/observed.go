@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // SessionPrefix starts the name of every session that loopd owns; other

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Observation is everything one pass saw: the tmux snapshot from a single

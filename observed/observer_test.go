@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Watcher supervises loopd's tmux server for the reconcile loop: it starts

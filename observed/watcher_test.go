@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 const diedChannel = "loopd-pane-died"

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
 )
 
 // BenchmarkPlan plans 10,000 items in a realistic mix: most running with

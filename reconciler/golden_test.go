@@ -13,10 +13,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
 )
 
 var update = flag.Bool("update", false, "rewrite the dry-run golden files in testdata/plan")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
 )
 

@@ -18,13 +18,13 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
 )
 
 // passRig runs whole passes against a stateful tmux fake, a real SQLite

@@ -8,7 +8,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/observed"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/tmux"
 )
 
 func isUUID(id string) bool {

@@ -3,7 +3,7 @@ package reconciler
 import (
 	"time"
 
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
 

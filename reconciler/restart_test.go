@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
 )
 
 // testServerOwner is the loopd the tests plan for, testOwner its mark.

@@ -23,7 +23,7 @@ import (
 	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
-	"github.com/loopd/loopd/paneenv"
+	"github.com/loopd/loopd/internal/paneenv"
 )
 
 // ErrInvalid is wrapped by every error that says a config file breaks the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // debounce is how long the directory must stay quiet before a change is

@@ -13,14 +13,14 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/journal"
-	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/paneenv"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/paneenv"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
 )
 
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/harness"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 )
 

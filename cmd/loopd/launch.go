@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/launch"
+	"github.com/loopd/loopd/internal/launch"
 )
 
 // newLaunchCmd is the launcher a pane runs first (package launch): it is

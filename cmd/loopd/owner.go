@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
 )
 
 // socketLockSuffix names the flock file that sits beside the tmux socket,

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/webhook"
+	"github.com/loopd/loopd/internal/webhook"
 )
 
 // replayOpts are the flags of loopd replay.

@@ -21,11 +21,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/webhook"
 )
 
 // serveLockFile is the flock a running serve holds in the state dir.

@@ -66,7 +66,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/harness"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/tmux"
-	"github.com/loopd/loopd/tmux/tmuxtest"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // Bounds for waits on real processes; they bound, they do not measure.

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/loopd/loopd/paneenv"
+	"github.com/loopd/loopd/internal/paneenv"
+	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/tmux"
 )
 
 // base is what every adapter takes from its config as it is.

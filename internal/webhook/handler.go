@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Driver adapts one tmux.Client implementation to RunConformance. The suite

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Polling bounds for waits on real processes. They bound the wait, they do

@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/journal"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -33,7 +33,7 @@ var receivedAt = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // fixturesDir holds the GitHub webhook example payloads the tests send
 // (testdata/github-webhooks/README.md says where they come from).
-var fixturesDir = filepath.Join("..", "testdata", "github-webhooks")
+var fixturesDir = filepath.Join("..", "..", "testdata", "github-webhooks")
 
 // fixture returns the bytes of one fixture file; a missing one fails the
 // test.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loopd/loopd/tmux"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // fakeCommandLimit approximates the size of argv that tmux refuses with

@@ -152,7 +152,7 @@ func TestCLI(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
 		t.Parallel()
 		bin := filepath.Join(t.TempDir(), "fakeclaude")
-		out, err := exec.Command("go", "build", "-o", bin, "../testdata/fakeclaude").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", bin, "../../testdata/fakeclaude").CombinedOutput()
 		require.NoError(t, err, string(out))
 		testCLI(t, bin)
 	})

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/paneenv"
+	"github.com/loopd/loopd/internal/paneenv"
 )
 
 // Exec is the real Client: each verb runs the tmux client once, as
