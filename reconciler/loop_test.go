@@ -122,7 +122,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.opened(t)
 
 	res := r.pass(t, false)
-	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
 	id := r.record(t).Status.HarnessSessionID
 	assert.Equal(t, []string{"claude", "--session-id", id, "--", "[loopd] issues.opened\nfix it"}, r.tmux.Argv(sess))
@@ -180,7 +180,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	res := r.pass(t, true)
-	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.True(t, res.Changed())
 	after, err := r.store.Records(ctx)
 	require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
 
 		unlock()
 		res := r.pass(t, false)
-		assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+		assert.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 		assert.Len(t, r.tmux.Sessions(), 1)
 	})
 }

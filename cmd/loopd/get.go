@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
@@ -84,6 +85,12 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		reason := st.Reason
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
+		}
+		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
+			reason += " workspace_error=" + journal.Quote(st.WorkspaceError)
+		}
+		if st.WorkdirReported != "" && st.WorkdirReported != st.WorkdirRendered {
+			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + st.WorkdirReported
 		}
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
