@@ -106,7 +106,7 @@ type Spec struct {
 	// repository, "" when unknown or a fork's: its worktree then checks
 	// out refs/pull/<n>/head.
 	HeadRef string
-	Closed bool
+	Closed  bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
 	StateChangedAt time.Time

@@ -124,9 +124,19 @@ func TestPlanWorkspace(t *testing.T) {
 		// Once spawned, the workdir is pinned.
 		{"pinned_workdir_resumes_there_and_reports_a_changed_route", rec(pinned(nil), ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: physical}), routed(nil),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: physical, Rendered: current},
-				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.Cwd = physical; r.TranscriptSize = -1; return r }()}},
+				func() actions.ResumeSpawn {
+					r := resume(ev1, actions.ReasonNewEvent)
+					r.Cwd = physical
+					r.TranscriptSize = -1
+					return r
+				}()}},
 		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
-			[]actions.Action{func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.Cwd = physical; r.TranscriptSize = -1; return r }()}},
+			[]actions.Action{func() actions.ResumeSpawn {
+				r := resume(ev1, actions.ReasonNewEvent)
+				r.Cwd = physical
+				r.TranscriptSize = -1
+				return r
+			}()}},
 		{"pinned_workdir_gone_blocks_never_remade", rec(pinned(func(s *desired.Status) { s.WorkdirRendered = current }), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: physical}}},
 		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
@@ -146,7 +156,12 @@ func TestPlanWorkspace(t *testing.T) {
 			s.Phase, s.WorkdirRendered, s.Workspace = desired.PhaseStopped, current, desired.WorkspaceRemoved
 		}), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.PrepareWorkspace{Key: key, Session: sess, Dir: physical, Checkout: issue, Reason: actions.ReasonWorkspaceRemoved, Failures: 1, RetryAt: t0},
-				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.Cwd = physical; r.TranscriptSize = -1; return r }()}},
+				func() actions.ResumeSpawn {
+					r := resume(ev1, actions.ReasonNewEvent)
+					r.Cwd = physical
+					r.TranscriptSize = -1
+					return r
+				}()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,7 +66,7 @@ const (
 	// WorkspaceUnreadable: observation could not read an item's workdir
 	// (a permission); the planner treats it as not observed.
 	WorkspaceUnreadable Name = "workspace.unreadable"
-	HarnessMissing   Name = "harness.missing"
+	HarnessMissing      Name = "harness.missing"
 
 	ItemHeld     Name = "item.held"
 	ItemReleased Name = "item.released"

@@ -37,6 +37,11 @@ type Options struct {
 	// Files is how many files the default branch holds besides README
 	// (for benchmarks); 0 means none.
 	Files int
+	// Filter, when set, names a git filter driver every file of the
+	// default branch goes through at checkout (.gitattributes
+	// "* filter=<Filter>"); a git without that driver configured checks
+	// the files out as they are.
+	Filter string
 }
 
 // NewRemote builds a bare repository under t.TempDir().
@@ -49,6 +54,9 @@ func NewRemote(t testing.TB, opts Options) *Remote {
 	Git(t, root, "init", "--quiet", "--bare", "--initial-branch="+r.Default, r.Dir)
 	Git(t, root, "init", "--quiet", "--initial-branch="+r.Default, work)
 	write(t, filepath.Join(work, "README"), "hello\n")
+	if opts.Filter != "" {
+		write(t, filepath.Join(work, ".gitattributes"), "* filter="+opts.Filter+"\n")
+	}
 	for i := range opts.Files {
 		write(t, filepath.Join(work, "src", fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%04d.txt", i)), fmt.Sprintf("file %d\n", i))
 	}
