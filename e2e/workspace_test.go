@@ -357,8 +357,9 @@ func TestPlainWorkdirThatCannotBeMadeNeedsAttention(t *testing.T) {
 }
 
 // TestWorkdirPinnedAfterFirstSpawn: once the agent ran in a workdir, a
-// route that renders another one is reported once (workspace.pinned,
-// loopd get) and not applied: a restart resumes in the pinned one.
+// route that renders another one is shown by loopd get, journaled once at
+// the next spawn (workspace.pinned), and not applied: the restart resumes
+// in the pinned one.
 func TestWorkdirPinnedAfterFirstSpawn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -368,12 +369,12 @@ func TestWorkdirPinnedAfterFirstSpawn(t *testing.T) {
 	repos["*"].(map[string]any)["workdir"] = moved
 	e.writeConfig(t)
 	e.reload(t)
-	ev := e.waitEvent(t, journal.WorkspacePinned, keyIssue, 1, waitShort)
-	assert.Equal(t, e.workdir(keyIssue), ev[0].Attrs["path"])
-	assert.Equal(t, filepath.Join(e.dir, "moved", "1"), ev[0].Attrs["config_path"])
-	assert.Contains(t, e.mustRun(t, "get"), "workdir_pinned="+e.workdir(keyIssue))
+	assert.Contains(t, e.mustRun(t, "get"), "workdir_pinned="+e.workdir(keyIssue)+" config_workdir="+filepath.Join(e.dir, "moved", "1"))
 
 	e.killPane(t, keyIssue)
+	ev := e.waitEvent(t, journal.WorkspacePinned, keyIssue, 1, waitLong)
+	assert.Equal(t, e.workdir(keyIssue), ev[0].Attrs["path"])
+	assert.Equal(t, filepath.Join(e.dir, "moved", "1"), ev[0].Attrs["config_path"])
 	back := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnMode == desired.SpawnResume
 	}, waitLong, "the agent did not resume")

@@ -77,7 +77,7 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // it, so the decisions that follow start from there.
 func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
 	var out []actions.Action
-	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation, planWorkspace} {
+	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -668,7 +668,8 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 	if stop {
 		return pre
 	}
-	if len(pre) == 0 && st.HarnessSessionID != "" && it.obs.MissingWorkdirs[key] {
+	pre = append(it.reportMoved(w), pre...)
+	if st.HarnessSessionID != "" && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
 	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir))

@@ -123,33 +123,53 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 	return []actions.Action{a}, false
 }
 
-// planWorkspace reports what the item's pinned workdir does not follow:
-// a route whose workdir template now renders another path is reported once
-// (ReportWorkdir), never applied, since the conversation is found by its
-// workdir. It runs before the item is planned.
-func planWorkspace(r desired.Record, _ observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
-	w := workspaceOf(r, p)
+// moved reports whether the route now renders another workdir than the
+// one w is pinned to (the rendering it was pinned from, or Spec.Cwd for
+// an item pinned before that was recorded).
+func (w workspacePlan) moved(r desired.Record) bool {
 	if !w.pinned || w.rendered == "" {
-		return nil, r, false
+		return false
 	}
 	was := r.Status.WorkdirRendered
 	if was == "" {
 		was = r.Spec.Cwd
 	}
-	if w.rendered == was || w.rendered == r.Status.WorkdirReported {
-		return nil, r, false
+	return w.rendered != was
+}
+
+// reportMoved returns the report that the pinned workdir does not follow a
+// route that now renders another path (ReportWorkdir), once per rendering,
+// at the spawn that does not apply it: the conversation is found by its
+// workdir, so the pinned one stays.
+func (it itemPlan) reportMoved(w workspacePlan) []actions.Action {
+	if !w.moved(it.r) || w.rendered == it.st.WorkdirReported {
+		return nil
 	}
-	r.Status.WorkdirReported = w.rendered
-	return []actions.Action{actions.ReportWorkdir{Key: r.Key, Pinned: w.dir, Rendered: w.rendered}}, r, false
+	return []actions.Action{actions.ReportWorkdir{Key: it.r.Key, Pinned: w.dir, Rendered: w.rendered}}
+}
+
+// WorkdirMoved returns the workdir the current routing of p renders for
+// r, and whether it differs from the one r's conversation is pinned to
+// (loopd get shows it; the planner reports it once, at the next spawn).
+func WorkdirMoved(r desired.Record, p Policy) (rendered string, moved bool) {
+	w := workspaceOf(r, p)
+	return w.rendered, w.moved(r)
 }
 
 // closeWorkspace returns the removal of a closed item's worktree, when
 // its route asks for it (removeOnClose) and its close has not dealt with
-// it yet.
+// it yet. The cheap checks come first: a pass looks at every closed item.
 func (it itemPlan) closeWorkspace() []actions.Action {
-	w := workspaceOf(it.r, it.p)
-	if !it.r.Spec.Closed || it.r.Spec.Held || !w.removeOnClose || w.checkout == nil || !w.pinned || it.st.Workspace != "" {
+	r := it.r
+	if !r.Spec.Closed || r.Spec.Held || it.st.Workspace != "" || (it.st.Workdir == "" && it.st.HarnessSessionID == "") {
 		return nil
 	}
-	return []actions.Action{actions.RemoveWorkspace{Key: it.r.Key, Dir: w.dir, URL: w.checkout.URL}}
+	if route, ok := it.p.Routing.Route(r.Key.Owner, r.Key.Repo); !ok || route.Checkout == nil || !route.Checkout.RemoveOnClose {
+		return nil
+	}
+	w := workspaceOf(r, it.p)
+	if w.checkout == nil || !w.pinned {
+		return nil
+	}
+	return []actions.Action{actions.RemoveWorkspace{Key: r.Key, Dir: w.dir, URL: w.checkout.URL}}
 }

@@ -146,7 +146,7 @@ func TestPlanWorkspace(t *testing.T) {
 		// Closing.
 		{"close_removes_the_worktree_when_asked", closed(pinned(func(s *desired.Status) { s.Phase = desired.PhaseStopped })), obs(gone()),
 			routed(func(c *schema.Checkout) { c.RemoveOnClose = true }),
-			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: physical, Rendered: current}, actions.RemoveWorkspace{Key: key, Dir: physical, URL: url}}},
+			[]actions.Action{actions.RemoveWorkspace{Key: key, Dir: physical, URL: url}}},
 		{"close_keeps_the_worktree_by_default", closed(pinned(func(s *desired.Status) { s.Phase, s.WorkdirRendered = desired.PhaseStopped, current })), obs(gone()),
 			routed(nil), nil},
 		{"close_deals_with_the_worktree_once", closed(pinned(func(s *desired.Status) {
@@ -168,6 +168,20 @@ func TestPlanWorkspace(t *testing.T) {
 			require.Equal(t, tt.want, Plan([]desired.Record{tt.rec}, tt.obs, tt.p, t0))
 		})
 	}
+}
+
+func TestWorkdirMoved(t *testing.T) {
+	p := testPolicy()
+	p.Routing = schema.Routing{Repos: map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "/new/{{.Number}}"}}}
+	r := rec(running())
+	got, moved := WorkdirMoved(r, p)
+	require.Equal(t, "/new/42", got)
+	require.True(t, moved, "pinned to %s", cwd)
+	r.Status.Workdir, r.Status.WorkdirRendered = "/real/42", "/new/42"
+	_, moved = WorkdirMoved(r, p)
+	require.False(t, moved, "the same rendering, pinned at its physical path")
+	_, moved = WorkdirMoved(rec(desired.Status{}), p)
+	require.False(t, moved, "nothing is pinned before the first spawn")
 }
 
 func with(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 )
@@ -95,7 +96,7 @@ func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (strin
 	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
 		return "", fmt.Errorf("render workdir for %s/%s: not a GitHub owner/repo name", owner, repo)
 	}
-	tmpl, err := template.New("workdir").Parse(r.Workdir)
+	tmpl, err := parsed("workdir", r.Workdir)
 	if err != nil {
 		return "", fmt.Errorf("render workdir: %w", err)
 	}
@@ -162,7 +163,7 @@ func ValidBranch(name string) bool {
 }
 
 func render(name, text string, data any) (string, error) {
-	tmpl, err := template.New(name).Option("missingkey=error").Parse(text)
+	tmpl, err := parsed(name, text)
 	if err != nil {
 		return "", err
 	}
@@ -171,4 +172,23 @@ func render(name, text string, data any) (string, error) {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// templates caches parsed route templates by name and text: the planner
+// renders an item's workdir and checkout on every pass, and parsing costs
+// far more than executing (a parsed template is safe for concurrent use).
+var templates sync.Map // [2]string{name, text} → *template.Template
+
+// parsed returns the template text parsed under name, from the cache.
+func parsed(name, text string) (*template.Template, error) {
+	key := [2]string{name, text}
+	if t, ok := templates.Load(key); ok {
+		return t.(*template.Template), nil
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	templates.Store(key, t)
+	return t, nil
 }

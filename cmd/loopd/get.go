@@ -45,6 +45,7 @@ was lost on the way from GitHub (the next comment heals that).`,
 				return err
 			}
 			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
+			policy.Routing = cfg.Webhooks.GHWebhook.Routing
 			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale, policy)
 		},
 	}
@@ -89,8 +90,9 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
 			reason += " workspace_error=" + journal.Quote(st.WorkspaceError)
 		}
-		if st.WorkdirReported != "" && st.WorkdirReported != st.WorkdirRendered {
-			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + st.WorkdirReported
+		if rendered, moved := reconciler.WorkdirMoved(r, p); moved {
+			// Not applied: the conversation is found by its workdir.
+			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
 		}
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
