@@ -9,6 +9,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -97,7 +98,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		tr, err := ad.Transcript(rec.Spec.Cwd, id)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
+			o.Log.Warn(string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
@@ -135,7 +136,7 @@ func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness
 		}
 		found, err := harness.TranscriptFrames(t, need.Frames)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
+			o.Log.Warn(string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", t.Path, "err", err)
 			return nil, false
 		}
 		for id, f := range found {

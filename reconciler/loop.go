@@ -266,7 +266,7 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 // trigger until Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.Watcher.EnsureServer(ctx); err != nil {
-		r.Log.Error("tmux.unavailable", "err", err)
+		r.Log.Error(string(journal.TmuxUnavailable), "err", err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })

@@ -99,7 +99,7 @@ func serve(ctx context.Context, g *globals) error {
 		return a.refuse(ctx, err)
 	} else if err != nil {
 		// No tmux yet: the loop says tmux.unavailable and retries.
-		log.Warn("tmux.unavailable", "err", err)
+		log.Warn(string(journal.TmuxUnavailable), "err", err)
 	}
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
@@ -142,7 +142,7 @@ func serve(ctx context.Context, g *globals) error {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
 	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
-	log.Info("serve.listening", "addr", ln.Addr().String(), "webhook_path", hook.Path,
+	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir)
 
 	hup := make(chan os.Signal, 1)
@@ -163,7 +163,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() {
 		// Without the file watch, SIGHUP still reloads.
 		if err := watcher.Run(ctx); err != nil {
-			log.Error("config.watch_failed", "path", g.config, "err", err)
+			log.Error(string(journal.ConfigWatchFailed), "path", g.config, "err", err)
 		}
 	}()
 	go repeats.Run(ctx)
@@ -187,9 +187,9 @@ func serve(ctx context.Context, g *globals) error {
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {
-		log.Error("journal.append_failed", "err", err)
+		log.Error(string(journal.JournalAppendFailed), "err", err)
 	}
-	log.Info("serve.stopped")
+	log.Info(string(journal.ServeStopped))
 	return nil
 }
 
@@ -210,7 +210,7 @@ func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger)
 		case <-t.C:
 			fctx, cancel := context.WithTimeout(ctx, deferredFlushEvery)
 			if err := rec.Flush(fctx); err != nil {
-				log.Debug("journal.append_failed", "err", err, "deferred", true)
+				log.Debug(string(journal.JournalAppendFailed), "err", err, "deferred", true)
 			}
 			cancel()
 		}
