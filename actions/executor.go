@@ -115,7 +115,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				res.Retry = true
 			}
 			res.Failed++
-			e.Log.Warn(string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
+			e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
 			continue
 		}
 		res.Applied++
@@ -294,7 +294,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("new session %s: %w", s.Session, err))
 	}
 	st.PaneID = paneID
-	e.Log.Info(string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
+	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
 		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }

@@ -94,9 +94,14 @@ func (r *Reconciler) triggerChan() chan struct{} {
 // Pass runs one reconcile pass under the cross-process lock, waiting for the
 // lock up to LockWait or until ctx ends (the error then wraps
 // desired.ErrLocked). A dry run plans and returns without touching tmux
-// sessions or the store.
+// sessions or the store. Every log line and journal row the pass writes
+// carries its reconcile id: the one ctx carries (journal.WithReconcileID),
+// or a new one.
 func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) {
 	start := time.Now()
+	if journal.ReconcileID(ctx) == "" {
+		ctx = journal.WithReconcileID(ctx, journal.NewReconcileID())
+	}
 	lockCtx, cancel := ctx, context.CancelFunc(func() {})
 	if r.LockWait > 0 {
 		lockCtx, cancel = context.WithTimeout(ctx, r.LockWait)
@@ -272,13 +277,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
 	defer wg.Wait()
 	for {
-		res, err := r.Pass(ctx, false)
+		// The pass's id is taken here, so that its failure carries it too.
+		pass := journal.WithReconcileID(ctx, journal.NewReconcileID())
+		res, err := r.Pass(pass, false)
 		wait := r.Interval
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			r.Journal.Record(ctx, slog.LevelError, journal.ReconcileFailed, "", "err", err)
+			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err)
 		case res.Requeue && res.RequeueAfter < wait:
 			wait = res.RequeueAfter
 		}

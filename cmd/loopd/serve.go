@@ -53,7 +53,9 @@ func serve(ctx context.Context, g *globals) error {
 	// A failure that repeats (a full disk fails every pass) is written
 	// once, then once a window with its count, in the log and the journal.
 	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
-	log = slog.New(repeats.Handler(log.Handler()))
+	// The reconcile id goes on before the limiter keeps a line, so that a
+	// line it writes later for folded repeats carries it too.
+	log = slog.New(journal.WithPassID(repeats.Handler(log.Handler())))
 	cfg, secret, err := g.loadWithSecret()
 	if err != nil {
 		return err

@@ -164,7 +164,8 @@ func NewRecorder(log *slog.Logger, store Appender, now func() time.Time) *Record
 }
 
 // Record logs and journals one event. kv are alternating snake_case keys and
-// values; values are formatted with slog's text rules.
+// values (keys.go); values are formatted with slog's text rules. The row and
+// the line carry the reconcile id of ctx, when it has one (WithReconcileID).
 func (r *Recorder) Record(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
 	e := r.log1(ctx, level, name, workItem, kv)
 	if r.store == nil {
@@ -227,10 +228,14 @@ func (r *Recorder) Flush(ctx context.Context) error {
 
 // log1 logs one event and returns its journal row.
 func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) Event {
-	attrs := make(map[string]string, len(kv)/2)
-	args := make([]any, 0, len(kv)+2)
+	attrs := make(map[string]string, len(kv)/2+1)
+	args := make([]any, 0, len(kv)+4)
 	if workItem != "" {
-		args = append(args, "work_item", workItem)
+		args = append(args, KeyWorkItem, workItem)
+	}
+	if id := ReconcileID(ctx); id != "" {
+		attrs[KeyReconcileID] = id
+		args = append(args, KeyReconcileID, id)
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		key, _ := kv[i].(string)

@@ -383,7 +383,7 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]by
 	}
 	start := time.Now()
 	stdout, stderr, err := e.execute(ctx, argv, stdin)
-	e.log.Debug(string(journal.TmuxExec), "socket", e.socket, "commands", verbs, "duration", time.Since(start), "err", err)
+	e.log.DebugContext(ctx, string(journal.TmuxExec), "socket", e.socket, "commands", verbs, "duration", time.Since(start), "err", err)
 	if err == nil {
 		return stdout, nil
 	}
