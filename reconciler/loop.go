@@ -129,7 +129,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
 			if err := r.Watcher.EnsureServer(ctx); err != nil {
-				return res, fmt.Errorf("reconcile: start tmux server: %w", err)
+				return res, fmt.Errorf("reconcile: %w", err) // ensure server <socket>: …
 			}
 		}
 		res.Result = r.Executor.Execute(ctx, records, plan)

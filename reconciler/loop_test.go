@@ -228,6 +228,46 @@ func TestEveryLineOfAPassCarriesItsReconcileID(t *testing.T) {
 	assert.NotEqual(t, first, second, "each pass has its own id")
 }
 
+// TestErrorsNameEachLayerOnce follows one failure from tmux up through a
+// pass: a spawn whose argv tmux refuses as too long. Each layer (tmux,
+// the executor) adds its operation and identity once, so no part of the
+// message the journal and the log show is repeated.
+func TestErrorsNameEachLayerOnce(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	p := testPolicy()
+	p.MaxBootPrompt = 64 << 10 // let a long event reach tmux's argv
+	r.rc.Policy = func() Policy { return p }
+	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Prompt: "[loopd] issues.opened\n" + strings.Repeat("x", 20<<10)}})
+	require.NoError(t, err)
+
+	res := r.pass(t, false)
+	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	events, err := r.store.Events(ctx, desired.EventFilter{WorkItem: r.key.String()})
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	failed := events[len(events)-1]
+	require.Equal(t, journal.DispatchFailed, failed.Name)
+	msgs := []string{failed.Attrs[journal.KeyErr], r.record(t).Status.SpawnRefused}
+	for line := range strings.Lines(r.logs.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		if m["msg"] == string(journal.ActionFailed) {
+			msgs = append(msgs, m[journal.KeyErr].(string))
+		}
+	}
+	require.Len(t, msgs, 3)
+	for _, msg := range msgs {
+		assert.Contains(t, msg, "new session "+desired.SessionName(r.key)+": ", "tmux names its operation and the session")
+		assert.Contains(t, msg, tmux.ErrCommandTooLong.Error())
+		parts := strings.Split(msg, ": ")
+		for i, part := range parts {
+			assert.NotContains(t, parts[i+1:], part, "%q is repeated in %q", part, msg)
+		}
+	}
+}
+
 // TestDryRunChangesNothing plans against live state and checks that neither
 // tmux nor the store moved.
 func TestDryRunChangesNothing(t *testing.T) {

@@ -104,7 +104,7 @@ func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *j
 	for _, name := range names {
 		ad, err := harness.New(name, cfg.Harnesses[name])
 		if err != nil {
-			return nil, fmt.Errorf("harness %s: %w", name, err)
+			return nil, err // harness <name>: …
 		}
 		if err := harness.LookCommand(ad); err != nil {
 			rec.Record(ctx, slog.LevelError, journal.HarnessMissing, "", "harness", name, "err", err)

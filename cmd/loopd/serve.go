@@ -64,7 +64,7 @@ func serve(ctx context.Context, g *globals) error {
 	// One daemon per state dir: a second would double every wake-up and
 	// race the first for the same panes.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+		return fmt.Errorf("state dir: %w", err) // mkdir <dir>: …
 	}
 	lockCtx, cancel := context.WithTimeout(ctx, time.Second)
 	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
@@ -278,7 +278,7 @@ func readSecretFile(path string) (string, error) {
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile %s: %w", path, err)
+		return "", fmt.Errorf("webhook secret: secretFile: %w", err) // read <path>: …
 	}
 	if len(data) > maxSecretFile {
 		return "", fmt.Errorf("webhook secret: secretFile %s: larger than %d bytes", path, maxSecretFile)
