@@ -130,7 +130,7 @@ func TestPlanDecides(t *testing.T) {
 		{"release_fresh_replaces_a_live_agent_with_a_new_conversation", released(rec(running()), true), obs(alive(), transcript),
 			[]actions.Action{release(true, oldID, desired.PhaseBackingOff), func() actions.FreshSpawn {
 				f := fresh(none, actions.ReasonReleased, "")
-				f.Prompt = FreshNudgePrompt(key, desired.KindIssue, actions.ReasonReleased)
+				f.Prompt = freshNudge(key, desired.KindIssue, actions.ReasonReleased)
 				return replaying(f)
 			}()}},
 		{"release_fresh_after_clear_retires_the_conversation_the_agent_is_in", cleared(released(rec(running(), ev1), true), t0.Add(-time.Second)), obs(dead(1), transcript),

@@ -146,7 +146,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--", NudgePrompt(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--", desired.NudgePrompt(r.key)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)
@@ -154,7 +154,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.Equal(t, []string{"wait"}, names(res.Plan))
 	assert.Equal(t, actions.ReasonAwaitingConfirm, res.Plan[0].(actions.Wait).Reason, "alive is not proof")
 
-	r.turn(t, id, NudgePrompt(r.key))
+	r.turn(t, id, desired.NudgePrompt(r.key))
 	res = r.pass(t, false)
 	require.Equal(t, []string{"mark_running"}, names(res.Plan))
 	rec = r.record(t)

@@ -28,7 +28,7 @@ var (
 	cwd     = "/srv/agents/octo-org/api/42"
 	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nhello"}
 	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}
-	nudge   = NudgePrompt(key)
+	nudge   = desired.NudgePrompt(key)
 	spawnAt = t0.Add(-time.Minute)
 )
 
@@ -137,7 +137,7 @@ func fresh(delivery desired.Delivery, reason, failed actions.Reason) actions.Fre
 		f.AttemptedID = oldID
 	}
 	if delivery.ID == "" {
-		f.Prompt = FreshNudgePrompt(key, desired.KindIssue, failed)
+		f.Prompt = freshNudge(key, desired.KindIssue, failed)
 	}
 	return replaying(f)
 }
