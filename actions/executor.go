@@ -58,7 +58,8 @@ type Executor struct {
 	// session without it.
 	Owner string
 	// Settle is the pause between a paste and its Enter (Claude Code takes
-	// an Enter in the same burst as a long paste as a newline); 150 ms.
+	// an Enter in the same burst as a long paste as a newline);
+	// schema.DefaultPasteSettle in the daemon.
 	Settle time.Duration
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.

@@ -11,6 +11,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // clearedID is the conversation Claude Code's /clear started.
@@ -169,7 +170,7 @@ func TestOptedOutFreshPromptAfterOneCrash(t *testing.T) {
 	assert.NotContains(t, f.Prompt, "kept exiting")
 	assert.NotContains(t, f.Prompt, "could not be resumed")
 	assert.True(t, strings.HasPrefix(f.Prompt, "[loopd] restart on "+key.String()+": your agent process exited"), f.Prompt)
-	assert.Equal(t, DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
+	assert.Equal(t, schema.DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
 }
 
 // NextFailures is the count the next decision starts from.

@@ -418,7 +418,7 @@ func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
 	boot := prompt[len(prompt)-1]
 	assert.True(t, strings.HasPrefix(boot, "[loopd] issue_comment.created\nand the docs"), "the event first: %q", boot)
 	assert.Equal(t, desired.SeenWhole, desired.FrameOf(desired.Delivery{ID: "d-1", Prompt: boot}).Check(boot), "the opening event replayed whole")
-	assert.LessOrEqual(t, len(boot), DefaultMaxBootPrompt)
+	assert.LessOrEqual(t, len(boot), schema.DefaultMaxBootPrompt)
 }
 
 // events returns the journal rows named name.
