@@ -66,7 +66,7 @@ func serve(ctx context.Context, g *globals) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err) // mkdir <dir>: …
 	}
-	lockCtx, cancel := context.WithTimeout(ctx, time.Second)
+	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
 	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
@@ -86,7 +86,7 @@ func serve(ctx context.Context, g *globals) error {
 	// and kill each other's agents. The socket lock keeps a second serve
 	// out while this one runs; the server's owner mark keeps out any loopd
 	// of another state dir for as long as the server lives.
-	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, time.Second)
+	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, startLockWait)
 	if err != nil {
 		return a.refuse(ctx, err)
 	}
@@ -182,7 +182,7 @@ func serve(ctx context.Context, g *globals) error {
 			return fmt.Errorf("serve http: %w", err)
 		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
@@ -194,6 +194,15 @@ func serve(ctx context.Context, g *globals) error {
 	log.Info(string(journal.ServeStopped))
 	return nil
 }
+
+// startLockWait is how long serve waits, at start, for the state dir's
+// lock and the tmux socket's lock: a loopd that is stopping lets go of
+// them within it, a running one does not.
+const startLockWait = time.Second
+
+// shutdownGrace bounds serve's shutdown: the HTTP requests in flight, and
+// the journal rows and repeat counts still to write.
+const shutdownGrace = 5 * time.Second
 
 // deferredFlushEvery is how often serve writes the journal rows that a
 // failing store made wait (journal.Recorder.RecordLater).
