@@ -5,6 +5,7 @@ import (
 	"go/constant"
 	"go/types"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,10 +86,8 @@ func (s *source) walk(f func(p *packages.Package, n ast.Node)) {
 
 func (s *source) pos(p *packages.Package, n ast.Node) string {
 	pos := p.Fset.Position(n.Pos())
-	return filepath.Base(filepath.Dir(pos.Filename)) + "/" + filepath.Base(pos.Filename) + ":" + itoa(pos.Line)
+	return filepath.Base(filepath.Dir(pos.Filename)) + "/" + filepath.Base(pos.Filename) + ":" + strconv.Itoa(pos.Line)
 }
-
-func itoa(n int) string { return constant.MakeInt64(int64(n)).ExactString() }
 
 // slogCall returns the index of the message argument when call is a
 // log/slog logging call (a *slog.Logger method or a slog package function),
@@ -216,7 +215,7 @@ func TestKeysAreListed(t *testing.T) {
 		k := constant.StringVal(tv.Value)
 		found[k] = true
 		if !s.keys[k] {
-			bad = append(bad, s.pos(p, e)+": "+what+" key "+strconvQuote(k)+" is not in journal's list")
+			bad = append(bad, s.pos(p, e)+": "+what+" key "+strconv.Quote(k)+" is not in journal's list")
 		}
 	}
 	pairs := func(p *packages.Package, args []ast.Expr, what string) {
@@ -301,5 +300,3 @@ func isAnySlice(t types.Type) bool {
 	i, ok := types.Unalias(s.Elem()).(*types.Interface)
 	return ok && i.Empty()
 }
-
-func strconvQuote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
