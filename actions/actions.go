@@ -341,7 +341,7 @@ func (MarkRunning) Mutates() bool { return true }
 // Fields implements Action.
 func (a MarkRunning) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID},
-		{"session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
+		{"harness_session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
 	if a.DeliveryID != "" {
 		f = append(f, Field{"delivery", a.DeliveryID})
 	}
@@ -441,7 +441,7 @@ func (FollowSession) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a FollowSession) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"from", a.From}, {"to", a.To}, {"source", a.Source}}
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"from", a.From}, {"harness_session_id", a.To}, {"source", a.Source}}
 }
 
 func (a FollowSession) String() string { return Format(a) }

@@ -58,7 +58,8 @@ type Executor struct {
 	// session without it.
 	Owner string
 	// Settle is the pause between a paste and its Enter (Claude Code takes
-	// an Enter in the same burst as a long paste as a newline); 150 ms.
+	// an Enter in the same burst as a long paste as a newline);
+	// schema.DefaultPasteSettle in the daemon.
 	Settle time.Duration
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
@@ -115,7 +116,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				res.Retry = true
 			}
 			res.Failed++
-			e.Log.Warn("action.failed", "work_item", k.String(), "action", a.Name(), "err", err)
+			e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
 			continue
 		}
 		res.Applied++
@@ -168,7 +169,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		delivered = append(delivered, id)
 	}
 	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
-		return fmt.Errorf("put status %s: %w", r.Key, err)
+		return err // the store names the operation and the item
 	}
 	r.Status = st
 	if id != "" {
@@ -197,7 +198,7 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	if a.CreateWorkdir {
 		if err := os.MkdirAll(a.Cwd, 0o755); err != nil {
 			e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "workdir_create_failed", "err", err)
-			return fmt.Errorf("create workdir %s: %w", a.Cwd, err)
+			return err // mkdir <cwd>: …
 		}
 	}
 	if a.ResumeFailed != "" {
@@ -220,7 +221,7 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 	}
 	history, err := e.Store.History(ctx, r.Key, desired.ReplayLatest)
 	if err != nil {
-		return "", fmt.Errorf("replay %s: %w", r.Key, err)
+		return "", err // the store names the operation and the item
 	}
 	replay := desired.Replay(history, s.Replay-2)
 	if replay == "" {
@@ -268,7 +269,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		// is a refusal, never a spawn elsewhere. The planner blocks the
 		// item on the next pass, when it sees the workdir gone.
 		if _, err := os.Stat(s.Cwd); err != nil {
-			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), fmt.Errorf("workdir %s: %w", s.Cwd, err))
+			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
 	// The kill is guarded: a session of this name that another loopd made
@@ -276,7 +277,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.Tmux.KillSession(ctx, s.Session, e.Owner); errors.Is(err, tmux.ErrForeign) {
 		return e.block(ctx, r, ReasonSessionForeign, s.Session)
 	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
-		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("kill stale session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, "spawn_refused", err) // kill session <name>: …
 	}
 	env := maps.Clone(ad.Env())
 	if env == nil {
@@ -291,10 +292,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
-		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("new session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, "spawn_refused", err) // new session <name>: …
 	}
 	st.PaneID = paneID
-	e.Log.Info("session.starting", "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
+	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
 		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }
@@ -369,7 +370,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	}
 	screen, err := e.Tmux.CapturePane(ctx, target, false)
 	if err != nil {
-		return fmt.Errorf("capture %s: %w", a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // capture <target>: …
 	}
 	class, why := ad.Screen(screen)
 	switch {
@@ -406,7 +407,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	// still the pane's foreground process.
 	if err := e.Tmux.Paste(ctx, target, e.guard(ad), a.Prompt); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "paste_failed"), "err", err)
-		return fmt.Errorf("paste %s to %s: %w", a.DeliveryID, a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // paste to <target>: …
 	}
 	if e.Settle > 0 {
 		t := time.NewTimer(e.Settle)
@@ -446,7 +447,7 @@ func refusal(err error, other string) string {
 func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Adapter, a DeliverPrompt, target, via string) error {
 	if err := e.Tmux.SendKeys(ctx, target, e.guard(ad), "Enter"); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "enter_failed"), "err", err)
-		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // send keys to <target>: …
 	}
 	if via == "resubmit" {
 		if err := e.put(ctx, r, r.Status.Resubmit(e.Now())); err != nil {
@@ -472,11 +473,11 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	// A session of another owner is not this item's to stop: it is left
 	// running (ErrForeign), as a missing one is.
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
-		return fmt.Errorf("stop %s: %w", a.Session, err)
+		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
 	// A pane that died before its launcher ran left its env file.
 	if err := e.Launcher.Discard(a.Session); err != nil {
-		return fmt.Errorf("stop %s: %w", a.Session, err)
+		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
 	st := r.Status
 	st.Phase = desired.PhaseStopped

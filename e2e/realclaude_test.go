@@ -14,7 +14,6 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/reconciler"
 )
 
 // newRealEnv is newEnv with the real CLI as the harness. The real CLI
@@ -95,7 +94,7 @@ func TestRealClaudeSelfHealsWithNudge(t *testing.T) {
 	assert.Equal(t, "true", ev.Attrs["resumed"], "%v", ev.Attrs)
 	assert.Equal(t, id, rr.Status.HarnessSessionID)
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
-	nudge := reconciler.NudgePrompt(keyIssue)
+	nudge := desired.NudgePrompt(keyIssue)
 	e.waitTurn(t, keyIssue, id, nudge, waitLong, "the re-orientation nudge never reached the same transcript")
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -97,12 +98,12 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		tr, err := ad.Transcript(rec.Spec.Cwd, id)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
 		if len(need.Frames) > 0 && tr.Known {
-			if found, ok := o.readFrames(rec, ad, tr, need); ok {
+			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
 				obs.Frames[rec.Key] = found
 			}
 		}
@@ -115,7 +116,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 // ids it went by since its spawn, the recorded one (before a /clear) and
 // need.Reported, when the adapter accepts them. It reports false when a
 // transcript could not be read.
-func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
+func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
 	transcripts := []harness.Transcript{tr}
 	seen := map[string]bool{tr.Path: true}
 	for _, id := range []string{rec.Status.HarnessSessionID, need.Reported} {
@@ -135,7 +136,7 @@ func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness
 		}
 		found, err := harness.TranscriptFrames(t, need.Frames)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", t.Path, "err", err)
 			return nil, false
 		}
 		for id, f := range found {

@@ -11,6 +11,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // clearedID is the conversation Claude Code's /clear started.
@@ -130,7 +131,7 @@ func TestPlanDecides(t *testing.T) {
 		{"release_fresh_replaces_a_live_agent_with_a_new_conversation", released(rec(running()), true), obs(alive(), transcript),
 			[]actions.Action{release(true, oldID, desired.PhaseBackingOff), func() actions.FreshSpawn {
 				f := fresh(none, actions.ReasonReleased, "")
-				f.Prompt = FreshNudgePrompt(key, desired.KindIssue, actions.ReasonReleased)
+				f.Prompt = freshNudge(key, desired.KindIssue, actions.ReasonReleased)
 				return replaying(f)
 			}()}},
 		{"release_fresh_after_clear_retires_the_conversation_the_agent_is_in", cleared(released(rec(running(), ev1), true), t0.Add(-time.Second)), obs(dead(1), transcript),
@@ -169,7 +170,7 @@ func TestOptedOutFreshPromptAfterOneCrash(t *testing.T) {
 	assert.NotContains(t, f.Prompt, "kept exiting")
 	assert.NotContains(t, f.Prompt, "could not be resumed")
 	assert.True(t, strings.HasPrefix(f.Prompt, "[loopd] restart on "+key.String()+": your agent process exited"), f.Prompt)
-	assert.Equal(t, DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
+	assert.Equal(t, schema.DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
 }
 
 // NextFailures is the count the next decision starts from.

@@ -15,10 +15,6 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
-// defaultStalePending is how long an item may sit Stopped with pending
-// events before `loopd get` flags it.
-const defaultStalePending = 10 * time.Minute
-
 func newGetCmd(g *globals) *cobra.Command {
 	var stale time.Duration
 	cmd := &cobra.Command{
@@ -47,7 +43,7 @@ was lost on the way from GitHub (the next comment heals that).`,
 			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale, policy)
 		},
 	}
-	cmd.Flags().DurationVar(&stale, "stale-pending", defaultStalePending,
+	cmd.Flags().DurationVar(&stale, "stale-pending", schema.DefaultStalePending,
 		"flag Stopped items whose oldest pending event is older than this")
 	return cmd
 }

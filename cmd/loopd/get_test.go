@@ -46,7 +46,7 @@ func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy()))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			var reason string
@@ -92,7 +92,7 @@ func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy()))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			col := strings.Index(lines[0], "FAILURES")
