@@ -171,14 +171,7 @@ func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
 		e.sendKeys(t, keyIssue, "Enter")
 	}
 	typeLine("/clear")
-	var b string
-	e.waitFor(t, func() bool {
-		r, _ := e.record(t, keyIssue)
-		if r.Report != nil && r.Report.Source == "clear" {
-			b = r.Report.SessionID
-		}
-		return b != ""
-	}, waitLong, "no SessionStart report of /clear")
+	b := e.waitClearReport(t, keyIssue, waitLong)
 	require.NotEqual(t, a, b)
 	note := "a note after the clear " + uuid.NewString()
 	typeLine(note)
