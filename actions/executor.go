@@ -349,8 +349,7 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 }
 
 func (e *Executor) followSession(ctx context.Context, r *desired.Record, a FollowSession) error {
-	st := r.Status
-	st.HarnessSessionID, st.ConfirmedSessionID = a.To, a.To
+	st := r.Status.Follow(a.To)
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}

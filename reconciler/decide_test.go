@@ -89,6 +89,18 @@ func TestPlanDecides(t *testing.T) {
 				e.ChurnFailures, e.Retire, e.NextAttempt = 0, RetiredChurn, t0.Add(16*time.Second)
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
+		// A /clear started a new conversation: the old one's churn and
+		// fast failures are not charged to it; the budget's count stays.
+		{"clear_after_four_slow_crashes_does_not_retire_the_new_conversation", cleared(rec(with(running(), func(s *desired.Status) {
+			s.SpawnMode, s.SpawnedAt, s.Failures, s.ChurnFailures = desired.SpawnResume, t0.Add(-20*time.Second), 4, 4
+		})), t0.Add(-time.Second)), obs(dead(137), transcript),
+			[]actions.Action{
+				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
+				func() actions.RecordExit {
+					e := exit(137, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
+					e.NextAttempt = t0.Add(16 * time.Second)
+					return e
+				}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"fourth_slow_crash_still_resumes", rec(with(running(), func(s *desired.Status) {
 			s.SpawnMode, s.SpawnedAt, s.Failures, s.ChurnFailures = desired.SpawnResume, t0.Add(-20*time.Second), 1, 3
 		})), obs(dead(1), transcript),

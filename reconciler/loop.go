@@ -204,7 +204,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
 		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now), Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
-		if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) {
+		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
 		}
 		return n

@@ -82,7 +82,7 @@ func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Actio
 		return nil, r, false
 	}
 	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
-	r.Status.HarnessSessionID, r.Status.ConfirmedSessionID = to, to
+	r.Status = r.Status.Follow(to)
 	return []actions.Action{a}, r, false
 }
 
@@ -372,7 +372,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 			continue
 		}
 		st := it.st
-		reported := it.r.Report != nil && !it.r.Report.At.Before(st.SpawnedAt)
+		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
@@ -417,7 +417,7 @@ func (it itemPlan) confirmSend() []actions.Action {
 // probe alone.
 func (it itemPlan) confirmed() bool {
 	st := it.st
-	if rep := it.r.Report; rep != nil && rep.SessionID == st.HarnessSessionID && !rep.At.Before(st.SpawnedAt) {
+	if rep := it.r.ReportSinceSpawn(); rep != nil && rep.SessionID == st.HarnessSessionID {
 		return true
 	}
 	return it.freshConfirmed()
