@@ -277,7 +277,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.Tmux.KillSession(ctx, s.Session, e.Owner); errors.Is(err, tmux.ErrForeign) {
 		return e.block(ctx, r, ReasonSessionForeign, s.Session)
 	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
-		return e.spawnRefused(ctx, r, s, "spawn_refused", err) // kill session <name>: …
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // kill session <name>: …
 	}
 	env := maps.Clone(ad.Env())
 	if env == nil {
@@ -286,13 +286,13 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
 	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
-		return e.spawnRefused(ctx, r, s, "spawn_refused", err)
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
 	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
-		return e.spawnRefused(ctx, r, s, "spawn_refused", err) // new session <name>: …
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // new session <name>: …
 	}
 	st.PaneID = paneID
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
@@ -527,7 +527,7 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 		level = slog.LevelInfo
 	}
 	kv := []any{"session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
-		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures}
+		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}

@@ -189,10 +189,12 @@ func TestOptedOutFreshPromptAfterOneCrash(t *testing.T) {
 func TestNextFailures(t *testing.T) {
 	p := testPolicy()
 	r := rec(with3(running(), 3, t0.Add(-time.Minute)))
-	assert.Equal(t, 3, NextFailures(r, p, t0))
-	assert.Equal(t, 0, NextFailures(r, p, t0.Add(10*time.Minute)), "a healthy run resets it")
+	var alive time.Time
+	assert.Equal(t, 3, NextFailures(r, p, t0, alive))
+	assert.Equal(t, 0, NextFailures(r, p, t0.Add(10*time.Minute), alive), "a healthy run resets it")
+	assert.Equal(t, 3, NextFailures(r, p, t0.Add(10*time.Minute), t0), "a run that died a minute in, seen after an outage, is not healthy")
 	r.Spec.ReleaseGeneration = r.Spec.Generation
-	assert.Equal(t, 0, NextFailures(r, p, t0), "a pending release clears it")
+	assert.Equal(t, 0, NextFailures(r, p, t0, alive), "a pending release clears it")
 }
 
 func with3(st desired.Status, failures int, spawned time.Time) desired.Status {
