@@ -353,7 +353,7 @@ func (MarkRunning) Mutates() bool { return true }
 // Fields implements Action.
 func (a MarkRunning) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID},
-		{"session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
+		{"harness_session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
 	if a.DeliveryID != "" {
 		f = append(f, Field{"delivery", a.DeliveryID})
 	}
@@ -453,7 +453,7 @@ func (FollowSession) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a FollowSession) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"from", a.From}, {"to", a.To}, {"source", a.Source}}
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"from", a.From}, {"harness_session_id", a.To}, {"source", a.Source}}
 }
 
 func (a FollowSession) String() string { return Format(a) }
@@ -556,7 +556,7 @@ func (a GiveUp) Fields() []Field {
 		f = append(f, Field{"delivery", a.Mangled}, Field{"copies", strconv.Itoa(a.Copies)})
 	}
 	if a.Path != "" {
-		f = append(f, Field{"path", a.Path})
+		f = append(f, Field{"cwd", a.Path})
 	}
 	if a.Detail != "" {
 		f = append(f, Field{"detail", workspace.Mask(a.Detail)})
@@ -644,18 +644,18 @@ func (PrepareWorkspace) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a PrepareWorkspace) Fields() []Field {
-	f := []Field{{"work_item", a.Key.String()}, {"dir", a.Dir}}
+	f := []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Dir}}
 	if c := a.Checkout; c != nil {
-		f = append(f, Field{"url", workspace.Mask(c.URL)}, Field{"mode", string(c.Mode)}, Field{"branch", c.Branch})
+		f = append(f, Field{journal.KeyURL, workspace.Mask(c.URL)}, Field{journal.KeyMode, string(c.Mode)}, Field{journal.KeyBranch, c.Branch})
 		if c.Base != "" {
-			f = append(f, Field{"base", c.Base})
+			f = append(f, Field{journal.KeyBase, c.Base})
 		}
 	}
-	f = append(f, Field{"reason", string(a.Reason)}, Field{"failures_on_error", strconv.Itoa(a.Failures)})
+	f = append(f, Field{journal.KeyReason, string(a.Reason)}, Field{journal.KeyFailuresOnError, strconv.Itoa(a.Failures)})
 	if a.RetryAt.IsZero() {
-		return append(f, Field{"on_transient_error", "give_up"})
+		return append(f, Field{journal.KeyOnTransientError, "give_up"})
 	}
-	return append(f, Field{"retry_at", a.RetryAt.UTC().Format(time.RFC3339)})
+	return append(f, Field{journal.KeyNextAttempt, a.RetryAt.UTC().Format(time.RFC3339)})
 }
 
 func (a PrepareWorkspace) String() string { return Format(a) }
@@ -681,7 +681,7 @@ func (RemoveWorkspace) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a RemoveWorkspace) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"dir", a.Dir}, {"url", workspace.Mask(a.URL)}, {"reason", string(ReasonClosed)}}
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Dir}, {journal.KeyURL, workspace.Mask(a.URL)}, {journal.KeyReason, string(ReasonClosed)}}
 }
 
 func (a RemoveWorkspace) String() string { return Format(a) }
@@ -706,7 +706,7 @@ func (ReportWorkdir) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a ReportWorkdir) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"dir", a.Pinned}, {"config_dir", a.Rendered}, {"reason", "workdir_pinned"}}
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Pinned}, {journal.KeyConfigCwd, a.Rendered}, {journal.KeyReason, "workdir_pinned"}}
 }
 
 func (a ReportWorkdir) String() string { return Format(a) }

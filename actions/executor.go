@@ -64,7 +64,8 @@ type Executor struct {
 	// session without it.
 	Owner string
 	// Settle is the pause between a paste and its Enter (Claude Code takes
-	// an Enter in the same burst as a long paste as a newline); 150 ms.
+	// an Enter in the same burst as a long paste as a newline);
+	// schema.DefaultPasteSettle in the daemon.
 	Settle time.Duration
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
@@ -124,7 +125,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				res.Retry = true
 			}
 			res.Failed++
-			e.Log.Warn("action.failed", "work_item", k.String(), "action", a.Name(), "err", err)
+			e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
 			continue
 		}
 		res.Applied++
@@ -183,7 +184,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		delivered = append(delivered, id)
 	}
 	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
-		return fmt.Errorf("put status %s: %w", r.Key, err)
+		return err // the store names the operation and the item
 	}
 	r.Status = st
 	if id != "" {
@@ -229,7 +230,7 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 	}
 	history, err := e.Store.History(ctx, r.Key, desired.ReplayLatest)
 	if err != nil {
-		return "", fmt.Errorf("replay %s: %w", r.Key, err)
+		return "", err // the store names the operation and the item
 	}
 	replay := desired.Replay(history, s.Replay-2)
 	if replay == "" {
@@ -290,7 +291,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		// is a refusal, never a spawn elsewhere. The planner blocks the
 		// item on the next pass, when it sees the workdir gone.
 		if _, err := os.Stat(s.Cwd); err != nil {
-			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), fmt.Errorf("workdir %s: %w", s.Cwd, err))
+			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
 	// The kill is guarded: a session of this name that another loopd made
@@ -298,7 +299,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.Tmux.KillSession(ctx, s.Session, e.Owner); errors.Is(err, tmux.ErrForeign) {
 		return e.block(ctx, r, ReasonSessionForeign, s.Session)
 	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
-		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("kill stale session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // kill session <name>: …
 	}
 	env := maps.Clone(ad.Env())
 	if env == nil {
@@ -307,16 +308,16 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
 	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
-		return e.spawnRefused(ctx, r, s, "spawn_refused", err)
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
 	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
-		return e.spawnRefused(ctx, r, s, "spawn_refused", fmt.Errorf("new session %s: %w", s.Session, err))
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // new session <name>: …
 	}
 	st.PaneID = paneID
-	e.Log.Info("session.starting", "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
+	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
 		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }
@@ -370,8 +371,7 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 }
 
 func (e *Executor) followSession(ctx context.Context, r *desired.Record, a FollowSession) error {
-	st := r.Status
-	st.HarnessSessionID, st.ConfirmedSessionID = a.To, a.To
+	st := r.Status.Follow(a.To)
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -391,7 +391,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	}
 	screen, err := e.Tmux.CapturePane(ctx, target, false)
 	if err != nil {
-		return fmt.Errorf("capture %s: %w", a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // capture <target>: …
 	}
 	class, why := ad.Screen(screen)
 	switch {
@@ -428,7 +428,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	// still the pane's foreground process.
 	if err := e.Tmux.Paste(ctx, target, e.guard(ad), a.Prompt); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "paste_failed"), "err", err)
-		return fmt.Errorf("paste %s to %s: %w", a.DeliveryID, a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // paste to <target>: …
 	}
 	if e.Settle > 0 {
 		t := time.NewTimer(e.Settle)
@@ -468,7 +468,7 @@ func refusal(err error, other string) string {
 func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Adapter, a DeliverPrompt, target, via string) error {
 	if err := e.Tmux.SendKeys(ctx, target, e.guard(ad), "Enter"); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "enter_failed"), "err", err)
-		return fmt.Errorf("submit %s to %s: %w", a.DeliveryID, a.Session, err)
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // send keys to <target>: …
 	}
 	if via == "resubmit" {
 		if err := e.put(ctx, r, r.Status.Resubmit(e.Now())); err != nil {
@@ -494,11 +494,11 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	// A session of another owner is not this item's to stop: it is left
 	// running (ErrForeign), as a missing one is.
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
-		return fmt.Errorf("stop %s: %w", a.Session, err)
+		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
 	// A pane that died before its launcher ran left its env file.
 	if err := e.Launcher.Discard(a.Session); err != nil {
-		return fmt.Errorf("stop %s: %w", a.Session, err)
+		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
 	st := r.Status
 	st.Phase = desired.PhaseStopped
@@ -549,7 +549,7 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 		level = slog.LevelInfo
 	}
 	kv := []any{"session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
-		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures}
+		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
@@ -592,7 +592,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	kv := []any{"session", a.Session, "harness", r.Spec.Harness,
 		"reason", string(a.Reason), "failures", st.Failures}
 	if a.Path != "" {
-		kv = append(kv, "path", a.Path, "detail", workspace.Mask(a.Detail))
+		kv = append(kv, "cwd", a.Path, "detail", workspace.Mask(a.Detail))
 	} else {
 		kv = append(kv, "screen", e.screenOf(ctx, r, a.Session))
 	}
@@ -634,7 +634,7 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
-	kv := []any{"path", res.Dir, "reason", string(a.Reason)}
+	kv := []any{"cwd", res.Dir, "reason", string(a.Reason)}
 	if a.Checkout != nil {
 		kv = append(kv, "url", workspace.Mask(a.Checkout.URL), "branch", res.Branch, "commit", res.Commit,
 			"existing", res.Existing, "repaired", res.Repaired)
@@ -656,7 +656,7 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 	st.Failures = a.Failures
 	st.Reason = string(reason)
 	st.LastExitReason = string(ReasonWorkspaceFailed)
-	kv := []any{"path", a.Dir, "class", string(class), "failures", a.Failures, "pending", len(r.Pending)}
+	kv := []any{"cwd", a.Dir, "class", string(class), "failures", a.Failures, "pending", len(r.Pending)}
 	var we *workspace.Error
 	if errors.As(cause, &we) {
 		kv = append(kv, "op", we.Op, "command", we.Command, "exit_status", we.Exit, "stderr", we.Stderr)
@@ -690,14 +690,14 @@ func (e *Executor) removeWorkspace(ctx context.Context, r *desired.Record, a Rem
 	switch {
 	case err != nil:
 		kept = "remove_failed"
-		e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, "path", a.Dir, "reason", kept, "err", workspace.Mask(err.Error()))
+		e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, "cwd", a.Dir, "reason", kept, "err", workspace.Mask(err.Error()))
 		fallthrough
 	case kept != "":
 		st.Workspace = desired.WorkspaceKept
-		e.record(ctx, slog.LevelInfo, journal.WorkspaceKept, r.Key, "path", a.Dir, "reason", kept)
+		e.record(ctx, slog.LevelInfo, journal.WorkspaceKept, r.Key, "cwd", a.Dir, "reason", kept)
 	default:
 		st.Workspace = desired.WorkspaceRemoved
-		e.record(ctx, slog.LevelInfo, journal.WorkspaceRemoved, r.Key, "path", a.Dir)
+		e.record(ctx, slog.LevelInfo, journal.WorkspaceRemoved, r.Key, "cwd", a.Dir)
 	}
 	return e.put(ctx, r, st)
 }
@@ -710,7 +710,7 @@ func (e *Executor) reportWorkdir(ctx context.Context, r *desired.Record, a Repor
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
-	e.record(ctx, slog.LevelWarn, journal.WorkspacePinned, r.Key, "path", a.Pinned, "config_path", a.Rendered,
+	e.record(ctx, slog.LevelWarn, journal.WorkspacePinned, r.Key, "cwd", a.Pinned, "config_cwd", a.Rendered,
 		"reason", "conversation_pinned")
 	return nil
 }

@@ -96,6 +96,17 @@ func (s Status) Retire(id string) Status {
 	return s
 }
 
+// Follow returns s in the conversation id the running harness reported
+// (Claude Code's /clear starts a new one): the recorded and confirmed ids
+// become id, and the counts that judge a conversation, fast failures and
+// churn, start again, since the new conversation has not died yet; the
+// item's failed runs, which the restart budget counts, are kept.
+func (s Status) Follow(id string) Status {
+	s.HarnessSessionID, s.ConfirmedSessionID = id, id
+	s.FastFailures, s.ChurnFailures = 0, 0
+	return s
+}
+
 // Retired reports whether id was retired.
 func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessionIDs, id) }
 

@@ -1,9 +1,6 @@
 package desired
 
-import (
-	"strconv"
-	"strings"
-)
+import "strings"
 
 // ReplayLatest is how many of an item's latest delivered events a replay
 // asks the store for (Store.History), besides the opening one.
@@ -28,13 +25,7 @@ func Replay(history []Delivery, max int) string {
 	if len(history) == 0 {
 		return ""
 	}
-	intro := func(kept int) string {
-		s := "[loopd] The events of this work item that the previous conversation was given, oldest first"
-		if left := len(history) - kept; left > 0 {
-			s += " (" + strconv.Itoa(left) + " left out for length)"
-		}
-		return s + ":\n"
-	}
+	intro := func(kept int) string { return replayIntro(len(history) - kept) }
 	// Reserve room for the longest intro.
 	room := max - len(intro(0))
 	keep := make([]bool, len(history))

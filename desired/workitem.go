@@ -274,6 +274,16 @@ type SessionReport struct {
 	At        time.Time
 }
 
+// ReportSinceSpawn returns r's session report when the harness made it
+// since its current spawn, nil otherwise: only such a report speaks for the
+// process now in the pane.
+func (r Record) ReportSinceSpawn() *SessionReport {
+	if r.Report == nil || r.Report.At.Before(r.Status.SpawnedAt) {
+		return nil
+	}
+	return r.Report
+}
+
 // ConversationID returns the id of the conversation r's harness is in: the
 // one answer every decision about the item starts from (what to resume,
 // which transcript to read, what a release or a fresh fallback retires).
@@ -290,7 +300,7 @@ func (r Record) ConversationID(accepts func(id string) bool) string {
 	switch {
 	case rep == nil, st.HarnessSessionID == "", rep.SessionID == st.HarnessSessionID, st.Phase == PhaseSpawning:
 		return st.HarnessSessionID
-	case rep.At.Before(st.SpawnedAt):
+	case r.ReportSinceSpawn() == nil:
 		return st.HarnessSessionID // a report of an earlier spawn
 	case st.LastExitAt.After(st.SpawnedAt) && rep.At.After(st.LastExitAt):
 		return st.HarnessSessionID // made after this spawn's recorded death

@@ -38,7 +38,7 @@ func TestReconcileDryRunChangesNothing(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, "the workspace, then the spawn:\n%s", out)
 	assert.True(t, strings.HasPrefix(lines[0], "prepare_workspace "), lines[0])
-	for _, kv := range []string{"work_item=" + keyIssue.String(), "reason=first_spawn", "dir=" + e.workdir(keyIssue)} {
+	for _, kv := range []string{"work_item=" + keyIssue.String(), "reason=first_spawn", "cwd=" + e.workdir(keyIssue)} {
 		assert.Contains(t, strings.Fields(lines[0]), kv)
 	}
 	assert.True(t, strings.HasPrefix(lines[1], "fresh_spawn "), lines[1])

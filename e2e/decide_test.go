@@ -115,14 +115,7 @@ func TestClearThenKillResumesTheNewConversation(t *testing.T) {
 		e.sendKeys(t, keyIssue, "Enter")
 	}
 	type1("/clear")
-	var b string
-	e.waitFor(t, func() bool {
-		r, _ := e.record(t, keyIssue)
-		if r.Report != nil && r.Report.Source == "clear" {
-			b = r.Report.SessionID
-		}
-		return b != ""
-	}, waitShort, "no SessionStart report of /clear")
+	b := e.waitClearReport(t, keyIssue, waitShort)
 	require.NotEqual(t, a, b)
 	type1("a note after the clear")
 	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, b)) == 1 }, waitShort, "the new conversation has no turn")

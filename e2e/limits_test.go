@@ -69,7 +69,7 @@ func TestWebhookAnswersWhileStoreLocked(t *testing.T) {
 	lines := e.daemonLines(t, journal.DeliveryRejected)
 	require.Len(t, lines, 1, "the rejection is logged though it cannot be journaled")
 	assert.Contains(t, lines[0], "reason=store_failed")
-	assert.Contains(t, lines[0], "delivery_id="+id)
+	assert.Contains(t, lines[0], "delivery="+id)
 
 	_, err = locker.ExecContext(context.Background(), "ROLLBACK")
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestWebhookAnswersWhileStoreLocked(t *testing.T) {
 	assert.False(t, found, "nothing half-stored")
 	e.waitFor(t, func() bool {
 		for _, ev := range e.eventsNamed(t, journal.DeliveryRejected, desired.Key{}) {
-			if ev.Attrs["delivery_id"] == id && ev.Attrs["reason"] == "store_failed" {
+			if ev.Attrs["delivery"] == id && ev.Attrs["reason"] == "store_failed" {
 				return true
 			}
 		}
@@ -104,7 +104,7 @@ func TestRepeatedFailuresFolded(t *testing.T) {
 
 	lines := e.daemonLines(t, journal.ReconcileFailed)
 	require.Len(t, lines, 2, "the first failure, then one summary:\n%s", strings.Join(lines, "\n"))
-	assert.NotContains(t, lines[0], journal.RepeatedKey+"=")
+	assert.NotContains(t, lines[0], journal.KeyRepeated+"=")
 	n := regexp.MustCompile(`\brepeated=(\d+)\b`).FindStringSubmatch(lines[1])
 	require.NotNil(t, n, lines[1])
 	repeated, err := strconv.Atoi(n[1])
@@ -112,5 +112,5 @@ func TestRepeatedFailuresFolded(t *testing.T) {
 	assert.GreaterOrEqual(t, repeated, 2)
 	rows := e.eventsNamed(t, journal.ReconcileFailed, desired.Key{})
 	require.Len(t, rows, 2, "the journal is not flooded either")
-	assert.Equal(t, n[1], rows[1].Attrs[journal.RepeatedKey])
+	assert.Equal(t, n[1], rows[1].Attrs[journal.KeyRepeated])
 }

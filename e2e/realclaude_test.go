@@ -14,7 +14,6 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/reconciler"
 )
 
 // newRealEnv is newEnv with the real CLI as the harness. The real CLI
@@ -95,7 +94,7 @@ func TestRealClaudeSelfHealsWithNudge(t *testing.T) {
 	assert.Equal(t, "true", ev.Attrs["resumed"], "%v", ev.Attrs)
 	assert.Equal(t, id, rr.Status.HarnessSessionID)
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
-	nudge := reconciler.NudgePrompt(keyIssue)
+	nudge := desired.NudgePrompt(keyIssue)
 	e.waitTurn(t, keyIssue, id, nudge, waitLong, "the re-orientation nudge never reached the same transcript")
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }
@@ -172,14 +171,7 @@ func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
 		e.sendKeys(t, keyIssue, "Enter")
 	}
 	typeLine("/clear")
-	var b string
-	e.waitFor(t, func() bool {
-		r, _ := e.record(t, keyIssue)
-		if r.Report != nil && r.Report.Source == "clear" {
-			b = r.Report.SessionID
-		}
-		return b != ""
-	}, waitLong, "no SessionStart report of /clear")
+	b := e.waitClearReport(t, keyIssue, waitLong)
 	require.NotEqual(t, a, b)
 	note := "a note after the clear " + uuid.NewString()
 	typeLine(note)

@@ -35,6 +35,22 @@ func (e *env) records(t *testing.T) []desired.Record {
 }
 
 // record returns one work item; ok is false when there is none.
+// waitClearReport waits up to timeout for the SessionStart report that a
+// /clear in k's agent makes (source=clear), and returns the new
+// conversation id it reports.
+func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration) string {
+	t.Helper()
+	var id string
+	e.waitFor(t, func() bool {
+		r, _ := e.record(t, k)
+		if r.Report != nil && r.Report.Source == "clear" {
+			id = r.Report.SessionID
+		}
+		return id != ""
+	}, timeout, "no SessionStart report of /clear")
+	return id
+}
+
 func (e *env) record(t *testing.T, k desired.Key) (desired.Record, bool) {
 	t.Helper()
 	s := e.openStore(t)

@@ -178,7 +178,7 @@ func TestWorkspaceConflictIsLeftUntouched(t *testing.T) {
 	assert.Equal(t, "workspace_conflict", rec.Status.Reason)
 	assert.Len(t, rec.Pending, 1, "the event stays pending")
 	ev := e.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
-	assert.Equal(t, dir, ev[0].Attrs["path"])
+	assert.Equal(t, dir, ev[0].Attrs["cwd"])
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "nothing added to the directory")
@@ -373,8 +373,8 @@ func TestWorkdirPinnedAfterFirstSpawn(t *testing.T) {
 
 	e.killPane(t, keyIssue)
 	ev := e.waitEvent(t, journal.WorkspacePinned, keyIssue, 1, waitLong)
-	assert.Equal(t, e.workdir(keyIssue), ev[0].Attrs["path"])
-	assert.Equal(t, filepath.Join(e.dir, "moved", "1"), ev[0].Attrs["config_path"])
+	assert.Equal(t, e.workdir(keyIssue), ev[0].Attrs["cwd"])
+	assert.Equal(t, filepath.Join(e.dir, "moved", "1"), ev[0].Attrs["config_cwd"])
 	back := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnMode == desired.SpawnResume
 	}, waitLong, "the agent did not resume")

@@ -116,7 +116,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		if dir != "" {
 			if w, err := o.workdir(dir, need.CheckoutURL); err != nil {
-				o.Log.Warn(string(journal.WorkspaceUnreadable), "work_item", rec.Key.String(), "path", dir, "err", err)
+				o.Log.WarnContext(ctx, string(journal.WorkspaceUnreadable), "work_item", rec.Key.String(), "cwd", dir, "err", err)
 			} else {
 				obs.Workdirs[rec.Key] = w
 				if !w.Exists {
@@ -134,12 +134,12 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		tr, err := ad.Transcript(rec.Workdir(), id)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
 		if len(need.Frames) > 0 && tr.Known {
-			if found, ok := o.readFrames(rec, ad, tr, need); ok {
+			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
 				obs.Frames[rec.Key] = found
 			}
 		}
@@ -152,7 +152,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 // ids it went by since its spawn, the recorded one (before a /clear) and
 // need.Reported, when the adapter accepts them. It reports false when a
 // transcript could not be read.
-func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
+func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, need Need) (map[string]harness.Found, bool) {
 	transcripts := []harness.Transcript{tr}
 	seen := map[string]bool{tr.Path: true}
 	for _, id := range []string{rec.Status.HarnessSessionID, need.Reported} {
@@ -172,7 +172,7 @@ func (o *Observer) readFrames(rec desired.Record, ad harness.Adapter, tr harness
 		}
 		found, err := harness.TranscriptFrames(t, need.Frames)
 		if err != nil {
-			o.Log.Warn("transcript.unreadable", "work_item", rec.Key.String(), "path", t.Path, "err", err)
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", t.Path, "err", err)
 			return nil, false
 		}
 		for id, f := range found {

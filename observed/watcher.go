@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -60,7 +61,7 @@ func (w *Watcher) Watch(ctx context.Context, wake func()) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.Log.Debug("pane_died.wait_failed", "err", err)
+			w.Log.Debug(string(journal.PaneDiedWaitFailed), "err", err)
 			t := time.NewTimer(waitRetry)
 			select {
 			case <-ctx.Done():
@@ -84,7 +85,7 @@ func (w *Watcher) kick(ctx context.Context) {
 			return
 		case <-t.C:
 			if err := w.Tmux.Kick(ctx); err != nil && ctx.Err() == nil {
-				w.Log.Debug("tmux.kick_failed", "err", err)
+				w.Log.Debug(string(journal.TmuxKickFailed), "err", err)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // clearedID is the conversation Claude Code's /clear started.
@@ -88,6 +89,18 @@ func TestPlanDecides(t *testing.T) {
 				e.ChurnFailures, e.Retire, e.NextAttempt = 0, RetiredChurn, t0.Add(16*time.Second)
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
+		// A /clear started a new conversation: the old one's churn and
+		// fast failures are not charged to it; the budget's count stays.
+		{"clear_after_four_slow_crashes_does_not_retire_the_new_conversation", cleared(rec(with(running(), func(s *desired.Status) {
+			s.SpawnMode, s.SpawnedAt, s.Failures, s.ChurnFailures = desired.SpawnResume, t0.Add(-20*time.Second), 4, 4
+		})), t0.Add(-time.Second)), obs(dead(137), transcript),
+			[]actions.Action{
+				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
+				func() actions.RecordExit {
+					e := exit(137, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
+					e.NextAttempt = t0.Add(16 * time.Second)
+					return e
+				}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"fourth_slow_crash_still_resumes", rec(with(running(), func(s *desired.Status) {
 			s.SpawnMode, s.SpawnedAt, s.Failures, s.ChurnFailures = desired.SpawnResume, t0.Add(-20*time.Second), 1, 3
 		})), obs(dead(1), transcript),
@@ -130,7 +143,7 @@ func TestPlanDecides(t *testing.T) {
 		{"release_fresh_replaces_a_live_agent_with_a_new_conversation", released(rec(running()), true), obs(alive(), transcript),
 			[]actions.Action{release(true, oldID, desired.PhaseBackingOff), func() actions.FreshSpawn {
 				f := fresh(none, actions.ReasonReleased, "")
-				f.Prompt = FreshNudgePrompt(key, desired.KindIssue, actions.ReasonReleased)
+				f.Prompt = freshNudge(key, desired.KindIssue, actions.ReasonReleased)
 				return replaying(f)
 			}()}},
 		{"release_fresh_after_clear_retires_the_conversation_the_agent_is_in", cleared(released(rec(running(), ev1), true), t0.Add(-time.Second)), obs(dead(1), transcript),
@@ -169,17 +182,19 @@ func TestOptedOutFreshPromptAfterOneCrash(t *testing.T) {
 	assert.NotContains(t, f.Prompt, "kept exiting")
 	assert.NotContains(t, f.Prompt, "could not be resumed")
 	assert.True(t, strings.HasPrefix(f.Prompt, "[loopd] restart on "+key.String()+": your agent process exited"), f.Prompt)
-	assert.Equal(t, DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
+	assert.Equal(t, schema.DefaultMaxBootPrompt-len(f.Prompt), f.Replay, "it carries the replay of the item's events")
 }
 
 // NextFailures is the count the next decision starts from.
 func TestNextFailures(t *testing.T) {
 	p := testPolicy()
 	r := rec(with3(running(), 3, t0.Add(-time.Minute)))
-	assert.Equal(t, 3, NextFailures(r, p, t0))
-	assert.Equal(t, 0, NextFailures(r, p, t0.Add(10*time.Minute)), "a healthy run resets it")
+	var alive time.Time
+	assert.Equal(t, 3, NextFailures(r, p, t0, alive))
+	assert.Equal(t, 0, NextFailures(r, p, t0.Add(10*time.Minute), alive), "a healthy run resets it")
+	assert.Equal(t, 3, NextFailures(r, p, t0.Add(10*time.Minute), t0), "a run that died a minute in, seen after an outage, is not healthy")
 	r.Spec.ReleaseGeneration = r.Spec.Generation
-	assert.Equal(t, 0, NextFailures(r, p, t0), "a pending release clears it")
+	assert.Equal(t, 0, NextFailures(r, p, t0, alive), "a pending release clears it")
 }
 
 func with3(st desired.Status, failures int, spawned time.Time) desired.Status {

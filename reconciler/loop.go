@@ -94,9 +94,14 @@ func (r *Reconciler) triggerChan() chan struct{} {
 // Pass runs one reconcile pass under the cross-process lock, waiting for the
 // lock up to LockWait or until ctx ends (the error then wraps
 // desired.ErrLocked). A dry run plans and returns without touching tmux
-// sessions or the store.
+// sessions or the store. Every log line and journal row the pass writes
+// carries its reconcile id: the one ctx carries (journal.WithReconcileID),
+// or a new one.
 func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) {
 	start := time.Now()
+	if journal.ReconcileID(ctx) == "" {
+		ctx = journal.WithReconcileID(ctx, journal.NewReconcileID())
+	}
 	lockCtx, cancel := ctx, context.CancelFunc(func() {})
 	if r.LockWait > 0 {
 		lockCtx, cancel = context.WithTimeout(ctx, r.LockWait)
@@ -124,7 +129,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
 			if err := r.Watcher.EnsureServer(ctx); err != nil {
-				return res, fmt.Errorf("reconcile: start tmux server: %w", err)
+				return res, fmt.Errorf("reconcile: %w", err) // ensure server <socket>: …
 			}
 		}
 		res.Result = r.Executor.Execute(ctx, records, plan)
@@ -202,7 +207,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// The workdir the planner will use, and the repository it should
 		// be a worktree of.
 		workspaceOf(rec, p).need(&n)
-		if rep := rec.Report; rep != nil && rep.SessionID != rec.Status.HarnessSessionID && !rep.At.Before(rec.Status.SpawnedAt) {
+		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
 		}
 		return n
@@ -269,19 +274,21 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 // trigger until Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.Watcher.EnsureServer(ctx); err != nil {
-		r.Log.Error("tmux.unavailable", "err", err)
+		r.Log.Error(string(journal.TmuxUnavailable), "err", err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
 	defer wg.Wait()
 	for {
-		res, err := r.Pass(ctx, false)
+		// The pass's id is taken here, so that its failure carries it too.
+		pass := journal.WithReconcileID(ctx, journal.NewReconcileID())
+		res, err := r.Pass(pass, false)
 		wait := r.Interval
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			r.Journal.Record(ctx, slog.LevelError, journal.ReconcileFailed, "", "err", err)
+			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err)
 		case res.Requeue && res.RequeueAfter < wait:
 			wait = res.RequeueAfter
 		}

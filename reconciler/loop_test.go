@@ -3,11 +3,13 @@ package reconciler
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -39,6 +41,8 @@ type passRig struct {
 	ids     int
 	key     desired.Key
 	cwd     string
+	// logs holds every line logged, as JSON, debug level included.
+	logs *bytes.Buffer
 }
 
 func newPassRig(t *testing.T) *passRig {
@@ -50,8 +54,8 @@ func newPassRig(t *testing.T) *passRig {
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(t, err)
-	r := &passRig{tmux: tmuxtest.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work")}
-	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	r := &passRig{tmux: tmuxtest.NewFake(), store: store, ad: ad, now: t0, key: key, cwd: filepath.Join(dir, "work"), logs: &bytes.Buffer{}}
+	log := slog.New(journal.WithPassID(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	clock := func() time.Time { return r.now }
 	r.tmux.Now = clock
 	rec := journal.NewRecorder(log, store, clock)
@@ -142,7 +146,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--", NudgePrompt(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--", desired.NudgePrompt(r.key)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)
@@ -150,7 +154,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.Equal(t, []string{"wait"}, names(res.Plan))
 	assert.Equal(t, actions.ReasonAwaitingConfirm, res.Plan[0].(actions.Wait).Reason, "alive is not proof")
 
-	r.turn(t, id, NudgePrompt(r.key))
+	r.turn(t, id, desired.NudgePrompt(r.key))
 	res = r.pass(t, false)
 	require.Equal(t, []string{"mark_running"}, names(res.Plan))
 	rec = r.record(t)
@@ -166,6 +170,103 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, history, 1)
 	assert.Equal(t, "d-1", history[0].ID, "the boot event is recorded delivered")
+}
+
+// TestEveryLineOfAPassCarriesItsReconcileID runs two passes, the first
+// with a spawn tmux refuses, and checks that every log line and journal row
+// each pass wrote carries the same reconcile_id, and that the two passes'
+// ids differ.
+func TestEveryLineOfAPassCarriesItsReconcileID(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	r.opened(t)
+	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
+
+	// linesOf runs one pass and returns the log lines and journal rows it
+	// wrote.
+	seen := 0
+	linesOf := func() (logs []map[string]any, rows []journal.Event) {
+		r.logs.Reset()
+		r.pass(t, false)
+		for line := range strings.Lines(r.logs.String()) {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &m))
+			logs = append(logs, m)
+		}
+		all, err := r.store.Events(ctx, desired.EventFilter{})
+		require.NoError(t, err)
+		rows, seen = all[seen:], len(all)
+		return logs, rows
+	}
+	idOf := func(logs []map[string]any, rows []journal.Event) string {
+		require.NotEmpty(t, logs)
+		id, _ := logs[0][journal.KeyReconcileID].(string)
+		require.NotEmpty(t, id, "the first line carries a reconcile_id: %v", logs[0])
+		for _, l := range logs {
+			assert.Equal(t, id, l[journal.KeyReconcileID], "log line %v", l)
+		}
+		for _, e := range rows {
+			assert.Equal(t, id, e.Attrs[journal.KeyReconcileID], "journal row %s", e)
+		}
+		return id
+	}
+
+	logs, rows := linesOf()
+	msgs := map[any]bool{}
+	for _, l := range logs {
+		msgs[l["msg"]] = true
+	}
+	assert.True(t, msgs[string(journal.ActionFailed)], "the refused spawn is logged: %v", logs)
+	require.NotEmpty(t, rows, "the refused spawn is journaled")
+	require.Equal(t, journal.WorkspacePrepared, rows[0].Name, "the workdir is made before the first spawn")
+	assert.Equal(t, journal.DispatchFailed, rows[1].Name)
+	first := idOf(logs, rows)
+
+	logs, rows = linesOf()
+	assert.True(t, slices.ContainsFunc(logs, func(l map[string]any) bool { return l["msg"] == string(journal.SessionStarting) }),
+		"the next pass spawns: %v", logs)
+	second := idOf(logs, rows)
+	assert.NotEqual(t, first, second, "each pass has its own id")
+}
+
+// TestErrorsNameEachLayerOnce follows one failure from tmux up through a
+// pass: a spawn whose argv tmux refuses as too long. Each layer (tmux,
+// the executor) adds its operation and identity once, so no part of the
+// message the journal and the log show is repeated.
+func TestErrorsNameEachLayerOnce(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	p := testPolicy()
+	p.MaxBootPrompt = 64 << 10 // let a long event reach tmux's argv
+	r.rc.Policy = func() Policy { return p }
+	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Prompt: "[loopd] issues.opened\n" + strings.Repeat("x", 20<<10)}})
+	require.NoError(t, err)
+
+	res := r.pass(t, false)
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
+	events, err := r.store.Events(ctx, desired.EventFilter{WorkItem: r.key.String()})
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	failed := events[len(events)-1]
+	require.Equal(t, journal.DispatchFailed, failed.Name)
+	msgs := []string{failed.Attrs[journal.KeyErr], r.record(t).Status.SpawnRefused}
+	for line := range strings.Lines(r.logs.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		if m["msg"] == string(journal.ActionFailed) {
+			msgs = append(msgs, m[journal.KeyErr].(string))
+		}
+	}
+	require.Len(t, msgs, 3)
+	for _, msg := range msgs {
+		assert.Contains(t, msg, "new session "+desired.SessionName(r.key)+": ", "tmux names its operation and the session")
+		assert.Contains(t, msg, tmux.ErrCommandTooLong.Error())
+		parts := strings.Split(msg, ": ")
+		for i, part := range parts {
+			assert.NotContains(t, parts[i+1:], part, "%q is repeated in %q", part, msg)
+		}
+	}
 }
 
 // TestDryRunChangesNothing plans against live state and checks that neither
@@ -318,7 +419,7 @@ func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
 	boot := prompt[len(prompt)-1]
 	assert.True(t, strings.HasPrefix(boot, "[loopd] issue_comment.created\nand the docs"), "the event first: %q", boot)
 	assert.Equal(t, desired.SeenWhole, desired.FrameOf(desired.Delivery{ID: "d-1", Prompt: boot}).Check(boot), "the opening event replayed whole")
-	assert.LessOrEqual(t, len(boot), DefaultMaxBootPrompt)
+	assert.LessOrEqual(t, len(boot), schema.DefaultMaxBootPrompt)
 }
 
 // events returns the journal rows named name.

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,40 +11,23 @@ import (
 	"github.com/loopd/loopd/observed"
 )
 
-// NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
-// boots with when it resumes the conversation; without it a resumed agent
-// idles.
-func NudgePrompt(k desired.Key) string {
-	return "[loopd] restart on " + k.String() + ": your agent process exited and loopd restarted this session.\n" +
-		"Re-read the conversation above, check the state of the work item and of the working directory, " +
-		"and continue the task where you left off."
-}
-
-// FreshNudgePrompt is the prompt of a self-heal respawn in a new
-// conversation: there is no conversation above, so it names the work item
-// to start from (the executor appends the replay of its events). why is
-// the resume_failed reason that made it fresh: ResumeCrashLoop says the
-// agent kept exiting; any other says its conversation could not be
-// resumed; actions.ReasonReleased says an operator asked for it (loopd
-// release --fresh); "" (resume opted out) says neither.
-func FreshNudgePrompt(k desired.Key, kind desired.Kind, why actions.Reason) string {
-	what := "issue"
-	if kind == desired.KindPullRequest {
-		what = "pull request"
-	}
-	cause := "your agent process exited and loopd restarted it in a new conversation.\n"
+// freshNudge is the prompt of a respawn in a new conversation
+// (desired.FreshNudgePrompt), for why, the resume_failed reason that made it
+// fresh: ResumeCrashLoop says the agent kept exiting; any other says its
+// conversation could not be resumed; actions.ReasonReleased says an
+// operator asked for it (loopd release --fresh); "" (resume opted out)
+// says neither.
+func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
+	cause := desired.FreshNotResumed
 	switch why {
 	case "":
+		cause = desired.FreshOptedOut
 	case actions.ReasonReleased:
-		cause = "an operator started a new conversation for this work item (loopd release --fresh).\n"
+		cause = desired.FreshReleased
 	case actions.ResumeCrashLoop:
-		cause = "your agent process kept exiting and its conversation could not be resumed, so this is a new conversation.\n"
-	default:
-		cause = "your agent process exited and its conversation could not be resumed, so this is a new conversation.\n"
+		cause = desired.FreshCrashLoop
 	}
-	return "[loopd] restart on " + k.String() + ": " + cause +
-		"You are working on GitHub " + what + " #" + strconv.Itoa(k.Number) + " in " + k.Owner + "/" + k.Repo +
-		". Read it and its comments, check the state of the working directory, and continue the task."
+	return desired.FreshNudgePrompt(k, kind, cause)
 }
 
 // Plan compares desired records with what one pass observed and returns the
@@ -100,7 +82,7 @@ func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Actio
 		return nil, r, false
 	}
 	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
-	r.Status.HarnessSessionID, r.Status.ConfirmedSessionID = to, to
+	r.Status = r.Status.Follow(to)
 	return []actions.Action{a}, r, false
 }
 
@@ -391,7 +373,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 			continue
 		}
 		st := it.st
-		reported := it.r.Report != nil && !it.r.Report.At.Before(st.SpawnedAt)
+		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
@@ -436,7 +418,7 @@ func (it itemPlan) confirmSend() []actions.Action {
 // probe alone.
 func (it itemPlan) confirmed() bool {
 	st := it.st
-	if rep := it.r.Report; rep != nil && rep.SessionID == st.HarnessSessionID && !rep.At.Before(st.SpawnedAt) {
+	if rep := it.r.ReportSinceSpawn(); rep != nil && rep.SessionID == st.HarnessSessionID {
 		return true
 	}
 	return it.freshConfirmed()
@@ -703,7 +685,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 		// A new conversation replaces one: it carries the work, not just
 		// a pointer to it.
 		if s.DeliveryID == "" && len(it.pending) == 0 {
-			s.Prompt = FreshNudgePrompt(key, it.r.Spec.Kind, why)
+			s.Prompt = freshNudge(key, it.r.Spec.Kind, why)
 		}
 		if room := it.p.MaxBootPrompt - len(s.Prompt); room > 0 {
 			s.Replay = room
@@ -753,7 +735,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 // header line only and is pasted once the harness runs.
 func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 	if len(it.pending) == 0 {
-		return "", NudgePrompt(it.r.Key)
+		return "", desired.NudgePrompt(it.r.Key)
 	}
 	d := it.pending[0]
 	for _, p := range it.pending {
@@ -765,7 +747,7 @@ func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 		return d.ID, d.Prompt
 	}
 	header, _, _ := strings.Cut(d.Prompt, "\n")
-	return "", header + "\n[loopd] This event is long; its full text follows as the next message."
+	return "", desired.LongEventPrompt(header)
 }
 
 func maxTime(a, b time.Time) time.Time {

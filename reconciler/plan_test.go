@@ -13,6 +13,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 func isUUID(id string) bool {
@@ -28,7 +29,7 @@ var (
 	cwd     = "/srv/agents/octo-org/api/42"
 	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nhello"}
 	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}
-	nudge   = NudgePrompt(key)
+	nudge   = desired.NudgePrompt(key)
 	spawnAt = t0.Add(-time.Minute)
 )
 
@@ -145,14 +146,14 @@ func fresh(delivery desired.Delivery, reason, failed actions.Reason) actions.Fre
 		f.AttemptedID = oldID
 	}
 	if delivery.ID == "" {
-		f.Prompt = FreshNudgePrompt(key, desired.KindIssue, failed)
+		f.Prompt = freshNudge(key, desired.KindIssue, failed)
 	}
 	return replaying(f)
 }
 
 // replaying gives f the replay bound its prompt leaves in argv.
 func replaying(f actions.FreshSpawn) actions.FreshSpawn {
-	f.Replay = DefaultMaxBootPrompt - len(f.Prompt)
+	f.Replay = schema.DefaultMaxBootPrompt - len(f.Prompt)
 	return f
 }
 
@@ -171,7 +172,7 @@ func TestPlan(t *testing.T) {
 	none := desired.Delivery{}
 	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
 	policy := func(f func(*Policy)) Policy { p := testPolicy(); f(&p); return p }
-	longEv := desired.Delivery{ID: "d-long", Prompt: "[loopd] header line\n" + strings.Repeat("x", DefaultMaxBootPrompt)}
+	longEv := desired.Delivery{ID: "d-long", Prompt: "[loopd] header line\n" + strings.Repeat("x", schema.DefaultMaxBootPrompt)}
 
 	tests := []struct {
 		name string

@@ -72,16 +72,6 @@ type Policy struct {
 	Routing schema.Routing
 }
 
-// Defaults for the fields of Policy that are not in the config.
-const (
-	DefaultPoll          = time.Second
-	DefaultMaxBootPrompt = 8 << 10
-	// DefaultDeliveryConfirm and DefaultMaxSendAttempts: an idle harness
-	// writes a submitted prompt to its transcript at once.
-	DefaultDeliveryConfirm = 10 * time.Second
-	DefaultMaxSendAttempts = 3
-)
-
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd
 // whose owner mark is owner.
 func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string) Policy {
@@ -98,10 +88,10 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		BackoffMax:       p.BackoffMax(),
 		HealthyReset:     p.HealthyReset(),
 		RestartBudget:    p.RestartBudget,
-		Poll:             DefaultPoll,
-		MaxBootPrompt:    DefaultMaxBootPrompt,
-		DeliveryConfirm:  DefaultDeliveryConfirm,
-		MaxSendAttempts:  DefaultMaxSendAttempts,
+		Poll:             schema.DefaultPoll,
+		MaxBootPrompt:    schema.DefaultMaxBootPrompt,
+		DeliveryConfirm:  schema.DefaultDeliveryConfirm,
+		MaxSendAttempts:  schema.DefaultMaxSendAttempts,
 		Harnesses:        harnesses,
 		Owner:            owner,
 	}

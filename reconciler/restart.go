@@ -177,14 +177,17 @@ func resetCounts(h History, p Policy, now time.Time) (failures, fast, churn int)
 // restart decision about r would start from at now: 0 while a release is
 // pending (carrying it out clears the counts) or once the current run has
 // lasted HealthyReset (resetCounts), the recorded Status.Failures
-// otherwise. loopd get shows it.
-func NextFailures(r desired.Record, p Policy, now time.Time) int {
+// otherwise. diedAt is when tmux saw the current run's pane die
+// (tmux.Pane.DeadTime), zero while it lives or when not known: a run is
+// measured to its death, so an outage does not pass for a healthy run.
+// loopd get shows it.
+func NextFailures(r desired.Record, p Policy, now, diedAt time.Time) int {
 	if r.ReleasePending() && !r.Spec.Closed {
 		return 0
 	}
 	st := r.Status
 	if st.Phase == desired.PhaseRunning || st.Phase == desired.PhaseSpawning {
-		failures, _, _ := resetCounts(History{SpawnedAt: st.SpawnedAt, Failures: st.Failures}, p, now)
+		failures, _, _ := resetCounts(History{SpawnedAt: st.SpawnedAt, DiedAt: diedAt, Failures: st.Failures}, p, now)
 		return failures
 	}
 	return st.Failures

@@ -20,10 +20,6 @@ import (
 // read: an editor's save is several events (write, rename, chmod).
 const debounce = 100 * time.Millisecond
 
-// eventWatchFailed is logged when the file watch reports an error (an
-// inotify queue overflow, say); the file is re-read after it.
-const eventWatchFailed = "config.watch_failed"
-
 // Watcher holds the current config and reloads it when the file changes or
 // Reload is called. An invalid file keeps the last good config.
 //
@@ -101,7 +97,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-fw.Events:
 			timer.Reset(debounce)
 		case err := <-fw.Errors:
-			w.log.Warn(eventWatchFailed, "path", w.path, "err", err)
+			w.log.Warn(string(journal.ConfigWatchFailed), "path", w.path, "err", err)
 			timer.Reset(debounce)
 		case <-timer.C:
 			w.mu.Lock()

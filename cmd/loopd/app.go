@@ -27,10 +27,6 @@ import (
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
 const paneDiedChannel = "loopd-pane-died"
 
-// lostExitKick is how often serve kicks tmux so that a pane death tmux 3.3a
-// failed to reap still fires the pane-died hook (observed.Watcher.KickEvery).
-const lostExitKick = time.Second
-
 // storeFile is the SQLite file's name inside the state dir.
 const storeFile = "loopd.db"
 
@@ -109,7 +105,7 @@ func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *j
 	for _, name := range names {
 		ad, err := harness.New(name, cfg.Harnesses[name])
 		if err != nil {
-			return nil, fmt.Errorf("harness %s: %w", name, err)
+			return nil, err // harness <name>: …
 		}
 		if err := harness.LookCommand(ad); err != nil {
 			rec.Record(ctx, slog.LevelError, journal.HarnessMissing, "", "harness", name, "err", err)
@@ -147,7 +143,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	return &reconciler.Reconciler{
 		Store:    a.store,
 		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Log: a.log},
-		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: lostExitKick, Log: a.log},
+		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
 		Journal:  a.journal,
 		Log:      a.log,
 		Policy:   policy,
@@ -166,7 +162,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			NewID:      uuid.NewString,
 			Socket:     cfg.Tmux.Socket,
 			Owner:      a.owner.ID,
-			Settle:     150 * time.Millisecond,
+			Settle:     schema.DefaultPasteSettle,
 			Launcher:   a.launcher,
 			Workspaces: &workspace.Manager{Root: mirrors},
 		},

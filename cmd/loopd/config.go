@@ -32,7 +32,7 @@ commands that are not installed.`,
 			for name, h := range cfg.Harnesses {
 				ad, err := harness.New(name, h)
 				if err != nil {
-					return fmt.Errorf("harness %s: %w", name, err)
+					return err // harness <name>: …
 				}
 				if err := harness.LookCommand(ad); err != nil {
 					fmt.Fprintf(os.Stderr, "warning: %v\n", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,13 +14,11 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
-
-// defaultStalePending is how long an item may sit Stopped with pending
-// events before `loopd get` flags it.
-const defaultStalePending = 10 * time.Minute
 
 func newGetCmd(g *globals) *cobra.Command {
 	var stale time.Duration
@@ -46,10 +46,11 @@ was lost on the way from GitHub (the next comment heals that).`,
 			}
 			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
 			policy.Routing = cfg.Webhooks.GHWebhook.Routing
-			return printRecords(cmd.OutOrStdout(), records, time.Now(), stale, policy)
+			now := time.Now()
+			return printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now))
 		},
 	}
-	cmd.Flags().DurationVar(&stale, "stale-pending", defaultStalePending,
+	cmd.Flags().DurationVar(&stale, "stale-pending", schema.DefaultStalePending,
 		"flag Stopped items whose oldest pending event is older than this")
 	return cmd
 }
@@ -68,7 +69,7 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 // whose oldest pending event was received more than stale before now. The
 // failure count is the one the next restart decision under p would start
 // from (reconciler.NextFailures), not a stale recorded one.
-func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy) error {
+func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
 	for _, r := range records {
@@ -79,7 +80,7 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		} else if r.Spec.Closed {
 			phase += " (closed)"
 		}
-		id := st.HarnessSessionID
+		id := r.ConversationID(nil)
 		if id == "" {
 			id = "-"
 		}
@@ -98,9 +99,31 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, desired.SessionName(r.Key), phase, id,
-			len(r.Pending), reconciler.NextFailures(r, p, now), reason)
+			len(r.Pending), reconciler.NextFailures(r, p, now, died[r.Key]), reason)
 	}
 	return tw.Flush()
+}
+
+// deaths returns when tmux saw the pane of each running or spawning record
+// die, from one observation of cfg's tmux server; none when no record runs
+// or tmux cannot be read (get then measures a run to now).
+func deaths(ctx context.Context, cfg *schema.Config, records []desired.Record, now time.Time) map[desired.Key]time.Time {
+	if !slices.ContainsFunc(records, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning || r.Status.Phase == desired.PhaseSpawning
+	}) {
+		return nil
+	}
+	snap, err := observed.TakeSnapshot(ctx, tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)), now)
+	if err != nil {
+		return nil
+	}
+	out := map[desired.Key]time.Time{}
+	for _, r := range records {
+		if p, ok := snap.Pane(desired.SessionName(r.Key)); ok && p.Dead && !p.DeadTime.IsZero() {
+			out[r.Key] = p.DeadTime
+		}
+	}
+	return out
 }
 
 // stalePending returns "stale_pending=N since=D" when r is Stopped and its

@@ -46,7 +46,7 @@ func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			var reason string
@@ -92,11 +92,39 @@ func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, defaultStalePending, testPolicy()))
+			require.NoError(t, printRecords(&out, []desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			col := strings.Index(lines[0], "FAILURES")
 			assert.Equal(t, tt.want, strings.Fields(lines[1][col:])[0])
 		})
 	}
+}
+
+// A run seen dead after an outage is measured to its death, not to now: it
+// did not last healthyResetSeconds, so its failures still count.
+func TestGetMeasuresADeadRunToItsDeath(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	k := desired.Key{Owner: "o", Repo: "r", Number: 1}
+	rec := desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Hour), Failures: 2}}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, []desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(),
+		map[desired.Key]time.Time{k: now.Add(-time.Hour + 2*time.Second)}))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	col := strings.Index(lines[0], "FAILURES")
+	assert.Equal(t, "2", strings.Fields(lines[1][col:])[0])
+}
+
+// loopd get names the conversation the item is in: after a /clear no pass
+// has followed yet, the new one.
+func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const old, cleared = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1},
+		Status: desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Minute), HarnessSessionID: old},
+		Report: &desired.SessionReport{SessionID: cleared, Source: "clear", At: now.Add(-time.Second)}}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, []desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil))
+	assert.Contains(t, out.String(), cleared)
+	assert.NotContains(t, out.String(), old)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -52,6 +53,12 @@ under the reconcile lock, and journals item.released.`
 				fmt.Fprintf(cmd.OutOrStdout(), "%s held; the next pass stops its session\n", k)
 				return nil
 			}
+			// A release --fresh not carried out yet stands: a plain release
+			// after it must not quietly turn it back into a resume.
+			if !fresh && freshReleasePending(ctx, store, k) {
+				fresh = true
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: a release --fresh is still pending; it stands\n", k)
+			}
 			// A spec change, like hold: the reconciler carries it out under
 			// its lock (reconciler.release), never this process.
 			if err := store.Release(ctx, k, fresh); err != nil {
@@ -69,4 +76,19 @@ under the reconcile lock, and journals item.released.`
 		cmd.Flags().BoolVar(&fresh, "fresh", false, "start a new conversation instead of resuming the recorded one")
 	}
 	return cmd
+}
+
+// freshReleasePending reports whether k has a release --fresh that no pass
+// has carried out yet; false when the store cannot tell.
+func freshReleasePending(ctx context.Context, store desired.Store, k desired.Key) bool {
+	records, err := store.Records(ctx)
+	if err != nil {
+		return false
+	}
+	for _, r := range records {
+		if r.Key == k {
+			return r.ReleasePending() && r.Spec.ReleaseFresh
+		}
+	}
+	return false
 }

@@ -50,7 +50,7 @@ Exit codes: 0 ok (with --detailed-exitcode: nothing to do), 1 error,
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the planned actions; change nothing")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
 	f.BoolVar(&o.detailedExit, "detailed-exitcode", false, "exit 2 when changes were planned or applied, 0 when none")
-	f.DurationVar(&o.lockWait, "lock-wait", 30*time.Second, "how long to wait for a running pass to finish")
+	f.DurationVar(&o.lockWait, "lock-wait", schema.DefaultOnceLockWait, "how long to wait for a running pass to finish")
 	return cmd
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // globals are the flags every command shares.
@@ -42,7 +44,9 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// logger builds the process's one slog.Logger, writing to w.
+// logger builds the process's one slog.Logger, writing to w. A line
+// logged with a pass's context carries its reconcile_id
+// (journal.WithPassID).
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
@@ -51,9 +55,9 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(g.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(journal.WithPassID(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(journal.WithPassID(slog.NewJSONHandler(w, opts))), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 	}

@@ -53,7 +53,9 @@ func serve(ctx context.Context, g *globals) error {
 	// A failure that repeats (a full disk fails every pass) is written
 	// once, then once a window with its count, in the log and the journal.
 	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
-	log = slog.New(repeats.Handler(log.Handler()))
+	// The reconcile id goes on before the limiter keeps a line, so that a
+	// line it writes later for folded repeats carries it too.
+	log = slog.New(journal.WithPassID(repeats.Handler(log.Handler())))
 	cfg, secret, err := g.loadWithSecret()
 	if err != nil {
 		return err
@@ -62,9 +64,9 @@ func serve(ctx context.Context, g *globals) error {
 	// One daemon per state dir: a second would double every wake-up and
 	// race the first for the same panes.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+		return fmt.Errorf("state dir: %w", err) // mkdir <dir>: …
 	}
-	lockCtx, cancel := context.WithTimeout(ctx, time.Second)
+	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
 	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
@@ -84,7 +86,7 @@ func serve(ctx context.Context, g *globals) error {
 	// and kill each other's agents. The socket lock keeps a second serve
 	// out while this one runs; the server's owner mark keeps out any loopd
 	// of another state dir for as long as the server lives.
-	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, time.Second)
+	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, startLockWait)
 	if err != nil {
 		return a.refuse(ctx, err)
 	}
@@ -99,7 +101,7 @@ func serve(ctx context.Context, g *globals) error {
 		return a.refuse(ctx, err)
 	} else if err != nil {
 		// No tmux yet: the loop says tmux.unavailable and retries.
-		log.Warn("tmux.unavailable", "err", err)
+		log.Warn(string(journal.TmuxUnavailable), "err", err)
 	}
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
@@ -142,7 +144,7 @@ func serve(ctx context.Context, g *globals) error {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
 	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
-	log.Info("serve.listening", "addr", ln.Addr().String(), "webhook_path", hook.Path,
+	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir)
 
 	hup := make(chan os.Signal, 1)
@@ -163,7 +165,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() {
 		// Without the file watch, SIGHUP still reloads.
 		if err := watcher.Run(ctx); err != nil {
-			log.Error("config.watch_failed", "path", g.config, "err", err)
+			log.Error(string(journal.ConfigWatchFailed), "path", g.config, "err", err)
 		}
 	}()
 	go repeats.Run(ctx)
@@ -180,18 +182,27 @@ func serve(ctx context.Context, g *globals) error {
 			return fmt.Errorf("serve http: %w", err)
 		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {
-		log.Error("journal.append_failed", "err", err)
+		log.Error(string(journal.JournalAppendFailed), "err", err)
 	}
-	log.Info("serve.stopped")
+	log.Info(string(journal.ServeStopped))
 	return nil
 }
+
+// startLockWait is how long serve waits, at start, for the state dir's
+// lock and the tmux socket's lock: a loopd that is stopping lets go of
+// them within it, a running one does not.
+const startLockWait = time.Second
+
+// shutdownGrace bounds serve's shutdown: the HTTP requests in flight, and
+// the journal rows and repeat counts still to write.
+const shutdownGrace = 5 * time.Second
 
 // deferredFlushEvery is how often serve writes the journal rows that a
 // failing store made wait (journal.Recorder.RecordLater).
@@ -210,7 +221,7 @@ func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger)
 		case <-t.C:
 			fctx, cancel := context.WithTimeout(ctx, deferredFlushEvery)
 			if err := rec.Flush(fctx); err != nil {
-				log.Debug("journal.append_failed", "err", err, "deferred", true)
+				log.Debug(string(journal.JournalAppendFailed), "err", err, "deferred", true)
 			}
 			cancel()
 		}
@@ -276,7 +287,7 @@ func readSecretFile(path string) (string, error) {
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile %s: %w", path, err)
+		return "", fmt.Errorf("webhook secret: secretFile: %w", err) // read <path>: …
 	}
 	if len(data) > maxSecretFile {
 		return "", fmt.Errorf("webhook secret: secretFile %s: larger than %d bytes", path, maxSecretFile)

@@ -186,7 +186,7 @@ func (c *claudeCode) Transcript(cwd, id string) (Transcript, error) {
 	}
 	dir, err := physicalDir(cwd)
 	if err != nil {
-		return Transcript{}, fmt.Errorf("transcript %s in %s: %w", id, cwd, err)
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err) // lstat <cwd>: …
 	}
 	config, err := c.configDir(dir)
 	if err != nil {

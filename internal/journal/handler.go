@@ -27,8 +27,8 @@ func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool { return h.nex
 
 // Handle implements slog.Handler.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if slices.Contains(h.names, Name(r.Message)) {
-		e := Event{Time: r.Time, Name: Name(r.Message), Level: r.Level, Attrs: map[string]string{}}
+	if i := slices.IndexFunc(h.names, func(n Name) bool { return string(n) == r.Message }); i >= 0 {
+		e := Event{Time: r.Time, Name: h.names[i], Level: r.Level, Attrs: map[string]string{}}
 		add := func(a slog.Attr) bool {
 			if a.Key == "work_item" {
 				e.WorkItem = a.Value.String()

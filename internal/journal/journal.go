@@ -14,41 +14,69 @@ import (
 	"time"
 )
 
-// Name is an event name. The list below is the whole vocabulary; slog messages
-// and journal rows use the same names (docs/design.md, "Events").
+// Name is an event name. The list below is the whole vocabulary: every
+// slog message in loopd and every journal row is one of these names
+// (docs/design.md, "Events"; TestLogMessagesAreNames holds the code to it).
+// Names marked "log only" are written to the log and never to the journal.
 type Name string
 
 // The event names.
 const (
-	DeliveryAccepted  Name = "delivery.accepted"
+	// DeliveryAccepted: a signed delivery queued an event (or changed the
+	// item's state).
+	DeliveryAccepted Name = "delivery.accepted"
+	// DeliveryDuplicate: a redelivery of a delivery id already stored.
 	DeliveryDuplicate Name = "delivery.duplicate"
-	DeliveryIgnored   Name = "delivery.ignored"
-	DeliveryRejected  Name = "delivery.rejected"
+	// DeliveryIgnored: a signed delivery loopd has nothing to do for.
+	DeliveryIgnored Name = "delivery.ignored"
+	// DeliveryRejected: a request refused (unsigned, malformed, store failed).
+	DeliveryRejected Name = "delivery.rejected"
 
-	SessionSpawned        Name = "session.spawned"
-	SessionRespawned      Name = "session.respawned"
-	SessionResumeFailed   Name = "session.resume_failed"
-	SessionExited         Name = "session.exited"
-	SessionCrashLoop      Name = "session.crash_loop"
-	SessionStopped        Name = "session.stopped"
-	SessionConfirmed      Name = "session.confirmed"
+	// SessionStarting: tmux started a harness's pane (log only).
+	SessionStarting Name = "session.starting"
+	// SessionSpawned: a fresh spawn holds and runs.
+	SessionSpawned Name = "session.spawned"
+	// SessionRespawned: a respawn holds and runs (resumed=true|false).
+	SessionRespawned Name = "session.respawned"
+	// SessionResumeFailed: a respawn that could not resume went fresh.
+	SessionResumeFailed Name = "session.resume_failed"
+	// SessionExited: the harness's pane died.
+	SessionExited Name = "session.exited"
+	// SessionCrashLoop: a conversation id was retired, or the restart
+	// budget is spent.
+	SessionCrashLoop Name = "session.crash_loop"
+	// SessionStopped: the session was stopped (closed or held item).
+	SessionStopped Name = "session.stopped"
+	// SessionConfirmed: a spawn was confirmed by its transcript or report.
+	SessionConfirmed Name = "session.confirmed"
+	// SessionNeedsAttention: the item waits for an operator or a new event.
 	SessionNeedsAttention Name = "session.needs_attention"
-	SessionAdopted        Name = "session.adopted"
-	SessionReported       Name = "session.reported"
+	// SessionAdopted: a live pane the record did not account for is the item's.
+	SessionAdopted Name = "session.adopted"
+	// SessionReported: the harness reported its session id (SessionStart).
+	SessionReported Name = "session.reported"
+	// SessionReportRejected: a SessionStart report failed its checks.
 	SessionReportRejected Name = "session.report_rejected"
-	SessionFollowed       Name = "session.followed"
+	// SessionFollowed: the item now follows the id its harness reported.
+	SessionFollowed Name = "session.followed"
 	// SessionForeign: a session of the item's name carries the owner mark
 	// of another loopd (or none); it is never adopted, pasted into or killed.
 	SessionForeign Name = "session.foreign"
 
-	DispatchSent      Name = "dispatch.sent"
+	// DispatchSent: an event was pasted and submitted.
+	DispatchSent Name = "dispatch.sent"
+	// DispatchDelivered: an event reached the conversation
+	// (via=boot_prompt|paste|transcript).
 	DispatchDelivered Name = "dispatch.delivered"
-	DispatchFailed    Name = "dispatch.failed"
-	DispatchBlocked   Name = "dispatch.blocked"
+	// DispatchFailed: an event could not be sent; it stays pending.
+	DispatchFailed Name = "dispatch.failed"
+	// DispatchBlocked: a dialog in the harness's screen blocks delivery.
+	DispatchBlocked Name = "dispatch.blocked"
 	// DispatchMangled: an event's frame reached the conversation, but not
 	// whole (end line missing or digest mismatch).
 	DispatchMangled Name = "dispatch.mangled"
 
+	// WorkspaceMissing: the item's workdir is gone; the item is blocked.
 	WorkspaceMissing Name = "workspace.missing"
 	// WorkspacePrepared: an item's workdir was made (or found) before a
 	// spawn: a plain directory or a git worktree.
@@ -64,21 +92,55 @@ const (
 	// item's conversation lives in; the pinned one stays.
 	WorkspacePinned Name = "workspace.pinned"
 	// WorkspaceUnreadable: observation could not read an item's workdir
-	// (a permission); the planner treats it as not observed.
+	// (a permission); the planner treats it as not observed (log only).
 	WorkspaceUnreadable Name = "workspace.unreadable"
-	HarnessMissing      Name = "harness.missing"
+	// HarnessMissing: a harness's command cannot be found.
+	HarnessMissing Name = "harness.missing"
 
-	ItemHeld     Name = "item.held"
+	// ItemHeld: an operator held the item (loopd hold).
+	ItemHeld Name = "item.held"
+	// ItemReleased: a pass carried out an operator's release.
 	ItemReleased Name = "item.released"
 
+	// ConfigReloaded: the config file was reloaded.
 	ConfigReloaded Name = "config.reloaded"
-	ConfigInvalid  Name = "config.invalid"
+	// ConfigInvalid: a changed config file is invalid; the last good one stays.
+	ConfigInvalid Name = "config.invalid"
+	// ConfigWatchFailed: the config file watch reported an error (an
+	// inotify queue overflow, say); the file is re-read after it (log only).
+	ConfigWatchFailed Name = "config.watch_failed"
 
+	// ServeListening: serve accepts webhook deliveries (log only).
+	ServeListening Name = "serve.listening"
+	// ServeStopped: serve shut down (log only).
+	ServeStopped Name = "serve.stopped"
 	// ServeRefused: serve or reconcile --once found the tmux server or its
 	// socket taken by the loopd of another state dir, and did not start.
 	ServeRefused Name = "serve.refused"
 
+	// ReconcileFailed: a pass failed before it could act; the loop retries.
 	ReconcileFailed Name = "reconcile.failed"
+	// ActionFailed: one planned action returned an error (log only; the
+	// fault it met is journaled by the action itself).
+	ActionFailed Name = "action.failed"
+
+	// TmuxExec: one tmux invocation, its commands and duration (log only,
+	// debug).
+	TmuxExec Name = "tmux.exec"
+	// TmuxUnavailable: the tmux server could not be started or claimed
+	// (log only; a pass that needs it journals reconcile.failed).
+	TmuxUnavailable Name = "tmux.unavailable"
+	// TmuxKickFailed: the reap kick (run-shell true) failed (log only, debug).
+	TmuxKickFailed Name = "tmux.kick_failed"
+	// PaneDiedWaitFailed: waiting on the pane-died channel failed; retried
+	// after a second (log only, debug).
+	PaneDiedWaitFailed Name = "pane_died.wait_failed"
+	// TranscriptUnreadable: a harness transcript could not be read; the pass
+	// plans as if it showed nothing (log only).
+	TranscriptUnreadable Name = "transcript.unreadable"
+
+	// JournalAppendFailed: a journal row could not be written (log only).
+	JournalAppendFailed Name = "journal.append_failed"
 )
 
 // Event is one journal entry. Attrs keys are snake_case, as in the log.
@@ -118,14 +180,15 @@ func NewRecorder(log *slog.Logger, store Appender, now func() time.Time) *Record
 }
 
 // Record logs and journals one event. kv are alternating snake_case keys and
-// values; values are formatted with slog's text rules.
+// values (keys.go); values are formatted with slog's text rules. The row and
+// the line carry the reconcile id of ctx, when it has one (WithReconcileID).
 func (r *Recorder) Record(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
 	e := r.log1(ctx, level, name, workItem, kv)
 	if r.store == nil {
 		return
 	}
 	if err := r.store.AppendEvent(ctx, e); err != nil {
-		r.log.Error("journal.append_failed", "event", string(name), "err", err)
+		r.log.Error(string(JournalAppendFailed), "name", string(name), "err", err)
 	}
 }
 
@@ -167,7 +230,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.dropped > 0 {
-		r.log.Error("journal.append_failed", "err", "deferred rows over the bound were dropped", "dropped", r.dropped)
+		r.log.Error(string(JournalAppendFailed), "err", "deferred rows over the bound were dropped", "dropped", r.dropped)
 		r.dropped = 0
 	}
 	for len(r.deferred) > 0 {
@@ -181,10 +244,14 @@ func (r *Recorder) Flush(ctx context.Context) error {
 
 // log1 logs one event and returns its journal row.
 func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) Event {
-	attrs := make(map[string]string, len(kv)/2)
-	args := make([]any, 0, len(kv)+2)
+	attrs := make(map[string]string, len(kv)/2+1)
+	args := make([]any, 0, len(kv)+4)
 	if workItem != "" {
-		args = append(args, "work_item", workItem)
+		args = append(args, KeyWorkItem, workItem)
+	}
+	if id := ReconcileID(ctx); id != "" {
+		attrs[KeyReconcileID] = id
+		args = append(args, KeyReconcileID, id)
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		key, _ := kv[i].(string)

@@ -18,10 +18,6 @@ const DefaultRepeatWindow = time.Minute
 // DefaultMaxFailures bounds the failure identities a Limiter tracks at once.
 const DefaultMaxFailures = 256
 
-// RepeatedKey is the attribute a Limiter adds to a line that stands for
-// occurrences it suppressed: their number since the previous line.
-const RepeatedKey = "repeated"
-
 // Limiter folds repeated identical failures into one line with a count,
 // for the log (Handler) and for the journal (Appender).
 //
@@ -238,7 +234,7 @@ func (h *limitHandler) Handle(ctx context.Context, r slog.Record) error {
 // withRepeated returns a copy of r that carries repeated=n.
 func withRepeated(r slog.Record, n int) slog.Record {
 	r = r.Clone()
-	r.AddAttrs(slog.Int(RepeatedKey, n))
+	r.AddAttrs(slog.Int(KeyRepeated, n))
 	return r
 }
 
@@ -299,6 +295,6 @@ func eventRepeated(e Event, n int) Event {
 	if e.Attrs == nil {
 		e.Attrs = map[string]string{}
 	}
-	e.Attrs[RepeatedKey] = slog.IntValue(n).String()
+	e.Attrs[KeyRepeated] = slog.IntValue(n).String()
 	return e
 }

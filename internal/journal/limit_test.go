@@ -64,13 +64,13 @@ func TestLimiterFoldsRepeatsWithCount(t *testing.T) {
 
 	got := lines(t, out)
 	require.Len(t, got, 4, out.String())
-	assert.NotContains(t, got[0], RepeatedKey, "the first occurrence passes as it is")
+	assert.NotContains(t, got[0], KeyRepeated, "the first occurrence passes as it is")
 	assert.Equal(t, float64(0), got[0]["reconcile_id"])
 	total := 0
 	for _, l := range got[1:] {
 		assert.Equal(t, string(ReconcileFailed), l["msg"])
 		assert.Equal(t, diskFull.Error(), l["err"])
-		total += int(l[RepeatedKey].(float64))
+		total += int(l[KeyRepeated].(float64))
 	}
 	assert.Equal(t, 179, total, "every suppressed occurrence is counted once")
 	assert.Equal(t, float64(179), got[3]["reconcile_id"], "a summary is the latest occurrence")
@@ -108,7 +108,7 @@ func TestLimiterIdentity(t *testing.T) {
 	got := lines(t, out)
 	require.Len(t, got, 8, "one summary per identity")
 	for _, l := range got {
-		assert.Equal(t, float64(2), l[RepeatedKey], l)
+		assert.Equal(t, float64(2), l[KeyRepeated], l)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestLimiterMemoryIsBounded(t *testing.T) {
 	lim.FlushAll(context.Background())
 	got := lines(t, out)
 	require.Len(t, got, 1)
-	assert.Equal(t, float64(995), got[0][RepeatedKey], "the folded identities are still counted")
+	assert.Equal(t, float64(995), got[0][KeyRepeated], "the folded identities are still counted")
 	assert.Equal(t, "error 999", got[0]["err"])
 }
 
@@ -142,7 +142,7 @@ func TestLimiterLateOccurrenceCarriesCount(t *testing.T) {
 
 	got := lines(t, out)
 	require.Len(t, got, 2)
-	assert.Equal(t, float64(4), got[1][RepeatedKey])
+	assert.Equal(t, float64(4), got[1][KeyRepeated])
 }
 
 func TestLimiterJournalRows(t *testing.T) {
@@ -172,8 +172,8 @@ func TestLimiterJournalRows(t *testing.T) {
 	}
 	assert.Equal(t, 30, accepted, "records that are not failures are all journaled")
 	require.Len(t, failed, 2)
-	assert.NotContains(t, failed[0].Attrs, RepeatedKey)
-	assert.Equal(t, "29", failed[1].Attrs[RepeatedKey])
+	assert.NotContains(t, failed[0].Attrs, KeyRepeated)
+	assert.Equal(t, "29", failed[1].Attrs[KeyRepeated])
 	assert.Equal(t, 2, strings.Count(out.String(), string(ReconcileFailed)), "the log is limited alike")
 }
 
@@ -190,7 +190,7 @@ func TestLimiterRowThatFailedToWriteIsNoWindow(t *testing.T) {
 	clock.advance(time.Second)
 	require.NoError(t, rows.AppendEvent(ctx, e))
 	require.Len(t, j.events, 1, "an occurrence after an unwritten first one is written, not counted as its repeat")
-	assert.NotContains(t, j.events[0].Attrs, RepeatedKey)
+	assert.NotContains(t, j.events[0].Attrs, KeyRepeated)
 }
 
 func TestRecordLaterRowsAreNeverFolded(t *testing.T) {
@@ -202,7 +202,7 @@ func TestRecordLaterRowsAreNeverFolded(t *testing.T) {
 	ctx := context.Background()
 
 	for _, id := range []string{"d-1", "d-2", "d-3"} {
-		rec.RecordLater(ctx, slog.LevelError, DeliveryRejected, "o/r#1", "delivery_id", id, "reason", "store_failed", "err", "SQLITE_BUSY")
+		rec.RecordLater(ctx, slog.LevelError, DeliveryRejected, "o/r#1", "delivery", id, "reason", "store_failed", "err", "SQLITE_BUSY")
 		require.Error(t, rec.Flush(ctx), "the store is still locked")
 		clock.advance(time.Second)
 	}
@@ -210,7 +210,7 @@ func TestRecordLaterRowsAreNeverFolded(t *testing.T) {
 	require.NoError(t, rec.Flush(ctx))
 	var ids []string
 	for _, e := range j.events {
-		ids = append(ids, e.Attrs["delivery_id"])
+		ids = append(ids, e.Attrs["delivery"])
 	}
 	assert.Equal(t, []string{"d-1", "d-2", "d-3"}, ids, "each rejected delivery keeps its own row for the operator to redeliver")
 }

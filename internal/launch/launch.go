@@ -127,14 +127,14 @@ func ReadEnvFile(path string) (map[string]string, error) {
 	rmErr := os.Remove(path)
 	info, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read env file %s: %w", path, err)
+		return nil, fmt.Errorf("read env file: %w", err) // stat <path>: …
 	}
 	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("read env file %s: mode %s: %w", path, info.Mode(), ErrBadEnvFile)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("read env file %s: %w", path, err)
+		return nil, fmt.Errorf("read env file: %w", err) // read <path>: …
 	}
 	if len(data) > maxEnvFile {
 		return nil, fmt.Errorf("read env file %s: over %d bytes: %w", path, maxEnvFile, ErrBadEnvFile)

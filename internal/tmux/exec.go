@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/paneenv"
 )
 
@@ -382,7 +383,7 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]by
 	}
 	start := time.Now()
 	stdout, stderr, err := e.execute(ctx, argv, stdin)
-	e.log.Debug("tmux.exec", "socket", e.socket, "commands", verbs, "duration", time.Since(start), "err", err)
+	e.log.DebugContext(ctx, string(journal.TmuxExec), "socket", e.socket, "commands", verbs, "duration", time.Since(start), "err", err)
 	if err == nil {
 		return stdout, nil
 	}

@@ -138,9 +138,9 @@ type delivery struct {
 
 // attrs returns the log attributes that name d.
 func (d delivery) attrs(kv ...any) []any {
-	out := []any{"delivery_id", d.id, "event", d.event}
+	out := []any{"delivery", d.id, "event", d.event}
 	if d.action != "" {
-		out = append(out, "action", d.action)
+		out = append(out, "payload_action", d.action)
 	}
 	if d.sender != "" {
 		out = append(out, "sender", d.sender)
@@ -218,7 +218,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request is not authenticated), and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	refuse := func(code int, reason, msg string, err error) ([]byte, bool) {
-		attrs := []any{"delivery_id", r.Header.Get(github.DeliveryIDHeader),
+		attrs := []any{"delivery", r.Header.Get(github.DeliveryIDHeader),
 			"event", r.Header.Get(github.EventTypeHeader), "reason", reason, "err", err, "remote_addr", r.RemoteAddr}
 		level := slog.LevelWarn
 		if reason == reasonNoSecret {

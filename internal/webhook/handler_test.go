@@ -887,7 +887,7 @@ func TestIgnored(t *testing.T) {
 			ev := e.onlyEvent(t)
 			assert.Equal(t, journal.DeliveryIgnored, ev.Name)
 			assert.Equal(t, tt.reason, ev.Attrs["reason"])
-			assert.Equal(t, "d-1", ev.Attrs["delivery_id"])
+			assert.Equal(t, "d-1", ev.Attrs["delivery"])
 			assert.Zero(t, e.triggers.Load())
 		})
 	}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// A plain release after a release --fresh that no pass has carried out yet
+// keeps the fresh request: the last call must not quietly undo it.
+func TestFreshReleasePendingStands(t *testing.T) {
+	ctx := context.Background()
+	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
+	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	require.NoError(t, err)
+
+	assert.False(t, freshReleasePending(ctx, store, k), "no release yet")
+	require.NoError(t, store.Release(ctx, k, false))
+	assert.False(t, freshReleasePending(ctx, store, k), "a plain release is not a fresh one")
+	require.NoError(t, store.Release(ctx, k, true))
+	assert.True(t, freshReleasePending(ctx, store, k))
+	assert.False(t, freshReleasePending(ctx, store, desired.Key{Owner: "octo-org", Repo: "api", Number: 4}), "another item")
+}

@@ -1,0 +1,104 @@
+package journal
+
+// The attribute keys of log lines, journal rows and the dry run's fields
+// (actions.Field), snake_case: one key per concept, and one concept per
+// key. A key that names an id of a role (resume_id, retired_session_id)
+// says which role. TestKeysAreListed fails on a key written anywhere in
+// loopd that is not one of these (docs/design.md, "Events").
+const (
+	// Every line.
+	KeyWorkItem    = "work_item"    // owner/repo#number; the journal's own column
+	KeyReconcileID = "reconcile_id" // the pass that wrote the line (WithReconcileID)
+	KeyReason      = "reason"       // why: a reason constant of the writer
+	KeyErr         = "err"          // the error met
+	KeyDetail      = "detail"       // what a reason is about: a path, a harness, a session
+	KeyRepeated    = "repeated"     // identical failures a Limiter folded into this line
+
+	// The work item's session and conversation.
+	KeySession            = "session"              // tmux session name, loop-<slug>
+	KeyPaneID             = "pane_id"              // tmux pane id, %N
+	KeyHarness            = "harness"              // harness name (a key of harnesses)
+	KeyHarnessSessionID   = "harness_session_id"   // the conversation id the harness runs or reported
+	KeyResumeID           = "resume_id"            // the conversation id a resume_spawn resumes
+	KeyAttemptedSessionID = "attempted_session_id" // a conversation id that could not be resumed, or a rejected report's
+	KeyRetiredSessionID   = "retired_session_id"   // a conversation id retired, never resumed again
+	KeyFrom               = "from"                 // the conversation id follow_session leaves
+	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact
+	KeyMode               = "mode"                 // spawn mode: fresh or resume
+	KeyResumed            = "resumed"              // a respawn resumed its conversation
+	KeyConfirmed          = "confirmed"            // the spawn was confirmed by its transcript or a report
+	KeyAttach             = "attach"               // the command that attaches to the session
+	KeyCwd                = "cwd"                  // the item's workdir
+	KeyPrompt             = "prompt"               // a boot prompt, cut for the dry run
+	KeyReplay             = "replay"               // the byte bound of a fresh spawn's replay
+	KeyResumeFailed       = "resume_failed"        // why a fresh spawn is not a resume
+	KeyScreen             = "screen"               // what the pane's screen shows (ready, dialog, draft…)
+	KeyForeground         = "foreground"           // the pane's foreground process
+	KeyRelease            = "release"              // the command that releases an item
+
+	// Deliveries.
+	KeyDelivery  = "delivery"  // a delivery id (X-GitHub-Delivery), as in the prompt's header line
+	KeyDelivered = "delivered" // a delivery found delivered in the conversation
+	KeyVia       = "via"       // how a delivery reached the conversation: boot_prompt, paste, transcript
+	KeyVerified  = "verified"  // the delivery was seen in the transcript
+	KeyCopies    = "copies"    // damaged copies of an event in the conversation
+	KeyRetry     = "retry"     // a paste follows an earlier one
+	KeyRepaste   = "repaste"   // the paste is sent again, not only submitted
+	KeyBytes     = "bytes"     // size of a paste, in bytes
+	KeyAttempt   = "attempt"   // which try of a paste this is
+	KeyPending   = "pending"   // how many events wait
+
+	// Deaths and the restart decision.
+	KeyExitStatus    = "exit_status"    // the pane's exit status, -1 when unknown
+	KeySignal        = "signal"         // the signal that ended the pane
+	KeyClean         = "clean"          // the exit counts as clean
+	KeyPhase         = "phase"          // the phase the item moves to
+	KeyFailures      = "failures"       // consecutive failed runs
+	KeyFastFailures  = "fast_failures"  // consecutive fast failures
+	KeyChurnFailures = "churn_failures" // consecutive churn failures
+	KeyRetire        = "retire"         // why the conversation id is retired: fast_failures or churn
+	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
+	KeyUntil         = "until"          // when a wait ends (RFC 3339)
+	KeyGeneration    = "generation"     // the release generation carried out
+	KeyFresh         = "fresh"          // a release asks for a new conversation
+
+	// Workspaces (the workdir is KeyCwd).
+	KeyConfigCwd        = "config_cwd"         // the workdir the current route renders, not applied to a pinned item
+	KeyURL              = "url"                // a repository's URL, credentials masked
+	KeyBranch           = "branch"             // the branch a worktree is on
+	KeyBase             = "base"               // the remote branch an issue branch starts from
+	KeyCommit           = "commit"             // a worktree's HEAD commit
+	KeyExisting         = "existing"           // the workdir already was a worktree, used as it is
+	KeyRepaired         = "repaired"           // a half-made worktree was finished
+	KeyClass            = "class"              // a failure's class: transient or permanent
+	KeyOp               = "op"                 // the workspace operation that failed: fetch, worktree add, mkdir…
+	KeyCommand          = "command"            // the git command that failed, URLs masked
+	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
+	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
+	KeyOnTransientError = "on_transient_error" // give_up: a transient failure gives up (the budget is spent)
+
+	// Webhook deliveries.
+	KeyEvent         = "event"          // X-GitHub-Event, e.g. issue_comment
+	KeyPayloadAction = "payload_action" // the payload's action, e.g. created
+	KeySender        = "sender"         // the sender's GitHub login
+	KeyRemoteAddr    = "remote_addr"    // the client's address
+	KeyQueued        = "queued"         // the delivery queued an event
+	KeyCreated       = "created"        // the delivery created the work item
+	KeyClosed        = "closed"         // the item's state after the delivery
+	KeyStateChanged  = "state_changed"  // the delivery changed the item's state
+	KeyStaleState    = "stale_state"    // the delivery's state was older than the recorded one
+
+	// The daemon.
+	KeyAction          = "action"           // a planned action's name, as in the dry run
+	KeyName            = "name"             // the event name whose journal row was lost
+	KeyPath            = "path"             // a file: the config, a transcript
+	KeyRestartRequired = "restart_required" // config keys whose change needs a restart
+	KeyAddr            = "addr"             // the address serve listens on
+	KeyWebhookPath     = "webhook_path"     // the URL path of the webhook
+	KeySocket          = "socket"           // the tmux -L socket
+	KeyStateDir        = "state_dir"        // loopd's state dir
+	KeyCommands        = "commands"         // the tmux commands of one invocation
+	KeyDuration        = "duration"         // how long a tmux invocation took
+	KeyDeferred        = "deferred"         // a row RecordLater kept for Flush
+	KeyDropped         = "dropped"          // deferred rows dropped over MaxDeferred
+)

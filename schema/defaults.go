@@ -1,0 +1,120 @@
+package schema
+
+import "time"
+
+// This file is the one home of loopd's tunables: the default of every
+// config key, and the fixed values that behave like tunables but are not
+// config keys. Limits that belong to one package's contract stay there,
+// named (webhook.DefaultServerLimits, journal.DefaultRepeatWindow, …);
+// docs/design.md's "Tunables" table lists every one with its unit and
+// home.
+
+// Defaults filled in for absent keys: each is the "default" of its key in
+// loopd.schema.json (TestSchemaDefaultsAreTheCodes holds the two equal),
+// and docs/design.md's "Tunables" lists them all.
+const (
+	defaultStateDir        = "./state"
+	defaultTmuxSocket      = "loopd"
+	defaultHistoryLimit    = 2000
+	defaultIntervalSeconds = 10
+	defaultListen          = "127.0.0.1:8787"
+	defaultWebhookPath     = "/webhook"
+	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
+)
+
+// DefaultPolicy returns the respawn policy used for every absent key of
+// routing.tmux.
+func DefaultPolicy() Policy {
+	resume, probe := true, 5
+	return Policy{
+		ResumeOnRespawn:       &resume,
+		ResumeProbeSeconds:    &probe,
+		ConfirmTimeoutSeconds: 120,
+		RestartPolicy:         RestartOnFailure,
+		FastFailSeconds:       15,
+		MaxFastFailures:       3,
+		MaxChurnFailures:      5,
+		ChurnSeconds:          300,
+		BackoffInitialSeconds: 2,
+		BackoffMaxSeconds:     300,
+		HealthyResetSeconds:   600,
+		RestartBudget:         10,
+	}
+}
+
+// orDefault sets *v to d when *v is the zero value. The schema's minimums
+// make zero mean "absent" for every integer defaulted this way.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// applyDefaults fills absent keys; dir is the config file's absolute
+// directory.
+func (c *Config) applyDefaults(dir string) {
+	c.dir = dir
+	orDefault(&c.StateDir, defaultStateDir)
+	c.StateDir = c.resolve(c.StateDir)
+	orDefault(&c.Tmux.Socket, defaultTmuxSocket)
+	orDefault(&c.Tmux.HistoryLimit, defaultHistoryLimit)
+	orDefault(&c.Reconcile.IntervalSeconds, defaultIntervalSeconds)
+	for name, h := range c.Harnesses {
+		orDefault(&h.Adapter, name)
+		c.Harnesses[name] = h
+	}
+	gh := &c.Webhooks.GHWebhook
+	orDefault(&gh.Listen, defaultListen)
+	orDefault(&gh.Path, defaultWebhookPath)
+	if gh.SecretFile == "" {
+		orDefault(&gh.SecretEnv, defaultSecretEnv)
+	}
+	p, d := &gh.Routing.Tmux, DefaultPolicy()
+	orDefault(&p.ResumeOnRespawn, d.ResumeOnRespawn)
+	orDefault(&p.ResumeProbeSeconds, d.ResumeProbeSeconds)
+	orDefault(&p.ConfirmTimeoutSeconds, d.ConfirmTimeoutSeconds)
+	orDefault(&p.RestartPolicy, d.RestartPolicy)
+	orDefault(&p.FastFailSeconds, d.FastFailSeconds)
+	orDefault(&p.MaxFastFailures, d.MaxFastFailures)
+	orDefault(&p.MaxChurnFailures, d.MaxChurnFailures)
+	orDefault(&p.ChurnSeconds, d.ChurnSeconds)
+	orDefault(&p.BackoffInitialSeconds, d.BackoffInitialSeconds)
+	orDefault(&p.BackoffMaxSeconds, d.BackoffMaxSeconds)
+	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
+	orDefault(&p.RestartBudget, d.RestartBudget)
+}
+
+// Tunables that are not config keys. The daemon's wiring (cmd/loopd) and
+// the planner's Policy read them here.
+const (
+	// DefaultPoll is how soon an item waiting on something tmux or the
+	// harness will settle (an exit status, a confirmation, a paste's line
+	// in the transcript) is looked at again.
+	DefaultPoll = time.Second
+	// DefaultMaxBootPrompt is the largest boot prompt put in argv, in
+	// bytes; a longer event boots with its header line and is pasted once
+	// the harness runs, because tmux refuses argv over about 16 KiB. It also
+	// bounds a fresh spawn's prompt with its replay.
+	DefaultMaxBootPrompt = 8 << 10
+	// DefaultDeliveryConfirm is how long a pasted event may take to show
+	// in the transcript before it is submitted or pasted again, and
+	// DefaultMaxSendAttempts bounds those tries before the item needs
+	// attention: an idle harness writes a submitted prompt to its
+	// transcript at once.
+	DefaultDeliveryConfirm = 10 * time.Second
+	DefaultMaxSendAttempts = 3
+	// DefaultPasteSettle is the pause between a paste and its Enter: Claude
+	// Code takes an Enter in the same burst as a long paste as a newline.
+	DefaultPasteSettle = 150 * time.Millisecond
+	// DefaultReapKick is how often serve kicks tmux (run-shell true) so
+	// that a pane death tmux 3.3a failed to reap still fires the pane-died
+	// hook (observed.Watcher.KickEvery).
+	DefaultReapKick = time.Second
+	// DefaultStalePending is how long an item may sit Stopped with pending
+	// events before loopd get flags it (--stale-pending).
+	DefaultStalePending = 10 * time.Minute
+	// DefaultOnceLockWait is how long reconcile --once waits for a running
+	// pass to finish (--lock-wait).
+	DefaultOnceLockWait = 30 * time.Second
+)
