@@ -24,7 +24,7 @@ check:
 	$(MAKE) test
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook
+	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 
 demo: build
 	./scripts/demo.sh

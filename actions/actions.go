@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // Reason says why an action was planned. The values are constants so that the
@@ -64,6 +65,20 @@ const (
 	ReasonSpawnRefused Reason = "spawn_refused"
 	// ReasonReleased: loopd release.
 	ReasonReleased Reason = "released"
+	// ReasonFirstSpawn: the workspace is made before the item's first
+	// spawn; ReasonWorkspaceRemoved: again for a reopened item whose
+	// worktree was removed at its close; ReasonWorkspacePartial: a
+	// worktree a killed `git worktree add` left half-made is finished.
+	ReasonFirstSpawn       Reason = "first_spawn"
+	ReasonWorkspaceRemoved Reason = "workspace_removed"
+	ReasonWorkspacePartial Reason = "workspace_partial"
+	// ReasonWorkspaceFailed: the workspace could not be made (a git
+	// command or the workdir's creation failed), or its workdir template
+	// did not render.
+	ReasonWorkspaceFailed Reason = "workspace_failed"
+	// ReasonWorkspaceConflict: the workdir exists with files in it and is
+	// not a worktree of the routed repository; it is never touched.
+	ReasonWorkspaceConflict Reason = "workspace_conflict"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -169,9 +184,6 @@ type FreshSpawn struct {
 	// the executor logs session.resume_failed with AttemptedID.
 	ResumeFailed Reason
 	AttemptedID  string
-	// CreateWorkdir is true on an item's first spawn only; a respawn never
-	// recreates a missing workdir.
-	CreateWorkdir bool
 }
 
 // Item implements Action.
@@ -522,6 +534,10 @@ type GiveUp struct {
 	// conversation holds mangled, in Copies messages; it stays pending.
 	Mangled string
 	Copies  int
+	// Path, with ReasonWorkspaceConflict or ReasonWorkspaceFailed, is the
+	// workdir, and Detail what is wrong with it.
+	Path   string
+	Detail string
 }
 
 // Item implements Action.
@@ -538,6 +554,12 @@ func (a GiveUp) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}}
 	if a.Mangled != "" {
 		f = append(f, Field{"delivery", a.Mangled}, Field{"copies", strconv.Itoa(a.Copies)})
+	}
+	if a.Path != "" {
+		f = append(f, Field{"cwd", a.Path})
+	}
+	if a.Detail != "" {
+		f = append(f, Field{"detail", workspace.Mask(a.Detail)})
 	}
 	return append(f, Field{"reason", string(a.Reason)})
 }
@@ -568,3 +590,123 @@ func (a Block) Fields() []Field {
 }
 
 func (a Block) String() string { return Format(a) }
+
+// CheckoutMode is how a worktree gets its branch (workspace.Mode).
+type CheckoutMode string
+
+// The checkout modes.
+const (
+	// CheckoutIssue: a new branch from the base, or the branch itself
+	// when it exists.
+	CheckoutIssue CheckoutMode = "issue"
+	// CheckoutPullRequest: the pull request's head branch in the same
+	// repository, tracking the remote branch.
+	CheckoutPullRequest CheckoutMode = "pull_request"
+	// CheckoutFork: refs/pull/<n>/head into loopd/pr-<n>.
+	CheckoutFork CheckoutMode = "fork"
+)
+
+// Checkout is the repository and branch a workdir is a worktree of.
+type Checkout struct {
+	// URL is the remote as rendered from the route; it may carry
+	// credentials, so it is shown masked (workspace.Mask).
+	URL    string
+	Mode   CheckoutMode
+	Branch string
+	Base   string // CheckoutIssue only; "" is the remote's default branch
+	PR     int    // CheckoutFork only
+}
+
+// PrepareWorkspace makes the item's workdir before a spawn: a plain
+// directory, or with Checkout a git worktree (workspace.Manager.Prepare).
+// The planner decides what a failure leads to before it happens: a
+// permanent one needs attention; a transient one counts Failures (the
+// restart budget) and is retried at RetryAt, or needs attention when
+// RetryAt is zero (the budget is spent). The event stays pending.
+type PrepareWorkspace struct {
+	Key      desired.Key
+	Session  string
+	Dir      string
+	Checkout *Checkout
+	Reason   Reason
+	Failures int
+	RetryAt  time.Time
+}
+
+// Item implements Action.
+func (a PrepareWorkspace) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (PrepareWorkspace) Name() string { return "prepare_workspace" }
+
+// Mutates implements Action.
+func (PrepareWorkspace) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a PrepareWorkspace) Fields() []Field {
+	f := []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Dir}}
+	if c := a.Checkout; c != nil {
+		f = append(f, Field{journal.KeyURL, workspace.Mask(c.URL)}, Field{journal.KeyMode, string(c.Mode)}, Field{journal.KeyBranch, c.Branch})
+		if c.Base != "" {
+			f = append(f, Field{journal.KeyBase, c.Base})
+		}
+	}
+	f = append(f, Field{journal.KeyReason, string(a.Reason)}, Field{journal.KeyFailuresOnError, strconv.Itoa(a.Failures)})
+	if a.RetryAt.IsZero() {
+		return append(f, Field{journal.KeyOnTransientError, "give_up"})
+	}
+	return append(f, Field{journal.KeyNextAttempt, a.RetryAt.UTC().Format(time.RFC3339)})
+}
+
+func (a PrepareWorkspace) String() string { return Format(a) }
+
+// RemoveWorkspace removes a closed item's worktree when it is clean
+// (routing checkout.removeOnClose), or keeps it and says why
+// (workspace.kept). Either way the close is done with it
+// (desired.Status.Workspace).
+type RemoveWorkspace struct {
+	Key desired.Key
+	Dir string
+	URL string
+}
+
+// Item implements Action.
+func (a RemoveWorkspace) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (RemoveWorkspace) Name() string { return "remove_workspace" }
+
+// Mutates implements Action.
+func (RemoveWorkspace) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a RemoveWorkspace) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Dir}, {journal.KeyURL, workspace.Mask(a.URL)}, {journal.KeyReason, string(ReasonClosed)}}
+}
+
+func (a RemoveWorkspace) String() string { return Format(a) }
+
+// ReportWorkdir reports, once per rendering, that the route now renders
+// another workdir than the one the item's conversation is pinned to: the
+// pinned one stays (it is the resume key).
+type ReportWorkdir struct {
+	Key      desired.Key
+	Pinned   string
+	Rendered string
+}
+
+// Item implements Action.
+func (a ReportWorkdir) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (ReportWorkdir) Name() string { return "report_workdir" }
+
+// Mutates implements Action.
+func (ReportWorkdir) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a ReportWorkdir) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyCwd, a.Pinned}, {journal.KeyConfigCwd, a.Rendered}, {journal.KeyReason, "workdir_pinned"}}
+}
+
+func (a ReportWorkdir) String() string { return Format(a) }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // Sentinel errors of the executor, checked with errors.Is.
@@ -36,6 +38,10 @@ var (
 	// ErrSessionForeign means the session of the item's name carries the
 	// owner mark of another loopd, or none: it is left alone.
 	ErrSessionForeign = errors.New("session owned by another loopd")
+	// ErrWorkspaceFailed means the workspace could not be made; the
+	// failure is recorded in the status (the phase the planner chose for
+	// it) and the item's spawn is skipped.
+	ErrWorkspaceFailed = errors.New("workspace failed")
 )
 
 // Executor carries out planned actions against tmux and writes each result
@@ -64,6 +70,9 @@ type Executor struct {
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
+	// Workspaces makes and removes the git worktrees of routes with a
+	// checkout.
+	Workspaces *workspace.Manager
 }
 
 // Result sums up one Execute call.
@@ -110,7 +119,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 			case errors.Is(err, ErrSpawnRefused):
 				// Recorded as a fact: the next pass plans what follows.
 				res.Retry, res.Replan = true, true
-			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness):
+			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness), errors.Is(err, ErrWorkspaceFailed):
 				// Waits for the operator; the interval looks again.
 			default:
 				res.Retry = true
@@ -148,6 +157,12 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.release(ctx, r, a)
 	case Block:
 		return e.block(ctx, r, a.Reason, a.Detail)
+	case PrepareWorkspace:
+		return e.prepareWorkspace(ctx, r, a)
+	case RemoveWorkspace:
+		return e.removeWorkspace(ctx, r, a)
+	case ReportWorkdir:
+		return e.reportWorkdir(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}
@@ -194,12 +209,6 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	ad, err := e.adapter(a.Harness)
 	if err != nil {
 		return err
-	}
-	if a.CreateWorkdir {
-		if err := os.MkdirAll(a.Cwd, 0o755); err != nil {
-			e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", "workdir_create_failed", "err", err)
-			return err // mkdir <cwd>: …
-		}
 	}
 	if a.ResumeFailed != "" {
 		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
@@ -260,6 +269,19 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		st.FreshRequested = false
 	}
 	st.Reason = string(s.Reason)
+	if st.Workdir == "" {
+		// The conversation starts here: its workdir is pinned, with every
+		// symlink resolved, since the harness finds the conversation by
+		// the physical cwd.
+		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
+		if phys, err := filepath.EvalSymlinks(s.Cwd); err == nil {
+			st.Workdir = phys
+		}
+	}
+	s.Cwd = st.Workdir
+	if st.Workspace == desired.WorkspaceKept {
+		st.Workspace = "" // a reopened item uses its kept worktree again
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -553,6 +575,9 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	if a.Mangled != "" {
 		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
 	}
+	if a.Detail != "" {
+		st.WorkspaceError = workspace.Mask(a.Detail)
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -564,9 +589,129 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	if a.Reason == ReasonBudgetExhausted {
 		name = journal.SessionCrashLoop
 	}
-	e.record(ctx, slog.LevelError, name, r.Key, "session", a.Session, "harness", r.Spec.Harness,
-		"reason", string(a.Reason), "failures", st.Failures, "screen", e.screenOf(ctx, r, a.Session),
-		"release", "loopd release "+r.Key.String())
+	kv := []any{"session", a.Session, "harness", r.Spec.Harness,
+		"reason", string(a.Reason), "failures", st.Failures}
+	if a.Path != "" {
+		kv = append(kv, "cwd", a.Path, "detail", workspace.Mask(a.Detail))
+	} else {
+		kv = append(kv, "screen", e.screenOf(ctx, r, a.Session))
+	}
+	e.record(ctx, slog.LevelError, name, r.Key, append(kv, "release", "loopd release "+r.Key.String())...)
+	return nil
+}
+
+// prepareWorkspace makes the item's workdir: a plain directory, or a git
+// worktree of the route's repository (workspace.Manager.Prepare). A failure
+// is journaled (workspace.failed) with the git command, its exit status
+// and its stderr tail, credentials masked, and the status takes the phase
+// the planner chose for it: NeedsAttention when permanent, or when a
+// transient failure has no retry left; BackingOff until a.RetryAt
+// otherwise. Either way the event stays pending and the spawn that follows
+// is skipped (ErrWorkspaceFailed).
+func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a PrepareWorkspace) error {
+	var (
+		res workspace.Result
+		err error
+	)
+	if c := a.Checkout; c != nil {
+		if e.Workspaces == nil {
+			err = &workspace.Error{Op: "prepare", Command: "-", Exit: -1, Class: workspace.Permanent, Reason: "no_workspaces", Err: errors.New("no workspace manager")}
+		} else {
+			res, err = e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
+		}
+	} else {
+		err = workspace.MakeDir(a.Dir)
+		res.Dir = a.Dir
+	}
+	if err != nil {
+		return e.workspaceFailed(ctx, r, a, err)
+	}
+	st := r.Status
+	st.WorkspaceError = ""
+	if st.Workspace == desired.WorkspaceRemoved {
+		st.Workspace = ""
+	}
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	kv := []any{"cwd", res.Dir, "reason", string(a.Reason)}
+	if a.Checkout != nil {
+		kv = append(kv, "url", workspace.Mask(a.Checkout.URL), "branch", res.Branch, "commit", res.Commit,
+			"existing", res.Existing, "repaired", res.Repaired)
+	}
+	e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, kv...)
+	return nil
+}
+
+// workspaceFailed records a failed PrepareWorkspace as the planner decided
+// it (see prepareWorkspace).
+func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a PrepareWorkspace, cause error) error {
+	class := workspace.ClassOf(cause)
+	reason := ReasonWorkspaceFailed
+	if errors.Is(cause, workspace.ErrConflict) {
+		reason = ReasonWorkspaceConflict
+	}
+	st := r.Status
+	st.WorkspaceError = workspace.Mask(cause.Error())
+	st.Failures = a.Failures
+	st.Reason = string(reason)
+	st.LastExitReason = string(ReasonWorkspaceFailed)
+	kv := []any{"cwd", a.Dir, "class", string(class), "failures", a.Failures, "pending", len(r.Pending)}
+	var we *workspace.Error
+	if errors.As(cause, &we) {
+		kv = append(kv, "op", we.Op, "command", we.Command, "exit_status", we.Exit, "stderr", we.Stderr)
+	}
+	if class == workspace.Transient && !a.RetryAt.IsZero() {
+		st.Phase, st.NextAttempt = desired.PhaseBackingOff, a.RetryAt
+		kv = append(kv, "next_attempt", a.RetryAt.UTC().Format(time.RFC3339))
+	} else {
+		st.Phase, st.NextAttempt = desired.PhaseNeedsAttention, time.Time{}
+		st.AttentionGeneration = r.Spec.Generation
+		kv = append(kv, "release", "loopd release "+r.Key.String())
+	}
+	e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, append(kv, "reason", string(reason), "err", workspace.Mask(cause.Error()))...)
+	if err := e.put(ctx, r, st); err != nil {
+		return errors.Join(cause, err)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrWorkspaceFailed, r.Key, workspace.Mask(cause.Error()))
+}
+
+// removeWorkspace removes a closed item's worktree when it is clean, or
+// keeps it and journals why (workspace.kept); the status records either,
+// so the close is done with the worktree once.
+func (e *Executor) removeWorkspace(ctx context.Context, r *desired.Record, a RemoveWorkspace) error {
+	kept, err := "", error(nil)
+	if e.Workspaces == nil {
+		kept = "no_workspaces"
+	} else {
+		kept, err = e.Workspaces.Remove(ctx, a.URL, a.Dir)
+	}
+	st := r.Status
+	switch {
+	case err != nil:
+		kept = "remove_failed"
+		e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, "cwd", a.Dir, "reason", kept, "err", workspace.Mask(err.Error()))
+		fallthrough
+	case kept != "":
+		st.Workspace = desired.WorkspaceKept
+		e.record(ctx, slog.LevelInfo, journal.WorkspaceKept, r.Key, "cwd", a.Dir, "reason", kept)
+	default:
+		st.Workspace = desired.WorkspaceRemoved
+		e.record(ctx, slog.LevelInfo, journal.WorkspaceRemoved, r.Key, "cwd", a.Dir)
+	}
+	return e.put(ctx, r, st)
+}
+
+// reportWorkdir journals once that the route renders another workdir than
+// the pinned one (workspace.pinned), and records that it did.
+func (e *Executor) reportWorkdir(ctx context.Context, r *desired.Record, a ReportWorkdir) error {
+	st := r.Status
+	st.WorkdirReported = a.Rendered
+	if err := e.put(ctx, r, st); err != nil {
+		return err
+	}
+	e.record(ctx, slog.LevelWarn, journal.WorkspacePinned, r.Key, "cwd", a.Pinned, "config_cwd", a.Rendered,
+		"reason", "conversation_pinned")
 	return nil
 }
 

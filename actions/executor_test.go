@@ -143,10 +143,11 @@ func screen(t *testing.T, name string) string {
 func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
-	plan := []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}}
+	plan := []actions.Action{actions.PrepareWorkspace{Key: r.key, Dir: r.cwd, Reason: actions.ReasonFirstSpawn, Failures: 1},
+		actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}}
 
 	res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
-	require.Equal(t, actions.Result{Applied: 1}, res)
+	require.Equal(t, actions.Result{Applied: 2}, res)
 
 	sess := desired.SessionName(r.key)
 	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello"}, r.tmux.Argv(sess))
@@ -195,7 +196,7 @@ func TestRefusedFreshSpawnIsRecordedAndKeepsDelivery(t *testing.T) {
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	r.tmux.FailNext("NewSession", tmux.ErrCommandTooLong)
 
-	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res)
 
 	got := r.get(t)
@@ -224,7 +225,7 @@ func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 	require.NoError(t, err)
 	r.exec.Harnesses["claude-code"] = ad
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
 	sess := desired.SessionName(r.key)
 	spec, ok := r.tmux.Spec(sess)
@@ -389,7 +390,7 @@ func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {
 	r.tmux.FailNext("KillSession", errors.New("tmux: lost server"))
 	s := r.spawn(rec, rec.Pending[0])
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
-		actions.FreshSpawn{Spawn: s, CreateWorkdir: true},
+		actions.FreshSpawn{Spawn: s},
 		actions.DeliverPrompt{Key: r.key, Session: s.Session, DeliveryID: "d-1", Prompt: "x"},
 	})
 	// The refused spawn is a fact the next pass plans on at once.
@@ -428,7 +429,7 @@ func TestForeignSessionIsNeverKilled(t *testing.T) {
 	_, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}, Owner: other})
 	require.NoError(t, err)
 	rec := r.ingest(t, "d-1", "[loopd] issues.opened\nhello")
-	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0]), CreateWorkdir: true}})
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
 	assert.Zero(t, res.Failed, "a foreign session is a wait, not a failure")
 	assert.Equal(t, []string{sess}, r.tmux.Sessions(), "the other loopd's session lives on")
 	assert.Equal(t, "session_foreign", r.get(t).Status.Reason)

@@ -45,7 +45,7 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -110,6 +110,10 @@ var migrations = []string{
 	// Spec.ReleaseFresh).
 	`ALTER TABLE work_items ADD COLUMN release_generation INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE work_items ADD COLUMN release_fresh INTEGER NOT NULL DEFAULT 0 CHECK (release_fresh IN (0, 1));`,
+
+	// v4: a pull request's head branch in its own repository
+	// (Spec.HeadRef), which its worktree checks out.
+	`ALTER TABLE work_items ADD COLUMN head_ref TEXT NOT NULL DEFAULT '';`,
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -370,6 +374,14 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 		return err
 	}
 
+	if in.HeadRef != "" {
+		// The latest payload that names the head branch wins; it only
+		// matters until the item's worktree is made.
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET head_ref = ? WHERE key = ?`, in.HeadRef, key); err != nil {
+			return err
+		}
+	}
+
 	if changed && !res.Created {
 		_, err := tx.ExecContext(ctx, `UPDATE work_items SET generation = generation + 1, updated_at = ? WHERE key = ?`,
 			timeToDB(now), key)
@@ -428,7 +440,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		args = append(args, key)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, release_generation, release_fresh, status, r.session_id, r.source, r.at
+		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, status, r.session_id, r.source, r.at
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key `+itemsWhere+` ORDER BY owner, repo, number`, args...)
 	if err != nil {
 		return nil, err
@@ -446,7 +458,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			reportID, reportSrc sql.NullString
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &status, &reportID, &reportSrc, &reportAt)
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &status, &reportID, &reportSrc, &reportAt)
 		if err != nil {
 			rows.Close()
 			return nil, err

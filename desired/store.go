@@ -28,6 +28,10 @@ type Ingest struct {
 	// keeps its own.
 	Harness string
 	Cwd     string
+	// HeadRef, when not empty, is a pull request's head branch in its own
+	// repository (not a fork's), as the payload named it; it replaces the
+	// recorded one (Spec.HeadRef) without counting as a spec change.
+	HeadRef string
 	// Delivery, when not nil, is queued for the agent.
 	Delivery *Delivery
 	// Closed, when not nil, sets the item's open/closed state; StateAt is the

@@ -98,9 +98,15 @@ type Spec struct {
 	Kind    Kind
 	Harness string // harness name from config, e.g. "claude-code"
 	// Cwd is the workdir rendered from the route when the item was first
-	// seen. It is fixed for the item's life: a resume is cwd-scoped.
-	Cwd    string
-	Closed bool
+	// seen. Until the item's first spawn the planner renders the workdir
+	// from the current config instead; from then on the workdir is pinned
+	// (Record.Workdir), since a resume is cwd-scoped.
+	Cwd string
+	// HeadRef is a pull request's head branch in the item's own
+	// repository, "" when unknown or a fork's: its worktree then checks
+	// out refs/pull/<n>/head.
+	HeadRef string
+	Closed  bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
 	StateChangedAt time.Time
@@ -213,6 +219,39 @@ type Status struct {
 	// NeedsAttention; a newer delivery clears it.
 	AttentionGeneration int64
 	Reason              string // why the item is in this phase
+	// Workdir is the physical path (symlinks resolved) the item's first
+	// spawn ran in, pinned from then on: Claude Code finds a conversation
+	// to resume by it. "" before the first spawn (and for items spawned
+	// before it was recorded: Spec.Cwd then stands for it, Record.Workdir).
+	Workdir string
+	// WorkdirRendered is the workdir the route rendered when Workdir was
+	// pinned; WorkdirReported is a later rendering already reported
+	// (workspace.pinned) as not applied.
+	WorkdirRendered string
+	WorkdirReported string
+	// Workspace is what the close of the item did to its worktree:
+	// WorkspaceRemoved or WorkspaceKept; "" while it is in use.
+	Workspace string
+	// WorkspaceError is the last failed workspace operation (the git
+	// command, its exit status, the tail of its stderr, credentials
+	// masked), until the workspace is ready.
+	WorkspaceError string
+}
+
+// What a close did to an item's worktree (Status.Workspace).
+const (
+	WorkspaceRemoved = "removed"
+	WorkspaceKept    = "kept"
+)
+
+// Workdir returns the workdir r's conversation lives in: the pinned
+// Status.Workdir, or Spec.Cwd for an item spawned before workdirs were
+// pinned. "" before the first spawn of an item with no Spec.Cwd.
+func (r Record) Workdir() string {
+	if r.Status.Workdir != "" {
+		return r.Status.Workdir
+	}
+	return r.Spec.Cwd
 }
 
 // Delivery is one webhook delivery queued for a work item. Its ID is GitHub's

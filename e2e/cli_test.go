@@ -36,21 +36,27 @@ func TestReconcileDryRunChangesNothing(t *testing.T) {
 
 	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 1, "one planned action:\n%s", out)
-	assert.True(t, strings.HasPrefix(lines[0], "fresh_spawn "), lines[0])
+	require.Len(t, lines, 2, "the workspace, then the spawn:\n%s", out)
+	assert.True(t, strings.HasPrefix(lines[0], "prepare_workspace "), lines[0])
+	for _, kv := range []string{"work_item=" + keyIssue.String(), "reason=first_spawn", "cwd=" + e.workdir(keyIssue)} {
+		assert.Contains(t, strings.Fields(lines[0]), kv)
+	}
+	assert.True(t, strings.HasPrefix(lines[1], "fresh_spawn "), lines[1])
 	for _, kv := range []string{"work_item=" + keyIssue.String(), "reason=new_event", "delivery=" + delivery,
 		"session=" + desired.SessionName(keyIssue)} {
-		assert.Contains(t, strings.Fields(lines[0]), kv)
+		assert.Contains(t, strings.Fields(lines[1]), kv)
 	}
 
 	jsonOut := e.mustRun(t, "reconcile", "--once", "--dry-run", "-o", "json")
 	var plan []planEntry
 	require.NoError(t, json.Unmarshal([]byte(jsonOut), &plan), jsonOut)
-	require.Len(t, plan, 1)
-	assert.Equal(t, "fresh_spawn", plan[0].Action)
-	assert.Equal(t, keyIssue.String(), plan[0].Fields["work_item"])
-	assert.Equal(t, "new_event", plan[0].Fields["reason"])
-	assert.Equal(t, delivery, plan[0].Fields["delivery"])
+	require.Len(t, plan, 2)
+	assert.Equal(t, "prepare_workspace", plan[0].Action)
+	assert.Equal(t, "first_spawn", plan[0].Fields["reason"])
+	assert.Equal(t, "fresh_spawn", plan[1].Action)
+	assert.Equal(t, keyIssue.String(), plan[1].Fields["work_item"])
+	assert.Equal(t, "new_event", plan[1].Fields["reason"])
+	assert.Equal(t, delivery, plan[1].Fields["delivery"])
 
 	_, _, code := e.run(t, "reconcile", "--once", "--dry-run", "--detailed-exitcode")
 	assert.Equal(t, 2, code, "changes planned")

@@ -2,15 +2,14 @@ package observed
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // Observation is everything one pass saw: the tmux snapshot from a single
@@ -23,6 +22,9 @@ type Observation struct {
 	Transcripts map[desired.Key]harness.Transcript
 	// MissingWorkdirs lists the items whose workdir does not exist.
 	MissingWorkdirs map[desired.Key]bool
+	// Workdirs holds, per item whose Need named a Workdir, what the disk
+	// shows of it. A missing entry means "not read".
+	Workdirs map[desired.Key]Workdir
 	// Frames holds, per item, what its conversation shows of the frames of
 	// the deliveries the pass may act on (the paste and the boot prompt in
 	// flight, the pending events), by delivery id. A missing entry means
@@ -48,6 +50,28 @@ type Need struct {
 	// the conversation too: the running harness reported it since its
 	// spawn, and no pass has followed it yet.
 	Reported string
+	// Workdir, with Disk, is the workdir the planner will use (rendered
+	// from the current config before the first spawn, pinned after);
+	// "" means the recorded one (desired.Record.Workdir).
+	Workdir string
+	// CheckoutURL, when set, is the repository the workdir should be a
+	// worktree of (Workdir.Worktree says whether it is).
+	CheckoutURL string
+}
+
+// Workdir is what the disk shows of an item's workdir (read without
+// running git: the .git file and the admin dir it names).
+type Workdir struct {
+	Path   string
+	Exists bool
+	Empty  bool // a directory with nothing in it
+	// Worktree is true when it is a worktree of the repository of
+	// Need.CheckoutURL (its common dir is that repository's mirror);
+	// Partial when its `git worktree add` never finished.
+	Worktree bool
+	Partial  bool
+	// Physical is the path with every symlink resolved, when it exists.
+	Physical string
 }
 
 // Needs returns the Need of rec, given the tmux snapshot of the same pass.
@@ -63,7 +87,10 @@ type Observer struct {
 	// Harnesses are the adapters by harness name; they say where a
 	// session's transcript is and read the frames in it.
 	Harnesses map[string]harness.Adapter
-	Log       *slog.Logger
+	// Mirrors is the directory of the repositories' bare mirrors
+	// (workspace.Manager.Root), against which a worktree is recognized.
+	Mirrors string
+	Log     *slog.Logger
 }
 
 // Observe takes the tmux snapshot at now, then reads the disk facts of each
@@ -77,15 +104,24 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		return Observation{}, err
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Frames: map[desired.Key]map[string]harness.Found{}}
+		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}}
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if !need.Disk {
 			continue
 		}
-		if rec.Spec.Cwd != "" {
-			if _, err := os.Stat(rec.Spec.Cwd); errors.Is(err, os.ErrNotExist) {
-				obs.MissingWorkdirs[rec.Key] = true
+		dir := need.Workdir
+		if dir == "" {
+			dir = rec.Workdir()
+		}
+		if dir != "" {
+			if w, err := o.workdir(dir, need.CheckoutURL); err != nil {
+				o.Log.WarnContext(ctx, string(journal.WorkspaceUnreadable), "work_item", rec.Key.String(), "cwd", dir, "err", err)
+			} else {
+				obs.Workdirs[rec.Key] = w
+				if !w.Exists {
+					obs.MissingWorkdirs[rec.Key] = true
+				}
 			}
 		}
 		id := need.Conversation
@@ -96,7 +132,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		if !ok || id == "" || !ad.ValidSessionID(id) {
 			continue
 		}
-		tr, err := ad.Transcript(rec.Spec.Cwd, id)
+		tr, err := ad.Transcript(rec.Workdir(), id)
 		if err != nil {
 			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
 			continue
@@ -123,7 +159,7 @@ func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harnes
 		if id == "" || !ad.ValidSessionID(id) {
 			continue
 		}
-		if other, err := ad.Transcript(rec.Spec.Cwd, id); err == nil && other.Known && !seen[other.Path] {
+		if other, err := ad.Transcript(rec.Workdir(), id); err == nil && other.Known && !seen[other.Path] {
 			seen[other.Path] = true
 			transcripts = append(transcripts, other)
 		}
@@ -147,4 +183,22 @@ func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harnes
 		}
 	}
 	return all, true
+}
+
+// workdir reads what the disk shows of dir, as a worktree of the mirror of
+// url when url is set.
+func (o *Observer) workdir(dir, url string) (Workdir, error) {
+	mirror := ""
+	if url != "" {
+		m, err := workspace.Mirror(o.Mirrors, url)
+		if err != nil {
+			return Workdir{}, err
+		}
+		mirror = m
+	}
+	f, err := workspace.Inspect(dir, mirror)
+	if err != nil {
+		return Workdir{}, err
+	}
+	return Workdir{Path: dir, Exists: f.Exists, Empty: f.Empty, Worktree: f.Worktree, Partial: f.Partial, Physical: f.Physical}, nil
 }

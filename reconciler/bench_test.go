@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // BenchmarkPlan plans 10,000 items in a realistic mix: most running with
@@ -23,7 +24,7 @@ func BenchmarkPlan(b *testing.B) {
 		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, PaneID: fmt.Sprintf("%%%d", i),
 			SpawnMode: desired.SpawnFresh, SpawnedAt: t0.Add(-time.Hour)}
 		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: st.PaneID, StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}
-		r := desired.Record{Key: k, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w", Generation: 2}, Status: st}
+		r := desired.Record{Key: k, Spec: desired.Spec{Harness: "claude-code", Cwd: fmt.Sprintf("/w/%s/%d", k.Repo, i), Generation: 2}, Status: st}
 		switch i % 10 {
 		case 0:
 			r.Pending = []desired.Delivery{ev1}
@@ -37,6 +38,10 @@ func BenchmarkPlan(b *testing.B) {
 		items = append(items, r)
 	}
 	p := testPolicy()
+	// Every item's workdir and checkout are rendered from the routing on
+	// every pass (workspaceOf).
+	p.Routing = schema.Routing{Repos: map[string]schema.Route{"octo-org/*": {Harness: "claude-code", Workdir: "/w/{{.Repo}}/{{.Number}}",
+		Checkout: &schema.Checkout{URL: "git@github.com:{{.Owner}}/{{.Repo}}.git", RemoveOnClose: true}}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if len(Plan(items, obs, p, t0)) == 0 {

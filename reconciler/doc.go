@@ -41,6 +41,19 @@
 //   - release: an operator's loopd release (a spec change) carried out
 //     under the reconcile lock: counts and NeedsAttention cleared, the
 //     item left running or brought back, or (--fresh) its id retired.
+//   - prepare_workspace: before an item's first spawn (or a reopened
+//     item's whose worktree was removed at its close), make its workdir: a
+//     plain directory, or a git worktree of the route's checkout; planned
+//     only when observation shows the workdir is not ready, with the
+//     outcome of a failure decided in advance (decideRetry: a permanent
+//     failure needs attention; a transient one backs off and counts
+//     against the restart budget). A workdir with files that is not a
+//     worktree of the repository is a give_up (workspace_conflict), never
+//     touched.
+//   - remove_workspace: a closed item's worktree, removed when it is clean
+//     (checkout.removeOnClose), or kept with the reason journaled.
+//   - report_workdir: the route now renders another workdir than the one
+//     the conversation is pinned to; reported once, never applied.
 //
 // The resume/fresh decision table is the planner's alone, the row for a
 // spawn tmux refused included: the executor records the refusal in the

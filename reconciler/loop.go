@@ -204,6 +204,9 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
 		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now), Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		// The workdir the planner will use, and the repository it should
+		// be a worktree of.
+		workspaceOf(rec, p).need(&n)
 		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
 		}

@@ -126,7 +126,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.opened(t)
 
 	res := r.pass(t, false)
-	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
 	id := r.record(t).Status.HarnessSessionID
 	assert.Equal(t, []string{"claude", "--session-id", id, "--", "[loopd] issues.opened\nfix it"}, r.tmux.Argv(sess))
@@ -218,7 +218,8 @@ func TestEveryLineOfAPassCarriesItsReconcileID(t *testing.T) {
 	}
 	assert.True(t, msgs[string(journal.ActionFailed)], "the refused spawn is logged: %v", logs)
 	require.NotEmpty(t, rows, "the refused spawn is journaled")
-	assert.Equal(t, journal.DispatchFailed, rows[0].Name)
+	require.Equal(t, journal.WorkspacePrepared, rows[0].Name, "the workdir is made before the first spawn")
+	assert.Equal(t, journal.DispatchFailed, rows[1].Name)
 	first := idOf(logs, rows)
 
 	logs, rows = linesOf()
@@ -243,7 +244,7 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 	require.NoError(t, err)
 
 	res := r.pass(t, false)
-	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	events, err := r.store.Events(ctx, desired.EventFilter{WorkItem: r.key.String()})
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
@@ -280,7 +281,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	res := r.pass(t, true)
-	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.True(t, res.Changed())
 	after, err := r.store.Records(ctx)
 	require.NoError(t, err)
@@ -307,7 +308,7 @@ func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
 
 		unlock()
 		res := r.pass(t, false)
-		assert.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
+		assert.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 		assert.Len(t, r.tmux.Sessions(), 1)
 	})
 }

@@ -261,12 +261,13 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		if r.Spec.Held {
 			reason = actions.ReasonHeld
 		}
+		var out []actions.Action
 		if it.pane.exists || it.st.Phase != desired.PhaseStopped {
 			// An event already in the conversation stays delivered; one
 			// that had not landed stays pending for when the item runs again.
-			return []actions.Action{actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: it.landed()}}
+			out = append(out, actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: it.landed()})
 		}
-		return nil
+		return append(out, it.closeWorkspace()...)
 	}
 
 	phase := it.st.Phase
@@ -291,7 +292,7 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	if it.st.FreshRequested && phase != desired.PhaseSpawning {
 		// release --fresh: a new conversation now, replacing a live agent
 		// too (the spawn kills its session first).
-		return []actions.Action{it.spawn(it.st, actions.ReasonReleased, "")}
+		return it.spawn(it.st, actions.ReasonReleased, "")
 	}
 	if it.pane.alive {
 		return it.planAlive(phase)
@@ -487,7 +488,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	case desired.PhaseSpawning:
 		if st.PaneID == "" {
 			// The spawn was recorded but never started: start it again.
-			return []actions.Action{it.spawn(st, actions.ReasonSpawnInterrupted, "")}
+			return it.spawn(st, actions.ReasonSpawnInterrupted, "")
 		}
 		exit := it.exit(actions.ReasonSpawnDied)
 		landed := it.landed() != ""
@@ -502,7 +503,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			exit.Phase = desired.PhaseExited
 			exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
 			exit.Reason = actions.ReasonResumeFailed
-			return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)}
+			return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)...)
 		}
 		if st.SpawnMode == desired.SpawnResume || landed {
 			// A confirmed resume, or a fresh spawn whose prompt landed, that
@@ -530,12 +531,12 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}
 		}
-		return []actions.Action{it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")}
+		return it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")
 	default: // Idle, Exited: only an event brings it back.
 		if len(it.pending) == 0 {
 			return nil
 		}
-		return []actions.Action{it.spawn(st, actions.ReasonNewEvent, "")}
+		return it.spawn(st, actions.ReasonNewEvent, "")
 	}
 }
 
@@ -559,7 +560,7 @@ func (it itemPlan) refused() []actions.Action {
 	if st.SpawnMode == desired.SpawnResume {
 		exit.Phase = desired.PhaseExited
 		exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
-		return []actions.Action{exit, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)}
+		return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)...)
 	}
 	return it.afterExit(exit, true)
 }
@@ -570,7 +571,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -622,33 +623,47 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	case d.Restarts():
 		exit.Phase = desired.PhaseBackingOff
 		exit.NextAttempt = it.now
-		return []actions.Action{exit, it.spawn(next, restartReason(exit.Reason), "")}
+		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
 	default:
 		exit.Phase = desired.PhaseExited
 		if len(it.pending) == 0 {
 			return []actions.Action{exit}
 		}
 		// Not self-healed, but an event is waiting: it resumes the session.
-		return []actions.Action{exit, it.spawn(next, actions.ReasonNewEvent, "")}
+		return append([]actions.Action{exit}, it.spawn(next, actions.ReasonNewEvent, "")...)
 	}
 }
 
 // spawn plans the spawn for st: a resume of the recorded id when the
 // decision table allows it, a fresh spawn otherwise. failed, when set, is why
-// a resume just failed; it forces fresh.
-func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) actions.Action {
+// a resume just failed; it forces fresh. The workspace comes first
+// (prepare): made before the item's first spawn, or the reason the spawn
+// cannot happen.
+func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
 	if !ok {
-		return actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: it.r.Spec.Harness}
+		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: it.r.Spec.Harness}}
 	}
+	w := workspaceOf(it.r, it.p)
+	pre, stop := it.prepare(w, st)
+	if stop {
+		return pre
+	}
+	pre = append(it.reportMoved(w), pre...)
+	if st.HarnessSessionID != "" && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
+		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
+	}
+	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir))
+}
+
+// spawnIn plans the spawn itself, in the workdir dir.
+func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) actions.Action {
+	key := it.r.Key
 	first := st.HarnessSessionID == ""
-	if !first && it.obs.MissingWorkdirs[key] {
-		return actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: it.r.Spec.Cwd}
-	}
 	deliveryID, prompt := it.bootPrompt(st)
 	s := actions.Spawn{
-		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: it.r.Spec.Cwd,
+		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
 	}
 	why := failed
@@ -676,7 +691,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) actio
 			s.Replay = room
 		}
 	}
-	f := actions.FreshSpawn{Spawn: s, CreateWorkdir: first}
+	f := actions.FreshSpawn{Spawn: s}
 	if !silent {
 		f.ResumeFailed, f.AttemptedID = why, st.HarnessSessionID
 	}

@@ -118,6 +118,14 @@ var (
 	noScript   = harness.Transcript{Known: true, Exists: false}
 )
 
+// prepareFirst is the workspace made before an item's first spawn, its
+// workdir not observed: a plain directory (no route in the policy), whose
+// transient failure would be retried at once (the first failure has no
+// backoff).
+func prepareFirst() actions.PrepareWorkspace {
+	return actions.PrepareWorkspace{Key: key, Session: sess, Dir: cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, RetryAt: t0}
+}
+
 func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
 	s := actions.Spawn{Key: key, Session: sess, Harness: "claude-code", Cwd: cwd, Probe: 5 * time.Second, Respawn: true, Reason: reason, Prompt: nudge}
 	if delivery.ID != "" {
@@ -175,7 +183,7 @@ func TestPlan(t *testing.T) {
 	}{
 		// Spawning a new item and delivering to a live one.
 		{"first_event_fresh_spawn_creates_workdir", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()), testPolicy(),
-			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
+			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }()}}},
 		{"idle_without_event_does_nothing", rec(desired.Status{}), obs(gone()), testPolicy(), nil},
 		{"running_alive_pastes_the_oldest_pending_event", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
@@ -302,7 +310,7 @@ func TestPlan(t *testing.T) {
 		{"table_opt_out_is_silent_fresh", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(dead(0), transcript),
 			policy(func(p *Policy) { p.Resume = false }), []actions.Action{fresh(ev1, actions.ReasonNewEvent, "")}},
 		{"table_no_recorded_id_is_silent_fresh", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "" }), ev1), obs(dead(0)), testPolicy(),
-			[]actions.Action{actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }(), CreateWorkdir: true}}},
+			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }()}}},
 		{"table_invalid_id_never_reaches_argv", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "--verbose" }), ev1), obs(dead(0)), testPolicy(),
 			[]actions.Action{replaying(actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeInvalidID, AttemptedID: "--verbose"})}},
 		{"table_non_uuid_id_for_claude_is_invalid", rec(with(running(), func(s *desired.Status) { s.Phase, s.HarnessSessionID = desired.PhaseExited, "my-session" }), ev1), obs(dead(0)), testPolicy(),
@@ -563,8 +571,10 @@ func TestPlan(t *testing.T) {
 func TestPlanIsStableAndKeyOrdered(t *testing.T) {
 	a := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 10}, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w/10"}, Pending: []desired.Delivery{ev1}}
 	b := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 9}, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w/9"}, Pending: []desired.Delivery{ev2}}
-	first := Plan([]desired.Record{a, b}, obs(gone()), testPolicy(), t0)
-	second := Plan([]desired.Record{b, a}, obs(gone()), testPolicy(), t0)
+	o := obs(gone())
+	o.Workdirs = map[desired.Key]observed.Workdir{a.Key: {Exists: true}, b.Key: {Exists: true}}
+	first := Plan([]desired.Record{a, b}, o, testPolicy(), t0)
+	second := Plan([]desired.Record{b, a}, o, testPolicy(), t0)
 	require.Equal(t, first, second)
 	require.Len(t, first, 2)
 	require.Equal(t, 9, first[0].Item().Number)

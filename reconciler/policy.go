@@ -66,6 +66,10 @@ type Policy struct {
 	// item's name that does not carry it (another loopd's, or one made by
 	// hand) is foreign: never adopted, pasted into or killed.
 	Owner string
+	// Routing is the current routing config: an item's workdir and
+	// checkout are rendered from it until its first spawn. Empty: every
+	// item keeps the workdir it was ingested with, as a plain directory.
+	Routing schema.Routing
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

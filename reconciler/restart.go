@@ -125,7 +125,7 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 		d.Reason = actions.ReasonPolicyNever
 		return d
 	}
-	if failures > p.RestartBudget {
+	if overBudget(failures, p) {
 		d.Outcome = OutcomeGiveUp
 		d.Reason = actions.ReasonBudgetExhausted
 		return d
@@ -142,6 +142,25 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 		d.FastFailures, d.ChurnFailures = 0, 0
 	}
 	d.Delay = backoffDelay(failures, p)
+	return d
+}
+
+// overBudget reports whether failures consecutive failures are past the
+// restart budget: the item then needs attention.
+func overBudget(failures int, p Policy) bool { return failures > p.RestartBudget }
+
+// decideRetry is the restart decision for a failure that is not a run: a
+// workspace that could not be made. It counts one more failure against the
+// same budget and backoff as a crash (a failed run before it, or after,
+// counts toward the same limit), with no run to measure: no fast failure,
+// no churn, no retirement. Outcome is OutcomeRestart after Delay, or
+// OutcomeGiveUp past the budget.
+func decideRetry(failures int, p Policy) Decision {
+	failures++
+	d := Decision{Outcome: OutcomeRestart, Failures: failures, Reason: actions.ReasonWorkspaceFailed, Delay: backoffDelay(failures, p)}
+	if overBudget(failures, p) {
+		d.Outcome, d.Reason, d.Delay = OutcomeGiveUp, actions.ReasonBudgetExhausted, 0
+	}
 	return d
 }
 

@@ -87,8 +87,9 @@ type GHWebhook struct {
 
 // Routing maps repositories to harnesses and holds the soft policy.
 type Routing struct {
-	// Repos is keyed by "owner/repo" or "*" (any repository); an exact key
-	// wins over "*", and keys match case-insensitively (Route).
+	// Repos is keyed by "owner/repo", "owner/*" (any repository of the
+	// owner) or "*" (any repository); an exact key wins over "owner/*",
+	// which wins over "*", and keys match case-insensitively (Route).
 	Repos map[string]Route `yaml:"repos" json:"repos"`
 	Tmux  Policy           `yaml:"tmux" json:"tmux"`
 }
@@ -96,11 +97,34 @@ type Routing struct {
 // Route says which harness serves a repository and where its items work.
 type Route struct {
 	Harness string `yaml:"harness" json:"harness"`
-	// Workdir is a text/template with .Owner, .Repo, .Number and .Kind,
-	// rendered once when the item is first seen (RenderWorkdir). It must
-	// render an absolute path.
+	// Workdir is a text/template with .Owner, .Repo, .Number and .Kind
+	// (RenderWorkdir). It must render an absolute path. An item's workdir
+	// is rendered from the current config until its first spawn, then
+	// pinned: it is the key Claude Code finds the conversation by.
 	Workdir string `yaml:"workdir" json:"workdir"`
+	// Checkout, when set, makes each item's workdir a git worktree of the
+	// repository; nil keeps a plain directory.
+	Checkout *Checkout `yaml:"checkout" json:"checkout"`
 }
+
+// Checkout names the repository a route's workdirs are worktrees of.
+type Checkout struct {
+	// URL is a text/template with .Owner and .Repo: any URL git accepts.
+	// git's own credentials apply (ssh-agent, credential helpers).
+	URL string `yaml:"url" json:"url"`
+	// IssueBranch is a text/template with .Owner, .Repo and .Number, the
+	// branch an issue's worktree gets; default DefaultIssueBranch.
+	IssueBranch string `yaml:"issueBranch" json:"issueBranch"`
+	// Base is the remote branch an issue branch starts from; "" is the
+	// remote's default branch.
+	Base string `yaml:"base" json:"base"`
+	// RemoveOnClose removes a closed item's worktree when it is clean;
+	// default false keeps every worktree.
+	RemoveOnClose bool `yaml:"removeOnClose" json:"removeOnClose"`
+}
+
+// DefaultIssueBranch is the branch an issue's worktree gets by default.
+const DefaultIssueBranch = "loopd/issue-{{.Number}}"
 
 // Restart policies (routing.tmux.restartPolicy).
 const (

@@ -408,6 +408,17 @@ func (c *Config) check(t *tree) []Problem {
 		if _, err := r.RenderWorkdir("owner", "repo", 1, "issue"); err != nil {
 			add(t.problemAt(child(at, "workdir"), err.Error()))
 		}
+		if c := r.Checkout; c != nil {
+			if _, err := c.RenderURL("owner", "repo"); err != nil {
+				add(t.problemAt(child(child(at, "checkout"), "url"), err.Error()))
+			}
+			if _, err := c.RenderIssueBranch("owner", "repo", 1); err != nil {
+				add(t.problemAt(child(child(at, "checkout"), "issueBranch"), err.Error()))
+			}
+			if c.Base != "" && !ValidBranch(c.Base) {
+				add(t.problemAt(child(child(at, "checkout"), "base"), fmt.Sprintf("%q is not a branch name", c.Base)))
+			}
+		}
 	}
 
 	p := gh.Routing.Tmux

@@ -213,9 +213,23 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{"c.yaml:2:16: harnesses.claude-code: missing property 'command'"},
 		},
 		{
+			name: "bad_checkout",
+			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: /w, checkout: {url: \"{{.Nope}}\", issueBranch: \"-x{{.Number}}\", base: \"a..b\"}}\n",
+			want: []string{
+				`c.yaml:12:73: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.url: render checkout url: template: url:1:2: executing "url" at <.Nope>: can't evaluate field Nope in type schema.checkoutData`,
+				`c.yaml:12:99: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.issueBranch: render issue branch: "-x1" is not a branch name loopd makes`,
+				`c.yaml:12:122: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.base: "a..b" is not a branch name`,
+			},
+		},
+		{
+			name: "checkout_without_url",
+			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: /w, checkout: {removeOnClose: true}}\n",
+			want: []string{`c.yaml:12:67: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout: missing property 'url'`},
+		},
+		{
 			name: "bad_route_key",
 			src:  minimal + "        octo-org: {harness: claude-code, workdir: /w}\n",
-			want: []string{`c.yaml:12:9: webhooks.ghWebhook.routing.repos.octo-org: invalid key: 'octo-org' does not match pattern '^(\\*|[A-Za-z0-9-]+/[A-Za-z0-9._-]+)$'`},
+			want: []string{`c.yaml:12:9: webhooks.ghWebhook.routing.repos.octo-org: invalid key: 'octo-org' does not match pattern '^(\\*|[A-Za-z0-9-]+/(\\*|[A-Za-z0-9._-]+))$'`},
 		},
 		{
 			name: "bad_env_name",
@@ -401,6 +415,7 @@ func TestSecretFilePath(t *testing.T) {
 func TestRoute(t *testing.T) {
 	exact := Route{Harness: "exact", Workdir: "/e"}
 	star := Route{Harness: "star", Workdir: "/s"}
+	owner := Route{Harness: "owner", Workdir: "/o"}
 	tests := []struct {
 		name        string
 		repos       map[string]Route
@@ -413,6 +428,9 @@ func TestRoute(t *testing.T) {
 		{name: "star_fallback", repos: map[string]Route{"octo/api": exact, "*": star}, owner: "octo", repo: "web", want: star, wantOK: true},
 		{name: "no_route", repos: map[string]Route{"octo/api": exact}, owner: "octo", repo: "web"},
 		{name: "owner_is_not_a_prefix_match", repos: map[string]Route{"octo/api": exact}, owner: "octo/api", repo: ""},
+		{name: "owner_wildcard_over_star", repos: map[string]Route{"Octo/*": owner, "*": star}, owner: "octo", repo: "web", want: owner, wantOK: true},
+		{name: "exact_over_owner_wildcard", repos: map[string]Route{"octo/*": owner, "octo/api": exact}, owner: "octo", repo: "api", want: exact, wantOK: true},
+		{name: "owner_wildcard_is_one_owner", repos: map[string]Route{"octo/*": owner}, owner: "other", repo: "api"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

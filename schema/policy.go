@@ -1,10 +1,12 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 )
@@ -54,14 +56,15 @@ func (p Policy) HealthyReset() time.Duration { return seconds(p.HealthyResetSeco
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // Route returns the route for the repository owner/repo: the entry keyed
-// "owner/repo" if there is one, else the "*" entry. Keys match
-// case-insensitively, because GitHub owner and repository names are
-// case-insensitive. It reports false when neither exists.
+// "owner/repo" if there is one, else the "owner/*" entry, else the "*"
+// entry. Keys match case-insensitively, because GitHub owner and repository
+// names are case-insensitive. It reports false when none exists.
 func (r Routing) Route(owner, repo string) (Route, bool) {
-	want := owner + "/" + repo
-	for key, route := range r.Repos {
-		if strings.EqualFold(key, want) {
-			return route, true
+	for _, want := range []string{owner + "/" + repo, owner + "/*"} {
+		for key, route := range r.Repos {
+			if strings.EqualFold(key, want) {
+				return route, true
+			}
 		}
 	}
 	route, ok := r.Repos["*"]
@@ -93,7 +96,7 @@ func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (strin
 	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
 		return "", fmt.Errorf("render workdir for %s/%s: not a GitHub owner/repo name", owner, repo)
 	}
-	tmpl, err := template.New("workdir").Parse(r.Workdir)
+	tmpl, err := parsed("workdir", r.Workdir)
 	if err != nil {
 		return "", fmt.Errorf("render workdir: %w", err)
 	}
@@ -106,4 +109,86 @@ func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (strin
 		return "", fmt.Errorf("render workdir: %q is not an absolute path", dir)
 	}
 	return filepath.Clean(dir), nil
+}
+
+// checkoutData is what the checkout templates see.
+type checkoutData struct {
+	Owner  string
+	Repo   string
+	Number int
+}
+
+// RenderURL renders the checkout's URL template for owner/repo. owner and
+// repo must be GitHub names.
+func (c Checkout) RenderURL(owner, repo string) (string, error) {
+	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
+		return "", fmt.Errorf("render checkout url for %s/%s: not a GitHub owner/repo name", owner, repo)
+	}
+	u, err := render("url", c.URL, checkoutData{Owner: owner, Repo: repo})
+	if err != nil {
+		return "", fmt.Errorf("render checkout url: %w", err)
+	}
+	if u == "" {
+		return "", errors.New("render checkout url: empty")
+	}
+	return u, nil
+}
+
+// RenderIssueBranch renders the branch an issue's worktree gets
+// (IssueBranch, default DefaultIssueBranch).
+func (c Checkout) RenderIssueBranch(owner, repo string, number int) (string, error) {
+	tmpl := c.IssueBranch
+	if tmpl == "" {
+		tmpl = DefaultIssueBranch
+	}
+	b, err := render("issueBranch", tmpl, checkoutData{Owner: owner, Repo: repo, Number: number})
+	if err != nil {
+		return "", fmt.Errorf("render issue branch: %w", err)
+	}
+	if !branchName.MatchString(b) || strings.Contains(b, "..") || strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, "/") {
+		return "", fmt.Errorf("render issue branch: %q is not a branch name loopd makes", b)
+	}
+	return b, nil
+}
+
+// branchName is the shape of a branch loopd makes or checks out: letters,
+// digits and ._/- , not starting with '-' or '/' (a subset of
+// git-check-ref-format(1), so that no name is taken for an option).
+var branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]*$`)
+
+// ValidBranch reports whether name is a branch loopd checks out: a pull
+// request's head branch from a payload is untrusted text.
+func ValidBranch(name string) bool {
+	return branchName.MatchString(name) && !strings.Contains(name, "..") && !strings.HasSuffix(name, ".lock") && !strings.HasSuffix(name, "/")
+}
+
+func render(name, text string, data any) (string, error) {
+	tmpl, err := parsed(name, text)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// templates caches parsed route templates by name and text: the planner
+// renders an item's workdir and checkout on every pass, and parsing costs
+// far more than executing (a parsed template is safe for concurrent use).
+var templates sync.Map // [2]string{name, text} → *template.Template
+
+// parsed returns the template text parsed under name, from the cache.
+func parsed(name, text string) (*template.Template, error) {
+	key := [2]string{name, text}
+	if t, ok := templates.Load(key); ok {
+		return t.(*template.Template), nil
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	templates.Store(key, t)
+	return t, nil
 }

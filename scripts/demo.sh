@@ -23,6 +23,16 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$work/agents" "$work/claude"
+# The repository the agents work on: a local bare repository with a default
+# branch "main" and the branch "changes" of pull request #2 (the fixture's
+# head), made here so the demo needs no network.
+git init -q --bare --initial-branch=main "$work/remote.git"
+git init -q --initial-branch=main "$work/seed"
+echo "Hello World" > "$work/seed/README"
+gitc() { git -C "$work/seed" -c user.name=demo -c user.email=demo@example.com "$@"; }
+gitc add README && gitc commit -qm "initial commit"
+gitc checkout -qb changes && echo "a change" > "$work/seed/CHANGES" && gitc add CHANGES && gitc commit -qm "the pull request's change"
+gitc push -q "$work/remote.git" main changes
 # An onboarded Claude config that trusts the agents' root (trust is
 # inherited by subdirectories), so the TUI starts without dialogs.
 cat > "$work/claude/.claude.json" <<JSON
@@ -47,9 +57,11 @@ webhooks:
     authorizedUsers: [Codertocat]
     routing:
       repos:
-        "*":
+        "Codertocat/*":
           harness: claude-code
           workdir: "$work/agents/{{.Owner}}/{{.Repo}}/{{.Number}}"
+          checkout:
+            url: "file://$work/remote.git"
       tmux:
         resumeOnRespawn: true
         resumeProbeSeconds: 2
@@ -85,6 +97,11 @@ say "issues.opened: Codertocat/Hello-World#1 starts a fresh conversation"
 "$loopd" replay "${cfg[@]}" "$fixtures/issues.opened.1.json"
 wait_for 'Hello-World#1 .* Running'
 
+say "#1's agent works in a git worktree of the repository, on its own branch"
+wt="$work/agents/Codertocat/Hello-World/1"
+echo "$wt: branch $(git -C "$wt" branch --show-current), $(git -C "$wt" log --oneline -1)"
+git -C "$wt" worktree list
+
 say "issue_comment.created: pasted into the live conversation"
 comment_id=$(cat /proc/sys/kernel/random/uuid)
 "$loopd" replay "${cfg[@]}" --delivery-id "$comment_id" "$fixtures/issue_comment.created.1.json"
@@ -96,6 +113,8 @@ say "the same delivery again (a GitHub redelivery): accepted, changes nothing"
 say "pull_request.opened: Codertocat/Hello-World#2 gets its own session"
 "$loopd" replay "${cfg[@]}" "$fixtures/pull_request.opened.1.json"
 wait_for 'Hello-World#2 .* Running'
+wt2="$work/agents/Codertocat/Hello-World/2"
+echo "$wt2: branch $(git -C "$wt2" branch --show-current), $(git -C "$wt2" log --oneline -1)"
 "$loopd" get "${cfg[@]}"
 
 say "kill -9 the agent of #1: loopd resumes the same conversation by itself"

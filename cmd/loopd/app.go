@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
@@ -32,6 +33,10 @@ const storeFile = "loopd.db"
 // launchDir is the directory inside the state dir that holds the env files
 // of spawns whose launcher has not run yet.
 const launchDir = "launch"
+
+// mirrorsDir is the directory inside the state dir that holds the bare
+// mirrors the worktrees are made from (routing checkout).
+const mirrorsDir = "mirrors"
 
 // app is the wired set of real dependencies one command uses.
 type app struct {
@@ -129,11 +134,15 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	caps := capabilities(a.harnesses)
 	policy := func() reconciler.Policy {
-		return reconciler.PolicyFrom(current().Webhooks.GHWebhook.Routing.Tmux, caps, a.owner.ID)
+		routing := current().Webhooks.GHWebhook.Routing
+		p := reconciler.PolicyFrom(routing.Tmux, caps, a.owner.ID)
+		p.Routing = routing
+		return p
 	}
+	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	return &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Log: a.log},
 		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
 		Journal:  a.journal,
 		Log:      a.log,
@@ -144,17 +153,18 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		// a longer hold is logged as reconcile.failed and retried.
 		LockWait: cfg.Reconcile.Interval(),
 		Executor: &actions.Executor{
-			Tmux:      a.tmux,
-			Store:     a.store,
-			Harnesses: a.harnesses,
-			Journal:   a.journal,
-			Log:       a.log,
-			Now:       time.Now,
-			NewID:     uuid.NewString,
-			Socket:    cfg.Tmux.Socket,
-			Owner:     a.owner.ID,
-			Settle:    schema.DefaultPasteSettle,
-			Launcher:  a.launcher,
+			Tmux:       a.tmux,
+			Store:      a.store,
+			Harnesses:  a.harnesses,
+			Journal:    a.journal,
+			Log:        a.log,
+			Now:        time.Now,
+			NewID:      uuid.NewString,
+			Socket:     cfg.Tmux.Socket,
+			Owner:      a.owner.ID,
+			Settle:     schema.DefaultPasteSettle,
+			Launcher:   a.launcher,
+			Workspaces: &workspace.Manager{Root: mirrors},
 		},
 	}
 }

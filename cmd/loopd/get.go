@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
@@ -44,6 +45,7 @@ was lost on the way from GitHub (the next comment heals that).`,
 				return err
 			}
 			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
+			policy.Routing = cfg.Webhooks.GHWebhook.Routing
 			now := time.Now()
 			return printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now))
 		},
@@ -85,6 +87,13 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		reason := st.Reason
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
+		}
+		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
+			reason += " workspace_error=" + journal.Quote(st.WorkspaceError)
+		}
+		if rendered, moved := reconciler.WorkdirMoved(r, p); moved {
+			// Not applied: the conversation is found by its workdir.
+			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
 		}
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)

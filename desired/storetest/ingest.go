@@ -45,6 +45,27 @@ func (s suite) ingestNewItem(t *testing.T) {
 	assert.Equal(t, want, get(t, st, keyAPI))
 }
 
+// headRef: a pull request's head branch is recorded when a payload names
+// it, replaced by a later one that names another, kept by one that names
+// none, and is not a spec change (the generation counts deliveries).
+func (s suite) headRef(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	first := comment(keyAPI, "d1", t0)
+	first.Kind, first.HeadRef = desired.KindPullRequest, "feature/a"
+	ingest(t, st, first)
+	assert.Equal(t, "feature/a", get(t, st, keyAPI).Spec.HeadRef)
+	ingest(t, st, comment(keyAPI, "d2", t0))
+	assert.Equal(t, "feature/a", get(t, st, keyAPI).Spec.HeadRef)
+	next := comment(keyAPI, "d3", t0)
+	next.HeadRef = "feature/b"
+	_, err := st.Ingest(ctx, next)
+	require.NoError(t, err)
+	r := get(t, st, keyAPI)
+	assert.Equal(t, "feature/b", r.Spec.HeadRef)
+	assert.Equal(t, int64(3), r.Spec.Generation)
+}
+
 // redelivery: a delivery id already claimed is a duplicate whatever it
 // carries, and changes nothing.
 func (s suite) redelivery(t *testing.T) {

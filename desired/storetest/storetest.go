@@ -56,6 +56,7 @@ func Run(t *testing.T, b Backend) {
 	}{
 		{"ingest_creates_then_queues", s.ingestNewItem},
 		{"redelivery_changes_nothing", s.redelivery},
+		{"head_ref_follows_the_latest_payload", s.headRef},
 		{"open_closed_state", s.openClosed},
 		{"state_snapshot", s.stateSnapshot},
 		{"snapshot_never_creates", s.snapshotNeverCreates},

@@ -78,6 +78,22 @@ const (
 
 	// WorkspaceMissing: the item's workdir is gone; the item is blocked.
 	WorkspaceMissing Name = "workspace.missing"
+	// WorkspacePrepared: an item's workdir was made (or found) before a
+	// spawn: a plain directory or a git worktree.
+	WorkspacePrepared Name = "workspace.prepared"
+	// WorkspaceFailed: a workspace operation failed (git's command, exit
+	// status and stderr tail, credentials masked).
+	WorkspaceFailed Name = "workspace.failed"
+	// WorkspaceKept: a closed item's worktree was not removed, and why.
+	WorkspaceKept Name = "workspace.kept"
+	// WorkspaceRemoved: a closed item's clean worktree was removed.
+	WorkspaceRemoved Name = "workspace.removed"
+	// WorkspacePinned: the route renders another workdir than the one the
+	// item's conversation lives in; the pinned one stays.
+	WorkspacePinned Name = "workspace.pinned"
+	// WorkspaceUnreadable: observation could not read an item's workdir
+	// (a permission); the planner treats it as not observed (log only).
+	WorkspaceUnreadable Name = "workspace.unreadable"
 	// HarnessMissing: a harness's command cannot be found.
 	HarnessMissing Name = "harness.missing"
 

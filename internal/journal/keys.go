@@ -62,6 +62,21 @@ const (
 	KeyGeneration    = "generation"     // the release generation carried out
 	KeyFresh         = "fresh"          // a release asks for a new conversation
 
+	// Workspaces (the workdir is KeyCwd).
+	KeyConfigCwd        = "config_cwd"         // the workdir the current route renders, not applied to a pinned item
+	KeyURL              = "url"                // a repository's URL, credentials masked
+	KeyBranch           = "branch"             // the branch a worktree is on
+	KeyBase             = "base"               // the remote branch an issue branch starts from
+	KeyCommit           = "commit"             // a worktree's HEAD commit
+	KeyExisting         = "existing"           // the workdir already was a worktree, used as it is
+	KeyRepaired         = "repaired"           // a half-made worktree was finished
+	KeyClass            = "class"              // a failure's class: transient or permanent
+	KeyOp               = "op"                 // the workspace operation that failed: fetch, worktree add, mkdir…
+	KeyCommand          = "command"            // the git command that failed, URLs masked
+	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
+	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
+	KeyOnTransientError = "on_transient_error" // give_up: a transient failure gives up (the budget is spent)
+
 	// Webhook deliveries.
 	KeyEvent         = "event"          // X-GitHub-Event, e.g. issue_comment
 	KeyPayloadAction = "payload_action" // the payload's action, e.g. created

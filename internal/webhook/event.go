@@ -3,11 +3,13 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v84/github"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
 )
 
 // errIncomplete means a handled event lacks a field loopd needs to route it.
@@ -25,6 +27,9 @@ type change struct {
 	// a close or reopen action (desired.Ingest.Snapshot).
 	snapshot bool
 	prompt   *PromptInput
+	// headRef is a pull request's head branch when the head is in the
+	// same repository (desired.Ingest.HeadRef); "" for a fork or an issue.
+	headRef string
 	// unhandled, when set, is why nothing is queued for this payload's
 	// action: only its state snapshot applies, and the delivery is
 	// reported as ignored for that reason when the state changes nothing.
@@ -205,6 +210,9 @@ func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *gi
 	c.prompt.Title = pr.GetTitle()
 	c.prompt.URL = pr.GetHTMLURL()
 	c.prompt.Head = pr.GetHead().GetRef()
+	if head := pr.GetHead(); strings.EqualFold(head.GetRepo().GetFullName(), repo.GetFullName()) && schema.ValidBranch(head.GetRef()) {
+		c.headRef = head.GetRef()
+	}
 	return c, nil
 }
 

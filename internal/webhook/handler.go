@@ -312,6 +312,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		Closed:     c.closed,
 		StateAt:    c.stateAt,
 		Snapshot:   c.snapshot,
+		HeadRef:    c.headRef,
 	}
 	if c.prompt != nil {
 		p := *c.prompt

@@ -1015,3 +1015,21 @@ func TestSign(t *testing.T) {
 
 	assert.Equal(t, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", got)
 }
+
+// TestHeadRefOnlyForTheSameRepository: a pull request's head branch is
+// recorded for its worktree only when the head is in the same repository;
+// a fork's is not (its worktree takes refs/pull/<n>/head).
+func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, "changes", e.onlyRecord(t).Spec.HeadRef)
+
+	f := newEnv(t)
+	fork := func(m map[string]any) {
+		obj(t, obj(t, obj(t, m, "pull_request"), "head"), "repo")["full_name"] = "someone/Hello-World"
+	}
+	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Empty(t, f.onlyRecord(t).Spec.HeadRef)
+}

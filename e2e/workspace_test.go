@@ -1,0 +1,393 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/workspace/workspacetest"
+)
+
+// withCheckout routes every repository of Codertocat (an owner wildcard)
+// to the harness with workdirs that are worktrees of url, the route's
+// checkout edited by edit, and writes the config.
+func (e *env) withCheckout(t *testing.T, url string, edit func(checkout, route map[string]any)) {
+	t.Helper()
+	checkout := map[string]any{"url": url}
+	route := map[string]any{
+		"harness":  "claude-code",
+		"workdir":  filepath.Join(e.workRoot, "{{.Owner}}", "{{.Repo}}", "{{.Number}}"),
+		"checkout": checkout,
+	}
+	if edit != nil {
+		edit(checkout, route)
+	}
+	e.ghWebhook()["routing"].(map[string]any)["repos"] = map[string]any{"Codertocat/*": route}
+	e.writeConfig(t)
+}
+
+// gitIn runs git in dir and returns its trimmed output.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	return workspacetest.Git(t, dir, args...)
+}
+
+// mirrors lists the bare mirrors in the state dir.
+func (e *env) mirrors(t *testing.T) []string {
+	t.Helper()
+	out, err := filepath.Glob(filepath.Join(e.stateDir, "mirrors", "*.git"))
+	require.NoError(t, err)
+	return out
+}
+
+// TestWorkspaceIssueGetsAWorktree: an issue's agent starts in a worktree
+// of the routed repository on loopd/issue-<n> at the base's head, in the
+// physical path when the workdir template goes through a symlink; a
+// second issue of the repository shares the mirror and gets a worktree of
+// its own; an agent killed with SIGKILL resumes in the same worktree, and
+// the file it left there is still there.
+func TestWorkspaceIssueGetsAWorktree(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	link := filepath.Join(e.dir, "link")
+	require.NoError(t, os.Symlink(e.workRoot, link))
+	e.withCheckout(t, r.URL, func(_, route map[string]any) {
+		route["workdir"] = filepath.Join(link, "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
+	})
+
+	rec := e.boot(t, "issues.opened.1.json", nil)
+	dir := e.workdir(keyIssue)
+	assert.Equal(t, dir, rec.Status.Workdir, "the physical path is pinned, not the symlink")
+	assert.Equal(t, dir, e.paneField(t, keyIssue, "#{pane_current_path}"))
+	assert.Equal(t, "loopd/issue-1", gitIn(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, r.DefaultHead, gitIn(t, dir, "rev-parse", "HEAD"))
+	prepared := e.waitEvent(t, journal.WorkspacePrepared, keyIssue, 1, waitShort)
+	assert.Equal(t, "loopd/issue-1", prepared[0].Attrs["branch"])
+
+	second := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 3}
+	e.deliver(t, "issues.opened.1.json", withNumber(3))
+	e.waitPhase(t, second, desired.PhaseRunning, waitLong)
+	assert.Equal(t, "loopd/issue-3", gitIn(t, e.workdir(second), "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Len(t, e.mirrors(t), 1, "two items of one repository share one mirror")
+	worktrees := gitIn(t, e.mirrors(t)[0], "worktree", "list", "--porcelain")
+	assert.Contains(t, worktrees, "worktree "+dir+"\n")
+	assert.Contains(t, worktrees, "worktree "+e.workdir(second)+"\n")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "agent-notes.txt"), []byte("work in progress\n"), 0o644))
+	e.killPane(t, keyIssue)
+	e.waitFor(t, func() bool { return len(e.starts(t)) >= 3 }, waitLong, "the killed agent was not respawned")
+	back := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnMode == desired.SpawnResume
+	}, waitLong, "the agent did not resume")
+	assert.Equal(t, rec.Status.HarnessSessionID, back.Status.HarnessSessionID, "the same conversation")
+	assert.Equal(t, dir, e.paneField(t, keyIssue, "#{pane_current_path}"), "resumed in the same worktree")
+	b, err := os.ReadFile(filepath.Join(dir, "agent-notes.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "work in progress\n", string(b))
+	assert.Equal(t, "?? agent-notes.txt", gitIn(t, dir, "status", "--porcelain"))
+}
+
+// TestWorkspacePullRequestChecksOutItsHead: a pull request from the same
+// repository gets its head branch, tracking the remote one; a fork's gets
+// refs/pull/<n>/head as loopd/pr-<n>.
+func TestWorkspacePullRequestChecksOutItsHead(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	e.start(t)
+
+	same := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 5}
+	e.deliver(t, "pull_request.opened.1.json", all(withNumber(5), func(m map[string]any) {
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = r.PRBranch
+	}))
+	fork := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: r.ForkPR}
+	e.deliver(t, "pull_request.opened.1.json", all(withNumber(r.ForkPR), func(m map[string]any) {
+		head := m["pull_request"].(map[string]any)["head"].(map[string]any)
+		head["ref"] = "master"
+		head["repo"].(map[string]any)["full_name"] = "someone/Hello-World"
+	}))
+	e.waitPhase(t, same, desired.PhaseRunning, waitLong)
+	e.waitPhase(t, fork, desired.PhaseRunning, waitLong)
+
+	assert.Equal(t, r.PRBranch, gitIn(t, e.workdir(same), "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, r.PRHead, gitIn(t, e.workdir(same), "rev-parse", "HEAD"))
+	assert.Equal(t, "origin/"+r.PRBranch, gitIn(t, e.workdir(same), "rev-parse", "--abbrev-ref", "@{upstream}"))
+	assert.Equal(t, "loopd/pr-2", gitIn(t, e.workdir(fork), "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, r.ForkHead, gitIn(t, e.workdir(fork), "rev-parse", "HEAD"))
+}
+
+// TestWorkspaceMissingRepositoryNeedsAttention: git cannot find the
+// repository, a permanent failure: the webhook still got its 2xx, the item
+// records workspace.failed with git's command, exit status and stderr, and
+// goes to NeedsAttention with the reason in loopd get; its event stays
+// pending and no agent starts.
+func TestWorkspaceMissingRepositoryNeedsAttention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, "file://"+filepath.Join(e.dir, "no-such-repo.git"), nil)
+	e.start(t)
+	delivery := uuid.NewString()
+	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", delivery, nil))
+
+	rec := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, "workspace_failed", rec.Status.Reason)
+	require.Len(t, rec.Pending, 1)
+	assert.Equal(t, delivery, rec.Pending[0].ID, "the event stays pending")
+	failed := e.waitEvent(t, journal.WorkspaceFailed, keyIssue, 1, waitShort)
+	a := failed[0].Attrs
+	assert.Equal(t, "permanent", a["class"])
+	assert.Equal(t, "git fetch --quiet --prune origin", a["command"])
+	assert.Equal(t, "128", a["exit_status"])
+	assert.Contains(t, a["stderr"], "does not appear to be a git repository")
+	get := e.mustRun(t, "get")
+	assert.Contains(t, get, "NeedsAttention")
+	assert.Contains(t, get, "workspace_failed workspace_error=")
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.WorkspaceFailed, keyIssue), 1, "journaled once, not every pass")
+	assert.Empty(t, e.starts(t), "no agent started")
+}
+
+// TestWorkspaceConflictIsLeftUntouched: a workdir that exists with files
+// and is not a worktree of the repository is never touched: the item needs
+// attention (workspace_conflict), the journal names the path, and the
+// event stays pending.
+func TestWorkspaceConflictIsLeftUntouched(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	dir := e.workdir(keyIssue)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "precious.txt"), []byte("mine\n"), 0o600))
+	e.start(t)
+	e.deliver(t, "issues.opened.1.json", nil)
+
+	rec := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, "workspace_conflict", rec.Status.Reason)
+	assert.Len(t, rec.Pending, 1, "the event stays pending")
+	ev := e.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
+	assert.Equal(t, dir, ev[0].Attrs["cwd"])
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing added to the directory")
+	b, _ := os.ReadFile(filepath.Join(dir, "precious.txt"))
+	assert.Equal(t, "mine\n", string(b))
+	assert.Empty(t, e.starts(t))
+}
+
+// TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired kills the daemon,
+// and the git it ran, while `git worktree add` checks files out (a smudge
+// filter that waits, as a large checkout would): the worktree is left
+// half-made, its admin dir locked "initializing". The next daemon finishes
+// it and starts the agent there; a file put in it meanwhile survives.
+func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	pidFile := filepath.Join(e.dir, "filter.pid")
+	gitConfig := filepath.Join(e.dir, "gitconfig")
+	require.NoError(t, os.WriteFile(gitConfig, []byte("[filter \"slow\"]\n\tsmudge = \"echo $$ > "+pidFile+"; sleep 60; cat\"\n"), 0o600))
+	e.daemonEnv = []string{"GIT_CONFIG_GLOBAL=" + gitConfig}
+	e.start(t)
+	e.deliver(t, "issues.opened.1.json", nil)
+
+	var pid int
+	e.waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, waitLong, "the checkout never started")
+	pgid, err := syscall.Getpgid(pid)
+	require.NoError(t, err)
+	e.kill9(t)
+	// The machine goes down with it: git and its filter die too.
+	require.NoError(t, syscall.Kill(-pgid, syscall.SIGKILL))
+	e.waitFor(t, func() bool { return !running(pid) }, waitShort, "the filter did not die")
+
+	dir := e.workdir(keyIssue)
+	gitdir := gitIn(t, dir, "rev-parse", "--absolute-git-dir")
+	lock, err := os.ReadFile(filepath.Join(gitdir, "locked"))
+	require.NoError(t, err, "the worktree is half-made")
+	require.Equal(t, "initializing", strings.TrimSpace(string(lock)))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "left-behind.txt"), []byte("keep me\n"), 0o644))
+
+	e.daemonEnv = nil // no filter now: a checkout goes through
+	e.start(t)
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	prepared := e.waitEvent(t, journal.WorkspacePrepared, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", prepared[0].Attrs["repaired"])
+	b, err := os.ReadFile(filepath.Join(dir, "README"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "left-behind.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "keep me\n", string(b))
+	assert.Equal(t, "loopd/issue-1", gitIn(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.NoFileExists(t, filepath.Join(gitdir, "locked"))
+}
+
+// TestWorkspaceRemoveOnClose: with removeOnClose a closed item's clean
+// worktree is removed, and a dirty one is kept with the reason journaled
+// (workspace.kept); reopened, the kept one is used again, the removed one
+// is made again on its branch.
+func TestWorkspaceRemoveOnClose(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, func(c, _ map[string]any) { c["removeOnClose"] = true })
+	e.start(t)
+	clean, dirty := keyIssue, desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 4}
+	e.deliver(t, "issues.opened.1.json", nil)
+	e.deliver(t, "issues.opened.1.json", withNumber(4))
+	e.waitPhase(t, clean, desired.PhaseRunning, waitLong)
+	e.waitPhase(t, dirty, desired.PhaseRunning, waitLong)
+	require.NoError(t, os.WriteFile(filepath.Join(e.workdir(dirty), "draft.txt"), []byte("unfinished\n"), 0o644))
+
+	closed := func(n int) func(map[string]any) {
+		return all(withNumber(n), func(m map[string]any) { m["action"] = "closed" }, withIssueState("closed", "2030-01-01T00:00:00Z"))
+	}
+	e.deliver(t, "issues.opened.1.json", closed(1))
+	e.deliver(t, "issues.opened.1.json", closed(4))
+	e.waitEvent(t, journal.WorkspaceRemoved, clean, 1, waitLong)
+	kept := e.waitEvent(t, journal.WorkspaceKept, dirty, 1, waitLong)
+	assert.Equal(t, "untracked_files", kept[0].Attrs["reason"])
+	assert.NoDirExists(t, e.workdir(clean))
+	assert.FileExists(t, filepath.Join(e.workdir(dirty), "draft.txt"))
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.WorkspaceKept, dirty), 1, "kept once")
+
+	reopened := func(n int) func(map[string]any) {
+		return all(withNumber(n), func(m map[string]any) { m["action"] = "reopened" }, withIssueState("open", "2030-01-02T00:00:00Z"))
+	}
+	e.deliver(t, "issues.opened.1.json", reopened(4))
+	e.deliver(t, "issues.opened.1.json", reopened(1))
+	e.waitRecord(t, dirty, func(r desired.Record) bool { return r.Status.Phase == desired.PhaseRunning && !r.Spec.Closed }, waitLong, "not reopened")
+	e.waitRecord(t, clean, func(r desired.Record) bool { return r.Status.Phase == desired.PhaseRunning && !r.Spec.Closed }, waitLong, "not reopened")
+	assert.FileExists(t, filepath.Join(e.workdir(dirty), "draft.txt"), "the kept worktree is used again")
+	assert.Equal(t, "loopd/issue-1", gitIn(t, e.workdir(clean), "rev-parse", "--abbrev-ref", "HEAD"), "the removed worktree is made again")
+}
+
+// TestWorkspaceURLCredentialsNeverShown: a checkout URL with a token in it
+// fails (nothing listens), transiently, with backoff, until the budget is
+// spent; the token is in no journal row, log line, `loopd get` or dry run,
+// nor in the mirror's config.
+func TestWorkspaceURLCredentialsNeverShown(t *testing.T) {
+	t.Parallel()
+	const token = "ghs_e2eS3cretT0ken"
+	e := newEnv(t, envOpts{Policy: map[string]any{"restartBudget": 2}})
+	e.withCheckout(t, "https://x-access-token:"+token+"@"+freeAddr(t)+"/{{.Owner}}/{{.Repo}}.git", nil)
+	delivery := e.ingestComment(t, keyIssue, "start")
+	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, dry, "url=https://***@")
+	e.start(t)
+	rec := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, delivery, rec.Pending[0].ID)
+	assert.Equal(t, 3, rec.Status.Failures, "the first try and two retries within the budget")
+	assert.Equal(t, "workspace_failed", rec.Status.Reason)
+	// Identical failures within a minute are folded into one row
+	// (journal.Limiter): the first is written at once.
+	failed := e.eventsNamed(t, journal.WorkspaceFailed, keyIssue)
+	require.NotEmpty(t, failed)
+	assert.Equal(t, "transient", failed[0].Attrs["class"])
+	assert.NotEmpty(t, failed[0].Attrs["next_attempt"])
+
+	for what, text := range map[string]string{
+		"events": e.mustRun(t, "events"), "get": e.mustRun(t, "get"), "dry run": dry,
+		"status": rec.Status.WorkspaceError, "log": readFile(t, e.daemonLog),
+	} {
+		assert.NotContains(t, text, token, "%s shows the token", what)
+	}
+	for _, m := range e.mirrors(t) {
+		assert.NotContains(t, readFile(t, filepath.Join(m, "config")), token, "the mirror stores the token")
+	}
+}
+
+// TestPlainWorkdirThatCannotBeMadeNeedsAttention: a plain workdir under a
+// directory loopd may not write is a permanent failure, journaled once
+// with its reason and shown by loopd get, not a dispatch.failed every
+// second; correcting the route and releasing the item starts it in the
+// corrected workdir, since none was pinned yet.
+func TestPlainWorkdirThatCannotBeMadeNeedsAttention(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() == 0 {
+		t.Skip("root may create any directory")
+	}
+	e := newEnv(t, envOpts{})
+	locked := filepath.Join(e.dir, "srv")
+	require.NoError(t, os.MkdirAll(locked, 0o555))
+	t.Cleanup(func() { os.Chmod(locked, 0o755) })
+	repos := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)
+	repos["*"].(map[string]any)["workdir"] = filepath.Join(locked, "agents", "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
+	e.writeConfig(t)
+	e.start(t)
+	e.deliver(t, "issues.opened.1.json", nil)
+
+	rec := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, "workspace_failed", rec.Status.Reason)
+	assert.Contains(t, rec.Status.WorkspaceError, "permission denied")
+	e.settle(t)
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.WorkspaceFailed, keyIssue), 1, "journaled once")
+	assert.Empty(t, e.eventsNamed(t, journal.DispatchFailed, keyIssue))
+	assert.Contains(t, e.mustRun(t, "get"), "workspace_failed")
+
+	repos["*"].(map[string]any)["workdir"] = filepath.Join(e.workRoot, "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
+	e.writeConfig(t)
+	e.reload(t)
+	e.mustRun(t, "release", keyIssue.String())
+	rec = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	assert.Equal(t, e.workdir(keyIssue), rec.Status.Workdir, "the corrected route applies")
+	assert.Equal(t, e.workdir(keyIssue), e.paneField(t, keyIssue, "#{pane_current_path}"))
+}
+
+// TestWorkdirPinnedAfterFirstSpawn: once the agent ran in a workdir, a
+// route that renders another one is shown by loopd get, journaled once at
+// the next spawn (workspace.pinned), and not applied: the restart resumes
+// in the pinned one.
+func TestWorkdirPinnedAfterFirstSpawn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	rec := e.boot(t, "issues.opened.1.json", nil)
+	repos := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)
+	moved := filepath.Join(e.dir, "moved", "{{.Number}}")
+	repos["*"].(map[string]any)["workdir"] = moved
+	e.writeConfig(t)
+	e.reload(t)
+	assert.Contains(t, e.mustRun(t, "get"), "workdir_pinned="+e.workdir(keyIssue)+" config_workdir="+filepath.Join(e.dir, "moved", "1"))
+
+	e.killPane(t, keyIssue)
+	ev := e.waitEvent(t, journal.WorkspacePinned, keyIssue, 1, waitLong)
+	assert.Equal(t, e.workdir(keyIssue), ev[0].Attrs["cwd"])
+	assert.Equal(t, filepath.Join(e.dir, "moved", "1"), ev[0].Attrs["config_cwd"])
+	back := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnMode == desired.SpawnResume
+	}, waitLong, "the agent did not resume")
+	assert.Equal(t, rec.Status.HarnessSessionID, back.Status.HarnessSessionID)
+	assert.Equal(t, e.workdir(keyIssue), e.paneField(t, keyIssue, "#{pane_current_path}"))
+	assert.NoDirExists(t, filepath.Join(e.dir, "moved"))
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.WorkspacePinned, keyIssue), 1, "reported once")
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}

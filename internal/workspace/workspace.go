@@ -1,0 +1,553 @@
+// Package workspace makes and removes the git worktrees work items run in,
+// with the real git CLI: one bare mirror per repository under the state
+// dir, fetched before each worktree is made from it with `git worktree
+// add`. Every git command runs with GIT_TERMINAL_PROMPT=0 (a missing
+// credential fails at once), ssh in batch mode, a timeout, and one
+// operation at a time per mirror (a lock file beside it). Failures are
+// *Error values that carry the command and the tail of its stderr with
+// every URL's credentials masked, classified Transient or Permanent.
+//
+// Credentials are git's own (ssh-agent, credential helpers). A URL that
+// carries them is never stored in the mirror's config nor put on git's
+// command line: the mirror's remote holds the URL without them (Public),
+// and loopd's own fetch passes the full URL to git in its environment
+// (url.<full>.insteadOf through GIT_CONFIG_COUNT), which other users
+// cannot read.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrConflict means the workdir exists, is not a worktree of the routed
+// repository, and holds files: it is never touched.
+var ErrConflict = errors.New("workdir exists and is not a worktree of the repository")
+
+// DefaultTimeout bounds every git command.
+const DefaultTimeout = 5 * time.Minute
+
+// Manager runs workspace operations. Its zero value is not usable: Root
+// must be set.
+type Manager struct {
+	// Root holds the mirrors (<stateDir>/mirrors).
+	Root string
+	// Git is the git binary; default "git".
+	Git string
+	// Timeout bounds each git command; default DefaultTimeout.
+	Timeout time.Duration
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (m *Manager) git() string {
+	if m.Git == "" {
+		return "git"
+	}
+	return m.Git
+}
+
+func (m *Manager) timeout() time.Duration {
+	if m.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return m.Timeout
+}
+
+// Mode is how a worktree gets its branch.
+type Mode string
+
+// The modes of a checkout.
+const (
+	// ModeIssue: a new branch Branch from Base (the remote's default
+	// branch when empty), or Branch itself when it already exists.
+	ModeIssue Mode = "issue"
+	// ModePullRequest: the pull request's head branch Branch, in the same
+	// repository, tracking the remote branch.
+	ModePullRequest Mode = "pull_request"
+	// ModeFork: refs/pull/<PR>/head fetched into the local branch Branch
+	// (loopd/pr-<PR>), for a fork, or a pull request whose head is not
+	// known.
+	ModeFork Mode = "fork"
+)
+
+// Checkout is one worktree to make.
+type Checkout struct {
+	URL    string // the remote, as configured (may carry credentials)
+	Dir    string // the workdir
+	Mode   Mode
+	Branch string
+	Base   string // ModeIssue only; "" is the remote's default branch
+	PR     int    // ModeFork only
+}
+
+// Mirror returns the path of the bare mirror of the repository at rawURL
+// under root: one per repository, whatever credentials the URL carries.
+func Mirror(root, rawURL string) (string, error) {
+	pub, err := Public(rawURL)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(pub))
+	base := strings.TrimSuffix(filepath.Base(strings.TrimRight(pub, "/")), ".git")
+	base = strings.Trim(unsafeName.ReplaceAllString(base, "-"), "-")
+	if base == "" {
+		base = "repo"
+	}
+	return filepath.Join(root, base+"-"+hex.EncodeToString(sum[:8])+".git"), nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// Fact is what the disk shows of a workdir, read without running git.
+type Fact struct {
+	Exists bool
+	// Empty is true for a directory with nothing in it.
+	Empty bool
+	// Worktree is true when the workdir is a worktree of the mirror asked
+	// about (its .git file names an admin dir whose common dir is the
+	// mirror).
+	Worktree bool
+	// Partial is true for such a worktree whose `git worktree add` never
+	// finished (its admin dir is still locked "initializing"): a daemon
+	// killed halfway.
+	Partial bool
+	// Physical is the workdir with every symlink resolved, when it exists.
+	Physical string
+}
+
+// Inspect returns the Fact of dir, as a worktree of mirror ("" for a plain
+// workdir). An error means dir could not be read.
+func Inspect(dir, mirror string) (Fact, error) {
+	var f Fact
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, nil
+	case err != nil:
+		return f, err
+	case !info.IsDir():
+		f.Exists = true
+		return f, nil
+	}
+	f.Exists = true
+	if f.Physical, err = filepath.EvalSymlinks(dir); err != nil {
+		return f, err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return f, err
+	}
+	names, err := d.Readdirnames(1)
+	d.Close()
+	if len(names) == 0 && err != nil {
+		f.Empty = true
+		return f, nil
+	}
+	if mirror == "" {
+		return f, nil
+	}
+	admin, ok := adminDir(dir)
+	if !ok {
+		return f, nil
+	}
+	common, err := os.ReadFile(filepath.Join(admin, "commondir"))
+	if err != nil {
+		return f, nil
+	}
+	c := strings.TrimSpace(string(common))
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(admin, c)
+	}
+	if !samePath(c, mirror) {
+		return f, nil
+	}
+	f.Worktree = true
+	f.Partial = initializing(admin)
+	return f, nil
+}
+
+// adminDir returns the admin dir (<mirror>/worktrees/<name>) the .git file
+// of dir names.
+func adminDir(dir string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, ".git"))
+	if err != nil {
+		return "", false
+	}
+	g, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return "", false
+	}
+	g = strings.TrimSpace(g)
+	if !filepath.IsAbs(g) {
+		g = filepath.Join(dir, g)
+	}
+	return g, true
+}
+
+// initializing reports whether admin is locked "initializing", which `git
+// worktree add` writes first and removes once its checkout is done (git
+// 2.39 builtin/worktree.c, add_worktree).
+func initializing(admin string) bool {
+	b, err := os.ReadFile(filepath.Join(admin, "locked"))
+	return err == nil && strings.TrimSpace(string(b)) == "initializing"
+}
+
+func samePath(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
+}
+
+// Result is a prepared workspace.
+type Result struct {
+	Dir    string // the physical path of the workdir
+	Mirror string
+	Branch string
+	Commit string // HEAD of the worktree
+	// Existing is true when the workdir already was a worktree of the
+	// repository and was used as it is.
+	Existing bool
+	// Repaired is true when a half-made worktree was finished.
+	Repaired bool
+}
+
+// Prepare makes c.Dir a worktree of c.URL's repository: the mirror is made
+// when missing and fetched, stale worktree entries are pruned, and the
+// worktree is added on the branch c asks for. A workdir that already is a
+// worktree of the repository is used as it is, whatever its branch or
+// state; one left half-made by a killed `git worktree add` is finished
+// (stale index.lock removed, its checkout completed, which keeps every
+// untracked file). A workdir that exists with files in it and is not such
+// a worktree fails with ErrConflict, untouched. Errors are *Error, or wrap
+// ErrConflict.
+func (m *Manager) Prepare(ctx context.Context, c Checkout) (Result, error) {
+	mirror, err := Mirror(m.Root, c.URL)
+	if err != nil {
+		return Result{}, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	res := Result{Mirror: mirror, Branch: c.Branch}
+	f, err := Inspect(c.Dir, mirror)
+	if err != nil {
+		return res, &Error{Op: "inspect", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+	}
+	if f.Exists && !f.Empty && !f.Worktree {
+		return res, fmt.Errorf("prepare %s: %w", c.Dir, ErrConflict)
+	}
+	unlock, err := m.lock(ctx, mirror)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	if f.Worktree && !f.Partial {
+		res.Existing = true
+		return m.finish(ctx, res, c.Dir)
+	}
+	if f.Partial {
+		if err := m.repair(ctx, c.Dir); err != nil {
+			return res, err
+		}
+		res.Repaired = true
+		return m.finish(ctx, res, c.Dir)
+	}
+	env, err := m.ensureMirror(ctx, mirror, c.URL)
+	if err != nil {
+		return res, err
+	}
+	if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "--prune", "origin"); err != nil {
+		return res, err
+	}
+	// A worktree whose directory is gone (a daemon killed before git made
+	// it, or removed by hand) still holds its branch: prune its entry.
+	if _, err := m.run(ctx, "worktree prune", mirror, nil, "worktree", "prune"); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
+		return res, mkdirError(filepath.Dir(c.Dir), err)
+	}
+	args, err := m.addArgs(ctx, mirror, env, c)
+	if err != nil {
+		return res, err
+	}
+	if _, err := m.run(ctx, "worktree add", mirror, nil, args...); err != nil {
+		return res, err
+	}
+	return m.finish(ctx, res, c.Dir)
+}
+
+// finish fills res from the worktree at dir.
+func (m *Manager) finish(ctx context.Context, res Result, dir string) (Result, error) {
+	phys, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return res, &Error{Op: "resolve", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+	}
+	res.Dir = phys
+	out, err := m.run(ctx, "rev-parse", phys, nil, "rev-parse", "HEAD")
+	if err == nil {
+		res.Commit = strings.TrimSpace(string(out))
+	}
+	if out, err := m.run(ctx, "branch", phys, nil, "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
+		res.Branch = strings.TrimSpace(string(out))
+	}
+	return res, nil
+}
+
+// repair finishes a worktree whose `git worktree add` was killed: a stale
+// index.lock goes (no git runs in a worktree that was never handed to an
+// agent), the checkout git started is completed with `git reset --hard`
+// (as add itself runs it: tracked files only, every untracked file stays),
+// and the "initializing" lock is removed. A worktree killed before its HEAD
+// was written holds nothing but its .git file: it is removed and pruned,
+// and made again by the caller's next attempt.
+func (m *Manager) repair(ctx context.Context, dir string) error {
+	admin, _ := adminDir(dir)
+	_ = os.Remove(filepath.Join(admin, "index.lock"))
+	if _, err := m.run(ctx, "repair", dir, nil, "rev-parse", "--verify", "--quiet", "HEAD"); err != nil {
+		entries, _ := os.ReadDir(dir)
+		if len(entries) == 1 && entries[0].Name() == ".git" {
+			os.Remove(filepath.Join(dir, ".git"))
+			os.RemoveAll(admin)
+		}
+		return err
+	}
+	if _, err := m.run(ctx, "repair", dir, nil, "reset", "--quiet", "--hard", "--no-recurse-submodules"); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(admin, "locked")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &Error{Op: "repair", Command: "-", Exit: -1, Class: Transient, Reason: "repair_failed", Err: err}
+	}
+	return nil
+}
+
+// ensureMirror makes the bare mirror of rawURL when missing and points its
+// origin at the URL without credentials; it returns the environment that
+// gives loopd's own fetch the URL with them.
+func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string) ([]string, error) {
+	pub, err := Public(rawURL)
+	if err != nil {
+		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	if _, err := os.Stat(filepath.Join(mirror, "HEAD")); err != nil {
+		if err := os.MkdirAll(m.Root, 0o700); err != nil {
+			return nil, mkdirError(m.Root, err)
+		}
+		tmp, err := os.MkdirTemp(m.Root, ".new-")
+		if err != nil {
+			return nil, mkdirError(m.Root, err)
+		}
+		defer os.RemoveAll(tmp)
+		if _, err := m.run(ctx, "init", tmp, nil, "init", "--quiet", "--bare", "."); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, mirror); err != nil {
+			return nil, &Error{Op: "init", Command: "-", Exit: -1, Class: Transient, Reason: "mirror_failed", Err: err}
+		}
+	}
+	for _, kv := range [][2]string{
+		{"remote.origin.url", pub},
+		{"remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"},
+	} {
+		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if pub == rawURL {
+		return nil, nil
+	}
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url." + rawURL + ".insteadOf", "GIT_CONFIG_VALUE_0=" + pub}, nil
+}
+
+// addArgs returns the `git worktree add` arguments for c, fetching a fork's
+// pull request head first.
+func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Checkout) ([]string, error) {
+	has := func(ref string) bool {
+		_, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+		return err == nil
+	}
+	switch c.Mode {
+	case ModePullRequest:
+		if has("refs/heads/" + c.Branch) {
+			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+		}
+		return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, "refs/remotes/origin/" + c.Branch}, nil
+	case ModeFork:
+		if !has("refs/heads/" + c.Branch) {
+			ref := "refs/pull/" + strconv.Itoa(c.PR) + "/head:refs/heads/" + c.Branch
+			if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin", ref); err != nil {
+				return nil, err
+			}
+		}
+		return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+	default:
+		switch {
+		case has("refs/heads/" + c.Branch):
+			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+		case has("refs/remotes/origin/" + c.Branch):
+			// The agent pushed the branch from an earlier worktree.
+			return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, "refs/remotes/origin/" + c.Branch}, nil
+		}
+		base, err := m.base(ctx, mirror, env, c.Base)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, base}, nil
+	}
+}
+
+// base returns the ref an issue branch starts from: origin's branch base,
+// or the remote's default branch (asked of the remote, `git remote
+// set-head --auto`).
+func (m *Manager) base(ctx context.Context, mirror string, env []string, base string) (string, error) {
+	if base != "" {
+		return "refs/remotes/origin/" + base, nil
+	}
+	if _, err := m.run(ctx, "set-head", mirror, env, "remote", "set-head", "origin", "--auto"); err != nil {
+		return "", err
+	}
+	out, err := m.run(ctx, "set-head", mirror, nil, "symbolic-ref", "refs/remotes/origin/HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Why a worktree is kept at close (workspace.kept reason=…).
+const (
+	KeptDirty     = "uncommitted_changes"
+	KeptUntracked = "untracked_files"
+	KeptUnpushed  = "unpushed_commits"
+	KeptNotOurs   = "not_a_worktree"
+)
+
+// Remove removes the worktree dir of rawURL's mirror with `git worktree
+// remove`, only when it is clean: no uncommitted change, no untracked file,
+// no commit that no remote branch of the mirror holds. It returns the
+// reason it kept it instead ("" when removed, or when dir is gone).
+func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, err error) {
+	mirror, err := Mirror(m.Root, rawURL)
+	if err != nil {
+		return "", &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	unlock, err := m.lock(ctx, mirror)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	f, err := Inspect(dir, mirror)
+	switch {
+	case err != nil:
+		return "", &Error{Op: "inspect", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+	case !f.Exists:
+		return "", nil
+	case !f.Worktree:
+		return KeptNotOurs, nil
+	}
+	out, err := m.run(ctx, "status", dir, nil, "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "??") {
+			return KeptUntracked, nil
+		}
+		if l != "" {
+			return KeptDirty, nil
+		}
+	}
+	out, err = m.run(ctx, "rev-list", dir, nil, "rev-list", "--max-count=1", "HEAD", "--not", "--remotes")
+	if err != nil {
+		return "", err
+	}
+	if len(bytes.TrimSpace(out)) > 0 {
+		return KeptUnpushed, nil
+	}
+	if _, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical); err != nil {
+		return "", err
+	}
+	return "", nil
+}
+
+// lock takes the mirror's lock: one operation at a time per mirror, in
+// this process (a mutex) and across processes (flock on <mirror>.lock,
+// waited for until ctx ends).
+func (m *Manager) lock(ctx context.Context, mirror string) (func(), error) {
+	m.mu.Lock()
+	if m.locks == nil {
+		m.locks = map[string]*sync.Mutex{}
+	}
+	mu := m.locks[mirror]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		m.locks[mirror] = mu
+	}
+	m.mu.Unlock()
+	mu.Lock()
+	if err := os.MkdirAll(filepath.Dir(mirror), 0o700); err != nil {
+		mu.Unlock()
+		return nil, mkdirError(filepath.Dir(mirror), err)
+	}
+	fd, err := unix.Open(mirror+".lock", unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		mu.Unlock()
+		return nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_failed", Err: err}
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || ctx.Err() != nil {
+			unix.Close(fd)
+			mu.Unlock()
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_held", Err: err}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		unix.Close(fd)
+		mu.Unlock()
+	}, nil
+}
+
+// MakeDir creates a plain workdir (no checkout) and its parents, mode 0755.
+// Its failure is an *Error: a permission, a read-only file system or a file
+// in the way is Permanent, anything else (no space, I/O) Transient.
+func MakeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return mkdirError(dir, err)
+	}
+	return nil
+}
+
+func mkdirError(dir string, err error) error {
+	class := Transient
+	switch {
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS),
+		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENAMETOOLONG):
+		class = Permanent
+	}
+	return &Error{Op: "mkdir", Command: "mkdir -p " + dir, Exit: -1, Class: class, Reason: "mkdir_failed", Err: err}
+}

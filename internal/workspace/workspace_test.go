@@ -1,0 +1,302 @@
+package workspace_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/internal/workspace/workspacetest"
+)
+
+func newManager(t *testing.T) *workspace.Manager {
+	t.Helper()
+	return &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors")}
+}
+
+func TestMask(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://x-access-token:ghs_SECRET@github.com/o/r.git", "https://***@github.com/o/r.git"},
+		{"fatal: unable to access 'https://tok@github.com/o/r/': 403", "fatal: unable to access 'https://***@github.com/o/r/': 403"},
+		{"ssh://git@github.com/o/r.git", "ssh://***@github.com/o/r.git"},
+		{"git@github.com:o/r.git", "git@github.com:o/r.git"},
+		{"no url here", "no url here"},
+	} {
+		if got := workspace.Mask(tc.in); got != tc.want {
+			t.Errorf("Mask(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPublic(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://x-access-token:SECRET@github.com/o/r.git", "https://github.com/o/r.git"},
+		{"https://SECRET@github.com/o/r.git", "https://github.com/o/r.git"},
+		{"ssh://git:pw@github.com/o/r.git", "ssh://git@github.com/o/r.git"},
+		{"git@github.com:o/r.git", "git@github.com:o/r.git"},
+		{"file:///srv/r.git", "file:///srv/r.git"},
+	} {
+		got, err := workspace.Public(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("Public(%q) = %q, %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := workspace.Public("https://h/o/r\n[core]"); err == nil {
+		t.Error("Public accepted a URL with a newline")
+	}
+	a, _ := workspace.Mirror("/m", "https://a:b@github.com/o/r.git")
+	b, _ := workspace.Mirror("/m", "https://github.com/o/r.git")
+	if a != b || strings.Contains(a, "b@") {
+		t.Errorf("Mirror differs by credentials: %q vs %q", a, b)
+	}
+}
+
+// TestClassify runs git against real failures and checks their class.
+func TestClassify(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		c    workspace.Checkout
+		want workspace.Class
+	}{
+		{"missing_repository", workspace.Checkout{URL: "file://" + filepath.Join(dir, "nope.git"), Mode: workspace.ModeIssue, Branch: "b"}, workspace.Permanent},
+		{"unknown_base", workspace.Checkout{URL: r.URL, Mode: workspace.ModeIssue, Branch: "b", Base: "no-such-branch"}, workspace.Permanent},
+		{"unknown_pull_request", workspace.Checkout{URL: r.URL, Mode: workspace.ModeFork, Branch: "loopd/pr-9", PR: 9}, workspace.Permanent},
+		{"connection_refused", workspace.Checkout{URL: "https://user:s3cret@127.0.0.1:1/o/r.git", Mode: workspace.ModeIssue, Branch: "b"}, workspace.Transient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t)
+			tc.c.Dir = filepath.Join(t.TempDir(), "w")
+			_, err := m.Prepare(context.Background(), tc.c)
+			var we *workspace.Error
+			if !errors.As(err, &we) {
+				t.Fatalf("Prepare = %v, want a *workspace.Error", err)
+			}
+			if we.Class != tc.want {
+				t.Errorf("class = %s, want %s (%v)", we.Class, tc.want, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error shows the password: %v", err)
+			}
+			if we.Command == "" || we.Exit == 0 {
+				t.Errorf("error lacks the command or exit status: %+v", we)
+			}
+		})
+	}
+}
+
+func TestPrepareIssuePullRequestFork(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	for _, tc := range []struct {
+		c            workspace.Checkout
+		branch, head string
+	}{
+		{workspace.Checkout{Mode: workspace.ModeIssue, Branch: "loopd/issue-7"}, "loopd/issue-7", r.DefaultHead},
+		{workspace.Checkout{Mode: workspace.ModePullRequest, Branch: r.PRBranch}, r.PRBranch, r.PRHead},
+		{workspace.Checkout{Mode: workspace.ModeFork, Branch: "loopd/pr-2", PR: r.ForkPR}, "loopd/pr-2", r.ForkHead},
+	} {
+		c := tc.c
+		c.URL, c.Dir = r.URL, filepath.Join(base, c.Branch)
+		res, err := m.Prepare(ctx, c)
+		if err != nil {
+			t.Fatalf("Prepare %s: %v", c.Mode, err)
+		}
+		if res.Branch != tc.branch || res.Commit != tc.head || res.Existing {
+			t.Errorf("Prepare %s = %+v, want branch %s at %s", c.Mode, res, tc.branch, tc.head)
+		}
+	}
+	if got := workspacetest.Git(t, base, "-C", filepath.Join(base, r.PRBranch), "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/"+r.PRBranch {
+		t.Errorf("pull request branch tracks %q", got)
+	}
+	mirrors, _ := os.ReadDir(m.Root)
+	n := 0
+	for _, e := range mirrors {
+		if e.IsDir() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d mirrors for one repository, want 1", n)
+	}
+}
+
+func TestPrepareUsesAnExistingWorktreeAsItIs(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "w")
+	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "README"), []byte("changed by the agent\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644)
+	workspacetest.Git(t, dir, "checkout", "--quiet", "-b", "elsewhere")
+	res, err := m.Prepare(ctx, c)
+	if err != nil || !res.Existing || res.Branch != "elsewhere" {
+		t.Fatalf("Prepare again = %+v, %v; want the worktree used as it is", res, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "README")); string(b) != "changed by the agent\n" {
+		t.Errorf("README = %q: the worktree was reset", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Errorf("untracked file gone: %v", err)
+	}
+}
+
+func TestPrepareNeverTouchesAConflictingDirectory(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644)
+	_, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "b"})
+	if !errors.Is(err, workspace.ErrConflict) || workspace.ClassOf(err) != workspace.Permanent {
+		t.Fatalf("Prepare = %v, want ErrConflict (permanent)", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("conflicting dir changed: %v", entries)
+	}
+	// An empty directory is not a conflict: the worktree goes in it.
+	empty := t.TempDir()
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: empty, Mode: workspace.ModeIssue, Branch: "b"}); err != nil {
+		t.Errorf("Prepare in an empty dir: %v", err)
+	}
+}
+
+// TestPrepareRepairsAHalfMadeWorktree leaves what a daemon killed inside
+// `git worktree add` leaves (the admin dir still locked "initializing", a
+// stale index.lock, a checkout not done), plus a file written since, and
+// checks that the next Prepare finishes it and keeps the file.
+func TestPrepareRepairsAHalfMadeWorktree(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "w")
+	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-3"}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	Halve(t, dir)
+	os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("mine\n"), 0o644)
+	f, _ := workspace.Inspect(dir, mustMirror(t, m, r.URL))
+	if !f.Worktree || !f.Partial {
+		t.Fatalf("Inspect = %+v, want a partial worktree", f)
+	}
+	res, err := m.Prepare(ctx, c)
+	if err != nil || !res.Repaired {
+		t.Fatalf("Prepare = %+v, %v; want repaired", res, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "README")); err != nil || string(b) != "hello\n" {
+		t.Errorf("README = %q, %v: checkout not finished", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kept.txt")); err != nil {
+		t.Errorf("the repair lost a file: %v", err)
+	}
+	if st := workspacetest.Git(t, dir, "status", "--porcelain"); st != "?? kept.txt" {
+		t.Errorf("status after repair = %q", st)
+	}
+	if f, _ := workspace.Inspect(dir, mustMirror(t, m, r.URL)); f.Partial {
+		t.Error("still partial after repair")
+	}
+}
+
+// Halve turns the worktree at dir into what a `git worktree add` killed
+// during its checkout leaves: tracked files missing, no index, a stale
+// index.lock, and the admin dir locked "initializing".
+func Halve(t *testing.T, dir string) {
+	t.Helper()
+	gitdir := workspacetest.Git(t, dir, "rev-parse", "--absolute-git-dir")
+	os.Remove(filepath.Join(dir, "README"))
+	os.Remove(filepath.Join(gitdir, "index"))
+	os.WriteFile(filepath.Join(gitdir, "index.lock"), nil, 0o644)
+	os.WriteFile(filepath.Join(gitdir, "locked"), []byte("initializing"), 0o644)
+}
+
+func mustMirror(t *testing.T, m *workspace.Manager, url string) string {
+	t.Helper()
+	p, err := workspace.Mirror(m.Root, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPreparePrunesAWorktreeWhoseDirectoryIsGone(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "w")
+	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-4"}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(dir)
+	res, err := m.Prepare(ctx, c)
+	if err != nil || res.Branch != "loopd/issue-4" {
+		t.Fatalf("Prepare after the dir was removed = %+v, %v", res, err)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	prepare := func(name string) string {
+		dir := filepath.Join(base, name)
+		if _, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/" + name}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	clean := prepare("clean")
+	dirty := prepare("dirty")
+	os.WriteFile(filepath.Join(dirty, "README"), []byte("edited\n"), 0o644)
+	untracked := prepare("untracked")
+	os.WriteFile(filepath.Join(untracked, "new.txt"), []byte("new\n"), 0o644)
+	unpushed := prepare("unpushed")
+	os.WriteFile(filepath.Join(unpushed, "c.txt"), []byte("c\n"), 0o644)
+	workspacetest.Git(t, unpushed, "add", "c.txt")
+	workspacetest.Git(t, unpushed, "commit", "--quiet", "-m", "local")
+	plain := t.TempDir()
+	os.WriteFile(filepath.Join(plain, "x"), nil, 0o644)
+	for _, tc := range []struct{ dir, kept string }{
+		{clean, ""}, {dirty, workspace.KeptDirty}, {untracked, workspace.KeptUntracked},
+		{unpushed, workspace.KeptUnpushed}, {plain, workspace.KeptNotOurs}, {filepath.Join(base, "gone"), ""},
+	} {
+		kept, err := m.Remove(ctx, r.URL, tc.dir)
+		if err != nil || kept != tc.kept {
+			t.Errorf("Remove %s = %q, %v; want %q", filepath.Base(tc.dir), kept, err, tc.kept)
+		}
+		_, statErr := os.Stat(tc.dir)
+		if gone := errors.Is(statErr, os.ErrNotExist); gone != (tc.kept == "") {
+			t.Errorf("%s: gone=%v, want %v", filepath.Base(tc.dir), gone, tc.kept == "")
+		}
+	}
+	// A removed worktree comes back on its branch.
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: clean, Mode: workspace.ModeIssue, Branch: "loopd/clean"})
+	if err != nil || res.Branch != "loopd/clean" {
+		t.Errorf("Prepare after Remove = %+v, %v", res, err)
+	}
+}
+
+func TestMakeDirClassifiesPermissionAsPermanent(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may create anything")
+	}
+	ro := t.TempDir()
+	os.Chmod(ro, 0o555)
+	t.Cleanup(func() { os.Chmod(ro, 0o755) })
+	err := workspace.MakeDir(filepath.Join(ro, "a", "b"))
+	if workspace.ClassOf(err) != workspace.Permanent {
+		t.Errorf("MakeDir under a read-only dir: %v, class %s", err, workspace.ClassOf(err))
+	}
+}

@@ -1,0 +1,202 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
+)
+
+// TestPlanWorkspace covers the workspace rows of the planner: what comes
+// before a first spawn, conflicts, failures and their backoff and budget,
+// the pinned workdir, and the close.
+func TestPlanWorkspace(t *testing.T) {
+	const (
+		url      = "https://x-access-token:SECRET@git.example/octo-org/api.git"
+		current  = "/srv/new/octo-org/api/42" // what the route renders today
+		physical = "/real/octo-org/api/42"
+	)
+	routed := func(f func(*schema.Checkout)) Policy {
+		p := testPolicy()
+		c := &schema.Checkout{URL: "https://x-access-token:SECRET@git.example/{{.Owner}}/{{.Repo}}.git"}
+		if f != nil {
+			f(c)
+		}
+		p.Routing = schema.Routing{Repos: map[string]schema.Route{"octo-org/*": {Harness: "claude-code", Workdir: "/srv/new/{{.Owner}}/{{.Repo}}/{{.Number}}", Checkout: c}}}
+		return p
+	}
+	plain := func() Policy {
+		p := testPolicy()
+		p.Routing = schema.Routing{Repos: map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "/srv/new/{{.Owner}}/{{.Repo}}/{{.Number}}"}}}
+		return p
+	}
+	issue := &actions.Checkout{URL: url, Mode: actions.CheckoutIssue, Branch: "loopd/issue-42"}
+	idle := desired.Status{Phase: desired.PhaseIdle}
+	workdir := func(w observed.Workdir) observed.Observation {
+		o := obs(gone())
+		o.Workdirs = map[desired.Key]observed.Workdir{key: w}
+		if !w.Exists {
+			o.MissingWorkdirs[key] = true
+		}
+		return o
+	}
+	first := func(dir string) actions.FreshSpawn {
+		s := spawnOf(ev1, actions.ReasonNewEvent)
+		s.Respawn, s.Cwd = false, dir
+		return actions.FreshSpawn{Spawn: s}
+	}
+	prep := func(c *actions.Checkout, reason actions.Reason, failures int, retry time.Time) actions.PrepareWorkspace {
+		return actions.PrepareWorkspace{Key: key, Session: sess, Dir: current, Checkout: c, Reason: reason, Failures: failures, RetryAt: retry}
+	}
+	pr := func(head string) desired.Record {
+		r := rec(idle, ev1)
+		r.Spec.Kind, r.Spec.HeadRef = desired.KindPullRequest, head
+		return r
+	}
+	failedBefore := func(failures int, next time.Time) desired.Status {
+		return desired.Status{Phase: desired.PhaseBackingOff, Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}
+	}
+	pinned := func(f func(*desired.Status)) desired.Status {
+		st := running()
+		st.Phase, st.Workdir, st.WorkdirRendered = desired.PhaseExited, physical, cwd
+		if f != nil {
+			f(&st)
+		}
+		return st
+	}
+	closed := func(st desired.Status) desired.Record {
+		r := rec(st)
+		r.Spec.Closed = true
+		return r
+	}
+	tests := []struct {
+		name string
+		rec  desired.Record
+		obs  observed.Observation
+		p    Policy
+		want []actions.Action
+	}{
+		// Before the first spawn, the workdir comes from the current config.
+		{"plain_missing_workdir_is_made_from_the_current_route", rec(idle, ev1), workdir(observed.Workdir{}), plain(),
+			[]actions.Action{prep(nil, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+		{"plain_existing_workdir_spawns_at_once", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Physical: current}), plain(),
+			[]actions.Action{first(current)}},
+		{"no_route_keeps_the_ingested_workdir", rec(idle, ev1), workdir(observed.Workdir{Exists: true}), testPolicy(),
+			[]actions.Action{first(cwd)}},
+		{"issue_gets_a_worktree_on_its_branch", rec(idle, ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+		{"issue_branch_and_base_from_the_route", rec(idle, ev1), workdir(observed.Workdir{}),
+			routed(func(c *schema.Checkout) { c.IssueBranch, c.Base = "agent/{{.Repo}}-{{.Number}}", "develop" }),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutIssue, Branch: "agent/api-42", Base: "develop"}, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+		{"empty_directory_takes_the_worktree", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Empty: true}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+		{"pull_request_in_the_same_repository_checks_out_its_head", pr("feature/login"), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login"}, actions.ReasonFirstSpawn, 1, t0),
+				func() actions.FreshSpawn { f := first(current); return f }()}},
+		{"pull_request_from_a_fork_fetches_its_pull_ref", pr(""), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+		// Never clobber.
+		{"existing_worktree_is_used_as_it_is", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
+			[]actions.Action{first(current)}},
+		{"half_made_worktree_is_finished", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, t0), first(current)}},
+		{"conflicting_directory_needs_attention_untouched", rec(idle, ev1), workdir(observed.Workdir{Exists: true}), routed(nil),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonWorkspaceConflict, Path: current,
+				Detail: current + " exists and is not a worktree of " + url}}},
+		// Failures are states: backoff and the restart budget.
+		{"failed_workspace_waits_its_backoff", rec(failedBefore(2, t0.Add(time.Second)), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBackoff}}},
+		{"failed_workspace_retried_after_its_backoff_with_the_next_delay", rec(failedBefore(2, t0), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 3, t0.Add(4*time.Second)), first(current)}},
+		{"failed_workspace_past_the_budget_gives_up_on_the_next_transient_failure", rec(failedBefore(10, t0), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 11, time.Time{}), first(current)}},
+		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionGeneration: 3}, ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
+		{"route_that_does_not_render_needs_attention", rec(idle, ev1), workdir(observed.Workdir{}),
+			routed(func(c *schema.Checkout) { c.URL = "{{.Nope}}" }),
+			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonWorkspaceFailed, Path: current,
+				Detail: `render checkout url: template: url:1:2: executing "url" at <.Nope>: can't evaluate field Nope in type schema.checkoutData`}}},
+		// Once spawned, the workdir is pinned.
+		{"pinned_workdir_resumes_there_and_reports_a_changed_route", rec(pinned(nil), ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: physical}), routed(nil),
+			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: physical, Rendered: current},
+				func() actions.ResumeSpawn {
+					r := resume(ev1, actions.ReasonNewEvent)
+					r.Cwd = physical
+					r.TranscriptSize = -1
+					return r
+				}()}},
+		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
+			[]actions.Action{func() actions.ResumeSpawn {
+				r := resume(ev1, actions.ReasonNewEvent)
+				r.Cwd = physical
+				r.TranscriptSize = -1
+				return r
+			}()}},
+		{"pinned_workdir_gone_blocks_never_remade", rec(pinned(func(s *desired.Status) { s.WorkdirRendered = current }), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: physical}}},
+		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
+			workdir(observed.Workdir{Exists: true}), plain(),
+			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: cwd, Rendered: current},
+				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.TranscriptSize = -1; return r }()}},
+		// Closing.
+		{"close_removes_the_worktree_when_asked", closed(pinned(func(s *desired.Status) { s.Phase = desired.PhaseStopped })), obs(gone()),
+			routed(func(c *schema.Checkout) { c.RemoveOnClose = true }),
+			[]actions.Action{actions.RemoveWorkspace{Key: key, Dir: physical, URL: url}}},
+		{"close_keeps_the_worktree_by_default", closed(pinned(func(s *desired.Status) { s.Phase, s.WorkdirRendered = desired.PhaseStopped, current })), obs(gone()),
+			routed(nil), nil},
+		{"close_deals_with_the_worktree_once", closed(pinned(func(s *desired.Status) {
+			s.Phase, s.WorkdirRendered, s.Workspace = desired.PhaseStopped, current, desired.WorkspaceKept
+		})), obs(gone()), routed(func(c *schema.Checkout) { c.RemoveOnClose = true }), nil},
+		{"reopened_item_remakes_its_removed_worktree_and_resumes", rec(pinned(func(s *desired.Status) {
+			s.Phase, s.WorkdirRendered, s.Workspace = desired.PhaseStopped, current, desired.WorkspaceRemoved
+		}), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{actions.PrepareWorkspace{Key: key, Session: sess, Dir: physical, Checkout: issue, Reason: actions.ReasonWorkspaceRemoved, Failures: 1, RetryAt: t0},
+				func() actions.ResumeSpawn {
+					r := resume(ev1, actions.ReasonNewEvent)
+					r.Cwd = physical
+					r.TranscriptSize = -1
+					return r
+				}()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Plan([]desired.Record{tt.rec}, tt.obs, tt.p, t0))
+		})
+	}
+}
+
+func TestWorkdirMoved(t *testing.T) {
+	p := testPolicy()
+	p.Routing = schema.Routing{Repos: map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "/new/{{.Number}}"}}}
+	r := rec(running())
+	got, moved := WorkdirMoved(r, p)
+	require.Equal(t, "/new/42", got)
+	require.True(t, moved, "pinned to %s", cwd)
+	r.Status.Workdir, r.Status.WorkdirRendered = "/real/42", "/new/42"
+	_, moved = WorkdirMoved(r, p)
+	require.False(t, moved, "the same rendering, pinned at its physical path")
+	_, moved = WorkdirMoved(rec(desired.Status{}), p)
+	require.False(t, moved, "nothing is pinned before the first spawn")
+}
+
+func with(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
+
+func TestDecideRetry(t *testing.T) {
+	p := testPolicy()
+	for _, tc := range []struct {
+		before int
+		want   Decision
+	}{
+		{0, Decision{Outcome: OutcomeRestart, Failures: 1, Reason: actions.ReasonWorkspaceFailed}},
+		{1, Decision{Outcome: OutcomeRestart, Failures: 2, Delay: 2 * time.Second, Reason: actions.ReasonWorkspaceFailed}},
+		{9, Decision{Outcome: OutcomeRestart, Failures: 10, Delay: 5 * time.Minute, Reason: actions.ReasonWorkspaceFailed}},
+		{10, Decision{Outcome: OutcomeGiveUp, Failures: 11, Reason: actions.ReasonBudgetExhausted}},
+	} {
+		require.Equal(t, tc.want, decideRetry(tc.before, p), "after %d failures", tc.before)
+	}
+}
