@@ -176,6 +176,11 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"GIT_TERMINAL_PROMPT=0",
+		// A transfer that stalls (under 1 KB/s for a minute) fails long
+		// before the timeout: git runs inside a pass, under the reconcile
+		// lock, so a stalled remote must not hold every other item
+		// (git(1), GIT_HTTP_LOW_SPEED_LIMIT and GIT_HTTP_LOW_SPEED_TIME).
+		"GIT_HTTP_LOW_SPEED_LIMIT=1000", "GIT_HTTP_LOW_SPEED_TIME=60",
 		// ssh: fail instead of asking for a password or a host key.
 		"GIT_SSH_COMMAND="+sshCommand(),
 		"LC_ALL=C", // the messages classify reads
@@ -209,11 +214,13 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 }
 
 // sshCommand is the ssh git runs: batch mode, so that a missing key or an
-// unknown host key fails at once instead of prompting. A GIT_SSH_COMMAND
-// of loopd's own environment is kept.
+// unknown host key fails at once instead of prompting, and a connection
+// that cannot be made in 30 s, or stops answering for a minute, fails too
+// (ssh_config(5): ConnectTimeout, ServerAliveInterval, ServerAliveCountMax).
+// A GIT_SSH_COMMAND of loopd's own environment is kept.
 func sshCommand() string {
 	if c := os.Getenv("GIT_SSH_COMMAND"); c != "" {
 		return c
 	}
-	return "ssh -o BatchMode=yes"
+	return "ssh -o BatchMode=yes -o ConnectTimeout=30 -o ServerAliveInterval=15 -o ServerAliveCountMax=4"
 }
