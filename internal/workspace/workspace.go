@@ -248,7 +248,7 @@ func (m *Manager) Prepare(ctx context.Context, c Checkout) (Result, error) {
 	res := Result{Mirror: mirror, Branch: c.Branch}
 	f, err := Inspect(c.Dir, mirror)
 	if err != nil {
-		return res, &Error{Op: "inspect", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+		return res, &Error{Op: "inspect", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
 	}
 	if f.Exists && !f.Empty && !f.Worktree {
 		return res, fmt.Errorf("prepare %s: %w", c.Dir, ErrConflict)
@@ -298,7 +298,7 @@ func (m *Manager) Prepare(ctx context.Context, c Checkout) (Result, error) {
 func (m *Manager) finish(ctx context.Context, res Result, dir string) (Result, error) {
 	phys, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return res, &Error{Op: "resolve", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+		return res, &Error{Op: "resolve", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
 	}
 	res.Dir = phys
 	out, err := m.run(ctx, "rev-parse", phys, nil, "rev-parse", "HEAD")
@@ -436,12 +436,23 @@ const (
 	KeptUntracked = "untracked_files"
 	KeptUnpushed  = "unpushed_commits"
 	KeptNotOurs   = "not_a_worktree"
+	// KeptIgnored: files git ignores (build output, logs, notes) are the
+	// agent's work too, and `git worktree remove` would delete them.
+	KeptIgnored = "ignored_files"
+	// KeptReflog: a commit only the worktree's HEAD reflog still holds
+	// (made on a detached HEAD, say) would become unreachable with it.
+	KeptReflog = "unreachable_commits"
 )
 
+// maxReflog bounds the HEAD reflog entries Remove looks through.
+const maxReflog = 1000
+
 // Remove removes the worktree dir of rawURL's mirror with `git worktree
-// remove`, only when it is clean: no uncommitted change, no untracked file,
-// no commit that no remote branch of the mirror holds. It returns the
-// reason it kept it instead ("" when removed, or when dir is gone).
+// remove`, only when it is clean: no uncommitted change, no untracked or
+// ignored file, no commit that no remote branch of the mirror holds, in
+// HEAD or in the worktree's HEAD reflog (at most maxReflog entries), which
+// goes with the worktree. It returns the reason it kept it instead (""
+// when removed, or when dir is gone).
 func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, err error) {
 	mirror, err := Mirror(m.Root, rawURL)
 	if err != nil {
@@ -455,21 +466,23 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 	f, err := Inspect(dir, mirror)
 	switch {
 	case err != nil:
-		return "", &Error{Op: "inspect", Command: "-", Exit: -1, Class: Transient, Reason: "inspect_failed", Err: err}
+		return "", &Error{Op: "inspect", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
 	case !f.Exists:
 		return "", nil
 	case !f.Worktree:
 		return KeptNotOurs, nil
 	}
-	out, err := m.run(ctx, "status", dir, nil, "status", "--porcelain", "--untracked-files=all")
+	out, err := m.run(ctx, "status", dir, nil, "status", "--porcelain", "--untracked-files=all", "--ignored")
 	if err != nil {
 		return "", err
 	}
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "??") {
+		switch {
+		case strings.HasPrefix(l, "??"):
 			return KeptUntracked, nil
-		}
-		if l != "" {
+		case strings.HasPrefix(l, "!!"):
+			return KeptIgnored, nil
+		case l != "":
 			return KeptDirty, nil
 		}
 	}
@@ -479,6 +492,19 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 	}
 	if len(bytes.TrimSpace(out)) > 0 {
 		return KeptUnpushed, nil
+	}
+	logged, err := m.run(ctx, "reflog", dir, nil, "rev-list", "--walk-reflogs", "--max-count="+strconv.Itoa(maxReflog), "HEAD")
+	if err != nil {
+		return "", err
+	}
+	if commits := strings.Fields(string(logged)); len(commits) > 0 {
+		out, err = m.run(ctx, "rev-list", dir, nil, append(append([]string{"rev-list", "--max-count=1"}, commits...), "--not", "--remotes")...)
+		if err != nil {
+			return "", err
+		}
+		if len(bytes.TrimSpace(out)) > 0 {
+			return KeptReflog, nil
+		}
 	}
 	if _, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical); err != nil {
 		return "", err
@@ -543,11 +569,19 @@ func MakeDir(dir string) error {
 }
 
 func mkdirError(dir string, err error) error {
-	class := Transient
-	switch {
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS),
-		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENAMETOOLONG):
-		class = Permanent
+	return &Error{Op: "mkdir", Command: "mkdir -p " + dir, Exit: -1, Class: fsClass(err), Reason: "mkdir_failed", Err: err}
+}
+
+// fsClass classes a file system error on the workdir: no permission, a
+// read-only file system, a path through a file, a name too long or a
+// symlink loop stay until an operator acts (Permanent); anything else,
+// such as a full disk, may pass (Transient).
+func fsClass(err error) Class {
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOTDIR,
+		syscall.EEXIST, syscall.ENAMETOOLONG, syscall.ELOOP} {
+		if errors.Is(err, errno) {
+			return Permanent
+		}
 	}
-	return &Error{Op: "mkdir", Command: "mkdir -p " + dir, Exit: -1, Class: class, Reason: "mkdir_failed", Err: err}
+	return Transient
 }

@@ -266,11 +266,24 @@ func TestRemove(t *testing.T) {
 	os.WriteFile(filepath.Join(unpushed, "c.txt"), []byte("c\n"), 0o644)
 	workspacetest.Git(t, unpushed, "add", "c.txt")
 	workspacetest.Git(t, unpushed, "commit", "--quiet", "-m", "local")
+	ignored := prepare("ignored")
+	os.WriteFile(filepath.Join(ignored, ".gitignore"), []byte("*.log\n"), 0o644)
+	workspacetest.Git(t, ignored, "add", ".gitignore")
+	workspacetest.Git(t, ignored, "commit", "--quiet", "-m", "ignore logs")
+	workspacetest.Git(t, ignored, "push", "--quiet", "origin", "HEAD")
+	os.WriteFile(filepath.Join(ignored, "build.log"), []byte("the agent's notes\n"), 0o644)
+	reflogOnly := prepare("reflog")
+	workspacetest.Git(t, reflogOnly, "checkout", "--quiet", "--detach")
+	os.WriteFile(filepath.Join(reflogOnly, "d.txt"), []byte("d\n"), 0o644)
+	workspacetest.Git(t, reflogOnly, "add", "d.txt")
+	workspacetest.Git(t, reflogOnly, "commit", "--quiet", "-m", "detached")
+	workspacetest.Git(t, reflogOnly, "checkout", "--quiet", "loopd/reflog")
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "x"), nil, 0o644)
 	for _, tc := range []struct{ dir, kept string }{
 		{clean, ""}, {dirty, workspace.KeptDirty}, {untracked, workspace.KeptUntracked},
-		{unpushed, workspace.KeptUnpushed}, {plain, workspace.KeptNotOurs}, {filepath.Join(base, "gone"), ""},
+		{unpushed, workspace.KeptUnpushed}, {ignored, workspace.KeptIgnored}, {reflogOnly, workspace.KeptReflog},
+		{plain, workspace.KeptNotOurs}, {filepath.Join(base, "gone"), ""},
 	} {
 		kept, err := m.Remove(ctx, r.URL, tc.dir)
 		if err != nil || kept != tc.kept {
@@ -298,5 +311,20 @@ func TestMakeDirClassifiesPermissionAsPermanent(t *testing.T) {
 	err := workspace.MakeDir(filepath.Join(ro, "a", "b"))
 	if workspace.ClassOf(err) != workspace.Permanent {
 		t.Errorf("MakeDir under a read-only dir: %v, class %s", err, workspace.ClassOf(err))
+	}
+}
+
+// A workdir whose parent is a file can never be made: permanent, at once,
+// not retried as a passing fault.
+func TestPrepareUnderAFileIsPermanent(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: filepath.Join(file, "1"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"})
+	if workspace.ClassOf(err) != workspace.Permanent {
+		t.Errorf("Prepare under a file: %v, class %s; want permanent", err, workspace.ClassOf(err))
 	}
 }
