@@ -621,16 +621,19 @@ type Checkout struct {
 // directory, or with Checkout a git worktree (workspace.Manager.Prepare).
 // The planner decides what a failure leads to before it happens: a
 // permanent one needs attention; a transient one counts Failures (the
-// restart budget) and is retried at RetryAt, or needs attention when
-// RetryAt is zero (the budget is spent). The event stays pending.
+// restart budget) and, with Retry, is retried RetryAfter after it
+// happened (a git command can take minutes, so not after the plan), or
+// needs attention when Retry is false (the budget is spent). The event
+// stays pending.
 type PrepareWorkspace struct {
-	Key      desired.Key
-	Session  string
-	Dir      string
-	Checkout *Checkout
-	Reason   Reason
-	Failures int
-	RetryAt  time.Time
+	Key        desired.Key
+	Session    string
+	Dir        string
+	Checkout   *Checkout
+	Reason     Reason
+	Failures   int
+	Retry      bool
+	RetryAfter time.Duration
 }
 
 // Item implements Action.
@@ -652,10 +655,10 @@ func (a PrepareWorkspace) Fields() []Field {
 		}
 	}
 	f = append(f, Field{journal.KeyReason, string(a.Reason)}, Field{journal.KeyFailuresOnError, strconv.Itoa(a.Failures)})
-	if a.RetryAt.IsZero() {
+	if !a.Retry {
 		return append(f, Field{journal.KeyOnTransientError, "give_up"})
 	}
-	return append(f, Field{journal.KeyNextAttempt, a.RetryAt.UTC().Format(time.RFC3339)})
+	return append(f, Field{journal.KeyRetryAfter, a.RetryAfter.String()})
 }
 
 func (a PrepareWorkspace) String() string { return Format(a) }

@@ -605,8 +605,8 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 // is journaled (workspace.failed) with the git command, its exit status
 // and its stderr tail, credentials masked, and the status takes the phase
 // the planner chose for it: NeedsAttention when permanent, or when a
-// transient failure has no retry left; BackingOff until a.RetryAt
-// otherwise. Either way the event stays pending and the spawn that follows
+// transient failure has no retry left; BackingOff for a.RetryAfter from
+// the failure otherwise. Either way the event stays pending and the spawn that follows
 // is skipped (ErrWorkspaceFailed).
 func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a PrepareWorkspace) error {
 	var (
@@ -661,9 +661,9 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 	if errors.As(cause, &we) {
 		kv = append(kv, "op", we.Op, "command", we.Command, "exit_status", we.Exit, "stderr", we.Stderr)
 	}
-	if class == workspace.Transient && !a.RetryAt.IsZero() {
-		st.Phase, st.NextAttempt = desired.PhaseBackingOff, a.RetryAt
-		kv = append(kv, "next_attempt", a.RetryAt.UTC().Format(time.RFC3339))
+	if class == workspace.Transient && a.Retry {
+		st.Phase, st.NextAttempt = desired.PhaseBackingOff, e.Now().Add(a.RetryAfter)
+		kv = append(kv, "next_attempt", st.NextAttempt.UTC().Format(time.RFC3339))
 	} else {
 		st.Phase, st.NextAttempt = desired.PhaseNeedsAttention, time.Time{}
 		st.AttentionGeneration = r.Spec.Generation

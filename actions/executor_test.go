@@ -23,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -463,4 +464,23 @@ func TestReleaseIsCarriedOutAndJournaled(t *testing.T) {
 	assert.Equal(t, []string{old}, got.Status.RetiredSessionIDs)
 	assert.Equal(t, []string{string(journal.ItemReleased)}, r.events(t))
 	assert.Contains(t, r.log.String(), "retired_session_id="+old)
+}
+
+// A transient workspace failure backs off from when it happened, by the
+// delay the planner decided: git can take minutes, and a backoff counted
+// from the plan would already be over when the failure is recorded.
+func TestWorkspaceFailureBacksOffFromTheFailure(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	// Every git command times out at once: a transient failure.
+	r.exec.Workspaces = &workspace.Manager{Root: filepath.Join(dir, "mirrors"), Timeout: time.Nanosecond}
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	r.now = r.now.Add(5 * time.Minute) // the plan was made earlier; git ran long
+	a := actions.PrepareWorkspace{Key: r.key, Dir: r.cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, Retry: true, RetryAfter: 4 * time.Second,
+		Checkout: &actions.Checkout{URL: "file://" + filepath.Join(dir, "remote.git"), Mode: actions.CheckoutIssue, Branch: "loopd/issue-7"}}
+	r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{a})
+	got, err := r.store.Get(context.Background(), r.key)
+	require.NoError(t, err)
+	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase, got.Status.WorkspaceError)
+	assert.Equal(t, r.now.Add(4*time.Second), got.Status.NextAttempt)
 }

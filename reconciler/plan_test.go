@@ -123,7 +123,7 @@ var (
 // transient failure would be retried at once (the first failure has no
 // backoff).
 func prepareFirst() actions.PrepareWorkspace {
-	return actions.PrepareWorkspace{Key: key, Session: sess, Dir: cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, RetryAt: t0}
+	return actions.PrepareWorkspace{Key: key, Session: sess, Dir: cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, Retry: true}
 }
 
 func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {

@@ -118,7 +118,7 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 	d := decideRetry(st.Failures, it.p)
 	a := actions.PrepareWorkspace{Key: key, Session: it.session, Dir: w.dir, Checkout: w.checkout, Reason: reason, Failures: d.Failures}
 	if d.Restarts() {
-		a.RetryAt = it.now.Add(d.Delay)
+		a.Retry, a.RetryAfter = true, d.Delay
 	}
 	return []actions.Action{a}, false
 }

@@ -50,8 +50,9 @@ func TestPlanWorkspace(t *testing.T) {
 		s.Respawn, s.Cwd = false, dir
 		return actions.FreshSpawn{Spawn: s}
 	}
-	prep := func(c *actions.Checkout, reason actions.Reason, failures int, retry time.Time) actions.PrepareWorkspace {
-		return actions.PrepareWorkspace{Key: key, Session: sess, Dir: current, Checkout: c, Reason: reason, Failures: failures, RetryAt: retry}
+	// retry < 0: the budget is spent, a transient failure gives up.
+	prep := func(c *actions.Checkout, reason actions.Reason, failures int, retry time.Duration) actions.PrepareWorkspace {
+		return actions.PrepareWorkspace{Key: key, Session: sess, Dir: current, Checkout: c, Reason: reason, Failures: failures, Retry: retry >= 0, RetryAfter: max(retry, 0)}
 	}
 	pr := func(head string) desired.Record {
 		r := rec(idle, ev1)
@@ -83,28 +84,28 @@ func TestPlanWorkspace(t *testing.T) {
 	}{
 		// Before the first spawn, the workdir comes from the current config.
 		{"plain_missing_workdir_is_made_from_the_current_route", rec(idle, ev1), workdir(observed.Workdir{}), plain(),
-			[]actions.Action{prep(nil, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+			[]actions.Action{prep(nil, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"plain_existing_workdir_spawns_at_once", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Physical: current}), plain(),
 			[]actions.Action{first(current)}},
 		{"no_route_keeps_the_ingested_workdir", rec(idle, ev1), workdir(observed.Workdir{Exists: true}), testPolicy(),
 			[]actions.Action{first(cwd)}},
 		{"issue_gets_a_worktree_on_its_branch", rec(idle, ev1), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"issue_branch_and_base_from_the_route", rec(idle, ev1), workdir(observed.Workdir{}),
 			routed(func(c *schema.Checkout) { c.IssueBranch, c.Base = "agent/{{.Repo}}-{{.Number}}", "develop" }),
-			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutIssue, Branch: "agent/api-42", Base: "develop"}, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutIssue, Branch: "agent/api-42", Base: "develop"}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"empty_directory_takes_the_worktree", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Empty: true}), routed(nil),
-			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"pull_request_in_the_same_repository_checks_out_its_head", pr("feature/login"), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login"}, actions.ReasonFirstSpawn, 1, t0),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login"}, actions.ReasonFirstSpawn, 1, 0),
 				func() actions.FreshSpawn { f := first(current); return f }()}},
 		{"pull_request_from_a_fork_fetches_its_pull_ref", pr(""), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, t0), first(current)}},
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		// Never clobber.
 		{"existing_worktree_is_used_as_it_is", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
 			[]actions.Action{first(current)}},
 		{"half_made_worktree_is_finished", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
-			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, t0), first(current)}},
+			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, 0), first(current)}},
 		{"conflicting_directory_needs_attention_untouched", rec(idle, ev1), workdir(observed.Workdir{Exists: true}), routed(nil),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonWorkspaceConflict, Path: current,
 				Detail: current + " exists and is not a worktree of " + url}}},
@@ -112,9 +113,9 @@ func TestPlanWorkspace(t *testing.T) {
 		{"failed_workspace_waits_its_backoff", rec(failedBefore(2, t0.Add(time.Second)), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBackoff}}},
 		{"failed_workspace_retried_after_its_backoff_with_the_next_delay", rec(failedBefore(2, t0), ev1), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 3, t0.Add(4*time.Second)), first(current)}},
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 3, 4*time.Second), first(current)}},
 		{"failed_workspace_past_the_budget_gives_up_on_the_next_transient_failure", rec(failedBefore(10, t0), ev1), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 11, time.Time{}), first(current)}},
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 11, -1), first(current)}},
 		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionGeneration: 3}, ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
 		{"route_that_does_not_render_needs_attention", rec(idle, ev1), workdir(observed.Workdir{}),
@@ -155,7 +156,7 @@ func TestPlanWorkspace(t *testing.T) {
 		{"reopened_item_remakes_its_removed_worktree_and_resumes", rec(pinned(func(s *desired.Status) {
 			s.Phase, s.WorkdirRendered, s.Workspace = desired.PhaseStopped, current, desired.WorkspaceRemoved
 		}), ev1), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{actions.PrepareWorkspace{Key: key, Session: sess, Dir: physical, Checkout: issue, Reason: actions.ReasonWorkspaceRemoved, Failures: 1, RetryAt: t0},
+			[]actions.Action{actions.PrepareWorkspace{Key: key, Session: sess, Dir: physical, Checkout: issue, Reason: actions.ReasonWorkspaceRemoved, Failures: 1, Retry: true},
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
 					r.Cwd = physical

@@ -76,6 +76,7 @@ const (
 	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
 	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
 	KeyOnTransientError = "on_transient_error" // give_up: a transient failure gives up (the budget is spent)
+	KeyRetryAfter       = "retry_after"        // the backoff a failure waits, from when it happens (a duration)
 
 	// Webhook deliveries.
 	KeyEvent         = "event"          // X-GitHub-Event, e.g. issue_comment
