@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -385,18 +386,33 @@ func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Ch
 	}
 	switch c.Mode {
 	case ModePullRequest:
-		if has("refs/heads/" + c.Branch) {
-			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
-		}
-		return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, "refs/remotes/origin/" + c.Branch}, nil
-	case ModeFork:
-		if !has("refs/heads/" + c.Branch) {
-			ref := "refs/pull/" + strconv.Itoa(c.PR) + "/head:refs/heads/" + c.Branch
-			if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin", ref); err != nil {
+		local, remote := "refs/heads/"+c.Branch, "refs/remotes/origin/"+c.Branch
+		if has(local) && has(remote) && !m.isAncestor(ctx, mirror, remote, local) {
+			if err := m.catchUp(ctx, mirror, c.Branch, local, remote); err != nil {
 				return nil, err
 			}
 		}
-		return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+		if has(local) {
+			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+		}
+		return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, remote}, nil
+	case ModeFork:
+		// The fork's head, fetched afresh each time into a ref of the
+		// mirror's own (a force-pushed fork moves it), then as for a
+		// pull request of the same repository.
+		local, remote := "refs/heads/"+c.Branch, "refs/remotes/origin/pull/"+strconv.Itoa(c.PR)
+		if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin", "+refs/pull/"+strconv.Itoa(c.PR)+"/head:"+remote); err != nil {
+			return nil, err
+		}
+		if has(local) && !m.isAncestor(ctx, mirror, remote, local) {
+			if err := m.catchUp(ctx, mirror, c.Branch, local, remote); err != nil {
+				return nil, err
+			}
+		}
+		if has(local) {
+			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
+		}
+		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, remote}, nil
 	default:
 		switch {
 		case has("refs/heads/" + c.Branch):
@@ -411,6 +427,43 @@ func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Ch
 		}
 		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, base}, nil
 	}
+}
+
+// isAncestor reports whether commit a is an ancestor of b (or b itself)
+// in mirror; false when git cannot tell.
+func (m *Manager) isAncestor(ctx context.Context, mirror, a, b string) bool {
+	_, err := m.run(ctx, "merge-base", mirror, nil, "merge-base", "--is-ancestor", a, b)
+	return err == nil
+}
+
+// catchUp brings the local branch of a pull request, which does not hold
+// the PR's head (remote), to that head before a worktree is made of it:
+// the PR's head is what the agent must work on, not a branch an earlier,
+// removed worktree left behind. A local branch behind the head moves to it;
+// one with commits the head lacks (the PR was force-pushed) is kept under
+// <branch>.loopd-<its commit>, so nothing is lost, and the branch is made
+// again from the head. A branch checked out in another worktree is left
+// alone: git refuses both.
+func (m *Manager) catchUp(ctx context.Context, mirror, branch, local, remote string) error {
+	list, err := m.run(ctx, "worktree list", mirror, nil, "worktree", "list", "--porcelain")
+	if err != nil {
+		return err
+	}
+	if slices.Contains(strings.Split(string(list), "\n"), "branch "+local) {
+		return nil // another worktree's: the add reports it
+	}
+	if m.isAncestor(ctx, mirror, local, remote) {
+		_, err := m.run(ctx, "branch", mirror, nil, "branch", "--force", branch, remote)
+		return err
+	}
+	out, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--short=8", local)
+	if err != nil {
+		return err
+	}
+	if _, err := m.run(ctx, "branch", mirror, nil, "branch", "--move", branch, branch+".loopd-"+strings.TrimSpace(string(out))); err != nil {
+		return err
+	}
+	return nil
 }
 
 // base returns the ref an issue branch starts from: origin's branch base,

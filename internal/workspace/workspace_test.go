@@ -328,3 +328,55 @@ func TestPrepareUnderAFileIsPermanent(t *testing.T) {
 		t.Errorf("Prepare under a file: %v, class %s; want permanent", err, workspace.ClassOf(err))
 	}
 }
+
+// A pull request's worktree is made at the PR's head even when a local
+// branch of that name was left behind by an earlier, removed worktree: one
+// behind the head moves to it; one the PR's force-push left aside is kept
+// under another name, nothing lost.
+func TestPreparePullRequestCatchesUpWithItsHead(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	c := workspace.Checkout{URL: r.URL, Mode: workspace.ModePullRequest, Branch: r.PRBranch}
+	prepareAndRemove := func(dir string) workspace.Result {
+		c.Dir = filepath.Join(base, dir)
+		res, err := m.Prepare(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept, err := m.Remove(ctx, r.URL, c.Dir); err != nil || kept != "" {
+			t.Fatalf("Remove = %q, %v", kept, err)
+		}
+		return res
+	}
+	old := prepareAndRemove("first").Commit
+
+	// The PR is force-pushed: its head no longer holds the old commit.
+	work := t.TempDir()
+	workspacetest.Git(t, work, "clone", "--quiet", "--branch", r.PRBranch, r.URL, ".")
+	workspacetest.Git(t, work, "commit", "--quiet", "--amend", "-m", "rewritten")
+	workspacetest.Git(t, work, "push", "--quiet", "--force", "origin", r.PRBranch)
+	rewritten := workspacetest.Git(t, work, "rev-parse", "HEAD")
+
+	res := prepareAndRemove("second")
+	if res.Commit != rewritten {
+		t.Errorf("after a force-push the worktree is at %s, want the PR's head %s", res.Commit, rewritten)
+	}
+	mirror, err := workspace.Mirror(m.Root, r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := workspacetest.Git(t, base, "-C", mirror, "for-each-ref", "--format=%(objectname)", "refs/heads/"+r.PRBranch+".loopd-*"); got == "" {
+		t.Error("the old local branch was not kept")
+	} else if !strings.HasPrefix(got, old[:8]) && got != old {
+		t.Errorf("kept branch at %s, want %s", got, old)
+	}
+
+	// A plain push on top: the local branch, behind, moves to the head.
+	workspacetest.Git(t, work, "commit", "--quiet", "--allow-empty", "-m", "more")
+	workspacetest.Git(t, work, "push", "--quiet", "origin", r.PRBranch)
+	if res := prepareAndRemove("third"); res.Commit != workspacetest.Git(t, work, "rev-parse", "HEAD") {
+		t.Errorf("after a push the worktree is at %s, want the PR's head", res.Commit)
+	}
+}
