@@ -415,8 +415,11 @@ func (c *Config) check(t *tree) []Problem {
 			if _, err := c.RenderIssueBranch("owner", "repo", 1); err != nil {
 				add(t.problemAt(child(child(at, "checkout"), "issueBranch"), err.Error()))
 			}
-			if c.Base != "" && !ValidBranch(c.Base) {
-				add(t.problemAt(child(child(at, "checkout"), "base"), fmt.Sprintf("%q is not a branch name", c.Base)))
+			if c.Base != "" && (!ValidBranch(c.Base) || strings.HasPrefix(c.Base, "origin/") || strings.HasPrefix(c.Base, "refs/")) {
+				add(t.problemAt(child(child(at, "checkout"), "base"), fmt.Sprintf("%q is not a branch name of the remote (write main, not origin/main)", c.Base)))
+			}
+			if !workdirPerItem(key, r) {
+				add(t.problemAt(child(at, "workdir"), "with checkout, the workdir must differ per work item (use {{.Number}}, and {{.Owner}}/{{.Repo}} in a wildcard route): two items never share a worktree"))
 			}
 		}
 	}

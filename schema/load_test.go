@@ -216,9 +216,20 @@ func TestParseInvalid(t *testing.T) {
 			name: "bad_checkout",
 			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: /w, checkout: {url: \"{{.Nope}}\", issueBranch: \"-x{{.Number}}\", base: \"a..b\"}}\n",
 			want: []string{
+				`c.yaml:12:53: webhooks.ghWebhook.routing.repos["octo-org/*"].workdir: with checkout, the workdir must differ per work item (use {{.Number}}, and {{.Owner}}/{{.Repo}} in a wildcard route): two items never share a worktree`,
 				`c.yaml:12:73: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.url: render checkout url: template: url:1:2: executing "url" at <.Nope>: can't evaluate field Nope in type schema.checkoutData`,
 				`c.yaml:12:99: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.issueBranch: render issue branch: "-x1" is not a branch name loopd makes`,
-				`c.yaml:12:122: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.base: "a..b" is not a branch name`,
+				`c.yaml:12:122: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.base: "a..b" is not a branch name of the remote (write main, not origin/main)`,
+			},
+		},
+		{
+			// Two items of a wildcard route would share one worktree, and
+			// a remote-tracking name is not a base branch.
+			name: "checkout_workdir_shared_and_base_origin",
+			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: \"/w/{{.Repo}}\", checkout: {url: \"file:///r/{{.Repo}}.git\", base: origin/main}}\n",
+			want: []string{
+				`c.yaml:12:53: webhooks.ghWebhook.routing.repos["octo-org/*"].workdir: with checkout, the workdir must differ per work item (use {{.Number}}, and {{.Owner}}/{{.Repo}} in a wildcard route): two items never share a worktree`,
+				`c.yaml:12:118: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.base: "origin/main" is not a branch name of the remote (write main, not origin/main)`,
 			},
 		},
 		{

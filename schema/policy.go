@@ -86,6 +86,37 @@ type workdirData struct {
 	Kind   string // "issue" or "pull_request"
 }
 
+// workdirPerItem reports whether route r, under routing key key, renders
+// a different workdir for every work item it can route: for two numbers
+// and both kinds, and, for a wildcard key, for two repositories (and two
+// owners for "*"). A workdir that fails to render is reported elsewhere.
+func workdirPerItem(key string, r Route) bool {
+	type item struct {
+		owner, repo string
+		number      int
+		kind        string
+	}
+	items := []item{{"owner", "repo", 1, "issue"}, {"owner", "repo", 2, "pull_request"}}
+	if strings.HasSuffix(key, "/*") || key == "*" {
+		items = append(items, item{"owner", "other-repo", 1, "issue"})
+	}
+	if key == "*" {
+		items = append(items, item{"other-owner", "repo", 1, "issue"})
+	}
+	seen := map[string]bool{}
+	for _, it := range items {
+		dir, err := r.RenderWorkdir(it.owner, it.repo, it.number, it.kind)
+		if err != nil {
+			return true
+		}
+		if seen[dir] {
+			return false
+		}
+		seen[dir] = true
+	}
+	return true
+}
+
 // RenderWorkdir renders Workdir (text/template) with .Owner, .Repo, .Number
 // and .Kind ("issue" or "pull_request"), and returns the cleaned result. The
 // result must be an absolute path: it is not resolved against any directory
