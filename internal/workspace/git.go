@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,16 +100,30 @@ func Mask(s string) string {
 	return userinfo.ReplaceAllString(s, "${1}***@")
 }
 
+// ErrPasswordInURL means a checkout URL that is not http(s) carries a
+// password: ssh cannot take one from the URL (it asks for it itself, and
+// loopd runs it in batch mode), and the URL would reach ssh's command line,
+// which every local user can read (ps). A key (ssh-agent) is the way.
+var ErrPasswordInURL = errors.New("a password in a non-http(s) url cannot be used: use an ssh key")
+
+// scpPassword matches an scp-like address with a password,
+// user:password@host:path.
+var scpPassword = regexp.MustCompile(`^[^@/]*:[^@/]*@[^/:]*:`)
+
 // Public returns raw without the credentials that must not be stored or
 // shown: for http(s) the whole user information (a token may be the user
-// name), for other schemes the password only (ssh://git@host needs its
-// user). An scp-like address is returned as it is. It fails on a URL with
-// a control character (a newline would end a config value).
+// name; Credentials hands it to git), for other schemes nothing, since
+// such a URL may not carry a password (ErrPasswordInURL; ssh://git@host
+// keeps its user). An scp-like address is returned as it is. It fails on a
+// URL with a control character (a newline would end a config value).
 func Public(raw string) (string, error) {
 	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "", fmt.Errorf("checkout url %q: control character", Mask(raw))
 	}
 	if !strings.Contains(raw, "://") {
+		if scpPassword.MatchString(raw) {
+			return "", fmt.Errorf("checkout url: %w", ErrPasswordInURL)
+		}
 		return raw, nil
 	}
 	u, err := url.Parse(raw)
@@ -118,13 +133,55 @@ func Public(raw string) (string, error) {
 	if u.User == nil {
 		return raw, nil
 	}
-	switch u.Scheme {
-	case "http", "https":
-		u.User = nil
-	default:
-		u.User = url.User(u.User.Username())
+	if u.Scheme != "http" && u.Scheme != "https" {
+		if _, ok := u.User.Password(); ok {
+			return "", fmt.Errorf("checkout url %q: %w", Mask(raw), ErrPasswordInURL)
+		}
+		return raw, nil
 	}
+	u.User = nil
 	return u.String(), nil
+}
+
+// credentialHelper is the credential helper (gitcredentials(7), a "!"
+// shell snippet) that answers git's "get" with the user name and password
+// in its own environment, and ignores "store" and "erase".
+const credentialHelper = `!f() { test "$1" = get && printf 'username=%s\npassword=%s\n' "$LOOPD_GIT_USERNAME" "$LOOPD_GIT_PASSWORD"; }; f`
+
+// Credentials returns the environment that gives one git process the
+// user name and password of an http(s) URL raw, or nil when raw carries
+// none. git never sees them in a URL, which would reach its remote
+// helper's command line (git-remote-https <remote> <url>), readable by
+// every local user; a process's environment is readable by its user only.
+// The helper is scoped to the URL's scheme and host
+// (credential.<scheme>://<host>.helper) and comes after an empty entry,
+// which resets the helper list for that host (gitcredentials(7)): the
+// URL's credentials win over the user's helpers, as they did in the URL,
+// and never reach the user's credential store. Other hosts (a redirect)
+// keep the user's helpers. GIT_CONFIG_* entries of loopd's own
+// environment are kept (git-config(1), GIT_CONFIG_COUNT).
+func Credentials(raw string) ([]string, error) {
+	if !strings.Contains(raw, "://") {
+		return nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, nil
+	}
+	user := u.User.Username()
+	pass, _ := u.User.Password()
+	if strings.ContainsFunc(user+pass, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, fmt.Errorf("checkout url %q: control character in the credentials", Mask(raw))
+	}
+	n, _ := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT"))
+	n = max(n, 0)
+	key := "credential." + u.Scheme + "://" + u.Host + ".helper"
+	return []string{
+		"GIT_CONFIG_COUNT=" + strconv.Itoa(n+2),
+		fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=", n),
+		fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n+1, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n+1, credentialHelper),
+		"LOOPD_GIT_USERNAME=" + user, "LOOPD_GIT_PASSWORD=" + pass,
+	}, nil
 }
 
 // classify returns the class of a git failure from its stderr: the
@@ -167,7 +224,10 @@ var permanentMessages = []string{
 }
 
 // run runs git with args in dir under timeout, GIT_TERMINAL_PROMPT=0 and
-// the extra environment env, and returns its stdout. A failure is an
+// the extra environment env, and returns its stdout. git runs in its own
+// process group (killed whole at the timeout), holds the mirror's lock
+// file of ctx when there is one (inherited, as are its children), and is
+// killed when loopd dies (sysProcAttr). A failure is an
 // *Error for op, classified from stderr.
 func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout())
@@ -189,7 +249,11 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 	cmd.Stdin = nil
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
+	if f := lockFile(ctx); f != nil {
+		// The mirror's lock outlives loopd while this git runs.
+		cmd.ExtraFiles = []*os.File{f}
+	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()

@@ -9,10 +9,11 @@
 //
 // Credentials are git's own (ssh-agent, credential helpers). A URL that
 // carries them is never stored in the mirror's config nor put on git's
-// command line: the mirror's remote holds the URL without them (Public),
-// and loopd's own fetch passes the full URL to git in its environment
-// (url.<full>.insteadOf through GIT_CONFIG_COUNT), which other users
-// cannot read.
+// command line, nor given to git at all: the mirror's remote holds the URL
+// without them (Public), and loopd's own fetch hands an http(s) URL's user
+// name and password to git through a credential helper that reads them
+// from that git's environment (Credentials), which other users cannot
+// read. A password in any other URL (ssh) is refused (ErrPasswordInURL).
 package workspace
 
 import (
@@ -254,7 +255,7 @@ func (m *Manager) Prepare(ctx context.Context, c Checkout) (Result, error) {
 	if f.Exists && !f.Empty && !f.Worktree {
 		return res, fmt.Errorf("prepare %s: %w", c.Dir, ErrConflict)
 	}
-	unlock, err := m.lock(ctx, mirror)
+	ctx, unlock, err := m.lock(ctx, mirror)
 	if err != nil {
 		return res, err
 	}
@@ -341,7 +342,7 @@ func (m *Manager) repair(ctx context.Context, dir string) error {
 
 // ensureMirror makes the bare mirror of rawURL when missing and points its
 // origin at the URL without credentials; it returns the environment that
-// gives loopd's own fetch the URL with them.
+// gives loopd's own fetch the URL's credentials (Credentials).
 func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string) ([]string, error) {
 	pub, err := Public(rawURL)
 	if err != nil {
@@ -371,10 +372,11 @@ func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string) ([]st
 			return nil, err
 		}
 	}
-	if pub == rawURL {
-		return nil, nil
+	env, err := Credentials(rawURL)
+	if err != nil {
+		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
 	}
-	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url." + rawURL + ".insteadOf", "GIT_CONFIG_VALUE_0=" + pub}, nil
+	return env, nil
 }
 
 // addArgs returns the `git worktree add` arguments for c, fetching a fork's
@@ -511,7 +513,7 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 	if err != nil {
 		return "", &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
 	}
-	unlock, err := m.lock(ctx, mirror)
+	ctx, unlock, err := m.lock(ctx, mirror)
 	if err != nil {
 		return "", err
 	}
@@ -567,8 +569,11 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 
 // lock takes the mirror's lock: one operation at a time per mirror, in
 // this process (a mutex) and across processes (flock on <mirror>.lock,
-// waited for until ctx ends).
-func (m *Manager) lock(ctx context.Context, mirror string) (func(), error) {
+// waited for until ctx ends). The returned context carries the lock file:
+// run hands it to every git it starts (lockFile), so the flock, held by
+// the open file (flock(2)), stays held while a git or a child of it runs,
+// even when loopd is killed and another loopd takes over the mirror.
+func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, func(), error) {
 	m.mu.Lock()
 	if m.locks == nil {
 		m.locks = map[string]*sync.Mutex{}
@@ -582,33 +587,42 @@ func (m *Manager) lock(ctx context.Context, mirror string) (func(), error) {
 	mu.Lock()
 	if err := os.MkdirAll(filepath.Dir(mirror), 0o700); err != nil {
 		mu.Unlock()
-		return nil, mkdirError(filepath.Dir(mirror), err)
+		return ctx, nil, mkdirError(filepath.Dir(mirror), err)
 	}
-	fd, err := unix.Open(mirror+".lock", unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(mirror+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		mu.Unlock()
-		return nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_failed", Err: err}
+		return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_failed", Err: err}
 	}
 	for {
-		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || ctx.Err() != nil {
-			unix.Close(fd)
+			f.Close()
 			mu.Unlock()
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_held", Err: err}
+			return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_held", Err: err}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return func() {
-		unix.Flock(fd, unix.LOCK_UN)
-		unix.Close(fd)
+	return context.WithValue(ctx, lockKey{}, f), func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
 		mu.Unlock()
 	}, nil
+}
+
+// lockKey is the context key of the mirror's lock file.
+type lockKey struct{}
+
+// lockFile returns the lock file lock put in ctx, or nil.
+func lockFile(ctx context.Context) *os.File {
+	f, _ := ctx.Value(lockKey{}).(*os.File)
+	return f
 }
 
 // MakeDir creates a plain workdir (no checkout) and its parents, mode 0755.

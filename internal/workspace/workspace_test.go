@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestPublic(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"https://x-access-token:SECRET@github.com/o/r.git", "https://github.com/o/r.git"},
 		{"https://SECRET@github.com/o/r.git", "https://github.com/o/r.git"},
-		{"ssh://git:pw@github.com/o/r.git", "ssh://git@github.com/o/r.git"},
+		{"ssh://git@github.com/o/r.git", "ssh://git@github.com/o/r.git"},
 		{"git@github.com:o/r.git", "git@github.com:o/r.git"},
 		{"file:///srv/r.git", "file:///srv/r.git"},
 	} {
@@ -47,10 +48,56 @@ func TestPublic(t *testing.T) {
 	if _, err := workspace.Public("https://h/o/r\n[core]"); err == nil {
 		t.Error("Public accepted a URL with a newline")
 	}
+	// ssh cannot use a password from the URL, and would show it in its
+	// command line.
+	for _, raw := range []string{"ssh://git:pw@github.com/o/r.git", "git:pw@github.com:o/r.git"} {
+		if _, err := workspace.Public(raw); !errors.Is(err, workspace.ErrPasswordInURL) || strings.Contains(err.Error(), "pw") {
+			t.Errorf("Public(%q) = %v, want ErrPasswordInURL without the password", raw, err)
+		}
+		_, err := newManager(t).Prepare(context.Background(), workspace.Checkout{URL: raw, Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "b"})
+		if workspace.ClassOf(err) != workspace.Permanent || !errors.Is(err, workspace.ErrPasswordInURL) {
+			t.Errorf("Prepare(%q) = %v, want a permanent ErrPasswordInURL", raw, err)
+		}
+	}
 	a, _ := workspace.Mirror("/m", "https://a:b@github.com/o/r.git")
 	b, _ := workspace.Mirror("/m", "https://github.com/o/r.git")
 	if a != b || strings.Contains(a, "b@") {
 		t.Errorf("Mirror differs by credentials: %q vs %q", a, b)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	t.Setenv("GIT_CONFIG_COUNT", "1") // an entry of loopd's own environment stays
+	env, err := workspace.Credentials("https://x-access-token:ghs_S%40CRET@github.com:8443/o/r.git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"GIT_CONFIG_COUNT=3",
+		"GIT_CONFIG_KEY_1=credential.https://github.com:8443.helper", "GIT_CONFIG_VALUE_1=",
+		"GIT_CONFIG_KEY_2=credential.https://github.com:8443.helper",
+		"LOOPD_GIT_USERNAME=x-access-token", "LOOPD_GIT_PASSWORD=ghs_S@CRET",
+	}
+	for _, w := range want {
+		if !slices.Contains(env, w) {
+			t.Errorf("env lacks %q: %q", w, env)
+		}
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_CONFIG_VALUE_2=!") }) {
+		t.Errorf("env lacks the helper: %q", env)
+	}
+	for _, kv := range env {
+		if strings.Contains(kv, "://") && strings.Contains(kv, "@") {
+			t.Errorf("env gives git a URL with credentials: %q", kv)
+		}
+	}
+	for _, raw := range []string{"https://github.com/o/r.git", "ssh://git@github.com/o/r.git", "git@github.com:o/r.git", "file:///srv/r.git"} {
+		if env, err := workspace.Credentials(raw); env != nil || err != nil {
+			t.Errorf("Credentials(%q) = %q, %v, want nothing", raw, env, err)
+		}
+	}
+	if _, err := workspace.Credentials("https://u:a%0Ab@h/o/r"); err == nil {
+		t.Error("Credentials accepted a newline in the password (it would end the helper's answer)")
 	}
 }
 
