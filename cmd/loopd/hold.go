@@ -81,14 +81,6 @@ under the reconcile lock, and journals item.released.`
 // freshReleasePending reports whether k has a release --fresh that no pass
 // has carried out yet; false when the store cannot tell.
 func freshReleasePending(ctx context.Context, store desired.Store, k desired.Key) bool {
-	records, err := store.Records(ctx)
-	if err != nil {
-		return false
-	}
-	for _, r := range records {
-		if r.Key == k {
-			return r.ReleasePending() && r.Spec.ReleaseFresh
-		}
-	}
-	return false
+	r, err := store.Get(ctx, k)
+	return err == nil && r.ReleasePending() && r.Spec.ReleaseFresh
 }
