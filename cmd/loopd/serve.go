@@ -168,8 +168,7 @@ func serve(ctx context.Context, g *globals) error {
 			log.Error(string(journal.ConfigWatchFailed), "path", g.config, "err", err)
 		}
 	}()
-	go repeats.Run(ctx)
-	go flushDeferred(ctx, a.journal, log)
+	go flushJournal(ctx, repeats, a.journal, log)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -204,22 +203,24 @@ const startLockWait = time.Second
 // the journal rows and repeat counts still to write.
 const shutdownGrace = 5 * time.Second
 
-// deferredFlushEvery is how often serve writes the journal rows that a
+// journalFlushEvery is how often serve writes what the journal layer holds
+// back: the counts of folded repeats (journal.Limiter) and the rows that a
 // failing store made wait (journal.Recorder.RecordLater).
-const deferredFlushEvery = 5 * time.Second
+const journalFlushEvery = 5 * time.Second
 
-// flushDeferred writes rec's deferred journal rows every deferredFlushEvery
-// until ctx ends. A store that still fails keeps them for the next tick; the
-// failure itself was logged when the row was deferred.
-func flushDeferred(ctx context.Context, rec *journal.Recorder, log *slog.Logger) {
-	t := time.NewTicker(deferredFlushEvery)
+// flushJournal writes both every journalFlushEvery until ctx ends, on one
+// ticker. A store that still fails keeps the deferred rows for the next
+// tick; the failure itself was logged when the row was deferred.
+func flushJournal(ctx context.Context, repeats *journal.Limiter, rec *journal.Recorder, log *slog.Logger) {
+	t := time.NewTicker(journalFlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fctx, cancel := context.WithTimeout(ctx, deferredFlushEvery)
+			fctx, cancel := context.WithTimeout(ctx, journalFlushEvery)
+			repeats.Flush(fctx)
 			if err := rec.Flush(fctx); err != nil {
 				log.Debug(string(journal.JournalAppendFailed), "err", err, "deferred", true)
 			}

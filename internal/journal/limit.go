@@ -27,7 +27,7 @@ const DefaultMaxFailures = 256
 // attributes (a delivery id, a remote address, a duration) do not count.
 // The first occurrence passes and opens a window. Repeats within the
 // window are suppressed and counted. When the window ends (Flush, called
-// by Run), the latest suppressed occurrence is written once with
+// by the owner's flush loop; serve runs one), the latest suppressed occurrence is written once with
 // repeated=N and a new window opens; a failure that did not recur for a
 // whole window is forgotten, so its next occurrence passes at once. A
 // failure that stops therefore gets its last count written within a
@@ -158,21 +158,6 @@ func (l *Limiter) flush(ctx context.Context, all bool) {
 	l.mu.Unlock()
 	for _, d := range out {
 		d.emit(ctx, d.n)
-	}
-}
-
-// Run calls Flush every quarter window until ctx ends, so that a summary
-// is written at most a quarter window after its window ends.
-func (l *Limiter) Run(ctx context.Context) {
-	t := time.NewTicker(max(l.window/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			l.Flush(ctx)
-		}
 	}
 }
 
