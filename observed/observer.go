@@ -99,8 +99,9 @@ type Observer struct {
 	Log   *slog.Logger
 }
 
-// Observe takes the tmux snapshot at now, then reads the disk facts of each
-// record that needs(rec, snapshot) asks for. An error means tmux could not
+// Observe takes the tmux snapshot at now (with Owner set, whether the
+// server is still the one this loopd claimed: Snapshot.ServerGone), then
+// reads the disk facts of each record that needs(rec, snapshot) asks for. An error means tmux could not
 // be read, and nothing is known to be dead; an unreadable transcript is
 // logged (transcript.unreadable) and left out, and the planner then falls
 // back to what it knows without it.
