@@ -205,6 +205,7 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = min(PassRetryInitial, max)
 	b.RandomizationFactor = 0
+	b.Multiplier = 2
 	b.MaxInterval = max
 	b.MaxElapsedTime = 0
 	b.Reset()
@@ -292,10 +293,9 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 
 // Run reconciles until ctx ends: a pass at start, then after every trigger,
 // every Interval, and at each pass's requeue-after time. A failed pass is
-// retried after PassRetryInitial, doubling up to Interval (passRetry), or
-// at an earlier trigger; the first failure of a run is journaled
-// (reconcile.failed with retry_after), the others logged at debug level.
-// Failures never stop the loop. The
+// journaled (reconcile.failed with retry_after) and retried after
+// PassRetryInitial, doubling up to Interval (passRetry), or at an earlier
+// trigger. Failures never stop the loop. The
 // Watcher starts the tmux server first and turns each pane death into a
 // trigger until Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
@@ -306,7 +306,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
 	defer wg.Wait()
 	retry := passRetry(r.Interval)
-	failing := false
 	for {
 		// The pass's id is taken here, so that its failure carries it too.
 		pass := journal.WithReconcileID(ctx, journal.NewReconcileID())
@@ -317,21 +316,16 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			// A failed pass (tmux still exiting, the store busy) is
-			// retried soon, backing off up to the interval; the first
-			// failure of a run of them is journaled, the rest logged.
+			// retried soon, backing off up to the interval. serve's
+			// journal.Limiter folds a run of identical failures into
+			// the first and one summary a minute.
 			wait = retry.NextBackOff()
-			if !failing {
-				r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err, "retry_after", wait)
-			} else {
-				r.Log.DebugContext(pass, string(journal.ReconcileFailed), "err", err, "retry_after", wait)
-			}
-			failing = true
+			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err, "retry_after", wait)
 		case res.Requeue && res.RequeueAfter < wait:
 			wait = res.RequeueAfter
 		}
 		if err == nil {
 			retry.Reset()
-			failing = false
 		}
 		t := time.NewTimer(wait)
 		select {

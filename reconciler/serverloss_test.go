@@ -64,8 +64,7 @@ func TestPassAfterServerLossResumesWithoutAFailure(t *testing.T) {
 }
 
 // TestRunRetriesAFailedPassSoon: a pass that fails (tmux still exiting) is
-// retried after PassRetryInitial, not after the resync interval, and a run
-// of failures is journaled once.
+// retried after PassRetryInitial, doubling, not after the resync interval.
 func TestRunRetriesAFailedPassSoon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newPassRig(t)
@@ -92,8 +91,9 @@ func TestRunRetriesAFailedPassSoon(t *testing.T) {
 		assert.Less(t, time.Since(start), time.Second)
 
 		failed := r.eventsNamed(t, journal.ReconcileFailed)
-		require.Len(t, failed, 1, "a run of failures is journaled once")
+		require.Len(t, failed, 2, "each failure is journaled (serve's journal.Limiter folds repeats)")
 		assert.Equal(t, PassRetryInitial.String(), failed[0].Attrs["retry_after"])
+		assert.Equal(t, (2 * PassRetryInitial).String(), failed[1].Attrs["retry_after"], "doubling")
 		cancel()
 		require.NoError(t, <-done)
 	})
