@@ -79,6 +79,18 @@ const (
 	// ReasonWorkspaceConflict: the workdir exists with files in it and is
 	// not a worktree of the routed repository; it is never touched.
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
+	// ReasonServerLost: the tmux server the agent ran on is gone (killed,
+	// OOM-killed, its socket deleted); the agent is resumed on a new
+	// server, and its death is not counted as a crash.
+	ReasonServerLost Reason = "server_lost"
+	// ReasonOutage: most of the agents died in one pass (more than half of
+	// at least reconciler.OutageMinLive); each is resumed, and its death
+	// is not counted as a crash.
+	ReasonOutage Reason = "outage"
+	// ReasonPredecessorRunning: the previous harness of the item outlived
+	// SIGKILL; the spawn waits for the next pass rather than run a second
+	// agent on the conversation.
+	ReasonPredecessorRunning Reason = "predecessor_running"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -338,7 +350,12 @@ type MarkRunning struct {
 	// DeliveryID is the boot delivery now confirmed delivered, or "".
 	DeliveryID string
 	Respawn    bool
-	Reason     Reason
+	// PID is the pane's process as list-panes showed it: the harness
+	// itself (loopd's launcher execs it). The executor records it with its
+	// start time, so that a respawn can tell that very process from a
+	// later one with the same pid (Status.HarnessPID).
+	PID    int
+	Reason Reason
 }
 
 // Item implements Action.

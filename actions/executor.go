@@ -15,6 +15,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -301,6 +302,9 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	} else if err != nil && !errors.Is(err, tmux.ErrNoSession) {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // kill session <name>: …
 	}
+	if err := e.endPredecessor(ctx, r, s); err != nil {
+		return err
+	}
 	env := maps.Clone(ad.Env())
 	if env == nil {
 		env = map[string]string{}
@@ -322,6 +326,43 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	return e.put(ctx, r, st)
 }
 
+// endPredecessor makes sure the harness the item last ran (its process,
+// recorded at mark_running) is gone before a new one starts on the same
+// conversation. tmux kill-server and kill-session send it SIGHUP, and
+// Claude Code 2.1.197 runs on for 40–150 ms after it (measured), writing
+// its transcript, while a new server and pane start in less. It waits up
+// to PredecessorGrace, then kills the process group and waits as long
+// again (proc.Process.End). A process still there after that leaves the
+// spawn unstarted, retried by the next pass (spawn_interrupted), and is
+// journaled (dispatch.failed reason=predecessor_running); it never runs
+// next to a second agent.
+func (e *Executor) endPredecessor(ctx context.Context, r *desired.Record, s Spawn) error {
+	old := proc.Process{PID: r.Status.HarnessPID, Start: r.Status.HarnessStart}
+	if old.PID == 0 {
+		return nil
+	}
+	killed, err := old.End(ctx, PredecessorGrace, predecessorPoll)
+	if killed {
+		e.Log.InfoContext(ctx, string(journal.SessionPredecessorKilled), "work_item", r.Key.String(), "session", s.Session, "pid", old.PID)
+	}
+	if err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", s.DeliveryID, "reason", string(ReasonPredecessorRunning), "pid", old.PID, "err", err)
+		return fmt.Errorf("spawn %s: %w", s.Session, err)
+	}
+	st := r.Status
+	st.HarnessPID, st.HarnessStart = 0, 0
+	return e.put(ctx, r, st)
+}
+
+// PredecessorGrace is how long a spawn waits for the previous harness of
+// its item to exit by itself (it was sent SIGHUP with its terminal) before
+// it kills it, and then again for the kill to take: Claude Code exits 40–150
+// ms after SIGHUP (measured), so this is a few times that.
+const PredecessorGrace = 500 * time.Millisecond
+
+// predecessorPoll is how often endPredecessor looks at /proc.
+const predecessorPoll = 5 * time.Millisecond
+
 // spawnRefused records that a spawn was refused before it started, as a
 // fact: the status stays Spawning with no pane and names the refusal
 // (Status.SpawnRefused). The planner decides what follows on the next pass
@@ -342,6 +383,12 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	st := r.Status
 	st.Phase = desired.PhaseRunning
 	st.PaneID = a.PaneID
+	// The harness's process, by pid and start time, for the next spawn
+	// to wait for (endPredecessor); unknown without /proc.
+	st.HarnessPID, st.HarnessStart = 0, 0
+	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
+		st.HarnessPID, st.HarnessStart = p.PID, p.Start
+	}
 	st.Session = a.Session
 	if a.Confirmed && st.ConfirmedSessionID == "" {
 		st.ConfirmedSessionID = st.HarnessSessionID

@@ -174,6 +174,14 @@ type Status struct {
 	// was refused before it started (tmux, the launcher, a workdir gone):
 	// a fact the next pass plans on. "" otherwise.
 	SpawnRefused string
+	// HarnessPID is the process of the last harness seen running in the
+	// item's pane, and HarnessStart its start time (clock ticks since
+	// boot, /proc/<pid>/stat field 22), which tells it from a later
+	// process given the same pid. A respawn waits until that process is
+	// gone, or kills it, so that two agents never run one conversation
+	// (internal/proc). Zero when not known.
+	HarnessPID   int    `json:",omitempty"`
+	HarnessStart uint64 `json:",omitempty"`
 	// SendingDeliveryID is the delivery last pasted into the live harness
 	// and not yet seen in its transcript; SentAt is when, SendAttempts how
 	// many times it was sent or submitted.

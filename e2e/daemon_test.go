@@ -24,7 +24,7 @@ import (
 
 // start runs `loopd serve` and waits until /healthz answers. Its stderr
 // goes to a file that cleanup logs when the test fails.
-func (e *env) start(t *testing.T) {
+func (e *env) start(t testing.TB) {
 	t.Helper()
 	require.Nil(t, e.daemon, "daemon already running")
 	e.daemonRuns++
@@ -77,7 +77,7 @@ func (e *env) kill9(t *testing.T) {
 	e.signalDaemon(t, syscall.SIGKILL)
 }
 
-func (e *env) signalDaemon(t *testing.T, sig syscall.Signal) {
+func (e *env) signalDaemon(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if e.daemon == nil {
 		return
@@ -149,14 +149,14 @@ func (e *env) settle(t *testing.T) {
 
 // run runs `loopd <args> --config <config>` to completion and returns its
 // stdout, stderr and exit code.
-func (e *env) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+func (e *env) run(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	return e.runEnv(t, nil, args...)
 }
 
 // runEnv is run with extra environment entries ("NAME=value"), which
 // override the inherited ones.
-func (e *env) runEnv(t *testing.T, extra []string, args ...string) (stdout, stderr string, code int) {
+func (e *env) runEnv(t testing.TB, extra []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()

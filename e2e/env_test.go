@@ -69,7 +69,7 @@ var socketSeq atomic.Int64
 // newEnv prepares an env and writes its config; it does not start the
 // daemon. Cleanup stops the daemon, kills the tmux server and, when the
 // test failed, logs the daemon's stderr and the journal.
-func newEnv(t *testing.T, opts envOpts) *env {
+func newEnv(t testing.TB, opts envOpts) *env {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func newEnv(t *testing.T, opts envOpts) *env {
 }
 
 // freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // writeConfig writes e.config to e.configPath as YAML.
-func (e *env) writeConfig(t *testing.T) {
+func (e *env) writeConfig(t testing.TB) {
 	t.Helper()
 	b, err := yaml.Marshal(e.config)
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func (e *env) policy() map[string]any {
 	return e.ghWebhook()["routing"].(map[string]any)["tmux"].(map[string]any)
 }
 
-func (e *env) cleanup(t *testing.T) {
+func (e *env) cleanup(t testing.TB) {
 	if e.daemon != nil {
 		e.signalDaemon(t, syscall.SIGTERM)
 	}

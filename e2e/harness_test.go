@@ -44,7 +44,7 @@ func flagValue(argv []string, flag string) (string, bool) {
 
 // starts returns every start of the fake CLI so far, in order; none when
 // it never started.
-func (e *env) starts(t *testing.T) []processStart {
+func (e *env) starts(t testing.TB) []processStart {
 	t.Helper()
 	return readJSONLines[processStart](t, e.startLog)
 }
@@ -73,7 +73,7 @@ func (e *env) waitStarts(t *testing.T, n int, timeout time.Duration) []processSt
 
 // readJSONLines decodes a file of one JSON value a line; a missing file is
 // empty.
-func readJSONLines[T any](t *testing.T, path string) []T {
+func readJSONLines[T any](t testing.TB, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -33,7 +33,7 @@ func (e *env) webhookURL() string { return "http://" + e.listen + "/webhook" }
 
 // payload reads the fixture (e.g. "issue_comment.created.1.json"), applies
 // mutate to its parsed JSON (numbers kept exact) and returns the new body.
-func (e *env) payload(t *testing.T, fixture string, mutate func(map[string]any)) []byte {
+func (e *env) payload(t testing.TB, fixture string, mutate func(map[string]any)) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(fixturesDir, fixture))
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func eventOf(fixture string) string {
 // replay delivers the fixture, edited by mutate (may be nil), signed with
 // the env's secret, as delivery deliveryID ("" for a new GUID), and returns
 // the HTTP status.
-func (e *env) replay(t *testing.T, fixture, deliveryID string, mutate func(map[string]any)) int {
+func (e *env) replay(t testing.TB, fixture, deliveryID string, mutate func(map[string]any)) int {
 	t.Helper()
 	body := e.payload(t, fixture, mutate)
 	return e.post(t, eventOf(fixture), deliveryID, body, webhook.Sign([]byte(e.secret), body))
@@ -68,7 +68,7 @@ func (e *env) replay(t *testing.T, fixture, deliveryID string, mutate func(map[s
 // post delivers body as event with the given signature header ("" for
 // none), as GitHub does, and returns the HTTP status. It fails the test
 // when no answer comes within githubTimeout.
-func (e *env) post(t *testing.T, event, deliveryID string, body []byte, signature string) int {
+func (e *env) post(t testing.TB, event, deliveryID string, body []byte, signature string) int {
 	t.Helper()
 	if deliveryID == "" {
 		deliveryID = uuid.NewString()
@@ -89,7 +89,7 @@ func (e *env) post(t *testing.T, event, deliveryID string, body []byte, signatur
 
 // deliver replays the fixture as a new delivery, requires it accepted and
 // returns its delivery id.
-func (e *env) deliver(t *testing.T, fixture string, mutate func(map[string]any)) string {
+func (e *env) deliver(t testing.TB, fixture string, mutate func(map[string]any)) string {
 	t.Helper()
 	id := uuid.NewString()
 	require.Equal(t, http.StatusAccepted, e.replay(t, fixture, id, mutate), "delivery %s of %s", id, fixture)

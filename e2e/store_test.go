@@ -17,7 +17,7 @@ import (
 
 // openStore opens the env's SQLite store; the caller closes it. It may be
 // opened while the daemon runs (WAL).
-func (e *env) openStore(t *testing.T) *desired.SQLite {
+func (e *env) openStore(t testing.TB) *desired.SQLite {
 	t.Helper()
 	s, err := desired.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration
 	return id
 }
 
-func (e *env) record(t *testing.T, k desired.Key) (desired.Record, bool) {
+func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	t.Helper()
 	s := e.openStore(t)
 	defer s.Close()
@@ -64,7 +64,7 @@ func (e *env) record(t *testing.T, k desired.Key) (desired.Record, bool) {
 }
 
 // mustRecord returns k's record, which must exist.
-func (e *env) mustRecord(t *testing.T, k desired.Key) desired.Record {
+func (e *env) mustRecord(t testing.TB, k desired.Key) desired.Record {
 	t.Helper()
 	r, ok := e.record(t, k)
 	require.True(t, ok, "no record for %s", k)
@@ -92,7 +92,7 @@ func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 }
 
 // events returns the whole journal, oldest first.
-func (e *env) events(t *testing.T) []journal.Event {
+func (e *env) events(t testing.TB) []journal.Event {
 	t.Helper()
 	s := e.openStore(t)
 	defer s.Close()
@@ -103,7 +103,7 @@ func (e *env) events(t *testing.T) []journal.Event {
 
 // eventsNamed returns the journal rows called name for k (every item when
 // k is the zero Key), oldest first.
-func (e *env) eventsNamed(t *testing.T, name journal.Name, k desired.Key) []journal.Event {
+func (e *env) eventsNamed(t testing.TB, name journal.Name, k desired.Key) []journal.Event {
 	t.Helper()
 	var out []journal.Event
 	for _, ev := range e.events(t) {

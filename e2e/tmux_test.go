@@ -19,7 +19,7 @@ import (
 )
 
 // tmux runs a tmux command on the env's server and returns its stdout.
-func (e *env) tmux(t *testing.T, args ...string) (string, error) {
+func (e *env) tmux(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.Command("tmux", append([]string{"-L", e.socket}, args...)...).Output()
 	return string(out), err
@@ -144,7 +144,7 @@ func (e *env) killPane(t *testing.T, k desired.Key) {
 // that ran in its panes are gone, so that none still writes into the
 // test's temp dir when it is removed (the real CLI saves files as it
 // exits on SIGHUP).
-func (e *env) killServer(t *testing.T) {
+func (e *env) killServer(t testing.TB) {
 	var pids []int
 	if out, err := e.tmux(t, "list-panes", "-a", "-F", "#{pane_pid}"); err == nil {
 		for _, f := range strings.Fields(out) {

@@ -38,6 +38,12 @@ type Snapshot struct {
 	Panes map[string]Pane
 	// At is when the observation was made.
 	At time.Time
+	// ServerGone is true when the tmux server this loopd claimed no longer
+	// runs: none answers (killed, OOM-killed, its socket deleted), or the
+	// one that answers is not marked as this loopd's (started since by
+	// someone else). Every session of the lost server went with it.
+	// Observer sets it; TakeSnapshot leaves it false.
+	ServerGone bool
 }
 
 // Pane returns session's pane and reports whether the session exists.

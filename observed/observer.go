@@ -2,6 +2,7 @@ package observed
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -90,11 +91,17 @@ type Observer struct {
 	// Mirrors is the directory of the repositories' bare mirrors
 	// (workspace.Manager.Root), against which a worktree is recognized.
 	Mirrors string
-	Log     *slog.Logger
+	// Owner, when set, is this loopd's owner mark (tmux.Owner.ID): after
+	// the listing, Observe reads which owner claimed the server
+	// (tmux.Client.ServerOwner) and sets Snapshot.ServerGone when it is
+	// not this one.
+	Owner string
+	Log   *slog.Logger
 }
 
-// Observe takes the tmux snapshot at now, then reads the disk facts of each
-// record that needs(rec, snapshot) asks for. An error means tmux could not
+// Observe takes the tmux snapshot at now (with Owner set, whether the
+// server is still the one this loopd claimed: Snapshot.ServerGone), then
+// reads the disk facts of each record that needs(rec, snapshot) asks for. An error means tmux could not
 // be read, and nothing is known to be dead; an unreadable transcript is
 // logged (transcript.unreadable) and left out, and the planner then falls
 // back to what it knows without it.
@@ -102,6 +109,17 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	snap, err := TakeSnapshot(ctx, o.Tmux, now)
 	if err != nil {
 		return Observation{}, err
+	}
+	if o.Owner != "" {
+		// After the listing, never before: a server that dies in between
+		// then shows as gone, with its sessions still listed alive, and
+		// the next pass sees them missing; the other order would show
+		// the sessions missing from a server still called ours.
+		owner, err := o.Tmux.ServerOwner(ctx)
+		if err != nil {
+			return Observation{}, fmt.Errorf("observe tmux: %w", err)
+		}
+		snap.ServerGone = owner.ID != o.Owner
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}}

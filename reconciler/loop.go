@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
@@ -132,7 +134,9 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 				return res, fmt.Errorf("reconcile: %w", err) // ensure server <socket>: …
 			}
 		}
+		loss := recordsLoss(records, obs, policy) // before Execute changes records
 		res.Result = r.Executor.Execute(ctx, records, plan)
+		r.journalLoss(ctx, loss, plan)
 	}
 	res.RequeueAfter, res.Requeue = requeueAfter(plan, res.Result, policy, now)
 	if r.Metrics != nil {
@@ -186,6 +190,26 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 		}
 	}
 	return best, found
+}
+
+// PassRetryInitial is the wait before the retry of a failed pass; each
+// further failure in a row doubles it, up to the resync interval. tmux
+// still exiting after kill-server fails a pass for a moment (1 kill-server
+// in 14 in issue 10's runs, where the retry then waited the whole 10 s
+// interval).
+const PassRetryInitial = 100 * time.Millisecond
+
+// passRetry is the backoff of failed passes: PassRetryInitial doubling up
+// to max (cenkalti/backoff, no jitter), never giving up.
+func passRetry(max time.Duration) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = min(PassRetryInitial, max)
+	b.RandomizationFactor = 0
+	b.Multiplier = 2
+	b.MaxInterval = max
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
 }
 
 // needs is the rule of which item can use which disk fact this pass
@@ -268,8 +292,10 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 }
 
 // Run reconciles until ctx ends: a pass at start, then after every trigger,
-// every Interval, and at each pass's requeue-after time. Pass errors are
-// journaled and retried at the next wake; they never stop the loop. The
+// every Interval, and at each pass's requeue-after time. A failed pass is
+// journaled (reconcile.failed with retry_after) and retried after
+// PassRetryInitial, doubling up to Interval (passRetry), or at an earlier
+// trigger. Failures never stop the loop. The
 // Watcher starts the tmux server first and turns each pane death into a
 // trigger until Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
@@ -279,6 +305,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
 	defer wg.Wait()
+	retry := passRetry(r.Interval)
 	for {
 		// The pass's id is taken here, so that its failure carries it too.
 		pass := journal.WithReconcileID(ctx, journal.NewReconcileID())
@@ -288,9 +315,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err)
+			// A failed pass (tmux still exiting, the store busy) is
+			// retried soon, backing off up to the interval. serve's
+			// journal.Limiter folds a run of identical failures into
+			// the first and one summary a minute.
+			wait = retry.NextBackOff()
+			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err, "retry_after", wait)
 		case res.Requeue && res.RequeueAfter < wait:
 			wait = res.RequeueAfter
+		}
+		if err == nil {
+			retry.Reset()
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -45,9 +45,10 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
 	}
+	loss := lossOf(sorted, obs, p).Reason
 	var out []actions.Action
 	for _, r := range sorted {
-		out = append(out, planRecord(*r, obs, p, now)...)
+		out = append(out, planRecord(*r, obs, p, now, loss)...)
 	}
 	return out
 }
@@ -56,8 +57,9 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // conversation the item is in (follow), carries out a pending release
 // (release) and confirms what the conversation already holds
 // (checkConversation); each returns the record as the executor will leave
-// it, so the decisions that follow start from there.
-func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
+// it, so the decisions that follow start from there. loss is the pass's
+// Loss.Reason (lossOf).
+func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason) []actions.Action {
 	var out []actions.Action
 	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
 		pre, rec, done := step(r, obs, p)
@@ -66,7 +68,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return out
 		}
 	}
-	return append(out, planItem(r, obs, p, now)...)
+	return append(out, planItem(r, obs, p, now, loss)...)
 }
 
 // follow makes the conversation the harness reported (ConversationID) the
@@ -199,6 +201,9 @@ type itemPlan struct {
 	obs     observed.Observation
 	p       Policy
 	now     time.Time
+	// loss is why the pass found agents lost together (Loss.Reason): a
+	// death it takes is resumed, and not counted as a crash (notACrash).
+	loss actions.Reason
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -211,6 +216,7 @@ type observedPane struct {
 	// run the harness (a shell the CLI left behind): a dead agent.
 	stray  string
 	id     string
+	pid    int // the pane's process (tmux.Pane.PID)
 	status int
 	signal int
 	known  bool
@@ -232,7 +238,7 @@ func (it *itemPlan) observePane() {
 		it.foreign = true
 		return
 	}
-	it.pane = observedPane{exists: true, id: pn.PaneID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
+	it.pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
 	if pn.Dead {
 		return
 	}
@@ -252,8 +258,8 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending}
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason) []actions.Action {
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss}
 	it.observePane()
 
 	if r.Spec.Closed || r.Spec.Held {
@@ -352,7 +358,7 @@ func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions
 	return actions.MarkRunning{
 		Key: it.r.Key, Session: it.session, PaneID: it.pane.id, SessionID: it.st.HarnessSessionID,
 		Mode: it.st.SpawnMode, Confirmed: confirmed, DeliveryID: deliveryID,
-		Respawn: it.st.Phase == desired.PhaseSpawning && respawned(it.st), Reason: reason,
+		Respawn: it.st.Phase == desired.PhaseSpawning && respawned(it.st), PID: it.pane.pid, Reason: reason,
 	}
 }
 
@@ -477,6 +483,10 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	if phase == desired.PhaseSpawning && st.PaneID == "" && st.SpawnRefused != "" {
 		return it.refused()
 	}
+	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
+		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
+		return it.lost()
+	}
 	if phase == desired.PhaseSpawning || phase == desired.PhaseRunning {
 		if it.pane.exists && !it.pane.known {
 			// tmux ≤ 3.4 may not have reaped the pane yet: the status is not
@@ -540,6 +550,24 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	}
 }
 
+// lost plans the agent's death in a loss of the whole fleet (a lost
+// server, an outage) that notACrash did not count: the exit is recorded
+// with the loss as its reason and the counts as they were, and the item
+// is resumed at once through the usual spawn, on its own conversation. A
+// boot prompt or a paste that had landed is delivered; one that had not
+// goes with the spawn. The phase is BackingOff with the next attempt now,
+// so a pass that does not start the spawn (one that fails, or a cap on
+// spawns in flight) leaves the item to the usual BackingOff path, which
+// spawns it as soon as it may (restartReason keeps the loss as reason).
+func (it itemPlan) lost() []actions.Action {
+	st := it.st
+	exit := it.exit(it.loss)
+	exit.Delivered = it.delivered(it.landed())
+	exit.Phase, exit.NextAttempt = desired.PhaseBackingOff, it.now
+	exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
+	return append([]actions.Action{exit}, it.spawn(st, it.loss, "")...)
+}
+
 // delivered drops delivery id, which landed, from the item's pending
 // events for the rest of the plan, and returns it.
 func (it *itemPlan) delivered(id string) string {
@@ -569,7 +597,7 @@ func (it itemPlan) refused() []actions.Action {
 // recorded with the exit that scheduled it.
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
-	case actions.ReasonExitedAlways, actions.ReasonSessionMissing:
+	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage:
 		return exitReason
 	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed

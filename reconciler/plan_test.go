@@ -242,7 +242,7 @@ func TestPlan(t *testing.T) {
 		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{
-				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", Reason: actions.ReasonAdopted},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", PID: 10, Reason: actions.ReasonAdopted},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 
 		// Nothing is sent twice: an event already in the conversation is
@@ -252,13 +252,13 @@ func TestPlan(t *testing.T) {
 		}), ev1), seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
-				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Reason: actions.ReasonAdopted}}},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, PID: 10, Reason: actions.ReasonAdopted}}},
 		{"new_event_clearing_needs_attention_skips_the_landed_boot_prompt", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) {
 			s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2
 		}), ev1, ev2), seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
-				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Reason: actions.ReasonAdopted},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, PID: 10, Reason: actions.ReasonAdopted},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
 		{"new_event_after_needs_attention_with_dead_pane_does_not_boot_with_a_landed_event", rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2
@@ -332,14 +332,14 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(3 * time.Second), Reason: actions.ReasonProbing}}},
 		{"resume_alive_and_transcript_grown_is_running", rec(spawning(desired.SpawnResume), ev1, ev2), obs(alive(), grown), testPolicy(),
 			[]actions.Action{
-				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed},
+				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
 		{"resume_confirmed_by_session_start_report", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "resume", At: t0.Add(-5 * time.Second)}
 			return r
 		}(), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
 		{"report_from_before_the_spawn_does_not_confirm", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "startup", At: t0.Add(-time.Hour)}
@@ -373,7 +373,7 @@ func TestPlan(t *testing.T) {
 		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmed}}},
 		{"fresh_alive_with_its_prompt_in_the_transcript_is_running", rec(spawning(desired.SpawnFresh), ev1), obs(alive(), grown), testPolicy(),
-			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Confirmed: true, DeliveryID: "d-1", Respawn: true, Reason: actions.ReasonConfirmed}}},
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
 		{"fresh_alive_without_transcript_waits", rec(spawning(desired.SpawnFresh), ev1), obs(alive(), noScript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"fresh_stuck_behind_a_dialog_needs_attention", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), noScript), testPolicy(),

@@ -142,7 +142,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	return &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Owner: a.owner.ID, Log: a.log},
 		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
 		Journal:  a.journal,
 		Log:      a.log,

@@ -59,6 +59,9 @@ const (
 	SessionReportRejected Name = "session.report_rejected"
 	// SessionFollowed: the item now follows the id its harness reported.
 	SessionFollowed Name = "session.followed"
+	// SessionPredecessorKilled: a spawn killed the item's previous harness,
+	// which had not exited within its grace (log only).
+	SessionPredecessorKilled Name = "session.predecessor_killed"
 	// SessionForeign: a session of the item's name carries the owner mark
 	// of another loopd (or none); it is never adopted, pasted into or killed.
 	SessionForeign Name = "session.foreign"
@@ -130,6 +133,15 @@ const (
 	// TmuxUnavailable: the tmux server could not be started or claimed
 	// (log only; a pass that needs it journals reconcile.failed).
 	TmuxUnavailable Name = "tmux.unavailable"
+	// TmuxServerLost: the tmux server this loopd claimed was gone (killed,
+	// OOM-killed, its socket deleted) with agents on it; a new one was
+	// started and every agent resumed, none of it counted as a crash. One
+	// per loss (items, live, down).
+	TmuxServerLost Name = "tmux.server_lost"
+	// TmuxOutage: more than half of at least 5 agents died in one pass;
+	// each was resumed as an outage, not as a crash. One per outage
+	// (items, live, down).
+	TmuxOutage Name = "tmux.outage"
 	// TmuxKickFailed: the reap kick (run-shell true) failed (log only, debug).
 	TmuxKickFailed Name = "tmux.kick_failed"
 	// PaneDiedWaitFailed: waiting on the pane-died channel failed; retried

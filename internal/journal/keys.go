@@ -102,4 +102,10 @@ const (
 	KeyDuration        = "duration"         // how long a tmux invocation took
 	KeyDeferred        = "deferred"         // a row RecordLater kept for Flush
 	KeyDropped         = "dropped"          // deferred rows dropped over MaxDeferred
+
+	// Agents lost together (tmux.server_lost, tmux.outage).
+	KeyItems = "items" // work items resumed as not crashed
+	KeyLive  = "live"  // agents expected live in the pass
+	KeyDown  = "down"  // of them, those found dead or missing
+	KeyPID   = "pid"   // a process id: the harness a spawn waited for or killed
 )

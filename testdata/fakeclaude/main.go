@@ -47,6 +47,9 @@
 //	FAKECLAUDE_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKECLAUDE_RESUME_FAIL=1      every resume of a UUID fails like a missing conversation, even when the transcript exists
 //	FAKECLAUDE_MANGLE=1           the TUI folds every run of spaces in a submitted prompt into one space before writing it
+//	FAKECLAUDE_HANGUP_DELAY       Go duration the TUI runs on after SIGHUP or SIGTERM before it exits (the real CLI: 40–150 ms)
+//	FAKECLAUDE_LOCK_DIR           directory where the TUI holds an flock on <session id>.lock while it runs; a start that finds
+//	                              the lock held by another process appends {"time", "pid", "session_id"} to overlaps.log there
 package main
 
 import (
@@ -95,6 +98,8 @@ type knobs struct {
 	startLog        string
 	resumeFail      bool // every resume fails as if the conversation were missing
 	mangle          bool // fold runs of spaces in submitted prompts
+	hangupDelay     time.Duration
+	lockDir         string
 }
 
 func readKnobs() (knobs, error) {
@@ -105,11 +110,13 @@ func readKnobs() (knobs, error) {
 		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
 		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
+		lockDir:         os.Getenv("FAKECLAUDE_LOCK_DIR"),
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
 		"FAKECLAUDE_REPLY_DELAY":       &k.replyDelay,
 		"FAKECLAUDE_CRASH_AFTER":       &k.crashAfter,
+		"FAKECLAUDE_HANGUP_DELAY":      &k.hangupDelay,
 	} {
 		if v := os.Getenv(name); v != "" {
 			var err error
@@ -177,6 +184,41 @@ func run() int {
 		return printMode(inv, k, st)
 	}
 	return runTUI(inv, k, st)
+}
+
+// overlapRecord is one line of overlaps.log in FAKECLAUDE_LOCK_DIR: a TUI
+// started on a conversation another process of the fake still ran.
+type overlapRecord struct {
+	Time      string `json:"time"`
+	PID       int    `json:"pid"`
+	SessionID string `json:"session_id"`
+}
+
+// held are the lock files holdConversation keeps open.
+var held []*os.File
+
+// holdConversation takes an flock on <dir>/<id>.lock for the life of the
+// process (the kernel drops it when the process ends, however it ends), and
+// records an overlap when another process holds it: two agents on one
+// conversation at once. An id that cannot name a file takes no lock.
+func holdConversation(dir, id string) error {
+	if !uuidPattern.MatchString(id) {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, id+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	// f stays open, and so the lock held, until the process exits: held
+	// keeps it from the collector, whose finalizer would close it.
+	held = append(held, f)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return nil
+	} else if !errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	rec := overlapRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), SessionID: id}
+	return appendJSONLine(filepath.Join(dir, "overlaps.log"), rec)
 }
 
 // startRecord is one line of FAKECLAUDE_START_LOG.
@@ -471,6 +513,16 @@ func runTUI(inv invocation, k knobs, st store) int {
 	} else {
 		signal.Notify(signals, syscall.SIGHUP)
 	}
+	if k.lockDir != "" {
+		id := inv.sessionID
+		if inv.resume && !inv.fork {
+			id = inv.resumeValue
+		}
+		if err := holdConversation(k.lockDir, id); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+			return 1
+		}
+	}
 	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
 	fmt.Fprint(u.out, "\x1b[?2004h")
 	end := u.loop(signals)
@@ -535,6 +587,7 @@ func (u *tui) loop(signals <-chan os.Signal) exitCode {
 			if sig == syscall.SIGWINCH {
 				break
 			}
+			time.Sleep(u.knobs.hangupDelay)
 			return exitCode{128 + int(sig.(syscall.Signal)), ""}
 		}
 		u.draw()

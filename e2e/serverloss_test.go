@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
+)
+
+// The server-loss tests end loopd's tmux server under live agents and
+// check that every agent comes back on its own conversation, that one
+// tmux.server_lost says so, that no failure is counted, and, through the
+// fake CLI's own lock per conversation, that no two agents ever ran one
+// conversation at once.
+
+// fleetEnv is an env whose fake CLI holds a lock per conversation
+// (overlaps are written to lockDir/overlaps.log) and runs on for hangup
+// after SIGHUP, as the real CLI runs on for 40–150 ms.
+func fleetEnv(t testing.TB, hangup time.Duration) (*env, string) {
+	lockDir := filepath.Join(t.TempDir(), "locks")
+	require.NoError(t, os.MkdirAll(lockDir, 0o755))
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()}})
+	return e, lockDir
+}
+
+// issueKey is issue n of the fixtures' repository.
+func issueKey(n int) desired.Key {
+	k := keyIssue
+	k.Number = n
+	return k
+}
+
+// bootFleet opens issues 1..n and waits until each runs; it returns each
+// item's conversation id.
+func (e *env) bootFleet(t testing.TB, n int) map[desired.Key]string {
+	for i := 1; i <= n; i++ {
+		e.deliver(t, "issues.opened.1.json", withNumber(i))
+	}
+	return e.waitFleet(t, n, nil)
+}
+
+// waitFleet waits until issues 1..n are all Running in a pane that is not
+// the one in before (when before names one), and returns their ids.
+func (e *env) waitFleet(t testing.TB, n int, before map[desired.Key]string) map[desired.Key]string {
+	ids := map[desired.Key]string{}
+	require.Eventually(t, func() bool {
+		for i := 1; i <= n; i++ {
+			k := issueKey(i)
+			r, ok := e.record(t, k)
+			if !ok || r.Status.Phase != desired.PhaseRunning || r.Status.LastExitReason == "" && before != nil {
+				return false
+			}
+			ids[k] = r.Status.HarnessSessionID
+		}
+		return true
+	}, waitLong, tick, "the fleet of %d never ran", n)
+	return ids
+}
+
+// overlaps returns the lines of the fake CLI's overlaps.log: starts on a
+// conversation another process still ran.
+func overlaps(t testing.TB, lockDir string) []string {
+	b, err := os.ReadFile(filepath.Join(lockDir, "overlaps.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return strings.Fields(string(b))
+}
+
+// serverPID returns the pid of the env's tmux server.
+func (e *env) serverPID(t *testing.T) int {
+	t.Helper()
+	out, err := e.tmux(t, "display-message", "-p", "#{pid}")
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	require.NoError(t, err)
+	return pid
+}
+
+// checkResumed checks that every item of before came back on its own
+// conversation, none with a failure counted, that one tmux.server_lost
+// was journaled, and that no two agents ran one conversation at once.
+func checkResumed(t *testing.T, e *env, lockDir string, before map[desired.Key]string) {
+	after := e.waitFleet(t, len(before), before)
+	for k, id := range before {
+		assert.Equal(t, id, after[k], "%s came back on its own conversation", k)
+		r := e.mustRecord(t, k)
+		assert.Equal(t, "server_lost", r.Status.LastExitReason, "%s", k)
+		assert.Zero(t, r.Status.Failures, "%s: no failure counted", k)
+		assert.Zero(t, r.Status.FastFailures, "%s", k)
+		assert.Zero(t, r.Status.ChurnFailures, "%s", k)
+		assert.Empty(t, r.Status.RetiredSessionIDs, "%s", k)
+	}
+	lost := e.eventsNamed(t, journal.TmuxServerLost, desired.Key{})
+	if assert.Len(t, lost, 1, "one tmux.server_lost") {
+		assert.Equal(t, strconv.Itoa(len(before)), lost[0].Attrs["items"])
+	}
+	assert.Empty(t, e.eventsNamed(t, journal.SessionCrashLoop, desired.Key{}))
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, desired.Key{}))
+	resumes := 0
+	for _, s := range e.starts(t) {
+		if flag, _ := s.mode(); flag == "--resume" {
+			resumes++
+		}
+	}
+	assert.Equal(t, len(before), resumes, "one resume per item")
+	assert.Empty(t, overlaps(t, lockDir), "a resumed agent ran next to its predecessor")
+}
+
+// TestServerLossResumesEveryAgent: 20 live agents, then tmux kill-server.
+// The fake CLI runs on 300 ms after its SIGHUP, longer than a new server
+// and pane take to start, so a respawn that did not wait for its
+// predecessor would overlap it.
+func TestServerLossResumesEveryAgent(t *testing.T) {
+	e, lockDir := fleetEnv(t, 300*time.Millisecond)
+	e.start(t)
+	before := e.bootFleet(t, 20)
+	_, err := e.tmux(t, "kill-server")
+	require.NoError(t, err)
+	checkResumed(t, e, lockDir, before)
+}
+
+// BenchmarkServerLoss measures, with the fake CLI, the time from tmux
+// kill-server under n live agents to all n running again on their own
+// conversations (Running, confirmed). Each iteration boots its fleet anew,
+// outside the timer. Goal (issue 10): 20 agents in 5 s or less.
+//
+//	go test ./e2e -run '^$' -bench ServerLoss -benchtime 3x
+func BenchmarkServerLoss(b *testing.B) {
+	for _, n := range []int{20, 100} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				e, lockDir := fleetEnv(b, 0)
+				e.start(b)
+				before := e.bootFleet(b, n)
+				b.StartTimer()
+				if _, err := e.tmux(b, "kill-server"); err != nil {
+					b.Fatal(err)
+				}
+				after := e.waitFleet(b, n, before)
+				b.StopTimer()
+				for k, id := range before {
+					if after[k] != id {
+						b.Fatalf("%s came back on %s, not %s", k, after[k], id)
+					}
+				}
+				if o := overlaps(b, lockDir); len(o) > 0 {
+					b.Fatalf("overlaps: %v", o)
+				}
+				e.signalDaemon(b, syscall.SIGTERM)
+				e.killServer(b)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// TestServerLossOtherWays: the server killed with SIGKILL (as the OOM
+// killer does), and its socket deleted (the server runs on, unreachable,
+// with its agents: loopd starts a new one, and each respawn kills its
+// predecessor, which nothing else would end).
+func TestServerLossOtherWays(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, e *env)
+	}{
+		{"server_sigkilled", func(t *testing.T, e *env) {
+			require.NoError(t, syscall.Kill(e.serverPID(t), syscall.SIGKILL))
+		}},
+		{"socket_deleted", func(t *testing.T, e *env) {
+			pid := e.serverPID(t)
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			path, err := tmux.SocketPath(e.socket)
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(path))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, lockDir := fleetEnv(t, 300*time.Millisecond)
+			e.start(t)
+			before := e.bootFleet(t, 3)
+			tc.lose(t, e)
+			checkResumed(t, e, lockDir, before)
+		})
+	}
+}

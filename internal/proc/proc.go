@@ -1,0 +1,136 @@
+// Package proc identifies and ends a process across pid reuse, from
+// /proc (proc(5)): a pid names a process only together with its start
+// time, since the kernel hands a freed pid to the next process.
+//
+// loopd uses it to make sure that a respawned agent never runs next to
+// its predecessor on the same conversation: tmux kill-server sends SIGHUP
+// to every pane, and Claude Code 2.1.197 takes 40–150 ms to exit after it
+// (measured), while a new server and new panes are up in less.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrUnsupported means the system has no /proc to read start times from:
+// a process cannot be told from a later one with its pid.
+var ErrUnsupported = errors.New("proc: no /proc on this system")
+
+// ErrStillRunning means the process outlived SIGKILL for the whole wait
+// (uninterruptible sleep, say).
+var ErrStillRunning = errors.New("proc: process still running")
+
+// Process is one process: its pid and its start time in clock ticks since
+// boot (/proc/<pid>/stat field 22), which tells it from a later process
+// given the same pid.
+type Process struct {
+	PID   int
+	Start uint64
+}
+
+// Lookup returns the process that has pid now. It returns os.ErrNotExist
+// (wrapped) when none has it, and ErrUnsupported without /proc.
+func Lookup(pid int) (Process, error) {
+	start, _, err := stat(pid)
+	if err != nil {
+		return Process{}, err
+	}
+	return Process{PID: pid, Start: start}, nil
+}
+
+// Running reports whether p still runs: its pid names a process with its
+// start time that is not a zombie (a zombie has closed its files and ends
+// nothing more). A zero Process never runs.
+func (p Process) Running() bool {
+	if p.PID <= 0 {
+		return false
+	}
+	start, state, err := stat(p.PID)
+	return err == nil && start == p.Start && state != 'Z'
+}
+
+// End makes sure p is gone: it waits up to grace for it to exit by itself
+// (it was sent SIGHUP with its terminal), then sends SIGKILL to its process
+// group (the pane's process leads one: tmux starts it as a session leader)
+// and waits up to grace again. It polls every poll. It returns whether it
+// had to kill, and ErrStillRunning when p outlived that, or ctx's error.
+func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed bool, err error) {
+	if !p.Running() {
+		return false, nil
+	}
+	if gone(ctx, p, grace, poll) {
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	// The group first: a tool the agent ran in its foreground goes with
+	// it. The pid itself too, in case it left its group.
+	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	if p.Running() {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	if gone(ctx, p, grace, poll) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	return true, fmt.Errorf("end pid %d: %w", p.PID, ErrStillRunning)
+}
+
+// gone polls until p no longer runs, for at most wait or until ctx ends,
+// and reports whether it is gone.
+func gone(ctx context.Context, p Process, wait, poll time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for p.Running() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return !p.Running()
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// stat reads the start time and the state of pid from /proc/<pid>/stat.
+func stat(pid int) (start uint64, state byte, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat("/proc/self/stat"); serr != nil {
+				return 0, 0, ErrUnsupported
+			}
+		}
+		return 0, 0, fmt.Errorf("stat pid %d: %w", pid, err)
+	}
+	// The command name is in parentheses and may hold spaces and
+	// parentheses itself: the fields that follow start after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, 0, fmt.Errorf("stat pid %d: malformed %q", pid, s)
+	}
+	fields := strings.Fields(s[i+2:])
+	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return 0, 0, fmt.Errorf("stat pid %d: malformed %q", pid, s)
+	}
+	start, err = strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat pid %d: starttime: %w", pid, err)
+	}
+	return start, fields[0][0], nil
+}

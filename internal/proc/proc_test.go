@@ -1,0 +1,87 @@
+package proc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// child starts argv as a process group leader, as a tmux pane's process
+// is, and reaps it in the background.
+func child(t *testing.T, argv ...string) Process {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	p, err := Lookup(cmd.Process.Pid)
+	require.NoError(t, err)
+	return p
+}
+
+func TestLookupAndRunning(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	p := child(t, "sleep", "30")
+	assert.Positive(t, p.Start)
+	assert.True(t, p.Running())
+	// Another start time is another process that had the pid: not p.
+	assert.False(t, Process{PID: p.PID, Start: p.Start + 1}.Running())
+	assert.False(t, Process{}.Running())
+
+	_, err := Lookup(1 << 30)
+	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
+}
+
+// TestEndWaitsForAnExit: a process that exits within the grace is not
+// killed.
+func TestEndWaitsForAnExit(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	p := child(t, "sleep", "0.2")
+	killed, err := p.End(t.Context(), 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.False(t, p.Running())
+}
+
+// TestEndKillsTheGroup: a process that outlives the grace is killed with
+// its process group (a child it started goes too).
+func TestEndKillsTheGroup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	file := t.TempDir() + "/pid"
+	p := child(t, "sh", "-c", "sleep 30 & echo $! >\"$0.tmp\"; mv \"$0.tmp\" \"$0\"; wait", file)
+	var sleeper Process
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		b, err := os.ReadFile(file)
+		require.NoError(c, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(c, err)
+		sleeper, err = Lookup(pid)
+		require.NoError(c, err)
+	}, 5*time.Second, 5*time.Millisecond)
+	require.True(t, sleeper.Running())
+	killed, err := p.End(t.Context(), 50*time.Millisecond, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, killed)
+	assert.False(t, p.Running())
+	assert.Eventually(t, func() bool { return !sleeper.Running() }, 5*time.Second, 5*time.Millisecond,
+		"the child in the group is killed too")
+}
