@@ -600,7 +600,8 @@ const (
 	// when it exists.
 	CheckoutIssue CheckoutMode = "issue"
 	// CheckoutPullRequest: the pull request's head branch in the same
-	// repository, tracking the remote branch.
+	// repository, tracking the remote branch (or loopd/pr-<n> pushing to
+	// it, when another worktree has it checked out).
 	CheckoutPullRequest CheckoutMode = "pull_request"
 	// CheckoutFork: refs/pull/<n>/head into loopd/pr-<n>.
 	CheckoutFork CheckoutMode = "fork"
@@ -614,7 +615,7 @@ type Checkout struct {
 	Mode   CheckoutMode
 	Branch string
 	Base   string // CheckoutIssue only; "" is the remote's default branch
-	PR     int    // CheckoutFork only
+	PR     int    // CheckoutFork and CheckoutPullRequest: the pull request's number
 }
 
 // PrepareWorkspace makes the item's workdir before a spawn: a plain

@@ -128,6 +128,42 @@ func TestWorkspacePullRequestChecksOutItsHead(t *testing.T) {
 	assert.Equal(t, r.ForkHead, gitIn(t, e.workdir(fork), "rev-parse", "HEAD"))
 }
 
+// TestWorkspacePullRequestFromTheIssueBranch is the agent's own pull
+// request: the issue's agent pushed loopd/issue-1 and opened a pull
+// request from it. The pull request's agent starts in a worktree of its
+// own at the pushed head, on loopd/pr-<n>, whose plain `git push` updates
+// the head branch; the issue's worktree stays where it is.
+func TestWorkspacePullRequestFromTheIssueBranch(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	e.boot(t, "issues.opened.1.json", nil)
+	issueDir := e.workdir(keyIssue)
+	require.NoError(t, os.WriteFile(filepath.Join(issueDir, "fix.txt"), []byte("fix\n"), 0o644))
+	gitIn(t, issueDir, "add", "fix.txt")
+	gitIn(t, issueDir, "commit", "--quiet", "-m", "fix")
+	gitIn(t, issueDir, "push", "--quiet", "origin", "loopd/issue-1")
+	head := gitIn(t, issueDir, "rev-parse", "HEAD")
+
+	pr := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 5}
+	e.deliver(t, "pull_request.opened.1.json", all(withNumber(5), func(m map[string]any) {
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = "loopd/issue-1"
+	}))
+	e.waitPhase(t, pr, desired.PhaseRunning, waitLong)
+	prDir := e.workdir(pr)
+	assert.Equal(t, "loopd/pr-5", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, head, gitIn(t, prDir, "rev-parse", "HEAD"))
+	assert.Equal(t, "origin/loopd/issue-1", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "@{upstream}"))
+	assert.Equal(t, "loopd/issue-1", gitIn(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"), "the issue's worktree is not moved")
+	assert.Empty(t, e.eventsNamed(t, journal.WorkspaceFailed, pr))
+
+	gitIn(t, prDir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
+	gitIn(t, prDir, "push", "--quiet")
+	assert.Equal(t, gitIn(t, prDir, "rev-parse", "HEAD"), gitIn(t, r.Dir, "rev-parse", "refs/heads/loopd/issue-1"),
+		"a plain git push from the pull request's worktree updates its head branch")
+}
+
 // TestWorkspaceMissingRepositoryNeedsAttention: git cannot find the
 // repository, a permanent failure: the webhook still got its 2xx, the item
 // records workspace.failed with git's command, exit status and stderr, and

@@ -63,7 +63,7 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 			return w
 		}
 	case r.Spec.HeadRef != "":
-		co.Mode, co.Branch = actions.CheckoutPullRequest, r.Spec.HeadRef
+		co.Mode, co.Branch, co.PR = actions.CheckoutPullRequest, r.Spec.HeadRef, r.Key.Number
 	default:
 		// A fork's pull request, or one whose head no payload named yet.
 		co.Mode, co.Branch, co.PR = actions.CheckoutFork, "loopd/pr-"+strconv.Itoa(r.Key.Number), r.Key.Number

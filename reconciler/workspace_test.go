@@ -97,7 +97,7 @@ func TestPlanWorkspace(t *testing.T) {
 		{"empty_directory_takes_the_worktree", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Empty: true}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"pull_request_in_the_same_repository_checks_out_its_head", pr("feature/login"), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login"}, actions.ReasonFirstSpawn, 1, 0),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login", PR: 42}, actions.ReasonFirstSpawn, 1, 0),
 				func() actions.FreshSpawn { f := first(current); return f }()}},
 		{"pull_request_from_a_fork_fetches_its_pull_ref", pr(""), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
