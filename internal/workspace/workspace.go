@@ -54,8 +54,10 @@ type Manager struct {
 	// Timeout bounds each git command; default DefaultTimeout.
 	Timeout time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu sync.Mutex
+	// locks holds one token per mirror: taken from the channel, given
+	// back when done, so that a wait can end with its context.
+	locks map[string]chan struct{}
 }
 
 func (m *Manager) git() string {
@@ -135,12 +137,16 @@ type Fact struct {
 	Partial bool
 	// Physical is the workdir with every symlink resolved, when it exists.
 	Physical string
+	// Busy is true when a workspace operation holds the mirror's lock now
+	// (Manager.lock), in this process or another, or a git a killed daemon
+	// started still runs in it: a preparation is in flight.
+	Busy bool
 }
 
 // Inspect returns the Fact of dir, as a worktree of mirror ("" for a plain
 // workdir). An error means dir could not be read.
 func Inspect(dir, mirror string) (Fact, error) {
-	var f Fact
+	f := Fact{Busy: mirror != "" && Busy(mirror)}
 	info, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -186,6 +192,22 @@ func Inspect(dir, mirror string) (Fact, error) {
 	f.Worktree = true
 	f.Partial = initializing(admin)
 	return f, nil
+}
+
+// Busy reports whether mirror's lock (<mirror>.lock, Manager.lock) is
+// held: it tries a shared flock(2) without waiting and lets go at once.
+// A mirror never locked is not busy.
+func Busy(mirror string) bool {
+	f, err := os.Open(mirror + ".lock")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
 }
 
 // adminDir returns the admin dir (<mirror>/worktrees/<name>) the .git file
@@ -649,22 +671,28 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, func(), error) {
 	m.mu.Lock()
 	if m.locks == nil {
-		m.locks = map[string]*sync.Mutex{}
+		m.locks = map[string]chan struct{}{}
 	}
-	mu := m.locks[mirror]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		m.locks[mirror] = mu
+	token := m.locks[mirror]
+	if token == nil {
+		token = make(chan struct{}, 1)
+		token <- struct{}{}
+		m.locks[mirror] = token
 	}
 	m.mu.Unlock()
-	mu.Lock()
+	select {
+	case <-token:
+	case <-ctx.Done():
+		return ctx, nil, cancelled(ctx, "lock", "-")
+	}
+	release := func() { token <- struct{}{} }
 	if err := os.MkdirAll(filepath.Dir(mirror), 0o700); err != nil {
-		mu.Unlock()
+		release()
 		return ctx, nil, mkdirError(filepath.Dir(mirror), err)
 	}
 	f, err := os.OpenFile(mirror+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		mu.Unlock()
+		release()
 		return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_failed", Err: err}
 	}
 	for {
@@ -674,9 +702,9 @@ func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, fun
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || ctx.Err() != nil {
 			f.Close()
-			mu.Unlock()
+			release()
 			if ctx.Err() != nil {
-				err = ctx.Err()
+				return ctx, nil, cancelled(ctx, "lock", "-")
 			}
 			return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_held", Err: err}
 		}
@@ -685,7 +713,7 @@ func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, fun
 	return context.WithValue(ctx, lockKey{}, f), func() {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
-		mu.Unlock()
+		release()
 	}, nil
 }
 

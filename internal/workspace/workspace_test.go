@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
@@ -509,4 +510,79 @@ func gitErr(dir string, args ...string) error {
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	return cmd.Run()
+}
+
+// stallingGit returns a "git" that never answers, as git does on a remote
+// that stalls, and the file it writes its pid to.
+func stallingGit(t *testing.T) (git, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	git, pidFile = filepath.Join(dir, "git"), filepath.Join(dir, "pid")
+	if err := os.WriteFile(git, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return git, pidFile
+}
+
+// TestCancelIsNotATimeout: git killed because the caller's context ended
+// (loopd stopping) is Cancelled, not a timeout; git that runs past the
+// Manager's Timeout is a transient timeout. Before, both were "timeout".
+func TestCancelIsNotATimeout(t *testing.T) {
+	git, pidFile := stallingGit(t)
+	c := workspace.Checkout{URL: "file:///nowhere/repo.git", Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+
+	m := &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git, Timeout: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(pidFile); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err := m.Prepare(ctx, c)
+	var we *workspace.Error
+	if !errors.As(err, &we) || we.Reason != workspace.ReasonCancelled || !workspace.Cancelled(err) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Prepare cancelled = %v (%+v), want reason %s wrapping context.Canceled", err, we, workspace.ReasonCancelled)
+	}
+
+	m = &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git, Timeout: 100 * time.Millisecond}
+	_, err = m.Prepare(context.Background(), c)
+	if !errors.As(err, &we) || we.Reason != "timeout" || we.Class != workspace.Transient || workspace.Cancelled(err) {
+		t.Errorf("Prepare past the timeout = %v (%+v), want a transient timeout", err, we)
+	}
+}
+
+// TestBusyWhileAPrepareRuns: the mirror's lock shows a preparation in
+// flight to an observer (Inspect's Busy), and is free once it ends.
+func TestBusyWhileAPrepareRuns(t *testing.T) {
+	git, pidFile := stallingGit(t)
+	m := &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git}
+	c := workspace.Checkout{URL: "file:///nowhere/repo.git", Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+	mirror, err := workspace.Mirror(m.Root, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := workspace.Inspect(c.Dir, mirror); f.Busy {
+		t.Fatal("busy before any operation")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m.Prepare(ctx, c); done <- err }()
+	for {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f, _ := workspace.Inspect(c.Dir, mirror); !f.Busy {
+		t.Error("not busy while git runs")
+	}
+	cancel()
+	<-done
+	if workspace.Busy(mirror) {
+		t.Error("busy after the operation ended")
+	}
 }
