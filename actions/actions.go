@@ -79,6 +79,15 @@ const (
 	// ReasonWorkspaceConflict: the workdir exists with files in it and is
 	// not a worktree of the routed repository; it is never touched.
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
+	// ReasonWorkspacePreparing: a worker is making the item's worktree
+	// (the mirror's lock is held); its outcome wakes a pass.
+	ReasonWorkspacePreparing Reason = "workspace_preparing"
+	// ReasonWorkspaceInterrupted: a preparation ended with no outcome
+	// recorded (the daemon stopped, or was killed, while it ran); it is
+	// made again, with no failure counted.
+	ReasonWorkspaceInterrupted Reason = "workspace_interrupted"
+	// ReasonWorkspaceReady: the worktree was made; the spawn follows.
+	ReasonWorkspaceReady Reason = "workspace_ready"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
