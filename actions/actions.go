@@ -91,6 +91,15 @@ const (
 	// SIGKILL; the spawn waits for the next pass rather than run a second
 	// agent on the conversation.
 	ReasonPredecessorRunning Reason = "predecessor_running"
+	// ReasonWorkspacePreparing: a worker is making the item's worktree
+	// (the mirror's lock is held); its outcome wakes a pass.
+	ReasonWorkspacePreparing Reason = "workspace_preparing"
+	// ReasonWorkspaceInterrupted: a preparation ended with no outcome
+	// recorded (the daemon stopped, or was killed, while it ran); it is
+	// made again, with no failure counted.
+	ReasonWorkspaceInterrupted Reason = "workspace_interrupted"
+	// ReasonWorkspaceReady: the worktree was made; the spawn follows.
+	ReasonWorkspaceReady Reason = "workspace_ready"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -617,7 +626,8 @@ const (
 	// when it exists.
 	CheckoutIssue CheckoutMode = "issue"
 	// CheckoutPullRequest: the pull request's head branch in the same
-	// repository, tracking the remote branch.
+	// repository, tracking the remote branch (or loopd/pr-<n> pushing to
+	// it, when another worktree has it checked out).
 	CheckoutPullRequest CheckoutMode = "pull_request"
 	// CheckoutFork: refs/pull/<n>/head into loopd/pr-<n>.
 	CheckoutFork CheckoutMode = "fork"
@@ -631,7 +641,7 @@ type Checkout struct {
 	Mode   CheckoutMode
 	Branch string
 	Base   string // CheckoutIssue only; "" is the remote's default branch
-	PR     int    // CheckoutFork only
+	PR     int    // CheckoutFork and CheckoutPullRequest: the pull request's number
 }
 
 // PrepareWorkspace makes the item's workdir before a spawn: a plain

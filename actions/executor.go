@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -43,11 +44,23 @@ var (
 	// failure is recorded in the status (the phase the planner chose for
 	// it) and the item's spawn is skipped.
 	ErrWorkspaceFailed = errors.New("workspace failed")
+	// ErrWorkspacePreparing means the item's worktree is being made by a
+	// worker outside the pass: the item's spawn waits for its outcome, which
+	// wakes a pass (Executor.Wake). Not a failure.
+	ErrWorkspacePreparing = errors.New("workspace being prepared")
 )
 
+// outcomeWriteTimeout bounds the wait for the reconcile lock and the store
+// when a preparation's worker records its outcome, also on the way out of
+// a stopping daemon, whose context is cancelled by then.
+const outcomeWriteTimeout = 5 * time.Second
+
 // Executor carries out planned actions against tmux and writes each result
-// back to the store as a status transition. It is not safe for concurrent
-// use; the reconcile lock serialises passes.
+// back to the store as a status transition. Execute is not safe for
+// concurrent use; the reconcile lock serialises passes. A worktree is made
+// outside the pass, by a goroutine per item (git is serialised per mirror
+// by workspace.Manager), which records its outcome under the reconcile
+// lock and then calls Wake; WaitWorkspaces waits for those goroutines.
 type Executor struct {
 	Tmux      tmux.Client
 	Store     desired.Store
@@ -74,6 +87,18 @@ type Executor struct {
 	// Workspaces makes and removes the git worktrees of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
+	// Wake, when set, asks for a pass once a preparation's outcome is
+	// recorded (reconciler.Reconciler.Trigger).
+	Wake func()
+
+	workers sync.WaitGroup
+	mu      sync.Mutex
+	// preparing holds the items whose preparation a worker of this
+	// executor is running.
+	preparing map[desired.Key]bool
+	// failedPrepares counts the preparations whose failure was recorded
+	// since the last WaitWorkspaces.
+	failedPrepares int
 }
 
 // Result sums up one Execute call.
@@ -116,6 +141,9 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 			case errors.Is(err, ErrSessionForeign):
 				// Not a failure either: journaled once (session.foreign),
 				// it lasts until the other loopd's session goes.
+				continue
+			case errors.Is(err, ErrWorkspacePreparing):
+				// Its worker wakes a pass when it is done.
 				continue
 			case errors.Is(err, ErrSpawnRefused):
 				// Recorded as a fact: the next pass plans what follows.
@@ -647,36 +675,156 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	return nil
 }
 
-// prepareWorkspace makes the item's workdir: a plain directory, or a git
-// worktree of the route's repository (workspace.Manager.Prepare). A failure
-// is journaled (workspace.failed) with the git command, its exit status
-// and its stderr tail, credentials masked, and the status takes the phase
-// the planner chose for it: NeedsAttention when permanent, or when a
-// transient failure has no retry left; BackingOff for a.RetryAfter from
-// the failure otherwise. Either way the event stays pending and the spawn that follows
-// is skipped (ErrWorkspaceFailed).
+// prepareWorkspace makes the item's workdir. A plain directory is made at
+// once (mkdir -p). A git worktree (workspace.Manager.Prepare) is never made
+// inside the pass, whose reconcile lock every other item waits on while a
+// remote stalls: the item goes to Preparing (Status.PrepareStarted, the
+// reason, workspace.preparing) and a worker makes it under ctx, the
+// daemon's (serve) or the command's (reconcile --once); the spawn that
+// follows is skipped (ErrWorkspacePreparing) until the worker's outcome is
+// recorded (prepared) and wakes a pass. An item whose worker still runs is
+// not handed to a second one. A failure is journaled (workspace.failed)
+// with the git command, its exit status and its stderr tail, credentials
+// masked, and the status takes the phase the planner chose for it:
+// NeedsAttention when permanent, or when a transient failure has no retry
+// left; BackingOff for a.RetryAfter from the failure otherwise. Either way
+// the event stays pending.
 func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a PrepareWorkspace) error {
-	var (
-		res workspace.Result
-		err error
-	)
-	if c := a.Checkout; c != nil {
-		if e.Workspaces == nil {
-			err = &workspace.Error{Op: "prepare", Command: "-", Exit: -1, Class: workspace.Permanent, Reason: "no_workspaces", Err: errors.New("no workspace manager")}
-		} else {
-			res, err = e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
+	c := a.Checkout
+	if c == nil {
+		if err := workspace.MakeDir(a.Dir); err != nil {
+			return e.workspaceFailed(ctx, r, a, err)
 		}
-	} else {
-		err = workspace.MakeDir(a.Dir)
-		res.Dir = a.Dir
+		return e.workspaceReady(ctx, r, a, workspace.Result{Dir: a.Dir})
+	}
+	if e.Workspaces == nil {
+		return e.workspaceFailed(ctx, r, a, &workspace.Error{Op: "prepare", Command: "-", Exit: -1, Class: workspace.Permanent, Reason: "no_workspaces", Err: errors.New("no workspace manager")})
+	}
+	if !e.claim(r.Key) {
+		return fmt.Errorf("prepare %s: %w", r.Key, ErrWorkspacePreparing)
+	}
+	st := r.Status
+	st.Phase, st.PrepareStarted, st.Reason = desired.PhasePreparing, e.Now(), string(a.Reason)
+	if err := e.put(ctx, r, st); err != nil {
+		e.unclaim(r.Key)
+		return err
+	}
+	e.record(ctx, slog.LevelInfo, journal.WorkspacePreparing, r.Key, "cwd", a.Dir, "url", workspace.Mask(c.URL), "mode", string(c.Mode),
+		"branch", c.Branch, "reason", string(a.Reason))
+	e.workers.Go(func() { e.prepareInWorker(ctx, r.Key, st.PrepareStarted, a) })
+	return fmt.Errorf("prepare %s: %w", r.Key, ErrWorkspacePreparing)
+}
+
+// prepareInWorker makes the worktree of a and records the outcome on k's
+// status, under the reconcile lock, when that status is still the
+// Preparing one of started; then it wakes a pass. The outcome is written
+// with a context that outlives ctx (outcomeWriteTimeout): a stopping
+// daemon records that it cut the preparation short (workspaceInterrupted),
+// counting no failure. A status that moved on meanwhile (a close, a hold,
+// a release) keeps its phase: the outcome is only journaled, and the next
+// pass plans from what the disk then shows.
+func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started time.Time, a PrepareWorkspace) {
+	defer func() {
+		e.unclaim(k)
+		if e.Wake != nil {
+			e.Wake()
+		}
+	}()
+	c := a.Checkout
+	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+	defer cancel()
+	fail := func(cause error) {
+		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)
+	}
+	unlock, lerr := e.Store.Lock(wctx)
+	if lerr != nil {
+		// The status still says Preparing, with no worker: the next pass
+		// prepares again (workspace_interrupted), and finds the worktree.
+		fail(errors.Join(err, lerr))
+		return
+	}
+	defer unlock()
+	r, gerr := e.Store.Get(wctx, k)
+	if gerr != nil {
+		fail(errors.Join(err, gerr))
+		return
+	}
+	if r.Status.Phase != desired.PhasePreparing || !r.Status.PrepareStarted.Equal(started) {
+		if err != nil {
+			e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, append(failureKV(a, err), "reason", string(ReasonWorkspaceFailed), "phase", string(r.Status.Phase))...)
+		} else {
+			e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "cwd", res.Dir, "reason", string(a.Reason), "phase", string(r.Status.Phase))
+		}
+		return
+	}
+	switch {
+	case err == nil:
+		err = e.workspaceReady(wctx, &r, a, res)
+	case ctx.Err() != nil || workspace.Cancelled(err):
+		err = e.workspaceInterrupted(wctx, &r, a, err)
+	default:
+		e.mu.Lock()
+		e.failedPrepares++
+		e.mu.Unlock()
+		err = e.workspaceFailed(wctx, &r, a, err)
 	}
 	if err != nil {
-		return e.workspaceFailed(ctx, r, a, err)
+		fail(err)
 	}
+}
+
+// claim reports whether k had no preparation running in this executor, and
+// marks it running.
+func (e *Executor) claim(k desired.Key) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.preparing[k] {
+		return false
+	}
+	if e.preparing == nil {
+		e.preparing = map[desired.Key]bool{}
+	}
+	e.preparing[k] = true
+	return true
+}
+
+func (e *Executor) unclaim(k desired.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.preparing, k)
+}
+
+// Preparing returns how many preparations this executor's workers are
+// running.
+func (e *Executor) Preparing() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.preparing)
+}
+
+// WaitWorkspaces waits until every preparation handed to a worker so far
+// has recorded its outcome (each git command is bounded by the Manager's
+// timeout), and returns how many recorded a failure since the last call.
+func (e *Executor) WaitWorkspaces() (failed int) {
+	e.workers.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	failed, e.failedPrepares = e.failedPrepares, 0
+	return failed
+}
+
+// workspaceReady records that the item's workdir is ready: the failure and
+// the removal at a close are forgotten, and an item that was Preparing
+// goes Idle, from where the next pass spawns it.
+func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a PrepareWorkspace, res workspace.Result) error {
 	st := r.Status
 	st.WorkspaceError = ""
 	if st.Workspace == desired.WorkspaceRemoved {
 		st.Workspace = ""
+	}
+	if st.Phase == desired.PhasePreparing {
+		st.Phase, st.Reason, st.PrepareStarted = desired.PhaseIdle, string(ReasonWorkspaceReady), time.Time{}
 	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
@@ -688,6 +836,29 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 	}
 	e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, kv...)
 	return nil
+}
+
+// workspaceInterrupted records a preparation cut short by a stopping
+// daemon: not a failure of the workspace, so no failure is counted and no
+// backoff set; the item goes Idle and the next start prepares again at
+// once (repairing a half-made worktree).
+func (e *Executor) workspaceInterrupted(ctx context.Context, r *desired.Record, a PrepareWorkspace, cause error) error {
+	st := r.Status
+	st.Phase, st.Reason, st.PrepareStarted = desired.PhaseIdle, string(ReasonWorkspaceInterrupted), time.Time{}
+	e.record(ctx, slog.LevelWarn, journal.WorkspaceInterrupted, r.Key, append(failureKV(a, cause), "reason", string(ReasonWorkspaceInterrupted), "failures", st.Failures)...)
+	return e.put(ctx, r, st)
+}
+
+// failureKV returns the journal attributes of a failed preparation: the
+// workdir, the class and, for a git failure, its operation, command, exit
+// status and stderr tail, and the error, credentials masked.
+func failureKV(a PrepareWorkspace, cause error) []any {
+	kv := []any{"cwd", a.Dir, "class", string(workspace.ClassOf(cause))}
+	var we *workspace.Error
+	if errors.As(cause, &we) {
+		kv = append(kv, "op", we.Op, "command", we.Command, "exit_status", we.Exit, "stderr", we.Stderr)
+	}
+	return append(kv, "err", workspace.Mask(cause.Error()))
 }
 
 // workspaceFailed records a failed PrepareWorkspace as the planner decided
@@ -703,11 +874,8 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 	st.Failures = a.Failures
 	st.Reason = string(reason)
 	st.LastExitReason = string(ReasonWorkspaceFailed)
-	kv := []any{"cwd", a.Dir, "class", string(class), "failures", a.Failures, "pending", len(r.Pending)}
-	var we *workspace.Error
-	if errors.As(cause, &we) {
-		kv = append(kv, "op", we.Op, "command", we.Command, "exit_status", we.Exit, "stderr", we.Stderr)
-	}
+	st.PrepareStarted = time.Time{}
+	kv := append(failureKV(a, cause), "failures", a.Failures, "pending", len(r.Pending))
 	if class == workspace.Transient && a.Retry {
 		st.Phase, st.NextAttempt = desired.PhaseBackingOff, e.Now().Add(a.RetryAfter)
 		kv = append(kv, "next_attempt", st.NextAttempt.UTC().Format(time.RFC3339))
@@ -716,7 +884,7 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 		st.AttentionGeneration = r.Spec.Generation
 		kv = append(kv, "release", "loopd release "+r.Key.String())
 	}
-	e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, append(kv, "reason", string(reason), "err", workspace.Mask(cause.Error()))...)
+	e.record(ctx, slog.LevelError, journal.WorkspaceFailed, r.Key, append(kv, "reason", string(reason))...)
 	if err := e.put(ctx, r, st); err != nil {
 		return errors.Join(cause, err)
 	}

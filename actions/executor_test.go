@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/internal/workspace/workspacetest"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -125,6 +126,20 @@ func (r *rig) events(t *testing.T) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, string(e.Name))
+	}
+	return out
+}
+
+// named returns the journal rows named name, oldest first.
+func (r *rig) named(t *testing.T, name journal.Name) []journal.Event {
+	t.Helper()
+	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	require.NoError(t, err)
+	var out []journal.Event
+	for _, e := range evs {
+		if e.Name == name {
+			out = append(out, e)
+		}
 	}
 	return out
 }
@@ -479,8 +494,130 @@ func TestWorkspaceFailureBacksOffFromTheFailure(t *testing.T) {
 	a := actions.PrepareWorkspace{Key: r.key, Dir: r.cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, Retry: true, RetryAfter: 4 * time.Second,
 		Checkout: &actions.Checkout{URL: "file://" + filepath.Join(dir, "remote.git"), Mode: actions.CheckoutIssue, Branch: "loopd/issue-7"}}
 	r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{a})
+	assert.Equal(t, 1, r.exec.WaitWorkspaces(), "one failure recorded")
 	got, err := r.store.Get(context.Background(), r.key)
 	require.NoError(t, err)
 	assert.Equal(t, desired.PhaseBackingOff, got.Status.Phase, got.Status.WorkspaceError)
 	assert.Equal(t, r.now.Add(4*time.Second), got.Status.NextAttempt)
+	assert.Zero(t, got.Status.PrepareStarted)
+}
+
+// stallingGit is a "git" that never answers, as on a remote that stalls;
+// started is closed once it runs.
+func stallingGit(t *testing.T) (git string, started <-chan struct{}) {
+	t.Helper()
+	dir := t.TempDir()
+	git, pidFile := filepath.Join(dir, "git"), filepath.Join(dir, "pid")
+	require.NoError(t, os.WriteFile(git, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o755))
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for i := 0; i < 1000; i++ {
+			if _, err := os.Stat(pidFile); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return git, ch
+}
+
+// prepareAction is the PrepareWorkspace of the rig's item from url.
+func (r *rig) prepareAction(url string) actions.PrepareWorkspace {
+	return actions.PrepareWorkspace{Key: r.key, Session: desired.SessionName(r.key), Dir: r.cwd, Reason: actions.ReasonFirstSpawn, Failures: 1, Retry: true,
+		Checkout: &actions.Checkout{URL: url, Mode: actions.CheckoutIssue, Branch: "loopd/issue-7"}}
+}
+
+// A worktree is made outside the pass: Execute returns while git stalls,
+// the item Preparing (journaled workspace.preparing) and its spawn
+// skipped, not failed; the same action again starts no second worker.
+// Cancelled (the daemon stops), the preparation is recorded as
+// interrupted, with the context gone: no failure counted, no backoff,
+// Idle for the next start; no workspace.failed, no "timeout".
+func TestWorkspacePreparedOutsideThePassAndInterruptedOnStop(t *testing.T) {
+	r := newRig(t)
+	git, started := stallingGit(t)
+	r.exec.Workspaces = &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git}
+	woken := make(chan struct{}, 4)
+	r.exec.Wake = func() { woken <- struct{}{} }
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prep := r.prepareAction("file:///nowhere/repo.git")
+	spawn := actions.FreshSpawn{Spawn: actions.Spawn{Key: r.key, Session: prep.Session, Harness: "claude-code", Cwd: r.cwd, DeliveryID: "d-1", Prompt: "x"}}
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{prep, spawn})
+	assert.Zero(t, res.Failed)
+	assert.False(t, res.Retry)
+	<-started
+	got := r.get(t)
+	assert.Equal(t, desired.PhasePreparing, got.Status.Phase)
+	assert.Equal(t, r.now, got.Status.PrepareStarted)
+	assert.Empty(t, r.tmux.Sessions(), "the spawn waits for the worktree")
+	assert.Equal(t, 1, r.exec.Preparing())
+	require.Len(t, r.named(t, journal.WorkspacePreparing), 1)
+
+	res = r.exec.Execute(ctx, []desired.Record{got}, []actions.Action{prep, spawn})
+	assert.Zero(t, res.Failed)
+	assert.Len(t, r.named(t, journal.WorkspacePreparing), 1, "no second worker for the item")
+
+	cancel()
+	assert.Zero(t, r.exec.WaitWorkspaces())
+	<-woken
+	got = r.get(t)
+	assert.Equal(t, desired.PhaseIdle, got.Status.Phase)
+	assert.Equal(t, string(actions.ReasonWorkspaceInterrupted), got.Status.Reason)
+	assert.Zero(t, got.Status.Failures, "a stop is not a failure of the workspace")
+	assert.Zero(t, got.Status.NextAttempt)
+	assert.Zero(t, got.Status.PrepareStarted)
+	assert.Len(t, got.Pending, 1)
+	interrupted := r.named(t, journal.WorkspaceInterrupted)
+	require.Len(t, interrupted, 1)
+	assert.Contains(t, interrupted[0].Attrs["err"], "context canceled")
+	assert.Empty(t, r.named(t, journal.WorkspaceFailed))
+	assert.NotContains(t, r.log.String(), "timeout")
+}
+
+// The worker's outcome is recorded under the reconcile lock on the status
+// that still names its preparation: made, the item goes Idle
+// (workspace_ready) for the spawn; an item closed meanwhile keeps its
+// phase, and the outcome is only journaled.
+func TestWorkspacePreparedOutcome(t *testing.T) {
+	remote := workspacetest.NewRemote(t, workspacetest.Options{})
+	r := newRig(t)
+	r.exec.Workspaces = &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors")}
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	unlock, err := r.store.Lock(context.Background()) // a pass holds the lock
+	require.NoError(t, err)
+	r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{r.prepareAction(remote.URL)})
+	mirror, err := workspace.Mirror(r.exec.Workspaces.Root, remote.URL)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(r.cwd, "README"))
+		return err == nil && !workspace.Busy(mirror)
+	}, 10*time.Second, 10*time.Millisecond, "the worktree was not made")
+	assert.Equal(t, desired.PhasePreparing, r.get(t).Status.Phase, "the outcome waits for the reconcile lock")
+	unlock()
+	assert.Zero(t, r.exec.WaitWorkspaces())
+	got := r.get(t)
+	assert.Equal(t, desired.PhaseIdle, got.Status.Phase)
+	assert.Equal(t, string(actions.ReasonWorkspaceReady), got.Status.Reason)
+	assert.Equal(t, "loopd/issue-7", workspacetest.Git(t, r.cwd, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Len(t, r.named(t, journal.WorkspacePrepared), 1)
+
+	// Closed while a second item's worktree is made: its Stopped stays.
+	r.key.Number = 8
+	r.cwd = filepath.Join(filepath.Dir(r.cwd), "8")
+	rec = r.ingest(t, "d-2", "[loopd] x\ny")
+	unlock, err = r.store.Lock(context.Background())
+	require.NoError(t, err)
+	r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{r.prepareAction(remote.URL)})
+	rec = r.get(t)
+	st := rec.Status
+	st.Phase = desired.PhaseStopped
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, st))
+	unlock()
+	r.exec.WaitWorkspaces()
+	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
+	assert.Len(t, r.named(t, journal.WorkspacePrepared), 1)
 }

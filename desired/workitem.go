@@ -126,8 +126,11 @@ type Phase string
 
 // The phases.
 const (
-	PhaseIdle           Phase = "Idle"
-	PhaseSpawning       Phase = "Spawning"
+	PhaseIdle     Phase = "Idle"
+	PhaseSpawning Phase = "Spawning"
+	// PhasePreparing: the item's worktree is being made, outside the
+	// reconcile pass (Status.PrepareStarted); its spawn follows.
+	PhasePreparing      Phase = "Preparing"
 	PhaseRunning        Phase = "Running"
 	PhaseExited         Phase = "Exited"
 	PhaseBackingOff     Phase = "BackingOff"
@@ -138,7 +141,7 @@ const (
 // Known reports whether p is one of the phases above.
 func (p Phase) Known() bool {
 	switch p {
-	case PhaseIdle, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped:
+	case PhaseIdle, PhasePreparing, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped:
 		return true
 	}
 	return false
@@ -244,6 +247,10 @@ type Status struct {
 	// command, its exit status, the tail of its stderr, credentials
 	// masked), until the workspace is ready.
 	WorkspaceError string
+	// PrepareStarted, in PhasePreparing, is when the preparation in flight
+	// was handed to its worker; its outcome is recorded only on the status
+	// that still names it (a close, a hold or a release since then wins).
+	PrepareStarted time.Time
 }
 
 // What a close did to an item's worktree (Status.Workspace).

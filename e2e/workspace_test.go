@@ -128,6 +128,127 @@ func TestWorkspacePullRequestChecksOutItsHead(t *testing.T) {
 	assert.Equal(t, r.ForkHead, gitIn(t, e.workdir(fork), "rev-parse", "HEAD"))
 }
 
+// TestWorkspacePullRequestFromTheIssueBranch is the agent's own pull
+// request: the issue's agent pushed loopd/issue-1 and opened a pull
+// request from it. The pull request's agent starts in a worktree of its
+// own at the pushed head, on loopd/pr-<n>, whose plain `git push` updates
+// the head branch; the issue's worktree stays where it is.
+func TestWorkspacePullRequestFromTheIssueBranch(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	e.boot(t, "issues.opened.1.json", nil)
+	issueDir := e.workdir(keyIssue)
+	require.NoError(t, os.WriteFile(filepath.Join(issueDir, "fix.txt"), []byte("fix\n"), 0o644))
+	gitIn(t, issueDir, "add", "fix.txt")
+	gitIn(t, issueDir, "commit", "--quiet", "-m", "fix")
+	gitIn(t, issueDir, "push", "--quiet", "origin", "loopd/issue-1")
+	head := gitIn(t, issueDir, "rev-parse", "HEAD")
+
+	pr := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 5}
+	e.deliver(t, "pull_request.opened.1.json", all(withNumber(5), func(m map[string]any) {
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = "loopd/issue-1"
+	}))
+	e.waitPhase(t, pr, desired.PhaseRunning, waitLong)
+	prDir := e.workdir(pr)
+	assert.Equal(t, "loopd/pr-5", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, head, gitIn(t, prDir, "rev-parse", "HEAD"))
+	assert.Equal(t, "origin/loopd/issue-1", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "@{upstream}"))
+	assert.Equal(t, "loopd/issue-1", gitIn(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"), "the issue's worktree is not moved")
+	assert.Empty(t, e.eventsNamed(t, journal.WorkspaceFailed, pr))
+
+	gitIn(t, prDir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
+	gitIn(t, prDir, "push", "--quiet")
+	assert.Equal(t, gitIn(t, prDir, "rev-parse", "HEAD"), gitIn(t, r.Dir, "rev-parse", "refs/heads/loopd/issue-1"),
+		"a plain git push from the pull request's worktree updates its head branch")
+}
+
+// TestWorkspaceStalledRemoteHoldsNoOtherItem: an issue's remote stalls
+// (its ssh never answers). Its worktree is made outside the pass: the item
+// is Preparing in loopd get and the dry run waits on it, while another
+// item is spawned and gets its next event delivered. SIGTERM stops the
+// daemon at once, killing the stalled git: the preparation is recorded as
+// interrupted, no failure counted, and the next start prepares it again
+// at once, with the route corrected.
+func TestWorkspaceStalledRemoteHoldsNoOtherItem(t *testing.T) {
+	t.Parallel()
+	good := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	plain := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"]
+	e.withCheckout(t, "ssh://git@stalled.example/{{.Owner}}/{{.Repo}}.git", nil)
+	e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"] = plain
+	e.writeConfig(t)
+	pidFile, ssh := filepath.Join(e.dir, "ssh.pid"), filepath.Join(e.dir, "ssh")
+	require.NoError(t, os.WriteFile(ssh, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o755))
+	e.daemonEnv = []string{"GIT_SSH_COMMAND=" + ssh}
+	e.start(t)
+	e.deliver(t, "issues.opened.1.json", nil)
+	var pid int
+	e.waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, waitLong, "git never reached the remote")
+	e.waitPhase(t, keyIssue, desired.PhasePreparing, waitShort)
+	assert.Regexp(t, `Codertocat/Hello-World#1 .* Preparing .* first_spawn preparing_since=`, e.mustRun(t, "get"))
+	assert.Contains(t, e.mustRun(t, "reconcile", "--once", "--dry-run"), "wait work_item=Codertocat/Hello-World#1 reason=workspace_preparing")
+
+	other := desired.Key{Owner: "octo-org", Repo: "plain", Number: 9}
+	e.ingestComment(t, other, "start")
+	e.waitPhase(t, other, desired.PhaseRunning, waitLong)
+	next := e.ingestComment(t, other, "and then this")
+	e.waitFor(t, func() bool {
+		for _, ev := range e.eventsNamed(t, journal.DispatchDelivered, other) {
+			if ev.Attrs["delivery"] == next {
+				return true
+			}
+		}
+		return false
+	}, waitLong, "the other item's next event was not delivered")
+	assert.True(t, running(pid), "the stalled git still runs")
+	assert.Equal(t, desired.PhasePreparing, e.mustRecord(t, keyIssue).Status.Phase, "the other item went first")
+
+	e.stop(t)
+	e.waitFor(t, func() bool { return !running(pid) }, waitShort, "the stalled git outlived the daemon")
+	rec := e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseIdle, rec.Status.Phase)
+	assert.Equal(t, "workspace_interrupted", rec.Status.Reason)
+	assert.Zero(t, rec.Status.Failures, "a stop is no failure of the workspace")
+	assert.Len(t, e.eventsNamed(t, journal.WorkspaceInterrupted, keyIssue), 1)
+	assert.Empty(t, e.eventsNamed(t, journal.WorkspaceFailed, keyIssue))
+
+	e.withCheckout(t, good.URL, nil)
+	e.daemonEnv = nil
+	e.start(t)
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	assert.Equal(t, "loopd/issue-1", gitIn(t, e.workdir(keyIssue), "rev-parse", "--abbrev-ref", "HEAD"))
+}
+
+// TestWorkspaceReconcileOnceFinishesItsPreparation: a cron run's worktree
+// is made outside its pass too, and the run waits for it: the dry run
+// plans it and makes nothing; one `reconcile --once` makes the worktree
+// and starts the agent in it.
+func TestWorkspaceReconcileOnceFinishesItsPreparation(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	e.ingestComment(t, keyIssue, "start")
+	assert.Contains(t, e.mustRun(t, "reconcile", "--once", "--dry-run"), "prepare_workspace work_item=Codertocat/Hello-World#1")
+	assert.NoDirExists(t, e.workdir(keyIssue), "the dry run makes nothing")
+
+	e.mustRun(t, "reconcile", "--once")
+	rec := e.mustRecord(t, keyIssue)
+	assert.Contains(t, []desired.Phase{desired.PhaseSpawning, desired.PhaseRunning}, rec.Status.Phase)
+	assert.Equal(t, "loopd/issue-1", gitIn(t, e.workdir(keyIssue), "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Len(t, e.eventsNamed(t, journal.WorkspacePrepared, keyIssue), 1)
+	e.waitFor(t, func() bool { return len(e.starts(t)) == 1 }, waitShort, "the agent was not started")
+}
+
 // TestWorkspaceMissingRepositoryNeedsAttention: git cannot find the
 // repository, a permanent failure: the webhook still got its 2xx, the item
 // records workspace.failed with git's command, exit status and stderr, and

@@ -73,6 +73,10 @@ type Workdir struct {
 	Partial  bool
 	// Physical is the path with every symlink resolved, when it exists.
 	Physical string
+	// Busy is true when a workspace operation holds the lock of
+	// Need.CheckoutURL's mirror (workspace.Fact.Busy): a preparation is in
+	// flight, in this process or another.
+	Busy bool
 }
 
 // Needs returns the Need of rec, given the tmux snapshot of the same pass.
@@ -218,5 +222,5 @@ func (o *Observer) workdir(dir, url string) (Workdir, error) {
 	if err != nil {
 		return Workdir{}, err
 	}
-	return Workdir{Path: dir, Exists: f.Exists, Empty: f.Empty, Worktree: f.Worktree, Partial: f.Partial, Physical: f.Physical}, nil
+	return Workdir{Path: dir, Exists: f.Exists, Empty: f.Empty, Worktree: f.Worktree, Partial: f.Partial, Physical: f.Physical, Busy: f.Busy}, nil
 }

@@ -297,8 +297,14 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 // PassRetryInitial, doubling up to Interval (passRetry), or at an earlier
 // trigger. Failures never stop the loop. The
 // Watcher starts the tmux server first and turns each pane death into a
-// trigger until Run returns.
+// trigger until Run returns; Run also waits for the Executor's workspace
+// preparations, which ctx cancels.
 func (r *Reconciler) Run(ctx context.Context) error {
+	if r.Executor != nil {
+		// The preparations in flight record their outcome (interrupted,
+		// once ctx has ended) before Run returns, while the store is open.
+		defer r.Executor.WaitWorkspaces()
+	}
 	if err := r.Watcher.EnsureServer(ctx); err != nil {
 		r.Log.Error(string(journal.TmuxUnavailable), "err", err)
 	}

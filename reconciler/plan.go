@@ -537,6 +537,9 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		// death is delivered, not to be sent again.
 		exit.Delivered = it.delivered(it.landed())
 		return it.afterExit(exit, false)
+	case desired.PhasePreparing:
+		// The spawn that was planned after the preparation, once it is done.
+		return it.spawn(st, actions.ReasonNewEvent, "")
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}

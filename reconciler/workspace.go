@@ -63,7 +63,7 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 			return w
 		}
 	case r.Spec.HeadRef != "":
-		co.Mode, co.Branch = actions.CheckoutPullRequest, r.Spec.HeadRef
+		co.Mode, co.Branch, co.PR = actions.CheckoutPullRequest, r.Spec.HeadRef, r.Key.Number
 	default:
 		// A fork's pull request, or one whose head no payload named yet.
 		co.Mode, co.Branch, co.PR = actions.CheckoutFork, "loopd/pr-"+strconv.Itoa(r.Key.Number), r.Key.Number
@@ -84,11 +84,13 @@ func (w workspacePlan) need(n *observed.Need) {
 // prepare returns what comes before a spawn of the item in it: nothing
 // when the workdir is ready; a PrepareWorkspace when it must be made (the
 // item's first spawn, or a reopened item whose worktree was removed at its
-// close, or a half-made worktree to finish), carrying the restart
-// decision on a failure (decideRetry); a GiveUp when the workdir cannot be
-// used (a conflicting directory, a route that does not render). Once the
-// item has spawned, its workdir is never made again (a missing one blocks
-// the respawn, planned by spawn).
+// close, or a half-made worktree to finish, or a preparation that ended
+// with no outcome recorded), carrying the restart decision on a failure
+// (decideRetry); a Wait while an item's preparation is in flight (Preparing,
+// and its mirror's lock held: its worker wakes a pass when done); a GiveUp
+// when the workdir cannot be used (a conflicting directory, a route that
+// does not render). Once the item has spawned, its workdir is never made
+// again (a missing one blocks the respawn, planned by spawn).
 func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Action, stop bool) {
 	key := it.r.Key
 	if st.HarnessSessionID != "" && st.Workspace != desired.WorkspaceRemoved {
@@ -99,7 +101,15 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 	}
 	fact, seen := it.obs.Workdirs[key]
 	reason := actions.ReasonFirstSpawn
-	if st.Workspace == desired.WorkspaceRemoved {
+	switch {
+	case st.Phase == desired.PhasePreparing:
+		// Still preparing when its mirror is busy; otherwise no worker
+		// recorded an outcome (the daemon stopped or was killed).
+		if w.checkout != nil && fact.Busy {
+			return []actions.Action{actions.Wait{Key: key, Reason: actions.ReasonWorkspacePreparing}}, true
+		}
+		reason = actions.ReasonWorkspaceInterrupted
+	case st.Workspace == desired.WorkspaceRemoved:
 		reason = actions.ReasonWorkspaceRemoved
 	}
 	switch {

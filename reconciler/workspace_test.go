@@ -97,10 +97,24 @@ func TestPlanWorkspace(t *testing.T) {
 		{"empty_directory_takes_the_worktree", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Empty: true}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		{"pull_request_in_the_same_repository_checks_out_its_head", pr("feature/login"), workdir(observed.Workdir{}), routed(nil),
-			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login"}, actions.ReasonFirstSpawn, 1, 0),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutPullRequest, Branch: "feature/login", PR: 42}, actions.ReasonFirstSpawn, 1, 0),
 				func() actions.FreshSpawn { f := first(current); return f }()}},
 		{"pull_request_from_a_fork_fetches_its_pull_ref", pr(""), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
+		// A worktree is made outside the pass: while its mirror's lock is
+		// held the item waits for its worker; a Preparing item whose
+		// preparation left no outcome (the daemon stopped or was killed)
+		// is prepared again, a half-made worktree finished.
+		{"preparing_waits_while_its_mirror_is_busy", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Busy: true}), routed(nil),
+			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonWorkspacePreparing}}},
+		{"preparing_with_no_worker_is_prepared_again", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonWorkspaceInterrupted, 1, 0), first(current)}},
+		{"preparing_half_made_is_finished", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, 0), first(current)}},
+		{"preparing_done_by_another_process_spawns", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
+			[]actions.Action{first(current)}},
+		{"idle_item_prepares_while_another_holds_the_mirror", rec(idle, ev1), workdir(observed.Workdir{Busy: true}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		// Never clobber.
 		{"existing_worktree_is_used_as_it_is", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
 			[]actions.Action{first(current)}},

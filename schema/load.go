@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/internal/paneenv"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // ErrInvalid is wrapped by every error that says a config file breaks the
@@ -409,7 +410,12 @@ func (c *Config) check(t *tree) []Problem {
 			add(t.problemAt(child(at, "workdir"), err.Error()))
 		}
 		if c := r.Checkout; c != nil {
-			if _, err := c.RenderURL("owner", "repo"); err != nil {
+			if u, err := c.RenderURL("owner", "repo"); err != nil {
+				add(t.problemAt(child(child(at, "checkout"), "url"), err.Error()))
+			} else if _, err := workspace.Public(u); err != nil {
+				// A URL every checkout would refuse (a password in an ssh
+				// URL, a control character) is the config's fault, said at
+				// load and reload rather than at each item's prepare.
 				add(t.problemAt(child(child(at, "checkout"), "url"), err.Error()))
 			}
 			if _, err := c.RenderIssueBranch("owner", "repo", 1); err != nil {

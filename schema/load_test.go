@@ -233,6 +233,17 @@ func TestParseInvalid(t *testing.T) {
 			},
 		},
 		{
+			// ssh cannot take a password from the URL, and it would reach
+			// ssh's argv: refused at load, naming the route, masked.
+			name: "checkout_url_ssh_password",
+			src: minimal + "        octo-org/*: {harness: claude-code, workdir: \"/w/{{.Repo}}/{{.Number}}\", checkout: {url: \"ssh://git:hunter2@example.com/{{.Owner}}/{{.Repo}}.git\"}}\n" +
+				"        octo-org/api: {harness: claude-code, workdir: \"/a/{{.Number}}\", checkout: {url: \"git:hunter2@example.com:octo-org/api.git\"}}\n",
+			want: []string{
+				`c.yaml:12:97: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout.url: checkout url "ssh://***@example.com/owner/repo.git": a password in a non-http(s) url cannot be used: use an ssh key`,
+				`c.yaml:13:89: webhooks.ghWebhook.routing.repos["octo-org/api"].checkout.url: checkout url: a password in a non-http(s) url cannot be used: use an ssh key`,
+			},
+		},
+		{
 			name: "checkout_without_url",
 			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: /w, checkout: {removeOnClose: true}}\n",
 			want: []string{`c.yaml:12:67: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout: missing property 'url'`},

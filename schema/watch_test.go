@@ -195,6 +195,28 @@ func TestWatcherReload(t *testing.T) {
 	assert.Equal(t, RestartNever, restartPolicyOf(f.lastChange()))
 }
 
+// TestWatcherRefusesAnSSHPasswordURL: a reload to a route whose checkout
+// URL carries an ssh password keeps the last good config, and the error
+// (config.invalid) names the route without the password.
+func TestWatcherRefusesAnSSHPasswordURL(t *testing.T) {
+	f := newWatchFixture(t)
+	before := f.w.Current()
+	bad := strings.Replace(minimal, `        "*":`, "        \"octo-org/*\":\n          harness: claude-code\n"+
+		"          workdir: /w/{{.Repo}}/{{.Number}}\n"+
+		"          checkout: {url: \"ssh://git:hunter2@example.com/{{.Owner}}/{{.Repo}}.git\"}\n        \"*\":", 1)
+	require.NoError(t, os.WriteFile(f.path, []byte(bad), 0o600))
+	err := f.w.Reload()
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Same(t, before, f.w.Current(), "the last good config is kept")
+	assert.Nil(t, f.lastChange())
+	recs := f.log.records(t, "config.invalid")
+	require.Len(t, recs, 1)
+	msg, _ := recs[0]["err"].(string)
+	assert.Contains(t, msg, `repos["octo-org/*"].checkout.url`)
+	assert.Contains(t, msg, "a password in a non-http(s) url cannot be used")
+	assert.NotContains(t, msg, "hunter2")
+}
+
 func TestWatcherKeepsRestartOnlyFields(t *testing.T) {
 	f := newWatchFixture(t)
 	stateDir := f.w.Current().StateDir

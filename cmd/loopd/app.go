@@ -140,7 +140,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		return p
 	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
-	return &reconciler.Reconciler{
+	rc := &reconciler.Reconciler{
 		Store:    a.store,
 		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Owner: a.owner.ID, Log: a.log},
 		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
@@ -167,6 +167,9 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Workspaces: &workspace.Manager{Root: mirrors},
 		},
 	}
+	// A worktree is made outside the pass; its outcome asks for the next.
+	rc.Executor.Wake = rc.Trigger
+	return rc
 }
 
 // serverOptions are the options loopd's tmux server runs with; they claim

@@ -85,6 +85,9 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			id = "-"
 		}
 		reason := st.Reason
+		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
+			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
+		}
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
 		}

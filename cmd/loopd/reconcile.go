@@ -73,6 +73,10 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
 	// same run reads the pane again, a bounded number of times.
 	var all reconciler.PassResult
+	// A worktree is made outside the pass: the run waits for the ones it
+	// started (each git command bounded by its timeout) and records their
+	// outcome before it exits, so that a cron run makes progress.
+	defer rc.Executor.WaitWorkspaces() // on an error return too
 	for pass := 0; pass < maxOncePasses; pass++ {
 		res, err := rc.Pass(ctx, o.dryRun)
 		if err != nil {
@@ -84,10 +88,16 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		all.Plan = append(all.Plan, res.Plan...)
 		all.Result.Applied += res.Result.Applied
 		all.Result.Failed += res.Result.Failed
+		if !o.dryRun && rc.Executor.Preparing() > 0 {
+			// Plan again on their outcome: the spawn that follows.
+			all.Result.Failed += rc.Executor.WaitWorkspaces()
+			continue
+		}
 		if o.dryRun || !res.Requeue || res.RequeueAfter > 0 {
 			break
 		}
 	}
+	all.Result.Failed += rc.Executor.WaitWorkspaces()
 	if err := printPlan(out, o.output, all); err != nil {
 		return err
 	}

@@ -84,6 +84,12 @@ const (
 	// WorkspacePrepared: an item's workdir was made (or found) before a
 	// spawn: a plain directory or a git worktree.
 	WorkspacePrepared Name = "workspace.prepared"
+	// WorkspacePreparing: an item's worktree is being made by a worker,
+	// outside the reconcile pass.
+	WorkspacePreparing Name = "workspace.preparing"
+	// WorkspaceInterrupted: an item's preparation was cut short because
+	// the daemon is stopping; no failure is counted, the next start retries.
+	WorkspaceInterrupted Name = "workspace.interrupted"
 	// WorkspaceFailed: a workspace operation failed (git's command, exit
 	// status and stderr tail, credentials masked).
 	WorkspaceFailed Name = "workspace.failed"

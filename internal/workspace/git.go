@@ -35,7 +35,7 @@ type Error struct {
 	Stderr  string // last lines of stderr, credentials masked
 	Class   Class
 	// Reason is a short snake_case cause: git_failed, timeout, conflict,
-	// mkdir_failed, bad_url.
+	// mkdir_failed, bad_url, or ReasonCancelled.
 	Reason string
 	Err    error
 }
@@ -55,6 +55,24 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonCancelled is the Reason of an operation cut short because its
+// caller's context ended (the daemon is stopping), not because git failed
+// or ran past its timeout: no failure of the workspace (Cancelled).
+const ReasonCancelled = "cancelled"
+
+// cancelled returns the *Error of op cut short by the end of ctx.
+func cancelled(ctx context.Context, op, command string) *Error {
+	return &Error{Op: op, Command: command, Exit: -1, Class: Transient, Reason: ReasonCancelled, Err: context.Cause(ctx)}
+}
+
+// Cancelled reports whether err is an operation cut short by the end of
+// its caller's context (Reason ReasonCancelled), which says nothing of the
+// workspace: the next attempt may run at once.
+func Cancelled(err error) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Reason == ReasonCancelled
+}
 
 // ClassOf returns err's class: an *Error's own, Transient for a context
 // deadline, Permanent for ErrConflict, Transient otherwise (an unknown
@@ -230,6 +248,7 @@ var permanentMessages = []string{
 // killed when loopd dies (sysProcAttr). A failure is an
 // *Error for op, classified from stderr.
 func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ...string) ([]byte, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, m.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, m.git(), args...)
@@ -237,9 +256,8 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 	cmd.Env = append(os.Environ(),
 		"GIT_TERMINAL_PROMPT=0",
 		// A transfer that stalls (under 1 KB/s for a minute) fails long
-		// before the timeout: git runs inside a pass, under the reconcile
-		// lock, so a stalled remote must not hold every other item
-		// (git(1), GIT_HTTP_LOW_SPEED_LIMIT and GIT_HTTP_LOW_SPEED_TIME).
+		// before the timeout, and the item's retry with it (git(1),
+		// GIT_HTTP_LOW_SPEED_LIMIT and GIT_HTTP_LOW_SPEED_TIME).
 		"GIT_HTTP_LOW_SPEED_LIMIT=1000", "GIT_HTTP_LOW_SPEED_TIME=60",
 		// ssh: fail instead of asking for a password or a host key.
 		"GIT_SSH_COMMAND="+sshCommand(),
@@ -263,6 +281,10 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 	e := &Error{Op: op, Command: Mask("git " + strings.Join(args, " ")), Exit: -1, Stderr: tail(stderr.Bytes()), Reason: "git_failed", Err: err}
 	var exit *exec.ExitError
 	switch {
+	case parent.Err() != nil:
+		// The caller's context ended (loopd is stopping): git was killed,
+		// it did not fail, nor run out of time.
+		e.Class, e.Reason, e.Err = Transient, ReasonCancelled, context.Cause(parent)
 	case ctx.Err() != nil:
 		e.Class, e.Reason = Transient, "timeout"
 		e.Err = fmt.Errorf("%w after %s", context.DeadlineExceeded, m.timeout())

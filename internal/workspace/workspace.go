@@ -54,8 +54,10 @@ type Manager struct {
 	// Timeout bounds each git command; default DefaultTimeout.
 	Timeout time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu sync.Mutex
+	// locks holds one token per mirror: taken from the channel, given
+	// back when done, so that a wait can end with its context.
+	locks map[string]chan struct{}
 }
 
 func (m *Manager) git() string {
@@ -81,7 +83,10 @@ const (
 	// branch when empty), or Branch itself when it already exists.
 	ModeIssue Mode = "issue"
 	// ModePullRequest: the pull request's head branch Branch, in the same
-	// repository, tracking the remote branch.
+	// repository, tracking the remote branch; when another worktree has
+	// Branch checked out (the agent's own issue branch), the local branch
+	// loopd/pr-<PR> instead, whose plain pull and push go to Branch
+	// (Manager.sharedHead).
 	ModePullRequest Mode = "pull_request"
 	// ModeFork: refs/pull/<PR>/head fetched into the local branch Branch
 	// (loopd/pr-<PR>), for a fork, or a pull request whose head is not
@@ -96,7 +101,7 @@ type Checkout struct {
 	Mode   Mode
 	Branch string
 	Base   string // ModeIssue only; "" is the remote's default branch
-	PR     int    // ModeFork only
+	PR     int    // ModeFork and ModePullRequest: the pull request's number
 }
 
 // Mirror returns the path of the bare mirror of the repository at rawURL
@@ -132,12 +137,16 @@ type Fact struct {
 	Partial bool
 	// Physical is the workdir with every symlink resolved, when it exists.
 	Physical string
+	// Busy is true when a workspace operation holds the mirror's lock now
+	// (Manager.lock), in this process or another, or a git a killed daemon
+	// started still runs in it: a preparation is in flight.
+	Busy bool
 }
 
 // Inspect returns the Fact of dir, as a worktree of mirror ("" for a plain
 // workdir). An error means dir could not be read.
 func Inspect(dir, mirror string) (Fact, error) {
-	var f Fact
+	f := Fact{Busy: mirror != "" && Busy(mirror)}
 	info, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -183,6 +192,22 @@ func Inspect(dir, mirror string) (Fact, error) {
 	f.Worktree = true
 	f.Partial = initializing(admin)
 	return f, nil
+}
+
+// Busy reports whether mirror's lock (<mirror>.lock, Manager.lock) is
+// held: it tries a shared flock(2) without waiting and lets go at once.
+// A mirror never locked is not busy.
+func Busy(mirror string) bool {
+	f, err := os.Open(mirror + ".lock")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
 }
 
 // adminDir returns the admin dir (<mirror>/worktrees/<name>) the .git file
@@ -382,13 +407,17 @@ func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string) ([]st
 // addArgs returns the `git worktree add` arguments for c, fetching a fork's
 // pull request head first.
 func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Checkout) ([]string, error) {
-	has := func(ref string) bool {
-		_, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
-		return err == nil
-	}
+	has := func(ref string) bool { return m.has(ctx, mirror, ref) }
 	switch c.Mode {
 	case ModePullRequest:
 		local, remote := "refs/heads/"+c.Branch, "refs/remotes/origin/"+c.Branch
+		shared, err := m.checkedOut(ctx, mirror, local)
+		if err != nil {
+			return nil, err
+		}
+		if shared {
+			return m.sharedHead(ctx, mirror, c)
+		}
 		if has(local) && has(remote) && !m.isAncestor(ctx, mirror, remote, local) {
 			if err := m.catchUp(ctx, mirror, c.Branch, local, remote); err != nil {
 				return nil, err
@@ -431,6 +460,12 @@ func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Ch
 	}
 }
 
+// has reports whether ref names a commit in mirror.
+func (m *Manager) has(ctx context.Context, mirror, ref string) bool {
+	_, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	return err == nil
+}
+
 // isAncestor reports whether commit a is an ancestor of b (or b itself)
 // in mirror; false when git cannot tell.
 func (m *Manager) isAncestor(ctx context.Context, mirror, a, b string) bool {
@@ -447,12 +482,8 @@ func (m *Manager) isAncestor(ctx context.Context, mirror, a, b string) bool {
 // again from the head. A branch checked out in another worktree is left
 // alone: git refuses both.
 func (m *Manager) catchUp(ctx context.Context, mirror, branch, local, remote string) error {
-	list, err := m.run(ctx, "worktree list", mirror, nil, "worktree", "list", "--porcelain")
-	if err != nil {
-		return err
-	}
-	if slices.Contains(strings.Split(string(list), "\n"), "branch "+local) {
-		return nil // another worktree's: the add reports it
+	if shared, err := m.checkedOut(ctx, mirror, local); err != nil || shared {
+		return err // another worktree's: the add reports it
 	}
 	if m.isAncestor(ctx, mirror, local, remote) {
 		_, err := m.run(ctx, "branch", mirror, nil, "branch", "--force", branch, remote)
@@ -466,6 +497,70 @@ func (m *Manager) catchUp(ctx context.Context, mirror, branch, local, remote str
 		return err
 	}
 	return nil
+}
+
+// checkedOut reports whether a worktree of mirror has the local branch ref
+// (refs/heads/…) checked out; git refuses to check it out in a second one.
+func (m *Manager) checkedOut(ctx context.Context, mirror, ref string) (bool, error) {
+	list, err := m.run(ctx, "worktree list", mirror, nil, "worktree", "list", "--porcelain")
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(strings.Split(string(list), "\n"), "branch "+ref), nil
+}
+
+// sharedHead returns the `git worktree add` arguments for a pull request
+// whose head branch c.Branch another worktree has checked out: the agent
+// pushed its issue branch and opened a pull request from it. git checks a
+// branch out in one worktree only, and the issue's worktree is never moved,
+// so the pull request gets a branch of its own, loopd/pr-<c.PR>, at the
+// head (caught up like any pull request branch, catchUp), set up so that a
+// plain `git pull` and `git push` in it go to the head branch:
+//   - its upstream is origin/<c.Branch> (branch.<b>.remote and .merge:
+//     pull, status and @{upstream});
+//   - it pushes to a remote of its own, loopd-pr-<c.PR>, with the public
+//     URL and the push refspec refs/heads/loopd/pr-<n>:refs/heads/<c.Branch>
+//     (branch.<b>.pushRemote; git-push(1): a remote's push refspecs win over
+//     push.default, whose "simple" refuses a branch whose upstream has
+//     another name). Origin's config is left alone: the issue's worktree
+//     pushes as before. The remote has no fetch refspec, since two remotes
+//     that map to one tracking ref make git's tracking ambiguous; so its
+//     push leaves origin/<c.Branch> behind until the next fetch.
+//
+// Both worktrees push to one remote branch without force, so git's
+// fast-forward rule refuses the push of the one that is behind until it
+// pulls the other's commits. The config is written before the worktree is
+// added, so a daemon killed between the two leaves a worktree that pushes
+// right when it is used as it is.
+func (m *Manager) sharedHead(ctx context.Context, mirror string, c Checkout) ([]string, error) {
+	pub, err := Public(c.URL)
+	if err != nil {
+		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	n := strconv.Itoa(c.PR)
+	own, pushRemote := "loopd/pr-"+n, "loopd-pr-"+n
+	local, remote := "refs/heads/"+own, "refs/remotes/origin/"+c.Branch
+	for _, kv := range [][2]string{
+		{"remote." + pushRemote + ".url", pub},
+		{"remote." + pushRemote + ".push", local + ":refs/heads/" + c.Branch},
+		{"branch." + own + ".remote", "origin"},
+		{"branch." + own + ".merge", "refs/heads/" + c.Branch},
+		{"branch." + own + ".pushRemote", pushRemote},
+	} {
+		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if m.has(ctx, mirror, local) && !m.isAncestor(ctx, mirror, remote, local) {
+		// Left by an earlier, removed worktree of the pull request.
+		if err := m.catchUp(ctx, mirror, own, local, remote); err != nil {
+			return nil, err
+		}
+	}
+	if m.has(ctx, mirror, local) {
+		return []string{"worktree", "add", "--quiet", c.Dir, own}, nil
+	}
+	return []string{"worktree", "add", "--quiet", "--no-track", "-b", own, c.Dir, remote}, nil
 }
 
 // base returns the ref an issue branch starts from: origin's branch base,
@@ -576,22 +671,28 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, func(), error) {
 	m.mu.Lock()
 	if m.locks == nil {
-		m.locks = map[string]*sync.Mutex{}
+		m.locks = map[string]chan struct{}{}
 	}
-	mu := m.locks[mirror]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		m.locks[mirror] = mu
+	token := m.locks[mirror]
+	if token == nil {
+		token = make(chan struct{}, 1)
+		token <- struct{}{}
+		m.locks[mirror] = token
 	}
 	m.mu.Unlock()
-	mu.Lock()
+	select {
+	case <-token:
+	case <-ctx.Done():
+		return ctx, nil, cancelled(ctx, "lock", "-")
+	}
+	release := func() { token <- struct{}{} }
 	if err := os.MkdirAll(filepath.Dir(mirror), 0o700); err != nil {
-		mu.Unlock()
+		release()
 		return ctx, nil, mkdirError(filepath.Dir(mirror), err)
 	}
 	f, err := os.OpenFile(mirror+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		mu.Unlock()
+		release()
 		return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_failed", Err: err}
 	}
 	for {
@@ -601,9 +702,9 @@ func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, fun
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || ctx.Err() != nil {
 			f.Close()
-			mu.Unlock()
+			release()
 			if ctx.Err() != nil {
-				err = ctx.Err()
+				return ctx, nil, cancelled(ctx, "lock", "-")
 			}
 			return ctx, nil, &Error{Op: "lock", Command: "-", Exit: -1, Class: Transient, Reason: "lock_held", Err: err}
 		}
@@ -612,7 +713,7 @@ func (m *Manager) lock(ctx context.Context, mirror string) (context.Context, fun
 	return context.WithValue(ctx, lockKey{}, f), func() {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
-		mu.Unlock()
+		release()
 	}, nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
@@ -425,5 +427,162 @@ func TestPreparePullRequestCatchesUpWithItsHead(t *testing.T) {
 	workspacetest.Git(t, work, "push", "--quiet", "origin", r.PRBranch)
 	if res := prepareAndRemove("third"); res.Commit != workspacetest.Git(t, work, "rev-parse", "HEAD") {
 		t.Errorf("after a push the worktree is at %s, want the PR's head", res.Commit)
+	}
+}
+
+// TestPreparePullRequestFromTheIssueBranch is the agent's own pull
+// request: the issue's worktree has loopd/issue-1 checked out, the agent
+// pushed it and opened a pull request whose head is that branch. The pull
+// request gets a worktree of its own at the head, on loopd/pr-<n>, whose
+// plain `git pull` and `git push` go to the head branch; the issue's
+// worktree is never moved, and its own push still goes to its branch.
+func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	issueDir, prDir := filepath.Join(base, "issue-1"), filepath.Join(base, "pr-5")
+	if _, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: issueDir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(issueDir, "fix.txt"), []byte("fix\n"), 0o644)
+	workspacetest.Git(t, issueDir, "add", "fix.txt")
+	workspacetest.Git(t, issueDir, "commit", "--quiet", "-m", "fix")
+	workspacetest.Git(t, issueDir, "push", "--quiet", "origin", "loopd/issue-1")
+	os.WriteFile(filepath.Join(issueDir, "draft.txt"), []byte("the agent's draft\n"), 0o644)
+	pushed := workspacetest.Git(t, issueDir, "rev-parse", "HEAD")
+
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: prDir, Mode: workspace.ModePullRequest, Branch: "loopd/issue-1", PR: 5})
+	if err != nil {
+		t.Fatalf("Prepare the pull request from the issue's branch: %v", err)
+	}
+	if res.Branch != "loopd/pr-5" || res.Commit != pushed || res.Existing {
+		t.Errorf("Prepare = %+v, want loopd/pr-5 at the pushed head %s", res, pushed)
+	}
+	if got := workspacetest.Git(t, prDir, "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/loopd/issue-1" {
+		t.Errorf("the pull request's branch tracks %q, want origin/loopd/issue-1", got)
+	}
+	if got := workspacetest.Git(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"); got != "loopd/issue-1" {
+		t.Errorf("the issue's worktree is on %q now", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(issueDir, "draft.txt")); err != nil || string(b) != "the agent's draft\n" {
+		t.Errorf("the issue's untracked draft: %q, %v", b, err)
+	}
+
+	// A plain push from the pull request's worktree updates the head branch
+	// on the remote, and creates no branch of its own there.
+	os.WriteFile(filepath.Join(prDir, "review.txt"), []byte("review fix\n"), 0o644)
+	workspacetest.Git(t, prDir, "add", "review.txt")
+	workspacetest.Git(t, prDir, "commit", "--quiet", "-m", "review fix")
+	workspacetest.Git(t, prDir, "push", "--quiet")
+	prCommit := workspacetest.Git(t, prDir, "rev-parse", "HEAD")
+	if got := workspacetest.Git(t, base, "-C", r.Dir, "rev-parse", "refs/heads/loopd/issue-1"); got != prCommit {
+		t.Errorf("the remote's loopd/issue-1 is at %s after git push, want %s", got, prCommit)
+	}
+	if got := workspacetest.Git(t, base, "-C", r.Dir, "branch", "--list", "loopd/pr-*"); got != "" {
+		t.Errorf("git push made a branch on the remote: %q", got)
+	}
+
+	// The issue's worktree, behind now, is refused a push that would drop
+	// the pull request's commit (git's own fast-forward rule), pulls it,
+	// and pushes on top; the pull request's worktree pulls that in.
+	if err := gitErr(issueDir, "push", "--quiet", "origin", "loopd/issue-1"); err == nil {
+		t.Error("a push from the issue's worktree, behind, was not refused")
+	}
+	workspacetest.Git(t, issueDir, "pull", "--quiet", "--no-rebase", "origin", "loopd/issue-1")
+	workspacetest.Git(t, issueDir, "commit", "--quiet", "--allow-empty", "-m", "more")
+	workspacetest.Git(t, issueDir, "push", "--quiet", "origin", "loopd/issue-1")
+	workspacetest.Git(t, prDir, "pull", "--quiet", "--no-rebase")
+	if got, want := workspacetest.Git(t, prDir, "rev-parse", "HEAD"), workspacetest.Git(t, issueDir, "rev-parse", "HEAD"); got != want {
+		t.Errorf("git pull in the pull request's worktree is at %s, want %s", got, want)
+	}
+
+	// Prepared again (a restart), the worktree is used as it is.
+	if res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: prDir, Mode: workspace.ModePullRequest, Branch: "loopd/issue-1", PR: 5}); err != nil || !res.Existing {
+		t.Errorf("Prepare again = %+v, %v", res, err)
+	}
+}
+
+// gitErr runs git in dir like workspacetest.Git and returns its failure.
+func gitErr(dir string, args ...string) error {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	return cmd.Run()
+}
+
+// stallingGit returns a "git" that never answers, as git does on a remote
+// that stalls, and the file it writes its pid to.
+func stallingGit(t *testing.T) (git, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	git, pidFile = filepath.Join(dir, "git"), filepath.Join(dir, "pid")
+	if err := os.WriteFile(git, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return git, pidFile
+}
+
+// TestCancelIsNotATimeout: git killed because the caller's context ended
+// (loopd stopping) is Cancelled, not a timeout; git that runs past the
+// Manager's Timeout is a transient timeout. Before, both were "timeout".
+func TestCancelIsNotATimeout(t *testing.T) {
+	git, pidFile := stallingGit(t)
+	c := workspace.Checkout{URL: "file:///nowhere/repo.git", Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+
+	m := &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git, Timeout: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(pidFile); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err := m.Prepare(ctx, c)
+	var we *workspace.Error
+	if !errors.As(err, &we) || we.Reason != workspace.ReasonCancelled || !workspace.Cancelled(err) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Prepare cancelled = %v (%+v), want reason %s wrapping context.Canceled", err, we, workspace.ReasonCancelled)
+	}
+
+	m = &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git, Timeout: 100 * time.Millisecond}
+	_, err = m.Prepare(context.Background(), c)
+	if !errors.As(err, &we) || we.Reason != "timeout" || we.Class != workspace.Transient || workspace.Cancelled(err) {
+		t.Errorf("Prepare past the timeout = %v (%+v), want a transient timeout", err, we)
+	}
+}
+
+// TestBusyWhileAPrepareRuns: the mirror's lock shows a preparation in
+// flight to an observer (Inspect's Busy), and is free once it ends.
+func TestBusyWhileAPrepareRuns(t *testing.T) {
+	git, pidFile := stallingGit(t)
+	m := &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: git}
+	c := workspace.Checkout{URL: "file:///nowhere/repo.git", Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+	mirror, err := workspace.Mirror(m.Root, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := workspace.Inspect(c.Dir, mirror); f.Busy {
+		t.Fatal("busy before any operation")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m.Prepare(ctx, c); done <- err }()
+	for {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f, _ := workspace.Inspect(c.Dir, mirror); !f.Busy {
+		t.Error("not busy while git runs")
+	}
+	cancel()
+	<-done
+	if workspace.Busy(mirror) {
+		t.Error("busy after the operation ended")
 	}
 }
