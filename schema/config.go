@@ -75,6 +75,14 @@ type GitHub struct {
 	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
 }
 
+// BotLogin returns github.botLogin, "" when the github section is absent.
+func (c *Config) BotLogin() string {
+	if c.GitHub == nil {
+		return ""
+	}
+	return c.GitHub.BotLogin
+}
+
 // Webhooks holds the webhook receivers; GitHub is the only one.
 type Webhooks struct {
 	GHWebhook GHWebhook `yaml:"ghWebhook" json:"ghWebhook"`
