@@ -100,6 +100,12 @@ const (
 	ReasonWorkspaceInterrupted Reason = "workspace_interrupted"
 	// ReasonWorkspaceReady: the worktree was made; the spawn follows.
 	ReasonWorkspaceReady Reason = "workspace_ready"
+	// ReasonDeliveryStorm: the loop breaker; one more delivery would pass
+	// the route's maxDeliveriesPerHour. Only loopd release clears it.
+	ReasonDeliveryStorm Reason = "delivery_storm"
+	// ReasonOwnPush: a push whose new head the item's workdir already
+	// holds is the agent's own; it is dropped, never sent.
+	ReasonOwnPush Reason = "own_push"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -315,6 +321,32 @@ func (a ConfirmDelivery) Fields() []Field {
 func (a ConfirmDelivery) String() string { return Format(a) }
 
 func (a DeliverPrompt) String() string { return Format(a) }
+
+// DropDelivery takes a pending delivery out for good, never sent
+// (desired.Store.Drop): a push (pull_request.synchronize) whose commit the
+// item's workdir already holds is the agent's own (ReasonOwnPush).
+type DropDelivery struct {
+	Key        desired.Key
+	DeliveryID string
+	Commit     string
+	Reason     Reason
+}
+
+// Item implements Action.
+func (a DropDelivery) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (DropDelivery) Name() string { return "drop_delivery" }
+
+// Mutates implements Action.
+func (DropDelivery) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a DropDelivery) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyDelivery, a.DeliveryID}, {journal.KeyCommit, a.Commit}, {journal.KeyReason, string(a.Reason)}}
+}
+
+func (a DropDelivery) String() string { return Format(a) }
 
 // StopSession kills the item's session (if any) and marks it Stopped.
 type StopSession struct {

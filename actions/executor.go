@@ -87,6 +87,10 @@ type Executor struct {
 	// Workspaces makes and removes the git worktrees of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
+	// StormWindow is how long a delivery counts for the loop breaker
+	// (desired.Status.Counted); the planner judges the count.
+	StormWindow time.Duration
+
 	// Wake, when set, asks for a pass once a preparation's outcome is
 	// recorded (reconciler.Reconciler.Trigger).
 	Wake func()
@@ -176,6 +180,8 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.followSession(ctx, r, a)
 	case ConfirmDelivery:
 		return e.confirmDelivery(ctx, r, a)
+	case DropDelivery:
+		return e.drop(ctx, r, a)
 	case StopSession:
 		return e.stop(ctx, r, a)
 	case RecordExit:
@@ -209,7 +215,7 @@ func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status
 func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string) error {
 	var delivered []string
 	if id != "" {
-		st = st.Deliver(id)
+		st = st.Deliver(id).Counted(e.Now(), e.StormWindow)
 		delivered = append(delivered, id)
 	}
 	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
@@ -243,10 +249,16 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
 			"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed))
 	}
-	prompt, err := e.withReplay(ctx, r, a.Spawn)
+	s := a.Spawn
+	brief := desired.AgentBrief(r.Key)
+	s.Replay -= len(brief) + 2
+	prompt, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
 	}
+	// A new conversation is told how to mark what it posts on GitHub, so
+	// that its own comments never come back to it as events.
+	prompt += "\n\n" + brief
 	id := e.NewID()
 	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), ad)
 }
@@ -562,6 +574,17 @@ func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a Con
 		return err
 	}
 	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
+	return nil
+}
+
+// drop takes a pending delivery out for good (Store.Drop) and journals
+// dispatch.dropped with why.
+func (e *Executor) drop(ctx context.Context, r *desired.Record, a DropDelivery) error {
+	if err := e.Store.Drop(ctx, r.Key, a.DeliveryID); err != nil {
+		return err // the store names the operation and the item
+	}
+	r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == a.DeliveryID })
+	e.record(ctx, slog.LevelInfo, journal.DispatchDropped, r.Key, "delivery", a.DeliveryID, "commit", a.Commit, "reason", string(a.Reason))
 	return nil
 }
 

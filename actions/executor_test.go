@@ -66,7 +66,7 @@ func newRig(t *testing.T) *rig {
 			r.ids = append(r.ids, id)
 			return id
 		},
-		Socket: "loopd-test", Owner: rigOwner,
+		Socket: "loopd-test", Owner: rigOwner, StormWindow: time.Hour,
 		Launcher: launch.Launcher{Exe: "/opt/loopd", Dir: filepath.Join(dir, "state", "launch")},
 	}
 	return r
@@ -166,7 +166,9 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	require.Equal(t, actions.Result{Applied: 2}, res)
 
 	sess := desired.SessionName(r.key)
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello"}, r.tmux.Argv(sess))
+	// A new conversation is told to mark its own comments.
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
 	assert.DirExists(t, r.cwd)
@@ -620,4 +622,23 @@ func TestWorkspacePreparedOutcome(t *testing.T) {
 	r.exec.WaitWorkspaces()
 	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
 	assert.Len(t, r.named(t, journal.WorkspacePrepared), 1)
+}
+
+// TestDropDeliveryTakesItOutForGood: a dropped delivery is no longer
+// pending, is journaled dispatch.dropped with its reason, and a later
+// confirmation of another counts it for the loop breaker, not the dropped.
+func TestDropDeliveryTakesItOutForGood(t *testing.T) {
+	r := newRig(t)
+	r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	rec := r.ingest(t, "d-2", "[loopd] pull_request.synchronize\npush")
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{
+		actions.DropDelivery{Key: r.key, DeliveryID: "d-2", Commit: "abc1234", Reason: actions.ReasonOwnPush},
+		actions.ConfirmDelivery{Key: r.key, Session: desired.SessionName(r.key), DeliveryID: "d-1", Verified: true, Via: actions.ViaPaste},
+	})
+	require.Equal(t, actions.Result{Applied: 2}, res)
+	got := r.get(t)
+	assert.Empty(t, got.Pending)
+	assert.Equal(t, []time.Time{r.now}, got.Status.DeliveredAt, "one delivery counted, when it reached the conversation")
+	assert.Equal(t, []string{string(journal.DispatchDropped), string(journal.DispatchDelivered)}, r.events(t))
+	assert.Contains(t, r.log.String(), "reason=own_push")
 }

@@ -62,6 +62,28 @@ func (s Status) Deliver(id string) Status {
 	return s
 }
 
+// deliveredKept bounds Status.DeliveredAt, above the largest
+// maxDeliveriesPerHour the config accepts (1000).
+const deliveredKept = 1024
+
+// Counted returns s with one more delivery counted at at, for the loop
+// breaker: DeliveredAt keeps the times within window of at, and at most
+// deliveredKept of them. s's slice is left unchanged.
+func (s Status) Counted(at time.Time, window time.Duration) Status {
+	kept := make([]time.Time, 0, len(s.DeliveredAt)+1)
+	for _, t := range s.DeliveredAt {
+		if at.Sub(t) < window {
+			kept = append(kept, t)
+		}
+	}
+	kept = append(kept, at)
+	if over := len(kept) - deliveredKept; over > 0 {
+		kept = kept[over:]
+	}
+	s.DeliveredAt = kept
+	return s
+}
+
 // DropSend returns s with the paste in flight given up (the pane died, the
 // item was stopped or needs attention): unless it was delivered, its
 // delivery is pending again and goes with the next spawn or paste.
@@ -111,8 +133,9 @@ func (s Status) Follow(id string) Status {
 func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessionIDs, id) }
 
 // Released returns s after an operator's release of generation (the
-// Spec.ReleaseGeneration it carries out): the restart budget's counts and
-// any wait are cleared and the item goes to phase; a fresh release also
+// Spec.ReleaseGeneration it carries out): the restart budget's counts,
+// any wait and the deliveries the loop breaker counts are cleared and the
+// item goes to phase; a fresh release also
 // retires the conversation retire, clears its churn count and asks for a
 // new conversation (FreshRequested) until the next fresh spawn.
 func (s Status) Released(generation int64, phase Phase, fresh bool, retire string) Status {
@@ -120,6 +143,9 @@ func (s Status) Released(generation int64, phase Phase, fresh bool, retire strin
 	s.Failures, s.FastFailures, s.NextAttempt = 0, 0, time.Time{}
 	s.ReleasedGeneration = generation
 	s.Reason = "released"
+	// A release ends a delivery storm: the deliveries counted so far are
+	// the operator's to judge, not the next hour's.
+	s.DeliveredAt = nil
 	if fresh {
 		s = s.Retire(retire)
 		s.FreshRequested, s.ChurnFailures = true, 0

@@ -1,6 +1,10 @@
 package desired
 
-import "strconv"
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
 
 // This file holds every text loopd itself writes to an agent: the header
 // of an event's prompt, the nudges a respawn boots with, the line a long
@@ -84,4 +88,41 @@ func replayIntro(left int) string {
 		s += " (" + strconv.Itoa(left) + " left out for length)"
 	}
 	return s + ":\n"
+}
+
+// AgentMarker returns the hidden marker an agent ends every GitHub comment
+// it posts with, naming its work item: an HTML comment, which GitHub does
+// not show. A comment that carries one (IsAgentMarker) is the agent's own
+// and is never delivered to an agent.
+func AgentMarker(k Key) string { return "<!-- loopd:agent " + k.String() + " -->" }
+
+// agentMarker matches the text inside an HTML comment that is an agent
+// marker: "loopd:agent" and a work item, in any case, with any whitespace
+// around and between them.
+var agentMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*agent\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+\s*$`)
+
+// IsAgentMarker reports whether comment, the whole of an HTML comment
+// ("<!--" … "-->"), is an agent marker (AgentMarker), whichever item it
+// names: an agent's comment on another item is still an agent's. Whether
+// the comment is hidden on GitHub is the caller's rule (webhook's).
+func IsAgentMarker(comment string) bool {
+	inner, ok := strings.CutPrefix(comment, "<!--")
+	if !ok {
+		return false
+	}
+	inner, ok = strings.CutSuffix(inner, "-->")
+	if !ok {
+		inner, ok = strings.CutSuffix(inner, "--!>")
+	}
+	return ok && agentMarker.MatchString(inner)
+}
+
+// AgentBrief returns what a fresh conversation is told, after its first
+// prompt, about posting on GitHub: to end every comment with the item's
+// marker (AgentMarker), so that loopd never hands the agent its own words
+// back.
+func AgentBrief(k Key) string {
+	return "[loopd] When you post a comment on GitHub (an issue, a pull request or a review), " +
+		"end it with this line, exactly, so that loopd does not send your own comment back to you: " +
+		AgentMarker(k)
 }

@@ -45,15 +45,16 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
 // refused by SQLite itself; only the status JSON can be unreadable.
 //
 // A deliveries row is 'pending' (queued for the agent), 'delivered' (handed
-// to the harness, see PutStatus) or 'state_only' (an open/closed change with
-// nothing to send, kept so that its id stays claimed). seq is arrival order.
+// to the harness, see PutStatus) or 'state_only' (nothing to send: an
+// open/closed change, an event Ingest did not queue, a delivery dropped by
+// Drop; kept so that its id stays claimed). seq is arrival order.
 var migrations = []string{
 	`CREATE TABLE work_items (
 		key              TEXT PRIMARY KEY,
@@ -114,6 +115,20 @@ var migrations = []string{
 	// v4: a pull request's head branch in its own repository
 	// (Spec.HeadRef), which its worktree checks out.
 	`ALTER TABLE work_items ADD COLUMN head_ref TEXT NOT NULL DEFAULT '';`,
+
+	// v5: a pull request's head commit and the time of the payload that
+	// named it (Spec.HeadSHA), the commit a delivery is about
+	// (Delivery.Commit), and the CI failures already prompted per item
+	// (Ingest.Check).
+	`ALTER TABLE work_items ADD COLUMN head_sha TEXT NOT NULL DEFAULT '';
+	ALTER TABLE work_items ADD COLUMN head_at INTEGER;
+	ALTER TABLE deliveries ADD COLUMN commit_sha TEXT NOT NULL DEFAULT '';
+	CREATE TABLE check_claims (
+		work_item TEXT NOT NULL REFERENCES work_items (key),
+		claim     TEXT NOT NULL,
+		delivery  TEXT NOT NULL,
+		PRIMARY KEY (work_item, claim)
+	) STRICT;`,
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -261,10 +276,16 @@ func inTx(ctx context.Context, db interface {
 //     recorded state that is not newer is simply not applied); otherwise
 //     Closed and StateChangedAt take the new values, and StateChanged
 //     reports whether Closed flipped (a new item starts open);
-//   - a snapshot with no in.Delivery for an unknown key changes nothing and
-//     claims nothing (Unknown);
+//   - a snapshot with no in.Delivery, an in.NoCreate and an in.Check for an
+//     unknown key change nothing and claim nothing (Unknown);
 //   - in.Delivery, when set, is queued as pending (Queued); its ID must be
-//     in.DeliveryID or empty. Without one, the id is still claimed.
+//     in.DeliveryID or empty. It is not queued, and the id is claimed
+//     alone, for an in.NewOnly on an item that existed (Exists), and for
+//     an in.Check whose commit is not the recorded head (StaleCommit) or
+//     one of whose Conflicts is claimed (Deduplicated); a queued Check
+//     claims its Claims. Without a delivery, the id is still claimed;
+//   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
+//     before the time of the payload that named the recorded one.
 //
 // Generation grows by one when the open/closed state flips or a delivery is
 // queued on an existing item; a repeated state only moves StateChangedAt.
@@ -313,12 +334,13 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 	now := s.now()
 
 	var (
-		closed bool
-		at     sql.NullInt64
+		closed     bool
+		at, headAt sql.NullInt64
+		head       string
 	)
-	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at)
+	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at, &head, &headAt)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && in.Snapshot && in.Delivery == nil:
+	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.Check != nil):
 		res.Unknown = true
 		return nil
 	case errors.Is(err, sql.ErrNoRows):
@@ -363,15 +385,36 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 	if in.Delivery != nil {
 		d = *in.Delivery
 		d.ID = in.DeliveryID
-		state = "pending"
-		res.Queued = true
-		changed = true
+		queue, err := queues(ctx, tx, in, key, head, res)
+		if err != nil {
+			return err
+		}
+		if queue {
+			state = "pending"
+			res.Queued = true
+			changed = true
+		}
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
-		(id, work_item, event, action, sender, prompt, received_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state)
+		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit)
 	if err != nil {
 		return err
+	}
+	if res.Queued && in.Check != nil {
+		for _, c := range in.Check.Claims {
+			_, err := tx.ExecContext(ctx, `INSERT INTO check_claims (work_item, claim, delivery) VALUES (?, ?, ?)
+				ON CONFLICT DO NOTHING`, key, c, d.ID)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if in.HeadSHA != "" && (!headAt.Valid || !in.StateAt.Before(timeFromDB(headAt))) {
+		_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_sha = ?, head_at = ? WHERE key = ?`, in.HeadSHA, timeToDB(in.StateAt), key)
+		if err != nil {
+			return err
+		}
 	}
 
 	if in.HeadRef != "" {
@@ -388,6 +431,36 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 		return err
 	}
 	return nil
+}
+
+// queues reports whether in's delivery is queued on the item key, whose
+// recorded head commit is head, by the NewOnly and Check rules of Ingest,
+// and records in res why not.
+func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *IngestResult) (bool, error) {
+	if in.NewOnly && !res.Created {
+		res.Exists = true
+		return false, nil
+	}
+	c := in.Check
+	if c == nil {
+		return true, nil
+	}
+	if head != "" && !strings.EqualFold(head, c.Commit) {
+		res.StaleCommit = true
+		return false, nil
+	}
+	for _, claim := range c.Conflicts {
+		var claimed bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM check_claims WHERE work_item = ? AND claim = ?)`, key, claim).Scan(&claimed)
+		if err != nil {
+			return false, err
+		}
+		if claimed {
+			res.Deduplicated = true
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Records returns every work item with its pending deliveries in arrival
@@ -440,7 +513,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		args = append(args, key)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, status, r.session_id, r.source, r.at
+		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, status, r.session_id, r.source, r.at
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key `+itemsWhere+` ORDER BY owner, repo, number`, args...)
 	if err != nil {
 		return nil, err
@@ -458,7 +531,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			reportID, reportSrc sql.NullString
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &status, &reportID, &reportSrc, &reportAt)
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA, &status, &reportID, &reportSrc, &reportAt)
 		if err != nil {
 			rows.Close()
 			return nil, err
@@ -475,7 +548,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		return nil, err
 	}
 
-	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at
+	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at, commit_sha
 		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY seq`, args...)
 	if err != nil {
 		return nil, err
@@ -487,7 +560,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			d    Delivery
 			at   sql.NullInt64
 		)
-		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at); err != nil {
+		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at, &d.Commit); err != nil {
 			return nil, err
 		}
 		d.ReceivedAt = timeFromDB(at)
@@ -566,6 +639,29 @@ func (s *SQLite) PutStatus(ctx context.Context, k Key, st Status, delivered ...s
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite put status %s: %w", k, err)
+	}
+	return nil
+}
+
+// Drop records that the pending delivery id of k will never be sent: its
+// row stays (the id stays claimed) as one with nothing to send, so it is
+// neither pending nor part of History. An id that is not a pending
+// delivery of k is skipped. The error wraps ErrNotFound for an unknown
+// key.
+func (s *SQLite) Drop(ctx context.Context, k Key, id string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrNotFound
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'state_only' WHERE id = ? AND work_item = ? AND state = 'pending'`, id, k.String())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite drop %s %s: %w", k, id, err)
 	}
 	return nil
 }

@@ -48,6 +48,33 @@ type Ingest struct {
 	// close carries the state from before it. A snapshot with no Delivery
 	// never creates an item.
 	Snapshot bool
+	// NoCreate queues Delivery only on an item the store holds: for an
+	// unknown key nothing is written and the id is not claimed (Unknown).
+	// CI failures and the events of an item a trigger has not started
+	// never create one.
+	NoCreate bool
+	// NewOnly queues Delivery only when it creates the item: on an item
+	// the store holds, the id is claimed and nothing is queued
+	// (Exists). A trigger label added again starts nothing new.
+	NewOnly bool
+	// HeadSHA, when not empty, is a pull request's head commit as of
+	// StateAt; it replaces the recorded one (Spec.HeadSHA) unless StateAt
+	// is before the time it was recorded at.
+	HeadSHA string
+	// Check, when set, makes Delivery a CI failure's prompt: see Check.
+	Check *Check
+}
+
+// Check is what makes a CI failure one prompt (webhook's CI rule). The
+// item must exist (NoCreate applies); a Commit that is not the recorded
+// head (Spec.HeadSHA, when known) queues nothing (StaleCommit); a Conflicts
+// key already claimed for the item queues nothing (Deduplicated);
+// otherwise the delivery is queued and every Claims key is claimed for the
+// item, in the same transaction.
+type Check struct {
+	Commit    string
+	Claims    []string
+	Conflicts []string
 }
 
 // IngestResult says what Ingest did.
@@ -60,6 +87,14 @@ type IngestResult struct {
 	// Unknown means in was a snapshot with nothing to queue for an item the
 	// store does not hold: nothing was written and the id is not claimed.
 	Unknown bool
+	// Exists means in was NewOnly and the item exists: the id is claimed
+	// and nothing was queued.
+	Exists bool
+	// StaleCommit means in.Check named a commit that is not the item's
+	// head; Deduplicated that one of its Conflicts was claimed. Either
+	// way the id is claimed and nothing was queued.
+	StaleCommit  bool
+	Deduplicated bool
 }
 
 // EventFilter selects journal rows. Zero fields select everything.
@@ -99,6 +134,11 @@ type Store interface {
 	// (Spec.ReleaseGeneration, Spec.ReleaseFresh), bumping the generation;
 	// the error wraps ErrNotFound for an unknown key.
 	Release(ctx context.Context, k Key, fresh bool) error
+	// Drop records that the pending delivery id of k will never be sent
+	// (the agent's own push): it is no longer pending, and never part of
+	// History. An id that is not a pending delivery of k is skipped. The
+	// error wraps ErrNotFound for an unknown key.
+	Drop(ctx context.Context, k Key, id string) error
 	// History returns the item's opening delivery and its latest delivered
 	// ones (at most latest), delivered only, in arrival order, each once;
 	// the error wraps ErrNotFound for an unknown key.

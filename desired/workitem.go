@@ -106,6 +106,10 @@ type Spec struct {
 	// repository, "" when unknown or a fork's: its worktree then checks
 	// out refs/pull/<n>/head.
 	HeadRef string
+	// HeadSHA is a pull request's head commit as the newest pull request
+	// payload named it (synchronize moves it); "" when unknown. A CI
+	// failure on another commit is stale.
+	HeadSHA string
 	Closed  bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
@@ -243,6 +247,10 @@ type Status struct {
 	// Workspace is what the close of the item did to its worktree:
 	// WorkspaceRemoved or WorkspaceKept; "" while it is in use.
 	Workspace string
+	// DeliveredAt holds when the item's latest deliveries reached its
+	// conversation, oldest first, those within schema.DeliveryStormWindow
+	// of the latest only (Counted): the facts of the loop breaker.
+	DeliveredAt []time.Time `json:",omitempty"`
 	// WorkspaceError is the last failed workspace operation (the git
 	// command, its exit status, the tail of its stderr, credentials
 	// masked), until the workspace is ready.
@@ -278,6 +286,11 @@ type Delivery struct {
 	Sender     string
 	Prompt     string // rendered prompt text, header line first
 	ReceivedAt time.Time
+	// Commit is the commit the event is about: the new head of a push
+	// (pull_request.synchronize), the head a CI failure ran on; "" for
+	// others. A push whose commit the item's workdir already holds is the
+	// agent's own.
+	Commit string
 }
 
 // SessionReport is what a harness said about itself at session start: the

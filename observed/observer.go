@@ -31,6 +31,10 @@ type Observation struct {
 	// flight, the pending events), by delivery id. A missing entry means
 	// "not read".
 	Frames map[desired.Key]map[string]harness.Found
+	// Holds holds, per item whose Need named Commits, whether its workdir's
+	// HEAD holds each of them (workspace.Manager.Holds). A missing entry
+	// means "not read", and so does a missing commit.
+	Holds map[desired.Key]map[string]bool
 }
 
 // Need is what one pass reads from disk for one item. The zero Need reads
@@ -58,6 +62,9 @@ type Need struct {
 	// CheckoutURL, when set, is the repository the workdir should be a
 	// worktree of (Workdir.Worktree says whether it is).
 	CheckoutURL string
+	// Commits, with Disk, are commits to look for in the history of the
+	// workdir's HEAD (Observation.Holds).
+	Commits []string
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -100,7 +107,9 @@ type Observer struct {
 	// (tmux.Client.ServerOwner) and sets Snapshot.ServerGone when it is
 	// not this one.
 	Owner string
-	Log   *slog.Logger
+	// Workspaces runs git in a workdir (Need.Commits); nil reads no commit.
+	Workspaces *workspace.Manager
+	Log        *slog.Logger
 }
 
 // Observe takes the tmux snapshot at now (with Owner set, whether the
@@ -126,7 +135,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		snap.ServerGone = owner.ID != o.Owner
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}}
+		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{}}
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if !need.Disk {
@@ -143,6 +152,8 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 				obs.Workdirs[rec.Key] = w
 				if !w.Exists {
 					obs.MissingWorkdirs[rec.Key] = true
+				} else if held := o.holds(ctx, rec.Key, dir, need.Commits); held != nil {
+					obs.Holds[rec.Key] = held
 				}
 			}
 		}
@@ -167,6 +178,25 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 	}
 	return obs, nil
+}
+
+// holds reads whether the HEAD of the workdir dir holds each of commits;
+// nil when there are none to read. A commit git cannot answer for is
+// logged (workspace.unreadable) and left out.
+func (o *Observer) holds(ctx context.Context, k desired.Key, dir string, commits []string) map[string]bool {
+	if len(commits) == 0 || o.Workspaces == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, c := range commits {
+		held, err := o.Workspaces.Holds(ctx, dir, c)
+		if err != nil {
+			o.Log.WarnContext(ctx, string(journal.WorkspaceUnreadable), "work_item", k.String(), "cwd", dir, "commit", c, "err", err)
+			continue
+		}
+		out[c] = held
+	}
+	return out
 }
 
 // readFrames reads what rec's conversation holds of need.Frames: the

@@ -231,6 +231,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// The workdir the planner will use, and the repository it should
 		// be a worktree of.
 		workspaceOf(rec, p).need(&n)
+		n.Commits = pushCommits(rec)
 		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
 		}

@@ -55,13 +55,13 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 
 // planRecord plans one item. Before any decision it settles which
 // conversation the item is in (follow), carries out a pending release
-// (release) and confirms what the conversation already holds
-// (checkConversation); each returns the record as the executor will leave
-// it, so the decisions that follow start from there. loss is the pass's
-// Loss.Reason (lossOf).
+// (release), drops the agent's own pushes (dropOwnPushes) and confirms
+// what the conversation already holds (checkConversation); each returns
+// the record as the executor will leave it, so the decisions that follow
+// start from there. loss is the pass's Loss.Reason (lossOf).
 func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason) []actions.Action {
 	var out []actions.Action
-	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, checkConversation} {
+	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -282,7 +282,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		// Reopened or released: start over, keeping the conversation id.
 		phase = desired.PhaseIdle
 	case desired.PhaseNeedsAttention:
-		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 {
+		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 || it.st.Reason == string(actions.ReasonDeliveryStorm) {
+			// A delivery storm ends only with loopd release: a new event
+			// is more of the storm.
 			return []actions.Action{actions.Wait{Key: r.Key, Reason: actions.ReasonNeedsAttention}}
 		}
 		// A new event clears NeedsAttention and earns one more attempt.
@@ -299,6 +301,11 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		// release --fresh: a new conversation now, replacing a live agent
 		// too (the spawn kills its session first).
 		return it.spawn(it.st, actions.ReasonReleased, "")
+	}
+	if len(it.pending) > 0 && phase != desired.PhaseSpawning && it.st.SendingDeliveryID == "" && stormed(r, p, now) {
+		// The loop breaker, before another event goes out; what is in
+		// flight is let land first.
+		return []actions.Action{actions.GiveUp{Key: r.Key, Session: it.session, Reason: actions.ReasonDeliveryStorm}}
 	}
 	if it.pane.alive {
 		return it.planAlive(phase)

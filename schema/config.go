@@ -14,6 +14,9 @@ type Config struct {
 	// and work items refer to.
 	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
 	Webhooks  Webhooks           `yaml:"webhooks" json:"webhooks"`
+	// GitHub is how loopd appears on GitHub; nil when the github section
+	// is absent.
+	GitHub *GitHub `yaml:"github" json:"github,omitempty"`
 
 	// dir is the config file's absolute directory, against which relative
 	// paths are resolved.
@@ -64,6 +67,22 @@ type Harness struct {
 	ProcessName string `yaml:"processName" json:"processName"`
 }
 
+// GitHub configures how loopd appears on GitHub.
+type GitHub struct {
+	// BotLogin is the GitHub login loopd and its agents post as: a comment
+	// it sends is never delivered to an agent, even when the login is in
+	// authorizedUsers.
+	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
+}
+
+// BotLogin returns github.botLogin, "" when the github section is absent.
+func (c *Config) BotLogin() string {
+	if c.GitHub == nil {
+		return ""
+	}
+	return c.GitHub.BotLogin
+}
+
 // Webhooks holds the webhook receivers; GitHub is the only one.
 type Webhooks struct {
 	GHWebhook GHWebhook `yaml:"ghWebhook" json:"ghWebhook"`
@@ -105,7 +124,51 @@ type Route struct {
 	// Checkout, when set, makes each item's workdir a git worktree of the
 	// repository; nil keeps a plain directory.
 	Checkout *Checkout `yaml:"checkout" json:"checkout"`
+	// Trigger, when set, narrows which events start an agent or reach one
+	// (by a mention, by a label); nil lets every authorized event through.
+	Trigger *Trigger `yaml:"trigger" json:"trigger,omitempty"`
+	// Reactions says which events that no person wrote become prompts.
+	Reactions Reactions `yaml:"reactions" json:"reactions"`
+	// MaxDeliveriesPerHour is the loop breaker: one more delivery to an
+	// item within a sliding hour puts it in NeedsAttention
+	// (reason=delivery_storm) until loopd release. Default
+	// DefaultMaxDeliveriesPerHour.
+	MaxDeliveriesPerHour int `yaml:"maxDeliveriesPerHour" json:"maxDeliveriesPerHour"`
 }
+
+// Trigger narrows which events start an agent or reach one. Each rule set
+// applies; an empty one lets everything through.
+type Trigger struct {
+	// Mention, when not empty (e.g. "@loopd"), is the word a comment must
+	// contain, outside code and hidden text, to start an agent or reach
+	// one (webhook's mention rule).
+	Mention string `yaml:"mention" json:"mention,omitempty"`
+	// Labels, when not empty, start an issue's or pull request's agent
+	// only once it carries one of them: at open, or labelled later by an
+	// authorized sender. Until then its events are ignored.
+	Labels []string `yaml:"labels" json:"labels,omitempty"`
+}
+
+// Reactions says which events that no person wrote become prompts.
+type Reactions struct {
+	// CIFailure: a check run, check suite or workflow run that completes
+	// with failure or timed_out on the head of a pull request that has a
+	// work item becomes one prompt to its agent. Nil means the default,
+	// true (CIFailureOn).
+	CIFailure *bool `yaml:"ciFailure" json:"ciFailure"`
+}
+
+// MaxDeliveries returns MaxDeliveriesPerHour, or its default when unset.
+func (r Route) MaxDeliveries() int {
+	if r.MaxDeliveriesPerHour <= 0 {
+		return DefaultMaxDeliveriesPerHour
+	}
+	return r.MaxDeliveriesPerHour
+}
+
+// CIFailureOn reports whether failed checks become prompts; unset means
+// the default, true.
+func (r Reactions) CIFailureOn() bool { return r.CIFailure == nil || *r.CIFailure }
 
 // Checkout names the repository a route's workdirs are worktrees of.
 type Checkout struct {

@@ -22,6 +22,15 @@ const (
 	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
 )
 
+// DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
+// absent: the loop breaker's bound on the deliveries to one item within
+// DeliveryStormWindow.
+const DefaultMaxDeliveriesPerHour = 30
+
+// DeliveryStormWindow is the sliding window of the loop breaker
+// (maxDeliveriesPerHour).
+const DeliveryStormWindow = time.Hour
+
 // DefaultPolicy returns the respawn policy used for every absent key of
 // routing.tmux.
 func DefaultPolicy() Policy {
@@ -65,6 +74,10 @@ func (c *Config) applyDefaults(dir string) {
 		c.Harnesses[name] = h
 	}
 	gh := &c.Webhooks.GHWebhook
+	for key, r := range gh.Routing.Repos {
+		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
+		gh.Routing.Repos[key] = r
+	}
 	orDefault(&gh.Listen, defaultListen)
 	orDefault(&gh.Path, defaultWebhookPath)
 	if gh.SecretFile == "" {

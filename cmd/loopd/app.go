@@ -140,9 +140,10 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		return p
 	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
+	workspaces := &workspace.Manager{Root: mirrors}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Owner: a.owner.ID, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Owner: a.owner.ID, Log: a.log},
 		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
 		Journal:  a.journal,
 		Log:      a.log,
@@ -153,18 +154,19 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		// a longer hold is logged as reconcile.failed and retried.
 		LockWait: cfg.Reconcile.Interval(),
 		Executor: &actions.Executor{
-			Tmux:       a.tmux,
-			Store:      a.store,
-			Harnesses:  a.harnesses,
-			Journal:    a.journal,
-			Log:        a.log,
-			Now:        time.Now,
-			NewID:      uuid.NewString,
-			Socket:     cfg.Tmux.Socket,
-			Owner:      a.owner.ID,
-			Settle:     schema.DefaultPasteSettle,
-			Launcher:   a.launcher,
-			Workspaces: &workspace.Manager{Root: mirrors},
+			Tmux:        a.tmux,
+			Store:       a.store,
+			Harnesses:   a.harnesses,
+			Journal:     a.journal,
+			Log:         a.log,
+			Now:         time.Now,
+			NewID:       uuid.NewString,
+			Socket:      cfg.Tmux.Socket,
+			Owner:       a.owner.ID,
+			Settle:      schema.DefaultPasteSettle,
+			Launcher:    a.launcher,
+			Workspaces:  workspaces,
+			StormWindow: schema.DeliveryStormWindow,
 		},
 	}
 	// A worktree is made outside the pass; its outcome asks for the next.

@@ -124,6 +124,7 @@ func serve(ctx context.Context, g *globals) error {
 		Recorder: a.journal,
 		Trigger:  rc.Trigger,
 		Log:      log,
+		BotLogin: func() string { return watcher.Current().BotLogin() },
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -38,7 +38,10 @@ type Backend struct {
 
 // Run runs the desired.Store contract against the implementation b makes,
 // one subtest per behaviour, each on a new backing store: ingest and its
-// dedupe by delivery id, the open/closed state and its snapshots, refused
+// dedupe by delivery id, the open/closed state and its snapshots, the
+// rules that keep an event from creating an item or from being queued (a
+// trigger, a CI failure's head and claims), the head commit, a dropped
+// delivery, refused
 // input, record and delivery order, status writes that mark deliveries
 // delivered, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, durability across a reopen, concurrent
@@ -60,6 +63,11 @@ func Run(t *testing.T, b Backend) {
 		{"open_closed_state", s.openClosed},
 		{"state_snapshot", s.stateSnapshot},
 		{"snapshot_never_creates", s.snapshotNeverCreates},
+		{"no_create_needs_the_item", s.noCreate},
+		{"new_only_queues_on_a_new_item_only", s.newOnly},
+		{"head_sha_follows_the_newest_payload", s.headSHA},
+		{"check_queues_once_on_the_head", s.check},
+		{"drop_takes_a_delivery_out_for_good", s.drop},
 		{"close_with_delivery_is_one_change", s.closeWithDelivery},
 		{"bad_input_is_refused", s.badInput},
 		{"records_in_key_order", s.recordsOrder},

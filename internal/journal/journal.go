@@ -78,6 +78,9 @@ const (
 	// DispatchMangled: an event's frame reached the conversation, but not
 	// whole (end line missing or digest mismatch).
 	DispatchMangled Name = "dispatch.mangled"
+	// DispatchDropped: a pending event will never be sent (reason=own_push:
+	// the agent's own push).
+	DispatchDropped Name = "dispatch.dropped"
 
 	// WorkspaceMissing: the item's workdir is gone; the item is blocked.
 	WorkspaceMissing Name = "workspace.missing"

@@ -67,7 +67,7 @@ const (
 	KeyURL              = "url"                // a repository's URL, credentials masked
 	KeyBranch           = "branch"             // the branch a worktree is on
 	KeyBase             = "base"               // the remote branch an issue branch starts from
-	KeyCommit           = "commit"             // a worktree's HEAD commit
+	KeyCommit           = "commit"             // a commit: a worktree's HEAD, a push's new head
 	KeyExisting         = "existing"           // the workdir already was a worktree, used as it is
 	KeyRepaired         = "repaired"           // a half-made worktree was finished
 	KeyClass            = "class"              // a failure's class: transient or permanent

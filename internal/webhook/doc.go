@@ -17,14 +17,23 @@
 //     An unauthenticated request stores nothing, not even a journal row.
 //  5. A missing X-GitHub-Event or a missing or malformed X-GitHub-Delivery
 //     gets 400; a content type other than application/json gets 415.
-//  6. ping gets 200; events other than the five below get 202, ignored.
+//  6. ping gets 200; events other than the eight below get 202, ignored.
 //  7. The payload is parsed (400 when malformed) and mapped by the table
 //     below; unhandled actions get 202, ignored.
-//  8. A sender not in authorizedUsers (compared case-insensitively; an empty
-//     list authorizes nobody) gets 202, ignored, except that a close or
+//  8. The rules that keep loopd from talking to itself and the route's
+//     triggers (filter) drop the prompt of: loopd's own login
+//     (github.botLogin, even when authorized), a Bot account not in
+//     authorizedUsers, any other sender not in it (compared
+//     case-insensitively; an empty list authorizes nobody), a text that
+//     carries an agent's hidden marker (desired.AgentMarker), and, with
+//     trigger.mention, a comment that does not mention it. Such a delivery
+//     gets 202, ignored with the rule's reason, except that a close or
 //     reopen, or a state snapshot that changes an item loopd holds, still
 //     sets the item's state (it is GitHub's fact, whoever made it) with no
-//     prompt queued; a repository with no route gets 202, ignored.
+//     prompt queued. With trigger.labels an item starts once it carries
+//     one of them; the events of one that does not, and CI failures, only
+//     reach an item loopd holds (ignored otherwise, with the reason). A
+//     repository with no route gets 202, ignored.
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error,
@@ -62,6 +71,24 @@
 //	                                               is not empty or the state is approved or
 //	                                               changes_requested
 //	pull_request_review_comment  created           prompt: file path, diff hunk, comment body
+//	issues, pull_request         labeled           with a trigger label (trigger.labels): prompt as
+//	                                               opened, starting the item; else state only
+//	check_run                    completed         failure or timed_out: prompt: check, conclusion,
+//	                                               head commit, details URL, output (4 KiB)
+//	check_suite, workflow_run    completed         failure or timed_out: prompt as check_run, once
+//	                                               per suite with its check runs
+//
+// A CI failure (reactions.ciFailure, default on) goes to the first pull
+// request of the payload's pull_requests whose base is the repository and
+// whose head is the check's commit; it never creates a work item, and
+// authorizedUsers does not apply to it (no person wrote it; the item was
+// started by an authorized sender). A commit that is not the pull
+// request's head, as the payload or the newest pull request payload loopd
+// stored shows it (desired.Spec.HeadSHA), is stale and ignored. It is one
+// prompt per (item, head commit, check name): a check suite or workflow
+// run is a duplicate of a check run of its suite already sent and the
+// other way round, and a redelivery under a new id is a duplicate too
+// (ciFailure.claims, desired.Check).
 //
 // Every other action of these events queues nothing; its state snapshot
 // alone applies, and it is answered ignored when that changes nothing
@@ -76,6 +103,10 @@
 // The prompt of a delivery is built by Render: a fixed header line, then the
 // payload text framed as untrusted data, sanitized of terminal controls, with
 // the text GitHub does not show made visible.
+//
+// A pull_request.synchronize keeps its new head commit with the delivery
+// (desired.Delivery.Commit): the reconciler drops it, undelivered, when the
+// item's workdir already holds that commit (the agent's own push).
 //
 // Log and journal events: delivery.accepted, delivery.duplicate,
 // delivery.ignored and delivery.rejected, each with a reason where one

@@ -34,6 +34,30 @@ type change struct {
 	// action: only its state snapshot applies, and the delivery is
 	// reported as ignored for that reason when the state changes nothing.
 	unhandled string
+
+	// senderType is the sender's account type ("User", "Bot", …).
+	senderType string
+	// text is what a person wrote in the payload as markdown (a comment,
+	// a review, an opened item's title and body), read by the agent
+	// marker and mention rules; "" for a payload with no such text.
+	text string
+	// opening is true for a payload that opens the conversation on its
+	// own terms (an issue or pull request opened): a mention in its text
+	// starts an agent as a comment's does. Other events without text
+	// (a push, a reopen) only reach an agent that runs.
+	opening bool
+	// labels are the labels the issue or pull request carries, as the
+	// payload shows them; labeled is the label a labeled action added.
+	labels  []string
+	labeled string
+	// headSHA is a pull request's head commit as of stateAt, from a pull
+	// request payload (desired.Ingest.HeadSHA).
+	headSHA string
+	// commit is the commit the event is about (desired.Delivery.Commit):
+	// a push's new head, a CI failure's head.
+	commit string
+	// ci, when set, makes the change a CI failure's prompt (ciRule).
+	ci *ciFailure
 }
 
 // stateOnly turns the change of a payload whose action loopd does not act
@@ -64,6 +88,9 @@ var classifiers = map[string]classifier{
 	"pull_request":                typed(classifyPullRequest),
 	"pull_request_review":         typed(classifyReview),
 	"pull_request_review_comment": typed(classifyReviewComment),
+	"check_run":                   typed(classifyCheckRun),
+	"check_suite":                 typed(classifyCheckSuite),
+	"workflow_run":                typed(classifyWorkflowRun),
 }
 
 // typed adapts a classifier of one go-github event type.
@@ -88,6 +115,7 @@ func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
 	c.prompt.Title = e.GetIssue().GetTitle()
 	c.prompt.URL = e.GetComment().GetHTMLURL()
 	c.prompt.Body = e.GetComment().GetBody()
+	c.text = c.prompt.Body
 	return c, "", nil
 }
 
@@ -109,6 +137,7 @@ func classifyReview(e *github.PullRequestReviewEvent) (change, string, error) {
 	c.prompt.URL = r.GetHTMLURL()
 	c.prompt.State = state
 	c.prompt.Body = r.GetBody()
+	c.text = c.prompt.Body
 	return c, "", nil
 }
 
@@ -125,13 +154,14 @@ func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, str
 	c.prompt.Path = cm.GetPath()
 	c.prompt.DiffHunk = cm.GetDiffHunk()
 	c.prompt.Body = cm.GetBody()
+	c.text = c.prompt.Body
 	return c, "", nil
 }
 
 func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	action := e.GetAction()
 	switch action {
-	case "opened", "reopened", "closed":
+	case "opened", "reopened", "closed", "labeled":
 	case "deleted", "transferred":
 		// The issue is gone from this repository: its last state says
 		// nothing about the item loopd holds.
@@ -147,6 +177,10 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	c.prompt.Title = e.GetIssue().GetTitle()
 	c.prompt.URL = e.GetIssue().GetHTMLURL()
 	c.prompt.Body = e.GetIssue().GetBody()
+	c.text, c.opening = opening(c.prompt.Title, c.prompt.Body), action == "opened"
+	if action == "labeled" {
+		return labeled(c, e.GetLabel().GetName())
+	}
 	return openClose(c, action), "", nil
 }
 
@@ -154,7 +188,7 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 	action := e.GetAction()
 	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
 	switch action {
-	case "opened", "reopened", "ready_for_review", "synchronize", "closed":
+	case "opened", "reopened", "ready_for_review", "synchronize", "closed", "labeled":
 	default:
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
@@ -163,11 +197,28 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 	}
 	if action == "synchronize" {
 		c.prompt.Commit = e.GetAfter()
+		c.commit = e.GetAfter()
 	} else {
 		c.prompt.Base = e.GetPullRequest().GetBase().GetRef()
 		c.prompt.Body = e.GetPullRequest().GetBody()
+		c.text, c.opening = opening(c.prompt.Title, c.prompt.Body), action == "opened"
+	}
+	if action == "labeled" {
+		return labeled(c, e.GetLabel().GetName())
 	}
 	return openClose(c, action), "", nil
+}
+
+// labeled returns the change of a labeled action that added label: a
+// prompt like an opened item's, for the route's trigger.labels to start
+// the item with (filter), or its state snapshot alone when the payload
+// names no label.
+func labeled(c change, label string) (change, string, error) {
+	if label == "" {
+		return stateOnly(c, nil, reasonActionNotHandled)
+	}
+	c.labeled, c.opening = label, true
+	return c, "", nil
 }
 
 // openClose applies a closed or reopened action to c: closed only changes
@@ -194,7 +245,17 @@ func fromIssue(repo *github.Repository, is *github.Issue, sender *github.User) (
 	if is.IsPullRequest() {
 		kind = desired.KindPullRequest
 	}
-	return start(repo, is.GetNumber(), kind, is.GetState(), is.GetUpdatedAt().Time, sender)
+	c, err := start(repo, is.GetNumber(), kind, is.GetState(), is.GetUpdatedAt().Time, sender)
+	for _, l := range is.Labels {
+		c.labels = append(c.labels, l.GetName())
+	}
+	return c, err
+}
+
+// opening returns the text an opened item's mention is looked for in: its
+// title, then its body.
+func opening(title, body string) string {
+	return title + "\n\n" + body
 }
 
 // fromPullRequest starts a change for a pull request payload, with the
@@ -210,6 +271,10 @@ func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *gi
 	c.prompt.Title = pr.GetTitle()
 	c.prompt.URL = pr.GetHTMLURL()
 	c.prompt.Head = pr.GetHead().GetRef()
+	c.headSHA = pr.GetHead().GetSHA()
+	for _, l := range pr.Labels {
+		c.labels = append(c.labels, l.GetName())
+	}
 	if head := pr.GetHead(); strings.EqualFold(head.GetRepo().GetFullName(), repo.GetFullName()) && schema.ValidBranch(head.GetRef()) {
 		c.headRef = head.GetRef()
 	}
@@ -230,11 +295,12 @@ func start(repo *github.Repository, number int, kind desired.Kind, state string,
 		return change{}, fmt.Errorf("%w: no sender", errIncomplete)
 	}
 	c := change{
-		key:     desired.Key{Owner: owner, Repo: name, Number: number},
-		kind:    kind,
-		sender:  sender.GetLogin(),
-		stateAt: updated,
-		prompt:  &PromptInput{},
+		key:        desired.Key{Owner: owner, Repo: name, Number: number},
+		kind:       kind,
+		sender:     sender.GetLogin(),
+		senderType: sender.GetType(),
+		stateAt:    updated,
+		prompt:     &PromptInput{},
 	}
 	if state == "open" || state == "closed" {
 		c.closed, c.snapshot = github.Ptr(state == "closed"), true

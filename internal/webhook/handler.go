@@ -55,6 +55,24 @@ const (
 	reasonUnauthorizedSender = "unauthorized_sender"
 	reasonNoRoute            = "no_route"
 	reasonStaleState         = "stale_state"
+
+	// delivery.ignored: loopd does not talk to itself (filter).
+	reasonOwnLogin    = "own_login"    // sent by github.botLogin
+	reasonBotSender   = "bot_sender"   // a Bot account not in authorizedUsers
+	reasonAgentMarker = "agent_marker" // the text carries an agent's hidden marker
+
+	// delivery.ignored: the route's trigger (filter).
+	reasonNoMention   = "no_mention"   // trigger.mention is not in the text
+	reasonNotLabelled = "not_labelled" // trigger.labels: the item carries none and does not run
+	reasonStarted     = "already_started"
+
+	// delivery.ignored: CI reactions (ciChange, filter).
+	reasonCINotFailed   = "check_not_failed"   // success, neutral, cancelled, skipped…
+	reasonNoPullRequest = "no_pull_request"    // no pull request of this repository has the commit as its head
+	reasonStaleCommit   = "stale_commit"       // not the pull request's head commit any more
+	reasonNoWorkItem    = "no_work_item"       // CI never starts an agent
+	reasonCIReactionOff = "ci_reaction_off"    // reactions.ciFailure is false
+	reasonCIDuplicate   = "check_already_sent" // the same check on the same commit was prompted
 )
 
 // deliveryIDPattern bounds X-GitHub-Delivery (a GUID from GitHub) before it
@@ -96,6 +114,11 @@ type Options struct {
 	// AnswerTimeout bounds the handler's work on one request, counted from
 	// the end of its headers; 0 means DefaultAnswerTimeout.
 	AnswerTimeout time.Duration
+	// BotLogin returns the GitHub login loopd and its agents post as
+	// (github.botLogin); it is called once per request, so a reload takes
+	// effect on the next delivery. A change sent by it is never queued.
+	// Nil or "" singles out no login.
+	BotLogin func() string
 }
 
 // Handler receives GitHub webhook deliveries. Each one becomes at most one
@@ -124,6 +147,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.Trigger == nil {
 		opts.Trigger = func() {}
+	}
+	if opts.BotLogin == nil {
+		opts.BotLogin = func() string { return "" }
 	}
 	return &Handler{opts: opts, budget: semaphore.NewWeighted(opts.BodyBudget)}
 }
@@ -282,19 +308,26 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, 
 func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery, c change) {
 	cfg := h.opts.Config()
 	key := c.key.String()
-	authorized := slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, c.sender) })
-	if !authorized {
+	route, routed := cfg.Routing.Route(c.key.Owner, c.key.Repo)
+	authorized := func(login string) bool {
+		return slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, login) })
+	}
+	v := filter(c, route, authorized, h.opts.BotLogin())
+	if v.unhandled {
+		c.prompt, c.unhandled = nil, reasonActionNotHandled
+	}
+	if v.drop != "" {
 		if c.closed == nil {
-			h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
+			h.ignore(ctx, w, http.StatusAccepted, d, key, v.drop)
 			return
 		}
 		// Whoever closed or reopened the item, or commented on it, it is
 		// closed or open on GitHub: the state applies. Only instructions
-		// to the agent need an authorized sender, so the prompt is dropped.
+		// to the agent need an authorized sender that is not loopd itself,
+		// so the prompt is dropped.
 		c.prompt = nil
 	}
-	route, ok := cfg.Routing.Route(c.key.Owner, c.key.Repo)
-	if !ok {
+	if !routed {
 		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonNoRoute)
 		return
 	}
@@ -313,6 +346,9 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		StateAt:    c.stateAt,
 		Snapshot:   c.snapshot,
 		HeadRef:    c.headRef,
+		HeadSHA:    c.headSHA,
+		NoCreate:   v.noCreate,
+		NewOnly:    v.newOnly,
 	}
 	if c.prompt != nil {
 		p := *c.prompt
@@ -324,6 +360,11 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			Sender:     d.sender,
 			Prompt:     Render(p),
 			ReceivedAt: h.opts.Now(),
+			Commit:     c.commit,
+		}
+		if c.ci != nil {
+			claims, conflicts := c.ci.claims()
+			in.Check = &desired.Check{Commit: c.ci.commit, Claims: claims, Conflicts: conflicts}
 		}
 	}
 	res, err := h.opts.Store.Ingest(ctx, in)
@@ -336,9 +377,18 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	case c.unhandled != "" && !res.StateChanged:
 		// An action loopd does not act on, whose state showed nothing new.
 		h.ignore(ctx, w, http.StatusAccepted, d, key, c.unhandled)
-	case !authorized && c.snapshot && !res.StateChanged:
-		// A stranger's comment or review that showed nothing new.
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonUnauthorizedSender)
+	case v.drop != "" && c.snapshot && !res.StateChanged:
+		// A stranger's, a bot's or an agent's own comment or review, or
+		// one a trigger does not let through, that showed nothing new.
+		h.ignore(ctx, w, http.StatusAccepted, d, key, v.drop)
+	case res.Unknown && v.unknown != "":
+		h.ignore(ctx, w, http.StatusAccepted, d, key, v.unknown)
+	case res.StaleCommit:
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleCommit)
+	case res.Deduplicated:
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonCIDuplicate)
+	case res.Exists && !res.StateChanged:
+		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStarted)
 	case res.StaleState && !res.Queued && !res.Created:
 		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleState)
 	default:
@@ -346,6 +396,10 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			"state_changed", res.StateChanged, "stale_state", res.StaleState)
 		if res.StateChanged {
 			attrs = append(attrs, "closed", *c.closed)
+		}
+		if v.drop != "" {
+			// The state applied; the prompt did not, and this says why.
+			attrs = append(attrs, "reason", v.drop)
 		}
 		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key, attrs...)
 		h.opts.Trigger()

@@ -243,6 +243,7 @@ func TestFixtureOutcomes(t *testing.T) {
 	}
 	closes := map[string]bool{"issues.closed": true, "pull_request.closed": true}
 	handled := map[string]bool{"issues": true, "issue_comment": true, "pull_request": true, "pull_request_review": true}
+	ci := map[string]bool{"check_run": true, "check_suite": true, "workflow_run": true}
 
 	names, err := filepath.Glob(filepath.Join(fixturesDir, "*.json"))
 	require.NoError(t, err)
@@ -291,6 +292,16 @@ func TestFixtureOutcomes(t *testing.T) {
 				}
 				assert.Equal(t, want, ev.Attrs["reason"])
 				assert.Zero(t, e.triggers.Load())
+			case ci[event]:
+				// The fixtures' checks succeeded, but for one, which failed
+				// on a pull request loopd holds no item for.
+				assert.Equal(t, http.StatusAccepted, code)
+				assert.Empty(t, e.records(t))
+				want := reasonCINotFailed
+				if name == "check_run.completed.1.json" {
+					want = reasonNoWorkItem
+				}
+				assert.Equal(t, want, e.onlyEvent(t).Attrs["reason"])
 			default:
 				assert.Equal(t, http.StatusAccepted, code)
 				assert.Empty(t, e.records(t))

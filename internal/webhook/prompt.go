@@ -1,9 +1,11 @@
 package webhook
 
 import (
-	"github.com/loopd/loopd/desired"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopd/loopd/desired"
 )
 
 // PromptInput is what Render needs to build the prompt of one delivery. The
@@ -16,15 +18,20 @@ type PromptInput struct {
 	Sender     string // sender login
 	DeliveryID string // X-GitHub-Delivery
 
-	Title    string // issue or pull request title
-	URL      string // html_url of the issue, pull request, comment or review
-	Head     string // pull request head branch
-	Base     string // pull request base branch
-	Commit   string // head commit after a push (pull_request.synchronize)
-	State    string // review state, e.g. "changes_requested"
-	Path     string // file of a review comment
-	DiffHunk string // diff hunk a review comment refers to
-	Body     string // issue, pull request, comment or review body
+	Title      string // issue or pull request title
+	URL        string // html_url of the issue, pull request, comment or review
+	Head       string // pull request head branch
+	Base       string // pull request base branch
+	Commit     string // head commit after a push (pull_request.synchronize), or a failed check's
+	Check      string // the name of a failed check (check_run, check_suite, workflow_run)
+	Conclusion string // a failed check's conclusion: failure or timed_out
+	State      string // review state, e.g. "changes_requested"
+	Path       string // file of a review comment
+	DiffHunk   string // diff hunk a review comment refers to
+	Body       string // issue, pull request, comment or review body; a failed check's output
+	// OutputCut is how many bytes of a failed check's output were left out
+	// (MaxCIOutput); 0 shows nothing.
+	OutputCut int
 }
 
 // Render returns the prompt for p. It is pure and stable: the same input
@@ -61,6 +68,8 @@ func Render(p PromptInput) string {
 		{"url", p.URL},
 		{"head", p.Head},
 		{"base", p.Base},
+		{"check", p.Check},
+		{"conclusion", p.Conclusion},
 		{"commit", p.Commit},
 		{"state", p.State},
 		{"path", p.Path},
@@ -71,6 +80,9 @@ func Render(p PromptInput) string {
 	}
 	if p.DiffHunk != "" {
 		b.WriteString("diff_hunk:\n" + endLine(sanitize(p.DiffHunk)))
+	}
+	if p.OutputCut > 0 {
+		b.WriteString("output_cut: " + strconv.Itoa(p.OutputCut) + " bytes left out\n")
 	}
 	b.WriteString("body:\n" + endLine(sanitizeMarkdown(p.Body)))
 	b.WriteString(desired.FrameEnd(id, b.String()[start:]))

@@ -753,3 +753,29 @@ func fsClass(err error) Class {
 	}
 	return Transient
 }
+
+// commitName is the shape of a commit id loopd asks git about: hex, as
+// GitHub's payloads give it (never an option or a revision expression).
+var commitName = regexp.MustCompile(`^[0-9a-fA-F]{7,64}$`)
+
+// Holds reports whether the git repository or worktree at dir holds commit
+// in its HEAD's history (git merge-base --is-ancestor commit HEAD): true
+// when HEAD is commit or descends from it. A commit git does not know
+// (another's push, not fetched there) is not held. The error is a git
+// failure other than that, or a commit that is not hex.
+func (m *Manager) Holds(ctx context.Context, dir, commit string) (bool, error) {
+	if !commitName.MatchString(commit) {
+		return false, fmt.Errorf("holds %s in %s: not a commit id", commit, dir)
+	}
+	_, err := m.run(ctx, "merge-base", dir, nil, "merge-base", "--is-ancestor", commit, "HEAD")
+	var e *Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &e) && e.Exit == 1:
+		return false, nil // not an ancestor
+	case errors.As(err, &e) && e.Exit == 128 && strings.Contains(e.Stderr, commit):
+		return false, nil // a commit this repository has never seen
+	}
+	return false, err
+}
