@@ -14,6 +14,9 @@ type Config struct {
 	// and work items refer to.
 	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
 	Webhooks  Webhooks           `yaml:"webhooks" json:"webhooks"`
+	// GitHub, when set, lets loopd talk back through GitHub's REST API
+	// (announce, acknowledge, notify); nil: loopd only listens.
+	GitHub *GitHub `yaml:"github" json:"github,omitempty"`
 
 	// dir is the config file's absolute directory, against which relative
 	// paths are resolved.
@@ -105,6 +108,47 @@ type Route struct {
 	// Checkout, when set, makes each item's workdir a git worktree of the
 	// repository; nil keeps a plain directory.
 	Checkout *Checkout `yaml:"checkout" json:"checkout"`
+	// Announce posts one comment on an item when its first spawn is
+	// confirmed running; Acknowledge adds an eyes reaction to a comment
+	// once it reached the agent. Both default to true when github is set
+	// and are off without it (Route.Talk).
+	Announce    *bool `yaml:"announce" json:"announce,omitempty"`
+	Acknowledge *bool `yaml:"acknowledge" json:"acknowledge,omitempty"`
+}
+
+// Talk returns whether r announces and acknowledges, given whether the
+// config has a github block (github): an absent key is true with it, and
+// both are false without it.
+func (r Route) Talk(github bool) (announce, acknowledge bool) {
+	on := func(v *bool) bool { return github && (v == nil || *v) }
+	return on(r.Announce), on(r.Acknowledge)
+}
+
+// GitHub configures the REST API client loopd posts comments and
+// reactions with. Its credentials are a token (the variable TokenEnv
+// names) or a GitHub App installation (App), never both.
+type GitHub struct {
+	// APIURL is the REST API's base URL: https://api.github.com, or
+	// https://HOST/api/v3 for GitHub Enterprise Server. Default
+	// DefaultGitHubAPIURL.
+	APIURL string `yaml:"apiURL" json:"apiURL"`
+	// TokenEnv names the environment variable that holds the token; default
+	// LOOPD_GITHUB_TOKEN when App is not set. loopd unsets it once read.
+	TokenEnv string `yaml:"tokenEnv" json:"tokenEnv,omitempty"`
+	// App authenticates as a GitHub App installation instead of a token.
+	App *GitHubApp `yaml:"app" json:"app,omitempty"`
+	// BotLogin is the login whose comments loopd never delivers; "" is the
+	// login the credentials belong to (asked of the API at start).
+	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
+}
+
+// GitHubApp names a GitHub App installation and its private key.
+type GitHubApp struct {
+	AppID          int64 `yaml:"appID" json:"appID"`
+	InstallationID int64 `yaml:"installationID" json:"installationID"`
+	// PrivateKeyFile is the App's PEM private key; a relative path is
+	// resolved against the config file's directory (Config.PrivateKeyPath).
+	PrivateKeyFile string `yaml:"privateKeyFile" json:"privateKeyFile"`
 }
 
 // Checkout names the repository a route's workdirs are worktrees of.
