@@ -124,6 +124,9 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 			}
 		}
 	}
+	if prev.Phase == PhaseNeedsAttention && next.Phase != PhaseNeedsAttention {
+		next.Screen = "" // the episode is over; the next one reads the pane again
+	}
 	if next.Phase == PhaseNeedsAttention && prev.Phase != PhaseNeedsAttention {
 		next.Episodes = prev.Episodes + 1
 		if t.Notify {

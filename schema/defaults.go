@@ -140,6 +140,9 @@ const (
 	// DefaultGitHubCallTimeout bounds one HTTP request to GitHub (a
 	// listing of comments is one request per page).
 	DefaultGitHubCallTimeout = 30 * time.Second
+	// DefaultGitHubPoll is how often serve's worker looks for due calls in
+	// the outbox.
+	DefaultGitHubPoll = time.Second
 	// DefaultOnceDrain bounds the time reconcile --once spends sending the
 	// calls its passes queued before it exits.
 	DefaultOnceDrain = 30 * time.Second

@@ -30,6 +30,9 @@ type change struct {
 	// headRef is a pull request's head branch when the head is in the
 	// same repository (desired.Ingest.HeadRef); "" for a fork or an issue.
 	headRef string
+	// source is what on GitHub the prompt came from, for the reaction that
+	// acknowledges it (desired.Delivery.Source); zero for none.
+	source desired.Source
 	// unhandled, when set, is why nothing is queued for this payload's
 	// action: only its state snapshot applies, and the delivery is
 	// reported as ignored for that reason when the state changes nothing.
@@ -88,6 +91,7 @@ func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
 	c.prompt.Title = e.GetIssue().GetTitle()
 	c.prompt.URL = e.GetComment().GetHTMLURL()
 	c.prompt.Body = e.GetComment().GetBody()
+	c.source = desired.Source{Kind: desired.SourceIssueComment, ID: e.GetComment().GetID()}
 	return c, "", nil
 }
 
@@ -125,6 +129,7 @@ func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, str
 	c.prompt.Path = cm.GetPath()
 	c.prompt.DiffHunk = cm.GetDiffHunk()
 	c.prompt.Body = cm.GetBody()
+	c.source = desired.Source{Kind: desired.SourceReviewComment, ID: cm.GetID()}
 	return c, "", nil
 }
 
@@ -147,7 +152,7 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	c.prompt.Title = e.GetIssue().GetTitle()
 	c.prompt.URL = e.GetIssue().GetHTMLURL()
 	c.prompt.Body = e.GetIssue().GetBody()
-	return openClose(c, action), "", nil
+	return openClose(opened(c, action), action), "", nil
 }
 
 func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
@@ -167,7 +172,16 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 		c.prompt.Base = e.GetPullRequest().GetBase().GetRef()
 		c.prompt.Body = e.GetPullRequest().GetBody()
 	}
-	return openClose(c, action), "", nil
+	return openClose(opened(c, action), action), "", nil
+}
+
+// opened makes the issue or pull request itself the source of an opened
+// event's prompt: its body is what the reaction acknowledges.
+func opened(c change, action string) change {
+	if action == "opened" {
+		c.source = desired.Source{Kind: desired.SourceItem}
+	}
+	return c
 }
 
 // openClose applies a closed or reopened action to c: closed only changes

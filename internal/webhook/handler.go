@@ -324,6 +324,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			Sender:     d.sender,
 			Prompt:     Render(p),
 			ReceivedAt: h.opts.Now(),
+			Source:     c.source,
 		}
 	}
 	res, err := h.opts.Store.Ingest(ctx, in)
