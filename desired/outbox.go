@@ -94,10 +94,13 @@ type Talk struct {
 // deliveries the write marks delivered that were verified in the
 // conversation. It returns next with the flags that make each call happen
 // once, and the calls to queue in the same write:
-//   - the first time an item enters Running (its first confirmed spawn),
-//     next.Announced is set and, when t.Announce, one announcement is
-//     queued. A respawn, a resume fallback, a re-minted conversation, a
-//     release or a restarted daemon finds Announced set and queues none;
+//   - the first time an item enters Running with its spawn confirmed
+//     (next.ConfirmedSessionID: the harness's transcript or report showed
+//     the spawn took), next.Announced is set and, when t.Announce, one
+//     announcement is queued. A respawn, a resume fallback, a re-minted
+//     conversation, a release or a restarted daemon finds Announced set
+//     and queues none. A pane adopted unconfirmed (an operator answered a
+//     dialog by hand) is not yet announced: the next confirmed spawn is;
 //   - each delivered delivery with a Source gets an eyes reaction when
 //     t.Acknowledge;
 //   - each entry into NeedsAttention from another phase is a new episode
@@ -109,7 +112,7 @@ type Talk struct {
 func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
 	prev := r.Status
 	var calls []Call
-	if next.Phase == PhaseRunning && prev.Phase != PhaseRunning && !prev.Announced {
+	if next.Phase == PhaseRunning && prev.Phase != PhaseRunning && !prev.Announced && next.ConfirmedSessionID != "" {
 		next.Announced = true
 		if t.Announce {
 			marker := announceMarker(r.Key)

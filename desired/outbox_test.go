@@ -28,15 +28,17 @@ func TestTalkRule(t *testing.T) {
 		episodes  int
 	}{
 		{name: "first_spawn_confirmed_announces", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
 		{name: "first_spawn_after_a_failed_one_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Respawn: true, Failures: 1},
-			next: desired.Status{Phase: desired.PhaseRunning, Respawn: true}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, Respawn: true, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+		{name: "unconfirmed_adoption_waits_for_a_confirmed_spawn", prev: desired.Status{Phase: desired.PhaseBackingOff},
+			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
 		{name: "respawn_never_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Announced: true, Respawn: true},
 			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Respawn: true}, talk: all, announced: true},
 		{name: "release_to_running_never_announces", prev: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 1},
 			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1}, talk: all, announced: true, episodes: 1},
 		{name: "announce_off_still_marks_the_first_spawn", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning}, talk: desired.Talk{Notify: true}, announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: desired.Talk{Notify: true}, announced: true},
 		{name: "staying_running_announces_nothing", prev: desired.Status{Phase: desired.PhaseRunning},
 			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
 		{name: "delivered_comment_is_acknowledged", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
@@ -46,7 +48,7 @@ func TestTalkRule(t *testing.T) {
 			next: desired.Status{Phase: desired.PhaseRunning, Announced: true}, delivered: []desired.Delivery{comment},
 			talk: desired.Talk{Announce: true, Notify: true}, announced: true},
 		{name: "boot_prompt_announced_and_acknowledged", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning}, delivered: []desired.Delivery{comment}, talk: all,
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, delivered: []desired.Delivery{comment}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallAnnounce, desired.CallReact}, announced: true},
 		{name: "entering_needs_attention_notifies", prev: desired.Status{Phase: desired.PhaseExited, Announced: true, Episodes: 2},
 			next: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 2, Reason: "restart_budget_exhausted", Failures: 10, LastExitStatus: &exit, LastExitReason: "crash"},
@@ -94,7 +96,7 @@ func TestComments(t *testing.T) {
 	talk := desired.Talk{Announce: true, Acknowledge: true, Notify: true, Host: "build-1", Socket: "loopd"}
 	r := desired.Record{Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest}, Status: desired.Status{Phase: desired.PhaseSpawning},
 		Pending: []desired.Delivery{{ID: "p1"}}}
-	_, calls := desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Session: "loop-acme-api-42"}, nil, talk)
+	_, calls := desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Session: "loop-acme-api-42", ConfirmedSessionID: "c"}, nil, talk)
 	require.Len(t, calls, 1)
 	body := calls[0].Body
 	assert.Contains(t, body, "this pull request")

@@ -93,6 +93,13 @@ func (s *Server) Fail(f Failure) {
 	s.failures = append(s.failures, &f)
 }
 
+// ClearFailures drops the failures still queued.
+func (s *Server) ClearFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = nil
+}
+
 // SetPageSize makes comment listings return at most n per page.
 func (s *Server) SetPageSize(n int) {
 	s.mu.Lock()
