@@ -128,12 +128,14 @@ func TestAnnounceOnceAndAcknowledge(t *testing.T) {
 
 // TestGitHubOutboxSurvivesKill9: a daemon killed with SIGKILL while GitHub
 // held its announcement (taken, not yet answered) finds the marker after
-// the restart and posts nothing more; a reaction that kept failing with a
-// 502 when the daemon was killed is sent by the next daemon.
+// the restart and posts nothing more, and sends the reaction queued behind
+// it; a reaction that kept failing with a 502 when the daemon was killed
+// is shown by the dry run, which sends nothing, and sent by a cron
+// reconcile --once once due.
 func TestGitHubOutboxSurvivesKill9(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
-	srv, _ := e.withGitHub(t)
+	srv, token := e.withGitHub(t)
 	held := srv.HoldPosts()
 	r := e.boot(t, "issues.opened.1.json", nil)
 	<-held
@@ -159,12 +161,24 @@ func TestGitHubOutboxSurvivesKill9(t *testing.T) {
 	assert.Equal(t, "502", retry[0].Attrs["http_status"])
 	e.kill9(t)
 	srv.ClearFailures()
+
+	// The dry run shows the queued call and sends nothing; a cron pass
+	// sends it once it is due.
+	before := len(srv.Requests())
+	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, dry, "github_call work_item=Codertocat/Hello-World#1 call=react call_id=3 attempts=1 next_attempt=")
+	assert.Len(t, srv.Requests(), before, "the dry run sends nothing")
+	e.waitFor(t, func() bool {
+		_, stderr, code := e.runEnv(t, []string{gitHubTokenEnv + "=" + token}, "reconcile", "--once")
+		require.Zero(t, code, stderr)
+		return len(srv.Reactions()) == 2
+	}, waitShort, "reconcile --once never sent the reaction")
 	e.start(t)
-	e.waitPosted(t, 3)
+	e.settle(t)
 	assert.Equal(t, []ghapitest.Reaction{
 		{On: "/repos/Codertocat/Hello-World/issues/1/reactions", Content: "eyes"},
 		{On: "/repos/Codertocat/Hello-World/issues/comments/492700400/reactions", Content: "eyes"},
-	}, srv.Reactions())
+	}, srv.Reactions(), "sent once")
 }
 
 // TestNeedsAttentionNotice: an item that enters NeedsAttention gets one
