@@ -88,9 +88,9 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 	return tried, ctx.Err()
 }
 
-// Run drains the outbox every poll period until ctx ends. A store error
-// is journaled by the Recorder's caller of the store (the next drain
-// tries again).
+// Run drains the outbox every poll period until ctx ends. A drain the
+// store failed is journaled (github.failed reason=store_failed) and the
+// next one tries again.
 func (w *Worker) Run(ctx context.Context, poll time.Duration) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
