@@ -103,6 +103,11 @@ type Executor struct {
 	// failedPrepares counts the preparations whose failure was recorded
 	// since the last WaitWorkspaces.
 	failedPrepares int
+
+	// Talk returns what an item's route lets loopd say on GitHub
+	// (desired.TalkRule), read at each status write so that a reload
+	// applies; nil says nothing.
+	Talk func(r desired.Record) desired.Talk
 }
 
 // Result sums up one Execute call.
@@ -205,21 +210,39 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 
 // put writes st and keeps the in-memory copy in step.
 func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status) error {
-	return e.putDelivered(ctx, r, st, "")
+	return e.putDelivered(ctx, r, st, "", false)
 }
 
 // putDelivered writes st with delivery id, when not "", taken through its
 // last transition (desired.Status.Deliver) and recorded delivered in the
-// same write: the delivery's own record is the truth of it. The in-memory
-// copy follows, so that the item's later actions see it delivered.
-func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string) error {
-	var delivered []string
+// same write: the delivery's own record is the truth of it. verified says
+// the conversation showed it. Every status write passes here, so the GitHub
+// calls the change causes (desired.TalkRule: the announcement, the
+// acknowledgement of a verified delivery, the notice of NeedsAttention)
+// are queued in the same write. The in-memory copy follows, so that the
+// item's later actions see it delivered.
+func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string, verified bool) error {
+	var (
+		delivered []string
+		acked     []desired.Delivery
+	)
 	if id != "" {
 		st = st.Deliver(id).Counted(e.Now(), e.StormWindow)
 		delivered = append(delivered, id)
+		if i := slices.IndexFunc(r.Pending, func(d desired.Delivery) bool { return d.ID == id }); i >= 0 && verified {
+			acked = append(acked, r.Pending[i])
+		}
 	}
-	if err := e.Store.PutStatus(ctx, r.Key, st, delivered...); err != nil {
+	var talk desired.Talk
+	if e.Talk != nil {
+		talk = e.Talk(*r)
+	}
+	st, calls := desired.TalkRule(*r, st, acked, talk)
+	if err := e.Store.WriteStatus(ctx, r.Key, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
 		return err // the store names the operation and the item
+	}
+	for _, c := range calls {
+		e.record(ctx, slog.LevelInfo, journal.GitHubQueued, r.Key, "call", string(c.Kind), "reason", st.Reason)
 	}
 	r.Status = st
 	if id != "" {
@@ -437,7 +460,7 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	// carried none that is still in flight.
 	st = st.Carry("")
 	st.Reason = string(a.Reason)
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
 		return err
 	}
 	attach := fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
@@ -570,7 +593,7 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Ada
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
 	st := r.Status
 	st.Reason = "delivered"
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Verified); err != nil {
 		return err
 	}
 	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
@@ -605,7 +628,7 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
 	st = st.Deliver(a.Delivered).DropInFlight()
-	if err := e.putDelivered(ctx, r, st, a.Delivered); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -636,7 +659,7 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.Retire != "" {
 		st = st.Retire(retired)
 	}
-	if err := e.putDelivered(ctx, r, st, a.Delivered); err != nil {
+	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -676,6 +699,12 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	if a.Detail != "" {
 		st.WorkspaceError = workspace.Mask(a.Detail)
 	}
+	// What the pane shows goes in the status, so that the notice of this
+	// episode names the dialog that holds the agent.
+	st.Screen = ""
+	if a.Path == "" {
+		st.Screen = e.screenOf(ctx, r, a.Session)
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -692,7 +721,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 	if a.Path != "" {
 		kv = append(kv, "cwd", a.Path, "detail", workspace.Mask(a.Detail))
 	} else {
-		kv = append(kv, "screen", e.screenOf(ctx, r, a.Session))
+		kv = append(kv, "screen", st.Screen)
 	}
 	e.record(ctx, slog.LevelError, name, r.Key, append(kv, "release", "loopd release "+r.Key.String())...)
 	return nil

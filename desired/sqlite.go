@@ -45,7 +45,7 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -129,6 +129,30 @@ var migrations = []string{
 		delivery  TEXT NOT NULL,
 		PRIMARY KEY (work_item, claim)
 	) STRICT;`,
+	// v6: what on GitHub a delivery came from (Delivery.Source), and the
+	// outbox of calls to GitHub's REST API (Call), each written in the
+	// transaction of the status change that caused it.
+	`ALTER TABLE deliveries ADD COLUMN source_kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE deliveries ADD COLUMN source_id INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE outbox (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		work_item    TEXT NOT NULL REFERENCES work_items (key),
+		kind         TEXT NOT NULL CHECK (kind IN ('announce', 'react', 'notify')),
+		body         TEXT NOT NULL,
+		marker       TEXT NOT NULL,
+		target_kind  TEXT NOT NULL,
+		target_id    INTEGER NOT NULL,
+		state        TEXT NOT NULL CHECK (state IN ('pending', 'posted', 'failed')),
+		attempts     INTEGER NOT NULL CHECK (attempts >= 0),
+		next_attempt INTEGER,
+		created_at   INTEGER,
+		done_at      INTEGER,
+		http_status  INTEGER NOT NULL,
+		error        TEXT NOT NULL,
+		url          TEXT NOT NULL
+	) STRICT;
+	CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
+	CREATE INDEX outbox_by_work_item ON outbox (work_item, id);`,
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -396,8 +420,8 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 		}
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
-		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit)
+		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID)
 	if err != nil {
 		return err
 	}
@@ -548,7 +572,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		return nil, err
 	}
 
-	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at, commit_sha
+	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at, commit_sha, source_kind, source_id
 		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY seq`, args...)
 	if err != nil {
 		return nil, err
@@ -560,7 +584,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			d    Delivery
 			at   sql.NullInt64
 		)
-		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at, &d.Commit); err != nil {
+		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at, &d.Commit, &d.Source.Kind, &d.Source.ID); err != nil {
 			return nil, err
 		}
 		d.ReceivedAt = timeFromDB(at)
@@ -619,7 +643,14 @@ func (s *SQLite) ReportSession(ctx context.Context, k Key, r SessionReport) erro
 // pending delivery of k is skipped, not an error. The error wraps
 // ErrNotFound for an unknown key.
 func (s *SQLite) PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error {
-	text, err := json.Marshal(st)
+	return s.WriteStatus(ctx, k, StatusWrite{Status: st, Delivered: delivered})
+}
+
+// WriteStatus writes w.Status of k, marks w.Delivered as PutStatus does,
+// and queues w.Calls, all in one transaction. The error wraps ErrNotFound
+// for an unknown key.
+func (s *SQLite) WriteStatus(ctx context.Context, k Key, w StatusWrite) error {
+	text, err := json.Marshal(w.Status)
 	if err == nil {
 		err = s.write(ctx, func(tx *sql.Tx) error {
 			now := timeToDB(s.now())
@@ -627,9 +658,18 @@ func (s *SQLite) PutStatus(ctx context.Context, k Key, st Status, delivered ...s
 				string(text), now, k.String()); err != nil {
 				return err
 			}
-			for _, id := range delivered {
+			for _, id := range w.Delivered {
 				_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'delivered', delivered_at = ?
 					WHERE id = ? AND work_item = ? AND state = 'pending'`, now, id, k.String())
+				if err != nil {
+					return err
+				}
+			}
+			for _, c := range w.Calls {
+				_, err := tx.ExecContext(ctx, `INSERT INTO outbox (work_item, kind, body, marker, target_kind, target_id,
+					state, attempts, next_attempt, created_at, http_status, error, url)
+					VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 0, '', '')`,
+					k.String(), string(c.Kind), c.Body, c.Marker, string(c.Target.Kind), c.Target.ID, timeToDB(c.NextAttempt), now)
 				if err != nil {
 					return err
 				}
@@ -662,6 +702,103 @@ func (s *SQLite) Drop(ctx context.Context, k Key, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite drop %s %s: %w", k, id, err)
+	}
+	return nil
+}
+
+// callColumns are the columns scanCall reads, in its order.
+const callColumns = `id, work_item, kind, body, marker, target_kind, target_id, state, attempts,
+	next_attempt, created_at, done_at, http_status, error, url`
+
+// DueCalls returns the pending calls due at now (next attempt NULL or not
+// after it), oldest first, at most limit (all when limit <= 0).
+func (s *SQLite) DueCalls(ctx context.Context, now time.Time, limit int) ([]Call, error) {
+	query := `SELECT ` + callColumns + ` FROM outbox WHERE state = 'pending' AND (next_attempt IS NULL OR next_attempt <= ?) ORDER BY id`
+	args := []any{now.UnixNano()}
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	calls, err := s.queryCalls(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite due calls: %w", err)
+	}
+	return calls, nil
+}
+
+// Calls returns the calls f selects, oldest first.
+func (s *SQLite) Calls(ctx context.Context, f CallFilter) ([]Call, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.WorkItem != "" {
+		where = append(where, "work_item = ?")
+		args = append(args, f.WorkItem)
+	}
+	if f.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, string(f.State))
+	}
+	query := `SELECT ` + callColumns + ` FROM outbox`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	calls, err := s.queryCalls(ctx, query+" ORDER BY id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite calls: %w", err)
+	}
+	return calls, nil
+}
+
+func (s *SQLite) queryCalls(ctx context.Context, query string, args ...any) ([]Call, error) {
+	var calls []Call
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				c              Call
+				key            string
+				next, at, done sql.NullInt64
+			)
+			if err := rows.Scan(&c.ID, &key, &c.Kind, &c.Body, &c.Marker, &c.Target.Kind, &c.Target.ID, &c.State, &c.Attempts,
+				&next, &at, &done, &c.HTTPStatus, &c.Error, &c.URL); err != nil {
+				return err
+			}
+			if c.Key, err = ParseKey(key); err != nil {
+				return err
+			}
+			c.NextAttempt, c.CreatedAt, c.DoneAt = timeFromDB(next), timeFromDB(at), timeFromDB(done)
+			calls = append(calls, c)
+		}
+		return rows.Err()
+	})
+	return calls, err
+}
+
+// UpdateCall records the outcome of a try at c. The error wraps
+// ErrNotFound when no call has c.ID.
+func (s *SQLite) UpdateCall(ctx context.Context, c Call) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET state = ?, attempts = ?, next_attempt = ?, done_at = ?,
+			http_status = ?, error = ?, url = ? WHERE id = ?`,
+			string(c.State), c.Attempts, timeToDB(c.NextAttempt), timeToDB(c.DoneAt), c.HTTPStatus, c.Error, c.URL, c.ID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite update call %d: %w", c.ID, err)
 	}
 	return nil
 }

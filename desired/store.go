@@ -123,6 +123,22 @@ type Store interface {
 	// harness (no longer pending). The error wraps ErrNotFound for an
 	// unknown key.
 	PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error
+	// WriteStatus is PutStatus that also queues w.Calls in the outbox, all
+	// in one transaction: a status change and the GitHub calls it causes
+	// are written together or not at all. Each call is stored pending,
+	// due at its NextAttempt (zero: at once), with its CreatedAt set to
+	// the write's time. The error wraps ErrNotFound for an unknown key.
+	WriteStatus(ctx context.Context, k Key, w StatusWrite) error
+	// DueCalls returns the pending calls whose next attempt is at or
+	// before now, in the order they were queued, at most limit of them.
+	DueCalls(ctx context.Context, now time.Time, limit int) ([]Call, error)
+	// UpdateCall records the outcome of a try at c (its State, Attempts,
+	// NextAttempt, DoneAt, HTTPStatus, Error and URL; the rest of the
+	// stored call stays). The error wraps ErrNotFound when no call has
+	// c.ID.
+	UpdateCall(ctx context.Context, c Call) error
+	// Calls returns the calls f selects, in the order they were queued.
+	Calls(ctx context.Context, f CallFilter) ([]Call, error)
 	// ReportSession records the session id the item's harness reported
 	// about itself (Claude Code's SessionStart hook); the error wraps
 	// ErrNotFound for an unknown key.

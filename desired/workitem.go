@@ -244,6 +244,16 @@ type Status struct {
 	// (workspace.pinned) as not applied.
 	WorkdirRendered string
 	WorkdirReported string
+	// Announced is true once the item's first spawn was confirmed running,
+	// whether or not its route announced it (Talk): no later spawn is a
+	// first one.
+	Announced bool `json:",omitempty"`
+	// Episodes counts the item's entries into NeedsAttention; each is one
+	// episode, and one notice (Talk).
+	Episodes int `json:",omitempty"`
+	// Screen is what the harness's pane showed when the item last needed
+	// attention (a dialog's reason, or the screen class), "" if unread.
+	Screen string `json:",omitempty"`
 	// Workspace is what the close of the item did to its worktree:
 	// WorkspaceRemoved or WorkspaceKept; "" while it is in use.
 	Workspace string
@@ -291,6 +301,33 @@ type Delivery struct {
 	// others. A push whose commit the item's workdir already holds is the
 	// agent's own.
 	Commit string
+	// Source is what on GitHub the delivery came from, for the reaction
+	// that acknowledges it once it reached the agent; zero for none.
+	Source Source
+}
+
+// SourceKind says what on GitHub a delivery came from (Delivery.Source):
+// where GitHub's reactions API can put a reaction that acknowledges it.
+type SourceKind string
+
+// The sources of a delivery. A review's body (pull_request_review) has no
+// reaction API, so it has no source: nothing acknowledges it.
+const (
+	// SourceIssueComment: an issue or pull request comment, ID its id
+	// (POST /repos/{owner}/{repo}/issues/comments/{id}/reactions).
+	SourceIssueComment SourceKind = "issue_comment"
+	// SourceReviewComment: a pull request review comment on a diff line,
+	// ID its id (POST /repos/{owner}/{repo}/pulls/comments/{id}/reactions).
+	SourceReviewComment SourceKind = "review_comment"
+	// SourceItem: the issue or pull request itself (an opened event; the
+	// item's number, POST /repos/{owner}/{repo}/issues/{number}/reactions).
+	SourceItem SourceKind = "item"
+)
+
+// Source names the comment, or the item itself, a delivery came from.
+type Source struct {
+	Kind SourceKind
+	ID   int64 // the comment's id; 0 for SourceItem
 }
 
 // SessionReport is what a harness said about itself at session start: the

@@ -14,8 +14,8 @@ type Config struct {
 	// and work items refer to.
 	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
 	Webhooks  Webhooks           `yaml:"webhooks" json:"webhooks"`
-	// GitHub is how loopd appears on GitHub; nil when the github section
-	// is absent.
+	// GitHub, when set, lets loopd talk back through GitHub's REST API
+	// (announce, acknowledge, notify); nil: loopd only listens.
 	GitHub *GitHub `yaml:"github" json:"github,omitempty"`
 
 	// dir is the config file's absolute directory, against which relative
@@ -65,14 +65,6 @@ type Harness struct {
 	// script). Default: the command's base name (claude-code also accepts
 	// "claude").
 	ProcessName string `yaml:"processName" json:"processName"`
-}
-
-// GitHub configures how loopd appears on GitHub.
-type GitHub struct {
-	// BotLogin is the GitHub login loopd and its agents post as: a comment
-	// it sends is never delivered to an agent, even when the login is in
-	// authorizedUsers.
-	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.
@@ -134,6 +126,49 @@ type Route struct {
 	// (reason=delivery_storm) until loopd release. Default
 	// DefaultMaxDeliveriesPerHour.
 	MaxDeliveriesPerHour int `yaml:"maxDeliveriesPerHour" json:"maxDeliveriesPerHour"`
+	// Announce posts one comment on an item when its first spawn is
+	// confirmed running; Acknowledge adds an eyes reaction to a comment
+	// once it reached the agent. Both default to true when github is set
+	// and are off without it (Route.Talk).
+	Announce    *bool `yaml:"announce" json:"announce,omitempty"`
+	Acknowledge *bool `yaml:"acknowledge" json:"acknowledge,omitempty"`
+}
+
+// Talk returns whether r announces and acknowledges, given whether the
+// config has a github block (github): an absent key is true with it, and
+// both are false without it.
+func (r Route) Talk(github bool) (announce, acknowledge bool) {
+	on := func(v *bool) bool { return github && (v == nil || *v) }
+	return on(r.Announce), on(r.Acknowledge)
+}
+
+// GitHub configures the REST API client loopd posts comments and
+// reactions with. Its credentials are a token (the variable TokenEnv
+// names) or a GitHub App installation (App), never both.
+type GitHub struct {
+	// APIURL is the REST API's base URL: https://api.github.com, or
+	// https://HOST/api/v3 for GitHub Enterprise Server. Default
+	// DefaultGitHubAPIURL.
+	APIURL string `yaml:"apiURL" json:"apiURL"`
+	// TokenEnv names the environment variable that holds the token; default
+	// LOOPD_GITHUB_TOKEN when App is not set. loopd unsets it once read.
+	TokenEnv string `yaml:"tokenEnv" json:"tokenEnv,omitempty"`
+	// App authenticates as a GitHub App installation instead of a token.
+	App *GitHubApp `yaml:"app" json:"app,omitempty"`
+	// BotLogin is the GitHub login loopd and its agents post as: a comment
+	// by it is never delivered to an agent, even when the login is in
+	// authorizedUsers. "" is the login the credentials belong to (asked of
+	// the API at start).
+	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
+}
+
+// GitHubApp names a GitHub App installation and its private key.
+type GitHubApp struct {
+	AppID          int64 `yaml:"appID" json:"appID"`
+	InstallationID int64 `yaml:"installationID" json:"installationID"`
+	// PrivateKeyFile is the App's PEM private key; a relative path is
+	// resolved against the config file's directory (Config.PrivateKeyPath).
+	PrivateKeyFile string `yaml:"privateKeyFile" json:"privateKeyFile"`
 }
 
 // Trigger narrows which events start an agent or reach one. Each rule set

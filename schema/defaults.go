@@ -20,6 +20,9 @@ const (
 	defaultListen          = "127.0.0.1:8787"
 	defaultWebhookPath     = "/webhook"
 	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
+	// DefaultGitHubAPIURL is github.apiURL's default, GitHub.com's REST API.
+	DefaultGitHubAPIURL   = "https://api.github.com"
+	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
 )
 
 // DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
@@ -83,6 +86,14 @@ func (c *Config) applyDefaults(dir string) {
 	if gh.SecretFile == "" {
 		orDefault(&gh.SecretEnv, defaultSecretEnv)
 	}
+	if g := c.GitHub; g != nil {
+		orDefault(&g.APIURL, DefaultGitHubAPIURL)
+		if g.App == nil {
+			orDefault(&g.TokenEnv, defaultGitHubTokenEnv)
+		} else if g.App.PrivateKeyFile != "" {
+			g.App.PrivateKeyFile = c.resolve(g.App.PrivateKeyFile)
+		}
+	}
 	p, d := &gh.Routing.Tmux, DefaultPolicy()
 	orDefault(&p.ResumeOnRespawn, d.ResumeOnRespawn)
 	orDefault(&p.ResumeProbeSeconds, d.ResumeProbeSeconds)
@@ -130,4 +141,22 @@ const (
 	// DefaultOnceLockWait is how long reconcile --once waits for a running
 	// pass to finish (--lock-wait).
 	DefaultOnceLockWait = 30 * time.Second
+	// DefaultGitHubTries bounds the attempts of one GitHub call that keeps
+	// failing with a 5xx, a rate limit or a network error; the waits
+	// between them grow from DefaultGitHubBackoffInitial, doubling, to
+	// DefaultGitHubBackoffMax, unless GitHub names a longer one
+	// (Retry-After, X-RateLimit-Reset). With these, a call is given up
+	// about 8 minutes after its first try.
+	DefaultGitHubTries          = 8
+	DefaultGitHubBackoffInitial = 2 * time.Second
+	DefaultGitHubBackoffMax     = 5 * time.Minute
+	// DefaultGitHubCallTimeout bounds one HTTP request to GitHub (a
+	// listing of comments is one request per page).
+	DefaultGitHubCallTimeout = 30 * time.Second
+	// DefaultGitHubPoll is how often serve's worker looks for due calls in
+	// the outbox.
+	DefaultGitHubPoll = time.Second
+	// DefaultOnceDrain bounds the time reconcile --once spends sending the
+	// calls its passes queued before it exits.
+	DefaultOnceDrain = 30 * time.Second
 )

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -427,6 +428,22 @@ func (c *Config) check(t *tree) []Problem {
 			if !workdirPerItem(key, r) {
 				add(t.problemAt(child(at, "workdir"), "with checkout, the workdir must differ per work item (use {{.Number}}, and {{.Owner}}/{{.Repo}} in a wildcard route): two items never share a worktree"))
 			}
+		}
+	}
+
+	if g := c.GitHub; g != nil {
+		at := []string{"github"}
+		if g.App != nil && g.TokenEnv != "" {
+			add(t.keyProblemAt(child(at, "app"), "set app or tokenEnv, not both"))
+		}
+		switch {
+		case g.TokenEnv != "" && g.TokenEnv == gh.SecretEnv:
+			add(t.problemAt(child(at, "tokenEnv"), g.TokenEnv+" is the webhook secret's variable (secretEnv); name another"))
+		case g.TokenEnv != "" && !paneenv.Denied(g.TokenEnv):
+			add(t.problemAt(child(at, "tokenEnv"), g.TokenEnv+" could reach a pane; name a variable loopd never passes on (LOOPD_…, or one that contains GITHUB)"))
+		}
+		if u, err := url.Parse(g.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add(t.problemAt(child(at, "apiURL"), fmt.Sprintf("%q is not an http(s) URL", g.APIURL)))
 		}
 	}
 

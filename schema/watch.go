@@ -149,6 +149,11 @@ func keepRestartOnly(old, next *Config) []string {
 	keep(&kept, "webhooks.ghWebhook.path", o.Path, &n.Path)
 	keep(&kept, "webhooks.ghWebhook.secretEnv", o.SecretEnv, &n.SecretEnv)
 	keep(&kept, "webhooks.ghWebhook.secretFile", o.SecretFile, &n.SecretFile)
+	// The GitHub client and its credentials are made once at start.
+	if !reflect.DeepEqual(old.GitHub, next.GitHub) {
+		next.GitHub = old.GitHub
+		kept = append(kept, "github")
+	}
 	// The harness adapters are built once at start.
 	if !reflect.DeepEqual(old.Harnesses, next.Harnesses) {
 		next.Harnesses = old.Harnesses

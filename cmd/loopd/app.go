@@ -13,6 +13,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
@@ -48,6 +49,9 @@ type app struct {
 	// owner is this loopd's mark on its tmux server and sessions.
 	owner    tmux.Owner
 	launcher launch.Launcher
+	// github sends the outbox's calls; nil without a github block, and in
+	// the commands that send nothing.
+	github *ghapi.Client
 }
 
 // openStore opens the SQLite store in cfg's state dir.
@@ -167,6 +171,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Launcher:    a.launcher,
 			Workspaces:  workspaces,
 			StormWindow: schema.DeliveryStormWindow,
+			Talk:        talk(current, hostname()),
 		},
 	}
 	// A worktree is made outside the pass; its outcome asks for the next.

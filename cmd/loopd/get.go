@@ -47,7 +47,14 @@ was lost on the way from GitHub (the next comment heals that).`,
 			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
 			policy.Routing = cfg.Webhooks.GHWebhook.Routing
 			now := time.Now()
-			return printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now))
+			if err := printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now)); err != nil {
+				return err
+			}
+			failed, err := store.Calls(cmd.Context(), desired.CallFilter{State: desired.CallFailed})
+			if err != nil {
+				return err
+			}
+			return printCalls(cmd.OutOrStdout(), failed)
 		},
 	}
 	cmd.Flags().DurationVar(&stale, "stale-pending", schema.DefaultStalePending,

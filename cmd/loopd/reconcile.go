@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,7 +99,16 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		}
 	}
 	all.Result.Failed += rc.Executor.WaitWorkspaces()
-	if err := printPlan(out, o.output, all); err != nil {
+	var queued []desired.Call
+	if o.dryRun {
+		// Nothing is sent: the dry run shows what the outbox holds to send.
+		if queued, err = a.store.Calls(ctx, desired.CallFilter{State: desired.CallPending}); err != nil {
+			return err
+		}
+	} else {
+		a.drainOnce(ctx, cfg)
+	}
+	if err := printPlan(out, o.output, all, queued); err != nil {
 		return err
 	}
 	if all.Result.Failed > 0 {
@@ -145,22 +155,42 @@ type planEntry struct {
 	Fields map[string]string `json:"fields" yaml:"fields"`
 }
 
-func printPlan(w io.Writer, format string, res reconciler.PassResult) error {
-	if format == "text" {
-		for _, a := range res.Plan {
-			if _, err := fmt.Fprintln(w, a.String()); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	entries := make([]planEntry, 0, len(res.Plan))
+// printPlan writes the plan, then the GitHub calls queued and not sent
+// yet (github_call), in format.
+func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []desired.Call) error {
+	entries := make([]planEntry, 0, len(res.Plan)+len(queued))
 	for _, a := range res.Plan {
 		e := planEntry{Action: a.Name(), Fields: map[string]string{}}
 		for _, f := range a.Fields() {
 			e.Fields[f.Key] = f.Value
 		}
 		entries = append(entries, e)
+	}
+	for _, c := range queued {
+		e := planEntry{Action: "github_call", Fields: map[string]string{"work_item": c.Key.String(), "call": string(c.Kind),
+			"call_id": strconv.FormatInt(c.ID, 10), "attempts": strconv.Itoa(c.Attempts)}}
+		if !c.NextAttempt.IsZero() {
+			e.Fields["next_attempt"] = c.NextAttempt.UTC().Format(time.RFC3339)
+		}
+		entries = append(entries, e)
+	}
+	if format == "text" {
+		for i, e := range entries {
+			line := e.Action
+			if i < len(res.Plan) {
+				line = res.Plan[i].String()
+			} else {
+				for _, k := range []string{"work_item", "call", "call_id", "attempts", "next_attempt"} {
+					if v, ok := e.Fields[k]; ok {
+						line += " " + k + "=" + v
+					}
+				}
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if format == "json" {
 		enc := json.NewEncoder(w)

@@ -60,6 +60,12 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	// The GitHub credentials are read, and the token's variable unset,
+	// before anything is started that could inherit them.
+	ghClient, err := gitHubClient(cfg)
+	if err != nil {
+		return err
+	}
 	hook := cfg.Webhooks.GHWebhook
 	// One daemon per state dir: a second would double every wake-up and
 	// race the first for the same panes.
@@ -78,6 +84,7 @@ func serve(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer a.store.Close()
+	a.github = ghClient
 	// Journal rows of a repeated failure are folded like its log lines; the
 	// recorder newApp made served only the harness checks at start.
 	rows := repeats.Appender(a.store)
@@ -116,6 +123,15 @@ func serve(ctx context.Context, g *globals) error {
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics = reconciler.NewMetrics(reg)
 
+	// The login whose comments are never delivered to an agent: the
+	// configured one, or the one the credentials belong to. The github
+	// block needs a restart to change, so it is resolved once, here.
+	botLogin := cfg.BotLogin()
+	if a.github != nil {
+		if botLogin, err = a.botLogin(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
 		Secret:   []byte(secret),
@@ -124,7 +140,7 @@ func serve(ctx context.Context, g *globals) error {
 		Recorder: a.journal,
 		Trigger:  rc.Trigger,
 		Log:      log,
-		BotLogin: func() string { return watcher.Current().BotLogin() },
+		BotLogin: func() string { return botLogin },
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -170,6 +186,15 @@ func serve(ctx context.Context, g *globals) error {
 		}
 	}()
 	go flushJournal(ctx, repeats, a.journal, log)
+	outboxDone := make(chan struct{})
+	if a.github != nil {
+		go func() {
+			defer close(outboxDone)
+			a.outboxWorker(cfg).Run(ctx, schema.DefaultGitHubPoll)
+		}()
+	} else {
+		close(outboxDone)
+	}
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -186,6 +211,7 @@ func serve(ctx context.Context, g *globals) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
+	<-outboxDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {

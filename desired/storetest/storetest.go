@@ -43,7 +43,7 @@ type Backend struct {
 // trigger, a CI failure's head and claims), the head commit, a dropped
 // delivery, refused
 // input, record and delivery order, status writes that mark deliveries
-// delivered, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
+// delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, durability across a reopen, concurrent
 // writers on one and on two handles, and the reconcile lock across two
 // handles.
@@ -73,6 +73,8 @@ func Run(t *testing.T, b Backend) {
 		{"records_in_key_order", s.recordsOrder},
 		{"pending_in_arrival_order", s.pendingOrder},
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
+		{"outbox_written_with_the_status", s.outboxWrittenWithTheStatus},
+		{"due_calls_and_updates", s.dueCallsAndUpdates},
 		{"unknown_key_is_not_found", s.unknownKey},
 		{"set_held_bumps_generation", s.setHeld},
 		{"release_is_a_spec_change", s.release},

@@ -109,6 +109,22 @@ const (
 	// HarnessMissing: a harness's command cannot be found.
 	HarnessMissing Name = "harness.missing"
 
+	// GitHubQueued: a status change queued a call to GitHub's REST API
+	// in the outbox (call=announce|react|notify).
+	GitHubQueued Name = "github.queued"
+	// GitHubPosted: GitHub took a call from the outbox (or already had the
+	// comment: found=true, its marker was there).
+	GitHubPosted Name = "github.posted"
+	// GitHubRetry: a call failed in a way worth trying again (a 5xx, a
+	// rate limit, no answer); it waits until next_attempt.
+	GitHubRetry Name = "github.retry"
+	// GitHubFailed: a call was given up (a 4xx other than a rate limit, or
+	// out of tries), with GitHub's status and message.
+	GitHubFailed Name = "github.failed"
+	// GitHubConnected: serve reached GitHub at start and knows the login
+	// its credentials belong to (the bot login).
+	GitHubConnected Name = "github.connected"
+
 	// ItemHeld: an operator held the item (loopd hold).
 	ItemHeld Name = "item.held"
 	// ItemReleased: a pass carried out an operator's release.

@@ -89,6 +89,15 @@ const (
 	KeyStateChanged  = "state_changed"  // the delivery changed the item's state
 	KeyStaleState    = "stale_state"    // the delivery's state was older than the recorded one
 
+	// Calls to GitHub's REST API (the outbox).
+	KeyCall       = "call"        // what a call does: announce, react or notify
+	KeyCallID     = "call_id"     // a call's id in the outbox
+	KeyHTTPStatus = "http_status" // GitHub's HTTP status code, 0 when none came
+	KeyAttempts   = "attempts"    // the tries of a call so far
+	KeyFound      = "found"       // the comment was already on GitHub (its marker was found)
+	KeyLogin      = "login"       // a GitHub login
+	KeyAPIURL     = "api_url"     // GitHub's REST API base URL
+
 	// The daemon.
 	KeyAction          = "action"           // a planned action's name, as in the dry run
 	KeyName            = "name"             // the event name whose journal row was lost

@@ -30,6 +30,9 @@ type change struct {
 	// headRef is a pull request's head branch when the head is in the
 	// same repository (desired.Ingest.HeadRef); "" for a fork or an issue.
 	headRef string
+	// source is what on GitHub the prompt came from, for the reaction that
+	// acknowledges it (desired.Delivery.Source); zero for none.
+	source desired.Source
 	// unhandled, when set, is why nothing is queued for this payload's
 	// action: only its state snapshot applies, and the delivery is
 	// reported as ignored for that reason when the state changes nothing.
@@ -116,6 +119,7 @@ func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
 	c.prompt.URL = e.GetComment().GetHTMLURL()
 	c.prompt.Body = e.GetComment().GetBody()
 	c.text = c.prompt.Body
+	c.source = desired.Source{Kind: desired.SourceIssueComment, ID: e.GetComment().GetID()}
 	return c, "", nil
 }
 
@@ -155,6 +159,7 @@ func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, str
 	c.prompt.DiffHunk = cm.GetDiffHunk()
 	c.prompt.Body = cm.GetBody()
 	c.text = c.prompt.Body
+	c.source = desired.Source{Kind: desired.SourceReviewComment, ID: cm.GetID()}
 	return c, "", nil
 }
 
@@ -181,7 +186,7 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	if action == "labeled" {
 		return labeled(c, e.GetLabel().GetName())
 	}
-	return openClose(c, action), "", nil
+	return openClose(opened(c, action), action), "", nil
 }
 
 func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
@@ -206,7 +211,16 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 	if action == "labeled" {
 		return labeled(c, e.GetLabel().GetName())
 	}
-	return openClose(c, action), "", nil
+	return openClose(opened(c, action), action), "", nil
+}
+
+// opened makes the issue or pull request itself the source of an opened
+// event's prompt: its body is what the reaction acknowledges.
+func opened(c change, action string) change {
+	if action == "opened" {
+		c.source = desired.Source{Kind: desired.SourceItem}
+	}
+	return c
 }
 
 // labeled returns the change of a labeled action that added label: a

@@ -115,9 +115,9 @@ type Options struct {
 	// the end of its headers; 0 means DefaultAnswerTimeout.
 	AnswerTimeout time.Duration
 	// BotLogin returns the GitHub login loopd and its agents post as
-	// (github.botLogin); it is called once per request, so a reload takes
-	// effect on the next delivery. A change sent by it is never queued.
-	// Nil or "" singles out no login.
+	// (github.botLogin, or the login the credentials belong to, resolved
+	// by serve at start); it is called once per request. A change sent by
+	// it is never queued. Nil or "" singles out no login.
 	BotLogin func() string
 }
 
@@ -361,6 +361,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			Prompt:     Render(p),
 			ReceivedAt: h.opts.Now(),
 			Commit:     c.commit,
+			Source:     c.source,
 		}
 		if c.ci != nil {
 			claims, conflicts := c.ci.claims()

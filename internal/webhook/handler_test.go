@@ -1044,3 +1044,49 @@ func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	assert.Empty(t, f.onlyRecord(t).Spec.HeadRef)
 }
+
+// TestDeliveryCarriesItsSource: each queued delivery names what on GitHub
+// it came from, for the eyes reaction that acknowledges it: a comment's
+// id, a review comment's id, the item itself for an opened event; a
+// review's body has no reaction API and names nothing.
+func TestDeliveryCarriesItsSource(t *testing.T) {
+	reviewComment := func(m map[string]any) {
+		m["action"] = "created"
+		delete(m, "review")
+		m["comment"] = map[string]any{"id": 284312630, "path": "README.md", "body": "Use more emoji.", "user": m["sender"]}
+	}
+	reviewBody := func(m map[string]any) {
+		obj(t, m, "review")["body"] = "Please fix the typo."
+		obj(t, m, "review")["state"] = "changes_requested"
+	}
+	tests := []struct {
+		name, event string
+		body        []byte
+		want        desired.Source
+	}{
+		{"issue_comment", "issue_comment", fixture(t, "issue_comment.created.1.json"), desired.Source{Kind: desired.SourceIssueComment}},
+		{"review_comment", "pull_request_review_comment", derive(t, "pull_request_review.submitted.1.json", reviewComment),
+			desired.Source{Kind: desired.SourceReviewComment, ID: 284312630}},
+		{"issue_opened", "issues", fixture(t, "issues.opened.1.json"), desired.Source{Kind: desired.SourceItem}},
+		{"pull_request_opened", "pull_request", fixture(t, "pull_request.opened.1.json"), desired.Source{Kind: desired.SourceItem}},
+		{"review_body_has_no_reaction_api", "pull_request_review", derive(t, "pull_request_review.submitted.1.json", reviewBody), desired.Source{}},
+		{"push", "pull_request", fixture(t, "pull_request.synchronize.1.json"), desired.Source{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			code, _ := e.replay(t, tt.event, "d1", tt.body)
+			require.Equal(t, http.StatusAccepted, code)
+			pending := e.onlyRecord(t).Pending
+			require.Len(t, pending, 1)
+			want := tt.want
+			if want.Kind == desired.SourceIssueComment {
+				var p struct{ Comment struct{ ID int64 } }
+				require.NoError(t, json.Unmarshal(tt.body, &p))
+				require.NotZero(t, p.Comment.ID)
+				want.ID = p.Comment.ID
+			}
+			assert.Equal(t, want, pending[0].Source)
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/go-github/v84/github"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/ghapi"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
+)
+
+// outboxLockFile is the flock a drain of the outbox holds in the state dir,
+// so that serve and a reconcile --once never send the same call twice.
+const outboxLockFile = "outbox.lock"
+
+// maxKeyFile caps the bytes read from a GitHub App's private key file.
+const maxKeyFile = 64 << 10
+
+// gitHubCredentials reads the credentials cfg.GitHub names: the token in
+// the variable tokenEnv names, which it then removes from this process's
+// environment (nothing loopd starts inherits it), or the App's private key
+// file. Neither is ever logged. An empty variable, or a missing, unreadable,
+// oversized or empty key file, is an error naming the variable or the path.
+func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
+	g := cfg.GitHub
+	if g.App != nil {
+		f, err := os.Open(g.App.PrivateKeyFile)
+		if err != nil {
+			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile: %w", err)
+		}
+		defer f.Close()
+		key, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+		switch {
+		case err != nil:
+			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile: %w", err)
+		case len(key) > maxKeyFile:
+			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile %s: larger than %d bytes", g.App.PrivateKeyFile, maxKeyFile)
+		case len(key) == 0:
+			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile %s is empty; write the App's PEM private key into it", g.App.PrivateKeyFile)
+		}
+		return ghapi.Credentials{AppID: g.App.AppID, InstallationID: g.App.InstallationID, PrivateKey: key}, nil
+	}
+	token := os.Getenv(g.TokenEnv)
+	if token == "" {
+		return ghapi.Credentials{}, fmt.Errorf("github: environment variable %s is empty; set it to a token with Issues and Pull requests write access", g.TokenEnv)
+	}
+	if err := os.Unsetenv(g.TokenEnv); err != nil {
+		return ghapi.Credentials{}, fmt.Errorf("github: unset %s: %w", g.TokenEnv, err)
+	}
+	return ghapi.Credentials{Token: token}, nil
+}
+
+// gitHubClient builds the client of cfg's github block from its
+// credentials; nil, and no error, when the config has none (loopd then
+// only listens). A key ghinstallation cannot parse is an error at start.
+func gitHubClient(cfg *schema.Config) (*ghapi.Client, error) {
+	if cfg.GitHub == nil {
+		return nil, nil
+	}
+	cred, err := gitHubCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ghapi.New(cfg.GitHub.APIURL, cred, http.DefaultTransport, schema.DefaultGitHubCallTimeout)
+}
+
+// botLogin resolves the login whose comments are never delivered to an
+// agent: github.botLogin, or the login the credentials belong to
+// (ghapi.Client.BotLogin), journaled as github.connected. Credentials
+// GitHub refuses (401, 403, 404) stop serve at start with GitHub's
+// message; GitHub out of reach is journaled and the configured login
+// ("" without one) is used.
+func (a *app) botLogin(ctx context.Context, cfg *schema.Config) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, schema.DefaultGitHubCallTimeout)
+	defer cancel()
+	login, err := a.github.BotLogin(ctx, cfg.GitHub.BotLogin)
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && !ghapi.Classify(err, time.Now()).Retry {
+		return "", fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
+	}
+	if err != nil {
+		a.journal.Record(ctx, slog.LevelWarn, journal.GitHubFailed, "", "reason", "login_unknown", "api_url", cfg.GitHub.APIURL, "err", err)
+		return cfg.GitHub.BotLogin, nil
+	}
+	a.journal.Record(ctx, slog.LevelInfo, journal.GitHubConnected, "", "api_url", cfg.GitHub.APIURL, "login", login)
+	return login, nil
+}
+
+// outboxWorker returns the worker that drains a's outbox into GitHub.
+func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
+	lock := filepath.Join(cfg.StateDir, outboxLockFile)
+	return &ghapi.Worker{
+		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now,
+		Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial, Max: schema.DefaultGitHubBackoffMax,
+		Lock: func(ctx context.Context) (func(), error) { return desired.LockFile(ctx, lock) },
+	}
+}
+
+// talk returns what an item may say on GitHub under the config current
+// returns (read at each status write, so a reload applies): its route's
+// announce and acknowledge (schema.Route.Talk), and notices whenever the
+// config has a github block; host names this machine in an announcement.
+func talk(current func() *schema.Config, host string) func(desired.Record) desired.Talk {
+	return func(r desired.Record) desired.Talk {
+		cfg := current()
+		on := cfg.GitHub != nil
+		t := desired.Talk{Notify: on, Host: host, Socket: cfg.Tmux.Socket}
+		if route, ok := cfg.Webhooks.GHWebhook.Routing.Route(r.Key.Owner, r.Key.Repo); ok {
+			t.Announce, t.Acknowledge = route.Talk(on)
+		}
+		return t
+	}
+}
+
+// drainOnce sends what the outbox holds due, for reconcile --once, within
+// schema.DefaultOnceDrain: a call GitHub asks to retry later waits for the
+// next run or for serve. Without credentials in the environment, the calls
+// stay queued and that is journaled.
+func (a *app) drainOnce(ctx context.Context, cfg *schema.Config) {
+	if cfg.GitHub == nil {
+		return
+	}
+	client, err := gitHubClient(cfg)
+	if err != nil {
+		a.journal.Record(ctx, slog.LevelWarn, journal.GitHubFailed, "", "reason", "no_credentials", "err", err)
+		return
+	}
+	a.github = client
+	ctx, cancel := context.WithTimeout(ctx, schema.DefaultOnceDrain)
+	defer cancel()
+	if _, err := a.outboxWorker(cfg).Drain(ctx); err != nil && ctx.Err() == nil {
+		a.journal.Record(ctx, slog.LevelError, journal.GitHubFailed, "", "reason", "store_failed", "err", err)
+	}
+}
+
+// hostname is this machine's name for an announcement, "localhost" when
+// the kernel does not say.
+func hostname() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "localhost"
+}
+
+// printCalls writes the outbox's calls that were given up (state failed),
+// with GitHub's status and message, under a heading; nothing when there
+// are none.
+func printCalls(w io.Writer, calls []desired.Call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nGITHUB CALLS GIVEN UP")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORK ITEM\tCALL\tTRIES\tHTTP STATUS\tMESSAGE")
+	for _, c := range calls {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", c.Key, c.Kind, c.Attempts, c.HTTPStatus, journal.Quote(c.Error))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,122 @@
+package desired
+
+import (
+	"strconv"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+)
+
+// This file holds every text loopd itself posts on GitHub: the
+// announcement of an agent and the notice of an item that needs attention.
+// Each ends with its hidden marker (TalkRule), which GitHub does not render.
+
+// maxNoticeDetail bounds, in bytes, a failure's text quoted in a notice
+// (a git command's stderr tail).
+const maxNoticeDetail = 1000
+
+var announceTemplate = template.Must(template.New("announce").Parse(
+	`An agent is working on this {{.Kind}}: loopd runs it in tmux session ` + "`{{.Session}}`" + ` on host ` + "`{{.Host}}`" + `.
+
+Replies here reach the agent: each new comment from an authorized user is passed to it{{if .Acknowledge}}, and a 👀 reaction on a comment means the agent has it{{end}}.
+
+To watch it on {{.Host}}: ` + "`tmux -L {{.Socket}} attach -t ={{.Session}}`" + `
+
+{{.Marker}}`))
+
+var noticeTemplate = template.Must(template.New("notice").Parse(
+	`The agent on this {{.Kind}} needs attention: ` + "`{{.Reason}}`" + `.
+
+{{range .Tried}}- {{.}}
+{{end}}{{if .Detail}}
+{{.Detail}}
+{{end}}
+loopd will not try again by itself. To clear this, run on {{.Host}}:
+
+    loopd release {{.Item}}
+
+(` + "`loopd release --fresh {{.Item}}`" + ` starts a new conversation instead of resuming this one.)
+
+{{.Marker}}`))
+
+// AnnounceComment returns the announcement of r's agent as next records
+// it: the session and host it runs on, that replies reach it, and marker.
+func AnnounceComment(r Record, next Status, t Talk, marker string) string {
+	var b strings.Builder
+	_ = announceTemplate.Execute(&b, map[string]any{
+		"Kind": kindText(r.Spec.Kind), "Session": next.Session, "Host": t.Host, "Socket": t.Socket,
+		"Acknowledge": t.Acknowledge, "Marker": marker,
+	})
+	return b.String()
+}
+
+// NoticeComment returns the notice that r needs attention as next records
+// it: the reason, what loopd tried (from the status fields that say it,
+// whatever the reason), the release command, and marker.
+func NoticeComment(r Record, next Status, t Talk, marker string) string {
+	prev := r.Status
+	var tried []string
+	if next.Failures > 0 {
+		tried = append(tried, "It ran the agent "+strconv.Itoa(next.Failures)+" times in a row without a healthy run.")
+	}
+	if next.LastExitReason != "" && next.LastExitStatus != nil {
+		tried = append(tried, "The last run ended with exit status "+strconv.Itoa(*next.LastExitStatus)+" ("+next.LastExitReason+").")
+	}
+	if next.Screen != "" {
+		tried = append(tried, "The agent's screen shows: "+oneLine(next.Screen)+".")
+	}
+	if prev.SendingDeliveryID != "" && next.SendingDeliveryID == "" && prev.SendAttempts > 0 {
+		tried = append(tried, "It sent event "+prev.SendingDeliveryID+" "+strconv.Itoa(prev.SendAttempts)+
+			" times; it never showed in the agent's conversation.")
+	}
+	if next.MangledDeliveryID != "" && next.MangledDeliveryID != prev.MangledDeliveryID {
+		tried = append(tried, "Event "+next.MangledDeliveryID+" reached the agent damaged ("+strconv.Itoa(next.MangledCopies)+" copies); it is not sent again by itself.")
+	}
+	if n := len(r.Pending); n > 0 {
+		tried = append(tried, strconv.Itoa(n)+" event(s) wait for the agent and are kept.")
+	}
+	detail := ""
+	if next.WorkspaceError != "" {
+		detail = indent(clip(next.WorkspaceError, maxNoticeDetail))
+	}
+	var b strings.Builder
+	_ = noticeTemplate.Execute(&b, map[string]any{
+		"Kind": kindText(r.Spec.Kind), "Reason": oneLine(next.Reason), "Tried": tried, "Detail": detail,
+		"Host": t.Host, "Item": r.Key.String(), "Marker": marker,
+	})
+	return b.String()
+}
+
+func kindText(k Kind) string {
+	if k == KindPullRequest {
+		return "pull request"
+	}
+	return "issue"
+}
+
+// oneLine keeps text from loopd's own state on one line and out of the
+// markdown: backticks and newlines go.
+func oneLine(s string) string {
+	return strings.NewReplacer("`", "'", "\n", " ", "\r", " ").Replace(s)
+}
+
+// indent makes s a markdown code block (four spaces per line), in which
+// GitHub renders no markup and resolves no @mention.
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

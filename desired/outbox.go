@@ -1,0 +1,148 @@
+package desired
+
+import (
+	"strconv"
+	"time"
+)
+
+// CallKind is what one outbound GitHub call does.
+type CallKind string
+
+// The kinds of call in the outbox.
+const (
+	// CallAnnounce posts the comment that says an agent picked the item up.
+	CallAnnounce CallKind = "announce"
+	// CallReact adds the eyes reaction to what a delivery came from.
+	CallReact CallKind = "react"
+	// CallNotify posts the comment that says the item needs attention.
+	CallNotify CallKind = "notify"
+)
+
+// CallState is where a call stands in the outbox.
+type CallState string
+
+// The states of a call.
+const (
+	CallPending CallState = "pending" // to send, at NextAttempt or later
+	CallPosted  CallState = "posted"  // GitHub took it (or already had it: its marker was found)
+	CallFailed  CallState = "failed"  // given up: not retried (a 4xx), or out of tries
+)
+
+// ReactionEyes is the reaction that acknowledges a delivery: GitHub's
+// "eyes" content (https://docs.github.com/en/rest/reactions).
+const ReactionEyes = "eyes"
+
+// Call is one outbound GitHub call in the durable outbox. It is written in
+// the same transaction as the status change that caused it
+// (Store.WriteStatus), and a worker sends it later, so that GitHub's
+// latency and outages never hold a reconcile pass.
+type Call struct {
+	ID   int64
+	Key  Key
+	Kind CallKind
+	// Body is the comment's markdown (announce, notify), ending with
+	// Marker, the hidden HTML comment that names the call: before posting,
+	// the worker looks for it among the item's comments, so a daemon killed
+	// between the post and its record does not post twice.
+	Body   string
+	Marker string
+	// Target is what a reaction goes on (react).
+	Target Source
+	State  CallState
+	// Attempts counts the tries so far; NextAttempt is when the next is
+	// due (zero: at once).
+	Attempts    int
+	NextAttempt time.Time
+	CreatedAt   time.Time
+	DoneAt      time.Time
+	// HTTPStatus and Error are the last try's answer: GitHub's status code
+	// (0 when none came) and its message.
+	HTTPStatus int
+	Error      string
+	// URL is the posted comment's html_url, when GitHub gave one.
+	URL string
+}
+
+// StatusWrite is one status change of an item (Store.WriteStatus): the new
+// status, the deliveries it marks delivered, and the GitHub calls it
+// queues, written in one transaction.
+type StatusWrite struct {
+	Status    Status
+	Delivered []string
+	Calls     []Call
+}
+
+// CallFilter selects calls (Store.Calls). Zero fields select everything.
+type CallFilter struct {
+	WorkItem string
+	State    CallState
+}
+
+// Talk is what an item's route lets loopd say on GitHub (TalkRule), and the
+// facts its comments name.
+type Talk struct {
+	// Announce and Acknowledge are the route's (schema.Route.Talk); Notify
+	// is true whenever loopd has a GitHub client.
+	Announce, Acknowledge, Notify bool
+	// Host is this machine's name and Socket loopd's tmux socket: an
+	// announcement says where the agent runs and how to attach to it.
+	Host, Socket string
+}
+
+// TalkRule is the one home of what a status change says on GitHub. r is
+// the record before the change, next the status written, and delivered the
+// deliveries the write marks delivered that were verified in the
+// conversation. It returns next with the flags that make each call happen
+// once, and the calls to queue in the same write:
+//   - the first time an item enters Running with its spawn confirmed
+//     (next.ConfirmedSessionID: the harness's transcript or report showed
+//     the spawn took), next.Announced is set and, when t.Announce, one
+//     announcement is queued. A respawn, a resume fallback, a re-minted
+//     conversation, a release or a restarted daemon finds Announced set
+//     and queues none. A pane adopted unconfirmed (an operator answered a
+//     dialog by hand) is not yet announced: the next confirmed spawn is;
+//   - each delivered delivery with a Source gets an eyes reaction when
+//     t.Acknowledge;
+//   - each entry into NeedsAttention from another phase is a new episode
+//     (next.Episodes grows by one) and, when t.Notify, queues one notice
+//     that names the reason, what loopd tried and the release command.
+//     Staying in NeedsAttention is not a new episode, whatever the reason
+//     becomes, and the notice is generic over reasons: one added later
+//     (the loop breaker's) is covered as it is.
+func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
+	prev := r.Status
+	var calls []Call
+	if next.Phase == PhaseRunning && prev.Phase != PhaseRunning && !prev.Announced && next.ConfirmedSessionID != "" {
+		next.Announced = true
+		if t.Announce {
+			marker := announceMarker(r.Key)
+			calls = append(calls, Call{Key: r.Key, Kind: CallAnnounce, Marker: marker,
+				Body: AnnounceComment(r, next, t, marker)})
+		}
+	}
+	if t.Acknowledge {
+		for _, d := range delivered {
+			if d.Source.Kind != "" {
+				calls = append(calls, Call{Key: r.Key, Kind: CallReact, Target: d.Source})
+			}
+		}
+	}
+	if prev.Phase == PhaseNeedsAttention && next.Phase != PhaseNeedsAttention {
+		next.Screen = "" // the episode is over; the next one reads the pane again
+	}
+	if next.Phase == PhaseNeedsAttention && prev.Phase != PhaseNeedsAttention {
+		next.Episodes = prev.Episodes + 1
+		if t.Notify {
+			marker := "<!-- loopd:notice " + r.Key.String() + " episode=" + strconv.Itoa(next.Episodes) + " -->"
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker,
+				Body: NoticeComment(r, next, t, marker)})
+		}
+	}
+	return next, calls
+}
+
+// announceMarker is the hidden marker of an item's announcement: one per
+// item, ever.
+func announceMarker(k Key) string {
+	return "<!-- loopd:announce " + k.String() + " -->"
+}

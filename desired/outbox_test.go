@@ -1,0 +1,126 @@
+package desired_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// TestTalkRule: which status change queues which GitHub call, and the
+// flags that keep each to once.
+func TestTalkRule(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	all := desired.Talk{Announce: true, Acknowledge: true, Notify: true, Host: "build-1", Socket: "loopd"}
+	comment := desired.Delivery{ID: "d1", Source: desired.Source{Kind: desired.SourceIssueComment, ID: 99}}
+	review := desired.Delivery{ID: "d2"} // a review body: no source, no reaction
+	exit := 1
+	tests := []struct {
+		name      string
+		prev      desired.Status
+		next      desired.Status
+		delivered []desired.Delivery
+		talk      desired.Talk
+		wantKinds []desired.CallKind
+		announced bool
+		episodes  int
+	}{
+		{name: "first_spawn_confirmed_announces", prev: desired.Status{Phase: desired.PhaseSpawning},
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+		{name: "first_spawn_after_a_failed_one_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Respawn: true, Failures: 1},
+			next: desired.Status{Phase: desired.PhaseRunning, Respawn: true, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+		{name: "unconfirmed_adoption_waits_for_a_confirmed_spawn", prev: desired.Status{Phase: desired.PhaseBackingOff},
+			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
+		{name: "respawn_never_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Announced: true, Respawn: true},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Respawn: true}, talk: all, announced: true},
+		{name: "release_to_running_never_announces", prev: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 1},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1}, talk: all, announced: true, episodes: 1},
+		{name: "announce_off_still_marks_the_first_spawn", prev: desired.Status{Phase: desired.PhaseSpawning},
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: desired.Talk{Notify: true}, announced: true},
+		{name: "staying_running_announces_nothing", prev: desired.Status{Phase: desired.PhaseRunning},
+			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
+		{name: "delivered_comment_is_acknowledged", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true}, delivered: []desired.Delivery{comment, review}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallReact}, announced: true},
+		{name: "acknowledge_off", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true}, delivered: []desired.Delivery{comment},
+			talk: desired.Talk{Announce: true, Notify: true}, announced: true},
+		{name: "boot_prompt_announced_and_acknowledged", prev: desired.Status{Phase: desired.PhaseSpawning},
+			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, delivered: []desired.Delivery{comment}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallAnnounce, desired.CallReact}, announced: true},
+		{name: "entering_needs_attention_notifies", prev: desired.Status{Phase: desired.PhaseExited, Announced: true, Episodes: 2},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 2, Reason: "restart_budget_exhausted", Failures: 10, LastExitStatus: &exit, LastExitReason: "crash"},
+			talk: all, wantKinds: []desired.CallKind{desired.CallNotify}, announced: true, episodes: 3},
+		{name: "staying_in_needs_attention_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Reason: "a"},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Reason: "delivery_storm"}, talk: all, episodes: 1},
+		{name: "a_reason_added_later_is_notified", prev: desired.Status{Phase: desired.PhaseRunning},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_storm"}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 1},
+		{name: "without_github_an_episode_is_still_counted", prev: desired.Status{Phase: desired.PhaseSpawning},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed"}, episodes: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := desired.Record{Key: key, Spec: desired.Spec{Kind: desired.KindIssue}, Status: tt.prev}
+			next, calls := desired.TalkRule(r, tt.next, tt.delivered, tt.talk)
+			var kinds []desired.CallKind
+			for _, c := range calls {
+				kinds = append(kinds, c.Kind)
+				assert.Equal(t, key, c.Key)
+			}
+			assert.Equal(t, tt.wantKinds, kinds)
+			assert.Equal(t, tt.announced, next.Announced, "announced")
+			assert.Equal(t, tt.episodes, next.Episodes, "episodes")
+			for _, c := range calls {
+				switch c.Kind {
+				case desired.CallReact:
+					assert.Equal(t, comment.Source, c.Target)
+				case desired.CallAnnounce:
+					assert.Equal(t, "<!-- loopd:announce acme/api#42 -->", c.Marker)
+				case desired.CallNotify:
+					assert.Contains(t, c.Marker, "<!-- loopd:notice acme/api#42 episode=")
+				}
+			}
+		})
+	}
+}
+
+// TestComments: the announcement names the session and host and says
+// replies reach the agent; the notice names the reason, what loopd tried
+// and the release command; each ends with its marker, and text from
+// loopd's state cannot break out into markup.
+func TestComments(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	talk := desired.Talk{Announce: true, Acknowledge: true, Notify: true, Host: "build-1", Socket: "loopd"}
+	r := desired.Record{Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest}, Status: desired.Status{Phase: desired.PhaseSpawning},
+		Pending: []desired.Delivery{{ID: "p1"}}}
+	_, calls := desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Session: "loop-acme-api-42", ConfirmedSessionID: "c"}, nil, talk)
+	require.Len(t, calls, 1)
+	body := calls[0].Body
+	assert.Contains(t, body, "this pull request")
+	assert.Contains(t, body, "`loop-acme-api-42` on host `build-1`")
+	assert.Contains(t, body, "Replies here reach the agent")
+	assert.Contains(t, body, "`tmux -L loopd attach -t =loop-acme-api-42`")
+	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
+
+	r.Status = desired.Status{Phase: desired.PhaseSpawning, Announced: true}
+	next := desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed", Screen: "trust `dialog`\nshown",
+		WorkspaceError: "git fetch: exit 128\n@someone fatal: repository not found"}
+	_, calls = desired.TalkRule(r, next, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.Contains(t, body, "needs attention: `spawn_unconfirmed`")
+	assert.Contains(t, body, "The agent's screen shows: trust 'dialog' shown.")
+	assert.Contains(t, body, "1 event(s) wait for the agent")
+	assert.Contains(t, body, "\n    git fetch: exit 128\n    @someone fatal", "a failure's text is a code block: no markup, no mention")
+	assert.Contains(t, body, "\n    loopd release acme/api#42\n")
+	assert.Regexp(t, `\n\n<!-- loopd:notice acme/api#42 episode=1 -->$`, body)
+
+	// A paste that never landed: the status before the give-up says what was tried.
+	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, SendingDeliveryID: "abc", SendAttempts: 3}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_unconfirmed"}, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "It sent event abc 3 times; it never showed in the agent's conversation.")
+}

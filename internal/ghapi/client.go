@@ -1,0 +1,300 @@
+// Package ghapi is loopd's side of GitHub's REST API: a client built on
+// google/go-github (a token, or a GitHub App installation through
+// bradleyfalzon/ghinstallation) that sends the calls of the outbox, and
+// the worker that drains the outbox with bounded, backed-off retries.
+//
+// Its name keeps it apart from go-github's package, github, in imports.
+package ghapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v84/github"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// ErrNoCredentials means Credentials name neither a token nor an App.
+var ErrNoCredentials = errors.New("no GitHub credentials")
+
+// Credentials authenticate loopd to GitHub: a token, or a GitHub App
+// installation (AppID, InstallationID and the App's PEM private key),
+// never both. They are daemon secrets: never logged, never in an argv or
+// a pane.
+type Credentials struct {
+	Token          string
+	AppID          int64
+	InstallationID int64
+	PrivateKey     []byte
+}
+
+// Client sends loopd's calls to GitHub's REST API. It is safe for
+// concurrent use.
+type Client struct {
+	gh *github.Client
+	// app authenticates as the App itself (a JWT), for GET /app; nil with
+	// a token.
+	app *github.Client
+}
+
+// New returns a client of the REST API at apiURL (https://api.github.com,
+// or a GitHub Enterprise Server's https://HOST/api/v3, through go-github's
+// WithEnterpriseURLs) authenticated by cred. base is the transport under
+// the authentication (nil: http.DefaultTransport); timeout bounds each
+// request. The error wraps ErrNoCredentials when cred is empty, and names
+// a private key ghinstallation cannot parse.
+func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Client, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	apiURL = strings.TrimRight(apiURL, "/")
+	enterprise := func(gh *github.Client) (*github.Client, error) {
+		if apiURL == "" || apiURL == "https://api.github.com" {
+			return gh, nil
+		}
+		return gh.WithEnterpriseURLs(apiURL, apiURL)
+	}
+	c := &Client{}
+	var err error
+	switch {
+	case cred.Token != "" && cred.AppID != 0:
+		return nil, errors.New("github client: a token and an App: use one")
+	case cred.Token != "":
+		c.gh, err = enterprise(github.NewClient(&http.Client{Transport: base, Timeout: timeout}).WithAuthToken(cred.Token))
+	case cred.AppID != 0:
+		itr, ierr := ghinstallation.New(base, cred.AppID, cred.InstallationID, cred.PrivateKey)
+		if ierr != nil {
+			return nil, fmt.Errorf("github app %d: %w", cred.AppID, ierr)
+		}
+		atr, aerr := ghinstallation.NewAppsTransport(base, cred.AppID, cred.PrivateKey)
+		if aerr != nil {
+			return nil, fmt.Errorf("github app %d: %w", cred.AppID, aerr)
+		}
+		if apiURL != "" {
+			itr.BaseURL, atr.BaseURL = apiURL, apiURL
+		}
+		if c.gh, err = enterprise(github.NewClient(&http.Client{Transport: itr, Timeout: timeout})); err == nil {
+			c.app, err = enterprise(github.NewClient(&http.Client{Transport: atr, Timeout: timeout}))
+		}
+	default:
+		return nil, fmt.Errorf("github client: %w", ErrNoCredentials)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("github client %s: %w", apiURL, err)
+	}
+	return c, nil
+}
+
+// Login returns the login the credentials belong to: the token's user
+// (GET /user), or the App's slug followed by "[bot]" (GET /app, as the App
+// itself), the login GitHub shows on what the installation posts. It is
+// the default bot login (schema.GitHub.BotLogin), whose comments are never
+// delivered to an agent.
+func (c *Client) Login(ctx context.Context) (string, error) {
+	if c.app != nil {
+		app, _, err := c.app.Apps.Get(ctx, "")
+		if err != nil {
+			return "", fmt.Errorf("github get app: %w", err)
+		}
+		if app.GetSlug() == "" {
+			return "", errors.New("github get app: no slug")
+		}
+		return app.GetSlug() + "[bot]", nil
+	}
+	u, _, err := c.gh.Users.Get(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("github get user: %w", err)
+	}
+	if u.GetLogin() == "" {
+		return "", errors.New("github get user: no login")
+	}
+	return u.GetLogin(), nil
+}
+
+// BotLogin returns configured when it is set, and otherwise the login the
+// credentials belong to (Login): the login whose comments the webhook
+// handler never delivers to an agent.
+func (c *Client) BotLogin(ctx context.Context, configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	return c.Login(ctx)
+}
+
+// Sent is what GitHub answered a call that succeeded.
+type Sent struct {
+	HTTPStatus int
+	URL        string // the comment's html_url; "" for a reaction
+	// Found is true when the comment was already there (its marker was
+	// found among the item's comments) and nothing was posted.
+	Found bool
+}
+
+// Send makes call c: an announcement or a notice is posted as a comment
+// on the item, unless a comment of the item already carries its marker
+// (a daemon killed between the post and its record); a reaction adds
+// "eyes" to a comment or to the item. The error is go-github's
+// (*github.ErrorResponse, *github.RateLimitError,
+// *github.AbuseRateLimitError) or the transport's, wrapped with the
+// operation and the item; Classify says what it means.
+func (c *Client) Send(ctx context.Context, call desired.Call) (Sent, error) {
+	k := call.Key
+	switch call.Kind {
+	case desired.CallAnnounce, desired.CallNotify:
+		if call.Marker != "" {
+			found, err := c.hasMarker(ctx, k, call.Marker)
+			if err != nil {
+				return Sent{}, err
+			}
+			if found {
+				return Sent{Found: true}, nil
+			}
+		}
+		cm, resp, err := c.gh.Issues.CreateComment(ctx, k.Owner, k.Repo, k.Number, &github.IssueComment{Body: github.Ptr(call.Body)})
+		if err != nil {
+			return Sent{}, fmt.Errorf("github comment on %s: %w", k, err)
+		}
+		return Sent{HTTPStatus: resp.StatusCode, URL: cm.GetHTMLURL()}, nil
+	case desired.CallReact:
+		var (
+			resp *github.Response
+			err  error
+		)
+		switch call.Target.Kind {
+		case desired.SourceIssueComment:
+			_, resp, err = c.gh.Reactions.CreateIssueCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
+		case desired.SourceReviewComment:
+			_, resp, err = c.gh.Reactions.CreatePullRequestCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
+		case desired.SourceItem:
+			_, resp, err = c.gh.Reactions.CreateIssueReaction(ctx, k.Owner, k.Repo, k.Number, desired.ReactionEyes)
+		default:
+			return Sent{}, fmt.Errorf("github react on %s: %w: %q", k, errUnknownTarget, call.Target.Kind)
+		}
+		if err != nil {
+			return Sent{}, fmt.Errorf("github react on %s %s %d: %w", k, call.Target.Kind, call.Target.ID, err)
+		}
+		return Sent{HTTPStatus: resp.StatusCode}, nil
+	}
+	return Sent{}, fmt.Errorf("github call on %s: %w: %q", k, errUnknownCall, call.Kind)
+}
+
+// Errors of calls the outbox should not hold: never retried.
+var (
+	errUnknownTarget = errors.New("unknown reaction target")
+	errUnknownCall   = errors.New("unknown call")
+)
+
+// commentsPerPage is the page size of a comment listing, GitHub's largest.
+const commentsPerPage = 100
+
+// hasMarker reports whether a comment of item k carries marker, reading
+// every page of its comments (GET /repos/{owner}/{repo}/issues/{n}/comments).
+func (c *Client) hasMarker(ctx context.Context, k desired.Key, marker string) (bool, error) {
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: commentsPerPage}}
+	for {
+		comments, resp, err := c.gh.Issues.ListComments(ctx, k.Owner, k.Repo, k.Number, opts)
+		if err != nil {
+			return false, fmt.Errorf("github list comments of %s: %w", k, err)
+		}
+		for _, cm := range comments {
+			if strings.Contains(cm.GetBody(), marker) {
+				return true, nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return false, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// Verdict is what a failed call's error means for the outbox.
+type Verdict struct {
+	// Retry is true for a 5xx, a rate limit (primary or secondary, 403 or
+	// 429) and a request that got no answer; false for any other 4xx
+	// (401, 404, 422…) and a call loopd cannot make.
+	Retry bool
+	// After is how long GitHub asked to wait (Retry-After, or until
+	// X-RateLimit-Reset), 0 when it named nothing.
+	After time.Duration
+	// HTTPStatus is GitHub's status code, 0 when no answer came; Message
+	// is GitHub's message, or the error's text.
+	HTTPStatus int
+	Message    string
+}
+
+// Classify says whether err, returned by Send, is worth another try and
+// when, from go-github's typed errors: RateLimitError (X-RateLimit-Remaining
+// 0: wait until X-RateLimit-Reset), AbuseRateLimitError (a secondary rate
+// limit: its Retry-After), ErrorResponse (a 5xx is retried; a 403 or 429
+// that carries Retry-After is a rate limit too, as GitHub documents it,
+// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+// now is the clock X-RateLimit-Reset is measured against.
+func Classify(err error, now time.Time) Verdict {
+	var (
+		rl    *github.RateLimitError
+		abuse *github.AbuseRateLimitError
+		er    *github.ErrorResponse
+	)
+	switch {
+	case errors.As(err, &rl):
+		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response)}
+		if !rl.Rate.Reset.IsZero() {
+			v.After = max(rl.Rate.Reset.Sub(now), 0)
+		}
+		return v
+	case errors.As(err, &abuse):
+		v := Verdict{Retry: true, Message: abuse.Message, HTTPStatus: status(abuse.Response)}
+		if abuse.RetryAfter != nil {
+			v.After = max(*abuse.RetryAfter, 0)
+		}
+		return v
+	case errors.As(err, &er):
+		code := status(er.Response)
+		v := Verdict{HTTPStatus: code, Message: er.Message, Retry: code >= 500}
+		if v.Message == "" {
+			v.Message = http.StatusText(code)
+		}
+		if (code == http.StatusForbidden || code == http.StatusTooManyRequests) && er.Response != nil {
+			if d, ok := retryAfter(er.Response.Header.Get("Retry-After"), now); ok {
+				v.Retry, v.After = true, d
+			} else if code == http.StatusTooManyRequests {
+				v.Retry = true
+			}
+		}
+		return v
+	case errors.Is(err, errUnknownTarget), errors.Is(err, errUnknownCall):
+		return Verdict{Message: err.Error()}
+	}
+	// No answer: a network error, a timeout, a closed connection.
+	return Verdict{Retry: true, Message: err.Error()}
+}
+
+func status(r *http.Response) int {
+	if r == nil {
+		return 0
+	}
+	return r.StatusCode
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP-date
+// (RFC 9110, section 10.2.3).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}

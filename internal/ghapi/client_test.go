@@ -1,0 +1,165 @@
+package ghapi_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v84/github"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/ghapi"
+	"github.com/loopd/loopd/internal/ghapi/ghapitest"
+)
+
+var keyAPI = desired.Key{Owner: "acme", Repo: "api", Number: 42}
+
+func tokenClient(t *testing.T, srv *ghapitest.Server) *ghapi.Client {
+	t.Helper()
+	c, err := ghapi.New(srv.APIURL(), ghapi.Credentials{Token: "tok-123"}, nil, 5*time.Second)
+	require.NoError(t, err)
+	return c
+}
+
+// TestSendMakesTheExactRequests: an announcement lists the item's comments
+// and posts one; each reaction goes to its own endpoint with "eyes"; every
+// request carries the token as a bearer, under the GHES /api/v3 path.
+func TestSendMakesTheExactRequests(t *testing.T) {
+	srv := ghapitest.New(t)
+	c := tokenClient(t, srv)
+	ctx := context.Background()
+
+	sent, err := c.Send(ctx, desired.Call{Key: keyAPI, Kind: desired.CallAnnounce, Body: "hi\n\n<!-- m -->", Marker: "<!-- m -->"})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, sent.HTTPStatus)
+	assert.False(t, sent.Found)
+	assert.Regexp(t, `^https://github.example/acme/api/42#issuecomment-\d+$`, sent.URL)
+	for _, target := range []desired.Source{
+		{Kind: desired.SourceIssueComment, ID: 7}, {Kind: desired.SourceReviewComment, ID: 8}, {Kind: desired.SourceItem},
+	} {
+		sent, err := c.Send(ctx, desired.Call{Key: keyAPI, Kind: desired.CallReact, Target: target})
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusCreated, sent.HTTPStatus)
+	}
+
+	got := srv.Requests()
+	require.Len(t, got, 5)
+	want := []ghapitest.Request{
+		{Method: "GET", Path: "/repos/acme/api/issues/42/comments", Query: "per_page=100"},
+		{Method: "POST", Path: "/repos/acme/api/issues/42/comments", Body: `{"body":"hi\n\n<!-- m -->"}` + "\n"},
+		{Method: "POST", Path: "/repos/acme/api/issues/comments/7/reactions", Body: `{"content":"eyes"}` + "\n"},
+		{Method: "POST", Path: "/repos/acme/api/pulls/comments/8/reactions", Body: `{"content":"eyes"}` + "\n"},
+		{Method: "POST", Path: "/repos/acme/api/issues/42/reactions", Body: `{"content":"eyes"}` + "\n"},
+	}
+	for i := range want {
+		want[i].Auth = "Bearer tok-123"
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, []ghapitest.Comment{{ID: srv.Comments("acme", "api", 42)[0].ID, Body: "hi\n\n<!-- m -->", URL: sent.URL, Author: "loopd-bot"}},
+		srv.Comments("acme", "api", 42))
+}
+
+// TestSendFindsTheMarkerOnAnyPage: a comment that already carries the
+// call's marker, even on a later page of the listing, is not posted again.
+func TestSendFindsTheMarkerOnAnyPage(t *testing.T) {
+	srv := ghapitest.New(t)
+	srv.SetPageSize(2)
+	srv.AddComment("acme", "api", 42, "octocat", "first")
+	srv.AddComment("acme", "api", 42, "octocat", "second")
+	srv.AddComment("acme", "api", 42, "loopd-bot", "hello\n\n<!-- loopd:announce acme/api#42 -->")
+	c := tokenClient(t, srv)
+
+	sent, err := c.Send(context.Background(), desired.Call{Key: keyAPI, Kind: desired.CallAnnounce, Body: "hello again",
+		Marker: "<!-- loopd:announce acme/api#42 -->"})
+	require.NoError(t, err)
+	assert.True(t, sent.Found)
+	assert.Len(t, srv.Comments("acme", "api", 42), 3)
+	assert.Equal(t, 2, srv.Count("GET", regexp.MustCompile(`/issues/42/comments$`)), "two pages read")
+	assert.Zero(t, srv.Count("POST", regexp.MustCompile(`/comments$`)))
+}
+
+// TestLogin: the bot login is the token's user, or the App's slug with
+// [bot] asked as the App (a JWT); the App's installation calls carry the
+// installation token ghinstallation fetched.
+func TestLogin(t *testing.T) {
+	srv := ghapitest.New(t)
+	ctx := context.Background()
+	login, err := tokenClient(t, srv).BotLogin(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, "loopd-bot", login)
+	login, err = tokenClient(t, srv).BotLogin(ctx, "configured[bot]")
+	require.NoError(t, err)
+	assert.Equal(t, "configured[bot]", login)
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	app, err := ghapi.New(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: pemKey}, nil, 5*time.Second)
+	require.NoError(t, err)
+	login, err = app.Login(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "loopd-app[bot]", login)
+	_, err = app.Send(ctx, desired.Call{Key: keyAPI, Kind: desired.CallReact, Target: desired.Source{Kind: desired.SourceItem}})
+	require.NoError(t, err)
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 4, "a configured login asks nothing")
+	assert.Equal(t, "/user", reqs[0].Path)
+	assert.Equal(t, "/app", reqs[1].Path)
+	assert.Regexp(t, `^Bearer ey`, reqs[1].Auth, "GET /app as the App: a JWT")
+	assert.Equal(t, "/app/installations/34/access_tokens", reqs[2].Path)
+	assert.Equal(t, "/repos/acme/api/issues/42/reactions", reqs[3].Path)
+	assert.Equal(t, "token ghs_installation", reqs[3].Auth)
+
+	_, err = ghapi.New(srv.APIURL(), ghapi.Credentials{}, nil, time.Second)
+	assert.ErrorIs(t, err, ghapi.ErrNoCredentials)
+	_, err = ghapi.New(srv.APIURL(), ghapi.Credentials{AppID: 1, InstallationID: 2, PrivateKey: []byte("not a key")}, nil, time.Second)
+	assert.Error(t, err)
+}
+
+// TestClassify: what each failure of GitHub means for the outbox.
+func TestClassify(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	resp := func(code int, h ...string) *http.Response {
+		r := &http.Response{StatusCode: code, Header: http.Header{}, Request: &http.Request{Method: "POST"}}
+		for i := 0; i+1 < len(h); i += 2 {
+			r.Header.Set(h[i], h[i+1])
+		}
+		return r
+	}
+	after := 30 * time.Second
+	tests := []struct {
+		name string
+		err  error
+		want ghapi.Verdict
+	}{
+		{"bad_gateway", &github.ErrorResponse{Response: resp(502), Message: "Bad Gateway"}, ghapi.Verdict{Retry: true, HTTPStatus: 502, Message: "Bad Gateway"}},
+		{"forbidden_with_retry_after", &github.ErrorResponse{Response: resp(403, "Retry-After", "60"), Message: "slow down"},
+			ghapi.Verdict{Retry: true, After: time.Minute, HTTPStatus: 403, Message: "slow down"}},
+		{"too_many_requests", &github.ErrorResponse{Response: resp(429)}, ghapi.Verdict{Retry: true, HTTPStatus: 429, Message: "Too Many Requests"}},
+		{"primary_rate_limit", &github.RateLimitError{Response: resp(403), Message: "API rate limit exceeded",
+			Rate: github.Rate{Reset: github.Timestamp{Time: now.Add(90 * time.Second)}}},
+			ghapi.Verdict{Retry: true, After: 90 * time.Second, HTTPStatus: 403, Message: "API rate limit exceeded"}},
+		{"secondary_rate_limit", &github.AbuseRateLimitError{Response: resp(403), Message: "secondary", RetryAfter: &after},
+			ghapi.Verdict{Retry: true, After: after, HTTPStatus: 403, Message: "secondary"}},
+		{"forbidden_for_good", &github.ErrorResponse{Response: resp(403), Message: "Resource not accessible by integration"},
+			ghapi.Verdict{HTTPStatus: 403, Message: "Resource not accessible by integration"}},
+		{"unauthorized", &github.ErrorResponse{Response: resp(401), Message: "Bad credentials"}, ghapi.Verdict{HTTPStatus: 401, Message: "Bad credentials"}},
+		{"not_found", &github.ErrorResponse{Response: resp(404), Message: "Not Found"}, ghapi.Verdict{HTTPStatus: 404, Message: "Not Found"}},
+		{"no_answer", errors.New("dial tcp: connection refused"), ghapi.Verdict{Retry: true, Message: "dial tcp: connection refused"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, ghapi.Classify(tt.err, now))
+		})
+	}
+}

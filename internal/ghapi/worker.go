@@ -1,0 +1,167 @@
+package ghapi
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// Outbox is the part of desired.Store the worker uses.
+type Outbox interface {
+	DueCalls(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
+	UpdateCall(ctx context.Context, c desired.Call) error
+}
+
+// Sender makes one call (Client.Send).
+type Sender interface {
+	Send(ctx context.Context, c desired.Call) (Sent, error)
+}
+
+// Worker drains the outbox: it sends each due call, records the outcome
+// on the call, and journals it (github.posted, github.retry,
+// github.failed). A call that failed in a way worth retrying (Classify)
+// waits, in the store, until its next attempt: the larger of the backoff
+// (Initial, doubling, at most Max; cenkalti/backoff) and the wait GitHub
+// named; after Tries tries it is given up. Nothing it does holds a
+// reconcile pass, and a daemon killed mid-call finds the call pending
+// after a restart (an announcement or notice then looks for its marker
+// before posting).
+type Worker struct {
+	Store   Outbox
+	API     Sender
+	Journal *journal.Recorder
+	Now     func() time.Time
+	// Tries bounds the tries of one call; Initial and Max bound the
+	// backoff between them (schema.DefaultGitHubTries,
+	// DefaultGitHubBackoffInitial, DefaultGitHubBackoffMax in the daemon).
+	Tries        int
+	Initial, Max time.Duration
+	// Lock, when set, keeps two drains (serve's and a reconcile --once's)
+	// from sending the same call: a drain that cannot take it at once
+	// sends nothing.
+	Lock func(ctx context.Context) (unlock func(), err error)
+}
+
+// drainBatch is how many due calls one Drain reads at a time.
+const drainBatch = 32
+
+// Drain sends the calls due now, until none is due or ctx ends, and returns
+// how many it tried. An error is the store's; the calls it could not
+// record stay pending for the next drain.
+func (w *Worker) Drain(ctx context.Context) (int, error) {
+	if w.Lock != nil {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		unlock, err := w.Lock(lctx)
+		cancel()
+		if err != nil {
+			return 0, nil // another drain runs; it sends them
+		}
+		defer unlock()
+	}
+	tried := 0
+	seen := map[int64]bool{}
+	for ctx.Err() == nil {
+		due, err := w.Store.DueCalls(ctx, w.Now(), drainBatch)
+		if err != nil {
+			return tried, err
+		}
+		progress := false
+		for _, c := range due {
+			if seen[c.ID] {
+				continue // retried at once (no wait asked): next drain
+			}
+			seen[c.ID], progress = true, true
+			tried++
+			if err := w.send(ctx, c); err != nil {
+				return tried, err
+			}
+		}
+		if !progress {
+			return tried, nil
+		}
+	}
+	return tried, ctx.Err()
+}
+
+// Run drains the outbox every poll period until ctx ends. A drain the
+// store failed is journaled (github.failed reason=store_failed) and the
+// next one tries again.
+func (w *Worker) Run(ctx context.Context, poll time.Duration) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		if _, err := w.Drain(ctx); err != nil && ctx.Err() == nil {
+			w.Journal.Record(ctx, slog.LevelError, journal.GitHubFailed, "", "reason", "store_failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// send makes one try at c and records its outcome.
+func (w *Worker) send(ctx context.Context, c desired.Call) error {
+	c.Attempts++
+	sent, err := w.API.Send(ctx, c)
+	now := w.Now()
+	k := c.Key.String()
+	if err == nil {
+		c.State, c.DoneAt, c.NextAttempt = desired.CallPosted, now, time.Time{}
+		c.HTTPStatus, c.Error, c.URL = sent.HTTPStatus, "", sent.URL
+		if err := w.Store.UpdateCall(ctx, c); err != nil {
+			return err
+		}
+		kv := []any{"call", string(c.Kind), "call_id", c.ID, "http_status", c.HTTPStatus, "attempts", c.Attempts, "found", sent.Found}
+		if c.URL != "" {
+			kv = append(kv, "url", c.URL)
+		}
+		w.Journal.Record(ctx, slog.LevelInfo, journal.GitHubPosted, k, kv...)
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: the call stays as it was, pending
+	}
+	v := Classify(err, now)
+	c.HTTPStatus, c.Error = v.HTTPStatus, v.Message
+	kv := []any{"call", string(c.Kind), "call_id", c.ID, "http_status", v.HTTPStatus, "attempts", c.Attempts, "err", v.Message}
+	if v.Retry && c.Attempts < w.Tries {
+		c.NextAttempt = now.Add(max(w.delay(c.Attempts), v.After))
+		if err := w.Store.UpdateCall(ctx, c); err != nil {
+			return err
+		}
+		w.Journal.Record(ctx, slog.LevelWarn, journal.GitHubRetry, k, append(kv, "next_attempt", c.NextAttempt.UTC().Format(time.RFC3339Nano))...)
+		return nil
+	}
+	reason := "not_retried"
+	if v.Retry {
+		reason = "out_of_tries"
+	}
+	c.State, c.DoneAt, c.NextAttempt = desired.CallFailed, now, time.Time{}
+	if err := w.Store.UpdateCall(ctx, c); err != nil {
+		return err
+	}
+	w.Journal.Record(ctx, slog.LevelError, journal.GitHubFailed, k, append(kv, "reason", reason)...)
+	return nil
+}
+
+// delay is the backoff after the n-th failed try: Initial, doubling, at
+// most Max.
+func (w *Worker) delay(n int) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: w.Initial, RandomizationFactor: 0, Multiplier: 2, MaxInterval: w.Max,
+		MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
+	}
+	b.Reset()
+	var d time.Duration
+	for range n {
+		d = b.NextBackOff()
+	}
+	return d
+}
