@@ -52,12 +52,17 @@ func count(list []string, s string) int {
 // listed as authorized, sender.type Bot, performed_via_github_app) and a
 // burst of 20 comments carrying its hidden marker. None reaches the agent;
 // each is journaled with its reason. A person's comment after them does.
+// The bot login is not configured: it is the login the GitHub token
+// belongs to, which serve resolves at start.
 func TestOwnActionsNeverReachTheAgent(t *testing.T) {
 	t.Parallel()
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	e := newEnv(t, envOpts{})
 	e.withCheckout(t, r.URL, nil)
-	e.config["github"] = map[string]any{"botLogin": "loopd-bot"}
+	// botLogin is left empty: the login is the one the token belongs to,
+	// which serve asks the API for at start (GET /user: loopd-bot).
+	srv, _ := e.withGitHub(t)
+	require.Equal(t, "loopd-bot", srv.Login)
 	e.ghWebhook()["authorizedUsers"] = []string{"Codertocat", "loopd-bot"}
 	e.writeConfig(t)
 	e.start(t)
