@@ -251,7 +251,7 @@ func testCLI(t *testing.T, bin string) {
 			}, wait, tick)
 		}
 	}
-	check("untrusted_dir_blocks", blocked("trust", "workspace trust dialog"))
-	check("non_uuid_resume_opens_picker", blocked("picker", "resume session picker"))
+	check("untrusted_dir_blocks", blocked("trust", BlockWorkspaceTrust))
+	check("non_uuid_resume_opens_picker", blocked("picker", BlockResumePicker))
 	wg.Wait()
 }
