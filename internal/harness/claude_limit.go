@@ -59,7 +59,7 @@ var claudeMenuOption = regexp.MustCompile(`^\s*(❯)?\s*(\d)\.\s+(.*\S)\s*$`)
 // drawn, when every prompt will fail until a human acts; checked after the
 // dialogs.
 var claudeSoftBlocks = []struct {
-	marker string
+	marker   string
 	lastTurn bool // only in the latest turn, not anywhere in the history
 	block    Block
 }{
@@ -219,9 +219,9 @@ func (c *claudeCode) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 // transcript.
 func claudeLineLimit(line []byte) (Limit, bool, error) {
 	var l struct {
-		Type       string `json:"type"`
-		Timestamp  string `json:"timestamp"`
-		IsAPIError bool   `json:"isApiErrorMessage"`
+		Type       string          `json:"type"`
+		Timestamp  string          `json:"timestamp"`
+		IsAPIError bool            `json:"isApiErrorMessage"`
 		Error      json.RawMessage `json:"error"`
 		Message    struct {
 			Content json.RawMessage `json:"content"`
