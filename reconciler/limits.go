@@ -145,3 +145,12 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	pn, ok := snap.Pane(desired.SessionName(rec.Key))
 	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
 }
+
+// LimitHeld reports whether a usage limit recorded on r's account holds r
+// back at now, with its reset and the end of the hold (the reset plus the
+// margin), for loopd get; records are every item, whose statuses carry
+// the limits.
+func LimitHeld(r desired.Record, records []desired.Record, p Policy, now time.Time) (reset, until time.Time, ok bool) {
+	h, ok := limitHolds(records, observed.Observation{}, p, now)[p.Harnesses[r.Spec.Harness].Account]
+	return h.Reset, h.Until, ok
+}

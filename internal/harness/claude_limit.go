@@ -118,7 +118,9 @@ func (c *claudeCode) Limit(text string, now time.Time) (Limit, bool) {
 		if i+1 < len(lines) {
 			context += " " + strings.TrimSpace(lines[i+1])
 		}
-		if t, ok := ParseReset(context, now, nil); ok {
+		if t, ok := epochReset(line); ok {
+			l.Reset = t
+		} else if t, ok := ParseReset(context, now, nil); ok {
 			l.Reset = t
 		}
 	}
@@ -248,9 +250,8 @@ func claudeLineLimit(line []byte) (Limit, bool, error) {
 	} else {
 		_ = json.Unmarshal(l.Message.Content, &text)
 	}
-	if m := claudeLimitEpoch.FindStringSubmatch(text); m != nil {
-		secs, _ := strconv.ParseInt(m[1], 10, 64)
-		return Limit{Kind: LimitUsage, Reset: time.Unix(secs, 0).UTC(), At: at, Text: clip(m[0])}, true, nil
+	if reset, ok := epochReset(text); ok {
+		return Limit{Kind: LimitUsage, Reset: reset, At: at, Text: clip(claudeLimitEpoch.FindString(text))}, true, nil
 	}
 	for _, ln := range strings.Split(text, "\n") {
 		if claudeLimitLine.MatchString(ln) {
@@ -280,4 +281,19 @@ func (c *claudeCode) Account() string {
 		return AdapterClaudeCode + ":" + filepath.Clean(dir)
 	}
 	return AdapterClaudeCode + ":" + filepath.Join(c.getenv("HOME"), ".claude")
+}
+
+// epochReset reads the reset of the older form "Claude AI usage limit
+// reached|<Unix seconds>", which some versions also showed on screen as it
+// is.
+func epochReset(text string) (time.Time, bool) {
+	m := claudeLimitEpoch.FindStringSubmatch(text)
+	if m == nil {
+		return time.Time{}, false
+	}
+	secs, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(secs, 0).UTC(), true
 }

@@ -106,6 +106,7 @@ func TestClaudeLimitOnScreen(t *testing.T) {
 		{"weekly_banner_with_date", chatScreen("❯ fix it", "  ⎿  You've hit your weekly limit · resets Jul 18 at 4am (Europe/Vienna)"), true, false, time.Date(2026, 7, 18, 4, 0, 0, 0, mustZone(t, "Europe/Vienna"))},
 		{"five_hour_limit_reached", chatScreen("❯ fix it", "  ⎿  5-hour limit reached ∙ resets 4pm (Europe/Paris)"), true, false, time.Date(2026, 7, 14, 16, 0, 0, 0, paris)},
 		{"unreadable_reset", chatScreen("❯ fix it", "  ⎿  You've hit your session limit · resets soon"), true, false, time.Time{}},
+		{"epoch_form_shown_as_it_is", chatScreen("❯ fix it", "  ⎿  Claude AI usage limit reached|1784041200"), true, false, time.Unix(1784041200, 0)},
 		{"menu_cursor_on_wait", menuScreen(1), true, true, time.Date(2026, 7, 14, 17, 10, 0, 0, paris)},
 		{"menu_cursor_elsewhere", menuScreen(3), true, true, time.Date(2026, 7, 14, 17, 10, 0, 0, paris)},
 		{"banner_in_history_only", chatScreen("❯ fix it", "  ⎿  You've hit your session limit · resets 5:10pm (Europe/Paris)", "", "❯ the limit has reset", "  ⎿  Done."), false, false, time.Time{}},
