@@ -31,10 +31,11 @@ func commentOn(t *testing.T, e *env, n int, body string) string {
 // config dir) is held from its spawn, and an event for the first is held
 // from delivery, each keeping its place. After the reset and the margin
 // the first resumes its own conversation with the limit nudge and then
-// gets its event, and the second spawns with its own.
+// gets its event, and the second spawns with its own. A daemon killed and
+// restarted during the hold keeps it.
 func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T) {
 	t.Parallel()
-	reset := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	reset := time.Now().Add(10 * time.Second).Truncate(time.Second)
 	e := newEnv(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_LIMIT_UNTIL": strconv.FormatInt(reset.Unix(), 10)},
 		Policy:     map[string]any{"usageLimitMarginSeconds": 1},
@@ -48,6 +49,7 @@ func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T
 	ev := e.waitEvent(t, journal.SessionRateLimited, keyIssue, 1, waitShort)[0]
 	assert.Equal(t, reset.UTC().Format(time.RFC3339), ev.Attrs["reset"], "%v", ev.Attrs)
 	assert.Equal(t, "false", ev.Attrs["default_reset"])
+	assert.Equal(t, float64(reset.Unix()), e.metric(t, `loopd_usage_limit_reset_timestamp_seconds{harness="claude-code"}`))
 
 	// Held: the other item does not spawn, and the next event of the first
 	// is not pasted.
@@ -55,6 +57,9 @@ func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T
 	d2 := commentOn(t, e, keyIssue2.Number, second)
 	later := "later " + uuid.NewString()
 	d3 := commentOn(t, e, keyIssue.Number, later)
+	// The hold is in the store: a daemon restarted during it keeps it.
+	e.kill9(t)
+	e.start(t)
 	out := e.mustRun(t, "get")
 	assert.Regexp(t, `(?m)^`+strings.ReplaceAll(keyIssue.String(), "#", `#`)+`\s.*RateLimited.*rate_limited reset=`, out)
 	assert.Regexp(t, `(?m)^`+keyIssue2.String()+`\s.*rate_limited reset=`, out, "the other item shows the hold too")
@@ -81,6 +86,7 @@ func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T
 		}
 	}
 	assert.True(t, resumed, "the first item was resumed with --resume %s", id1)
+	assert.Zero(t, e.metric(t, `loopd_usage_limit_reset_timestamp_seconds{harness="claude-code"}`), "no limit holds the harness any more")
 	r2 := e.waitPhase(t, keyIssue2, desired.PhaseRunning, waitShort)
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue2, r2.Status.HarnessSessionID), second))
 	for _, k := range []desired.Key{keyIssue, keyIssue2} {
