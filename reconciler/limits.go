@@ -33,7 +33,11 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 	}
 	for _, r := range items {
 		account := p.Harnesses[r.Spec.Harness].Account
-		add(account, r.Status.LimitReset, r.Status.LimitUntil)
+		if !r.ReleasePending() || r.Spec.Closed {
+			// An operator's release ends the limit its item reported
+			// (desired.Status.Released), in this very pass.
+			add(account, r.Status.LimitReset, r.Status.LimitUntil)
+		}
 		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held {
 			reset, until, _ := limitOf(*sc.Limit, p, now)
 			add(account, reset, until)

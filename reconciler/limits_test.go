@@ -136,6 +136,14 @@ func TestPlanUsageLimits(t *testing.T) {
 			rec2("claude-other", func() desired.Status { st := limited(time.Minute); st.Session = desired.SessionName(key2); return st }())},
 			obs(alive2(alive()), transcript),
 			[]actions.Action{heldUntil(key, time.Minute), heldUntil(key2, time.Minute)}},
+		{"release_ends_the_limit_it_reported", func() []desired.Record {
+			r := rec(limited(30*time.Second), ev1)
+			r.Spec.ReleaseGeneration = 1
+			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
+		}(), obs(alive2(alive()), transcript),
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
 		{"closed_while_rate_limited_stops", func() []desired.Record {
 			r := rec(limited(30 * time.Second))
 			r.Spec.Closed = true
