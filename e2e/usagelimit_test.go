@@ -63,6 +63,8 @@ func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T
 	out := e.mustRun(t, "get")
 	assert.Regexp(t, `(?m)^`+strings.ReplaceAll(keyIssue.String(), "#", `#`)+`\s.*RateLimited.*rate_limited reset=`, out)
 	assert.Regexp(t, `(?m)^`+keyIssue2.String()+`\s.*rate_limited reset=`, out, "the other item shows the hold too")
+	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Regexp(t, `(?m)^wait work_item=`+keyIssue2.String()+` until=\S+ reason=rate_limited$`, dry)
 	e.settle(t)
 	require.True(t, time.Now().Before(reset), "the test ran past the reset before checking the hold; make the reset later")
 	assert.Len(t, e.starts(t), 1, "nothing else spawned during the hold")
