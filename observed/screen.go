@@ -12,8 +12,6 @@ import (
 // Screen is what an item's live pane and the latest turn of its
 // transcript show, as its adapter reads them.
 type Screen struct {
-	// Class is the screen's class (harness.Adapter.Screen).
-	Class harness.Screen
 	// Blocked is what keeps the agent from working until a human acts
 	// (harness.Adapter.Blocked); "" for nothing.
 	Blocked harness.Block
@@ -41,8 +39,7 @@ func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snap
 		o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
 		return Screen{}, false
 	}
-	class, _ := ad.Screen(text)
-	sc := Screen{Class: class, Blocked: ad.Blocked(text)}
+	sc := Screen{Blocked: ad.Blocked(text)}
 	if l, ok := ad.Limit(text, now); ok {
 		sc.Limit = &l
 	}

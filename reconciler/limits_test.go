@@ -92,10 +92,10 @@ func TestPlanUsageLimits(t *testing.T) {
 	}{
 		// Seeing a limit.
 		{"banner_on_screen_rate_limits_without_a_failure_or_nudge", []desired.Record{rec(running())},
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenReady, Limit: limitAt(reset)}),
+			screen(obs(alive()), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{rateLimit(nil)}},
 		{"menu_is_answered_wait", []desired.Record{rec(running())},
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenBlocked, Blocked: harness.BlockUsageLimitMenu,
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockUsageLimitMenu,
 				Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Menu: true, Text: "You've hit your session limit · resets 12:00pm"}}),
 			[]actions.Action{rateLimit(nil), menu}},
 		{"unreadable_reset_waits_the_bounded_default", []desired.Record{rec(running())},
@@ -109,7 +109,7 @@ func TestPlanUsageLimits(t *testing.T) {
 				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
 			})}},
 		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenReady, Limit: limitAt(t0.Add(-time.Hour))}),
+			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"boot_prompt_that_landed_before_the_limit_is_delivered", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
 			screen(landed(obs(alive(), grown)), observed.Screen{Limit: limitAt(reset)}),
@@ -207,18 +207,18 @@ func TestPlanBlockedScreens(t *testing.T) {
 		want []actions.Action
 	}{
 		{"login_required_is_named_at_once_and_events_still_go", rec(running(), ev1),
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenReady, Blocked: harness.BlockLoginRequired}),
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}),
 			[]actions.Action{blocked(harness.BlockLoginRequired), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"login_required_already_recorded_is_not_repeated", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired })),
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenReady, Blocked: harness.BlockLoginRequired}), nil},
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}), nil},
 		{"trust_dialog_while_spawning_is_named_at_once_not_after_the_timeout", rec(spawning(desired.SpawnFresh), ev1),
-			screen(obs(alive(), noScript), observed.Screen{Class: harness.ScreenBlocked, Blocked: harness.BlockWorkspaceTrust}),
+			screen(obs(alive(), noScript), observed.Screen{Blocked: harness.BlockWorkspaceTrust}),
 			[]actions.Action{blocked(harness.BlockWorkspaceTrust), actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"permission_prompt_is_named_and_never_answered", rec(running(), ev1),
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenBlocked, Blocked: harness.BlockPermission}),
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockPermission}),
 			[]actions.Action{blocked(harness.BlockPermission), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"a_screen_that_clears_unblocks", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })),
-			screen(obs(alive()), observed.Screen{Class: harness.ScreenReady}), []actions.Action{blocked("")}},
+			screen(obs(alive()), observed.Screen{}), []actions.Action{blocked("")}},
 		{"an_unread_screen_changes_nothing", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })), obs(alive()), nil},
 	}
 	for _, tt := range tests {
