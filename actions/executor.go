@@ -203,6 +203,12 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.removeWorkspace(ctx, r, a)
 	case ReportWorkdir:
 		return e.reportWorkdir(ctx, r, a)
+	case RateLimit:
+		return e.rateLimit(ctx, r, a)
+	case AnswerLimitMenu:
+		return e.answerLimitMenu(ctx, r, a)
+	case MarkBlocked:
+		return e.markBlocked(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}
@@ -328,6 +334,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	st.ProbeDeadline = now.Add(s.Probe)
 	st.TranscriptSizeAtSpawn = size
 	st.SpawnRefused = ""
+	st.Blocked = "" // the new agent's screen says again
 	st.Respawn = s.Respawn
 	if mode == desired.SpawnFresh {
 		st.FreshRequested = false

@@ -30,13 +30,19 @@ var noticeTemplate = template.Must(template.New("notice").Parse(
 {{range .Tried}}- {{.}}
 {{end}}{{if .Detail}}
 {{.Detail}}
-{{end}}
+{{end}}{{if .Blocked}}
+The agent runs, but waits on its screen for a person (loopd never answers such a prompt for you). To act on it, on {{.Host}}:
+
+    tmux -L {{.Socket}} attach -t ={{.Session}}
+
+loopd sees the screen change by itself.
+{{else}}
 loopd will not try again by itself. To clear this, run on {{.Host}}:
 
     loopd release {{.Item}}
 
 (` + "`loopd release --fresh {{.Item}}`" + ` starts a new conversation instead of resuming this one.)
-
+{{end}}
 {{.Marker}}`))
 
 // AnnounceComment returns the announcement of r's agent as next records
@@ -50,9 +56,11 @@ func AnnounceComment(r Record, next Status, t Talk, marker string) string {
 	return b.String()
 }
 
-// NoticeComment returns the notice that r needs attention as next records
-// it: the reason, what loopd tried (from the status fields that say it,
-// whatever the reason), the release command, and marker.
+// NoticeComment returns the notice that r needs a person as next records
+// it (Status.NeedsHuman): the reason, what loopd tried (from the status
+// fields that say it, whatever the reason), what clears it (loopd release
+// for NeedsAttention; acting on the agent's screen for a blocked agent,
+// which loopd sees by itself), and marker.
 func NoticeComment(r Record, next Status, t Talk, marker string) string {
 	prev := r.Status
 	var tried []string
@@ -81,7 +89,8 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 	}
 	var b strings.Builder
 	_ = noticeTemplate.Execute(&b, map[string]any{
-		"Kind": kindText(r.Spec.Kind), "Reason": oneLine(next.Reason), "Tried": tried, "Detail": detail,
+		"Kind": kindText(r.Spec.Kind), "Reason": oneLine(next.NeedsHuman()), "Tried": tried, "Detail": detail,
+		"Blocked": next.Phase != PhaseNeedsAttention, "Session": next.Session, "Socket": t.Socket,
 		"Host": t.Host, "Item": r.Key.String(), "Marker": marker,
 	})
 	return b.String()

@@ -134,18 +134,21 @@ func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessio
 
 // Released returns s after an operator's release of generation (the
 // Spec.ReleaseGeneration it carries out): the restart budget's counts,
-// any wait and the deliveries the loop breaker counts are cleared and the
-// item goes to phase; a fresh release also
-// retires the conversation retire, clears its churn count and asks for a
-// new conversation (FreshRequested) until the next fresh spawn.
+// any wait, the deliveries the loop breaker counts and a usage limit the
+// item reported (the operator says it is over; a limit still there is
+// seen again) are cleared and the item goes to phase; a fresh release
+// also retires the conversation retire, clears its churn count and asks
+// for a new conversation (FreshRequested) until the next fresh spawn.
 func (s Status) Released(generation int64, phase Phase, fresh bool, retire string) Status {
 	s.Phase = phase
 	s.Failures, s.FastFailures, s.NextAttempt = 0, 0, time.Time{}
+	s.LimitReset, s.LimitUntil, s.LimitDefault = time.Time{}, time.Time{}, false
 	s.ReleasedGeneration = generation
 	s.Reason = "released"
 	// A release ends a delivery storm: the deliveries counted so far are
 	// the operator's to judge, not the next hour's.
 	s.DeliveredAt = nil
+	s.NoticedBlock = ""
 	if fresh {
 		s = s.Retire(retire)
 		s.FreshRequested, s.ChurnFailures = true, 0

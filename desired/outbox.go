@@ -108,7 +108,11 @@ type Talk struct {
 //     that names the reason, what loopd tried and the release command.
 //     Staying in NeedsAttention is not a new episode, whatever the reason
 //     becomes, and the notice is generic over reasons: one added later
-//     (the loop breaker's) is covered as it is.
+//     (the loop breaker's) is covered as it is. An agent that becomes
+//     blocked (Status.Blocked: a screen that waits for a person) is an
+//     episode too, once per blocked reason until a release
+//     (next.NoticedBlock), so a screen that comes and goes with each
+//     prompt posts one notice, not one per prompt.
 func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
 	prev := r.Status
 	var calls []Call
@@ -130,7 +134,13 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 	if prev.Phase == PhaseNeedsAttention && next.Phase != PhaseNeedsAttention {
 		next.Screen = "" // the episode is over; the next one reads the pane again
 	}
-	if next.Phase == PhaseNeedsAttention && prev.Phase != PhaseNeedsAttention {
+	entered := next.Phase == PhaseNeedsAttention && prev.Phase != PhaseNeedsAttention
+	blocked := next.Phase != PhaseNeedsAttention && next.Blocked != "" && prev.Blocked == "" &&
+		next.Blocked != prev.NoticedBlock
+	if blocked {
+		next.NoticedBlock = next.Blocked
+	}
+	if entered || blocked {
 		next.Episodes = prev.Episodes + 1
 		if t.Notify {
 			marker := "<!-- loopd:notice " + r.Key.String() + " episode=" + strconv.Itoa(next.Episodes) + " -->"

@@ -60,6 +60,20 @@ func TestTalkRule(t *testing.T) {
 			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 1},
 		{name: "without_github_an_episode_is_still_counted", prev: desired.Status{Phase: desired.PhaseSpawning},
 			next: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed"}, episodes: 1},
+		{name: "a_blocked_screen_notifies", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Blocked: "login_required"}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallNotify}, announced: true, episodes: 1},
+		{name: "a_blocked_screen_that_comes_back_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1, NoticedBlock: "login_required"},
+			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"}, talk: all,
+			announced: true, episodes: 1},
+		{name: "another_blocked_reason_notifies", prev: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, NoticedBlock: "login_required"},
+			next: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "permission_prompt", NoticedBlock: "login_required"}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 2},
+		{name: "staying_blocked_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"},
+			next: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "login_required"}, talk: all, episodes: 1},
+		{name: "needs_attention_while_blocked_notifies", prev: desired.Status{Phase: desired.PhaseSpawning, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust", Reason: "spawn_unconfirmed"}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,4 +137,13 @@ func TestComments(t *testing.T) {
 	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_unconfirmed"}, nil, talk)
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "It sent event abc 3 times; it never showed in the agent's conversation.")
+
+	// A blocked agent: what clears it is acting on its screen, not a release.
+	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42"}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42", Blocked: "login_required"}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.Contains(t, body, "needs attention: `blocked: login_required`")
+	assert.Contains(t, body, "\n    tmux -L loopd attach -t =loop-acme-api-42\n")
+	assert.NotContains(t, body, "loopd release")
 }

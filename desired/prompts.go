@@ -126,3 +126,12 @@ func AgentBrief(k Key) string {
 		"end it with this line, exactly, so that loopd does not send your own comment back to you: " +
 		AgentMarker(k)
 }
+
+// LimitResetPrompt returns the prompt an item resumes its conversation
+// with once the usage limit it hit has reset: the limit, not a crash,
+// stopped the agent, and its last turn may have been cut short.
+func LimitResetPrompt(k Key) string {
+	return "[loopd] usage limit reset on " + k.String() + ": your agent hit its usage limit, loopd waited until the limit reset, " +
+		"and resumed this session.\n" +
+		"Your last turn may have been cut short. Re-read the conversation above and continue the task where you left off."
+}

@@ -140,12 +140,16 @@ const (
 	PhaseBackingOff     Phase = "BackingOff"
 	PhaseNeedsAttention Phase = "NeedsAttention"
 	PhaseStopped        Phase = "Stopped"
+	// PhaseRateLimited: the harness hit a usage limit; the item waits
+	// until Status.LimitUntil and then resumes its conversation. Not a
+	// failure, and not a live agent's slot: it does nothing until then.
+	PhaseRateLimited Phase = "RateLimited"
 )
 
 // Known reports whether p is one of the phases above.
 func (p Phase) Known() bool {
 	switch p {
-	case PhaseIdle, PhasePreparing, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped:
+	case PhaseIdle, PhasePreparing, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped, PhaseRateLimited:
 		return true
 	}
 	return false
@@ -248,9 +252,12 @@ type Status struct {
 	// whether or not its route announced it (Talk): no later spawn is a
 	// first one.
 	Announced bool `json:",omitempty"`
-	// Episodes counts the item's entries into NeedsAttention; each is one
-	// episode, and one notice (Talk).
+	// Episodes counts the item's entries into NeedsAttention, and the
+	// blocked screens noticed; each is one episode, and one notice (Talk).
 	Episodes int `json:",omitempty"`
+	// NoticedBlock is the last blocked reason an episode was counted for
+	// (TalkRule); a release clears it.
+	NoticedBlock string `json:",omitempty"`
 	// Screen is what the harness's pane showed when the item last needed
 	// attention (a dialog's reason, or the screen class), "" if unread.
 	Screen string `json:",omitempty"`
@@ -269,6 +276,33 @@ type Status struct {
 	// was handed to its worker; its outcome is recorded only on the status
 	// that still names it (a close, a hold or a release since then wins).
 	PrepareStarted time.Time
+	// Blocked is what the harness's screen last showed that keeps the
+	// agent from working until a human acts (a harness.Block code:
+	// login_required, workspace_trust, permission_prompt, …); "" when
+	// nothing does. It does not change the phase: a logged-out agent
+	// still takes its events.
+	Blocked string `json:",omitempty"`
+	// LimitReset is the reset of the usage limit the harness last
+	// reported, and LimitUntil that reset plus the margin: until then
+	// every item on the same account is held from spawns and deliveries
+	// (reconciler, limitHolds). LimitDefault is true when the harness
+	// named no readable reset and a bounded default stands for it.
+	LimitReset   time.Time `json:",omitzero"`
+	LimitUntil   time.Time `json:",omitzero"`
+	LimitDefault bool      `json:",omitempty"`
+}
+
+// NeedsHuman returns why the item waits for a human: the reason of
+// NeedsAttention, or what blocks its agent (Blocked); "" when neither.
+// A notice to the item's thread keys on it changing from "".
+func (s Status) NeedsHuman() string {
+	switch {
+	case s.Phase == PhaseNeedsAttention:
+		return s.Reason
+	case s.Blocked != "":
+		return "blocked: " + s.Blocked
+	}
+	return ""
 }
 
 // What a close did to an item's worktree (Status.Workspace).

@@ -121,19 +121,26 @@ func (e *env) daemonLines(t *testing.T, name journal.Name) []string {
 // passes returns loopd_reconcile_passes_total from the daemon's /metrics.
 func (e *env) passes(t *testing.T) int {
 	t.Helper()
+	return int(e.metric(t, "loopd_reconcile_passes_total"))
+}
+
+// metric returns the value of the series (a name, with its labels when it
+// has some: name{label="value"}) from the daemon's /metrics.
+func (e *env) metric(t *testing.T, series string) float64 {
+	t.Helper()
 	resp, err := (&http.Client{Timeout: waitShort}).Get("http://" + e.listen + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, "loopd_reconcile_passes_total "); ok {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			require.NoError(t, err)
-			return int(n)
+			return n
 		}
 	}
-	t.Fatal("no loopd_reconcile_passes_total in /metrics")
+	t.Fatalf("no %s in /metrics", series)
 	return 0
 }
 

@@ -35,6 +35,10 @@ type Observation struct {
 	// HEAD holds each of them (workspace.Manager.Holds). A missing entry
 	// means "not read", and so does a missing commit.
 	Holds map[desired.Key]map[string]bool
+	// Screens holds, per item whose Need asked for it, what its live
+	// pane's screen and the latest turn of its transcript show. A missing
+	// entry means "not read".
+	Screens map[desired.Key]Screen
 }
 
 // Need is what one pass reads from disk for one item. The zero Need reads
@@ -65,6 +69,10 @@ type Need struct {
 	// Commits, with Disk, are commits to look for in the history of the
 	// workdir's HEAD (Observation.Holds).
 	Commits []string
+	// Screen reads the item's pane (capture-pane) for what blocks the
+	// agent and for a usage limit, and, with Disk, the latest turn of its
+	// transcript for a usage limit.
+	Screen bool
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -135,9 +143,15 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		snap.ServerGone = owner.ID != o.Owner
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{}}
+		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
+		Screens: map[desired.Key]Screen{}}
 	for _, rec := range records {
 		need := needs(rec, snap)
+		if need.Screen {
+			if sc, ok := o.readScreen(ctx, rec, snap, now); ok {
+				obs.Screens[rec.Key] = sc
+			}
+		}
 		if !need.Disk {
 			continue
 		}
@@ -171,6 +185,9 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
+		if need.Screen {
+			o.readTranscriptLimit(ctx, rec, ad, tr, &obs)
+		}
 		if len(need.Frames) > 0 && tr.Known {
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
 				obs.Frames[rec.Key] = found

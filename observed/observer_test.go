@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,4 +180,39 @@ func TestObserverReadsTheConversationTheItemIsIn(t *testing.T) {
 	assert.Equal(t, want.Path, o.Transcripts[rec.Key].Path, "the transcript of the conversation the item is in")
 	assert.True(t, o.Frames[rec.Key]["d-1"].Whole, "found in the recorded conversation")
 	assert.True(t, o.Frames[rec.Key]["d-2"].Whole, "found in the new one")
+}
+
+// TestObserverReadsScreensOfWhatIsNeeded: an item whose Need asks for its
+// screen gets what its live pane shows (a block, a usage limit) and, with
+// Disk, the limit its transcript's latest turn ended on; others get none.
+func TestObserverReadsScreensOfWhatIsNeeded(t *testing.T) {
+	r := newObserverRig(t)
+	spawn(t, r.f, "loop-acme-api-1", "claude", "hi")
+	spawn(t, r.f, "loop-acme-api-2", "claude", "hi")
+	spawn(t, r.f, "loop-acme-api-3", "claude", "hi")
+	rule := strings.Repeat("─", 20)
+	r.f.SetScreen("loop-acme-api-1", "❯ fix it\n  ⎿  You've hit your session limit · resets 3pm (UTC)\n"+rule+"\n❯\u00a0\n"+rule)
+	r.f.SetScreen("loop-acme-api-2", rule+"\n❯\u00a0\n"+rule+"\n  ? for shortcuts     Not logged in · Run /login")
+	r.f.SetScreen("loop-acme-api-3", rule+"\n❯\u00a0\n"+rule)
+	a, b, c := r.item(t, 1, "a", true, idA), r.item(t, 2, "b", true, idB), r.item(t, 3, "c", true, idC)
+	tr, err := r.ad.Transcript(c.Spec.Cwd, idC)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(tr.Path), 0o755))
+	require.NoError(t, os.WriteFile(tr.Path, []byte(`{"type":"user","timestamp":"2026-03-01T11:59:00Z","message":{"role":"user","content":"go"}}`+"\n"+
+		`{"type":"assistant","isApiErrorMessage":true,"timestamp":"2026-03-01T11:59:01Z","message":{"role":"assistant","content":[{"type":"text","text":"Claude AI usage limit reached|1772370000"}]}}`+"\n"), 0o600))
+	var seen []observed.Snapshot
+	o, err := r.o.Observe(t.Context(), []desired.Record{a, b, c}, needsOf(map[int]observed.Need{
+		1: {Screen: true}, 2: {Screen: true}, 3: {Screen: true, Disk: true},
+	}, &seen), now)
+	require.NoError(t, err)
+	require.NotNil(t, o.Screens[a.Key].Limit)
+	assert.True(t, time.Date(2026, 3, 1, 15, 0, 0, 0, time.UTC).Equal(o.Screens[a.Key].Limit.Reset))
+	assert.Equal(t, harness.BlockLoginRequired, o.Screens[b.Key].Blocked)
+	assert.Nil(t, o.Screens[b.Key].Limit)
+	require.NotNil(t, o.Screens[c.Key].Limit, "the transcript's limit")
+	assert.True(t, time.Unix(1772370000, 0).Equal(o.Screens[c.Key].Limit.Reset))
+
+	o, err = r.o.Observe(t.Context(), []desired.Record{a, b, c}, needsOf(map[int]observed.Need{}, &seen), now)
+	require.NoError(t, err)
+	assert.Empty(t, o.Screens, "no screen read unless asked")
 }

@@ -141,6 +141,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	res.RequeueAfter, res.Requeue = requeueAfter(plan, res.Result, policy, now)
 	if r.Metrics != nil {
 		r.Metrics.observe(res, time.Since(start))
+		r.Metrics.limits(limitHolds(records, obs, policy, now), policy)
 	}
 	return res, nil
 }
@@ -215,19 +216,24 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // needs is the rule of which item can use which disk fact this pass
 // (observed.Needs). A pass runs every second or so, so only items that may
 // spawn, are being probed or have an event in flight get their workdir and
-// transcript read (needsFacts), and only the frames of the deliveries the
+// transcript read (needsFacts), only live agents get their screen and the
+// latest turn of their transcript read (needsScreen), and only the frames of the deliveries the
 // pass may act on are looked for (framesToCheck), in the transcript of the
 // conversation the item is in (desired.Record.ConversationID) and in those
 // of the recorded session id and of an id the running harness reported
 // since its spawn (a /clear the pass has not followed yet).
 func needs(p Policy, now time.Time) observed.Needs {
 	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
-		if !needsFacts(rec, snap, p) {
+		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
+		if !facts && !screen {
 			return observed.Need{}
 		}
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Frames: framesToCheck(rec, now), Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		if facts {
+			n.Frames = framesToCheck(rec, now)
+		}
 		// The workdir the planner will use, and the repository it should
 		// be a worktree of.
 		workspaceOf(rec, p).need(&n)

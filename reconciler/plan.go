@@ -46,9 +46,12 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 		slices.SortFunc(sorted, byKey)
 	}
 	loss := lossOf(sorted, obs, p).Reason
+	// A usage limit holds every item on its account, so it is settled
+	// across the items first.
+	holds := limitHolds(items, obs, p, now)
 	var out []actions.Action
 	for _, r := range sorted {
-		out = append(out, planRecord(*r, obs, p, now, loss)...)
+		out = append(out, planRecord(*r, obs, p, now, loss, holds)...)
 	}
 	return out
 }
@@ -58,8 +61,9 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // (release), drops the agent's own pushes (dropOwnPushes) and confirms
 // what the conversation already holds (checkConversation); each returns
 // the record as the executor will leave it, so the decisions that follow
-// start from there. loss is the pass's Loss.Reason (lossOf).
-func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason) []actions.Action {
+// start from there. loss is the pass's Loss.Reason (lossOf), holds the
+// usage-limit holds (limitHolds).
+func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
 	var out []actions.Action
 	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
@@ -68,7 +72,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return out
 		}
 	}
-	return append(out, planItem(r, obs, p, now, loss)...)
+	return append(out, planItem(r, obs, p, now, loss, holds)...)
 }
 
 // follow makes the conversation the harness reported (ConversationID) the
@@ -204,6 +208,8 @@ type itemPlan struct {
 	// loss is why the pass found agents lost together (Loss.Reason): a
 	// death it takes is resumed, and not counted as a crash (notACrash).
 	loss actions.Reason
+	// holds are the usage-limit holds in force, by account (limitHolds).
+	holds map[string]limitHold
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -258,8 +264,8 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason) []actions.Action {
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss}
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 	it.observePane()
 
 	if r.Spec.Closed || r.Spec.Held {
@@ -297,6 +303,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		}
 		return []actions.Action{actions.Block{Key: r.Key, Reason: actions.ReasonSessionForeign, Detail: it.session}}
 	}
+	if phase == desired.PhaseRateLimited {
+		return it.planLimited()
+	}
 	if it.st.FreshRequested && phase != desired.PhaseSpawning {
 		// release --fresh: a new conversation now, replacing a live agent
 		// too (the spawn kills its session first).
@@ -308,7 +317,12 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		return []actions.Action{actions.GiveUp{Key: r.Key, Session: it.session, Reason: actions.ReasonDeliveryStorm}}
 	}
 	if it.pane.alive {
-		return it.planAlive(phase)
+		// A usage limit or a screen that needs a human is seen before
+		// anything else is decided on the live agent.
+		if limited, ok := it.limitSeen(); ok {
+			return limited
+		}
+		return append(it.markBlocked(), it.planAlive(phase)...)
 	}
 	if it.pane.stray != "" && phase == desired.PhaseSpawning {
 		// Right after new-session the pane briefly runs a launcher (or the
@@ -384,6 +398,9 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 	for _, d := range it.pending {
 		if d.ID == skip {
 			continue
+		}
+		if until, held := it.held(); held {
+			return it.waitHeld(until)
 		}
 		st := it.st
 		reported := it.r.ReportSinceSpawn() != nil
@@ -683,6 +700,9 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 	if !ok {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: it.r.Spec.Harness}}
 	}
+	if until, held := it.held(); held {
+		return it.waitHeld(until)
+	}
 	w := workspaceOf(it.r, it.p)
 	pre, stop := it.prepare(w, st)
 	if stop {
@@ -700,6 +720,11 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 	key := it.r.Key
 	first := st.HarnessSessionID == ""
 	deliveryID, prompt := it.bootPrompt(st)
+	if reason == actions.ReasonLimitReset {
+		// The conversation goes on where the limit cut it; the events
+		// that waited are pasted after.
+		deliveryID, prompt = "", desired.LimitResetPrompt(key)
+	}
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,

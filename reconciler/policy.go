@@ -20,6 +20,10 @@ type Capabilities struct {
 	// while the harness runs (harness.Adapter.ProcessNames). A live pane
 	// showing another name is a dead agent.
 	ProcessNames []string
+	// Account names the account the harness's usage counts against
+	// (harness.Adapter.Account): a usage limit holds every item whose
+	// harness has the same Account.
+	Account string
 }
 
 // AcceptsSessionID reports whether id may be the harness's conversation id:
@@ -61,7 +65,14 @@ type Policy struct {
 	// bounds those tries before the item needs attention.
 	DeliveryConfirm time.Duration
 	MaxSendAttempts int
-	Harnesses       map[string]Capabilities
+	// LimitMargin is waited past a usage limit's reset before its items
+	// resume; LimitDefault stands for a reset the harness did not name or
+	// that cannot be read, OverloadWait for the end of a rate-limit or
+	// overload error, which names none.
+	LimitMargin  time.Duration
+	LimitDefault time.Duration
+	OverloadWait time.Duration
+	Harnesses    map[string]Capabilities
 	// Owner is this loopd's owner mark (tmux.Owner.ID). A session of an
 	// item's name that does not carry it (another loopd's, or one made by
 	// hand) is foreign: never adopted, pasted into or killed.
@@ -92,6 +103,9 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		MaxBootPrompt:    schema.DefaultMaxBootPrompt,
 		DeliveryConfirm:  schema.DefaultDeliveryConfirm,
 		MaxSendAttempts:  schema.DefaultMaxSendAttempts,
+		LimitMargin:      p.UsageLimitMargin(),
+		LimitDefault:     schema.DefaultUsageLimitWait,
+		OverloadWait:     schema.DefaultOverloadWait,
 		Harnesses:        harnesses,
 		Owner:            owner,
 	}

@@ -267,4 +267,7 @@ type Policy struct {
 	// RestartBudget is how many consecutive failed runs are retried before
 	// the item goes to NeedsAttention. Default 10.
 	RestartBudget int `yaml:"restartBudget" json:"restartBudget"`
+	// UsageLimitMarginSeconds is waited past a usage limit's reset before
+	// the items it held resume; 0 resumes them at the reset. Default 60.
+	UsageLimitMarginSeconds *int `yaml:"usageLimitMarginSeconds" json:"usageLimitMarginSeconds"`
 }

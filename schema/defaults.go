@@ -37,7 +37,7 @@ const DeliveryStormWindow = time.Hour
 // DefaultPolicy returns the respawn policy used for every absent key of
 // routing.tmux.
 func DefaultPolicy() Policy {
-	resume, probe := true, 5
+	resume, probe, margin := true, 5, 60
 	return Policy{
 		ResumeOnRespawn:       &resume,
 		ResumeProbeSeconds:    &probe,
@@ -51,6 +51,8 @@ func DefaultPolicy() Policy {
 		BackoffMaxSeconds:     300,
 		HealthyResetSeconds:   600,
 		RestartBudget:         10,
+
+		UsageLimitMarginSeconds: &margin,
 	}
 }
 
@@ -107,6 +109,7 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.BackoffMaxSeconds, d.BackoffMaxSeconds)
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
 	orDefault(&p.RestartBudget, d.RestartBudget)
+	orDefault(&p.UsageLimitMarginSeconds, d.UsageLimitMarginSeconds)
 }
 
 // Tunables that are not config keys. The daemon's wiring (cmd/loopd) and
@@ -159,4 +162,13 @@ const (
 	// DefaultOnceDrain bounds the time reconcile --once spends sending the
 	// calls its passes queued before it exits.
 	DefaultOnceDrain = 30 * time.Second
+	// DefaultUsageLimitWait stands for the reset of a usage limit whose
+	// harness named none, or one that cannot be read: the longest session
+	// window of Claude Code's plans (5 hours). The journal says when it
+	// was used (session.rate_limited default_reset=true).
+	DefaultUsageLimitWait = 5 * time.Hour
+	// DefaultOverloadWait stands for the end of a rate-limit (429) or
+	// overload (529) error the harness gave up retrying, which names no
+	// reset.
+	DefaultOverloadWait = 5 * time.Minute
 )

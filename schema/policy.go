@@ -33,6 +33,15 @@ func (p Policy) ProbeWindow() time.Duration {
 	return seconds(*p.ResumeProbeSeconds)
 }
 
+// UsageLimitMargin returns UsageLimitMarginSeconds as a duration, the
+// default when absent.
+func (p Policy) UsageLimitMargin() time.Duration {
+	if p.UsageLimitMarginSeconds == nil {
+		return seconds(*DefaultPolicy().UsageLimitMarginSeconds)
+	}
+	return seconds(*p.UsageLimitMarginSeconds)
+}
+
 // ConfirmTimeout returns ConfirmTimeoutSeconds as a duration.
 func (p Policy) ConfirmTimeout() time.Duration { return seconds(p.ConfirmTimeoutSeconds) }
 

@@ -128,7 +128,7 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 	for name, ad := range h {
 		_, reports := ad.(harness.SessionStartReporter)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			ProcessNames: ad.ProcessNames()}
+			ProcessNames: ad.ProcessNames(), Account: ad.Account()}
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
@@ -44,7 +45,7 @@ was lost on the way from GitHub (the next comment heals that).`,
 			if err != nil {
 				return err
 			}
-			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, nil, "")
+			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
 			policy.Routing = cfg.Webhooks.GHWebhook.Routing
 			now := time.Now()
 			if err := printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now)); err != nil {
@@ -105,6 +106,12 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			// Not applied: the conversation is found by its workdir.
 			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
 		}
+		if st.Blocked != "" {
+			reason += " blocked reason=" + st.Blocked
+		}
+		if reset, until, held := reconciler.LimitHeld(r, records, p, now); held && !r.Spec.Closed && !r.Spec.Held {
+			reason += " rate_limited reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339)
+		}
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
@@ -112,6 +119,19 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			len(r.Pending), reconciler.NextFailures(r, p, now, died[r.Key]), reason)
 	}
 	return tw.Flush()
+}
+
+// accounts returns the account of each harness of cfg
+// (harness.Adapter.Account), the one capability get needs: which items a
+// usage limit holds. A harness whose adapter cannot be made is left out.
+func accounts(cfg *schema.Config) map[string]reconciler.Capabilities {
+	out := map[string]reconciler.Capabilities{}
+	for name, h := range cfg.Harnesses {
+		if ad, err := harness.New(name, h); err == nil {
+			out[name] = reconciler.Capabilities{Account: ad.Account()}
+		}
+	}
+	return out
 }
 
 // deaths returns when tmux saw the pane of each running or spawning record

@@ -128,3 +128,31 @@ func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
 	assert.Contains(t, out.String(), cleared)
 	assert.NotContains(t, out.String(), old)
 }
+
+// TestGetShowsBlocksAndUsageLimits: a blocked item says why, and every
+// item of the account a usage limit holds shows its reset, an item of
+// another account nothing.
+func TestGetShowsBlocksAndUsageLimits(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	p := testPolicy()
+	p.Harnesses = map[string]reconciler.Capabilities{"a": {Account: "one"}, "a2": {Account: "one"}, "b": {Account: "two"}}
+	reset := now.Add(20 * time.Minute)
+	item := func(n int, harness string, st desired.Status) desired.Record {
+		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: n}, Spec: desired.Spec{Harness: harness}, Status: st}
+	}
+	records := []desired.Record{
+		item(1, "a", desired.Status{Phase: desired.PhaseRateLimited, Reason: "rate_limited", LimitReset: reset, LimitUntil: reset.Add(time.Minute)}),
+		item(2, "a2", desired.Status{Phase: desired.PhaseIdle}),
+		item(3, "b", desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", Blocked: "login_required"}),
+	}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, records, now, schema.DefaultStalePending, p, nil))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 4)
+	held := "rate_limited reset=" + reset.Local().Format(time.RFC3339) + " until=" + reset.Add(time.Minute).Local().Format(time.RFC3339)
+	assert.Contains(t, lines[1], "RateLimited")
+	assert.Contains(t, lines[1], held)
+	assert.Contains(t, lines[2], held, "the same account is held")
+	assert.Contains(t, lines[3], "delivered blocked reason=login_required")
+	assert.NotContains(t, lines[3], "rate_limited", "another account is not held")
+}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/tmux"
@@ -101,6 +102,24 @@ func (b *base) getenv(key string) string {
 	}
 	return os.Getenv(key)
 }
+
+// Blocked is "": an adapter without its own rule knows no blocking
+// screen.
+func (b *base) Blocked(string) Block { return "" }
+
+// Limit is never found: an adapter without its own rule cannot read a
+// usage limit.
+func (b *base) Limit(string, time.Time) (Limit, bool) { return Limit{}, false }
+
+// TranscriptLimit is never found (see Limit).
+func (b *base) TranscriptLimit(Transcript) (Limit, bool, error) { return Limit{}, false, nil }
+
+// LimitMenuKeys is nil: no menu is known, so none is answered.
+func (b *base) LimitMenuKeys(string) []string { return nil }
+
+// Account is the adapter's harness name: without a rule of its own, each
+// harness is an account of its own.
+func (b *base) Account() string { return "harness:" + b.name }
 
 func (b *base) lookCommand() error {
 	if strings.Contains(b.command, "/") {

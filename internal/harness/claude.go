@@ -45,15 +45,26 @@ var claudeInput = regexp.MustCompile(`(?m)^─.*\n❯[ \x{a0}]?(.*)$`)
 const claudeBusy = "esc to interrupt"
 
 // claudeDialogs are the screens that replace the input box and wait for a
-// human, in the order they are checked; every marker must be present.
+// human, in the order they are checked; every marker must be present. The
+// permission prompt's markers are those of Claude Code's tool dialogs
+// ("Do you want to proceed?", "Do you want to make this edit to …?",
+// "Do you want to create …?", their first choice "1. Yes"); the login and
+// onboarding screens are those of a first run ("Select login method",
+// the theme picker "Choose the text style").
 var claudeDialogs = []struct {
 	markers []string
-	reason  string
+	reason  Block
 }{
-	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, "workspace trust dialog"},
-	{[]string{"Resume session", "⌕"}, "resume session picker"},
-	{[]string{"Bypass Permissions mode", "Yes, I accept"}, "bypass permissions consent dialog"},
-	{[]string{"Do you want to use this API key?"}, "custom API key dialog"},
+	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, BlockWorkspaceTrust},
+	{[]string{"Resume session", "⌕"}, BlockResumePicker},
+	{[]string{"Bypass Permissions mode", "Yes, I accept"}, BlockBypassConsent},
+	{[]string{"Do you want to use this API key?"}, BlockAPIKey},
+	{[]string{claudeLimitMenuTitle, claudeLimitWait}, BlockUsageLimitMenu},
+	{[]string{"Do you want to proceed?", "1. Yes"}, BlockPermission},
+	{[]string{"Do you want to make this edit to", "1. Yes"}, BlockPermission},
+	{[]string{"Do you want to create", "1. Yes"}, BlockPermission},
+	{[]string{"Select login method"}, BlockLoginRequired},
+	{[]string{"Choose the text style"}, BlockOnboarding},
 }
 
 type claudeCode struct {
@@ -305,8 +316,10 @@ func hasTurn(r io.Reader) (bool, error) {
 // Ready when the input box is drawn (or cfg.ReadyPattern matches) and no
 // turn is running, Busy while a turn runs or the TUI is still starting,
 // Blocked at a dialog that replaces the input box (workspace trust, resume
-// picker, bypass-permissions consent, API key), with the dialog as the
-// reason. A dead pane keeps its last frame, so look at live panes only.
+// picker, bypass-permissions consent, API key, the usage-limit menu, a
+// tool's permission prompt, the login and onboarding screens), with the
+// dialog's Block as the reason. A dead pane keeps its last frame, so look
+// at live panes only.
 func (c *claudeCode) Screen(text string) (Screen, string) {
 	ready := claudeReady
 	if c.ready != nil {

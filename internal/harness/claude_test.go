@@ -332,11 +332,11 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 
 func TestClaudeScreenCaptured(t *testing.T) {
 	reasons := map[string]string{
-		"blocked-apikey.txt":        "custom API key dialog",
-		"blocked-bypass.txt":        "bypass permissions consent dialog",
-		"blocked-picker.txt":        "resume session picker",
-		"blocked-picker-search.txt": "resume session picker",
-		"blocked-trust.txt":         "workspace trust dialog",
+		"blocked-apikey.txt":        BlockAPIKey,
+		"blocked-bypass.txt":        BlockBypassConsent,
+		"blocked-picker.txt":        BlockResumePicker,
+		"blocked-picker-search.txt": BlockResumePicker,
+		"blocked-trust.txt":         BlockWorkspaceTrust,
 		"draft-typed.txt":           "input box holds unsubmitted text",
 		"draft-pasted.txt":          "input box holds unsubmitted text",
 	}

@@ -185,6 +185,8 @@ func testCLI(t *testing.T, bin string) {
 		// Else the first start clones the official plugin marketplace
 		// into the config dir, in the background.
 		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+		// The fake's stand-in for the real CLI offline.
+		"FAKECLAUDE_NOT_LOGGED_IN": "1",
 	}})
 	require.NoError(t, err)
 	// Six CLIs start at once; on two busy cores the real one can take
@@ -223,6 +225,9 @@ func testCLI(t *testing.T, bin string) {
 		}, wait, tick) {
 			t.Logf("screen:\n%s", x.capture("fresh", true))
 		}
+		// Offline, every answer asks for a login: the agent is blocked,
+		// though its input box takes prompts.
+		assert.Equal(t, BlockLoginRequired, a.Blocked(x.capture("fresh", false)))
 		// The CLI may write other lines before the prompt's; under load
 		// the file can be read between the two writes.
 		want := []string{"-x first turn; --resume"}
@@ -251,7 +256,7 @@ func testCLI(t *testing.T, bin string) {
 			}, wait, tick)
 		}
 	}
-	check("untrusted_dir_blocks", blocked("trust", "workspace trust dialog"))
-	check("non_uuid_resume_opens_picker", blocked("picker", "resume session picker"))
+	check("untrusted_dir_blocks", blocked("trust", BlockWorkspaceTrust))
+	check("non_uuid_resume_opens_picker", blocked("picker", BlockResumePicker))
 	wg.Wait()
 }

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
@@ -81,6 +82,24 @@ type Adapter interface {
 	// pane showing any other name runs something else, a shell the CLI left
 	// behind say: the agent is dead, and nothing is pasted into it.
 	ProcessNames() []string
+	// Blocked returns what the screen shows that keeps the agent from
+	// working until a human acts (a Block: a dialog that replaces the
+	// input box, as Screen's reason, or a login the replies ask for while
+	// the box still takes prompts); "" for nothing.
+	Blocked(text string) Block
+	// Limit reports the usage limit the screen shows, its reset read at
+	// now.
+	Limit(text string, now time.Time) (Limit, bool)
+	// TranscriptLimit reports the usage limit the latest turn of the
+	// transcript tr ended on.
+	TranscriptLimit(tr Transcript) (Limit, bool, error)
+	// LimitMenuKeys returns the tmux keys that choose the usage-limit
+	// menu's choice that waits for the reset, and never one that spends
+	// money; nil when the screen shows no such menu.
+	LimitMenuKeys(text string) []string
+	// Account names the account the harness's usage counts against:
+	// harnesses with the same Account share their usage limits.
+	Account() string
 }
 
 // SessionStartReporter is implemented by adapters whose CLI can report the

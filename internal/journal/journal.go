@@ -62,6 +62,17 @@ const (
 	// SessionPredecessorKilled: a spawn killed the item's previous harness,
 	// which had not exited within its grace (log only).
 	SessionPredecessorKilled Name = "session.predecessor_killed"
+	// SessionBlocked: the harness's screen shows what keeps the agent from
+	// working until a human acts (reason=login_required, workspace_trust,
+	// permission_prompt, …); SessionUnblocked: it no longer does.
+	SessionBlocked   Name = "session.blocked"
+	SessionUnblocked Name = "session.unblocked"
+	// SessionRateLimited: the harness hit a usage limit; the item waits
+	// for its reset (reset, until, default_reset).
+	SessionRateLimited Name = "session.rate_limited"
+	// SessionLimitMenuAnswered: loopd answered the usage-limit menu with
+	// its choice that waits for the reset (keys).
+	SessionLimitMenuAnswered Name = "session.limit_menu_answered"
 	// SessionForeign: a session of the item's name carries the owner mark
 	// of another loopd (or none); it is never adopted, pasted into or killed.
 	SessionForeign Name = "session.foreign"
@@ -173,6 +184,9 @@ const (
 	// after a second (log only, debug).
 	PaneDiedWaitFailed Name = "pane_died.wait_failed"
 	// TranscriptUnreadable: a harness transcript could not be read; the pass
+	// ScreenUnreadable: a pane's screen could not be captured for what
+	// blocks its agent or a usage limit (log only, debug).
+	ScreenUnreadable Name = "screen.unreadable"
 	// plans as if it showed nothing (log only).
 	TranscriptUnreadable Name = "transcript.unreadable"
 

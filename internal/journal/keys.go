@@ -35,6 +35,12 @@ const (
 	KeyScreen             = "screen"               // what the pane's screen shows (ready, dialog, draft…)
 	KeyForeground         = "foreground"           // the pane's foreground process
 	KeyRelease            = "release"              // the command that releases an item
+	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded
+	KeyReset              = "reset"                // when a usage limit resets (RFC 3339)
+	KeyDefaultReset       = "default_reset"        // the reset was unreadable: a bounded default stands for it
+	KeyAccount            = "account"              // the account a harness's usage counts against
+	KeyKeys               = "keys"                 // the keys sent to a pane
+	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes
 
 	// Deliveries.
 	KeyDelivery  = "delivery"  // a delivery id (X-GitHub-Delivery), as in the prompt's header line

@@ -2,7 +2,8 @@
 // and demos. It copies the argv grammar, the transcript files and the
 // screens that loopd depends on, as measured in
 // docs/reference/harness-cli-facts.md, and answers every prompt the way the
-// real CLI does offline: "Not logged in · Please run /login".
+// real CLI does logged in ("OK."), or offline ("Not logged in · Please run
+// /login", FAKECLAUDE_NOT_LOGGED_IN=1).
 //
 // Build it with: go build -o fakeclaude ./testdata/fakeclaude
 //
@@ -50,6 +51,12 @@
 //	FAKECLAUDE_HANGUP_DELAY       Go duration the TUI runs on after SIGHUP or SIGTERM before it exits (the real CLI: 40–150 ms)
 //	FAKECLAUDE_LOCK_DIR           directory where the TUI holds an flock on <session id>.lock while it runs; a start that finds
 //	                              the lock held by another process appends {"time", "pid", "session_id"} to overlaps.log there
+//	FAKECLAUDE_NOT_LOGGED_IN=1    answer every prompt "Not logged in · Please run /login", with the footer "Not logged in · Run /login", as the real CLI does offline
+//	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
+//	FAKECLAUDE_LIMIT_FORM         epoch (default: "Claude AI usage limit reached|<unix seconds>"), banner ("You've hit your session limit · resets 3:04pm (UTC)"), or menu (the banner, then the usage-limit menu until a choice is made)
+//	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
+//	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
+//	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
 package main
 
 import (
@@ -62,6 +69,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +84,14 @@ import (
 const (
 	version     = "2.1.197 (Claude Code)"
 	notLoggedIn = "Not logged in · Please run /login"
+	loggedIn    = "OK."
+)
+
+// The usage-limit menu's title and choices (Claude Code 2.1.x); only the
+// first spends nothing.
+var (
+	limitMenuTitle   = "What do you want to do?"
+	limitMenuChoices = []string{"Stop and wait for limit to reset", "Switch to extra usage", "Upgrade your plan"}
 )
 
 // lastWords is how long the TUI stays after its last output.
@@ -100,6 +116,31 @@ type knobs struct {
 	mangle          bool // fold runs of spaces in submitted prompts
 	hangupDelay     time.Duration
 	lockDir         string
+	notLoggedIn     bool
+	limitUntil      time.Time // zero: no limit
+	limitForm       string    // epoch, banner or menu
+	limitCursor     int       // 1-based
+	menuLog         string
+	permission      bool
+}
+
+// reply is the answer to every prompt outside a usage limit.
+func (k knobs) reply() string {
+	if k.notLoggedIn {
+		return notLoggedIn
+	}
+	return loggedIn
+}
+
+// limited reports whether a prompt submitted at now hits the usage limit.
+func (k knobs) limited(now time.Time) bool { return !k.limitUntil.IsZero() && now.Before(k.limitUntil) }
+
+// limitText is the usage-limit answer in the form the knobs ask for.
+func (k knobs) limitText() string {
+	if k.limitForm == "epoch" {
+		return fmt.Sprintf("Claude AI usage limit reached|%d", k.limitUntil.Unix())
+	}
+	return "You've hit your session limit · resets " + strings.ToLower(k.limitUntil.UTC().Format("3:04PM")) + " (UTC)"
 }
 
 func readKnobs() (knobs, error) {
@@ -111,6 +152,32 @@ func readKnobs() (knobs, error) {
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
 		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
 		lockDir:         os.Getenv("FAKECLAUDE_LOCK_DIR"),
+		notLoggedIn:     os.Getenv("FAKECLAUDE_NOT_LOGGED_IN") == "1",
+		limitForm:       "epoch",
+		limitCursor:     1,
+		menuLog:         os.Getenv("FAKECLAUDE_MENU_LOG"),
+		permission:      os.Getenv("FAKECLAUDE_PERMISSION_PROMPT") == "1",
+	}
+	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_UNTIL: %w", err)
+		}
+		k.limitUntil = time.Unix(secs, 0)
+	}
+	switch v := os.Getenv("FAKECLAUDE_LIMIT_FORM"); v {
+	case "":
+	case "epoch", "banner", "menu":
+		k.limitForm = v
+	default:
+		return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_FORM: %q is not epoch, banner or menu", v)
+	}
+	if v := os.Getenv("FAKECLAUDE_LIMIT_MENU_CURSOR"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > len(limitMenuChoices) {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_MENU_CURSOR: %q is not 1 to %d", v, len(limitMenuChoices))
+		}
+		k.limitCursor = n
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
@@ -308,15 +375,24 @@ func (s *session) user(text string) error {
 	return s.write("user", message{Role: "user", Content: text})
 }
 
-// answer appends the offline answer as an assistant line.
-func (s *session) answer() error {
+// answer appends text as an assistant line.
+func (s *session) answer(text string) error {
 	return s.write("assistant", message{
 		Model: "<synthetic>", Role: "assistant", Type: "message",
-		Content: []textBlock{{Type: "text", Text: notLoggedIn}},
+		Content: []textBlock{{Type: "text", Text: text}},
 	})
 }
 
-func (s *session) write(kind string, m message) error {
+// apiError appends text as the API error line the CLI writes when a
+// request fails for good (a usage limit).
+func (s *session) apiError(text string) error {
+	return s.write("assistant", message{
+		Model: "<synthetic>", Role: "assistant", Type: "message",
+		Content: []textBlock{{Type: "text", Text: text}},
+	}, true)
+}
+
+func (s *session) write(kind string, m message, apiError ...bool) error {
 	path := s.path(s.id)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -333,6 +409,7 @@ func (s *session) write(kind string, m message) error {
 		IsSidechain: false, Type: kind, Message: m, UUID: uuid.NewString(),
 		Timestamp: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		UserType:  "external", Entrypoint: "cli", CWD: s.cwd, SessionID: s.id, Version: "2.1.197",
+		IsAPIErrorMessage: len(apiError) > 0 && apiError[0],
 	}
 	if s.parent != "" {
 		l.ParentUUID = &s.parent
@@ -380,6 +457,9 @@ type transcriptLine struct {
 	CWD         string  `json:"cwd"`
 	SessionID   string  `json:"sessionId"`
 	Version     string  `json:"version"`
+	// IsAPIErrorMessage marks the line the CLI writes for a request that
+	// failed for good (a usage limit).
+	IsAPIErrorMessage bool `json:"isApiErrorMessage,omitempty"`
 }
 
 // resumeHint is what claude prints on leaving a conversation that has a
@@ -422,12 +502,15 @@ func printMode(inv invocation, k knobs, st store) int {
 		fmt.Fprintln(os.Stderr, "Error: Input must be provided either through stdin or as a prompt argument when using --print")
 		return 1
 	}
-	if err := errors.Join(s.user(prompt), s.answer()); err != nil {
+	if err := errors.Join(s.user(prompt), s.answer(k.reply())); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
-	fmt.Println(notLoggedIn)
-	return 1
+	fmt.Println(k.reply())
+	if k.notLoggedIn {
+		return 1
+	}
+	return 0
 }
 
 // resume points s at the conversation inv resumes, or at a fork of it.
@@ -467,10 +550,12 @@ func makeRaw(fd int) (*unix.Termios, error) {
 type screenState int
 
 const (
-	showTrust   screenState = iota // the workspace trust dialog
-	showPicker                     // the resume picker
-	showChat                       // the conversation and input box
-	showNothing                    // blank, before a failing resume exits
+	showTrust      screenState = iota // the workspace trust dialog
+	showPicker                        // the resume picker
+	showChat                          // the conversation and input box
+	showNothing                       // blank, before a failing resume exits
+	showLimitMenu                     // the usage-limit menu, below the conversation
+	showPermission                    // a tool's permission dialog
 )
 
 // tui is the interactive mode.
@@ -483,7 +568,9 @@ type tui struct {
 	sess      *session
 	ed        editor
 	history   []string
+	replies   []string // the answer shown under each of history
 	queue     []string // prompts submitted while busy
+	cursor    int      // the menu choice the cursor is on, 1-based
 	busy      bool
 	lastCtrlC time.Time
 	status    string
@@ -646,6 +733,9 @@ func (u *tui) handle(ev event) (exitCode, bool) {
 		return exitCode{}, false
 	}
 	u.status = ""
+	if u.state == showLimitMenu || u.state == showPermission {
+		return u.menuKey(ev)
+	}
 	if ev.kind != eventSubmit {
 		return exitCode{}, false
 	}
@@ -660,6 +750,36 @@ func (u *tui) handle(ev event) (exitCode, bool) {
 	return exitCode{}, false
 }
 
+// menuKey takes a key at a menu: a digit moves the cursor to that choice,
+// Enter chooses the one under it, which is logged (FAKECLAUDE_MENU_LOG);
+// the menu then closes.
+func (u *tui) menuKey(ev event) (exitCode, bool) {
+	for _, c := range string(u.ed.buf) + ev.text {
+		if c >= '1' && c <= '3' {
+			u.cursor = int(c - '0')
+		}
+	}
+	u.ed.buf = nil
+	if ev.kind != eventSubmit {
+		return exitCode{}, false
+	}
+	label := "Yes"
+	if u.state == showLimitMenu {
+		label = limitMenuChoices[u.cursor-1]
+	}
+	if u.knobs.menuLog != "" {
+		if err := appendJSONLine(u.knobs.menuLog, map[string]string{"choice": label}); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+	}
+	if u.state == showPermission {
+		u.state = showChat
+		return u.finishTurn()
+	}
+	u.state = showChat
+	return exitCode{}, false
+}
+
 // submit runs one turn, or queues it behind the running one. The prompts
 // /exit and /quit leave.
 func (u *tui) submit(text string) (exitCode, bool) {
@@ -670,7 +790,7 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		// A new conversation under a new id, reported to the SessionStart
 		// hooks with source "clear", as Claude Code does; its transcript
 		// is created at its first prompt.
-		u.sess, u.history = &session{store: u.store, id: uuid.NewString()}, nil
+		u.sess, u.history, u.replies = &session{store: u.store, id: uuid.NewString()}, nil, nil
 		runSessionStartHooks(u.inv.settings, u.sess.id, u.store.path(u.sess.id), "clear")
 		return exitCode{}, false
 	}
@@ -685,6 +805,23 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.history = append(u.history, text)
+	if u.knobs.limited(time.Now()) {
+		// The usage limit: an API error line, the banner, and maybe the
+		// menu; the TUI then waits.
+		limit := u.knobs.limitText()
+		if err := u.sess.apiError(limit); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+		u.replies = append(u.replies, limit)
+		if u.knobs.limitForm == "menu" {
+			u.state, u.cursor = showLimitMenu, u.knobs.limitCursor
+		}
+		return exitCode{}, false
+	}
+	if u.knobs.permission {
+		u.state, u.cursor, u.busy = showPermission, 1, true
+		return exitCode{}, false
+	}
 	if u.knobs.replyDelay <= 0 {
 		return u.finishTurn()
 	}
@@ -695,9 +832,10 @@ func (u *tui) submit(text string) (exitCode, bool) {
 // finishTurn writes the answer and starts the next queued prompt.
 func (u *tui) finishTurn() (exitCode, bool) {
 	u.busy, u.reply = false, nil
-	if err := u.sess.answer(); err != nil {
+	if err := u.sess.answer(u.knobs.reply()); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
+	u.replies = append(u.replies, u.knobs.reply())
 	if len(u.queue) > 0 {
 		next := u.queue[0]
 		u.queue = u.queue[1:]
@@ -721,6 +859,8 @@ func (u *tui) draw() {
 		lines = u.pickerLines(w)
 	case showChat:
 		lines = u.chatLines(w)
+	case showLimitMenu, showPermission:
+		lines = append(u.chatLines(w), u.menuLines()...)
 	}
 	if len(lines) > h {
 		lines = lines[len(lines)-h:]
@@ -775,9 +915,13 @@ func (u *tui) chatLines(w int) []string {
 	}
 	for i, text := range u.history {
 		lines = append(lines, "❯ "+summary(text))
-		if i < len(u.history)-1 || !u.busy {
-			lines = append(lines, "  ⎿  "+notLoggedIn, "")
+		if i < len(u.replies) {
+			lines = append(lines, "  ⎿  "+u.replies[i], "")
 		}
+	}
+	if u.state == showLimitMenu || u.state == showPermission {
+		// The dialog replaces the input box.
+		return lines
 	}
 	footer := "  ? for shortcuts"
 	if u.busy {
@@ -793,8 +937,31 @@ func (u *tui) chatLines(w int) []string {
 	if u.status != "" {
 		footer = "  " + u.status
 	}
+	if u.knobs.notLoggedIn {
+		footer = pad(footer, w-28) + "Not logged in · Run /login"
+	}
 	rule := strings.Repeat("─", w)
 	return append(lines, rule, "❯\u00a0"+summary(string(u.ed.buf)), rule, footer)
+}
+
+// menuLines is the usage-limit menu or the permission dialog, the cursor
+// on u.cursor.
+func (u *tui) menuLines() []string {
+	title, choices := limitMenuTitle, limitMenuChoices
+	lines := []string{strings.Repeat("─", 40)}
+	if u.state == showPermission {
+		title, choices = "Do you want to proceed?", []string{"Yes", "No, and tell Claude what to do differently (esc)"}
+		lines = append(lines, " Bash command", "", "   make test", "")
+	}
+	lines = append(lines, " "+title)
+	for i, c := range choices {
+		mark := "  "
+		if i+1 == u.cursor {
+			mark = "❯ "
+		}
+		lines = append(lines, " "+mark+strconv.Itoa(i+1)+". "+c)
+	}
+	return append(lines, "", " Enter to confirm · Esc to cancel")
 }
 
 // summary shows text on one line, as the real TUI shows a paste.

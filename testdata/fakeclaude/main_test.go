@@ -425,14 +425,15 @@ func TestPrintMode(t *testing.T) {
 	}
 	fast := []string{"FAKECLAUDE_RESUME_FAIL_DELAY=1ms"}
 
-	code, stdout, _ := runFake(t, link, config, "", nil, a.FreshArgv(id, "hello")[1:]...)
+	offline := []string{"FAKECLAUDE_NOT_LOGGED_IN=1"}
+	code, stdout, _ := runFake(t, link, config, "", offline, a.FreshArgv(id, "hello")[1:]...)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, notLoggedIn+"\n", stdout)
 	require.True(t, transcript().Exists, "written under the physical cwd")
 
 	code, stdout, _ = runFake(t, real, config, "from stdin\n", nil, "--resume", id)
-	assert.Equal(t, 1, code)
-	assert.Equal(t, notLoggedIn+"\n", stdout)
+	assert.Equal(t, 0, code, "logged in")
+	assert.Equal(t, loggedIn+"\n", stdout)
 	prompts, answers := turns(t, a, real, id)
 	assert.Equal(t, []string{"hello", "from stdin\n"}, prompts)
 	assert.Equal(t, 2, answers)
@@ -473,10 +474,10 @@ func TestForkSession(t *testing.T) {
 	require.NoError(t, err)
 	old, fork := uuid.NewString(), uuid.NewString()
 	code, _, _ := runFake(t, dir, config, "", nil, "--session-id", old, "first")
-	require.Equal(t, 1, code)
+	require.Equal(t, 0, code)
 
 	code, _, _ = runFake(t, dir, config, "", nil, "--resume", old, "--fork-session", "--session-id", fork, "second")
-	require.Equal(t, 1, code)
+	require.Equal(t, 0, code)
 
 	prompts, _ := turns(t, a, dir, old)
 	assert.Equal(t, []string{"first"}, prompts)
@@ -490,10 +491,10 @@ func TestContinue(t *testing.T) {
 	require.NoError(t, err)
 	id := uuid.NewString()
 	code, _, _ := runFake(t, dir, config, "", nil, "--session-id", id, "first")
-	require.Equal(t, 1, code)
+	require.Equal(t, 0, code)
 
 	code, _, _ = runFake(t, dir, config, "", nil, "-c", "--", "next")
-	require.Equal(t, 1, code)
+	require.Equal(t, 0, code)
 
 	prompts, _ := turns(t, a, dir, id)
 	assert.Equal(t, []string{"first", "next"}, prompts)

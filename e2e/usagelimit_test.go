@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// keyIssue2 is a second issue of the same repository, on the same harness.
+var keyIssue2 = desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: 7}
+
+// commentOn sends a comment with body on issue n and returns the delivery
+// id.
+func commentOn(t *testing.T, e *env, n int, body string) string {
+	t.Helper()
+	return e.deliver(t, commentFixture, all(withNumber(n), withComment(body)))
+}
+
+// TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation: one agent
+// hits a usage limit that resets a few seconds later. It goes RateLimited
+// with no failure counted; the other item on the same harness (the same
+// config dir) is held from its spawn, and an event for the first is held
+// from delivery, each keeping its place. After the reset and the margin
+// the first resumes its own conversation with the limit nudge and then
+// gets its event, and the second spawns with its own. A daemon killed and
+// restarted during the hold keeps it.
+func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T) {
+	t.Parallel()
+	reset := time.Now().Add(10 * time.Second).Truncate(time.Second)
+	e := newEnv(t, envOpts{
+		HarnessEnv: map[string]string{"FAKECLAUDE_LIMIT_UNTIL": strconv.FormatInt(reset.Unix(), 10)},
+		Policy:     map[string]any{"usageLimitMarginSeconds": 1},
+	})
+	e.start(t)
+	first := "first " + uuid.NewString()
+	commentOn(t, e, keyIssue.Number, first)
+	r1 := e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
+	id1 := r1.Status.HarnessSessionID
+	require.True(t, reset.Equal(r1.Status.LimitReset), "reset %v, recorded %v", reset, r1.Status.LimitReset)
+	ev := e.waitEvent(t, journal.SessionRateLimited, keyIssue, 1, waitShort)[0]
+	assert.Equal(t, reset.UTC().Format(time.RFC3339), ev.Attrs["reset"], "%v", ev.Attrs)
+	assert.Equal(t, "false", ev.Attrs["default_reset"])
+	assert.Equal(t, float64(reset.Unix()), e.metric(t, `loopd_usage_limit_reset_timestamp_seconds{harness="claude-code"}`))
+
+	// Held: the other item does not spawn, and the next event of the first
+	// is not pasted.
+	second := "second " + uuid.NewString()
+	d2 := commentOn(t, e, keyIssue2.Number, second)
+	later := "later " + uuid.NewString()
+	d3 := commentOn(t, e, keyIssue.Number, later)
+	// The hold is in the store: a daemon restarted during it keeps it.
+	e.kill9(t)
+	e.start(t)
+	out := e.mustRun(t, "get")
+	assert.Regexp(t, `(?m)^`+strings.ReplaceAll(keyIssue.String(), "#", `#`)+`\s.*RateLimited.*rate_limited reset=`, out)
+	assert.Regexp(t, `(?m)^`+keyIssue2.String()+`\s.*rate_limited reset=`, out, "the other item shows the hold too")
+	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Regexp(t, `(?m)^wait work_item=`+keyIssue2.String()+` until=\S+ reason=rate_limited$`, dry)
+	e.settle(t)
+	require.True(t, time.Now().Before(reset), "the test ran past the reset before checking the hold; make the reset later")
+	assert.Len(t, e.starts(t), 1, "nothing else spawned during the hold")
+	assert.False(t, e.hasSession(t, keyIssue2))
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, d3), "nothing pasted during the hold")
+
+	// After the reset: each resumes or starts its own conversation.
+	waitDelivered(t, e, d3, waitLong)
+	assert.Equal(t, d2, e.waitEvent(t, journal.DispatchDelivered, keyIssue2, 1, waitShort)[0].Attrs["delivery"])
+	r1 = e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Equal(t, id1, r1.Status.HarnessSessionID, "the same conversation")
+	turns := e.userTurns(t, keyIssue, id1)
+	require.GreaterOrEqual(t, len(turns), 3, "%q", turns)
+	assert.Contains(t, turns[0], first)
+	assert.Contains(t, turns[1], "usage limit reset", "the resume nudge says the limit has reset")
+	assert.Contains(t, turns[2], later)
+	var resumed bool
+	for _, s := range e.starts(t) {
+		if flag, id := s.mode(); flag == "--resume" && id == id1 {
+			resumed = true
+		}
+	}
+	assert.True(t, resumed, "the first item was resumed with --resume %s", id1)
+	assert.Zero(t, e.metric(t, `loopd_usage_limit_reset_timestamp_seconds{harness="claude-code"}`), "no limit holds the harness any more")
+	r2 := e.waitPhase(t, keyIssue2, desired.PhaseRunning, waitShort)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue2, r2.Status.HarnessSessionID), second))
+	for _, k := range []desired.Key{keyIssue, keyIssue2} {
+		r := e.mustRecord(t, k)
+		assert.Zero(t, r.Status.Failures, "%s: a usage limit is not a failure", k)
+		assert.Empty(t, e.eventsNamed(t, journal.SessionExited, k), "%s: no crash", k)
+		assert.Empty(t, e.eventsNamed(t, journal.SessionCrashLoop, k), "%s", k)
+	}
+}
+
+// TestUsageLimitMenuIsAnsweredWait: the menu starts with its cursor on
+// "Upgrade your plan"; loopd moves it to "Stop and wait for limit to
+// reset" and chooses that, and nothing else is ever chosen.
+func TestUsageLimitMenuIsAnsweredWait(t *testing.T) {
+	t.Parallel()
+	menuLog := filepath.Join(t.TempDir(), "menu.log")
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{
+		"FAKECLAUDE_LIMIT_UNTIL":       strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10),
+		"FAKECLAUDE_LIMIT_FORM":        "menu",
+		"FAKECLAUDE_LIMIT_MENU_CURSOR": "3",
+		"FAKECLAUDE_MENU_LOG":          menuLog,
+	}})
+	e.start(t)
+	commentOn(t, e, keyIssue.Number, "fix it "+uuid.NewString())
+	r := e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
+	assert.True(t, r.Status.LimitReset.After(time.Now().Add(2*time.Hour)), "the banner's reset: %v", r.Status.LimitReset)
+	var choices []map[string]string
+	e.waitFor(t, func() bool {
+		choices = readJSONLines[map[string]string](t, menuLog)
+		return len(choices) > 0
+	}, waitShort, "the menu was never answered")
+	e.settle(t)
+	choices = readJSONLines[map[string]string](t, menuLog)
+	require.Equal(t, []map[string]string{{"choice": "Stop and wait for limit to reset"}}, choices, "exactly the wait choice, once")
+	answered := e.eventsNamed(t, journal.SessionLimitMenuAnswered, keyIssue)
+	require.GreaterOrEqual(t, len(answered), 1)
+	for _, a := range answered {
+		assert.Contains(t, []string{"1", "Enter"}, a.Attrs["keys"], "only the wait choice's number and Enter: %v", a.Attrs)
+	}
+	assert.Equal(t, desired.PhaseRateLimited, e.mustRecord(t, keyIssue).Status.Phase)
+	assert.Zero(t, e.mustRecord(t, keyIssue).Status.Failures)
+}
+
+// TestLoginRequiredIsShownAsBlockedAtOnce: a logged-out harness answers
+// every prompt "Not logged in"; the item is blocked (login_required) in
+// the journal and loopd get at once, not failed: its event counts as
+// delivered, and nothing is counted.
+func TestLoginRequiredIsShownAsBlockedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_NOT_LOGGED_IN": "1"}})
+	e.start(t)
+	d := commentOn(t, e, keyIssue.Number, "fix it "+uuid.NewString())
+	ev := e.waitEvent(t, journal.SessionBlocked, keyIssue, 1, waitShort)[0]
+	assert.Equal(t, "login_required", ev.Attrs["reason"])
+	waitDelivered(t, e, d, waitShort)
+	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Equal(t, "login_required", r.Status.Blocked)
+	assert.Equal(t, "blocked: login_required", r.Status.NeedsHuman())
+	assert.Zero(t, r.Status.Failures)
+	assert.Regexp(t, `(?m)^`+keyIssue.String()+`\s.*Running.*blocked reason=login_required`, e.mustRun(t, "get"))
+}
+
+// TestPermissionPromptIsShownAsBlockedAndNeverAnswered: a tool's
+// permission dialog is named at once, and loopd sends it no key.
+func TestPermissionPromptIsShownAsBlockedAndNeverAnswered(t *testing.T) {
+	t.Parallel()
+	menuLog := filepath.Join(t.TempDir(), "menu.log")
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_PERMISSION_PROMPT": "1", "FAKECLAUDE_MENU_LOG": menuLog}})
+	e.start(t)
+	commentOn(t, e, keyIssue.Number, "run the tests "+uuid.NewString())
+	ev := e.waitEvent(t, journal.SessionBlocked, keyIssue, 1, waitShort)[0]
+	assert.Equal(t, "permission_prompt", ev.Attrs["reason"])
+	// A second event waits behind the dialog, unsent.
+	d := commentOn(t, e, keyIssue.Number, "and then "+uuid.NewString())
+	e.settle(t)
+	assert.Empty(t, readJSONLines[map[string]string](t, menuLog), "loopd never answers a permission prompt")
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchSent, d))
+	r := e.mustRecord(t, keyIssue)
+	assert.Equal(t, "permission_prompt", r.Status.Blocked)
+	assert.Zero(t, r.Status.Failures)
+}
+
+// TestTrustDialogIsNamedAtOnce: the trust dialog is journaled as soon as it
+// shows, long before the confirm timeout.
+func TestTrustDialogIsNamedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{
+		HarnessEnv: map[string]string{"FAKECLAUDE_TRUST_PROMPT": "1"},
+		Policy:     map[string]any{"confirmTimeoutSeconds": 300},
+	})
+	e.start(t)
+	commentOn(t, e, keyIssue.Number, "hello "+uuid.NewString())
+	ev := e.waitEvent(t, journal.SessionBlocked, keyIssue, 1, waitShort)[0]
+	assert.Equal(t, "workspace_trust", ev.Attrs["reason"])
+	r := e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseSpawning, r.Status.Phase, "still within the confirm timeout")
+	assert.Regexp(t, `blocked reason=workspace_trust`, e.mustRun(t, "get"))
+	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, out, "awaiting_confirmation")
+}

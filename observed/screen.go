@@ -1,0 +1,66 @@
+package observed
+
+import (
+	"context"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// Screen is what an item's live pane and the latest turn of its
+// transcript show, as its adapter reads them.
+type Screen struct {
+	// Blocked is what keeps the agent from working until a human acts
+	// (harness.Adapter.Blocked); "" for nothing.
+	Blocked harness.Block
+	// Limit is the usage limit the screen or the transcript shows; nil for
+	// none. The screen's wins: it is what the CLI shows now, menu
+	// included.
+	Limit *harness.Limit
+}
+
+// readScreen captures rec's pane and reads it with its adapter. It
+// reports false when there is no pane to read (the session is gone, the
+// pane dead) or the capture failed, which is logged: the planner then
+// knows nothing of the screen, as before.
+func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snapshot, now time.Time) (Screen, bool) {
+	ad, ok := o.Harnesses[rec.Spec.Harness]
+	if !ok {
+		return Screen{}, false
+	}
+	pn, ok := snap.Pane(desired.SessionName(rec.Key))
+	if !ok || pn.Dead {
+		return Screen{}, false
+	}
+	text, err := o.Tmux.CapturePane(ctx, pn.PaneID, false)
+	if err != nil {
+		o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
+		return Screen{}, false
+	}
+	sc := Screen{Blocked: ad.Blocked(text)}
+	if l, ok := ad.Limit(text, now); ok {
+		sc.Limit = &l
+	}
+	return sc, true
+}
+
+// readTranscriptLimit adds the usage limit the latest turn of rec's
+// transcript tr ended on to its Screen, unless the screen shows one.
+func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation) {
+	sc, read := obs.Screens[rec.Key]
+	if read && sc.Limit != nil {
+		return
+	}
+	l, ok, err := ad.TranscriptLimit(tr)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	sc.Limit = &l
+	obs.Screens[rec.Key] = sc
+}

@@ -1,0 +1,160 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/observed"
+)
+
+// limitHold is how long the items of one account are held back from
+// spawns and deliveries: until Until, the latest reset (Reset) of a usage
+// limit any of its harnesses reported, plus the margin.
+type limitHold struct {
+	Reset, Until time.Time
+}
+
+// limitHolds returns the holds in force at now, by account
+// (Capabilities.Account): those recorded in the items' statuses
+// (Status.LimitUntil, durable across restarts), and those this pass sees
+// on a screen or in a transcript for the first time. It is the one home of
+// "which items a usage limit holds".
+func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]limitHold {
+	holds := map[string]limitHold{}
+	add := func(account string, reset, until time.Time) {
+		if account == "" || !until.After(now) {
+			return
+		}
+		if h, ok := holds[account]; !ok || until.After(h.Until) {
+			holds[account] = limitHold{Reset: reset, Until: until}
+		}
+	}
+	for _, r := range items {
+		account := p.Harnesses[r.Spec.Harness].Account
+		if !r.ReleasePending() || r.Spec.Closed {
+			// An operator's release ends the limit its item reported
+			// (desired.Status.Released), in this very pass.
+			add(account, r.Status.LimitReset, r.Status.LimitUntil)
+		}
+		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held {
+			reset, until, _ := limitOf(*sc.Limit, p, now)
+			add(account, reset, until)
+		}
+	}
+	return holds
+}
+
+// limitOf returns when limit l resets, how long its account is held (the
+// reset plus LimitMargin), and whether a default stands for a reset the
+// harness did not name or that could not be read: LimitDefault for a usage
+// limit, OverloadWait for a rate-limit or overload error, counted from
+// when the harness reported it (a transcript line's time), else from now.
+func limitOf(l harness.Limit, p Policy, now time.Time) (reset, until time.Time, dflt bool) {
+	reset = l.Reset
+	if reset.IsZero() {
+		from := l.At
+		if from.IsZero() {
+			from = now
+		}
+		wait := p.LimitDefault
+		if l.Kind == harness.LimitRate || l.Kind == harness.LimitOverload {
+			wait = p.OverloadWait
+		}
+		reset, dflt = from.Add(wait), true
+	}
+	return reset, reset.Add(p.LimitMargin), dflt
+}
+
+// held reports until when the item's account is held by a usage limit, and
+// whether it is now.
+func (it itemPlan) held() (time.Time, bool) {
+	h, ok := it.holds[it.p.Harnesses[it.r.Spec.Harness].Account]
+	return h.Until, ok && it.now.Before(h.Until)
+}
+
+// waitHeld is the Wait of an item its account's usage limit holds back.
+func (it itemPlan) waitHeld(until time.Time) []actions.Action {
+	return []actions.Action{actions.Wait{Key: it.r.Key, Until: until, Reason: actions.ReasonRateLimited}}
+}
+
+// limitSeen plans what follows a usage limit the item's live pane or its
+// transcript shows: RateLimited until the reset plus the margin, no
+// failure counted and no nudge sent, the event in flight delivered if it
+// reached the conversation; and the menu, when it waits, answered "wait".
+// It reports false when no limit in force is seen.
+func (it itemPlan) limitSeen() ([]actions.Action, bool) {
+	sc, ok := it.obs.Screens[it.r.Key]
+	if !ok || sc.Limit == nil {
+		return nil, false
+	}
+	reset, until, dflt := limitOf(*sc.Limit, it.p, it.now)
+	if !until.After(it.now) {
+		return nil, false // a limit that has reset: a banner left on screen, or an old turn
+	}
+	caps := it.p.Harnesses[it.r.Spec.Harness]
+	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
+		Kind: string(sc.Limit.Kind), Reset: reset, Until: until, Default: dflt, Text: sc.Limit.Text, Delivered: it.delivered(it.landed())}}
+	if sc.Limit.Menu {
+		out = append(out, actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id})
+	}
+	return out, true
+}
+
+// planLimited plans a RateLimited item: it waits, alive or not (a pane
+// that dies meanwhile is no crash), answering the usage-limit menu "wait"
+// while it shows, until its account's hold ends; then it resumes its
+// conversation with desired.LimitResetPrompt, and gets its pending events
+// after that.
+func (it itemPlan) planLimited() []actions.Action {
+	until := it.st.LimitUntil
+	if h, ok := it.held(); ok && h.After(until) {
+		until = h
+	}
+	if it.now.Before(until) {
+		var out []actions.Action
+		if sc, ok := it.obs.Screens[it.r.Key]; ok && it.pane.alive && sc.Limit != nil && sc.Limit.Menu {
+			out = append(out, actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id})
+		}
+		return append(out, it.waitHeld(until)...)
+	}
+	return it.spawn(it.st, actions.ReasonLimitReset, "")
+}
+
+// markBlocked records what the item's live screen shows that keeps the
+// agent from working until a human acts, or that it no longer does, when
+// that changed: nil when the screen was not read or nothing changed.
+func (it itemPlan) markBlocked() []actions.Action {
+	sc, ok := it.obs.Screens[it.r.Key]
+	if !ok || sc.Blocked == it.st.Blocked {
+		return nil
+	}
+	return []actions.Action{actions.MarkBlocked{Key: it.r.Key, Session: it.session, Block: sc.Blocked}}
+}
+
+// needsScreen reports whether a pass reads rec's screen (and the latest
+// turn of its transcript): an open item whose harness runs in its pane
+// and that is being spawned, runs or waits on a usage limit. Only a live
+// agent shows a block or a limit; a dead pane keeps its last frame.
+func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
+	if rec.Spec.Closed || rec.Spec.Held {
+		return false
+	}
+	switch rec.Status.Phase {
+	case desired.PhaseSpawning, desired.PhaseRunning, desired.PhaseRateLimited:
+	default:
+		return false
+	}
+	pn, ok := snap.Pane(desired.SessionName(rec.Key))
+	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
+}
+
+// LimitHeld reports whether a usage limit recorded on r's account holds r
+// back at now, with its reset and the end of the hold (the reset plus the
+// margin), for loopd get; records are every item, whose statuses carry
+// the limits.
+func LimitHeld(r desired.Record, records []desired.Record, p Policy, now time.Time) (reset, until time.Time, ok bool) {
+	h, ok := limitHolds(records, observed.Observation{}, p, now)[p.Harnesses[r.Spec.Harness].Account]
+	return h.Reset, h.Until, ok
+}

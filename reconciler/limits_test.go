@@ -1,0 +1,254 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/observed"
+)
+
+// limitPolicy is testPolicy with a 10 s usage-limit margin, both test
+// harnesses on accounts of their own, and the defaults of schema.
+func limitPolicy() Policy {
+	p := testPolicy()
+	p.LimitMargin, p.LimitDefault, p.OverloadWait = 10*time.Second, 5*time.Hour, 5*time.Minute
+	caps := map[string]Capabilities{}
+	for name, c := range p.Harnesses {
+		c.Account = "account-of-" + name
+		caps[name] = c
+	}
+	caps["claude-other"] = Capabilities{SupportsResume: true, ValidSessionID: isUUID, ProcessNames: []string{"claude"}, Account: "account-of-claude-code"}
+	p.Harnesses = caps
+	return p
+}
+
+var key2 = desired.Key{Owner: "octo-org", Repo: "api", Number: 43}
+
+// rec2 is a second item, on harness h.
+func rec2(h string, st desired.Status, pending ...desired.Delivery) desired.Record {
+	st.Session = desired.SessionName(key2)
+	return desired.Record{Key: key2, Spec: desired.Spec{Kind: desired.KindIssue, Harness: h, Cwd: cwd + "-2", Generation: 3}, Status: st, Pending: pending}
+}
+
+// alive2 adds the second item's live pane to s.
+func alive2(s observed.Snapshot) observed.Snapshot {
+	panes := map[string]tmux.Pane{}
+	for k, v := range s.Panes {
+		panes[k] = v
+	}
+	n := desired.SessionName(key2)
+	panes[n] = tmux.Pane{Session: n, PaneID: "%2", PID: 11, StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}
+	return observed.Snapshot{Panes: panes}
+}
+
+// screen adds what the first item's screen shows to o.
+func screen(o observed.Observation, sc observed.Screen) observed.Observation {
+	o.Screens = map[desired.Key]observed.Screen{key: sc}
+	return o
+}
+
+func limitAt(reset time.Time) *harness.Limit {
+	return &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Text: "You've hit your session limit · resets 12:00pm"}
+}
+
+// limited is the first item rate-limited until t0+until.
+func limited(until time.Duration) desired.Status {
+	st := running()
+	st.Phase, st.Reason = desired.PhaseRateLimited, "rate_limited"
+	st.LimitReset, st.LimitUntil, st.NextAttempt = t0.Add(until-10*time.Second), t0.Add(until), t0.Add(until)
+	return st
+}
+
+func TestPlanUsageLimits(t *testing.T) {
+	reset := t0.Add(20 * time.Second)
+	rateLimit := func(f func(*actions.RateLimit)) actions.RateLimit {
+		a := actions.RateLimit{Key: key, Session: sess, Harness: "claude-code", Account: "account-of-claude-code", Kind: string(harness.LimitUsage),
+			Reset: reset, Until: reset.Add(10 * time.Second), Text: "You've hit your session limit · resets 12:00pm"}
+		if f != nil {
+			f(&a)
+		}
+		return a
+	}
+	menu := actions.AnswerLimitMenu{Key: key, Session: sess, PaneID: "%1"}
+	limitNudge := func() actions.ResumeSpawn {
+		r := resume(desired.Delivery{}, actions.ReasonLimitReset)
+		r.Prompt = desired.LimitResetPrompt(key)
+		return r
+	}
+	heldUntil := func(k desired.Key, d time.Duration) actions.Wait {
+		return actions.Wait{Key: k, Until: t0.Add(d), Reason: actions.ReasonRateLimited}
+	}
+	tests := []struct {
+		name  string
+		items []desired.Record
+		obs   observed.Observation
+		want  []actions.Action
+	}{
+		// Seeing a limit.
+		{"banner_on_screen_rate_limits_without_a_failure_or_nudge", []desired.Record{rec(running())},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{rateLimit(nil)}},
+		{"menu_is_answered_wait", []desired.Record{rec(running())},
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockUsageLimitMenu,
+				Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Menu: true, Text: "You've hit your session limit · resets 12:00pm"}}),
+			[]actions.Action{rateLimit(nil), menu}},
+		{"unreadable_reset_waits_the_bounded_default", []desired.Record{rec(running())},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(time.Time{})}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until, a.Default = t0.Add(5*time.Hour), t0.Add(5*time.Hour+10*time.Second), true
+			})}},
+		{"overload_in_the_transcript_counts_from_its_line", []desired.Record{rec(running())},
+			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Minute), Text: "API Error: 529"}}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
+			})}},
+		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"boot_prompt_that_landed_before_the_limit_is_delivered", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
+			screen(landed(obs(alive(), grown)), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) { a.Delivered = "d-1" })}},
+		{"limit_while_spawning_before_the_prompt_keeps_it_pending", []desired.Record{rec(spawning(desired.SpawnResume), ev1)},
+			screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{rateLimit(nil)}},
+
+		// Waiting it out.
+		{"rate_limited_waits_until_reset_and_margin", []desired.Record{rec(limited(30*time.Second), ev1)}, obs(alive()),
+			[]actions.Action{heldUntil(key, 30*time.Second)}},
+		{"rate_limited_menu_still_shown_is_answered_again", []desired.Record{rec(limited(30 * time.Second))},
+			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Menu: true}}),
+			[]actions.Action{menu, heldUntil(key, 30*time.Second)}},
+		{"rate_limited_pane_that_dies_is_no_crash", []desired.Record{rec(limited(30 * time.Second))}, obs(dead(1)),
+			[]actions.Action{heldUntil(key, 30*time.Second)}},
+		{"rate_limited_session_gone_is_no_crash", []desired.Record{rec(limited(30 * time.Second))}, obs(gone()),
+			[]actions.Action{heldUntil(key, 30*time.Second)}},
+		{"after_the_reset_it_resumes_its_conversation_with_the_limit_nudge", []desired.Record{rec(limited(-time.Second), ev1)}, obs(alive(), transcript),
+			[]actions.Action{limitNudge()}},
+		{"after_the_reset_a_dead_pane_resumes_too", []desired.Record{rec(limited(-time.Second))}, obs(dead(143), transcript),
+			[]actions.Action{limitNudge()}},
+		{"a_later_reset_on_the_account_holds_it_longer", []desired.Record{rec(limited(-time.Second)),
+			rec2("claude-other", func() desired.Status { st := limited(time.Minute); st.Session = desired.SessionName(key2); return st }())},
+			obs(alive2(alive()), transcript),
+			[]actions.Action{heldUntil(key, time.Minute), heldUntil(key2, time.Minute)}},
+		{"release_ends_the_limit_it_reported", func() []desired.Record {
+			r := rec(limited(30*time.Second), ev1)
+			r.Spec.ReleaseGeneration = 1
+			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
+		}(), obs(alive2(alive()), transcript),
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"closed_while_rate_limited_stops", func() []desired.Record {
+			r := rec(limited(30 * time.Second))
+			r.Spec.Closed = true
+			return []desired.Record{r}
+		}(),
+			obs(alive()), []actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
+
+		// Every item on the account is held, each keeping its place.
+		{"recorded_limit_holds_a_delivery_on_the_same_account", []desired.Record{rec(limited(30 * time.Second)),
+			rec2("claude-other", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
+			obs(alive2(alive())),
+			[]actions.Action{heldUntil(key, 30*time.Second), heldUntil(key2, 30*time.Second)}},
+		{"recorded_limit_holds_a_spawn_on_the_same_account", []desired.Record{rec(limited(30 * time.Second)),
+			rec2("claude-code", desired.Status{Phase: desired.PhaseIdle}, ev2)},
+			obs(alive()),
+			[]actions.Action{heldUntil(key, 30*time.Second), heldUntil(key2, 30*time.Second)}},
+		{"recorded_limit_holds_a_self_heal", []desired.Record{rec(limited(30 * time.Second)),
+			rec2("claude-code", func() desired.Status {
+				st := running()
+				st.Phase, st.NextAttempt, st.LastExitReason = desired.PhaseBackingOff, t0.Add(-time.Second), string(actions.ReasonCrash)
+				return st
+			}())},
+			obs(alive()),
+			[]actions.Action{heldUntil(key, 30*time.Second), heldUntil(key2, 30*time.Second)}},
+		{"a_limit_seen_this_pass_holds_the_others_in_the_same_pass", []desired.Record{rec(running()),
+			rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
+			screen(obs(alive2(alive())), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{rateLimit(nil), heldUntil(key2, 30*time.Second)}},
+		{"another_account_is_not_held", []desired.Record{rec(limited(30 * time.Second)),
+			rec2("cursor", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
+			func() observed.Observation {
+				o := obs(alive2(alive()))
+				p := o.Snapshot.Panes[desired.SessionName(key2)]
+				p.CurrentCommand = "cursor-agent"
+				o.Snapshot.Panes[desired.SessionName(key2)] = p
+				return o
+			}(),
+			[]actions.Action{heldUntil(key, 30*time.Second),
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"an_expired_limit_holds_nothing", []desired.Record{rec2("claude-code", func() desired.Status {
+			st := running()
+			st.PaneID, st.LimitReset, st.LimitUntil = "%2", t0.Add(-time.Minute), t0.Add(-50*time.Second)
+			return st
+		}(), ev2)}, obs(alive2(gone())),
+			[]actions.Action{actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Plan(tt.items, tt.obs, limitPolicy(), t0))
+		})
+	}
+}
+
+func TestPlanBlockedScreens(t *testing.T) {
+	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
+	blocked := func(b string) actions.MarkBlocked { return actions.MarkBlocked{Key: key, Session: sess, Block: b} }
+	tests := []struct {
+		name string
+		rec  desired.Record
+		obs  observed.Observation
+		want []actions.Action
+	}{
+		{"login_required_is_named_at_once_and_events_still_go", rec(running(), ev1),
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}),
+			[]actions.Action{blocked(harness.BlockLoginRequired), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"login_required_already_recorded_is_not_repeated", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired })),
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}), nil},
+		{"trust_dialog_while_spawning_is_named_at_once_not_after_the_timeout", rec(spawning(desired.SpawnFresh), ev1),
+			screen(obs(alive(), noScript), observed.Screen{Blocked: harness.BlockWorkspaceTrust}),
+			[]actions.Action{blocked(harness.BlockWorkspaceTrust), actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
+		{"permission_prompt_is_named_and_never_answered", rec(running(), ev1),
+			screen(obs(alive()), observed.Screen{Blocked: harness.BlockPermission}),
+			[]actions.Action{blocked(harness.BlockPermission), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"a_screen_that_clears_unblocks", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })),
+			screen(obs(alive()), observed.Screen{}), []actions.Action{blocked("")}},
+		{"an_unread_screen_changes_nothing", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })), obs(alive()), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Plan([]desired.Record{tt.rec}, tt.obs, limitPolicy(), t0))
+		})
+	}
+}
+
+func TestNeedsScreen(t *testing.T) {
+	p := limitPolicy()
+	for _, tc := range []struct {
+		name string
+		rec  desired.Record
+		snap observed.Snapshot
+		want bool
+	}{
+		{"running_live_agent", rec(running()), alive(), true},
+		{"spawning_live_agent", rec(spawning(desired.SpawnFresh)), alive(), true},
+		{"rate_limited_live_agent", rec(limited(time.Minute)), alive(), true},
+		{"dead_pane_keeps_its_last_frame", rec(running()), dead(1), false},
+		{"a_shell_left_behind", rec(running()), stray("bash"), false},
+		{"foreign_session", rec(running()), foreign("someone-else"), false},
+		{"idle_item", rec(desired.Status{Phase: desired.PhaseIdle}), alive(), false},
+		{"closed_item", func() desired.Record { r := rec(running()); r.Spec.Closed = true; return r }(), alive(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, needsScreen(tc.rec, tc.snap, p))
+			n := needs(p, t0)(tc.rec, tc.snap)
+			require.Equal(t, tc.want, n.Screen)
+		})
+	}
+}
