@@ -183,8 +183,9 @@ func TestGitHubOutboxSurvivesKill9(t *testing.T) {
 
 // TestNeedsAttentionNotice: an item that enters NeedsAttention gets one
 // notice per episode, naming the reason, the dialog its agent shows, and
-// the release command; staying there posts nothing more; leaving and
-// entering again is a second episode and a second notice. A reaction
+// the release command; an agent blocked on a dialog gets one at once,
+// naming the attach command; staying there posts nothing more; leaving
+// and entering again is a new episode and a new notice. A reaction
 // GitHub answers with 404 is not retried and shows in loopd get.
 func TestNeedsAttentionNotice(t *testing.T) {
 	t.Parallel()
@@ -192,7 +193,7 @@ func TestNeedsAttentionNotice(t *testing.T) {
 	srv, _ := e.withGitHub(t)
 	srv.Fail(ghapitest.Failure{Method: "POST", Path: anyReaction, Status: http.StatusNotFound, Body: `{"message":"Not Found"}`, Times: 1})
 	stuckAtTrustDialog(t, e, "please look "+uuid.NewString())
-	e.waitPosted(t, 1)
+	e.waitPosted(t, 2)
 	notices := func() []ghapitest.Comment {
 		var out []ghapitest.Comment
 		for _, c := range srv.Comments("Codertocat", "Hello-World", 1) {
@@ -202,16 +203,23 @@ func TestNeedsAttentionNotice(t *testing.T) {
 		}
 		return out
 	}
-	require.Len(t, notices(), 1)
+	require.Len(t, notices(), 2)
+	// The dialog is noticed at once, with what clears it: acting on the
+	// screen.
 	body := notices()[0].Body
+	assert.Contains(t, body, "needs attention: `blocked: workspace_trust`")
+	assert.Contains(t, body, "\n    tmux -L "+e.socket+" attach -t =")
+	assert.Contains(t, body, "episode=1 -->")
+	// Then loopd gives up on the spawn: a new episode, cleared by a release.
+	body = notices()[1].Body
 	assert.Contains(t, body, "needs attention: `spawn_unconfirmed`")
-	assert.Contains(t, body, "The agent's screen shows: workspace trust dialog.")
+	assert.Contains(t, body, "The agent's screen shows: workspace_trust.")
 	assert.Contains(t, body, "1 event(s) wait for the agent")
 	assert.Contains(t, body, "\n    loopd release Codertocat/Hello-World#1\n")
-	assert.Contains(t, body, "episode=1 -->")
+	assert.Contains(t, body, "episode=2 -->")
 	assert.Empty(t, announcements(srv), "never confirmed running: nothing announced")
 	e.settle(t)
-	assert.Len(t, notices(), 1, "staying in NeedsAttention is the same episode")
+	assert.Len(t, notices(), 2, "staying in NeedsAttention, and staying blocked, is the same episode")
 
 	// The operator answers the dialog and releases: the event is found
 	// in the conversation, and its reaction is refused with 404, given up
@@ -229,8 +237,9 @@ func TestNeedsAttentionNotice(t *testing.T) {
 	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	e.killPane(t, keyIssue)
 	e.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 2, waitLong)
-	e.waitPosted(t, 2)
-	require.Len(t, notices(), 2)
-	assert.Contains(t, notices()[1].Body, "needs attention: `resume_unconfirmed`")
-	assert.Contains(t, notices()[1].Body, "episode=2 -->")
+	e.waitPosted(t, 4)
+	require.Len(t, notices(), 4)
+	assert.Contains(t, notices()[2].Body, "needs attention: `blocked: workspace_trust`", "the release cleared the blocked notice")
+	assert.Contains(t, notices()[3].Body, "needs attention: `resume_unconfirmed`")
+	assert.Contains(t, notices()[3].Body, "episode=4 -->")
 }
