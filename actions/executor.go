@@ -497,15 +497,22 @@ func (e *Executor) followSession(ctx context.Context, r *desired.Record, a Follo
 	return nil
 }
 
+// paneTarget is the tmux target of an agent's pane: its pane id when the
+// pass read one, else the session's active pane by exact name
+// ("=session:", tmux(1) TARGETS).
+func paneTarget(paneID, session string) string {
+	if paneID != "" {
+		return paneID
+	}
+	return "=" + session + ":"
+}
+
 func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverPrompt) error {
 	ad, err := e.adapter(r.Spec.Harness)
 	if err != nil {
 		return err
 	}
-	target := a.PaneID
-	if target == "" {
-		target = "=" + a.Session + ":"
-	}
+	target := paneTarget(a.PaneID, a.Session)
 	screen, err := e.Tmux.CapturePane(ctx, target, false)
 	if err != nil {
 		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // capture <target>: …

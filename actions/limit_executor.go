@@ -45,10 +45,7 @@ func (e *Executor) answerLimitMenu(ctx context.Context, r *desired.Record, a Ans
 	if err != nil {
 		return err
 	}
-	target := a.PaneID
-	if target == "" {
-		target = "=" + a.Session + ":"
-	}
+	target := paneTarget(a.PaneID, a.Session)
 	screen, err := e.Tmux.CapturePane(ctx, target, false)
 	if err != nil {
 		return fmt.Errorf("answer limit menu %s: %w", r.Key, err) // capture <target>: …

@@ -620,12 +620,8 @@ func decodeStatus(text string, gen int64) Status {
 // unknown key.
 func (s *SQLite) ReportSession(ctx context.Context, k Key, r SessionReport) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+		if err := itemExists(ctx, tx, k); err != nil {
 			return err
-		}
-		if n == 0 {
-			return ErrNotFound
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO session_reports (work_item, session_id, source, at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (work_item) DO UPDATE SET session_id = excluded.session_id, source = excluded.source, at = excluded.at`,
@@ -683,6 +679,18 @@ func (s *SQLite) WriteStatus(ctx context.Context, k Key, w StatusWrite) error {
 	return nil
 }
 
+// itemExists returns ErrNotFound when the store holds no work item k.
+func itemExists(ctx context.Context, tx *sql.Tx, k Key) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // Drop records that the pending delivery id of k will never be sent: its
 // row stays (the id stays claimed) as one with nothing to send, so it is
 // neither pending nor part of History. An id that is not a pending
@@ -690,12 +698,8 @@ func (s *SQLite) WriteStatus(ctx context.Context, k Key, w StatusWrite) error {
 // key.
 func (s *SQLite) Drop(ctx context.Context, k Key, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+		if err := itemExists(ctx, tx, k); err != nil {
 			return err
-		}
-		if n == 0 {
-			return ErrNotFound
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'state_only' WHERE id = ? AND work_item = ? AND state = 'pending'`, id, k.String())
 		return err
@@ -842,12 +846,8 @@ func (s *SQLite) Release(ctx context.Context, k Key, fresh bool) error {
 func (s *SQLite) History(ctx context.Context, k Key, latest int) ([]Delivery, error) {
 	var out []Delivery
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
+		if err := itemExists(ctx, tx, k); err != nil {
 			return err
-		}
-		if n == 0 {
-			return ErrNotFound
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT id, event, action, sender, prompt, received_at FROM deliveries
 			WHERE work_item = ? AND state = 'delivered' AND seq IN (

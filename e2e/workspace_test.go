@@ -184,15 +184,7 @@ func TestWorkspaceStalledRemoteHoldsNoOtherItem(t *testing.T) {
 	e.daemonEnv = []string{"GIT_SSH_COMMAND=" + ssh}
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
-	var pid int
-	e.waitFor(t, func() bool {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && pid > 0
-	}, waitLong, "git never reached the remote")
+	pid := e.waitPIDFile(t, pidFile, "git never reached the remote")
 	e.waitPhase(t, keyIssue, desired.PhasePreparing, waitShort)
 	assert.Regexp(t, `Codertocat/Hello-World#1 .* Preparing .* first_spawn preparing_since=`, e.mustRun(t, "get"))
 	assert.Contains(t, e.mustRun(t, "reconcile", "--once", "--dry-run"), "wait work_item=Codertocat/Hello-World#1 reason=workspace_preparing")
@@ -325,15 +317,7 @@ func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
 
-	var pid int
-	e.waitFor(t, func() bool {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && pid > 0
-	}, waitLong, "the checkout never started")
+	pid := e.waitPIDFile(t, pidFile, "the checkout never started")
 	pgid, err := syscall.Getpgid(pid)
 	require.NoError(t, err)
 	e.kill9(t)
@@ -511,4 +495,20 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// waitPIDFile waits for a process to write its pid into file, and returns
+// it; msg says what did not happen.
+func (e *env) waitPIDFile(t *testing.T, file, msg string) int {
+	t.Helper()
+	var pid int
+	e.waitFor(t, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, waitLong, msg)
+	return pid
 }
