@@ -20,6 +20,10 @@ const (
 	defaultListen          = "127.0.0.1:8787"
 	defaultWebhookPath     = "/webhook"
 	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
+	// defaultMaxLiveSessions and defaultMaxStartsInFlight are the
+	// capacity's: a real Claude Code process holds hundreds of MB.
+	defaultMaxLiveSessions   = 10
+	defaultMaxStartsInFlight = 2
 )
 
 // DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
@@ -69,6 +73,12 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&c.Tmux.Socket, defaultTmuxSocket)
 	orDefault(&c.Tmux.HistoryLimit, defaultHistoryLimit)
 	orDefault(&c.Reconcile.IntervalSeconds, defaultIntervalSeconds)
+	if c.Capacity.MaxLiveSessions == nil {
+		// 0 is a value (no limit), so only an absent key takes the default.
+		live := defaultMaxLiveSessions
+		c.Capacity.MaxLiveSessions = &live
+	}
+	orDefault(&c.Capacity.MaxStartsInFlight, defaultMaxStartsInFlight)
 	for name, h := range c.Harnesses {
 		orDefault(&h.Adapter, name)
 		c.Harnesses[name] = h
