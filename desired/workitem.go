@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,16 +141,24 @@ const (
 	PhaseBackingOff     Phase = "BackingOff"
 	PhaseNeedsAttention Phase = "NeedsAttention"
 	PhaseStopped        Phase = "Stopped"
+	// PhaseQueued: the item needs an agent and waits for a free slot of
+	// the host's capacity (reconciler, admission); Status.QueuedAt is
+	// when it entered the queue.
+	PhaseQueued Phase = "Queued"
+	// PhaseParked: the agent was stopped after it stayed idle
+	// (capacity.idleParkSeconds); the next event resumes its conversation.
+	PhaseParked Phase = "Parked"
 )
 
+// phases lists every phase, once.
+var phases = []Phase{PhaseIdle, PhasePreparing, PhaseQueued, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff,
+	PhaseNeedsAttention, PhaseParked, PhaseStopped}
+
+// Phases returns every phase, in a stable order.
+func Phases() []Phase { return slices.Clone(phases) }
+
 // Known reports whether p is one of the phases above.
-func (p Phase) Known() bool {
-	switch p {
-	case PhaseIdle, PhasePreparing, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped:
-		return true
-	}
-	return false
-}
+func (p Phase) Known() bool { return slices.Contains(phases, p) }
 
 // SpawnMode says how the current pane was started.
 type SpawnMode string
@@ -259,6 +268,13 @@ type Status struct {
 	// was handed to its worker; its outcome is recorded only on the status
 	// that still names it (a close, a hold or a release since then wins).
 	PrepareStarted time.Time
+	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
+	// place in it when no event is pending (reconciler, queueOrder).
+	QueuedAt time.Time `json:",omitzero"`
+	// ActiveSeenAt is when a park found the agent not idle on its screen
+	// (a turn running, text in the input box, a dialog): its idle time
+	// counts from then on (reconciler, idleSince).
+	ActiveSeenAt time.Time `json:",omitzero"`
 }
 
 // What a close did to an item's worktree (Status.Workspace).

@@ -46,9 +46,16 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 		slices.SortFunc(sorted, byKey)
 	}
 	loss := lossOf(sorted, obs, p).Reason
+	plans := make([][]actions.Action, len(sorted))
+	for i, r := range sorted {
+		plans[i] = planRecord(*r, obs, p, now, loss)
+	}
+	// The host's capacity is shared by the items, so it is applied to
+	// their plans together.
+	admit(sorted, plans, p, now)
 	var out []actions.Action
-	for _, r := range sorted {
-		out = append(out, planRecord(*r, obs, p, now, loss)...)
+	for _, plan := range plans {
+		out = append(out, plan...)
 	}
 	return out
 }
@@ -281,6 +288,13 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	case "", desired.PhaseStopped:
 		// Reopened or released: start over, keeping the conversation id.
 		phase = desired.PhaseIdle
+	case desired.PhaseParked:
+		if len(it.pending) == 0 && !it.pane.alive {
+			// Only an event brings a parked agent back.
+			return []actions.Action{actions.Wait{Key: r.Key, Reason: actions.ReasonParked}}
+		}
+		// Its next event resumes it, through admission.
+		phase = desired.PhaseIdle
 	case desired.PhaseNeedsAttention:
 		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 || it.st.Reason == string(actions.ReasonDeliveryStorm) {
 			// A delivery storm ends only with loopd release: a new event
@@ -351,6 +365,9 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
 		if st.SendingDeliveryID != "" {
 			return it.confirmSend()
+		}
+		if park := it.park(); park != nil {
+			return park
 		}
 		return it.deliver("")
 	default:
@@ -547,6 +564,10 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	case desired.PhasePreparing:
 		// The spawn that was planned after the preparation, once it is done.
 		return it.spawn(st, actions.ReasonNewEvent, "")
+	case desired.PhaseQueued:
+		// Its turn may have come (admit decides): events pending or not,
+		// a queued item needs its agent.
+		return it.spawn(st, actions.ReasonQueued, "")
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}

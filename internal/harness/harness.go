@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
@@ -35,6 +36,9 @@ type Transcript struct {
 	Exists bool
 	Size   int64 // bytes
 	Path   string
+	// ModTime is when the transcript was last written (its mtime); zero
+	// when it does not exist. An agent that works writes it.
+	ModTime time.Time
 }
 
 // Screen classifies a capture-pane of the harness's TUI.
