@@ -374,3 +374,17 @@ func TestLoadOf(t *testing.T) {
 		add(5, desired.Status{Phase: desired.PhaseQueued}, "").add(6, desired.Status{Phase: desired.PhaseParked}, "")
 	assert.Equal(t, Load{Live: 3, Starts: 1}, LoadOf(h.recs))
 }
+
+// TestPlanSpawnsAfterWhatFreesTheirSlots: a stop that frees a slot is
+// carried out before the spawn it admits, whatever their keys' order, so
+// the host never runs more agents than its capacity, even for a moment.
+func TestPlanSpawnsAfterWhatFreesTheirSlots(t *testing.T) {
+	h := newHost().add(1, desired.Status{Phase: desired.PhaseQueued, Reason: "capacity", QueuedAt: t0.Add(-time.Minute)}, "", event(1, t0.Add(-time.Minute))).
+		add(2, running(), "alive").with(2, func(r *desired.Record) { r.Spec.Closed = true })
+	p := testPolicy()
+	p.MaxLive = 1
+	plan := Plan(h.recs, h.obs, p, t0)
+	require.Len(t, plan, 2)
+	assert.IsType(t, actions.StopSession{}, plan[0])
+	assert.IsType(t, actions.FreshSpawn{}, plan[1])
+}

@@ -31,7 +31,8 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 }
 
 // Plan compares desired records with what one pass observed and returns the
-// actions that move each item toward its desired state, in key order. It is
+// actions that move each item toward its desired state, in key order, the
+// items that spawn last (each item's actions stay in their order). It is
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
@@ -53,11 +54,18 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
 	admit(sorted, plans, p, now)
-	var out []actions.Action
+	// The spawns go last, so that the stops, exits and parks that freed
+	// their slots are carried out before them: the host never runs more
+	// agents than its capacity, even for a moment.
+	var out, spawning []actions.Action
 	for _, plan := range plans {
+		if spawnIndex(plan) >= 0 {
+			spawning = append(spawning, plan...)
+			continue
+		}
 		out = append(out, plan...)
 	}
-	return out
+	return append(out, spawning...)
 }
 
 // planRecord plans one item. Before any decision it settles which
