@@ -147,6 +147,9 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				// Not a failure: the harness is busy or starting.
 				res.Retry = true
 				continue
+			case errors.Is(err, errNotIdle):
+				// Not a failure: an agent at work is not parked.
+				continue
 			case errors.Is(err, ErrSessionForeign):
 				// Not a failure either: journaled once (session.foreign),
 				// it lasts until the other loopd's session goes.
@@ -209,6 +212,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.answerLimitMenu(ctx, r, a)
 	case MarkBlocked:
 		return e.markBlocked(ctx, r, a)
+	case Queue:
+		return e.queue(ctx, r, a)
+	case Park:
+		return e.park(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,16 +145,24 @@ const (
 	// until Status.LimitUntil and then resumes its conversation. Not a
 	// failure, and not a live agent's slot: it does nothing until then.
 	PhaseRateLimited Phase = "RateLimited"
+	// PhaseQueued: the item needs an agent and waits for a free slot of
+	// the host's capacity (reconciler, admission); Status.QueuedAt is
+	// when it entered the queue.
+	PhaseQueued Phase = "Queued"
+	// PhaseParked: the agent was stopped after it stayed idle
+	// (capacity.idleParkSeconds); the next event resumes its conversation.
+	PhaseParked Phase = "Parked"
 )
 
+// phases lists every phase, once.
+var phases = []Phase{PhaseIdle, PhasePreparing, PhaseQueued, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff,
+	PhaseNeedsAttention, PhaseParked, PhaseRateLimited, PhaseStopped}
+
+// Phases returns every phase, in a stable order.
+func Phases() []Phase { return slices.Clone(phases) }
+
 // Known reports whether p is one of the phases above.
-func (p Phase) Known() bool {
-	switch p {
-	case PhaseIdle, PhasePreparing, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff, PhaseNeedsAttention, PhaseStopped, PhaseRateLimited:
-		return true
-	}
-	return false
-}
+func (p Phase) Known() bool { return slices.Contains(phases, p) }
 
 // SpawnMode says how the current pane was started.
 type SpawnMode string
@@ -290,6 +299,13 @@ type Status struct {
 	LimitReset   time.Time `json:",omitzero"`
 	LimitUntil   time.Time `json:",omitzero"`
 	LimitDefault bool      `json:",omitempty"`
+	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
+	// place in it when no event is pending (reconciler, queueOrder).
+	QueuedAt time.Time `json:",omitzero"`
+	// ActiveSeenAt is when a park found the agent not idle on its screen
+	// (a turn running, text in the input box, a dialog): its idle time
+	// counts from then on (reconciler, idleSince).
+	ActiveSeenAt time.Time `json:",omitzero"`
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -23,14 +23,66 @@ import (
 // fake CLI's own lock per conversation, that no two agents ever ran one
 // conversation at once.
 
+// fleetStarts is the fleet's capacity.maxStartsInFlight: its resumes
+// after a loss go through admission, fleetStarts unconfirmed at a time.
+const fleetStarts = 5
+
 // fleetEnv is an env whose fake CLI holds a lock per conversation
 // (overlaps are written to lockDir/overlaps.log) and runs on for hangup
-// after SIGHUP, as the real CLI runs on for 40–150 ms.
+// after SIGHUP, as the real CLI runs on for 40–150 ms. Its host runs any
+// number of agents, fleetStarts starting at once.
 func fleetEnv(t testing.TB, hangup time.Duration) (*env, string) {
 	lockDir := filepath.Join(t.TempDir(), "locks")
 	require.NoError(t, os.MkdirAll(lockDir, 0o755))
 	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()}})
+	e.config["capacity"] = map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": fleetStarts}
+	e.writeConfig(t)
 	return e, lockDir
+}
+
+// startsAtOnce returns the most spawns that were unconfirmed at one
+// instant among those started after since: each runs from its
+// session.starting (the daemon's log) to its session.spawned or
+// session.respawned (the journal).
+func (e *env) startsAtOnce(t *testing.T, since time.Time) int {
+	t.Helper()
+	type span struct{ from, to time.Time }
+	spans := map[string]*span{}
+	for _, l := range e.daemonLines(t, journal.SessionStarting) {
+		at, item := logField(l, "time"), logField(l, "work_item")
+		from, err := time.Parse(time.RFC3339Nano, at)
+		require.NoError(t, err, "%s", l)
+		if from.After(since) {
+			spans[item] = &span{from: from}
+		}
+	}
+	for _, ev := range e.events(t) {
+		if s, ok := spans[ev.WorkItem]; ok && (ev.Name == journal.SessionRespawned || ev.Name == journal.SessionSpawned) && ev.Time.After(s.from) && s.to.IsZero() {
+			s.to = ev.Time
+		}
+	}
+	most := 0
+	for _, s := range spans {
+		n := 0
+		for _, o := range spans {
+			if !o.from.After(s.from) && (o.to.IsZero() || o.to.After(s.from)) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// logField returns the value of key in a text log line (a value without
+// spaces: a time, a work item).
+func logField(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // issueKey is issue n of the fixtures' repository.
@@ -121,14 +173,17 @@ func checkResumed(t *testing.T, e *env, lockDir string, before map[desired.Key]s
 // TestServerLossResumesEveryAgent: 20 live agents, then tmux kill-server.
 // The fake CLI runs on 300 ms after its SIGHUP, longer than a new server
 // and pane take to start, so a respawn that did not wait for its
-// predecessor would overlap it.
+// predecessor would overlap it. The resumes go through admission: never
+// more than fleetStarts unconfirmed at once.
 func TestServerLossResumesEveryAgent(t *testing.T) {
 	e, lockDir := fleetEnv(t, 300*time.Millisecond)
 	e.start(t)
 	before := e.bootFleet(t, 20)
+	lost := time.Now()
 	_, err := e.tmux(t, "kill-server")
 	require.NoError(t, err)
 	checkResumed(t, e, lockDir, before)
+	assert.LessOrEqual(t, e.startsAtOnce(t, lost), fleetStarts, "never more than maxStartsInFlight resumes unconfirmed at once")
 }
 
 // BenchmarkServerLoss measures, with the fake CLI, the time from tmux

@@ -26,7 +26,9 @@ var update = flag.Bool("update", false, "rewrite the dry-run golden files in tes
 type planCase struct {
 	Now    time.Time     `yaml:"now"`
 	Policy schema.Policy `yaml:"policy"`
-	Items  []struct {
+	// Capacity, when set, bounds the fleet (admission); unset, nothing does.
+	Capacity *schema.Capacity `yaml:"capacity"`
+	Items    []struct {
 		Key     string             `yaml:"key"`
 		Spec    desired.Spec       `yaml:"spec"`
 		Status  desired.Status     `yaml:"status"`
@@ -65,6 +67,9 @@ func TestPlanGolden(t *testing.T) {
 
 			items, obs := c.build(t)
 			p := PolicyFrom(mergePolicy(c.Policy), testPolicy().Harnesses, testOwner)
+			if c.Capacity != nil {
+				p = p.WithCapacity(*c.Capacity)
+			}
 			var b strings.Builder
 			for _, a := range Plan(items, obs, p, c.Now) {
 				b.WriteString(a.String() + "\n")

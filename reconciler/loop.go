@@ -142,6 +142,8 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if r.Metrics != nil {
 		r.Metrics.observe(res, time.Since(start))
 		r.Metrics.limits(limitHolds(records, obs, policy, now), policy)
+		// The executor kept records in step with what it wrote.
+		r.Metrics.fleet(records, policy)
 	}
 	return res, nil
 }
@@ -271,9 +273,10 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 // needsFacts reports whether Plan may read rec's disk facts this pass. An
 // event in flight (a boot prompt or a paste) always needs them. Otherwise a
 // closed or held item is only stopped, a running item with a live pane only
-// gets pastes (which look for their event in the conversation first), and
-// an item at rest (idle, exited, stopped, needing attention) with nothing
-// pending is left alone. A live pane counts as the item's running harness
+// gets pastes (which look for their event in the conversation first) and,
+// with idle parking on, is parked once its transcript stays unchanged, and
+// an item at rest (idle, exited, stopped, needing attention, parked) with
+// nothing pending is left alone. A live pane counts as the item's running harness
 // by Plan's own rule (runsHarness), since a pane left with another
 // foreground process is a death that may respawn.
 func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
@@ -288,11 +291,12 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 		return true // a release brings the item back
 	}
 	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
-		// A paste first looks for its event in the conversation.
-		return len(rec.Pending) > 0
+		// A paste first looks for its event in the conversation; idle
+		// parking looks at the transcript's last write (a stat).
+		return len(rec.Pending) > 0 || pol.IdlePark > 0
 	}
 	switch st.Phase {
-	case "", desired.PhaseIdle, desired.PhaseExited, desired.PhaseStopped, desired.PhaseNeedsAttention:
+	case "", desired.PhaseIdle, desired.PhaseExited, desired.PhaseStopped, desired.PhaseNeedsAttention, desired.PhaseParked:
 		return len(rec.Pending) > 0
 	}
 	return true

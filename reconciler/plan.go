@@ -31,7 +31,8 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 }
 
 // Plan compares desired records with what one pass observed and returns the
-// actions that move each item toward its desired state, in key order. It is
+// actions that move each item toward its desired state, in key order, the
+// items that spawn last (each item's actions stay in their order). It is
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
@@ -49,11 +50,25 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 	// A usage limit holds every item on its account, so it is settled
 	// across the items first.
 	holds := limitHolds(items, obs, p, now)
-	var out []actions.Action
-	for _, r := range sorted {
-		out = append(out, planRecord(*r, obs, p, now, loss, holds)...)
+	plans := make([][]actions.Action, len(sorted))
+	for i, r := range sorted {
+		plans[i] = planRecord(*r, obs, p, now, loss, holds)
 	}
-	return out
+	// The host's capacity is shared by the items, so it is applied to
+	// their plans together.
+	admit(sorted, plans, p, now)
+	// The spawns go last, so that the stops, exits and parks that freed
+	// their slots are carried out before them: the host never runs more
+	// agents than its capacity, even for a moment.
+	var out, spawning []actions.Action
+	for _, plan := range plans {
+		if spawnIndex(plan) >= 0 {
+			spawning = append(spawning, plan...)
+			continue
+		}
+		out = append(out, plan...)
+	}
+	return append(out, spawning...)
 }
 
 // planRecord plans one item. Before any decision it settles which
@@ -287,6 +302,13 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	case "", desired.PhaseStopped:
 		// Reopened or released: start over, keeping the conversation id.
 		phase = desired.PhaseIdle
+	case desired.PhaseParked:
+		if len(it.pending) == 0 && !it.pane.alive {
+			// Only an event brings a parked agent back.
+			return []actions.Action{actions.Wait{Key: r.Key, Reason: actions.ReasonParked}}
+		}
+		// Its next event resumes it, through admission.
+		phase = desired.PhaseIdle
 	case desired.PhaseNeedsAttention:
 		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 || it.st.Reason == string(actions.ReasonDeliveryStorm) {
 			// A delivery storm ends only with loopd release: a new event
@@ -365,6 +387,9 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
 		if st.SendingDeliveryID != "" {
 			return it.confirmSend()
+		}
+		if park := it.park(); park != nil {
+			return park
 		}
 		return it.deliver("")
 	default:
@@ -564,6 +589,10 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 	case desired.PhasePreparing:
 		// The spawn that was planned after the preparation, once it is done.
 		return it.spawn(st, actions.ReasonNewEvent, "")
+	case desired.PhaseQueued:
+		// Its turn may have come (admit decides): events pending or not,
+		// a queued item needs its agent.
+		return it.spawn(st, actions.ReasonQueued, "")
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}

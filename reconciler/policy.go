@@ -77,6 +77,13 @@ type Policy struct {
 	// item's name that does not carry it (another loopd's, or one made by
 	// hand) is foreign: never adopted, pasted into or killed.
 	Owner string
+	// MaxLive is how many items may hold a live agent's slot at once
+	// (holdsSlot), MaxStarts how many spawns may be unconfirmed at once,
+	// both 0 for no limit; IdlePark, when not 0, is how long an agent may
+	// stay idle before it is parked (capacity in the config, WithCapacity).
+	MaxLive   int
+	MaxStarts int
+	IdlePark  time.Duration
 	// Routing is the current routing config: an item's workdir and
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
@@ -109,4 +116,10 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		Harnesses:        harnesses,
 		Owner:            owner,
 	}
+}
+
+// WithCapacity returns p with the config's capacity (schema.Capacity).
+func (p Policy) WithCapacity(c schema.Capacity) Policy {
+	p.MaxLive, p.MaxStarts, p.IdlePark = c.MaxLive(), c.MaxStarts(), c.IdlePark()
+	return p
 }

@@ -10,6 +10,7 @@ type Config struct {
 	StateDir  string    `yaml:"stateDir" json:"stateDir"`
 	Tmux      Tmux      `yaml:"tmux" json:"tmux"`
 	Reconcile Reconcile `yaml:"reconcile" json:"reconcile"`
+	Capacity  Capacity  `yaml:"capacity" json:"capacity"`
 	// Harnesses are the agent CLIs, keyed by the harness name that routes
 	// and work items refer to.
 	Harnesses map[string]Harness `yaml:"harnesses" json:"harnesses"`
@@ -34,6 +35,25 @@ type Reconcile struct {
 	// IntervalSeconds is the resync period, the safety net behind the
 	// pane-died hook and webhook triggers; default 10.
 	IntervalSeconds int `yaml:"intervalSeconds" json:"intervalSeconds"`
+}
+
+// Capacity bounds the fleet of live agents on this host (admission and
+// idle parking). Every field takes effect on the next reconcile pass after
+// a reload.
+type Capacity struct {
+	// MaxLiveSessions is how many items may hold a live agent's slot at
+	// once (Spawning, Running, or BackingOff after a crash); an item that
+	// needs a session beyond it is Queued. 0 means no limit. Default 10.
+	// Lowering it stops no running agent: the queue waits until enough end.
+	MaxLiveSessions *int `yaml:"maxLiveSessions" json:"maxLiveSessions"`
+	// MaxStartsInFlight is how many spawns may be unconfirmed (Spawning)
+	// at once: fresh spawns, resumes and self-heals alike. Default 2.
+	MaxStartsInFlight int `yaml:"maxStartsInFlight" json:"maxStartsInFlight"`
+	// IdleParkSeconds, when not 0, parks an agent idle this long (no
+	// event pending or in flight, its transcript unchanged, its input box
+	// empty): it is stopped and resumed on its next event. Default 0:
+	// never.
+	IdleParkSeconds int `yaml:"idleParkSeconds" json:"idleParkSeconds"`
 }
 
 // Harness configures one agent CLI. The map key is the harness name used in

@@ -23,6 +23,10 @@ const (
 	// DefaultGitHubAPIURL is github.apiURL's default, GitHub.com's REST API.
 	DefaultGitHubAPIURL   = "https://api.github.com"
 	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
+	// defaultMaxLiveSessions and defaultMaxStartsInFlight are the
+	// capacity's: a real Claude Code process holds hundreds of MB.
+	defaultMaxLiveSessions   = 10
+	defaultMaxStartsInFlight = 2
 )
 
 // DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
@@ -74,6 +78,12 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&c.Tmux.Socket, defaultTmuxSocket)
 	orDefault(&c.Tmux.HistoryLimit, defaultHistoryLimit)
 	orDefault(&c.Reconcile.IntervalSeconds, defaultIntervalSeconds)
+	if c.Capacity.MaxLiveSessions == nil {
+		// 0 is a value (no limit), so only an absent key takes the default.
+		live := defaultMaxLiveSessions
+		c.Capacity.MaxLiveSessions = &live
+	}
+	orDefault(&c.Capacity.MaxStartsInFlight, defaultMaxStartsInFlight)
 	for name, h := range c.Harnesses {
 		orDefault(&h.Adapter, name)
 		c.Harnesses[name] = h

@@ -14,6 +14,26 @@ import (
 // Interval returns IntervalSeconds as a duration.
 func (r Reconcile) Interval() time.Duration { return seconds(r.IntervalSeconds) }
 
+// MaxLive returns MaxLiveSessions, the default when absent; 0 means no
+// limit.
+func (c Capacity) MaxLive() int {
+	if c.MaxLiveSessions == nil {
+		return defaultMaxLiveSessions
+	}
+	return *c.MaxLiveSessions
+}
+
+// MaxStarts returns MaxStartsInFlight, the default when absent.
+func (c Capacity) MaxStarts() int {
+	if c.MaxStartsInFlight == 0 {
+		return defaultMaxStartsInFlight
+	}
+	return c.MaxStartsInFlight
+}
+
+// IdlePark returns IdleParkSeconds as a duration; 0 never parks.
+func (c Capacity) IdlePark() time.Duration { return seconds(c.IdleParkSeconds) }
+
 // Resume reports whether a respawn resumes the recorded conversation
 // (resumeOnRespawn); unset means the default, true.
 func (p Policy) Resume() bool {

@@ -23,7 +23,7 @@ const debounce = 100 * time.Millisecond
 // Watcher holds the current config and reloads it when the file changes or
 // Reload is called. An invalid file keeps the last good config.
 //
-// Only routing (with its respawn policy) and authorized users change live.
+// Only routing (with its respawn policy), capacity and authorized users change live.
 // stateDir, tmux.socket, tmux.historyLimit, reconcile.intervalSeconds,
 // harnesses and webhooks.ghWebhook listen, path, secretEnv and secretFile
 // need a

@@ -44,6 +44,8 @@ tmux:
   socket: $socket
 reconcile:
   intervalSeconds: 2
+capacity:
+  maxLiveSessions: 2
 harnesses:
   claude-code:
     command: $claude
@@ -117,16 +119,25 @@ wt2="$work/agents/Codertocat/Hello-World/2"
 echo "$wt2: branch $(git -C "$wt2" branch --show-current), $(git -C "$wt2" log --oneline -1)"
 "$loopd" get "${cfg[@]}"
 
-say "kill -9 the agent of #1: loopd resumes the same conversation by itself"
+say "issues.opened #3: the host is full (capacity.maxLiveSessions: 2), so #3 is queued"
+# The fixture of #1, renumbered: issue #3 of the same repository.
+sed '12s/"number": 1,/"number": 3,/' "$fixtures/issues.opened.1.json" >"$work/issues.opened.3.json"
+"$loopd" replay "${cfg[@]}" "$work/issues.opened.3.json"
+wait_for 'Hello-World#3 .* Queued .*position=1'
+"$loopd" get "${cfg[@]}"
+
+say "kill -9 the agent of #1: loopd resumes the same conversation by itself, in its own slot (#3 stays queued)"
 pid=$(tmux -L "$socket" list-panes -a -F '#{session_name} #{pane_pid}' | awk '/hello-world-1/ {print $2; exit}')
 kill -9 "$pid"
 sleep 1
 wait_for 'Hello-World#1 .* Running'
 "$loopd" get "${cfg[@]}"
 
-say "pull_request.closed: #2's session is stopped"
+say "pull_request.closed: #2's session is stopped, and its slot admits #3"
 "$loopd" replay "${cfg[@]}" "$fixtures/pull_request.closed.1.json"
 wait_for 'Hello-World#2 .* Stopped'
+wait_for 'Hello-World#3 .* Running'
+"$loopd" get "${cfg[@]}"
 
 say "what the agent of #1 sees (tmux -L $socket capture-pane)"
 session=$(tmux -L "$socket" list-sessions -F '#{session_name}' | grep hello-world-1 | head -n1)

@@ -138,8 +138,9 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	caps := capabilities(a.harnesses)
 	policy := func() reconciler.Policy {
-		routing := current().Webhooks.GHWebhook.Routing
-		p := reconciler.PolicyFrom(routing.Tmux, caps, a.owner.ID)
+		cfg := current()
+		routing := cfg.Webhooks.GHWebhook.Routing
+		p := reconciler.PolicyFrom(routing.Tmux, caps, a.owner.ID).WithCapacity(cfg.Capacity)
 		p.Routing = routing
 		return p
 	}

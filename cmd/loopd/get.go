@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,9 @@ func newGetCmd(g *globals) *cobra.Command {
 		Long: `get lists every work item. An item that is Stopped while events have been
 pending for longer than --stale-pending is flagged in the reason column
 (stale_pending=N since=D): it is closed or held, so they wait, or a reopen
-was lost on the way from GitHub (the next comment heals that).`,
+was lost on the way from GitHub (the next comment heals that). A Queued item
+waits for a free slot of the host's capacity; position=N is its place in the
+queue, 1 next.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := schema.Load(g.config)
@@ -74,12 +77,15 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 }
 
 // printRecords writes one line per record, flagging the Stopped ones
-// whose oldest pending event was received more than stale before now. The
+// whose oldest pending event was received more than stale before now, and
+// giving each Queued one its place in the queue (position=N, 1 first;
+// reconciler.QueuePositions). The
 // failure count is the one the next restart decision under p would start
 // from (reconciler.NextFailures), not a stale recorded one.
 func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
+	queue := reconciler.QueuePositions(records, now)
 	for _, r := range records {
 		st := r.Status
 		phase := string(st.Phase)
@@ -95,6 +101,9 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		reason := st.Reason
 		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
 			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
+		}
+		if pos, ok := queue[r.Key]; ok {
+			reason += " position=" + strconv.Itoa(pos)
 		}
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)

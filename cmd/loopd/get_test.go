@@ -156,3 +156,22 @@ func TestGetShowsBlocksAndUsageLimits(t *testing.T) {
 	assert.Contains(t, lines[3], "delivered blocked reason=login_required")
 	assert.NotContains(t, lines[3], "rate_limited", "another account is not held")
 }
+
+// loopd get gives each Queued item its place in the queue, the oldest
+// pending event first, as the planner admits them.
+func TestGetShowsTheQueuePosition(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	item := func(n int, phase desired.Phase, received time.Duration) desired.Record {
+		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: n},
+			Status:  desired.Status{Phase: phase, Reason: "capacity"},
+			Pending: []desired.Delivery{{ID: "d", ReceivedAt: now.Add(-received)}}}
+	}
+	var out bytes.Buffer
+	recs := []desired.Record{item(1, desired.PhaseRunning, time.Hour), item(2, desired.PhaseQueued, time.Minute), item(3, desired.PhaseQueued, 2*time.Minute)}
+	require.NoError(t, printRecords(&out, recs, now, schema.DefaultStalePending, testPolicy(), nil))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 4)
+	assert.NotContains(t, lines[1], "position=")
+	assert.True(t, strings.HasSuffix(lines[2], "capacity position=2"), lines[2])
+	assert.True(t, strings.HasSuffix(lines[3], "capacity position=1"), lines[3])
+}

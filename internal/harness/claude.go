@@ -216,7 +216,7 @@ func (c *claudeCode) Transcript(cwd, id string) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t.Size = info.Size()
+	t.Size, t.ModTime = info.Size(), info.ModTime()
 	if t.Exists, err = hasTurn(f); err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
 	}

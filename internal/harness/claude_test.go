@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -232,7 +233,11 @@ func TestClaudeTranscript(t *testing.T) {
 
 			got, err := a.Transcript(work, testID)
 			require.NoError(t, err)
-			assert.Equal(t, Transcript{Known: true, Exists: tt.wantExists, Size: int64(len(strings.Join(tt.lines, ""))), Path: path}, got)
+			var mtime time.Time
+			if info, err := os.Stat(path); err == nil {
+				mtime = info.ModTime()
+			}
+			assert.Equal(t, Transcript{Known: true, Exists: tt.wantExists, Size: int64(len(strings.Join(tt.lines, ""))), Path: path, ModTime: mtime}, got)
 		})
 	}
 }

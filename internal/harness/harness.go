@@ -36,6 +36,9 @@ type Transcript struct {
 	Exists bool
 	Size   int64 // bytes
 	Path   string
+	// ModTime is when the transcript was last written (its mtime); zero
+	// when it does not exist. An agent that works writes it.
+	ModTime time.Time
 }
 
 // Screen classifies a capture-pane of the harness's TUI.

@@ -76,6 +76,13 @@ const (
 	// SessionForeign: a session of the item's name carries the owner mark
 	// of another loopd (or none); it is never adopted, pasted into or killed.
 	SessionForeign Name = "session.foreign"
+	// SessionQueued: the item needs an agent and the host is full
+	// (reason=capacity) or enough spawns are unconfirmed
+	// (reason=starts_in_flight); it waits in the queue, once per episode.
+	SessionQueued Name = "session.queued"
+	// SessionParked: an agent idle for capacity.idleParkSeconds was
+	// stopped; its next event resumes its conversation.
+	SessionParked Name = "session.parked"
 
 	// DispatchSent: an event was pasted and submitted.
 	DispatchSent Name = "dispatch.sent"

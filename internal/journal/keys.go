@@ -120,7 +120,14 @@ const (
 
 	// Agents lost together (tmux.server_lost, tmux.outage).
 	KeyItems = "items" // work items resumed as not crashed
-	KeyLive  = "live"  // agents expected live in the pass
+	KeyLive  = "live"  // agents expected live in the pass; items holding a slot (session.queued)
 	KeyDown  = "down"  // of them, those found dead or missing
 	KeyPID   = "pid"   // a process id: the harness a spawn waited for or killed
+
+	// Capacity (session.queued, session.parked, the dry run's queue).
+	KeyPosition  = "position"   // an item's place in the queue, 1 first
+	KeyMaxLive   = "max_live"   // capacity.maxLiveSessions, 0 for no limit
+	KeyStarts    = "starts"     // spawns unconfirmed (Spawning) once the pass is done
+	KeyMaxStarts = "max_starts" // capacity.maxStartsInFlight
+	KeyIdleFor   = "idle_for"   // how long a parked agent had been idle (a duration)
 )

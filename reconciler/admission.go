@@ -1,0 +1,262 @@
+package reconciler
+
+import (
+	"slices"
+	"time"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+)
+
+// holdsSlot is the one home of the rule of which items hold one of the
+// host's live slots (capacity.maxLiveSessions), by the phase an item is in
+// and the reason it is there: Spawning and Running, and BackingOff of an
+// agent that died (RecordExit) and is coming back, so that a crashed agent
+// keeps its slot and never queues behind new items. Every other phase
+// holds none: Idle, Preparing, Queued, Exited (a clean exit, or a resume
+// given up), NeedsAttention, Parked, Stopped, and any phase not named here
+// (RateLimited). A BackingOff that no agent's death left behind holds none
+// either: an operator's release (desired.Status.Released) brings an item
+// back through the queue, and a worktree that could not be made never had
+// an agent.
+func holdsSlot(phase desired.Phase, reason string) bool {
+	switch phase {
+	case desired.PhaseSpawning, desired.PhaseRunning:
+		return true
+	case desired.PhaseBackingOff:
+		switch actions.Reason(reason) {
+		case actions.ReasonReleased, actions.ReasonWorkspaceFailed, actions.ReasonWorkspaceConflict:
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// queueSince is where r stands in the queue: the arrival of its oldest
+// pending event (the queue is fair: the oldest pending event goes first),
+// else when it entered the queue (Status.QueuedAt, for an item brought
+// back with no event, such as a release), else now. Both are durable, so
+// the order survives a restart.
+func queueSince(r desired.Record, now time.Time) time.Time {
+	if len(r.Pending) > 0 && !r.Pending[0].ReceivedAt.IsZero() {
+		return r.Pending[0].ReceivedAt // arrival order
+	}
+	if r.Status.Phase == desired.PhaseQueued && !r.Status.QueuedAt.IsZero() {
+		return r.Status.QueuedAt
+	}
+	return now
+}
+
+// compareQueue orders two items of the queue: the earlier queueSince
+// first, then by key.
+func compareQueue(a, b desired.Record, now time.Time) int {
+	if c := queueSince(a, now).Compare(queueSince(b, now)); c != 0 {
+		return c
+	}
+	return compareKeys(a.Key, b.Key)
+}
+
+// QueuePositions returns the place in the queue (1 first) of every Queued
+// item of records, by queueSince, as the planner admits them; loopd get
+// shows it.
+func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int {
+	var queued []desired.Record
+	for _, r := range records {
+		if r.Status.Phase == desired.PhaseQueued && !r.Spec.Closed && !r.Spec.Held {
+			queued = append(queued, r)
+		}
+	}
+	slices.SortFunc(queued, func(a, b desired.Record) int { return compareQueue(a, b, now) })
+	out := make(map[desired.Key]int, len(queued))
+	for i, r := range queued {
+		out[r.Key] = i + 1
+	}
+	return out
+}
+
+// Load is what the host runs once a pass is done: how many items hold a
+// slot (Live, holdsSlot) and how many spawns are unconfirmed (Starts: the
+// items Spawning).
+type Load struct {
+	Live, Starts int
+}
+
+// LoadOf counts the slots and the starts the records hold (the metrics'
+// figures).
+func LoadOf(records []desired.Record) Load {
+	var l Load
+	for _, r := range records {
+		if holdsSlot(r.Status.Phase, r.Status.Reason) {
+			l.Live++
+		}
+		if r.Status.Phase == desired.PhaseSpawning {
+			l.Starts++
+		}
+	}
+	return l
+}
+
+// phaseAfter returns the phase and reason st will have once acts are
+// carried out, as far as admission needs them: the phase each action
+// moves the item to (a worktree made outside the pass leaves it
+// Preparing), and a release's and an exit's reason.
+func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case actions.RecordExit:
+			st.Phase, st.Reason = a.Phase, string(a.Reason)
+		case actions.Release:
+			st = st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+		case actions.MarkRunning:
+			st.Phase = desired.PhaseRunning
+		case actions.StopSession:
+			st.Phase = desired.PhaseStopped
+		case actions.GiveUp:
+			st.Phase = desired.PhaseNeedsAttention
+		case actions.Park:
+			st.Phase = desired.PhaseParked
+		case actions.Queue:
+			st.Phase, st.Reason = desired.PhaseQueued, string(a.Reason)
+		case actions.PrepareWorkspace:
+			if a.Checkout != nil {
+				st.Phase = desired.PhasePreparing
+			}
+		case actions.FreshSpawn, actions.ResumeSpawn:
+			st.Phase = desired.PhaseSpawning
+		}
+	}
+	return st.Phase, st.Reason
+}
+
+// spawnIndex returns the index of the spawn in an item's plan, -1 when it
+// has none this pass (a worktree made outside the pass comes first: the
+// spawn waits for it).
+func spawnIndex(plan []actions.Action) int {
+	for i, a := range plan {
+		switch a := a.(type) {
+		case actions.PrepareWorkspace:
+			if a.Checkout != nil {
+				return -1
+			}
+		case actions.FreshSpawn, actions.ResumeSpawn:
+			return i
+		}
+	}
+	return -1
+}
+
+// admit applies the host's capacity to the pass's plans (one per record,
+// in the records' order) and is the one home of admission. It counts what
+// the items that do not spawn will hold once the pass is done (holdsSlot;
+// the Spawning ones are the starts in flight), so that a slot or a start
+// freed in this pass (a stop, a clean exit, a park, a confirmed spawn)
+// admits the next item in the same pass. Then it takes the spawns:
+//   - first those of items that hold a slot (a crashed agent coming back,
+//     a server loss's resumes) or are being spawned already (a resume's
+//     fresh fallback): they never wait for a slot, and only a new start
+//     waits while MaxStarts spawns are unconfirmed
+//     (wait reason=starts_in_flight; the item stays as it is);
+//   - then the others, oldest pending event first (queueSince): each is
+//     admitted while a slot (MaxLive) and a start (MaxStarts) are free;
+//     once one is not, it and every later one are Queued, at their
+//     position, reason=capacity or starts_in_flight.
+//
+// Nothing is dropped: a queued item keeps its events pending, and the
+// spawn is planned again on every pass until it is admitted.
+func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now time.Time) {
+	type candidate struct {
+		i, at      int
+		slot       bool // holds a slot already
+		continuing bool // is being spawned already: no new start
+	}
+	var live, starts int
+	var cands []candidate
+	for i, r := range records {
+		at := spawnIndex(plans[i])
+		if at < 0 {
+			phase, reason := phaseAfter(r.Status, plans[i])
+			if holdsSlot(phase, reason) {
+				live++
+			}
+			if phase == desired.PhaseSpawning {
+				starts++
+			}
+			continue
+		}
+		phase, reason := phaseAfter(r.Status, plans[i][:at])
+		continuing := r.Status.Phase == desired.PhaseSpawning
+		cands = append(cands, candidate{i: i, at: at, slot: continuing || holdsSlot(phase, reason), continuing: continuing})
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if a.slot != b.slot {
+			if a.slot {
+				return -1
+			}
+			return 1
+		}
+		return compareQueue(*records[a.i], *records[b.i], now)
+	})
+	startFree := func() bool { return p.MaxStarts <= 0 || starts < p.MaxStarts }
+	position := 0
+	for _, c := range cands {
+		r, plan := records[c.i], plans[c.i]
+		switch {
+		case c.slot && (c.continuing || startFree()):
+			live++
+			starts++
+		case c.slot:
+			live++ // its slot waits for it
+			plans[c.i] = append(plan[:c.at:c.at], actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonStartsInFlight})
+		case (p.MaxLive <= 0 || live < p.MaxLive) && startFree():
+			live++
+			starts++
+		default:
+			position++
+			reason := actions.ReasonCapacity
+			if p.MaxLive <= 0 || live < p.MaxLive {
+				reason = actions.ReasonStartsInFlight
+			}
+			phase, was := phaseAfter(r.Status, plan[:c.at])
+			q := actions.Queue{Key: r.Key, Session: desired.SessionName(r.Key), Position: position, Live: live, MaxLive: p.MaxLive,
+				Starts: starts, MaxStarts: p.MaxStarts, Reason: reason, Enter: phase != desired.PhaseQueued || was != string(reason)}
+			plans[c.i] = append(plan[:c.at:c.at], q)
+		}
+	}
+}
+
+// park plans the parking of the item's live agent when it has been idle
+// for IdlePark (capacity.idleParkSeconds): no event pending or in flight,
+// and nothing written to its transcript since idleSince. The screen is
+// the executor's to read, only then (actions.Park): an agent at work or
+// with text in its input box is not parked. nil when parking is off or
+// the agent is not idle long enough.
+func (it itemPlan) park() []actions.Action {
+	st := it.st
+	if it.p.IdlePark <= 0 || len(it.pending) > 0 || st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
+		return nil
+	}
+	since, known := it.idleSince()
+	if !known || it.now.Sub(since) < it.p.IdlePark {
+		return nil
+	}
+	return []actions.Action{actions.Park{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, IdleFor: it.now.Sub(since)}}
+}
+
+// idleSince is the last sign of work of the item's agent: its spawn, the
+// last event sent or delivered to it, the last write to its transcript
+// (harness.Transcript.ModTime), and the last time a park found it at work
+// (Status.ActiveSeenAt). known is false when the transcript was not read
+// or the harness has none: such an agent is never parked.
+func (it itemPlan) idleSince() (since time.Time, known bool) {
+	tr, ok := it.obs.Transcripts[it.r.Key]
+	if !ok || !tr.Known {
+		return time.Time{}, false
+	}
+	st := it.st
+	since = maxTime(maxTime(st.SpawnedAt, st.SentAt), maxTime(st.ActiveSeenAt, tr.ModTime))
+	if n := len(st.DeliveredAt); n > 0 {
+		since = maxTime(since, st.DeliveredAt[n-1])
+	}
+	return since, true
+}
