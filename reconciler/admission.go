@@ -79,14 +79,14 @@ func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int
 // capacity.maxStartsInFlight: an item whose phase (as the pass leaves it)
 // is Spawning and whose harness has not yet shown that it started, by a
 // session report made since this spawn (desired.Record.ReportSinceSpawn:
-// Claude Code's SessionStart hook, which it runs once it has started and
-// loaded the conversation, "startup" or "resume"). The cap guards the host
-// against many harnesses starting at one instant (a process start, a
-// conversation loaded), not against the length of loopd's own probe: a
-// start reported is no longer in flight, while its resume stays
-// unverified until the probe window has passed (itemPlan.planAlive). A
-// harness that reports nothing (no SessionStart hook) is in flight until
-// its spawn is confirmed and the item Running.
+// Claude Code's SessionStart hook, "startup" or "resume", which the CLI
+// runs at session start, once it is up and has read its settings). The
+// cap guards the host against many harnesses starting at one instant (a
+// process start, a conversation loaded), not against the length of
+// loopd's own probe: a start reported is no longer in flight, while its
+// resume stays unverified until the probe window has passed
+// (itemPlan.planAlive). A harness that reports nothing (no SessionStart
+// hook) is in flight until its spawn is confirmed and the item Running.
 func startInFlight(phase desired.Phase, r desired.Record) bool {
 	return phase == desired.PhaseSpawning && r.ReportSinceSpawn() == nil
 }
