@@ -19,8 +19,9 @@ import (
 const (
 	// ReasonCapacity: every slot of capacity.maxLiveSessions is held.
 	ReasonCapacity Reason = "capacity"
-	// ReasonStartsInFlight: capacity.maxStartsInFlight spawns are
-	// unconfirmed; the next waits for one of them.
+	// ReasonStartsInFlight: capacity.maxStartsInFlight starts are in
+	// flight (their harness has not shown it started); the next waits for
+	// one of them.
 	ReasonStartsInFlight Reason = "starts_in_flight"
 	// ReasonQueued: the spawn of an item admitted from the queue.
 	ReasonQueued Reason = "queued"
@@ -31,7 +32,7 @@ const (
 )
 
 // Queue records that an item needs an agent but is not admitted now: the
-// host is full (ReasonCapacity) or enough spawns are unconfirmed
+// host is full (ReasonCapacity) or enough starts are in flight
 // (ReasonStartsInFlight). The item goes to desired.PhaseQueued at
 // Position (1 first) and keeps its events pending. Enter is true when the
 // record changes (the item enters the queue, or waits for another
@@ -42,11 +43,15 @@ type Queue struct {
 	Session  string
 	Position int
 	// Live is how many items hold a slot once the pass is done, MaxLive
-	// the cap (0: none); Starts the spawns then unconfirmed, MaxStarts
+	// the cap (0: none); Starts the starts then in flight, MaxStarts
 	// their cap.
 	Live, MaxLive, Starts, MaxStarts int
 	Reason                           Reason
 	Enter                            bool
+	// Until is when the queue is looked at again, for an item held by
+	// the starts in flight (a start may have been reported by then); zero
+	// for one held by the slots, which a stop or an exit frees.
+	Until time.Time
 }
 
 // Item implements Action.

@@ -168,7 +168,7 @@ func TestCapacityBoundsTheFleet(t *testing.T) {
 	most, samples := done()
 	require.Greater(t, samples, 20, "the sampler ran")
 	assert.LessOrEqual(t, most, 3, "never more than three agents on the server")
-	assert.LessOrEqual(t, e.startsAtOnce(t, time.Time{}), 2, "never more than two spawns unconfirmed at once")
+	assert.LessOrEqual(t, e.startsAtOnce(t, time.Time{}), 2, "never more than two harnesses starting at once")
 	for _, k := range []int{1, 3, 4} {
 		assert.Zero(t, e.mustRecord(t, issueKey(k)).Status.Failures, "issue %d", k)
 	}

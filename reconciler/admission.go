@@ -75,22 +75,38 @@ func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int
 	return out
 }
 
+// startInFlight is the one home of the rule of which spawns count against
+// capacity.maxStartsInFlight: an item whose phase (as the pass leaves it)
+// is Spawning and whose harness has not yet shown that it started, by a
+// session report made since this spawn (desired.Record.ReportSinceSpawn:
+// Claude Code's SessionStart hook, "startup" or "resume", which the CLI
+// runs at session start, once it is up and has read its settings). The
+// cap guards the host against many harnesses starting at one instant (a
+// process start, a conversation loaded), not against the length of
+// loopd's own probe: a start reported is no longer in flight, while its
+// resume stays unverified until the probe window has passed
+// (itemPlan.planAlive). A harness that reports nothing (no SessionStart
+// hook) is in flight until its spawn is confirmed and the item Running.
+func startInFlight(phase desired.Phase, r desired.Record) bool {
+	return phase == desired.PhaseSpawning && r.ReportSinceSpawn() == nil
+}
+
 // Load is what the host runs once a pass is done: how many items hold a
-// slot (Live, holdsSlot) and how many spawns are unconfirmed (Starts: the
-// items Spawning).
+// slot (Live, holdsSlot) and how many starts are in flight (Starts,
+// startInFlight).
 type Load struct {
 	Live, Starts int
 }
 
-// LoadOf counts the slots and the starts the records hold (the metrics'
-// figures).
+// LoadOf counts the slots and the starts in flight the records hold (the
+// metrics' figures).
 func LoadOf(records []desired.Record) Load {
 	var l Load
 	for _, r := range records {
 		if holdsSlot(r.Status.Phase, r.Status.Reason) {
 			l.Live++
 		}
-		if r.Status.Phase == desired.PhaseSpawning {
+		if startInFlight(r.Status.Phase, r) {
 			l.Starts++
 		}
 	}
@@ -148,19 +164,25 @@ func spawnIndex(plan []actions.Action) int {
 
 // admit applies the host's capacity to the pass's plans (one per record,
 // in the records' order) and is the one home of admission. It counts what
-// the items that do not spawn will hold once the pass is done (holdsSlot;
-// the Spawning ones are the starts in flight), so that a slot or a start
-// freed in this pass (a stop, a clean exit, a park, a confirmed spawn)
-// admits the next item in the same pass. Then it takes the spawns:
+// the items that do not spawn will hold once the pass is done (holdsSlot,
+// startInFlight), so that a slot or a start freed in this pass (a stop, a
+// clean exit, a park, a spawn confirmed or reported started) admits the
+// next item in the same pass. Then it takes the spawns:
 //   - first those of items that hold a slot (a crashed agent coming back,
 //     a server loss's resumes) or are being spawned already (a resume's
 //     fresh fallback): they never wait for a slot, and only a new start
-//     waits while MaxStarts spawns are unconfirmed
+//     waits while MaxStarts starts are in flight
 //     (wait reason=starts_in_flight; the item stays as it is);
 //   - then the others, oldest pending event first (queueSince): each is
 //     admitted while a slot (MaxLive) and a start (MaxStarts) are free;
 //     once one is not, it and every later one are Queued, at their
 //     position, reason=capacity or starts_in_flight.
+//
+// A spawn held by the starts in flight is looked at again after
+// StartPoll while one of them is of a harness that reports its start
+// (Capabilities.ReportsSession): the report, which frees the start, comes
+// in through the store, not as a trigger. Otherwise after Poll, the pace
+// of the confirmations that free the starts then.
 //
 // Nothing is dropped: a queued item keeps its events pending, and the
 // spawn is planned again on every pass until it is admitted.
@@ -171,6 +193,11 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 		continuing bool // is being spawned already: no new start
 	}
 	var live, starts int
+	reported := false // a start in flight may be reported started
+	inFlight := func(r *desired.Record) {
+		starts++
+		reported = reported || p.Harnesses[r.Spec.Harness].ReportsSession
+	}
 	var cands []candidate
 	for i, r := range records {
 		at := spawnIndex(plans[i])
@@ -179,8 +206,8 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 			if holdsSlot(phase, reason) {
 				live++
 			}
-			if phase == desired.PhaseSpawning {
-				starts++
+			if startInFlight(phase, *r) {
+				inFlight(r)
 			}
 			continue
 		}
@@ -199,28 +226,47 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 	})
 	startFree := func() bool { return p.MaxStarts <= 0 || starts < p.MaxStarts }
 	position := 0
+	var held []int // the items held by the starts in flight
 	for _, c := range cands {
 		r, plan := records[c.i], plans[c.i]
 		switch {
 		case c.slot && (c.continuing || startFree()):
 			live++
-			starts++
+			inFlight(r)
 		case c.slot:
 			live++ // its slot waits for it
-			plans[c.i] = append(plan[:c.at:c.at], actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonStartsInFlight})
+			plans[c.i] = append(plan[:c.at:c.at], actions.Wait{Key: r.Key, Reason: actions.ReasonStartsInFlight})
+			held = append(held, c.i)
 		case (p.MaxLive <= 0 || live < p.MaxLive) && startFree():
 			live++
-			starts++
+			inFlight(r)
 		default:
 			position++
 			reason := actions.ReasonCapacity
 			if p.MaxLive <= 0 || live < p.MaxLive {
 				reason = actions.ReasonStartsInFlight
+				held = append(held, c.i)
 			}
 			phase, was := phaseAfter(r.Status, plan[:c.at])
 			q := actions.Queue{Key: r.Key, Session: desired.SessionName(r.Key), Position: position, Live: live, MaxLive: p.MaxLive,
 				Starts: starts, MaxStarts: p.MaxStarts, Reason: reason, Enter: phase != desired.PhaseQueued || was != string(reason)}
 			plans[c.i] = append(plan[:c.at:c.at], q)
+		}
+	}
+	// Every start of the pass is counted now: when is a held spawn looked
+	// at again.
+	until := now.Add(p.Poll)
+	if reported {
+		until = now.Add(p.StartPoll)
+	}
+	for _, i := range held {
+		switch a := plans[i][len(plans[i])-1].(type) {
+		case actions.Wait:
+			a.Until = until
+			plans[i][len(plans[i])-1] = a
+		case actions.Queue:
+			a.Until = until
+			plans[i][len(plans[i])-1] = a
 		}
 	}
 }

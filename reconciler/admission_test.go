@@ -90,6 +90,14 @@ func (h *host) grown(n int) *host {
 	return h
 }
 
+// reported makes item n's harness report its session at (its
+// SessionStart hook), with the id it runs.
+func (h *host) reported(n int, at time.Time) *host {
+	return h.with(n, func(r *desired.Record) {
+		r.Report = &desired.SessionReport{SessionID: r.Status.HarnessSessionID, Source: "resume", At: at}
+	})
+}
+
 // decisions sums up a plan per item: the names of its actions, with the
 // reason of a wait, the position, reason and entry of a queue, and the
 // reason of a spawn.
@@ -201,6 +209,15 @@ func TestAdmission(t *testing.T) {
 		{"an_unconfirmed_spawn_counts_against_the_starts", newHost().add(1, probing(), "alive").
 			add(2, desired.Status{}, "", event(2, ago(2*time.Minute))).add(3, desired.Status{}, "", event(3, ago(time.Minute))), caps(0, 2),
 			map[int]string{1: "wait probing", 2: "fresh_spawn new_event", 3: "queue 1 starts_in_flight enter"}},
+		{"a_start_reported_since_its_spawn_frees_its_start_and_is_still_probed", newHost().add(1, probing(), "alive").reported(1, ago(5*time.Second)).
+			add(2, desired.Status{}, "", event(2, ago(2*time.Minute))).add(3, desired.Status{}, "", event(3, ago(time.Minute))), caps(0, 1),
+			map[int]string{1: "wait probing", 2: "fresh_spawn new_event", 3: "queue 1 starts_in_flight enter"}},
+		{"a_report_of_an_earlier_spawn_does_not_free_the_start", newHost().add(1, probing(), "alive").reported(1, ago(time.Hour)).
+			add(2, desired.Status{}, "", event(2, ago(2*time.Minute))), caps(0, 1),
+			map[int]string{1: "wait probing", 2: "queue 1 starts_in_flight enter"}},
+		{"a_crashed_agent_waits_only_for_a_start_not_yet_reported", newHost().add(1, probing(), "alive").reported(1, ago(5*time.Second)).
+			add(2, probing(), "alive").add(3, run, "dead"), caps(0, 2),
+			map[int]string{1: "wait probing", 2: "wait probing", 3: "record_exit BackingOff; resume_spawn pane_dead"}},
 		{"a_spawn_confirmed_in_the_pass_frees_its_start", newHost().add(1, spawning(desired.SpawnResume), "alive").grown(1).
 			add(2, desired.Status{}, "", event(2, ago(time.Minute))).
 			with(1, func(r *desired.Record) { r.Pending = nil; r.Status.SpawnDeliveryID = "" }), caps(0, 1),
@@ -260,6 +277,116 @@ func TestAdmissionOfAServerLoss(t *testing.T) {
 			assert.Zero(t, e.Failures, "no failure counted")
 			assert.Equal(t, t0, e.NextAttempt)
 		}
+	}
+
+	// The next passes: the first two resumes spawned; each reported start
+	// admits the next resume, while the reported resumes stay on probe
+	// until their window has passed.
+	resumed := func(n int, at time.Time) {
+		h.with(n, func(r *desired.Record) {
+			r.Status.Phase, r.Status.SpawnMode, r.Status.SpawnedAt = desired.PhaseSpawning, desired.SpawnResume, at
+			r.Status.ProbeDeadline, r.Status.LastExitReason = at.Add(p.Probe), "server_lost"
+		})
+		k := itemKey(n)
+		h.obs.Snapshot.Panes[desired.SessionName(k)] = tmux.Pane{Session: desired.SessionName(k), PaneID: fmt.Sprintf("%%%d", n), PID: 100 + n,
+			StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}
+	}
+	h.obs.Snapshot.ServerGone = false
+	for n := 3; n <= 5; n++ {
+		h.with(n, func(r *desired.Record) {
+			r.Status.Phase, r.Status.Reason, r.Status.NextAttempt, r.Status.LastExitReason = desired.PhaseBackingOff, "server_lost", t0, "server_lost"
+		})
+	}
+	h.with(6, func(r *desired.Record) {
+		r.Status = desired.Status{Phase: desired.PhaseQueued, Reason: string(actions.ReasonCapacity), QueuedAt: t0}
+	})
+	resumed(1, t0)
+	resumed(2, t0)
+	now := t0.Add(300 * time.Millisecond)
+	assert.Equal(t, map[int]string{1: "wait probing", 2: "wait probing",
+		3: "wait starts_in_flight", 4: "wait starts_in_flight", 5: "wait starts_in_flight", 6: "queue 1 capacity"},
+		decisions(Plan(h.recs, h.obs, p, now)), "no start reported yet")
+	h.reported(1, t0.Add(200*time.Millisecond))
+	assert.Equal(t, map[int]string{1: "wait probing", 2: "wait probing",
+		3: "resume_spawn server_lost", 4: "wait starts_in_flight", 5: "wait starts_in_flight", 6: "queue 1 capacity"},
+		decisions(Plan(h.recs, h.obs, p, now)), "one start reported: one more resume")
+	assert.Equal(t, Load{Live: 5, Starts: 1}, LoadOf(h.recs), "the gauges count the same starts")
+}
+
+// TestHeldStartsAreLookedAtAgainSoon: a spawn held by the starts in
+// flight is planned again after StartPoll while a start in flight is of a
+// harness that reports its start (its report, written by the hook to the
+// store, is no trigger), and after Poll otherwise; a queue held by the
+// slots waits for a stop or an exit.
+func TestHeldStartsAreLookedAtAgainSoon(t *testing.T) {
+	probing := func() desired.Status {
+		st := spawning(desired.SpawnResume)
+		st.ProbeDeadline = t0.Add(2 * time.Second)
+		return st
+	}
+	fleet := func() *host {
+		return newHost().add(1, probing(), "alive").add(2, running(), "dead").
+			add(3, desired.Status{}, "", event(3, t0.Add(-time.Minute)))
+	}
+	reports, silent := testPolicy(), testPolicy()
+	reports.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ProcessNames: []string{"claude"}, ReportsSession: true}}
+	for _, p := range []*Policy{&reports, &silent} {
+		p.MaxStarts = 1
+	}
+	until := func(plan []actions.Action) map[int]time.Time {
+		out := map[int]time.Time{}
+		for _, a := range plan {
+			switch a := a.(type) {
+			case actions.Wait:
+				if a.Reason == actions.ReasonStartsInFlight {
+					out[a.Key.Number] = a.Until
+				}
+			case actions.Queue:
+				out[a.Key.Number] = a.Until
+			}
+		}
+		return out
+	}
+	soon, poll := t0.Add(reports.StartPoll), t0.Add(silent.Poll)
+	assert.Equal(t, map[int]time.Time{2: soon, 3: soon}, until(Plan(fleet().recs, fleet().obs, reports, t0)), "the start may be reported")
+	assert.Equal(t, map[int]time.Time{2: poll, 3: poll}, until(Plan(fleet().recs, fleet().obs, silent, t0)), "only a confirmation frees it")
+	plan := Plan(fleet().recs, fleet().obs, reports, t0)
+	d, ok := requeueAfter(plan, actions.Result{}, reports, t0)
+	assert.True(t, ok)
+	assert.Equal(t, reports.StartPoll, d, "the next pass is due then")
+
+	full := reports
+	full.MaxLive = 2
+	h := fleet()
+	assert.Equal(t, map[int]time.Time{2: soon, 3: {}}, until(Plan(h.recs, h.obs, full, t0)), "a queue held by the slots has no deadline")
+}
+
+func TestStartInFlight(t *testing.T) {
+	r := rec(spawning(desired.SpawnResume))
+	at := r.Status.SpawnedAt
+	report := func(at time.Time) *desired.SessionReport {
+		return &desired.SessionReport{SessionID: oldID, Source: "resume", At: at}
+	}
+	tests := []struct {
+		name   string
+		phase  desired.Phase
+		report *desired.SessionReport
+		want   bool
+	}{
+		{"spawning_without_a_report", desired.PhaseSpawning, nil, true},
+		{"spawning_with_a_report_of_an_earlier_spawn", desired.PhaseSpawning, report(at.Add(-time.Second)), true},
+		{"spawning_reported_at_its_spawn", desired.PhaseSpawning, report(at), false},
+		{"spawning_reported_since", desired.PhaseSpawning, report(at.Add(300 * time.Millisecond)), false},
+		{"running", desired.PhaseRunning, nil, false},
+		{"backing_off", desired.PhaseBackingOff, nil, false},
+		{"queued", desired.PhaseQueued, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := r
+			r.Report = tt.report
+			assert.Equal(t, tt.want, startInFlight(tt.phase, r))
+		})
 	}
 }
 
@@ -371,8 +498,9 @@ func TestLoadOf(t *testing.T) {
 	h := newHost().add(1, running(), "alive").add(2, spawning(desired.SpawnFresh), "alive").
 		add(3, desired.Status{Phase: desired.PhaseBackingOff, Reason: "crash"}, "").
 		add(4, desired.Status{Phase: desired.PhaseBackingOff, Reason: "released"}, "").
-		add(5, desired.Status{Phase: desired.PhaseQueued}, "").add(6, desired.Status{Phase: desired.PhaseParked}, "")
-	assert.Equal(t, Load{Live: 3, Starts: 1}, LoadOf(h.recs))
+		add(5, desired.Status{Phase: desired.PhaseQueued}, "").add(6, desired.Status{Phase: desired.PhaseParked}, "").
+		add(7, spawning(desired.SpawnResume), "alive").reported(7, t0)
+	assert.Equal(t, Load{Live: 4, Starts: 1}, LoadOf(h.recs), "a start reported is no longer in flight")
 }
 
 // TestPlanSpawnsAfterWhatFreesTheirSlots: a stop that frees a slot is

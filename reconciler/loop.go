@@ -158,7 +158,7 @@ func spawns(plan []actions.Action) bool {
 	return false
 }
 
-// requeueAfter is the earliest Wait deadline, or the poll period when an
+// requeueAfter is the earliest Wait or Queue deadline, or the poll period when an
 // action asked to be retried or a spawn was just started (its probe is due).
 func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.Time) (time.Duration, bool) {
 	var best time.Duration
@@ -179,6 +179,10 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 	for _, a := range plan {
 		switch a := a.(type) {
 		case actions.Wait:
+			if !a.Until.IsZero() {
+				consider(a.Until.Sub(now))
+			}
+		case actions.Queue:
 			if !a.Until.IsZero() {
 				consider(a.Until.Sub(now))
 			}

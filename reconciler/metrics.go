@@ -18,7 +18,7 @@ type Metrics struct {
 	// Unix seconds; 0 when none does.
 	limitReset *prometheus.GaugeVec
 	// phases counts the work items in each phase; live and starts are
-	// the slots and unconfirmed spawns held (Load), maxLive and maxStarts
+	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
 	phases    *prometheus.GaugeVec
 	live      prometheus.Gauge
@@ -43,9 +43,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		maxLive: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_max_live_sessions",
 			Help: "capacity.maxLiveSessions: the slots of live agents; 0 means no limit."}),
 		starts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_starts_in_flight",
-			Help: "Spawns not yet confirmed running (Spawning), after the last pass."}),
+			Help: "Starts in flight: spawns whose harness has not yet reported it started, after the last pass."}),
 		maxStarts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_max_starts_in_flight",
-			Help: "capacity.maxStartsInFlight: the spawns that may be unconfirmed at once."}),
+			Help: "capacity.maxStartsInFlight: the starts that may be in flight at once."}),
 		limitReset: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_usage_limit_reset_timestamp_seconds",
 			Help: "When the usage limit holding a harness's items resets, in Unix seconds; 0 when none holds them."}, []string{"harness"}),
 	}

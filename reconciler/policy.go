@@ -78,12 +78,16 @@ type Policy struct {
 	// hand) is foreign: never adopted, pasted into or killed.
 	Owner string
 	// MaxLive is how many items may hold a live agent's slot at once
-	// (holdsSlot), MaxStarts how many spawns may be unconfirmed at once,
-	// both 0 for no limit; IdlePark, when not 0, is how long an agent may
-	// stay idle before it is parked (capacity in the config, WithCapacity).
+	// (holdsSlot), MaxStarts how many starts may be in flight at once
+	// (startInFlight), both 0 for no limit; IdlePark, when not 0, is how
+	// long an agent may stay idle before it is parked (capacity in the
+	// config, WithCapacity).
 	MaxLive   int
 	MaxStarts int
 	IdlePark  time.Duration
+	// StartPoll is how soon a spawn held by the starts in flight is looked
+	// at again while a start in flight may be reported started (admit).
+	StartPoll time.Duration
 	// Routing is the current routing config: an item's workdir and
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
@@ -107,6 +111,7 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		HealthyReset:     p.HealthyReset(),
 		RestartBudget:    p.RestartBudget,
 		Poll:             schema.DefaultPoll,
+		StartPoll:        schema.DefaultStartPoll,
 		MaxBootPrompt:    schema.DefaultMaxBootPrompt,
 		DeliveryConfirm:  schema.DefaultDeliveryConfirm,
 		MaxSendAttempts:  schema.DefaultMaxSendAttempts,

@@ -22,7 +22,7 @@ func testPolicy() Policy {
 	return Policy{
 		Resume: true, Probe: 5 * time.Second, ConfirmTimeout: 2 * time.Minute, Restart: schema.RestartOnFailure,
 		FastFail: 15 * time.Second, MaxFastFailures: 3, MaxChurnFailures: 5, ChurnWindow: 5 * time.Minute, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute,
-		HealthyReset: 10 * time.Minute, RestartBudget: 10, Poll: time.Second, MaxBootPrompt: schema.DefaultMaxBootPrompt,
+		HealthyReset: 10 * time.Minute, RestartBudget: 10, Poll: time.Second, StartPoll: 200 * time.Millisecond, MaxBootPrompt: schema.DefaultMaxBootPrompt,
 		DeliveryConfirm: schema.DefaultDeliveryConfirm, MaxSendAttempts: schema.DefaultMaxSendAttempts,
 		Harnesses: map[string]Capabilities{
 			"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ProcessNames: []string{"claude"}},

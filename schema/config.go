@@ -46,8 +46,9 @@ type Capacity struct {
 	// needs a session beyond it is Queued. 0 means no limit. Default 10.
 	// Lowering it stops no running agent: the queue waits until enough end.
 	MaxLiveSessions *int `yaml:"maxLiveSessions" json:"maxLiveSessions"`
-	// MaxStartsInFlight is how many spawns may be unconfirmed (Spawning)
-	// at once: fresh spawns, resumes and self-heals alike. Default 2.
+	// MaxStartsInFlight is how many harnesses may be starting at once
+	// (Spawning, and not yet reported started: reconciler startInFlight):
+	// fresh spawns, resumes and self-heals alike. Default 2.
 	MaxStartsInFlight int `yaml:"maxStartsInFlight" json:"maxStartsInFlight"`
 	// IdleParkSeconds, when not 0, parks an agent idle this long (no
 	// event pending or in flight, its transcript unchanged, its input box

@@ -129,6 +129,12 @@ const (
 	// harness will settle (an exit status, a confirmation, a paste's line
 	// in the transcript) is looked at again.
 	DefaultPoll = time.Second
+	// DefaultStartPoll is how soon a spawn held by
+	// capacity.maxStartsInFlight is looked at again while a start in
+	// flight may be reported started: the report (Claude Code's
+	// SessionStart hook) reaches the store, not the daemon, so the next
+	// start waits at most this long behind it.
+	DefaultStartPoll = 200 * time.Millisecond
 	// DefaultMaxBootPrompt is the largest boot prompt put in argv, in
 	// bytes; a longer event boots with its header line and is pasted once
 	// the harness runs, because tmux refuses argv over about 16 KiB. It also

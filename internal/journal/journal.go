@@ -77,7 +77,7 @@ const (
 	// of another loopd (or none); it is never adopted, pasted into or killed.
 	SessionForeign Name = "session.foreign"
 	// SessionQueued: the item needs an agent and the host is full
-	// (reason=capacity) or enough spawns are unconfirmed
+	// (reason=capacity) or enough starts are in flight
 	// (reason=starts_in_flight); it waits in the queue, once per episode.
 	SessionQueued Name = "session.queued"
 	// SessionParked: an agent idle for capacity.idleParkSeconds was

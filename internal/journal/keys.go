@@ -127,7 +127,7 @@ const (
 	// Capacity (session.queued, session.parked, the dry run's queue).
 	KeyPosition  = "position"   // an item's place in the queue, 1 first
 	KeyMaxLive   = "max_live"   // capacity.maxLiveSessions, 0 for no limit
-	KeyStarts    = "starts"     // spawns unconfirmed (Spawning) once the pass is done
+	KeyStarts    = "starts"     // starts in flight (reconciler startInFlight) once the pass is done
 	KeyMaxStarts = "max_starts" // capacity.maxStartsInFlight
 	KeyIdleFor   = "idle_for"   // how long a parked agent had been idle (a duration)
 )
