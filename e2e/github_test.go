@@ -167,6 +167,7 @@ func TestGitHubOutboxSurvivesKill9(t *testing.T) {
 	before := len(srv.Requests())
 	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	assert.Contains(t, dry, "github_call work_item=Codertocat/Hello-World#1 call=react call_id=3 attempts=1 next_attempt=")
+	assert.Contains(t, dry, "http_status=502 err=\"Bad Gateway\"", "the dry run shows why the call waits")
 	assert.Len(t, srv.Requests(), before, "the dry run sends nothing")
 	e.waitFor(t, func() bool {
 		_, stderr, code := e.runEnv(t, []string{gitHubTokenEnv + "=" + token}, "reconcile", "--once")
