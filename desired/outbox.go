@@ -87,6 +87,9 @@ type Talk struct {
 	// Host is this machine's name and Socket loopd's tmux socket: an
 	// announcement says where the agent runs and how to attach to it.
 	Host, Socket string
+	// MaxDeliveries is the route's maxDeliveriesPerHour, which a notice of
+	// the loop breaker names; 0 when the item has no route.
+	MaxDeliveries int
 }
 
 // TalkRule is the one home of what a status change says on GitHub. r is

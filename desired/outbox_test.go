@@ -2,6 +2,7 @@ package desired_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,6 +138,35 @@ func TestComments(t *testing.T) {
 	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_unconfirmed"}, nil, talk)
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "It sent event abc 3 times; it never showed in the agent's conversation.")
+
+	// A workspace that could not be made: the agent never ran, and the
+	// notice says what failed instead.
+	r.Status = desired.Status{Phase: desired.PhasePreparing, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "workspace_failed", Failures: 1,
+		WorkspaceError: "git fetch: exit 128"}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.NotContains(t, body, "ran the agent")
+	assert.Contains(t, body, "It tried to start the agent 1 time in a row; the last try failed making its workspace, so the agent did not start (below).")
+	assert.Contains(t, body, "\n    git fetch: exit 128\n")
+
+	// A crash loop says how many runs failed.
+	r.Status = desired.Status{Phase: desired.PhaseBackingOff, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "budget_exhausted", Failures: 3}, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "It ran the agent 3 times in a row without a healthy run.")
+
+	// The loop breaker names its rule: the events within the hour and the
+	// route's maxDeliveriesPerHour.
+	storm := talk
+	storm.MaxDeliveries = 2
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: desired.ReasonDeliveryStorm, Screen: "ready",
+		DeliveredAt: []time.Time{at, at.Add(time.Minute)}}, nil, storm)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "The loop breaker stopped sending events to the agent: 2 reached it within an hour, "+
+		"and one more would be more than the route's maxDeliveriesPerHour (2).")
 
 	// A blocked agent: what clears it is acting on its screen, not a release.
 	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42"}

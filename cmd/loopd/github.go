@@ -109,8 +109,9 @@ func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 
 // talk returns what an item may say on GitHub under the config current
 // returns (read at each status write, so a reload applies): its route's
-// announce and acknowledge (schema.Route.Talk), and notices whenever the
-// config has a github block; host names this machine in an announcement.
+// announce and acknowledge (schema.Route.Talk) and its maxDeliveriesPerHour
+// (for the loop breaker's notice), and notices whenever the config has a
+// github block; host names this machine in an announcement.
 func talk(current func() *schema.Config, host string) func(desired.Record) desired.Talk {
 	return func(r desired.Record) desired.Talk {
 		cfg := current()
@@ -118,6 +119,7 @@ func talk(current func() *schema.Config, host string) func(desired.Record) desir
 		t := desired.Talk{Notify: on, Host: host, Socket: cfg.Tmux.Socket}
 		if route, ok := cfg.Webhooks.GHWebhook.Routing.Route(r.Key.Owner, r.Key.Repo); ok {
 			t.Announce, t.Acknowledge = route.Talk(on)
+			t.MaxDeliveries = route.MaxDeliveries()
 		}
 		return t
 	}
