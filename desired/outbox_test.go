@@ -177,3 +177,22 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "\n    tmux -L loopd attach -t =loop-acme-api-42\n")
 	assert.NotContains(t, body, "loopd release")
 }
+
+// TestIsOwnMarker: the markers loopd ends its announcements and notices
+// with are its own, in any case and spacing; an agent's marker, other
+// hidden text and a marker not in a comment are not.
+func TestIsOwnMarker(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	talk := desired.Talk{Announce: true, Notify: true}
+	_, calls := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, nil, talk)
+	require.Len(t, calls, 1)
+	_, notices := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash"}, nil, talk)
+	require.Len(t, notices, 1)
+	for _, m := range []string{calls[0].Marker, notices[0].Marker, "<!--LOOPD : Announce o/r#1-->", "<!-- loopd:notice o/r#1 episode = 7 --!>"} {
+		assert.True(t, desired.IsOwnMarker(m), m)
+	}
+	for _, m := range []string{desired.AgentMarker(key), "<!-- loopd:announce -->", "<!-- loopd:notice o/r#1 episode=x -->",
+		"loopd:announce o/r#1", "<!-- loopd:announcement o/r#1 -->", "<!-- loopd:notice o/r#1 -->x"} {
+		assert.False(t, desired.IsOwnMarker(m), m)
+	}
+}
