@@ -103,14 +103,17 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 
 // agentMarked reports whether the markdown body carries an agent marker
 // (desired.IsAgentMarker) in an HTML comment GitHub does not show
-// (htmlComments): the agent's own comment. A marker shown as text (in a
-// code span or block) is someone writing about the marker.
+// (htmlComments) outside a block quote: the agent's own comment. A marker
+// shown as text (in a code span or block) is someone writing about the
+// marker; one in a block quote is someone quoting the agent, and their
+// comment is delivered with the quote as written (the marker shown as a
+// hidden HTML comment, revealMarkdown).
 func agentMarked(body string) bool {
 	if !strings.Contains(body, "<!--") {
 		return false
 	}
 	for _, c := range htmlComments(body) {
-		if !c.unterminated && desired.IsAgentMarker(body[c.start:c.end]) {
+		if !c.unterminated && !c.quoted && desired.IsAgentMarker(body[c.start:c.end]) {
 			return true
 		}
 	}

@@ -1026,6 +1026,23 @@ func TestPayloadTextSanitized(t *testing.T) {
 // TestHiddenTextShownInStoredPrompt sends loopd issue 6's comment, which
 // GitHub shows as "LGTM, thanks!", over HTTP: the stored prompt holds no
 // Tag character, and shows what they spelled, marked as hidden.
+// TestQuotedAgentCommentIsDelivered: a person's comment that quotes the
+// agent's comment, marker and all, is theirs: it is delivered, the quote
+// as written, the marker shown as the hidden comment it is.
+func TestQuotedAgentCommentIsDelivered(t *testing.T) {
+	e := newEnv(t)
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = "> quoted agent\n> " + desired.AgentMarker(issue1) + "\n\nreal question from me"
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1, "the person's question is delivered")
+	assert.Contains(t, rec.Pending[0].Prompt, "\n> quoted agent\n> ⟦hidden HTML comment: "+desired.AgentMarker(issue1)+"⟧\n\nreal question from me\n")
+}
+
 func TestHiddenTextShownInStoredPrompt(t *testing.T) {
 	e := newEnv(t)
 	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
