@@ -17,8 +17,9 @@ import (
 // whether it is routed at all.
 type verdict struct {
 	// drop, when set, is why the change's prompt is dropped: only its
-	// state snapshot applies (a close or reopen is GitHub's fact, whoever
-	// made it), and it is journaled with this reason.
+	// state snapshot applies, to an item loopd holds (a close or reopen is
+	// GitHub's fact, whoever made it), and it is journaled with this
+	// reason.
 	drop string
 	// unhandled turns a labeled action that adds no trigger label into
 	// its state snapshot alone (change.unhandled).
@@ -52,7 +53,8 @@ type verdict struct {
 //     only reaches an item that already runs (noCreate, not_labelled);
 //   - with trigger.mention, a comment or an opened item whose text does
 //     not mention it (mentions) is dropped, and an event with no text of
-//     its own (a push, a reopen) only reaches an item that runs.
+//     its own (a push, a reopen, a close, ready for review: opening) only
+//     reaches an item that runs.
 func filter(c change, route schema.Route, authorized func(login string) bool, botLogin string) verdict {
 	if c.ci != nil {
 		if !route.Reactions.CIFailureOn() {
@@ -101,14 +103,17 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 
 // agentMarked reports whether the markdown body carries an agent marker
 // (desired.IsAgentMarker) in an HTML comment GitHub does not show
-// (htmlComments): the agent's own comment. A marker shown as text (in a
-// code span or block) is someone writing about the marker.
+// (htmlComments) outside a block quote: the agent's own comment. A marker
+// shown as text (in a code span or block) is someone writing about the
+// marker; one in a block quote is someone quoting the agent, and their
+// comment is delivered with the quote as written (the marker shown as a
+// hidden HTML comment, revealMarkdown).
 func agentMarked(body string) bool {
 	if !strings.Contains(body, "<!--") {
 		return false
 	}
 	for _, c := range htmlComments(body) {
-		if !c.unterminated && desired.IsAgentMarker(body[c.start:c.end]) {
+		if !c.unterminated && !c.quoted && desired.IsAgentMarker(body[c.start:c.end]) {
 			return true
 		}
 	}

@@ -99,7 +99,18 @@ func TestAgentMarked(t *testing.T) {
 		{"done\n\n" + desired.AgentMarker(issue1), true},
 		{"done <!--loopd:agent o/r#1-->", true},
 		{"<!--\n  Loopd : AGENT\to/r#12\n-->", true},
-		{"done\n> quoted <!-- loopd:agent o/r#1 -->", true},
+		// A marker in a block quote is someone quoting the agent.
+		{"done\n> quoted <!-- loopd:agent o/r#1 -->", false},
+		{"> quoted agent\n> <!-- loopd:agent Codertocat/Hello-World#1 -->\n\nreal question from me", false},
+		{"> quoted agent\n>\n> <!-- loopd:agent o/r#1 -->\n\nwhy?", false},
+		{"> - list in a quote <!-- loopd:agent o/r#1 -->", false},
+		{"> > nested\n> > <!-- loopd:agent o/r#1 -->\n\nok", false},
+		// The agent's own comment that ends with a quote still counts:
+		// the marker's line ends the quote (an HTML comment starts an
+		// HTML block, which is no lazy continuation of the quote).
+		{"> you asked for this\n\nDone.\n\n" + desired.AgentMarker(issue1), true},
+		{"> you asked for this\n" + desired.AgentMarker(issue1), true},
+		{"> quoted <!-- loopd:agent o/r#1 -->\n\nmine <!-- loopd:agent o/r#1 -->", true},
 		{"`<!-- loopd:agent o/r#1 -->`", false},
 		{"```\n<!-- loopd:agent o/r#1 -->\n```", false},
 		{"<!-- loopd:agent o/r#1 and more -->", false},
