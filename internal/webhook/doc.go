@@ -29,12 +29,15 @@
 //     own announcement or notice marker (desired.IsOwnMarker), and, with
 //     trigger.mention, a comment that does not mention it. Such a delivery
 //     gets 202, ignored with the rule's reason, except that a close or
-//     reopen, or a state snapshot that changes an item loopd holds, still
+//     reopen, or a state snapshot, that changes an item loopd holds still
 //     sets the item's state (it is GitHub's fact, whoever made it) with no
-//     prompt queued. With trigger.labels an item starts once it carries
-//     one of them; the events of one that does not, and CI failures, only
-//     reach an item loopd holds (ignored otherwise, with the reason). A
-//     repository with no route gets 202, ignored.
+//     prompt queued; it never creates an item. With trigger.mention, an
+//     event with no text of its own (a push, a reopen, a close, ready for
+//     review) only reaches an item loopd holds. With trigger.labels an
+//     item starts once it carries one of them; the events of one that
+//     does not, and CI failures, only reach an item loopd holds (ignored
+//     otherwise, with the reason). A repository with no route gets 202,
+//     ignored.
 //  9. The route's workdir is rendered and the change is ingested. Accepted
 //     gets 202 and wakes the reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error,

@@ -182,7 +182,7 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 	c.prompt.Title = e.GetIssue().GetTitle()
 	c.prompt.URL = e.GetIssue().GetHTMLURL()
 	c.prompt.Body = e.GetIssue().GetBody()
-	c.text, c.opening = opening(c.prompt.Title, c.prompt.Body), action == "opened"
+	c.text, c.opening = opening(action, c.prompt.Title, c.prompt.Body)
 	if action == "labeled" {
 		return labeled(c, e.GetLabel().GetName())
 	}
@@ -206,7 +206,7 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 	} else {
 		c.prompt.Base = e.GetPullRequest().GetBase().GetRef()
 		c.prompt.Body = e.GetPullRequest().GetBody()
-		c.text, c.opening = opening(c.prompt.Title, c.prompt.Body), action == "opened"
+		c.text, c.opening = opening(action, c.prompt.Title, c.prompt.Body)
 	}
 	if action == "labeled" {
 		return labeled(c, e.GetLabel().GetName())
@@ -266,10 +266,21 @@ func fromIssue(repo *github.Repository, is *github.Issue, sender *github.User) (
 	return c, err
 }
 
-// opening returns the text an opened item's mention is looked for in: its
-// title, then its body.
-func opening(title, body string) string {
-	return title + "\n\n" + body
+// opening returns the text of an action on an item (change.text) and
+// whether the action opens the conversation (change.opening). An opened
+// item's text, which the mention and agent marker rules read, is its
+// title, then its body; so is a labeled action's (labeled). A reopen,
+// a close or ready for review has no text of its own: the title and body
+// are what someone else wrote before, and the action only reaches an item
+// that runs (filter).
+func opening(action, title, body string) (string, bool) {
+	switch action {
+	case "opened":
+		return title + "\n\n" + body, true
+	case "labeled":
+		return title + "\n\n" + body, false
+	}
+	return "", false
 }
 
 // fromPullRequest starts a change for a pull request payload, with the

@@ -17,8 +17,9 @@ import (
 // whether it is routed at all.
 type verdict struct {
 	// drop, when set, is why the change's prompt is dropped: only its
-	// state snapshot applies (a close or reopen is GitHub's fact, whoever
-	// made it), and it is journaled with this reason.
+	// state snapshot applies, to an item loopd holds (a close or reopen is
+	// GitHub's fact, whoever made it), and it is journaled with this
+	// reason.
 	drop string
 	// unhandled turns a labeled action that adds no trigger label into
 	// its state snapshot alone (change.unhandled).
@@ -54,7 +55,8 @@ type verdict struct {
 //     only reaches an item that already runs (noCreate, not_labelled);
 //   - with trigger.mention, a comment or an opened item whose text does
 //     not mention it (mentions) is dropped, and an event with no text of
-//     its own (a push, a reopen) only reaches an item that runs.
+//     its own (a push, a reopen, a close, ready for review: opening) only
+//     reaches an item that runs.
 func filter(c change, route schema.Route, authorized func(login string) bool, botLogin string) verdict {
 	if c.ci != nil {
 		if !route.Reactions.CIFailureOn() {
@@ -105,23 +107,28 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 
 // agentMarked reports whether the markdown body carries an agent marker
 // (desired.IsAgentMarker) in an HTML comment GitHub does not show
-// (htmlComments): the agent's own comment. A marker shown as text (in a
-// code span or block) is someone writing about the marker.
+// (htmlComments) outside a block quote: the agent's own comment. A marker
+// shown as text (in a code span or block) is someone writing about the
+// marker; one in a block quote is someone quoting the agent, and their
+// comment is delivered with the quote as written (the marker shown as a
+// hidden HTML comment, revealMarkdown).
 func agentMarked(body string) bool { return hiddenMarker(body, desired.IsAgentMarker) }
 
 // ownMarked reports whether the markdown body carries one of loopd's own
-// markers (desired.IsOwnMarker: an announcement's or a notice's) in an HTML
-// comment GitHub does not show, as agentMarked does for an agent's.
+// markers (desired.IsOwnMarker: an announcement's or a notice's) where
+// agentMarked looks for an agent's: a person quoting loopd's comment is
+// still a person.
 func ownMarked(body string) bool { return hiddenMarker(body, desired.IsOwnMarker) }
 
 // hiddenMarker reports whether an HTML comment GitHub does not show
-// (htmlComments) in the markdown body is a marker by is.
+// (htmlComments), outside a block quote, in the markdown body is a marker
+// by is.
 func hiddenMarker(body string, is func(comment string) bool) bool {
 	if !strings.Contains(body, "<!--") {
 		return false
 	}
 	for _, c := range htmlComments(body) {
-		if !c.unterminated && is(body[c.start:c.end]) {
+		if !c.unterminated && !c.quoted && is(body[c.start:c.end]) {
 			return true
 		}
 	}

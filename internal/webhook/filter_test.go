@@ -41,6 +41,7 @@ func TestFilter(t *testing.T) {
 		{"agent_marker_of_another_item", comment("alice", "User", "See o/r#2.\n<!--LOOPD:Agent   o/other#9-->"), schema.Route{}, verdict{drop: reasonAgentMarker}},
 		{"announce_marker_is_loopds_own", comment("alice", "User", "An agent is working on this issue.\n\n<!-- loopd:announce o/r#1 -->"), schema.Route{}, verdict{drop: reasonOwnMarker}},
 		{"notice_marker_is_loopds_own", comment("alice", "User", "needs attention\n<!--LOOPD:notice o/r#1 episode=2-->"), schema.Route{}, verdict{drop: reasonOwnMarker}},
+		{"own_marker_quoted_by_a_person_is_theirs", comment("alice", "User", "> An agent is working on this issue.\n> <!-- loopd:announce o/r#1 -->\n\nwhy?"), schema.Route{}, verdict{}},
 		{"own_marker_shown_in_code_is_not_one", comment("alice", "User", "loopd ends with `<!-- loopd:announce o/r#1 -->`"), schema.Route{}, verdict{}},
 		{"marker_shown_in_code_is_not_one", comment("alice", "User", "agents end with `<!-- loopd:agent o/r#1 -->`"), schema.Route{}, verdict{}},
 		{"mention_present", comment("alice", "User", "@LoopD please look"), mention, verdict{}},
@@ -102,7 +103,18 @@ func TestAgentMarked(t *testing.T) {
 		{"done\n\n" + desired.AgentMarker(issue1), true},
 		{"done <!--loopd:agent o/r#1-->", true},
 		{"<!--\n  Loopd : AGENT\to/r#12\n-->", true},
-		{"done\n> quoted <!-- loopd:agent o/r#1 -->", true},
+		// A marker in a block quote is someone quoting the agent.
+		{"done\n> quoted <!-- loopd:agent o/r#1 -->", false},
+		{"> quoted agent\n> <!-- loopd:agent Codertocat/Hello-World#1 -->\n\nreal question from me", false},
+		{"> quoted agent\n>\n> <!-- loopd:agent o/r#1 -->\n\nwhy?", false},
+		{"> - list in a quote <!-- loopd:agent o/r#1 -->", false},
+		{"> > nested\n> > <!-- loopd:agent o/r#1 -->\n\nok", false},
+		// The agent's own comment that ends with a quote still counts:
+		// the marker's line ends the quote (an HTML comment starts an
+		// HTML block, which is no lazy continuation of the quote).
+		{"> you asked for this\n\nDone.\n\n" + desired.AgentMarker(issue1), true},
+		{"> you asked for this\n" + desired.AgentMarker(issue1), true},
+		{"> quoted <!-- loopd:agent o/r#1 -->\n\nmine <!-- loopd:agent o/r#1 -->", true},
 		{"`<!-- loopd:agent o/r#1 -->`", false},
 		{"```\n<!-- loopd:agent o/r#1 -->\n```", false},
 		{"<!-- loopd:agent o/r#1 and more -->", false},

@@ -323,10 +323,12 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			return
 		}
 		// Whoever closed or reopened the item, or commented on it, it is
-		// closed or open on GitHub: the state applies. Only instructions
-		// to the agent need an authorized sender that is not loopd itself,
-		// so the prompt is dropped.
+		// closed or open on GitHub: the state applies to an item loopd
+		// holds. Only instructions to the agent need an authorized sender
+		// that is not loopd itself, so the prompt is dropped, and with it
+		// any reason to create the item.
 		c.prompt = nil
+		v.noCreate, v.unknown = true, v.drop
 	}
 	if !routed {
 		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonNoRoute)

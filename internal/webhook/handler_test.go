@@ -871,6 +871,54 @@ func TestIgnored(t *testing.T) {
 			body:   func(t *testing.T) []byte { return fixture(t, "issue_comment.created.1.json") },
 			code:   http.StatusAccepted, reason: reasonUnauthorizedSender,
 		},
+		// An event that cannot start an item creates none: its state
+		// applies only to an item loopd holds.
+		{
+			name:   "reopen_with_mention_trigger",
+			config: mentionTrigger,
+			event:  "issues",
+			body:   func(t *testing.T) []byte { return fixture(t, "issues.reopened.1.json") },
+			code:   http.StatusAccepted, reason: reasonNoMention,
+		},
+		{
+			name:   "reopen_of_an_item_whose_body_mentions_the_trigger",
+			config: mentionTrigger,
+			event:  "issues",
+			body: func(t *testing.T) []byte {
+				return derive(t, "issues.reopened.1.json", func(m map[string]any) { obj(t, m, "issue")["body"] = "@loopd fix it" })
+			},
+			code: http.StatusAccepted, reason: reasonNoMention,
+		},
+		{
+			name:   "close_with_mention_trigger",
+			config: mentionTrigger,
+			event:  "pull_request",
+			body:   func(t *testing.T) []byte { return fixture(t, "pull_request.closed.1.json") },
+			code:   http.StatusAccepted, reason: reasonNoMention,
+		},
+		{
+			name:   "ready_for_review_with_mention_trigger",
+			config: mentionTrigger,
+			event:  "pull_request",
+			body: func(t *testing.T) []byte {
+				return derive(t, "pull_request.opened.1.json", func(m map[string]any) { m["action"] = "ready_for_review" })
+			},
+			code: http.StatusAccepted, reason: reasonNoMention,
+		},
+		{
+			name:   "reopen_with_labels_trigger",
+			config: func(c *schema.GHWebhook) { setTrigger(c, &schema.Trigger{Labels: []string{"agent"}}) },
+			event:  "issues",
+			body:   func(t *testing.T) []byte { return fixture(t, "issues.reopened.1.json") },
+			code:   http.StatusAccepted, reason: reasonNotLabelled,
+		},
+		{
+			name:   "strangers_reopen",
+			config: func(c *schema.GHWebhook) { c.AuthorizedUsers = []string{"octocat"} },
+			event:  "issues",
+			body:   func(t *testing.T) []byte { return fixture(t, "issues.reopened.1.json") },
+			code:   http.StatusAccepted, reason: reasonUnauthorizedSender,
+		},
 		{
 			name: "no_route",
 			config: func(c *schema.GHWebhook) {
@@ -902,6 +950,40 @@ func TestIgnored(t *testing.T) {
 			assert.Zero(t, e.triggers.Load())
 		})
 	}
+}
+
+// setTrigger sets the trigger of the fixtures' route.
+func setTrigger(c *schema.GHWebhook, tr *schema.Trigger) {
+	r := c.Routing.Repos["Codertocat/Hello-World"]
+	r.Trigger = tr
+	c.Routing.Repos["Codertocat/Hello-World"] = r
+}
+
+// mentionTrigger sets trigger.mention @loopd on the fixtures' route.
+func mentionTrigger(c *schema.GHWebhook) { setTrigger(c, &schema.Trigger{Mention: "@loopd"}) }
+
+// TestReopenReachesARunningItemWithMentionTrigger: with trigger.mention,
+// a reopen has no text of its own to mention it: it reaches an item loopd
+// holds, with its prompt, whatever the item's body says.
+func TestReopenReachesARunningItemWithMentionTrigger(t *testing.T) {
+	e := newEnv(t)
+	cfg := defaultConfig()
+	mentionTrigger(&cfg)
+	e.cfg.Store(&cfg)
+	code, _ := e.replay(t, "issues", "d-open", derive(t, "issues.opened.1.json", func(m map[string]any) {
+		obj(t, m, "issue")["title"] = "@loopd " + issueTitle
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Len(t, e.onlyRecord(t).Pending, 1, "the mention starts the item")
+
+	code, _ = e.replay(t, "issues", "d-reopen", derive(t, "issues.reopened.1.json", func(m map[string]any) {
+		obj(t, m, "issue")["updated_at"] = "2030-01-01T00:00:00Z"
+	}))
+
+	assert.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 2, "the reopen reaches the item")
+	assert.Equal(t, "d-reopen", rec.Pending[1].ID)
 }
 
 func TestConfigReloadTakesEffect(t *testing.T) {
@@ -944,6 +1026,23 @@ func TestPayloadTextSanitized(t *testing.T) {
 // TestHiddenTextShownInStoredPrompt sends loopd issue 6's comment, which
 // GitHub shows as "LGTM, thanks!", over HTTP: the stored prompt holds no
 // Tag character, and shows what they spelled, marked as hidden.
+// TestQuotedAgentCommentIsDelivered: a person's comment that quotes the
+// agent's comment, marker and all, is theirs: it is delivered, the quote
+// as written, the marker shown as the hidden comment it is.
+func TestQuotedAgentCommentIsDelivered(t *testing.T) {
+	e := newEnv(t)
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "comment")["body"] = "> quoted agent\n> " + desired.AgentMarker(issue1) + "\n\nreal question from me"
+	})
+
+	code, _ := e.replay(t, "issue_comment", "d-1", body)
+
+	require.Equal(t, http.StatusAccepted, code)
+	rec := e.onlyRecord(t)
+	require.Len(t, rec.Pending, 1, "the person's question is delivered")
+	assert.Contains(t, rec.Pending[0].Prompt, "\n> quoted agent\n> ⟦hidden HTML comment: "+desired.AgentMarker(issue1)+"⟧\n\nreal question from me\n")
+}
+
 func TestHiddenTextShownInStoredPrompt(t *testing.T) {
 	e := newEnv(t)
 	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {

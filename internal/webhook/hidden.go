@@ -271,6 +271,24 @@ var gfm = goldmark.New(goldmark.WithExtensions(extension.GFM)).Parser()
 type span struct {
 	start, end   int
 	unterminated bool // an HTML comment that never ends: it hides the rest of the body
+	quoted       bool // an HTML comment that opens inside a block quote
+}
+
+// rawHTML is a segment of raw HTML of a markdown body, and whether it
+// lies inside a block quote.
+type rawHTML struct {
+	text.Segment
+	quoted bool
+}
+
+// inQuote reports whether n lies inside a block quote.
+func inQuote(n ast.Node) bool {
+	for p := n.Parent(); p != nil; p = p.Parent() {
+		if p.Kind() == ast.KindBlockquote {
+			return true
+		}
+	}
+	return false
 }
 
 // htmlComments returns the HTML comments of the markdown s that GitHub does
@@ -278,13 +296,13 @@ type span struct {
 // comment; "<!--" in a code span, a code block or plain text is shown as
 // text. A comment opened in an HTML block and not closed by "-->" in later
 // raw HTML hides everything after it, as the browser reads the rest of the
-// page as the comment.
+// page as the comment. A comment is quoted when it opens in a block quote.
 func htmlComments(s string) []span {
 	if !strings.Contains(s, "<!--") {
 		return nil
 	}
 	src := []byte(s)
-	var raw []text.Segment
+	var raw []rawHTML
 	doc := gfm.Parse(text.NewReader(src), parser.WithContext(parser.NewContext()))
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		if !entering {
@@ -292,25 +310,27 @@ func htmlComments(s string) []span {
 		}
 		switch n := n.(type) {
 		case *ast.HTMLBlock:
+			q := inQuote(n)
 			for i := range n.Lines().Len() {
-				raw = append(raw, n.Lines().At(i))
+				raw = append(raw, rawHTML{n.Lines().At(i), q})
 			}
 			if n.HasClosure() {
-				raw = append(raw, n.ClosureLine)
+				raw = append(raw, rawHTML{n.ClosureLine, q})
 			}
 		case *ast.RawHTML:
 			if n.Segments.Len() > 0 && strings.HasPrefix(s[n.Segments.At(0).Start:], "<!--") {
+				q := inQuote(n)
 				for i := range n.Segments.Len() {
-					raw = append(raw, n.Segments.At(i))
+					raw = append(raw, rawHTML{n.Segments.At(i), q})
 				}
 			}
 		}
 		return ast.WalkContinue, nil
 	})
-	slices.SortFunc(raw, func(a, b text.Segment) int { return a.Start - b.Start })
+	slices.SortFunc(raw, func(a, b rawHTML) int { return a.Start - b.Start })
 
 	var out []span
-	open := -1
+	open, quoted := -1, false
 	for _, seg := range raw {
 		for pos := max(seg.Start, 0); pos < seg.Stop; {
 			part := s[pos:seg.Stop]
@@ -319,12 +339,12 @@ func htmlComments(s string) []span {
 				if j < 0 {
 					break
 				}
-				open, pos = pos+j, pos+j+4
+				open, pos, quoted = pos+j, pos+j+4, seg.quoted
 				// "<!-->" and "<!--->" are whole, empty comments (HTML,
 				// "abrupt-closing-of-empty-comment").
 				for _, empty := range []string{">", "->"} {
 					if strings.HasPrefix(s[pos:seg.Stop], empty) {
-						out = append(out, span{start: open, end: pos + len(empty)})
+						out = append(out, span{start: open, end: pos + len(empty), quoted: quoted})
 						open, pos = -1, pos+len(empty)
 						break
 					}
@@ -335,12 +355,12 @@ func htmlComments(s string) []span {
 			if end < 0 {
 				break
 			}
-			out = append(out, span{start: open, end: pos + end})
+			out = append(out, span{start: open, end: pos + end, quoted: quoted})
 			open, pos = -1, pos+end
 		}
 	}
 	if open >= 0 {
-		out = append(out, span{start: open, end: len(s), unterminated: true})
+		out = append(out, span{start: open, end: len(s), unterminated: true, quoted: quoted})
 	}
 	return out
 }

@@ -447,6 +447,9 @@ func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Ch
 	default:
 		switch {
 		case has("refs/heads/" + c.Branch):
+			if err := m.upstream(ctx, mirror, c.Branch, false); err != nil {
+				return nil, err
+			}
 			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
 		case has("refs/remotes/origin/" + c.Branch):
 			// The agent pushed the branch from an earlier worktree.
@@ -456,8 +459,44 @@ func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Ch
 		if err != nil {
 			return nil, err
 		}
+		if err := m.upstream(ctx, mirror, c.Branch, true); err != nil {
+			return nil, err
+		}
 		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, base}, nil
 	}
+}
+
+// upstream makes origin's branch of the same name the upstream of an
+// issue's local branch (branch.<b>.remote origin, branch.<b>.merge
+// refs/heads/<b>), so that a plain `git push` in its worktree creates or
+// updates that branch on the remote (git-push(1): push.default "simple",
+// git's default, pushes to an upstream of the same name and refuses a
+// branch with none), and a plain `git pull` pulls it once it is there. A
+// new branch gets it always: written before the worktree is added, as
+// `--no-track` leaves a branch's config alone, so a daemon killed between
+// the two leaves a worktree that pushes right. An existing branch gets it
+// only when it has no upstream (one made before loopd set it): one set
+// by someone else is theirs. Only the branch's own keys are written.
+func (m *Manager) upstream(ctx context.Context, mirror, branch string, replace bool) error {
+	if !replace {
+		_, err := m.run(ctx, "config", mirror, nil, "config", "--get-all", "branch."+branch+".merge")
+		var e *Error
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &e) || e.Exit != 1:
+			return err // exit 1 is "no such key" (git-config(1))
+		}
+	}
+	for _, kv := range [][2]string{
+		{"branch." + branch + ".remote", "origin"},
+		{"branch." + branch + ".merge", "refs/heads/" + branch},
+	} {
+		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // has reports whether ref names a commit in mirror.

@@ -503,6 +503,103 @@ func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
 	}
 }
 
+// TestIssueBranchPushesPlainly: the issue's new branch has origin's branch
+// of the same name as its upstream, so a plain `git push` (git's default
+// push.default, simple) creates it on the remote and then updates it, and
+// a plain `git pull` pulls it. Made again from the pushed branch, or from
+// a local branch made before the upstream was set, it tracks the same;
+// an upstream someone else set is kept, and no other branch's keys move.
+func TestIssueBranchPushesPlainly(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	dir := filepath.Join(base, "issue-7")
+	issue := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-7"}
+	res, err := m.Prepare(ctx, issue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another branch's keys, which the issue's Prepare must leave alone.
+	workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.other.merge", "refs/heads/elsewhere")
+	// upstream is the branch's upstream as git reads it from the config
+	// (for-each-ref shows it before the remote has the branch, which
+	// @{upstream} does not).
+	upstream := func() string {
+		return workspacetest.Git(t, dir, "for-each-ref", "--format=%(upstream)", "refs/heads/loopd/issue-7")
+	}
+	if got := upstream(); got != "refs/remotes/origin/loopd/issue-7" {
+		t.Errorf("the issue's branch tracks %q, want origin/loopd/issue-7", got)
+	}
+	remoteHead := func() string {
+		return workspacetest.Git(t, base, "-C", r.Dir, "rev-parse", "--verify", "--quiet", "refs/heads/loopd/issue-7^{commit}")
+	}
+	commit := func(name string) string {
+		os.WriteFile(filepath.Join(dir, name), []byte(name+"\n"), 0o644)
+		workspacetest.Git(t, dir, "add", name)
+		workspacetest.Git(t, dir, "commit", "--quiet", "-m", name)
+		return workspacetest.Git(t, dir, "rev-parse", "HEAD")
+	}
+	first := commit("fix.txt")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got := remoteHead(); got != first {
+		t.Errorf("plain git push: the remote's loopd/issue-7 is %q, want %s", got, first)
+	}
+	second := commit("more.txt")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got := remoteHead(); got != second {
+		t.Errorf("second plain git push: the remote's loopd/issue-7 is %q, want %s", got, second)
+	}
+	// Someone else pushes to the branch; a plain pull brings it in.
+	other := filepath.Join(base, "other")
+	workspacetest.Git(t, base, "clone", "--quiet", "--branch", "loopd/issue-7", r.Dir, other)
+	workspacetest.Git(t, other, "commit", "--quiet", "--allow-empty", "-m", "review")
+	workspacetest.Git(t, other, "push", "--quiet")
+	theirs := workspacetest.Git(t, other, "rev-parse", "HEAD")
+	workspacetest.Git(t, dir, "pull", "--quiet", "--no-rebase")
+	if got := workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != theirs {
+		t.Errorf("plain git pull is at %s, want %s", got, theirs)
+	}
+
+	// Made again from the pushed branch (the local one deleted), it still
+	// tracks it.
+	if kept, err := m.Remove(ctx, r.URL, dir); err != nil || kept != "" {
+		t.Fatalf("Remove = %q, %v", kept, err)
+	}
+	workspacetest.Git(t, base, "-C", res.Mirror, "branch", "--quiet", "-D", "loopd/issue-7")
+	if _, err := m.Prepare(ctx, issue); err != nil {
+		t.Fatal(err)
+	}
+	if got := upstream(); got != "refs/remotes/origin/loopd/issue-7" {
+		t.Errorf("made again from the remote branch, it tracks %q", got)
+	}
+
+	// A local branch with no upstream (made before loopd set one) gets it;
+	// one someone set to another branch keeps theirs.
+	for _, tc := range []struct{ merge, want string }{
+		{"", "refs/remotes/origin/loopd/issue-7"},
+		{"refs/heads/" + r.Default, "refs/remotes/origin/" + r.Default},
+	} {
+		if kept, err := m.Remove(ctx, r.URL, dir); err != nil || kept != "" {
+			t.Fatalf("Remove = %q, %v", kept, err)
+		}
+		workspacetest.Git(t, base, "-C", res.Mirror, "config", "--remove-section", "branch.loopd/issue-7")
+		if tc.merge != "" {
+			workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.loopd/issue-7.remote", "origin")
+			workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.loopd/issue-7.merge", tc.merge)
+		}
+		if _, err := m.Prepare(ctx, issue); err != nil {
+			t.Fatal(err)
+		}
+		if got := upstream(); got != tc.want {
+			t.Errorf("existing branch with upstream %q tracks %q, want %q", tc.merge, got, tc.want)
+		}
+	}
+	if got := workspacetest.Git(t, base, "-C", res.Mirror, "config", "--get-all", "branch.other.merge"); got != "refs/heads/elsewhere" {
+		t.Errorf("another branch's upstream is %q now", got)
+	}
+}
+
 // gitErr runs git in dir like workspacetest.Git and returns its failure.
 func gitErr(dir string, args ...string) error {
 	cmd := exec.Command("git", args...)
