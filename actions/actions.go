@@ -102,7 +102,7 @@ const (
 	ReasonWorkspaceReady Reason = "workspace_ready"
 	// ReasonDeliveryStorm: the loop breaker; one more delivery would pass
 	// the route's maxDeliveriesPerHour. Only loopd release clears it.
-	ReasonDeliveryStorm Reason = "delivery_storm"
+	ReasonDeliveryStorm Reason = desired.ReasonDeliveryStorm
 	// ReasonOwnPush: a push whose new head the item's workdir already
 	// holds is the agent's own; it is dropped, never sent.
 	ReasonOwnPush Reason = "own_push"

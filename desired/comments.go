@@ -64,8 +64,16 @@ func AnnounceComment(r Record, next Status, t Talk, marker string) string {
 func NoticeComment(r Record, next Status, t Talk, marker string) string {
 	prev := r.Status
 	var tried []string
-	if next.Failures > 0 {
-		tried = append(tried, "It ran the agent "+strconv.Itoa(next.Failures)+" times in a row without a healthy run.")
+	switch {
+	case next.Failures > 0 && next.WorkspaceError != "":
+		tried = append(tried, "It tried to start the agent "+times(next.Failures)+" in a row; the last try failed making its workspace, so the agent did not start (below).")
+	case next.Failures > 0:
+		tried = append(tried, "It ran the agent "+times(next.Failures)+" in a row without a healthy run.")
+	case next.WorkspaceError != "":
+		tried = append(tried, "It could not make the agent's workspace, so the agent did not start (below).")
+	}
+	if rule, ok := reasonRules[next.Reason]; ok && next.Phase == PhaseNeedsAttention {
+		tried = append(tried, rule(next, t))
 	}
 	if next.LastExitReason != "" && next.LastExitStatus != nil {
 		tried = append(tried, "The last run ended with exit status "+strconv.Itoa(*next.LastExitStatus)+" ("+next.LastExitReason+").")
@@ -94,6 +102,33 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 		"Host": t.Host, "Item": r.Key.String(), "Marker": marker,
 	})
 	return b.String()
+}
+
+// ReasonDeliveryStorm is the reason of an item the loop breaker stopped:
+// one more delivery would pass its route's maxDeliveriesPerHour
+// (actions.ReasonDeliveryStorm, which the reconciler plans).
+const ReasonDeliveryStorm = "delivery_storm"
+
+// reasonRules names, in a notice, the rule behind the reasons whose rule
+// the status fields do not show by themselves; every other reason is
+// told by the facts NoticeComment reads.
+var reasonRules = map[string]func(Status, Talk) string{
+	ReasonDeliveryStorm: func(s Status, t Talk) string {
+		limit := "the route's maxDeliveriesPerHour"
+		if t.MaxDeliveries > 0 {
+			limit += " (" + strconv.Itoa(t.MaxDeliveries) + ")"
+		}
+		return "The loop breaker stopped sending events to the agent: " + strconv.Itoa(len(s.DeliveredAt)) +
+			" reached it within an hour, and one more would be more than " + limit + "."
+	},
+}
+
+// times says n times in words: "1 time", "3 times".
+func times(n int) string {
+	if n == 1 {
+		return "1 time"
+	}
+	return strconv.Itoa(n) + " times"
 }
 
 func kindText(k Kind) string {

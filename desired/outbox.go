@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -87,6 +88,9 @@ type Talk struct {
 	// Host is this machine's name and Socket loopd's tmux socket: an
 	// announcement says where the agent runs and how to attach to it.
 	Host, Socket string
+	// MaxDeliveries is the route's maxDeliveriesPerHour, which a notice of
+	// the loop breaker names; 0 when the item has no route.
+	MaxDeliveries int
 }
 
 // TalkRule is the one home of what a status change says on GitHub. r is
@@ -143,7 +147,7 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 	if entered || blocked {
 		next.Episodes = prev.Episodes + 1
 		if t.Notify {
-			marker := "<!-- loopd:notice " + r.Key.String() + " episode=" + strconv.Itoa(next.Episodes) + " -->"
+			marker := noticeMarker(r.Key, next.Episodes)
 			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker,
 				Body: NoticeComment(r, next, t, marker)})
 		}
@@ -151,8 +155,36 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 	return next, calls
 }
 
+// The kinds of loopd's own markers, the hidden HTML comments that end
+// what it posts: "<!-- loopd:<kind> owner/repo#n … -->".
+const (
+	markerAnnounce = "announce"
+	markerNotice   = "notice"
+)
+
 // announceMarker is the hidden marker of an item's announcement: one per
 // item, ever.
 func announceMarker(k Key) string {
-	return "<!-- loopd:announce " + k.String() + " -->"
+	return "<!-- loopd:" + markerAnnounce + " " + k.String() + " -->"
+}
+
+// noticeMarker is the hidden marker of an item's notice of episode.
+func noticeMarker(k Key, episode int) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " episode=" + strconv.Itoa(episode) + " -->"
+}
+
+// ownMarker matches the text inside an HTML comment that is one of loopd's
+// own markers (announceMarker, noticeMarker), in any case, with any
+// whitespace around and between its parts.
+var ownMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*(?:` + markerAnnounce + `|` + markerNotice +
+	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+episode\s*=\s*[0-9]+)?\s*$`)
+
+// IsOwnMarker reports whether comment, the whole of an HTML comment
+// ("<!--" … "-->"), is one of loopd's own markers (an announcement's or a
+// notice's), whichever item it names: text that carries one is loopd's own
+// comment, never delivered to an agent. Whether the comment is hidden on
+// GitHub is the caller's rule (webhook's).
+func IsOwnMarker(comment string) bool {
+	inner, ok := hiddenText(comment)
+	return ok && ownMarker.MatchString(inner)
 }

@@ -2,6 +2,7 @@ package desired_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,35 @@ func TestComments(t *testing.T) {
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "It sent event abc 3 times; it never showed in the agent's conversation.")
 
+	// A workspace that could not be made: the agent never ran, and the
+	// notice says what failed instead.
+	r.Status = desired.Status{Phase: desired.PhasePreparing, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "workspace_failed", Failures: 1,
+		WorkspaceError: "git fetch: exit 128"}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.NotContains(t, body, "ran the agent")
+	assert.Contains(t, body, "It tried to start the agent 1 time in a row; the last try failed making its workspace, so the agent did not start (below).")
+	assert.Contains(t, body, "\n    git fetch: exit 128\n")
+
+	// A crash loop says how many runs failed.
+	r.Status = desired.Status{Phase: desired.PhaseBackingOff, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "budget_exhausted", Failures: 3}, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "It ran the agent 3 times in a row without a healthy run.")
+
+	// The loop breaker names its rule: the events within the hour and the
+	// route's maxDeliveriesPerHour.
+	storm := talk
+	storm.MaxDeliveries = 2
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: desired.ReasonDeliveryStorm, Screen: "ready",
+		DeliveredAt: []time.Time{at, at.Add(time.Minute)}}, nil, storm)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "The loop breaker stopped sending events to the agent: 2 reached it within an hour, "+
+		"and one more would be more than the route's maxDeliveriesPerHour (2).")
+
 	// A blocked agent: what clears it is acting on its screen, not a release.
 	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42"}
 	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42", Blocked: "login_required"}, nil, talk)
@@ -146,4 +176,23 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "needs attention: `blocked: login_required`")
 	assert.Contains(t, body, "\n    tmux -L loopd attach -t =loop-acme-api-42\n")
 	assert.NotContains(t, body, "loopd release")
+}
+
+// TestIsOwnMarker: the markers loopd ends its announcements and notices
+// with are its own, in any case and spacing; an agent's marker, other
+// hidden text and a marker not in a comment are not.
+func TestIsOwnMarker(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	talk := desired.Talk{Announce: true, Notify: true}
+	_, calls := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, nil, talk)
+	require.Len(t, calls, 1)
+	_, notices := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash"}, nil, talk)
+	require.Len(t, notices, 1)
+	for _, m := range []string{calls[0].Marker, notices[0].Marker, "<!--LOOPD : Announce o/r#1-->", "<!-- loopd:notice o/r#1 episode = 7 --!>"} {
+		assert.True(t, desired.IsOwnMarker(m), m)
+	}
+	for _, m := range []string{desired.AgentMarker(key), "<!-- loopd:announce -->", "<!-- loopd:notice o/r#1 episode=x -->",
+		"loopd:announce o/r#1", "<!-- loopd:announcement o/r#1 -->", "<!-- loopd:notice o/r#1 -->x"} {
+		assert.False(t, desired.IsOwnMarker(m), m)
+	}
 }

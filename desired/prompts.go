@@ -106,15 +106,23 @@ var agentMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*agent\s+[A-Za-z0-9-]+/
 // names: an agent's comment on another item is still an agent's. Whether
 // the comment is hidden on GitHub is the caller's rule (webhook's).
 func IsAgentMarker(comment string) bool {
+	inner, ok := hiddenText(comment)
+	return ok && agentMarker.MatchString(inner)
+}
+
+// hiddenText returns the text inside comment, the whole of an HTML
+// comment ("<!--" … "-->", or "--!>" as HTML also ends one); false when
+// comment is not one.
+func hiddenText(comment string) (string, bool) {
 	inner, ok := strings.CutPrefix(comment, "<!--")
 	if !ok {
-		return false
+		return "", false
 	}
 	inner, ok = strings.CutSuffix(inner, "-->")
 	if !ok {
 		inner, ok = strings.CutSuffix(inner, "--!>")
 	}
-	return ok && agentMarker.MatchString(inner)
+	return inner, ok
 }
 
 // AgentBrief returns what a fresh conversation is told, after its first

@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -167,6 +172,7 @@ func TestGitHubOutboxSurvivesKill9(t *testing.T) {
 	before := len(srv.Requests())
 	dry := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	assert.Contains(t, dry, "github_call work_item=Codertocat/Hello-World#1 call=react call_id=3 attempts=1 next_attempt=")
+	assert.Contains(t, dry, "http_status=502 err=\"Bad Gateway\"", "the dry run shows why the call waits")
 	assert.Len(t, srv.Requests(), before, "the dry run sends nothing")
 	e.waitFor(t, func() bool {
 		_, stderr, code := e.runEnv(t, []string{gitHubTokenEnv + "=" + token}, "reconcile", "--once")
@@ -242,4 +248,59 @@ func TestNeedsAttentionNotice(t *testing.T) {
 	assert.Contains(t, notices()[2].Body, "needs attention: `blocked: workspace_trust`", "the release cleared the blocked notice")
 	assert.Contains(t, notices()[3].Body, "needs attention: `resume_unconfirmed`")
 	assert.Contains(t, notices()[3].Body, "episode=4 -->")
+}
+
+// TestBotLoginResolvedOnceGitHubAnswers: GitHub out of reach when serve
+// starts is journaled and serve runs on, asking again in the background
+// until it knows its login; meanwhile and after, a comment that carries
+// loopd's own announcement marker is loopd's and never delivered, whoever
+// sent it; once the login is known, a comment by it is not delivered even
+// though the login is authorized (agents post as the operator).
+func TestBotLoginResolvedOnceGitHubAnswers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.ghWebhook()["authorizedUsers"] = []string{"Codertocat", "loopd-bot"}
+	srv, _ := e.withGitHub(t)
+	srv.Fail(ghapitest.Failure{Method: "GET", Path: regexp.MustCompile(`^/user$`), Status: http.StatusBadGateway, Body: `{"message":"Bad Gateway"}`, Times: 1})
+	e.start(t)
+	failed := e.waitEvent(t, journal.GitHubFailed, desired.Key{}, 1, waitShort)
+	assert.Equal(t, "login_unknown", failed[0].Attrs["reason"])
+	assert.Equal(t, "502", failed[0].Attrs["http_status"])
+
+	announce := "An agent is working on this issue.\n\n<!-- loopd:announce Codertocat/Hello-World#1 -->"
+	e.deliver(t, commentFixture, withComment(announce))
+	connected := e.waitEvent(t, journal.GitHubConnected, desired.Key{}, 1, waitLong)
+	assert.Equal(t, "loopd-bot", connected[0].Attrs["login"])
+	e.deliver(t, commentFixture, all(withComment("Done."), func(m map[string]any) {
+		m["sender"].(map[string]any)["login"] = "loopd-bot"
+	}))
+	e.waitFor(t, func() bool { return len(e.ignoredReasons(t)) == 2 }, waitShort, "both comments are journaled as ignored")
+	reasons := e.ignoredReasons(t)
+	assert.Equal(t, 1, count(reasons, "own_marker"), "%v", reasons)
+	assert.Equal(t, 1, count(reasons, "own_login"), "%v", reasons)
+	_, ok := e.record(t, keyIssue)
+	assert.False(t, ok, "neither created the item")
+}
+
+// TestWrongAppInstallationStopsServe: an App whose installation id GitHub
+// does not know (404 on its installation token) stops serve at start with
+// GitHub's answer, rather than passing the check on GET /app and retrying
+// every call.
+func TestWrongAppInstallationStopsServe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	srv := ghapitest.New(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyFile := filepath.Join(e.dir, "app.pem")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
+	e.config["github"] = map[string]any{"apiURL": srv.APIURL(), "app": map[string]any{"appID": 12, "installationID": 999, "privateKeyFile": keyFile}}
+	e.writeConfig(t)
+	srv.Fail(ghapitest.Failure{Method: "POST", Path: regexp.MustCompile(`^/app/installations/999/access_tokens$`), Status: http.StatusNotFound,
+		Body: `{"message":"Not Found"}`, Times: 1})
+	_, stderr, code := e.run(t, "serve")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "the credentials were refused")
+	assert.Contains(t, stderr, "installation 999")
+	assert.Equal(t, 1, srv.Count("POST", regexp.MustCompile(`/access_tokens$`)), "asked once, not retried")
 }

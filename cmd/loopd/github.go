@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/go-github/v84/github"
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/ghapi"
@@ -72,29 +72,79 @@ func gitHubClient(cfg *schema.Config) (*ghapi.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	cred.BotLogin = cfg.GitHub.BotLogin
 	return ghapi.New(cfg.GitHub.APIURL, cred, http.DefaultTransport, schema.DefaultGitHubCallTimeout)
 }
 
-// botLogin resolves the login whose comments are never delivered to an
-// agent: github.botLogin, or the login the credentials belong to
-// (ghapi.Client.BotLogin), journaled as github.connected. Credentials
-// GitHub refuses (401, 403, 404) stop serve at start with GitHub's
-// message; GitHub out of reach is journaled and the configured login
-// ("" without one) is used.
-func (a *app) botLogin(ctx context.Context, cfg *schema.Config) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, schema.DefaultGitHubCallTimeout)
+// connectGitHub is serve's start check of the credentials
+// (ghapi.Client.Check: an App's installation token, and the bot login,
+// github.botLogin or the login the credentials belong to). It stores the
+// login in login for the webhook filter that never delivers the bot's own
+// comments, and journals github.connected. Credentials GitHub refuses
+// (a 4xx that is no rate limit: 401, 403, 404) stop serve at start with
+// GitHub's message. GitHub out of reach is journaled (github.failed
+// reason=login_unknown) and the check is tried again in the background,
+// with the outbox's backoff (schema.DefaultGitHubBackoffInitial, doubling,
+// at most DefaultGitHubBackoffMax), until it succeeds or ctx ends;
+// meanwhile login holds the configured login ("" without one).
+func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config, login *atomic.Pointer[string]) error {
+	err := a.checkGitHub(ctx, cfg, login)
+	if err == nil {
+		return nil
+	}
+	if refused(err) {
+		return fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
+	}
+	go func() {
+		b := &backoff.ExponentialBackOff{
+			InitialInterval: schema.DefaultGitHubBackoffInitial, RandomizationFactor: 0, Multiplier: 2,
+			MaxInterval: schema.DefaultGitHubBackoffMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
+		}
+		b.Reset()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(b.NextBackOff()):
+			}
+			if a.checkGitHub(ctx, cfg, login) == nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// checkGitHub makes one start check (connectGitHub): the login found is
+// stored and journaled (github.connected); a failure is journaled
+// (github.failed reason=credentials_refused, or login_unknown when GitHub
+// is out of reach, with GitHub's status and message) and returned.
+func (a *app) checkGitHub(ctx context.Context, cfg *schema.Config, login *atomic.Pointer[string]) error {
+	cctx, cancel := context.WithTimeout(ctx, schema.DefaultGitHubCallTimeout)
 	defer cancel()
-	login, err := a.github.BotLogin(ctx, cfg.GitHub.BotLogin)
-	var er *github.ErrorResponse
-	if errors.As(err, &er) && !ghapi.Classify(err, time.Now()).Retry {
-		return "", fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
-	}
+	got, err := a.github.Check(cctx)
 	if err != nil {
-		a.journal.Record(ctx, slog.LevelWarn, journal.GitHubFailed, "", "reason", "login_unknown", "api_url", cfg.GitHub.APIURL, "err", err)
-		return cfg.GitHub.BotLogin, nil
+		if ctx.Err() == nil {
+			v, reason := ghapi.Classify(err, time.Now()), "login_unknown"
+			if refused(err) {
+				reason = "credentials_refused"
+			}
+			a.journal.Record(ctx, slog.LevelWarn, journal.GitHubFailed, "", "reason", reason, "api_url", cfg.GitHub.APIURL,
+				"http_status", v.HTTPStatus, "err", v.Message)
+		}
+		return err
 	}
-	a.journal.Record(ctx, slog.LevelInfo, journal.GitHubConnected, "", "api_url", cfg.GitHub.APIURL, "login", login)
-	return login, nil
+	login.Store(&got)
+	a.journal.Record(ctx, slog.LevelInfo, journal.GitHubConnected, "", "api_url", cfg.GitHub.APIURL, "login", got)
+	return nil
+}
+
+// refused reports whether err is GitHub refusing the credentials: an
+// answer that is not worth another try (ghapi.Classify: 401, 403 or 404
+// with no rate limit).
+func refused(err error) bool {
+	v := ghapi.Classify(err, time.Now())
+	return v.HTTPStatus != 0 && !v.Retry
 }
 
 // outboxWorker returns the worker that drains a's outbox into GitHub.
@@ -109,8 +159,9 @@ func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 
 // talk returns what an item may say on GitHub under the config current
 // returns (read at each status write, so a reload applies): its route's
-// announce and acknowledge (schema.Route.Talk), and notices whenever the
-// config has a github block; host names this machine in an announcement.
+// announce and acknowledge (schema.Route.Talk) and its maxDeliveriesPerHour
+// (for the loop breaker's notice), and notices whenever the config has a
+// github block; host names this machine in an announcement.
 func talk(current func() *schema.Config, host string) func(desired.Record) desired.Talk {
 	return func(r desired.Record) desired.Talk {
 		cfg := current()
@@ -118,6 +169,7 @@ func talk(current func() *schema.Config, host string) func(desired.Record) desir
 		t := desired.Talk{Notify: on, Host: host, Socket: cfg.Tmux.Socket}
 		if route, ok := cfg.Webhooks.GHWebhook.Routing.Route(r.Key.Owner, r.Key.Repo); ok {
 			t.Announce, t.Acknowledge = route.Talk(on)
+			t.MaxDeliveries = route.MaxDeliveries()
 		}
 		return t
 	}

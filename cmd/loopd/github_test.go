@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -58,4 +60,19 @@ func TestPrintCalls(t *testing.T) {
 	k := desired.Key{Owner: "acme", Repo: "api", Number: 42}
 	require.NoError(t, printCalls(&out, []desired.Call{{Key: k, Kind: desired.CallReact, Attempts: 1, HTTPStatus: 404, Error: "Not Found"}}))
 	assert.Equal(t, "\nGITHUB CALLS GIVEN UP\nWORK ITEM    CALL   TRIES  HTTP STATUS  MESSAGE\nacme/api#42  react  1      404          \"Not Found\"\n", out.String())
+}
+
+// TestPrintPlanCall: the dry run's github_call line shows a call tried
+// before with its last answer (http_status, err), so an operator sees why
+// it waits; a call never tried shows none.
+func TestPrintPlanCall(t *testing.T) {
+	k := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	next := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	require.NoError(t, printPlan(&out, "text", reconciler.PassResult{}, []desired.Call{
+		{ID: 3, Key: k, Kind: desired.CallReact, Attempts: 2, NextAttempt: next, HTTPStatus: 502, Error: "Bad Gateway"},
+		{ID: 4, Key: k, Kind: desired.CallAnnounce},
+	}))
+	assert.Equal(t, "github_call work_item=acme/api#42 call=react call_id=3 attempts=2 next_attempt=2026-05-01T12:00:00Z http_status=502 err=\"Bad Gateway\"\n"+
+		"github_call work_item=acme/api#42 call=announce call_id=4 attempts=0\n", out.String())
 }

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
@@ -156,7 +157,8 @@ type planEntry struct {
 }
 
 // printPlan writes the plan, then the GitHub calls queued and not sent
-// yet (github_call), in format.
+// yet (github_call), in format; a call tried before shows its last try's
+// answer (http_status, 0 when none came, and err).
 func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []desired.Call) error {
 	entries := make([]planEntry, 0, len(res.Plan)+len(queued))
 	for _, a := range res.Plan {
@@ -172,6 +174,11 @@ func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []d
 		if !c.NextAttempt.IsZero() {
 			e.Fields["next_attempt"] = c.NextAttempt.UTC().Format(time.RFC3339)
 		}
+		if c.Attempts > 0 {
+			// The last try's answer: why the call waits.
+			e.Fields["http_status"] = strconv.Itoa(c.HTTPStatus)
+			e.Fields["err"] = c.Error
+		}
 		entries = append(entries, e)
 	}
 	if format == "text" {
@@ -180,9 +187,9 @@ func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []d
 			if i < len(res.Plan) {
 				line = res.Plan[i].String()
 			} else {
-				for _, k := range []string{"work_item", "call", "call_id", "attempts", "next_attempt"} {
+				for _, k := range []string{"work_item", "call", "call_id", "attempts", "next_attempt", "http_status", "err"} {
 					if v, ok := e.Fields[k]; ok {
-						line += " " + k + "=" + v
+						line += " " + k + "=" + journal.Quote(v)
 					}
 				}
 			}

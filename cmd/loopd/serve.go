@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -124,11 +125,14 @@ func serve(ctx context.Context, g *globals) error {
 	rc.Metrics = reconciler.NewMetrics(reg)
 
 	// The login whose comments are never delivered to an agent: the
-	// configured one, or the one the credentials belong to. The github
-	// block needs a restart to change, so it is resolved once, here.
-	botLogin := cfg.BotLogin()
+	// configured one, or the one the credentials belong to, asked at start
+	// and, while GitHub is out of reach, in the background until known.
+	// The github block needs a restart to change.
+	var botLogin atomic.Pointer[string]
+	configured := cfg.BotLogin()
+	botLogin.Store(&configured)
 	if a.github != nil {
-		if botLogin, err = a.botLogin(ctx, cfg); err != nil {
+		if err := a.connectGitHub(ctx, cfg, &botLogin); err != nil {
 			return err
 		}
 	}
@@ -140,7 +144,7 @@ func serve(ctx context.Context, g *globals) error {
 		Recorder: a.journal,
 		Trigger:  rc.Trigger,
 		Log:      log,
-		BotLogin: func() string { return botLogin },
+		BotLogin: func() string { return *botLogin.Load() },
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
@@ -27,21 +28,29 @@ var ErrNoCredentials = errors.New("no GitHub credentials")
 // Credentials authenticate loopd to GitHub: a token, or a GitHub App
 // installation (AppID, InstallationID and the App's PEM private key),
 // never both. They are daemon secrets: never logged, never in an argv or
-// a pane.
+// a pane. BotLogin, no secret, is the login they post as when the config
+// names it (github.botLogin); "" asks GitHub (Client.Login).
 type Credentials struct {
 	Token          string
 	AppID          int64
 	InstallationID int64
 	PrivateKey     []byte
+	BotLogin       string
 }
 
 // Client sends loopd's calls to GitHub's REST API. It is safe for
 // concurrent use.
 type Client struct {
 	gh *github.Client
-	// app authenticates as the App itself (a JWT), for GET /app; nil with
-	// a token.
-	app *github.Client
+	// app authenticates as the App itself (a JWT), for GET /app, and
+	// installation fetches the installation's token; both nil with a token.
+	app          *github.Client
+	installation *ghinstallation.Transport
+	// configured is Credentials.BotLogin; login the bot login once known
+	// (BotLogin), under mu.
+	configured string
+	mu         sync.Mutex
+	login      string
 }
 
 // New returns a client of the REST API at apiURL (https://api.github.com,
@@ -61,7 +70,7 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 		}
 		return gh.WithEnterpriseURLs(apiURL, apiURL)
 	}
-	c := &Client{}
+	c := &Client{configured: cred.BotLogin}
 	var err error
 	switch {
 	case cred.Token != "" && cred.AppID != 0:
@@ -80,6 +89,7 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 		if apiURL != "" {
 			itr.BaseURL, atr.BaseURL = apiURL, apiURL
 		}
+		c.installation = itr
 		if c.gh, err = enterprise(github.NewClient(&http.Client{Transport: itr, Timeout: timeout})); err == nil {
 			c.app, err = enterprise(github.NewClient(&http.Client{Transport: atr, Timeout: timeout}))
 		}
@@ -118,14 +128,40 @@ func (c *Client) Login(ctx context.Context) (string, error) {
 	return u.GetLogin(), nil
 }
 
-// BotLogin returns configured when it is set, and otherwise the login the
-// credentials belong to (Login): the login whose comments the webhook
-// handler never delivers to an agent.
-func (c *Client) BotLogin(ctx context.Context, configured string) (string, error) {
-	if configured != "" {
-		return configured, nil
+// BotLogin returns the login loopd posts as: Credentials.BotLogin when it
+// is set, and otherwise the login the credentials belong to (Login), asked
+// once and then remembered. The webhook handler never delivers its
+// comments to an agent, and only its comments count when a call looks for
+// its marker (Send).
+func (c *Client) BotLogin(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.login != "" {
+		return c.login, nil
 	}
-	return c.Login(ctx)
+	login := c.configured
+	if login == "" {
+		var err error
+		if login, err = c.Login(ctx); err != nil {
+			return "", err
+		}
+	}
+	c.login = login
+	return login, nil
+}
+
+// Check proves the credentials at start and returns the bot login
+// (BotLogin): an App first gets an installation token (POST
+// /app/installations/{id}/access_tokens, through ghinstallation's
+// installation transport), so that a wrong installation id is refused
+// here rather than on every later call. The error is what Classify reads.
+func (c *Client) Check(ctx context.Context) (string, error) {
+	if c.installation != nil {
+		if _, err := c.installation.Token(ctx); err != nil {
+			return "", fmt.Errorf("github app installation %d: %w", c.installation.InstallationID(), err)
+		}
+	}
+	return c.BotLogin(ctx)
 }
 
 // Sent is what GitHub answered a call that succeeded.
@@ -138,8 +174,9 @@ type Sent struct {
 }
 
 // Send makes call c: an announcement or a notice is posted as a comment
-// on the item, unless a comment of the item already carries its marker
-// (a daemon killed between the post and its record); a reaction adds
+// on the item, unless a comment of the item by the bot login (BotLogin)
+// already carries its marker (a daemon killed between the post and its
+// record; anyone else's copy of a marker counts for nothing); a reaction adds
 // "eyes" to a comment or to the item. The error is go-github's
 // (*github.ErrorResponse, *github.RateLimitError,
 // *github.AbuseRateLimitError) or the transport's, wrapped with the
@@ -194,9 +231,15 @@ var (
 // commentsPerPage is the page size of a comment listing, GitHub's largest.
 const commentsPerPage = 100
 
-// hasMarker reports whether a comment of item k carries marker, reading
-// every page of its comments (GET /repos/{owner}/{repo}/issues/{n}/comments).
+// hasMarker reports whether a comment of item k by the bot login
+// (BotLogin, compared case-insensitively as GitHub's logins are) carries
+// marker, reading every page of its comments
+// (GET /repos/{owner}/{repo}/issues/{n}/comments).
 func (c *Client) hasMarker(ctx context.Context, k desired.Key, marker string) (bool, error) {
+	login, err := c.BotLogin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("github comments of %s: %w", k, err)
+	}
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: commentsPerPage}}
 	for {
 		comments, resp, err := c.gh.Issues.ListComments(ctx, k.Owner, k.Repo, k.Number, opts)
@@ -204,7 +247,7 @@ func (c *Client) hasMarker(ctx context.Context, k desired.Key, marker string) (b
 			return false, fmt.Errorf("github list comments of %s: %w", k, err)
 		}
 		for _, cm := range comments {
-			if strings.Contains(cm.GetBody(), marker) {
+			if strings.EqualFold(cm.GetUser().GetLogin(), login) && strings.Contains(cm.GetBody(), marker) {
 				return true, nil
 			}
 		}
@@ -236,13 +279,25 @@ type Verdict struct {
 // limit: its Retry-After), ErrorResponse (a 5xx is retried; a 403 or 429
 // that carries Retry-After is a rate limit too, as GitHub documents it,
 // https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+// An App's installation token that could not be had is ghinstallation's
+// HTTPError: with GitHub's answer in it, that answer is read as go-github
+// reads any other (github.CheckResponse), so a 404 for a wrong
+// installation id is not retried; without one, no answer came.
 // now is the clock X-RateLimit-Reset is measured against.
 func Classify(err error, now time.Time) Verdict {
 	var (
 		rl    *github.RateLimitError
 		abuse *github.AbuseRateLimitError
 		er    *github.ErrorResponse
+		he    *ghinstallation.HTTPError
 	)
+	if errors.As(err, &he) && he.Response != nil && !errors.As(err, &er) {
+		if gerr := github.CheckResponse(he.Response); gerr != nil {
+			v := Classify(gerr, now)
+			v.Message = fmt.Sprintf("installation %d token: %s", he.InstallationID, v.Message)
+			return v
+		}
+	}
 	switch {
 	case errors.As(err, &rl):
 		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response)}

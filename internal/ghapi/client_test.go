@@ -30,8 +30,8 @@ func tokenClient(t *testing.T, srv *ghapitest.Server) *ghapi.Client {
 	return c
 }
 
-// TestSendMakesTheExactRequests: an announcement lists the item's comments
-// and posts one; each reaction goes to its own endpoint with "eyes"; every
+// TestSendMakesTheExactRequests: an announcement asks the bot login once
+// (GET /user), lists the item's comments and posts one; each reaction goes to its own endpoint with "eyes"; every
 // request carries the token as a bearer, under the GHES /api/v3 path.
 func TestSendMakesTheExactRequests(t *testing.T) {
 	srv := ghapitest.New(t)
@@ -52,8 +52,9 @@ func TestSendMakesTheExactRequests(t *testing.T) {
 	}
 
 	got := srv.Requests()
-	require.Len(t, got, 5)
+	require.Len(t, got, 6)
 	want := []ghapitest.Request{
+		{Method: "GET", Path: "/user"},
 		{Method: "GET", Path: "/repos/acme/api/issues/42/comments", Query: "per_page=100"},
 		{Method: "POST", Path: "/repos/acme/api/issues/42/comments", Body: `{"body":"hi\n\n<!-- m -->"}` + "\n"},
 		{Method: "POST", Path: "/repos/acme/api/issues/comments/7/reactions", Body: `{"content":"eyes"}` + "\n"},
@@ -93,18 +94,19 @@ func TestSendFindsTheMarkerOnAnyPage(t *testing.T) {
 func TestLogin(t *testing.T) {
 	srv := ghapitest.New(t)
 	ctx := context.Background()
-	login, err := tokenClient(t, srv).BotLogin(ctx, "")
+	tc := tokenClient(t, srv)
+	login, err := tc.BotLogin(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "loopd-bot", login)
-	login, err = tokenClient(t, srv).BotLogin(ctx, "configured[bot]")
+	_, err = tc.BotLogin(ctx)
+	require.NoError(t, err, "asked once, then remembered")
+	configured, err := ghapi.New(srv.APIURL(), ghapi.Credentials{Token: "tok-123", BotLogin: "configured[bot]"}, nil, 5*time.Second)
+	require.NoError(t, err)
+	login, err = configured.BotLogin(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "configured[bot]", login)
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	app, err := ghapi.New(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: pemKey}, nil, 5*time.Second)
-	require.NoError(t, err)
+	app := appClient(t, srv, 34)
 	login, err = app.Login(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "loopd-app[bot]", login)
@@ -124,6 +126,85 @@ func TestLogin(t *testing.T) {
 	assert.ErrorIs(t, err, ghapi.ErrNoCredentials)
 	_, err = ghapi.New(srv.APIURL(), ghapi.Credentials{AppID: 1, InstallationID: 2, PrivateKey: []byte("not a key")}, nil, time.Second)
 	assert.Error(t, err)
+}
+
+var pemKey = func() []byte {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}()
+
+func appClient(t *testing.T, srv *ghapitest.Server, installation int64) *ghapi.Client {
+	t.Helper()
+	c, err := ghapi.New(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: installation, PrivateKey: pemKey}, nil, 5*time.Second)
+	require.NoError(t, err)
+	return c
+}
+
+// TestSendCountsOnlyTheBotsMarker: a marker in anyone else's comment (the
+// markers are predictable) does not stop the call, and the call is posted;
+// the bot's own comment with it, whatever the login's case, does.
+func TestSendCountsOnlyTheBotsMarker(t *testing.T) {
+	srv := ghapitest.New(t)
+	const marker = "<!-- loopd:announce acme/api#42 -->"
+	srv.AddComment("acme", "api", 42, "mallory", "Nice idea! "+marker)
+	c := tokenClient(t, srv)
+	call := desired.Call{Key: keyAPI, Kind: desired.CallAnnounce, Body: "hello\n\n" + marker, Marker: marker}
+	sent, err := c.Send(context.Background(), call)
+	require.NoError(t, err)
+	assert.False(t, sent.Found)
+	assert.Equal(t, http.StatusCreated, sent.HTTPStatus)
+	require.Len(t, srv.Comments("acme", "api", 42), 2)
+
+	srv2 := ghapitest.New(t)
+	srv2.AddComment("acme", "api", 42, "LOOPD-Bot", "hello\n\n"+marker)
+	sent, err = tokenClient(t, srv2).Send(context.Background(), call)
+	require.NoError(t, err)
+	assert.True(t, sent.Found)
+	assert.Len(t, srv2.Comments("acme", "api", 42), 1)
+
+	// An App's comments are its slug's [bot] login's.
+	app := appClient(t, srv2, 34)
+	notice := desired.Call{Key: keyAPI, Kind: desired.CallNotify, Body: "n <!-- n1 -->", Marker: "<!-- n1 -->"}
+	sent, err = app.Send(context.Background(), notice)
+	require.NoError(t, err)
+	assert.False(t, sent.Found)
+	sent, err = app.Send(context.Background(), notice)
+	require.NoError(t, err)
+	assert.True(t, sent.Found, "the App's own comment")
+}
+
+// TestCheck: the start check of an App gets an installation token, so a
+// wrong installation id is GitHub's 404, which is not retried; a token
+// GitHub could not hand out for a 5xx is retried. A token client checks
+// its login.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	srv := ghapitest.New(t)
+	login, err := appClient(t, srv, 34).Check(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "loopd-app[bot]", login)
+	assert.Equal(t, 1, srv.Count("POST", regexp.MustCompile(`^/app/installations/34/access_tokens$`)))
+
+	tokens := regexp.MustCompile(`/access_tokens$`)
+	srv.Fail(ghapitest.Failure{Method: "POST", Path: tokens, Status: http.StatusNotFound, Body: `{"message":"Not Found"}`, Times: 2})
+	_, err = appClient(t, srv, 999).Check(ctx)
+	require.Error(t, err)
+	assert.Equal(t, ghapi.Verdict{HTTPStatus: 404, Message: "installation 999 token: Not Found"}, ghapi.Classify(err, time.Now()))
+	_, err = appClient(t, srv, 999).Send(ctx, desired.Call{Key: keyAPI, Kind: desired.CallReact, Target: desired.Source{Kind: desired.SourceItem}})
+	require.Error(t, err)
+	assert.False(t, ghapi.Classify(err, time.Now()).Retry, "a call through the installation transport: the same 404")
+
+	srv.Fail(ghapitest.Failure{Method: "POST", Path: tokens, Status: http.StatusBadGateway, Body: `{"message":"Bad Gateway"}`, Times: 1})
+	_, err = appClient(t, srv, 34).Check(ctx)
+	require.Error(t, err)
+	assert.Equal(t, ghapi.Verdict{Retry: true, HTTPStatus: 502, Message: "installation 34 token: Bad Gateway"}, ghapi.Classify(err, time.Now()))
+
+	login, err = tokenClient(t, srv).Check(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "loopd-bot", login)
 }
 
 // TestClassify: what each failure of GitHub means for the outbox.

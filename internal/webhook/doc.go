@@ -25,7 +25,8 @@
 //     (github.botLogin, even when authorized), a Bot account not in
 //     authorizedUsers, any other sender not in it (compared
 //     case-insensitively; an empty list authorizes nobody), a text that
-//     carries an agent's hidden marker (desired.AgentMarker), and, with
+//     carries an agent's hidden marker (desired.AgentMarker) or loopd's
+//     own announcement or notice marker (desired.IsOwnMarker), and, with
 //     trigger.mention, a comment that does not mention it. Such a delivery
 //     gets 202, ignored with the rule's reason, except that a close or
 //     reopen, or a state snapshot, that changes an item loopd holds still

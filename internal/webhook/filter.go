@@ -46,7 +46,9 @@ type verdict struct {
 //   - a sender of type Bot that is not authorized is dropped as a bot,
 //     and any other sender that is not authorized as unauthorized;
 //   - text that carries an agent marker in a hidden HTML comment
-//     (agentMarked) is an agent's own comment, dropped;
+//     (agentMarked) is an agent's own comment, dropped; one that carries
+//     loopd's own announcement or notice marker (ownMarked) is loopd's,
+//     dropped too, whatever login sent it (botLogin may not be known yet);
 //   - with trigger.labels, a labeled action that adds one of them starts
 //     the item (newOnly), one that adds another label is state only, and
 //     every other event of an item whose payload shows none of them
@@ -71,6 +73,8 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 		return verdict{drop: reasonUnauthorizedSender}
 	case agentMarked(c.text):
 		return verdict{drop: reasonAgentMarker}
+	case ownMarked(c.text):
+		return verdict{drop: reasonOwnMarker}
 	}
 	var v verdict
 	trigger := route.Trigger
@@ -108,12 +112,23 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 // marker; one in a block quote is someone quoting the agent, and their
 // comment is delivered with the quote as written (the marker shown as a
 // hidden HTML comment, revealMarkdown).
-func agentMarked(body string) bool {
+func agentMarked(body string) bool { return hiddenMarker(body, desired.IsAgentMarker) }
+
+// ownMarked reports whether the markdown body carries one of loopd's own
+// markers (desired.IsOwnMarker: an announcement's or a notice's) where
+// agentMarked looks for an agent's: a person quoting loopd's comment is
+// still a person.
+func ownMarked(body string) bool { return hiddenMarker(body, desired.IsOwnMarker) }
+
+// hiddenMarker reports whether an HTML comment GitHub does not show
+// (htmlComments), outside a block quote, in the markdown body is a marker
+// by is.
+func hiddenMarker(body string, is func(comment string) bool) bool {
 	if !strings.Contains(body, "<!--") {
 		return false
 	}
 	for _, c := range htmlComments(body) {
-		if !c.unterminated && !c.quoted && desired.IsAgentMarker(body[c.start:c.end]) {
+		if !c.unterminated && !c.quoted && is(body[c.start:c.end]) {
 			return true
 		}
 	}

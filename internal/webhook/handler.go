@@ -60,6 +60,7 @@ const (
 	reasonOwnLogin    = "own_login"    // sent by github.botLogin
 	reasonBotSender   = "bot_sender"   // a Bot account not in authorizedUsers
 	reasonAgentMarker = "agent_marker" // the text carries an agent's hidden marker
+	reasonOwnMarker   = "own_marker"   // the text carries loopd's own announcement or notice marker
 
 	// delivery.ignored: the route's trigger (filter).
 	reasonNoMention   = "no_mention"   // trigger.mention is not in the text

@@ -25,12 +25,26 @@ type Request struct {
 	Method, Path, Query, Auth, Body string
 }
 
-// Comment is an issue or pull request comment the server holds.
+// Comment is an issue or pull request comment the server holds. Author
+// is its user's login (GitHub's user.login).
 type Comment struct {
 	ID     int64  `json:"id"`
 	Body   string `json:"body"`
 	URL    string `json:"html_url"`
 	Author string `json:"-"`
+}
+
+// MarshalJSON writes c as GitHub does, its author as user.login.
+func (c Comment) MarshalJSON() ([]byte, error) {
+	type plain Comment
+	return json.Marshal(struct {
+		plain
+		User struct {
+			Login string `json:"login"`
+		} `json:"user"`
+	}{plain: plain(c), User: struct {
+		Login string `json:"login"`
+	}{c.Author}})
 }
 
 // Reaction is a reaction the server holds: On is the API path it was made
@@ -218,7 +232,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case m != nil && r.Method == http.MethodPost:
 		var in struct{ Body string }
 		_ = json.Unmarshal(body, &in)
-		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], s.Login, in.Body)
+		author := s.Login
+		if r.Header.Get("Authorization") == "token "+s.InstallationToken {
+			author = s.AppSlug + "[bot]" // what an App's installation posts as
+		}
+		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], author, in.Body)
 		hold, held := s.hold, s.held
 		s.mu.Unlock()
 		if hold != nil {
