@@ -531,6 +531,20 @@ type Release struct {
 	// the pane the record names (nothing to bring back), BackingOff with no
 	// wait when it had a session to bring back, Idle otherwise.
 	Phase desired.Phase
+	// Shown is the usage limit the item's screen or transcript showed at
+	// the release, zero for none: the release ends it too, so it is not
+	// taken again (desired.Status.LimitSeen).
+	Shown desired.SeenLimit
+}
+
+// Apply returns st after the release: the limit shown at the release, if
+// any, becomes the one the item last saw, and desired.Status.Released
+// ends it with the rest.
+func (a Release) Apply(st desired.Status) desired.Status {
+	if a.Shown != (desired.SeenLimit{}) {
+		st.LimitSeen = a.Shown
+	}
+	return st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
 }
 
 // Item implements Action.

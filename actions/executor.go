@@ -1007,7 +1007,7 @@ func (e *Executor) reportWorkdir(ctx context.Context, r *desired.Record, a Repor
 // budget and NeedsAttention are cleared, and the item goes to the phase the
 // planner chose; a fresh release retires the conversation id.
 func (e *Executor) release(ctx context.Context, r *desired.Record, a Release) error {
-	if err := e.put(ctx, r, r.Status.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)); err != nil {
+	if err := e.put(ctx, r, a.Apply(r.Status)); err != nil {
 		return err
 	}
 	kv := []any{"session", a.Session, "fresh", a.Fresh, "phase", string(a.Phase)}

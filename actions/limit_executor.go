@@ -18,7 +18,7 @@ import (
 func (e *Executor) rateLimit(ctx context.Context, r *desired.Record, a RateLimit) error {
 	st := r.Status
 	st.Phase = desired.PhaseRateLimited
-	st.LimitReset, st.LimitUntil, st.LimitDefault = a.Reset, a.Until, a.Default
+	st.LimitReset, st.LimitUntil, st.LimitDefault, st.LimitSeen = a.Reset, a.Until, a.Default, a.Seen
 	st.NextAttempt = a.Until
 	st.Reason = string(ReasonRateLimited)
 	st = st.Deliver(a.Delivered).DropInFlight()
@@ -31,6 +31,9 @@ func (e *Executor) rateLimit(ctx context.Context, r *desired.Record, a RateLimit
 	kv := []any{"session", a.Session, "harness", a.Harness, "account", a.Account, "limit", a.Kind,
 		"reset", a.Reset.UTC().Format(time.RFC3339), "until", a.Until.UTC().Format(time.RFC3339), "default_reset", a.Default,
 		"text", a.Text, "pending", len(r.Pending)}
+	if a.Capped {
+		kv = append(kv, "reset_capped", true)
+	}
 	e.record(ctx, slog.LevelWarn, journal.SessionRateLimited, r.Key, kv...)
 	return nil
 }

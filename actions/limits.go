@@ -35,8 +35,14 @@ type RateLimit struct {
 	Reset   time.Time
 	Until   time.Time
 	Default bool
+	// Capped is true when the reset the harness named lies further than
+	// schema.MaxUsageLimitHold from its report, and Reset is that bound.
+	Capped bool
 	// Text is the line the harness reported the limit with.
 	Text string
+	// Seen is the limit as the harness reported it: the item's
+	// desired.Status.LimitSeen, so that it is not taken again.
+	Seen desired.SeenLimit
 	// Delivered is the event in flight that reached the conversation
 	// before the limit: it is delivered. One that did not stays pending.
 	Delivered string
@@ -57,6 +63,9 @@ func (a RateLimit) Fields() []Field {
 		{"reset", a.Reset.UTC().Format(time.RFC3339)}, {"until", a.Until.UTC().Format(time.RFC3339)}}
 	if a.Default {
 		f = append(f, Field{"default_reset", "true"})
+	}
+	if a.Capped {
+		f = append(f, Field{"reset_capped", "true"})
 	}
 	if a.Delivered != "" {
 		f = append(f, Field{"delivered", a.Delivered})

@@ -144,6 +144,10 @@ func TestStatusReleased(t *testing.T) {
 	got := st.Released(7, PhaseBackingOff, false, "")
 	assert.Equal(t, Status{Phase: PhaseBackingOff, HarnessSessionID: "a", ChurnFailures: 3, ReleasedGeneration: 7, Reason: "released"}, got,
 		"the budget's counts go; the churn count is the conversation's and stays")
+	limited := st
+	limited.LimitUntil, limited.LimitSeen = at, SeenLimit{Kind: "usage_limit", Text: "You've hit your limit", Reset: at}
+	assert.Equal(t, SeenLimit{Kind: "usage_limit", Text: "You've hit your limit", Reset: at, Released: true}, limited.Released(7, PhaseRunning, false, "").LimitSeen,
+		"the limit it took is ended, and remembered so that it is not taken again")
 	fresh := st.Released(8, PhaseBackingOff, true, "a")
 	assert.True(t, fresh.FreshRequested)
 	assert.True(t, fresh.Retired("a"))

@@ -299,6 +299,10 @@ type Status struct {
 	LimitReset   time.Time `json:",omitzero"`
 	LimitUntil   time.Time `json:",omitzero"`
 	LimitDefault bool      `json:",omitempty"`
+	// LimitSeen is the usage limit the item last took, or the one its
+	// screen showed when an operator released it (Released then): the
+	// same limit seen again is not taken again (reconciler, limitHolds).
+	LimitSeen SeenLimit `json:",omitzero"`
 	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
 	// place in it when no event is pending (reconciler, queueOrder).
 	QueuedAt time.Time `json:",omitzero"`
@@ -439,4 +443,17 @@ type Record struct {
 	Status  Status
 	Pending []Delivery
 	Report  *SessionReport
+}
+
+// SeenLimit is a usage limit as its harness reported it (harness.Limit,
+// before any default or bound stands for its reset): Kind, Text and Reset
+// as given (Reset zero when none could be read), At the transcript line's
+// time (zero for a screen). Released is true once an operator's release
+// ended it (Status.Released).
+type SeenLimit struct {
+	Kind     string    `json:",omitempty"`
+	Text     string    `json:",omitempty"`
+	Reset    time.Time `json:",omitzero"`
+	At       time.Time `json:",omitzero"`
+	Released bool      `json:",omitempty"`
 }

@@ -189,3 +189,94 @@ func TestTrustDialogIsNamedAtOnce(t *testing.T) {
 	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	assert.Contains(t, out, "awaiting_confirmation")
 }
+
+// deliveredTo waits for dispatch.delivered of delivery id on item k.
+func deliveredTo(t *testing.T, e *env, k desired.Key, id string, timeout time.Duration) {
+	t.Helper()
+	e.waitFor(t, func() bool {
+		for _, ev := range e.eventsNamed(t, journal.DispatchDelivered, k) {
+			if ev.Attrs["delivery"] == id {
+				return true
+			}
+		}
+		return false
+	}, timeout, "delivery %s to %s was never confirmed", id, k)
+}
+
+// TestReleaseEndsAQuotedLimitForGood: an agent asked about an error quotes
+// a usage-limit banner, which loopd takes at its word: the account is
+// held. loopd release of the item ends the hold at once although the
+// banner is still on its screen, and the same banner quoted again later
+// holds nothing; the other item's event goes through.
+func TestReleaseEndsAQuotedLimitForGood(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_ECHO": "1"}})
+	e.start(t)
+	banner := "You've hit your session limit · resets " + strings.ToLower(time.Now().Add(3*time.Hour).UTC().Format("3:04PM")) + " (UTC)"
+	commentOn(t, e, keyIssue.Number, "Please explain this error from our CI bot:\nECHO: "+banner)
+	e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
+	d2 := commentOn(t, e, keyIssue2.Number, "second "+uuid.NewString())
+	e.settle(t)
+	require.False(t, e.hasSession(t, keyIssue2), "the account is held")
+
+	e.mustRun(t, "release", keyIssue.String())
+	e.waitEvent(t, journal.ItemReleased, keyIssue, 1, waitShort)
+	deliveredTo(t, e, keyIssue2, d2, waitShort)
+	again := commentOn(t, e, keyIssue.Number, "And this one?\nECHO: "+banner)
+	waitDelivered(t, e, again, waitShort)
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.SessionRateLimited, keyIssue), 1, "the released banner, on screen and quoted again, is not taken again")
+	r := e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseRunning, r.Status.Phase)
+	assert.True(t, r.Status.LimitSeen.Released)
+	assert.NotRegexp(t, `rate_limited`, e.mustRun(t, "get"))
+}
+
+// TestUsageLimitMenuOfAPassedResetIsALimit: the banner rounds the reset
+// down to the minute, so the limit lasts past the reset it names plus the
+// margin. A menu on screen is a limit in force all the same: it is
+// answered "wait" and the account held a margin from now, again each time
+// the resumed agent hits it, until the limit really ends; then each item
+// runs, and no menu is left unanswered.
+func TestUsageLimitMenuOfAPassedResetIsALimit(t *testing.T) {
+	t.Parallel()
+	if now := time.Now(); now.Second() >= 48 {
+		// The limit must end in the minute it starts in, so that the
+		// reset its banner names has passed from the first hit on.
+		time.Sleep(now.Truncate(time.Minute).Add(61 * time.Second).Sub(now))
+	}
+	until := time.Now().Add(7 * time.Second)
+	menuLog := filepath.Join(t.TempDir(), "menu.log")
+	e := newEnv(t, envOpts{
+		HarnessEnv: map[string]string{
+			"FAKECLAUDE_LIMIT_UNTIL": strconv.FormatInt(until.Unix(), 10),
+			"FAKECLAUDE_LIMIT_FORM":  "menu",
+			"FAKECLAUDE_MENU_LOG":    menuLog,
+		},
+		Policy: map[string]any{"usageLimitMarginSeconds": 1},
+	})
+	e.start(t)
+	d1 := commentOn(t, e, keyIssue.Number, "first "+uuid.NewString())
+	ev := e.waitEvent(t, journal.SessionRateLimited, keyIssue, 1, waitShort)[0]
+	assert.Contains(t, ev.Attrs["text"], "resets "+strings.ToLower(until.UTC().Format("3:04PM")), "the banner names the minute, already passed")
+	e.waitEvent(t, journal.SessionLimitMenuAnswered, keyIssue, 1, waitShort)
+	commentOn(t, e, keyIssue2.Number, "second "+uuid.NewString())
+
+	for _, k := range []desired.Key{keyIssue, keyIssue2} {
+		r := e.waitRecord(t, k, func(r desired.Record) bool {
+			return r.Status.Phase == desired.PhaseRunning && r.Status.Blocked == "" && len(r.Pending) == 0
+		}, waitLong, "never ran unblocked after the limit")
+		assert.Zero(t, r.Status.Failures, "%s", k)
+	}
+	assert.False(t, time.Now().Before(until), "the items ran again only once the limit ended")
+	assert.GreaterOrEqual(t, len(e.eventsNamed(t, journal.SessionRateLimited, keyIssue)), 2, "the limit hit again after the first hold was taken again")
+	for _, ev := range deliveriesOf(t, e, journal.DispatchDelivered, d1) {
+		assert.NotEqual(t, "boot_prompt", ev.Attrs["via"], "a boot prompt answered by the limit is not taken as started: %v", ev.Attrs)
+	}
+	assert.Empty(t, e.eventsNamed(t, journal.SessionBlocked, desired.Key{}), "the menu never sat unanswered")
+	choices := readJSONLines[map[string]string](t, menuLog)
+	require.NotEmpty(t, choices)
+	for _, c := range choices {
+		assert.Equal(t, "Stop and wait for limit to reset", c["choice"])
+	}
+}

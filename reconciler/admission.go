@@ -123,7 +123,7 @@ func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string
 		case actions.RecordExit:
 			st.Phase, st.Reason = a.Phase, string(a.Reason)
 		case actions.Release:
-			st = st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+			st = a.Apply(st)
 		case actions.MarkRunning:
 			st.Phase = desired.PhaseRunning
 		case actions.StopSession:

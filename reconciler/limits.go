@@ -19,8 +19,8 @@ type limitHold struct {
 // limitHolds returns the holds in force at now, by account
 // (Capabilities.Account): those recorded in the items' statuses
 // (Status.LimitUntil, durable across restarts), and those this pass sees
-// on a screen or in a transcript for the first time. It is the one home of
-// "which items a usage limit holds".
+// on a screen or in a transcript that are news (newLimit). It is the one
+// home of "which items a usage limit holds".
 func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]limitHold {
 	holds := map[string]limitHold{}
 	add := func(account string, reset, until time.Time) {
@@ -33,38 +33,86 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 	}
 	for _, r := range items {
 		account := p.Harnesses[r.Spec.Harness].Account
-		if !r.ReleasePending() || r.Spec.Closed {
-			// An operator's release ends the limit its item reported
-			// (desired.Status.Released), in this very pass.
+		// An operator's release ends the limit its item reported, and the
+		// one its screen shows (desired.Status.Released), in this very pass.
+		released := r.ReleasePending() && !r.Spec.Closed
+		if !released {
 			add(account, r.Status.LimitReset, r.Status.LimitUntil)
 		}
-		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held {
-			reset, until, _ := limitOf(*sc.Limit, p, now)
-			add(account, reset, until)
+		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status) {
+			l := limitOf(*sc.Limit, p, now)
+			add(account, l.reset, l.until)
 		}
 	}
 	return holds
 }
 
-// limitOf returns when limit l resets, how long its account is held (the
-// reset plus LimitMargin), and whether a default stands for a reset the
-// harness did not name or that could not be read: LimitDefault for a usage
-// limit, OverloadWait for a rate-limit or overload error, counted from
-// when the harness reported it (a transcript line's time), else from now.
-func limitOf(l harness.Limit, p Policy, now time.Time) (reset, until time.Time, dflt bool) {
-	reset = l.Reset
-	if reset.IsZero() {
-		from := l.At
-		if from.IsZero() {
-			from = now
-		}
+// seenOf is limit l as the item's status keeps it (desired.SeenLimit).
+func seenOf(l harness.Limit) desired.SeenLimit {
+	return desired.SeenLimit{Kind: string(l.Kind), Text: l.Text, Reset: l.Reset, At: l.At}
+}
+
+// newLimit reports whether limit l, which the item's screen or transcript
+// shows, is news to an item whose status is st: a limit other than the
+// one it last saw (Status.LimitSeen: another kind, text or reset, or
+// another transcript line when both are dated), or that one's menu still
+// waiting for an answer, unless an operator released it. So the banner of
+// a limit already taken, or of one a release ended, left on screen or
+// quoted again, holds nothing more.
+func newLimit(l harness.Limit, st desired.Status) bool {
+	seen, same := st.LimitSeen, seenOf(l)
+	if !seen.At.IsZero() && !same.At.IsZero() && !seen.At.Equal(same.At) {
+		return true
+	}
+	seen.At, seen.Released, same.At = time.Time{}, false, time.Time{}
+	if !seen.Reset.Equal(same.Reset) {
+		return true
+	}
+	seen.Reset, same.Reset = time.Time{}, time.Time{}
+	if seen != same {
+		return true
+	}
+	return l.Menu && !st.LimitSeen.Released
+}
+
+// heldFor is how an account is held for one limit: until the reset plus
+// LimitMargin; dflt is true when a default stands for a reset the harness
+// did not name or that could not be read, capped when the one it named
+// lay past LimitMaxHold (0 for no bound) from its report.
+type heldFor struct {
+	reset, until time.Time
+	dflt, capped bool
+}
+
+// limitOf returns how limit l holds its account at now. A reset the
+// harness did not name or that could not be read is LimitDefault for a
+// usage limit, OverloadWait for a rate-limit or overload error, and a
+// named one is at most LimitMaxHold, both counted from when the harness
+// reported it (a transcript line's time), else from now. A menu still
+// waiting for an answer is a limit in force whatever reset it named (a
+// banner rounded to the minute): one that has passed holds the account
+// the margin (at least a poll period) from now.
+func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
+	from := l.At
+	if from.IsZero() {
+		from = now
+	}
+	h := heldFor{reset: l.Reset}
+	switch {
+	case h.reset.IsZero():
 		wait := p.LimitDefault
 		if l.Kind == harness.LimitRate || l.Kind == harness.LimitOverload {
 			wait = p.OverloadWait
 		}
-		reset, dflt = from.Add(wait), true
+		h.reset, h.dflt = from.Add(wait), true
+	case p.LimitMaxHold > 0 && h.reset.After(from.Add(p.LimitMaxHold)):
+		h.reset, h.capped = from.Add(p.LimitMaxHold), true
 	}
-	return reset, reset.Add(p.LimitMargin), dflt
+	h.until = h.reset.Add(p.LimitMargin)
+	if l.Menu && !h.until.After(now) {
+		h.reset, h.until = now, now.Add(max(p.LimitMargin, p.Poll))
+	}
+	return h
 }
 
 // held reports until when the item's account is held by a usage limit, and
@@ -83,23 +131,30 @@ func (it itemPlan) waitHeld(until time.Time) []actions.Action {
 // transcript shows: RateLimited until the reset plus the margin, no
 // failure counted and no nudge sent, the event in flight delivered if it
 // reached the conversation; and the menu, when it waits, answered "wait".
-// It reports false when no limit in force is seen.
+// It reports false when no limit in force is seen: none, one that is no
+// news (newLimit; a menu is still answered), or a banner whose reset has
+// passed.
 func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	sc, ok := it.obs.Screens[it.r.Key]
 	if !ok || sc.Limit == nil {
 		return nil, false
 	}
-	reset, until, dflt := limitOf(*sc.Limit, it.p, it.now)
-	if !until.After(it.now) {
+	var answer []actions.Action
+	if sc.Limit.Menu {
+		answer = []actions.Action{actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id}}
+	}
+	if !newLimit(*sc.Limit, it.st) {
+		return answer, answer != nil
+	}
+	h := limitOf(*sc.Limit, it.p, it.now)
+	if !h.until.After(it.now) {
 		return nil, false // a limit that has reset: a banner left on screen, or an old turn
 	}
 	caps := it.p.Harnesses[it.r.Spec.Harness]
 	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
-		Kind: string(sc.Limit.Kind), Reset: reset, Until: until, Default: dflt, Text: sc.Limit.Text, Delivered: it.delivered(it.landed())}}
-	if sc.Limit.Menu {
-		out = append(out, actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id})
-	}
-	return out, true
+		Kind: string(sc.Limit.Kind), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped, Text: sc.Limit.Text,
+		Seen: seenOf(*sc.Limit), Delivered: it.delivered(it.landed())}}
+	return append(out, answer...), true
 }
 
 // planLimited plans a RateLimited item: it waits, alive or not (a pane

@@ -17,7 +17,7 @@ import (
 // harnesses on accounts of their own, and the defaults of schema.
 func limitPolicy() Policy {
 	p := testPolicy()
-	p.LimitMargin, p.LimitDefault, p.OverloadWait = 10*time.Second, 5*time.Hour, 5*time.Minute
+	p.LimitMargin, p.LimitDefault, p.OverloadWait, p.LimitMaxHold = 10*time.Second, 5*time.Hour, 5*time.Minute, 7*24*time.Hour
 	caps := map[string]Capabilities{}
 	for name, c := range p.Harnesses {
 		c.Account = "account-of-" + name
@@ -57,6 +57,26 @@ func limitAt(reset time.Time) *harness.Limit {
 	return &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Text: "You've hit your session limit · resets 12:00pm"}
 }
 
+// menuAt is the usage-limit menu of a limit that resets at reset.
+func menuAt(reset time.Time) *harness.Limit {
+	l := limitAt(reset)
+	l.Menu = true
+	return l
+}
+
+// limitedBy is st after it took limit l (Status.LimitSeen).
+func limitedBy(st desired.Status, l harness.Limit) desired.Status {
+	st.LimitSeen = seenOf(l)
+	return st
+}
+
+// released is st after a release ended limit l.
+func released(st desired.Status, l harness.Limit) desired.Status {
+	st = limitedBy(st, l)
+	st.LimitSeen.Released = true
+	return st
+}
+
 // limited is the first item rate-limited until t0+until.
 func limited(until time.Duration) desired.Status {
 	st := running()
@@ -72,6 +92,9 @@ func TestPlanUsageLimits(t *testing.T) {
 			Reset: reset, Until: reset.Add(10 * time.Second), Text: "You've hit your session limit · resets 12:00pm"}
 		if f != nil {
 			f(&a)
+		}
+		if a.Seen == (desired.SeenLimit{}) {
+			a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: a.Reset}
 		}
 		return a
 	}
@@ -102,11 +125,13 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive()), observed.Screen{Limit: limitAt(time.Time{})}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until, a.Default = t0.Add(5*time.Hour), t0.Add(5*time.Hour+10*time.Second), true
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text}
 			})}},
 		{"overload_in_the_transcript_counts_from_its_line", []desired.Record{rec(running())},
 			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Minute), Text: "API Error: 529"}}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, At: t0.Add(-time.Minute)}
 			})}},
 		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
 			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
@@ -144,6 +169,70 @@ func TestPlanUsageLimits(t *testing.T) {
 			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
 				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"release_with_the_banner_still_on_screen_ends_the_hold_at_once", func() []desired.Record {
+			r := rec(limitedBy(limited(30*time.Second), *limitAt(reset)), ev1)
+			r.Spec.ReleaseGeneration = 1
+			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
+		}(), screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset))},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"release_ends_a_later_banner_shown_while_rate_limited_too", func() []desired.Record {
+			r := rec(limitedBy(limited(30*time.Second), *limitAt(reset)), ev1)
+			r.Spec.ReleaseGeneration = 1
+			return []desired.Record{r}
+		}(), screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset.Add(time.Hour)))},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+		{"a_released_banner_quoted_again_stays_ended", []desired.Record{rec(released(running(), *limitAt(reset)), ev1),
+			rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
+			screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		{"a_new_limit_after_a_release_is_taken", []desired.Record{rec(released(running(), *limitAt(reset)))},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until = reset.Add(time.Hour), reset.Add(time.Hour+10*time.Second)
+			})}},
+		{"a_new_transcript_line_after_a_release_is_taken", []desired.Record{rec(released(running(), harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Hour), Text: "API Error: 529"}))},
+			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Minute), Text: "API Error: 529"}}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, At: t0.Add(-time.Minute)}
+			})}},
+		{"a_released_menu_is_answered_and_holds_nothing", []desired.Record{rec(released(running(), *limitAt(reset)), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: menuAt(reset)}),
+			[]actions.Action{menu}},
+		{"a_banner_already_taken_does_not_move_the_hold", []desired.Record{rec(limitedBy(limited(30*time.Second), *limitAt(time.Time{})))},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(time.Time{})}),
+			[]actions.Action{heldUntil(key, 30*time.Second)}},
+		{"a_forged_far_reset_holds_at_most_the_longest_window", []desired.Record{rec(running())},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(200 * 24 * time.Hour))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until, a.Capped = t0.Add(7*24*time.Hour), t0.Add(7*24*time.Hour+10*time.Second), true
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(200 * 24 * time.Hour)}
+			})}},
+
+		// A menu on screen is always a limit in force.
+		{"a_menu_whose_rounded_reset_has_passed_holds_a_margin_from_now", []desired.Record{rec(running(), ev1),
+			rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
+			screen(obs(alive2(alive())), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until = t0, t0.Add(10*time.Second)
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+			}), menu, heldUntil(key2, 10*time.Second)}},
+		{"the_menu_of_the_limit_taken_before_is_a_limit_again", []desired.Record{rec(limitedBy(running(), *menuAt(t0.Add(-30 * time.Second))), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until = t0, t0.Add(10*time.Second)
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+			}), menu}},
+		{"a_boot_prompt_answered_by_the_menu_is_not_marked_running", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
+			screen(landed(obs(alive(), grown)), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until, a.Delivered = t0, t0.Add(10*time.Second), "d-1"
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+			}), menu}},
 		{"closed_while_rate_limited_stops", func() []desired.Record {
 			r := rec(limited(30 * time.Second))
 			r.Spec.Closed = true

@@ -136,7 +136,10 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 	case st.HarnessSessionID != "":
 		a.Phase = desired.PhaseBackingOff
 	}
-	r.Status = st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
+		a.Shown = seenOf(*sc.Limit)
+	}
+	r.Status = a.Apply(st)
 	return []actions.Action{a}, r, false
 }
 

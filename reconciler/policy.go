@@ -68,10 +68,12 @@ type Policy struct {
 	// LimitMargin is waited past a usage limit's reset before its items
 	// resume; LimitDefault stands for a reset the harness did not name or
 	// that cannot be read, OverloadWait for the end of a rate-limit or
-	// overload error, which names none.
+	// overload error, which names none. LimitMaxHold bounds a named reset,
+	// from the report.
 	LimitMargin  time.Duration
 	LimitDefault time.Duration
 	OverloadWait time.Duration
+	LimitMaxHold time.Duration
 	Harnesses    map[string]Capabilities
 	// Owner is this loopd's owner mark (tmux.Owner.ID). A session of an
 	// item's name that does not carry it (another loopd's, or one made by
@@ -118,6 +120,7 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		LimitMargin:      p.UsageLimitMargin(),
 		LimitDefault:     schema.DefaultUsageLimitWait,
 		OverloadWait:     schema.DefaultOverloadWait,
+		LimitMaxHold:     schema.MaxUsageLimitHold,
 		Harnesses:        harnesses,
 		Owner:            owner,
 	}

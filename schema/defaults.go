@@ -187,4 +187,9 @@ const (
 	// overload (529) error the harness gave up retrying, which names no
 	// reset.
 	DefaultOverloadWait = 5 * time.Minute
+	// MaxUsageLimitHold bounds how long one report of a usage limit holds
+	// its account, from the report: Claude Code's longest window, the
+	// weekly limit (7 days). A reset named further out, a forged banner's,
+	// is cut to it (session.rate_limited reset_capped=true).
+	MaxUsageLimitHold = 7 * 24 * time.Hour
 )

@@ -68,7 +68,7 @@ const (
 	SessionBlocked   Name = "session.blocked"
 	SessionUnblocked Name = "session.unblocked"
 	// SessionRateLimited: the harness hit a usage limit; the item waits
-	// for its reset (reset, until, default_reset).
+	// for its reset (reset, until, default_reset, reset_capped).
 	SessionRateLimited Name = "session.rate_limited"
 	// SessionLimitMenuAnswered: loopd answered the usage-limit menu with
 	// its choice that waits for the reset (keys).

@@ -38,6 +38,7 @@ const (
 	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded
 	KeyReset              = "reset"                // when a usage limit resets (RFC 3339)
 	KeyDefaultReset       = "default_reset"        // the reset was unreadable: a bounded default stands for it
+	KeyResetCapped        = "reset_capped"         // the reset named lay past the longest hold: the bound stands for it
 	KeyAccount            = "account"              // the account a harness's usage counts against
 	KeyKeys               = "keys"                 // the keys sent to a pane
 	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes

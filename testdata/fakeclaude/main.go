@@ -57,6 +57,7 @@
 //	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
 //	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
+//	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
 package main
 
 import (
@@ -122,12 +123,17 @@ type knobs struct {
 	limitCursor     int       // 1-based
 	menuLog         string
 	permission      bool
+	echo            bool
 }
 
-// reply is the answer to every prompt outside a usage limit.
-func (k knobs) reply() string {
+// reply is the answer to prompt outside a usage limit.
+func (k knobs) reply(prompt string) string {
 	if k.notLoggedIn {
 		return notLoggedIn
+	}
+	if _, quoted, ok := strings.Cut(prompt, "ECHO: "); ok && k.echo {
+		quoted, _, _ = strings.Cut(quoted, "\n")
+		return strings.TrimSpace(quoted)
 	}
 	return loggedIn
 }
@@ -157,6 +163,7 @@ func readKnobs() (knobs, error) {
 		limitCursor:     1,
 		menuLog:         os.Getenv("FAKECLAUDE_MENU_LOG"),
 		permission:      os.Getenv("FAKECLAUDE_PERMISSION_PROMPT") == "1",
+		echo:            os.Getenv("FAKECLAUDE_ECHO") == "1",
 	}
 	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
 		secs, err := strconv.ParseInt(v, 10, 64)
@@ -502,11 +509,11 @@ func printMode(inv invocation, k knobs, st store) int {
 		fmt.Fprintln(os.Stderr, "Error: Input must be provided either through stdin or as a prompt argument when using --print")
 		return 1
 	}
-	if err := errors.Join(s.user(prompt), s.answer(k.reply())); err != nil {
+	if err := errors.Join(s.user(prompt), s.answer(k.reply(prompt))); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
-	fmt.Println(k.reply())
+	fmt.Println(k.reply(prompt))
 	if k.notLoggedIn {
 		return 1
 	}
@@ -832,10 +839,11 @@ func (u *tui) submit(text string) (exitCode, bool) {
 // finishTurn writes the answer and starts the next queued prompt.
 func (u *tui) finishTurn() (exitCode, bool) {
 	u.busy, u.reply = false, nil
-	if err := u.sess.answer(u.knobs.reply()); err != nil {
+	reply := u.knobs.reply(u.history[len(u.history)-1])
+	if err := u.sess.answer(reply); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
-	u.replies = append(u.replies, u.knobs.reply())
+	u.replies = append(u.replies, reply)
 	if len(u.queue) > 0 {
 		next := u.queue[0]
 		u.queue = u.queue[1:]
