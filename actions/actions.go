@@ -538,13 +538,11 @@ type Release struct {
 }
 
 // Apply returns st after the release: the limit shown at the release, if
-// any, becomes the one the item last saw, and desired.Status.Released
-// ends it with the rest.
+// any, becomes the one the item last saw (desired.Status.ReleaseShown,
+// which releases the one taken before), and desired.Status.Released ends
+// it with the rest.
 func (a Release) Apply(st desired.Status) desired.Status {
-	if a.Shown != (desired.SeenLimit{}) {
-		st.LimitSeen = a.Shown
-	}
-	return st.Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	return st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
 }
 
 // Item implements Action.

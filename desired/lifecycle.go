@@ -136,7 +136,8 @@ func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessio
 // Spec.ReleaseGeneration it carries out): the restart budget's counts,
 // any wait, the deliveries the loop breaker counts and a usage limit the
 // item reported are cleared (the operator says it is over: LimitSeen is
-// marked Released, and that limit is not taken again), and the item goes
+// marked Released and kept in ReleasedLimits, and no released limit is
+// taken again), and the item goes
 // to phase; a fresh release also retires the conversation retire, clears
 // its churn count and asks for a new conversation (FreshRequested) until
 // the next fresh spawn.
@@ -145,6 +146,7 @@ func (s Status) Released(generation int64, phase Phase, fresh bool, retire strin
 	s.Failures, s.FastFailures, s.NextAttempt = 0, 0, time.Time{}
 	s.LimitReset, s.LimitUntil, s.LimitDefault = time.Time{}, time.Time{}, false
 	s.LimitSeen.Released = s.LimitSeen != (SeenLimit{})
+	s = s.releaseLimit(s.LimitSeen)
 	s.ReleasedGeneration = generation
 	s.Reason = "released"
 	// A release ends a delivery storm: the deliveries counted so far are

@@ -153,3 +153,31 @@ func TestStatusReleased(t *testing.T) {
 	assert.True(t, fresh.Retired("a"))
 	assert.Zero(t, fresh.ChurnFailures)
 }
+
+// TestReleasedLimitsAreKeptWithinTheirBound: every limit an operator
+// released is remembered (the one taken, and the one shown at the
+// release), each once, the oldest forgotten first past
+// MaxReleasedLimits.
+func TestReleasedLimitsAreKeptWithinTheirBound(t *testing.T) {
+	t0 := time.Date(2026, 7, 14, 12, 0, 0, 0, time.UTC)
+	limit := func(i int) SeenLimit {
+		return SeenLimit{Kind: "usage", Text: "resets", Reset: t0.Add(time.Duration(i) * time.Hour)}
+	}
+	var st Status
+	st.LimitSeen = limit(0)
+	st = st.ReleaseShown(limit(1)).Released(1, PhaseRunning, false, "")
+	assert.True(t, st.WasReleased(limit(0)), "the limit taken before the release")
+	assert.True(t, st.WasReleased(limit(1)), "the limit shown at the release")
+	st = st.Released(2, PhaseRunning, false, "")
+	assert.Len(t, st.ReleasedLimits, 2, "a limit released twice is kept once")
+	for i := 2; i < 2+MaxReleasedLimits; i++ {
+		st.LimitSeen = limit(i)
+		st = st.Released(int64(i+1), PhaseRunning, false, "")
+	}
+	assert.Len(t, st.ReleasedLimits, MaxReleasedLimits)
+	assert.False(t, st.WasReleased(limit(0)), "the oldest is forgotten first")
+	assert.True(t, st.WasReleased(limit(1+MaxReleasedLimits)))
+	dated := limit(1 + MaxReleasedLimits)
+	dated.At = t0
+	assert.True(t, st.WasReleased(dated), "an undated release covers the same banner from any line")
+}

@@ -303,6 +303,10 @@ type Status struct {
 	// screen showed when an operator released it (Released then): the
 	// same limit seen again is not taken again (reconciler, limitHolds).
 	LimitSeen SeenLimit `json:",omitzero"`
+	// ReleasedLimits are the usage limits operators released on the item,
+	// oldest first, at most MaxReleasedLimits: none of them is taken again,
+	// however often the agent shows or quotes it (reconciler, newLimit).
+	ReleasedLimits []SeenLimit `json:",omitempty"`
 	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
 	// place in it when no event is pending (reconciler, queueOrder).
 	QueuedAt time.Time `json:",omitzero"`
@@ -456,4 +460,54 @@ type SeenLimit struct {
 	Reset    time.Time `json:",omitzero"`
 	At       time.Time `json:",omitzero"`
 	Released bool      `json:",omitempty"`
+}
+
+// MaxReleasedLimits bounds Status.ReleasedLimits: the oldest released
+// limit is forgotten first.
+const MaxReleasedLimits = 8
+
+// Same reports whether l and o are one limit: the same kind, text and
+// reset, and, when both come from dated transcript lines, the same line.
+func (l SeenLimit) Same(o SeenLimit) bool {
+	if !l.At.IsZero() && !o.At.IsZero() && !l.At.Equal(o.At) {
+		return false
+	}
+	return l.Kind == o.Kind && l.Text == o.Text && l.Reset.Equal(o.Reset)
+}
+
+// WasReleased reports whether an operator released limit l on the item
+// (ReleasedLimits).
+func (s Status) WasReleased(l SeenLimit) bool {
+	for _, r := range s.ReleasedLimits {
+		if r.Same(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseLimit marks l released and keeps it in ReleasedLimits, within
+// MaxReleasedLimits.
+func (s Status) releaseLimit(l SeenLimit) Status {
+	if l == (SeenLimit{}) || s.WasReleased(l) {
+		return s
+	}
+	l.Released = true
+	s.ReleasedLimits = append(slices.Clone(s.ReleasedLimits), l)
+	if n := len(s.ReleasedLimits); n > MaxReleasedLimits {
+		s.ReleasedLimits = s.ReleasedLimits[n-MaxReleasedLimits:]
+	}
+	return s
+}
+
+// ReleaseShown returns s with limit shown, which the item's screen or
+// transcript showed at a release, as the one it last saw; the limit it
+// took before is released too (releaseLimit).
+func (s Status) ReleaseShown(shown SeenLimit) Status {
+	if shown == (SeenLimit{}) {
+		return s
+	}
+	s = s.releaseLimit(s.LimitSeen)
+	s.LimitSeen = shown
+	return s
 }

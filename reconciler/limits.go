@@ -56,20 +56,16 @@ func seenOf(l harness.Limit) desired.SeenLimit {
 // shows, is news to an item whose status is st: a limit other than the
 // one it last saw (Status.LimitSeen: another kind, text or reset, or
 // another transcript line when both are dated), or that one's menu still
-// waiting for an answer, unless an operator released it. So the banner of
-// a limit already taken, or of one a release ended, left on screen or
-// quoted again, holds nothing more.
+// waiting for an answer, unless an operator released it. A limit an
+// operator released on the item is never news (Status.ReleasedLimits). So
+// the banner of a limit already taken, or of any a release ended, left on
+// screen or quoted again, holds nothing more.
 func newLimit(l harness.Limit, st desired.Status) bool {
-	seen, same := st.LimitSeen, seenOf(l)
-	if !seen.At.IsZero() && !same.At.IsZero() && !seen.At.Equal(same.At) {
-		return true
+	shown := seenOf(l)
+	if st.WasReleased(shown) {
+		return false
 	}
-	seen.At, seen.Released, same.At = time.Time{}, false, time.Time{}
-	if !seen.Reset.Equal(same.Reset) {
-		return true
-	}
-	seen.Reset, same.Reset = time.Time{}, time.Time{}
-	if seen != same {
+	if !st.LimitSeen.Same(shown) {
 		return true
 	}
 	return l.Menu && !st.LimitSeen.Released

@@ -189,6 +189,17 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
 				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+		// A limit released earlier stays ended after another limit was taken
+		// and released in turn: the agent quoting the first again holds
+		// nothing (a fresh release's replay makes an agent do just that).
+		{"an_earlier_released_banner_quoted_after_another_stays_ended", []desired.Record{rec(func() desired.Status {
+			st := limitedBy(running(), *limitAt(reset)).Released(1, desired.PhaseRunning, false, "")
+			st = limitedBy(st, *limitAt(reset.Add(-2*time.Minute))).Released(2, desired.PhaseRunning, true, "")
+			st.FreshRequested = false
+			return st
+		}(), ev1)},
+			screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset)}),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
 		{"a_new_limit_after_a_release_is_taken", []desired.Record{rec(released(running(), *limitAt(reset)))},
 			screen(obs(alive()), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
