@@ -194,7 +194,7 @@ func TestPlanUsageLimits(t *testing.T) {
 		// nothing (a fresh release's replay makes an agent do just that).
 		{"an_earlier_released_banner_quoted_after_another_stays_ended", []desired.Record{rec(func() desired.Status {
 			st := limitedBy(running(), *limitAt(reset)).Released(1, desired.PhaseRunning, false, "")
-			st = limitedBy(st, *limitAt(reset.Add(-2*time.Minute))).Released(2, desired.PhaseRunning, true, "")
+			st = limitedBy(st, *limitAt(reset.Add(-2 * time.Minute))).Released(2, desired.PhaseRunning, true, "")
 			st.FreshRequested = false
 			return st
 		}(), ev1)},
