@@ -169,6 +169,11 @@ const (
 	DefaultGitHubTries          = 8
 	DefaultGitHubBackoffInitial = 2 * time.Second
 	DefaultGitHubBackoffMax     = 5 * time.Minute
+	// DefaultGitHubLoginRetryMax bounds the wait between serve's start
+	// checks while GitHub is out of reach (from DefaultGitHubBackoffInitial,
+	// doubling): until one answers, the webhook filter may not know the
+	// bot login, so the wait stays short.
+	DefaultGitHubLoginRetryMax = 30 * time.Second
 	// DefaultGitHubCallTimeout bounds one HTTP request to GitHub (a
 	// listing of comments is one request per page).
 	DefaultGitHubCallTimeout = 30 * time.Second

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -78,19 +78,25 @@ func gitHubClient(cfg *schema.Config) (*ghapi.Client, error) {
 
 // connectGitHub is serve's start check of the credentials
 // (ghapi.Client.Check: an App's installation token, and the bot login,
-// github.botLogin or the login the credentials belong to). It stores the
-// login in login for the webhook filter that never delivers the bot's own
-// comments, and journals github.connected. Credentials GitHub refuses
+// github.botLogin or the login the credentials belong to), which the
+// client keeps for the webhook filter that never delivers the bot's own
+// comments (ghapi.Client.Known), and journals github.connected. A
+// configured login the credentials do not post as stops serve
+// (ghapi.ErrLoginMismatch). Credentials GitHub refuses
 // (a 4xx that is no rate limit: 401, 403, 404) stop serve at start with
 // GitHub's message. GitHub out of reach is journaled (github.failed
 // reason=login_unknown) and the check is tried again in the background,
 // with the outbox's backoff (schema.DefaultGitHubBackoffInitial, doubling,
-// at most DefaultGitHubBackoffMax), until it succeeds or ctx ends;
-// meanwhile login holds the configured login ("" without one).
-func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config, login *atomic.Pointer[string]) error {
-	err := a.checkGitHub(ctx, cfg, login)
+// at most DefaultGitHubLoginRetryMax), until it succeeds or ctx ends;
+// meanwhile the filter has the configured login ("" without one), or the
+// one an outbox call learned first.
+func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config) error {
+	err := a.checkGitHub(ctx, cfg)
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ghapi.ErrLoginMismatch) {
+		return fmt.Errorf("github %s: %w", cfg.GitHub.APIURL, err)
 	}
 	if refused(err) {
 		return fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
@@ -98,7 +104,7 @@ func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config, login *atom
 	go func() {
 		b := &backoff.ExponentialBackOff{
 			InitialInterval: schema.DefaultGitHubBackoffInitial, RandomizationFactor: 0, Multiplier: 2,
-			MaxInterval: schema.DefaultGitHubBackoffMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
+			MaxInterval: schema.DefaultGitHubLoginRetryMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
 		}
 		b.Reset()
 		for {
@@ -107,7 +113,7 @@ func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config, login *atom
 				return
 			case <-time.After(b.NextBackOff()):
 			}
-			if a.checkGitHub(ctx, cfg, login) == nil {
+			if a.checkGitHub(ctx, cfg) == nil {
 				return
 			}
 		}
@@ -119,7 +125,7 @@ func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config, login *atom
 // stored and journaled (github.connected); a failure is journaled
 // (github.failed reason=credentials_refused, or login_unknown when GitHub
 // is out of reach, with GitHub's status and message) and returned.
-func (a *app) checkGitHub(ctx context.Context, cfg *schema.Config, login *atomic.Pointer[string]) error {
+func (a *app) checkGitHub(ctx context.Context, cfg *schema.Config) error {
 	cctx, cancel := context.WithTimeout(ctx, schema.DefaultGitHubCallTimeout)
 	defer cancel()
 	got, err := a.github.Check(cctx)
@@ -134,7 +140,6 @@ func (a *app) checkGitHub(ctx context.Context, cfg *schema.Config, login *atomic
 		}
 		return err
 	}
-	login.Store(&got)
 	a.journal.Record(ctx, slog.LevelInfo, journal.GitHubConnected, "", "api_url", cfg.GitHub.APIURL, "login", got)
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -126,14 +125,20 @@ func serve(ctx context.Context, g *globals) error {
 
 	// The login whose comments are never delivered to an agent: the
 	// configured one, or the one the credentials belong to, asked at start
-	// and, while GitHub is out of reach, in the background until known.
+	// and, while GitHub is out of reach, in the background until known;
+	// the client keeps it once any call learned it (ghapi.Client.Known).
 	// The github block needs a restart to change.
-	var botLogin atomic.Pointer[string]
 	configured := cfg.BotLogin()
-	botLogin.Store(&configured)
+	botLogin := func() string { return configured }
 	if a.github != nil {
-		if err := a.connectGitHub(ctx, cfg, &botLogin); err != nil {
+		if err := a.connectGitHub(ctx, cfg); err != nil {
 			return err
+		}
+		botLogin = func() string {
+			if l := a.github.Known(); l != "" {
+				return l
+			}
+			return configured
 		}
 	}
 	mux := http.NewServeMux()
@@ -144,7 +149,7 @@ func serve(ctx context.Context, g *globals) error {
 		Recorder: a.journal,
 		Trigger:  rc.Trigger,
 		Log:      log,
-		BotLogin: func() string { return *botLogin.Load() },
+		BotLogin: botLogin,
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
@@ -47,10 +48,11 @@ type Client struct {
 	app          *github.Client
 	installation *ghinstallation.Transport
 	// configured is Credentials.BotLogin; login the bot login once known
-	// (BotLogin), under mu.
+	// (BotLogin), under mu, and known the same, read without mu (Known).
 	configured string
 	mu         sync.Mutex
 	login      string
+	known      atomic.Pointer[string]
 }
 
 // New returns a client of the REST API at apiURL (https://api.github.com,
@@ -147,22 +149,48 @@ func (c *Client) BotLogin(ctx context.Context) (string, error) {
 		}
 	}
 	c.login = login
+	c.known.Store(&login)
 	return login, nil
+}
+
+// Known returns the bot login once BotLogin has learned it (at the start
+// check, at its retries, or when a call looked for its marker), "" before;
+// it never waits for GitHub.
+func (c *Client) Known() string {
+	if l := c.known.Load(); l != nil {
+		return *l
+	}
+	return ""
 }
 
 // Check proves the credentials at start and returns the bot login
 // (BotLogin): an App first gets an installation token (POST
 // /app/installations/{id}/access_tokens, through ghinstallation's
 // installation transport), so that a wrong installation id is refused
-// here rather than on every later call. The error is what Classify reads.
+// here rather than on every later call; a configured bot login is compared
+// with the login the credentials belong to (Login), and another one is
+// ErrLoginMismatch. The error is otherwise what Classify reads.
 func (c *Client) Check(ctx context.Context) (string, error) {
 	if c.installation != nil {
 		if _, err := c.installation.Token(ctx); err != nil {
 			return "", fmt.Errorf("github app installation %d: %w", c.installation.InstallationID(), err)
 		}
 	}
+	if c.configured != "" {
+		// A configured login the credentials do not post as would make
+		// Send miss loopd's own comments (a second announcement after a
+		// kill) and the webhook filter let them through. GitHub out of
+		// reach, or a token GET /user refuses, leaves the configured one.
+		if own, err := c.Login(ctx); err == nil && !strings.EqualFold(own, c.configured) {
+			return "", fmt.Errorf("%w: github.botLogin is %q, the credentials post as %q", ErrLoginMismatch, c.configured, own)
+		}
+	}
 	return c.BotLogin(ctx)
 }
+
+// ErrLoginMismatch is Check's error when github.botLogin names another
+// login than the one the credentials post as.
+var ErrLoginMismatch = errors.New("bot login is not the credentials' login")
 
 // Sent is what GitHub answered a call that succeeded.
 type Sent struct {

@@ -207,6 +207,45 @@ func TestCheck(t *testing.T) {
 	assert.Equal(t, "loopd-bot", login)
 }
 
+// TestCheckComparesTheConfiguredLogin: a configured bot login must be the
+// one the credentials post as (case aside), or serve would miss its own
+// comments; GitHub not answering leaves the configured one.
+func TestCheckComparesTheConfiguredLogin(t *testing.T) {
+	ctx := context.Background()
+	srv := ghapitest.New(t)
+	configured := func(login string) *ghapi.Client {
+		c, err := ghapi.New(srv.APIURL(), ghapi.Credentials{Token: "tok-123", BotLogin: login}, nil, 5*time.Second)
+		require.NoError(t, err)
+		return c
+	}
+	_, err := configured("loopd-app").Check(ctx)
+	require.ErrorIs(t, err, ghapi.ErrLoginMismatch)
+	assert.ErrorContains(t, err, `github.botLogin is "loopd-app", the credentials post as "loopd-bot"`)
+
+	c := configured("LOOPD-BOT")
+	assert.Empty(t, c.Known(), "nothing learned before a call")
+	login, err := c.Check(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "LOOPD-BOT", login)
+	assert.Equal(t, "LOOPD-BOT", c.Known())
+
+	srv.Fail(ghapitest.Failure{Method: "GET", Path: regexp.MustCompile(`^/user$`), Status: http.StatusBadGateway, Body: `{"message":"Bad Gateway"}`, Times: 1})
+	login, err = configured("loopd-app").Check(ctx)
+	require.NoError(t, err, "GitHub out of reach: the configured login stands")
+	assert.Equal(t, "loopd-app", login)
+}
+
+// TestKnownIsWhatACallLearned: the login a call learned (to look for its
+// marker) is known at once to whoever asks without waiting for GitHub.
+func TestKnownIsWhatACallLearned(t *testing.T) {
+	srv := ghapitest.New(t)
+	c := tokenClient(t, srv)
+	assert.Empty(t, c.Known())
+	_, err := c.Send(context.Background(), desired.Call{Key: keyAPI, Kind: desired.CallAnnounce, Marker: "<!-- m -->", Body: "hi <!-- m -->"})
+	require.NoError(t, err)
+	assert.Equal(t, "loopd-bot", c.Known())
+}
+
 // TestClassify: what each failure of GitHub means for the outbox.
 func TestClassify(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
