@@ -119,7 +119,10 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			reason += " blocked reason=" + st.Blocked
 		}
 		if reset, until, held := reconciler.LimitHeld(r, records, p, now); held && !r.Spec.Closed && !r.Spec.Held {
-			reason += " rate_limited reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339)
+			if reason != "rate_limited" { // the item held by another's limit says why
+				reason += " rate_limited"
+			}
+			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
 		}
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)

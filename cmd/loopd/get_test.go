@@ -152,6 +152,7 @@ func TestGetShowsBlocksAndUsageLimits(t *testing.T) {
 	held := "rate_limited reset=" + reset.Local().Format(time.RFC3339) + " until=" + reset.Add(time.Minute).Local().Format(time.RFC3339)
 	assert.Contains(t, lines[1], "RateLimited")
 	assert.Contains(t, lines[1], held)
+	assert.NotContains(t, lines[1], "rate_limited rate_limited", "the reason is said once")
 	assert.Contains(t, lines[2], held, "the same account is held")
 	assert.Contains(t, lines[3], "delivered blocked reason=login_required")
 	assert.NotContains(t, lines[3], "rate_limited", "another account is not held")
