@@ -201,11 +201,15 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
 }
 
-// LimitHeld reports whether a usage limit recorded on r's account holds r
-// back at now, with its reset and the end of the hold (the reset plus the
-// margin), for loopd get; records are every item, whose statuses carry
-// the limits.
-func LimitHeld(r desired.Record, records []desired.Record, p Policy, now time.Time) (reset, until time.Time, ok bool) {
-	h, ok := limitHolds(records, observed.Observation{}, p, now)[p.Harnesses[r.Spec.Harness].Account]
-	return h.Reset, h.Until, ok
+// LimitsHeld returns, for loopd get, the test of whether a usage limit
+// recorded on an item's account holds it back at now, with its reset and
+// the end of the hold (the reset plus the margin); records are every
+// item, whose statuses carry the limits. The holds are worked out once,
+// not once per item asked about.
+func LimitsHeld(records []desired.Record, p Policy, now time.Time) func(r desired.Record) (reset, until time.Time, ok bool) {
+	holds := limitHolds(records, observed.Observation{}, p, now)
+	return func(r desired.Record) (time.Time, time.Time, bool) {
+		h, ok := holds[p.Harnesses[r.Spec.Harness].Account]
+		return h.Reset, h.Until, ok
+	}
 }

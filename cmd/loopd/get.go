@@ -86,6 +86,7 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
 	queue := reconciler.QueuePositions(records, now)
+	limitHeld := reconciler.LimitsHeld(records, p, now)
 	for _, r := range records {
 		st := r.Status
 		phase := string(st.Phase)
@@ -118,7 +119,7 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		if st.Blocked != "" {
 			reason += " blocked reason=" + st.Blocked
 		}
-		if reset, until, held := reconciler.LimitHeld(r, records, p, now); held && !r.Spec.Closed && !r.Spec.Held {
+		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
 			if reason != "rate_limited" { // the item held by another's limit says why
 				reason += " rate_limited"
 			}
