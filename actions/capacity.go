@@ -134,17 +134,9 @@ var errNotIdle = errors.New("agent not idle")
 // sends the harness SIGHUP; the next spawn waits for the process to be
 // gone, endPredecessor) and the item is Parked.
 func (e *Executor) park(ctx context.Context, r *desired.Record, a Park) error {
-	ad, err := e.adapter(r.Spec.Harness)
+	ad, _, screen, err := e.readPane(ctx, r, a.PaneID, a.Session)
 	if err != nil {
-		return err
-	}
-	target := a.PaneID
-	if target == "" {
-		target = "=" + a.Session + ":"
-	}
-	screen, err := e.Tmux.CapturePane(ctx, target, false)
-	if err != nil {
-		return fmt.Errorf("park %s: %w", r.Key, err) // capture <target>: …
+		return fmt.Errorf("park %s: %w", r.Key, err)
 	}
 	if class, _ := ad.Screen(screen); class != harness.ScreenReady {
 		st := r.Status

@@ -514,15 +514,24 @@ func paneTarget(paneID, session string) string {
 	return "=" + session + ":"
 }
 
-func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverPrompt) error {
+// readPane returns r's adapter, the tmux target of its agent's pane
+// (paneTarget) and a plain capture of it, read right before the executor
+// acts on the pane; the error is the adapter's, or the capture's
+// ("capture <target>: …") for the caller to name its operation.
+func (e *Executor) readPane(ctx context.Context, r *desired.Record, paneID, session string) (harness.Adapter, string, string, error) {
 	ad, err := e.adapter(r.Spec.Harness)
 	if err != nil {
-		return err
+		return nil, "", "", err
 	}
-	target := paneTarget(a.PaneID, a.Session)
+	target := paneTarget(paneID, session)
 	screen, err := e.Tmux.CapturePane(ctx, target, false)
+	return ad, target, screen, err
+}
+
+func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverPrompt) error {
+	ad, target, screen, err := e.readPane(ctx, r, a.PaneID, a.Session)
 	if err != nil {
-		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // capture <target>: …
+		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err)
 	}
 	class, why := ad.Screen(screen)
 	switch {

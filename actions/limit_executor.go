@@ -44,14 +44,9 @@ func (e *Executor) rateLimit(ctx context.Context, r *desired.Record, a RateLimit
 // gets nothing; a digit that only moved the cursor is followed by Enter on
 // a later pass, once the screen shows the cursor on that choice.
 func (e *Executor) answerLimitMenu(ctx context.Context, r *desired.Record, a AnswerLimitMenu) error {
-	ad, err := e.adapter(r.Spec.Harness)
+	ad, target, screen, err := e.readPane(ctx, r, a.PaneID, a.Session)
 	if err != nil {
-		return err
-	}
-	target := paneTarget(a.PaneID, a.Session)
-	screen, err := e.Tmux.CapturePane(ctx, target, false)
-	if err != nil {
-		return fmt.Errorf("answer limit menu %s: %w", r.Key, err) // capture <target>: …
+		return fmt.Errorf("answer limit menu %s: %w", r.Key, err)
 	}
 	keys := ad.LimitMenuKeys(screen)
 	if len(keys) == 0 {
