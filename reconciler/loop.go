@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
 )
@@ -209,14 +210,7 @@ const PassRetryInitial = 100 * time.Millisecond
 // passRetry is the backoff of failed passes: PassRetryInitial doubling up
 // to max (cenkalti/backoff, no jitter), never giving up.
 func passRetry(max time.Duration) *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = min(PassRetryInitial, max)
-	b.RandomizationFactor = 0
-	b.Multiplier = 2
-	b.MaxInterval = max
-	b.MaxElapsedTime = 0
-	b.Reset()
-	return b
+	return doubling.New(min(PassRetryInitial, max), max)
 }
 
 // needs is the rule of which item can use which disk fact this pass

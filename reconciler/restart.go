@@ -3,10 +3,9 @@ package reconciler
 import (
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -196,25 +195,7 @@ func NextFailures(r desired.Record, p Policy, now, diedAt time.Time) int {
 // backoffDelay is the wait before the respawn that follows the n-th
 // consecutive failure: none after the first (the first respawn after a
 // healthy run is immediate), then BackoffInitial doubling up to BackoffMax.
-// The sequence comes from cenkalti/backoff with randomization off, so it is
-// deterministic.
+// The sequence is internal/doubling's, so it is deterministic.
 func backoffDelay(n int, p Policy) time.Duration {
-	if n <= 1 {
-		return 0
-	}
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     p.BackoffInitial,
-		RandomizationFactor: 0,
-		Multiplier:          2,
-		MaxInterval:         p.BackoffMax,
-		MaxElapsedTime:      0,
-		Stop:                backoff.Stop,
-		Clock:               backoff.SystemClock,
-	}
-	b.Reset()
-	var d time.Duration
-	for i := 1; i < n; i++ {
-		d = b.NextBackOff()
-	}
-	return d
+	return doubling.Nth(p.BackoffInitial, p.BackoffMax, n-1)
 }

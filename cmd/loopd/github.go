@@ -12,9 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
@@ -102,11 +101,7 @@ func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config) error {
 		return fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
 	}
 	go func() {
-		b := &backoff.ExponentialBackOff{
-			InitialInterval: schema.DefaultGitHubBackoffInitial, RandomizationFactor: 0, Multiplier: 2,
-			MaxInterval: schema.DefaultGitHubLoginRetryMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
-		}
-		b.Reset()
+		b := doubling.New(schema.DefaultGitHubBackoffInitial, schema.DefaultGitHubLoginRetryMax)
 		for {
 			select {
 			case <-ctx.Done():

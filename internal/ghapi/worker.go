@@ -5,9 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/journal"
 )
 
@@ -154,14 +153,5 @@ func (w *Worker) send(ctx context.Context, c desired.Call) error {
 // delay is the backoff after the n-th failed try: Initial, doubling, at
 // most Max.
 func (w *Worker) delay(n int) time.Duration {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: w.Initial, RandomizationFactor: 0, Multiplier: 2, MaxInterval: w.Max,
-		MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
-	}
-	b.Reset()
-	var d time.Duration
-	for range n {
-		d = b.NextBackOff()
-	}
-	return d
+	return doubling.Nth(w.Initial, w.Max, n)
 }
