@@ -127,7 +127,8 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		// nothing rather than respawn live agents.
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
-	plan := Plan(records, obs, policy, now)
+	x := acrossOf(records, obs, policy, now) // before Execute changes records
+	plan := planAcross(records, obs, policy, now, x)
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
@@ -135,14 +136,13 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 				return res, fmt.Errorf("reconcile: %w", err) // ensure server <socket>: …
 			}
 		}
-		loss := recordsLoss(records, obs, policy) // before Execute changes records
 		res.Result = r.Executor.Execute(ctx, records, plan)
-		r.journalLoss(ctx, loss, plan)
+		r.journalLoss(ctx, x.loss, plan)
 	}
 	res.RequeueAfter, res.Requeue = requeueAfter(plan, res.Result, policy, now)
 	if r.Metrics != nil {
 		r.Metrics.observe(res, time.Since(start))
-		r.Metrics.limits(limitHolds(records, obs, policy, now), policy)
+		r.Metrics.limits(x.holds, policy)
 		// The executor kept records in step with what it wrote.
 		r.Metrics.fleet(records, policy)
 	}

@@ -94,16 +94,6 @@ func notACrash(loss actions.Reason, st desired.Status, died, now time.Time, p Po
 	return false
 }
 
-// recordsLoss is lossOf over records (the pass's, before the executor
-// changes them).
-func recordsLoss(records []desired.Record, obs observed.Observation, p Policy) Loss {
-	ptrs := make([]*desired.Record, len(records))
-	for i := range records {
-		ptrs[i] = &records[i]
-	}
-	return lossOf(ptrs, obs, p)
-}
-
 // journalLoss journals the loss l the pass acted on, once: tmux.server_lost
 // or tmux.outage, with the number of items the plan resumed as not
 // crashed. A pass that failed before it executed journals nothing, so the

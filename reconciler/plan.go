@@ -36,6 +36,29 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
+	return planAcross(items, obs, p, now, acrossOf(items, obs, p, now))
+}
+
+// across is what a pass settles across the items before it plans any one
+// of them: whether their agents were lost together (lossOf), and which
+// accounts a usage limit holds (limitHolds). The loop keeps it for what
+// it journals and measures after the plan, so neither is worked out twice.
+type across struct {
+	loss  Loss
+	holds map[string]limitHold
+}
+
+// acrossOf settles across for items.
+func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now time.Time) across {
+	ptrs := make([]*desired.Record, len(items))
+	for i := range items {
+		ptrs[i] = &items[i]
+	}
+	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now)}
+}
+
+// planAcross is Plan with what is settled across the items (x) given.
+func planAcross(items []desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
 	// Sort pointers, not the large records; the store already returns key
 	// order, so this is usually a check.
 	sorted := make([]*desired.Record, len(items))
@@ -46,13 +69,9 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
 	}
-	loss := lossOf(sorted, obs, p).Reason
-	// A usage limit holds every item on its account, so it is settled
-	// across the items first.
-	holds := limitHolds(items, obs, p, now)
 	plans := make([][]actions.Action, len(sorted))
 	for i, r := range sorted {
-		plans[i] = planRecord(*r, obs, p, now, loss, holds)
+		plans[i] = planRecord(*r, obs, p, now, x.loss.Reason, x.holds)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
