@@ -4,6 +4,8 @@ BIN           := bin
 CLAUDE_VERSION := 2.1.197
 CLAUDE_DIR    := .tools/claude-code
 CLAUDE_BIN    := $(CLAUDE_DIR)/node_modules/.bin/claude
+# TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.
@@ -16,11 +18,11 @@ build:
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
 
 test:
-	$(GO) test -count=1 ./... ./testdata/fakeclaude
+	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./... ./testdata/fakeclaude
+	$(GO) vet ./... $(TESTDATA_PKGS)
 	$(MAKE) test
 
 bench:

@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/loopd/loopd/testdata/faketerm"
 	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/internal/harness"
@@ -254,7 +255,7 @@ func run() int {
 			return 1
 		}
 	}
-	if inv.print || !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+	if inv.print || !faketerm.IsTerminal(os.Stdin) || !faketerm.IsTerminal(os.Stdout) {
 		return printMode(inv, k, st)
 	}
 	return runTUI(inv, k, st)
@@ -501,7 +502,7 @@ func printMode(inv invocation, k knobs, st store) int {
 		s.id = uuid.NewString()
 	}
 	prompt := inv.prompt
-	if !inv.hasPrompt && !isTerminal(os.Stdin) {
+	if !inv.hasPrompt && !faketerm.IsTerminal(os.Stdin) {
 		b, _ := io.ReadAll(os.Stdin)
 		prompt = string(b)
 	}
@@ -531,28 +532,6 @@ func (s *session) resume(inv invocation) {
 	}
 }
 
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// makeRaw puts the terminal on fd into raw mode, as cfmakeraw(3) does, and
-// returns the state to restore.
-func makeRaw(fd int) (*unix.Termios, error) {
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return nil, err
-	}
-	raw := *old
-	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	raw.Oflag &^= unix.OPOST
-	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	raw.Cflag &^= unix.CSIZE | unix.PARENB
-	raw.Cflag |= unix.CS8
-	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-	return old, unix.IoctlSetTermios(fd, unix.TCSETS, &raw)
-}
-
 // screenState is what the TUI shows.
 type screenState int
 
@@ -573,7 +552,7 @@ type tui struct {
 	out       io.Writer
 	state     screenState
 	sess      *session
-	ed        editor
+	ed        faketerm.Editor
 	history   []string
 	replies   []string // the answer shown under each of history
 	queue     []string // prompts submitted while busy
@@ -595,7 +574,7 @@ type exitCode struct {
 
 func runTUI(inv invocation, k knobs, st store) int {
 	fd := int(os.Stdin.Fd())
-	old, err := makeRaw(fd)
+	old, err := faketerm.MakeRaw(fd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
@@ -664,7 +643,7 @@ func (u *tui) loop(signals <-chan os.Signal) exitCode {
 				input = nil // the terminal is gone; wait for a signal
 				continue
 			}
-			for _, ev := range u.ed.feed(b) {
+			for _, ev := range u.ed.Feed(b) {
 				if end, done := u.handle(ev); done {
 					return end
 				}
@@ -730,8 +709,8 @@ func (u *tui) failLater(text string) {
 	u.fail = time.After(u.knobs.resumeFailDelay)
 }
 
-func (u *tui) handle(ev event) (exitCode, bool) {
-	if ev.kind == eventInterrupt {
+func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
+	if ev.Kind == faketerm.Interrupt {
 		now := time.Now()
 		if now.Sub(u.lastCtrlC) < time.Second {
 			return exitCode{0, u.sess.resumeHint()}, true
@@ -743,15 +722,15 @@ func (u *tui) handle(ev event) (exitCode, bool) {
 	if u.state == showLimitMenu || u.state == showPermission {
 		return u.menuKey(ev)
 	}
-	if ev.kind != eventSubmit {
+	if ev.Kind != faketerm.Submit {
 		return exitCode{}, false
 	}
 	switch u.state {
 	case showTrust:
 		return u.start()
 	case showChat:
-		if strings.TrimSpace(ev.text) != "" {
-			return u.submit(ev.text)
+		if strings.TrimSpace(ev.Text) != "" {
+			return u.submit(ev.Text)
 		}
 	}
 	return exitCode{}, false
@@ -760,14 +739,14 @@ func (u *tui) handle(ev event) (exitCode, bool) {
 // menuKey takes a key at a menu: a digit moves the cursor to that choice,
 // Enter chooses the one under it, which is logged (FAKECLAUDE_MENU_LOG);
 // the menu then closes.
-func (u *tui) menuKey(ev event) (exitCode, bool) {
-	for _, c := range string(u.ed.buf) + ev.text {
+func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
+	for _, c := range string(u.ed.Buf) + ev.Text {
 		if c >= '1' && c <= '3' {
 			u.cursor = int(c - '0')
 		}
 	}
-	u.ed.buf = nil
-	if ev.kind != eventSubmit {
+	u.ed.Buf = nil
+	if ev.Kind != faketerm.Submit {
 		return exitCode{}, false
 	}
 	label := "Yes"
@@ -939,7 +918,7 @@ func (u *tui) chatLines(w int) []string {
 	for _, q := range u.queue {
 		lines = append(lines, "  ❯ "+summary(q))
 	}
-	if len(u.ed.buf) > 0 {
+	if len(u.ed.Buf) > 0 {
 		footer = ""
 	}
 	if u.status != "" {
@@ -949,7 +928,7 @@ func (u *tui) chatLines(w int) []string {
 		footer = pad(footer, w-28) + "Not logged in · Run /login"
 	}
 	rule := strings.Repeat("─", w)
-	return append(lines, rule, "❯\u00a0"+summary(string(u.ed.buf)), rule, footer)
+	return append(lines, rule, "❯\u00a0"+summary(string(u.ed.Buf)), rule, footer)
 }
 
 // menuLines is the usage-limit menu or the permission dialog, the cursor
