@@ -239,7 +239,7 @@ func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harnes
 			// No file, or no turn in it: nothing was delivered there.
 			continue
 		}
-		found, err := harness.TranscriptFrames(t, need.Frames)
+		found, err := ad.TranscriptFrames(t, need.Frames)
 		if err != nil {
 			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", t.Path, "err", err)
 			return nil, false

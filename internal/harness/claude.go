@@ -16,6 +16,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/google/uuid"
+
+	"github.com/loopd/loopd/desired"
 )
 
 // The Claude Code adapter follows the CLI of Claude Code 2.1.197: its
@@ -221,6 +223,12 @@ func (c *claudeCode) Transcript(cwd, id string) (Transcript, error) {
 		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
 	}
 	return t, nil
+}
+
+// TranscriptFrames reads Claude Code's JSONL transcript: each user line's
+// text (claudeUserText).
+func (c *claudeCode) TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error) {
+	return scanFrames(tr, frames, claudeUserText)
 }
 
 // configDir is where the pane's claude keeps projects/; a relative

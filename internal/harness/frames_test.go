@@ -56,7 +56,7 @@ func TestTranscriptFrames(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600))
 
-	got, err := TranscriptFrames(Transcript{Known: true, Exists: true, Path: path}, frames)
+	got, err := (&claudeCode{}).TranscriptFrames(Transcript{Known: true, Exists: true, Path: path}, frames)
 	require.NoError(t, err)
 	assert.Equal(t, Found{Whole: true}, got["whole"])
 	assert.Equal(t, Found{Whole: true}, got["parts"])
@@ -66,6 +66,6 @@ func TestTranscriptFrames(t *testing.T) {
 		assert.Equal(t, Found{}, got[id], id)
 	}
 
-	_, err = TranscriptFrames(Transcript{Known: true, Path: filepath.Join(t.TempDir(), "missing.jsonl")}, frames)
+	_, err = (&claudeCode{}).TranscriptFrames(Transcript{Known: true, Path: filepath.Join(t.TempDir(), "missing.jsonl")}, frames)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -78,6 +78,11 @@ type Adapter interface {
 	Env() map[string]string
 	// Transcript reports the transcript of id for the physical cwd.
 	Transcript(cwd, id string) (Transcript, error)
+	// TranscriptFrames reads the transcript tr once and reports, for each
+	// of frames by delivery id, what the CLI's user messages in it show of
+	// it: only what a user typed or pasted counts, never the agent's own
+	// words or its tools' output. A torn last line is skipped.
+	TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error)
 	// Screen classifies captured pane text, with a short reason for Blocked.
 	Screen(text string) (Screen, string)
 	// ProcessNames are the names tmux shows as the pane's foreground
@@ -114,6 +119,25 @@ type SessionStartReporter interface {
 	// command, a shell command line, at every session start, with the
 	// CLI's hook input (JSON with session_id and source) on stdin.
 	WithSessionStartHook(command string) Adapter
+}
+
+// Headless is implemented by adapters whose CLI can run one turn without a
+// TUI, for the process runner: the turn's event is its prompt, and the
+// process exits when the turn ends.
+type Headless interface {
+	// HeadlessArgv returns the whole argv (command first) of one headless
+	// turn with prompt, in conversation id when resume is true and in a new
+	// one otherwise, and what the process gets on its stdin (nil: nothing,
+	// /dev/null). The prompt reaches the CLI in argv or on stdin, never
+	// through a shell. A CLI that can pin a new conversation's id (Claude
+	// Code's and Gemini's --session-id) pins it to id; one that cannot
+	// (Codex) ignores id on a fresh turn, and its output names the id
+	// (HeadlessSessionID).
+	HeadlessArgv(id, prompt string, resume bool) (argv []string, stdin []byte)
+	// HeadlessSessionID returns the conversation id that the output of a
+	// headless run (its stdout, as written to the run's log) names, "" when
+	// it names none.
+	HeadlessSessionID(output []byte) string
 }
 
 // Adapter names, the values of schema.Harness.Adapter.
@@ -198,14 +222,12 @@ type Found struct {
 	Mangled int
 }
 
-// TranscriptFrames reads the transcript tr once and reports, for each of
-// frames by delivery id, what its user messages show of it. Only what a
-// user typed or pasted counts: the text of Claude Code's JSONL lines of
-// type "user" that are not meta lines, whose message content is a string
-// or an array of {"type":"text","text":…} parts (tool results, which an
-// agent's commands fill, are other part types). A line that is not JSON,
-// as a torn last line, is skipped.
-func TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error) {
+// scanFrames reads the transcript tr once and reports, for each of frames
+// by delivery id, what the user messages in it show of it; userText picks
+// the text of a user message out of one line of the CLI's JSONL, and
+// reports false for any other line (a line that is not JSON, as a torn
+// last line, included).
+func scanFrames(tr Transcript, frames []desired.Frame, userText func(line []byte) (string, bool)) (map[string]Found, error) {
 	f, err := os.Open(tr.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read transcript %s: %w", tr.Path, err)
@@ -236,9 +258,12 @@ func TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, 
 	}
 }
 
-// userText returns the text of a Claude Code transcript line that holds a
-// user's message, and whether it is one.
-func userText(line []byte) (string, bool) {
+// claudeUserText returns the text of a Claude Code transcript line that
+// holds a user's message, and whether it is one: a JSONL line of type
+// "user" that is not a meta line, whose message content is a string or an
+// array of {"type":"text","text":…} parts (tool results, which an agent's
+// commands fill, are other part types).
+func claudeUserText(line []byte) (string, bool) {
 	// Most lines are not user messages; skip them before decoding.
 	if !bytes.Contains(line, []byte(`"user"`)) {
 		return "", false

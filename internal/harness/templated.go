@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/loopd/loopd/desired"
 )
 
 // templated is an adapter whose argv comes from text/template arguments:
@@ -108,6 +110,12 @@ func (t *templated) Env() map[string]string {
 // Transcript is not Known: these adapters have no transcript rule.
 func (t *templated) Transcript(cwd, id string) (Transcript, error) {
 	return Transcript{}, nil
+}
+
+// TranscriptFrames finds nothing: without a transcript rule there is no
+// transcript to read.
+func (t *templated) TranscriptFrames(Transcript, []desired.Frame) (map[string]Found, error) {
+	return map[string]Found{}, nil
 }
 
 // anyText matches a screen with anything on it.
