@@ -34,6 +34,11 @@ const (
 // DeliveryStormWindow.
 const DefaultMaxDeliveriesPerHour = 30
 
+// DefaultDispatchTimeoutSeconds is a route's dispatchTimeoutSeconds when
+// absent: how long one run of the process runner may take (the-loop's
+// process runner's dispatch timeout).
+const DefaultDispatchTimeoutSeconds = 1800
+
 // DeliveryStormWindow is the sliding window of the loop breaker
 // (maxDeliveriesPerHour).
 const DeliveryStormWindow = time.Hour
@@ -91,6 +96,8 @@ func (c *Config) applyDefaults(dir string) {
 	gh := &c.Webhooks.GHWebhook
 	for key, r := range gh.Routing.Repos {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
+		orDefault(&r.Runner, RunnerTmux)
+		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)
