@@ -157,6 +157,11 @@ const (
 	// DefaultPasteSettle is the pause between a paste and its Enter: Claude
 	// Code takes an Enter in the same burst as a long paste as a newline.
 	DefaultPasteSettle = 150 * time.Millisecond
+	// DefaultRunPoll is how soon a run of the process runner in flight is
+	// looked at again (its pid file read): the daemon that started a run
+	// is woken by its end, a daemon restarted since finds it ended within
+	// this.
+	DefaultRunPoll = 5 * time.Second
 	// DefaultReapKick is how often serve kicks tmux (run-shell true) so
 	// that a pane death tmux 3.3a failed to reap still fires the pane-died
 	// hook (observed.Watcher.KickEvery).

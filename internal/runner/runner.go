@@ -87,6 +87,9 @@ type Spec struct {
 	Env []string
 	// Stdin is what the harness reads on stdin; nil gives it /dev/null.
 	Stdin []byte
+	// Done, when set, is called once the wrapper has exited, if this
+	// process is still its parent then (a later one reads the exit file).
+	Done func()
 }
 
 // ValidID reports whether id can name a run's files: [0-9A-Za-z._-], 1 to
@@ -164,7 +167,13 @@ func (r Runner) Start(ctx context.Context, s Spec) error {
 	exited := make(chan struct{})
 	// Reaped here while this process lives; a later daemon is not its
 	// parent, and reads the exit file instead.
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+		if s.Done != nil {
+			s.Done()
+		}
+	}()
 	pidFile := filepath.Join(dir, s.ID+".pid")
 	deadline := time.NewTimer(StartWait)
 	defer deadline.Stop()
