@@ -517,16 +517,16 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
 		return err
 	}
-	follow, how := e.logOrAttach(a)
+	follow := e.logOrAttach(a)
 	switch {
 	case a.Reason == ReasonAdopted:
 		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
 	case a.Respawn:
-		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, "session", a.Session, "resumed", a.Mode == desired.SpawnResume,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, follow, how)
+		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	default:
-		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, "session", a.Session,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, follow, how)
+		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	}
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)

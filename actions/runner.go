@@ -162,9 +162,9 @@ func (e *Executor) rest(ctx context.Context, r *desired.Record, a Rest) error {
 
 // logOrAttach is what a journal line names to follow an agent: the log
 // of a run, or the tmux command that attaches to its session.
-func (e *Executor) logOrAttach(a MarkRunning) (string, string) {
+func (e *Executor) logOrAttach(a MarkRunning) []any {
 	if a.Log != "" {
-		return journal.KeyLog, a.Log
+		return []any{"log", a.Log}
 	}
-	return journal.KeyAttach, fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
+	return []any{"attach", fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)}
 }
