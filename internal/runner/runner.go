@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -346,8 +347,8 @@ type Fact struct {
 	ID string
 	// Started is true once the wrapper wrote the pid file.
 	Started bool
-	// Running is true while the wrapper or the harness runs (by pid and
-	// start time).
+	// Running is true until the wrapper wrote the exit file, while the
+	// wrapper or the harness runs (by pid and start time).
 	Running bool
 	// PID is the harness's process, and of the run's group leader Group
 	// (the wrapper's pid); StartedAt is when the harness was started.
@@ -383,11 +384,9 @@ func (r Runner) Read(item, id string) (Fact, error) {
 		return f, err
 	}
 	f.Started, f.PID, f.Group, f.StartedAt = true, rec.Harness, rec.Wrapper, rec.StartedAt
-	wrapper, harness := proc.Process{PID: rec.Wrapper, Start: rec.WrapperStart}, proc.Process{PID: rec.Harness, Start: rec.HarnessStart}
-	f.Running = wrapper.Running() || harness.Running()
-	if f.Running {
-		return f, nil
-	}
+	// The exit file says the harness ended (the wrapper writes it after
+	// wait(2), and exits right after); without it, the run ends when
+	// neither process runs any more.
 	var out exitRecord
 	ok, err := readJSON(filepath.Join(dir, id+".exit"), &out)
 	if err != nil {
@@ -395,6 +394,11 @@ func (r Runner) Read(item, id string) (Fact, error) {
 	}
 	if ok {
 		f.StatusKnown, f.ExitStatus, f.Signal, f.EndedAt = true, out.ExitStatus, out.Signal, out.EndedAt
+	} else {
+		wrapper, harness := proc.Process{PID: rec.Wrapper, Start: rec.WrapperStart}, proc.Process{PID: rec.Harness, Start: rec.HarnessStart}
+		if f.Running = wrapper.Running() || harness.Running(); f.Running {
+			return f, nil
+		}
 	}
 	f.Output, err = tail(f.Log, maxOutput)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -444,12 +448,16 @@ func tail(path string, n int64) ([]byte, error) {
 // that no longer runs is left alone (its pids may name other processes by
 // now).
 func (r Runner) Stop(ctx context.Context, item string, f Fact, grace, poll time.Duration) (killed bool, err error) {
+	if now, err := r.Read(item, f.ID); err != nil || !now.Running {
+		return false, nil
+	}
+	// The run counts as running while any process of its group is left:
+	// a tool the harness started, that ignores SIGTERM, goes too. The
+	// group's id is the wrapper's pid, which no other group takes while
+	// one of the run's processes is left (setpgid(2)).
 	running := func() bool {
 		now, err := r.Read(item, f.ID)
-		return err == nil && now.Running
-	}
-	if !f.Started || !running() {
-		return false, nil
+		return (err == nil && now.Running) || groupAlive(f.Group)
 	}
 	_ = syscall.Kill(-f.Group, syscall.SIGTERM)
 	if waitGone(ctx, running, grace, poll) {
@@ -467,6 +475,40 @@ func (r Runner) Stop(ctx context.Context, item string, f Fact, grace, poll time.
 		return true, ctx.Err()
 	}
 	return true, fmt.Errorf("stop run %s: %w", f.ID, proc.ErrStillRunning)
+}
+
+// groupAlive reports whether a process of group pgid that is not a zombie
+// is left, from /proc (proc(5): /proc/<pid>/stat fields 3 and 5, the state
+// and the process group). A zombie has ended, and whoever reaps it (init,
+// when its parent is gone) may take its time.
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold anything: the
+		// fields that follow start after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitGone polls until running reports false, for at most wait or until
