@@ -106,6 +106,23 @@ const (
 	// ReasonOwnPush: a push whose new head the item's workdir already
 	// holds is the agent's own; it is dropped, never sent.
 	ReasonOwnPush Reason = "own_push"
+	// ReasonRunDone: a run of the process runner ended with its event in
+	// the conversation, whatever its exit status: a turn done.
+	ReasonRunDone Reason = "run_done"
+	// ReasonRunFailed: a run ended without its event in the
+	// conversation; the event stays pending and the failure counts.
+	ReasonRunFailed Reason = "run_failed"
+	// ReasonRunInFlight: a run is under way; the next pass looks again.
+	ReasonRunInFlight Reason = "run_in_flight"
+	// ReasonDispatchTimeout: a run outlived its route's
+	// dispatchTimeoutSeconds and is ended with its process group.
+	ReasonDispatchTimeout Reason = "dispatch_timeout"
+	// ReasonNothingToRun: a process-runner item with no run and no event
+	// rests until its next event.
+	ReasonNothingToRun Reason = "nothing_to_run"
+	// ReasonNotHeadless: the route runs its agents as processes, and the
+	// harness's adapter has no headless form.
+	ReasonNotHeadless Reason = "harness_not_headless"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -126,6 +143,9 @@ const (
 	ResumeSpawnFailed       Reason = "spawn_failed"
 	ResumePaneDied          Reason = "pane_died"
 	ResumeTranscriptMissing Reason = "transcript_missing"
+	// ResumeRunFailed: a headless resume ended with the conversation not
+	// resumed (its transcript did not grow: "No conversation found").
+	ResumeRunFailed Reason = "run_failed"
 )
 
 // Action is one planned step for one work item.
@@ -184,6 +204,9 @@ type Spawn struct {
 	// a fresh spawn that replaces a conversation carries the work, not only
 	// a pointer to it.
 	Replay int
+	// Runner is schema.RunnerProcess for a headless run of the harness
+	// (the event its prompt, whole), "" for a pane in tmux.
+	Runner string
 	Reason Reason
 }
 
@@ -200,6 +223,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Replay > 0 {
 		f = append(f, Field{"replay", strconv.Itoa(s.Replay)})
+	}
+	if s.Runner != "" {
+		f = append(f, Field{"runner", s.Runner})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
@@ -395,7 +421,10 @@ type MarkRunning struct {
 	// itself (loopd's launcher execs it). The executor records it with its
 	// start time, so that a respawn can tell that very process from a
 	// later one with the same pid (Status.HarnessPID).
-	PID    int
+	PID int
+	// Log is the log file of a run of the process runner, journaled in
+	// place of the tmux attach command; "" for a pane.
+	Log    string
 	Reason Reason
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/proc"
+	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -87,6 +88,12 @@ type Executor struct {
 	// Workspaces makes and removes the git worktrees of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
+	// Runs starts, reads and stops the runs of the process runner
+	// (routing.repos.<key>.runner: process); RunEnviron is the
+	// environment every run starts from, the one the tmux server gets
+	// (paneenv.Server), below the harness's own.
+	Runs       *runner.Runner
+	RunEnviron []string
 	// StormWindow is how long a delivery counts for the loop breaker
 	// (desired.Status.Counted); the planner judges the count.
 	StormWindow time.Duration
@@ -216,6 +223,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.queue(ctx, r, a)
 	case Park:
 		return e.park(ctx, r, a)
+	case StopRun:
+		return e.stopRun(ctx, r, a)
+	case Rest:
+		return e.rest(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}
@@ -296,7 +307,14 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
 	id := e.NewID()
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), ad)
+	if a.Runner != "" {
+		argv, stdin, err := headlessArgv(ad, id, prompt, false)
+		if err != nil {
+			return err
+		}
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, argv, stdin, ad)
+	}
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), nil, ad)
 }
 
 // withReplay returns s's prompt followed by the replay of the item's
@@ -321,14 +339,23 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 	if err != nil {
 		return err
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), ad)
+	if a.Runner != "" {
+		argv, stdin, err := headlessArgv(ad, a.ResumeID, a.Prompt, true)
+		if err != nil {
+			return err
+		}
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
+	}
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), nil, ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
 // The intent (phase Spawning with no pane id) is written first, so a daemon
 // killed before new-session returns finds the spawn unfinished and redoes it
-// instead of mistaking the old dead pane for the new one.
-func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, ad harness.Adapter) error {
+// instead of mistaking the old dead pane for the new one. A spawn of the
+// process runner (s.Runner) records its run's id with the intent and
+// starts the run (startRun) instead of a pane, with stdin.
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
 	now := e.Now()
 	st := r.Status.Carry(s.DeliveryID)
 	st.Phase = desired.PhaseSpawning
@@ -360,6 +387,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if st.Workspace == desired.WorkspaceKept {
 		st.Workspace = "" // a reopened item uses its kept worktree again
 	}
+	st.RunID = ""
+	if s.Runner != "" {
+		st.RunID = runID(now)
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -371,6 +402,12 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if _, err := os.Stat(s.Cwd); err != nil {
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
+	}
+	if s.Runner != "" {
+		if err := e.endPredecessor(ctx, r, s); err != nil {
+			return err
+		}
+		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
 	}
 	// The kill is guarded: a session of this name that another loopd made
 	// since the plan was drawn is left running, and the item blocks.
@@ -471,22 +508,25 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 		st.ConfirmedSessionID = st.HarnessSessionID
 	}
 	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
-	// carried none that is still in flight.
-	st = st.Carry("")
+	// carried none that is still in flight. A run carries its event until
+	// it shows in the conversation (Deliver) or the run ends.
+	if a.Log == "" {
+		st = st.Carry("")
+	}
 	st.Reason = string(a.Reason)
 	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
 		return err
 	}
-	attach := fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
+	follow := e.logOrAttach(a)
 	switch {
 	case a.Reason == ReasonAdopted:
 		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
 	case a.Respawn:
-		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, "session", a.Session, "resumed", a.Mode == desired.SpawnResume,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	default:
-		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, "session", a.Session,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	}
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
@@ -651,9 +691,13 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	if err := e.Launcher.Discard(a.Session); err != nil {
 		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
+	// A run of the process runner in flight ends with its group.
+	if err := e.endRun(ctx, r, a.Session); err != nil {
+		return fmt.Errorf("stop %s: %w", r.Key, err)
+	}
 	st := r.Status
 	st.Phase = desired.PhaseStopped
-	st.PaneID = ""
+	st.PaneID, st.RunID = "", ""
 	st.Reason = string(a.Reason)
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
@@ -682,6 +726,7 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
 	st.NextAttempt = a.NextAttempt
 	st.SpawnRefused = ""
+	st.RunID = "" // a run whose exit is recorded is judged once
 	st.Reason = string(a.Reason)
 	// A paste in flight died with the pane; unless it landed (Delivered),
 	// it is still pending and goes with the next spawn.

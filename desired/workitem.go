@@ -202,6 +202,11 @@ type Status struct {
 	// (internal/proc). Zero when not known.
 	HarnessPID   int    `json:",omitempty"`
 	HarnessStart uint64 `json:",omitempty"`
+	// RunID names the run of the process runner that the current spawn
+	// started (internal/runner: its pid, exit and log files under the
+	// state dir); "" for a tmux spawn. A later daemon finds the run, and
+	// what became of it, by it.
+	RunID string `json:",omitempty"`
 	// SendingDeliveryID is the delivery last pasted into the live harness
 	// and not yet seen in its transcript; SentAt is when, SendAttempts how
 	// many times it was sent or submitted.

@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -117,7 +118,10 @@ type Observer struct {
 	Owner string
 	// Workspaces runs git in a workdir (Need.Commits); nil reads no commit.
 	Workspaces *workspace.Manager
-	Log        *slog.Logger
+	// Runs reads the runs of the process runner (Snapshot.Runs); nil
+	// reads none.
+	Runs *runner.Runner
+	Log  *slog.Logger
 }
 
 // Observe takes the tmux snapshot at now (with Owner set, whether the
@@ -142,6 +146,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		snap.ServerGone = owner.ID != o.Owner
 	}
+	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}}

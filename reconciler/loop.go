@@ -240,6 +240,8 @@ func needs(p Policy, now time.Time) observed.Needs {
 		n.Commits = pushCommits(rec)
 		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
+		} else if id := runReported(rec, snap); id != "" {
+			n.Reported = id
 		}
 		return n
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // freshNudge is the prompt of a respawn in a new conversation
@@ -139,7 +140,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		return nil, r, false
 	}
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
-	it.observePane()
+	it.observe()
 	st := r.Status
 	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
 	switch {
@@ -154,6 +155,14 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		a.Phase = desired.PhaseRunning
 	case st.HarnessSessionID != "":
 		a.Phase = desired.PhaseBackingOff
+	}
+	if it.process {
+		// A run is started for an event only: one in flight goes on, and
+		// the item's pending events start the next from Idle.
+		a.Phase = desired.PhaseIdle
+		if it.pane.alive {
+			a.Phase = st.Phase
+		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
 		a.Shown = seenOf(*sc.Limit)
@@ -247,6 +256,11 @@ type itemPlan struct {
 	loss actions.Reason
 	// holds are the usage-limit holds in force, by account (limitHolds).
 	holds map[string]limitHold
+	// process is true for an item of the process runner (processRunner);
+	// run is then its run as the pass read it, which pane stands for
+	// (observeRun).
+	process bool
+	run     observed.Run
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -303,7 +317,7 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 
 func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observePane()
+	it.observe()
 
 	if r.Spec.Closed || r.Spec.Held {
 		reason := actions.ReasonClosed
@@ -341,6 +355,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		phase = desired.PhaseIdle
 	}
 
+	if it.process {
+		return it.planRun(phase)
+	}
 	if it.foreign {
 		if (phase == desired.PhaseIdle || phase == desired.PhaseExited) && len(it.pending) == 0 && !it.st.FreshRequested {
 			return nil // nothing to do that would need the session
@@ -677,7 +694,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -707,7 +724,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
 	default:
 		exit.Reason = d.Reason
 	}
@@ -779,6 +796,9 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
+	}
+	if it.process {
+		s.Runner = schema.RunnerProcess
 	}
 	why := failed
 	if why == "" {
@@ -857,7 +877,9 @@ func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 			d = p
 		}
 	}
-	if len(d.Prompt) <= it.p.MaxBootPrompt {
+	if len(d.Prompt) <= it.p.MaxBootPrompt || it.process {
+		// A headless run takes its event whole (a large one on stdin):
+		// there is no pane to paste the rest into.
 		return d.ID, d.Prompt
 	}
 	header, _, _ := strings.Cut(d.Prompt, "\n")

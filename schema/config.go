@@ -1,5 +1,7 @@
 package schema
 
+import "time"
+
 // Config is loopd.yaml. The JSON Schema in loopd.schema.json is the contract;
 // these types mirror it. Load fills defaults, so every field below is set
 // after a successful Load.
@@ -153,6 +155,30 @@ type Route struct {
 	// and are off without it (Route.Talk).
 	Announce    *bool `yaml:"announce" json:"announce,omitempty"`
 	Acknowledge *bool `yaml:"acknowledge" json:"acknowledge,omitempty"`
+	// Runner is how the route's agents run: RunnerTmux (default), a live
+	// TUI in a tmux pane that each event is pasted into, or RunnerProcess,
+	// one headless run of the harness per event (docs/design.md, "The
+	// process runner").
+	Runner string `yaml:"runner" json:"runner"`
+	// DispatchTimeoutSeconds bounds one run of the process runner: past
+	// it, the run's process group is terminated, then killed. Default
+	// DefaultDispatchTimeoutSeconds.
+	DispatchTimeoutSeconds int `yaml:"dispatchTimeoutSeconds" json:"dispatchTimeoutSeconds"`
+}
+
+// The runners of a route (routing.repos.<key>.runner).
+const (
+	RunnerTmux    = "tmux"
+	RunnerProcess = "process"
+)
+
+// DispatchTimeout returns DispatchTimeoutSeconds as a duration, the
+// default when absent.
+func (r Route) DispatchTimeout() time.Duration {
+	if r.DispatchTimeoutSeconds <= 0 {
+		return seconds(DefaultDispatchTimeoutSeconds)
+	}
+	return seconds(r.DispatchTimeoutSeconds)
 }
 
 // Talk returns whether r announces and acknowledges, given whether the

@@ -96,6 +96,10 @@ const (
 	// DispatchMangled: an event's frame reached the conversation, but not
 	// whole (end line missing or digest mismatch).
 	DispatchMangled Name = "dispatch.mangled"
+	// DispatchTimeout: a run of the process runner outlived its route's
+	// dispatchTimeoutSeconds; its process group was terminated, then
+	// killed. What became of its event the transcript says.
+	DispatchTimeout Name = "dispatch.timeout"
 	// DispatchDropped: a pending event will never be sent (reason=own_push:
 	// the agent's own push).
 	DispatchDropped Name = "dispatch.dropped"
@@ -190,6 +194,9 @@ const (
 	// PaneDiedWaitFailed: waiting on the pane-died channel failed; retried
 	// after a second (log only, debug).
 	PaneDiedWaitFailed Name = "pane_died.wait_failed"
+	// RunUnreadable: the files of a run of the process runner could not
+	// be read; the pass waits for the run rather than judge it (log only).
+	RunUnreadable Name = "run.unreadable"
 	// TranscriptUnreadable: a harness transcript could not be read; the pass
 	// ScreenUnreadable: a pane's screen could not be captured for what
 	// blocks its agent or a usage limit (log only, debug).

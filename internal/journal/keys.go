@@ -131,4 +131,11 @@ const (
 	KeyStarts    = "starts"     // starts in flight (reconciler startInFlight) once the pass is done
 	KeyMaxStarts = "max_starts" // capacity.maxStartsInFlight
 	KeyIdleFor   = "idle_for"   // how long a parked agent had been idle (a duration)
+
+	// The process runner (routing.repos.<key>.runner: process).
+	KeyRunner  = "runner"  // how an item's agent runs: tmux or process
+	KeyRun     = "run"     // a run's id, which names its files under the state dir
+	KeyLog     = "log"     // a run's log file
+	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
+	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
 )
