@@ -281,7 +281,7 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "harness_name_is_not_an_adapter",
 			src:  "harnesses:\n  claude:\n    command: claude\n",
-			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, cursor, custom; set adapter"},
+			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, cursor, custom; set adapter"},
 		},
 		{
 			name: "custom_adapter_rules",
