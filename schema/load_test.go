@@ -196,8 +196,8 @@ func TestParseInvalid(t *testing.T) {
 		},
 		{
 			name: "bad_adapter",
-			src:  "harnesses:\n  x: {adapter: codex, command: codex}\n",
-			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'cursor', 'custom'"},
+			src:  "harnesses:\n  x: {adapter: aider, command: aider}\n",
+			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'codex', 'cursor', 'custom'"},
 		},
 		{
 			name: "below_minimum",
