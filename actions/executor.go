@@ -295,6 +295,10 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// A new conversation is told how to mark what it posts on GitHub, so
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
+	if a.Unpinned {
+		// The harness chooses the id; the next passes learn it.
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, "", -1, ad.FreshArgv("", prompt), ad)
+	}
 	id := e.NewID()
 	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), ad)
 }
@@ -336,6 +340,8 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	st.PaneID = ""
 	st.HarnessSessionID = id
 	st.ConfirmedSessionID = ""
+	// Only a fresh spawn without an id leaves it to be learned.
+	st.IDUnconfirmed = id == ""
 	st.SpawnMode = mode
 	st.SpawnedAt = now
 	st.ProbeDeadline = now.Add(s.Probe)

@@ -182,6 +182,13 @@ type Status struct {
 	// ConfirmedSessionID is the id the harness itself reported (SessionStart
 	// hook), or the pinned id once its transcript was seen to grow.
 	ConfirmedSessionID string
+	// IDUnconfirmed is true from a fresh spawn of a harness that cannot
+	// start a conversation under an id chosen in advance (Codex) until
+	// loopd learns the id the harness chose (docs/design.md, "Learning a
+	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
+	// window is a fresh spawn (resume_failed reason=id_unknown), and a
+	// delivery is verified only once the id is known.
+	IDUnconfirmed bool `json:",omitempty"`
 	Session            string // tmux session name
 	PaneID             string // %N of the current pane
 	SpawnMode          SpawnMode

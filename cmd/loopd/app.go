@@ -127,8 +127,9 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 	out := make(map[string]reconciler.Capabilities, len(h))
 	for name, ad := range h {
 		_, reports := ad.(harness.SessionStartReporter)
+		_, learns := ad.(harness.SessionLearner)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			ProcessNames: ad.ProcessNames(), Account: ad.Account()}
+			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account()}
 	}
 	return out
 }
