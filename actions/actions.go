@@ -56,10 +56,10 @@ const (
 	ReasonAwaitingSessionID Reason = "awaiting_session_id"
 	// ReasonSessionLearned: the pass learned the conversation id; the
 	// item's transcript is read by the next pass, a poll period later.
-	ReasonSessionLearned Reason = "session_id_learned"
-	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
-	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
-	ReasonDeliveryMangled  Reason = "delivery_mangled"       // reached the transcript, not whole
+	ReasonSessionLearned   Reason = "session_id_learned"
+	ReasonAwaitingDelivery Reason = "awaiting_delivery"    // pasted, not yet in the transcript
+	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed" // never showed in the transcript
+	ReasonDeliveryMangled  Reason = "delivery_mangled"     // reached the transcript, not whole
 	// ReasonSessionForeign: the session of the item's name carries another
 	// loopd's owner mark, or none; loopd never touches it.
 	ReasonSessionForeign Reason = "session_foreign"

@@ -188,12 +188,12 @@ type Status struct {
 	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
-	IDUnconfirmed bool `json:",omitempty"`
-	Session            string // tmux session name
-	PaneID             string // %N of the current pane
-	SpawnMode          SpawnMode
-	SpawnedAt          time.Time
-	ProbeDeadline      time.Time
+	IDUnconfirmed bool   `json:",omitempty"`
+	Session       string // tmux session name
+	PaneID        string // %N of the current pane
+	SpawnMode     SpawnMode
+	SpawnedAt     time.Time
+	ProbeDeadline time.Time
 	// SpawnDeliveryID is the delivery carried as the boot prompt of the
 	// current spawn; it stays pending until the spawn is confirmed.
 	SpawnDeliveryID string
