@@ -50,16 +50,9 @@ const (
 	ReasonWorkspaceMissing Reason = "workspace_missing"
 	ReasonHarnessUnknown   Reason = "harness_unknown"
 	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
-	// ReasonAwaitingSessionID: the harness cannot pin its conversation id
-	// (Codex) and loopd has not learned it yet: the spawn is not confirmed,
-	// and no delivery verified, until then.
-	ReasonAwaitingSessionID Reason = "awaiting_session_id"
-	// ReasonSessionLearned: the pass learned the conversation id; the
-	// item's transcript is read by the next pass, a poll period later.
-	ReasonSessionLearned   Reason = "session_id_learned"
-	ReasonAwaitingDelivery Reason = "awaiting_delivery"    // pasted, not yet in the transcript
-	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed" // never showed in the transcript
-	ReasonDeliveryMangled  Reason = "delivery_mangled"     // reached the transcript, not whole
+	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
+	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
+	ReasonDeliveryMangled  Reason = "delivery_mangled"       // reached the transcript, not whole
 	// ReasonSessionForeign: the session of the item's name carries another
 	// loopd's owner mark, or none; loopd never touches it.
 	ReasonSessionForeign Reason = "session_foreign"
@@ -113,6 +106,17 @@ const (
 	// ReasonOwnPush: a push whose new head the item's workdir already
 	// holds is the agent's own; it is dropped, never sent.
 	ReasonOwnPush Reason = "own_push"
+)
+
+// Why an item whose harness cannot pin its conversation id (Codex) waits.
+const (
+	// ReasonAwaitingSessionID: loopd has not learned the conversation id
+	// yet: the spawn is not confirmed, and no delivery verified, until
+	// then.
+	ReasonAwaitingSessionID Reason = "awaiting_session_id"
+	// ReasonSessionLearned: the pass learned the conversation id; the
+	// item's transcript is read by the next pass, a poll period later.
+	ReasonSessionLearned Reason = "session_id_learned"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.

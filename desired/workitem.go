@@ -188,7 +188,8 @@ type Status struct {
 	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
-	IDUnconfirmed bool   `json:",omitempty"`
+	IDUnconfirmed bool `json:",omitempty"`
+
 	Session       string // tmux session name
 	PaneID        string // %N of the current pane
 	SpawnMode     SpawnMode
