@@ -156,7 +156,9 @@ func TestCodexMissingRolloutStartsFresh(t *testing.T) {
 	assert.Equal(t, "transcript_missing", failed[0].Attrs["reason"], "%v", failed[0].Attrs)
 	assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
 	r := waitLearned(t, e, keyIssue, old)
-	e.waitFor(t, func() bool { return countContaining(codexMessages(t, e, ad, keyIssue, r.Status.HarnessSessionID), body) == 1 }, waitLong,
+	e.waitFor(t, func() bool {
+		return countContaining(codexMessages(t, e, ad, keyIssue, r.Status.HarnessSessionID), body) == 1
+	}, waitLong,
 		"the fresh conversation does not carry the comment")
 }
 
