@@ -83,7 +83,7 @@ func writeRollout(t *testing.T, home, cwd, id string, start time.Time, extra ...
 	data, err := os.ReadFile("testdata/codex-0.171.0/rollout.jsonl")
 	require.NoError(t, err)
 	text := strings.ReplaceAll(string(data), codexID, id)
-	text = strings.ReplaceAll(text, `"cwd":"/work/acme"`, `"cwd":"`+cwd+`"`)
+	text = strings.ReplaceAll(text, `"cwd":"/srv/acme"`, `"cwd":"`+cwd+`"`)
 	text = strings.Replace(text, `"timestamp":"2026-11-30T22:07:25.245Z"`, `"timestamp":"`+start.UTC().Format("2006-01-02T15:04:05.000Z")+`"`, 1)
 	text += strings.Join(extra, "")
 	dir := filepath.Join(home, "sessions", start.UTC().Format("2006/01/02"))
