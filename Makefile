@@ -4,18 +4,25 @@ BIN           := bin
 CLAUDE_VERSION := 2.1.197
 CLAUDE_DIR    := .tools/claude-code
 CLAUDE_BIN    := $(CLAUDE_DIR)/node_modules/.bin/claude
+CODEX_VERSION := 0.171.0
+CODEX_DIR     := .tools/codex
+CODEX_BIN     := $(CODEX_DIR)/node_modules/.bin/codex
 # TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
-TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.
 export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BIN)),)
+# The real Codex CLI, when installed here (make codex); its tests are
+# skipped otherwise.
+export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
 
-.PHONY: build test check bench demo claude clean
+.PHONY: build test check bench demo claude codex clean
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
+	$(GO) build -o $(BIN)/fakecodex ./testdata/fakecodex
 
 test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
@@ -38,6 +45,13 @@ claude: $(CLAUDE_BIN)
 
 $(CLAUDE_BIN):
 	npm install --prefix $(CLAUDE_DIR) --no-audit --no-fund @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+
+# codex installs the pinned Codex CLI from the npm registry into
+# $(CODEX_DIR) (about 320 MB: a Node launcher and its native binary).
+codex: $(CODEX_BIN)
+
+$(CODEX_BIN):
+	npm install --prefix $(CODEX_DIR) --no-audit --no-fund @openai/codex@$(CODEX_VERSION)
 
 clean:
 	rm -rf $(BIN)

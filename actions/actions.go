@@ -125,6 +125,17 @@ const (
 	ReasonNotHeadless Reason = "harness_not_headless"
 )
 
+// Why an item whose harness cannot pin its conversation id (Codex) waits.
+const (
+	// ReasonAwaitingSessionID: loopd has not learned the conversation id
+	// yet: the spawn is not confirmed, and no delivery verified, until
+	// then.
+	ReasonAwaitingSessionID Reason = "awaiting_session_id"
+	// ReasonSessionLearned: the pass learned the conversation id; the
+	// item's transcript is read by the next pass, a poll period later.
+	ReasonSessionLearned Reason = "session_id_learned"
+)
+
 // How a delivery was confirmed, the via of dispatch.delivered.
 const (
 	// ViaPaste: the paste in flight showed in the transcript.
@@ -146,7 +157,19 @@ const (
 	// ResumeRunFailed: a headless resume ended with the conversation not
 	// resumed (its transcript did not grow: "No conversation found").
 	ResumeRunFailed Reason = "run_failed"
+	// ResumeIDUnknown: the harness cannot pin its conversation id and the
+	// agent died before loopd learned it, so there is no id to resume.
+	ResumeIDUnknown Reason = "id_unknown"
+	// ResumeChooser: the resume opened a screen that chooses instead of
+	// resuming (Codex's "Working directory · resume" chooser, a picker);
+	// loopd never answers it.
+	ResumeChooser Reason = "resume_chooser"
 )
+
+// SourceRollout is the source of a FollowSession for a conversation id
+// loopd learned from the rollout file the harness wrote (Codex), not one
+// the harness reported.
+const SourceRollout = "rollout"
 
 // Action is one planned step for one work item.
 type Action interface {
@@ -230,9 +253,15 @@ func (s Spawn) tail() []Field {
 	return append(f, Field{"reason", string(s.Reason)})
 }
 
-// FreshSpawn starts a new conversation under a newly minted session id.
+// FreshSpawn starts a new conversation under a newly minted session id,
+// or, for a harness that cannot pin one (Unpinned), under the id the
+// harness chooses, which loopd learns after the spawn.
 type FreshSpawn struct {
 	Spawn
+	// Unpinned is true when the harness cannot start a conversation under
+	// an id chosen in advance (harness.SessionLearner): the spawn records
+	// no id, and the item's id is unconfirmed until learned.
+	Unpinned bool
 	// ResumeFailed, when set, is why this fresh spawn replaces a resume;
 	// the executor logs session.resume_failed with AttemptedID.
 	ResumeFailed Reason
@@ -253,6 +282,9 @@ func (a FreshSpawn) Fields() []Field {
 	f := a.base()
 	if a.ResumeFailed != "" {
 		f = append(f, Field{"attempted_session_id", a.AttemptedID}, Field{"resume_failed", string(a.ResumeFailed)})
+	}
+	if a.Unpinned {
+		f = append(f, Field{"harness_session_id", "unconfirmed"})
 	}
 	return append(f, a.tail()...)
 }
@@ -518,15 +550,16 @@ func (a RecordExit) Fields() []Field {
 
 func (a RecordExit) String() string { return Format(a) }
 
-// FollowSession makes the id the harness reported (after /clear, say) the
-// item's conversation id, so that the next resume brings back the
+// FollowSession makes the id the harness reported (after /clear, say), or
+// the id loopd learned for a harness that cannot pin one, the item's
+// conversation id, so that the next resume brings back the
 // conversation the agent is actually in.
 type FollowSession struct {
 	Key     desired.Key
 	Session string
 	From    string
 	To      string
-	Source  string // the harness's reason, e.g. "clear"
+	Source  string // the harness's reason, e.g. "clear"; SourceRollout for a learned id
 }
 
 // Item implements Action.

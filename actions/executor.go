@@ -306,7 +306,11 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// A new conversation is told how to mark what it posts on GitHub, so
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
-	id := e.NewID()
+	id := ""
+	if !a.Unpinned {
+		// Otherwise the harness chooses the id, and the next passes learn it.
+		id = e.NewID()
+	}
 	if a.Runner != "" {
 		argv, stdin, err := headlessArgv(ad, id, prompt, false)
 		if err != nil {
@@ -363,6 +367,8 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	st.PaneID = ""
 	st.HarnessSessionID = id
 	st.ConfirmedSessionID = ""
+	// Only a fresh spawn without an id leaves it to be learned.
+	st.IDUnconfirmed = id == ""
 	st.SpawnMode = mode
 	st.SpawnedAt = now
 	st.ProbeDeadline = now.Add(s.Probe)

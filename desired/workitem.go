@@ -319,6 +319,14 @@ type Status struct {
 	// (a turn running, text in the input box, a dialog): its idle time
 	// counts from then on (reconciler, idleSince).
 	ActiveSeenAt time.Time `json:",omitzero"`
+
+	// IDUnconfirmed is true from a fresh spawn of a harness that cannot
+	// start a conversation under an id chosen in advance (Codex) until
+	// loopd learns the id the harness chose (docs/design.md, "Learning a
+	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
+	// window is a fresh spawn (resume_failed reason=id_unknown), and a
+	// delivery is verified only once the id is known.
+	IDUnconfirmed bool `json:",omitempty"`
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -16,6 +16,7 @@ import (
 var (
 	loopdBin      string
 	fakeClaudeBin string
+	fakeCodexBin  string
 )
 
 // Timeouts of the waits. They bound how long a broken build takes to fail;
@@ -53,7 +54,8 @@ func runMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	loopdBin = filepath.Join(dir, "loopd")
 	fakeClaudeBin = filepath.Join(dir, "fakeclaude")
-	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude"} {
+	fakeCodexBin = filepath.Join(dir, "fakecodex")
+	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude", fakeCodexBin: "./testdata/fakecodex"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -40,6 +40,10 @@ type Observation struct {
 	// pane's screen and the latest turn of its transcript show. A missing
 	// entry means "not read".
 	Screens map[desired.Key]Screen
+	// Started holds, per item whose Need named Learn, the conversations
+	// its harness started in its workdir since then, oldest first
+	// (harness.SessionLearner). A missing entry means "not read".
+	Started map[desired.Key][]harness.Started
 }
 
 // Need is what one pass reads from disk for one item. The zero Need reads
@@ -74,6 +78,10 @@ type Need struct {
 	// agent and for a usage limit, and, with Disk, the latest turn of its
 	// transcript for a usage limit.
 	Screen bool
+	// Learn, when not zero, reads the conversations the item's harness
+	// started in its workdir since then (Observation.Started), for a
+	// harness that cannot pin its conversation id.
+	Learn time.Time
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -149,9 +157,12 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
-		Screens: map[desired.Key]Screen{}}
+		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}}
 	for _, rec := range records {
 		need := needs(rec, snap)
+		if !need.Learn.IsZero() {
+			o.readStarted(ctx, rec, need.Learn, &obs)
+		}
 		if need.Screen {
 			if sc, ok := o.readScreen(ctx, rec, snap, now); ok {
 				obs.Screens[rec.Key] = sc
@@ -200,6 +211,22 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 	}
 	return obs, nil
+}
+
+// readStarted reads the conversations rec's harness started in its
+// workdir since since, when its adapter can tell (harness.SessionLearner);
+// a failure is logged (transcript.unreadable) and leaves them unread.
+func (o *Observer) readStarted(ctx context.Context, rec desired.Record, since time.Time, obs *Observation) {
+	learner, ok := o.Harnesses[rec.Spec.Harness].(harness.SessionLearner)
+	if !ok || rec.Workdir() == "" {
+		return
+	}
+	started, err := learner.SessionsStarted(rec.Workdir(), since)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "cwd", rec.Workdir(), "err", err)
+		return
+	}
+	obs.Started[rec.Key] = started
 }
 
 // holds reads whether the HEAD of the workdir dir holds each of commits;

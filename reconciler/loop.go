@@ -221,16 +221,25 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // pass may act on are looked for (framesToCheck), in the transcript of the
 // conversation the item is in (desired.Record.ConversationID) and in those
 // of the recorded session id and of an id the running harness reported
-// since its spawn (a /clear the pass has not followed yet).
+// since its spawn (a /clear the pass has not followed yet). An item whose
+// harness cannot pin its conversation id, and whose id is unconfirmed,
+// gets the conversations its harness started since the spawn read
+// (Need.Learn), in any phase.
 func needs(p Policy, now time.Time) observed.Needs {
 	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
 		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
+		var learn time.Time
+		if rec.Status.IDUnconfirmed && p.Harnesses[rec.Spec.Harness].LearnsSessionID {
+			// Whatever the phase: a conversation the harness started
+			// before it died is still the one to resume.
+			learn = rec.Status.SpawnedAt
+		}
 		if !facts && !screen {
-			return observed.Need{}
+			return observed.Need{Learn: learn}
 		}
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Screen: screen, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}

@@ -16,6 +16,11 @@ type Capabilities struct {
 	// ReportsSession is true when the harness reports its session id at
 	// start; events are then pasted only after that report.
 	ReportsSession bool
+	// LearnsSessionID is true when the harness cannot start a conversation
+	// under an id chosen in advance (harness.SessionLearner, Codex): a
+	// fresh spawn records no id, and the planner learns it from the
+	// conversations the harness started (observed.Observation.Started).
+	LearnsSessionID bool
 	// ProcessNames are the names the pane shows as its foreground process
 	// while the harness runs (harness.Adapter.ProcessNames). A live pane
 	// showing another name is a dead agent.

@@ -62,8 +62,8 @@ type Capacity struct {
 // Harness configures one agent CLI. The map key is the harness name used in
 // routes.
 type Harness struct {
-	// Adapter selects the argv grammar: "claude-code", "cursor" or
-	// "custom". Default: the harness name.
+	// Adapter selects the argv grammar: "claude-code", "codex", "cursor"
+	// or "custom". Default: the harness name.
 	Adapter   string   `yaml:"adapter" json:"adapter"`
 	Command   string   `yaml:"command" json:"command"` // a path, or a name on PATH
 	ExtraArgs []string `yaml:"extraArgs" json:"extraArgs"`

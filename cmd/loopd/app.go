@@ -137,8 +137,9 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 	for name, ad := range h {
 		_, reports := ad.(harness.SessionStartReporter)
 		_, headless := ad.(harness.Headless)
+		_, learns := ad.(harness.SessionLearner)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless}
+			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless}
 	}
 	return out
 }

@@ -140,9 +140,30 @@ type Headless interface {
 	HeadlessSessionID(output []byte) string
 }
 
+// SessionLearner is implemented by adapters whose CLI cannot start a
+// conversation under an id chosen in advance (Codex): a fresh spawn's id
+// is unconfirmed until loopd learns it from the files the CLI writes at
+// the first prompt (docs/design.md, "Learning a conversation id").
+type SessionLearner interface {
+	// SessionsStarted returns the conversations the CLI started in the
+	// physical cwd at or after since, oldest first.
+	SessionsStarted(cwd string, since time.Time) ([]Started, error)
+}
+
+// Started is a conversation a SessionLearner found on disk.
+type Started struct {
+	ID string
+	// At is when the CLI started the session (its own record of it).
+	At time.Time
+	// First is the text of its first user message: the boot prompt of the
+	// spawn that started it.
+	First string
+}
+
 // Adapter names, the values of schema.Harness.Adapter.
 const (
 	AdapterClaudeCode = "claude-code"
+	AdapterCodex      = "codex"
 	AdapterCursor     = "cursor"
 	AdapterCustom     = "custom"
 )
@@ -162,7 +183,7 @@ var (
 )
 
 // New returns the adapter for the harness called name. cfg.Adapter selects
-// it ("claude-code", "cursor" or "custom"); an empty cfg.Adapter means the
+// it ("claude-code", "codex", "cursor" or "custom"); an empty cfg.Adapter means the
 // harness name. It returns ErrUnknownAdapter for any other adapter and
 // ErrBadConfig for a config the adapter cannot use.
 //
@@ -176,7 +197,7 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 	if kind == "" {
 		kind = name
 	}
-	if !slices.Contains([]string{AdapterClaudeCode, AdapterCursor, AdapterCustom}, kind) {
+	if !slices.Contains([]string{AdapterClaudeCode, AdapterCodex, AdapterCursor, AdapterCustom}, kind) {
 		return nil, fmt.Errorf("harness %s: adapter %q: %w", name, kind, ErrUnknownAdapter)
 	}
 	b, err := newBase(name, cfg)
@@ -187,6 +208,8 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 	switch kind {
 	case AdapterClaudeCode:
 		a, err = newClaudeCode(b)
+	case AdapterCodex:
+		a, err = newCodex(b)
 	case AdapterCursor:
 		a, err = newCursor(b)
 	default:

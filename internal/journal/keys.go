@@ -23,7 +23,7 @@ const (
 	KeyAttemptedSessionID = "attempted_session_id" // a conversation id that could not be resumed, or a rejected report's
 	KeyRetiredSessionID   = "retired_session_id"   // a conversation id retired, never resumed again
 	KeyFrom               = "from"                 // the conversation id follow_session leaves
-	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact
+	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact; rollout for a learned id
 	KeyMode               = "mode"                 // spawn mode: fresh or resume
 	KeyResumed            = "resumed"              // a respawn resumed its conversation
 	KeyConfirmed          = "confirmed"            // the spawn was confirmed by its transcript or a report
