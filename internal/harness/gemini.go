@@ -301,7 +301,8 @@ type geminiChat struct {
 }
 
 // readGeminiChat reads the chat file f: whether its first line's sessionId
-// is id, and whether it holds a message Gemini would resume.
+// is id (with a projectHash, as loadConversationRecord requires), and
+// whether it holds a message Gemini would resume.
 func readGeminiChat(f, id string) (geminiChat, error) {
 	file, err := os.Open(f)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -320,10 +321,13 @@ func readGeminiChat(f, id string) (geminiChat, error) {
 	for {
 		line, err := br.ReadBytes('\n')
 		if first {
+			// Gemini reads a file whose metadata lacks projectHash as a
+			// legacy JSON file, which a JSONL file is not.
 			var meta struct {
-				SessionID string `json:"sessionId"`
+				SessionID   string `json:"sessionId"`
+				ProjectHash string `json:"projectHash"`
 			}
-			if json.Unmarshal(line, &meta) != nil || meta.SessionID != id {
+			if json.Unmarshal(line, &meta) != nil || meta.SessionID != id || meta.ProjectHash == "" {
 				return c, nil
 			}
 			c.ours, first = true, false

@@ -45,6 +45,7 @@
 //	FAKEGEMINI_TRUST_PROMPT=1       show the folder-trust dialog (unless --skip-trust)
 //	FAKEGEMINI_RESUME_FAIL_DELAY    Go duration before a failing resume exits (default 500ms; the real CLI: ~2s)
 //	FAKEGEMINI_PID_FILE             file to which the launcher and the child each append their pid as a line
+//	FAKEGEMINI_RESUME_FAIL=1        every resume fails with exit 42 ("Invalid session identifier"), even of a conversation that exists
 package main
 
 import (
@@ -329,12 +330,12 @@ type session struct {
 func (s store) open(inv invocation, failDelay time.Duration) (*session, int, string) {
 	if inv.resume {
 		path, ok := s.find(inv.resumeValue)
-		if ok {
+		if ok && os.Getenv("FAKEGEMINI_RESUME_FAIL") != "1" {
 			sess := &session{id: inv.resumeValue, path: path}
 			return sess, 0, ""
 		}
 		time.Sleep(failDelay)
-		if !s.others(inv.resumeValue) {
+		if !ok && !s.others(inv.resumeValue) {
 			return nil, harness.GeminiExitInputError, "Error resuming session: No previous sessions found for this project.\n"
 		}
 		dir, _ := s.chats()
