@@ -4,18 +4,25 @@ BIN           := bin
 CLAUDE_VERSION := 2.1.197
 CLAUDE_DIR    := .tools/claude-code
 CLAUDE_BIN    := $(CLAUDE_DIR)/node_modules/.bin/claude
+GEMINI_VERSION := 0.61.0
+GEMINI_DIR    := .tools/gemini
+GEMINI_BIN    := $(GEMINI_DIR)/node_modules/.bin/gemini
 # TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
-TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakegemini
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.
 export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BIN)),)
+# The Gemini tests run on the real Gemini CLI too when it is installed here
+# (make gemini); they skip that half otherwise.
+export LOOPD_REAL_GEMINI ?= $(if $(wildcard $(GEMINI_BIN)),$(abspath $(GEMINI_BIN)),)
 
-.PHONY: build test check bench demo claude clean
+.PHONY: build test check bench demo claude gemini clean
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
+	$(GO) build -o $(BIN)/fakegemini ./testdata/fakegemini
 
 test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
@@ -38,6 +45,13 @@ claude: $(CLAUDE_BIN)
 
 $(CLAUDE_BIN):
 	npm install --prefix $(CLAUDE_DIR) --no-audit --no-fund @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+
+# gemini installs the pinned Gemini CLI from the npm registry into
+# $(GEMINI_DIR) (about 100 MB).
+gemini: $(GEMINI_BIN)
+
+$(GEMINI_BIN):
+	npm install --prefix $(GEMINI_DIR) --no-audit --no-fund @google/gemini-cli@$(GEMINI_VERSION)
 
 clean:
 	rm -rf $(BIN)
