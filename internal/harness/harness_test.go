@@ -27,7 +27,7 @@ func TestNew(t *testing.T) {
 		{name: "dot_path_made_absolute", harness: "claude-code", cfg: schema.Harness{Command: "./claude"}, wantCommand: filepath.Join(wd, "claude")},
 		{name: "absolute_path_kept", harness: "claude-code", cfg: schema.Harness{Command: "/opt/x/claude"}, wantCommand: "/opt/x/claude"},
 		{name: "unknown_adapter", harness: "codex", cfg: schema.Harness{Command: "codex"}, wantErr: ErrUnknownAdapter},
-		{name: "unknown_adapter_field", harness: "claude-code", cfg: schema.Harness{Adapter: "gemini", Command: "gemini"}, wantErr: ErrUnknownAdapter},
+		{name: "unknown_adapter_field", harness: "claude-code", cfg: schema.Harness{Adapter: "aider", Command: "aider"}, wantErr: ErrUnknownAdapter},
 		{name: "no_command", harness: "claude-code", wantErr: ErrBadConfig},
 		{name: "bad_ready_pattern", harness: "claude-code", cfg: schema.Harness{Command: "claude", ReadyPattern: "("}, wantErr: ErrBadConfig},
 		{name: "extra_args_resume", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--verbose", "--resume"}}, wantErr: ErrBadConfig},
