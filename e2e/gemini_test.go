@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +42,34 @@ func newGeminiEnv(t *testing.T, extra map[string]string) geminiEnv {
 	h := e.harness()
 	h["adapter"], h["command"], h["env"] = harness.AdapterGemini, fakeGeminiBin, env
 	e.writeConfig(t)
+	// The fake outlives kill-server, as Gemini does: before the env's own
+	// cleanup kills the server, the daemon is stopped (so that it starts
+	// no more) and every process the fake started is ended.
+	t.Cleanup(func() {
+		e.signalDaemon(t, syscall.SIGTERM)
+		g.endAll(t)
+	})
 	return g
+}
+
+// endAll kills every process of the fake still running, by the pids it
+// logged, each checked to be the fake's.
+func (g geminiEnv) endAll(t *testing.T) {
+	b, err := os.ReadFile(g.pids)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + f + "/cmdline")
+		if err != nil || !bytes.HasPrefix(cmdline, []byte(fakeGeminiBin+"\x00")) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // turns returns the user messages of conversation id of k, from its chat

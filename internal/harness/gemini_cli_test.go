@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -44,9 +45,29 @@ func TestGeminiCLI(t *testing.T) {
 	})
 }
 
+// endGroupsAtCleanup ends the process group of every pane of x when the
+// test ends, before x's server is killed: Gemini outlives kill-server.
+func endGroupsAtCleanup(t *testing.T, x *tmuxServer) {
+	t.Cleanup(func() {
+		out, _ := x.run("list-panes", "-a", "-F", "#{pane_pid}")
+		for _, f := range strings.Fields(out) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			p, err := proc.Lookup(pid)
+			if err != nil {
+				p = proc.Process{PID: pid}
+			}
+			_, _ = p.EndGroup(context.Background(), time.Second, 20*time.Millisecond)
+		}
+	})
+}
+
 func testGeminiCLI(t *testing.T, bin string, real bool) {
 	home := t.TempDir()
 	x := newTmuxServer(t, home)
+	endGroupsAtCleanup(t, x)
 	work, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	// An auth type chosen and a key: the real CLI's TUI then takes prompts
@@ -137,6 +158,7 @@ func TestGeminiRetention(t *testing.T) {
 		t.Run(map[bool]string{false: "unprovisioned_loses_it", true: "provisioned_keeps_it"}[provisioned], func(t *testing.T) {
 			home := t.TempDir()
 			x := newTmuxServer(t, home)
+			endGroupsAtCleanup(t, x)
 			work, err := filepath.EvalSymlinks(t.TempDir())
 			require.NoError(t, err)
 			a, err := New("gemini", schema.Harness{Command: bin, Env: map[string]string{"GEMINI_CLI_HOME": home}})
