@@ -7,8 +7,11 @@ CLAUDE_BIN    := $(CLAUDE_DIR)/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_DIR     := .tools/codex
 CODEX_BIN     := $(CODEX_DIR)/node_modules/.bin/codex
+GEMINI_VERSION := 0.61.0
+GEMINI_DIR    := .tools/gemini
+GEMINI_BIN    := $(GEMINI_DIR)/node_modules/.bin/gemini
 # TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
-TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex ./testdata/fakegemini
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.
@@ -17,12 +20,17 @@ export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BI
 # skipped otherwise.
 export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
 
-.PHONY: build test check bench demo claude codex clean
+# The Gemini tests run on the real Gemini CLI too when it is installed here
+# (make gemini); they skip that half otherwise.
+export LOOPD_REAL_GEMINI ?= $(if $(wildcard $(GEMINI_BIN)),$(abspath $(GEMINI_BIN)),)
+
+.PHONY: build test check bench demo claude codex gemini clean
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
 	$(GO) build -o $(BIN)/fakecodex ./testdata/fakecodex
+	$(GO) build -o $(BIN)/fakegemini ./testdata/fakegemini
 
 test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
@@ -52,6 +60,12 @@ codex: $(CODEX_BIN)
 
 $(CODEX_BIN):
 	npm install --prefix $(CODEX_DIR) --no-audit --no-fund @openai/codex@$(CODEX_VERSION)
+# gemini installs the pinned Gemini CLI from the npm registry into
+# $(GEMINI_DIR) (about 100 MB).
+gemini: $(GEMINI_BIN)
+
+$(GEMINI_BIN):
+	npm install --prefix $(GEMINI_DIR) --no-audit --no-fund @google/gemini-cli@$(GEMINI_VERSION)
 
 clean:
 	rm -rf $(BIN)

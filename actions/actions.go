@@ -91,6 +91,14 @@ const (
 	// SIGKILL; the spawn waits for the next pass rather than run a second
 	// agent on the conversation.
 	ReasonPredecessorRunning Reason = "predecessor_running"
+	// ReasonProcessGroupRunning: a process of the pane's group outlived
+	// SIGKILL when loopd stopped a harness that stops by process group;
+	// the session is kept, and the stop is tried again.
+	ReasonProcessGroupRunning Reason = "process_group_running"
+	// ReasonProvisionFailed: the settings the harness needs in its config
+	// dir (harness.Provisioner) could not be written; the spawn is
+	// refused, as any refused spawn.
+	ReasonProvisionFailed Reason = "provision_failed"
 	// ReasonWorkspacePreparing: a worker is making the item's worktree
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"

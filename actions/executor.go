@@ -293,8 +293,13 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		return err
 	}
 	if a.ResumeFailed != "" {
-		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
-			"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed))
+		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
+		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumePaneDied {
+			if cause := e.exitCause(r, *st); cause != "" {
+				kv = append(kv, "exit_cause", cause)
+			}
+		}
+		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key, kv...)
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
@@ -409,11 +414,22 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
+	if p, ok := ad.(harness.Provisioner); ok {
+		if err := p.Provision(); err != nil {
+			return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … settings <path>: …
+		}
+	}
 	if s.Runner != "" {
 		if err := e.endPredecessor(ctx, r, s); err != nil {
 			return err
 		}
 		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
+	}
+	// A harness that outlives kill-session is ended by its process group
+	// first; one still there leaves the spawn unstarted, as a predecessor
+	// still running does (endPredecessor).
+	if err := e.endGroup(ctx, r, s.Session, ad); err != nil {
+		return fmt.Errorf("spawn %s: %w", s.Session, err)
 	}
 	// The kill is guarded: a session of this name that another loopd made
 	// since the plan was drawn is left running, and the item blocks.
@@ -474,6 +490,48 @@ func (e *Executor) endPredecessor(ctx context.Context, r *desired.Record, s Spaw
 	return e.put(ctx, r, st)
 }
 
+// endGroup ends the process group of session's pane (proc.Process.EndGroup)
+// when ad stops by process group (harness.StopsProcessGroup), before the
+// session is killed: such a CLI outlives kill-session (Gemini's two node
+// processes keep running without their terminal, measured), and a pane
+// that died of its own can have left members of its group behind. Only a
+// pane of this loopd's session is touched. A member still running after
+// SIGKILL is journaled (session.stop_unconfirmed) and returned as an
+// error: the session stays, so the next pass finds the pane and tries
+// again.
+func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session string, ad harness.Adapter) error {
+	if !harness.StopsProcessGroup(ad) {
+		return nil
+	}
+	panes, err := e.Tmux.ListPanes(ctx)
+	if err != nil {
+		return fmt.Errorf("end group of %s: %w", session, err)
+	}
+	for _, pn := range panes {
+		if pn.Session != session || pn.Owner != e.Owner || pn.PID <= 0 {
+			continue
+		}
+		p, err := proc.Lookup(pn.PID)
+		if err != nil {
+			p = proc.Process{PID: pn.PID} // gone: only its group can be left
+		}
+		killed, err := p.EndGroup(ctx, PredecessorGrace, groupPoll)
+		if killed {
+			e.Log.InfoContext(ctx, string(journal.SessionGroupKilled), "work_item", r.Key.String(), "session", session, "pid", pn.PID)
+		}
+		if err != nil {
+			e.record(ctx, slog.LevelError, journal.SessionStopUnconfirmed, r.Key, "session", session, "pid", pn.PID,
+				"reason", string(ReasonProcessGroupRunning), "err", err)
+			return fmt.Errorf("end group of %s: %w", session, err)
+		}
+	}
+	return nil
+}
+
+// groupPoll is how often endGroup looks for the group's processes (a
+// walk of /proc).
+const groupPoll = 20 * time.Millisecond
+
 // PredecessorGrace is how long a spawn waits for the previous harness of
 // its item to exit by itself (it was sent SIGHUP with its terminal) before
 // it kills it, and then again for the kill to take: Claude Code exits 40–150
@@ -482,6 +540,16 @@ const PredecessorGrace = 500 * time.Millisecond
 
 // predecessorPoll is how often endPredecessor looks at /proc.
 const predecessorPoll = 5 * time.Millisecond
+
+// exitCause is what the item's harness says exit status means
+// (harness.ExitCause), "" for nothing or an unknown status (-1).
+func (e *Executor) exitCause(r *desired.Record, status int) string {
+	ad, err := e.adapter(r.Spec.Harness)
+	if err != nil || status < 0 {
+		return ""
+	}
+	return harness.ExitCause(ad, status)
+}
 
 // spawnRefused records that a spawn was refused before it started, as a
 // fact: the status stays Spawning with no pane and names the refusal
@@ -688,6 +756,11 @@ func (e *Executor) drop(ctx context.Context, r *desired.Record, a DropDelivery) 
 }
 
 func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) error {
+	if ad, err := e.adapter(r.Spec.Harness); err == nil {
+		if err := e.endGroup(ctx, r, a.Session, ad); err != nil {
+			return fmt.Errorf("stop %s: %w", r.Key, err)
+		}
+	}
 	// A session of another owner is not this item's to stop: it is left
 	// running (ErrForeign), as a missing one is.
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
@@ -755,9 +828,17 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
+	cause := e.exitCause(r, a.ExitStatus)
+	if cause != "" {
+		kv = append(kv, "exit_cause", cause)
+	}
 	e.record(ctx, level, journal.SessionExited, r.Key, kv...)
 	if a.DeliveryID != "" {
-		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus)
+		kv := []any{"delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus}
+		if cause != "" {
+			kv = append(kv, "exit_cause", cause)
+		}
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, kv...)
 	}
 	if a.Retire != "" {
 		e.record(ctx, slog.LevelWarn, journal.SessionCrashLoop, r.Key, "harness", r.Spec.Harness, "retired_session_id", retired,

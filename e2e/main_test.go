@@ -17,6 +17,7 @@ var (
 	loopdBin      string
 	fakeClaudeBin string
 	fakeCodexBin  string
+	fakeGeminiBin string
 )
 
 // Timeouts of the waits. They bound how long a broken build takes to fail;
@@ -55,7 +56,9 @@ func runMain(m *testing.M) int {
 	loopdBin = filepath.Join(dir, "loopd")
 	fakeClaudeBin = filepath.Join(dir, "fakeclaude")
 	fakeCodexBin = filepath.Join(dir, "fakecodex")
-	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude", fakeCodexBin: "./testdata/fakecodex"} {
+	fakeGeminiBin = filepath.Join(dir, "fakegemini")
+	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude",
+		fakeCodexBin: "./testdata/fakecodex", fakeGeminiBin: "./testdata/fakegemini"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -62,7 +62,7 @@ type Capacity struct {
 // Harness configures one agent CLI. The map key is the harness name used in
 // routes.
 type Harness struct {
-	// Adapter selects the argv grammar: "claude-code", "codex", "cursor"
+	// Adapter selects the argv grammar: "claude-code", "codex", "gemini", "cursor"
 	// or "custom". Default: the harness name.
 	Adapter   string   `yaml:"adapter" json:"adapter"`
 	Command   string   `yaml:"command" json:"command"` // a path, or a name on PATH
@@ -88,6 +88,11 @@ type Harness struct {
 	// script). Default: the command's base name (claude-code also accepts
 	// "claude").
 	ProcessName string `yaml:"processName" json:"processName"`
+	// StopProcessGroup makes loopd end the pane's process group (SIGHUP,
+	// then SIGKILL) and confirm it is gone whenever it stops the harness,
+	// for a CLI that outlives tmux kill-session. The gemini adapter always
+	// does.
+	StopProcessGroup bool `yaml:"stopProcessGroup" json:"stopProcessGroup"`
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.

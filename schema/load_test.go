@@ -197,7 +197,7 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "bad_adapter",
 			src:  "harnesses:\n  x: {adapter: aider, command: aider}\n",
-			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'codex', 'cursor', 'custom'"},
+			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'codex', 'gemini', 'cursor', 'custom'"},
 		},
 		{
 			name: "below_minimum",
@@ -281,7 +281,7 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "harness_name_is_not_an_adapter",
 			src:  "harnesses:\n  claude:\n    command: claude\n",
-			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, cursor, custom; set adapter"},
+			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, gemini, cursor, custom; set adapter"},
 		},
 		{
 			name: "custom_adapter_rules",

@@ -62,6 +62,12 @@ const (
 	// SessionPredecessorKilled: a spawn killed the item's previous harness,
 	// which had not exited within its grace (log only).
 	SessionPredecessorKilled Name = "session.predecessor_killed"
+	// SessionGroupKilled: stopping a harness that stops by process group
+	// took SIGKILL (log only); SessionStopUnconfirmed: a process of the
+	// group outlived it, so the session is kept and the stop retried
+	// (reason=process_group_running).
+	SessionGroupKilled     Name = "session.group_killed"
+	SessionStopUnconfirmed Name = "session.stop_unconfirmed"
 	// SessionBlocked: the harness's screen shows what keeps the agent from
 	// working until a human acts (reason=login_required, workspace_trust,
 	// permission_prompt, …); SessionUnblocked: it no longer does.

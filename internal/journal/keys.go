@@ -57,6 +57,7 @@ const (
 
 	// Deaths and the restart decision.
 	KeyExitStatus    = "exit_status"    // the pane's exit status, -1 when unknown
+	KeyExitCause     = "exit_cause"     // what the harness's exit status means (harness.ExitCause: auth_missing, session_error)
 	KeySignal        = "signal"         // the signal that ended the pane
 	KeyClean         = "clean"          // the exit counts as clean
 	KeyPhase         = "phase"          // the phase the item moves to
