@@ -130,12 +130,13 @@ func TestStopEndsTheRunsGroup(t *testing.T) {
 }
 
 // TestStopEndsWhatTheHarnessLeft: a harness that ends at SIGTERM leaves a
-// tool that ignores it; the tool goes with the group's SIGKILL.
+// tool that ignores it; the tool goes with the group's SIGKILL. The tool
+// writes its pid once it ignores SIGTERM, so the stop never comes first.
 func TestStopEndsWhatTheHarnessLeft(t *testing.T) {
 	r := newRunner(t)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	require.NoError(t, r.Start(context.Background(), Spec{Item: "it", ID: "r1", Cwd: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")},
-		Argv: []string{"sh", "-c", `sh -c 'trap "" TERM; exec sleep 60' & echo $! > ` + pidFile + `; wait`}}))
+		Argv: []string{"sh", "-c", `sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; exec sleep 60' & wait`}}))
 	testStop(t, r, pidFile, true)
 }
 
