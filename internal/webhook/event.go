@@ -96,6 +96,32 @@ var classifiers = map[string]classifier{
 	"workflow_run":                typed(classifyWorkflowRun),
 }
 
+// payloadClassifier decodes one delivery's body and classifies it: the
+// change, the payload's action, an ignore reason (classifier), or an error
+// for a body that does not decode ("malformed payload: …") or lacks what
+// loopd needs (errIncomplete).
+type payloadClassifier func(body []byte) (c change, action, reason string, err error)
+
+// payloadClassifiers holds a payloadClassifier for each event of classifiers.
+var payloadClassifiers = func() map[string]payloadClassifier {
+	m := make(map[string]payloadClassifier, len(classifiers))
+	for event, classify := range classifiers {
+		m[event] = func(body []byte) (change, string, string, error) {
+			parsed, err := github.ParseWebHook(event, body)
+			if err != nil {
+				return change{}, "", "", fmt.Errorf("malformed payload: %w", err)
+			}
+			var action string
+			if a, ok := parsed.(interface{ GetAction() string }); ok {
+				action = a.GetAction()
+			}
+			c, reason, err := classify(parsed)
+			return c, action, reason, err
+		}
+	}
+	return m
+}()
+
 // typed adapts a classifier of one go-github event type.
 func typed[E any](f func(E) (change, string, error)) classifier {
 	return func(parsed any) (change, string, error) {

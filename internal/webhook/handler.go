@@ -192,7 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := delivery{id: r.Header.Get(github.DeliveryIDHeader), event: r.Header.Get(github.EventTypeHeader)}
-	classify, handled := classifiers[d.event]
+	classify, handled := payloadClassifiers[d.event]
 	switch mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
 	case d.event == "":
 		h.reject(ctx, w, d, reasonMissingEvent, "missing X-GitHub-Event header")
@@ -210,15 +210,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ignore(ctx, w, http.StatusAccepted, d, "", reasonEventNotHandled)
 		return
 	}
-	parsed, err := github.ParseWebHook(d.event, body)
-	if err != nil {
-		h.reject(ctx, w, d, reasonMalformedPayload, "malformed payload: "+err.Error())
-		return
-	}
-	if a, ok := parsed.(interface{ GetAction() string }); ok {
-		d.action = a.GetAction()
-	}
-	c, reason, err := classify(parsed)
+	c, action, reason, err := classify(body)
+	d.action = action
 	if err != nil {
 		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
 		return
