@@ -311,6 +311,9 @@ func inTx(ctx context.Context, db interface {
 //   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
 //     before the time of the payload that named the recorded one.
 //
+// When in.Journal is set, the events it returns for the result are
+// appended in the same transaction.
+//
 // Generation grows by one when the open/closed state flips or a delivery is
 // queued on an existing item; a repeated state only moves StateChangedAt.
 // Reopening a Stopped item is the reconciler's business, not Ingest's. The
@@ -319,7 +322,17 @@ func (s *SQLite) Ingest(ctx context.Context, in Ingest) (IngestResult, error) {
 	var res IngestResult
 	err := checkIngest(in)
 	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error { return s.ingest(ctx, tx, in, &res) })
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			if err := s.ingest(ctx, tx, in, &res); err != nil || in.Journal == nil {
+				return err
+			}
+			for _, e := range in.Journal(res) {
+				if err := appendEvent(ctx, tx, e); err != nil {
+					return fmt.Errorf("append event %s: %w", e.Name, err)
+				}
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("sqlite ingest %s %s: %w", in.Key, in.DeliveryID, err)
@@ -897,18 +910,22 @@ func updateItem(ctx context.Context, tx *sql.Tx, query string, args ...any) erro
 
 // AppendEvent adds e to the journal.
 func (s *SQLite) AppendEvent(ctx context.Context, e journal.Event) error {
-	attrs, err := json.Marshal(e.Attrs)
-	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
-				timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
-			return err
-		})
-	}
+	err := s.write(ctx, func(tx *sql.Tx) error { return appendEvent(ctx, tx, e) })
 	if err != nil {
 		return fmt.Errorf("sqlite append event %s: %w", e.Name, err)
 	}
 	return nil
+}
+
+// appendEvent inserts the journal row e in tx.
+func appendEvent(ctx context.Context, tx *sql.Tx, e journal.Event) error {
+	attrs, err := json.Marshal(e.Attrs)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
+		timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
+	return err
 }
 
 // Events returns the journal rows f selects, oldest first (by time, then by
