@@ -166,7 +166,9 @@ type SQLite struct {
 	// queue in order instead of polling SQLite's busy handler; another
 	// process is still waited for through busy_timeout.
 	writeSem chan struct{}
-	now      func() time.Time
+	// group commits Ingest and AppendEvent in batches (commit.go).
+	group *committer
+	now   func() time.Time
 }
 
 var _ Store = (*SQLite)(nil)
@@ -213,6 +215,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 			return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
 		}
 	}
+	s.startCommitter()
 	return s, nil
 }
 
@@ -247,10 +250,13 @@ func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
 		return context.Cause(ctx)
 	}
 	defer func() { <-s.writeSem }()
-	busy := busyTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		busy = min(busy, max(time.Until(dl), 0))
-	}
+	return s.writeTx(ctx, busyFor(ctx), fn)
+}
+
+// writeTx runs fn in a write transaction begun on a connection whose
+// busy_timeout is busy (at most busyTimeout), committing when fn returns
+// nil; the caller holds writeSem.
+func (s *SQLite) writeTx(ctx context.Context, busy time.Duration, fn func(*sql.Tx) error) error {
 	if busy == busyTimeout {
 		return inTx(ctx, s.db, nil, fn)
 	}
@@ -322,7 +328,7 @@ func (s *SQLite) Ingest(ctx context.Context, in Ingest) (IngestResult, error) {
 	var res IngestResult
 	err := checkIngest(in)
 	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error {
+		err = s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.ingest(ctx, tx, in, &res); err != nil || in.Journal == nil {
 				return err
 			}
@@ -910,7 +916,7 @@ func updateItem(ctx context.Context, tx *sql.Tx, query string, args ...any) erro
 
 // AppendEvent adds e to the journal.
 func (s *SQLite) AppendEvent(ctx context.Context, e journal.Event) error {
-	err := s.write(ctx, func(tx *sql.Tx) error { return appendEvent(ctx, tx, e) })
+	err := s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendEvent(ctx, tx, e) })
 	if err != nil {
 		return fmt.Errorf("sqlite append event %s: %w", e.Name, err)
 	}
@@ -1001,9 +1007,11 @@ func (s *SQLite) Lock(ctx context.Context) (unlock func(), err error) {
 	return unlock, nil
 }
 
-// Close closes the database. Locks taken with Lock stay held until their
-// unlock.
+// Close closes the database, once the group commit in progress is done;
+// an Ingest or AppendEvent still waiting for one fails with ErrClosed.
+// Locks taken with Lock stay held until their unlock.
 func (s *SQLite) Close() error {
+	s.stopCommitter()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite close: %w", err)
 	}

@@ -14,6 +14,8 @@ var (
 	ErrNotFound = errors.New("work item not found")
 	// ErrLocked means another process holds the reconcile lock.
 	ErrLocked = errors.New("reconcile lock held by another process")
+	// ErrClosed means the store was closed before a write could run.
+	ErrClosed = errors.New("store closed")
 )
 
 // Ingest is one accepted webhook delivery, reduced to what changes desired

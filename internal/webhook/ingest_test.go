@@ -3,8 +3,11 @@ package webhook
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -68,4 +71,65 @@ func TestAcceptedRowCommitsWithTheDelivery(t *testing.T) {
 	assert.Equal(t, "d-1", accepted[0].Attrs["delivery"])
 	assert.Equal(t, "Codertocat/Hello-World#1", accepted[0].WorkItem)
 	assert.Len(t, e.logged(t, journal.DeliveryAccepted), 1)
+}
+
+// TestConcurrentDeliveriesAnsweredAfterTheirCommit: 32 clients send 64
+// deliveries at once, each id twice (GitHub's redelivery racing the
+// original). Each id is stored once, with one delivery.accepted row and
+// one delivery.duplicate row; and when a client gets its 2xx, another
+// connection to the file already sees the delivery and its row: no
+// answer goes out before the commit that holds it.
+func TestConcurrentDeliveriesAnsweredAfterTheirCommit(t *testing.T) {
+	e, db := storeEnv(t)
+	body := fixture(t, "issue_comment.created.1.json")
+	const ids, clients = 32, 32
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		codes    = map[string][]int{}
+		problems []string
+		wg       sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= 2*ids {
+					return
+				}
+				id := fmt.Sprintf("d-%d", n%ids)
+				resp, err := Replay(context.Background(), e.srv.Client(), e.srv.URL, testSecret, "issue_comment", id, body)
+				if err != nil {
+					mu.Lock()
+					problems = append(problems, id+": "+err.Error())
+					mu.Unlock()
+					continue
+				}
+				resp.Body.Close()
+				var stored, rows int
+				err = db.QueryRow(`SELECT (SELECT count(*) FROM deliveries WHERE id = ?1),
+					(SELECT count(*) FROM events WHERE json_extract(attrs, '$.delivery') = ?1)`, id).Scan(&stored, &rows)
+				mu.Lock()
+				codes[id] = append(codes[id], resp.StatusCode)
+				if err != nil || stored != 1 || rows < 1 {
+					problems = append(problems, fmt.Sprintf("%s answered %d: %d stored, %d rows, %v", id, resp.StatusCode, stored, rows, err))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Empty(t, problems)
+	require.Len(t, codes, ids)
+	for id, c := range codes {
+		assert.ElementsMatch(t, []int{http.StatusAccepted, http.StatusOK}, c, id)
+	}
+	recs := e.records(t)
+	require.Len(t, recs, 1)
+	assert.Len(t, recs[0].Pending, ids)
+	names := map[journal.Name]int{}
+	for _, ev := range e.events(t) {
+		names[ev.Name]++
+	}
+	assert.Equal(t, map[journal.Name]int{journal.DeliveryAccepted: ids, journal.DeliveryDuplicate: ids}, names)
 }
