@@ -192,7 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := delivery{id: r.Header.Get(github.DeliveryIDHeader), event: r.Header.Get(github.EventTypeHeader)}
-	classify, handled := payloadClassifiers[d.event]
+	classify, handled := classifiers[d.event]
 	switch mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
 	case d.event == "":
 		h.reject(ctx, w, d, reasonMissingEvent, "missing X-GitHub-Event header")
@@ -210,8 +210,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ignore(ctx, w, http.StatusAccepted, d, "", reasonEventNotHandled)
 		return
 	}
-	c, action, reason, err := classify(body)
-	d.action = action
+	p, err := decodePayload(body)
+	if err != nil {
+		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
+		return
+	}
+	d.action = p.Action
+	c, reason, err := classify(p)
 	if err != nil {
 		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
 		return

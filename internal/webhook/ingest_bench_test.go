@@ -175,10 +175,14 @@ func BenchmarkClassify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	classify := payloadClassifiers["issue_comment"]
+	classify := classifiers["issue_comment"]
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, _, _, err := classify(body); err != nil {
+		p, err := decodePayload(body)
+		if err == nil {
+			_, _, err = classify(p)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
