@@ -80,8 +80,9 @@ const (
 // is stored and shown in prompts.
 var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// Ingester applies one delivery to the desired state in one transaction.
-// desired.Store satisfies it.
+// Ingester applies one delivery to the desired state in one transaction,
+// with the journal rows in.Journal returns for its result, and returns once
+// that transaction is committed. desired.Store satisfies it.
 type Ingester interface {
 	Ingest(ctx context.Context, in desired.Ingest) (desired.IngestResult, error)
 }
