@@ -313,8 +313,32 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Row returns the journal row Record would write for the event, and
+// neither logs it nor writes it: for a store that writes the row in the
+// transaction of the change it records (desired.Ingest.Journal). Log writes
+// the event's line once that transaction has committed.
+func (r *Recorder) Row(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) Event {
+	e, _ := r.event(ctx, level, name, workItem, kv)
+	return e
+}
+
+// Log writes the log line Record would write for the event, and no
+// journal row (see Row).
+func (r *Recorder) Log(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
+	_, args := r.event(ctx, level, name, workItem, kv)
+	r.log.Log(ctx, level, string(name), args...)
+}
+
 // log1 logs one event and returns its journal row.
 func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) Event {
+	e, args := r.event(ctx, level, name, workItem, kv)
+	r.log.Log(ctx, level, string(name), args...)
+	return e
+}
+
+// event returns the journal row of one event and the arguments of its log
+// line.
+func (r *Recorder) event(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) (Event, []any) {
 	attrs := make(map[string]string, len(kv)/2+1)
 	args := make([]any, 0, len(kv)+4)
 	if workItem != "" {
@@ -330,8 +354,7 @@ func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workIt
 		attrs[key] = v.String()
 		args = append(args, key, kv[i+1])
 	}
-	r.log.Log(ctx, level, string(name), args...)
-	return Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}
+	return Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}, args
 }
 
 // String renders the event as one line: local time, level, name, work item
