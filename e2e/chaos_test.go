@@ -185,7 +185,7 @@ func TestChaosDaemonKills(t *testing.T) {
 		killAt := time.Now().Add(up)
 		for time.Now().Before(killAt) {
 			if counts.agentKills < sc.agentKills && time.Now().After(nextAgent) {
-				if e.chaosKillAgent(t, rng, killed, lastKill) {
+				if e.chaosKillAgent(t, rng, sc.items, killed, lastKill) {
 					counts.agentKills++
 				}
 				nextAgent = time.Now().Add(agentEvery)
@@ -288,10 +288,10 @@ func (e *env) chaosSend(d *chaosDelivery, mu *sync.Mutex, rng *rand.Rand, stop <
 	}
 }
 
-// chaosKillAgent sends SIGKILL to the agent of a random item that runs
-// one, has been killed fewer than chaosMaxAgentKills times and not in the
+// chaosKillAgent sends SIGKILL to the agent of a random item of issues
+// 1..items that runs one, has been killed fewer than chaosMaxAgentKills times and not in the
 // last 3 s; it reports whether it killed one.
-func (e *env) chaosKillAgent(t *testing.T, rng *rand.Rand, killed map[desired.Key]int, last map[desired.Key]time.Time) bool {
+func (e *env) chaosKillAgent(t *testing.T, rng *rand.Rand, items int, killed map[desired.Key]int, last map[desired.Key]time.Time) bool {
 	out, err := e.tmux(t, "list-panes", "-a", "-F", "#{session_name} #{pane_dead} #{pane_pid}")
 	if err != nil {
 		return false // no server at this moment
@@ -304,11 +304,8 @@ func (e *env) chaosKillAgent(t *testing.T, rng *rand.Rand, killed map[desired.Ke
 		}
 	}
 	var candidates []desired.Key
-	for n := 1; ; n++ {
+	for n := 1; n <= items; n++ {
 		k := issueKey(n)
-		if n > len(live)+len(killed)+64 {
-			break
-		}
 		if pid := live[desired.SessionName(k)]; pid > 0 && killed[k] < chaosMaxAgentKills && time.Since(last[k]) > 3*time.Second {
 			candidates = append(candidates, k)
 		}

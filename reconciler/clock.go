@@ -42,8 +42,9 @@ func Elapsed() time.Duration { return time.Since(processStart) }
 // back for as long as the step. An instant that happened (a spawn, a
 // paste, an exit, a queueing, a preparation, a delivery) lies at now at
 // the latest; a probe deadline at most Probe ahead, a next attempt at most
-// BackoffMax, and a usage limit's hold at most LimitMaxHold plus
-// LimitMargin (when LimitMaxHold bounds it). A forward step needs no bound:
+// BackoffMax, and a usage limit's hold (LimitUntil, and a rate-limited
+// item's next attempt) at most the longest of LimitMaxHold, LimitDefault
+// and OverloadWait, plus LimitMargin (when LimitMaxHold bounds holds). A forward step needs no bound:
 // it ends the waits in flight once, as a downtime as long would.
 func boundStatus(st desired.Status, p Policy, now time.Time) (desired.Status, []string) {
 	var changed []string
@@ -60,9 +61,19 @@ func boundStatus(st desired.Status, p Policy, now time.Time) (desired.Status, []
 	bound("ActiveSeenAt", &st.ActiveSeenAt, 0)
 	bound("PrepareStarted", &st.PrepareStarted, 0)
 	bound("ProbeDeadline", &st.ProbeDeadline, p.Probe)
-	bound("NextAttempt", &st.NextAttempt, p.BackoffMax)
+	// A usage limit's hold is the longest of a named reset's bound and the
+	// defaults that stand for an unnamed one, plus the margin; a
+	// rate-limited item's next attempt is its hold's end.
+	hold := max(p.LimitMaxHold, p.LimitDefault, p.OverloadWait) + p.LimitMargin
+	if st.Phase == desired.PhaseRateLimited {
+		if p.LimitMaxHold > 0 {
+			bound("NextAttempt", &st.NextAttempt, hold)
+		}
+	} else {
+		bound("NextAttempt", &st.NextAttempt, p.BackoffMax)
+	}
 	if p.LimitMaxHold > 0 {
-		bound("LimitUntil", &st.LimitUntil, p.LimitMaxHold+p.LimitMargin)
+		bound("LimitUntil", &st.LimitUntil, hold)
 	}
 	for i, t := range st.DeliveredAt {
 		if t.After(now) {
