@@ -204,7 +204,8 @@ func TestChaosDaemonKills(t *testing.T) {
 		time.Sleep(time.Duration(rng.Int64N(int64(sc.downMax) + 1)))
 		e.start(t)
 	}
-	t.Logf("chaos %s: faults over %s", name, time.Since(began).Round(time.Second))
+	faultsEnded := time.Now()
+	t.Logf("chaos %s: faults over %s", name, faultsEnded.Sub(began).Round(time.Second))
 	senders.Wait()
 	close(stop)
 
@@ -212,6 +213,11 @@ func TestChaosDaemonKills(t *testing.T) {
 	// agent, and no item may be left with an event pending.
 	drained := e.chaosDrain(t, sc)
 	counts.tally(t, e, deliveries, lockDir)
+	for _, ev := range e.eventsNamed(t, journal.DispatchDelivered, desired.Key{}) {
+		if ev.Time.Before(faultsEnded) {
+			counts.duringFaults++
+		}
+	}
 	counts.items = sc.items
 	t.Logf("chaos %s (seed %d):\n%s", name, seed, counts.table())
 	assert.True(t, drained, "some items still had events pending %s after the last fault", sc.drain)
@@ -350,6 +356,9 @@ type chaosCounts struct {
 	// doubled also counts a delivery never answered 2xx that is in more
 	// than one turn.
 	deliveredOnce, lost, doubled, mangled int
+	// duringFaults counts the deliveries the journal says reached their
+	// agent before the last fault.
+	duringFaults                          int
 	conversations, explained, unexplained int
 	daemonKills, agentKills, serverKills  int
 	overlaps                              int
@@ -512,6 +521,7 @@ func (c *chaosCounts) table() string {
 		{"  attempts unanswered (daemon down)", c.unanswered},
 		{"  answers later than 10 s", c.late},
 		{"delivered once", c.deliveredOnce},
+		{"  dispatch.delivered rows before the last fault", c.duringFaults},
 		{"lost", c.lost},
 		{"doubled", c.doubled},
 		{"mangled copies", c.mangled},
