@@ -20,11 +20,6 @@ export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BI
 # skipped otherwise.
 export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
 
-# The Gemini tests run on the real Gemini CLI too when it is installed here
-# (make gemini); they skip that half otherwise.
-export LOOPD_REAL_GEMINI ?= $(if $(wildcard $(GEMINI_BIN)),$(abspath $(GEMINI_BIN)),)
-
-.PHONY: build test check bench demo claude codex gemini clean
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
@@ -43,6 +38,16 @@ check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
+
+# chaos runs the chaos suite's long run (docs/chaos.md): 20 items, 1,000
+# signed deliveries, 100 daemon SIGKILLs, agent SIGKILLs, one tmux server
+# kill, then the store faults. LOOPD_CHAOS_SEED=<n> replays a run's random
+# moments. chaos-short is CI's scaled-down run (about 2 min).
+chaos:
+	LOOPD_CHAOS=long $(GO) test -count=1 -v -timeout 30m -run '^TestChaos' ./e2e
+
+chaos-short:
+	LOOPD_CHAOS=short $(GO) test -count=1 -v -timeout 10m -run '^TestChaos' ./e2e
 
 demo: build
 	./scripts/demo.sh

@@ -121,6 +121,9 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	}
 	now := r.Now()
 	policy := r.Policy()
+	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
+		return PassResult{}, fmt.Errorf("reconcile: %w", err)
+	}
 	obs, err := r.Observer.Observe(ctx, records, needs(policy, now), now)
 	if err != nil {
 		// An unreadable tmux means nothing is known to be dead: plan

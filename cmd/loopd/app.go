@@ -157,6 +157,9 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
+	// The planner's and the executor's deadlines are spans of monotonic
+	// time: a step of the wall clock moves none of them.
+	now := reconciler.SteadyClock(time.Now, reconciler.Elapsed)
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
 		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs, Owner: a.owner.ID, Log: a.log},
@@ -164,7 +167,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		Journal:  a.journal,
 		Log:      a.log,
 		Policy:   policy,
-		Now:      time.Now,
+		Now:      now,
 		Interval: cfg.Reconcile.Interval(),
 		// The daemon waits at most one interval for a cron pass to finish;
 		// a longer hold is logged as reconcile.failed and retried.
@@ -175,7 +178,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Harnesses: a.harnesses,
 			Journal:   a.journal,
 			Log:       a.log,
-			Now:       time.Now,
+			Now:       now,
 			NewID:     uuid.NewString,
 			Socket:    cfg.Tmux.Socket,
 			Owner:     a.owner.ID,

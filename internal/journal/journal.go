@@ -176,6 +176,10 @@ const (
 
 	// ReconcileFailed: a pass failed before it could act; the loop retries.
 	ReconcileFailed Name = "reconcile.failed"
+	// ClockBounded: an item's status held instants further in the future
+	// than their rules allow (the wall clock stepped back across a
+	// restart); they were brought back to their bounds (fields).
+	ClockBounded Name = "clock.bounded"
 	// ActionFailed: one planned action returned an error (log only; the
 	// fault it met is journaled by the action itself).
 	ActionFailed Name = "action.failed"

@@ -68,6 +68,7 @@ const (
 	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
 	KeyUntil         = "until"          // when a wait ends (RFC 3339)
 	KeyGeneration    = "generation"     // the release generation carried out
+	KeyFields        = "fields"         // the status fields clock.bounded brought back
 	KeyFresh         = "fresh"          // a release asks for a new conversation
 
 	// Workspaces (the workdir is KeyCwd).
