@@ -628,9 +628,17 @@ type Release struct {
 // Apply returns st after the release: the limit shown at the release, if
 // any, becomes the one the item last saw (desired.Status.ReleaseShown,
 // which releases the one taken before), and desired.Status.Released ends
-// it with the rest.
+// it with the rest. An item that does not stay Running (nor Spawning)
+// gives up its paste in flight, as an exit does: its agent is gone or
+// replaced, so the paste is confirmed from the conversation if it landed
+// there and sent again otherwise, never booted with on top of a copy that
+// landed.
 func (a Release) Apply(st desired.Status) desired.Status {
-	return st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	st = st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	if a.Phase != desired.PhaseRunning && a.Phase != desired.PhaseSpawning {
+		st = st.DropSend()
+	}
+	return st
 }
 
 // Item implements Action.
