@@ -29,10 +29,11 @@ webhooks:
 
 // FuzzParse feeds the config loader any YAML, seeded with the example
 // config and the smallest useful one. It never panics; a config it
-// refuses gives ErrInvalid with at least one problem, and one it accepts
-// validates: the same bytes give the same config, each harness makes an
-// adapter (harness.New), each route renders an absolute workdir, the
-// listen address is host:port and the backoff starts below its cap.
+// refuses gives ErrInvalid with at least one problem. One it accepts, and
+// whose harnesses harness.New makes (as loopd config validate and serve
+// do; a refusal there is ErrBadConfig), validates: the same bytes give the
+// same config, each route names a harness and renders an absolute workdir,
+// the listen address is host:port and the backoff starts below its cap.
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile(filepath.Join("..", "loopd.example.yaml"))
 	require.NoError(f, err)
@@ -61,10 +62,15 @@ func FuzzParse(f *testing.F) {
 		p := cfg.Webhooks.GHWebhook.Routing.Tmux
 		require.LessOrEqual(t, p.BackoffInitial(), p.BackoffMax())
 		for name, h := range cfg.Harnesses {
-			_, err := harness.New(name, h)
-			require.NoError(t, err, "harness %s", name)
+			// The harness's own rules (its process name, extraArgs) are
+			// checked where it is made, as loopd config validate does.
+			if _, err := harness.New(name, h); err != nil {
+				require.ErrorIs(t, err, harness.ErrBadConfig, "harness %s", name)
+				return
+			}
 		}
 		for key, route := range cfg.Webhooks.GHWebhook.Routing.Repos {
+			require.Contains(t, cfg.Harnesses, route.Harness, "route %s", key)
 			dir, err := route.RenderWorkdir("octo-org", "api", 42, "issue")
 			require.NoError(t, err, "route %s", key)
 			require.True(t, filepath.IsAbs(dir), "route %s renders %q", key, dir)
