@@ -11,7 +11,15 @@ TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm
 # here (make claude); they fall back to the fake harness otherwise.
 export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BIN)),)
 
-.PHONY: build test check bench demo claude clean
+# FUZZ_TARGETS are the Go fuzz targets, package:Name; make fuzz runs each
+# for FUZZTIME (CI: 20s). Their seeds are in the code (f.Add) and in each
+# package's testdata/fuzz/<Name>, where go test -fuzz writes a failing
+# input and plain go test replays it.
+FUZZ_TARGETS := ./internal/webhook:FuzzHandler ./internal/webhook:FuzzSanitize ./desired:FuzzSessionName \
+	./internal/tmux:FuzzParseListPanes ./internal/harness:FuzzTranscriptReaders ./schema:FuzzParse
+FUZZTIME ?= 10m
+
+.PHONY: build test check bench fuzz demo claude clean
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
@@ -28,6 +36,12 @@ check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 demo: build
 	./scripts/demo.sh
