@@ -20,6 +20,14 @@ export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BI
 # skipped otherwise.
 export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
 
+# FUZZ_TARGETS are the Go fuzz targets, package:Name; make fuzz runs each
+# for FUZZTIME (CI: 20s). Their seeds are in the code (f.Add) and in each
+# package's testdata/fuzz/<Name>, where go test -fuzz writes a failing
+# input and plain go test replays it.
+FUZZ_TARGETS := ./internal/webhook:FuzzHandler ./internal/webhook:FuzzSanitize ./desired:FuzzSessionName \
+	./internal/tmux:FuzzParseListPanes ./internal/harness:FuzzTranscriptReaders ./schema:FuzzParse
+FUZZTIME ?= 10m
+
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
@@ -34,20 +42,18 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./... $(TESTDATA_PKGS)
 	$(MAKE) test
+	$(MAKE) chaos-short
+	$(MAKE) fuzz FUZZTIME=20s
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
 
-# chaos runs the chaos suite's long run (docs/chaos.md): 20 items, 1,000
-# signed deliveries, 100 daemon SIGKILLs, agent SIGKILLs, one tmux server
-# kill, then the store faults. LOOPD_CHAOS_SEED=<n> replays a run's random
-# moments. chaos-short is CI's scaled-down run (about 2 min).
-chaos:
-	LOOPD_CHAOS=long $(GO) test -count=1 -v -timeout 30m -run '^TestChaos' ./e2e
-
-chaos-short:
-	LOOPD_CHAOS=short $(GO) test -count=1 -v -timeout 10m -run '^TestChaos' ./e2e
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 demo: build
 	./scripts/demo.sh

@@ -261,6 +261,47 @@ func (s Spawn) tail() []Field {
 	return append(f, Field{"reason", string(s.Reason)})
 }
 
+// Apply returns st with the spawn recorded as the executor writes it
+// before it starts the harness: Spawning in conversation id (mode fresh or
+// resume) at now, with no pane yet, DeliveryID carried as its boot prompt,
+// transcriptSize the transcript's size in bytes before it (-1 when
+// unknown), the workdir pinned to Cwd at the item's first spawn (the
+// executor pins the physical path), and a new run id for a spawn of the
+// process runner.
+func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, transcriptSize int64, now time.Time) desired.Status {
+	st = st.Carry(s.DeliveryID)
+	st.Phase = desired.PhaseSpawning
+	st.Session = s.Session
+	st.PaneID = ""
+	st.HarnessSessionID = id
+	st.ConfirmedSessionID = ""
+	// Only a fresh spawn without an id leaves it to be learned.
+	st.IDUnconfirmed = id == ""
+	st.SpawnMode = mode
+	st.SpawnedAt = now
+	st.ProbeDeadline = now.Add(s.Probe)
+	st.TranscriptSizeAtSpawn = transcriptSize
+	st.SpawnRefused = ""
+	st.Blocked = "" // the new agent's screen says again
+	st.Respawn = s.Respawn
+	if mode == desired.SpawnFresh {
+		st.FreshRequested = false
+	}
+	st.Reason = string(s.Reason)
+	if st.Workdir == "" {
+		// The conversation starts here: its workdir is pinned.
+		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
+	}
+	if st.Workspace == desired.WorkspaceKept {
+		st.Workspace = "" // a reopened item uses its kept worktree again
+	}
+	st.RunID = ""
+	if s.Runner != "" {
+		st.RunID = runID(now)
+	}
+	return st
+}
+
 // FreshSpawn starts a new conversation under a newly minted session id,
 // or, for a harness that cannot pin one (Unpinned), under the id the
 // harness chooses, which loopd learns after the spawn.
@@ -444,6 +485,16 @@ func (a StopSession) Fields() []Field {
 
 func (a StopSession) String() string { return Format(a) }
 
+// Apply returns st once the session is gone: Stopped with no pane, what
+// landed (Delivered) no longer in flight, and whatever else was in flight
+// given up, still pending.
+func (a StopSession) Apply(st desired.Status) desired.Status {
+	st.Phase = desired.PhaseStopped
+	st.PaneID, st.RunID = "", ""
+	st.Reason = string(a.Reason)
+	return st.Deliver(a.Delivered).DropInFlight()
+}
+
 // MarkRunning records that a spawn held (alive at its probe deadline, and
 // confirmed where the harness can confirm) or that a live pane was adopted.
 // The boot delivery, if any, counts as delivered from here on.
@@ -488,6 +539,28 @@ func (a MarkRunning) Fields() []Field {
 }
 
 func (a MarkRunning) String() string { return Format(a) }
+
+// Apply returns st with the agent running in PaneID: the spawn is over
+// (nothing carried as its boot prompt is in flight any more) and, when
+// Confirmed, its conversation id is the confirmed one. The harness's
+// process is not known here (HarnessPID zero); the executor looks it up.
+func (a MarkRunning) Apply(st desired.Status) desired.Status {
+	st.Phase = desired.PhaseRunning
+	st.PaneID = a.PaneID
+	st.HarnessPID, st.HarnessStart = 0, 0
+	st.Session = a.Session
+	if a.Confirmed && st.ConfirmedSessionID == "" {
+		st.ConfirmedSessionID = st.HarnessSessionID
+	}
+	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
+	// carried none that is still in flight. A run carries its event until
+	// it shows in the conversation (Deliver) or the run ends.
+	if a.Log == "" {
+		st = st.Carry("")
+	}
+	st.Reason = string(a.Reason)
+	return st
+}
 
 // RecordExit records a pane's death and the restart decision taken on it.
 type RecordExit struct {
@@ -558,6 +631,34 @@ func (a RecordExit) Fields() []Field {
 
 func (a RecordExit) String() string { return Format(a) }
 
+// Apply returns st after the death recorded at now: the phase, the counts
+// and the next attempt the planner decided, the paste in flight given up
+// unless it landed (Delivered), and the conversation id retired when
+// Retire says so.
+func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
+	retired := st.HarnessSessionID
+	st.Phase = a.Phase
+	st.LastExitStatus = nil
+	if a.ExitStatus >= 0 {
+		status := a.ExitStatus
+		st.LastExitStatus = &status
+	}
+	st.LastExitReason = string(a.Reason)
+	st.LastExitAt = now
+	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
+	st.NextAttempt = a.NextAttempt
+	st.SpawnRefused = ""
+	st.RunID = "" // a run whose exit is recorded is judged once
+	st.Reason = string(a.Reason)
+	// A paste in flight died with the pane; unless it landed (Delivered),
+	// it is still pending and goes with the next spawn.
+	st = st.Deliver(a.Delivered).DropSend()
+	if a.Retire != "" {
+		st = st.Retire(retired)
+	}
+	return st
+}
+
 // FollowSession makes the id the harness reported (after /clear, say), or
 // the id loopd learned for a harness that cannot pin one, the item's
 // conversation id, so that the next resume brings back the
@@ -610,9 +711,17 @@ type Release struct {
 // Apply returns st after the release: the limit shown at the release, if
 // any, becomes the one the item last saw (desired.Status.ReleaseShown,
 // which releases the one taken before), and desired.Status.Released ends
-// it with the rest.
+// it with the rest. An item that does not stay Running (nor Spawning)
+// gives up its paste in flight, as an exit does: its agent is gone or
+// replaced, so the paste is confirmed from the conversation if it landed
+// there and sent again otherwise, never booted with on top of a copy that
+// landed.
 func (a Release) Apply(st desired.Status) desired.Status {
-	return st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	st = st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	if a.Phase != desired.PhaseRunning && a.Phase != desired.PhaseSpawning {
+		st = st.DropSend()
+	}
+	return st
 }
 
 // Item implements Action.
@@ -705,6 +814,27 @@ func (a GiveUp) Fields() []Field {
 }
 
 func (a GiveUp) String() string { return Format(a) }
+
+// Apply returns st in NeedsAttention as of generation (the item's
+// Spec.Generation: a newer event clears it), with the paste in flight
+// given up, still pending. What the pane shows (Screen) is left for the
+// executor to read.
+func (a GiveUp) Apply(st desired.Status, generation int64) desired.Status {
+	st.Phase = desired.PhaseNeedsAttention
+	st.AttentionGeneration = generation
+	st.NextAttempt = time.Time{}
+	// An unconfirmed paste stays pending; the next attempt starts over.
+	st = st.DropSend()
+	st.Reason = string(a.Reason)
+	if a.Mangled != "" {
+		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
+	}
+	if a.Detail != "" {
+		st.WorkspaceError = workspace.Mask(a.Detail)
+	}
+	st.Screen = ""
+	return st
+}
 
 // Block records that an item cannot proceed for a reason outside loopd (a
 // missing workspace, a session of its name that another loopd owns); its

@@ -365,43 +365,16 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // process runner (s.Runner) records its run's id with the intent and
 // starts the run (startRun) instead of a pane, with stdin.
 func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
-	now := e.Now()
-	st := r.Status.Carry(s.DeliveryID)
-	st.Phase = desired.PhaseSpawning
-	st.Session = s.Session
-	st.PaneID = ""
-	st.HarnessSessionID = id
-	st.ConfirmedSessionID = ""
-	// Only a fresh spawn without an id leaves it to be learned.
-	st.IDUnconfirmed = id == ""
-	st.SpawnMode = mode
-	st.SpawnedAt = now
-	st.ProbeDeadline = now.Add(s.Probe)
-	st.TranscriptSizeAtSpawn = size
-	st.SpawnRefused = ""
-	st.Blocked = "" // the new agent's screen says again
-	st.Respawn = s.Respawn
-	if mode == desired.SpawnFresh {
-		st.FreshRequested = false
-	}
-	st.Reason = string(s.Reason)
-	if st.Workdir == "" {
-		// The conversation starts here: its workdir is pinned, with every
+	st := s.Apply(r.Status, mode, id, size, e.Now())
+	if r.Status.Workdir == "" {
+		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
 		// the physical cwd.
-		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
 		if phys, err := filepath.EvalSymlinks(s.Cwd); err == nil {
 			st.Workdir = phys
 		}
 	}
 	s.Cwd = st.Workdir
-	if st.Workspace == desired.WorkspaceKept {
-		st.Workspace = "" // a reopened item uses its kept worktree again
-	}
-	st.RunID = ""
-	if s.Runner != "" {
-		st.RunID = runID(now)
-	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -568,26 +541,14 @@ func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn,
 }
 
 func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRunning) error {
-	st := r.Status
-	st.Phase = desired.PhaseRunning
-	st.PaneID = a.PaneID
+	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
+	// carried none that is still in flight.
+	st := a.Apply(r.Status)
 	// The harness's process, by pid and start time, for the next spawn
 	// to wait for (endPredecessor); unknown without /proc.
-	st.HarnessPID, st.HarnessStart = 0, 0
 	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
-	st.Session = a.Session
-	if a.Confirmed && st.ConfirmedSessionID == "" {
-		st.ConfirmedSessionID = st.HarnessSessionID
-	}
-	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
-	// carried none that is still in flight. A run carries its event until
-	// it shows in the conversation (Deliver) or the run ends.
-	if a.Log == "" {
-		st = st.Carry("")
-	}
-	st.Reason = string(a.Reason)
 	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
 		return err
 	}
@@ -774,14 +735,9 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	if err := e.endRun(ctx, r, a.Session); err != nil {
 		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
-	st := r.Status
-	st.Phase = desired.PhaseStopped
-	st.PaneID, st.RunID = "", ""
-	st.Reason = string(a.Reason)
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
-	st = st.Deliver(a.Delivered).DropInFlight()
-	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status), a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -792,28 +748,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 }
 
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
-	st := r.Status
-	retired := st.HarnessSessionID
-	st.Phase = a.Phase
-	st.LastExitStatus = nil
-	if a.ExitStatus >= 0 {
-		status := a.ExitStatus
-		st.LastExitStatus = &status
-	}
-	st.LastExitReason = string(a.Reason)
-	st.LastExitAt = e.Now()
-	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
-	st.NextAttempt = a.NextAttempt
-	st.SpawnRefused = ""
-	st.RunID = "" // a run whose exit is recorded is judged once
-	st.Reason = string(a.Reason)
-	// A paste in flight died with the pane; unless it landed (Delivered),
-	// it is still pending and goes with the next spawn.
-	st = st.Deliver(a.Delivered).DropSend()
-	if a.Retire != "" {
-		st = st.Retire(retired)
-	}
-	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
+	retired := r.Status.HarnessSessionID
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -848,22 +784,9 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 }
 
 func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) error {
-	st := r.Status
-	st.Phase = desired.PhaseNeedsAttention
-	st.AttentionGeneration = r.Spec.Generation
-	st.NextAttempt = time.Time{}
-	// An unconfirmed paste stays pending; the next attempt starts over.
-	st = st.DropSend()
-	st.Reason = string(a.Reason)
-	if a.Mangled != "" {
-		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
-	}
-	if a.Detail != "" {
-		st.WorkspaceError = workspace.Mask(a.Detail)
-	}
+	st := a.Apply(r.Status, r.Spec.Generation)
 	// What the pane shows goes in the status, so that the notice of this
 	// episode names the dialog that holds the agent.
-	st.Screen = ""
 	if a.Path == "" {
 		st.Screen = e.screenOf(ctx, r, a.Session)
 	}

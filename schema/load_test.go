@@ -360,6 +360,12 @@ func TestParseInvalid(t *testing.T) {
 				"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
 			want: []string{"c.yaml:1:1: document expands to more than 100000 values (alias loop or alias bomb?)"},
 		},
+		{
+			// Found by FuzzParse: refused after maxNodes levels, in minutes.
+			name: "alias_loop",
+			src:  "a: &x {b: *x}\n",
+			want: []string{"c.yaml:1:1: document nests deeper than 100 levels (alias loop?)"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
