@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -64,11 +63,7 @@ func (g geminiEnv) endAll(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile("/proc/" + f + "/cmdline")
-		if err != nil || !bytes.HasPrefix(cmdline, []byte(fakeGeminiBin+"\x00")) {
-			continue
-		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		killFake(pid, fakeGeminiBin)
 	}
 }
 

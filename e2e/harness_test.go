@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"slices"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,4 +161,19 @@ func realClaude(t *testing.T) string {
 		t.Skipf("LOOPD_REAL_CLAUDE=%q is not an executable file", path)
 	}
 	return path
+}
+
+// killFake sends SIGKILL to pid, and to the group it leads, only while pid
+// is still a process of bin (its argv[0]): a pid logged long ago may name
+// another process by now (pid_max can be 32768), a tmux server of another
+// test among them.
+func killFake(pid int, bin string) {
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || !bytes.HasPrefix(cmdline, []byte(bin+"\x00")) {
+		return
+	}
+	if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 }

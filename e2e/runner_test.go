@@ -34,10 +34,7 @@ func processEnv(t *testing.T, timeout int, harnessEnv map[string]string) *env {
 // failed midway leaves no process behind.
 func (e *env) killRuns(t testing.TB) {
 	for _, s := range e.starts(t) {
-		if p, err := proc.Lookup(s.PID); err == nil {
-			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-		}
+		killFake(s.PID, e.harnessCmd)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -238,8 +239,13 @@ func TestServerLossOtherWays(t *testing.T) {
 			require.NoError(t, syscall.Kill(e.serverPID(t), syscall.SIGKILL))
 		}},
 		{"socket_deleted", func(t *testing.T, e *env) {
-			pid := e.serverPID(t)
-			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			server, err := proc.Lookup(e.serverPID(t))
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				if server.Running() { // never a later process that got its pid
+					_ = syscall.Kill(server.PID, syscall.SIGKILL)
+				}
+			})
 			path, err := tmux.SocketPath(e.socket)
 			require.NoError(t, err)
 			require.NoError(t, os.Remove(path))

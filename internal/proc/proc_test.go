@@ -100,7 +100,11 @@ func groupChild(t *testing.T, script string) (leader, member Process) {
 		member, err = Lookup(pid)
 		require.NoError(c, err)
 	}, 5*time.Second, 5*time.Millisecond)
-	t.Cleanup(func() { _ = syscall.Kill(member.PID, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		if member.Running() { // never a later process that got its pid
+			_ = syscall.Kill(member.PID, syscall.SIGKILL)
+		}
+	})
 	return leader, member
 }
 
