@@ -321,11 +321,8 @@ type store struct {
 }
 
 func newStore() (store, error) {
-	wd, err := os.Getwd()
+	wd, err := fakecli.PhysicalCwd()
 	if err != nil {
-		return store{}, err
-	}
-	if wd, err = filepath.EvalSymlinks(wd); err != nil {
 		return store{}, err
 	}
 	a, err := harness.New(harness.AdapterClaudeCode, schema.Harness{Command: "claude"})
