@@ -31,10 +31,7 @@ import (
 func TestGeminiCLI(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
 		t.Parallel()
-		bin := filepath.Join(t.TempDir(), "fakegemini")
-		out, err := exec.Command("go", "build", "-o", bin, "../../testdata/fakegemini").CombinedOutput()
-		require.NoError(t, err, string(out))
-		testGeminiCLI(t, bin, false)
+		testGeminiCLI(t, buildFake(t, "fakegemini"), false)
 	})
 	t.Run("real", func(t *testing.T) {
 		t.Parallel()
