@@ -11,7 +11,7 @@ GEMINI_VERSION := 0.61.0
 GEMINI_DIR    := .tools/gemini
 GEMINI_BIN    := $(GEMINI_DIR)/node_modules/.bin/gemini
 # TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
-TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex ./testdata/fakegemini
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex ./testdata/fakegemini ./testdata/fakecli ./testdata/fakecli/fakeclitest
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.

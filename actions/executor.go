@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -488,7 +489,8 @@ func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session stri
 		if err != nil {
 			p = proc.Process{PID: pn.PID} // gone: only its group can be left
 		}
-		killed, err := p.EndGroup(ctx, PredecessorGrace, groupPoll)
+		// SIGHUP first, the hangup the pane's terminal sends.
+		killed, err := p.EndGroup(ctx, syscall.SIGHUP, PredecessorGrace, groupPoll)
 		if killed {
 			e.Log.InfoContext(ctx, string(journal.SessionGroupKilled), "work_item", r.Key.String(), "session", session, "pid", pn.PID)
 		}

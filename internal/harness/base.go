@@ -87,6 +87,54 @@ func (b *base) Name() string { return b.name }
 // it is.
 func (b *base) ProcessNames() []string { return slices.Clone(b.processNames) }
 
+// withProcessNames is ProcessNames with each of names the CLI's own
+// process may show added, unless cfg.ProcessName was set: then that name
+// alone.
+func (b *base) withProcessNames(names ...string) []string {
+	out := b.ProcessNames()
+	if b.processNamed {
+		return out
+	}
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// refuseFlags returns an error wrapping ErrBadConfig when an element of
+// extraArgs is one of flags, which the adapter sets itself (an id, a
+// resume, a prompt): alone, or an option (a flag that starts with "-")
+// in its --flag=value form.
+func (b *base) refuseFlags(flags []string) error {
+	for _, arg := range b.extra {
+		for _, flag := range flags {
+			if arg == flag || strings.HasPrefix(flag, "-") && strings.HasPrefix(arg, flag+"=") {
+				return fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+			}
+		}
+	}
+	return nil
+}
+
+// dirOf is the directory a CLI keeps its state in as the pane sees it:
+// the pane's value of key (taken against cwd when relative), else sub
+// under the pane's HOME.
+func (b *base) dirOf(key, sub, cwd string) (string, error) {
+	if dir := b.getenv(key); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		return dir, nil
+	}
+	home := b.getenv("HOME")
+	if home == "" {
+		return "", fmt.Errorf("neither %s nor HOME is set", key)
+	}
+	return filepath.Join(home, sub), nil
+}
+
 // paneEnv is the environment the harness gets on top of the tmux
 // server's: loopd's values of the pass names (paneenv.Pass), then the
 // harness env, which wins.
@@ -123,6 +171,15 @@ func canonicalUUID(id string) bool {
 	}
 	u, err := uuid.Parse(id)
 	return err == nil && u.String() == id && u.Variant() == uuid.RFC4122 && u.Version() >= 1 && u.Version() <= 8
+}
+
+// blockedOn is the Blocked of an adapter whose blocking screens are
+// the dialogs its Screen reports: the reason of a ScreenBlocked, else "".
+func blockedOn(s Screen, why string) Block {
+	if s == ScreenBlocked {
+		return why
+	}
+	return ""
 }
 
 // Blocked is "": an adapter without its own rule knows no blocking

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -75,12 +74,8 @@ type claudeCode struct {
 }
 
 func newClaudeCode(b base) (*claudeCode, error) {
-	for _, arg := range b.extra {
-		for _, flag := range claudeSessionFlags {
-			if arg == flag || strings.HasPrefix(arg, flag+"=") {
-				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
-			}
-		}
+	if err := b.refuseFlags(claudeSessionFlags); err != nil {
+		return nil, err
 	}
 	b.pass = append(b.pass, claudePass...)
 	return &claudeCode{base: b}, nil
@@ -94,13 +89,7 @@ func newClaudeCode(b base) (*claudeCode, error) {
 const claudeProcessName = "claude"
 
 // ProcessNames adds "claude" to the base names unless processName is set.
-func (c *claudeCode) ProcessNames() []string {
-	names := c.base.ProcessNames()
-	if c.processNamed || slices.Contains(names, claudeProcessName) {
-		return names
-	}
-	return append(names, claudeProcessName)
-}
+func (c *claudeCode) ProcessNames() []string { return c.withProcessNames(claudeProcessName) }
 
 // SupportsResume is true: claude --resume <id> resumes interactively.
 func (c *claudeCode) SupportsResume() bool { return true }
@@ -226,17 +215,7 @@ func (c *claudeCode) TranscriptFrames(tr Transcript, frames []desired.Frame) (ma
 // configDir is where the pane's claude keeps projects/; a relative
 // CLAUDE_CONFIG_DIR is taken against the pane's cwd.
 func (c *claudeCode) configDir(cwd string) (string, error) {
-	if dir := c.getenv("CLAUDE_CONFIG_DIR"); dir != "" {
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(cwd, dir)
-		}
-		return dir, nil
-	}
-	home := c.getenv("HOME")
-	if home == "" {
-		return "", errors.New("neither CLAUDE_CONFIG_DIR nor HOME is set")
-	}
-	return filepath.Join(home, ".claude"), nil
+	return c.dirOf("CLAUDE_CONFIG_DIR", ".claude", cwd)
 }
 
 // physicalDir is cwd made absolute with symlinks resolved, as Claude Code
@@ -330,7 +309,7 @@ func (c *claudeCode) Screen(text string) (Screen, string) {
 			return ScreenBusy, ""
 		}
 		if m := claudeInput.FindStringSubmatch(text); m != nil && strings.TrimSpace(strings.ReplaceAll(m[1], "\u00a0", " ")) != "" {
-			return ScreenDraft, "input box holds unsubmitted text"
+			return ScreenDraft, DraftReason
 		}
 		return ScreenReady, ""
 	}

@@ -15,16 +15,6 @@ import (
 
 const testID = "7f3c1e52-9d4b-4c1a-8e2f-0123456789ab"
 
-func newClaude(t *testing.T, cfg schema.Harness) Adapter {
-	t.Helper()
-	if cfg.Command == "" {
-		cfg.Command = "claude"
-	}
-	a, err := New("claude-code", cfg)
-	require.NoError(t, err)
-	return a
-}
-
 func TestClaudeArgv(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -73,7 +63,7 @@ func TestClaudeArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newClaude(t, schema.Harness{ExtraArgs: tt.extra})
+			a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{ExtraArgs: tt.extra})
 			assert.True(t, a.SupportsResume())
 			assert.Equal(t, tt.wantFresh, a.FreshArgv(testID, tt.prompt))
 			assert.Equal(t, tt.wantResume, a.ResumeArgv(testID, tt.prompt))
@@ -82,7 +72,7 @@ func TestClaudeArgv(t *testing.T) {
 }
 
 func TestClaudeArgvNeverBothFlags(t *testing.T) {
-	a := newClaude(t, schema.Harness{ExtraArgs: []string{"--verbose"}})
+	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{ExtraArgs: []string{"--verbose"}})
 	fresh, resume := a.FreshArgv(testID, "x"), a.ResumeArgv(testID, "x")
 	assert.NotContains(t, fresh, "--resume")
 	assert.NotContains(t, resume, "--session-id")
@@ -115,7 +105,7 @@ func TestClaudeValidSessionID(t *testing.T) {
 		{name: "path_traversal", id: "../" + testID},
 		{name: "too_short", id: testID[:35]},
 	}
-	a := newClaude(t, schema.Harness{})
+	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, a.ValidSessionID(tt.id))
@@ -136,7 +126,7 @@ func TestClaudeEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, newClaude(t, schema.Harness{Env: tt.env}).Env())
+			assert.Equal(t, tt.want, newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: tt.env}).Env())
 		})
 	}
 }
@@ -149,9 +139,9 @@ func TestClaudeEnvPassesOnlyNamedVariables(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant")
 	t.Setenv("OTHER_TOKEN", "x")
 	t.Setenv("GITHUB_TOKEN", "ghp_x")
-	a := newClaude(t, schema.Harness{PassEnv: []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}})
+	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{PassEnv: []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}})
 	assert.Equal(t, map[string]string{"CLAUDE_CONFIG_DIR": "/daemon/claude", "ANTHROPIC_API_KEY": "sk-ant", "DISABLE_AUTOUPDATER": "1"}, a.Env())
-	configured := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": "/conf"}})
+	configured := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": "/conf"}})
 	assert.Equal(t, map[string]string{"CLAUDE_CONFIG_DIR": "/conf", "DISABLE_AUTOUPDATER": "1"}, configured.Env(), "the harness env wins")
 }
 
@@ -229,7 +219,7 @@ func TestClaudeTranscript(t *testing.T) {
 			dir, err := filepath.EvalSymlinks(work)
 			require.NoError(t, err)
 			path := writeTranscript(t, config, dir, testID, tt.lines...)
-			a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+			a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
 
 			got, err := a.Transcript(work, testID)
 			require.NoError(t, err)
@@ -247,7 +237,7 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 
 	t.Run("missing_file", func(t *testing.T) {
 		config, work := t.TempDir(), t.TempDir()
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
 		got, err := a.Transcript(work, testID)
 		require.NoError(t, err)
 		assert.True(t, got.Known)
@@ -262,7 +252,7 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 		physical, err := filepath.EvalSymlinks(real)
 		require.NoError(t, err)
 		path := writeTranscript(t, config, physical, testID, line)
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
 
 		got, err := a.Transcript(link, testID)
 		require.NoError(t, err)
@@ -274,7 +264,7 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 		dir, err := filepath.EvalSymlinks(work)
 		require.NoError(t, err)
 		writeTranscript(t, config, dir, testID, line)
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
 
 		got, err := a.Transcript(other, testID)
 		require.NoError(t, err)
@@ -285,7 +275,7 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 		dir, err := filepath.EvalSymlinks(work)
 		require.NoError(t, err)
 		path := writeTranscript(t, filepath.Join(home, ".claude"), dir, testID, line)
-		a := newClaude(t, schema.Harness{Env: map[string]string{"HOME": home, "CLAUDE_CONFIG_DIR": ""}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"HOME": home, "CLAUDE_CONFIG_DIR": ""}})
 
 		got, err := a.Transcript(work, testID)
 		require.NoError(t, err)
@@ -299,7 +289,7 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 		require.NoError(t, err)
 		path := writeTranscript(t, config, dir, testID, line)
 
-		got, err := newClaude(t, schema.Harness{}).Transcript(work, testID)
+		got, err := newTestAdapter(t, AdapterClaudeCode, schema.Harness{}).Transcript(work, testID)
 		require.NoError(t, err)
 		assert.True(t, got.Exists)
 		assert.Equal(t, path, got.Path)
@@ -309,14 +299,14 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 		dir, err := filepath.EvalSymlinks(work)
 		require.NoError(t, err)
 		path := writeTranscript(t, filepath.Join(dir, ".cfg"), dir, testID, line)
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": ".cfg"}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": ".cfg"}})
 
 		got, err := a.Transcript(work, testID)
 		require.NoError(t, err)
 		assert.Equal(t, path, got.Path)
 	})
 	t.Run("missing_cwd", func(t *testing.T) {
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": t.TempDir()}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": t.TempDir()}})
 		got, err := a.Transcript(filepath.Join(t.TempDir(), "gone"), testID)
 		require.NoError(t, err)
 		assert.True(t, got.Known)
@@ -324,12 +314,12 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 	})
 	t.Run("no_home_no_config_dir", func(t *testing.T) {
 		t.Setenv("CLAUDE_CONFIG_DIR", "")
-		a := newClaude(t, schema.Harness{Env: map[string]string{"HOME": ""}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"HOME": ""}})
 		_, err := a.Transcript(t.TempDir(), testID)
 		assert.ErrorContains(t, err, "HOME")
 	})
 	t.Run("invalid_id", func(t *testing.T) {
-		a := newClaude(t, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": t.TempDir()}})
+		a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": t.TempDir()}})
 		_, err := a.Transcript(t.TempDir(), "../../etc/passwd")
 		assert.ErrorIs(t, err, ErrInvalidSessionID)
 	})
@@ -342,13 +332,13 @@ func TestClaudeScreenCaptured(t *testing.T) {
 		"blocked-picker.txt":        BlockResumePicker,
 		"blocked-picker-search.txt": BlockResumePicker,
 		"blocked-trust.txt":         BlockWorkspaceTrust,
-		"draft-typed.txt":           "input box holds unsubmitted text",
-		"draft-pasted.txt":          "input box holds unsubmitted text",
+		"draft-typed.txt":           DraftReason,
+		"draft-pasted.txt":          DraftReason,
 	}
 	files, err := filepath.Glob("testdata/claude-2.1.197/*.txt")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	a := newClaude(t, schema.Harness{})
+	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{})
 	for _, file := range files {
 		name := filepath.Base(file)
 		t.Run(strings.TrimSuffix(name, ".txt"), func(t *testing.T) {
@@ -385,14 +375,14 @@ func TestClaudeScreen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := newClaude(t, schema.Harness{ReadyPattern: tt.pattern}).Screen(tt.text)
+			got, _ := newTestAdapter(t, AdapterClaudeCode, schema.Harness{ReadyPattern: tt.pattern}).Screen(tt.text)
 			assert.Equal(t, tt.want, got)
 		})
 	}
 }
 
 func TestClaudeSessionStartHookSettings(t *testing.T) {
-	a := newClaude(t, schema.Harness{ExtraArgs: []string{"--verbose"}})
+	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{ExtraArgs: []string{"--verbose"}})
 	r, ok := a.(SessionStartReporter)
 	require.True(t, ok, "claude-code reports its session id at start")
 	hooked := r.WithSessionStartHook(`'/usr/bin/loopd' hook session-start --config '/etc/loopd.yaml'`)

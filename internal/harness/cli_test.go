@@ -20,6 +20,16 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
+// buildFake builds the fake CLI testdata/<name> for t and returns its
+// path.
+func buildFake(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, "../../testdata/"+name).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
 // tmuxServer is a private tmux server for one test, started with a minimal
 // environment so that nothing of the caller's (CLAUDECODE, API keys)
 // reaches the panes.
@@ -151,10 +161,7 @@ func userPrompts(path string) []string {
 func TestCLI(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
 		t.Parallel()
-		bin := filepath.Join(t.TempDir(), "fakeclaude")
-		out, err := exec.Command("go", "build", "-o", bin, "../../testdata/fakeclaude").CombinedOutput()
-		require.NoError(t, err, string(out))
-		testCLI(t, bin)
+		testCLI(t, buildFake(t, "fakeclaude"))
 	})
 	t.Run("real", func(t *testing.T) {
 		t.Parallel()

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/loopd/loopd/desired"
 )
 
@@ -79,12 +77,8 @@ type codex struct {
 }
 
 func newCodex(b base) (*codex, error) {
-	for _, arg := range b.extra {
-		for _, flag := range codexSessionFlags {
-			if arg == flag || strings.HasPrefix(flag, "--") && strings.HasPrefix(arg, flag+"=") {
-				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
-			}
-		}
+	if err := b.refuseFlags(codexSessionFlags); err != nil {
+		return nil, err
 	}
 	b.pass = append(b.pass, codexPass...)
 	return &codex{base: b}, nil
@@ -92,33 +86,15 @@ func newCodex(b base) (*codex, error) {
 
 // ProcessNames adds "codex" and "node" to the base names unless
 // processName is set.
-func (c *codex) ProcessNames() []string {
-	names := c.base.ProcessNames()
-	if c.processNamed {
-		return names
-	}
-	for _, n := range codexProcessNames {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
-}
+func (c *codex) ProcessNames() []string { return c.withProcessNames(codexProcessNames...) }
 
 // SupportsResume is true: codex resume <id> resumes interactively.
 func (c *codex) SupportsResume() bool { return true }
 
-// ValidSessionID requires SessionIDPattern and a UUID in its lowercase
-// canonical form, not the nil UUID. Codex mints UUIDv7 ids and names its
+// ValidSessionID is canonicalUUID. Codex mints UUIDv7 ids and names its
 // rollouts after them in lowercase; a non-UUID would be looked up as a
 // session name.
-func (c *codex) ValidSessionID(id string) bool {
-	if !SessionIDPattern.MatchString(id) {
-		return false
-	}
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id && u != uuid.Nil
-}
+func (c *codex) ValidSessionID(id string) bool { return canonicalUUID(id) }
 
 // FreshArgv is [command --no-daemon extraArgs... -- prompt]. Codex mints
 // the conversation's id itself, so id is not passed (SessionLearner
@@ -198,19 +174,7 @@ func (c *codex) Env() map[string]string { return c.paneEnv() }
 // home is the directory Codex keeps its sessions and login in: CODEX_HOME
 // as the pane sees it (taken against cwd when relative), else
 // $HOME/.codex.
-func (c *codex) home(cwd string) (string, error) {
-	if dir := c.getenv("CODEX_HOME"); dir != "" {
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(cwd, dir)
-		}
-		return dir, nil
-	}
-	home := c.getenv("HOME")
-	if home == "" {
-		return "", errors.New("neither CODEX_HOME nor HOME is set")
-	}
-	return filepath.Join(home, ".codex"), nil
-}
+func (c *codex) home(cwd string) (string, error) { return c.dirOf("CODEX_HOME", ".codex", cwd) }
 
 // codexMeta is the part of a rollout's first line, its session_meta, that
 // loopd reads.
@@ -443,16 +407,11 @@ func (c *codex) Screen(text string) (Screen, string) {
 	if strings.Contains(text[i:], codexEmptyBox) {
 		return ScreenReady, ""
 	}
-	return ScreenDraft, "input box holds unsubmitted text"
+	return ScreenDraft, DraftReason
 }
 
 // Blocked returns the dialog Screen reports, "" for none.
-func (c *codex) Blocked(text string) Block {
-	if s, why := c.Screen(text); s == ScreenBlocked {
-		return why
-	}
-	return ""
-}
+func (c *codex) Blocked(text string) Block { return blockedOn(c.Screen(text)) }
 
 // codexLimitLine is how Codex words a usage limit (codex-rs error.rs,
 // UsageLimitReachedError and QuotaExceeded; the 0.171.0 binary's strings):

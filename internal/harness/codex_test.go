@@ -18,33 +18,24 @@ import (
 // codexID is the id of the captured rollout (testdata/codex-0.171.0).
 const codexID = "01a22e7f-9e38-7150-9d65-6f6f26796325"
 
-func newTestCodex(t *testing.T, cfg schema.Harness) Adapter {
-	t.Helper()
-	if cfg.Command == "" {
-		cfg.Command = "codex"
-	}
-	cfg.Adapter = AdapterCodex
-	a, err := New("codex", cfg)
-	require.NoError(t, err)
-	return a
-}
-
 func TestCodexArgv(t *testing.T) {
-	a := newTestCodex(t, schema.Harness{ExtraArgs: []string{"-c", "model=o3"}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{ExtraArgs: []string{"-c", "model=o3"}})
 	assert.Equal(t, []string{"codex", "--no-daemon", "-c", "model=o3", "--", "-fix it"}, a.FreshArgv("ignored", "-fix it"),
 		"codex cannot pin an id: fresh never passes one")
 	assert.Equal(t, []string{"codex", "resume", "--no-daemon", "-c", "model=o3", codexID, "--", "next"}, a.ResumeArgv(codexID, "next"))
 	assert.Equal(t, []string{"codex", "--no-daemon", "-c", "model=o3"}, a.FreshArgv("", ""))
 	assert.True(t, a.SupportsResume())
 
-	for _, bad := range [][]string{{"resume"}, {"--no-daemon"}, {"-C", "/x"}, {"--cd=/x"}, {"exec"}, {"--last"}, {"--remote", "ws://x"}, {"--"}} {
+	for _, bad := range [][]string{{"resume"}, {"--no-daemon"}, {"-C", "/x"}, {"-C=/x"}, {"--cd=/x"}, {"exec"}, {"--last"}, {"--remote", "ws://x"}, {"--"}} {
 		_, err := New("codex", schema.Harness{Adapter: AdapterCodex, Command: "codex", ExtraArgs: bad})
 		assert.ErrorIs(t, err, ErrBadConfig, "%q is the adapter's", bad)
 	}
+	_, err := New("codex", schema.Harness{Adapter: AdapterCodex, Command: "codex", ExtraArgs: []string{"-c", "exec=x"}})
+	assert.NoError(t, err, "a subcommand's name is refused alone, not as a value's prefix")
 }
 
 func TestCodexHeadless(t *testing.T) {
-	a := newTestCodex(t, schema.Harness{ExtraArgs: []string{"-m", "o3"}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{ExtraArgs: []string{"-m", "o3"}})
 	h, ok := a.(Headless)
 	require.True(t, ok)
 	argv, stdin := h.HeadlessArgv("ignored", "the event", false)
@@ -62,18 +53,19 @@ func TestCodexHeadless(t *testing.T) {
 }
 
 func TestCodexValidSessionID(t *testing.T) {
-	a := newTestCodex(t, schema.Harness{})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{})
 	assert.True(t, a.ValidSessionID(codexID), "UUIDv7, as codex mints")
 	assert.True(t, a.ValidSessionID("7f3c1e52-9d4b-4c1a-8e2f-0123456789ab"), "a v4 UUID is found too (hand-made rollouts)")
-	for _, bad := range []string{"", "not-a-uuid", strings.ToUpper(codexID), "00000000-0000-0000-0000-000000000000", "--last"} {
+	for _, bad := range []string{"", "not-a-uuid", strings.ToUpper(codexID), "00000000-0000-0000-0000-000000000000", "--last",
+		"01a22e80-8b90-7e63-1bb8-165eb41b44d4"} {
 		assert.False(t, a.ValidSessionID(bad), bad)
 	}
 }
 
 func TestCodexProcessNames(t *testing.T) {
-	assert.Equal(t, []string{"codex", "node"}, newTestCodex(t, schema.Harness{}).ProcessNames())
-	assert.Equal(t, []string{"my-codex", "codex", "node"}, newTestCodex(t, schema.Harness{Command: "/opt/bin/my-codex"}).ProcessNames())
-	assert.Equal(t, []string{"cx"}, newTestCodex(t, schema.Harness{ProcessName: "cx"}).ProcessNames())
+	assert.Equal(t, []string{"codex", "node"}, newTestAdapter(t, AdapterCodex, schema.Harness{}).ProcessNames())
+	assert.Equal(t, []string{"my-codex", "codex", "node"}, newTestAdapter(t, AdapterCodex, schema.Harness{Command: "/opt/bin/my-codex"}).ProcessNames())
+	assert.Equal(t, []string{"cx"}, newTestAdapter(t, AdapterCodex, schema.Harness{ProcessName: "cx"}).ProcessNames())
 }
 
 // writeRollout writes the captured rollout as the session id's, in cwd,
@@ -95,7 +87,7 @@ func writeRollout(t *testing.T, home, cwd, id string, start time.Time, extra ...
 
 func TestCodexTranscript(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
-	a := newTestCodex(t, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
 	start := time.Date(2026, 11, 30, 22, 7, 25, 0, time.UTC)
 
 	tr, err := a.Transcript(cwd, codexID)
@@ -123,7 +115,7 @@ func TestCodexTranscript(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidSessionID)
 
 	t.Setenv("HOME", home)
-	noHome := newTestCodex(t, schema.Harness{})
+	noHome := newTestAdapter(t, AdapterCodex, schema.Harness{})
 	tr, err = noHome.Transcript(cwd, codexID)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(tr.Path, filepath.Join(home, ".codex", "sessions")), tr.Path)
@@ -131,7 +123,7 @@ func TestCodexTranscript(t *testing.T) {
 
 func TestCodexTranscriptFrames(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
-	a := newTestCodex(t, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
 	body := "line one\n<!-- hidden -->\n"
 	prompt := func(id string) string {
 		return "[loopd] issue_comment.created on o/r#1 by u (delivery " + id + ")\n" + desired.FrameBegin(id) + body + desired.FrameEnd(id, body)
@@ -186,7 +178,7 @@ func quoteJSON(t *testing.T, s string) string {
 
 func TestCodexSessionsStarted(t *testing.T) {
 	home, cwd, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
-	a := newTestCodex(t, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
 	l, ok := a.(SessionLearner)
 	require.True(t, ok)
 	spawn := time.Date(2026, 11, 30, 23, 59, 59, 500e6, time.UTC)
@@ -215,44 +207,23 @@ func TestCodexSessionsStarted(t *testing.T) {
 }
 
 func TestCodexScreenCaptured(t *testing.T) {
-	a := newTestCodex(t, schema.Harness{})
-	files, err := filepath.Glob("testdata/codex-0.171.0/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	want := map[string]struct {
-		screen Screen
-		why    string
-	}{
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{})
+	testCapturedScreens(t, a, "testdata/codex-0.171.0", map[string]capturedScreen{
 		"ready-empty":          {ScreenReady, ""},
 		"ready-working":        {ScreenReady, ""},
 		"ready-after-paste":    {ScreenReady, ""},
 		"ready-ctrl-c-once":    {ScreenReady, ""},
 		"limit-usage":          {ScreenReady, ""},
-		"draft-typed":          {ScreenDraft, "input box holds unsubmitted text"},
-		"draft-pasted-working": {ScreenDraft, "input box holds unsubmitted text"},
+		"draft-typed":          {ScreenDraft, DraftReason},
+		"draft-pasted-working": {ScreenDraft, DraftReason},
 		"blocked-login":        {ScreenBlocked, BlockLoginRequired},
 		"blocked-resume-cwd":   {ScreenBlocked, BlockResumeChooser},
-	}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".txt")
-		w, ok := want[name]
-		require.True(t, ok, "no expectation for %s", name)
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		s, why := a.Screen(string(data))
-		assert.Equal(t, w.screen, s, name)
-		assert.Equal(t, w.why, why, name)
-		if s == ScreenBlocked {
-			assert.Equal(t, why, a.Blocked(string(data)), name)
-		} else {
-			assert.Empty(t, a.Blocked(string(data)), name)
-		}
-	}
+	})
 	assert.Equal(t, ScreenBusy, func() Screen { s, _ := a.Screen(""); return s }(), "a blank screen is still starting")
 }
 
 func TestCodexLimitOnScreen(t *testing.T) {
-	a := newTestCodex(t, schema.Harness{})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{})
 	data, err := os.ReadFile("testdata/codex-0.171.0/limit-usage.txt")
 	require.NoError(t, err)
 	loc := time.Local
@@ -287,7 +258,7 @@ func TestCodexLimitOnScreen(t *testing.T) {
 
 func TestCodexTranscriptLimit(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
-	a := newTestCodex(t, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
+	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
 	limit, err := os.ReadFile("testdata/codex-0.171.0/task-complete-limit.jsonl")
 	require.NoError(t, err)
 	writeRollout(t, home, cwd, codexID, time.Now(), string(limit))
@@ -316,8 +287,8 @@ func TestCodexTranscriptLimit(t *testing.T) {
 }
 
 func TestCodexAccount(t *testing.T) {
-	assert.Equal(t, "codex:/srv/codex", newTestCodex(t, schema.Harness{Env: map[string]string{"CODEX_HOME": "/srv/codex/"}}).Account())
+	assert.Equal(t, "codex:/srv/codex", newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": "/srv/codex/"}}).Account())
 	t.Setenv("HOME", "/home/u")
 	t.Setenv("CODEX_HOME", "")
-	assert.Equal(t, "codex:/home/u/.codex", newTestCodex(t, schema.Harness{}).Account())
+	assert.Equal(t, "codex:/home/u/.codex", newTestAdapter(t, AdapterCodex, schema.Harness{}).Account())
 }

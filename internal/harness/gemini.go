@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -83,12 +82,8 @@ type gemini struct {
 }
 
 func newGemini(b base) (*gemini, error) {
-	for _, arg := range b.extra {
-		for _, flag := range geminiSessionFlags {
-			if arg == flag || strings.HasPrefix(arg, flag+"=") {
-				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
-			}
-		}
+	if err := b.refuseFlags(geminiSessionFlags); err != nil {
+		return nil, err
 	}
 	b.pass = append(b.pass, geminiPass...)
 	// Gemini ignores tmux kill-session: its launcher ignores SIGHUP, and
@@ -102,13 +97,7 @@ func newGemini(b base) (*gemini, error) {
 const geminiProcessName = "node"
 
 // ProcessNames adds "node" to the base names unless processName is set.
-func (g *gemini) ProcessNames() []string {
-	names := g.base.ProcessNames()
-	if g.processNamed || slices.Contains(names, geminiProcessName) {
-		return names
-	}
-	return append(names, geminiProcessName)
-}
+func (g *gemini) ProcessNames() []string { return g.withProcessNames(geminiProcessName) }
 
 // SupportsResume is true: gemini --resume <id> resumes interactively.
 func (g *gemini) SupportsResume() bool { return true }
@@ -474,16 +463,11 @@ func (g *gemini) Screen(text string) (Screen, string) {
 	if input == geminiPlaceholder {
 		return ScreenReady, ""
 	}
-	return ScreenDraft, "input box holds unsubmitted text"
+	return ScreenDraft, DraftReason
 }
 
 // Blocked is the dialog Screen reports, "" for none.
-func (g *gemini) Blocked(text string) Block {
-	if s, reason := g.Screen(text); s == ScreenBlocked {
-		return reason
-	}
-	return ""
-}
+func (g *gemini) Blocked(text string) Block { return blockedOn(g.Screen(text)) }
 
 // Limit reports the usage limit the screen shows ("Usage limit reached
 // for <model>."), its reset read from "Access resets at <time>." in the

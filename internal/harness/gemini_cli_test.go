@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +31,7 @@ import (
 func TestGeminiCLI(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
 		t.Parallel()
-		bin := filepath.Join(t.TempDir(), "fakegemini")
-		out, err := exec.Command("go", "build", "-o", bin, "../../testdata/fakegemini").CombinedOutput()
-		require.NoError(t, err, string(out))
-		testGeminiCLI(t, bin, false)
+		testGeminiCLI(t, buildFake(t, "fakegemini"), false)
 	})
 	t.Run("real", func(t *testing.T) {
 		t.Parallel()
@@ -59,7 +57,7 @@ func endGroupsAtCleanup(t *testing.T, x *tmuxServer) {
 			if err != nil {
 				p = proc.Process{PID: pid}
 			}
-			_, _ = p.EndGroup(context.Background(), time.Second, 20*time.Millisecond)
+			_, _ = p.EndGroup(context.Background(), syscall.SIGHUP, time.Second, 20*time.Millisecond)
 		}
 	})
 }
@@ -122,7 +120,7 @@ func testGeminiCLI(t *testing.T, bin string, real bool) {
 		x.must("kill-session", "-t", "=survivor")
 		time.Sleep(time.Second)
 		assert.True(t, proc.GroupRunning(pid), "Gemini outlives kill-session")
-		_, err = leader.EndGroup(t.Context(), time.Second, 20*time.Millisecond)
+		_, err = leader.EndGroup(t.Context(), syscall.SIGHUP, time.Second, 20*time.Millisecond)
 		require.NoError(t, err)
 		assert.False(t, proc.GroupRunning(pid))
 	})

@@ -16,18 +16,8 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
-func newTestGemini(t *testing.T, cfg schema.Harness) Adapter {
-	t.Helper()
-	if cfg.Command == "" {
-		cfg.Command = "gemini"
-	}
-	a, err := New("gemini", cfg)
-	require.NoError(t, err)
-	return a
-}
-
 func TestGeminiArgv(t *testing.T) {
-	a := newTestGemini(t, schema.Harness{ExtraArgs: []string{"--skip-trust"}})
+	a := newTestAdapter(t, AdapterGemini, schema.Harness{ExtraArgs: []string{"--skip-trust"}})
 	id := "7f3c5a44-1b2e-4c3d-9e8f-0a1b2c3d4e5f"
 	assert.Equal(t, []string{"gemini", "--session-id", id, "--skip-trust", "--prompt-interactive=-x first; --resume"},
 		a.FreshArgv(id, "-x first; --resume"))
@@ -91,7 +81,7 @@ func TestGeminiTranscript(t *testing.T) {
 	home := t.TempDir()
 	work, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	a := newTestGemini(t, schema.Harness{Env: map[string]string{"HOME": home}})
+	a := newTestAdapter(t, AdapterGemini, schema.Harness{Env: map[string]string{"HOME": home}})
 	config := filepath.Join(home, ".gemini")
 	id := "7f3c5a44-1b2e-4c3d-9e8f-0a1b2c3d4e5f"
 	twin := "7f3c5a44-0000-4000-8000-000000000000" // the same short id
@@ -143,7 +133,7 @@ func TestGeminiTranscript(t *testing.T) {
 	assert.Equal(t, filepath.Join(config, "tmp", "proj", "chats", "session-2026-11-30T22-01-7f3c5a44.jsonl"), tr.Path)
 
 	// GEMINI_CLI_HOME moves the config dir.
-	b := newTestGemini(t, schema.Harness{Env: map[string]string{"HOME": "/nowhere", "GEMINI_CLI_HOME": home}})
+	b := newTestAdapter(t, AdapterGemini, schema.Harness{Env: map[string]string{"HOME": "/nowhere", "GEMINI_CLI_HOME": home}})
 	tr, err = b.Transcript(work, id)
 	require.NoError(t, err)
 	assert.True(t, tr.Exists)
@@ -172,7 +162,7 @@ func TestGeminiTranscriptFrames(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "session-x.jsonl")
 	chatFile(t, path, "x", geminiContext, geminiUser(prompt("typed")), string(answer), string(str), string(set), `{"id":"torn","type":"user","content":"`)
 
-	got, err := newTestGemini(t, schema.Harness{}).TranscriptFrames(Transcript{Known: true, Exists: true, Path: path}, frames)
+	got, err := newTestAdapter(t, AdapterGemini, schema.Harness{}).TranscriptFrames(Transcript{Known: true, Exists: true, Path: path}, frames)
 	require.NoError(t, err)
 	for _, id := range []string{"typed", "string", "set"} {
 		assert.Equal(t, Found{Whole: true}, got[id], id)
@@ -182,28 +172,16 @@ func TestGeminiTranscriptFrames(t *testing.T) {
 }
 
 func TestGeminiScreen(t *testing.T) {
-	a := newTestGemini(t, schema.Harness{})
-	for file, want := range map[string]struct {
-		screen Screen
-		reason string
-	}{
-		"ready-empty.txt":      {ScreenReady, ""},
-		"ready-after-turn.txt": {ScreenReady, ""},
-		"draft-typed.txt":      {ScreenDraft, "input box holds unsubmitted text"},
-		"busy-thinking.txt":    {ScreenBusy, ""},
-		"blocked-trust.txt":    {ScreenBlocked, BlockWorkspaceTrust},
-		"blocked-auth.txt":     {ScreenBlocked, BlockLoginRequired},
-		"blocked-apikey.txt":   {ScreenBlocked, BlockLoginRequired},
-	} {
-		b, err := os.ReadFile(filepath.Join("testdata", "gemini-0.61.0", file))
-		require.NoError(t, err)
-		screen, reason := a.Screen(string(b))
-		assert.Equal(t, want.screen, screen, file)
-		assert.Equal(t, want.reason, reason, file)
-		if want.screen == ScreenBlocked {
-			assert.Equal(t, want.reason, a.Blocked(string(b)), file)
-		}
-	}
+	a := newTestAdapter(t, AdapterGemini, schema.Harness{})
+	testCapturedScreens(t, a, "testdata/gemini-0.61.0", map[string]capturedScreen{
+		"ready-empty":      {ScreenReady, ""},
+		"ready-after-turn": {ScreenReady, ""},
+		"draft-typed":      {ScreenDraft, DraftReason},
+		"busy-thinking":    {ScreenBusy, ""},
+		"blocked-trust":    {ScreenBlocked, BlockWorkspaceTrust},
+		"blocked-auth":     {ScreenBlocked, BlockLoginRequired},
+		"blocked-apikey":   {ScreenBlocked, BlockLoginRequired},
+	})
 	screen, _ := a.Screen("\n Gemini CLI v0.61.0\n")
 	assert.Equal(t, ScreenBusy, screen, "starting")
 
@@ -222,7 +200,7 @@ func TestGeminiScreen(t *testing.T) {
 
 func TestGeminiProvision(t *testing.T) {
 	home := t.TempDir()
-	a := newTestGemini(t, schema.Harness{Env: map[string]string{"HOME": home}})
+	a := newTestAdapter(t, AdapterGemini, schema.Harness{Env: map[string]string{"HOME": home}})
 	p, ok := a.(Provisioner)
 	require.True(t, ok)
 	settings := filepath.Join(home, ".gemini", "settings.json")

@@ -54,6 +54,9 @@ const (
 	ScreenDraft Screen = "draft"
 )
 
+// DraftReason is the reason Screen gives with ScreenDraft.
+const DraftReason = "input box holds unsubmitted text"
+
 // Adapter is one agent CLI's argv grammar and habits.
 type Adapter interface {
 	// Name is the harness name from config.

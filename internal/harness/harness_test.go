@@ -3,6 +3,7 @@ package harness
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +11,53 @@ import (
 
 	"github.com/loopd/loopd/schema"
 )
+
+// newTestAdapter returns the adapter named adapter for cfg, with the
+// CLI's usual command when cfg names none.
+func newTestAdapter(t *testing.T, adapter string, cfg schema.Harness) Adapter {
+	t.Helper()
+	if cfg.Command == "" {
+		cfg.Command = map[string]string{AdapterClaudeCode: "claude", AdapterCodex: "codex", AdapterGemini: "gemini"}[adapter]
+	}
+	cfg.Adapter = adapter
+	a, err := New(adapter, cfg)
+	require.NoError(t, err)
+	return a
+}
+
+// capturedScreen is what Screen says of a captured screen: its class and
+// reason.
+type capturedScreen struct {
+	screen Screen
+	why    string
+}
+
+// testCapturedScreens checks a's Screen on every capture in dir (its
+// *.txt files) against want, keyed by the file's name without .txt: every
+// capture has an expectation and every expectation a capture, and Blocked
+// gives a blocked screen's reason, and "" for any other (so not for
+// claude-code, whose Blocked also reads a ready screen's login footer).
+func testCapturedScreens(t *testing.T, a Adapter, dir string, want map[string]capturedScreen) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	require.NoError(t, err)
+	require.Len(t, files, len(want), "one capture per expectation in %s", dir)
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".txt")
+		w, ok := want[name]
+		require.True(t, ok, "no expectation for %s", name)
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		s, why := a.Screen(string(data))
+		assert.Equal(t, w.screen, s, name)
+		assert.Equal(t, w.why, why, name)
+		if s == ScreenBlocked {
+			assert.Equal(t, why, a.Blocked(string(data)), name)
+		} else {
+			assert.Empty(t, a.Blocked(string(data)), name)
+		}
+	}
+}
 
 func TestNew(t *testing.T) {
 	wd, err := os.Getwd()

@@ -65,7 +65,7 @@ func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed boo
 	if !p.Running() {
 		return false, nil
 	}
-	if gone(ctx, p, grace, poll) {
+	if waitGone(ctx, p.Running, grace, poll) {
 		return false, nil
 	}
 	if ctx.Err() != nil {
@@ -77,7 +77,7 @@ func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed boo
 	if p.Running() {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
-	if gone(ctx, p, grace, poll) {
+	if waitGone(ctx, p.Running, grace, poll) {
 		return true, nil
 	}
 	if ctx.Err() != nil {
@@ -86,32 +86,34 @@ func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed boo
 	return true, fmt.Errorf("end pid %d: %w", p.PID, ErrStillRunning)
 }
 
-// EndGroup makes sure the process group that p leads (a pane's process:
-// tmux starts it as a session leader) is gone, with every process in it,
-// also those that outlive their leader: it sends the group SIGHUP, waits
-// up to grace for it to empty, then sends it SIGKILL and waits up to grace
-// again, polling every poll. A CLI that ignores the hangup its terminal
-// sends (Gemini's launcher does, and its child never gets one) ends this
-// way. p.Start 0 means the leader's start time is not known: it is gone,
-// and its group is ended only while no live process holds its pid (the
-// kernel never gives a new process the id of a group that still has
-// members, so the members left are the group's). It does nothing to a
-// group whose leader's pid now names a later process. It returns whether
-// it had to send SIGKILL, ErrStillRunning when a member outlived it, or
-// ctx's error.
-func (p Process) EndGroup(ctx context.Context, grace, poll time.Duration) (killed bool, err error) {
+// EndGroup makes sure the process group that p leads is gone, with every
+// process in it, also those that outlive their leader: it sends the group
+// first, waits up to grace for it to empty (GroupRunning), then sends it
+// SIGKILL and waits up to grace again, polling every poll. The caller
+// names the first signal: a tmux pane's group gets SIGHUP, the hangup its
+// terminal would send (a CLI that ignores it, as Gemini's launcher does,
+// ends at the SIGKILL); a headless run's group gets SIGTERM, as a timeout
+// sends (runner.Runner.Stop). p.Start 0 means the leader's start time is
+// not known: it is gone, and its group is ended only while no live
+// process holds its pid (the kernel never gives a new process the id of a
+// group that still has members, so the members left are the group's). It
+// does nothing to a group whose leader's pid now names a later process.
+// It returns whether it had to send SIGKILL, ErrStillRunning when a member
+// outlived it, or ctx's error.
+func (p Process) EndGroup(ctx context.Context, first syscall.Signal, grace, poll time.Duration) (killed bool, err error) {
 	if p.PID <= 1 || !p.leads() {
 		return false, nil
 	}
-	_ = syscall.Kill(-p.PID, syscall.SIGHUP)
-	if groupGone(ctx, p, grace, poll) {
+	running := func() bool { return GroupRunning(p.PID) }
+	_ = syscall.Kill(-p.PID, first)
+	if waitGone(ctx, running, grace, poll) {
 		return false, nil
 	}
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
 	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
-	if groupGone(ctx, p, grace, poll) {
+	if waitGone(ctx, running, grace, poll) {
 		return true, nil
 	}
 	if ctx.Err() != nil {
@@ -135,8 +137,14 @@ func (p Process) leads() bool {
 }
 
 // GroupRunning reports whether a process other than a zombie is in process
-// group pgid, from /proc/<pid>/stat (field 5, pgrp) of every process.
+// group pgid, from /proc/<pid>/stat (fields 3 and 5, the state and pgrp) of
+// every process. A zombie has ended (it holds no files and runs nothing),
+// and whoever reaps it may take its time: PID 1 in a container may never
+// reap at all. It reports false for a pgid below 2 and without /proc.
 func GroupRunning(pgid int) bool {
+	if pgid <= 1 || errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return false // kill(2): no process at all, zombies included
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
@@ -153,25 +161,6 @@ func GroupRunning(pgid int) bool {
 	return false
 }
 
-// groupGone polls until no process of p's group runs, for at most wait or
-// until ctx ends, and reports whether it is gone.
-func groupGone(ctx context.Context, p Process, wait, poll time.Duration) bool {
-	deadline := time.Now().Add(wait)
-	for GroupRunning(p.PID) {
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return !GroupRunning(p.PID)
-		case <-t.C:
-		}
-	}
-	return true
-}
-
 // pgrp reads the process group and the state of pid from /proc/<pid>/stat.
 func pgrp(pid int) (int, byte, error) {
 	fields, err := statFields(pid)
@@ -186,11 +175,11 @@ func pgrp(pid int) (int, byte, error) {
 	return g, fields[0][0], nil
 }
 
-// gone polls until p no longer runs, for at most wait or until ctx ends,
-// and reports whether it is gone.
-func gone(ctx context.Context, p Process, wait, poll time.Duration) bool {
+// waitGone polls until running reports false, for at most wait or until
+// ctx ends, and reports whether it did.
+func waitGone(ctx context.Context, running func() bool, wait, poll time.Duration) bool {
 	deadline := time.Now().Add(wait)
-	for p.Running() {
+	for running() {
 		if !time.Now().Before(deadline) {
 			return false
 		}
@@ -198,7 +187,7 @@ func gone(ctx context.Context, p Process, wait, poll time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return !p.Running()
+			return !running()
 		case <-t.C:
 		}
 	}

@@ -114,7 +114,7 @@ func TestEndGroupHangup(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	leader, member := groupChild(t, `sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
-	killed, err := leader.EndGroup(t.Context(), 5*time.Second, 5*time.Millisecond)
+	killed, err := leader.EndGroup(t.Context(), syscall.SIGHUP, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, err)
 	assert.False(t, killed)
 	assert.False(t, member.Running())
@@ -128,11 +128,58 @@ func TestEndGroupIgnoringHangup(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	leader, member := groupChild(t, `trap "" HUP; sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
-	killed, err := leader.EndGroup(t.Context(), 100*time.Millisecond, 5*time.Millisecond)
+	killed, err := leader.EndGroup(t.Context(), syscall.SIGHUP, 100*time.Millisecond, 5*time.Millisecond)
 	require.NoError(t, err)
 	assert.True(t, killed)
 	assert.False(t, member.Running())
 	assert.False(t, GroupRunning(leader.PID))
+}
+
+// TestEndGroupFirstSignal: the first signal is the caller's. A group
+// that ignores SIGHUP but ends at SIGTERM, as a run at its timeout is
+// sent, is not killed; sent SIGHUP, it is.
+func TestEndGroupFirstSignal(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	script := `trap "" HUP; sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`
+	leader, member := groupChild(t, script)
+	killed, err := leader.EndGroup(t.Context(), syscall.SIGTERM, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, killed, "SIGTERM ends the group")
+	assert.False(t, member.Running())
+
+	leader, member = groupChild(t, script)
+	killed, err = leader.EndGroup(t.Context(), syscall.SIGHUP, 100*time.Millisecond, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, killed, "SIGHUP is ignored: SIGKILL ends the group")
+	assert.False(t, member.Running())
+}
+
+// TestGroupOfZombiesIsNotRunning: a group whose only member left is a
+// zombie has ended, whoever reaps it (PID 1 in a container may not): its
+// end is not waited for, and not killed.
+func TestGroupOfZombiesIsNotRunning(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// Not reaped until the test ends: a zombie meanwhile.
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Wait() })
+	p, err := Lookup(cmd.Process.Pid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, state, err := stat(p.PID)
+		return err == nil && state == 'Z'
+	}, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, syscall.Kill(-p.PID, 0), "the zombie is still in its group")
+	assert.False(t, GroupRunning(p.PID))
+	killed, err := p.EndGroup(t.Context(), syscall.SIGTERM, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.False(t, GroupRunning(0), "no group 0")
 }
 
 // TestEndGroupAfterItsLeader: the members a dead leader left behind are
@@ -145,7 +192,7 @@ func TestEndGroupAfterItsLeader(t *testing.T) {
 	require.NoError(t, syscall.Kill(leader.PID, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return !leader.Running() }, 5*time.Second, 5*time.Millisecond)
 	require.True(t, GroupRunning(leader.PID), "the member outlives its leader")
-	killed, err := Process{PID: leader.PID}.EndGroup(t.Context(), 100*time.Millisecond, 5*time.Millisecond)
+	killed, err := Process{PID: leader.PID}.EndGroup(t.Context(), syscall.SIGHUP, 100*time.Millisecond, 5*time.Millisecond)
 	require.NoError(t, err)
 	assert.True(t, killed)
 	assert.False(t, member.Running())
@@ -158,7 +205,7 @@ func TestEndGroupOfAnotherProcess(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	leader, member := groupChild(t, `sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
-	killed, err := Process{PID: leader.PID, Start: leader.Start + 1}.EndGroup(t.Context(), 50*time.Millisecond, 5*time.Millisecond)
+	killed, err := Process{PID: leader.PID, Start: leader.Start + 1}.EndGroup(t.Context(), syscall.SIGHUP, 50*time.Millisecond, 5*time.Millisecond)
 	require.NoError(t, err)
 	assert.False(t, killed)
 	assert.True(t, leader.Running())

@@ -30,7 +30,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -441,91 +440,35 @@ func tail(path string, n int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, n))
 }
 
-// Stop ends the run f of item names with its process group: SIGTERM to the group,
-// up to grace for it to be gone, then SIGKILL to the group and up to grace
-// again, polling every poll. It returns whether it had to kill, and an
-// error wrapping proc.ErrStillRunning when the run outlived that. A run
-// that no longer runs is left alone (its pids may name other processes by
-// now).
+// Stop ends the run f of item names with its process group
+// (proc.Process.EndGroup, the group led by the wrapper): SIGTERM to the
+// group, up to grace for every process of it to be gone, then SIGKILL to
+// the group and up to grace again, polling every poll. A harness that left
+// the group is ended by its pid after that (proc.Process.End). It returns
+// whether it had to kill, and an error wrapping proc.ErrStillRunning when
+// the run outlived that. A run that no longer runs is left alone (its pids
+// may name other processes by now).
 func (r Runner) Stop(ctx context.Context, item string, f Fact, grace, poll time.Duration) (killed bool, err error) {
 	if now, err := r.Read(item, f.ID); err != nil || !now.Running {
+		return false, nil
+	}
+	var rec pidRecord
+	if ok, err := readJSON(filepath.Join(r.ItemDir(item), f.ID+".pid"), &rec); err != nil || !ok {
 		return false, nil
 	}
 	// The run counts as running while any process of its group is left:
 	// a tool the harness started, that ignores SIGTERM, goes too. The
 	// group's id is the wrapper's pid, which no other group takes while
 	// one of the run's processes is left (setpgid(2)).
-	running := func() bool {
-		now, err := r.Read(item, f.ID)
-		return (err == nil && now.Running) || groupAlive(f.Group)
-	}
-	_ = syscall.Kill(-f.Group, syscall.SIGTERM)
-	if waitGone(ctx, running, grace, poll) {
-		return false, nil
-	}
-	_ = syscall.Kill(-f.Group, syscall.SIGKILL)
-	// The harness, in case it left the group.
-	if p, err := proc.Lookup(f.PID); err == nil && running() {
-		_ = syscall.Kill(p.PID, syscall.SIGKILL)
-	}
-	if waitGone(ctx, running, grace, poll) {
-		return true, nil
-	}
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	return true, fmt.Errorf("stop run %s: %w", f.ID, proc.ErrStillRunning)
-}
-
-// groupAlive reports whether a process of group pgid that is not a zombie
-// is left, from /proc (proc(5): /proc/<pid>/stat fields 3 and 5, the state
-// and the process group). A zombie has ended, and whoever reaps it (init,
-// when its parent is gone) may take its time.
-func groupAlive(pgid int) bool {
-	if syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
-	entries, err := os.ReadDir("/proc")
+	wrapper := proc.Process{PID: rec.Wrapper, Start: rec.WrapperStart}
+	killed, err = wrapper.EndGroup(ctx, syscall.SIGTERM, grace, poll)
 	if err != nil {
-		return true
+		return killed, fmt.Errorf("stop run %s: %w", f.ID, err)
 	}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name is in parentheses and may hold anything: the
-		// fields that follow start after the last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			return true
-		}
+	harness := proc.Process{PID: rec.Harness, Start: rec.HarnessStart}
+	k, err := harness.End(ctx, grace, poll)
+	if err != nil {
+		return killed || k, fmt.Errorf("stop run %s: %w", f.ID, err)
 	}
-	return false
-}
-
-// waitGone polls until running reports false, for at most wait or until
-// ctx ends, and reports whether it did.
-func waitGone(ctx context.Context, running func() bool, wait, poll time.Duration) bool {
-	deadline := time.Now().Add(wait)
-	for running() {
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return !running()
-		case <-t.C:
-		}
-	}
-	return true
+	return killed || k, nil
 }

@@ -248,11 +248,7 @@ func fromIssue(repo repository, is *issue, sender user) (change, error) {
 	if is.PullRequest != nil {
 		kind = desired.KindPullRequest
 	}
-	c, err := start(repo, is.Number, kind, is.State, is.UpdatedAt.Time, sender)
-	for _, l := range is.Labels {
-		c.labels = append(c.labels, l.Name)
-	}
-	return c, err
+	return start(repo, is.thread, kind, sender)
 }
 
 // opening returns the text of an action on an item (change.text) and
@@ -278,7 +274,7 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	if pr == nil {
 		return change{}, fmt.Errorf("%w: no pull_request", errIncomplete)
 	}
-	c, err := start(repo, pr.Number, desired.KindPullRequest, pr.State, pr.UpdatedAt.Time, sender)
+	c, err := start(repo, pr.thread, desired.KindPullRequest, sender)
 	if err != nil {
 		return change{}, err
 	}
@@ -286,19 +282,18 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	c.prompt.URL = pr.HTMLURL
 	c.prompt.Head = pr.Head.Ref
 	c.headSHA = pr.Head.SHA
-	for _, l := range pr.Labels {
-		c.labels = append(c.labels, l.Name)
-	}
 	if head := pr.Head; strings.EqualFold(head.Repo.FullName, repo.FullName) && schema.ValidBranch(head.Ref) {
 		c.headRef = head.Ref
 	}
 	return c, nil
 }
 
-// start begins the change of every handled payload. Its state ("open" or
-// "closed", as of updated) is kept as a snapshot; another value, or none,
-// leaves the state alone.
-func start(repo repository, number int, kind desired.Kind, state string, updated time.Time, sender user) (change, error) {
+// start begins the change of every handled payload, from the issue or
+// pull request t it is about, with t's labels. Its state ("open" or
+// "closed", as of its update) is kept as a snapshot; another value, or
+// none, leaves the state alone.
+func start(repo repository, t thread, kind desired.Kind, sender user) (change, error) {
+	number, state, updated := t.Number, t.State, t.UpdatedAt.Time
 	owner, name := repo.Owner.Login, repo.Name
 	switch {
 	case owner == "" || name == "":
@@ -318,6 +313,9 @@ func start(repo repository, number int, kind desired.Kind, state string, updated
 	}
 	if state == "open" || state == "closed" {
 		c.closed, c.snapshot = github.Ptr(state == "closed"), true
+	}
+	for _, l := range t.Labels {
+		c.labels = append(c.labels, l.Name)
 	}
 	return c, nil
 }

@@ -48,7 +48,9 @@ type named struct {
 	Name string `json:"name"`
 }
 
-type issue struct {
+// thread is what an issue and a pull request both carry: GitHub's pull
+// request is an issue, and its payloads repeat the issue's fields.
+type thread struct {
 	Number    int              `json:"number"`
 	State     string           `json:"state"`
 	UpdatedAt github.Timestamp `json:"updated_at"`
@@ -56,21 +58,19 @@ type issue struct {
 	Body      string           `json:"body"`
 	HTMLURL   string           `json:"html_url"`
 	Labels    []named          `json:"labels"`
+}
+
+type issue struct {
+	thread
 	// PullRequest is set when the issue is a pull request (GitHub sends
 	// issue_comment for both).
 	PullRequest *struct{} `json:"pull_request"`
 }
 
 type pullRequest struct {
-	Number    int              `json:"number"`
-	State     string           `json:"state"`
-	UpdatedAt github.Timestamp `json:"updated_at"`
-	Title     string           `json:"title"`
-	Body      string           `json:"body"`
-	HTMLURL   string           `json:"html_url"`
-	Labels    []named          `json:"labels"`
-	Head      branch           `json:"head"`
-	Base      branch           `json:"base"`
+	thread
+	Head branch `json:"head"`
+	Base branch `json:"base"`
 }
 
 type branch struct {

@@ -81,6 +81,11 @@ func sameAsJSON(t *testing.T, file, path string, v reflect.Value, j any, set map
 	case reflect.Struct:
 		m, _ := j.(map[string]any)
 		for i := range v.NumField() {
+			if v.Type().Field(i).Anonymous {
+				// Embedded: its fields are the object's own (encoding/json).
+				sameAsJSON(t, file, path, v.Field(i), j, set)
+				continue
+			}
 			name := jsonName(v.Type().Field(i))
 			field, ok := m[name]
 			if ok && isLeaf(v.Field(i).Type()) {
@@ -136,6 +141,10 @@ func leafPaths(typ reflect.Type, path string) []string {
 	case typ.Kind() == reflect.Struct:
 		var out []string
 		for i := range typ.NumField() {
+			if typ.Field(i).Anonymous {
+				out = append(out, leafPaths(typ.Field(i).Type, path)...)
+				continue
+			}
 			out = append(out, leafPaths(typ.Field(i).Type, path+"."+jsonName(typ.Field(i)))...)
 		}
 		return out

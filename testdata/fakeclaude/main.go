@@ -83,11 +83,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/loopd/loopd/testdata/faketerm"
 	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli"
+	"github.com/loopd/loopd/testdata/faketerm"
 )
 
 const (
@@ -229,7 +230,7 @@ func run() int {
 	}
 	if k.startLog != "" {
 		start := startRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), Argv: os.Args}
-		if err := appendJSONLine(k.startLog, start); err != nil {
+		if err := fakecli.AppendJSONLine(k.startLog, start, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 			return 2
 		}
@@ -302,7 +303,7 @@ func holdConversation(dir, id string) error {
 		return fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
 	rec := overlapRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), SessionID: id}
-	return appendJSONLine(filepath.Join(dir, "overlaps.log"), rec)
+	return fakecli.AppendJSONLine(filepath.Join(dir, "overlaps.log"), rec, 0o644)
 }
 
 // startRecord is one line of FAKECLAUDE_START_LOG.
@@ -310,20 +311,6 @@ type startRecord struct {
 	Time string   `json:"time"`
 	PID  int      `json:"pid"`
 	Argv []string `json:"argv"`
-}
-
-// appendJSONLine appends v as one JSON line to file.
-func appendJSONLine(file string, v any) error {
-	line, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(line, '\n'))
-	return errors.Join(err, f.Close())
 }
 
 // store finds and writes transcripts for the physical cwd, by the same
@@ -334,11 +321,8 @@ type store struct {
 }
 
 func newStore() (store, error) {
-	wd, err := os.Getwd()
+	wd, err := fakecli.PhysicalCwd()
 	if err != nil {
-		return store{}, err
-	}
-	if wd, err = filepath.EvalSymlinks(wd); err != nil {
 		return store{}, err
 	}
 	a, err := harness.New(harness.AdapterClaudeCode, schema.Harness{Command: "claude"})
@@ -610,18 +594,11 @@ type exitCode struct {
 }
 
 func runTUI(inv invocation, k knobs, st store) int {
-	fd := int(os.Stdin.Fd())
-	old, err := faketerm.MakeRaw(fd)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
-		return 1
-	}
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGWINCH)
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGWINCH}
 	if k.ignoreSIGHUP {
 		signal.Ignore(syscall.SIGHUP)
 	} else {
-		signal.Notify(signals, syscall.SIGHUP)
+		sigs = append(sigs, syscall.SIGHUP)
 	}
 	if k.lockDir != "" {
 		id := inv.sessionID
@@ -633,11 +610,14 @@ func runTUI(inv invocation, k knobs, st store) int {
 			return 1
 		}
 	}
+	term, err := faketerm.Open(os.Stdout, sigs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
 	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
-	fmt.Fprint(u.out, "\x1b[?2004h")
-	end := u.loop(signals)
-	fmt.Fprint(u.out, "\x1b[?2004l\r\n")
-	_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	end := u.loop(term)
+	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)
 	}
@@ -648,21 +628,8 @@ func runTUI(inv invocation, k knobs, st store) int {
 	return end.code
 }
 
-func (u *tui) loop(signals <-chan os.Signal) exitCode {
-	input := make(chan []byte)
-	go func() {
-		defer close(input)
-		for {
-			b := make([]byte, 4096)
-			n, err := os.Stdin.Read(b)
-			if n > 0 {
-				input <- b[:n]
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+func (u *tui) loop(term *faketerm.TUI) exitCode {
+	input := term.Input
 	var crash <-chan time.Time
 	if u.knobs.crashAfter > 0 {
 		crash = time.After(u.knobs.crashAfter)
@@ -693,12 +660,12 @@ func (u *tui) loop(signals <-chan os.Signal) exitCode {
 			return exitCode{1, u.failText}
 		case <-crash:
 			return exitCode{1, fmt.Sprintf("fakeclaude: simulated crash after %s\n", u.knobs.crashAfter)}
-		case sig := <-signals:
+		case sig := <-term.Signals:
 			if sig == syscall.SIGWINCH {
 				break
 			}
 			time.Sleep(u.knobs.hangupDelay)
-			return exitCode{128 + int(sig.(syscall.Signal)), ""}
+			return exitCode{faketerm.SignalStatus(sig), ""}
 		}
 		u.draw()
 	}
@@ -791,7 +758,7 @@ func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
 		label = limitMenuChoices[u.cursor-1]
 	}
 	if u.knobs.menuLog != "" {
-		if err := appendJSONLine(u.knobs.menuLog, map[string]string{"choice": label}); err != nil {
+		if err := fakecli.AppendJSONLine(u.knobs.menuLog, map[string]string{"choice": label}, 0o644); err != nil {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
 	}
@@ -871,10 +838,7 @@ func (u *tui) finishTurn() (exitCode, bool) {
 // draw repaints the whole screen, bottom-aligned like the real TUI's last
 // frame: the lines that do not fit scroll off the top.
 func (u *tui) draw() {
-	w, h := 80, 24
-	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 && ws.Row > 0 {
-		w, h = int(ws.Col), int(ws.Row)
-	}
+	w, h := faketerm.Size(80, 24)
 	var lines []string
 	switch u.state {
 	case showTrust:

@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli/fakeclitest"
 )
 
 const wait, tick = 5 * time.Second, 20 * time.Millisecond
@@ -26,68 +27,24 @@ const wait, tick = 5 * time.Second, 20 * time.Millisecond
 // fakeBin is the fake, built once by TestMain.
 var fakeBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fakeclaude-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeBin = filepath.Join(dir, "fakeclaude")
-	out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build fakeclaude: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fakeclitest.Main(m, "fakeclaude", ".", &fakeBin) }
 
 // fixture is the built fake, a private tmux server, a config dir and an
 // adapter that points at both.
 type fixture struct {
+	*fakeclitest.Tmux
 	bin     string
-	socket  string
-	env     []string // the tmux server's environment
 	config  string
 	adapter harness.Adapter
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
-	f := &fixture{
-		bin:    fakeBin,
-		socket: fmt.Sprintf("fakeclaude-test-%d", os.Getpid()),
-		env:    []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"},
-		config: filepath.Join(t.TempDir(), "config"),
-	}
+	f := &fixture{Tmux: fakeclitest.NewTmux(t, "fakeclaude"), bin: fakeBin, config: filepath.Join(t.TempDir(), "config")}
 	var err error
 	f.adapter, err = harness.New("claude-code", schema.Harness{Command: f.bin, Env: map[string]string{"CLAUDE_CONFIG_DIR": f.config}})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		socket, _ := f.tmux("display-message", "-p", "#{socket_path}")
-		_, _ = f.tmux("kill-server")
-		_ = os.Remove(strings.TrimSpace(socket))
-	})
-	f.must(t, "new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
 	return f
-}
-
-func (f *fixture) tmux(args ...string) (string, error) {
-	cmd := exec.Command("tmux", append([]string{"-L", f.socket, "-f", "/dev/null"}, args...)...)
-	cmd.Env = f.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func (f *fixture) must(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := f.tmux(args...)
-	require.NoError(t, err, out)
-	return out
 }
 
 // spawn starts argv in a new session named after the running test, in a
@@ -101,47 +58,31 @@ func (f *fixture) spawn(t *testing.T, env map[string]string, argv []string) (str
 	return name, dir
 }
 
+// spawnIn starts argv in session name in dir, with the adapter's
+// environment and env.
 func (f *fixture) spawnIn(t *testing.T, name, dir string, env map[string]string, argv []string) {
 	t.Helper()
-	args := []string{"new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", dir}
-	for k, v := range f.adapter.Env() {
-		args = append(args, "-e", k+"="+v)
-	}
-	for k, v := range env {
-		args = append(args, "-e", k+"="+v)
-	}
-	f.must(t, append(append(args, "--"), argv...)...)
+	all := map[string]string{}
+	maps.Copy(all, f.adapter.Env())
+	maps.Copy(all, env)
+	f.Spawn(t, name, dir, all, argv)
 }
 
 func (f *fixture) screen(name string) harness.Screen {
-	out, _ := f.tmux("capture-pane", "-p", "-t", "="+name+":")
-	s, _ := f.adapter.Screen(out)
+	s, _ := f.adapter.Screen(f.Capture(name))
 	return s
-}
-
-func (f *fixture) history(name string) string {
-	out, _ := f.tmux("capture-pane", "-p", "-S", "-", "-t", "="+name+":")
-	return out
 }
 
 // waitReady waits until the pane shows the input box.
 func (f *fixture) waitReady(t *testing.T, name string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenReady }, wait, tick, f.history(name))
+	require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenReady }, wait, tick, f.History(name))
 }
 
 // waitDead waits until the pane has exited and returns its status.
 func (f *fixture) waitDead(t *testing.T, name string) string {
 	t.Helper()
-	var status string
-	require.Eventually(t, func() bool {
-		_, _ = f.tmux("run-shell", "true")
-		out, _ := f.tmux("display-message", "-p", "-t", "="+name+":", "#{pane_dead}:#{pane_dead_status}")
-		dead, s, _ := strings.Cut(strings.TrimSpace(out), ":")
-		status = s
-		return dead == "1" && s != ""
-	}, wait, tick, f.history(name))
-	return status
+	return f.WaitDead(t, name, wait, tick)
 }
 
 // turns returns the user prompts and the number of assistant lines in the
@@ -179,15 +120,6 @@ func turns(t *testing.T, a harness.Adapter, dir, id string) ([]string, int) {
 	return prompts, answers
 }
 
-// paste delivers text to the pane as a bracketed paste, the way loopd
-// does (tmux load-buffer, paste-buffer -p -r), without pressing Enter.
-func (f *fixture) paste(t *testing.T, name, text string) {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "paste")
-	require.NoError(t, os.WriteFile(file, []byte(text), 0o600))
-	f.must(t, "load-buffer", "-b", name, file, ";", "paste-buffer", "-p", "-d", "-r", "-b", name, "-t", "="+name+":")
-}
-
 func (f *fixture) waitTurns(t *testing.T, dir, id string, want ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -209,11 +141,11 @@ func TestTUI(t *testing.T) {
 		f.waitReady(t, name)
 
 		paste := "line one\nline two\r\n\nline four " + strings.Repeat("z", 200)
-		f.paste(t, name, paste)
-		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.Paste(t, name, paste)
+		f.Must(t, "send-keys", "-t", "="+name+":", "Enter")
 		f.waitTurns(t, dir, id, "-x hello; --resume", strings.ReplaceAll(paste, "\r\n", "\n"))
 
-		f.must(t, "kill-session", "-t", "="+name)
+		f.Must(t, "kill-session", "-t", "="+name)
 		f.spawnIn(t, name, dir, nil, f.adapter.ResumeArgv(id, "again"))
 		f.waitTurns(t, dir, id, "-x hello; --resume", strings.ReplaceAll(paste, "\r\n", "\n"), "again")
 	})
@@ -224,8 +156,8 @@ func TestTUI(t *testing.T) {
 		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_MANGLE": "1"}, f.adapter.FreshArgv(id, "a\tb  c"))
 		f.waitTurns(t, dir, id, "a\tb c")
 		f.waitReady(t, name)
-		f.paste(t, name, "x\ty  z\n")
-		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.Paste(t, name, "x\ty  z\n")
+		f.Must(t, "send-keys", "-t", "="+name+":", "Enter")
 		f.waitTurns(t, dir, id, "a\tb c", "x y z\n")
 	})
 
@@ -235,13 +167,13 @@ func TestTUI(t *testing.T) {
 		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
 		f.waitReady(t, name)
 		long := strings.Repeat("y", 80)
-		f.must(t, "send-keys", "-t", "="+name+":", "-l", long, ";", "send-keys", "-t", "="+name+":", "Enter")
+		f.Must(t, "send-keys", "-t", "="+name+":", "-l", long, ";", "send-keys", "-t", "="+name+":", "Enter")
 		// The second Enter must come in a later read, after the box shows
 		// the first one as a newline.
 		require.Eventually(t, func() bool {
-			return strings.Contains(f.history(name), "❯\u00a0[Pasted text #1 +1 lines]")
+			return strings.Contains(f.History(name), "❯\u00a0[Pasted text #1 +1 lines]")
 		}, wait, tick)
-		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.Must(t, "send-keys", "-t", "="+name+":", "Enter")
 		f.waitTurns(t, dir, id, long+"\n")
 	})
 
@@ -250,7 +182,7 @@ func TestTUI(t *testing.T) {
 		id := uuid.NewString()
 		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
 		f.waitReady(t, name)
-		f.must(t, "send-keys", "-t", "="+name+":", "-l", "short one", ";", "send-keys", "-t", "="+name+":", "Enter")
+		f.Must(t, "send-keys", "-t", "="+name+":", "-l", "short one", ";", "send-keys", "-t", "="+name+":", "Enter")
 		f.waitTurns(t, dir, id, "short one")
 	})
 
@@ -259,9 +191,9 @@ func TestTUI(t *testing.T) {
 		id := uuid.NewString()
 		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, ""))
 		f.waitReady(t, name)
-		f.must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
+		f.Must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
 		assert.Equal(t, "0", f.waitDead(t, name))
-		assert.NotContains(t, f.history(name), "Resume this session with:")
+		assert.NotContains(t, f.History(name), "Resume this session with:")
 		tr, err := f.adapter.Transcript(dir, id)
 		require.NoError(t, err)
 		assert.NoFileExists(t, tr.Path)
@@ -273,9 +205,9 @@ func TestTUI(t *testing.T) {
 		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "hi there"))
 		f.waitTurns(t, dir, id, "hi there")
 		f.waitReady(t, name)
-		f.must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
+		f.Must(t, "send-keys", "-t", "="+name+":", "C-c", ";", "send-keys", "-t", "="+name+":", "C-c")
 		assert.Equal(t, "0", f.waitDead(t, name))
-		assert.Contains(t, f.history(name), "Resume this session with:\nclaude --resume "+id)
+		assert.Contains(t, f.History(name), "Resume this session with:\nclaude --resume "+id)
 	})
 
 	t.Run("exit_prompt_leaves", func(t *testing.T) {
@@ -289,14 +221,14 @@ func TestTUI(t *testing.T) {
 		id := uuid.NewString()
 		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_RESUME_FAIL_DELAY": "50ms"}, f.adapter.ResumeArgv(id, "x y"))
 		assert.Equal(t, "1", f.waitDead(t, name))
-		assert.Contains(t, f.history(name), "No conversation found with session ID: "+id)
+		assert.Contains(t, f.History(name), "No conversation found with session ID: "+id)
 	})
 
 	t.Run("flag_after_resume_opens_picker", func(t *testing.T) {
 		t.Parallel()
 		name, _ := f.spawn(t, nil, []string{f.bin, "--resume", "--verbose"})
 		require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenBlocked }, wait, tick)
-		assert.Contains(t, f.history(name), "Search…")
+		assert.Contains(t, f.History(name), "Search…")
 	})
 
 	t.Run("trust_dialog_until_enter", func(t *testing.T) {
@@ -306,7 +238,7 @@ func TestTUI(t *testing.T) {
 		require.Eventually(t, func() bool { return f.screen(name) == harness.ScreenBlocked }, wait, tick)
 		_, answers := turns(t, f.adapter, dir, id)
 		assert.Zero(t, answers, "nothing is submitted behind the dialog")
-		f.must(t, "send-keys", "-t", "="+name+":", "Enter")
+		f.Must(t, "send-keys", "-t", "="+name+":", "Enter")
 		f.waitTurns(t, dir, id, "after trust")
 		f.waitReady(t, name)
 	})
@@ -316,7 +248,7 @@ func TestTUI(t *testing.T) {
 		id := uuid.NewString()
 		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_REPLY_DELAY": "1h"}, f.adapter.FreshArgv(id, "slow one"))
 		require.Eventually(t, func() bool {
-			return strings.Contains(f.history(name), "❯ slow one") && f.screen(name) == harness.ScreenBusy
+			return strings.Contains(f.History(name), "❯ slow one") && f.screen(name) == harness.ScreenBusy
 		}, wait, tick)
 		prompts, answers := turns(t, f.adapter, dir, id)
 		assert.Equal(t, []string{"slow one"}, prompts)
@@ -328,10 +260,10 @@ func TestTUI(t *testing.T) {
 		id := uuid.NewString()
 		name, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "first"))
 		f.waitTurns(t, dir, id, "first")
-		f.must(t, "kill-session", "-t", "="+name)
+		f.Must(t, "kill-session", "-t", "="+name)
 		f.spawnIn(t, name, dir, map[string]string{"FAKECLAUDE_RESUME_FAIL": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "50ms"}, f.adapter.ResumeArgv(id, "second"))
 		assert.Equal(t, "1", f.waitDead(t, name))
-		assert.Contains(t, f.history(name), "No conversation found with session ID: "+id)
+		assert.Contains(t, f.History(name), "No conversation found with session ID: "+id)
 		prompts, _ := turns(t, f.adapter, dir, id)
 		assert.Equal(t, []string{"first"}, prompts, "a failed resume writes nothing")
 	})
@@ -343,7 +275,7 @@ func TestTUI(t *testing.T) {
 		before := time.Now()
 		name, _ := f.spawn(t, map[string]string{"FAKECLAUDE_START_LOG": log}, argv)
 		f.waitReady(t, name)
-		pid, err := strconv.Atoi(strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
+		pid, err := strconv.Atoi(strings.TrimSpace(f.Must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
 		require.NoError(t, err)
 		got, err := os.ReadFile(log)
 		require.NoError(t, err)
@@ -377,14 +309,14 @@ func TestTUI(t *testing.T) {
 			name, _ := f.spawn(t, tt.env, f.adapter.FreshArgv(uuid.NewString(), ""))
 			if len(tt.signals) > 0 {
 				f.waitReady(t, name)
-				pid, err := strconv.Atoi(strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
+				pid, err := strconv.Atoi(strings.TrimSpace(f.Must(t, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}")))
 				require.NoError(t, err)
 				for _, sig := range tt.signals {
 					require.NoError(t, syscall.Kill(pid, sig))
 				}
 			}
 			assert.Equal(t, tt.want, f.waitDead(t, name))
-			assert.Contains(t, f.history(name), tt.message)
+			assert.Contains(t, f.History(name), tt.message)
 		})
 	}
 }

@@ -58,17 +58,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli"
 	"github.com/loopd/loopd/testdata/faketerm"
 )
 
@@ -164,11 +163,8 @@ type store struct {
 }
 
 func newStore() (store, error) {
-	wd, err := os.Getwd()
+	wd, err := fakecli.PhysicalCwd()
 	if err != nil {
-		return store{}, err
-	}
-	if wd, err = filepath.EvalSymlinks(wd); err != nil {
 		return store{}, err
 	}
 	home := os.Getenv("CODEX_HOME")
@@ -238,16 +234,8 @@ func (s *session) line(kind string, payload any) error {
 }
 
 func (s *session) write(kind string, payload any) error {
-	b, err := json.Marshal(map[string]any{"timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "type": kind, "payload": payload})
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	return errors.Join(err, f.Close())
+	line := map[string]any{"timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "type": kind, "payload": payload}
+	return fakecli.AppendJSONLine(s.path, line, 0o600)
 }
 
 // turn records a user message and its answer, as 0.171.0 does.
@@ -378,19 +366,14 @@ type exitCode struct {
 }
 
 func runTUI(inv invocation, st store) int {
-	fd := int(os.Stdin.Fd())
-	old, err := faketerm.MakeRaw(fd)
+	term, err := faketerm.Open(os.Stdout, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakecodex:", err)
 		return 1
 	}
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}}
-	fmt.Print("\x1b[?2004h")
-	end := u.loop(signals)
-	fmt.Print("\x1b[?2004l\r\n")
-	_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	end := u.loop(term)
+	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)
 	}
@@ -462,21 +445,8 @@ func readHistory(path string) []string {
 	return out
 }
 
-func (u *tui) loop(signals <-chan os.Signal) exitCode {
-	input := make(chan []byte)
-	go func() {
-		defer close(input)
-		for {
-			b := make([]byte, 4096)
-			n, err := os.Stdin.Read(b)
-			if n > 0 {
-				input <- b[:n]
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+func (u *tui) loop(term *faketerm.TUI) exitCode {
+	input := term.Input
 	if end, done := u.start(); done {
 		return end
 	}
@@ -495,11 +465,11 @@ func (u *tui) loop(signals <-chan os.Signal) exitCode {
 			}
 		case <-u.fail:
 			return exitCode{1, u.failText}
-		case sig := <-signals:
+		case sig := <-term.Signals:
 			if sig == syscall.SIGWINCH {
 				break
 			}
-			return exitCode{128 + int(sig.(syscall.Signal)), ""}
+			return exitCode{faketerm.SignalStatus(sig), ""}
 		}
 		u.draw()
 	}
@@ -538,10 +508,7 @@ func (u *tui) hint() string {
 }
 
 func (u *tui) draw() {
-	w, h := 80, 24
-	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 && ws.Row > 0 {
-		w, h = int(ws.Col), int(ws.Row)
-	}
+	w, h := faketerm.Size(80, 24)
 	var lines []string
 	switch u.state {
 	case showLogin:

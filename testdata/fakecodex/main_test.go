@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli/fakeclitest"
 )
 
 const wait, tick = 5 * time.Second, 20 * time.Millisecond
@@ -24,104 +24,43 @@ const wait, tick = 5 * time.Second, 20 * time.Millisecond
 // reference (harness-cli-facts.md, section 2): it skips the login screen.
 var provider = []string{"-c", "model_provider=loc", "-c", `model_providers.loc={name="loc",base_url="http://127.0.0.1:9/v1",wire_api="responses"}`}
 
+// fakeBin is the fake, built once by TestMain.
 var fakeBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fakecodex-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeBin = filepath.Join(dir, "fakecodex")
-	out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build fakecodex: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fakeclitest.Main(m, "fakecodex", ".", &fakeBin) }
 
 // fixture is the built fake, a private tmux server, a CODEX_HOME and the
 // codex adapter pointed at both.
 type fixture struct {
-	socket  string
-	env     []string
+	*fakeclitest.Tmux
 	home    string
 	adapter harness.Adapter
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
-	f := &fixture{socket: fmt.Sprintf("fakecodex-test-%d", os.Getpid()), home: t.TempDir(),
-		env: []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"}}
+	f := &fixture{Tmux: fakeclitest.NewTmux(t, "fakecodex"), home: t.TempDir()}
 	var err error
 	f.adapter, err = harness.New("codex", schema.Harness{Adapter: harness.AdapterCodex, Command: fakeBin, Env: map[string]string{"CODEX_HOME": f.home}})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		socket, _ := f.tmux("display-message", "-p", "#{socket_path}")
-		_, _ = f.tmux("kill-server")
-		_ = os.Remove(strings.TrimSpace(socket))
-	})
-	f.must(t, "new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
 	return f
 }
 
-func (f *fixture) tmux(args ...string) (string, error) {
-	cmd := exec.Command("tmux", append([]string{"-L", f.socket, "-f", "/dev/null"}, args...)...)
-	cmd.Env = f.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func (f *fixture) must(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := f.tmux(args...)
-	require.NoError(t, err, out)
-	return out
-}
-
 // spawn starts argv (the adapter's, so the grammar is loopd's) in session
-// name, in dir.
+// name, in dir, with the adapter's environment.
 func (f *fixture) spawn(t *testing.T, name, dir string, argv []string) {
 	t.Helper()
-	args := []string{"new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", dir}
-	for k, v := range f.adapter.Env() {
-		args = append(args, "-e", k+"="+v)
-	}
-	f.must(t, append(append(args, "--"), argv...)...)
-}
-
-func (f *fixture) capture(name string) string {
-	out, _ := f.tmux("capture-pane", "-p", "-t", "="+name+":")
-	return out
-}
-
-func (f *fixture) history(name string) string {
-	out, _ := f.tmux("capture-pane", "-p", "-S", "-", "-t", "="+name+":")
-	return out
+	f.Spawn(t, name, dir, f.adapter.Env(), argv)
 }
 
 func (f *fixture) waitScreen(t *testing.T, name string, want harness.Screen) {
 	t.Helper()
-	require.Eventually(t, func() bool { s, _ := f.adapter.Screen(f.capture(name)); return s == want }, wait, tick, f.history(name))
+	require.Eventually(t, func() bool { s, _ := f.adapter.Screen(f.Capture(name)); return s == want }, wait, tick, f.History(name))
 }
 
 func (f *fixture) waitDead(t *testing.T, name string) string {
 	t.Helper()
-	var status string
-	require.Eventually(t, func() bool {
-		_, _ = f.tmux("run-shell", "true")
-		out, _ := f.tmux("display-message", "-p", "-t", "="+name+":", "#{pane_dead}:#{pane_dead_status}")
-		dead, s, _ := strings.Cut(strings.TrimSpace(out), ":")
-		status = s
-		return dead == "1" && s != ""
-	}, wait, tick, f.history(name))
-	return status
+	return f.WaitDead(t, name, wait, tick)
 }
 
 // learned waits for the one conversation started in dir since since and
@@ -163,18 +102,16 @@ func TestTUIFreshPasteResume(t *testing.T) {
 
 	// A bracketed paste, then Enter, as loopd delivers.
 	ev := desired.Delivery{ID: "d-1", Prompt: "[loopd] issue_comment.created on o/r#1 (delivery d-1)\n" + desired.FrameBegin("d-1") + "a\nb\n" + desired.FrameEnd("d-1", "a\nb\n")}
-	file := filepath.Join(t.TempDir(), "paste")
-	require.NoError(t, os.WriteFile(file, []byte(ev.Prompt), 0o600))
-	f.must(t, "load-buffer", "-b", "p", file, ";", "paste-buffer", "-p", "-d", "-r", "-b", "p", "-t", "=fresh:")
+	f.Paste(t, "fresh", ev.Prompt)
 	f.waitScreen(t, "fresh", harness.ScreenDraft)
-	f.must(t, "send-keys", "-t", "=fresh:", "Enter")
+	f.Must(t, "send-keys", "-t", "=fresh:", "Enter")
 	require.Eventually(t, func() bool { return userMessages(t, ad, dir, s.ID, desired.FrameOf(ev))["d-1"].Whole }, wait, tick)
 
 	// Ctrl-C twice: exit 0 with the resume hint.
-	f.must(t, "send-keys", "-t", "=fresh:", "C-c")
-	f.must(t, "send-keys", "-t", "=fresh:", "C-c")
+	f.Must(t, "send-keys", "-t", "=fresh:", "C-c")
+	f.Must(t, "send-keys", "-t", "=fresh:", "C-c")
 	assert.Equal(t, "0", f.waitDead(t, "fresh"))
-	assert.Contains(t, f.history("fresh"), "codex resume "+s.ID)
+	assert.Contains(t, f.History("fresh"), "codex resume "+s.ID)
 
 	// Resume in the same cwd appends to the same rollout.
 	f.spawn(t, "resumed", dir, argv(ad.ResumeArgv(s.ID, "second")))
@@ -185,18 +122,18 @@ func TestTUIFreshPasteResume(t *testing.T) {
 		data, _ := os.ReadFile(tr.Path)
 		return strings.Contains(string(data), `"text":"second"`)
 	}, wait, tick)
-	assert.Contains(t, f.capture("resumed"), "› -first prompt", "the history is shown")
+	assert.Contains(t, f.Capture("resumed"), "› -first prompt", "the history is shown")
 
 	// From another cwd: the chooser, which waits.
 	other := t.TempDir()
 	f.spawn(t, "chooser", other, argv(ad.ResumeArgv(s.ID, "third")))
 	f.waitScreen(t, "chooser", harness.ScreenBlocked)
-	_, why := ad.Screen(f.capture("chooser"))
+	_, why := ad.Screen(f.Capture("chooser"))
 	assert.Equal(t, harness.BlockResumeChooser, why)
 
 	// SIGHUP (kill-session) ends the TUI.
-	pid := strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "=resumed:", "#{pane_pid}"))
-	f.must(t, "kill-session", "-t", "=resumed")
+	pid := strings.TrimSpace(f.Must(t, "display-message", "-p", "-t", "=resumed:", "#{pane_pid}"))
+	f.Must(t, "kill-session", "-t", "=resumed")
 	require.Eventually(t, func() bool { return exec.Command("kill", "-0", pid).Run() != nil }, wait, tick, "the TUI exits on SIGHUP")
 }
 
@@ -208,13 +145,13 @@ func TestTUIFailures(t *testing.T) {
 	// No model provider: the login screen, before anything else.
 	f.spawn(t, "login", dir, ad.ResumeArgv("01a22e7f-0000-7000-8000-000000000009", "x"))
 	f.waitScreen(t, "login", harness.ScreenBlocked)
-	assert.Equal(t, harness.BlockLoginRequired, ad.Blocked(f.capture("login")))
+	assert.Equal(t, harness.BlockLoginRequired, ad.Blocked(f.Capture("login")))
 
 	// A missing id with a provider: exit 1 and the real message.
 	argv := ad.ResumeArgv("01a22e7f-0000-7000-8000-000000000009", "x")
 	f.spawn(t, "missing", dir, append(argv[:1:1], append(provider, argv[1:]...)...))
 	assert.Equal(t, "1", f.waitDead(t, "missing"))
-	assert.Contains(t, f.history("missing"), "ERROR: No saved session found with ID 01a22e7f-0000-7000-8000-000000000009.")
+	assert.Contains(t, f.History("missing"), "ERROR: No saved session found with ID 01a22e7f-0000-7000-8000-000000000009.")
 
 	// Not a terminal.
 	cmd := exec.Command(fakeBin, "--no-daemon")

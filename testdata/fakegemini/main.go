@@ -64,10 +64,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli"
 	"github.com/loopd/loopd/testdata/faketerm"
 )
 
@@ -118,17 +118,13 @@ func launch() int {
 	return 0
 }
 
+// logPID appends this process's pid to FAKEGEMINI_PID_FILE as a line.
 func logPID() error {
 	file := os.Getenv("FAKEGEMINI_PID_FILE")
 	if file == "" {
 		return nil
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, os.Getpid())
-	return errors.Join(err, f.Close())
+	return fakecli.AppendJSONLine(file, os.Getpid(), 0o644)
 }
 
 // invocation is what the fake needs from its argv.
@@ -215,11 +211,8 @@ type store struct {
 }
 
 func newStore() (store, error) {
-	wd, err := os.Getwd()
+	wd, err := fakecli.PhysicalCwd()
 	if err != nil {
-		return store{}, err
-	}
-	if wd, err = filepath.EvalSymlinks(wd); err != nil {
 		return store{}, err
 	}
 	home := os.Getenv("GEMINI_CLI_HOME")
@@ -364,18 +357,7 @@ func (s store) open(inv invocation, failDelay time.Duration) (*session, int, str
 	return sess, 0, ""
 }
 
-func (s *session) append(v any) error {
-	line, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(line, '\n'))
-	return errors.Join(err, f.Close())
-}
+func (s *session) append(v any) error { return fakecli.AppendJSONLine(s.path, v, 0o600) }
 
 // turn records prompt and its answer.
 func (s *session) turn(prompt string) error {
@@ -479,14 +461,12 @@ type tui struct {
 }
 
 func runTUI(inv invocation, sess *session, authed, trust bool) int {
-	fd := int(os.Stdin.Fd())
-	old, err := faketerm.MakeRaw(fd)
+	term, err := faketerm.Open(os.Stdout, syscall.SIGHUP, syscall.SIGTERM)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakegemini:", err)
 		return 1
 	}
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM)
+	defer term.Close()
 	u := &tui{sess: sess, state: showChat}
 	if !authed {
 		u.state = showAuth
@@ -497,34 +477,17 @@ func runTUI(inv invocation, sess *session, authed, trust bool) int {
 	if inv.resume {
 		_ = sess.append(map[string]any{"$set": map[string]string{"sessionId": sess.id}})
 	}
-	fmt.Print("\x1b[?2004h")
 	if u.state == showChat && inv.interactive != "" {
 		if err := u.submit(inv.interactive); err != nil {
 			fmt.Fprintln(os.Stderr, "fakegemini:", err)
 			return 1
 		}
 	}
-	code := u.loop(signals, authed, inv.interactive)
-	fmt.Print("\x1b[?2004l\r\n")
-	_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
-	return code
+	return u.loop(term, authed, inv.interactive)
 }
 
-func (u *tui) loop(signals <-chan os.Signal, authed bool, initial string) int {
-	input := make(chan []byte)
-	go func() {
-		defer close(input)
-		for {
-			b := make([]byte, 4096)
-			n, err := os.Stdin.Read(b)
-			if n > 0 {
-				input <- b[:n]
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+func (u *tui) loop(term *faketerm.TUI, authed bool, initial string) int {
+	input := term.Input
 	u.draw()
 	for {
 		select {
@@ -562,8 +525,8 @@ func (u *tui) loop(signals <-chan os.Signal, authed bool, initial string) int {
 					}
 				}
 			}
-		case sig := <-signals:
-			return 128 + int(sig.(syscall.Signal))
+		case sig := <-term.Signals:
+			return faketerm.SignalStatus(sig)
 		}
 		u.draw()
 	}
@@ -579,10 +542,7 @@ func (u *tui) submit(text string) error {
 
 // draw repaints the screen in the layout of the real TUI's last frame.
 func (u *tui) draw() {
-	w := 100
-	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-		w = int(ws.Col)
-	}
+	w, _ := faketerm.Size(100, 24)
 	lines := []string{"", " Gemini CLI v0.61.0 (fake)", "", "Tips for getting started:", "1. /help for more information", ""}
 	box := func(body ...string) {
 		lines = append(lines, "╭"+strings.Repeat("─", w-2)+"╮")

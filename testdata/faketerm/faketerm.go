@@ -1,12 +1,16 @@
 // Package faketerm is the terminal side of the fake harness CLIs in
-// testdata: raw mode, and an input box that takes keys and bracketed pastes
-// the way the real TUIs do (docs/reference/harness-cli-facts.md, "Typing
+// testdata: raw mode, the TUI's reads and signals (TUI), and an input box
+// that takes keys and bracketed pastes the way the real TUIs do (docs/reference/harness-cli-facts.md, "Typing
 // into the TUI").
 package faketerm
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -222,4 +226,67 @@ func MakeRaw(fd int) (*unix.Termios, error) {
 	raw.Cflag |= unix.CS8
 	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
 	return old, unix.IoctlSetTermios(fd, unix.TCSETS, &raw)
+}
+
+// TUI is a fake CLI's hold on its terminal: stdin in raw mode with
+// bracketed paste on, what it reads, and the signals it catches.
+type TUI struct {
+	fd  int
+	old *unix.Termios
+	out io.Writer
+	// Input delivers each read of stdin; it is closed when stdin ends (the
+	// terminal is gone), and a CLI runs on until a signal ends it.
+	Input <-chan []byte
+	// Signals delivers the signals Open was asked to catch.
+	Signals <-chan os.Signal
+}
+
+// Open puts stdin's terminal into raw mode, turns bracketed paste on (on
+// out, xterm's ESC[?2004h, as the real TUIs do), starts reading stdin and
+// catches sigs. Close undoes it.
+func Open(out io.Writer, sigs ...os.Signal) (*TUI, error) {
+	fd := int(os.Stdin.Fd())
+	old, err := MakeRaw(fd)
+	if err != nil {
+		return nil, err
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, sigs...)
+	input := make(chan []byte)
+	go func() {
+		defer close(input)
+		for {
+			b := make([]byte, 4096)
+			n, err := os.Stdin.Read(b)
+			if n > 0 {
+				input <- b[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	fmt.Fprint(out, "\x1b[?2004h")
+	return &TUI{fd: fd, old: old, out: out, Input: input, Signals: signals}, nil
+}
+
+// Close turns bracketed paste off, ends the line and restores the
+// terminal's mode.
+func (t *TUI) Close() {
+	fmt.Fprint(t.out, "\x1b[?2004l\r\n")
+	_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.old)
+}
+
+// SignalStatus is the exit status of a CLI that exits on sig, 128 plus
+// the signal's number, as the real CLIs exit on SIGHUP and SIGTERM (and
+// as a shell reports a death by a signal).
+func SignalStatus(sig os.Signal) int { return 128 + int(sig.(syscall.Signal)) }
+
+// Size returns the columns and rows of stdout's terminal, w and h when it
+// has none (or reports 0).
+func Size(w, h int) (int, int) {
+	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 && ws.Row > 0 {
+		return int(ws.Col), int(ws.Row)
+	}
+	return w, h
 }
