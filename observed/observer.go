@@ -132,15 +132,21 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		return Observation{}, err
 	}
 	if o.Owner != "" {
-		// After the listing, never before: a server that dies in between
+		// The listing's rows carry the server's mark, read in the same
+		// call. With no row (no server, or no session on it) it is read
+		// after the listing, never before: a server that dies in between
 		// then shows as gone, with its sessions still listed alive, and
 		// the next pass sees them missing; the other order would show
 		// the sessions missing from a server still called ours.
-		owner, err := o.Tmux.ServerOwner(ctx)
-		if err != nil {
-			return Observation{}, fmt.Errorf("observe tmux: %w", err)
+		owner := snap.serverOwner
+		if !snap.ownerListed {
+			o, err := o.Tmux.ServerOwner(ctx)
+			if err != nil {
+				return Observation{}, fmt.Errorf("observe tmux: %w", err)
+			}
+			owner = o.ID
 		}
-		snap.ServerGone = owner.ID != o.Owner
+		snap.ServerGone = owner != o.Owner
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},

@@ -157,7 +157,6 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 		Session:        s.Name,
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
 		PID:            10000 + f.nextID,
-		StartCommand:   strings.Join(slices.Concat(s.Launcher, s.Argv), " "),
 		CurrentCommand: tmux.CommandName(s.Argv[0]),
 		Owner:          s.Owner,
 	}}
@@ -170,7 +169,8 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 	return p.pane.PaneID, nil
 }
 
-// ListPanes returns every pane, sessions in byte order of their names.
+// ListPanes returns every pane, sessions in byte order of their names, each
+// with the server's owner mark.
 func (f *Fake) ListPanes(ctx context.Context) ([]tmux.Pane, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -179,7 +179,9 @@ func (f *Fake) ListPanes(ctx context.Context) ([]tmux.Pane, error) {
 	}
 	panes := make([]tmux.Pane, 0, len(f.sessions))
 	for _, name := range slices.Sorted(maps.Keys(f.sessions)) {
-		panes = append(panes, f.sessions[name].pane)
+		p := f.sessions[name].pane
+		p.ServerOwner = f.owner.ID
+		panes = append(panes, p)
 	}
 	return panes, nil
 }
