@@ -78,7 +78,7 @@ func TestObserve(t *testing.T) {
 
 	crashed, _ := s.Pane("loop-crashed")
 	assert.Equal(t, tmux.Pane{Session: "loop-crashed", PaneID: "%1", Dead: true, DeadStatus: 1, StatusKnown: true,
-		DeadTime: now.Add(-time.Minute), PID: crashed.PID, CurrentCommand: "claude", Owner: owner}, crashed)
+		DeadTime: now.Add(-time.Minute), Activity: now.Add(-time.Minute), PID: crashed.PID, CurrentCommand: "claude", Owner: owner}, crashed)
 
 	unreaped, _ := s.Pane("loop-unreaped")
 	assert.True(t, unreaped.StatusKnown, "the kick before listing revealed the status")

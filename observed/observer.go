@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -117,7 +118,14 @@ type Observer struct {
 	Owner string
 	// Workspaces runs git in a workdir (Need.Commits); nil reads no commit.
 	Workspaces *workspace.Manager
-	Log        *slog.Logger
+	// Watcher, when set, is given each snapshot (Watcher.Track), so that
+	// it watches the processes of the live panes for their deaths.
+	Watcher *Watcher
+	Log     *slog.Logger
+
+	mu sync.Mutex
+	// screens are the captures of the last pass, by pane id (readScreen).
+	screens map[string]capture
 }
 
 // Observe takes the tmux snapshot at now (with Owner set, whether the
@@ -131,6 +139,9 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	if err != nil {
 		return Observation{}, err
 	}
+	if o.Watcher != nil {
+		o.Watcher.Track(snap)
+	}
 	if o.Owner != "" {
 		// The listing's rows carry the server's mark, read in the same
 		// call. With no row (no server, or no session on it) it is read
@@ -140,21 +151,23 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		// the sessions missing from a server still called ours.
 		owner := snap.serverOwner
 		if !snap.ownerListed {
-			o, err := o.Tmux.ServerOwner(ctx)
+			mark, err := o.Tmux.ServerOwner(ctx)
 			if err != nil {
 				return Observation{}, fmt.Errorf("observe tmux: %w", err)
 			}
-			owner = o.ID
+			owner = mark.ID
 		}
 		snap.ServerGone = owner != o.Owner
 	}
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}}
+	kept := map[string]capture{}
+	defer o.keepScreens(kept)
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if need.Screen {
-			if sc, ok := o.readScreen(ctx, rec, snap, now); ok {
+			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
 				obs.Screens[rec.Key] = sc
 			}
 		}

@@ -21,11 +21,12 @@ type Screen struct {
 	Limit *harness.Limit
 }
 
-// readScreen captures rec's pane and reads it with its adapter. It
-// reports false when there is no pane to read (the session is gone, the
-// pane dead) or the capture failed, which is logged: the planner then
-// knows nothing of the screen, as before.
-func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snapshot, now time.Time) (Screen, bool) {
+// readScreen reads rec's pane with its adapter: the text it captured in an
+// earlier pass when the pane has had no output since (tmux.Pane.Activity),
+// else a new capture. It reports false when there is no pane to read (the
+// session is gone, the pane dead) or the capture failed, which is logged:
+// the planner then knows nothing of the screen, as before.
+func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snapshot, now time.Time, kept map[string]capture) (Screen, bool) {
 	ad, ok := o.Harnesses[rec.Spec.Harness]
 	if !ok {
 		return Screen{}, false
@@ -34,16 +35,51 @@ func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snap
 	if !ok || pn.Dead {
 		return Screen{}, false
 	}
-	text, err := o.Tmux.CapturePane(ctx, pn.PaneID, false)
-	if err != nil {
-		o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
-		return Screen{}, false
+	c, ok := o.captured(pn)
+	if !ok {
+		text, err := o.Tmux.CapturePane(ctx, pn.PaneID, false)
+		if err != nil {
+			o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
+			return Screen{}, false
+		}
+		c = capture{text: text, at: now}
 	}
-	sc := Screen{Blocked: ad.Blocked(text)}
-	if l, ok := ad.Limit(text, now); ok {
+	kept[pn.PaneID] = c
+	sc := Screen{Blocked: ad.Blocked(c.text)}
+	if l, ok := ad.Limit(c.text, now); ok {
 		sc.Limit = &l
 	}
 	return sc, true
+}
+
+// capture is a pane's screen as one pass captured it.
+type capture struct {
+	text string
+	// at is the time of the pass that captured it, before the capture.
+	at time.Time
+}
+
+// captured returns what an earlier pass captured of pane p, when it still
+// shows the same: its window's last output (whole seconds, rounded down)
+// came in an earlier second than that pass, so the capture came after it.
+// Output in the same second may have come after the capture, which is then
+// taken again.
+func (o *Observer) captured(p Pane) (capture, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.screens[p.PaneID]
+	if !ok || p.Activity.IsZero() || !p.Activity.Before(c.at.Truncate(time.Second)) {
+		return capture{}, false
+	}
+	return c, true
+}
+
+// keepScreens keeps kept, the captures this pass used, for the next pass;
+// the panes not read this pass are forgotten.
+func (o *Observer) keepScreens(kept map[string]capture) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.screens = kept
 }
 
 // readTranscriptLimit adds the usage limit the latest turn of rec's

@@ -150,9 +150,10 @@ const (
 	// DefaultPasteSettle is the pause between a paste and its Enter: Claude
 	// Code takes an Enter in the same burst as a long paste as a newline.
 	DefaultPasteSettle = 150 * time.Millisecond
-	// DefaultReapKick is how often serve kicks tmux (run-shell true) so
-	// that a pane death tmux 3.3a failed to reap still fires the pane-died
-	// hook (observed.Watcher.KickEvery).
+	// DefaultReapKick is how often serve kicks tmux (run-shell true), where
+	// the kernel gives no pidfd to watch the agents with, so that a pane
+	// death tmux 3.3a failed to reap still fires the pane-died hook
+	// (observed.Watcher.KickEvery).
 	DefaultReapKick = time.Second
 	// DefaultStalePending is how long an item may sit Stopped with pending
 	// events before loopd get flags it (--stale-pending).

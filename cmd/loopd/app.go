@@ -146,10 +146,14 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
+	// The observer hands each snapshot to the watcher, which watches the
+	// live panes' processes (pidfds); without pidfds it kicks tmux every
+	// DefaultReapKick instead.
+	watcher := &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Owner: a.owner.ID, Log: a.log},
-		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Owner: a.owner.ID, Watcher: watcher, Log: a.log},
+		Watcher:  watcher,
 		Journal:  a.journal,
 		Log:      a.log,
 		Policy:   policy,

@@ -190,6 +190,15 @@ const (
 	// PaneDiedWaitFailed: waiting on the pane-died channel failed; retried
 	// after a second (log only, debug).
 	PaneDiedWaitFailed Name = "pane_died.wait_failed"
+	// ProcWatchUnavailable: this kernel gives no pidfd (pidfd_open(2):
+	// ENOSYS before Linux 5.3, or refused by a seccomp filter); pane deaths
+	// are then found by the pane-died hook, a reap kick every second and the
+	// resync interval (log only).
+	ProcWatchUnavailable Name = "proc_watch.unavailable"
+	// ProcWatchFailed: a live pane's process could not be watched (a pidfd
+	// open failed); its death is found by the hook and the resync (log
+	// only, debug).
+	ProcWatchFailed Name = "proc_watch.failed"
 	// TranscriptUnreadable: a harness transcript could not be read; the pass
 	// ScreenUnreadable: a pane's screen could not be captured for what
 	// blocks its agent or a usage limit (log only, debug).

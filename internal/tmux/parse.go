@@ -9,7 +9,7 @@ import (
 )
 
 // listPanesFields is the number of tab-separated fields in listPanesFormat.
-const listPanesFields = 10
+const listPanesFields = 11
 
 // listPanesFormat is the list-panes -F format that ParseListPanes reads:
 // only the fields a pass reads, since each costs format work per pane in
@@ -24,14 +24,14 @@ const listPanesFields = 10
 const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
 	"#{pane_dead_signal}\t#{pane_pid}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + sessionOwnerOption + "}},#{" + sessionOwnerOption + "},#{?#{" + sessionOwnerOption + "},?,}}\t" +
-	"#{pane_dead_time}\t" +
+	"#{pane_dead_time}\t#{window_activity}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + serverOwnerOption + "}},#{" + serverOwnerOption + "},#{?#{" + serverOwnerOption + "},?,}}\t" +
 	"#{pane_current_command}"
 
 // ParseListPanes parses the output of list-panes -a -F with loopd's format
 // (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
-// pane_pid, the session's owner mark, pane_dead_time, the server's owner
-// mark, pane_current_command, separated by tabs), one pane a line, in the
+// pane_pid, the session's owner mark, pane_dead_time, window_activity, the
+// server's owner mark, pane_current_command, separated by tabs), one pane a line, in the
 // order given. Empty output gives an empty slice. A dead pane with neither a
 // status nor a signal gets StatusKnown false, and one with no pane_dead_time
 // a zero DeadTime. It returns an error naming the line for a row with too
@@ -61,7 +61,7 @@ func parsePane(line string) (Pane, error) {
 		}
 	}
 	f[n] = rest
-	p := Pane{Session: f[0], PaneID: f[1], Owner: f[6], ServerOwner: f[8], CurrentCommand: f[9]}
+	p := Pane{Session: f[0], PaneID: f[1], Owner: f[6], ServerOwner: f[9], CurrentCommand: f[10]}
 	switch f[2] {
 	case "0":
 	case "1":
@@ -85,6 +85,13 @@ func parsePane(line string) (Pane, error) {
 	}
 	if died > 0 {
 		p.DeadTime = time.Unix(int64(died), 0)
+	}
+	active, err := optionalInt("window_activity", f[8])
+	if err != nil {
+		return Pane{}, err
+	}
+	if active > 0 {
+		p.Activity = time.Unix(int64(active), 0)
 	}
 	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
 	return p, nil

@@ -101,6 +101,10 @@ type Pane struct {
 	// milliseconds, except for a child tmux failed to reap (StatusKnown
 	// false): there it is the reap that a later Kick brings, not the death.
 	DeadTime time.Time
+	// Activity is when the pane's window last had output (window_activity,
+	// whole seconds; loopd's sessions have one pane): a screen captured in
+	// a later second still shows what the pane shows.
+	Activity time.Time
 	PID      int
 	// CurrentCommand is pane_current_command: the name of the pane's
 	// foreground process (CommandName of its process group leader's argv[0]).

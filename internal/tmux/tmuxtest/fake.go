@@ -30,7 +30,8 @@ type Fake struct {
 	// InitialScreen, when set, gives the screen text of each new pane, as
 	// its program would draw it; CapturePane returns it until SetScreen.
 	InitialScreen func(s tmux.NewSession) string
-	// Now, when set, is the Fake's clock: a pane's DeadTime is Now at its
+	// Now, when set, is the Fake's clock: a pane's Activity is Now when it
+	// is made and when its screen is set; its DeadTime is Now at its
 	// death (at the Kick that reveals an ExitUnknown, as tmux records a
 	// lost child's death when it reaps it), in whole seconds as tmux shows
 	// it. Nil means time.Now.
@@ -159,6 +160,7 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 		PID:            10000 + f.nextID,
 		CurrentCommand: tmux.CommandName(s.Argv[0]),
 		Owner:          s.Owner,
+		Activity:       f.seconds(),
 	}}
 	if f.InitialScreen != nil {
 		p.screen = f.InitialScreen(s)
@@ -196,7 +198,7 @@ func (f *Fake) Kick(ctx context.Context) error {
 	}
 	for _, p := range f.sessions {
 		if p.pane.Dead && !p.pane.StatusKnown {
-			p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = p.hidden, true, f.deadTime()
+			p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = p.hidden, true, f.seconds()
 			f.paneDied()
 		}
 	}
@@ -407,8 +409,9 @@ func (f *Fake) signal(ch string) {
 	delete(f.waiters, ch)
 }
 
-// deadTime is the DeadTime of a pane that dies now: Now in whole seconds.
-func (f *Fake) deadTime() time.Time {
+// seconds is Now in whole seconds, as tmux shows a pane's death and its
+// window's activity.
+func (f *Fake) seconds() time.Time {
 	now := time.Now
 	if f.Now != nil {
 		now = f.Now
@@ -433,7 +436,7 @@ func (f *Fake) Exit(session string, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = true, status, true, f.deadTime()
+	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = true, status, true, f.seconds()
 	f.paneDied()
 }
 
@@ -443,7 +446,7 @@ func (f *Fake) ExitSignal(session string, sig int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown, p.pane.DeadTime = true, sig, true, f.deadTime()
+	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown, p.pane.DeadTime = true, sig, true, f.seconds()
 	f.paneDied()
 }
 
@@ -481,8 +484,9 @@ func (f *Fake) KillServer() {
 	}
 }
 
-// SetScreen sets the text CapturePane returns for session's pane. It panics
-// if the session does not exist.
+// SetScreen sets the text CapturePane returns for session's pane and makes
+// Now the pane's Activity, as the program's output would. It panics if the
+// session does not exist.
 func (f *Fake) SetScreen(session, text string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -491,6 +495,7 @@ func (f *Fake) SetScreen(session, text string) {
 		panic(fmt.Sprintf("tmuxtest.Fake: SetScreen of missing session %q", session))
 	}
 	p.screen = text
+	p.pane.Activity = f.seconds()
 }
 
 // Options returns the options of the last EnsureServer and whether it ran.
