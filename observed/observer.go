@@ -124,8 +124,11 @@ type Observer struct {
 	Log     *slog.Logger
 
 	mu sync.Mutex
-	// screens are the captures of the last pass, by pane id (readScreen).
+	// screens are the captures of the last pass, by pane id (readScreen),
+	// and limits what it read of the transcripts' latest turns, by path
+	// (readTranscriptLimit).
 	screens map[string]capture
+	limits  map[string]turnLimit
 }
 
 // Observe takes the tmux snapshot at now (with Owner set, whether the
@@ -162,8 +165,8 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}}
-	kept := map[string]capture{}
-	defer o.keepScreens(kept)
+	kept, limits := map[string]capture{}, map[string]turnLimit{}
+	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if need.Screen {
@@ -205,7 +208,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		obs.Transcripts[rec.Key] = tr
 		if need.Screen {
-			o.readTranscriptLimit(ctx, rec, ad, tr, &obs)
+			o.readTranscriptLimit(ctx, rec, ad, tr, &obs, limits)
 		}
 		if len(need.Frames) > 0 && tr.Known {
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {

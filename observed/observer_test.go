@@ -268,3 +268,48 @@ func TestObserverCapturesAScreenOnceUntilItsPaneWrites(t *testing.T) {
 	observe()
 	assert.Equal(t, 5, captures(), "a new pane is captured")
 }
+
+// countingAdapter counts the reads of transcripts' latest turns.
+type countingAdapter struct {
+	harness.Adapter
+	reads int
+}
+
+func (c *countingAdapter) TranscriptLimit(tr harness.Transcript) (harness.Limit, bool, error) {
+	c.reads++
+	return c.Adapter.TranscriptLimit(tr)
+}
+
+// TestObserverReadsALatestTurnOnceUntilItsTranscriptChanges: the usage
+// limit a transcript's latest turn shows is read again only once the
+// transcript's size or mtime changed.
+func TestObserverReadsALatestTurnOnceUntilItsTranscriptChanges(t *testing.T) {
+	r := newObserverRig(t)
+	ad := &countingAdapter{Adapter: r.ad}
+	r.o.Harnesses["claude-code"] = ad
+	spawn(t, r.f, "loop-acme-api-1", "claude", "hi")
+	a := r.item(t, 1, "a", true, idA)
+	r.turn(t, a, idA, "go")
+	observe := func() *harness.Limit {
+		var seen []observed.Snapshot
+		o, err := r.o.Observe(t.Context(), []desired.Record{a}, needsOf(map[int]observed.Need{1: {Screen: true, Disk: true}}, &seen), now)
+		require.NoError(t, err)
+		return o.Screens[a.Key].Limit
+	}
+	assert.Nil(t, observe())
+	assert.Nil(t, observe())
+	assert.Equal(t, 1, ad.reads, "an unchanged transcript is not read again")
+
+	tr, err := r.ad.Transcript(a.Spec.Cwd, idA)
+	require.NoError(t, err)
+	f, err := os.OpenFile(tr.Path, os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"type":"assistant","isApiErrorMessage":true,"timestamp":"2026-03-01T11:59:01Z","message":{"role":"assistant","content":[{"type":"text","text":"Claude AI usage limit reached|1772370000"}]}}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	l := observe()
+	require.NotNil(t, l, "the transcript grew: read again")
+	assert.True(t, time.Unix(1772370000, 0).Equal(l.Reset))
+	require.NotNil(t, observe(), "kept while unchanged")
+	assert.Equal(t, 2, ad.reads)
+}

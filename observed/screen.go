@@ -74,29 +74,49 @@ func (o *Observer) captured(p Pane) (capture, bool) {
 	return c, true
 }
 
-// keepScreens keeps kept, the captures this pass used, for the next pass;
-// the panes not read this pass are forgotten.
-func (o *Observer) keepScreens(kept map[string]capture) {
+// keep keeps what this pass read of screens (by pane id) and of the
+// transcripts' latest turns (by path) for the next pass; what it did not
+// read is forgotten.
+func (o *Observer) keep(screens map[string]capture, limits map[string]turnLimit) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.screens = kept
+	o.screens, o.limits = screens, limits
 }
 
 // readTranscriptLimit adds the usage limit the latest turn of rec's
-// transcript tr ended on to its Screen, unless the screen shows one.
-func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation) {
+// transcript tr ended on to its Screen, unless the screen shows one. A
+// transcript of the same size and mtime as in the last pass is not read
+// again: its latest turn is the same.
+func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation, kept map[string]turnLimit) {
 	sc, read := obs.Screens[rec.Key]
 	if read && sc.Limit != nil {
 		return
 	}
-	l, ok, err := ad.TranscriptLimit(tr)
-	if err != nil {
-		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+	o.mu.Lock()
+	last, ok := o.limits[tr.Path]
+	o.mu.Unlock()
+	if !ok || last.size != tr.Size || !last.mod.Equal(tr.ModTime) {
+		l, found, err := ad.TranscriptLimit(tr)
+		if err != nil {
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+			return
+		}
+		last = turnLimit{size: tr.Size, mod: tr.ModTime, found: found, limit: l}
+	}
+	kept[tr.Path] = last
+	if !last.found {
 		return
 	}
-	if !ok {
-		return
-	}
+	l := last.limit
 	sc.Limit = &l
 	obs.Screens[rec.Key] = sc
+}
+
+// turnLimit is what a transcript of a size and mtime showed of a usage
+// limit in its latest turn (harness.Adapter.TranscriptLimit).
+type turnLimit struct {
+	size  int64
+	mod   time.Time
+	found bool
+	limit harness.Limit
 }
