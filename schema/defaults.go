@@ -147,9 +147,11 @@ const (
 	// transcript at once.
 	DefaultDeliveryConfirm = 10 * time.Second
 	DefaultMaxSendAttempts = 3
-	// DefaultPasteSettle is the pause between a paste and its Enter: Claude
-	// Code takes an Enter in the same burst as a long paste as a newline.
-	DefaultPasteSettle = 150 * time.Millisecond
+	// DefaultPasteWait bounds the wait for a paste to show in the input box
+	// before its Enter (actions.Executor.PasteWait): Claude Code takes an
+	// Enter in the same burst as a long paste as a newline. A paste shows
+	// within tens of milliseconds (docs/performance.md).
+	DefaultPasteWait = time.Second
 	// DefaultReapKick is how often serve kicks tmux (run-shell true), where
 	// the kernel gives no pidfd to watch the agents with, so that a pane
 	// death tmux 3.3a failed to reap still fires the pane-died hook

@@ -172,7 +172,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			NewID:       uuid.NewString,
 			Socket:      cfg.Tmux.Socket,
 			Owner:       a.owner.ID,
-			Settle:      schema.DefaultPasteSettle,
+			PasteWait:   schema.DefaultPasteWait,
 			Launcher:    a.launcher,
 			Workspaces:  workspaces,
 			StormWindow: schema.DeliveryStormWindow,

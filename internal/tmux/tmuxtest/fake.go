@@ -30,6 +30,11 @@ type Fake struct {
 	// InitialScreen, when set, gives the screen text of each new pane, as
 	// its program would draw it; CapturePane returns it until SetScreen.
 	InitialScreen func(s tmux.NewSession) string
+	// PastedScreen, when set, gives the screen text of a pane after text
+	// was pasted into it, as its program would draw the paste in its input
+	// box (and makes Now its Activity); unset, a paste leaves the screen as
+	// it was, as a program that does not draw it.
+	PastedScreen func(s tmux.NewSession, pasted string) string
 	// Now, when set, is the Fake's clock: a pane's Activity is Now when it
 	// is made and when its screen is set; its DeadTime is Now at its
 	// death (at the Kick that reveals an ExitUnknown, as tmux records a
@@ -206,7 +211,8 @@ func (f *Fake) Kick(ctx context.Context) error {
 }
 
 // Paste records text as pasted into target's pane and appends it to the
-// pane's input, when the pane passes g.
+// pane's input, when the pane passes g; with PastedScreen set, it sets the
+// pane's screen.
 func (f *Fake) Paste(ctx context.Context, target string, g tmux.Guard, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -228,6 +234,9 @@ func (f *Fake) Paste(ctx context.Context, target string, g tmux.Guard, text stri
 	}
 	p.pasted = append(p.pasted, text)
 	p.input.WriteString(text)
+	if f.PastedScreen != nil {
+		p.screen, p.pane.Activity = f.PastedScreen(p.spec, text), f.seconds()
+	}
 	return nil
 }
 
