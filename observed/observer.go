@@ -166,6 +166,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
+	var confirm []string
 	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
@@ -214,7 +215,13 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
 				obs.Frames[rec.Key] = found
 			}
+			// A delivery to confirm: its write to the transcript wakes
+			// the next pass.
+			confirm = append(confirm, tr.Path)
 		}
+	}
+	if o.Watcher != nil {
+		o.Watcher.TrackTranscripts(confirm)
 	}
 	return obs, nil
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
@@ -52,6 +55,14 @@ type Watcher struct {
 	noPidfd bool
 	stopped bool          // Watch has returned: Track watches nothing
 	died    chan struct{} // a watched process died; one buffered signal
+	// notify watches the directories of the transcripts TrackTranscripts
+	// was given (files, by path; dirs, by directory); made on first use.
+	notify   *fsnotify.Watcher
+	noNotify bool // inotify is missing: TrackTranscripts does nothing
+	files    map[string]bool
+	dirs     map[string]bool
+	// notifying is closed once notify is made, for Watch to listen.
+	notifying chan struct{}
 }
 
 // waitRetry is how long Watch waits before it waits on the pane-died
@@ -75,10 +86,12 @@ func (w *Watcher) init() {
 		}
 		w.procs = map[int]*os.File{}
 		w.died = make(chan struct{}, 1)
+		w.files, w.dirs = map[string]bool{}, map[string]bool{}
+		w.notifying = make(chan struct{})
 		f, err := w.PidfdOpen(os.Getpid())
 		if err != nil {
 			w.noPidfd = true
-			w.Log.Warn(string(journal.ProcWatchUnavailable), "err", err, "kick_every", w.KickEvery)
+			w.Log.Warn(string(journal.ProcWatchUnavailable), "err", err)
 			return
 		}
 		f.Close()
@@ -127,6 +140,60 @@ func (w *Watcher) Track(s Snapshot) {
 	}
 }
 
+// TrackTranscripts watches the transcripts at paths (their directories,
+// through inotify: a transcript may not exist yet) and stops watching the
+// others, so that a write to one of them wakes a pass: the pass that
+// confirms a delivery in flight follows the agent's write to its
+// transcript, not the poll period. Without inotify, and after Watch has
+// returned, it does nothing; the poll period covers it.
+func (w *Watcher) TrackTranscripts(paths []string) {
+	w.init()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.noNotify || (w.notify == nil && len(paths) == 0) {
+		return
+	}
+	if w.notify == nil {
+		n, err := fsnotify.NewWatcher()
+		if err != nil {
+			w.Log.Warn(string(journal.TranscriptWatchFailed), "err", err)
+			w.noNotify = true
+			return
+		}
+		w.notify = n
+		close(w.notifying)
+	}
+	files, dirs := make(map[string]bool, len(paths)), map[string]bool{}
+	for _, p := range paths {
+		files[p], dirs[filepath.Dir(p)] = true, true
+	}
+	for d := range w.dirs {
+		if !dirs[d] {
+			_ = w.notify.Remove(d)
+			delete(w.dirs, d)
+		}
+	}
+	for d := range dirs {
+		if w.dirs[d] {
+			continue
+		}
+		if err := w.notify.Add(d); err != nil {
+			// Not there yet (a first conversation): the poll covers it.
+			w.Log.Debug(string(journal.TranscriptWatchFailed), "path", d, "err", err)
+			continue
+		}
+		w.dirs[d] = true
+	}
+	w.files = files
+}
+
+// written reports whether ev wrote a transcript TrackTranscripts watches.
+func (w *Watcher) written(ev fsnotify.Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ev.Has(fsnotify.Write|fsnotify.Create) && w.files[ev.Name]
+}
+
 // await signals a death once f, the pidfd of pid, is readable (the process
 // exited), and stops when f is closed.
 func (w *Watcher) await(pid int, f *os.File) {
@@ -151,8 +218,9 @@ func (w *Watcher) signal() {
 	}
 }
 
-// Watch calls wake after each pane death, until ctx ends; then it stops
-// watching every process and returns. A death of a process Track watches
+// Watch calls wake after each pane death and each write to a transcript
+// TrackTranscripts watches, until ctx ends; then it stops watching every
+// process and transcript and returns. A death of a process Track watches
 // kicks the server, then wakes. Meanwhile it waits on the pane-died channel
 // (tmux wait-for), and, without pidfds and with KickEvery set, kicks the
 // server every KickEvery, so that a death tmux failed to reap fires its
@@ -174,6 +242,9 @@ func (w *Watcher) Watch(ctx context.Context, wake func()) {
 		defer t.Stop()
 		tick = t.C
 	}
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	notifying := w.notifying
 	for {
 		select {
 		case <-ctx.Done():
@@ -183,6 +254,15 @@ func (w *Watcher) Watch(ctx context.Context, wake func()) {
 			wake()
 		case <-tick:
 			w.kick(ctx)
+		case <-notifying:
+			notifying = nil
+			events, errs = w.notify.Events, w.notify.Errors
+		case ev := <-events:
+			if w.written(ev) {
+				wake()
+			}
+		case err := <-errs:
+			w.Log.Debug(string(journal.TranscriptWatchFailed), "err", err)
 		}
 	}
 }
@@ -195,6 +275,9 @@ func (w *Watcher) stop() {
 	for pid, f := range w.procs {
 		f.Close()
 		delete(w.procs, pid)
+	}
+	if w.notify != nil {
+		w.notify.Close()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -211,4 +212,34 @@ func TestWatcherWithoutChannel(t *testing.T) {
 		synctest.Wait()
 		assert.Empty(t, f.Calls())
 	})
+}
+
+// TestWatcherWakesOnTranscriptWrites: a write to a transcript being
+// tracked wakes a pass (a delivery's confirmation need not wait for the
+// poll); writes to others in the same directory, and to one no longer
+// tracked, do not.
+func TestWatcherWakesOnTranscriptWrites(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	w.Server.PaneDiedChannel = ""
+	dir := filepath.Join(t.TempDir(), "projects", "-w")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	mine, other := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	wakes := watch(t, w)
+	write := func(path string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		require.NoError(t, err)
+		_, err = f.WriteString("{}\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	w.TrackTranscripts([]string{mine})
+	write(other)
+	assert.Never(t, func() bool { return wakes.Load() > 0 }, 100*time.Millisecond, time.Millisecond, "another transcript")
+	write(mine)
+	require.Eventually(t, func() bool { return wakes.Load() >= 1 }, 10*time.Second, time.Millisecond)
+	w.TrackTranscripts(nil)
+	n := wakes.Load()
+	write(mine)
+	assert.Never(t, func() bool { return wakes.Load() > n }, 200*time.Millisecond, time.Millisecond, "no longer tracked")
 }

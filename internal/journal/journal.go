@@ -199,6 +199,10 @@ const (
 	// open failed); its death is found by the hook and the resync (log
 	// only, debug).
 	ProcWatchFailed Name = "proc_watch.failed"
+	// TranscriptWatchFailed: a transcript's directory could not be watched
+	// for writes (inotify); the pass that confirms a delivery then comes at
+	// the poll period (log only, debug; warn when inotify is missing).
+	TranscriptWatchFailed Name = "transcript_watch.failed"
 	// TranscriptUnreadable: a harness transcript could not be read; the pass
 	// ScreenUnreadable: a pane's screen could not be captured for what
 	// blocks its agent or a usage limit (log only, debug).
