@@ -4,18 +4,36 @@ BIN           := bin
 CLAUDE_VERSION := 2.1.197
 CLAUDE_DIR    := .tools/claude-code
 CLAUDE_BIN    := $(CLAUDE_DIR)/node_modules/.bin/claude
+CODEX_VERSION := 0.171.0
+CODEX_DIR     := .tools/codex
+CODEX_BIN     := $(CODEX_DIR)/node_modules/.bin/codex
+GEMINI_VERSION := 0.61.0
+GEMINI_DIR    := .tools/gemini
+GEMINI_BIN    := $(GEMINI_DIR)/node_modules/.bin/gemini
 # TESTDATA_PKGS are the Go packages under testdata, which ./... leaves out.
-TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm
+TESTDATA_PKGS := ./testdata/fakeclaude ./testdata/faketerm ./testdata/fakecodex ./testdata/fakegemini
 
 # The end-to-end tests use the real Claude Code CLI when it is installed
 # here (make claude); they fall back to the fake harness otherwise.
 export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BIN)),)
+# The real Codex CLI, when installed here (make codex); its tests are
+# skipped otherwise.
+export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
 
-.PHONY: build test check bench demo claude clean
+# FUZZ_TARGETS are the Go fuzz targets, package:Name; make fuzz runs each
+# for FUZZTIME (CI: 20s). Their seeds are in the code (f.Add) and in each
+# package's testdata/fuzz/<Name>, where go test -fuzz writes a failing
+# input and plain go test replays it.
+FUZZ_TARGETS := ./internal/webhook:FuzzHandler ./internal/webhook:FuzzSanitize ./desired:FuzzSessionName \
+	./internal/tmux:FuzzParseListPanes ./internal/harness:FuzzTranscriptReaders ./schema:FuzzParse
+FUZZTIME ?= 10m
+
 
 build:
 	$(GO) build -o $(BIN)/loopd ./cmd/loopd
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
+	$(GO) build -o $(BIN)/fakecodex ./testdata/fakecodex
+	$(GO) build -o $(BIN)/fakegemini ./testdata/fakegemini
 
 test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
@@ -24,11 +42,19 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./... $(TESTDATA_PKGS)
 	$(MAKE) test
+	$(MAKE) chaos-short
+	$(MAKE) fuzz FUZZTIME=20s
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
 	$(GO) test -run '^$$' -bench 'KillToRespawn|AcceptedToVerified' -benchtime 20x ./e2e
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 demo: build
 	./scripts/demo.sh
@@ -39,6 +65,19 @@ claude: $(CLAUDE_BIN)
 
 $(CLAUDE_BIN):
 	npm install --prefix $(CLAUDE_DIR) --no-audit --no-fund @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+
+# codex installs the pinned Codex CLI from the npm registry into
+# $(CODEX_DIR) (about 320 MB: a Node launcher and its native binary).
+codex: $(CODEX_BIN)
+
+$(CODEX_BIN):
+	npm install --prefix $(CODEX_DIR) --no-audit --no-fund @openai/codex@$(CODEX_VERSION)
+# gemini installs the pinned Gemini CLI from the npm registry into
+# $(GEMINI_DIR) (about 100 MB).
+gemini: $(GEMINI_BIN)
+
+$(GEMINI_BIN):
+	npm install --prefix $(GEMINI_DIR) --no-audit --no-fund @google/gemini-cli@$(GEMINI_VERSION)
 
 clean:
 	rm -rf $(BIN)

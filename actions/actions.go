@@ -94,6 +94,14 @@ const (
 	// SIGKILL; the spawn waits for the next pass rather than run a second
 	// agent on the conversation.
 	ReasonPredecessorRunning Reason = "predecessor_running"
+	// ReasonProcessGroupRunning: a process of the pane's group outlived
+	// SIGKILL when loopd stopped a harness that stops by process group;
+	// the session is kept, and the stop is tried again.
+	ReasonProcessGroupRunning Reason = "process_group_running"
+	// ReasonProvisionFailed: the settings the harness needs in its config
+	// dir (harness.Provisioner) could not be written; the spawn is
+	// refused, as any refused spawn.
+	ReasonProvisionFailed Reason = "provision_failed"
 	// ReasonWorkspacePreparing: a worker is making the item's worktree
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
@@ -109,6 +117,34 @@ const (
 	// ReasonOwnPush: a push whose new head the item's workdir already
 	// holds is the agent's own; it is dropped, never sent.
 	ReasonOwnPush Reason = "own_push"
+	// ReasonRunDone: a run of the process runner ended with its event in
+	// the conversation, whatever its exit status: a turn done.
+	ReasonRunDone Reason = "run_done"
+	// ReasonRunFailed: a run ended without its event in the
+	// conversation; the event stays pending and the failure counts.
+	ReasonRunFailed Reason = "run_failed"
+	// ReasonRunInFlight: a run is under way; the next pass looks again.
+	ReasonRunInFlight Reason = "run_in_flight"
+	// ReasonDispatchTimeout: a run outlived its route's
+	// dispatchTimeoutSeconds and is ended with its process group.
+	ReasonDispatchTimeout Reason = "dispatch_timeout"
+	// ReasonNothingToRun: a process-runner item with no run and no event
+	// rests until its next event.
+	ReasonNothingToRun Reason = "nothing_to_run"
+	// ReasonNotHeadless: the route runs its agents as processes, and the
+	// harness's adapter has no headless form.
+	ReasonNotHeadless Reason = "harness_not_headless"
+)
+
+// Why an item whose harness cannot pin its conversation id (Codex) waits.
+const (
+	// ReasonAwaitingSessionID: loopd has not learned the conversation id
+	// yet: the spawn is not confirmed, and no delivery verified, until
+	// then.
+	ReasonAwaitingSessionID Reason = "awaiting_session_id"
+	// ReasonSessionLearned: the pass learned the conversation id; the
+	// item's transcript is read by the next pass, a poll period later.
+	ReasonSessionLearned Reason = "session_id_learned"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -129,7 +165,22 @@ const (
 	ResumeSpawnFailed       Reason = "spawn_failed"
 	ResumePaneDied          Reason = "pane_died"
 	ResumeTranscriptMissing Reason = "transcript_missing"
+	// ResumeRunFailed: a headless resume ended with the conversation not
+	// resumed (its transcript did not grow: "No conversation found").
+	ResumeRunFailed Reason = "run_failed"
+	// ResumeIDUnknown: the harness cannot pin its conversation id and the
+	// agent died before loopd learned it, so there is no id to resume.
+	ResumeIDUnknown Reason = "id_unknown"
+	// ResumeChooser: the resume opened a screen that chooses instead of
+	// resuming (Codex's "Working directory · resume" chooser, a picker);
+	// loopd never answers it.
+	ResumeChooser Reason = "resume_chooser"
 )
+
+// SourceRollout is the source of a FollowSession for a conversation id
+// loopd learned from the rollout file the harness wrote (Codex), not one
+// the harness reported.
+const SourceRollout = "rollout"
 
 // Action is one planned step for one work item.
 type Action interface {
@@ -187,6 +238,9 @@ type Spawn struct {
 	// a fresh spawn that replaces a conversation carries the work, not only
 	// a pointer to it.
 	Replay int
+	// Runner is schema.RunnerProcess for a headless run of the harness
+	// (the event its prompt, whole), "" for a pane in tmux.
+	Runner string
 	Reason Reason
 }
 
@@ -204,12 +258,62 @@ func (s Spawn) tail() []Field {
 	if s.Replay > 0 {
 		f = append(f, Field{"replay", strconv.Itoa(s.Replay)})
 	}
+	if s.Runner != "" {
+		f = append(f, Field{"runner", s.Runner})
+	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
 
-// FreshSpawn starts a new conversation under a newly minted session id.
+// Apply returns st with the spawn recorded as the executor writes it
+// before it starts the harness: Spawning in conversation id (mode fresh or
+// resume) at now, with no pane yet, DeliveryID carried as its boot prompt,
+// transcriptSize the transcript's size in bytes before it (-1 when
+// unknown), the workdir pinned to Cwd at the item's first spawn (the
+// executor pins the physical path), and a new run id for a spawn of the
+// process runner.
+func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, transcriptSize int64, now time.Time) desired.Status {
+	st = st.Carry(s.DeliveryID)
+	st.Phase = desired.PhaseSpawning
+	st.Session = s.Session
+	st.PaneID = ""
+	st.HarnessSessionID = id
+	st.ConfirmedSessionID = ""
+	// Only a fresh spawn without an id leaves it to be learned.
+	st.IDUnconfirmed = id == ""
+	st.SpawnMode = mode
+	st.SpawnedAt = now
+	st.ProbeDeadline = now.Add(s.Probe)
+	st.TranscriptSizeAtSpawn = transcriptSize
+	st.SpawnRefused = ""
+	st.Blocked = "" // the new agent's screen says again
+	st.Respawn = s.Respawn
+	if mode == desired.SpawnFresh {
+		st.FreshRequested = false
+	}
+	st.Reason = string(s.Reason)
+	if st.Workdir == "" {
+		// The conversation starts here: its workdir is pinned.
+		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
+	}
+	if st.Workspace == desired.WorkspaceKept {
+		st.Workspace = "" // a reopened item uses its kept worktree again
+	}
+	st.RunID = ""
+	if s.Runner != "" {
+		st.RunID = runID(now)
+	}
+	return st
+}
+
+// FreshSpawn starts a new conversation under a newly minted session id,
+// or, for a harness that cannot pin one (Unpinned), under the id the
+// harness chooses, which loopd learns after the spawn.
 type FreshSpawn struct {
 	Spawn
+	// Unpinned is true when the harness cannot start a conversation under
+	// an id chosen in advance (harness.SessionLearner): the spawn records
+	// no id, and the item's id is unconfirmed until learned.
+	Unpinned bool
 	// ResumeFailed, when set, is why this fresh spawn replaces a resume;
 	// the executor logs session.resume_failed with AttemptedID.
 	ResumeFailed Reason
@@ -230,6 +334,9 @@ func (a FreshSpawn) Fields() []Field {
 	f := a.base()
 	if a.ResumeFailed != "" {
 		f = append(f, Field{"attempted_session_id", a.AttemptedID}, Field{"resume_failed", string(a.ResumeFailed)})
+	}
+	if a.Unpinned {
+		f = append(f, Field{"harness_session_id", "unconfirmed"})
 	}
 	return append(f, a.tail()...)
 }
@@ -381,6 +488,16 @@ func (a StopSession) Fields() []Field {
 
 func (a StopSession) String() string { return Format(a) }
 
+// Apply returns st once the session is gone: Stopped with no pane, what
+// landed (Delivered) no longer in flight, and whatever else was in flight
+// given up, still pending.
+func (a StopSession) Apply(st desired.Status) desired.Status {
+	st.Phase = desired.PhaseStopped
+	st.PaneID, st.RunID = "", ""
+	st.Reason = string(a.Reason)
+	return st.Deliver(a.Delivered).DropInFlight()
+}
+
 // MarkRunning records that a spawn held (alive at its probe deadline, and
 // confirmed where the harness can confirm) or that a live pane was adopted.
 // The boot delivery, if any, counts as delivered from here on.
@@ -398,7 +515,10 @@ type MarkRunning struct {
 	// itself (loopd's launcher execs it). The executor records it with its
 	// start time, so that a respawn can tell that very process from a
 	// later one with the same pid (Status.HarnessPID).
-	PID    int
+	PID int
+	// Log is the log file of a run of the process runner, journaled in
+	// place of the tmux attach command; "" for a pane.
+	Log    string
 	Reason Reason
 }
 
@@ -422,6 +542,28 @@ func (a MarkRunning) Fields() []Field {
 }
 
 func (a MarkRunning) String() string { return Format(a) }
+
+// Apply returns st with the agent running in PaneID: the spawn is over
+// (nothing carried as its boot prompt is in flight any more) and, when
+// Confirmed, its conversation id is the confirmed one. The harness's
+// process is not known here (HarnessPID zero); the executor looks it up.
+func (a MarkRunning) Apply(st desired.Status) desired.Status {
+	st.Phase = desired.PhaseRunning
+	st.PaneID = a.PaneID
+	st.HarnessPID, st.HarnessStart = 0, 0
+	st.Session = a.Session
+	if a.Confirmed && st.ConfirmedSessionID == "" {
+		st.ConfirmedSessionID = st.HarnessSessionID
+	}
+	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
+	// carried none that is still in flight. A run carries its event until
+	// it shows in the conversation (Deliver) or the run ends.
+	if a.Log == "" {
+		st = st.Carry("")
+	}
+	st.Reason = string(a.Reason)
+	return st
+}
 
 // RecordExit records a pane's death and the restart decision taken on it.
 type RecordExit struct {
@@ -492,15 +634,44 @@ func (a RecordExit) Fields() []Field {
 
 func (a RecordExit) String() string { return Format(a) }
 
-// FollowSession makes the id the harness reported (after /clear, say) the
-// item's conversation id, so that the next resume brings back the
+// Apply returns st after the death recorded at now: the phase, the counts
+// and the next attempt the planner decided, the paste in flight given up
+// unless it landed (Delivered), and the conversation id retired when
+// Retire says so.
+func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
+	retired := st.HarnessSessionID
+	st.Phase = a.Phase
+	st.LastExitStatus = nil
+	if a.ExitStatus >= 0 {
+		status := a.ExitStatus
+		st.LastExitStatus = &status
+	}
+	st.LastExitReason = string(a.Reason)
+	st.LastExitAt = now
+	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
+	st.NextAttempt = a.NextAttempt
+	st.SpawnRefused = ""
+	st.RunID = "" // a run whose exit is recorded is judged once
+	st.Reason = string(a.Reason)
+	// A paste in flight died with the pane; unless it landed (Delivered),
+	// it is still pending and goes with the next spawn.
+	st = st.Deliver(a.Delivered).DropSend()
+	if a.Retire != "" {
+		st = st.Retire(retired)
+	}
+	return st
+}
+
+// FollowSession makes the id the harness reported (after /clear, say), or
+// the id loopd learned for a harness that cannot pin one, the item's
+// conversation id, so that the next resume brings back the
 // conversation the agent is actually in.
 type FollowSession struct {
 	Key     desired.Key
 	Session string
 	From    string
 	To      string
-	Source  string // the harness's reason, e.g. "clear"
+	Source  string // the harness's reason, e.g. "clear"; SourceRollout for a learned id
 }
 
 // Item implements Action.
@@ -543,9 +714,17 @@ type Release struct {
 // Apply returns st after the release: the limit shown at the release, if
 // any, becomes the one the item last saw (desired.Status.ReleaseShown,
 // which releases the one taken before), and desired.Status.Released ends
-// it with the rest.
+// it with the rest. An item that does not stay Running (nor Spawning)
+// gives up its paste in flight, as an exit does: its agent is gone or
+// replaced, so the paste is confirmed from the conversation if it landed
+// there and sent again otherwise, never booted with on top of a copy that
+// landed.
 func (a Release) Apply(st desired.Status) desired.Status {
-	return st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	st = st.ReleaseShown(a.Shown).Released(a.Generation, a.Phase, a.Fresh, a.RetireID)
+	if a.Phase != desired.PhaseRunning && a.Phase != desired.PhaseSpawning {
+		st = st.DropSend()
+	}
+	return st
 }
 
 // Item implements Action.
@@ -638,6 +817,27 @@ func (a GiveUp) Fields() []Field {
 }
 
 func (a GiveUp) String() string { return Format(a) }
+
+// Apply returns st in NeedsAttention as of generation (the item's
+// Spec.Generation: a newer event clears it), with the paste in flight
+// given up, still pending. What the pane shows (Screen) is left for the
+// executor to read.
+func (a GiveUp) Apply(st desired.Status, generation int64) desired.Status {
+	st.Phase = desired.PhaseNeedsAttention
+	st.AttentionGeneration = generation
+	st.NextAttempt = time.Time{}
+	// An unconfirmed paste stays pending; the next attempt starts over.
+	st = st.DropSend()
+	st.Reason = string(a.Reason)
+	if a.Mangled != "" {
+		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
+	}
+	if a.Detail != "" {
+		st.WorkspaceError = workspace.Mask(a.Detail)
+	}
+	st.Screen = ""
+	return st
+}
 
 // Block records that an item cannot proceed for a reason outside loopd (a
 // missing workspace, a session of its name that another loopd owns); its

@@ -146,6 +146,9 @@ func (e *Executor) park(ctx context.Context, r *desired.Record, a Park) error {
 		}
 		return fmt.Errorf("park %s: %w (screen %s)", r.Key, errNotIdle, class)
 	}
+	if err := e.endGroup(ctx, r, a.Session, ad); err != nil {
+		return fmt.Errorf("park %s: %w", r.Key, err)
+	}
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) {
 		return fmt.Errorf("park %s: %w", r.Key, err) // kill session <name>: …; a foreign one is never killed
 	}

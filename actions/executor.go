@@ -17,6 +17,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/proc"
+	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -93,6 +94,12 @@ type Executor struct {
 	// Workspaces makes and removes the git worktrees of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
+	// Runs starts, reads and stops the runs of the process runner
+	// (routing.repos.<key>.runner: process); RunEnviron is the
+	// environment every run starts from, the one the tmux server gets
+	// (paneenv.Server), below the harness's own.
+	Runs       *runner.Runner
+	RunEnviron []string
 	// StormWindow is how long a delivery counts for the loop breaker
 	// (desired.Status.Counted); the planner judges the count.
 	StormWindow time.Duration
@@ -222,6 +229,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.queue(ctx, r, a)
 	case Park:
 		return e.park(ctx, r, a)
+	case StopRun:
+		return e.stopRun(ctx, r, a)
+	case Rest:
+		return e.rest(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}
@@ -288,8 +299,13 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		return err
 	}
 	if a.ResumeFailed != "" {
-		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key,
-			"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed))
+		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
+		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumePaneDied {
+			if cause := e.exitCause(r, *st); cause != "" {
+				kv = append(kv, "exit_cause", cause)
+			}
+		}
+		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key, kv...)
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
@@ -301,8 +317,19 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// A new conversation is told how to mark what it posts on GitHub, so
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
-	id := e.NewID()
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), ad)
+	id := ""
+	if !a.Unpinned {
+		// Otherwise the harness chooses the id, and the next passes learn it.
+		id = e.NewID()
+	}
+	if a.Runner != "" {
+		argv, stdin, err := headlessArgv(ad, id, prompt, false)
+		if err != nil {
+			return err
+		}
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, argv, stdin, ad)
+	}
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), nil, ad)
 }
 
 // withReplay returns s's prompt followed by the replay of the item's
@@ -327,45 +354,33 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 	if err != nil {
 		return err
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), ad)
+	if a.Runner != "" {
+		argv, stdin, err := headlessArgv(ad, a.ResumeID, a.Prompt, true)
+		if err != nil {
+			return err
+		}
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
+	}
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), nil, ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
 // The intent (phase Spawning with no pane id) is written first, so a daemon
 // killed before new-session returns finds the spawn unfinished and redoes it
-// instead of mistaking the old dead pane for the new one.
-func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, ad harness.Adapter) error {
-	now := e.Now()
-	st := r.Status.Carry(s.DeliveryID)
-	st.Phase = desired.PhaseSpawning
-	st.Session = s.Session
-	st.PaneID = ""
-	st.HarnessSessionID = id
-	st.ConfirmedSessionID = ""
-	st.SpawnMode = mode
-	st.SpawnedAt = now
-	st.ProbeDeadline = now.Add(s.Probe)
-	st.TranscriptSizeAtSpawn = size
-	st.SpawnRefused = ""
-	st.Blocked = "" // the new agent's screen says again
-	st.Respawn = s.Respawn
-	if mode == desired.SpawnFresh {
-		st.FreshRequested = false
-	}
-	st.Reason = string(s.Reason)
-	if st.Workdir == "" {
-		// The conversation starts here: its workdir is pinned, with every
+// instead of mistaking the old dead pane for the new one. A spawn of the
+// process runner (s.Runner) records its run's id with the intent and
+// starts the run (startRun) instead of a pane, with stdin.
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
+	st := s.Apply(r.Status, mode, id, size, e.Now())
+	if r.Status.Workdir == "" {
+		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
 		// the physical cwd.
-		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
 		if phys, err := filepath.EvalSymlinks(s.Cwd); err == nil {
 			st.Workdir = phys
 		}
 	}
 	s.Cwd = st.Workdir
-	if st.Workspace == desired.WorkspaceKept {
-		st.Workspace = "" // a reopened item uses its kept worktree again
-	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
@@ -377,6 +392,23 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if _, err := os.Stat(s.Cwd); err != nil {
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
+	}
+	if p, ok := ad.(harness.Provisioner); ok {
+		if err := p.Provision(); err != nil {
+			return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … settings <path>: …
+		}
+	}
+	if s.Runner != "" {
+		if err := e.endPredecessor(ctx, r, s); err != nil {
+			return err
+		}
+		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
+	}
+	// A harness that outlives kill-session is ended by its process group
+	// first; one still there leaves the spawn unstarted, as a predecessor
+	// still running does (endPredecessor).
+	if err := e.endGroup(ctx, r, s.Session, ad); err != nil {
+		return fmt.Errorf("spawn %s: %w", s.Session, err)
 	}
 	// The kill is guarded: a session of this name that another loopd made
 	// since the plan was drawn is left running, and the item blocks.
@@ -437,6 +469,48 @@ func (e *Executor) endPredecessor(ctx context.Context, r *desired.Record, s Spaw
 	return e.put(ctx, r, st)
 }
 
+// endGroup ends the process group of session's pane (proc.Process.EndGroup)
+// when ad stops by process group (harness.StopsProcessGroup), before the
+// session is killed: such a CLI outlives kill-session (Gemini's two node
+// processes keep running without their terminal, measured), and a pane
+// that died of its own can have left members of its group behind. Only a
+// pane of this loopd's session is touched. A member still running after
+// SIGKILL is journaled (session.stop_unconfirmed) and returned as an
+// error: the session stays, so the next pass finds the pane and tries
+// again.
+func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session string, ad harness.Adapter) error {
+	if !harness.StopsProcessGroup(ad) {
+		return nil
+	}
+	panes, err := e.Tmux.ListPanes(ctx)
+	if err != nil {
+		return fmt.Errorf("end group of %s: %w", session, err)
+	}
+	for _, pn := range panes {
+		if pn.Session != session || pn.Owner != e.Owner || pn.PID <= 0 {
+			continue
+		}
+		p, err := proc.Lookup(pn.PID)
+		if err != nil {
+			p = proc.Process{PID: pn.PID} // gone: only its group can be left
+		}
+		killed, err := p.EndGroup(ctx, PredecessorGrace, groupPoll)
+		if killed {
+			e.Log.InfoContext(ctx, string(journal.SessionGroupKilled), "work_item", r.Key.String(), "session", session, "pid", pn.PID)
+		}
+		if err != nil {
+			e.record(ctx, slog.LevelError, journal.SessionStopUnconfirmed, r.Key, "session", session, "pid", pn.PID,
+				"reason", string(ReasonProcessGroupRunning), "err", err)
+			return fmt.Errorf("end group of %s: %w", session, err)
+		}
+	}
+	return nil
+}
+
+// groupPoll is how often endGroup looks for the group's processes (a
+// walk of /proc).
+const groupPoll = 20 * time.Millisecond
+
 // PredecessorGrace is how long a spawn waits for the previous harness of
 // its item to exit by itself (it was sent SIGHUP with its terminal) before
 // it kills it, and then again for the kill to take: Claude Code exits 40–150
@@ -445,6 +519,16 @@ const PredecessorGrace = 500 * time.Millisecond
 
 // predecessorPoll is how often endPredecessor looks at /proc.
 const predecessorPoll = 5 * time.Millisecond
+
+// exitCause is what the item's harness says exit status means
+// (harness.ExitCause), "" for nothing or an unknown status (-1).
+func (e *Executor) exitCause(r *desired.Record, status int) string {
+	ad, err := e.adapter(r.Spec.Harness)
+	if err != nil || status < 0 {
+		return ""
+	}
+	return harness.ExitCause(ad, status)
+}
 
 // spawnRefused records that a spawn was refused before it started, as a
 // fact: the status stays Spawning with no pane and names the refusal
@@ -463,36 +547,27 @@ func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn,
 }
 
 func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRunning) error {
-	st := r.Status
-	st.Phase = desired.PhaseRunning
-	st.PaneID = a.PaneID
+	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
+	// carried none that is still in flight.
+	st := a.Apply(r.Status)
 	// The harness's process, by pid and start time, for the next spawn
 	// to wait for (endPredecessor); unknown without /proc.
-	st.HarnessPID, st.HarnessStart = 0, 0
 	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
-	st.Session = a.Session
-	if a.Confirmed && st.ConfirmedSessionID == "" {
-		st.ConfirmedSessionID = st.HarnessSessionID
-	}
-	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
-	// carried none that is still in flight.
-	st = st.Carry("")
-	st.Reason = string(a.Reason)
 	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
 		return err
 	}
-	attach := fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)
+	follow := e.logOrAttach(a)
 	switch {
 	case a.Reason == ReasonAdopted:
 		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
 	case a.Respawn:
-		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, "session", a.Session, "resumed", a.Mode == desired.SpawnResume,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	default:
-		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, "session", a.Session,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed, "attach", attach)
+		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
+			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	}
 	if a.DeliveryID != "" {
 		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
@@ -675,6 +750,11 @@ func (e *Executor) drop(ctx context.Context, r *desired.Record, a DropDelivery) 
 }
 
 func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) error {
+	if ad, err := e.adapter(r.Spec.Harness); err == nil {
+		if err := e.endGroup(ctx, r, a.Session, ad); err != nil {
+			return fmt.Errorf("stop %s: %w", r.Key, err)
+		}
+	}
 	// A session of another owner is not this item's to stop: it is left
 	// running (ErrForeign), as a missing one is.
 	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) && !errors.Is(err, tmux.ErrForeign) {
@@ -684,14 +764,13 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	if err := e.Launcher.Discard(a.Session); err != nil {
 		return fmt.Errorf("stop %s: %w", r.Key, err)
 	}
-	st := r.Status
-	st.Phase = desired.PhaseStopped
-	st.PaneID = ""
-	st.Reason = string(a.Reason)
+	// A run of the process runner in flight ends with its group.
+	if err := e.endRun(ctx, r, a.Session); err != nil {
+		return fmt.Errorf("stop %s: %w", r.Key, err)
+	}
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
-	st = st.Deliver(a.Delivered).DropInFlight()
-	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status), a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -702,27 +781,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 }
 
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
-	st := r.Status
-	retired := st.HarnessSessionID
-	st.Phase = a.Phase
-	st.LastExitStatus = nil
-	if a.ExitStatus >= 0 {
-		status := a.ExitStatus
-		st.LastExitStatus = &status
-	}
-	st.LastExitReason = string(a.Reason)
-	st.LastExitAt = e.Now()
-	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
-	st.NextAttempt = a.NextAttempt
-	st.SpawnRefused = ""
-	st.Reason = string(a.Reason)
-	// A paste in flight died with the pane; unless it landed (Delivered),
-	// it is still pending and goes with the next spawn.
-	st = st.Deliver(a.Delivered).DropSend()
-	if a.Retire != "" {
-		st = st.Retire(retired)
-	}
-	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
+	retired := r.Status.HarnessSessionID
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
 		return err
 	}
 	if a.Delivered != "" {
@@ -737,9 +797,17 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
+	cause := e.exitCause(r, a.ExitStatus)
+	if cause != "" {
+		kv = append(kv, "exit_cause", cause)
+	}
 	e.record(ctx, level, journal.SessionExited, r.Key, kv...)
 	if a.DeliveryID != "" {
-		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus)
+		kv := []any{"delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus}
+		if cause != "" {
+			kv = append(kv, "exit_cause", cause)
+		}
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, kv...)
 	}
 	if a.Retire != "" {
 		e.record(ctx, slog.LevelWarn, journal.SessionCrashLoop, r.Key, "harness", r.Spec.Harness, "retired_session_id", retired,
@@ -749,22 +817,9 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 }
 
 func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) error {
-	st := r.Status
-	st.Phase = desired.PhaseNeedsAttention
-	st.AttentionGeneration = r.Spec.Generation
-	st.NextAttempt = time.Time{}
-	// An unconfirmed paste stays pending; the next attempt starts over.
-	st = st.DropSend()
-	st.Reason = string(a.Reason)
-	if a.Mangled != "" {
-		st.MangledDeliveryID, st.MangledCopies = a.Mangled, a.Copies
-	}
-	if a.Detail != "" {
-		st.WorkspaceError = workspace.Mask(a.Detail)
-	}
+	st := a.Apply(r.Status, r.Spec.Generation)
 	// What the pane shows goes in the status, so that the notice of this
 	// episode names the dialog that holds the agent.
-	st.Screen = ""
 	if a.Path == "" {
 		st.Screen = e.screenOf(ctx, r, a.Session)
 	}

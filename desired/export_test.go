@@ -17,3 +17,12 @@ func EditStatus(s *SQLite, k Key, text string) error {
 	}
 	return nil
 }
+
+// Commits returns how many group commits s has made (committer.commits).
+func Commits(s *SQLite) int64 { return s.group.commits.Load() }
+
+// Waiting returns how many writes wait for s's committer to take them.
+func Waiting(s *SQLite) int64 { return s.group.waiting.Load() }
+
+// Taken returns how many writes s's committer has taken.
+func Taken(s *SQLite) int64 { return s.group.taken.Load() }

@@ -119,15 +119,22 @@ func (s Status) Retire(id string) Status {
 }
 
 // Follow returns s in the conversation id the running harness reported
-// (Claude Code's /clear starts a new one): the recorded and confirmed ids
-// become id, and the counts that judge a conversation, fast failures and
+// (Claude Code's /clear starts a new one) or loopd learned (Codex's
+// rollout): the recorded and confirmed ids become id, the id is no longer
+// unconfirmed, and the counts that judge a conversation, fast failures and
 // churn, start again, since the new conversation has not died yet; the
 // item's failed runs, which the restart budget counts, are kept.
 func (s Status) Follow(id string) Status {
 	s.HarnessSessionID, s.ConfirmedSessionID = id, id
+	s.IDUnconfirmed = false
 	s.FastFailures, s.ChurnFailures = 0, 0
 	return s
 }
+
+// HadConversation reports whether the item's harness started a
+// conversation: an id is recorded, or one is still to be learned
+// (IDUnconfirmed).
+func (s Status) HadConversation() bool { return s.HarnessSessionID != "" || s.IDUnconfirmed }
 
 // Retired reports whether id was retired.
 func (s Status) Retired(id string) bool { return slices.Contains(s.RetiredSessionIDs, id) }

@@ -166,7 +166,9 @@ type SQLite struct {
 	// queue in order instead of polling SQLite's busy handler; another
 	// process is still waited for through busy_timeout.
 	writeSem chan struct{}
-	now      func() time.Time
+	// group commits Ingest and AppendEvent in batches (commit.go).
+	group *committer
+	now   func() time.Time
 }
 
 var _ Store = (*SQLite)(nil)
@@ -213,6 +215,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 			return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
 		}
 	}
+	s.startCommitter()
 	return s, nil
 }
 
@@ -247,10 +250,13 @@ func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
 		return context.Cause(ctx)
 	}
 	defer func() { <-s.writeSem }()
-	busy := busyTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		busy = min(busy, max(time.Until(dl), 0))
-	}
+	return s.writeTx(ctx, busyFor(ctx), fn)
+}
+
+// writeTx runs fn in a write transaction begun on a connection whose
+// busy_timeout is busy (at most busyTimeout), committing when fn returns
+// nil; the caller holds writeSem.
+func (s *SQLite) writeTx(ctx context.Context, busy time.Duration, fn func(*sql.Tx) error) error {
 	if busy == busyTimeout {
 		return inTx(ctx, s.db, nil, fn)
 	}
@@ -311,6 +317,9 @@ func inTx(ctx context.Context, db interface {
 //   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
 //     before the time of the payload that named the recorded one.
 //
+// When in.Journal is set, the events it returns for the result are
+// appended in the same transaction.
+//
 // Generation grows by one when the open/closed state flips or a delivery is
 // queued on an existing item; a repeated state only moves StateChangedAt.
 // Reopening a Stopped item is the reconciler's business, not Ingest's. The
@@ -319,7 +328,17 @@ func (s *SQLite) Ingest(ctx context.Context, in Ingest) (IngestResult, error) {
 	var res IngestResult
 	err := checkIngest(in)
 	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error { return s.ingest(ctx, tx, in, &res) })
+		err = s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.ingest(ctx, tx, in, &res); err != nil || in.Journal == nil {
+				return err
+			}
+			for _, e := range in.Journal(res) {
+				if err := appendEvent(ctx, tx, e); err != nil {
+					return fmt.Errorf("append event %s: %w", e.Name, err)
+				}
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("sqlite ingest %s %s: %w", in.Key, in.DeliveryID, err)
@@ -897,18 +916,22 @@ func updateItem(ctx context.Context, tx *sql.Tx, query string, args ...any) erro
 
 // AppendEvent adds e to the journal.
 func (s *SQLite) AppendEvent(ctx context.Context, e journal.Event) error {
-	attrs, err := json.Marshal(e.Attrs)
-	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
-				timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
-			return err
-		})
-	}
+	err := s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendEvent(ctx, tx, e) })
 	if err != nil {
 		return fmt.Errorf("sqlite append event %s: %w", e.Name, err)
 	}
 	return nil
+}
+
+// appendEvent inserts the journal row e in tx.
+func appendEvent(ctx context.Context, tx *sql.Tx, e journal.Event) error {
+	attrs, err := json.Marshal(e.Attrs)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
+		timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
+	return err
 }
 
 // Events returns the journal rows f selects, oldest first (by time, then by
@@ -984,9 +1007,11 @@ func (s *SQLite) Lock(ctx context.Context) (unlock func(), err error) {
 	return unlock, nil
 }
 
-// Close closes the database. Locks taken with Lock stay held until their
-// unlock.
+// Close closes the database, once the group commit in progress is done;
+// an Ingest or AppendEvent still waiting for one fails with ErrClosed.
+// Locks taken with Lock stay held until their unlock.
 func (s *SQLite) Close() error {
+	s.stopCommitter()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite close: %w", err)
 	}

@@ -14,6 +14,8 @@ var (
 	ErrNotFound = errors.New("work item not found")
 	// ErrLocked means another process holds the reconcile lock.
 	ErrLocked = errors.New("reconcile lock held by another process")
+	// ErrClosed means the store was closed before a write could run.
+	ErrClosed = errors.New("store closed")
 )
 
 // Ingest is one accepted webhook delivery, reduced to what changes desired
@@ -63,6 +65,12 @@ type Ingest struct {
 	HeadSHA string
 	// Check, when set, makes Delivery a CI failure's prompt: see Check.
 	Check *Check
+	// Journal, when set, is called once inside Ingest's transaction with
+	// what Ingest did, and the events it returns are appended to the
+	// journal in that same transaction: the change and the journal rows
+	// that record it are stored together or not at all, a redelivery
+	// (Duplicate) included. It must not block or touch the store.
+	Journal func(IngestResult) []journal.Event
 }
 
 // Check is what makes a CI failure one prompt (webhook's CI rule). The
@@ -85,7 +93,8 @@ type IngestResult struct {
 	StaleState   bool // the open/closed change was older than the record's and was ignored
 	StateChanged bool // the open/closed state changed
 	// Unknown means in was a snapshot with nothing to queue for an item the
-	// store does not hold: nothing was written and the id is not claimed.
+	// store does not hold: nothing was written (but Ingest.Journal's rows)
+	// and the id is not claimed.
 	Unknown bool
 	// Exists means in was NewOnly and the item exists: the id is claimed
 	// and nothing was queued.

@@ -228,6 +228,11 @@ type Status struct {
 	// (internal/proc). Zero when not known.
 	HarnessPID   int    `json:",omitempty"`
 	HarnessStart uint64 `json:",omitempty"`
+	// RunID names the run of the process runner that the current spawn
+	// started (internal/runner: its pid, exit and log files under the
+	// state dir); "" for a tmux spawn. A later daemon finds the run, and
+	// what became of it, by it.
+	RunID string `json:",omitempty"`
 	// SendingDeliveryID is the delivery last pasted into the live harness
 	// and not yet seen in its transcript; SentAt is when, SendAttempts how
 	// many times it was sent or submitted.
@@ -340,6 +345,14 @@ type Status struct {
 	// (a turn running, text in the input box, a dialog): its idle time
 	// counts from then on (reconciler, idleSince).
 	ActiveSeenAt time.Time `json:",omitzero"`
+
+	// IDUnconfirmed is true from a fresh spawn of a harness that cannot
+	// start a conversation under an id chosen in advance (Codex) until
+	// loopd learns the id the harness chose (docs/design.md, "Learning a
+	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
+	// window is a fresh spawn (resume_failed reason=id_unknown), and a
+	// delivery is verified only once the id is known.
+	IDUnconfirmed bool `json:",omitempty"`
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -7,7 +7,8 @@
 //
 // The tests that drive the real Claude Code CLI run only when
 // LOOPD_REAL_CLAUDE names its executable; the others need tmux and a Go
-// toolchain. Run them with:
+// toolchain. The chaos suite (TestChaos…, docs/chaos.md) runs only when
+// LOOPD_CHAOS is short or long (make chaos-short, make chaos). Run them with:
 //
 //	go test ./e2e/
 package e2e

@@ -16,6 +16,8 @@ import (
 var (
 	loopdBin      string
 	fakeClaudeBin string
+	fakeCodexBin  string
+	fakeGeminiBin string
 )
 
 // Timeouts of the waits. They bound how long a broken build takes to fail;
@@ -53,7 +55,10 @@ func runMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	loopdBin = filepath.Join(dir, "loopd")
 	fakeClaudeBin = filepath.Join(dir, "fakeclaude")
-	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude"} {
+	fakeCodexBin = filepath.Join(dir, "fakecodex")
+	fakeGeminiBin = filepath.Join(dir, "fakegemini")
+	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude",
+		fakeCodexBin: "./testdata/fakecodex", fakeGeminiBin: "./testdata/fakegemini"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -209,7 +209,8 @@ func TestRespawnCleanExitNotSelfHealed(t *testing.T) {
 	if assert.NotNil(t, r.Status.LastExitStatus) {
 		assert.Zero(t, *r.Status.LastExitStatus)
 	}
-	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	// The status is written before its journal row: wait for the row.
+	exits := e.waitEvent(t, journal.SessionExited, keyIssue, 1, waitShort)
 	if assert.Len(t, exits, 1) {
 		assert.Equal(t, "true", exits[0].Attrs["clean"])
 		assert.Equal(t, "0", exits[0].Attrs["exit_status"])

@@ -44,12 +44,22 @@ type Snapshot struct {
 	// someone else). Every session of the lost server went with it.
 	// Observer sets it; TakeSnapshot leaves it false.
 	ServerGone bool
+	// Runs holds the run of the process runner that each item's status
+	// names (desired.Status.RunID), by session name, as the disk and
+	// /proc show it: a run is observed as a pane is. Observer fills it.
+	Runs map[string]Run
 
 	// serverOwner is the server's owner mark as the listing showed it
 	// (tmux.Pane.ServerOwner); ownerListed is false when the listing had
 	// no row to show it on.
 	serverOwner string
 	ownerListed bool
+}
+
+// Run returns the run of session's item and reports whether one was read.
+func (s Snapshot) Run(session string) (Run, bool) {
+	r, ok := s.Runs[session]
+	return r, ok
 }
 
 // Pane returns session's pane and reports whether the session exists.

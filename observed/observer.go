@@ -10,6 +10,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -40,6 +41,10 @@ type Observation struct {
 	// pane's screen and the latest turn of its transcript show. A missing
 	// entry means "not read".
 	Screens map[desired.Key]Screen
+	// Started holds, per item whose Need named Learn, the conversations
+	// its harness started in its workdir since then, oldest first
+	// (harness.SessionLearner). A missing entry means "not read".
+	Started map[desired.Key][]harness.Started
 }
 
 // Need is what one pass reads from disk for one item. The zero Need reads
@@ -74,6 +79,10 @@ type Need struct {
 	// agent and for a usage limit, and, with Disk, the latest turn of its
 	// transcript for a usage limit.
 	Screen bool
+	// Learn, when not zero, reads the conversations the item's harness
+	// started in its workdir since then (Observation.Started), for a
+	// harness that cannot pin its conversation id.
+	Learn time.Time
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -118,6 +127,9 @@ type Observer struct {
 	Owner string
 	// Workspaces runs git in a workdir (Need.Commits); nil reads no commit.
 	Workspaces *workspace.Manager
+	// Runs reads the runs of the process runner (Snapshot.Runs); nil
+	// reads none.
+	Runs *runner.Runner
 	// Watcher, when set, is given each snapshot (Watcher.Track), so that
 	// it watches the processes of the live panes for their deaths.
 	Watcher *Watcher
@@ -162,14 +174,18 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		snap.ServerGone = owner != o.Owner
 	}
+	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
-		Screens: map[desired.Key]Screen{}}
+		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
 	var confirm []string
 	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
+		if !need.Learn.IsZero() {
+			o.readStarted(ctx, rec, need.Learn, &obs)
+		}
 		if need.Screen {
 			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
 				obs.Screens[rec.Key] = sc
@@ -224,6 +240,22 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		o.Watcher.TrackTranscripts(confirm)
 	}
 	return obs, nil
+}
+
+// readStarted reads the conversations rec's harness started in its
+// workdir since since, when its adapter can tell (harness.SessionLearner);
+// a failure is logged (transcript.unreadable) and leaves them unread.
+func (o *Observer) readStarted(ctx context.Context, rec desired.Record, since time.Time, obs *Observation) {
+	learner, ok := o.Harnesses[rec.Spec.Harness].(harness.SessionLearner)
+	if !ok || rec.Workdir() == "" {
+		return
+	}
+	started, err := learner.SessionsStarted(rec.Workdir(), since)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "cwd", rec.Workdir(), "err", err)
+		return
+	}
+	obs.Started[rec.Key] = started
 }
 
 // holds reads whether the HEAD of the workdir dir holds each of commits;

@@ -132,6 +132,8 @@ func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string
 			st.Phase = desired.PhaseNeedsAttention
 		case actions.Park:
 			st.Phase = desired.PhaseParked
+		case actions.Rest:
+			st.Phase = desired.PhaseIdle
 		case actions.Queue:
 			st.Phase, st.Reason = desired.PhaseQueued, string(a.Reason)
 		case actions.PrepareWorkspace:

@@ -121,6 +121,9 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	}
 	now := r.Now()
 	policy := r.Policy()
+	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
+		return PassResult{}, fmt.Errorf("reconcile: %w", err)
+	}
 	obs, err := r.Observer.Observe(ctx, records, needs(policy, now), now)
 	if err != nil {
 		// An unreadable tmux means nothing is known to be dead: plan
@@ -221,16 +224,25 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // pass may act on are looked for (framesToCheck), in the transcript of the
 // conversation the item is in (desired.Record.ConversationID) and in those
 // of the recorded session id and of an id the running harness reported
-// since its spawn (a /clear the pass has not followed yet).
+// since its spawn (a /clear the pass has not followed yet). An item whose
+// harness cannot pin its conversation id, and whose id is unconfirmed,
+// gets the conversations its harness started since the spawn read
+// (Need.Learn), in any phase.
 func needs(p Policy, now time.Time) observed.Needs {
 	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
 		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
+		var learn time.Time
+		if rec.Status.IDUnconfirmed && p.Harnesses[rec.Spec.Harness].LearnsSessionID {
+			// Whatever the phase: a conversation the harness started
+			// before it died is still the one to resume.
+			learn = rec.Status.SpawnedAt
+		}
 		if !facts && !screen {
-			return observed.Need{}
+			return observed.Need{Learn: learn}
 		}
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Screen: screen, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
@@ -240,6 +252,8 @@ func needs(p Policy, now time.Time) observed.Needs {
 		n.Commits = pushCommits(rec)
 		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
 			n.Reported = rep.SessionID
+		} else if id := runReported(rec, snap); id != "" {
+			n.Reported = id
 		}
 		return n
 	}

@@ -43,6 +43,9 @@ func lossOf(records []*desired.Record, obs observed.Observation, p Policy) Loss 
 		if !expectedLive(*r) {
 			continue
 		}
+		if processRunner(*r, p) {
+			continue // a run is no tmux agent
+		}
 		it := itemPlan{r: *r, session: desired.SessionName(r.Key), obs: obs, p: p}
 		it.observePane()
 		if it.foreign {

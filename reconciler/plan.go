@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // freshNudge is the prompt of a respawn in a new conversation
@@ -46,6 +47,9 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 type across struct {
 	loss  Loss
 	holds map[string]limitHold
+	// claimed are the conversation ids the records name (claimedIDs): a
+	// conversation learned for one item is never another's.
+	claimed map[string]bool
 }
 
 // acrossOf settles across for items.
@@ -54,7 +58,7 @@ func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now ti
 	for i := range items {
 		ptrs[i] = &items[i]
 	}
-	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now)}
+	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items)}
 }
 
 // planAcross is Plan with what is settled across the items (x) given.
@@ -71,7 +75,7 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	}
 	plans := make([][]actions.Action, len(sorted))
 	for i, r := range sorted {
-		plans[i] = planRecord(*r, obs, p, now, x.loss.Reason, x.holds)
+		plans[i] = planRecord(*r, obs, p, now, x)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
@@ -96,8 +100,13 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 // what the conversation already holds (checkConversation); each returns
 // the record as the executor will leave it, so the decisions that follow
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
-// usage-limit holds (limitHolds).
-func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
+// usage-limit holds (limitHolds). An item whose conversation id is
+// still to be learned learns it first (learn).
+func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
+	loss, holds := x.loss.Reason, x.holds
+	if learned := learn(r, obs, p, now, x.claimed); learned != nil {
+		return learned
+	}
 	var out []actions.Action
 	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
@@ -126,6 +135,53 @@ func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Actio
 	return []actions.Action{a}, r, false
 }
 
+// learn makes the conversation the harness started for r's current spawn
+// r's conversation, when the harness cannot pin its id (Codex) and the id
+// is unconfirmed: among the conversations the harness started in the
+// item's workdir since the spawn (observed.Observation.Started, oldest
+// first), the first whose first user message ends with the item's
+// desired.AgentBrief, which the executor appends to every fresh spawn's
+// boot prompt and no payload text can follow, and whose id no record
+// names (claimed). It plans a FollowSession from no id to that one and a
+// Wait of a poll period: the pass read no transcript for an id it did not
+// know, so the next one plans on it. nil when there is nothing to learn.
+func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string]bool) []actions.Action {
+	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
+	if !st.IDUnconfirmed || !caps.LearnsSessionID {
+		return nil
+	}
+	brief := desired.AgentBrief(r.Key)
+	for _, s := range obs.Started[r.Key] {
+		if s.At.Before(st.SpawnedAt.Truncate(time.Millisecond)) || claimed[s.ID] || !caps.AcceptsSessionID(s.ID) ||
+			!strings.HasSuffix(strings.TrimSpace(s.First), brief) {
+			continue
+		}
+		session := desired.SessionName(r.Key)
+		return []actions.Action{
+			actions.FollowSession{Key: r.Key, Session: session, To: s.ID, Source: actions.SourceRollout},
+			actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonSessionLearned},
+		}
+	}
+	return nil
+}
+
+// claimedIDs returns every conversation id records name: recorded,
+// confirmed, reported or retired.
+func claimedIDs(records []desired.Record) map[string]bool {
+	ids := map[string]bool{}
+	for _, r := range records {
+		st := r.Status
+		for _, id := range append([]string{st.HarnessSessionID, st.ConfirmedSessionID}, st.RetiredSessionIDs...) {
+			ids[id] = true
+		}
+		if r.Report != nil {
+			ids[r.Report.SessionID] = true
+		}
+	}
+	delete(ids, "")
+	return ids
+}
+
 // release carries out an operator's release that the item has not seen
 // yet (desired.Record.ReleasePending): the restart budget's counts and
 // NeedsAttention are cleared. An item whose harness is alive in the pane
@@ -139,7 +195,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		return nil, r, false
 	}
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
-	it.observePane()
+	it.observe()
 	st := r.Status
 	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
 	switch {
@@ -152,8 +208,16 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		a.Phase = st.Phase // its probe decides
 	case it.pane.alive && st.PaneID == it.pane.id && st.SpawnDeliveryID == "":
 		a.Phase = desired.PhaseRunning
-	case st.HarnessSessionID != "":
+	case st.HadConversation():
 		a.Phase = desired.PhaseBackingOff
+	}
+	if it.process {
+		// A run is started for an event only: one in flight goes on, and
+		// the item's pending events start the next from Idle.
+		a.Phase = desired.PhaseIdle
+		if it.pane.alive {
+			a.Phase = st.Phase
+		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
 		a.Shown = seenOf(*sc.Limit)
@@ -247,6 +311,11 @@ type itemPlan struct {
 	loss actions.Reason
 	// holds are the usage-limit holds in force, by account (limitHolds).
 	holds map[string]limitHold
+	// process is true for an item of the process runner (processRunner);
+	// run is then its run as the pass read it, which pane stands for
+	// (observeRun).
+	process bool
+	run     observed.Run
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -303,7 +372,7 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 
 func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observePane()
+	it.observe()
 
 	if r.Spec.Closed || r.Spec.Held {
 		reason := actions.ReasonClosed
@@ -341,6 +410,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		phase = desired.PhaseIdle
 	}
 
+	if it.process {
+		return it.planRun(phase)
+	}
 	if it.foreign {
 		if (phase == desired.PhaseIdle || phase == desired.PhaseExited) && len(it.pending) == 0 && !it.st.FreshRequested {
 			return nil // nothing to do that would need the session
@@ -384,6 +456,9 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 	st := it.st
 	switch {
 	case phase == desired.PhaseSpawning:
+		if st.SpawnMode == desired.SpawnResume && it.choosing() {
+			return it.resumeChooser()
+		}
 		if it.now.Before(st.ProbeDeadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: st.ProbeDeadline, Reason: actions.ReasonProbing}}
 		}
@@ -399,7 +474,11 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 			if !it.now.Before(giveUpAt) {
 				return []actions.Action{actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: unconfirmed}}
 			}
-			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), giveUpAt), Reason: actions.ReasonAwaitingConfirm}}
+			waiting := actions.ReasonAwaitingConfirm
+			if st.IDUnconfirmed {
+				waiting = actions.ReasonAwaitingSessionID
+			}
+			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), giveUpAt), Reason: waiting}}
 		}
 		reason := actions.ReasonAlive
 		if confirmed {
@@ -420,6 +499,26 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// choosing reports whether the agent's screen shows a chooser instead of
+// the conversation a resume asked for: Codex's "Working directory ·
+// resume" chooser (the rollout's cwd is not this one), or a resume picker.
+// loopd never answers either.
+func (it itemPlan) choosing() bool {
+	sc, ok := it.obs.Screens[it.r.Key]
+	return ok && (sc.Blocked == harness.BlockResumeChooser || sc.Blocked == harness.BlockResumePicker)
+}
+
+// resumeChooser plans a resume that opened a chooser as a resume that did
+// not hold: the exit is recorded with the counts as they were, and a fresh
+// spawn with the same event replaces the session (its spawn kills it
+// first), as for a resume that died in its probe window.
+func (it itemPlan) resumeChooser() []actions.Action {
+	st := it.st
+	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited,
+		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures}
+	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
 }
 
 func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
@@ -476,7 +575,9 @@ func (it itemPlan) confirmSend() []actions.Action {
 	}
 	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
-	case it.landed() == id || !ok || !tr.Known || pending == nil:
+	case it.landed() == id || (!ok || !tr.Known) && !st.IDUnconfirmed || pending == nil:
+		// An id still to be learned has no transcript to read yet: the
+		// send is verified once it is known, never before.
 		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.landed() == id, Via: actions.ViaPaste}}
 	case it.now.Before(st.SentAt.Add(it.p.Poll)):
 		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.Poll), Reason: actions.ReasonAwaitingDelivery}}
@@ -503,8 +604,12 @@ func (it itemPlan) confirmed() bool {
 
 // freshConfirmed reports whether the spawn's prompt reached the transcript
 // (for a fresh spawn, whose transcript the first prompt creates, that it
-// exists), or the transcript cannot be read.
+// exists), or the transcript cannot be read. A conversation id still to be
+// learned confirms nothing: its transcript is not known yet.
 func (it itemPlan) freshConfirmed() bool {
+	if it.st.IDUnconfirmed {
+		return false
+	}
 	grew, known := it.transcriptGrew()
 	return grew || !known
 }
@@ -677,7 +782,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -707,7 +812,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
 	default:
 		exit.Reason = d.Reason
 	}
@@ -760,7 +865,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 		return pre
 	}
 	pre = append(it.reportMoved(w), pre...)
-	if st.HarnessSessionID != "" && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
+	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
 	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir))
@@ -769,7 +874,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 // spawnIn plans the spawn itself, in the workdir dir.
 func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
-	first := st.HarnessSessionID == ""
+	first := !st.HadConversation()
 	deliveryID, prompt := it.bootPrompt(st)
 	if reason == actions.ReasonLimitReset {
 		// The conversation goes on where the limit cut it; the events
@@ -779,6 +884,9 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
+	}
+	if it.process {
+		s.Runner = schema.RunnerProcess
 	}
 	why := failed
 	if why == "" {
@@ -805,7 +913,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 			s.Replay = room
 		}
 	}
-	f := actions.FreshSpawn{Spawn: s}
+	f := actions.FreshSpawn{Spawn: s, Unpinned: caps.LearnsSessionID}
 	if !silent {
 		f.ResumeFailed, f.AttemptedID = why, st.HarnessSessionID
 	}
@@ -826,6 +934,8 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 	switch {
 	case !it.p.Resume:
 		return silentFresh
+	case st.IDUnconfirmed && !st.FreshRequested:
+		return actions.ResumeIDUnknown // died before its id was learned
 	case id == "":
 		return silentFresh
 	case st.FreshRequested:
@@ -857,7 +967,9 @@ func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 			d = p
 		}
 	}
-	if len(d.Prompt) <= it.p.MaxBootPrompt {
+	if len(d.Prompt) <= it.p.MaxBootPrompt || it.process {
+		// A headless run takes its event whole (a large one on stdin):
+		// there is no pane to paste the rest into.
 		return d.ID, d.Prompt
 	}
 	header, _, _ := strings.Cut(d.Prompt, "\n")

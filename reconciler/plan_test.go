@@ -271,6 +271,17 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
 				exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev2, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		// Found by TestPlanModel: the release of an agent that died with its
+		// paste landed but not yet confirmed booted the resume with it again.
+		{"release_of_a_dead_agent_confirms_its_landed_paste", func() desired.Record {
+			r := rec(sending(t0.Add(-time.Second), 1), ev1, ev2)
+			r.Spec.ReleaseGeneration = 1
+			return r
+		}(), seen(obs(gone(), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{
+				actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseBackingOff},
+				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
+				resume(ev2, actions.ReasonPaneDead)}},
 		{"restart_that_lost_the_send_record_confirms_instead_of_pasting", rec(running(), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript}}},
 		{"restart_that_lost_the_spawn_record_boots_with_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1, ev2),

@@ -16,6 +16,11 @@ type Capabilities struct {
 	// ReportsSession is true when the harness reports its session id at
 	// start; events are then pasted only after that report.
 	ReportsSession bool
+	// LearnsSessionID is true when the harness cannot start a conversation
+	// under an id chosen in advance (harness.SessionLearner, Codex): a
+	// fresh spawn records no id, and the planner learns it from the
+	// conversations the harness started (observed.Observation.Started).
+	LearnsSessionID bool
 	// ProcessNames are the names the pane shows as its foreground process
 	// while the harness runs (harness.Adapter.ProcessNames). A live pane
 	// showing another name is a dead agent.
@@ -24,6 +29,9 @@ type Capabilities struct {
 	// (harness.Adapter.Account): a usage limit holds every item whose
 	// harness has the same Account.
 	Account string
+	// Headless is true when the adapter has a headless form
+	// (harness.Headless), which the process runner needs.
+	Headless bool
 }
 
 // AcceptsSessionID reports whether id may be the harness's conversation id:
@@ -90,6 +98,9 @@ type Policy struct {
 	// StartPoll is how soon a spawn held by the starts in flight is looked
 	// at again while a start in flight may be reported started (admit).
 	StartPoll time.Duration
+	// RunPoll is how soon a run of the process runner in flight is looked
+	// at again: its end wakes the daemon that started it, not a later one.
+	RunPoll time.Duration
 	// Routing is the current routing config: an item's workdir and
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
@@ -114,6 +125,7 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		RestartBudget:    p.RestartBudget,
 		Poll:             schema.DefaultPoll,
 		StartPoll:        schema.DefaultStartPoll,
+		RunPoll:          schema.DefaultRunPoll,
 		MaxBootPrompt:    schema.DefaultMaxBootPrompt,
 		DeliveryConfirm:  schema.DefaultDeliveryConfirm,
 		MaxSendAttempts:  schema.DefaultMaxSendAttempts,

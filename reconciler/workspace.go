@@ -28,7 +28,7 @@ type workspacePlan struct {
 // ingested with, as a plain directory.
 func workspaceOf(r desired.Record, p Policy) workspacePlan {
 	w := workspacePlan{dir: r.Spec.Cwd}
-	if r.Status.Workdir != "" || r.Status.HarnessSessionID != "" {
+	if r.Status.Workdir != "" || r.Status.HadConversation() {
 		w.dir, w.pinned = r.Workdir(), true
 	}
 	route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo)
@@ -93,7 +93,7 @@ func (w workspacePlan) need(n *observed.Need) {
 // again (a missing one blocks the respawn, planned by spawn).
 func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Action, stop bool) {
 	key := it.r.Key
-	if st.HarnessSessionID != "" && st.Workspace != desired.WorkspaceRemoved {
+	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved {
 		return nil, false
 	}
 	if w.err != nil {
@@ -171,7 +171,7 @@ func WorkdirMoved(r desired.Record, p Policy) (rendered string, moved bool) {
 // it yet. The cheap checks come first: a pass looks at every closed item.
 func (it itemPlan) closeWorkspace() []actions.Action {
 	r := it.r
-	if !r.Spec.Closed || r.Spec.Held || it.st.Workspace != "" || (it.st.Workdir == "" && it.st.HarnessSessionID == "") {
+	if !r.Spec.Closed || r.Spec.Held || it.st.Workspace != "" || (it.st.Workdir == "" && !it.st.HadConversation()) {
 		return nil
 	}
 	if route, ok := it.p.Routing.Route(r.Key.Owner, r.Key.Repo); !ok || route.Checkout == nil || !route.Checkout.RemoveOnClose {

@@ -1,5 +1,7 @@
 package schema
 
+import "time"
+
 // Config is loopd.yaml. The JSON Schema in loopd.schema.json is the contract;
 // these types mirror it. Load fills defaults, so every field below is set
 // after a successful Load.
@@ -60,8 +62,8 @@ type Capacity struct {
 // Harness configures one agent CLI. The map key is the harness name used in
 // routes.
 type Harness struct {
-	// Adapter selects the argv grammar: "claude-code", "cursor" or
-	// "custom". Default: the harness name.
+	// Adapter selects the argv grammar: "claude-code", "codex", "gemini", "cursor"
+	// or "custom". Default: the harness name.
 	Adapter   string   `yaml:"adapter" json:"adapter"`
 	Command   string   `yaml:"command" json:"command"` // a path, or a name on PATH
 	ExtraArgs []string `yaml:"extraArgs" json:"extraArgs"`
@@ -86,6 +88,11 @@ type Harness struct {
 	// script). Default: the command's base name (claude-code also accepts
 	// "claude").
 	ProcessName string `yaml:"processName" json:"processName"`
+	// StopProcessGroup makes loopd end the pane's process group (SIGHUP,
+	// then SIGKILL) and confirm it is gone whenever it stops the harness,
+	// for a CLI that outlives tmux kill-session. The gemini adapter always
+	// does.
+	StopProcessGroup bool `yaml:"stopProcessGroup" json:"stopProcessGroup"`
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.
@@ -153,6 +160,30 @@ type Route struct {
 	// and are off without it (Route.Talk).
 	Announce    *bool `yaml:"announce" json:"announce,omitempty"`
 	Acknowledge *bool `yaml:"acknowledge" json:"acknowledge,omitempty"`
+	// Runner is how the route's agents run: RunnerTmux (default), a live
+	// TUI in a tmux pane that each event is pasted into, or RunnerProcess,
+	// one headless run of the harness per event (docs/design.md, "The
+	// process runner").
+	Runner string `yaml:"runner" json:"runner"`
+	// DispatchTimeoutSeconds bounds one run of the process runner: past
+	// it, the run's process group is terminated, then killed. Default
+	// DefaultDispatchTimeoutSeconds.
+	DispatchTimeoutSeconds int `yaml:"dispatchTimeoutSeconds" json:"dispatchTimeoutSeconds"`
+}
+
+// The runners of a route (routing.repos.<key>.runner).
+const (
+	RunnerTmux    = "tmux"
+	RunnerProcess = "process"
+)
+
+// DispatchTimeout returns DispatchTimeoutSeconds as a duration, the
+// default when absent.
+func (r Route) DispatchTimeout() time.Duration {
+	if r.DispatchTimeoutSeconds <= 0 {
+		return seconds(DefaultDispatchTimeoutSeconds)
+	}
+	return seconds(r.DispatchTimeoutSeconds)
 }
 
 // Talk returns whether r announces and acknowledges, given whether the

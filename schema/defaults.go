@@ -34,6 +34,11 @@ const (
 // DeliveryStormWindow.
 const DefaultMaxDeliveriesPerHour = 30
 
+// DefaultDispatchTimeoutSeconds is a route's dispatchTimeoutSeconds when
+// absent: how long one run of the process runner may take (the-loop's
+// process runner's dispatch timeout).
+const DefaultDispatchTimeoutSeconds = 1800
+
 // DeliveryStormWindow is the sliding window of the loop breaker
 // (maxDeliveriesPerHour).
 const DeliveryStormWindow = time.Hour
@@ -91,6 +96,8 @@ func (c *Config) applyDefaults(dir string) {
 	gh := &c.Webhooks.GHWebhook
 	for key, r := range gh.Routing.Repos {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
+		orDefault(&r.Runner, RunnerTmux)
+		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)
@@ -152,6 +159,11 @@ const (
 	// Enter in the same burst as a long paste as a newline. A paste shows
 	// within tens of milliseconds (docs/performance.md).
 	DefaultPasteWait = time.Second
+	// DefaultRunPoll is how soon a run of the process runner in flight is
+	// looked at again (its pid file read): the daemon that started a run
+	// is woken by its end, a daemon restarted since finds it ended within
+	// this.
+	DefaultRunPoll = 5 * time.Second
 	// DefaultReapKick is how often serve kicks tmux (run-shell true), where
 	// the kernel gives no pidfd to watch the agents with, so that a pane
 	// death tmux 3.3a failed to reap still fires the pane-died hook

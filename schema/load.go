@@ -336,7 +336,7 @@ func (c *Config) SecretFilePath(lookup func(string) (string, bool)) (string, err
 }
 
 // adapters are the values of harnesses.<name>.adapter (the schema's enum).
-var adapters = []string{"claude-code", "cursor", "custom"}
+var adapters = []string{"claude-code", "codex", "gemini", "cursor", "custom"}
 
 // check runs the cross-field rules listed on Parse on a defaulted config.
 func (c *Config) check(t *tree) []Problem {

@@ -196,8 +196,8 @@ func TestParseInvalid(t *testing.T) {
 		},
 		{
 			name: "bad_adapter",
-			src:  "harnesses:\n  x: {adapter: codex, command: codex}\n",
-			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'cursor', 'custom'"},
+			src:  "harnesses:\n  x: {adapter: aider, command: aider}\n",
+			want: []string{"c.yaml:2:16: harnesses.x.adapter: value must be one of 'claude-code', 'codex', 'gemini', 'cursor', 'custom'"},
 		},
 		{
 			name: "below_minimum",
@@ -281,7 +281,7 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "harness_name_is_not_an_adapter",
 			src:  "harnesses:\n  claude:\n    command: claude\n",
-			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, cursor, custom; set adapter"},
+			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, gemini, cursor, custom; set adapter"},
 		},
 		{
 			name: "custom_adapter_rules",
@@ -359,6 +359,12 @@ func TestParseInvalid(t *testing.T) {
 				"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n" +
 				"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
 			want: []string{"c.yaml:1:1: document expands to more than 100000 values (alias loop or alias bomb?)"},
+		},
+		{
+			// Found by FuzzParse: refused after maxNodes levels, in minutes.
+			name: "alias_loop",
+			src:  "a: &x {b: *x}\n",
+			want: []string{"c.yaml:1:1: document nests deeper than 100 levels (alias loop?)"},
 		},
 	}
 	for _, tt := range tests {

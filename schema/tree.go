@@ -15,6 +15,13 @@ import (
 // hundred nodes.
 const maxNodes = 100_000
 
+// maxDepth bounds how deep a document's values may nest; a real config
+// nests less than ten deep. An alias to a mapping that holds it nests
+// without end, and each level costs a key path as long as the depth, so
+// without this bound a one-line loop ("a: &x {b: *x}") took maxNodes
+// levels and minutes to refuse.
+const maxDepth = 100
+
 // tree is a YAML document converted to the generic values the JSON Schema
 // validator takes (map[string]any, []any, string, bool, numbers, nil), with
 // the place in the file each value came from.
@@ -95,8 +102,9 @@ func (c *converter) step() {
 	}
 }
 
-// errTooLarge stops a conversion that exceeded maxNodes.
-type errTooLarge struct{}
+// errTooLarge stops a conversion that exceeded maxNodes, or maxDepth when
+// deep is true.
+type errTooLarge struct{ deep bool }
 
 // newTree converts a parsed document. A document with no content becomes the
 // value nil, which the schema rejects as "want object".
@@ -110,8 +118,12 @@ func newTree(doc *yaml.Node) (*tree, []Problem) {
 		c.sites[""] = site{}
 		return &tree{sites: c.sites}, nil
 	}
-	v, ok := c.convertTop(root)
-	if !ok {
+	v, tooLarge := c.convertTop(root)
+	switch {
+	case tooLarge == nil:
+	case tooLarge.deep:
+		return nil, []Problem{newProblem(root, "", fmt.Sprintf("document nests deeper than %d levels (alias loop?)", maxDepth))}
+	default:
 		return nil, []Problem{newProblem(root, "", fmt.Sprintf("document expands to more than %d values (alias loop or alias bomb?)", maxNodes))}
 	}
 	if len(c.problems) > 0 {
@@ -120,22 +132,28 @@ func newTree(doc *yaml.Node) (*tree, []Problem) {
 	return &tree{value: v, sites: c.sites}, nil
 }
 
-func (c *converter) convertTop(root *yaml.Node) (v any, ok bool) {
+// convertTop converts root; tooLarge is non-nil when it exceeded maxNodes
+// or maxDepth.
+func (c *converter) convertTop(root *yaml.Node) (v any, tooLarge *errTooLarge) {
 	defer func() {
 		if r := recover(); r != nil {
-			if _, tooLarge := r.(errTooLarge); !tooLarge {
+			e, ok := r.(errTooLarge)
+			if !ok {
 				panic(r)
 			}
-			ok = false
+			tooLarge = &e
 		}
 	}()
-	return c.convert(root, nil, nil, ""), true
+	return c.convert(root, nil, nil, ""), nil
 }
 
 // convert converts n, found under key (nil for the root and sequence items)
 // at the instance location tokens.
 func (c *converter) convert(n, key *yaml.Node, tokens []string, path string) any {
 	c.step()
+	if len(tokens) > maxDepth {
+		panic(errTooLarge{deep: true})
+	}
 	c.sites[locKey(tokens)] = site{key: key, value: n, path: path}
 	switch n.Kind {
 	case yaml.AliasNode:

@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/paneenv"
+	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
@@ -35,6 +36,11 @@ const storeFile = "loopd.db"
 // of spawns whose launcher has not run yet.
 const launchDir = "launch"
 
+// runsDir is the directory inside the state dir that holds the files of
+// the process runner's runs (pid, exit status, log), one directory per
+// item.
+const runsDir = "runs"
+
 // mirrorsDir is the directory inside the state dir that holds the bare
 // mirrors the worktrees are made from (routing checkout).
 const mirrorsDir = "mirrors"
@@ -49,6 +55,8 @@ type app struct {
 	// owner is this loopd's mark on its tmux server and sessions.
 	owner    tmux.Owner
 	launcher launch.Launcher
+	// runs starts and reads the process runner's runs.
+	runs *runner.Runner
 	// github sends the outbox's calls; nil without a github block, and in
 	// the commands that send nothing.
 	github *ghapi.Client
@@ -93,6 +101,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		journal:   rec,
 		owner:     owner,
 		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
+		runs:      &runner.Runner{Exe: exe, Dir: filepath.Join(cfg.StateDir, runsDir)},
 	}, nil
 }
 
@@ -127,8 +136,10 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 	out := make(map[string]reconciler.Capabilities, len(h))
 	for name, ad := range h {
 		_, reports := ad.(harness.SessionStartReporter)
+		_, headless := ad.(harness.Headless)
+		_, learns := ad.(harness.SessionLearner)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			ProcessNames: ad.ProcessNames(), Account: ad.Account()}
+			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless}
 	}
 	return out
 }
@@ -146,34 +157,40 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
+	// The planner's and the executor's deadlines are spans of monotonic
+	// time: a step of the wall clock moves none of them.
+	now := reconciler.SteadyClock(time.Now, reconciler.Elapsed)
 	// The observer hands each snapshot to the watcher, which watches the
 	// live panes' processes (pidfds); without pidfds it kicks tmux every
 	// DefaultReapKick instead.
 	watcher := &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Owner: a.owner.ID, Watcher: watcher, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs, Owner: a.owner.ID, Watcher: watcher, Log: a.log},
 		Watcher:  watcher,
 		Journal:  a.journal,
 		Log:      a.log,
 		Policy:   policy,
-		Now:      time.Now,
+		Now:      now,
 		Interval: cfg.Reconcile.Interval(),
 		// The daemon waits at most one interval for a cron pass to finish;
 		// a longer hold is logged as reconcile.failed and retried.
 		LockWait: cfg.Reconcile.Interval(),
 		Executor: &actions.Executor{
-			Tmux:        a.tmux,
-			Store:       a.store,
-			Harnesses:   a.harnesses,
-			Journal:     a.journal,
-			Log:         a.log,
-			Now:         time.Now,
-			NewID:       uuid.NewString,
-			Socket:      cfg.Tmux.Socket,
-			Owner:       a.owner.ID,
-			PasteWait:   schema.DefaultPasteWait,
-			Launcher:    a.launcher,
+			Tmux:      a.tmux,
+			Store:     a.store,
+			Harnesses: a.harnesses,
+			Journal:   a.journal,
+			Log:       a.log,
+			Now:       now,
+			NewID:     uuid.NewString,
+			Socket:    cfg.Tmux.Socket,
+			Owner:     a.owner.ID,
+			PasteWait: schema.DefaultPasteWait,
+			Launcher:  a.launcher,
+			Runs:      a.runs,
+			// A run gets what a pane gets of loopd's environment.
+			RunEnviron:  paneenv.Server(os.Environ()),
 			Workspaces:  workspaces,
 			StormWindow: schema.DeliveryStormWindow,
 			Talk:        talk(current, hostname()),

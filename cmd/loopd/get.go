@@ -32,7 +32,8 @@ pending for longer than --stale-pending is flagged in the reason column
 (stale_pending=N since=D): it is closed or held, so they wait, or a reopen
 was lost on the way from GitHub (the next comment heals that). A Queued item
 waits for a free slot of the host's capacity; position=N is its place in the
-queue, 1 next.`,
+queue, 1 next. SESSION ID says "unconfirmed" while loopd has not yet learned
+the id of a conversation its harness started without one given (Codex).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := schema.Load(g.config)
@@ -96,7 +97,11 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			phase += " (closed)"
 		}
 		id := r.ConversationID(nil)
-		if id == "" {
+		switch {
+		case st.IDUnconfirmed:
+			// The harness chose an id loopd has not learned yet.
+			id = "unconfirmed"
+		case id == "":
 			id = "-"
 		}
 		reason := st.Reason

@@ -40,6 +40,7 @@ func newRootCmd() *cobra.Command {
 		newReplayCmd(g),
 		newHookCmd(g),
 		newLaunchCmd(),
+		newRunHarnessCmd(),
 	)
 	return root
 }

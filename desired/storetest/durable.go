@@ -288,3 +288,75 @@ func (s suite) lock(t *testing.T) {
 	require.NoError(t, err, "a free lock is taken even with an ended context")
 	unlock3()
 }
+
+// journalWithIngest: Ingest.Journal is called once with what Ingest did,
+// a redelivery and an unknown item included, and its rows are in the
+// journal once Ingest returns; many concurrent ingests leave exactly one
+// row per delivery, each beside its delivery.
+func (s suite) journalWithIngest(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	var calls []desired.IngestResult
+	row := func(in desired.Ingest) desired.Ingest {
+		in.Journal = func(res desired.IngestResult) []journal.Event {
+			calls = append(calls, res)
+			return []journal.Event{{Time: t0, Name: journal.DeliveryAccepted, Level: slog.LevelInfo, WorkItem: in.Key.String(),
+				Attrs: map[string]string{"delivery": in.DeliveryID, "duplicate": fmt.Sprint(res.Duplicate), "unknown": fmt.Sprint(res.Unknown)}}}
+		}
+		return in
+	}
+	snapshot := stateChange(desired.Key{Owner: "acme", Repo: "none", Number: 1}, "s1", true, t0)
+	snapshot.Snapshot = true
+	for _, in := range []desired.Ingest{row(comment(keyAPI, "d1", t0)), row(comment(keyAPI, "d1", t0)), row(snapshot)} {
+		_, err := st.Ingest(ctx, in)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []desired.IngestResult{{Created: true, Queued: true}, {Duplicate: true}, {Unknown: true}}, calls)
+	events, err := st.Events(ctx, desired.EventFilter{})
+	require.NoError(t, err)
+	var got []map[string]string
+	for _, e := range events {
+		got = append(got, e.Attrs)
+	}
+	assert.Equal(t, []map[string]string{
+		{"delivery": "d1", "duplicate": "false", "unknown": "false"},
+		{"delivery": "d1", "duplicate": "true", "unknown": "false"},
+		{"delivery": "s1", "duplicate": "false", "unknown": "true"},
+	}, got)
+
+	// Concurrent deliveries, one row each, written with the delivery.
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			in := comment(keyAPI, fmt.Sprintf("c%d", i), t0)
+			in.Journal = func(desired.IngestResult) []journal.Event {
+				return []journal.Event{{Time: t0, Name: journal.DeliveryAccepted, WorkItem: keyAPI.String(),
+					Attrs: map[string]string{"delivery": in.DeliveryID}}}
+			}
+			_, err := st.Ingest(ctx, in)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	events, err = st.Events(ctx, desired.EventFilter{})
+	require.NoError(t, err)
+	rows := map[string]int{}
+	for _, e := range events {
+		rows[e.Attrs["delivery"]]++
+	}
+	for _, d := range get(t, st, keyAPI).Pending {
+		if d.ID != "d1" {
+			assert.Equal(t, 1, rows[d.ID], "journal rows of %s", d.ID)
+			delete(rows, d.ID)
+		}
+	}
+	delete(rows, "d1")
+	delete(rows, "s1")
+	assert.Empty(t, rows, "rows without a delivery")
+}

@@ -44,7 +44,8 @@ type Backend struct {
 // delivery, refused
 // input, record and delivery order, status writes that mark deliveries
 // delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
-// the journal and its filters, durability across a reopen, concurrent
+// the journal and its filters, the journal rows an ingest writes with its
+// change, durability across a reopen, concurrent
 // writers on one and on two handles, and the reconcile lock across two
 // handles.
 //
@@ -85,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"durable_across_reopen", s.durable},
 		{"concurrent_ingest", s.concurrentIngest},
 		{"same_delivery_raced_is_taken_once", s.sameIDRace},
+		{"journal_rows_go_with_the_ingest", s.journalWithIngest},
 		{"concurrent_writers_on_two_handles", s.concurrentWriters},
 		{"lock_excludes_other_holders", s.lock},
 	} {

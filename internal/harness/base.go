@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
@@ -30,6 +32,10 @@ type base struct {
 	// cfg.ProcessName, or the name tmux gives the command.
 	processNames []string
 	processNamed bool // cfg.ProcessName was set
+	// stopGroup is true when the CLI outlives tmux kill-session, so that
+	// loopd ends its pane's process group (cfg.StopProcessGroup, or the
+	// adapter's own rule).
+	stopGroup bool
 }
 
 // shells are process names that can never stand for a harness: a wrapper
@@ -40,7 +46,7 @@ var shells = []string{"sh", "ash", "dash", "bash", "zsh", "ksh", "mksh", "pdksh"
 
 func newBase(name string, cfg schema.Harness) (base, error) {
 	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env),
-		pass: slices.Clone(cfg.PassEnv)}
+		pass: slices.Clone(cfg.PassEnv), stopGroup: cfg.StopProcessGroup}
 	if b.command == "" {
 		return base{}, fmt.Errorf("no command: %w", ErrBadConfig)
 	}
@@ -101,6 +107,22 @@ func (b *base) getenv(key string) string {
 		return ""
 	}
 	return os.Getenv(key)
+}
+
+// StopsProcessGroup reports whether loopd must end the pane's process
+// group to stop the CLI (GroupStopper).
+func (b *base) StopsProcessGroup() bool { return b.stopGroup }
+
+// canonicalUUID reports whether id passes SessionIDPattern and is a UUID in
+// its lowercase canonical form, of the RFC 9562 variant with a version from
+// 1 to 8, and not the nil UUID: the ids the CLIs and loopd mint are such
+// UUIDs, and the CLIs find conversations by the id's exact text.
+func canonicalUUID(id string) bool {
+	if !SessionIDPattern.MatchString(id) {
+		return false
+	}
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id && u.Variant() == uuid.RFC4122 && u.Version() >= 1 && u.Version() <= 8
 }
 
 // Blocked is "": an adapter without its own rule knows no blocking

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"unicode/utf16"
 
-	"github.com/google/uuid"
-
 	"github.com/loopd/loopd/desired"
 )
 
@@ -114,13 +112,7 @@ func (c *claudeCode) SupportsResume() bool { return true }
 // name, so an uppercase id would not be found again; the ids it mints
 // itself are random (version 4) UUIDs, as are loopd's, so an id of another
 // variant or the nil UUID can only come from someone else.
-func (c *claudeCode) ValidSessionID(id string) bool {
-	if !SessionIDPattern.MatchString(id) {
-		return false
-	}
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id && u.Variant() == uuid.RFC4122 && u.Version() >= 1 && u.Version() <= 8
-}
+func (c *claudeCode) ValidSessionID(id string) bool { return canonicalUUID(id) }
 
 // WithSessionStartHook returns a copy whose spawns pass --settings with a
 // SessionStart hook running command (Claude Code settings, "hooks"). The

@@ -140,9 +140,72 @@ type Headless interface {
 	HeadlessSessionID(output []byte) string
 }
 
+// SessionLearner is implemented by adapters whose CLI cannot start a
+// conversation under an id chosen in advance (Codex): a fresh spawn's id
+// is unconfirmed until loopd learns it from the files the CLI writes at
+// the first prompt (docs/design.md, "Learning a conversation id").
+type SessionLearner interface {
+	// SessionsStarted returns the conversations the CLI started in the
+	// physical cwd at or after since, oldest first.
+	SessionsStarted(cwd string, since time.Time) ([]Started, error)
+}
+
+// Started is a conversation a SessionLearner found on disk.
+type Started struct {
+	ID string
+	// At is when the CLI started the session (its own record of it).
+	At time.Time
+	// First is the text of its first user message: the boot prompt of the
+	// spawn that started it.
+	First string
+}
+
+// GroupStopper is implemented by adapters that can say their CLI outlives
+// tmux kill-session (Gemini's two node processes keep running without
+// their terminal), so that loopd ends the pane's process group to stop it.
+type GroupStopper interface {
+	// StopsProcessGroup reports whether stopping the CLI's pane takes
+	// ending its process group.
+	StopsProcessGroup() bool
+}
+
+// StopsProcessGroup reports whether a stops by process group
+// (GroupStopper); adapters that do not say never do.
+func StopsProcessGroup(a Adapter) bool {
+	g, ok := a.(GroupStopper)
+	return ok && g.StopsProcessGroup()
+}
+
+// Provisioner is implemented by adapters whose CLI needs settings in its
+// config dir before it runs under loopd (Gemini: session retention off).
+type Provisioner interface {
+	// Provision writes the settings, keeping every setting of the user's
+	// that it does not need; it is called before every spawn.
+	Provision() error
+}
+
+// ExitExplainer is implemented by adapters whose CLI gives exit statuses a
+// meaning of their own (Gemini: 41 no auth, 42 no such session).
+type ExitExplainer interface {
+	// ExitCause names what exit status means, "" when it means nothing
+	// in particular.
+	ExitCause(status int) string
+}
+
+// ExitCause is a's name for exit status (ExitExplainer), "" when a gives
+// none.
+func ExitCause(a Adapter, status int) string {
+	if e, ok := a.(ExitExplainer); ok {
+		return e.ExitCause(status)
+	}
+	return ""
+}
+
 // Adapter names, the values of schema.Harness.Adapter.
 const (
 	AdapterClaudeCode = "claude-code"
+	AdapterCodex      = "codex"
+	AdapterGemini     = "gemini"
 	AdapterCursor     = "cursor"
 	AdapterCustom     = "custom"
 )
@@ -162,7 +225,7 @@ var (
 )
 
 // New returns the adapter for the harness called name. cfg.Adapter selects
-// it ("claude-code", "cursor" or "custom"); an empty cfg.Adapter means the
+// it ("claude-code", "codex", "gemini", "cursor" or "custom"); an empty cfg.Adapter means the
 // harness name. It returns ErrUnknownAdapter for any other adapter and
 // ErrBadConfig for a config the adapter cannot use.
 //
@@ -176,7 +239,7 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 	if kind == "" {
 		kind = name
 	}
-	if !slices.Contains([]string{AdapterClaudeCode, AdapterCursor, AdapterCustom}, kind) {
+	if !slices.Contains([]string{AdapterClaudeCode, AdapterCodex, AdapterGemini, AdapterCursor, AdapterCustom}, kind) {
 		return nil, fmt.Errorf("harness %s: adapter %q: %w", name, kind, ErrUnknownAdapter)
 	}
 	b, err := newBase(name, cfg)
@@ -187,6 +250,10 @@ func New(name string, cfg schema.Harness) (Adapter, error) {
 	switch kind {
 	case AdapterClaudeCode:
 		a, err = newClaudeCode(b)
+	case AdapterCodex:
+		a, err = newCodex(b)
+	case AdapterGemini:
+		a, err = newGemini(b)
 	case AdapterCursor:
 		a, err = newCursor(b)
 	default:

@@ -15,15 +15,16 @@ type Block = string
 
 // The blocks an adapter can report.
 const (
-	BlockLoginRequired  Block = "login_required"    // not logged in: every prompt is answered "please log in"
-	BlockOnboarding     Block = "onboarding"        // the first-run setup screens
-	BlockConnectivity   Block = "connectivity"      // the CLI cannot reach its service
-	BlockWorkspaceTrust Block = "workspace_trust"   // the workspace trust dialog
-	BlockPermission     Block = "permission_prompt" // a tool asks for permission
-	BlockUsageLimitMenu Block = "usage_limit_menu"  // the usage-limit menu (loopd answers it "wait")
-	BlockResumePicker   Block = "resume_picker"     // the interactive resume picker
-	BlockBypassConsent  Block = "bypass_consent"    // the bypass-permissions consent dialog
-	BlockAPIKey         Block = "api_key_approval"  // "Do you want to use this API key?"
+	BlockLoginRequired  Block = "login_required"     // not logged in: every prompt is answered "please log in"
+	BlockOnboarding     Block = "onboarding"         // the first-run setup screens
+	BlockConnectivity   Block = "connectivity"       // the CLI cannot reach its service
+	BlockWorkspaceTrust Block = "workspace_trust"    // the workspace trust dialog
+	BlockPermission     Block = "permission_prompt"  // a tool asks for permission
+	BlockUsageLimitMenu Block = "usage_limit_menu"   // the usage-limit menu (loopd answers it "wait")
+	BlockResumePicker   Block = "resume_picker"      // the interactive resume picker
+	BlockResumeChooser  Block = "resume_cwd_chooser" // Codex's "Working directory · resume" chooser: the resume did not take
+	BlockBypassConsent  Block = "bypass_consent"     // the bypass-permissions consent dialog
+	BlockAPIKey         Block = "api_key_approval"   // "Do you want to use this API key?"
 )
 
 // LimitKind says what a usage limit is.

@@ -62,6 +62,12 @@ const (
 	// SessionPredecessorKilled: a spawn killed the item's previous harness,
 	// which had not exited within its grace (log only).
 	SessionPredecessorKilled Name = "session.predecessor_killed"
+	// SessionGroupKilled: stopping a harness that stops by process group
+	// took SIGKILL (log only); SessionStopUnconfirmed: a process of the
+	// group outlived it, so the session is kept and the stop retried
+	// (reason=process_group_running).
+	SessionGroupKilled     Name = "session.group_killed"
+	SessionStopUnconfirmed Name = "session.stop_unconfirmed"
 	// SessionBlocked: the harness's screen shows what keeps the agent from
 	// working until a human acts (reason=login_required, workspace_trust,
 	// permission_prompt, …); SessionUnblocked: it no longer does.
@@ -96,6 +102,10 @@ const (
 	// DispatchMangled: an event's frame reached the conversation, but not
 	// whole (end line missing or digest mismatch).
 	DispatchMangled Name = "dispatch.mangled"
+	// DispatchTimeout: a run of the process runner outlived its route's
+	// dispatchTimeoutSeconds; its process group was terminated, then
+	// killed. What became of its event the transcript says.
+	DispatchTimeout Name = "dispatch.timeout"
 	// DispatchDropped: a pending event will never be sent (reason=own_push:
 	// the agent's own push).
 	DispatchDropped Name = "dispatch.dropped"
@@ -166,6 +176,10 @@ const (
 
 	// ReconcileFailed: a pass failed before it could act; the loop retries.
 	ReconcileFailed Name = "reconcile.failed"
+	// ClockBounded: an item's status held instants further in the future
+	// than their rules allow (the wall clock stepped back across a
+	// restart); they were brought back to their bounds (fields).
+	ClockBounded Name = "clock.bounded"
 	// ActionFailed: one planned action returned an error (log only; the
 	// fault it met is journaled by the action itself).
 	ActionFailed Name = "action.failed"
@@ -203,6 +217,9 @@ const (
 	// for writes (inotify); the pass that confirms a delivery then comes at
 	// the poll period (log only, debug; warn when inotify is missing).
 	TranscriptWatchFailed Name = "transcript_watch.failed"
+	// RunUnreadable: the files of a run of the process runner could not
+	// be read; the pass waits for the run rather than judge it (log only).
+	RunUnreadable Name = "run.unreadable"
 	// TranscriptUnreadable: a harness transcript could not be read; the pass
 	// ScreenUnreadable: a pane's screen could not be captured for what
 	// blocks its agent or a usage limit (log only, debug).
@@ -313,8 +330,32 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Row returns the journal row Record would write for the event, and
+// neither logs it nor writes it: for a store that writes the row in the
+// transaction of the change it records (desired.Ingest.Journal). Log writes
+// the event's line once that transaction has committed.
+func (r *Recorder) Row(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) Event {
+	e, _ := r.event(ctx, level, name, workItem, kv)
+	return e
+}
+
+// Log writes the log line Record would write for the event, and no
+// journal row (see Row).
+func (r *Recorder) Log(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) {
+	_, args := r.event(ctx, level, name, workItem, kv)
+	r.log.Log(ctx, level, string(name), args...)
+}
+
 // log1 logs one event and returns its journal row.
 func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) Event {
+	e, args := r.event(ctx, level, name, workItem, kv)
+	r.log.Log(ctx, level, string(name), args...)
+	return e
+}
+
+// event returns the journal row of one event and the arguments of its log
+// line.
+func (r *Recorder) event(ctx context.Context, level slog.Level, name Name, workItem string, kv []any) (Event, []any) {
 	attrs := make(map[string]string, len(kv)/2+1)
 	args := make([]any, 0, len(kv)+4)
 	if workItem != "" {
@@ -330,8 +371,7 @@ func (r *Recorder) log1(ctx context.Context, level slog.Level, name Name, workIt
 		attrs[key] = v.String()
 		args = append(args, key, kv[i+1])
 	}
-	r.log.Log(ctx, level, string(name), args...)
-	return Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}
+	return Event{Time: r.now(), Name: name, Level: level, WorkItem: workItem, Attrs: attrs}, args
 }
 
 // String renders the event as one line: local time, level, name, work item

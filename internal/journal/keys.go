@@ -23,7 +23,7 @@ const (
 	KeyAttemptedSessionID = "attempted_session_id" // a conversation id that could not be resumed, or a rejected report's
 	KeyRetiredSessionID   = "retired_session_id"   // a conversation id retired, never resumed again
 	KeyFrom               = "from"                 // the conversation id follow_session leaves
-	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact
+	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact; rollout for a learned id
 	KeyMode               = "mode"                 // spawn mode: fresh or resume
 	KeyResumed            = "resumed"              // a respawn resumed its conversation
 	KeyConfirmed          = "confirmed"            // the spawn was confirmed by its transcript or a report
@@ -57,6 +57,7 @@ const (
 
 	// Deaths and the restart decision.
 	KeyExitStatus    = "exit_status"    // the pane's exit status, -1 when unknown
+	KeyExitCause     = "exit_cause"     // what the harness's exit status means (harness.ExitCause: auth_missing, session_error)
 	KeySignal        = "signal"         // the signal that ended the pane
 	KeyClean         = "clean"          // the exit counts as clean
 	KeyPhase         = "phase"          // the phase the item moves to
@@ -67,6 +68,7 @@ const (
 	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
 	KeyUntil         = "until"          // when a wait ends (RFC 3339)
 	KeyGeneration    = "generation"     // the release generation carried out
+	KeyFields        = "fields"         // the status fields clock.bounded brought back
 	KeyFresh         = "fresh"          // a release asks for a new conversation
 
 	// Workspaces (the workdir is KeyCwd).
@@ -131,4 +133,11 @@ const (
 	KeyStarts    = "starts"     // starts in flight (reconciler startInFlight) once the pass is done
 	KeyMaxStarts = "max_starts" // capacity.maxStartsInFlight
 	KeyIdleFor   = "idle_for"   // how long a parked agent had been idle (a duration)
+
+	// The process runner (routing.repos.<key>.runner: process).
+	KeyRunner  = "runner"  // how an item's agent runs: tmux or process
+	KeyRun     = "run"     // a run's id, which names its files under the state dir
+	KeyLog     = "log"     // a run's log file
+	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
+	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
 )

@@ -41,3 +41,27 @@ func TestReconcileIDOnLinesAndRows(t *testing.T) {
 	assert.Equal(t, "", ReconcileID(context.Background()))
 	assert.NotEqual(t, NewReconcileID(), NewReconcileID())
 }
+
+// TestRowAndLogSplitRecord: Row returns the row Record writes and writes
+// nothing; Log writes Record's line and no row.
+func TestRowAndLogSplitRecord(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	j := &memJournal{}
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := NewRecorder(log, j, func() time.Time { return at })
+	ctx := WithReconcileID(context.Background(), "0a1b2c3d4e5f")
+
+	rec.Record(ctx, slog.LevelInfo, DeliveryAccepted, "o/r#1", KeyDelivery, "d-1", "queued", true)
+	require.Len(t, j.events, 1)
+	recorded := out.String()
+	out.Reset()
+
+	row := rec.Row(ctx, slog.LevelInfo, DeliveryAccepted, "o/r#1", KeyDelivery, "d-1", "queued", true)
+	assert.Equal(t, j.events[0], row)
+	assert.Empty(t, out.String(), "Row logs nothing")
+	rec.Log(ctx, slog.LevelInfo, DeliveryAccepted, "o/r#1", KeyDelivery, "d-1", "queued", true)
+	assert.Len(t, j.events, 1, "Log writes no row")
+	strip := func(line string) string { return line[strings.Index(line, `"level"`):] }
+	assert.Equal(t, strip(recorded), strip(out.String()), "Log writes Record's line")
+}

@@ -86,6 +86,106 @@ func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed boo
 	return true, fmt.Errorf("end pid %d: %w", p.PID, ErrStillRunning)
 }
 
+// EndGroup makes sure the process group that p leads (a pane's process:
+// tmux starts it as a session leader) is gone, with every process in it,
+// also those that outlive their leader: it sends the group SIGHUP, waits
+// up to grace for it to empty, then sends it SIGKILL and waits up to grace
+// again, polling every poll. A CLI that ignores the hangup its terminal
+// sends (Gemini's launcher does, and its child never gets one) ends this
+// way. p.Start 0 means the leader's start time is not known: it is gone,
+// and its group is ended only while no live process holds its pid (the
+// kernel never gives a new process the id of a group that still has
+// members, so the members left are the group's). It does nothing to a
+// group whose leader's pid now names a later process. It returns whether
+// it had to send SIGKILL, ErrStillRunning when a member outlived it, or
+// ctx's error.
+func (p Process) EndGroup(ctx context.Context, grace, poll time.Duration) (killed bool, err error) {
+	if p.PID <= 1 || !p.leads() {
+		return false, nil
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGHUP)
+	if groupGone(ctx, p, grace, poll) {
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	if groupGone(ctx, p, grace, poll) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	return true, fmt.Errorf("end group %d: %w", p.PID, ErrStillRunning)
+}
+
+// leads reports whether p.PID still names p's group: the leader runs with
+// its start time (or as a zombie), or, its start time unknown, no live
+// process has its pid.
+func (p Process) leads() bool {
+	start, state, err := stat(p.PID)
+	if err != nil {
+		return true // no process has the pid: only the group can be left
+	}
+	if p.Start == 0 {
+		return state == 'Z'
+	}
+	return start == p.Start
+}
+
+// GroupRunning reports whether a process other than a zombie is in process
+// group pgid, from /proc/<pid>/stat (field 5, pgrp) of every process.
+func GroupRunning(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, state, err := pgrp(pid); err == nil && g == pgid && state != 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// groupGone polls until no process of p's group runs, for at most wait or
+// until ctx ends, and reports whether it is gone.
+func groupGone(ctx context.Context, p Process, wait, poll time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for GroupRunning(p.PID) {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return !GroupRunning(p.PID)
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// pgrp reads the process group and the state of pid from /proc/<pid>/stat.
+func pgrp(pid int) (int, byte, error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	// fields[0] is field 3 (state); field 5 (pgrp) is fields[2].
+	g, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat pid %d: pgrp: %w", pid, err)
+	}
+	return g, fields[0][0], nil
+}
+
 // gone polls until p no longer runs, for at most wait or until ctx ends,
 // and reports whether it is gone.
 func gone(ctx context.Context, p Process, wait, poll time.Duration) bool {
@@ -107,30 +207,40 @@ func gone(ctx context.Context, p Process, wait, poll time.Duration) bool {
 
 // stat reads the start time and the state of pid from /proc/<pid>/stat.
 func stat(pid int) (start uint64, state byte, err error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+	start, err = strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat pid %d: starttime: %w", pid, err)
+	}
+	return start, fields[0][0], nil
+}
+
+// statFields returns the fields of /proc/<pid>/stat from field 3 (state)
+// on, at least 20 of them, the first one a single byte.
+func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if _, serr := os.Stat("/proc/self/stat"); serr != nil {
-				return 0, 0, ErrUnsupported
+				return nil, ErrUnsupported
 			}
 		}
-		return 0, 0, fmt.Errorf("stat pid %d: %w", pid, err)
+		return nil, fmt.Errorf("stat pid %d: %w", pid, err)
 	}
 	// The command name is in parentheses and may hold spaces and
 	// parentheses itself: the fields that follow start after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 >= len(s) {
-		return 0, 0, fmt.Errorf("stat pid %d: malformed %q", pid, s)
+		return nil, fmt.Errorf("stat pid %d: malformed %q", pid, s)
 	}
 	fields := strings.Fields(s[i+2:])
-	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
 	if len(fields) < 20 || len(fields[0]) != 1 {
-		return 0, 0, fmt.Errorf("stat pid %d: malformed %q", pid, s)
+		return nil, fmt.Errorf("stat pid %d: malformed %q", pid, s)
 	}
-	start, err = strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("stat pid %d: starttime: %w", pid, err)
-	}
-	return start, fields[0][0], nil
+	return fields, nil
 }

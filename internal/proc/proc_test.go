@@ -85,3 +85,78 @@ func TestEndKillsTheGroup(t *testing.T) {
 	assert.Eventually(t, func() bool { return !sleeper.Running() }, 5*time.Second, 5*time.Millisecond,
 		"the child in the group is killed too")
 }
+
+// groupChild starts script under sh as a process group leader; the script
+// writes the pid of a member it starts to "$0", which groupChild returns.
+func groupChild(t *testing.T, script string) (leader, member Process) {
+	t.Helper()
+	file := t.TempDir() + "/pid"
+	leader = child(t, "sh", "-c", script, file)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		b, err := os.ReadFile(file)
+		require.NoError(c, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(c, err)
+		member, err = Lookup(pid)
+		require.NoError(c, err)
+	}, 5*time.Second, 5*time.Millisecond)
+	t.Cleanup(func() { _ = syscall.Kill(member.PID, syscall.SIGKILL) })
+	return leader, member
+}
+
+// TestEndGroupHangup: a group that ends on SIGHUP is not killed.
+func TestEndGroupHangup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	leader, member := groupChild(t, `sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
+	killed, err := leader.EndGroup(t.Context(), 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.False(t, member.Running())
+	assert.False(t, GroupRunning(leader.PID))
+}
+
+// TestEndGroupIgnoringHangup: a group whose processes ignore SIGHUP, as
+// Gemini's do, is killed, every member with it.
+func TestEndGroupIgnoringHangup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	leader, member := groupChild(t, `trap "" HUP; sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
+	killed, err := leader.EndGroup(t.Context(), 100*time.Millisecond, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, killed)
+	assert.False(t, member.Running())
+	assert.False(t, GroupRunning(leader.PID))
+}
+
+// TestEndGroupAfterItsLeader: the members a dead leader left behind are
+// ended too, its start time unknown.
+func TestEndGroupAfterItsLeader(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	leader, member := groupChild(t, `trap "" HUP; sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
+	require.NoError(t, syscall.Kill(leader.PID, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !leader.Running() }, 5*time.Second, 5*time.Millisecond)
+	require.True(t, GroupRunning(leader.PID), "the member outlives its leader")
+	killed, err := Process{PID: leader.PID}.EndGroup(t.Context(), 100*time.Millisecond, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, killed)
+	assert.False(t, member.Running())
+}
+
+// TestEndGroupOfAnotherProcess: a pid that names a later process than the
+// leader is left alone, with its group.
+func TestEndGroupOfAnotherProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	leader, member := groupChild(t, `sleep 30 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait`)
+	killed, err := Process{PID: leader.PID, Start: leader.Start + 1}.EndGroup(t.Context(), 50*time.Millisecond, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.True(t, leader.Running())
+	assert.True(t, member.Running())
+}

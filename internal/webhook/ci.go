@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/go-github/v84/github"
-
 	"github.com/loopd/loopd/desired"
 )
 
@@ -67,8 +65,8 @@ func (f ciFailure) claims() (claims, conflicts []string) {
 // check still running, one that did not fail, one with no such pull
 // request (GitHub lists none for a fork's), and one that ran on a commit
 // that is no longer its pull request's head.
-func ciChange(action string, repo *github.Repository, sender *github.User, prs []*github.PullRequest, f ciFailure) (change, string, error) {
-	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+func ciChange(action string, repo repository, sender user, prs []prRef, f ciFailure) (change, string, error) {
+	owner, name := repo.Owner.Login, repo.Name
 	switch {
 	case owner == "" || name == "":
 		return change{}, "", fmt.Errorf("%w: no repository owner or name", errIncomplete)
@@ -79,17 +77,17 @@ func ciChange(action string, repo *github.Repository, sender *github.User, prs [
 	case f.commit == "":
 		return change{}, "", fmt.Errorf("%w: no head_sha", errIncomplete)
 	}
-	var pr *github.PullRequest
+	var pr *prRef
 	stale := false
-	for _, p := range prs {
-		if p.GetNumber() <= 0 || !strings.EqualFold(p.GetBase().GetRepo().GetName(), name) {
+	for i, p := range prs {
+		if p.Number <= 0 || !strings.EqualFold(p.Base.Repo.Name, name) {
 			continue
 		}
-		if !strings.EqualFold(p.GetHead().GetSHA(), f.commit) {
+		if !strings.EqualFold(p.Head.SHA, f.commit) {
 			stale = true
 			continue
 		}
-		pr = p
+		pr = &prs[i]
 		break
 	}
 	switch {
@@ -98,20 +96,20 @@ func ciChange(action string, repo *github.Repository, sender *github.User, prs [
 	case pr == nil:
 		return change{}, reasonNoPullRequest, nil
 	}
-	who := sender.GetLogin()
+	who := sender.Login
 	if who == "" {
 		who = f.check
 	}
 	out, cut := cutOutput(f.output)
 	c := change{
-		key:        desired.Key{Owner: owner, Repo: name, Number: pr.GetNumber()},
+		key:        desired.Key{Owner: owner, Repo: name, Number: pr.Number},
 		kind:       desired.KindPullRequest,
 		sender:     who,
-		senderType: sender.GetType(),
+		senderType: sender.Type,
 		commit:     f.commit,
 		ci:         &f,
 		prompt: &PromptInput{
-			Check: f.check, Conclusion: f.conclusion, Commit: f.commit, Head: pr.GetHead().GetRef(),
+			Check: f.check, Conclusion: f.conclusion, Commit: f.commit, Head: pr.Head.Ref,
 			URL: f.url, Body: out, OutputCut: cut,
 		},
 	}
@@ -131,43 +129,43 @@ func cutOutput(s string) (string, int) {
 	return s[:end], len(s) - end
 }
 
-func classifyCheckRun(e *github.CheckRunEvent) (change, string, error) {
-	run := e.GetCheckRun()
+func classifyCheckRun(e *payload) (change, string, error) {
+	run := e.CheckRun
 	var out []string
-	for _, part := range []string{run.GetOutput().GetTitle(), run.GetOutput().GetSummary(), run.GetOutput().GetText()} {
+	for _, part := range []string{run.Output.Title, run.Output.Summary, run.Output.Text} {
 		if part != "" {
 			out = append(out, part)
 		}
 	}
-	url := run.GetDetailsURL()
+	url := run.DetailsURL
 	if url == "" {
-		url = run.GetHTMLURL()
+		url = run.HTMLURL
 	}
-	f := ciFailure{check: run.GetName(), conclusion: run.GetConclusion(), commit: run.GetHeadSHA(), url: url,
-		output: strings.Join(out, "\n\n"), suite: run.GetCheckSuite().GetID()}
-	return ciChange(e.GetAction(), e.Repo, e.Sender, run.PullRequests, f)
+	f := ciFailure{check: run.Name, conclusion: run.Conclusion, commit: run.HeadSHA, url: url,
+		output: strings.Join(out, "\n\n"), suite: run.CheckSuite.ID}
+	return ciChange(e.Action, e.Repository, e.Sender, run.PullRequests, f)
 }
 
-func classifyCheckSuite(e *github.CheckSuiteEvent) (change, string, error) {
-	s := e.GetCheckSuite()
-	name := s.GetApp().GetName()
+func classifyCheckSuite(e *payload) (change, string, error) {
+	s := e.CheckSuite
+	name := s.App.Name
 	if name == "" {
-		name = s.GetApp().GetSlug()
+		name = s.App.Slug
 	}
-	f := ciFailure{check: name, conclusion: s.GetConclusion(), commit: s.GetHeadSHA(), suite: s.GetID(), rollup: true}
-	if u := e.GetRepo().GetHTMLURL(); u != "" && f.commit != "" {
+	f := ciFailure{check: name, conclusion: s.Conclusion, commit: s.HeadSHA, suite: s.ID, rollup: true}
+	if u := e.Repository.HTMLURL; u != "" && f.commit != "" {
 		f.url = u + "/commit/" + f.commit + "/checks"
 	}
-	return ciChange(e.GetAction(), e.Repo, e.Sender, s.PullRequests, f)
+	return ciChange(e.Action, e.Repository, e.Sender, s.PullRequests, f)
 }
 
-func classifyWorkflowRun(e *github.WorkflowRunEvent) (change, string, error) {
-	w := e.GetWorkflowRun()
-	name := w.GetName()
+func classifyWorkflowRun(e *payload) (change, string, error) {
+	w := e.WorkflowRun
+	name := w.Name
 	if name == "" {
-		name = e.GetWorkflow().GetName()
+		name = e.Workflow.Name
 	}
-	f := ciFailure{check: name, conclusion: w.GetConclusion(), commit: w.GetHeadSHA(), url: w.GetHTMLURL(),
-		suite: w.GetCheckSuiteID(), rollup: true}
-	return ciChange(e.GetAction(), e.Repo, e.Sender, w.PullRequests, f)
+	f := ciFailure{check: name, conclusion: w.Conclusion, commit: w.HeadSHA, url: w.HTMLURL,
+		suite: w.CheckSuiteID, rollup: true}
+	return ciChange(e.Action, e.Repository, e.Sender, w.PullRequests, f)
 }

@@ -18,8 +18,9 @@
 //  5. A missing X-GitHub-Event or a missing or malformed X-GitHub-Delivery
 //     gets 400; a content type other than application/json gets 415.
 //  6. ping gets 200; events other than the eight below get 202, ignored.
-//  7. The payload is parsed (400 when malformed) and mapped by the table
-//     below; unhandled actions get 202, ignored.
+//  7. The payload is decoded (400 when malformed), into the few fields
+//     the classifiers read (payload), and mapped by the table below;
+//     unhandled actions get 202, ignored.
 //  8. The rules that keep loopd from talking to itself and the route's
 //     triggers (filter) drop the prompt of: loopd's own login
 //     (github.botLogin, even when authorized), a Bot account not in
@@ -38,8 +39,11 @@
 //     does not, and CI failures, only reach an item loopd holds (ignored
 //     otherwise, with the reason). A repository with no route gets 202,
 //     ignored.
-//  9. The route's workdir is rendered and the change is ingested. Accepted
-//     gets 202 and wakes the reconciler; a redelivery (same
+//  9. The route's workdir is rendered and the change is ingested, with its
+//     journal row in the same transaction; concurrent deliveries share a
+//     commit (desired's group commit), and each is answered only once the
+//     commit that holds it is done. Accepted gets 202 and wakes the
+//     reconciler; a redelivery (same
 //     X-GitHub-Delivery) gets 200 and changes nothing; a store error,
 //     a store locked past the answer timeout included, gets 503, logged at
 //     once and journaled once the store takes writes again, so GitHub shows
@@ -102,7 +106,7 @@
 // a whole text to a working agent for each is noise; a new comment is how
 // to tell the agent something. A "commented" review without a body queues
 // nothing because its inline comments arrive as review comment events of
-// their own. Other events are ignored before their payload is parsed.
+// their own. Other events are ignored before their payload is decoded.
 //
 // The prompt of a delivery is built by Render: a fixed header line, then the
 // payload text framed as untrusted data, sanitized of terminal controls, with

@@ -76,95 +76,84 @@ func stateOnly(c change, err error, reason string) (change, string, error) {
 	return c, "", nil
 }
 
-// classifier maps one event parsed by github.ParseWebHook to a change. It
+// classifier maps the payload of one handled event to a change. It
 // returns a non-empty ignore reason when the action does not concern loopd
 // (see the table in the package doc), and an error wrapping errIncomplete
 // when the payload lacks the repository, the issue or pull request, or the
 // sender.
-type classifier func(parsed any) (change, string, error)
+type classifier func(p *payload) (change, string, error)
 
 // classifiers holds the handled X-GitHub-Event values; every other event is
-// ignored before its payload is parsed.
+// ignored before its payload is decoded.
 var classifiers = map[string]classifier{
-	"issues":                      typed(classifyIssues),
-	"issue_comment":               typed(classifyIssueComment),
-	"pull_request":                typed(classifyPullRequest),
-	"pull_request_review":         typed(classifyReview),
-	"pull_request_review_comment": typed(classifyReviewComment),
-	"check_run":                   typed(classifyCheckRun),
-	"check_suite":                 typed(classifyCheckSuite),
-	"workflow_run":                typed(classifyWorkflowRun),
+	"issues":                      classifyIssues,
+	"issue_comment":               classifyIssueComment,
+	"pull_request":                classifyPullRequest,
+	"pull_request_review":         classifyReview,
+	"pull_request_review_comment": classifyReviewComment,
+	"check_run":                   classifyCheckRun,
+	"check_suite":                 classifyCheckSuite,
+	"workflow_run":                classifyWorkflowRun,
 }
 
-// typed adapts a classifier of one go-github event type.
-func typed[E any](f func(E) (change, string, error)) classifier {
-	return func(parsed any) (change, string, error) {
-		e, ok := parsed.(E)
-		if !ok {
-			return change{}, "", fmt.Errorf("%w: parsed as %T", errIncomplete, parsed)
-		}
-		return f(e)
-	}
-}
-
-func classifyIssueComment(e *github.IssueCommentEvent) (change, string, error) {
-	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
-	if e.GetAction() != "created" {
+func classifyIssueComment(e *payload) (change, string, error) {
+	c, err := fromIssue(e.Repository, e.Issue, e.Sender)
+	if e.Action != "created" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	if err != nil {
 		return change{}, "", err
 	}
-	c.prompt.Title = e.GetIssue().GetTitle()
-	c.prompt.URL = e.GetComment().GetHTMLURL()
-	c.prompt.Body = e.GetComment().GetBody()
+	c.prompt.Title = e.Issue.Title
+	c.prompt.URL = e.Comment.HTMLURL
+	c.prompt.Body = e.Comment.Body
 	c.text = c.prompt.Body
-	c.source = desired.Source{Kind: desired.SourceIssueComment, ID: e.GetComment().GetID()}
+	c.source = desired.Source{Kind: desired.SourceIssueComment, ID: e.Comment.ID}
 	return c, "", nil
 }
 
-func classifyReview(e *github.PullRequestReviewEvent) (change, string, error) {
-	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
-	if e.GetAction() != "submitted" {
+func classifyReview(e *payload) (change, string, error) {
+	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
+	if e.Action != "submitted" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	// A "commented" review without a body only wraps inline comments, and
 	// each of those arrives as a review comment event of its own.
-	r := e.GetReview()
-	state := r.GetState()
-	if r.GetBody() == "" && state != "approved" && state != "changes_requested" {
+	r := e.Review
+	state := r.State
+	if r.Body == "" && state != "approved" && state != "changes_requested" {
 		return stateOnly(c, err, reasonEmptyReview)
 	}
 	if err != nil {
 		return change{}, "", err
 	}
-	c.prompt.URL = r.GetHTMLURL()
+	c.prompt.URL = r.HTMLURL
 	c.prompt.State = state
-	c.prompt.Body = r.GetBody()
+	c.prompt.Body = r.Body
 	c.text = c.prompt.Body
 	return c, "", nil
 }
 
-func classifyReviewComment(e *github.PullRequestReviewCommentEvent) (change, string, error) {
-	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
-	if e.GetAction() != "created" {
+func classifyReviewComment(e *payload) (change, string, error) {
+	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
+	if e.Action != "created" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	if err != nil {
 		return change{}, "", err
 	}
-	cm := e.GetComment()
-	c.prompt.URL = cm.GetHTMLURL()
-	c.prompt.Path = cm.GetPath()
-	c.prompt.DiffHunk = cm.GetDiffHunk()
-	c.prompt.Body = cm.GetBody()
+	cm := e.Comment
+	c.prompt.URL = cm.HTMLURL
+	c.prompt.Path = cm.Path
+	c.prompt.DiffHunk = cm.DiffHunk
+	c.prompt.Body = cm.Body
 	c.text = c.prompt.Body
-	c.source = desired.Source{Kind: desired.SourceReviewComment, ID: cm.GetID()}
+	c.source = desired.Source{Kind: desired.SourceReviewComment, ID: cm.ID}
 	return c, "", nil
 }
 
-func classifyIssues(e *github.IssuesEvent) (change, string, error) {
-	action := e.GetAction()
+func classifyIssues(e *payload) (change, string, error) {
+	action := e.Action
 	switch action {
 	case "opened", "reopened", "closed", "labeled":
 	case "deleted", "transferred":
@@ -172,26 +161,26 @@ func classifyIssues(e *github.IssuesEvent) (change, string, error) {
 		// nothing about the item loopd holds.
 		return change{}, reasonActionNotHandled, nil
 	default:
-		c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
-	c, err := fromIssue(e.Repo, e.Issue, e.Sender)
+	c, err := fromIssue(e.Repository, e.Issue, e.Sender)
 	if err != nil {
 		return change{}, "", err
 	}
-	c.prompt.Title = e.GetIssue().GetTitle()
-	c.prompt.URL = e.GetIssue().GetHTMLURL()
-	c.prompt.Body = e.GetIssue().GetBody()
+	c.prompt.Title = e.Issue.Title
+	c.prompt.URL = e.Issue.HTMLURL
+	c.prompt.Body = e.Issue.Body
 	c.text, c.opening = opening(action, c.prompt.Title, c.prompt.Body)
 	if action == "labeled" {
-		return labeled(c, e.GetLabel().GetName())
+		return labeled(c, e.Label.Name)
 	}
 	return openClose(opened(c, action), action), "", nil
 }
 
-func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
-	action := e.GetAction()
-	c, err := fromPullRequest(e.Repo, e.PullRequest, e.Sender)
+func classifyPullRequest(e *payload) (change, string, error) {
+	action := e.Action
+	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
 	switch action {
 	case "opened", "reopened", "ready_for_review", "synchronize", "closed", "labeled":
 	default:
@@ -201,15 +190,15 @@ func classifyPullRequest(e *github.PullRequestEvent) (change, string, error) {
 		return change{}, "", err
 	}
 	if action == "synchronize" {
-		c.prompt.Commit = e.GetAfter()
-		c.commit = e.GetAfter()
+		c.prompt.Commit = e.After
+		c.commit = e.After
 	} else {
-		c.prompt.Base = e.GetPullRequest().GetBase().GetRef()
-		c.prompt.Body = e.GetPullRequest().GetBody()
+		c.prompt.Base = e.PullRequest.Base.Ref
+		c.prompt.Body = e.PullRequest.Body
 		c.text, c.opening = opening(action, c.prompt.Title, c.prompt.Body)
 	}
 	if action == "labeled" {
-		return labeled(c, e.GetLabel().GetName())
+		return labeled(c, e.Label.Name)
 	}
 	return openClose(opened(c, action), action), "", nil
 }
@@ -251,17 +240,17 @@ func openClose(c change, action string) change {
 
 // fromIssue starts a change for an issue payload. An issue that carries
 // pull_request links is a pull request (GitHub sends issue_comment for both).
-func fromIssue(repo *github.Repository, is *github.Issue, sender *github.User) (change, error) {
+func fromIssue(repo repository, is *issue, sender user) (change, error) {
 	if is == nil {
 		return change{}, fmt.Errorf("%w: no issue", errIncomplete)
 	}
 	kind := desired.KindIssue
-	if is.IsPullRequest() {
+	if is.PullRequest != nil {
 		kind = desired.KindPullRequest
 	}
-	c, err := start(repo, is.GetNumber(), kind, is.GetState(), is.GetUpdatedAt().Time, sender)
+	c, err := start(repo, is.Number, kind, is.State, is.UpdatedAt.Time, sender)
 	for _, l := range is.Labels {
-		c.labels = append(c.labels, l.GetName())
+		c.labels = append(c.labels, l.Name)
 	}
 	return c, err
 }
@@ -285,23 +274,23 @@ func opening(action, title, body string) (string, bool) {
 
 // fromPullRequest starts a change for a pull request payload, with the
 // title, link and head branch already in the prompt.
-func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *github.User) (change, error) {
+func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, error) {
 	if pr == nil {
 		return change{}, fmt.Errorf("%w: no pull_request", errIncomplete)
 	}
-	c, err := start(repo, pr.GetNumber(), desired.KindPullRequest, pr.GetState(), pr.GetUpdatedAt().Time, sender)
+	c, err := start(repo, pr.Number, desired.KindPullRequest, pr.State, pr.UpdatedAt.Time, sender)
 	if err != nil {
 		return change{}, err
 	}
-	c.prompt.Title = pr.GetTitle()
-	c.prompt.URL = pr.GetHTMLURL()
-	c.prompt.Head = pr.GetHead().GetRef()
-	c.headSHA = pr.GetHead().GetSHA()
+	c.prompt.Title = pr.Title
+	c.prompt.URL = pr.HTMLURL
+	c.prompt.Head = pr.Head.Ref
+	c.headSHA = pr.Head.SHA
 	for _, l := range pr.Labels {
-		c.labels = append(c.labels, l.GetName())
+		c.labels = append(c.labels, l.Name)
 	}
-	if head := pr.GetHead(); strings.EqualFold(head.GetRepo().GetFullName(), repo.GetFullName()) && schema.ValidBranch(head.GetRef()) {
-		c.headRef = head.GetRef()
+	if head := pr.Head; strings.EqualFold(head.Repo.FullName, repo.FullName) && schema.ValidBranch(head.Ref) {
+		c.headRef = head.Ref
 	}
 	return c, nil
 }
@@ -309,21 +298,21 @@ func fromPullRequest(repo *github.Repository, pr *github.PullRequest, sender *gi
 // start begins the change of every handled payload. Its state ("open" or
 // "closed", as of updated) is kept as a snapshot; another value, or none,
 // leaves the state alone.
-func start(repo *github.Repository, number int, kind desired.Kind, state string, updated time.Time, sender *github.User) (change, error) {
-	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+func start(repo repository, number int, kind desired.Kind, state string, updated time.Time, sender user) (change, error) {
+	owner, name := repo.Owner.Login, repo.Name
 	switch {
 	case owner == "" || name == "":
 		return change{}, fmt.Errorf("%w: no repository owner or name", errIncomplete)
 	case number <= 0:
 		return change{}, fmt.Errorf("%w: no issue or pull request number", errIncomplete)
-	case sender.GetLogin() == "":
+	case sender.Login == "":
 		return change{}, fmt.Errorf("%w: no sender", errIncomplete)
 	}
 	c := change{
 		key:        desired.Key{Owner: owner, Repo: name, Number: number},
 		kind:       kind,
-		sender:     sender.GetLogin(),
-		senderType: sender.GetType(),
+		sender:     sender.Login,
+		senderType: sender.Type,
 		stateAt:    updated,
 		prompt:     &PromptInput{},
 	}

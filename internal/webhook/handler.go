@@ -80,8 +80,9 @@ const (
 // is stored and shown in prompts.
 var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// Ingester applies one delivery to the desired state in one transaction.
-// desired.Store satisfies it.
+// Ingester applies one delivery to the desired state in one transaction,
+// with the journal rows in.Journal returns for its result, and returns once
+// that transaction is committed. desired.Store satisfies it.
 type Ingester interface {
 	Ingest(ctx context.Context, in desired.Ingest) (desired.IngestResult, error)
 }
@@ -210,15 +211,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ignore(ctx, w, http.StatusAccepted, d, "", reasonEventNotHandled)
 		return
 	}
-	parsed, err := github.ParseWebHook(d.event, body)
+	p, err := decodePayload(body)
 	if err != nil {
-		h.reject(ctx, w, d, reasonMalformedPayload, "malformed payload: "+err.Error())
+		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
 		return
 	}
-	if a, ok := parsed.(interface{ GetAction() string }); ok {
-		d.action = a.GetAction()
-	}
-	c, reason, err := classify(parsed)
+	d.action = p.Action
+	c, reason, err := classify(p)
 	if err != nil {
 		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
 		return
@@ -371,44 +370,76 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			in.Check = &desired.Check{Commit: c.ci.commit, Claims: claims, Conflicts: conflicts}
 		}
 	}
+	// The journal row goes in the delivery's own transaction: the
+	// delivery and its row are stored together or not at all.
+	in.Journal = func(res desired.IngestResult) []journal.Event {
+		o := ingested(d, key, c, v, res)
+		return []journal.Event{h.opts.Recorder.Row(ctx, o.level, o.name, key, o.kv...)}
+	}
 	res, err := h.opts.Store.Ingest(ctx, in)
-	switch {
-	case err != nil:
+	if err != nil {
 		h.storeFailed(ctx, w, d, key, err)
+		return
+	}
+	o := ingested(d, key, c, v, res)
+	h.opts.Recorder.Log(ctx, o.level, o.name, key, o.kv...)
+	if o.name == journal.DeliveryAccepted {
+		h.opts.Trigger()
+	}
+	reply(w, o.code, o.msg)
+}
+
+// outcome is the answer to one delivery and the event that records it.
+type outcome struct {
+	code  int
+	msg   string
+	level slog.Level
+	name  journal.Name
+	kv    []any
+}
+
+// ignored is the outcome of a delivery ignored for reason.
+func ignored(code int, d delivery, reason string) outcome {
+	return outcome{code: code, msg: "ignored: " + reason, level: slog.LevelInfo, name: journal.DeliveryIgnored,
+		kv: d.attrs("reason", reason)}
+}
+
+// ingested returns the outcome of the change c of delivery d on the item
+// key, under the verdict v, from what the store did with it (res).
+func ingested(d delivery, key string, c change, v verdict, res desired.IngestResult) outcome {
+	switch {
 	case res.Duplicate:
-		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryDuplicate, key, d.attrs()...)
-		reply(w, http.StatusOK, "duplicate delivery; nothing changed")
+		return outcome{code: http.StatusOK, msg: "duplicate delivery; nothing changed", level: slog.LevelInfo,
+			name: journal.DeliveryDuplicate, kv: d.attrs()}
 	case c.unhandled != "" && !res.StateChanged:
 		// An action loopd does not act on, whose state showed nothing new.
-		h.ignore(ctx, w, http.StatusAccepted, d, key, c.unhandled)
+		return ignored(http.StatusAccepted, d, c.unhandled)
 	case v.drop != "" && c.snapshot && !res.StateChanged:
 		// A stranger's, a bot's or an agent's own comment or review, or
 		// one a trigger does not let through, that showed nothing new.
-		h.ignore(ctx, w, http.StatusAccepted, d, key, v.drop)
+		return ignored(http.StatusAccepted, d, v.drop)
 	case res.Unknown && v.unknown != "":
-		h.ignore(ctx, w, http.StatusAccepted, d, key, v.unknown)
+		return ignored(http.StatusAccepted, d, v.unknown)
 	case res.StaleCommit:
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleCommit)
+		return ignored(http.StatusAccepted, d, reasonStaleCommit)
 	case res.Deduplicated:
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonCIDuplicate)
+		return ignored(http.StatusAccepted, d, reasonCIDuplicate)
 	case res.Exists && !res.StateChanged:
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStarted)
+		return ignored(http.StatusAccepted, d, reasonStarted)
 	case res.StaleState && !res.Queued && !res.Created:
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonStaleState)
-	default:
-		attrs := d.attrs("queued", res.Queued, "created", res.Created,
-			"state_changed", res.StateChanged, "stale_state", res.StaleState)
-		if res.StateChanged {
-			attrs = append(attrs, "closed", *c.closed)
-		}
-		if v.drop != "" {
-			// The state applied; the prompt did not, and this says why.
-			attrs = append(attrs, "reason", v.drop)
-		}
-		h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key, attrs...)
-		h.opts.Trigger()
-		reply(w, http.StatusAccepted, "accepted for "+key)
+		return ignored(http.StatusAccepted, d, reasonStaleState)
 	}
+	attrs := d.attrs("queued", res.Queued, "created", res.Created,
+		"state_changed", res.StateChanged, "stale_state", res.StaleState)
+	if res.StateChanged {
+		attrs = append(attrs, "closed", *c.closed)
+	}
+	if v.drop != "" {
+		// The state applied; the prompt did not, and this says why.
+		attrs = append(attrs, "reason", v.drop)
+	}
+	return outcome{code: http.StatusAccepted, msg: "accepted for " + key, level: slog.LevelInfo,
+		name: journal.DeliveryAccepted, kv: attrs}
 }
 
 // reject answers 400 or 415 to a signed delivery loopd cannot use, and
@@ -444,8 +475,9 @@ func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d deli
 
 // ignore answers code and records delivery.ignored with reason.
 func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, code int, d delivery, key, reason string) {
-	h.opts.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryIgnored, key, d.attrs("reason", reason)...)
-	reply(w, code, "ignored: "+reason)
+	o := ignored(code, d, reason)
+	h.opts.Recorder.Record(ctx, o.level, o.name, key, o.kv...)
+	reply(w, o.code, o.msg)
 }
 
 // reply writes a one-line text/plain answer; GitHub shows it in the

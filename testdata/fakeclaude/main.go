@@ -36,12 +36,18 @@
 //     "hook_event_name": "SessionStart", "source": "startup" or "resume"}
 //     on stdin, as Claude Code does ("clear" after /clear).
 //   - Otherwise it behaves like -p: it answers one prompt (the positional
-//     one, or stdin) on stdout and exits 1.
+//     one, or stdin) on stdout and exits 1 offline (0 logged in). The user
+//     line goes into the transcript first, the answer after
+//     FAKECLAUDE_REPLY_DELAY. With --output-format json the answer is one
+//     result object, {"type":"result", "is_error", "result",
+//     "session_id", …}, as the real CLI prints (harness-cli-facts.md,
+//     "Headless turns"). SIGTERM ends it at once, with the signal.
 //
 // Environment knobs:
 //
 //	FAKECLAUDE_RESUME_FAIL_DELAY  Go duration before a missing resume exits (default 600ms)
-//	FAKECLAUDE_REPLY_DELAY        Go duration each turn stays busy ("esc to interrupt"; default 0)
+//	FAKECLAUDE_REPLY_DELAY        Go duration each turn stays busy ("esc to interrupt"; default 0); in print mode, between the user line and the answer
+//	FAKECLAUDE_CHILD_PID_FILE     print mode: start a child (sleep) in the fake's process group and write its pid to this file, as a CLI's tool would
 //	FAKECLAUDE_TRUST_PROMPT=1     show the workspace trust dialog until Enter (TUI only, like the real one)
 //	FAKECLAUDE_CRASH_AFTER        Go duration after which the TUI exits 1
 //	FAKECLAUDE_IGNORE_SIGHUP=1    ignore SIGHUP (and keep running when the terminal goes away)
@@ -67,6 +73,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -125,6 +132,7 @@ type knobs struct {
 	menuLog         string
 	permission      bool
 	echo            bool
+	childPIDFile    string
 }
 
 // reply is the answer to prompt outside a usage limit.
@@ -163,6 +171,7 @@ func readKnobs() (knobs, error) {
 		limitForm:       "epoch",
 		limitCursor:     1,
 		menuLog:         os.Getenv("FAKECLAUDE_MENU_LOG"),
+		childPIDFile:    os.Getenv("FAKECLAUDE_CHILD_PID_FILE"),
 		permission:      os.Getenv("FAKECLAUDE_PERMISSION_PROMPT") == "1",
 		echo:            os.Getenv("FAKECLAUDE_ECHO") == "1",
 	}
@@ -510,15 +519,43 @@ func printMode(inv invocation, k knobs, st store) int {
 		fmt.Fprintln(os.Stderr, "Error: Input must be provided either through stdin or as a prompt argument when using --print")
 		return 1
 	}
-	if err := errors.Join(s.user(prompt), s.answer(k.reply(prompt))); err != nil {
+	if k.childPIDFile != "" {
+		// A tool the turn runs: a child in the CLI's own process group.
+		child := exec.Command("sleep", "3600")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+			return 1
+		}
+		if err := os.WriteFile(k.childPIDFile, []byte(strconv.Itoa(child.Process.Pid)+"\n"), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+			return 1
+		}
+	}
+	if err := s.user(prompt); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
-	fmt.Println(k.reply(prompt))
-	if k.notLoggedIn {
+	time.Sleep(k.replyDelay)
+	if err := s.answer(k.reply(prompt)); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
-	return 0
+	code := 0
+	if k.notLoggedIn {
+		code = 1
+	}
+	if inv.outputFormat != "json" {
+		fmt.Println(k.reply(prompt))
+		return code
+	}
+	out, err := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": code != 0, "num_turns": 1,
+		"result": k.reply(prompt), "session_id": s.id})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
+	fmt.Println(string(out))
+	return code
 }
 
 // resume points s at the conversation inv resumes, or at a fork of it.

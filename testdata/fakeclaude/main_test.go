@@ -499,3 +499,47 @@ func TestContinue(t *testing.T) {
 	prompts, _ := turns(t, a, dir, id)
 	assert.Equal(t, []string{"first", "next"}, prompts)
 }
+
+// TestHeadlessForm runs the adapter's headless argv (harness.Headless):
+// the result object names the conversation, both turns go into one
+// transcript, and the user line is written before the reply delay.
+func TestHeadlessForm(t *testing.T) {
+	config := t.TempDir()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	a, err := harness.New("claude-code", schema.Harness{Command: fakeBin, Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
+	require.NoError(t, err)
+	h := a.(harness.Headless)
+	id := uuid.NewString()
+
+	argv, stdin := h.HeadlessArgv(id, "first", false)
+	code, stdout, _ := runFake(t, dir, config, string(stdin), []string{"FAKECLAUDE_NOT_LOGGED_IN=1"}, argv[1:]...)
+	assert.Equal(t, 1, code, "offline, as the real CLI")
+	assert.Equal(t, id, h.HeadlessSessionID([]byte(stdout)), stdout)
+	assert.Contains(t, stdout, `"is_error":true`)
+
+	big := strings.Repeat("y", schema.DefaultMaxBootPrompt+1)
+	argv, stdin = h.HeadlessArgv(id, big, true)
+	require.NotNil(t, stdin)
+	started := time.Now()
+	cmd := exec.Command(fakeBin, argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = []string{"CLAUDE_CONFIG_DIR=" + config, "PATH=" + os.Getenv("PATH"), "FAKECLAUDE_REPLY_DELAY=2s"}
+	cmd.Stdin = strings.NewReader(string(stdin))
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	// The user line is there while the turn runs.
+	require.Eventually(t, func() bool {
+		prompts, _ := turns(t, a, dir, id)
+		return len(prompts) == 2
+	}, wait, tick)
+	prompts, answers := turns(t, a, dir, id)
+	assert.Equal(t, 1, answers, "the answer waits for the delay")
+	assert.Equal(t, big, prompts[1])
+	require.NoError(t, cmd.Wait(), "logged in")
+	assert.GreaterOrEqual(t, time.Since(started), 2*time.Second)
+	assert.Equal(t, id, h.HeadlessSessionID([]byte(out.String())))
+	_, answers = turns(t, a, dir, id)
+	assert.Equal(t, 2, answers, "both turns in the one transcript")
+}

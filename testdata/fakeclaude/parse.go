@@ -62,6 +62,7 @@ type invocation struct {
 	prompt       string // the first positional argument
 	hasPrompt    bool
 	settings     string // --settings value: a JSON text or a file name
+	outputFormat string // --output-format value (print mode): text, json or stream-json
 }
 
 // looksLikeOption is commander's test for "this argument is an option, not
@@ -134,6 +135,8 @@ func parseArgs(args []string) (invocation, error) {
 			inv.print = true
 		case "--settings":
 			inv.settings = value
+		case "--output-format":
+			inv.outputFormat = value
 		case "-h", "--help":
 			inv.help = true
 		case "-v", "--version":

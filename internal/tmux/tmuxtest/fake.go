@@ -135,6 +135,12 @@ func (f *Fake) ServerOwner(ctx context.Context) (tmux.Owner, error) {
 	return f.owner, nil
 }
 
+// fakePIDBase is where the fake's pane pids start: above Linux's largest
+// pid_max (PID_MAX_LIMIT, 2^22 on 64-bit; proc(5)), so that no fake pane's
+// pid ever names a real process, which code under test might look up or
+// signal (the predecessor of a respawn, a process group).
+const fakePIDBase = 1<<22 + 1
+
 // NewSession creates the session with one live pane, starting the server if
 // needed, as tmux does.
 func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error) {
@@ -162,7 +168,7 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 	p := &fakePane{spec: s, pane: tmux.Pane{
 		Session:        s.Name,
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
-		PID:            10000 + f.nextID,
+		PID:            fakePIDBase + f.nextID,
 		CurrentCommand: tmux.CommandName(s.Argv[0]),
 		Owner:          s.Owner,
 		Activity:       f.seconds(),

@@ -1,0 +1,170 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/runner"
+)
+
+// StopRun ends a run of the process runner with its process group
+// (runner.Runner.Stop): SIGTERM, then SIGKILL. The next pass judges the
+// run that ended by its transcript, as any other.
+type StopRun struct {
+	Key     desired.Key
+	Session string
+	Run     string
+	// DeliveryID is the event the run carries, "" when it already
+	// reached the conversation.
+	DeliveryID string
+	// Timeout is the route's dispatchTimeoutSeconds the run outlived.
+	Timeout time.Duration
+	Reason  Reason
+}
+
+// Item implements Action.
+func (a StopRun) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (StopRun) Name() string { return "stop_run" }
+
+// Mutates implements Action.
+func (StopRun) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a StopRun) Fields() []Field {
+	f := []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyRun, a.Run}}
+	if a.DeliveryID != "" {
+		f = append(f, Field{journal.KeyDelivery, a.DeliveryID})
+	}
+	return append(f, Field{journal.KeyTimeout, a.Timeout.String()}, Field{journal.KeyReason, string(a.Reason)})
+}
+
+func (a StopRun) String() string { return Format(a) }
+
+// Rest puts a process-runner item with no run in flight and no event
+// pending at rest (Idle) until its next event: a headless run is only
+// ever started for an event.
+type Rest struct {
+	Key     desired.Key
+	Session string
+	Reason  Reason
+}
+
+// Item implements Action.
+func (a Rest) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Rest) Name() string { return "rest" }
+
+// Mutates implements Action.
+func (Rest) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a Rest) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyReason, string(a.Reason)}}
+}
+
+func (a Rest) String() string { return Format(a) }
+
+// RunStopGrace is how long StopRun waits for a run's process group to be
+// gone after SIGTERM, and then again after SIGKILL. Claude Code exits 40–150
+// ms after a signal (measured on 2.1.197); a run that ignores SIGTERM
+// holds the pass this long.
+const RunStopGrace = 2 * time.Second
+
+// runStopPoll is how often StopRun looks at /proc.
+const runStopPoll = 10 * time.Millisecond
+
+// runID names a new run: its start time in UTC, which sorts as runs
+// start (runner.Start keeps the newest logs by it).
+func runID(now time.Time) string { return now.UTC().Format("20060102T150405.000000000Z") }
+
+// startRun starts the headless run of a spawn whose intent (phase
+// Spawning, st.RunID) is recorded: argv and stdin are the adapter's
+// headless form (harness.Headless), its environment the harness's on top
+// of what every pane gets (RunEnviron), its cwd the item's workdir. A run
+// that cannot be started is a refused spawn, as a pane tmux refused.
+func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, argv []string, stdin []byte, ad harness.Adapter) error {
+	if e.Runs == nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), fmt.Errorf("start run %s: no process runner", st.RunID))
+	}
+	env := maps.Clone(ad.Env())
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["LOOPD_WORK_ITEM"] = r.Key.String()
+	spec := runner.Spec{Item: s.Session, ID: st.RunID, Cwd: s.Cwd, Argv: argv, Env: launch.Environ(e.RunEnviron, env), Stdin: stdin, Done: e.Wake}
+	if err := e.Runs.Start(ctx, spec); err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // start run <id>: …
+	}
+	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "run", st.RunID,
+		"log", e.Runs.LogPath(s.Session, st.RunID), "mode", string(st.SpawnMode), "harness_session_id", st.HarnessSessionID,
+		"delivery", s.DeliveryID, "bytes", len(s.Prompt), "reason", string(s.Reason))
+	return nil
+}
+
+// headlessArgv is the argv and stdin of a headless turn of ad.
+func headlessArgv(ad harness.Adapter, id, prompt string, resume bool) ([]string, []byte, error) {
+	h, ok := ad.(harness.Headless)
+	if !ok {
+		return nil, nil, fmt.Errorf("harness %s: %w: no headless form", ad.Name(), ErrUnknownHarness)
+	}
+	argv, stdin := h.HeadlessArgv(id, prompt, resume)
+	return argv, stdin, nil
+}
+
+// stopRun carries out a StopRun and journals dispatch.timeout.
+func (e *Executor) stopRun(ctx context.Context, r *desired.Record, a StopRun) error {
+	if e.Runs == nil {
+		return fmt.Errorf("stop run %s of %s: no process runner", a.Run, r.Key)
+	}
+	f, err := e.Runs.Read(a.Session, a.Run)
+	if err != nil {
+		return fmt.Errorf("stop run %s of %s: %w", a.Run, r.Key, err)
+	}
+	killed, err := e.Runs.Stop(ctx, a.Session, f, RunStopGrace, runStopPoll)
+	e.record(ctx, slog.LevelError, journal.DispatchTimeout, r.Key, "session", a.Session, "run", a.Run, "delivery", a.DeliveryID,
+		"timeout", a.Timeout, "pid", f.PID, "killed", killed, "log", f.Log, "reason", string(a.Reason))
+	if err != nil {
+		return fmt.Errorf("stop run %s of %s: %w", a.Run, r.Key, err)
+	}
+	return nil
+}
+
+// endRun ends the run in flight of an item that is stopped (closed or
+// held), if any.
+func (e *Executor) endRun(ctx context.Context, r *desired.Record, session string) error {
+	if r.Status.RunID == "" || e.Runs == nil {
+		return nil
+	}
+	f, err := e.Runs.Read(session, r.Status.RunID)
+	if err != nil {
+		return err
+	}
+	_, err = e.Runs.Stop(ctx, session, f, RunStopGrace, runStopPoll)
+	return err
+}
+
+// rest carries out a Rest.
+func (e *Executor) rest(ctx context.Context, r *desired.Record, a Rest) error {
+	st := r.Status
+	st.Phase, st.Reason, st.NextAttempt = desired.PhaseIdle, string(a.Reason), time.Time{}
+	return e.put(ctx, r, st)
+}
+
+// logOrAttach is what a journal line names to follow an agent: the log
+// of a run, or the tmux command that attaches to its session.
+func (e *Executor) logOrAttach(a MarkRunning) []any {
+	if a.Log != "" {
+		return []any{"log", a.Log}
+	}
+	return []any{"attach", fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)}
+}

@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/proc"
+)
+
+// processEnv is an env whose route runs its agents as processes (runner:
+// process), each run bounded by timeout seconds.
+func processEnv(t *testing.T, timeout int, harnessEnv map[string]string) *env {
+	t.Helper()
+	e := newEnv(t, envOpts{HarnessEnv: harnessEnv})
+	route := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)
+	route["runner"] = "process"
+	route["dispatchTimeoutSeconds"] = timeout
+	e.writeConfig(t)
+	t.Cleanup(func() { e.killRuns(t) })
+	return e
+}
+
+// killRuns kills what is left of the runs of every item: a test that
+// failed midway leaves no process behind.
+func (e *env) killRuns(t testing.TB) {
+	for _, s := range e.starts(t) {
+		if p, err := proc.Lookup(s.PID); err == nil {
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// countTurns returns how many user turns of conversation id of issue 1
+// hold text.
+func (e *env) countTurns(t *testing.T, id, text string) int {
+	t.Helper()
+	return countContaining(e.userTurns(t, keyIssue, id), text)
+}
+
+// TestProcessRunnerSurvivesKill9WithOneTurn: a run is detached from the
+// daemon. A kill -9 of the daemon mid-run leaves it running; the next
+// daemon finds it by its pid file, waits for it, learns its exit status
+// from the wrapper's exit file (it is not the run's parent) and judges it
+// by the transcript: one start, one turn, delivered once. The next event
+// resumes the same conversation headless, and the transcript holds both
+// turns.
+func TestProcessRunnerSurvivesKill9WithOneTurn(t *testing.T) {
+	t.Parallel()
+	e := processEnv(t, 600, map[string]string{"FAKECLAUDE_REPLY_DELAY": "3s"})
+	e.start(t)
+	first := "first event " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d1 := sendComment(t, e, first)
+	start := e.waitStarts(t, 1, waitShort)[0]
+	flag, id := start.mode()
+	require.Equal(t, "--session-id", flag, "%q", start.Argv)
+	assert.Contains(t, start.Argv, "-p")
+	e.waitFor(t, func() bool { return e.countTurns(t, id, first) == 1 }, waitShort, "the run's turn never reached the transcript")
+	harnessProc, err := proc.Lookup(start.PID)
+	require.NoError(t, err)
+	require.True(t, harnessProc.Running())
+
+	e.kill9(t)
+	assert.True(t, harnessProc.Running(), "the run outlived the daemon's kill -9")
+	r := e.mustRecord(t, keyIssue)
+	require.NotEmpty(t, r.Status.RunID)
+	pid, err := os.ReadFile(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), r.Status.RunID+".pid"))
+	require.NoError(t, err)
+	assert.Contains(t, string(pid), `"harness_pid":`+strconv.Itoa(start.PID))
+
+	e.start(t)
+	delivered := waitDelivered(t, e, d1, waitLong)
+	r = e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.False(t, harnessProc.Running())
+	assert.Equal(t, "run_done", r.Status.Reason)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	assert.Empty(t, r.Status.RunID, "judged once")
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, exits, 1)
+	assert.Equal(t, "0", exits[0].Attrs["exit_status"], "the exit status came from the wrapper's file to the next daemon")
+	assert.Equal(t, "run_done", exits[0].Attrs["reason"])
+	assert.NotEmpty(t, delivered.Attrs["via"])
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
+	assert.Len(t, e.starts(t), 1, "one start for one event")
+	assert.Equal(t, 1, e.countTurns(t, id, first), "exactly one turn")
+	spawned := e.eventsNamed(t, journal.SessionSpawned, keyIssue)
+	require.Len(t, spawned, 1)
+	assert.Contains(t, spawned[0].Attrs["log"], filepath.Join(e.stateDir, "runs"))
+
+	second := "second event " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d2 := sendComment(t, e, second)
+	waitDelivered(t, e, d2, waitLong)
+	starts := e.starts(t)
+	require.Len(t, starts, 2)
+	flag, resumed := starts[1].mode()
+	assert.Equal(t, "--resume", flag, "%q", starts[1].Argv)
+	assert.Equal(t, id, resumed)
+	assert.Equal(t, 1, e.countTurns(t, id, first))
+	assert.Equal(t, 1, e.countTurns(t, id, second), "both turns in the one transcript")
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+	assert.Empty(t, e.sessions(t), "no tmux session for a process runner item")
+
+	e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	out := e.mustRun(t, "get")
+	assert.Contains(t, out, "Exited")
+	assert.Contains(t, out, id)
+}
+
+// TestProcessRunnerTimeoutEndsTheRunsGroup: a run past its route's
+// dispatchTimeoutSeconds is ended with its process group (the harness and
+// the tool it started), dispatch.timeout is journaled, and the event,
+// which had reached the conversation, is not run again.
+func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
+	t.Parallel()
+	childFile := filepath.Join(t.TempDir(), "child.pid")
+	e := processEnv(t, 1, map[string]string{"FAKECLAUDE_REPLY_DELAY": "1h", "FAKECLAUDE_CHILD_PID_FILE": childFile})
+	e.start(t)
+	body := "a turn that never ends " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d := sendComment(t, e, body)
+	start := e.waitStarts(t, 1, waitShort)[0]
+	harnessProc, err := proc.Lookup(start.PID)
+	require.NoError(t, err)
+	var child proc.Process
+	e.waitFor(t, func() bool {
+		b, err := os.ReadFile(childFile)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		child, err = proc.Lookup(n)
+		return err == nil
+	}, waitShort, "the harness's tool never started")
+
+	timeouts := e.waitEvent(t, journal.DispatchTimeout, keyIssue, 1, waitShort)
+	assert.Equal(t, d, timeouts[0].Attrs["delivery"])
+	assert.Equal(t, "1s", timeouts[0].Attrs["timeout"])
+	assert.Equal(t, strconv.Itoa(start.PID), timeouts[0].Attrs["pid"])
+	e.waitFor(t, func() bool { return !harnessProc.Running() && !child.Running() }, waitShort, "the run's group outlived its timeout")
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.Equal(t, "run_done", r.Status.Reason, "its event had reached the conversation")
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, exits, 1)
+	assert.Equal(t, strconv.Itoa(int(syscall.SIGTERM)), exits[0].Attrs["signal"], "SIGTERM ended it")
+	time.Sleep(time.Second)
+	assert.Len(t, e.starts(t), 1, "not run again")
+}
+
+// TestProcessRunnerResumeFailureFallsBackToFresh: a headless resume that
+// fails in a moment ("No conversation found", exit 1) falls back to a
+// fresh run that carries the same event, through the decision table
+// (session.resume_failed reason=run_failed), and the event is delivered
+// once, in the new conversation.
+func TestProcessRunnerResumeFailureFallsBackToFresh(t *testing.T) {
+	t.Parallel()
+	e := processEnv(t, 600, map[string]string{"FAKECLAUDE_RESUME_FAIL": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms"})
+	e.start(t)
+	waitDelivered(t, e, sendComment(t, e, "the first event"), waitLong)
+	first := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort).Status.HarnessSessionID
+
+	body := "carried by the fallback " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d := sendComment(t, e, body)
+	waitDelivered(t, e, d, waitLong)
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	second := r.Status.HarnessSessionID
+	require.NotEqual(t, first, second)
+
+	starts := e.starts(t)
+	require.Len(t, starts, 3)
+	var modes []string
+	for _, s := range starts {
+		flag, id := s.mode()
+		modes = append(modes, flag+" "+id)
+	}
+	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
+	failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, second), body), "the fallback carried the event, once")
+	assert.Zero(t, countContaining(e.userTurns(t, keyIssue, first), body))
+	assert.Zero(t, r.Status.Failures, "a failed resume is no failed run")
+}
+
+// TestProcessRunnerUnderCron: reconcile --once starts a run and returns
+// without waiting for it; a later --once finds the run still in flight and
+// leaves it, and the one after it has ended judges it.
+func TestProcessRunnerUnderCron(t *testing.T) {
+	t.Parallel()
+	e := processEnv(t, 600, map[string]string{"FAKECLAUDE_REPLY_DELAY": "3s"})
+	d := e.ingestComment(t, keyIssue, "an event for cron")
+	began := time.Now()
+	_, errOut, code := e.run(t, "reconcile", "--once")
+	require.Zero(t, code, errOut)
+	assert.Less(t, time.Since(began), 3*time.Second, "--once did not wait for the run")
+	start := e.waitStarts(t, 1, waitShort)[0]
+	harnessProc, err := proc.Lookup(start.PID)
+	require.NoError(t, err)
+
+	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	if harnessProc.Running() {
+		assert.True(t, strings.HasPrefix(out, "wait "), "the run in flight is waited for:\n%s", out)
+		assert.NotContains(t, out, "_spawn", "and not started again:\n%s", out)
+	}
+	run := e.mustRecord(t, keyIssue).Status.RunID
+	require.NotEmpty(t, run)
+	e.waitFor(t, func() bool {
+		_, err := os.Stat(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), run+".exit"))
+		return err == nil
+	}, waitShort, "the run never ended")
+	assert.False(t, harnessProc.Running())
+	_, errOut, code = e.run(t, "reconcile", "--once")
+	require.Zero(t, code, errOut)
+	r := e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseExited, r.Status.Phase)
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	assert.Len(t, e.starts(t), 1)
+}
+
+// TestRealClaudeProcessRunnerFreshThenResume: the real Claude Code CLI,
+// headless, offline: the first event runs fresh (-p --session-id), the
+// second resumes it (-p --resume), both exit 1 ("Not logged in"), and both
+// are delivered, judged by the one transcript that holds both turns.
+func TestRealClaudeProcessRunnerFreshThenResume(t *testing.T) {
+	claude := realClaude(t)
+	t.Parallel()
+	e := newEnv(t, envOpts{Harness: claude, HarnessEnv: map[string]string{"DISABLE_AUTOUPDATER": "1"}})
+	route := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)
+	route["runner"] = "process"
+	e.writeConfig(t)
+	e.start(t)
+	first := "first headless turn " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	waitDelivered(t, e, sendComment(t, e, first), waitLong)
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	id := r.Status.HarnessSessionID
+
+	second := "second headless turn " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	waitDelivered(t, e, sendComment(t, e, second), waitLong)
+	r = e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.Equal(t, id, r.Status.HarnessSessionID, "the result's session_id named the same conversation")
+	assert.Equal(t, 1, e.countTurns(t, id, first))
+	assert.Equal(t, 1, e.countTurns(t, id, second), "both turns in the one transcript")
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, exits, 2)
+	for _, ex := range exits {
+		assert.Equal(t, "1", ex.Attrs["exit_status"], "offline: Not logged in")
+		assert.Equal(t, "run_done", ex.Attrs["reason"])
+	}
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+}

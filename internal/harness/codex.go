@@ -1,0 +1,630 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// The Codex adapter follows the CLI of @openai/codex 0.171.0: its --help,
+// and the behaviour measured in docs/reference/harness-cli-facts.md
+// (section 2) and on captured screens under testdata/codex-0.171.0.
+//
+// Codex cannot start a conversation under an id chosen in advance: it
+// mints a UUIDv7 and names its rollout file after it when the first prompt
+// is submitted. loopd learns the id after the spawn (SessionLearner).
+
+// codexSessionFlags are the arguments that choose the conversation, its
+// directory or its server, which the adapter sets itself: extraArgs must
+// not. A subcommand would turn the TUI into another program, -C/--cd and
+// --worktree would move the conversation away from the workdir loopd finds
+// it by, --remote would run it elsewhere, and a second --no-daemon is an
+// error ("cannot be used multiple times").
+var codexSessionFlags = []string{
+	"resume", "fork", "exec", "e", "--last", "--all", "--no-daemon", "--remote", "-C", "--cd", "--worktree", "--",
+}
+
+// codexProcessNames are the names a pane shows while Codex runs: the npm
+// package's bin/codex is a Node launcher (comm "node") that spawns the
+// native binary (comm "codex") as its child, in its own process group;
+// tmux shows the launcher's, the group's leader (measured on 0.171.0).
+var codexProcessNames = []string{"codex", "node"}
+
+// codexPass are the variables of loopd's environment that the adapter
+// passes on: CODEX_HOME says where the CLI keeps its rollouts and its
+// login, which Transcript and Account must find where the CLI writes them.
+var codexPass = []string{"CODEX_HOME"}
+
+// codexDialogs are the screens that replace the input box and wait for a
+// human, in the order they are checked; every marker must be present.
+// Captured on 0.171.0: blocked-login.txt (the first run without a login,
+// or any start without a model provider that needs none) and
+// blocked-resume-cwd.txt (codex resume <id> where the rollout's cwd is not
+// the current one).
+var codexDialogs = []struct {
+	markers []string
+	reason  Block
+}{
+	{[]string{"Working directory · resume", "Use session directory"}, BlockResumeChooser},
+	{[]string{"Welcome to Codex", "Sign in with ChatGPT"}, BlockLoginRequired},
+}
+
+// codexInputBox is the input box's first line: "› " at the start of a
+// line, the last such line of the screen (the user's earlier messages in
+// the history start with it too).
+const codexInputBox = "\n› "
+
+// codexEmptyBox is in the footer under the input box while the box is
+// empty ("← for agents · ? for shortcuts"); text in the box replaces it
+// (by nothing, or by "tab to queue message" while a turn runs). The box's
+// placeholder text varies, so the footer is what tells an empty box.
+const codexEmptyBox = "? for shortcuts"
+
+type codex struct {
+	base
+}
+
+func newCodex(b base) (*codex, error) {
+	for _, arg := range b.extra {
+		for _, flag := range codexSessionFlags {
+			if arg == flag || strings.HasPrefix(flag, "--") && strings.HasPrefix(arg, flag+"=") {
+				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+			}
+		}
+	}
+	b.pass = append(b.pass, codexPass...)
+	return &codex{base: b}, nil
+}
+
+// ProcessNames adds "codex" and "node" to the base names unless
+// processName is set.
+func (c *codex) ProcessNames() []string {
+	names := c.base.ProcessNames()
+	if c.processNamed {
+		return names
+	}
+	for _, n := range codexProcessNames {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// SupportsResume is true: codex resume <id> resumes interactively.
+func (c *codex) SupportsResume() bool { return true }
+
+// ValidSessionID requires SessionIDPattern and a UUID in its lowercase
+// canonical form, not the nil UUID. Codex mints UUIDv7 ids and names its
+// rollouts after them in lowercase; a non-UUID would be looked up as a
+// session name.
+func (c *codex) ValidSessionID(id string) bool {
+	if !SessionIDPattern.MatchString(id) {
+		return false
+	}
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id && u != uuid.Nil
+}
+
+// FreshArgv is [command --no-daemon extraArgs... -- prompt]. Codex mints
+// the conversation's id itself, so id is not passed (SessionLearner
+// learns it). --no-daemon keeps Codex from starting the shared app-server
+// processes, which outlive the pane; "--" keeps a prompt that starts with
+// "-" from being read as a flag (measured). An empty prompt leaves both
+// out.
+func (c *codex) FreshArgv(_, prompt string) []string {
+	return c.argv(nil, "", prompt)
+}
+
+// ResumeArgv is [command resume --no-daemon extraArgs... id -- prompt]: id
+// as its own element, where the subcommand takes its session id. Codex
+// looks the id up globally and opens its "Working directory" chooser when
+// the rollout's cwd is not the current one: loopd always resumes in the
+// recorded workdir, and takes that chooser for a failed resume.
+func (c *codex) ResumeArgv(id, prompt string) []string {
+	return c.argv([]string{"resume"}, id, prompt)
+}
+
+func (c *codex) argv(sub []string, id, prompt string) []string {
+	argv := append([]string{c.command}, sub...)
+	argv = append(argv, "--no-daemon")
+	argv = append(argv, c.extra...)
+	if id != "" {
+		argv = append(argv, id)
+	}
+	if prompt != "" {
+		argv = append(argv, "--", prompt)
+	}
+	return argv
+}
+
+// HeadlessArgv is [command exec [resume] --json --skip-git-repo-check
+// extraArgs... [id] -], with prompt on stdin ("-": Codex reads the prompt
+// from stdin, so no prompt is ever too long for argv). A fresh turn cannot
+// pin id: its output names the id (HeadlessSessionID). exec has no
+// --no-daemon (it starts no shared server), and --skip-git-repo-check lets
+// it run in a workdir that is not a git repository.
+func (c *codex) HeadlessArgv(id, prompt string, resume bool) ([]string, []byte) {
+	argv := []string{c.command, "exec"}
+	if resume {
+		argv = append(argv, "resume")
+	}
+	argv = append(argv, "--json", "--skip-git-repo-check")
+	argv = append(argv, c.extra...)
+	if resume {
+		argv = append(argv, id)
+	}
+	return append(argv, "-"), []byte(prompt)
+}
+
+// HeadlessSessionID returns the thread_id of the first
+// {"type":"thread.started"} line of codex exec --json's output (measured
+// on 0.171.0: it is the run's first line, for a fresh turn and a resumed
+// one alike), "" when there is none or it is not an id Codex writes.
+func (c *codex) HeadlessSessionID(output []byte) string {
+	for line := range bytes.Lines(output) {
+		var l struct {
+			Type     string `json:"type"`
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(line, &l) == nil && l.Type == "thread.started" {
+			if c.ValidSessionID(l.ThreadID) {
+				return l.ThreadID
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// Env is the harness env, on top of loopd's values of passEnv and
+// codexPass.
+func (c *codex) Env() map[string]string { return c.paneEnv() }
+
+// home is the directory Codex keeps its sessions and login in: CODEX_HOME
+// as the pane sees it (taken against cwd when relative), else
+// $HOME/.codex.
+func (c *codex) home(cwd string) (string, error) {
+	if dir := c.getenv("CODEX_HOME"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		return dir, nil
+	}
+	home := c.getenv("HOME")
+	if home == "" {
+		return "", errors.New("neither CODEX_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".codex"), nil
+}
+
+// codexMeta is the part of a rollout's first line, its session_meta, that
+// loopd reads.
+type codexMeta struct {
+	Type    string `json:"type"`
+	Payload struct {
+		ID        string `json:"id"`
+		Timestamp string `json:"timestamp"`
+		Cwd       string `json:"cwd"`
+	} `json:"payload"`
+}
+
+// readMeta reads the session_meta line that opens the rollout at path;
+// false when the file holds none (empty, torn, or another line first).
+func readMeta(path string) (codexMeta, bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return codexMeta{}, false, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		return codexMeta{}, false, nil
+	}
+	var m codexMeta
+	if json.Unmarshal(line, &m) != nil || m.Type != "session_meta" || m.Payload.ID == "" {
+		return codexMeta{}, false, nil
+	}
+	return m, true, nil
+}
+
+// Transcript reports the rollout <CODEX_HOME or $HOME/.codex>/sessions/
+// YYYY/MM/DD/rollout-<start>-<id>.jsonl. Codex looks a resume's id up in
+// every day's directory, so all are searched. It exists when its first
+// line is the session_meta of id and names the physical cwd as the
+// session's: a rollout of another cwd opens Codex's chooser, which loopd
+// never answers. It returns ErrInvalidSessionID for an id that fails
+// ValidSessionID.
+func (c *codex) Transcript(cwd, id string) (Transcript, error) {
+	if !c.ValidSessionID(id) {
+		return Transcript{}, fmt.Errorf("transcript %q: %w", id, ErrInvalidSessionID)
+	}
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	home, err := c.home(dir)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	sessions := filepath.Join(home, "sessions")
+	matches, err := filepath.Glob(filepath.Join(sessions, "*", "*", "*", "rollout-*-"+id+".jsonl"))
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t := Transcript{Known: true, Path: filepath.Join(sessions, "rollout-"+id+".jsonl")}
+	if len(matches) == 0 {
+		return t, nil
+	}
+	t.Path = matches[0]
+	info, err := os.Stat(t.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return t, nil
+	}
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t.Size, t.ModTime = info.Size(), info.ModTime()
+	m, ok, err := readMeta(t.Path)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t.Exists = ok && m.Payload.ID == id && m.Payload.Cwd == dir
+	return t, nil
+}
+
+// TranscriptFrames reads Codex's rollout: each user message's text
+// (codexUserText).
+func (c *codex) TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error) {
+	return scanFrames(tr, frames, codexUserText)
+}
+
+// codexUserText returns the text of a rollout line that records a message
+// the user typed or pasted, and whether it is one: an event_msg whose
+// payload is an item_completed of a "UserMessage" item (0.171.0, its text
+// parts joined), or a "user_message" event (its message; earlier
+// versions). The response_item lines of role "user" are left out: Codex
+// writes its own context there too (<environment_context>), and the
+// agent's tools and its own words are other lines.
+func codexUserText(line []byte) (string, bool) {
+	if !bytes.Contains(line, []byte(`"event_msg"`)) {
+		return "", false
+	}
+	var l struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+			Item    struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"item"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.Type != "event_msg" {
+		return "", false
+	}
+	switch {
+	case l.Payload.Type == "user_message":
+		return l.Payload.Message, true
+	case l.Payload.Type == "item_completed" && l.Payload.Item.Type == "UserMessage":
+		var b strings.Builder
+		for _, p := range l.Payload.Item.Content {
+			if p.Type == "text" {
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String(), true
+	}
+	return "", false
+}
+
+// SessionsStarted returns the conversations Codex started in the physical
+// cwd at or after since, oldest first: the rollouts under
+// <home>/sessions whose session_meta names cwd and a start not before
+// since, each with the text of its first user message. A rollout is
+// written at the first prompt, with the session's start (the TUI's)
+// as its session_meta timestamp. Only the day directories from the day
+// before since on are read, as a rollout's directory is its start's date.
+func (c *codex) SessionsStarted(cwd string, since time.Time) ([]Started, error) {
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return nil, fmt.Errorf("sessions started in %s: %w", cwd, err)
+	}
+	home, err := c.home(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sessions started in %s: %w", cwd, err)
+	}
+	var out []Started
+	for _, day := range daysFrom(filepath.Join(home, "sessions"), since.AddDate(0, 0, -1)) {
+		names, err := filepath.Glob(filepath.Join(day, "rollout-*.jsonl"))
+		if err != nil {
+			return nil, fmt.Errorf("sessions started in %s: %w", cwd, err)
+		}
+		for _, path := range names {
+			m, ok, err := readMeta(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted since the listing
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sessions started in %s: %w", cwd, err)
+			}
+			at, perr := time.Parse(time.RFC3339Nano, m.Payload.Timestamp)
+			if !ok || perr != nil || m.Payload.Cwd != dir || at.Before(since.Truncate(time.Millisecond)) ||
+				!c.ValidSessionID(m.Payload.ID) || !strings.HasSuffix(path, "-"+m.Payload.ID+".jsonl") {
+				continue
+			}
+			first, err := firstUserText(path)
+			if err != nil {
+				return nil, fmt.Errorf("sessions started in %s: %w", cwd, err)
+			}
+			out = append(out, Started{ID: m.Payload.ID, At: at, First: first})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Started) int { return a.At.Compare(b.At) })
+	return out, nil
+}
+
+// daysFrom returns the day directories root/YYYY/MM/DD whose date is from
+// (in UTC) or later, in order.
+func daysFrom(root string, from time.Time) []string {
+	first := from.UTC().Format("2006/01/02")
+	days, _ := filepath.Glob(filepath.Join(root, "[0-9][0-9][0-9][0-9]", "[0-9][0-9]", "[0-9][0-9]"))
+	var out []string
+	for _, d := range days {
+		rel, err := filepath.Rel(root, d)
+		if err == nil && filepath.ToSlash(rel) >= first {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// firstUserText returns the text of the first user message in the rollout
+// at path, "" when it holds none yet.
+func firstUserText(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadBytes('\n')
+		if text, ok := codexUserText(line); ok {
+			return text, nil
+		}
+		if err != nil {
+			return "", nil
+		}
+	}
+}
+
+// Screen classifies a plain capture-pane of the Codex TUI: Blocked at a
+// dialog that replaces the input box (the login screen, the "Working
+// directory · resume" chooser), Ready when the input box is drawn empty
+// (or cfg.ReadyPattern matches), Draft when it holds text, else Busy
+// (starting). A turn in progress keeps the box drawn and takes what is
+// submitted into the turn (measured: a paste and Enter while "Working"
+// reaches the rollout as a user message), so it is Ready too.
+func (c *codex) Screen(text string) (Screen, string) {
+	for _, d := range codexDialogs {
+		if containsAll(text, d.markers) {
+			return ScreenBlocked, d.reason
+		}
+	}
+	if c.ready != nil {
+		if c.ready.MatchString(text) {
+			return ScreenReady, ""
+		}
+		return ScreenBusy, ""
+	}
+	i := strings.LastIndex("\n"+text, codexInputBox)
+	if i < 0 {
+		return ScreenBusy, ""
+	}
+	if strings.Contains(text[i:], codexEmptyBox) {
+		return ScreenReady, ""
+	}
+	return ScreenDraft, "input box holds unsubmitted text"
+}
+
+// Blocked returns the dialog Screen reports, "" for none.
+func (c *codex) Blocked(text string) Block {
+	if s, why := c.Screen(text); s == ScreenBlocked {
+		return why
+	}
+	return ""
+}
+
+// codexLimitLine is how Codex words a usage limit (codex-rs error.rs,
+// UsageLimitReachedError and QuotaExceeded; the 0.171.0 binary's strings):
+// "You’ve hit your usage limit. … try again at Dec 1st, 2026 1:09 AM."
+// (measured, with a typographic apostrophe), "You've reached your usage
+// limit", "Quota exceeded. Check your plan and billing details.", and the
+// credit messages.
+var codexLimitLine = regexp.MustCompile(`(?i)(you(?:'|’)ve (?:hit|reached) your usage limit|quota exceeded\. check your plan|you(?:'|’)re out of credits|workspace is out of credits)`)
+
+// codexRate is an API rate-limit (HTTP 429) error Codex gave up retrying
+// ("exceeded retry limit, last status: 429 Too Many Requests"), codexOverload
+// its overload message.
+var (
+	codexRate     = regexp.MustCompile(`(?i)exceeded retry limit, last status: 429`)
+	codexOverload = regexp.MustCompile(`(?i)currently experiencing high (?:demand|load)`)
+)
+
+// codexTryAgain is the reset a usage-limit message names: "try again at
+// 1:09 AM", or with a date, "try again at Dec 1st, 2026 1:09 AM", in the
+// CLI's local zone.
+var codexTryAgain = regexp.MustCompile(`(?i)try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,\s*\d{4}\s+)?(\d{1,2}:\d{2}\s*[ap]m)`)
+
+// codexReset reads the reset of a usage-limit message through ParseReset,
+// at now in the zone loc (nil: loopd's local zone, which the pane shares).
+func codexReset(text string, now time.Time, loc *time.Location) (time.Time, bool) {
+	m := codexTryAgain.FindStringSubmatch(text)
+	if m == nil {
+		return time.Time{}, false
+	}
+	when := m[3]
+	if m[1] != "" {
+		when = m[1] + " " + m[2] + ", " + m[3]
+	}
+	return ParseReset("resets at "+when, now, loc)
+}
+
+// codexLineLimit reads a usage limit, a rate limit or an overload from one
+// message of Codex.
+func codexLineLimit(text string, now time.Time) (Limit, bool) {
+	switch {
+	case codexLimitLine.MatchString(text):
+		l := Limit{Kind: LimitUsage, Text: clip(text)}
+		if t, ok := codexReset(text, now, nil); ok {
+			l.Reset = t
+		}
+		return l, true
+	case codexRate.MatchString(text):
+		return Limit{Kind: LimitRate, Text: clip(text)}, true
+	case codexOverload.MatchString(text):
+		return Limit{Kind: LimitOverload, Text: clip(text)}, true
+	}
+	return Limit{}, false
+}
+
+// Limit reports the usage limit the latest turn on a Codex screen shows
+// (an error line "■ You’ve hit your usage limit. …", which may wrap onto
+// the next line), its reset read at now.
+func (c *codex) Limit(text string, now time.Time) (Limit, bool) {
+	lines := strings.Split(codexLastTurn(text), "\n")
+	var l Limit
+	found := false
+	for i, line := range lines {
+		context := line
+		if i+1 < len(lines) {
+			context += " " + strings.TrimSpace(lines[i+1])
+		}
+		if got, ok := codexLineLimit(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(context), "■")), now); ok {
+			l, found = got, true
+		}
+	}
+	return l, found
+}
+
+// codexLastTurn is the text between the latest user message shown and the
+// input box (the last line starting with "› "), the whole text when there
+// is no earlier one.
+func codexLastTurn(text string) string {
+	lines := strings.Split(text, "\n")
+	var prompts []int
+	for i, line := range lines {
+		if strings.HasPrefix(line, "› ") {
+			prompts = append(prompts, i)
+		}
+	}
+	switch len(prompts) {
+	case 0:
+		return text
+	case 1:
+		return strings.Join(lines[:prompts[0]], "\n")
+	}
+	return strings.Join(lines[prompts[len(prompts)-2]+1:prompts[len(prompts)-1]], "\n")
+}
+
+// codexTail is how much of a rollout's end TranscriptLimit reads.
+const codexTail = 64 << 10 // bytes
+
+// TranscriptLimit reports the usage limit the latest turn of Codex's
+// rollout tr ended on: its last task_complete event carries an error
+// (measured on 0.171.0: {"type":"task_complete","error":{"message":
+// "You’ve hit your usage limit. …","codex_error_info":
+// "usage_limit_exceeded"}}) and no user message follows it. Its At is the
+// line's timestamp, at which the reset is read. It reads at most the last
+// 64 KiB.
+func (c *codex) TranscriptLimit(tr Transcript) (Limit, bool, error) {
+	if !tr.Known || !tr.Exists {
+		return Limit{}, false, nil
+	}
+	tail, err := readTail(tr.Path, codexTail)
+	if err != nil {
+		return Limit{}, false, err
+	}
+	var last []byte
+	for line := range bytes.Lines(tail) {
+		if _, ok := codexUserText(line); ok {
+			last = nil
+			continue
+		}
+		if bytes.Contains(line, []byte(`"task_complete"`)) {
+			last = line
+		}
+	}
+	var l struct {
+		Timestamp string `json:"timestamp"`
+		Payload   struct {
+			Type  string `json:"type"`
+			Error *struct {
+				Message string `json:"message"`
+				Info    any    `json:"codex_error_info"`
+			} `json:"error"`
+		} `json:"payload"`
+	}
+	if last == nil || json.Unmarshal(last, &l) != nil || l.Payload.Type != "task_complete" || l.Payload.Error == nil {
+		return Limit{}, false, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, l.Timestamp)
+	if err != nil {
+		return Limit{}, false, nil // not a line the CLI wrote
+	}
+	msg := l.Payload.Error.Message
+	lim, ok := codexLineLimit(msg, at)
+	if !ok && l.Payload.Error.Info == "usage_limit_exceeded" {
+		lim, ok = Limit{Kind: LimitUsage, Text: clip(msg)}, true
+	}
+	lim.At = at
+	return lim, ok, nil
+}
+
+// readTail returns at most the last n bytes of the file at path.
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript %s: %w", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read transcript %s: %w", path, err)
+	}
+	off := max(0, info.Size()-n)
+	buf := make([]byte, info.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read transcript %s: %w", path, err)
+	}
+	return buf, nil
+}
+
+// Account is the directory Codex keeps its login in (CODEX_HOME as the
+// pane sees it, else $HOME/.codex): harnesses that share it share one
+// account, and so its usage limits.
+func (c *codex) Account() string {
+	if dir := c.getenv("CODEX_HOME"); dir != "" {
+		return AdapterCodex + ":" + filepath.Clean(dir)
+	}
+	return AdapterCodex + ":" + filepath.Join(c.getenv("HOME"), ".codex")
+}

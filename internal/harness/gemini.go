@@ -1,0 +1,590 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// The Gemini adapter follows the CLI of @google/gemini-cli 0.61.0: its
+// --help, its bundled source, and the behaviour measured in
+// docs/reference/harness-cli-facts.md (section 3) and on captured screens
+// under testdata/gemini-0.61.0.
+
+// geminiSessionFlags are the flags that choose the conversation, leave the
+// TUI or move the cwd (and so the project whose chats hold the
+// conversation). The adapter sets the conversation itself, so extraArgs
+// must not.
+var geminiSessionFlags = []string{
+	"--session-id", "-r", "--resume", "--session-file", "--list-sessions", "--delete-session",
+	"-p", "--prompt", "-i", "--prompt-interactive", "-w", "--worktree", "--acp", "--experimental-acp", "--",
+}
+
+// Gemini's exit codes (packages/cli ExitCodes): FATAL_AUTHENTICATION_ERROR
+// when no auth method is set, FATAL_INPUT_ERROR for a session that cannot
+// be resumed or started ("Error resuming session: …", "Error starting
+// session: Session ID … already exists").
+const (
+	GeminiExitNoAuth     = 41
+	GeminiExitInputError = 42
+)
+
+// The causes an adapter gives an exit status (ExitCause).
+const (
+	CauseAuthMissing  = "auth_missing"  // the CLI has no auth method (Gemini exit 41)
+	CauseSessionError = "session_error" // the CLI could not resume or start the conversation (Gemini exit 42)
+)
+
+// geminiPlaceholder is the empty input box's placeholder; geminiInput the
+// box's prompt line (" > " then the text, " ! " in shell mode).
+const geminiPlaceholder = "Type your message or @path/to/file"
+
+var geminiInput = regexp.MustCompile(`(?m)^ [>!*] {1,3}(.*)$`)
+
+// geminiBusy is in the line above the input box while a turn runs
+// ("⠹ Thinking... (esc to cancel, 5s)"); the box itself stays drawn.
+const geminiBusy = "(esc to cancel"
+
+// geminiDialogs are the screens that replace the input box and wait for a
+// human (0.61.0: the folder-trust dialog, the auth dialogs of a config
+// without an auth method, a tool's confirmation), in the order they are
+// checked; every marker must be present.
+var geminiDialogs = []struct {
+	markers []string
+	reason  Block
+}{
+	{[]string{"Do you trust the files in this folder?"}, BlockWorkspaceTrust},
+	{[]string{"How would you like to authenticate"}, BlockLoginRequired},
+	{[]string{"Enter Gemini API Key"}, BlockLoginRequired},
+	{[]string{"Allow execution of"}, BlockPermission},
+	{[]string{"Apply this change?"}, BlockPermission},
+	{[]string{"Do you want to proceed?", "Allow once"}, BlockPermission},
+}
+
+// geminiLimit is the usage-limit message of 0.61.0's TUI: "Usage limit
+// reached for <model>." and, when the API named a delay, "Access resets
+// at 5:10 PM UTC." (Intl "en-US" hour and minute with a short zone name).
+var geminiLimit = regexp.MustCompile(`Usage limit reached for [^\n]*(?:\n[^\n]*Access resets at [^\n]*)?`)
+
+type gemini struct {
+	base
+}
+
+func newGemini(b base) (*gemini, error) {
+	for _, arg := range b.extra {
+		for _, flag := range geminiSessionFlags {
+			if arg == flag || strings.HasPrefix(arg, flag+"=") {
+				return nil, fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+			}
+		}
+	}
+	b.pass = append(b.pass, geminiPass...)
+	// Gemini ignores tmux kill-session: its launcher ignores SIGHUP, and
+	// the child it re-launches itself as never gets one (measured, 6/6).
+	b.stopGroup = true
+	return &gemini{base: b}, nil
+}
+
+// geminiProcessName is what the pane shows while Gemini runs: its bin is a
+// "#!/usr/bin/env node" script, so the process is node (measured).
+const geminiProcessName = "node"
+
+// ProcessNames adds "node" to the base names unless processName is set.
+func (g *gemini) ProcessNames() []string {
+	names := g.base.ProcessNames()
+	if g.processNamed || slices.Contains(names, geminiProcessName) {
+		return names
+	}
+	return append(names, geminiProcessName)
+}
+
+// SupportsResume is true: gemini --resume <id> resumes interactively.
+func (g *gemini) SupportsResume() bool { return true }
+
+// ValidSessionID is canonicalUUID: --resume takes a number as an index
+// into the project's sessions, and "latest" or a flag as the latest one.
+func (g *gemini) ValidSessionID(id string) bool { return canonicalUUID(id) }
+
+// FreshArgv is [command --session-id id extraArgs... --prompt-interactive=prompt].
+func (g *gemini) FreshArgv(id, prompt string) []string {
+	return g.argv("--session-id", id, prompt)
+}
+
+// ResumeArgv is [command --resume id extraArgs... --prompt-interactive=prompt].
+func (g *gemini) ResumeArgv(id, prompt string) []string {
+	return g.argv("--resume", id, prompt)
+}
+
+// argv puts the id as its own element right after flag, so that --resume,
+// whose value is optional, always takes it. The prompt goes in one
+// "--prompt-interactive=<prompt>" element: yargs takes everything after
+// "=" as the value, so a prompt that starts with "-" is never read as a
+// flag (measured). An empty prompt leaves it out.
+func (g *gemini) argv(flag, id, prompt string) []string {
+	argv := append([]string{g.command, flag, id}, g.extra...)
+	if prompt != "" {
+		argv = append(argv, "--prompt-interactive="+prompt)
+	}
+	return argv
+}
+
+// HeadlessArgv is [command --session-id id | --resume id extraArgs...
+// --output-format json] with prompt on stdin: Gemini runs headless when
+// its stdin is not a terminal, and takes stdin as the prompt
+// (isHeadlessMode, readStdin), so the prompt needs no argv element.
+func (g *gemini) HeadlessArgv(id, prompt string, resume bool) ([]string, []byte) {
+	flag := "--session-id"
+	if resume {
+		flag = "--resume"
+	}
+	argv := append([]string{g.command, flag, id}, g.extra...)
+	return append(argv, "--output-format", "json"), []byte(prompt)
+}
+
+// HeadlessSessionID is the session_id of the JSON object that
+// --output-format json prints ({"session_id", "response", "stats"}).
+func (g *gemini) HeadlessSessionID(output []byte) string {
+	var out struct {
+		SessionID string `json:"session_id"`
+	}
+	// The object follows whatever the CLI printed before it.
+	if i := bytes.IndexByte(output, '{'); i >= 0 && json.Unmarshal(output[i:], &out) == nil && canonicalUUID(out.SessionID) {
+		return out.SessionID
+	}
+	return ""
+}
+
+// geminiPass are the variables of loopd's environment the adapter passes
+// on: GEMINI_CLI_HOME moves the config dir (<it>/.gemini), which
+// Transcript must find where the CLI writes it.
+var geminiPass = []string{"GEMINI_CLI_HOME"}
+
+// Env is the harness env, on top of loopd's values of passEnv and
+// geminiPass.
+func (g *gemini) Env() map[string]string { return g.paneEnv() }
+
+// configDir is Gemini's global dir as the pane sees it:
+// $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (Storage.getGlobalGeminiDir).
+func (g *gemini) configDir() (string, error) {
+	home := g.getenv("GEMINI_CLI_HOME")
+	if home == "" {
+		home = g.getenv("HOME")
+	}
+	if home == "" {
+		return "", errors.New("neither GEMINI_CLI_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".gemini"), nil
+}
+
+// Account is the config dir that holds the CLI's login: harnesses that
+// share it share one account.
+func (g *gemini) Account() string {
+	dir, err := g.configDir()
+	if err != nil {
+		return g.base.Account()
+	}
+	return AdapterGemini + ":" + dir
+}
+
+// ExitCause names Gemini's exit statuses 41 (no auth method) and 42 (the
+// conversation could not be resumed or started); "" for any other.
+func (g *gemini) ExitCause(status int) string {
+	switch status {
+	case GeminiExitNoAuth:
+		return CauseAuthMissing
+	case GeminiExitInputError:
+		return CauseSessionError
+	}
+	return ""
+}
+
+// Transcript reports the chat file of id in the project of the physical
+// cwd: <config>/tmp/<slug>/chats/session-<time>-<id[:8]>.jsonl whose first
+// line names id as its sessionId, the slug read from <config>/projects.json
+// (geminiSlug). It exists when it holds a message Gemini would resume
+// (geminiResumable): a TUI writes the file at start, before any prompt.
+// When several files hold id (a resume writes into the one it found, but
+// an interrupted one can leave another), the resumable one written last
+// is reported. It returns ErrInvalidSessionID for an id that fails
+// SessionIDPattern.
+func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
+	if !SessionIDPattern.MatchString(id) || len(id) < 8 {
+		return Transcript{}, fmt.Errorf("transcript %q: %w", id, ErrInvalidSessionID)
+	}
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	config, err := g.configDir()
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	slug, err := geminiSlug(config, dir)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	t := Transcript{Known: true}
+	if slug == "" {
+		return t, nil
+	}
+	files, err := filepath.Glob(filepath.Join(config, "tmp", slug, "chats", "session-*-"+id[:8]+".jsonl"))
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	for _, f := range files {
+		c, err := readGeminiChat(f, id)
+		if err != nil {
+			return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+		}
+		if !c.ours {
+			continue
+		}
+		// A resumable file wins over one that is not; then the latest.
+		if t.Path == "" || c.resumable && !t.Exists || c.resumable == t.Exists && c.info.ModTime().After(t.ModTime) {
+			t = Transcript{Known: true, Exists: c.resumable, Path: f, Size: c.info.Size(), ModTime: c.info.ModTime()}
+		}
+	}
+	return t, nil
+}
+
+// geminiSlug is the project slug Gemini files the physical dir under: the
+// value projects.json maps dir to, when the ".project_root" marker in
+// <config>/tmp/<slug> (if any) names dir; else the tmp dir whose marker
+// names dir (ProjectRegistry.getShortId). It is "" when Gemini never ran
+// in dir.
+func geminiSlug(config, dir string) (string, error) {
+	var reg struct {
+		Projects map[string]string `json:"projects"`
+	}
+	b, err := os.ReadFile(filepath.Join(config, "projects.json"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read projects: %w", err)
+	}
+	// A file Gemini cannot read it resets to empty; so does this.
+	if err == nil && json.Unmarshal(b, &reg) == nil {
+		if slug := reg.Projects[dir]; slug != "" && filepath.Base(slug) == slug {
+			owner, err := os.ReadFile(filepath.Join(config, "tmp", slug, ".project_root"))
+			if errors.Is(err, fs.ErrNotExist) || err == nil && strings.TrimSpace(string(owner)) == dir {
+				return slug, nil
+			}
+		}
+	}
+	markers, err := filepath.Glob(filepath.Join(config, "tmp", "*", ".project_root"))
+	if err != nil {
+		return "", err
+	}
+	for _, m := range markers {
+		if owner, err := os.ReadFile(m); err == nil && strings.TrimSpace(string(owner)) == dir {
+			return filepath.Base(filepath.Dir(m)), nil
+		}
+	}
+	return "", nil
+}
+
+// geminiChat is what readGeminiChat found in one chat file.
+type geminiChat struct {
+	info      fs.FileInfo
+	ours      bool // line 1 names the id
+	resumable bool
+}
+
+// readGeminiChat reads the chat file f: whether its first line's sessionId
+// is id (with a projectHash, as loadConversationRecord requires), and
+// whether it holds a message Gemini would resume.
+func readGeminiChat(f, id string) (geminiChat, error) {
+	file, err := os.Open(f)
+	if errors.Is(err, fs.ErrNotExist) {
+		return geminiChat{}, nil // gone since the glob
+	}
+	if err != nil {
+		return geminiChat{}, err
+	}
+	defer file.Close()
+	var c geminiChat
+	if c.info, err = file.Stat(); err != nil {
+		return geminiChat{}, err
+	}
+	br := bufio.NewReader(file)
+	first := true
+	for {
+		line, err := br.ReadBytes('\n')
+		if first {
+			// Gemini reads a file whose metadata lacks projectHash as a
+			// legacy JSON file, which a JSONL file is not.
+			var meta struct {
+				SessionID   string `json:"sessionId"`
+				ProjectHash string `json:"projectHash"`
+			}
+			if json.Unmarshal(line, &meta) != nil || meta.SessionID != id || meta.ProjectHash == "" {
+				return c, nil
+			}
+			c.ours, first = true, false
+		} else if geminiResumable(line) {
+			c.resumable = true
+			return c, nil
+		}
+		if err == io.EOF {
+			return c, nil
+		}
+		if err != nil {
+			return geminiChat{}, fmt.Errorf("read %s: %w", f, err)
+		}
+	}
+}
+
+// geminiMessage is a message record of a Gemini chat file.
+type geminiMessage struct {
+	ID      *string         `json:"id"`
+	Type    string          `json:"type"`
+	Content json.RawMessage `json:"content"`
+}
+
+// geminiMessages returns the message records of one chat line: the line
+// itself when it is one (it has a string id), or those a "$set" of
+// messages rewrites the conversation with.
+func geminiMessages(line []byte) []geminiMessage {
+	var l struct {
+		geminiMessage
+		Set struct {
+			Messages []geminiMessage `json:"messages"`
+		} `json:"$set"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return nil
+	}
+	if l.ID != nil {
+		return []geminiMessage{l.geminiMessage}
+	}
+	return l.Set.Messages
+}
+
+// text is the message's text: content is a string, a part {"text"} or an
+// array of parts, as Gemini's partListUnionToString reads them.
+func (m geminiMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	type part struct {
+		Text string `json:"text"`
+	}
+	var one part
+	if len(m.Content) > 0 && m.Content[0] == '{' && json.Unmarshal(m.Content, &one) == nil {
+		return one.Text
+	}
+	var parts []part
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// userInput reports whether m is a message a user typed: a user message
+// that Gemini itself does not ignore when it resumes (isIgnoredUserContent:
+// empty, a "/" or "?" command, or the context it adds itself).
+func (m geminiMessage) userInput() bool {
+	if m.Type != "user" {
+		return false
+	}
+	t := strings.TrimSpace(m.text())
+	return t != "" && !strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "?") &&
+		!strings.HasPrefix(t, "<session_context>") && !strings.HasPrefix(t, "<hook_context>")
+}
+
+// geminiResumable reports whether a chat line holds a message Gemini
+// resumes a session for (isResumableMessageRecord): a user's input, or a
+// model's answer with text.
+func geminiResumable(line []byte) bool {
+	for _, m := range geminiMessages(line) {
+		if m.userInput() || m.Type == "gemini" && strings.TrimSpace(m.text()) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// geminiUserText returns the text of the user messages in a chat line
+// (geminiMessages), one after another, and whether it holds any.
+func geminiUserText(line []byte) (string, bool) {
+	if !bytes.Contains(line, []byte(`"user"`)) {
+		return "", false
+	}
+	var texts []string
+	for _, m := range geminiMessages(line) {
+		if m.userInput() {
+			texts = append(texts, m.text())
+		}
+	}
+	return strings.Join(texts, "\n"), len(texts) > 0
+}
+
+// TranscriptFrames reads Gemini's chat file: each user message's text
+// (geminiUserText).
+func (g *gemini) TranscriptFrames(tr Transcript, frames []desired.Frame) (map[string]Found, error) {
+	return scanFrames(tr, frames, geminiUserText)
+}
+
+// Screen classifies a plain capture-pane of the Gemini TUI: Busy while a
+// turn runs ("esc to cancel" above the box), Ready at the input box with
+// its placeholder (or when cfg.ReadyPattern matches), Draft when the box
+// holds text, Blocked at a dialog that replaces the box (folder trust,
+// authentication, a tool's confirmation), and Busy otherwise (starting).
+func (g *gemini) Screen(text string) (Screen, string) {
+	for _, d := range geminiDialogs {
+		if containsAll(text, d.markers) {
+			return ScreenBlocked, d.reason
+		}
+	}
+	if strings.Contains(text, geminiBusy) {
+		return ScreenBusy, ""
+	}
+	if g.ready != nil {
+		if g.ready.MatchString(text) {
+			return ScreenReady, ""
+		}
+		return ScreenBusy, ""
+	}
+	// The input box is the last prompt line below the last rule: history
+	// shows earlier prompts with the same " > ".
+	box := text
+	if i := strings.LastIndex(text, "\n─"); i >= 0 {
+		box = text[i:]
+	}
+	m := geminiInput.FindAllStringSubmatch(box, -1)
+	if m == nil {
+		return ScreenBusy, ""
+	}
+	input := strings.TrimSpace(m[len(m)-1][1])
+	if input == geminiPlaceholder {
+		return ScreenReady, ""
+	}
+	return ScreenDraft, "input box holds unsubmitted text"
+}
+
+// Blocked is the dialog Screen reports, "" for none.
+func (g *gemini) Blocked(text string) Block {
+	if s, reason := g.Screen(text); s == ScreenBlocked {
+		return reason
+	}
+	return ""
+}
+
+// Limit reports the usage limit the screen shows ("Usage limit reached
+// for <model>."), its reset read from "Access resets at <time>." in the
+// local zone (ParseReset).
+func (g *gemini) Limit(text string, now time.Time) (Limit, bool) {
+	m := geminiLimit.FindString(text)
+	if m == "" {
+		return Limit{}, false
+	}
+	l := Limit{Kind: LimitUsage, Text: clip(strings.SplitN(m, "\n", 2)[0])}
+	if reset, ok := ParseReset(m, now, time.Local); ok {
+		l.Reset = reset
+	}
+	return l, true
+}
+
+// geminiRetention is the setting that loopd provisions: Gemini's session
+// retention (general.sessionRetention, on by default) deletes at each
+// start every chat file it cannot resume together with every file that
+// shares its 8-character short id (cleanupExpiredSessions), so an
+// interrupted resume that leaves such a file loses the conversation.
+var geminiRetention = []string{"general", "sessionRetention", "enabled"}
+
+// Provision makes sure Gemini's user settings (<config>/settings.json)
+// turn session retention off (geminiRetention), so that no conversation
+// loopd resumes is ever pruned. It merges the one key into the file and
+// keeps every other key; it writes nothing when the file already says so.
+// It returns ErrBadSettings when the file is not a JSON object, since
+// rewriting it would lose what the user wrote (Gemini accepts comments in
+// it; loopd does not rewrite such a file).
+func (g *gemini) Provision() error {
+	config, err := g.configDir()
+	if err != nil {
+		return fmt.Errorf("provision gemini settings: %w", err)
+	}
+	path := filepath.Join(config, "settings.json")
+	if err := mergeSetting(path, geminiRetention, false); err != nil {
+		return fmt.Errorf("provision gemini settings %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrBadSettings means a settings file that loopd must add a key to is not
+// a JSON object it can rewrite without losing the user's text.
+var ErrBadSettings = errors.New("settings file is not a plain JSON object")
+
+// mergeSetting sets the key at path keys (objects created as needed) to
+// value in the JSON file path, keeping every other key, and writes it back
+// atomically (a temporary file renamed over it, with its mode). A missing
+// file is created (0600, its directory 0700).
+func mergeSetting(path string, keys []string, value any) error {
+	doc := map[string]any{}
+	mode := fs.FileMode(0o600)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	case len(bytes.TrimSpace(b)) > 0:
+		if err := json.Unmarshal(b, &doc); err != nil || doc == nil {
+			return fmt.Errorf("%w: %v", ErrBadSettings, err)
+		}
+		if info, err := os.Stat(path); err == nil {
+			mode = info.Mode().Perm()
+		}
+	}
+	obj := doc
+	for i, k := range keys[:len(keys)-1] {
+		next, ok := obj[k].(map[string]any)
+		if !ok {
+			if _, set := obj[k]; set {
+				return fmt.Errorf("%w: %s is not an object", ErrBadSettings, strings.Join(keys[:i+1], "."))
+			}
+			next = map[string]any{}
+			obj[k] = next
+		}
+		obj = next
+	}
+	last := keys[len(keys)-1]
+	if cur, ok := obj[last]; ok && cur == value {
+		return nil
+	}
+	obj[last] = value
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".settings-*.json")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(out, '\n'))
+	err = errors.Join(err, tmp.Chmod(mode), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}

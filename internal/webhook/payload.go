@@ -1,0 +1,155 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/go-github/v84/github"
+)
+
+// payload is the part of a handled event's body that the classifiers read
+// (GitHub webhook docs, "Webhook events and payloads"): one struct for the
+// eight events, with only the fields loopd uses. encoding/json skips every
+// other field without building it, where github.ParseWebHook built the
+// whole of go-github's event type, hundreds of fields and pointers for a
+// 14 KB comment (BenchmarkClassify). Timestamps keep go-github's type,
+// which reads both forms GitHub sends (RFC 3339 text and Unix seconds).
+type payload struct {
+	Action     string     `json:"action"`
+	Repository repository `json:"repository"`
+	Sender     user       `json:"sender"`
+	// Issue and PullRequest are nil when the payload has none.
+	Issue       *issue       `json:"issue"`
+	PullRequest *pullRequest `json:"pull_request"`
+	Comment     comment      `json:"comment"`
+	Review      review       `json:"review"`
+	Label       named        `json:"label"`
+	// After is a push's new head commit (pull_request synchronize).
+	After       string      `json:"after"`
+	CheckRun    checkRun    `json:"check_run"`
+	CheckSuite  checkSuite  `json:"check_suite"`
+	WorkflowRun workflowRun `json:"workflow_run"`
+	Workflow    named       `json:"workflow"`
+}
+
+type repository struct {
+	Name     string `json:"name"`
+	FullName string `json:"full_name"`
+	HTMLURL  string `json:"html_url"`
+	Owner    user   `json:"owner"`
+}
+
+type user struct {
+	Login string `json:"login"`
+	Type  string `json:"type"` // "User", "Bot", "Organization"
+}
+
+type named struct {
+	Name string `json:"name"`
+}
+
+type issue struct {
+	Number    int              `json:"number"`
+	State     string           `json:"state"`
+	UpdatedAt github.Timestamp `json:"updated_at"`
+	Title     string           `json:"title"`
+	Body      string           `json:"body"`
+	HTMLURL   string           `json:"html_url"`
+	Labels    []named          `json:"labels"`
+	// PullRequest is set when the issue is a pull request (GitHub sends
+	// issue_comment for both).
+	PullRequest *struct{} `json:"pull_request"`
+}
+
+type pullRequest struct {
+	Number    int              `json:"number"`
+	State     string           `json:"state"`
+	UpdatedAt github.Timestamp `json:"updated_at"`
+	Title     string           `json:"title"`
+	Body      string           `json:"body"`
+	HTMLURL   string           `json:"html_url"`
+	Labels    []named          `json:"labels"`
+	Head      branch           `json:"head"`
+	Base      branch           `json:"base"`
+}
+
+type branch struct {
+	Ref  string     `json:"ref"`
+	SHA  string     `json:"sha"`
+	Repo repository `json:"repo"`
+}
+
+// comment is an issue comment or a review comment (with a path and a
+// diff hunk).
+type comment struct {
+	ID       int64  `json:"id"`
+	HTMLURL  string `json:"html_url"`
+	Body     string `json:"body"`
+	Path     string `json:"path"`
+	DiffHunk string `json:"diff_hunk"`
+}
+
+type review struct {
+	State   string `json:"state"`
+	HTMLURL string `json:"html_url"`
+	Body    string `json:"body"`
+}
+
+// prRef is a pull request as a check's pull_requests list names it.
+type prRef struct {
+	Number int `json:"number"`
+	Head   struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"head"`
+	Base struct {
+		Repo named `json:"repo"`
+	} `json:"base"`
+}
+
+type checkRun struct {
+	Name       string `json:"name"`
+	Conclusion string `json:"conclusion"`
+	HeadSHA    string `json:"head_sha"`
+	DetailsURL string `json:"details_url"`
+	HTMLURL    string `json:"html_url"`
+	Output     struct {
+		Title   string `json:"title"`
+		Summary string `json:"summary"`
+		Text    string `json:"text"`
+	} `json:"output"`
+	CheckSuite struct {
+		ID int64 `json:"id"`
+	} `json:"check_suite"`
+	PullRequests []prRef `json:"pull_requests"`
+}
+
+type checkSuite struct {
+	ID         int64  `json:"id"`
+	Conclusion string `json:"conclusion"`
+	HeadSHA    string `json:"head_sha"`
+	App        struct {
+		Name string `json:"name"`
+		Slug string `json:"slug"`
+	} `json:"app"`
+	PullRequests []prRef `json:"pull_requests"`
+}
+
+type workflowRun struct {
+	Name         string  `json:"name"`
+	Conclusion   string  `json:"conclusion"`
+	HeadSHA      string  `json:"head_sha"`
+	HTMLURL      string  `json:"html_url"`
+	CheckSuiteID int64   `json:"check_suite_id"`
+	PullRequests []prRef `json:"pull_requests"`
+}
+
+// decodePayload decodes the body of a handled event. The error says what
+// does not decode.
+func decodePayload(body []byte) (*payload, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("malformed payload: %w", err)
+	}
+	return &p, nil
+}

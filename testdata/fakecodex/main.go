@@ -1,0 +1,583 @@
+// Command fakecodex stands in for the Codex CLI (@openai/codex 0.171.0) in
+// tests and demos. It copies the argv grammar, the rollout files and the
+// screens that loopd depends on, as measured in
+// docs/reference/harness-cli-facts.md (section 2) and on the screens under
+// internal/harness/testdata/codex-0.171.0, and answers every prompt "OK."
+// (the real CLI offline never answers: "Reconnecting... waiting for
+// network").
+//
+// Build it with: go build -o fakecodex ./testdata/fakecodex
+//
+// Behaviour:
+//   - codex [OPTIONS] [PROMPT] runs the TUI; codex resume [OPTIONS]
+//     <SESSION_ID> [PROMPT] resumes; codex exec [resume <id>] runs one
+//     turn without a TUI. Options: -c/--config k=v, -m/--model, -p/--profile,
+//     -s/--sandbox, -a/--ask-for-approval (each with a value), --no-daemon,
+//     --json, --skip-git-repo-check; "--" ends them. Any other option is
+//     refused as clap does: "error: unexpected argument '<arg>' found", exit 2.
+//   - The TUI needs a terminal ("Error: stdin is not a terminal", exit 1).
+//     Without a -c model_provider=… override it shows the login screen
+//     ("Welcome to Codex…"), which never goes away by itself.
+//   - The session id is a new UUIDv7. The rollout is written at the first
+//     submitted prompt, at <CODEX_HOME or ~/.codex>/sessions/YYYY/MM/DD/
+//     rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl (the session's start, UTC):
+//     a session_meta line (id, start timestamp, cwd), then per prompt the
+//     user's response_item and its event_msg item_completed UserMessage,
+//     and the answer.
+//   - resume <id>: an id with no rollout prints "ERROR: No saved session
+//     found with ID <id>. Run `codex resume` without an ID to choose from
+//     existing sessions." and exits 1 after FAKECODEX_RESUME_FAIL_DELAY;
+//     a rollout whose cwd is not this one opens the "Working directory ·
+//     resume" chooser, which waits (Ctrl-C quits, exit 0); otherwise the
+//     history is shown and the prompt submitted, appended to that rollout.
+//   - The input box is "› " with the placeholder "Ask Codex to do
+//     anything" and the footer "← for agents · ? for shortcuts" while it
+//     is empty; Enter (CR) submits, bracketed pastes are inserted whole.
+//     Ctrl-C twice within a second exits 0 with "To continue this session,
+//     run:" / "codex resume <id>" when the rollout exists.
+//     SIGHUP and SIGTERM exit with 128+signal (the real TUI exits on
+//     kill-session).
+//   - exec [resume <id>] [--json] [PROMPT|-]: the prompt is the argument,
+//     or stdin for "-" or none. Outside a git repository it needs
+//     --skip-git-repo-check ("Not inside a trusted directory and
+//     --skip-git-repo-check was not specified.", exit 1). A resume of a
+//     missing id exits 1 with "Error: thread/resume: thread/resume failed:
+//     no rollout found for thread id <id> (code -32600)". With --json it
+//     prints {"type":"thread.started","thread_id":<id>} first, then the
+//     turn's events, and exits 0.
+//
+// Environment knobs:
+//
+//	FAKECODEX_RESUME_FAIL_DELAY  Go duration before a missing resume exits (default 450ms)
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/faketerm"
+)
+
+const (
+	version     = "0.171.0"
+	answer      = "OK."
+	placeholder = "Ask Codex to do anything"
+	emptyFooter = "  ← for agents · ? for shortcuts"
+)
+
+// lastWords is how long the TUI stays after its last output.
+const lastWords = 50 * time.Millisecond
+
+// valued are the options that take a value.
+var valued = map[string]bool{"-c": true, "--config": true, "-m": true, "--model": true, "-p": true, "--profile": true,
+	"-s": true, "--sandbox": true, "-a": true, "--ask-for-approval": true, "-C": true, "--cd": true}
+
+// flags are the options without a value.
+var flags = map[string]bool{"--no-daemon": true, "--json": true, "--skip-git-repo-check": true, "--ephemeral": true}
+
+// invocation is a parsed argv.
+type invocation struct {
+	sub       string // "", "resume" or "exec"
+	resume    bool   // exec resume
+	id        string
+	prompt    string
+	hasPrompt bool
+	json      bool
+	skipGit   bool
+	provider  bool // -c model_provider=… given
+}
+
+// parseArgs reads argv the way clap reads codex's: options anywhere before
+// "--", then the positionals: a subcommand first, then its own.
+func parseArgs(args []string) (invocation, error) {
+	var inv invocation
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case valued[a]:
+			if i+1 >= len(args) {
+				return inv, fmt.Errorf("error: a value is required for '%s <VALUE>' but none was supplied", a)
+			}
+			i++
+			if (a == "-c" || a == "--config") && strings.HasPrefix(args[i], "model_provider=") {
+				inv.provider = true
+			}
+		case strings.HasPrefix(a, "--config="), strings.HasPrefix(a, "-c="):
+			inv.provider = inv.provider || strings.Contains(a, "=model_provider=")
+		case flags[a]:
+			inv.json = inv.json || a == "--json"
+			inv.skipGit = inv.skipGit || a == "--skip-git-repo-check"
+		case len(a) > 1 && a[0] == '-' && a != "-":
+			return inv, fmt.Errorf("error: unexpected argument '%s' found", a)
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) > 0 && (pos[0] == "resume" || pos[0] == "exec" || pos[0] == "e") {
+		inv.sub, pos = pos[0], pos[1:]
+		if inv.sub == "e" {
+			inv.sub = "exec"
+		}
+		if inv.sub == "exec" && len(pos) > 0 && pos[0] == "resume" {
+			inv.resume, pos = true, pos[1:]
+		}
+	}
+	if inv.sub == "resume" || inv.resume {
+		if len(pos) == 0 {
+			return inv, errors.New("error: a session id is required (the picker is not emulated)")
+		}
+		inv.id, pos = pos[0], pos[1:]
+	}
+	if len(pos) > 1 {
+		return inv, fmt.Errorf("error: unexpected argument '%s' found", pos[1])
+	}
+	if len(pos) == 1 {
+		inv.prompt, inv.hasPrompt = pos[0], true
+	}
+	return inv, nil
+}
+
+// store finds and writes rollouts, by the same rule loopd's codex adapter
+// reads them.
+type store struct {
+	cwd     string
+	home    string
+	adapter harness.Adapter
+}
+
+func newStore() (store, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return store{}, err
+	}
+	if wd, err = filepath.EvalSymlinks(wd); err != nil {
+		return store{}, err
+	}
+	home := os.Getenv("CODEX_HOME")
+	if home == "" {
+		home = filepath.Join(os.Getenv("HOME"), ".codex")
+	}
+	a, err := harness.New(harness.AdapterCodex, schema.Harness{Command: "codex", Env: map[string]string{"CODEX_HOME": home}})
+	if err != nil {
+		return store{}, err
+	}
+	return store{cwd: wd, home: home, adapter: a}, nil
+}
+
+// find returns the rollout of id and the cwd its session names; "" when
+// there is none.
+func (s store) find(id string) (path, cwd string) {
+	t, err := s.adapter.Transcript(s.cwd, id)
+	if err != nil {
+		return "", ""
+	}
+	f, err := os.Open(t.Path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	var m struct {
+		Type    string `json:"type"`
+		Payload struct {
+			ID  string `json:"id"`
+			Cwd string `json:"cwd"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Type != "session_meta" || m.Payload.ID != id {
+		return "", ""
+	}
+	return t.Path, m.Payload.Cwd
+}
+
+// session is the conversation being written.
+type session struct {
+	store
+	id      string
+	started time.Time
+	path    string // "" until the first prompt
+}
+
+func (s *session) newPath() string {
+	t := s.started.UTC()
+	return filepath.Join(s.home, "sessions", t.Format("2006/01/02"), "rollout-"+t.Format("2006-01-02T15-04-05")+"-"+s.id+".jsonl")
+}
+
+// line appends one rollout line of type kind with payload.
+func (s *session) line(kind string, payload any) error {
+	if s.path == "" {
+		s.path = s.newPath()
+		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+			return err
+		}
+		meta := map[string]any{"id": s.id, "session_id": s.id, "timestamp": s.started.UTC().Format("2006-01-02T15:04:05.000Z"),
+			"cwd": s.cwd, "originator": "codex-tui", "cli_version": version, "source": "cli", "model_provider": "loc"}
+		if err := s.write("session_meta", meta); err != nil {
+			return err
+		}
+	}
+	return s.write(kind, payload)
+}
+
+func (s *session) write(kind string, payload any) error {
+	b, err := json.Marshal(map[string]any{"timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "type": kind, "payload": payload})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	return errors.Join(err, f.Close())
+}
+
+// turn records a user message and its answer, as 0.171.0 does.
+func (s *session) turn(text string) error {
+	if err := s.line("response_item", map[string]any{"type": "message", "role": "user",
+		"content": []map[string]string{{"type": "input_text", "text": text}}}); err != nil {
+		return err
+	}
+	if err := s.line("event_msg", map[string]any{"type": "item_completed", "thread_id": s.id,
+		"item": map[string]any{"type": "UserMessage", "id": uuid.NewString(), "content": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}}}); err != nil {
+		return err
+	}
+	if err := s.line("event_msg", map[string]any{"type": "agent_message", "message": answer}); err != nil {
+		return err
+	}
+	return s.line("event_msg", map[string]any{"type": "task_complete", "last_agent_message": answer})
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	inv, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	st, err := newStore()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakecodex:", err)
+		return 1
+	}
+	if inv.sub == "exec" {
+		return runExec(inv, st)
+	}
+	if !faketerm.IsTerminal(os.Stdin) {
+		fmt.Fprintln(os.Stderr, "Error: stdin is not a terminal")
+		return 1
+	}
+	return runTUI(inv, st)
+}
+
+// runExec is codex exec: one turn, no TUI.
+func runExec(inv invocation, st store) int {
+	if !inv.skipGit && !inGit(st.cwd) {
+		fmt.Fprintln(os.Stderr, "Not inside a trusted directory and --skip-git-repo-check was not specified.")
+		return 1
+	}
+	prompt := inv.prompt
+	if !inv.hasPrompt || prompt == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil || len(b) == 0 {
+			fmt.Fprintln(os.Stderr, "No prompt provided via stdin.")
+			return 1
+		}
+		prompt = string(b)
+	}
+	sess := &session{store: st, started: time.Now()}
+	if inv.resume {
+		path, _ := st.find(inv.id)
+		if path == "" {
+			fmt.Fprintf(os.Stderr, "Error: thread/resume: thread/resume failed: no rollout found for thread id %s (code -32600)\n", inv.id)
+			return 1
+		}
+		sess.id, sess.path = inv.id, path
+	} else {
+		id, err := uuid.NewV7()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakecodex:", err)
+			return 1
+		}
+		sess.id = id.String()
+	}
+	if err := sess.turn(prompt); err != nil {
+		fmt.Fprintln(os.Stderr, "fakecodex:", err)
+		return 1
+	}
+	if inv.json {
+		for _, ev := range []string{
+			fmt.Sprintf(`{"type":"thread.started","thread_id":%q}`, sess.id),
+			`{"type":"turn.started"}`,
+			fmt.Sprintf(`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":%q}}`, answer),
+			`{"type":"turn.completed"}`,
+		} {
+			fmt.Println(ev)
+		}
+		return 0
+	}
+	fmt.Println(answer)
+	return 0
+}
+
+// inGit reports whether dir is inside a git work tree.
+func inGit(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if d == filepath.Dir(d) {
+			return false
+		}
+	}
+}
+
+type screenState int
+
+const (
+	showLogin   screenState = iota // the login screen
+	showChooser                    // the "Working directory · resume" chooser
+	showChat                       // the conversation and input box
+	showNothing                    // blank, before a failing resume exits
+)
+
+// tui is the interactive mode.
+type tui struct {
+	inv       invocation
+	sess      *session
+	state     screenState
+	ed        faketerm.Editor
+	history   []string
+	lastCtrlC time.Time
+	fail      <-chan time.Time
+	failText  string
+}
+
+type exitCode struct {
+	code    int
+	message string
+}
+
+func runTUI(inv invocation, st store) int {
+	fd := int(os.Stdin.Fd())
+	old, err := faketerm.MakeRaw(fd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakecodex:", err)
+		return 1
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}}
+	fmt.Print("\x1b[?2004h")
+	end := u.loop(signals)
+	fmt.Print("\x1b[?2004l\r\n")
+	_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	if end.message != "" {
+		fmt.Fprint(os.Stderr, end.message)
+	}
+	time.Sleep(lastWords)
+	return end.code
+}
+
+// start resolves what the TUI shows first and submits the positional
+// prompt.
+func (u *tui) start() (exitCode, bool) {
+	switch {
+	case !u.inv.provider:
+		u.state = showLogin
+		return exitCode{}, false
+	case u.inv.sub == "resume":
+		path, cwd := u.sess.find(u.inv.id)
+		if path == "" {
+			delay := 450 * time.Millisecond
+			if d, err := time.ParseDuration(os.Getenv("FAKECODEX_RESUME_FAIL_DELAY")); err == nil {
+				delay = d
+			}
+			u.state, u.fail = showNothing, time.After(delay)
+			u.failText = fmt.Sprintf("ERROR: No saved session found with ID %s. Run `codex resume` without an ID to choose from existing sessions.\n", u.inv.id)
+			return exitCode{}, false
+		}
+		if cwd != u.sess.cwd {
+			u.state = showChooser
+			return exitCode{}, false
+		}
+		u.sess.id, u.sess.path = u.inv.id, path
+		u.history = readHistory(path)
+	default:
+		id, err := uuid.NewV7()
+		if err != nil {
+			return exitCode{1, fmt.Sprintf("fakecodex: %v\n", err)}, true
+		}
+		u.sess.id = id.String()
+	}
+	u.state = showChat
+	if u.inv.hasPrompt {
+		return u.submit(u.inv.prompt)
+	}
+	return exitCode{}, false
+}
+
+// readHistory returns the user messages of the rollout at path.
+func readHistory(path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Payload struct {
+				Type string `json:"type"`
+				Item struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"item"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Payload.Type == "item_completed" && l.Payload.Item.Type == "UserMessage" && len(l.Payload.Item.Content) > 0 {
+			out = append(out, l.Payload.Item.Content[0].Text)
+		}
+	}
+	return out
+}
+
+func (u *tui) loop(signals <-chan os.Signal) exitCode {
+	input := make(chan []byte)
+	go func() {
+		defer close(input)
+		for {
+			b := make([]byte, 4096)
+			n, err := os.Stdin.Read(b)
+			if n > 0 {
+				input <- b[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if end, done := u.start(); done {
+		return end
+	}
+	u.draw()
+	for {
+		select {
+		case b, ok := <-input:
+			if !ok {
+				input = nil // the terminal is gone; wait for a signal
+				continue
+			}
+			for _, ev := range u.ed.Feed(b) {
+				if end, done := u.handle(ev); done {
+					return end
+				}
+			}
+		case <-u.fail:
+			return exitCode{1, u.failText}
+		case sig := <-signals:
+			if sig == syscall.SIGWINCH {
+				break
+			}
+			return exitCode{128 + int(sig.(syscall.Signal)), ""}
+		}
+		u.draw()
+	}
+}
+
+func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
+	if ev.Kind == faketerm.Interrupt {
+		now := time.Now()
+		if u.state != showChat || now.Sub(u.lastCtrlC) < time.Second {
+			return exitCode{0, u.hint()}, true
+		}
+		u.lastCtrlC = now
+		return exitCode{}, false
+	}
+	if ev.Kind != faketerm.Submit || u.state != showChat || strings.TrimSpace(ev.Text) == "" {
+		return exitCode{}, false
+	}
+	return u.submit(ev.Text)
+}
+
+func (u *tui) submit(text string) (exitCode, bool) {
+	if err := u.sess.turn(text); err != nil {
+		return exitCode{1, fmt.Sprintf("fakecodex: %v\n", err)}, true
+	}
+	u.history = append(u.history, text)
+	return exitCode{}, false
+}
+
+// hint is what the TUI prints when it exits: how to resume, once there is
+// a rollout.
+func (u *tui) hint() string {
+	if u.state != showChat || u.sess.path == "" {
+		return ""
+	}
+	return "To continue this session, run:\n  codex resume " + u.sess.id + "\n"
+}
+
+func (u *tui) draw() {
+	w, h := 80, 24
+	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 && ws.Row > 0 {
+		w, h = int(ws.Col), int(ws.Row)
+	}
+	var lines []string
+	switch u.state {
+	case showLogin:
+		lines = []string{"", "  Welcome to Codex, OpenAI's command-line coding agent", "", "  Choose how you want to use Codex.", "",
+			"> 1. Sign in with ChatGPT", "     Usage included with Plus, Pro, Business, and Enterprise plans",
+			"  2. Sign in with Device Code", "  3. Sign in another way", "", "  Press enter to continue"}
+	case showChooser:
+		lines = []string{"", "  Working directory · resume", "  Session = latest cwd recorded in the resumed session",
+			"  Current = your current working directory", "", "› 1. Use session directory", "  2. Use current directory",
+			"  3. Always use session directory", "  4. Always use current directory", "", "  enter continue · esc use session · ^c quit"}
+	case showChat:
+		lines = []string{"", "  >_ OpenAI Codex (v" + version + ")", "     " + u.sess.cwd, ""}
+		for _, text := range u.history {
+			for i, l := range strings.Split(text, "\n") {
+				prefix := "  "
+				if i == 0 {
+					prefix = "› "
+				}
+				lines = append(lines, prefix+l)
+			}
+			lines = append(lines, "", "• "+answer, "")
+		}
+		box, footer := placeholder, emptyFooter
+		if len(u.ed.Buf) > 0 {
+			box, footer = strings.ReplaceAll(string(u.ed.Buf), "\n", "\n  "), ""
+		}
+		lines = append(lines, strings.Split("› "+box, "\n")...)
+		lines = append(lines, "", "  fake-model default · "+u.sess.cwd, footer)
+	}
+	if len(lines) > h {
+		lines = lines[len(lines)-h:]
+	}
+	for i, l := range lines {
+		if r := []rune(l); len(r) > w {
+			lines[i] = string(r[:w])
+		}
+	}
+	fmt.Print("\x1b[H\x1b[2J" + strings.Join(lines, "\r\n"))
+}

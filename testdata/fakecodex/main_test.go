@@ -1,0 +1,280 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/schema"
+)
+
+const wait, tick = 5 * time.Second, 20 * time.Millisecond
+
+// provider is the credential-free model provider override of the
+// reference (harness-cli-facts.md, section 2): it skips the login screen.
+var provider = []string{"-c", "model_provider=loc", "-c", `model_providers.loc={name="loc",base_url="http://127.0.0.1:9/v1",wire_api="responses"}`}
+
+var fakeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakecodex-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeBin = filepath.Join(dir, "fakecodex")
+	out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build fakecodex: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is the built fake, a private tmux server, a CODEX_HOME and the
+// codex adapter pointed at both.
+type fixture struct {
+	socket  string
+	env     []string
+	home    string
+	adapter harness.Adapter
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	f := &fixture{socket: fmt.Sprintf("fakecodex-test-%d", os.Getpid()), home: t.TempDir(),
+		env: []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"}}
+	var err error
+	f.adapter, err = harness.New("codex", schema.Harness{Adapter: harness.AdapterCodex, Command: fakeBin, Env: map[string]string{"CODEX_HOME": f.home}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		socket, _ := f.tmux("display-message", "-p", "#{socket_path}")
+		_, _ = f.tmux("kill-server")
+		_ = os.Remove(strings.TrimSpace(socket))
+	})
+	f.must(t, "new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
+	return f
+}
+
+func (f *fixture) tmux(args ...string) (string, error) {
+	cmd := exec.Command("tmux", append([]string{"-L", f.socket, "-f", "/dev/null"}, args...)...)
+	cmd.Env = f.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (f *fixture) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := f.tmux(args...)
+	require.NoError(t, err, out)
+	return out
+}
+
+// spawn starts argv (the adapter's, so the grammar is loopd's) in session
+// name, in dir.
+func (f *fixture) spawn(t *testing.T, name, dir string, argv []string) {
+	t.Helper()
+	args := []string{"new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", dir}
+	for k, v := range f.adapter.Env() {
+		args = append(args, "-e", k+"="+v)
+	}
+	f.must(t, append(append(args, "--"), argv...)...)
+}
+
+func (f *fixture) capture(name string) string {
+	out, _ := f.tmux("capture-pane", "-p", "-t", "="+name+":")
+	return out
+}
+
+func (f *fixture) history(name string) string {
+	out, _ := f.tmux("capture-pane", "-p", "-S", "-", "-t", "="+name+":")
+	return out
+}
+
+func (f *fixture) waitScreen(t *testing.T, name string, want harness.Screen) {
+	t.Helper()
+	require.Eventually(t, func() bool { s, _ := f.adapter.Screen(f.capture(name)); return s == want }, wait, tick, f.history(name))
+}
+
+func (f *fixture) waitDead(t *testing.T, name string) string {
+	t.Helper()
+	var status string
+	require.Eventually(t, func() bool {
+		_, _ = f.tmux("run-shell", "true")
+		out, _ := f.tmux("display-message", "-p", "-t", "="+name+":", "#{pane_dead}:#{pane_dead_status}")
+		dead, s, _ := strings.Cut(strings.TrimSpace(out), ":")
+		status = s
+		return dead == "1" && s != ""
+	}, wait, tick, f.history(name))
+	return status
+}
+
+// learned waits for the one conversation started in dir since since and
+// returns it, found by loopd's own adapter.
+func (f *fixture) learned(t *testing.T, dir string, since time.Time) harness.Started {
+	t.Helper()
+	var got []harness.Started
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = f.adapter.(harness.SessionLearner).SessionsStarted(dir, since)
+		return err == nil && len(got) == 1
+	}, wait, tick)
+	return got[0]
+}
+
+func userMessages(t *testing.T, a harness.Adapter, dir, id string, frames ...desired.Frame) map[string]harness.Found {
+	t.Helper()
+	tr, err := a.Transcript(dir, id)
+	require.NoError(t, err)
+	require.True(t, tr.Exists, "rollout of %s in %s", id, dir)
+	found, err := a.TranscriptFrames(tr, frames)
+	require.NoError(t, err)
+	return found
+}
+
+func TestTUIFreshPasteResume(t *testing.T) {
+	f := newFixture(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	ad := f.adapter
+	argv := func(a []string) []string { return append(a[:1:1], append(provider, a[1:]...)...) }
+
+	since := time.Now()
+	f.spawn(t, "fresh", dir, argv(ad.FreshArgv("", "-first prompt")))
+	f.waitScreen(t, "fresh", harness.ScreenReady)
+	s := f.learned(t, dir, since)
+	assert.Equal(t, "-first prompt", s.First, "the positional prompt is submitted at start, \"--\" keeps its dash")
+	assert.True(t, ad.ValidSessionID(s.ID), s.ID)
+
+	// A bracketed paste, then Enter, as loopd delivers.
+	ev := desired.Delivery{ID: "d-1", Prompt: "[loopd] issue_comment.created on o/r#1 (delivery d-1)\n" + desired.FrameBegin("d-1") + "a\nb\n" + desired.FrameEnd("d-1", "a\nb\n")}
+	file := filepath.Join(t.TempDir(), "paste")
+	require.NoError(t, os.WriteFile(file, []byte(ev.Prompt), 0o600))
+	f.must(t, "load-buffer", "-b", "p", file, ";", "paste-buffer", "-p", "-d", "-r", "-b", "p", "-t", "=fresh:")
+	f.waitScreen(t, "fresh", harness.ScreenDraft)
+	f.must(t, "send-keys", "-t", "=fresh:", "Enter")
+	require.Eventually(t, func() bool { return userMessages(t, ad, dir, s.ID, desired.FrameOf(ev))["d-1"].Whole }, wait, tick)
+
+	// Ctrl-C twice: exit 0 with the resume hint.
+	f.must(t, "send-keys", "-t", "=fresh:", "C-c")
+	f.must(t, "send-keys", "-t", "=fresh:", "C-c")
+	assert.Equal(t, "0", f.waitDead(t, "fresh"))
+	assert.Contains(t, f.history("fresh"), "codex resume "+s.ID)
+
+	// Resume in the same cwd appends to the same rollout.
+	f.spawn(t, "resumed", dir, argv(ad.ResumeArgv(s.ID, "second")))
+	f.waitScreen(t, "resumed", harness.ScreenReady)
+	tr, err := ad.Transcript(dir, s.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(tr.Path)
+		return strings.Contains(string(data), `"text":"second"`)
+	}, wait, tick)
+	assert.Contains(t, f.capture("resumed"), "› -first prompt", "the history is shown")
+
+	// From another cwd: the chooser, which waits.
+	other := t.TempDir()
+	f.spawn(t, "chooser", other, argv(ad.ResumeArgv(s.ID, "third")))
+	f.waitScreen(t, "chooser", harness.ScreenBlocked)
+	_, why := ad.Screen(f.capture("chooser"))
+	assert.Equal(t, harness.BlockResumeChooser, why)
+
+	// SIGHUP (kill-session) ends the TUI.
+	pid := strings.TrimSpace(f.must(t, "display-message", "-p", "-t", "=resumed:", "#{pane_pid}"))
+	f.must(t, "kill-session", "-t", "=resumed")
+	require.Eventually(t, func() bool { return exec.Command("kill", "-0", pid).Run() != nil }, wait, tick, "the TUI exits on SIGHUP")
+}
+
+func TestTUIFailures(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	ad := f.adapter
+
+	// No model provider: the login screen, before anything else.
+	f.spawn(t, "login", dir, ad.ResumeArgv("01a22e7f-0000-7000-8000-000000000009", "x"))
+	f.waitScreen(t, "login", harness.ScreenBlocked)
+	assert.Equal(t, harness.BlockLoginRequired, ad.Blocked(f.capture("login")))
+
+	// A missing id with a provider: exit 1 and the real message.
+	argv := ad.ResumeArgv("01a22e7f-0000-7000-8000-000000000009", "x")
+	f.spawn(t, "missing", dir, append(argv[:1:1], append(provider, argv[1:]...)...))
+	assert.Equal(t, "1", f.waitDead(t, "missing"))
+	assert.Contains(t, f.history("missing"), "ERROR: No saved session found with ID 01a22e7f-0000-7000-8000-000000000009.")
+
+	// Not a terminal.
+	cmd := exec.Command(fakeBin, "--no-daemon")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, "Error: stdin is not a terminal\n", string(out))
+
+	// An option codex does not know, as clap refuses it.
+	cmd = exec.Command(fakeBin, "--resume", "x")
+	out, err = cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 2, exit.ExitCode())
+	assert.Contains(t, string(out), "unexpected argument '--resume'")
+}
+
+func TestExec(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	ad, err := harness.New("codex", schema.Harness{Adapter: harness.AdapterCodex, Command: fakeBin, Env: map[string]string{"CODEX_HOME": home}})
+	require.NoError(t, err)
+	h := ad.(harness.Headless)
+	run := func(argv []string, stdin []byte) (string, string, int) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CODEX_HOME="+home)
+		cmd.Stdin = strings.NewReader(string(stdin))
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(cmd.Run(), &exit) {
+			code = exit.ExitCode()
+		}
+		return out.String(), errOut.String(), code
+	}
+
+	argv, stdin := h.HeadlessArgv("", "fresh turn from stdin", false)
+	out, _, code := run(argv, stdin)
+	require.Equal(t, 0, code)
+	id := h.HeadlessSessionID([]byte(out))
+	require.NotEmpty(t, id, out)
+	tr, err := ad.Transcript(dir, id)
+	require.NoError(t, err)
+	assert.True(t, tr.Exists)
+
+	argv, stdin = h.HeadlessArgv(id, "second turn", true)
+	out, _, code = run(argv, stdin)
+	require.Equal(t, 0, code)
+	assert.Equal(t, id, h.HeadlessSessionID([]byte(out)), "a resumed turn names the same thread")
+	data, err := os.ReadFile(tr.Path)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "fresh turn from stdin")
+	assert.Contains(t, string(data), "second turn")
+
+	argv, stdin = h.HeadlessArgv("01a22e7f-0000-7000-8000-000000000009", "x", true)
+	_, errOut, code := run(argv, stdin)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "no rollout found for thread id 01a22e7f-0000-7000-8000-000000000009 (code -32600)")
+
+	_, errOut, code = run([]string{fakeBin, "exec", "hello"}, nil)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "Not inside a trusted directory and --skip-git-repo-check was not specified.")
+}
