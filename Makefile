@@ -48,6 +48,7 @@ check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
+	$(GO) test -run '^$$' -bench 'KillToRespawn|AcceptedToVerified' -benchtime 20x ./e2e
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

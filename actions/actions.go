@@ -53,6 +53,9 @@ const (
 	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
 	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript
 	ReasonDeliveryMangled  Reason = "delivery_mangled"       // reached the transcript, not whole
+	// ReasonPasteNotShown: a paste did not show in the input box within
+	// Executor.PasteWait, and got no Enter.
+	ReasonPasteNotShown Reason = "paste_not_shown"
 	// ReasonSessionForeign: the session of the item's name carries another
 	// loopd's owner mark, or none; loopd never touches it.
 	ReasonSessionForeign Reason = "session_foreign"

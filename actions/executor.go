@@ -79,10 +79,16 @@ type Executor struct {
 	// creates carries it, and it kills, pastes into and sends keys to no
 	// session without it.
 	Owner string
-	// Settle is the pause between a paste and its Enter (Claude Code takes
-	// an Enter in the same burst as a long paste as a newline);
-	// schema.DefaultPasteSettle in the daemon.
-	Settle time.Duration
+	// PasteWait bounds the wait, after a paste, for the pasted text to show
+	// in the harness's input box (its screen class becomes ScreenDraft),
+	// which comes before Enter: Claude Code takes an Enter in the same
+	// burst as a long paste as a newline, and one that comes after the
+	// paste is drawn as a submit. The pane is captured every PastePoll
+	// until then; a paste that does not show within PasteWait gets no
+	// Enter (dispatch.failed reason=paste_not_shown), and the planner's
+	// retry of the send in flight takes over. schema.DefaultPasteWait in
+	// the daemon.
+	PasteWait time.Duration
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
@@ -647,8 +653,36 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "paste_failed"), "err", err)
 		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // paste to <target>: …
 	}
-	if e.Settle > 0 {
-		t := time.NewTimer(e.Settle)
+	if err := e.awaitPaste(ctx, ad, target); err != nil {
+		e.record(ctx, slog.LevelWarn, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", string(ReasonPasteNotShown), "err", err)
+		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, err)
+	}
+	return e.submit(ctx, r, ad, a, target, "paste")
+}
+
+// PastePoll is how often the executor captures a pane while it waits for
+// a paste to show (Executor.PasteWait): a capture costs 2–6 ms of tmux
+// (docs/performance.md).
+const PastePoll = 10 * time.Millisecond
+
+// awaitPaste captures target until ad reads its input box as holding text
+// (ScreenDraft), for at most PasteWait. The box was empty before the paste
+// (deliver checks), so the text is the paste. It returns ErrNotReady when
+// the paste did not show, and ctx's error or the capture's.
+func (e *Executor) awaitPaste(ctx context.Context, ad harness.Adapter, target string) error {
+	deadline := time.Now().Add(e.PasteWait)
+	for {
+		screen, err := e.Tmux.CapturePane(ctx, target, false)
+		if err != nil {
+			return err
+		}
+		if class, _ := ad.Screen(screen); class == harness.ScreenDraft {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%w (the paste did not show in the input box within %s)", ErrNotReady, e.PasteWait)
+		}
+		t := time.NewTimer(PastePoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -656,7 +690,6 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		case <-t.C:
 		}
 	}
-	return e.submit(ctx, r, ad, a, target, "paste")
 }
 
 // guard is what a pane of ad must show for a paste or a key to reach it:

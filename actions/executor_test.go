@@ -66,9 +66,12 @@ func newRig(t *testing.T) *rig {
 			r.ids = append(r.ids, id)
 			return id
 		},
-		Socket: "loopd-test", Owner: rigOwner, StormWindow: time.Hour,
+		Socket: "loopd-test", Owner: rigOwner, StormWindow: time.Hour, PasteWait: 50 * time.Millisecond,
 		Launcher: launch.Launcher{Exe: "/opt/loopd", Dir: filepath.Join(dir, "state", "launch")},
 	}
+	// The CLI draws a paste in its input box, as Claude Code 2.1.197 does.
+	pasted := screen(t, "draft-pasted.txt")
+	r.tmux.PastedScreen = func(tmux.NewSession, string) string { return pasted }
 	return r
 }
 
@@ -641,4 +644,57 @@ func TestDropDeliveryTakesItOutForGood(t *testing.T) {
 	assert.Equal(t, []time.Time{r.now}, got.Status.DeliveredAt, "one delivery counted, when it reached the conversation")
 	assert.Equal(t, []string{string(journal.DispatchDropped), string(journal.DispatchDelivered)}, r.events(t))
 	assert.Contains(t, r.log.String(), "reason=own_push")
+}
+
+// TestDeliverPromptPressesEnterOnlyOnceThePasteShows: after a paste, the
+// pane is captured until its input box shows the text, and only then is
+// Enter pressed; a paste that never shows gets no Enter, the send stays in
+// flight for the planner's retry, and dispatch.failed says why.
+func TestDeliverPromptPressesEnterOnlyOnceThePasteShows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shows bool
+	}{{"shown_late", true}, {"never_shown", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			r.exec.PasteWait = 5 * time.Second
+			if !tc.shows {
+				r.exec.PasteWait = 100 * time.Millisecond
+			}
+			r.tmux.PastedScreen = nil // the CLI has not drawn it yet
+			sess, pane := r.livePane(t)
+			rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one")
+			rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+			r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+			drawn := make(chan struct{})
+			if tc.shows {
+				go func() {
+					defer close(drawn)
+					for !slices.Contains(r.tmux.Calls(), "Paste") {
+						time.Sleep(time.Millisecond)
+					}
+					time.Sleep(30 * time.Millisecond) // a few captures see the empty box
+					require.Empty(t, r.tmux.Keys(sess), "no Enter before the paste shows")
+					r.tmux.SetScreen(sess, screen(t, "draft-pasted.txt"))
+				}()
+			} else {
+				close(drawn)
+			}
+			res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt}})
+			<-drawn
+			assert.Len(t, r.tmux.Pasted(sess), 1)
+			assert.Equal(t, "d-2", r.get(t).Status.SendingDeliveryID, "the send is in flight")
+			if tc.shows {
+				assert.Equal(t, actions.Result{Applied: 1}, res)
+				assert.Equal(t, []string{"Enter"}, r.tmux.Keys(sess))
+				assert.Equal(t, []string{"dispatch.sent"}, r.events(t))
+				return
+			}
+			assert.Equal(t, actions.Result{Retry: true}, res)
+			assert.Empty(t, r.tmux.Keys(sess), "no Enter into a box that does not show the paste")
+			assert.Equal(t, []string{"dispatch.failed"}, r.events(t))
+			assert.Contains(t, r.log.String(), "reason=paste_not_shown")
+		})
+	}
 }

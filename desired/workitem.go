@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,7 +46,32 @@ func ParseKey(s string) (Key, error) {
 // could be ambiguous, "--" and the first 8 hex digits of the SHA-256 of the
 // key are appended, so two keys never share a session (short of a 32-bit hash
 // collision between keys with the same slug). tmux never sees '.' or ':'.
+//
+// A name is worked out once per key and process (sessionNames): every pass
+// asks for every item's name several times.
 func SessionName(k Key) string {
+	sessionNames.RLock()
+	name, ok := sessionNames.m[k]
+	sessionNames.RUnlock()
+	if ok {
+		return name
+	}
+	name = sessionName(k)
+	sessionNames.Lock()
+	sessionNames.m[k] = name
+	sessionNames.Unlock()
+	return name
+}
+
+// sessionNames holds the name of each key SessionName was asked for: about
+// 100 bytes a work item, for as long as the process runs.
+var sessionNames = struct {
+	sync.RWMutex
+	m map[Key]string
+}{m: map[Key]string{}}
+
+// sessionName works out SessionName(k).
+func sessionName(k Key) string {
 	// The plain form joins parts with single '-'; it is only unambiguous when
 	// no part contains '-' itself or anything that needs replacing.
 	plain := k.Owner + "-" + k.Repo + "-" + strconv.Itoa(k.Number)

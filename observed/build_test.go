@@ -23,15 +23,14 @@ func TestBuildKeepsFirstPane(t *testing.T) {
 	assert.Equal(t, Snapshot{At: at, Panes: map[string]tmux.Pane{
 		"loop-a": {Session: "loop-a", PaneID: "%4"},
 		"loop-b": {Session: "loop-b", PaneID: "%5"},
-	}}, s)
+	}, ownerListed: true}, s)
 }
 
 func BenchmarkBuild(b *testing.B) {
 	panes := make([]tmux.Pane, 1000)
 	for i := range panes {
 		panes[i] = tmux.Pane{Session: fmt.Sprintf("loop-acme-api-%d", i), PaneID: fmt.Sprintf("%%%d", i),
-			Dead: i%2 == 1, StatusKnown: i%2 == 1, PID: 20000 + i, CurrentCommand: "claude",
-			StartCommand: "claude --session-id 7f3c9a1e-2b4d-4c8f-9e6a-000000000000 -- prompt"}
+			Dead: i%2 == 1, StatusKnown: i%2 == 1, PID: 20000 + i, CurrentCommand: "claude"}
 	}
 	at := time.Unix(100, 0)
 	b.ReportAllocs()

@@ -48,6 +48,12 @@ type Snapshot struct {
 	// names (desired.Status.RunID), by session name, as the disk and
 	// /proc show it: a run is observed as a pane is. Observer fills it.
 	Runs map[string]Run
+
+	// serverOwner is the server's owner mark as the listing showed it
+	// (tmux.Pane.ServerOwner); ownerListed is false when the listing had
+	// no row to show it on.
+	serverOwner string
+	ownerListed bool
 }
 
 // Run returns the run of session's item and reports whether one was read.
@@ -62,27 +68,47 @@ func (s Snapshot) Pane(session string) (Pane, bool) {
 	return p, ok
 }
 
-// TakeSnapshot returns the Snapshot of c's server at now. It calls c.Kick and
-// then c.ListPanes once, and never calls tmux per session. With no server or
-// no sessions the snapshot is empty, not an error.
+// TakeSnapshot returns the Snapshot of c's server at now. It calls
+// c.ListPanes once, and never calls tmux per session. With no server or no
+// sessions the snapshot is empty, not an error.
 //
-// Kick comes first because tmux up to 3.4 can fail to reap a pane's exited
-// child: the pane then shows pane_dead=1 with no exit status, and the
-// pane-died hook does not fire, until some other child of the server exits
-// (fixed in tmux 3.5). Kick's run-shell is such a child, so the listing that
-// follows it carries the status in nearly every case. A dead pane whose
-// status is still unknown has StatusKnown false: the status is pending, never
-// a clean exit. A pane whose child the kick reaped carries the kick's time as
-// its DeadTime, not its death's (tmux.Pane.DeadTime).
+// tmux up to 3.4 can fail to reap a pane's exited child: the pane then shows
+// pane_dead=1 with no exit status, and the pane-died hook does not fire,
+// until some other child of the server exits (fixed in tmux 3.5). So when
+// the listing shows such a loopd pane, TakeSnapshot kicks the server
+// (c.Kick: run-shell is such a child) and lists once more, which carries
+// the status in nearly every case; a pass with no such pane costs one exec.
+// A dead pane whose status is still unknown has StatusKnown false: the
+// status is pending, never a clean exit. A pane whose child the kick reaped
+// carries the kick's time as its DeadTime, not its death's
+// (tmux.Pane.DeadTime).
 func TakeSnapshot(ctx context.Context, c tmux.Client, now time.Time) (Snapshot, error) {
-	if err := c.Kick(ctx); err != nil {
-		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
-	}
 	panes, err := c.ListPanes(ctx)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
 	}
+	s := build(panes, now)
+	if !s.unreaped() {
+		return s, nil
+	}
+	if err := c.Kick(ctx); err != nil {
+		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
+	}
+	if panes, err = c.ListPanes(ctx); err != nil {
+		return Snapshot{}, fmt.Errorf("observe tmux: %w", err)
+	}
 	return build(panes, now), nil
+}
+
+// unreaped reports whether a pane of s is dead with its status not known
+// (tmux.Pane.StatusKnown).
+func (s Snapshot) unreaped() bool {
+	for _, p := range s.Panes {
+		if p.Dead && !p.StatusKnown {
+			return true
+		}
+	}
+	return false
 }
 
 // build keeps the first pane of each loopd session. ListPanes lists a
@@ -90,6 +116,9 @@ func TakeSnapshot(ctx context.Context, c tmux.Client, now time.Time) (Snapshot, 
 // window.
 func build(panes []Pane, now time.Time) Snapshot {
 	s := Snapshot{Panes: make(map[string]Pane, len(panes)), At: now}
+	if len(panes) > 0 {
+		s.serverOwner, s.ownerListed = panes[0].ServerOwner, true
+	}
 	for _, p := range panes {
 		if !strings.HasPrefix(p.Session, SessionPrefix) {
 			continue

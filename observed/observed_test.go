@@ -24,14 +24,31 @@ func spawn(t *testing.T, c tmux.Client, name string, argv ...string) {
 	require.NoError(t, err)
 }
 
-func TestObserveKicksThenListsOnce(t *testing.T) {
+// An idle pass is one exec: the listing, no kick, nothing per session.
+func TestObserveListsOnceWithoutKick(t *testing.T) {
 	f := tmuxtest.NewFake()
 	for _, name := range []string{"loop-a", "loop-b", "loop-c"} {
 		spawn(t, f, name, "claude", "hi")
 	}
+	f.Exit("loop-b", 1)
 	_, err := observed.TakeSnapshot(t.Context(), f, now)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"Kick", "ListPanes"}, f.Calls()[3:], "one kick, one listing, nothing per session")
+	assert.Equal(t, []string{"ListPanes"}, f.Calls()[3:], "one listing; a dead pane with its status needs no kick")
+}
+
+// A listing that shows a loopd pane dead with no status (tmux 3.3a did not
+// reap it) kicks the server and lists again, which shows the status.
+func TestObserveKicksOnlyForUnreapedPanes(t *testing.T) {
+	f := tmuxtest.NewFake()
+	spawn(t, f, "loop-a", "claude", "hi")
+	spawn(t, f, "loop-b", "claude", "hi")
+	f.ExitUnknown("loop-b", 3)
+	s, err := observed.TakeSnapshot(t.Context(), f, now)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ListPanes", "Kick", "ListPanes"}, f.Calls()[2:])
+	b, _ := s.Pane("loop-b")
+	assert.True(t, b.StatusKnown)
+	assert.Equal(t, 3, b.DeadStatus)
 }
 
 func TestObserve(t *testing.T) {
@@ -61,7 +78,7 @@ func TestObserve(t *testing.T) {
 
 	crashed, _ := s.Pane("loop-crashed")
 	assert.Equal(t, tmux.Pane{Session: "loop-crashed", PaneID: "%1", Dead: true, DeadStatus: 1, StatusKnown: true,
-		DeadTime: now.Add(-time.Minute), PID: crashed.PID, StartCommand: "claude hi", CurrentCommand: "claude", Owner: owner}, crashed)
+		DeadTime: now.Add(-time.Minute), Activity: now.Add(-time.Minute), PID: crashed.PID, CurrentCommand: "claude", Owner: owner}, crashed)
 
 	unreaped, _ := s.Pane("loop-unreaped")
 	assert.True(t, unreaped.StatusKnown, "the kick before listing revealed the status")
@@ -101,15 +118,17 @@ func TestObserveErrors(t *testing.T) {
 		verb  string
 		calls []string
 	}{
-		{"Kick", []string{"Kick"}},
-		{"ListPanes", []string{"Kick", "ListPanes"}},
+		{"ListPanes", []string{"ListPanes"}},
+		{"Kick", []string{"ListPanes", "Kick"}},
 	} {
 		t.Run(tc.verb, func(t *testing.T) {
 			f := tmuxtest.NewFake()
+			spawn(t, f, "loop-a", "claude", "hi")
+			f.ExitUnknown("loop-a", 1)
 			f.FailNext(tc.verb, boom)
 			_, err := observed.TakeSnapshot(t.Context(), f, now)
 			assert.ErrorIs(t, err, boom)
-			assert.Equal(t, tc.calls, f.Calls())
+			assert.Equal(t, tc.calls, f.Calls()[1:])
 		})
 	}
 }

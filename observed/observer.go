@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -129,7 +130,17 @@ type Observer struct {
 	// Runs reads the runs of the process runner (Snapshot.Runs); nil
 	// reads none.
 	Runs *runner.Runner
-	Log  *slog.Logger
+	// Watcher, when set, is given each snapshot (Watcher.Track), so that
+	// it watches the processes of the live panes for their deaths.
+	Watcher *Watcher
+	Log     *slog.Logger
+
+	mu sync.Mutex
+	// screens are the captures of the last pass, by pane id (readScreen),
+	// and limits what it read of the transcripts' latest turns, by path
+	// (readTranscriptLimit).
+	screens map[string]capture
+	limits  map[string]turnLimit
 }
 
 // Observe takes the tmux snapshot at now (with Owner set, whether the
@@ -143,28 +154,40 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	if err != nil {
 		return Observation{}, err
 	}
+	if o.Watcher != nil {
+		o.Watcher.Track(snap)
+	}
 	if o.Owner != "" {
-		// After the listing, never before: a server that dies in between
+		// The listing's rows carry the server's mark, read in the same
+		// call. With no row (no server, or no session on it) it is read
+		// after the listing, never before: a server that dies in between
 		// then shows as gone, with its sessions still listed alive, and
 		// the next pass sees them missing; the other order would show
 		// the sessions missing from a server still called ours.
-		owner, err := o.Tmux.ServerOwner(ctx)
-		if err != nil {
-			return Observation{}, fmt.Errorf("observe tmux: %w", err)
+		owner := snap.serverOwner
+		if !snap.ownerListed {
+			mark, err := o.Tmux.ServerOwner(ctx)
+			if err != nil {
+				return Observation{}, fmt.Errorf("observe tmux: %w", err)
+			}
+			owner = mark.ID
 		}
-		snap.ServerGone = owner.ID != o.Owner
+		snap.ServerGone = owner != o.Owner
 	}
 	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}}
+	kept, limits := map[string]capture{}, map[string]turnLimit{}
+	var confirm []string
+	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if !need.Learn.IsZero() {
 			o.readStarted(ctx, rec, need.Learn, &obs)
 		}
 		if need.Screen {
-			if sc, ok := o.readScreen(ctx, rec, snap, now); ok {
+			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
 				obs.Screens[rec.Key] = sc
 			}
 		}
@@ -202,13 +225,19 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		}
 		obs.Transcripts[rec.Key] = tr
 		if need.Screen {
-			o.readTranscriptLimit(ctx, rec, ad, tr, &obs)
+			o.readTranscriptLimit(ctx, rec, ad, tr, &obs, limits)
 		}
 		if len(need.Frames) > 0 && tr.Known {
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
 				obs.Frames[rec.Key] = found
 			}
+			// A delivery to confirm: its write to the transcript wakes
+			// the next pass.
+			confirm = append(confirm, tr.Path)
 		}
+	}
+	if o.Watcher != nil {
+		o.Watcher.TrackTranscripts(confirm)
 	}
 	return obs, nil
 }

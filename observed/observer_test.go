@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,100 @@ func TestObserverReadsScreensOfWhatIsNeeded(t *testing.T) {
 	o, err = r.o.Observe(t.Context(), []desired.Record{a, b, c}, needsOf(map[int]observed.Need{}, &seen), now)
 	require.NoError(t, err)
 	assert.Empty(t, o.Screens, "no screen read unless asked")
+}
+
+// TestObserverCapturesAScreenOnceUntilItsPaneWrites: a live agent's screen
+// is captured again only after output to its pane (tmux's window_activity,
+// whole seconds); a quiet pane's last capture is read again, with this
+// pass's clock.
+func TestObserverCapturesAScreenOnceUntilItsPaneWrites(t *testing.T) {
+	r := newObserverRig(t)
+	clock := now
+	r.f.Now = func() time.Time { return clock }
+	spawn(t, r.f, "loop-acme-api-1", "claude", "hi")
+	rule := strings.Repeat("─", 20)
+	r.f.SetScreen("loop-acme-api-1", rule+"\n❯\u00a0\n"+rule)
+	a := r.item(t, 1, "a", true, idA)
+	captures := func() int {
+		return len(slices.DeleteFunc(r.f.Calls(), func(c string) bool { return c != "CapturePane" }))
+	}
+	observe := func() observed.Screen {
+		var seen []observed.Snapshot
+		o, err := r.o.Observe(t.Context(), []desired.Record{a}, needsOf(map[int]observed.Need{1: {Screen: true}}, &seen), clock)
+		require.NoError(t, err)
+		sc, ok := o.Screens[a.Key]
+		require.True(t, ok, "the screen is known every pass")
+		return sc
+	}
+
+	observe()
+	require.Equal(t, 1, captures())
+	clock = clock.Add(300 * time.Millisecond)
+	observe()
+	assert.Equal(t, 2, captures(), "output in the second of the capture may have come after it")
+	clock = clock.Add(time.Second)
+	observe()
+	assert.Equal(t, 3, captures(), "the last capture was in the second of the output")
+	clock = clock.Add(time.Second)
+	observe()
+	assert.Equal(t, 3, captures(), "captured in a later second than the output: it stands")
+
+	r.f.SetScreen("loop-acme-api-1", rule+"\n❯\u00a0\n"+rule+"\n  ? for shortcuts     Not logged in · Run /login")
+	clock = clock.Add(time.Second)
+	assert.Equal(t, harness.BlockLoginRequired, observe().Blocked, "output: captured again")
+	assert.Equal(t, 4, captures())
+	clock = clock.Add(time.Second)
+	assert.Equal(t, harness.BlockLoginRequired, observe().Blocked)
+	assert.Equal(t, 4, captures())
+
+	require.NoError(t, r.f.KillSession(t.Context(), "loop-acme-api-1", owner))
+	spawn(t, r.f, "loop-acme-api-1", "claude", "hi")
+	clock = clock.Add(time.Second)
+	observe()
+	assert.Equal(t, 5, captures(), "a new pane is captured")
+}
+
+// countingAdapter counts the reads of transcripts' latest turns.
+type countingAdapter struct {
+	harness.Adapter
+	reads int
+}
+
+func (c *countingAdapter) TranscriptLimit(tr harness.Transcript) (harness.Limit, bool, error) {
+	c.reads++
+	return c.Adapter.TranscriptLimit(tr)
+}
+
+// TestObserverReadsALatestTurnOnceUntilItsTranscriptChanges: the usage
+// limit a transcript's latest turn shows is read again only once the
+// transcript's size or mtime changed.
+func TestObserverReadsALatestTurnOnceUntilItsTranscriptChanges(t *testing.T) {
+	r := newObserverRig(t)
+	ad := &countingAdapter{Adapter: r.ad}
+	r.o.Harnesses["claude-code"] = ad
+	spawn(t, r.f, "loop-acme-api-1", "claude", "hi")
+	a := r.item(t, 1, "a", true, idA)
+	r.turn(t, a, idA, "go")
+	observe := func() *harness.Limit {
+		var seen []observed.Snapshot
+		o, err := r.o.Observe(t.Context(), []desired.Record{a}, needsOf(map[int]observed.Need{1: {Screen: true, Disk: true}}, &seen), now)
+		require.NoError(t, err)
+		return o.Screens[a.Key].Limit
+	}
+	assert.Nil(t, observe())
+	assert.Nil(t, observe())
+	assert.Equal(t, 1, ad.reads, "an unchanged transcript is not read again")
+
+	tr, err := r.ad.Transcript(a.Spec.Cwd, idA)
+	require.NoError(t, err)
+	f, err := os.OpenFile(tr.Path, os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"type":"assistant","isApiErrorMessage":true,"timestamp":"2026-03-01T11:59:01Z","message":{"role":"assistant","content":[{"type":"text","text":"Claude AI usage limit reached|1772370000"}]}}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	l := observe()
+	require.NotNil(t, l, "the transcript grew: read again")
+	assert.True(t, time.Unix(1772370000, 0).Equal(l.Reset))
+	require.NotNil(t, observe(), "kept while unchanged")
+	assert.Equal(t, 2, ad.reads)
 }

@@ -2,9 +2,15 @@ package observed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
@@ -12,19 +18,51 @@ import (
 
 // Watcher supervises loopd's tmux server for the reconcile loop: it starts
 // and claims the server, and turns pane deaths into wake-ups.
+//
+// A death is seen three ways. The process of every live pane a snapshot
+// listed is watched through a pidfd (Track): it becomes readable when the
+// process exits, whether or not tmux has reaped it, and Watch then kicks
+// the server, so that tmux up to 3.4 records the exit status and fires its
+// pane-died hook, and wakes a pass. The pane-died hook (tmux wait-for) wakes
+// a pass for the panes spawned since the last snapshot. The loop's resync
+// interval is the safety net behind both.
 type Watcher struct {
 	Tmux tmux.Client
 	// Server are the options the server is started with and claimed under;
 	// its PaneDiedChannel is the channel Watch waits on.
 	Server tmux.ServerOptions
 	// KickEvery, when not zero, is how often Watch kicks the server
-	// (tmux.Client.Kick) while it waits. tmux up to 3.4 sometimes fails to
-	// reap a pane's exited child and then fires no pane-died hook until
-	// another child of the server exits (see TakeSnapshot); the kick is
-	// such a child, so such a death wakes the loop within KickEvery
-	// instead of after the loop's resync interval.
+	// (tmux.Client.Kick) where this kernel gives no pidfd. tmux up to 3.4
+	// sometimes fails to reap a pane's exited child and then fires no
+	// pane-died hook until another child of the server exits (see
+	// TakeSnapshot); the kick is such a child, so such a death wakes the
+	// loop within KickEvery instead of after the loop's resync interval.
+	// With pidfds, a death kicks the server itself and no periodic kick
+	// runs.
 	KickEvery time.Duration
 	Log       *slog.Logger
+
+	// PidfdOpen, when set, replaces pidfd_open(2) (pidfdOpen): it returns
+	// a pidfd of process pid, open for reading without blocking. Tests act
+	// out a kernel without pidfds with it (an error such as ENOSYS).
+	PidfdOpen func(pid int) (*os.File, error)
+
+	once  sync.Once
+	mu    sync.Mutex
+	procs map[int]*os.File // the pidfd of each watched process, by pid
+	// noPidfd is set when this kernel gives no pidfd: Watch kicks every
+	// KickEvery instead.
+	noPidfd bool
+	stopped bool          // Watch has returned: Track watches nothing
+	died    chan struct{} // a watched process died; one buffered signal
+	// notify watches the directories of the transcripts TrackTranscripts
+	// was given (files, by path; dirs, by directory); made on first use.
+	notify   *fsnotify.Watcher
+	noNotify bool // inotify is missing: TrackTranscripts does nothing
+	files    map[string]bool
+	dirs     map[string]bool
+	// notifying is closed once notify is made, for Watch to listen.
+	notifying chan struct{}
 }
 
 // waitRetry is how long Watch waits before it waits on the pane-died
@@ -39,23 +77,213 @@ func (w *Watcher) EnsureServer(ctx context.Context) error {
 	return w.Tmux.EnsureServer(ctx, w.Server)
 }
 
-// Watch calls wake after each pane death, until ctx ends; then it returns.
-// It waits on the pane-died channel (tmux wait-for) and, with KickEvery
-// set, kicks the server meanwhile, so that a death tmux failed to reap
-// fires its hook. With no PaneDiedChannel it only waits for ctx. A failed
-// wait is retried after a second and a failed kick at the next tick; both
-// are logged at debug level, since the loop's resync interval covers them.
-func (w *Watcher) Watch(ctx context.Context, wake func()) {
-	ch := w.Server.PaneDiedChannel
-	if ch == "" {
-		<-ctx.Done()
+// init probes once whether this kernel gives pidfds, with one for this
+// process.
+func (w *Watcher) init() {
+	w.once.Do(func() {
+		if w.PidfdOpen == nil {
+			w.PidfdOpen = pidfdOpen
+		}
+		w.procs = map[int]*os.File{}
+		w.died = make(chan struct{}, 1)
+		w.files, w.dirs = map[string]bool{}, map[string]bool{}
+		w.notifying = make(chan struct{})
+		f, err := w.PidfdOpen(os.Getpid())
+		if err != nil {
+			w.noPidfd = true
+			w.Log.Warn(string(journal.ProcWatchUnavailable), "err", err)
+			return
+		}
+		f.Close()
+	})
+}
+
+// Track watches the process of every live pane of s, and stops watching
+// the processes it no longer lists. A process that is gone before it is
+// watched counts as a death. Watch turns each death into a kick of the
+// server and a wake-up. Without pidfds, and after Watch has returned, it
+// does nothing.
+func (w *Watcher) Track(s Snapshot) {
+	w.init()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.noPidfd || w.stopped {
 		return
 	}
-	var wg sync.WaitGroup
-	if w.KickEvery > 0 {
-		wg.Go(func() { w.kick(ctx) })
+	live := make(map[int]bool, len(s.Panes))
+	for _, p := range s.Panes {
+		if !p.Dead && p.PID > 0 {
+			live[p.PID] = true
+		}
 	}
+	for pid, f := range w.procs {
+		if !live[pid] {
+			f.Close()
+			delete(w.procs, pid)
+		}
+	}
+	for pid := range live {
+		if _, ok := w.procs[pid]; ok {
+			continue
+		}
+		f, err := w.PidfdOpen(pid)
+		if errors.Is(err, syscall.ESRCH) {
+			w.signal() // it died since the listing
+			continue
+		}
+		if err != nil {
+			w.Log.Debug(string(journal.ProcWatchFailed), "pid", pid, "err", err)
+			continue
+		}
+		w.procs[pid] = f
+		go w.await(pid, f)
+	}
+}
+
+// TrackTranscripts watches the transcripts at paths (their directories,
+// through inotify: a transcript may not exist yet) and stops watching the
+// others, so that a write to one of them wakes a pass: the pass that
+// confirms a delivery in flight follows the agent's write to its
+// transcript, not the poll period. Without inotify, and after Watch has
+// returned, it does nothing; the poll period covers it.
+func (w *Watcher) TrackTranscripts(paths []string) {
+	w.init()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.noNotify || (w.notify == nil && len(paths) == 0) {
+		return
+	}
+	if w.notify == nil {
+		n, err := fsnotify.NewWatcher()
+		if err != nil {
+			w.Log.Warn(string(journal.TranscriptWatchFailed), "err", err)
+			w.noNotify = true
+			return
+		}
+		w.notify = n
+		close(w.notifying)
+	}
+	files, dirs := make(map[string]bool, len(paths)), map[string]bool{}
+	for _, p := range paths {
+		files[p], dirs[filepath.Dir(p)] = true, true
+	}
+	for d := range w.dirs {
+		if !dirs[d] {
+			_ = w.notify.Remove(d)
+			delete(w.dirs, d)
+		}
+	}
+	for d := range dirs {
+		if w.dirs[d] {
+			continue
+		}
+		if err := w.notify.Add(d); err != nil {
+			// Not there yet (a first conversation): the poll covers it.
+			w.Log.Debug(string(journal.TranscriptWatchFailed), "path", d, "err", err)
+			continue
+		}
+		w.dirs[d] = true
+	}
+	w.files = files
+}
+
+// written reports whether ev wrote a transcript TrackTranscripts watches.
+func (w *Watcher) written(ev fsnotify.Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ev.Has(fsnotify.Write|fsnotify.Create) && w.files[ev.Name]
+}
+
+// await signals a death once f, the pidfd of pid, is readable (the process
+// exited), and stops when f is closed.
+func (w *Watcher) await(pid int, f *os.File) {
+	if err := awaitExit(f); err != nil {
+		return // closed: no longer watched
+	}
+	w.mu.Lock()
+	if w.procs[pid] == f {
+		delete(w.procs, pid)
+		f.Close()
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// signal records a death for Watch; deaths before Watch takes it fold into
+// one.
+func (w *Watcher) signal() {
+	select {
+	case w.died <- struct{}{}:
+	default:
+	}
+}
+
+// Watch calls wake after each pane death and each write to a transcript
+// TrackTranscripts watches, until ctx ends; then it stops watching every
+// process and transcript and returns. A death of a process Track watches
+// kicks the server, then wakes. Meanwhile it waits on the pane-died channel
+// (tmux wait-for), and, without pidfds and with KickEvery set, kicks the
+// server every KickEvery, so that a death tmux failed to reap fires its
+// hook. With no PaneDiedChannel it waits for nothing but the processes. A
+// failed wait is retried after a second and a failed kick at the next
+// death or tick; both are logged at debug level, since the loop's resync
+// interval covers them.
+func (w *Watcher) Watch(ctx context.Context, wake func()) {
+	w.init()
+	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer w.stop()
+	if ch := w.Server.PaneDiedChannel; ch != "" {
+		wg.Go(func() { w.waitHook(ctx, ch, wake) })
+	}
+	var tick <-chan time.Time
+	if w.noPidfd && w.KickEvery > 0 && w.Server.PaneDiedChannel != "" {
+		t := time.NewTicker(w.KickEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	notifying := w.notifying
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.died:
+			w.kick(ctx)
+			wake()
+		case <-tick:
+			w.kick(ctx)
+		case <-notifying:
+			notifying = nil
+			events, errs = w.notify.Events, w.notify.Errors
+		case ev := <-events:
+			if w.written(ev) {
+				wake()
+			}
+		case err := <-errs:
+			w.Log.Debug(string(journal.TranscriptWatchFailed), "err", err)
+		}
+	}
+}
+
+// stop closes every pidfd, which ends their waits, and makes Track a no-op.
+func (w *Watcher) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for pid, f := range w.procs {
+		f.Close()
+		delete(w.procs, pid)
+	}
+	if w.notify != nil {
+		w.notify.Close()
+	}
+}
+
+// waitHook calls wake each time the pane-died channel is signalled, until
+// ctx ends.
+func (w *Watcher) waitHook(ctx context.Context, ch string, wake func()) {
 	for ctx.Err() == nil {
 		if err := w.Tmux.WaitFor(ctx, ch); err != nil {
 			if ctx.Err() != nil {
@@ -75,18 +303,9 @@ func (w *Watcher) Watch(ctx context.Context, wake func()) {
 	}
 }
 
-// kick kicks the server every KickEvery until ctx ends.
+// kick kicks the server once.
 func (w *Watcher) kick(ctx context.Context) {
-	t := time.NewTicker(w.KickEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := w.Tmux.Kick(ctx); err != nil && ctx.Err() == nil {
-				w.Log.Debug(string(journal.TmuxKickFailed), "err", err)
-			}
-		}
+	if err := w.Tmux.Kick(ctx); err != nil && ctx.Err() == nil {
+		w.Log.Debug(string(journal.TmuxKickFailed), "err", err)
 	}
 }

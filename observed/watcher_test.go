@@ -3,8 +3,14 @@ package observed_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,12 +77,16 @@ func TestWatcherWakesOnPaneDeath(t *testing.T) {
 	})
 }
 
-// A death tmux failed to reap fires no hook; the kick makes it fire within
-// one period.
-func TestWatcherKicksLostExits(t *testing.T) {
+// noPidfd acts out a kernel without pidfd_open(2).
+func noPidfd(int) (*os.File, error) { return nil, syscall.ENOSYS }
+
+// Without pidfds (the fallback), a death tmux failed to reap fires no hook;
+// the periodic kick makes it fire within one period.
+func TestWatcherWithoutPidfdKicksLostExits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := tmuxtest.NewFake()
 		w := newWatcher(f, time.Second)
+		w.PidfdOpen = noPidfd
 		require.NoError(t, w.EnsureServer(t.Context()))
 		spawn(t, f, "loop-a", "claude", "hi")
 		wakes := watch(t, w)
@@ -88,6 +98,87 @@ func TestWatcherKicksLostExits(t *testing.T) {
 		synctest.Wait()
 		assert.EqualValues(t, 1, wakes.Load(), "the next kick reaped it and the hook fired")
 	})
+}
+
+// With pidfds, nothing kicks the server while nothing dies.
+func TestWatcherDoesNotKickWhileNothingDies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := tmuxtest.NewFake()
+		w := newWatcher(f, time.Second)
+		require.NoError(t, w.EnsureServer(t.Context()))
+		spawn(t, f, "loop-a", "claude", "hi")
+		watch(t, w)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.NotContains(t, f.Calls(), "Kick")
+	})
+}
+
+// sleeper starts a process that lives until it is killed, and is reaped
+// only at the end of the test: killed, it stays a zombie, as a pane's
+// process does that tmux 3.3a failed to reap.
+func sleeper(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// snapshotOf is a snapshot of live loopd panes running the processes pids.
+func snapshotOf(pids ...int) observed.Snapshot {
+	s := observed.Snapshot{Panes: map[string]tmux.Pane{}}
+	for i, pid := range pids {
+		name := fmt.Sprintf("loop-%d", i)
+		s.Panes[name] = tmux.Pane{Session: name, PaneID: fmt.Sprintf("%%%d", i), PID: pid}
+	}
+	return s
+}
+
+func kicks(f *tmuxtest.Fake) int {
+	return len(slices.DeleteFunc(f.Calls(), func(c string) bool { return c != "Kick" }))
+}
+
+// TestWatcherWakesOnProcessDeath: the death of a watched pane's process,
+// still unreaped, kicks the server (so tmux reaps it and fires its hook)
+// and wakes a pass, with no hook and no periodic kick.
+func TestWatcherWakesOnProcessDeath(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	w.Server.PaneDiedChannel = ""
+	a, b := sleeper(t), sleeper(t)
+	wakes := watch(t, w)
+	w.Track(snapshotOf(a.Process.Pid, b.Process.Pid))
+	require.Zero(t, kicks(f))
+	require.NoError(t, a.Process.Kill())
+	require.Eventually(t, func() bool { return wakes.Load() == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, 1, kicks(f), "one kick, before the wake")
+	require.NoError(t, b.Process.Kill())
+	require.Eventually(t, func() bool { return wakes.Load() == 2 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, 2, kicks(f))
+}
+
+// A process the snapshots stop listing (its pane died, or was killed) is no
+// longer watched; one gone before it could be watched counts as a death.
+func TestWatcherTracksWhatTheSnapshotLists(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	w.Server.PaneDiedChannel = ""
+	a := sleeper(t)
+	wakes := watch(t, w)
+	w.Track(snapshotOf(a.Process.Pid))
+	w.Track(snapshotOf())
+	require.NoError(t, a.Process.Kill())
+	_, _ = a.Process.Wait()
+	assert.Never(t, func() bool { return wakes.Load() > 0 }, 200*time.Millisecond, time.Millisecond, "untracked")
+
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	w.Track(snapshotOf(gone.Process.Pid))
+	require.Eventually(t, func() bool { return wakes.Load() == 1 }, 10*time.Second, time.Millisecond, "gone since the listing")
 }
 
 // With no server yet the wait fails; it is retried a second later, and a
@@ -121,4 +212,34 @@ func TestWatcherWithoutChannel(t *testing.T) {
 		synctest.Wait()
 		assert.Empty(t, f.Calls())
 	})
+}
+
+// TestWatcherWakesOnTranscriptWrites: a write to a transcript being
+// tracked wakes a pass (a delivery's confirmation need not wait for the
+// poll); writes to others in the same directory, and to one no longer
+// tracked, do not.
+func TestWatcherWakesOnTranscriptWrites(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	w.Server.PaneDiedChannel = ""
+	dir := filepath.Join(t.TempDir(), "projects", "-w")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	mine, other := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	wakes := watch(t, w)
+	write := func(path string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		require.NoError(t, err)
+		_, err = f.WriteString("{}\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	w.TrackTranscripts([]string{mine})
+	write(other)
+	assert.Never(t, func() bool { return wakes.Load() > 0 }, 100*time.Millisecond, time.Millisecond, "another transcript")
+	write(mine)
+	require.Eventually(t, func() bool { return wakes.Load() >= 1 }, 10*time.Second, time.Millisecond)
+	w.TrackTranscripts(nil)
+	n := wakes.Load()
+	write(mine)
+	assert.Never(t, func() bool { return wakes.Load() > n }, 200*time.Millisecond, time.Millisecond, "no longer tracked")
 }

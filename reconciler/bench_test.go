@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ func BenchmarkPlan(b *testing.B) {
 		obs.Snapshot.Panes[pane.Session] = pane
 		items = append(items, r)
 	}
+	// The store returns the records in key order (desired.Store.Records).
+	slices.SortFunc(items, func(a, b desired.Record) int { return compareKeys(a.Key, b.Key) })
 	p := testPolicy()
 	// Every item's workdir and checkout are rendered from the routing on
 	// every pass (workspaceOf).

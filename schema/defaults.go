@@ -154,17 +154,20 @@ const (
 	// transcript at once.
 	DefaultDeliveryConfirm = 10 * time.Second
 	DefaultMaxSendAttempts = 3
-	// DefaultPasteSettle is the pause between a paste and its Enter: Claude
-	// Code takes an Enter in the same burst as a long paste as a newline.
-	DefaultPasteSettle = 150 * time.Millisecond
+	// DefaultPasteWait bounds the wait for a paste to show in the input box
+	// before its Enter (actions.Executor.PasteWait): Claude Code takes an
+	// Enter in the same burst as a long paste as a newline. A paste shows
+	// within tens of milliseconds (docs/performance.md).
+	DefaultPasteWait = time.Second
 	// DefaultRunPoll is how soon a run of the process runner in flight is
 	// looked at again (its pid file read): the daemon that started a run
 	// is woken by its end, a daemon restarted since finds it ended within
 	// this.
 	DefaultRunPoll = 5 * time.Second
-	// DefaultReapKick is how often serve kicks tmux (run-shell true) so
-	// that a pane death tmux 3.3a failed to reap still fires the pane-died
-	// hook (observed.Watcher.KickEvery).
+	// DefaultReapKick is how often serve kicks tmux (run-shell true), where
+	// the kernel gives no pidfd to watch the agents with, so that a pane
+	// death tmux 3.3a failed to reap still fires the pane-died hook
+	// (observed.Watcher.KickEvery).
 	DefaultReapKick = time.Second
 	// DefaultStalePending is how long an item may sit Stopped with pending
 	// events before loopd get flags it (--stale-pending).

@@ -160,10 +160,14 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	// The planner's and the executor's deadlines are spans of monotonic
 	// time: a step of the wall clock moves none of them.
 	now := reconciler.SteadyClock(time.Now, reconciler.Elapsed)
+	// The observer hands each snapshot to the watcher, which watches the
+	// live panes' processes (pidfds); without pidfds it kicks tmux every
+	// DefaultReapKick instead.
+	watcher := &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs, Owner: a.owner.ID, Log: a.log},
-		Watcher:  &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log},
+		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs, Owner: a.owner.ID, Watcher: watcher, Log: a.log},
+		Watcher:  watcher,
 		Journal:  a.journal,
 		Log:      a.log,
 		Policy:   policy,
@@ -182,7 +186,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			NewID:     uuid.NewString,
 			Socket:    cfg.Tmux.Socket,
 			Owner:     a.owner.ID,
-			Settle:    schema.DefaultPasteSettle,
+			PasteWait: schema.DefaultPasteWait,
 			Launcher:  a.launcher,
 			Runs:      a.runs,
 			// A run gets what a pane gets of loopd's environment.

@@ -204,6 +204,19 @@ const (
 	// PaneDiedWaitFailed: waiting on the pane-died channel failed; retried
 	// after a second (log only, debug).
 	PaneDiedWaitFailed Name = "pane_died.wait_failed"
+	// ProcWatchUnavailable: this kernel gives no pidfd (pidfd_open(2):
+	// ENOSYS before Linux 5.3, or refused by a seccomp filter); pane deaths
+	// are then found by the pane-died hook, a reap kick every second and the
+	// resync interval (log only).
+	ProcWatchUnavailable Name = "proc_watch.unavailable"
+	// ProcWatchFailed: a live pane's process could not be watched (a pidfd
+	// open failed); its death is found by the hook and the resync (log
+	// only, debug).
+	ProcWatchFailed Name = "proc_watch.failed"
+	// TranscriptWatchFailed: a transcript's directory could not be watched
+	// for writes (inotify); the pass that confirms a delivery then comes at
+	// the poll period (log only, debug; warn when inotify is missing).
+	TranscriptWatchFailed Name = "transcript_watch.failed"
 	// RunUnreadable: the files of a run of the process runner could not
 	// be read; the pass waits for the run rather than judge it (log only).
 	RunUnreadable Name = "run.unreadable"

@@ -12,8 +12,8 @@ import (
 // 3.3a output (testdata/list-panes.txt) and its lines cut short. It never
 // panics; it accepts an output exactly when it accepts each of its lines
 // alone, and then gives one pane per non-empty line, each as its line gives
-// it alone; no field but the start command (the last) holds a tab, none a
-// newline; a pane with a known exit status is dead.
+// it alone; no field but the foreground command (the last) holds a tab,
+// none a newline; a pane with a known exit status is dead.
 func FuzzParseListPanes(f *testing.F) {
 	out, err := os.ReadFile("testdata/list-panes.txt")
 	require.NoError(f, err)
@@ -22,7 +22,7 @@ func FuzzParseListPanes(f *testing.F) {
 		f.Add([]byte(line))
 		f.Add([]byte(line[:len(line)/2]))
 	}
-	f.Add([]byte("loop-x\t%1\t1\t-1\t+9\t0\tclaude\t?\t-5\tcmd\twith\ttabs\n\n\n"))
+	f.Add([]byte("loop-x\t%1\t1\t-1\t+9\t0\t?\t-5\t-7\t?\tcmd\twith\ttabs\n\n\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		panes, err := ParseListPanes(out)
 		var lines []string
@@ -51,13 +51,14 @@ func FuzzParseListPanes(f *testing.F) {
 		require.NoError(t, lineErr, "the output passes but one of its lines fails")
 		require.Len(t, panes, len(lines))
 		for _, p := range panes {
-			for _, field := range []string{p.Session, p.PaneID, p.CurrentCommand, p.Owner} {
+			for _, field := range []string{p.Session, p.PaneID, p.Owner, p.ServerOwner} {
 				require.NotContains(t, field, "\t")
 				require.NotContains(t, field, "\n")
 			}
-			require.NotContains(t, p.StartCommand, "\n")
+			require.NotContains(t, p.CurrentCommand, "\n")
 			require.False(t, p.StatusKnown && !p.Dead, "a live pane has no exit status: %+v", p)
 			require.True(t, p.DeadTime.IsZero() || p.DeadTime.Unix() > 0, "%+v", p)
+			require.True(t, p.Activity.IsZero() || p.Activity.Unix() > 0, "%+v", p)
 		}
 	})
 }

@@ -9,27 +9,33 @@ import (
 )
 
 // listPanesFields is the number of tab-separated fields in listPanesFormat.
-const listPanesFields = 10
+const listPanesFields = 11
 
-// listPanesFormat is the list-panes -F format that ParseListPanes reads.
-// Session names cannot hold a tab (tmux escapes it), and tmux shows
-// pane_start_command with tabs and newlines escaped; it still comes last so
-// that it can never shift another field. The owner mark is a user option
-// that anyone may set to any text, so it is shown only when it has the
-// shape of an owner id, and as "?" otherwise.
+// listPanesFormat is the list-panes -F format that ParseListPanes reads:
+// only the fields a pass reads, since each costs format work per pane in
+// the server on every pass. Session names cannot hold a tab (tmux escapes
+// it); pane_current_command is the foreground process's argv[0], which
+// that process chooses, so it comes last, where a tab cannot shift another
+// field. The owner marks are user options that anyone may set to any text,
+// so each is shown only when it has the shape of an owner id, and as "?"
+// otherwise. The server's mark is the same on every row; it is read in the
+// same call so that a pass needs no second exec to know the server is still
+// its own (a format finds a server option too: tmux 3.3a format_find).
 const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
-	"#{pane_dead_signal}\t#{pane_pid}\t#{pane_current_command}\t" +
+	"#{pane_dead_signal}\t#{pane_pid}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + sessionOwnerOption + "}},#{" + sessionOwnerOption + "},#{?#{" + sessionOwnerOption + "},?,}}\t" +
-	"#{pane_dead_time}\t#{pane_start_command}"
+	"#{pane_dead_time}\t#{window_activity}\t" +
+	"#{?#{m/r:^[0-9a-f]+$,#{" + serverOwnerOption + "}},#{" + serverOwnerOption + "},#{?#{" + serverOwnerOption + "},?,}}\t" +
+	"#{pane_current_command}"
 
 // ParseListPanes parses the output of list-panes -a -F with loopd's format
 // (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
-// pane_pid, pane_current_command, the owner mark, pane_dead_time,
-// pane_start_command, separated by tabs), one pane a line, in the order
-// given. Empty output gives an empty slice. A dead pane with neither a status
-// nor a signal gets StatusKnown false, and one with no pane_dead_time a zero
-// DeadTime. It returns an error naming the line for a row with too few fields
-// or a malformed number.
+// pane_pid, the session's owner mark, pane_dead_time, window_activity, the
+// server's owner mark, pane_current_command, separated by tabs), one pane a line, in the
+// order given. Empty output gives an empty slice. A dead pane with neither a
+// status nor a signal gets StatusKnown false, and one with no pane_dead_time
+// a zero DeadTime. It returns an error naming the line for a row with too
+// few fields or a malformed number.
 func ParseListPanes(out []byte) ([]Pane, error) {
 	panes := make([]Pane, 0, bytes.Count(out, []byte{'\n'})+1)
 	for n, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
@@ -55,7 +61,7 @@ func parsePane(line string) (Pane, error) {
 		}
 	}
 	f[n] = rest
-	p := Pane{Session: f[0], PaneID: f[1], CurrentCommand: f[6], Owner: f[7], StartCommand: f[9]}
+	p := Pane{Session: f[0], PaneID: f[1], Owner: f[6], ServerOwner: f[9], CurrentCommand: f[10]}
 	switch f[2] {
 	case "0":
 	case "1":
@@ -73,12 +79,19 @@ func parsePane(line string) (Pane, error) {
 	if p.PID, err = optionalInt("pane_pid", f[5]); err != nil {
 		return Pane{}, err
 	}
-	died, err := optionalInt("pane_dead_time", f[8])
+	died, err := optionalInt("pane_dead_time", f[7])
 	if err != nil {
 		return Pane{}, err
 	}
 	if died > 0 {
 		p.DeadTime = time.Unix(int64(died), 0)
+	}
+	active, err := optionalInt("window_activity", f[8])
+	if err != nil {
+		return Pane{}, err
+	}
+	if active > 0 {
+		p.Activity = time.Unix(int64(active), 0)
 	}
 	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
 	return p, nil

@@ -101,15 +101,22 @@ type Pane struct {
 	// milliseconds, except for a child tmux failed to reap (StatusKnown
 	// false): there it is the reap that a later Kick brings, not the death.
 	DeadTime time.Time
+	// Activity is when the pane's window last had output (window_activity,
+	// whole seconds; loopd's sessions have one pane): a screen captured in
+	// a later second still shows what the pane shows.
+	Activity time.Time
 	PID      int
-	// StartCommand is the argv the pane was started with, as tmux shows it.
-	StartCommand string
 	// CurrentCommand is pane_current_command: the name of the pane's
 	// foreground process (CommandName of its process group leader's argv[0]).
 	CurrentCommand string
 	// Owner is the owner mark (Owner.ID) of the pane's session: "" for a
 	// session without one, "?" for a mark that is not an owner id.
 	Owner string
+	// ServerOwner is the owner mark of the server (the Owner.ID that
+	// claimed it, EnsureServer) as the same listing showed it, the same on
+	// every row: "" for an unclaimed server, "?" for a mark that is not an
+	// owner id.
+	ServerOwner string
 }
 
 // NewSession describes a detached session with one pane that runs Argv

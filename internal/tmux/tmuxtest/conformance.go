@@ -200,7 +200,7 @@ func (s suite) newSession(t *testing.T) {
 	assert.False(t, p.Dead)
 	assert.False(t, p.StatusKnown)
 	assert.Positive(t, p.PID)
-	assert.NotEmpty(t, p.StartCommand)
+	assert.Equal(t, own.ID, p.ServerOwner, "the listing shows the server's mark")
 	assert.Equal(t, tmux.CommandName(s.d.Program(t, "loop-a")[0]), p.CurrentCommand)
 	assert.Equal(t, own.ID, p.Owner)
 }

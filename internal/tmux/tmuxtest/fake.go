@@ -30,7 +30,13 @@ type Fake struct {
 	// InitialScreen, when set, gives the screen text of each new pane, as
 	// its program would draw it; CapturePane returns it until SetScreen.
 	InitialScreen func(s tmux.NewSession) string
-	// Now, when set, is the Fake's clock: a pane's DeadTime is Now at its
+	// PastedScreen, when set, gives the screen text of a pane after text
+	// was pasted into it, as its program would draw the paste in its input
+	// box (and makes Now its Activity); unset, a paste leaves the screen as
+	// it was, as a program that does not draw it.
+	PastedScreen func(s tmux.NewSession, pasted string) string
+	// Now, when set, is the Fake's clock: a pane's Activity is Now when it
+	// is made and when its screen is set; its DeadTime is Now at its
 	// death (at the Kick that reveals an ExitUnknown, as tmux records a
 	// lost child's death when it reaps it), in whole seconds as tmux shows
 	// it. Nil means time.Now.
@@ -163,9 +169,9 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 		Session:        s.Name,
 		PaneID:         fmt.Sprintf("%%%d", f.nextID),
 		PID:            fakePIDBase + f.nextID,
-		StartCommand:   strings.Join(slices.Concat(s.Launcher, s.Argv), " "),
 		CurrentCommand: tmux.CommandName(s.Argv[0]),
 		Owner:          s.Owner,
+		Activity:       f.seconds(),
 	}}
 	if f.InitialScreen != nil {
 		p.screen = f.InitialScreen(s)
@@ -176,7 +182,8 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 	return p.pane.PaneID, nil
 }
 
-// ListPanes returns every pane, sessions in byte order of their names.
+// ListPanes returns every pane, sessions in byte order of their names, each
+// with the server's owner mark.
 func (f *Fake) ListPanes(ctx context.Context) ([]tmux.Pane, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -185,7 +192,9 @@ func (f *Fake) ListPanes(ctx context.Context) ([]tmux.Pane, error) {
 	}
 	panes := make([]tmux.Pane, 0, len(f.sessions))
 	for _, name := range slices.Sorted(maps.Keys(f.sessions)) {
-		panes = append(panes, f.sessions[name].pane)
+		p := f.sessions[name].pane
+		p.ServerOwner = f.owner.ID
+		panes = append(panes, p)
 	}
 	return panes, nil
 }
@@ -200,7 +209,7 @@ func (f *Fake) Kick(ctx context.Context) error {
 	}
 	for _, p := range f.sessions {
 		if p.pane.Dead && !p.pane.StatusKnown {
-			p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = p.hidden, true, f.deadTime()
+			p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = p.hidden, true, f.seconds()
 			f.paneDied()
 		}
 	}
@@ -208,7 +217,8 @@ func (f *Fake) Kick(ctx context.Context) error {
 }
 
 // Paste records text as pasted into target's pane and appends it to the
-// pane's input, when the pane passes g.
+// pane's input, when the pane passes g; with PastedScreen set, it sets the
+// pane's screen.
 func (f *Fake) Paste(ctx context.Context, target string, g tmux.Guard, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -230,6 +240,9 @@ func (f *Fake) Paste(ctx context.Context, target string, g tmux.Guard, text stri
 	}
 	p.pasted = append(p.pasted, text)
 	p.input.WriteString(text)
+	if f.PastedScreen != nil {
+		p.screen, p.pane.Activity = f.PastedScreen(p.spec, text), f.seconds()
+	}
 	return nil
 }
 
@@ -411,8 +424,9 @@ func (f *Fake) signal(ch string) {
 	delete(f.waiters, ch)
 }
 
-// deadTime is the DeadTime of a pane that dies now: Now in whole seconds.
-func (f *Fake) deadTime() time.Time {
+// seconds is Now in whole seconds, as tmux shows a pane's death and its
+// window's activity.
+func (f *Fake) seconds() time.Time {
 	now := time.Now
 	if f.Now != nil {
 		now = f.Now
@@ -437,7 +451,7 @@ func (f *Fake) Exit(session string, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = true, status, true, f.deadTime()
+	p.pane.Dead, p.pane.DeadStatus, p.pane.StatusKnown, p.pane.DeadTime = true, status, true, f.seconds()
 	f.paneDied()
 }
 
@@ -447,7 +461,7 @@ func (f *Fake) ExitSignal(session string, sig int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.live(session)
-	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown, p.pane.DeadTime = true, sig, true, f.deadTime()
+	p.pane.Dead, p.pane.DeadSignal, p.pane.StatusKnown, p.pane.DeadTime = true, sig, true, f.seconds()
 	f.paneDied()
 }
 
@@ -485,8 +499,9 @@ func (f *Fake) KillServer() {
 	}
 }
 
-// SetScreen sets the text CapturePane returns for session's pane. It panics
-// if the session does not exist.
+// SetScreen sets the text CapturePane returns for session's pane and makes
+// Now the pane's Activity, as the program's output would. It panics if the
+// session does not exist.
 func (f *Fake) SetScreen(session, text string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -495,6 +510,7 @@ func (f *Fake) SetScreen(session, text string) {
 		panic(fmt.Sprintf("tmuxtest.Fake: SetScreen of missing session %q", session))
 	}
 	p.screen = text
+	p.pane.Activity = f.seconds()
 }
 
 // Options returns the options of the last EnsureServer and whether it ran.

@@ -54,7 +54,7 @@ func TestFakeRecordsSpawn(t *testing.T) {
 	assert.True(t, ensured)
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "died", HistoryLimit: 10}, opts)
 	p := onlyPane(t, f)
-	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, StartCommand: "loopd launch claude -- hi",
+	assert.Equal(t, tmux.Pane{Session: "loop-a", PaneID: "%0", PID: p.PID, Activity: p.Activity,
 		CurrentCommand: "claude", Owner: fakeOwner.ID}, p, "the launcher has become the harness")
 	assert.Nil(t, f.Argv("loop-missing"))
 

@@ -1,0 +1,150 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
+)
+
+// BenchmarkIdlePass times one whole Reconciler.Pass at N = 1,000 running
+// agents with nothing to do (lock, records from a real SQLite file, the
+// observation of real tmux, each agent's transcript, Plan) beside one
+// `tmux list-panes -a` of the same server, timed in the same iteration so
+// that the load of the machine weighs on both alike. It reports both and
+// their ratio (pass/list); the goal of issue 12 is at most 1.3.
+func BenchmarkIdlePass(b *testing.B) {
+	const n = 1000
+	ctx := context.Background()
+	dir := b.TempDir()
+	e := tmuxtest.NewExec(b)
+	require.NoError(b, e.EnsureServer(ctx, tmux.ServerOptions{Owner: testServerOwner}))
+	// The agents: a process named claude (a link to sleep), so that the
+	// pane's foreground command is the harness's.
+	bin := filepath.Join(dir, "bin")
+	require.NoError(b, os.MkdirAll(bin, 0o755))
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(b, err)
+	require.NoError(b, os.Symlink(sleep, filepath.Join(bin, "claude")))
+
+	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
+	require.NoError(b, err)
+	b.Cleanup(func() { store.Close() })
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
+	require.NoError(b, err)
+
+	var script strings.Builder
+	keys := make([]desired.Key, n)
+	for i := range keys {
+		keys[i] = desired.Key{Owner: "octo-org", Repo: fmt.Sprintf("repo%d", i%50), Number: i + 1}
+		name := desired.SessionName(keys[i])
+		// One source-file makes every session in one exec (tmux-facts:
+		// 3.2 ms per session), with the owner mark Exec.NewSession sets.
+		fmt.Fprintf(&script, "new-session -d -s %s -x 80 -y 24 -- %s 100000\nset-option -t =%s: @loopd-owner %s\n",
+			name, filepath.Join(bin, "claude"), name, testOwner)
+	}
+	scriptPath := filepath.Join(dir, "sessions.tmux")
+	require.NoError(b, os.WriteFile(scriptPath, []byte(script.String()), 0o644))
+	out, err := exec.Command("tmux", "-L", e.Socket(), "source-file", scriptPath).CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	panes, err := e.ListPanes(ctx)
+	require.NoError(b, err)
+	require.Len(b, panes, n)
+	paneOf := map[string]string{}
+	for _, p := range panes {
+		paneOf[p.Session] = p.PaneID
+	}
+
+	now := time.Now()
+	for i, k := range keys {
+		cwd := filepath.Join(dir, "work", k.Repo, fmt.Sprint(k.Number))
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		d := fmt.Sprintf("d-%d", i)
+		_, err := store.Ingest(ctx, desired.Ingest{DeliveryID: d, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: cwd,
+			Delivery: &desired.Delivery{ID: d, Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+		require.NoError(b, err)
+		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: paneOf[desired.SessionName(k)],
+			SpawnMode: desired.SpawnFresh, SpawnedAt: now.Add(-time.Hour)}
+		require.NoError(b, store.PutStatus(ctx, k, st, d))
+		// Its conversation: the event, and the agent's answer.
+		tr, err := ad.Transcript(cwd, id)
+		require.NoError(b, err)
+		require.NoError(b, os.MkdirAll(filepath.Dir(tr.Path), 0o755))
+		require.NoError(b, os.WriteFile(tr.Path, []byte(fmt.Sprintf(
+			`{"type":"user","timestamp":%q,"sessionId":%q,"message":{"role":"user","content":"[loopd] issues.opened\nfix it"}}`+"\n"+
+				`{"type":"assistant","timestamp":%q,"sessionId":%q,"message":{"role":"assistant","content":[{"type":"text","text":"Done."}]}}`+"\n",
+			now.Add(-time.Hour).Format(time.RFC3339), id, now.Add(-time.Hour).Format(time.RFC3339), id)), 0o600))
+	}
+
+	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	hs := map[string]harness.Adapter{"claude-code": ad}
+	p := testPolicy()
+	rec := journal.NewRecorder(log, store, time.Now)
+	rc := &Reconciler{
+		Store: store, Observer: &observed.Observer{Tmux: e, Harnesses: hs, Owner: testOwner, Log: log},
+		Watcher: &observed.Watcher{Tmux: e, Log: log}, Journal: rec, Log: log, Now: time.Now, Policy: func() Policy { return p },
+		Interval: time.Minute, Executor: &actions.Executor{Tmux: e, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: time.Now, Owner: testOwner},
+	}
+	// The first pass captures every screen; the later ones find them
+	// unchanged (observed.Observer).
+	for range 2 {
+		res, err := rc.Pass(ctx, false)
+		require.NoError(b, err)
+		require.False(b, res.Changed(), "an idle pass changes nothing: %v", res.Plan)
+	}
+	time.Sleep(time.Second) // a capture in a later second than any output
+
+	// Besides the pass and the listing, its parts are timed on their own
+	// (outside the ratio): the records from the store, and the
+	// observation (the listing included).
+	var pass, list, records, observe time.Duration
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		res, err := rc.Pass(ctx, false)
+		pass += time.Since(start)
+		if err != nil || res.Changed() {
+			b.Fatalf("pass: %v, plan %v", err, res.Plan)
+		}
+		start = time.Now()
+		if _, err := e.ListPanes(ctx); err != nil {
+			b.Fatal(err)
+		}
+		list += time.Since(start)
+
+		start = time.Now()
+		recs, err := store.Records(ctx)
+		records += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if _, err := rc.Observer.Observe(ctx, recs, needs(p, time.Now()), time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		observe += time.Since(start)
+	}
+	b.ReportMetric(ms(pass), "ms/pass")
+	b.ReportMetric(ms(list), "ms/list-panes")
+	b.ReportMetric(float64(pass)/float64(list), "pass/list")
+	b.ReportMetric(ms(records), "ms/records")
+	b.ReportMetric(ms(observe), "ms/observe")
+}
