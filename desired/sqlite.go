@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/internal/journal"
@@ -45,7 +46,7 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -153,6 +154,61 @@ var migrations = []string{
 	) STRICT;
 	CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
 	CREATE INDEX outbox_by_work_item ON outbox (work_item, id);`,
+
+	// v7: what the planner reads of a delivery instead of its body
+	// (Delivery.Compact): the prompt's length in bytes, its header line
+	// and its frame's digest, filled for the pending rows already stored
+	// (backfills). The index of pending deliveries holds every column
+	// Records reads of them, so that a pass reads the index alone, never
+	// a row with its body.
+	`ALTER TABLE deliveries ADD COLUMN prompt_bytes INTEGER NOT NULL DEFAULT 0 CHECK (prompt_bytes >= 0);
+	ALTER TABLE deliveries ADD COLUMN prompt_header TEXT NOT NULL DEFAULT '';
+	ALTER TABLE deliveries ADD COLUMN frame_digest TEXT NOT NULL DEFAULT '';
+	DROP INDEX deliveries_pending;
+	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, ` + compactColumns + `) WHERE state = 'pending';`,
+}
+
+// compactColumns are the columns of a pending delivery that Records and Get
+// read (scanCompact), in its order: all but the prompt.
+const compactColumns = `id, event, action, sender, received_at, commit_sha, source_kind, source_id,
+	prompt_bytes, prompt_header, frame_digest`
+
+// backfills[v] runs right after migrations[v-1] took the schema to version
+// v, in the same transaction: what SQL alone cannot fill in.
+var backfills = map[int]func(*sql.Tx) error{7: fillCompact}
+
+// fillCompact fills the compact columns of the pending deliveries stored
+// before version 7 from their prompts (Delivery.Compact). Delivered rows
+// keep zeros: nothing reads them compact (History reads the prompt).
+func fillCompact(tx *sql.Tx) error {
+	rows, err := tx.Query(`SELECT seq, id, prompt FROM deliveries WHERE state = 'pending'`)
+	if err != nil {
+		return err
+	}
+	type fill struct {
+		seq int64
+		d   Delivery
+	}
+	var fills []fill
+	for rows.Next() {
+		var f fill
+		if err := rows.Scan(&f.seq, &f.d.ID, &f.d.Prompt); err != nil {
+			rows.Close()
+			return err
+		}
+		f.d = f.d.Compact() // only the compact form is kept
+		fills = append(fills, f)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, f := range fills {
+		if _, err := tx.Exec(`UPDATE deliveries SET prompt_bytes = ?, prompt_header = ?, frame_digest = ? WHERE seq = ?`,
+			f.d.Size, f.d.Header, f.d.Digest, f.seq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -169,6 +225,9 @@ type SQLite struct {
 	// group commits Ingest and AppendEvent in batches (commit.go).
 	group *committer
 	now   func() time.Time
+	// statuses holds the status each item's row last decoded to
+	// (statusCache).
+	statuses statusCache
 }
 
 var _ Store = (*SQLite)(nil)
@@ -233,6 +292,11 @@ func migrate(tx *sql.Tx) error {
 	for ; v < schemaVersion; v++ {
 		if _, err := tx.Exec(migrations[v]); err != nil {
 			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+		if fill := backfills[v+1]; fill != nil {
+			if err := fill(tx); err != nil {
+				return fmt.Errorf("fill version %d: %w", v+1, err)
+			}
 		}
 	}
 	// PRAGMA takes no bound parameters; v is an int.
@@ -438,9 +502,12 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 			changed = true
 		}
 	}
+	c := Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
-		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID)
+		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
+		prompt_bytes, prompt_header, frame_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
+		c.Size, c.Header, c.Digest)
 	if err != nil {
 		return err
 	}
@@ -507,14 +574,14 @@ func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *I
 }
 
 // Records returns every work item with its pending deliveries in arrival
-// order, ordered by owner, repo and then number (numerically). An item whose
-// status cannot be decoded is still returned, in PhaseNeedsAttention (see
-// Get).
+// order, compact (Delivery.Compact: no prompt), ordered by owner, repo and
+// then number (numerically). An item whose status cannot be decoded is
+// still returned, in PhaseNeedsAttention (see Get).
 func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 	var recs []Record
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		recs, err = loadRecords(ctx, tx, "")
+		recs, err = s.loadRecords(ctx, tx, "")
 		return err
 	})
 	if err != nil {
@@ -523,8 +590,8 @@ func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 	return recs, nil
 }
 
-// Get returns the work item k with its pending deliveries in arrival order;
-// the error wraps ErrNotFound when there is none. A status that cannot be
+// Get returns the work item k with its pending deliveries in arrival order,
+// compact (Delivery.Compact); the error wraps ErrNotFound when there is none. A status that cannot be
 // decoded (a record edited by hand) is reported, not returned as an error:
 // the item comes back with Status{Phase: PhaseNeedsAttention, Reason:
 // "status unreadable: …"}, AttentionGeneration set to its generation, and
@@ -533,7 +600,7 @@ func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
 	var recs []Record
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		recs, err = loadRecords(ctx, tx, k.String())
+		recs, err = s.loadRecords(ctx, tx, k.String())
 		return err
 	})
 	if err == nil && len(recs) == 0 {
@@ -545,8 +612,32 @@ func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
 	return recs[0], nil
 }
 
-// loadRecords reads the work item key, or all of them when key is "".
-func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
+// Prompt returns the prompt of delivery id of k, whatever its state: the
+// body Records and Get leave out. The error wraps ErrNotFound for an
+// unknown key and ErrNoDelivery when k has no delivery id.
+func (s *SQLite) Prompt(ctx context.Context, k Key, id string) (string, error) {
+	var prompt string
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT prompt FROM deliveries WHERE id = ? AND work_item = ?`, id, k.String()).Scan(&prompt)
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := itemExists(ctx, tx, k); err != nil {
+				return err
+			}
+			return ErrNoDelivery
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("sqlite prompt %s %s: %w", k, id, err)
+	}
+	return prompt, nil
+}
+
+// loadRecords reads the work item key, or all of them when key is "". A
+// status is decoded only when its text changed since s last decoded it
+// (statusCache). Pending deliveries come compact, from the columns the
+// index deliveries_pending holds: no body is read.
+func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
 	var (
 		itemsWhere, pendingWhere string
 		args                     []any
@@ -583,7 +674,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		if reportID.Valid {
 			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
 		}
-		r.Status = decodeStatus(status, r.Spec.Generation)
+		r.Status = s.statuses.decode(k, status, r.Spec.Generation)
 		index[k] = len(recs)
 		recs = append(recs, r)
 	}
@@ -591,8 +682,9 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		return nil, err
 	}
 
-	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at, commit_sha, source_kind, source_id
-		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY seq`, args...)
+	// Arrival order is seq order within an item, the index's own order.
+	rows, err = tx.QueryContext(ctx, `SELECT work_item, `+compactColumns+`
+		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY work_item, seq`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -603,7 +695,8 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 			d    Delivery
 			at   sql.NullInt64
 		)
-		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at, &d.Commit, &d.Source.Kind, &d.Source.ID); err != nil {
+		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &at, &d.Commit, &d.Source.Kind, &d.Source.ID,
+			&d.Size, &d.Header, &d.Digest); err != nil {
 			return nil, err
 		}
 		d.ReceivedAt = timeFromDB(at)
@@ -621,17 +714,77 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 // names an unknown phase, yields PhaseNeedsAttention with the reason, keeping
 // the fields that did decode.
 func decodeStatus(text string, gen int64) Status {
-	var st Status
-	err := json.Unmarshal([]byte(text), &st)
-	if err == nil && !st.Phase.Known() {
-		err = fmt.Errorf("unknown phase %q", st.Phase)
-	}
+	st, err := parseStatus(text)
 	if err != nil {
 		st.Phase = PhaseNeedsAttention
 		st.Reason = "status unreadable: " + err.Error()
 		st.AttentionGeneration = gen
 	}
 	return st
+}
+
+// parseStatus decodes a status column; the error says why it is not a
+// status, and the fields that did decode come with it.
+func parseStatus(text string) (Status, error) {
+	var st Status
+	err := json.Unmarshal([]byte(text), &st)
+	if err == nil && !st.Phase.Known() {
+		err = fmt.Errorf("unknown phase %q", st.Phase)
+	}
+	return st, err
+}
+
+// statusCache keeps, per work item, the status text its row held when
+// it was last decoded and what it decoded to, so that a pass decodes only
+// the statuses written since the previous one: decoding every item's
+// status on every pass was about half a pass at N = 1,000 (issue 12). A
+// status is known by its whole text, so a write by another process or by
+// hand is decoded like any other. Only the items the store holds are kept
+// (the store never deletes one): about 2 KB each. Safe for concurrent use.
+type statusCache struct {
+	mu sync.Mutex
+	m  map[string]cachedStatus
+}
+
+type cachedStatus struct {
+	text string
+	st   Status
+}
+
+// decode returns decodeStatus(text, gen) for the item key, decoding text
+// only when it is not the text last decoded for key. Each caller gets its
+// own copy (Status.clone). A status that does not decode is not kept.
+func (c *statusCache) decode(key, text string, gen int64) Status {
+	c.mu.Lock()
+	e, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && e.text == text {
+		return e.st.clone()
+	}
+	st, err := parseStatus(text)
+	if err != nil {
+		return decodeStatus(text, gen)
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]cachedStatus{}
+	}
+	c.m[key] = cachedStatus{text: text, st: st}
+	c.mu.Unlock()
+	return st.clone()
+}
+
+// clone returns s with its own copies of the slices and the pointer it
+// holds, so that a change to one never shows in the other.
+func (s Status) clone() Status {
+	s.RetiredSessionIDs = slices.Clone(s.RetiredSessionIDs)
+	s.DeliveredAt = slices.Clone(s.DeliveredAt)
+	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
+	if s.LastExitStatus != nil {
+		v := *s.LastExitStatus
+		s.LastExitStatus = &v
+	}
+	return s
 }
 
 // ReportSession records the session id the harness of k reported about
