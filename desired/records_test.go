@@ -153,3 +153,49 @@ func TestStatusCloneSharesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingFollowsEveryChangeOfTheSet: the pending deliveries a handle
+// gives follow what other handles do to them (a delivery from the middle
+// delivered while a new one came, the last one dropped, all delivered),
+// and an append to what one call gave shows in no other.
+func TestPendingFollowsEveryChangeOfTheSet(t *testing.T) {
+	s, path := openStore(t)
+	ctx := context.Background()
+	other := Key{Owner: "acme", Repo: "web", Number: 1}
+	for _, id := range []string{"d1", "d2", "d3"} {
+		_, err := s.Ingest(ctx, comment(keyAPI, id, t0))
+		require.NoError(t, err)
+	}
+	_, err := s.Ingest(ctx, comment(other, "o1", t0))
+	require.NoError(t, err)
+	ids := func() map[string][]string {
+		t.Helper()
+		recs, err := s.Records(ctx)
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for _, r := range recs {
+			for _, d := range r.Pending {
+				out[r.Key.String()] = append(out[r.Key.String()], d.ID)
+			}
+		}
+		return out
+	}
+	require.Equal(t, map[string][]string{"acme/api#42": {"d1", "d2", "d3"}, "acme/web#1": {"o1"}}, ids())
+
+	w, err := OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	defer w.Close()
+	require.NoError(t, w.PutStatus(ctx, keyAPI, Status{Phase: PhaseRunning}, "d2"))
+	_, err = w.Ingest(ctx, comment(keyAPI, "d4", t0))
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"acme/api#42": {"d1", "d3", "d4"}, "acme/web#1": {"o1"}}, ids(), "as many as before, one newer")
+
+	require.NoError(t, w.Drop(ctx, keyAPI, "d4"))
+	assert.Equal(t, map[string][]string{"acme/api#42": {"d1", "d3"}, "acme/web#1": {"o1"}}, ids())
+	r, err := s.Get(ctx, keyAPI)
+	require.NoError(t, err)
+	require.Len(t, r.Pending, 2)
+	_ = append(r.Pending, Delivery{ID: "mine"})
+	require.NoError(t, w.PutStatus(ctx, other, Status{Phase: PhaseRunning}, "o1"))
+	assert.Equal(t, map[string][]string{"acme/api#42": {"d1", "d3"}}, ids(), "an append to a given slice is the caller's")
+}

@@ -226,8 +226,10 @@ type SQLite struct {
 	group *committer
 	now   func() time.Time
 	// statuses holds the status each item's row last decoded to
-	// (statusCache).
+	// (statusCache), pending each item's pending deliveries as last read
+	// (pendingCache).
 	statuses statusCache
+	pending  pendingCache
 }
 
 var _ Store = (*SQLite)(nil)
@@ -576,7 +578,9 @@ func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *I
 // Records returns every work item with its pending deliveries in arrival
 // order, compact (Delivery.Compact: no prompt), ordered by owner, repo and
 // then number (numerically). An item whose status cannot be decoded is
-// still returned, in PhaseNeedsAttention (see Get).
+// still returned, in PhaseNeedsAttention (see Get). The pending slices are
+// shared with later calls (pendingCache): an append copies them, and a
+// delivery in them must not be changed in place.
 func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 	var recs []Record
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -635,16 +639,21 @@ func (s *SQLite) Prompt(ctx context.Context, k Key, id string) (string, error) {
 
 // loadRecords reads the work item key, or all of them when key is "". A
 // status is decoded only when its text changed since s last decoded it
-// (statusCache). Pending deliveries come compact, from the columns the
-// index deliveries_pending holds: no body is read.
+// (statusCache), and an item's pending deliveries are read only when their
+// set changed (pendingCache). They come compact, from the columns the index
+// deliveries_pending holds: no body is read.
 func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
 	var (
-		itemsWhere, pendingWhere string
-		args                     []any
+		itemsWhere string
+		args       []any
 	)
 	if key != "" {
-		itemsWhere, pendingWhere = "WHERE key = ?", "AND work_item = ?"
+		itemsWhere = "WHERE key = ?"
 		args = append(args, key)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items `+itemsWhere, args...).Scan(&n); err != nil {
+		return nil, err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, status, r.session_id, r.source, r.at
@@ -652,13 +661,11 @@ func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Rec
 	if err != nil {
 		return nil, err
 	}
-	var (
-		recs  []Record
-		index = map[string]int{}
-	)
+	recs := make([]Record, 0, n)
 	for rows.Next() {
+		recs = append(recs, Record{})
 		var (
-			r                   Record
+			r                   = &recs[len(recs)-1]
 			k                   string
 			at, reportAt        sql.NullInt64
 			status              string
@@ -675,20 +682,128 @@ func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Rec
 			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
 		}
 		r.Status = s.statuses.decode(k, status, r.Spec.Generation)
-		index[k] = len(recs)
-		recs = append(recs, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 
-	// Arrival order is seq order within an item, the index's own order.
-	rows, err = tx.QueryContext(ctx, `SELECT work_item, `+compactColumns+`
-		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY work_item, seq`, args...)
+	pending, err := s.pending.load(ctx, tx, key)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		recs[i].Pending = pending[recs[i].Key.String()]
+	}
+	return recs, nil
+}
+
+// pendingCache keeps each work item's pending deliveries, compact, as they
+// were last read, with the mark of the set they were read as: how many
+// there were and the greatest seq among them. A delivery row only ever
+// leaves 'pending' (it is inserted pending or not at all), and seq only
+// grows (AUTOINCREMENT: never reused), so two sets of an item that share
+// the mark are the same set: one that gained a delivery has a greater
+// seq, and one that only lost some has fewer. A pass reads the marks from
+// the index (one row per item with pending deliveries) and the deliveries
+// of the items whose mark changed only (issue 12: a pass reads what
+// changed). Safe for concurrent use.
+type pendingCache struct {
+	mu sync.Mutex
+	m  map[string]pendingEntry
+}
+
+type pendingEntry struct {
+	count, last int64
+	list        []Delivery
+}
+
+// load returns the pending deliveries of the work item key, or of every
+// item when key is "", by item in arrival order; items with none are left
+// out. The lists are the cache's, shared with every caller, and capped: an
+// append copies, and no caller changes a delivery in place.
+func (c *pendingCache) load(ctx context.Context, tx *sql.Tx, key string) (map[string][]Delivery, error) {
+	where, args := "", []any{}
+	if key != "" {
+		where, args = "AND work_item = ?", append(args, key)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT work_item, count(*), max(seq) FROM deliveries WHERE state = 'pending' `+where+`
+		GROUP BY work_item`, args...)
+	if err != nil {
+		return nil, err
+	}
+	marks := map[string]pendingEntry{}
+	for rows.Next() {
+		var (
+			item string
+			e    pendingEntry
+		)
+		if err := rows.Scan(&item, &e.count, &e.last); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		marks[item] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	c.mu.Lock()
+	var (
+		changed []string
+		n       int64
+	)
+	for item, m := range marks {
+		if e, ok := c.m[item]; ok && e.count == m.count && e.last == m.last {
+			marks[item] = e
+		} else {
+			changed = append(changed, item)
+			n += m.count
+		}
+	}
+	c.mu.Unlock()
+	if len(changed) > 0 {
+		lists, err := readPending(ctx, tx, changed, int(n))
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range changed {
+			e := marks[item]
+			e.list = lists[item]
+			marks[item] = e
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key == "" || c.m == nil {
+		c.m = map[string]pendingEntry{} // items with none left go
+	} else {
+		delete(c.m, key)
+	}
+	out := make(map[string][]Delivery, len(marks))
+	for item, e := range marks {
+		c.m[item] = e
+		out[item] = e.list
+	}
+	return out, nil
+}
+
+// readPending reads the pending deliveries of items, n of them, compact, by
+// item in arrival order (seq order within an item, the index's own order),
+// from the index deliveries_pending alone. They share one array, each
+// item's part of it capped.
+func readPending(ctx context.Context, tx *sql.Tx, items []string, n int) (map[string][]Delivery, error) {
+	keys, err := json.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT work_item, `+compactColumns+` FROM deliveries
+		WHERE state = 'pending' AND work_item IN (SELECT value FROM json_each(?)) ORDER BY work_item, seq`, string(keys))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	all, owner := make([]Delivery, 0, n), make([]string, 0, n)
 	for rows.Next() {
 		var (
 			item string
@@ -700,14 +815,22 @@ func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Rec
 			return nil, err
 		}
 		d.ReceivedAt = timeFromDB(at)
-		i, ok := index[item]
-		if !ok {
-			// Only possible with foreign keys turned off by hand.
-			continue
-		}
-		recs[i].Pending = append(recs[i].Pending, d)
+		all = append(all, d)
+		owner = append(owner, item)
 	}
-	return recs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]Delivery, len(items))
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && owner[j] == owner[i] {
+			j++
+		}
+		out[owner[i]] = all[i:j:j]
+		i = j
+	}
+	return out, nil
 }
 
 // decodeStatus decodes a status column. A column that does not decode, or
