@@ -362,6 +362,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 
 	// A delivery the store does not hold for the item.
 	rec = r.get(t)
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-9"}})
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
 	assert.Len(t, r.tmux.Pasted(sess), 1, "nothing more pasted")
