@@ -169,7 +169,7 @@ var migrations = []string{
 }
 
 // compactColumns are the columns of a pending delivery that Records and Get
-// read (scanCompact), in its order: all but the prompt.
+// read (readPending), in its order: all but the prompt.
 const compactColumns = `id, event, action, sender, received_at, commit_sha, source_kind, source_id,
 	prompt_bytes, prompt_header, frame_digest`
 
@@ -595,7 +595,8 @@ func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 }
 
 // Get returns the work item k with its pending deliveries in arrival order,
-// compact (Delivery.Compact); the error wraps ErrNotFound when there is none. A status that cannot be
+// compact (Delivery.Compact), shared as Records' are; the error wraps
+// ErrNotFound when there is none. A status that cannot be
 // decoded (a record edited by hand) is reported, not returned as an error:
 // the item comes back with Status{Phase: PhaseNeedsAttention, Reason:
 // "status unreadable: …"}, AttentionGeneration set to its generation, and
