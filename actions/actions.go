@@ -134,6 +134,10 @@ const (
 	// ReasonNotHeadless: the route runs its agents as processes, and the
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
+	// ReasonPromptUnreadable: the store could not give the prompt of the
+	// delivery about to be sent or booted with (desired.Store.Prompt);
+	// nothing was sent, and the next pass tries again.
+	ReasonPromptUnreadable Reason = "prompt_unreadable"
 )
 
 // Why an item whose harness cannot pin its conversation id (Codex) waits.
@@ -226,9 +230,12 @@ type Spawn struct {
 	Cwd     string
 	// DeliveryID is the delivery carried as the boot prompt, "" for a
 	// self-heal nudge or when the event is too long for argv and will be
-	// pasted once the harness runs.
+	// pasted once the harness runs. The plan holds no prompt bodies: the
+	// executor reads the delivery's (desired.Store.Prompt).
 	DeliveryID string
-	Prompt     string
+	// Prompt is the boot prompt loopd wrote itself (a nudge, a long
+	// event's header line, a limit reset), "" with a DeliveryID.
+	Prompt string
 	// Probe is the probe window: the spawn is judged at SpawnedAt + Probe.
 	Probe time.Duration
 	// Respawn is true when the item had a session before.
@@ -370,13 +377,13 @@ func (a ResumeSpawn) String() string { return Format(a) }
 
 // DeliverPrompt pastes a pending delivery into the live harness, once its
 // screen shows it is ready. The delivery stays pending until its id shows in
-// the transcript (ConfirmDelivery).
+// the transcript (ConfirmDelivery). The executor reads its prompt from the
+// store (desired.Store.Prompt) for the paste: the plan holds no bodies.
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
 	PaneID     string
 	DeliveryID string
-	Prompt     string
 	// Retry is true when an earlier send has not reached the transcript:
 	// the executor submits text left in the input box. Repaste allows it,
 	// once DeliveryConfirm has passed, to paste again into an empty box.

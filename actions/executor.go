@@ -299,6 +299,9 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	if err != nil {
 		return err
 	}
+	if a.Spawn, err = e.bootPrompt(ctx, r, a.Spawn); err != nil {
+		return err
+	}
 	if a.ResumeFailed != "" {
 		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
 		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumePaneDied {
@@ -333,6 +336,33 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), nil, ad)
 }
 
+// bootPrompt returns s with the prompt it boots with: the prompt of its
+// delivery, read from the store now (the plan holds no bodies), or the
+// one loopd wrote (s.Prompt) when it carries none.
+func (e *Executor) bootPrompt(ctx context.Context, r *desired.Record, s Spawn) (Spawn, error) {
+	if s.DeliveryID == "" {
+		return s, nil
+	}
+	prompt, err := e.prompt(ctx, r, s.DeliveryID)
+	if err != nil {
+		return s, err
+	}
+	s.Prompt = prompt
+	return s, nil
+}
+
+// prompt reads the prompt of r's delivery id for the send about to be
+// made; a failure is journaled (dispatch.failed reason=prompt_unreadable)
+// and nothing is sent.
+func (e *Executor) prompt(ctx context.Context, r *desired.Record, id string) (string, error) {
+	prompt, err := e.Store.Prompt(ctx, r.Key, id)
+	if err != nil {
+		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", id, "reason", string(ReasonPromptUnreadable), "err", err)
+		return "", err // the store names the operation, the item and the delivery
+	}
+	return prompt, nil
+}
+
 // withReplay returns s's prompt followed by the replay of the item's
 // history (desired.Replay) within s.Replay bytes, when s asks for one.
 func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (string, error) {
@@ -353,6 +383,9 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
 	ad, err := e.adapter(a.Harness)
 	if err != nil {
+		return err
+	}
+	if a.Spawn, err = e.bootPrompt(ctx, r, a.Spawn); err != nil {
 		return err
 	}
 	if a.Runner != "" {
@@ -638,6 +671,10 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		// transcript until DeliveryConfirm before pasting a second copy.
 		return fmt.Errorf("deliver %s to %s: %w (awaiting the transcript)", a.DeliveryID, a.Session, ErrNotReady)
 	}
+	prompt, err := e.prompt(ctx, r, a.DeliveryID)
+	if err != nil {
+		return err
+	}
 	// The send is recorded before the paste, so a daemon killed after it
 	// finds the delivery in flight and looks for it in the transcript
 	// rather than pasting it twice. It stays pending until it shows there.
@@ -649,7 +686,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	// The screen said ready, but a dead CLI's input box stays drawn: tmux
 	// itself checks, in the paste's own invocation, that the harness is
 	// still the pane's foreground process.
-	if err := e.Tmux.Paste(ctx, target, e.guard(ad), a.Prompt); err != nil {
+	if err := e.Tmux.Paste(ctx, target, e.guard(ad), prompt); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "paste_failed"), "err", err)
 		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // paste to <target>: …
 	}
@@ -726,8 +763,17 @@ func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Ada
 		}
 	}
 	e.record(ctx, slog.LevelInfo, journal.DispatchSent, r.Key, "delivery", a.DeliveryID, "via", via, "session", a.Session,
-		"bytes", len(a.Prompt), "attempt", r.Status.SendAttempts)
+		"bytes", promptBytes(r, a.DeliveryID), "attempt", r.Status.SendAttempts)
 	return nil
+}
+
+// promptBytes returns the size in bytes of the prompt of r's pending
+// delivery id (desired.Delivery.Size), 0 when it is not pending.
+func promptBytes(r *desired.Record, id string) int {
+	if i := slices.IndexFunc(r.Pending, func(d desired.Delivery) bool { return d.ID == id }); i >= 0 {
+		return r.Pending[i].Size
+	}
+	return 0
 }
 
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {

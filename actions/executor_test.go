@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,9 +148,11 @@ func (r *rig) named(t *testing.T, name journal.Name) []journal.Event {
 	return out
 }
 
+// spawn is the spawn of rec that boots with d, planned as the planner does:
+// the delivery by its id, with no body.
 func (r *rig) spawn(rec desired.Record, d desired.Delivery) actions.Spawn {
 	return actions.Spawn{Key: r.key, Session: desired.SessionName(r.key), Harness: "claude-code", Cwd: r.cwd,
-		DeliveryID: d.ID, Prompt: d.Prompt, Probe: 5 * time.Second, Reason: actions.ReasonNewEvent}
+		DeliveryID: d.ID, Probe: 5 * time.Second, Reason: actions.ReasonNewEvent}
 }
 
 func screen(t *testing.T, name string) string {
@@ -293,7 +296,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one\nline two")
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
-	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt}}
+	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}}
 
 	r.tmux.SetScreen(sess, screen(t, "busy.txt"))
 	res := r.exec.Execute(ctx, []desired.Record{rec}, deliver)
@@ -323,7 +326,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	// The Enter was lost: the retry submits what sits in the input box
 	// instead of pasting a second copy.
 	r.tmux.SetScreen(sess, screen(t, "draft-pasted.txt"))
-	retry := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt, Retry: true}}
+	retry := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Retry: true}}
 	res = r.exec.Execute(ctx, []desired.Record{got}, retry)
 	assert.Equal(t, actions.Result{Applied: 1}, res)
 	assert.Len(t, r.tmux.Pasted(sess), 1)
@@ -338,6 +341,51 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	assert.Equal(t, []string{"dispatch.blocked", "dispatch.sent", "dispatch.sent", "dispatch.delivered"}, r.events(t))
 }
 
+// TestSendsReadTheStoredPrompt: the plan and the records carry no prompt
+// bodies; a paste and a spawn's argv carry the delivery's prompt as the
+// store holds it, byte for byte. A prompt the store cannot give stops the
+// send before anything is recorded or sent, and says why in the journal.
+func TestSendsReadTheStoredPrompt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess, pane := r.livePane(t)
+	prompt := "[loopd] issue_comment.created\n<<<github-data d-2\n\tcaf\u00e9 \U0001F600\n/exit\ngithub-data d-2>>>\n"
+	rec := r.ingest(t, "d-2", prompt)
+	require.Empty(t, rec.Pending[0].Prompt, "the record holds no body")
+	require.Equal(t, len(prompt), rec.Pending[0].Size)
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{prompt}, r.tmux.Pasted(sess))
+	sent := r.named(t, journal.DispatchSent)
+	require.Len(t, sent, 1)
+	assert.Equal(t, strconv.Itoa(len(prompt)), sent[0].Attrs["bytes"])
+
+	// A delivery the store does not hold for the item.
+	rec = r.get(t)
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-9"}})
+	assert.Equal(t, actions.Result{Failed: 1, Retry: true}, res)
+	assert.Len(t, r.tmux.Pasted(sess), 1, "nothing more pasted")
+	assert.Equal(t, rec.Status, r.get(t).Status, "no send recorded")
+	failed := r.named(t, journal.DispatchFailed)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "d-9", failed[0].Attrs["delivery"])
+	assert.Equal(t, string(actions.ReasonPromptUnreadable), failed[0].Attrs["reason"])
+	assert.Contains(t, failed[0].Attrs["err"], desired.ErrNoDelivery.Error())
+
+	// A resume boots with the stored prompt, whole.
+	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
+	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-2"}
+	s := r.spawn(rec, rec.Pending[0])
+	s.Respawn = true
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", prompt}, r.tmux.Argv(sess))
+}
+
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -346,7 +394,7 @@ func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
 	r.tmux.SetScreen(sess, screen(t, "draft-typed.txt"))
 
-	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: "[loopd] x\ny"}})
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
 	assert.Equal(t, actions.Result{Retry: true}, res)
 	assert.Empty(t, r.tmux.Pasted(sess))
 	assert.Empty(t, r.tmux.Keys(sess))
@@ -412,7 +460,7 @@ func TestFailedActionSkipsTheItemsLaterActions(t *testing.T) {
 	s := r.spawn(rec, rec.Pending[0])
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
 		actions.FreshSpawn{Spawn: s},
-		actions.DeliverPrompt{Key: r.key, Session: s.Session, DeliveryID: "d-1", Prompt: "x"},
+		actions.DeliverPrompt{Key: r.key, Session: s.Session, DeliveryID: "d-1"},
 	})
 	// The refused spawn is a fact the next pass plans on at once.
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res)
@@ -432,7 +480,7 @@ func TestDeliverPromptNeverReachesAShellLeftInThePane(t *testing.T) {
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	r.tmux.SetForeground(sess, "sh")
-	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-3", Prompt: rec.Pending[0].Prompt}})
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-3"}})
 	assert.Equal(t, 1, res.Failed)
 	assert.Empty(t, r.tmux.Input(sess), "no byte reached the shell")
 	assert.Equal(t, []string{"dispatch.failed"}, r.events(t))
@@ -681,7 +729,7 @@ func TestDeliverPromptPressesEnterOnlyOnceThePasteShows(t *testing.T) {
 			} else {
 				close(drawn)
 			}
-			res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2", Prompt: rec.Pending[0].Prompt}})
+			res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
 			<-drawn
 			assert.Len(t, r.tmux.Pasted(sess), 1)
 			assert.Equal(t, "d-2", r.get(t).Status.SendingDeliveryID, "the send is in flight")

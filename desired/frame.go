@@ -58,17 +58,25 @@ type Frame struct {
 	Digest string
 }
 
-// FrameOf returns the frame of delivery d as its stored prompt carries it.
+// FrameOf returns the frame of delivery d as its stored prompt carries it:
+// read from d.Prompt, or, for a compact delivery (Delivery.Compact), the
+// Digest taken from it when it was stored.
 func FrameOf(d Delivery) Frame {
-	f := Frame{ID: d.ID}
-	head := DeliveryMarker(d.ID) + " sha256="
-	if i := strings.LastIndex(d.Prompt, head); i >= 0 {
-		rest := d.Prompt[i+len(head):]
+	return Frame{ID: d.ID, Digest: d.Compact().Digest}
+}
+
+// frameDigest returns the digest the end line of delivery id's frame in
+// prompt carries, "" when prompt has no such line (a prompt rendered
+// before digests).
+func frameDigest(id, prompt string) string {
+	head := DeliveryMarker(id) + " sha256="
+	if i := strings.LastIndex(prompt, head); i >= 0 {
+		rest := prompt[i+len(head):]
 		if len(rest) >= digestHex+3 && rest[digestHex:digestHex+3] == ">>>" && isHex(rest[:digestHex]) {
-			f.Digest = rest[:digestHex]
+			return rest[:digestHex]
 		}
 	}
-	return f
+	return ""
 }
 
 func isHex(s string) bool {

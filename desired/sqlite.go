@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/internal/journal"
@@ -45,7 +46,7 @@ const busyTimeout = 5000 * time.Millisecond
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -153,6 +154,61 @@ var migrations = []string{
 	) STRICT;
 	CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
 	CREATE INDEX outbox_by_work_item ON outbox (work_item, id);`,
+
+	// v7: what the planner reads of a delivery instead of its body
+	// (Delivery.Compact): the prompt's length in bytes, its header line
+	// and its frame's digest, filled for the pending rows already stored
+	// (backfills). The index of pending deliveries holds every column
+	// Records reads of them, so that a pass reads the index alone, never
+	// a row with its body.
+	`ALTER TABLE deliveries ADD COLUMN prompt_bytes INTEGER NOT NULL DEFAULT 0 CHECK (prompt_bytes >= 0);
+	ALTER TABLE deliveries ADD COLUMN prompt_header TEXT NOT NULL DEFAULT '';
+	ALTER TABLE deliveries ADD COLUMN frame_digest TEXT NOT NULL DEFAULT '';
+	DROP INDEX deliveries_pending;
+	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, ` + compactColumns + `) WHERE state = 'pending';`,
+}
+
+// compactColumns are the columns of a pending delivery that Records and Get
+// read (readPending), in its order: all but the prompt.
+const compactColumns = `id, event, action, sender, received_at, commit_sha, source_kind, source_id,
+	prompt_bytes, prompt_header, frame_digest`
+
+// backfills[v] runs right after migrations[v-1] took the schema to version
+// v, in the same transaction: what SQL alone cannot fill in.
+var backfills = map[int]func(*sql.Tx) error{7: fillCompact}
+
+// fillCompact fills the compact columns of the pending deliveries stored
+// before version 7 from their prompts (Delivery.Compact). Delivered rows
+// keep zeros: nothing reads them compact (History reads the prompt).
+func fillCompact(tx *sql.Tx) error {
+	rows, err := tx.Query(`SELECT seq, id, prompt FROM deliveries WHERE state = 'pending'`)
+	if err != nil {
+		return err
+	}
+	type fill struct {
+		seq int64
+		d   Delivery
+	}
+	var fills []fill
+	for rows.Next() {
+		var f fill
+		if err := rows.Scan(&f.seq, &f.d.ID, &f.d.Prompt); err != nil {
+			rows.Close()
+			return err
+		}
+		f.d = f.d.Compact() // only the compact form is kept
+		fills = append(fills, f)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, f := range fills {
+		if _, err := tx.Exec(`UPDATE deliveries SET prompt_bytes = ?, prompt_header = ?, frame_digest = ? WHERE seq = ?`,
+			f.d.Size, f.d.Header, f.d.Digest, f.seq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
@@ -169,6 +225,11 @@ type SQLite struct {
 	// group commits Ingest and AppendEvent in batches (commit.go).
 	group *committer
 	now   func() time.Time
+	// statuses holds the status each item's row last decoded to
+	// (statusCache), pending each item's pending deliveries as last read
+	// (pendingCache).
+	statuses statusCache
+	pending  pendingCache
 }
 
 var _ Store = (*SQLite)(nil)
@@ -233,6 +294,11 @@ func migrate(tx *sql.Tx) error {
 	for ; v < schemaVersion; v++ {
 		if _, err := tx.Exec(migrations[v]); err != nil {
 			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+		if fill := backfills[v+1]; fill != nil {
+			if err := fill(tx); err != nil {
+				return fmt.Errorf("fill version %d: %w", v+1, err)
+			}
 		}
 	}
 	// PRAGMA takes no bound parameters; v is an int.
@@ -438,9 +504,12 @@ func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestR
 			changed = true
 		}
 	}
+	c := Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
-		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID)
+		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
+		prompt_bytes, prompt_header, frame_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
+		c.Size, c.Header, c.Digest)
 	if err != nil {
 		return err
 	}
@@ -507,14 +576,16 @@ func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *I
 }
 
 // Records returns every work item with its pending deliveries in arrival
-// order, ordered by owner, repo and then number (numerically). An item whose
-// status cannot be decoded is still returned, in PhaseNeedsAttention (see
-// Get).
+// order, compact (Delivery.Compact: no prompt), ordered by owner, repo and
+// then number (numerically). An item whose status cannot be decoded is
+// still returned, in PhaseNeedsAttention (see Get). The pending slices are
+// shared with later calls (pendingCache): an append copies them, and a
+// delivery in them must not be changed in place.
 func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 	var recs []Record
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		recs, err = loadRecords(ctx, tx, "")
+		recs, err = s.loadRecords(ctx, tx, "")
 		return err
 	})
 	if err != nil {
@@ -523,8 +594,9 @@ func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
 	return recs, nil
 }
 
-// Get returns the work item k with its pending deliveries in arrival order;
-// the error wraps ErrNotFound when there is none. A status that cannot be
+// Get returns the work item k with its pending deliveries in arrival order,
+// compact (Delivery.Compact), shared as Records' are; the error wraps
+// ErrNotFound when there is none. A status that cannot be
 // decoded (a record edited by hand) is reported, not returned as an error:
 // the item comes back with Status{Phase: PhaseNeedsAttention, Reason:
 // "status unreadable: …"}, AttentionGeneration set to its generation, and
@@ -533,7 +605,7 @@ func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
 	var recs []Record
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		recs, err = loadRecords(ctx, tx, k.String())
+		recs, err = s.loadRecords(ctx, tx, k.String())
 		return err
 	})
 	if err == nil && len(recs) == 0 {
@@ -545,15 +617,44 @@ func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
 	return recs[0], nil
 }
 
-// loadRecords reads the work item key, or all of them when key is "".
-func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
+// Prompt returns the prompt of delivery id of k, whatever its state: the
+// body Records and Get leave out. The error wraps ErrNotFound for an
+// unknown key and ErrNoDelivery when k has no delivery id.
+func (s *SQLite) Prompt(ctx context.Context, k Key, id string) (string, error) {
+	var prompt string
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT prompt FROM deliveries WHERE id = ? AND work_item = ?`, id, k.String()).Scan(&prompt)
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := itemExists(ctx, tx, k); err != nil {
+				return err
+			}
+			return ErrNoDelivery
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("sqlite prompt %s %s: %w", k, id, err)
+	}
+	return prompt, nil
+}
+
+// loadRecords reads the work item key, or all of them when key is "". A
+// status is decoded only when its text changed since s last decoded it
+// (statusCache), and an item's pending deliveries are read only when their
+// set changed (pendingCache). They come compact, from the columns the index
+// deliveries_pending holds: no body is read.
+func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
 	var (
-		itemsWhere, pendingWhere string
-		args                     []any
+		itemsWhere string
+		args       []any
 	)
 	if key != "" {
-		itemsWhere, pendingWhere = "WHERE key = ?", "AND work_item = ?"
+		itemsWhere = "WHERE key = ?"
 		args = append(args, key)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items `+itemsWhere, args...).Scan(&n); err != nil {
+		return nil, err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, status, r.session_id, r.source, r.at
@@ -561,13 +662,11 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 	if err != nil {
 		return nil, err
 	}
-	var (
-		recs  []Record
-		index = map[string]int{}
-	)
+	recs := make([]Record, 0, n)
 	for rows.Next() {
+		recs = append(recs, Record{})
 		var (
-			r                   Record
+			r                   = &recs[len(recs)-1]
 			k                   string
 			at, reportAt        sql.NullInt64
 			status              string
@@ -583,55 +682,233 @@ func loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) 
 		if reportID.Valid {
 			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
 		}
-		r.Status = decodeStatus(status, r.Spec.Generation)
-		index[k] = len(recs)
-		recs = append(recs, r)
+		r.Status = s.statuses.decode(k, status, r.Spec.Generation)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 
-	rows, err = tx.QueryContext(ctx, `SELECT work_item, id, event, action, sender, prompt, received_at, commit_sha, source_kind, source_id
-		FROM deliveries WHERE state = 'pending' `+pendingWhere+` ORDER BY seq`, args...)
+	pending, err := s.pending.load(ctx, tx, key)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		recs[i].Pending = pending[recs[i].Key.String()]
+	}
+	return recs, nil
+}
+
+// pendingCache keeps each work item's pending deliveries, compact, as they
+// were last read, with the mark of the set they were read as: how many
+// there were and the greatest seq among them. A delivery row only ever
+// leaves 'pending' (it is inserted pending or not at all), and seq only
+// grows (AUTOINCREMENT: never reused), so two sets of an item that share
+// the mark are the same set: one that gained a delivery has a greater
+// seq, and one that only lost some has fewer. A pass reads the marks from
+// the index (one row per item with pending deliveries) and the deliveries
+// of the items whose mark changed only (issue 12: a pass reads what
+// changed). Safe for concurrent use.
+type pendingCache struct {
+	mu sync.Mutex
+	m  map[string]pendingEntry
+}
+
+type pendingEntry struct {
+	count, last int64
+	list        []Delivery
+}
+
+// load returns the pending deliveries of the work item key, or of every
+// item when key is "", by item in arrival order; items with none are left
+// out. The lists are the cache's, shared with every caller, and capped: an
+// append copies, and no caller changes a delivery in place.
+func (c *pendingCache) load(ctx context.Context, tx *sql.Tx, key string) (map[string][]Delivery, error) {
+	where, args := "", []any{}
+	if key != "" {
+		where, args = "AND work_item = ?", append(args, key)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT work_item, count(*), max(seq) FROM deliveries WHERE state = 'pending' `+where+`
+		GROUP BY work_item`, args...)
+	if err != nil {
+		return nil, err
+	}
+	marks := map[string]pendingEntry{}
+	for rows.Next() {
+		var (
+			item string
+			e    pendingEntry
+		)
+		if err := rows.Scan(&item, &e.count, &e.last); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		marks[item] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	c.mu.Lock()
+	var (
+		changed []string
+		n       int64
+	)
+	for item, m := range marks {
+		if e, ok := c.m[item]; ok && e.count == m.count && e.last == m.last {
+			marks[item] = e
+		} else {
+			changed = append(changed, item)
+			n += m.count
+		}
+	}
+	c.mu.Unlock()
+	if len(changed) > 0 {
+		lists, err := readPending(ctx, tx, changed, int(n))
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range changed {
+			e := marks[item]
+			e.list = lists[item]
+			marks[item] = e
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key == "" || c.m == nil {
+		c.m = map[string]pendingEntry{} // items with none left go
+	} else {
+		delete(c.m, key)
+	}
+	out := make(map[string][]Delivery, len(marks))
+	for item, e := range marks {
+		c.m[item] = e
+		out[item] = e.list
+	}
+	return out, nil
+}
+
+// readPending reads the pending deliveries of items, n of them, compact, by
+// item in arrival order (seq order within an item, the index's own order),
+// from the index deliveries_pending alone. They share one array, each
+// item's part of it capped.
+func readPending(ctx context.Context, tx *sql.Tx, items []string, n int) (map[string][]Delivery, error) {
+	keys, err := json.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT work_item, `+compactColumns+` FROM deliveries
+		WHERE state = 'pending' AND work_item IN (SELECT value FROM json_each(?)) ORDER BY work_item, seq`, string(keys))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	all, owner := make([]Delivery, 0, n), make([]string, 0, n)
 	for rows.Next() {
 		var (
 			item string
 			d    Delivery
 			at   sql.NullInt64
 		)
-		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at, &d.Commit, &d.Source.Kind, &d.Source.ID); err != nil {
+		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &at, &d.Commit, &d.Source.Kind, &d.Source.ID,
+			&d.Size, &d.Header, &d.Digest); err != nil {
 			return nil, err
 		}
 		d.ReceivedAt = timeFromDB(at)
-		i, ok := index[item]
-		if !ok {
-			// Only possible with foreign keys turned off by hand.
-			continue
-		}
-		recs[i].Pending = append(recs[i].Pending, d)
+		all = append(all, d)
+		owner = append(owner, item)
 	}
-	return recs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]Delivery, len(items))
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && owner[j] == owner[i] {
+			j++
+		}
+		out[owner[i]] = all[i:j:j]
+		i = j
+	}
+	return out, nil
 }
 
 // decodeStatus decodes a status column. A column that does not decode, or
 // names an unknown phase, yields PhaseNeedsAttention with the reason, keeping
 // the fields that did decode.
 func decodeStatus(text string, gen int64) Status {
-	var st Status
-	err := json.Unmarshal([]byte(text), &st)
-	if err == nil && !st.Phase.Known() {
-		err = fmt.Errorf("unknown phase %q", st.Phase)
-	}
+	st, err := parseStatus(text)
 	if err != nil {
 		st.Phase = PhaseNeedsAttention
 		st.Reason = "status unreadable: " + err.Error()
 		st.AttentionGeneration = gen
 	}
 	return st
+}
+
+// parseStatus decodes a status column; the error says why it is not a
+// status, and the fields that did decode come with it.
+func parseStatus(text string) (Status, error) {
+	var st Status
+	err := json.Unmarshal([]byte(text), &st)
+	if err == nil && !st.Phase.Known() {
+		err = fmt.Errorf("unknown phase %q", st.Phase)
+	}
+	return st, err
+}
+
+// statusCache keeps, per work item, the status text its row held when
+// it was last decoded and what it decoded to, so that a pass decodes only
+// the statuses written since the previous one: decoding every item's
+// status on every pass was about half a pass at N = 1,000 (issue 12). A
+// status is known by its whole text, so a write by another process or by
+// hand is decoded like any other. Only the items the store holds are kept
+// (the store never deletes one): about 2 KB each. Safe for concurrent use.
+type statusCache struct {
+	mu sync.Mutex
+	m  map[string]cachedStatus
+}
+
+type cachedStatus struct {
+	text string
+	st   Status
+}
+
+// decode returns decodeStatus(text, gen) for the item key, decoding text
+// only when it is not the text last decoded for key. Each caller gets its
+// own copy (Status.clone). A status that does not decode is not kept.
+func (c *statusCache) decode(key, text string, gen int64) Status {
+	c.mu.Lock()
+	e, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && e.text == text {
+		return e.st.clone()
+	}
+	st, err := parseStatus(text)
+	if err != nil {
+		return decodeStatus(text, gen)
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]cachedStatus{}
+	}
+	c.m[key] = cachedStatus{text: text, st: st}
+	c.mu.Unlock()
+	return st.clone()
+}
+
+// clone returns s with its own copies of the slices and the pointer it
+// holds, so that a change to one never shows in the other.
+func (s Status) clone() Status {
+	s.RetiredSessionIDs = slices.Clone(s.RetiredSessionIDs)
+	s.DeliveredAt = slices.Clone(s.DeliveredAt)
+	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
+	if s.LastExitStatus != nil {
+		v := *s.LastExitStatus
+		s.LastExitStatus = &v
+	}
+	return s
 }
 
 // ReportSession records the session id the harness of k reported about

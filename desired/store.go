@@ -16,6 +16,8 @@ var (
 	ErrLocked = errors.New("reconcile lock held by another process")
 	// ErrClosed means the store was closed before a write could run.
 	ErrClosed = errors.New("store closed")
+	// ErrNoDelivery means the work item has no delivery of the id.
+	ErrNoDelivery = errors.New("delivery not found")
 )
 
 // Ingest is one accepted webhook delivery, reduced to what changes desired
@@ -123,10 +125,17 @@ type Store interface {
 	// Ingest claims in.DeliveryID and applies in, in one transaction.
 	Ingest(ctx context.Context, in Ingest) (IngestResult, error)
 	// Records returns every work item with its pending deliveries, ordered
-	// by key.
+	// by key. The deliveries are compact (Delivery.Compact): a pass holds
+	// no prompt bodies.
 	Records(ctx context.Context) ([]Record, error)
-	// Get returns one work item; the error wraps ErrNotFound when there is none.
+	// Get returns one work item, its pending deliveries compact; the error
+	// wraps ErrNotFound when there is none.
 	Get(ctx context.Context, k Key) (Record, error)
+	// Prompt returns the prompt of the delivery id of k, whatever its
+	// state: read only for the send about to be made. The error wraps
+	// ErrNotFound for an unknown key and ErrNoDelivery when k has no
+	// delivery id.
+	Prompt(ctx context.Context, k Key, id string) (string, error)
 	// PutStatus writes the item's status and, in the same transaction, marks
 	// the deliveries whose ids are listed in delivered as handed to the
 	// harness (no longer pending). The error wraps ErrNotFound for an

@@ -387,11 +387,21 @@ func (r Record) Workdir() string {
 // Delivery is one webhook delivery queued for a work item. Its ID is GitHub's
 // X-GitHub-Delivery GUID.
 type Delivery struct {
-	ID         string
-	Event      string // X-GitHub-Event, e.g. "issue_comment"
-	Action     string // payload action, e.g. "created"
-	Sender     string
-	Prompt     string // rendered prompt text, header line first
+	ID     string
+	Event  string // X-GitHub-Event, e.g. "issue_comment"
+	Action string // payload action, e.g. "created"
+	Sender string
+	// Prompt is the rendered prompt text, header line first. A pending
+	// delivery comes compact from Store.Records and Store.Get (Compact):
+	// its Prompt is "", and Store.Prompt reads it for the send.
+	Prompt string
+	// Size is the length of the prompt in bytes, Header its first line
+	// (without the newline) and Digest the digest its frame's end line
+	// carries ("" for a prompt without one): what the planner reads of a
+	// delivery instead of its body (Compact).
+	Size       int
+	Header     string
+	Digest     string
 	ReceivedAt time.Time
 	// Commit is the commit the event is about: the new head of a push
 	// (pull_request.synchronize), the head a CI failure ran on; "" for
@@ -401,6 +411,22 @@ type Delivery struct {
 	// Source is what on GitHub the delivery came from, for the reaction
 	// that acknowledges it once it reached the agent; zero for none.
 	Source Source
+}
+
+// Compact returns d without its body and with what the planner reads
+// instead, taken from d.Prompt: Size, Header and Digest (frameDigest). A d
+// without a body is returned as it is. The store takes these at Ingest and
+// returns pending deliveries compact, so that a reconcile pass holds no
+// bodies: one is read (Store.Prompt) only for the send about to be made.
+func (d Delivery) Compact() Delivery {
+	if d.Prompt == "" {
+		return d
+	}
+	d.Size = len(d.Prompt)
+	d.Header, _, _ = strings.Cut(d.Prompt, "\n")
+	d.Digest = frameDigest(d.ID, d.Prompt)
+	d.Prompt = ""
+	return d
 }
 
 // SourceKind says what on GitHub a delivery came from (Delivery.Source):

@@ -119,14 +119,14 @@ func (e *env) daemonLines(t *testing.T, name journal.Name) []string {
 }
 
 // passes returns loopd_reconcile_passes_total from the daemon's /metrics.
-func (e *env) passes(t *testing.T) int {
+func (e *env) passes(t testing.TB) int {
 	t.Helper()
 	return int(e.metric(t, "loopd_reconcile_passes_total"))
 }
 
 // metric returns the value of the series (a name, with its labels when it
 // has some: name{label="value"}) from the daemon's /metrics.
-func (e *env) metric(t *testing.T, series string) float64 {
+func (e *env) metric(t testing.TB, series string) float64 {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: waitShort}).Get("http://" + e.listen + "/metrics")
 	require.NoError(t, err)

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +92,7 @@ func TestRestartThatLostTheSendRecordDoesNotPasteAgain(t *testing.T) {
 	delivery := e.ingestComment(t, keyIssue, body)
 	pending, _ := e.record(t, keyIssue)
 	require.Len(t, pending.Pending, 1)
-	pasteByHand(t, e, keyIssue, pending.Pending[0].Prompt)
+	pasteByHand(t, e, keyIssue, e.prompt(t, keyIssue, pending.Pending[0].ID))
 	e.waitTurn(t, keyIssue, id, body, waitShort, "the paste never reached the transcript")
 
 	e.start(t)
@@ -172,4 +174,46 @@ func TestPromptStoredBeforeDigestsIsVerifiedByItsMarker(t *testing.T) {
 	ev := waitDelivered(t, e, id, waitShort)
 	assert.Equal(t, "true", ev.Attrs["verified"], "%v", ev.Attrs)
 	assert.Equal(t, "paste", ev.Attrs["via"])
+}
+
+// TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents: a store that
+// a loopd before compact records wrote (schema 6: no size, header line or
+// digest beside a prompt), with two events pending on an item that has no
+// agent yet, is migrated when the daemon opens it. The first event boots
+// the agent, the second is pasted, each verified whole in the
+// conversation, each once.
+func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	first, second := "first comment "+uuid.NewString(), "second comment "+uuid.NewString()
+	d1, d2 := e.ingestComment(t, keyIssue, first), e.ingestComment(t, keyIssue, second)
+	downgradeToSchema6(t, e)
+
+	e.start(t)
+	ev := waitDelivered(t, e, d1, waitLong)
+	assert.Equal(t, "boot_prompt", ev.Attrs["via"], "%v", ev.Attrs)
+	ev = waitDelivered(t, e, d2, waitLong)
+	assert.Equal(t, map[string]string{"via": "paste", "verified": "true"}, map[string]string{"via": ev.Attrs["via"], "verified": ev.Attrs["verified"]})
+	r := e.mustRecord(t, keyIssue)
+	assert.Empty(t, r.Pending)
+	turns := e.userTurns(t, keyIssue, r.Status.HarnessSessionID)
+	assert.Equal(t, 1, countContaining(turns, first), "%q", turns)
+	assert.Equal(t, 1, countContaining(turns, second), "%q", turns)
+}
+
+// downgradeToSchema6 turns e's store, with the daemon stopped, into the
+// file a loopd at schema 6 would have written with the same rows: without
+// the compact columns of pending deliveries and their index.
+func downgradeToSchema6(t *testing.T, e *env) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`DROP INDEX deliveries_pending;
+		ALTER TABLE deliveries DROP COLUMN prompt_bytes;
+		ALTER TABLE deliveries DROP COLUMN prompt_header;
+		ALTER TABLE deliveries DROP COLUMN frame_digest;
+		CREATE INDEX deliveries_pending ON deliveries (work_item, seq) WHERE state = 'pending';
+		PRAGMA user_version = 6;`)
+	require.NoError(t, err)
 }

@@ -91,6 +91,17 @@ func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 	return id
 }
 
+// prompt returns the stored prompt of k's delivery id (records carry
+// none: desired.Delivery.Compact).
+func (e *env) prompt(t testing.TB, k desired.Key, id string) string {
+	t.Helper()
+	s := e.openStore(t)
+	defer s.Close()
+	p, err := s.Prompt(context.Background(), k, id)
+	require.NoError(t, err)
+	return p
+}
+
 // events returns the whole journal, oldest first.
 func (e *env) events(t testing.TB) []journal.Event {
 	t.Helper()

@@ -34,7 +34,7 @@ func itemKey(n int) desired.Key { return desired.Key{Owner: "octo-org", Repo: "a
 // event is a pending event of item n received at, the item's own delivery.
 func event(n int, at time.Time) desired.Delivery {
 	return desired.Delivery{ID: fmt.Sprintf("d-%d-%d", n, at.Unix()), Event: "issue_comment", Action: "created", Sender: "octocat",
-		Prompt: fmt.Sprintf("[loopd] issue_comment.created #%d", n), ReceivedAt: at}
+		Prompt: fmt.Sprintf("[loopd] issue_comment.created #%d", n), ReceivedAt: at}.Compact()
 }
 
 // add puts item n in status st with events pending; pane is its pane's
@@ -461,7 +461,7 @@ func TestPlanPark(t *testing.T) {
 		{"a_recent_delivery_is_not_idle", rec(idle(func(s *desired.Status) { s.DeliveredAt = []time.Time{t0.Add(-time.Minute)} })), obs(alive(), quiet), parkOn(), nil},
 		{"an_agent_seen_at_work_lately_is_not_idle", rec(idle(func(s *desired.Status) { s.ActiveSeenAt = t0.Add(-time.Minute) })), obs(alive(), quiet), parkOn(), nil},
 		{"a_pending_event_is_pasted_not_parked", rec(idle(nil), ev1), obs(alive(), quiet), parkOn(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_paste_in_flight_is_not_parked", rec(idle(func(s *desired.Status) { s.SendingDeliveryID, s.SentAt = "d-1", t0.Add(-time.Hour) }), ev1),
 			landed(obs(alive(), quiet)), parkOn(), []actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaPaste}}},
 		{"an_unread_transcript_never_parks", rec(idle(nil)), obs(alive()), parkOn(), nil},

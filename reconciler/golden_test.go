@@ -90,6 +90,9 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 	for _, it := range c.Items {
 		k, err := desired.ParseKey(it.Key)
 		require.NoError(t, err)
+		for i, d := range it.Pending {
+			it.Pending[i] = d.Compact() // as the store gives it to a pass
+		}
 		items = append(items, desired.Record{Key: k, Spec: it.Spec, Status: it.Status, Pending: it.Pending, Report: it.Report})
 	}
 	snap := observed.Snapshot{Panes: map[string]tmux.Pane{}}

@@ -42,7 +42,7 @@ const (
 
 // bootOf is the first user message of a conversation that a fresh spawn of
 // k started: its boot prompt, which ends with k's brief.
-func bootOf(k desired.Key) string { return ev1.Prompt + "\n\n" + desired.AgentBrief(k) }
+func bootOf(k desired.Key) string { return ev1Text + "\n\n" + desired.AgentBrief(k) }
 
 func TestPlanLearnsTheConversationID(t *testing.T) {
 	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }

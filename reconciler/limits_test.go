@@ -135,7 +135,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			})}},
 		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
 			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"boot_prompt_that_landed_before_the_limit_is_delivered", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
 			screen(landed(obs(alive(), grown)), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) { a.Delivered = "d-1" })}},
@@ -167,28 +167,28 @@ func TestPlanUsageLimits(t *testing.T) {
 			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
 		}(), obs(alive2(alive()), transcript),
 			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
-				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 		{"release_with_the_banner_still_on_screen_ends_the_hold_at_once", func() []desired.Record {
 			r := rec(limitedBy(limited(30*time.Second), *limitAt(reset)), ev1)
 			r.Spec.ReleaseGeneration = 1
 			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
 		}(), screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset))},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
-				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 		{"release_ends_a_later_banner_shown_while_rate_limited_too", func() []desired.Record {
 			r := rec(limitedBy(limited(30*time.Second), *limitAt(reset)), ev1)
 			r.Spec.ReleaseGeneration = 1
 			return []desired.Record{r}
 		}(), screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
 			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset.Add(time.Hour)))},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_released_banner_quoted_again_stays_ended", []desired.Record{rec(released(running(), *limitAt(reset)), ev1),
 			rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
 			screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt},
-				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 		// A limit released earlier stays ended after another limit was taken
 		// and released in turn: the agent quoting the first again holds
 		// nothing (a fresh release's replay makes an agent do just that).
@@ -199,7 +199,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			return st
 		}(), ev1)},
 			screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset)}),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_new_limit_after_a_release_is_taken", []desired.Record{rec(released(running(), *limitAt(reset)))},
 			screen(obs(alive()), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
@@ -282,13 +282,13 @@ func TestPlanUsageLimits(t *testing.T) {
 				return o
 			}(),
 			[]actions.Action{heldUntil(key, 30*time.Second),
-				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 		{"an_expired_limit_holds_nothing", []desired.Record{rec2("claude-code", func() desired.Status {
 			st := running()
 			st.PaneID, st.LimitReset, st.LimitUntil = "%2", t0.Add(-time.Minute), t0.Add(-50*time.Second)
 			return st
 		}(), ev2)}, obs(alive2(gone())),
-			[]actions.Action{actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,7 +308,7 @@ func TestPlanBlockedScreens(t *testing.T) {
 	}{
 		{"login_required_is_named_at_once_and_events_still_go", rec(running(), ev1),
 			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}),
-			[]actions.Action{blocked(harness.BlockLoginRequired), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{blocked(harness.BlockLoginRequired), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"login_required_already_recorded_is_not_repeated", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired })),
 			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}), nil},
 		{"trust_dialog_while_spawning_is_named_at_once_not_after_the_timeout", rec(spawning(desired.SpawnFresh), ev1),
@@ -316,7 +316,7 @@ func TestPlanBlockedScreens(t *testing.T) {
 			[]actions.Action{blocked(harness.BlockWorkspaceTrust), actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"permission_prompt_is_named_and_never_answered", rec(running(), ev1),
 			screen(obs(alive()), observed.Screen{Blocked: harness.BlockPermission}),
-			[]actions.Action{blocked(harness.BlockPermission), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{blocked(harness.BlockPermission), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_screen_that_clears_unblocks", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })),
 			screen(obs(alive()), observed.Screen{}), []actions.Action{blocked("")}},
 		{"an_unread_screen_changes_nothing", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockPermission })), obs(alive()), nil},

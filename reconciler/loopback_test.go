@@ -15,7 +15,7 @@ import (
 // TestPlanLoopBack is the table of the planner's part of "never talk to
 // itself": the agent's own push is dropped, and the loop breaker.
 func TestPlanLoopBack(t *testing.T) {
-	push := desired.Delivery{ID: "d-push", Event: "pull_request", Action: "synchronize", Sender: "octocat", Prompt: "[loopd] pull_request.synchronize\npush", Commit: "abc1234"}
+	push := desired.Delivery{ID: "d-push", Event: "pull_request", Action: "synchronize", Sender: "octocat", Prompt: "[loopd] pull_request.synchronize\npush", Commit: "abc1234"}.Compact()
 	held := func(o observed.Observation, commit string, yes bool) observed.Observation {
 		o.Holds = map[desired.Key]map[string]bool{key: {commit: yes}}
 		return o
@@ -38,7 +38,7 @@ func TestPlanLoopBack(t *testing.T) {
 	}
 	giveUp := actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryStorm}
 	paste := func(d desired.Delivery) actions.Action {
-		return actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: d.ID, Prompt: d.Prompt}
+		return actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: d.ID}
 	}
 	drop := actions.DropDelivery{Key: key, DeliveryID: "d-push", Commit: "abc1234", Reason: actions.ReasonOwnPush}
 
@@ -62,9 +62,9 @@ func TestPlanLoopBack(t *testing.T) {
 		}), push),
 			held(obs(alive(), transcript), "abc1234", true), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(500 * time.Millisecond), Reason: actions.ReasonAwaitingDelivery}}},
-		{"a_ci_failure_on_the_agents_own_commit_is_pasted", rec(running(), desired.Delivery{ID: "d-ci", Event: "check_run", Action: "completed", Prompt: "ci", Commit: "abc1234"}),
+		{"a_ci_failure_on_the_agents_own_commit_is_pasted", rec(running(), desired.Delivery{ID: "d-ci", Event: "check_run", Action: "completed", Prompt: "ci", Commit: "abc1234"}.Compact()),
 			held(obs(alive()), "abc1234", true), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-ci", Prompt: "ci"}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-ci"}}},
 
 		{"under_the_limit_pastes", rec(with(running(), storm(2)), ev1), obs(alive()), limit(3),
 			[]actions.Action{paste(ev1)}},

@@ -190,7 +190,7 @@ func (w *world) step() error {
 		w.n++
 		d := desired.Delivery{ID: "d-" + strconv.Itoa(w.n), Event: "issue_comment", Action: "created", ReceivedAt: w.now}
 		d.Prompt = "[loopd] issue_comment.created on " + k.String() + "\n" + desired.FrameBegin(d.ID) + "hi\n" + desired.FrameEnd(d.ID, "hi\n")
-		r.Pending = append(r.Pending, d)
+		r.Pending = append(r.Pending, d.Compact()) // as the store gives it to a pass
 		r.Spec.Generation++
 		w.logf("event %s %s", k, d.ID)
 	case n < 16:

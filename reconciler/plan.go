@@ -553,7 +553,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Prompt: d.Prompt}}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
 	}
 	return nil
 }
@@ -567,15 +567,10 @@ func (it itemPlan) confirmSend() []actions.Action {
 	st, key := it.st, it.r.Key
 	id := st.SendingDeliveryID
 	tr, ok := it.obs.Transcripts[key]
-	var pending *desired.Delivery
-	for i := range it.pending {
-		if it.pending[i].ID == id {
-			pending = &it.pending[i]
-		}
-	}
+	pending := slices.ContainsFunc(it.pending, func(d desired.Delivery) bool { return d.ID == id })
 	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
-	case it.landed() == id || (!ok || !tr.Known) && !st.IDUnconfirmed || pending == nil:
+	case it.landed() == id || (!ok || !tr.Known) && !st.IDUnconfirmed || !pending:
 		// An id still to be learned has no transcript to read yet: the
 		// send is verified once it is known, never before.
 		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.landed() == id, Via: actions.ViaPaste}}
@@ -586,7 +581,7 @@ func (it itemPlan) confirmSend() []actions.Action {
 	default:
 		// Text left in the input box is submitted at once; an empty box
 		// gets a second copy only after DeliveryConfirm.
-		return []actions.Action{actions.DeliverPrompt{Key: key, Session: it.session, PaneID: it.pane.id, DeliveryID: id, Prompt: pending.Prompt, Retry: true, Repaste: repaste}}
+		return []actions.Action{actions.DeliverPrompt{Key: key, Session: it.session, PaneID: it.pane.id, DeliveryID: id, Retry: true, Repaste: repaste}}
 	}
 }
 
@@ -875,11 +870,12 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
-	deliveryID, prompt := it.bootPrompt(st)
+	deliveryID, prompt, size := it.bootPrompt(st)
 	if reason == actions.ReasonLimitReset {
 		// The conversation goes on where the limit cut it; the events
 		// that waited are pasted after.
 		deliveryID, prompt = "", desired.LimitResetPrompt(key)
+		size = len(prompt)
 	}
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
@@ -908,8 +904,9 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 		// a pointer to it.
 		if s.DeliveryID == "" && len(it.pending) == 0 {
 			s.Prompt = freshNudge(key, it.r.Spec.Kind, why)
+			size = len(s.Prompt)
 		}
-		if room := it.p.MaxBootPrompt - len(s.Prompt); room > 0 {
+		if room := it.p.MaxBootPrompt - size; room > 0 {
 			s.Replay = room
 		}
 	}
@@ -953,13 +950,17 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 	return ""
 }
 
-// bootPrompt picks the prompt a spawn boots with: the delivery the previous
-// spawn carried if it is still pending, else the oldest pending delivery,
-// else the re-orientation nudge. An event too long for argv boots with its
+// bootPrompt picks the prompt a spawn boots with, and its size in bytes:
+// the delivery the previous spawn carried if it is still pending, else the
+// oldest pending delivery, else the re-orientation nudge. A delivery is
+// named by its id, with prompt "": the executor reads its body
+// (desired.Store.Prompt), the plan only knows its size and header line
+// (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
+func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
-		return "", desired.NudgePrompt(it.r.Key)
+		prompt = desired.NudgePrompt(it.r.Key)
+		return "", prompt, len(prompt)
 	}
 	d := it.pending[0]
 	for _, p := range it.pending {
@@ -967,13 +968,13 @@ func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string) {
 			d = p
 		}
 	}
-	if len(d.Prompt) <= it.p.MaxBootPrompt || it.process {
+	if d.Size <= it.p.MaxBootPrompt || it.process {
 		// A headless run takes its event whole (a large one on stdin):
 		// there is no pane to paste the rest into.
-		return d.ID, d.Prompt
+		return d.ID, "", d.Size
 	}
-	header, _, _ := strings.Cut(d.Prompt, "\n")
-	return "", desired.LongEventPrompt(header)
+	prompt = desired.LongEventPrompt(d.Header)
+	return "", prompt, len(prompt)
 }
 
 func maxTime(a, b time.Time) time.Time {

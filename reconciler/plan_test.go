@@ -22,13 +22,16 @@ func isUUID(id string) bool {
 }
 
 var (
-	t0      = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	key     = desired.Key{Owner: "octo-org", Repo: "api", Number: 42}
-	sess    = desired.SessionName(key)
-	oldID   = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	cwd     = "/srv/agents/octo-org/api/42"
-	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nhello"}
-	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}
+	t0    = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	key   = desired.Key{Owner: "octo-org", Repo: "api", Number: 42}
+	sess  = desired.SessionName(key)
+	oldID = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	cwd   = "/srv/agents/octo-org/api/42"
+	// ev1 and ev2 are pending events as the store gives them to a pass:
+	// compact, without their prompts (ev1Text is ev1's).
+	ev1Text = "[loopd] issue_comment.created\nhello"
+	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: ev1Text}.Compact()
+	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}.Compact()
 	nudge   = desired.NudgePrompt(key)
 	spawnAt = t0.Add(-time.Minute)
 )
@@ -129,7 +132,7 @@ func prepareFirst() actions.PrepareWorkspace {
 func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
 	s := actions.Spawn{Key: key, Session: sess, Harness: "claude-code", Cwd: cwd, Probe: 5 * time.Second, Respawn: true, Reason: reason, Prompt: nudge}
 	if delivery.ID != "" {
-		s.DeliveryID, s.Prompt = delivery.ID, delivery.Prompt
+		s.DeliveryID, s.Prompt = delivery.ID, "" // the executor reads it
 	}
 	return s
 }
@@ -151,9 +154,16 @@ func fresh(delivery desired.Delivery, reason, failed actions.Reason) actions.Fre
 	return replaying(f)
 }
 
-// replaying gives f the replay bound its prompt leaves in argv.
+// replaying gives f the replay bound its boot prompt leaves in argv: the
+// prompt loopd wrote, or the delivery it boots with (its Size).
 func replaying(f actions.FreshSpawn) actions.FreshSpawn {
-	f.Replay = schema.DefaultMaxBootPrompt - len(f.Prompt)
+	size := len(f.Prompt)
+	for _, d := range []desired.Delivery{ev1, ev2} {
+		if d.ID == f.DeliveryID {
+			size = d.Size
+		}
+	}
+	f.Replay = schema.DefaultMaxBootPrompt - size
 	return f
 }
 
@@ -172,7 +182,7 @@ func TestPlan(t *testing.T) {
 	none := desired.Delivery{}
 	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
 	policy := func(f func(*Policy)) Policy { p := testPolicy(); f(&p); return p }
-	longEv := desired.Delivery{ID: "d-long", Prompt: "[loopd] header line\n" + strings.Repeat("x", schema.DefaultMaxBootPrompt)}
+	longEv := desired.Delivery{ID: "d-long", Prompt: "[loopd] header line\n" + strings.Repeat("x", schema.DefaultMaxBootPrompt)}.Compact()
 
 	tests := []struct {
 		name string
@@ -186,7 +196,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }()}}},
 		{"idle_without_event_does_nothing", rec(desired.Status{}), obs(gone()), testPolicy(), nil},
 		{"running_alive_pastes_the_oldest_pending_event", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"paste_waits_for_the_harness_start_report", rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1), obs(alive()),
 			policy(func(p *Policy) {
 				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true, ProcessNames: []string{"claude"}}}
@@ -200,15 +210,15 @@ func TestPlan(t *testing.T) {
 			policy(func(p *Policy) {
 				p.Harnesses = map[string]Capabilities{"claude-code": {SupportsResume: true, ValidSessionID: isUUID, ReportsSession: true, ProcessNames: []string{"claude"}}}
 			}),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"paste_seen_in_transcript_is_confirmed", rec(sending(t0.Add(-time.Second), 1), ev1, ev2), landed(obs(alive(), transcript)), testPolicy(),
 			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaPaste}}},
 		{"paste_not_yet_in_transcript_waits_a_poll", rec(sending(t0.Add(-500*time.Millisecond), 1), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(500 * time.Millisecond), Reason: actions.ReasonAwaitingDelivery}}},
 		{"paste_still_unseen_is_resubmitted_if_left_in_the_box", rec(sending(t0.Add(-2*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt, Retry: true}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Retry: true}}},
 		{"paste_lost_is_sent_again", rec(sending(t0.Add(-11*time.Second), 1), ev1), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt, Retry: true, Repaste: true}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Retry: true, Repaste: true}}},
 		{"close_after_a_landed_paste_keeps_it_delivered", func() desired.Record {
 			r := rec(sending(t0.Add(-time.Second), 1), ev1)
 			r.Spec.Closed = true
@@ -243,7 +253,7 @@ func TestPlan(t *testing.T) {
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", PID: 10, Reason: actions.ReasonAdopted},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 
 		// Nothing is sent twice: an event already in the conversation is
 		// confirmed, never pasted or booted with again.
@@ -259,7 +269,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, PID: 10, Reason: actions.ReasonAdopted},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2"}}},
 		{"new_event_after_needs_attention_with_dead_pane_does_not_boot_with_a_landed_event", rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 2
 		}), ev1, ev2), seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
@@ -290,7 +300,7 @@ func TestPlan(t *testing.T) {
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
 				resume(ev2, actions.ReasonNewEvent)}},
 		{"event_not_in_the_conversation_is_pasted", rec(running(), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{}), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 
 		// The whole event, not only its marker.
 		{"paste_found_mangled_needs_attention", rec(sending(t0.Add(-time.Second), 1), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
@@ -299,7 +309,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 1}}},
 		{"mangled_event_is_sent_once_more_after_release", rec(with(running(), func(s *desired.Status) { s.MangledDeliveryID, s.MangledCopies = "d-1", 1 }), ev1),
 			seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 1}), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"mangled_again_needs_attention_again", rec(with(sending(t0.Add(-time.Second), 1), func(s *desired.Status) { s.MangledDeliveryID, s.MangledCopies = "d-1", 1 }), ev1),
 			seen(obs(alive(), transcript), "d-1", harness.Found{Mangled: 2}), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonDeliveryMangled, Mangled: "d-1", Copies: 2}}},
@@ -344,7 +354,7 @@ func TestPlan(t *testing.T) {
 		{"resume_alive_and_transcript_grown_is_running", rec(spawning(desired.SpawnResume), ev1, ev2), obs(alive(), grown), testPolicy(),
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2", Prompt: ev2.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2"}}},
 		{"resume_confirmed_by_session_start_report", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "resume", At: t0.Add(-5 * time.Second)}
@@ -364,7 +374,7 @@ func TestPlan(t *testing.T) {
 		}(), obs(alive()), testPolicy(),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear"},
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"report_of_an_id_the_harness_refuses_is_not_followed", func() desired.Record {
 			// Written by hand or by an old hook: not a canonical UUID, so
 			// Claude Code would open its picker on --resume.
@@ -372,13 +382,13 @@ func TestPlan(t *testing.T) {
 			r.Report = &desired.SessionReport{SessionID: "9A9A9A9A-1B4D-4C8E-9F00-0123456789AB", Source: "clear", At: t0.Add(-time.Second)}
 			return r
 		}(), obs(alive()), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"report_of_a_non_uuid_is_not_followed", func() desired.Record {
 			r := rec(running(), ev1)
 			r.Report = &desired.SessionReport{SessionID: "not-a-uuid", Source: "clear", At: t0.Add(-time.Second)}
 			return r
 		}(), obs(alive()), testPolicy(),
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1", Prompt: ev1.Prompt}}},
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"resume_alive_but_unconfirmed_waits", rec(spawning(desired.SpawnResume), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),

@@ -27,7 +27,7 @@ func (s suite) ingestNewItem(t *testing.T) {
 		Key:     keyAPI,
 		Spec:    desired.Spec{Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/src/api", Generation: 1},
 		Status:  desired.Status{Phase: desired.PhaseIdle},
-		Pending: []desired.Delivery{*comment(keyAPI, "d1", t0).Delivery},
+		Pending: []desired.Delivery{comment(keyAPI, "d1", t0).Delivery.Compact()},
 	}
 	assert.Equal(t, want, get(t, st, keyAPI))
 
@@ -41,7 +41,7 @@ func (s suite) ingestNewItem(t *testing.T) {
 	want.Spec.Generation = 2
 	second := *next.Delivery
 	second.ID = "d2"
-	want.Pending = append(want.Pending, second) // a zero ReceivedAt stays zero
+	want.Pending = append(want.Pending, second.Compact()) // a zero ReceivedAt stays zero
 	assert.Equal(t, want, get(t, st, keyAPI))
 }
 

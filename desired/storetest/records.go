@@ -81,7 +81,7 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	require.NoError(t, st.PutStatus(ctx, keyAPI, status, "d1", "d2", "o1", "nope"))
 	got := get(t, st, keyAPI)
 	assert.Equal(t, status, got.Status)
-	assert.Equal(t, []desired.Delivery{*comment(keyAPI, "d3", t0).Delivery}, got.Pending)
+	assert.Equal(t, []desired.Delivery{comment(keyAPI, "d3", t0).Delivery.Compact()}, got.Pending)
 	assert.Equal(t, int64(3), got.Spec.Generation, "a status write is not a spec change")
 	assert.Len(t, get(t, st, other).Pending, 1)
 
@@ -92,6 +92,51 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	// A later status replaces the whole of the earlier one.
 	require.NoError(t, st.PutStatus(ctx, keyAPI, desired.Status{Phase: desired.PhaseExited}))
 	assert.Equal(t, desired.Status{Phase: desired.PhaseExited}, get(t, st, keyAPI).Status)
+}
+
+// compactPending: Records and Get give pending deliveries without their
+// prompts, with the prompt's size in bytes, header line and frame digest
+// instead (desired.Delivery.Compact); Prompt gives the prompt back byte
+// for byte, in any state, only to the item the delivery belongs to.
+func (s suite) compactPending(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	body := "body:\n\tindented\u00a0caf\u00e9 \U0001F600\n/exit\n"
+	in := comment(keyAPI, "d1", t0)
+	in.Delivery.Prompt = desired.EventHeader("issue_comment", "created", keyAPI.String(), "octocat", "d1") +
+		desired.FrameBegin("d1") + body + desired.FrameEnd("d1", body)
+	prompt := in.Delivery.Prompt
+	other := desired.Key{Owner: "acme", Repo: "web", Number: 1}
+	ingest(t, st, in, comment(other, "o1", t0))
+
+	want := *in.Delivery
+	want.Prompt = ""
+	want.Size = len(prompt)
+	want.Header = "[loopd] issue_comment.created on acme/api#42 by octocat (delivery d1)"
+	want.Digest = desired.BodyDigest(body)
+	assert.Equal(t, []desired.Delivery{want}, get(t, st, keyAPI).Pending, "get")
+	for _, r := range records(t, st) {
+		require.Len(t, r.Pending, 1, r.Key.String())
+		assert.Empty(t, r.Pending[0].Prompt, "records hold no bodies: %s", r.Key)
+		if r.Key == keyAPI {
+			assert.Equal(t, want, r.Pending[0], "records")
+		}
+	}
+	assert.Equal(t, desired.FrameOf(desired.Delivery{ID: "d1", Prompt: prompt}), desired.FrameOf(want), "the frame as the prompt carries it")
+
+	got, err := st.Prompt(ctx, keyAPI, "d1")
+	require.NoError(t, err)
+	assert.Equal(t, prompt, got, "byte for byte")
+	require.NoError(t, st.PutStatus(ctx, keyAPI, desired.Status{Phase: desired.PhaseRunning}, "d1"))
+	got, err = st.Prompt(ctx, keyAPI, "d1")
+	require.NoError(t, err)
+	assert.Equal(t, prompt, got, "a delivered prompt is still there")
+
+	_, err = st.Prompt(ctx, other, "d1")
+	assert.ErrorIs(t, err, desired.ErrNoDelivery, "another item's delivery")
+	_, err = st.Prompt(ctx, keyAPI, "nope")
+	assert.ErrorIs(t, err, desired.ErrNoDelivery)
+	assert.ErrorContains(t, err, "nope")
 }
 
 // unknownKey: every method that names an item wraps ErrNotFound, names the
@@ -113,6 +158,7 @@ func (s suite) unknownKey(t *testing.T) {
 		{name: "set_held", call: func() error { return st.SetHeld(ctx, unknown, true) }},
 		{name: "release", call: func() error { return st.Release(ctx, unknown, true) }},
 		{name: "history", call: func() error { _, err := st.History(ctx, unknown, 3); return err }},
+		{name: "prompt", call: func() error { _, err := st.Prompt(ctx, unknown, "d1"); return err }},
 		{name: "report_session", call: func() error {
 			return st.ReportSession(ctx, unknown, desired.SessionReport{SessionID: "x", Source: "startup"})
 		}},

@@ -42,7 +42,8 @@ type Backend struct {
 // rules that keep an event from creating an item or from being queued (a
 // trigger, a CI failure's head and claims), the head commit, a dropped
 // delivery, refused
-// input, record and delivery order, status writes that mark deliveries
+// input, record and delivery order, pending deliveries without their
+// prompts and the prompt read on its own, status writes that mark deliveries
 // delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, the journal rows an ingest writes with its
 // change, durability across a reopen, concurrent
@@ -73,6 +74,7 @@ func Run(t *testing.T, b Backend) {
 		{"bad_input_is_refused", s.badInput},
 		{"records_in_key_order", s.recordsOrder},
 		{"pending_in_arrival_order", s.pendingOrder},
+		{"pending_come_compact_prompt_reads_the_body", s.compactPending},
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
 		{"outbox_written_with_the_status", s.outboxWrittenWithTheStatus},
 		{"due_calls_and_updates", s.dueCallsAndUpdates},

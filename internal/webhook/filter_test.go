@@ -258,7 +258,7 @@ func TestTriggers(t *testing.T) {
 		assert.Equal(t, http.StatusAccepted, code)
 		rec := e.onlyRecord(t)
 		require.Len(t, rec.Pending, 1)
-		assert.Contains(t, rec.Pending[0].Prompt, "issues.labeled on Codertocat/Hello-World#1")
+		assert.Contains(t, e.prompt(t, rec, 0), "issues.labeled on Codertocat/Hello-World#1")
 		e.replay(t, "issues", "d-again", labeled("agent"))
 		assert.Equal(t, reasonStarted, lastReason(e))
 		e.replay(t, "issue_comment", "d-2", comment("after the label"))
@@ -336,6 +336,7 @@ func TestCIFailures(t *testing.T) {
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 2)
 	d := rec.Pending[1]
+	d.Prompt = e.prompt(t, rec, 1)
 	assert.Equal(t, headSHA, d.Commit)
 	assert.True(t, strings.HasPrefix(d.Prompt, "[loopd] check_run.completed on Codertocat/Hello-World#2 by github-actions[bot] (delivery c-1)\n"), d.Prompt)
 	for _, want := range []string{"check: Octocoders-linter\n", "conclusion: timed_out\n", "commit: " + headSHA + "\n", "url: https://octocoders.io\n", "output_cut: "} {

@@ -193,6 +193,15 @@ func (e *env) records(t *testing.T) []desired.Record {
 	return recs
 }
 
+// prompt returns the stored prompt of rec's pending delivery i: records
+// carry none (desired.Delivery.Compact).
+func (e *env) prompt(t *testing.T, rec desired.Record, i int) string {
+	t.Helper()
+	p, err := e.store.Prompt(context.Background(), rec.Key, rec.Pending[i].ID)
+	require.NoError(t, err)
+	return p
+}
+
 func (e *env) events(t *testing.T) []journal.Event {
 	t.Helper()
 	evs, err := e.store.Events(context.Background(), desired.EventFilter{})
@@ -266,6 +275,7 @@ func TestFixtureOutcomes(t *testing.T) {
 				rec := e.onlyRecord(t)
 				require.Len(t, rec.Pending, 1)
 				d := rec.Pending[0]
+				d.Prompt = e.prompt(t, rec, 0)
 				assert.Equal(t, "d-"+name, d.ID)
 				assert.Equal(t, event, d.Event)
 				assert.Equal(t, parts[1], d.Action)
@@ -457,7 +467,7 @@ func TestFixturePrompts(t *testing.T) {
 			require.Len(t, rec.Pending, 1)
 			want := tt.want
 			want.Event, want.WorkItem, want.Sender, want.DeliveryID = tt.event, tt.key.String(), "Codertocat", id
-			assert.Equal(t, Render(want), rec.Pending[0].Prompt)
+			assert.Equal(t, Render(want), e.prompt(t, rec, 0))
 		})
 	}
 }
@@ -1017,7 +1027,7 @@ func TestPayloadTextSanitized(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 1)
-	prompt := rec.Pending[0].Prompt
+	prompt := e.prompt(t, rec, 0)
 	assert.Contains(t, prompt, "body:\nfix[201~ this\nnow 🎉 中文\tok\n")
 	assert.NotContains(t, prompt, "\x1b")
 	assert.NotContains(t, prompt, "\r")
@@ -1040,7 +1050,7 @@ func TestQuotedAgentCommentIsDelivered(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 1, "the person's question is delivered")
-	assert.Contains(t, rec.Pending[0].Prompt, "\n> quoted agent\n> ⟦hidden HTML comment: "+desired.AgentMarker(issue1)+"⟧\n\nreal question from me\n")
+	assert.Contains(t, e.prompt(t, rec, 0), "\n> quoted agent\n> ⟦hidden HTML comment: "+desired.AgentMarker(issue1)+"⟧\n\nreal question from me\n")
 }
 
 func TestHiddenTextShownInStoredPrompt(t *testing.T) {
@@ -1054,7 +1064,7 @@ func TestHiddenTextShownInStoredPrompt(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 1)
-	prompt := rec.Pending[0].Prompt
+	prompt := e.prompt(t, rec, 0)
 	assert.Contains(t, prompt, "\nLGTM, thanks!⟦hidden tags \""+hiddenInstruction+"\"⟧\n"+
 		"⟦hidden HTML comment: <!-- and ⟦hidden U+200B⟧this -->⟧\n")
 	assert.False(t, strings.ContainsFunc(prompt, invisible), "no invisible code point in %q", prompt)
@@ -1073,7 +1083,7 @@ func TestLongCommentArrivesWhole(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec := e.onlyRecord(t)
 	require.Len(t, rec.Pending, 1)
-	assert.Contains(t, rec.Pending[0].Prompt, "body:\n"+long+"\ngithub-data d-1 sha256=")
+	assert.Contains(t, e.prompt(t, rec, 0), "body:\n"+long+"\ngithub-data d-1 sha256=")
 }
 
 func TestOversizeBody(t *testing.T) {
