@@ -1,0 +1,327 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/proc"
+)
+
+// The process runner with the Codex and Gemini adapters (their headless
+// forms, harness.Headless), end to end through the real binary.
+
+// asProcessRunner makes every route of e run its agents as processes,
+// each run bounded by timeout seconds, and ends what is left of them when
+// the test ends: the daemon first (so that it starts no more), then every
+// run's process group by its pid file (endRunGroups).
+func (e *env) asProcessRunner(t *testing.T, timeout int) {
+	t.Helper()
+	route := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)
+	route["runner"] = "process"
+	route["dispatchTimeoutSeconds"] = timeout
+	e.writeConfig(t)
+	t.Cleanup(func() {
+		e.signalDaemon(t, syscall.SIGTERM)
+		e.endRunGroups(t)
+	})
+}
+
+// endRunGroups kills the process group of every run the pid files under
+// the state dir name, while its wrapper (the group's leader) is the
+// process the file recorded: a real CLI writes no start log, and Gemini's
+// outlive their parent.
+func (e *env) endRunGroups(t testing.TB) {
+	files, _ := filepath.Glob(filepath.Join(e.stateDir, "runs", "*", "*.pid"))
+	for _, f := range files {
+		var rec struct {
+			Wrapper      int    `json:"wrapper_pid"`
+			WrapperStart uint64 `json:"wrapper_start"`
+			Harness      int    `json:"harness_pid"`
+			HarnessStart uint64 `json:"harness_start"`
+		}
+		if !readJSONFile(f, &rec) {
+			continue
+		}
+		if (proc.Process{PID: rec.Wrapper, Start: rec.WrapperStart}).Running() {
+			_ = syscall.Kill(-rec.Wrapper, syscall.SIGKILL)
+		}
+		if (proc.Process{PID: rec.Harness, Start: rec.HarnessStart}).Running() {
+			_ = syscall.Kill(rec.Harness, syscall.SIGKILL)
+		}
+	}
+}
+
+// runLogs returns the logs of the runs of k, oldest first.
+func (e *env) runLogs(t *testing.T, k desired.Key) []string {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(e.stateDir, "runs", desired.SessionName(k), "*.log"))
+	require.NoError(t, err)
+	slices.Sort(logs)
+	return logs
+}
+
+// runOutputID is the conversation id the output of the latest run of k
+// names, as the adapter reads it (harness.Headless.HeadlessSessionID).
+func (e *env) runOutputID(t *testing.T, k desired.Key, ad harness.Adapter) string {
+	t.Helper()
+	logs := e.runLogs(t, k)
+	require.NotEmpty(t, logs)
+	out, err := os.ReadFile(logs[len(logs)-1])
+	require.NoError(t, err)
+	return ad.(harness.Headless).HeadlessSessionID(out)
+}
+
+// codexProcessEnv is newCodexEnv with the process runner, the fake's
+// knobs in harnessEnv and its start log in e.startLog.
+func codexProcessEnv(t *testing.T, command string, timeout int, harnessEnv map[string]string) (*env, harness.Adapter) {
+	t.Helper()
+	e, ad := newCodexEnv(t, command, false, nil)
+	h := e.config["harnesses"].(map[string]any)["codex"].(map[string]any)
+	env := h["env"].(map[string]string)
+	env["FAKECODEX_START_LOG"] = e.startLog
+	for k, v := range harnessEnv {
+		env[k] = v
+	}
+	e.asProcessRunner(t, timeout)
+	return e, ad
+}
+
+// codexStart returns whether a start of codex is an exec resume, and of
+// which id; it fails the test when it is no headless exec --json that
+// reads its prompt from stdin.
+func codexStart(t *testing.T, s processStart) (resume bool, id string) {
+	t.Helper()
+	argv := s.Argv[1:]
+	require.GreaterOrEqual(t, len(argv), 3, "%q", s.Argv)
+	require.Equal(t, "exec", argv[0], "%q", s.Argv)
+	assert.Contains(t, argv, "--json")
+	assert.Equal(t, "-", argv[len(argv)-1], "the prompt is on stdin: %q", s.Argv)
+	if argv[1] != "resume" {
+		return false, ""
+	}
+	return true, argv[len(argv)-2]
+}
+
+// TestProcessRunnerCodexLearnsTheIDAndResumes: a route of the codex
+// adapter with runner: process. The first event runs codex exec --json,
+// which cannot pin an id: loopd learns it, and the run's output (its
+// thread.started) and the rollout it wrote agree on it. The next event
+// resumes it with exec resume <id>, and the one rollout holds both turns,
+// each delivered once.
+func TestProcessRunnerCodexLearnsTheIDAndResumes(t *testing.T) {
+	t.Parallel()
+	e, ad := codexProcessEnv(t, fakeCodexBin, 600, map[string]string{"FAKECODEX_REPLY_DELAY": "1500ms"})
+	e.start(t)
+	first := "first event " + uuid.NewString()
+	d1 := sendComment(t, e, first)
+	waitDelivered(t, e, d1, waitLong)
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	id := r.Status.HarnessSessionID
+	require.True(t, ad.ValidSessionID(id), "a learned id: %q", id)
+	assert.False(t, r.Status.IDUnconfirmed)
+	assert.Equal(t, "run_done", r.Status.Reason)
+
+	starts := e.starts(t)
+	require.Len(t, starts, 1)
+	resume, _ := codexStart(t, starts[0])
+	assert.False(t, resume, "a fresh run: %q", starts[0].Argv)
+	assert.Equal(t, id, e.runOutputID(t, keyIssue, ad), "the output's thread.started names the learned id")
+	started, err := ad.(harness.SessionLearner).SessionsStarted(r.Workdir(), time.Time{})
+	require.NoError(t, err)
+	require.Len(t, started, 1, "one rollout in the workdir")
+	assert.Equal(t, id, started[0].ID, "the rollout names the learned id")
+	followed := e.eventsNamed(t, journal.SessionFollowed, keyIssue)
+	require.Len(t, followed, 1, "learned once: the rollout and the output agree")
+	assert.Equal(t, id, followed[0].Attrs["harness_session_id"])
+
+	second := "second event " + uuid.NewString()
+	d2 := sendComment(t, e, second)
+	waitDelivered(t, e, d2, waitLong)
+	r = e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	starts = e.starts(t)
+	require.Len(t, starts, 2)
+	resume, resumed := codexStart(t, starts[1])
+	assert.True(t, resume, "%q", starts[1].Argv)
+	assert.Equal(t, id, resumed)
+	assert.Equal(t, id, e.runOutputID(t, keyIssue, ad))
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first))
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), second), "both turns in the one rollout")
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d2), 1)
+	assert.Len(t, e.eventsNamed(t, journal.SessionFollowed, keyIssue), 1)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+	assert.Empty(t, e.sessions(t), "no tmux session for a process runner item")
+}
+
+// TestProcessRunnerCodexUnconfirmedUnderCron: reconcile --once starts a
+// fresh codex exec and returns: until a pass learns the id, loopd get
+// shows it unconfirmed. The run's rollout names it, a later --once learns
+// it (session.followed source=rollout) and judges the run by that
+// rollout: delivered once.
+func TestProcessRunnerCodexUnconfirmedUnderCron(t *testing.T) {
+	t.Parallel()
+	e, ad := codexProcessEnv(t, fakeCodexBin, 600, map[string]string{"FAKECODEX_REPLY_DELAY": "1s"})
+	body := "an event for cron " + uuid.NewString()
+	d := e.ingestComment(t, keyIssue, body)
+	e.mustRun(t, "reconcile", "--once")
+	e.waitStarts(t, 1, waitShort)
+	r := e.mustRecord(t, keyIssue)
+	require.NotEmpty(t, r.Status.RunID)
+	assert.True(t, r.Status.IDUnconfirmed)
+	assert.Empty(t, r.Status.HarnessSessionID)
+	assert.Contains(t, e.mustRun(t, "get"), "unconfirmed")
+
+	e.waitFor(t, func() bool {
+		_, err := os.Stat(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), r.Status.RunID+".exit"))
+		return err == nil
+	}, waitShort, "the run never ended")
+	for range 3 {
+		if e.mustRecord(t, keyIssue).Status.Phase == desired.PhaseExited {
+			break
+		}
+		e.mustRun(t, "reconcile", "--once")
+	}
+	r = e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseExited, r.Status.Phase)
+	assert.False(t, r.Status.IDUnconfirmed)
+	id := r.Status.HarnessSessionID
+	assert.Equal(t, id, e.runOutputID(t, keyIssue, ad))
+	followed := e.eventsNamed(t, journal.SessionFollowed, keyIssue)
+	require.Len(t, followed, 1)
+	assert.Equal(t, "rollout", followed[0].Attrs["source"])
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), body))
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	assert.NotContains(t, e.mustRun(t, "get"), "unconfirmed")
+}
+
+// TestProcessRunnerCodexResumeFailureFallsBackToFresh: an exec resume that
+// Codex refuses ("no rollout found for thread id", exit 1) falls back to a
+// fresh exec that carries the same event (session.resume_failed
+// reason=run_failed), and a rollout gone before the next event is a fresh
+// exec at once (reason=transcript_missing); each event lands once, in the
+// new conversation, and no failure is counted.
+func TestProcessRunnerCodexResumeFailureFallsBackToFresh(t *testing.T) {
+	t.Parallel()
+	e, ad := codexProcessEnv(t, fakeCodexBin, 600, map[string]string{"FAKECODEX_RESUME_FAIL": "1", "FAKECODEX_RESUME_FAIL_DELAY": "100ms"})
+	e.start(t)
+	waitDelivered(t, e, sendComment(t, e, "the first event"), waitLong)
+	first := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort).Status.HarnessSessionID
+	require.NotEmpty(t, first)
+
+	body := "carried by the fallback " + uuid.NewString()
+	d := sendComment(t, e, body)
+	waitDelivered(t, e, d, waitLong)
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	second := r.Status.HarnessSessionID
+	require.NotEqual(t, first, second)
+	require.NotEmpty(t, second)
+	var modes []string
+	for _, s := range e.starts(t) {
+		resume, id := codexStart(t, s)
+		modes = append(modes, map[bool]string{false: "fresh", true: "resume " + id}[resume])
+	}
+	assert.Equal(t, []string{"fresh", "resume " + first, "fresh"}, modes)
+	failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, second), body), "the fallback carried the event, once")
+	assert.Zero(t, countContaining(codexMessages(t, e, ad, keyIssue, first), body))
+	assert.Zero(t, r.Status.Failures, "a failed resume is no failed run")
+
+	tr, err := ad.Transcript(r.Workdir(), second)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(tr.Path))
+	third := "after the rollout was lost " + uuid.NewString()
+	d = sendComment(t, e, third)
+	waitDelivered(t, e, d, waitLong)
+	failed = e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 2, waitShort)
+	assert.Equal(t, "transcript_missing", failed[1].Attrs["reason"])
+	assert.Equal(t, second, failed[1].Attrs["attempted_session_id"])
+	r = e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.NotEqual(t, second, r.Status.HarnessSessionID)
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, r.Status.HarnessSessionID), third))
+	assert.Len(t, e.starts(t), 4, "no resume of a rollout that is gone")
+}
+
+// codexOfflineTimeout is the Codex CLI offline through the process
+// runner: exec writes the rollout with the event, then waits on the
+// network forever. The run ends only at dispatchTimeoutSeconds
+// (dispatch.timeout, its group ended); the rollout holds the event, so it
+// is judged delivered, never run again. The next event resumes the same
+// conversation the same way, and the rollout holds both turns, once each.
+func codexOfflineTimeout(t *testing.T, e *env, ad harness.Adapter) {
+	e.start(t)
+	first := "offline first " + uuid.NewString()
+	d1 := sendComment(t, e, first)
+	// The event may be confirmed in the rollout while the run waits, or
+	// at its end: either way once.
+	e.waitEvent(t, journal.DispatchTimeout, keyIssue, 1, waitLong)
+	waitDelivered(t, e, d1, waitShort)
+	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	id := r.Status.HarnessSessionID
+	require.True(t, ad.ValidSessionID(id), "learned from the rollout: %q", id)
+	assert.Equal(t, "run_done", r.Status.Reason)
+	assert.Equal(t, id, e.runOutputID(t, keyIssue, ad), "the output named it too")
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first), "exactly one turn")
+
+	second := "offline second " + uuid.NewString()
+	d2 := sendComment(t, e, second)
+	e.waitEvent(t, journal.DispatchTimeout, keyIssue, 2, waitLong)
+	waitDelivered(t, e, d2, waitShort)
+	r = e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first))
+	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), second), "both turns in the one rollout")
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, exits, 2, "two runs, none run again")
+	for _, ex := range exits {
+		assert.Equal(t, "run_done", ex.Attrs["reason"])
+		assert.Equal(t, strconv.Itoa(int(syscall.SIGTERM)), ex.Attrs["signal"], "ended by its timeout")
+	}
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
+	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d2), 1)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+	assert.Len(t, e.runLogs(t, keyIssue), 2)
+}
+
+func TestProcessRunnerCodexOfflineEndsAtItsTimeout(t *testing.T) {
+	t.Parallel()
+	e, ad := codexProcessEnv(t, fakeCodexBin, 2, map[string]string{"FAKECODEX_OFFLINE": "1"})
+	codexOfflineTimeout(t, e, ad)
+}
+
+func TestRealCodexProcessRunnerEndsAtItsTimeout(t *testing.T) {
+	path := os.Getenv("LOOPD_REAL_CODEX")
+	if path == "" {
+		t.Skip("LOOPD_REAL_CODEX is not set")
+	}
+	t.Parallel()
+	e, ad := codexProcessEnv(t, path, 3, nil)
+	codexOfflineTimeout(t, e, ad)
+}
+
+// readJSONFile decodes the JSON file path into v and reports whether it
+// could.
+func readJSONFile(path string, v any) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
