@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/proc"
+	"github.com/loopd/loopd/schema"
 )
 
 // The process runner with the Codex and Gemini adapters (their headless
@@ -324,4 +327,160 @@ func TestRealCodexProcessRunnerEndsAtItsTimeout(t *testing.T) {
 func readJSONFile(path string, v any) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && json.Unmarshal(b, v) == nil
+}
+
+// geminiProcessEnv is newGeminiEnv with the process runner and the fake's
+// start log in e.startLog.
+func geminiProcessEnv(t *testing.T, extra map[string]string) geminiEnv {
+	t.Helper()
+	g := newGeminiEnv(t, extra)
+	g.harness()["env"].(map[string]string)["FAKEGEMINI_START_LOG"] = g.startLog
+	g.asProcessRunner(t, 600)
+	return g
+}
+
+// geminiStart returns the session flag of a headless start of gemini and
+// the id after it; it fails the test when the start is not headless with
+// --output-format json.
+func geminiStart(t *testing.T, s processStart) (flag, id string) {
+	t.Helper()
+	format, _ := flagValue(s.Argv, "--output-format")
+	assert.Equal(t, "json", format, "%q", s.Argv)
+	for _, a := range s.Argv {
+		assert.False(t, strings.HasPrefix(a, "--prompt"), "the prompt is on stdin: %q", s.Argv)
+	}
+	return s.mode()
+}
+
+// TestProcessRunnerGeminiFreshThenResume: a route of the gemini adapter
+// with runner: process. The first event runs gemini --session-id <new id>
+// headless, after loopd provisioned its settings (retention off); the
+// next resumes it with --resume <id>, and the one chat file holds both
+// turns, each delivered once.
+func TestProcessRunnerGeminiFreshThenResume(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, nil)
+	g.start(t)
+	first := "first event " + uuid.NewString()
+	d1 := sendComment(t, g.env, first)
+	waitDelivered(t, g.env, d1, waitLong)
+	r := g.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	id := r.Status.HarnessSessionID
+	require.Regexp(t, uuidPattern, id)
+	settings, err := os.ReadFile(filepath.Join(g.home, ".gemini", "settings.json"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"general":{"sessionRetention":{"enabled":false}}}`, string(settings), "retention provisioned before the run")
+
+	second := "second event " + uuid.NewString()
+	d2 := sendComment(t, g.env, second)
+	waitDelivered(t, g.env, d2, waitLong)
+	r = g.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	starts := g.starts(t)
+	require.Len(t, starts, 2)
+	var modes []string
+	for _, s := range starts {
+		flag, sid := geminiStart(t, s)
+		modes = append(modes, flag+" "+sid)
+	}
+	assert.Equal(t, []string{"--session-id " + id, "--resume " + id}, modes)
+	assert.Equal(t, id, g.runOutputID(t, keyIssue, geminiAdapter(t, g)))
+	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, id), first))
+	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, id), second), "both turns in the one chat file")
+	assert.Len(t, deliveriesOf(t, g.env, journal.DispatchDelivered, d1), 1)
+	assert.Len(t, deliveriesOf(t, g.env, journal.DispatchDelivered, d2), 1)
+	respawned := g.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
+	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+	assert.Empty(t, g.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+}
+
+// TestProcessRunnerGeminiRefusedResumeFallsBack: a headless resume that
+// Gemini refuses (exit 42, "Error resuming session") falls back to a fresh
+// run that carries the same event, journaled as session.resume_failed
+// reason=run_failed exit_cause=session_error; no failure is counted.
+func TestProcessRunnerGeminiRefusedResumeFallsBack(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, map[string]string{"FAKEGEMINI_RESUME_FAIL": "1"})
+	g.start(t)
+	waitDelivered(t, g.env, sendComment(t, g.env, "the first event"), waitLong)
+	first := g.waitPhase(t, keyIssue, desired.PhaseExited, waitShort).Status.HarnessSessionID
+
+	body := "carried by the fallback " + uuid.NewString()
+	d := sendComment(t, g.env, body)
+	waitDelivered(t, g.env, d, waitLong)
+	r := g.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
+	second := r.Status.HarnessSessionID
+	require.NotEqual(t, first, second)
+	var modes []string
+	for _, s := range g.starts(t) {
+		flag, id := geminiStart(t, s)
+		modes = append(modes, flag+" "+id)
+	}
+	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
+	failed := g.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, harness.CauseSessionError, failed[0].Attrs["exit_cause"])
+	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
+	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, second), body), "the fallback carried the event, once")
+	assert.Zero(t, countContaining(g.turns(t, keyIssue, first), body))
+	assert.Zero(t, r.Status.Failures, "a refused resume is no failed run")
+	assert.Empty(t, g.eventsNamed(t, journal.SessionCrashLoop, keyIssue))
+}
+
+// geminiNoAuthBudget is a Gemini CLI without an auth method under the
+// process runner: every run exits 41. Each is a failed dispatch
+// (dispatch.failed exit_cause=auth_missing, the event still pending),
+// the runs back off, and past the restart budget of 2 the item needs
+// attention and runs no more: three runs, never a hot loop.
+func geminiNoAuthBudget(t *testing.T, e *env, runs func() int) {
+	e.start(t)
+	d := sendComment(t, e, "an event no run can take "+uuid.NewString())
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, 3, r.Status.Failures)
+	loops := e.waitEvent(t, journal.SessionCrashLoop, keyIssue, 1, waitShort)
+	assert.Equal(t, "restart_budget_exhausted", loops[0].Attrs["reason"])
+	failed := deliveriesOf(t, e, journal.DispatchFailed, d)
+	require.Len(t, failed, 3)
+	for _, f := range failed {
+		assert.Equal(t, harness.CauseAuthMissing, f.Attrs["exit_cause"], "%v", f.Attrs)
+		assert.Equal(t, "41", f.Attrs["exit_status"])
+	}
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, exits, 3)
+	assert.Equal(t, harness.CauseAuthMissing, exits[2].Attrs["exit_cause"])
+	assert.Empty(t, deliveriesOf(t, e, journal.DispatchDelivered, d))
+	assert.Contains(t, e.mustRun(t, "get"), "NeedsAttention")
+	e.settle(t)
+	assert.Equal(t, 3, runs(), "no run past the budget")
+	assert.Equal(t, desired.PhaseNeedsAttention, e.mustRecord(t, keyIssue).Status.Phase)
+}
+
+// noAuthPolicy is the restart policy of geminiNoAuthBudget: a budget of
+// two retries, the second after a backoff of 1 s, fast failures out of
+// reach.
+var noAuthPolicy = map[string]any{"restartBudget": 2, "backoffInitialSeconds": 1, "backoffMaxSeconds": 2, "maxFastFailures": 10}
+
+func TestProcessRunnerGeminiNoAuthBacksOffToNeedsAttention(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, map[string]string{"FAKEGEMINI_AUTH": "0"})
+	maps.Copy(g.policy(), noAuthPolicy)
+	g.writeConfig(t)
+	geminiNoAuthBudget(t, g.env, func() int { return len(g.starts(t)) })
+	starts := g.starts(t)
+	exits := g.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.Len(t, starts, 3)
+	assert.GreaterOrEqual(t, starts[2].Time.Sub(exits[1].Time), 900*time.Millisecond, "the second retry waited its backoff")
+	for _, s := range starts {
+		flag, _ := geminiStart(t, s)
+		assert.Equal(t, "--session-id", flag, "no conversation to resume: %q", s.Argv)
+	}
+}
+
+// geminiAdapter is the gemini adapter as g's daemon sees its files.
+func geminiAdapter(t *testing.T, g geminiEnv) harness.Adapter {
+	t.Helper()
+	a, err := harness.New("gemini", schema.Harness{Adapter: harness.AdapterGemini, Command: "gemini", Env: map[string]string{"GEMINI_CLI_HOME": g.home}})
+	require.NoError(t, err)
+	return a
 }
