@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -477,10 +481,180 @@ func TestProcessRunnerGeminiNoAuthBacksOffToNeedsAttention(t *testing.T) {
 	}
 }
 
+// TestProcessRunnerGeminiNoAuthUnderNeverNeedsAttention: under
+// restartPolicy Never a run that exits 41 keeps its event pending and
+// needs attention; it is not run again by itself (it would fail again in
+// seconds, forever), and a new event earns one more attempt.
+func TestProcessRunnerGeminiNoAuthUnderNeverNeedsAttention(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, map[string]string{"FAKEGEMINI_AUTH": "0"})
+	g.policy()["restartPolicy"] = "Never"
+	g.writeConfig(t)
+	g.start(t)
+	d := sendComment(t, g.env, "an event no run can take "+uuid.NewString())
+	r := g.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, "restart_policy_never", r.Status.Reason)
+	attention := g.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
+	assert.Equal(t, "restart_policy_never", attention[0].Attrs["reason"])
+	require.Len(t, deliveriesOf(t, g.env, journal.DispatchFailed, d), 1)
+	g.settle(t)
+	assert.Len(t, g.starts(t), 1, "not run again by itself")
+	assert.Equal(t, desired.PhaseNeedsAttention, g.mustRecord(t, keyIssue).Status.Phase)
+
+	sendComment(t, g.env, "a new event "+uuid.NewString())
+	g.waitStarts(t, 2, waitShort)
+	g.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 2, waitShort)
+	g.settle(t)
+	assert.Len(t, g.starts(t), 2, "one more attempt")
+}
+
 // geminiAdapter is the gemini adapter as g's daemon sees its files.
 func geminiAdapter(t *testing.T, g geminiEnv) harness.Adapter {
 	t.Helper()
 	a, err := harness.New("gemini", schema.Harness{Adapter: harness.AdapterGemini, Command: "gemini", Env: map[string]string{"GEMINI_CLI_HOME": g.home}})
 	require.NoError(t, err)
 	return a
+}
+
+// newRealGeminiEnv is an env whose harness is the real Gemini CLI
+// (LOOPD_REAL_GEMINI; 0.61.0 was measured), offline and without an auth
+// method, with its config dir in the test's dir, and returns that dir
+// (GEMINI_CLI_HOME). Gemini outlives its terminal and its parent: when the
+// test ends, the daemon is stopped first, then the process group of every
+// pane and every run is ended.
+func newRealGeminiEnv(t *testing.T, policy map[string]any) (*env, string) {
+	t.Helper()
+	bin := os.Getenv("LOOPD_REAL_GEMINI")
+	if bin == "" {
+		t.Skip("LOOPD_REAL_GEMINI is not set")
+	}
+	e := newEnv(t, envOpts{Policy: policy})
+	home := filepath.Join(e.dir, "gemini-home")
+	h := e.harness()
+	h["adapter"], h["command"], h["env"] = harness.AdapterGemini, bin, map[string]string{"GEMINI_CLI_HOME": home}
+	e.writeConfig(t)
+	t.Cleanup(func() {
+		e.signalDaemon(t, syscall.SIGTERM)
+		e.endPaneGroups(t)
+		e.endRunGroups(t)
+	})
+	return e, home
+}
+
+// endPaneGroups ends the process group of every pane on e's tmux server.
+func (e *env) endPaneGroups(t testing.TB) {
+	out, err := exec.Command("tmux", "-L", e.socket, "list-panes", "-a", "-F", "#{pane_pid}").Output()
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			if p, err := proc.Lookup(pid); err == nil {
+				_, _ = p.EndGroup(context.Background(), time.Second, 20*time.Millisecond)
+			}
+		}
+	}
+}
+
+// TestRealGeminiTmuxStopsAtItsDialog: a fresh spawn of the real CLI in
+// tmux, offline and without an auth method, stops at its folder-trust or
+// auth dialog: loopd get shows the item blocked with the dialog's reason,
+// and the agent is left there (no exit, no respawn, no crash loop).
+func TestRealGeminiTmuxStopsAtItsDialog(t *testing.T) {
+	e, _ := newRealGeminiEnv(t, nil)
+	t.Parallel()
+	e.start(t)
+	sendComment(t, e, "a comment for a blocked agent "+uuid.NewString())
+	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Blocked != "" }, waitLong, "never blocked")
+	assert.Contains(t, []harness.Block{harness.BlockWorkspaceTrust, harness.BlockLoginRequired}, r.Status.Blocked)
+	assert.Contains(t, e.mustRun(t, "get"), "blocked reason="+r.Status.Blocked)
+	e.settle(t)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionExited, keyIssue))
+	assert.Empty(t, e.eventsNamed(t, journal.SessionCrashLoop, keyIssue))
+	assert.Len(t, e.daemonLines(t, journal.SessionStarting), 1, "one spawn")
+	assert.True(t, e.hasSession(t, keyIssue))
+}
+
+// TestRealGeminiProcessRunnerNoAuthNeedsAttention: every headless run of
+// the real CLI without an auth method exits 41 (geminiNoAuthBudget).
+func TestRealGeminiProcessRunnerNoAuthNeedsAttention(t *testing.T) {
+	e, _ := newRealGeminiEnv(t, noAuthPolicy)
+	t.Parallel()
+	e.asProcessRunner(t, 600)
+	geminiNoAuthBudget(t, e, func() int { return len(e.runLogs(t, keyIssue)) })
+}
+
+// TestRealGeminiProcessRunnerFailedResumeGoesFresh: under restartPolicy
+// Never, a run that exits 41 needs attention, and is not run again by
+// itself. Then a conversation whose chat file exists (hand-made as the
+// reference does, which the real CLI accepts) is resumed headless for the
+// next event; without an auth method the resume exits 41
+// (session.resume_failed reason=run_failed exit_cause=auth_missing), and a
+// fresh run under a new id carries the same event.
+func TestRealGeminiProcessRunnerFailedResumeGoesFresh(t *testing.T) {
+	e, home := newRealGeminiEnv(t, map[string]any{"restartPolicy": "Never"})
+	t.Parallel()
+	e.asProcessRunner(t, 600)
+	e.start(t)
+	sendComment(t, e, "the first event "+uuid.NewString())
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	require.NotNil(t, r.Status.LastExitStatus)
+	require.Equal(t, 41, *r.Status.LastExitStatus)
+	e.settle(t)
+	require.Len(t, e.runLogs(t, keyIssue), 1, "not run again by itself")
+	id := r.Status.HarnessSessionID
+	require.Regexp(t, uuidPattern, id)
+	ad, err := harness.New("gemini", schema.Harness{Adapter: harness.AdapterGemini, Command: "gemini", Env: map[string]string{"GEMINI_CLI_HOME": home}})
+	require.NoError(t, err)
+	tr, err := ad.Transcript(r.Workdir(), id)
+	require.NoError(t, err)
+	require.Empty(t, tr.Path, "a run without auth wrote no chat file")
+	handMadeChat(t, home, r.Workdir(), id)
+	tr, err = ad.Transcript(r.Workdir(), id)
+	require.NoError(t, err)
+	require.True(t, tr.Exists, "loopd counts the hand-made chat file as resumable")
+
+	d := sendComment(t, e, "the second event "+uuid.NewString())
+	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitLong)
+	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, harness.CauseAuthMissing, failed[0].Attrs["exit_cause"])
+	assert.Equal(t, id, failed[0].Attrs["attempted_session_id"])
+	e.waitFor(t, func() bool {
+		return len(e.runLogs(t, keyIssue)) == 3 && e.mustRecord(t, keyIssue).Status.Phase == desired.PhaseNeedsAttention
+	}, waitLong, "the fallback never ran")
+	starting := e.daemonLines(t, journal.SessionStarting)
+	require.Len(t, starting, 3)
+	assert.Equal(t, []string{"fresh", "resume", "fresh"}, []string{logField(starting[0], "mode"), logField(starting[1], "mode"), logField(starting[2], "mode")})
+	assert.Equal(t, id, logField(starting[1], "harness_session_id"))
+	fresh := logField(starting[2], "harness_session_id")
+	assert.NotEqual(t, id, fresh)
+	assert.Equal(t, logField(starting[1], "delivery"), logField(starting[2], "delivery"), "the fallback carried the resume's event")
+	assert.Contains(t, []string{d, logField(starting[0], "delivery")}, logField(starting[2], "delivery"))
+	assert.Equal(t, fresh, e.mustRecord(t, keyIssue).Status.HarnessSessionID)
+	assert.Empty(t, e.eventsNamed(t, journal.DispatchDelivered, keyIssue), "offline, nothing reached a conversation")
+}
+
+// handMadeChat writes a chat file of conversation id for the project of
+// workdir, as the reference does (harness-cli-facts.md, section 3): the
+// metadata line and one user message, in the chats dir of the slug that
+// the CLI registered for workdir in projects.json.
+func handMadeChat(t *testing.T, home, workdir, id string) {
+	t.Helper()
+	config := filepath.Join(home, ".gemini")
+	var reg struct {
+		Projects map[string]string `json:"projects"`
+	}
+	require.True(t, readJSONFile(filepath.Join(config, "projects.json"), &reg), "the CLI registered no project")
+	slug := reg.Projects[workdir]
+	require.NotEmpty(t, slug, "%v", reg.Projects)
+	chats := filepath.Join(config, "tmp", slug, "chats")
+	require.NoError(t, os.MkdirAll(chats, 0o700))
+	now := time.Now().UTC()
+	hash := sha256.Sum256([]byte(workdir))
+	meta, err := json.Marshal(map[string]any{"sessionId": id, "projectHash": hex.EncodeToString(hash[:]), "startTime": now, "lastUpdated": now, "kind": "main"})
+	require.NoError(t, err)
+	msg, err := json.Marshal(map[string]any{"id": uuid.NewString(), "timestamp": now, "type": "user", "content": []map[string]string{{"text": "hand made"}}})
+	require.NoError(t, err)
+	name := "session-" + now.Format("2006-01-02T15-04") + "-" + id[:8] + ".jsonl"
+	require.NoError(t, os.WriteFile(filepath.Join(chats, name), append(append(meta, '\n'), append(msg, '\n')...), 0o600))
 }
