@@ -73,11 +73,16 @@ func (e *env) mustRecord(t testing.TB, k desired.Key) desired.Record {
 
 // ingestComment queues a comment with body on issue k straight into the
 // store, as the webhook would, with no daemon, for the harness of the
-// "*" route; it returns the delivery id.
+// "*" route (claude-code when there is none); it returns the delivery id.
 func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 	t.Helper()
 	id := uuid.NewString()
-	harness := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["harness"].(string)
+	harness := "claude-code"
+	if route, ok := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any); ok {
+		if h, ok := route["harness"].(string); ok {
+			harness = h
+		}
+	}
 	s := e.openStore(t)
 	defer s.Close()
 	prompt := webhook.Render(webhook.PromptInput{
