@@ -304,7 +304,9 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	}
 	if a.ResumeFailed != "" {
 		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
-		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumePaneDied {
+		// The exit that ended the resume, named by the adapter (Gemini's
+		// 42 session_error, 41 auth_missing), whether a pane's or a run's.
+		if st := r.Status.LastExitStatus; st != nil && (a.ResumeFailed == ResumePaneDied || a.ResumeFailed == ResumeRunFailed) {
 			if cause := e.exitCause(r, *st); cause != "" {
 				kv = append(kv, "exit_cause", cause)
 			}

@@ -72,17 +72,24 @@ func (e *env) mustRecord(t testing.TB, k desired.Key) desired.Record {
 }
 
 // ingestComment queues a comment with body on issue k straight into the
-// store, as the webhook would, with no daemon; it returns the delivery id.
+// store, as the webhook would, with no daemon, for the harness of the
+// "*" route (claude-code when there is none); it returns the delivery id.
 func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 	t.Helper()
 	id := uuid.NewString()
+	harness := "claude-code"
+	if route, ok := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any); ok {
+		if h, ok := route["harness"].(string); ok {
+			harness = h
+		}
+	}
 	s := e.openStore(t)
 	defer s.Close()
 	prompt := webhook.Render(webhook.PromptInput{
 		Event: "issue_comment", Action: "created", WorkItem: k.String(), Sender: "Codertocat", DeliveryID: id, Body: body,
 	})
 	res, err := s.Ingest(context.Background(), desired.Ingest{
-		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(k),
+		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: harness, Cwd: e.workdir(k),
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat",
 			Prompt: prompt, ReceivedAt: time.Now().UTC()},
 	})

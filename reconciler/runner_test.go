@@ -141,6 +141,12 @@ func TestPlanRun(t *testing.T) {
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseNeedsAttention, Failures: 11, ChurnFailures: 1,
 					DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
+		{"run_failed_under_policy_never_needs_attention_not_a_rerun", rec(runningRun(), ev1), unseen(obs(runSnap(false, 41, ""), grown)),
+			func() Policy { q := processPolicy(600); q.Restart = schema.RestartNever; return q }(),
+			[]actions.Action{
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: 41, Phase: desired.PhaseNeedsAttention, Failures: 1, ChurnFailures: 1,
+					DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
+				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
 		{"run_output_naming_another_conversation_is_followed", rec(runningRun(), ev1),
 			frames(obs(runSnap(false, 0, "5f0c6f0a-9e0b-4a43-8d6b-2b8c0f1d2e3f"), grown)), p,
 			[]actions.Action{confirm,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,7 +292,11 @@ type geminiChat struct {
 
 // readGeminiChat reads the chat file f: whether its first line's sessionId
 // is id (with a projectHash, as loadConversationRecord requires), and
-// whether it holds a message Gemini would resume.
+// whether Gemini would list it as a session to resume
+// (getAllSessionFiles): the whole file read as loadConversationRecord
+// reads it (geminiRecord), the session still id, a message it resumes
+// left after every rewind, and not a subagent's (kind "subagent", which
+// --resume refuses with exit 42: measured on 0.61.0).
 func readGeminiChat(f, id string) (geminiChat, error) {
 	file, err := os.Open(f)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -306,6 +311,7 @@ func readGeminiChat(f, id string) (geminiChat, error) {
 		return geminiChat{}, err
 	}
 	br := bufio.NewReader(file)
+	var rec geminiRecord
 	first := true
 	for {
 		line, err := br.ReadBytes('\n')
@@ -320,17 +326,94 @@ func readGeminiChat(f, id string) (geminiChat, error) {
 				return c, nil
 			}
 			c.ours, first = true, false
-		} else if geminiResumable(line) {
-			c.resumable = true
-			return c, nil
 		}
+		rec.add(line)
 		if err == io.EOF {
+			c.resumable = rec.sessionID == id && rec.kind != "subagent" && slices.Contains(rec.resumable, true)
 			return c, nil
 		}
 		if err != nil {
 			return geminiChat{}, fmt.Errorf("read %s: %w", f, err)
 		}
 	}
+}
+
+// geminiRecord is what loadConversationRecord (0.61.0, metadataOnly) makes
+// of a chat file, line by line: the metadata, merged from every metadata
+// line and "$set", and the messages left, in order, each with whether it
+// is one Gemini resumes for (geminiResumable).
+type geminiRecord struct {
+	sessionID, kind string
+	ids             []string
+	resumable       []bool
+}
+
+// add reads one line: a rewind ({"$rewindTo": id} drops that message and
+// every later one, all of them when id is not there), a message (a string
+// id), a "$set" (merged into the metadata; its messages replace them all)
+// or a metadata line (sessionId and projectHash strings, merged, its
+// messages added). Any other line is skipped, as Gemini skips it.
+func (r *geminiRecord) add(line []byte) {
+	var l struct {
+		Rewind      *string           `json:"$rewindTo"`
+		ID          *string           `json:"id"`
+		SessionID   *string           `json:"sessionId"`
+		ProjectHash *string           `json:"projectHash"`
+		Kind        *string           `json:"kind"`
+		Messages    []json.RawMessage `json:"messages"`
+		Set         *struct {
+			SessionID *string           `json:"sessionId"`
+			Kind      *string           `json:"kind"`
+			Messages  []json.RawMessage `json:"messages"`
+		} `json:"$set"`
+	}
+	if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &l) != nil {
+		return
+	}
+	switch {
+	case l.Rewind != nil:
+		i := slices.Index(r.ids, *l.Rewind)
+		if i < 0 {
+			i = 0
+		}
+		r.ids, r.resumable = r.ids[:i], r.resumable[:i]
+	case l.ID != nil:
+		r.message(*l.ID, line)
+	case l.Set != nil:
+		r.merge(l.Set.SessionID, l.Set.Kind)
+		if l.Set.Messages != nil {
+			r.ids, r.resumable = nil, nil
+			r.messages(l.Set.Messages)
+		}
+	case l.SessionID != nil && l.ProjectHash != nil:
+		r.merge(l.SessionID, l.Kind)
+		r.messages(l.Messages)
+	}
+}
+
+func (r *geminiRecord) merge(sessionID, kind *string) {
+	if sessionID != nil {
+		r.sessionID = *sessionID
+	}
+	if kind != nil {
+		r.kind = *kind
+	}
+}
+
+func (r *geminiRecord) messages(msgs []json.RawMessage) {
+	for _, m := range msgs {
+		var l struct {
+			ID *string `json:"id"`
+		}
+		if json.Unmarshal(m, &l) == nil && l.ID != nil {
+			r.message(*l.ID, m)
+		}
+	}
+}
+
+func (r *geminiRecord) message(id string, raw []byte) {
+	r.ids = append(r.ids, id)
+	r.resumable = append(r.resumable, geminiResumable(raw))
 }
 
 // geminiMessage is a message record of a Gemini chat file.

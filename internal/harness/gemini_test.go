@@ -245,3 +245,37 @@ func TestGeminiProvision(t *testing.T) {
 	require.NoError(t, os.WriteFile(settings, []byte(`{"general":"x"}`), 0o600))
 	assert.ErrorIs(t, p.Provision(), ErrBadSettings)
 }
+
+// TestGeminiResumableFollowsTheCLIsListing: a chat file exists (resumable)
+// only when Gemini 0.61.0 would list it for --resume (getAllSessionFiles):
+// a subagent's file, one whose messages were all rewound, or one whose
+// sessionId a later line changed, is refused by the CLI with exit 42
+// (measured for kind "subagent"), so loopd must not resume it.
+func TestGeminiResumableFollowsTheCLIsListing(t *testing.T) {
+	const id = "7f3c5a44-1b2e-4c3d-9e8f-0a1b2c3d4e5f"
+	user := `{"id":"u1","timestamp":"2026-11-30T22:09:03.369Z","type":"user","content":[{"text":"first prompt"}]}`
+	for _, tt := range []struct {
+		name    string
+		records []string
+		want    bool
+	}{
+		{"a_user_message", []string{geminiContext, user}, true},
+		{"a_subagents_file", []string{`{"$set":{"kind":"subagent"}}`, user}, false},
+		{"kind_set_back_to_main", []string{`{"$set":{"kind":"subagent"}}`, user, `{"$set":{"kind":"main"}}`}, true},
+		{"every_message_rewound", []string{geminiContext, user, `{"$rewindTo":"u1"}`}, false},
+		{"rewound_to_an_unknown_id", []string{user, `{"$rewindTo":"gone"}`}, false},
+		{"rewound_then_a_new_message", []string{user, `{"$rewindTo":"u1"}`, geminiUser("again")}, true},
+		{"messages_replaced_by_context_only", []string{user, geminiContext}, false},
+		{"session_id_changed_later", []string{user, `{"$set":{"sessionId":"00000000-1b2e-4c3d-9e8f-0a1b2c3d4e5f"}}`}, false},
+		{"a_torn_last_line", []string{user, `{"id":"u2","type":"us`}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "session-2026-11-30T22-07-7f3c5a44.jsonl")
+			chatFile(t, path, id, tt.records...)
+			c, err := readGeminiChat(path, id)
+			require.NoError(t, err)
+			assert.True(t, c.ours)
+			assert.Equal(t, tt.want, c.resumable)
+		})
+	}
+}

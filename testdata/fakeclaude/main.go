@@ -228,12 +228,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 2
 	}
-	if k.startLog != "" {
-		start := startRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), Argv: os.Args}
-		if err := fakecli.AppendJSONLine(k.startLog, start, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "fakeclaude:", err)
-			return 2
-		}
+	if err := fakecli.LogStart(k.startLog); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 2
 	}
 	inv, err := parseArgs(os.Args[1:])
 	if err != nil {
@@ -304,13 +301,6 @@ func holdConversation(dir, id string) error {
 	}
 	rec := overlapRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), SessionID: id}
 	return fakecli.AppendJSONLine(filepath.Join(dir, "overlaps.log"), rec, 0o644)
-}
-
-// startRecord is one line of FAKECLAUDE_START_LOG.
-type startRecord struct {
-	Time string   `json:"time"`
-	PID  int      `json:"pid"`
-	Argv []string `json:"argv"`
 }
 
 // store finds and writes transcripts for the physical cwd, by the same

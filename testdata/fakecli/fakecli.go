@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // AppendJSONLine appends v to file as one line of JSON, creating the file
@@ -26,6 +27,23 @@ func AppendJSONLine(file string, v any, perm os.FileMode) error {
 	}
 	_, err = f.Write(append(line, '\n'))
 	return errors.Join(err, f.Close())
+}
+
+// LogStart appends this process's start to the start log file, if file is
+// not empty: one line {"time": RFC 3339 with ns, "pid": n, "argv": [...]},
+// which the e2e tests read to count and check a fake's starts.
+func LogStart(file string) error {
+	if file == "" {
+		return nil
+	}
+	return AppendJSONLine(file, Start{Time: time.Now().UTC().Format(time.RFC3339Nano), PID: os.Getpid(), Argv: os.Args}, 0o644)
+}
+
+// Start is one line of a start log.
+type Start struct {
+	Time string   `json:"time"`
+	PID  int      `json:"pid"`
+	Argv []string `json:"argv"`
 }
 
 // PhysicalCwd is the working directory with symlinks resolved: the real

@@ -38,17 +38,30 @@
 //     SIGHUP and SIGTERM exit with 128+signal (the real TUI exits on
 //     kill-session).
 //   - exec [resume <id>] [--json] [PROMPT|-]: the prompt is the argument,
-//     or stdin for "-" or none. Outside a git repository it needs
-//     --skip-git-repo-check ("Not inside a trusted directory and
-//     --skip-git-repo-check was not specified.", exit 1). A resume of a
-//     missing id exits 1 with "Error: thread/resume: thread/resume failed:
-//     no rollout found for thread id <id> (code -32600)". With --json it
-//     prints {"type":"thread.started","thread_id":<id>} first, then the
-//     turn's events, and exits 0.
+//     or stdin for "-" or none (kept as read, its newline too). Outside a
+//     git repository it needs --skip-git-repo-check ("Not inside a trusted
+//     directory and --skip-git-repo-check was not specified.", exit 1). A
+//     resume of a missing id exits 1 with "Error: thread/resume:
+//     thread/resume failed: no rollout found for thread id <id> (code
+//     -32600)" on stderr and nothing on stdout. Otherwise, as 0.171.0 does
+//     before it asks the model: with --json it prints
+//     {"type":"thread.started","thread_id":<id>} and {"type":"turn.started"}
+//     at once, and the rollout (session_meta with originator "codex_exec"
+//     and source "exec", for a fresh turn) gets the user message; a resume
+//     appends to the rollout it found. The answer follows after
+//     FAKECODEX_REPLY_DELAY, then the turn's events, and exit 0. With
+//     FAKECODEX_OFFLINE=1 it never answers: it prints {"type":"error",
+//     "message":"Reconnecting... waiting for network …"} and waits until a
+//     signal ends it, as the real CLI does offline (measured: it writes the
+//     rollout, then waits forever; a SIGTERM to its group ends it).
 //
 // Environment knobs:
 //
 //	FAKECODEX_RESUME_FAIL_DELAY  Go duration before a missing resume exits (default 450ms)
+//	FAKECODEX_REPLY_DELAY        Go duration exec waits before it answers (default none)
+//	FAKECODEX_OFFLINE=1          exec never answers, as offline
+//	FAKECODEX_RESUME_FAIL=1      every exec resume fails as one of a missing rollout, even of a rollout that exists
+//	FAKECODEX_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 package main
 
 import (
@@ -210,6 +223,7 @@ type session struct {
 	id      string
 	started time.Time
 	path    string // "" until the first prompt
+	exec    bool   // started by codex exec
 }
 
 func (s *session) newPath() string {
@@ -224,8 +238,12 @@ func (s *session) line(kind string, payload any) error {
 		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 			return err
 		}
+		originator, source := "codex-tui", "cli"
+		if s.exec {
+			originator, source = "codex_exec", "exec"
+		}
 		meta := map[string]any{"id": s.id, "session_id": s.id, "timestamp": s.started.UTC().Format("2006-01-02T15:04:05.000Z"),
-			"cwd": s.cwd, "originator": "codex-tui", "cli_version": version, "source": "cli", "model_provider": "loc"}
+			"cwd": s.cwd, "originator": originator, "cli_version": version, "source": source, "model_provider": "loc"}
 		if err := s.write("session_meta", meta); err != nil {
 			return err
 		}
@@ -240,14 +258,25 @@ func (s *session) write(kind string, payload any) error {
 
 // turn records a user message and its answer, as 0.171.0 does.
 func (s *session) turn(text string) error {
+	if err := s.user(text); err != nil {
+		return err
+	}
+	return s.answer()
+}
+
+// user records a user message: the rollout has it before the model is
+// asked.
+func (s *session) user(text string) error {
 	if err := s.line("response_item", map[string]any{"type": "message", "role": "user",
 		"content": []map[string]string{{"type": "input_text", "text": text}}}); err != nil {
 		return err
 	}
-	if err := s.line("event_msg", map[string]any{"type": "item_completed", "thread_id": s.id,
-		"item": map[string]any{"type": "UserMessage", "id": uuid.NewString(), "content": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}}}); err != nil {
-		return err
-	}
+	return s.line("event_msg", map[string]any{"type": "item_completed", "thread_id": s.id,
+		"item": map[string]any{"type": "UserMessage", "id": uuid.NewString(), "content": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}}})
+}
+
+// answer records the model's answer and the end of the turn.
+func (s *session) answer() error {
 	if err := s.line("event_msg", map[string]any{"type": "agent_message", "message": answer}); err != nil {
 		return err
 	}
@@ -257,6 +286,10 @@ func (s *session) turn(text string) error {
 func main() { os.Exit(run()) }
 
 func run() int {
+	if err := fakecli.LogStart(os.Getenv("FAKECODEX_START_LOG")); err != nil {
+		fmt.Fprintln(os.Stderr, "fakecodex:", err)
+		return 2
+	}
 	inv, err := parseArgs(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -292,10 +325,10 @@ func runExec(inv invocation, st store) int {
 		}
 		prompt = string(b)
 	}
-	sess := &session{store: st, started: time.Now()}
+	sess := &session{store: st, started: time.Now(), exec: true}
 	if inv.resume {
 		path, _ := st.find(inv.id)
-		if path == "" {
+		if path == "" || os.Getenv("FAKECODEX_RESUME_FAIL") == "1" {
 			fmt.Fprintf(os.Stderr, "Error: thread/resume: thread/resume failed: no rollout found for thread id %s (code -32600)\n", inv.id)
 			return 1
 		}
@@ -308,22 +341,35 @@ func runExec(inv invocation, st store) int {
 		}
 		sess.id = id.String()
 	}
-	if err := sess.turn(prompt); err != nil {
+	events := func(evs ...string) {
+		if inv.json {
+			for _, ev := range evs {
+				fmt.Println(ev)
+			}
+		}
+	}
+	events(fmt.Sprintf(`{"type":"thread.started","thread_id":%q}`, sess.id), `{"type":"turn.started"}`)
+	if err := sess.user(prompt); err != nil {
 		fmt.Fprintln(os.Stderr, "fakecodex:", err)
 		return 1
 	}
-	if inv.json {
-		for _, ev := range []string{
-			fmt.Sprintf(`{"type":"thread.started","thread_id":%q}`, sess.id),
-			`{"type":"turn.started"}`,
-			fmt.Sprintf(`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":%q}}`, answer),
-			`{"type":"turn.completed"}`,
-		} {
-			fmt.Println(ev)
+	if os.Getenv("FAKECODEX_OFFLINE") == "1" {
+		events(`{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}`)
+		for {
+			time.Sleep(time.Hour) // until a signal ends it
 		}
-		return 0
 	}
-	fmt.Println(answer)
+	if d, err := time.ParseDuration(os.Getenv("FAKECODEX_REPLY_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	if err := sess.answer(); err != nil {
+		fmt.Fprintln(os.Stderr, "fakecodex:", err)
+		return 1
+	}
+	events(fmt.Sprintf(`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":%q}}`, answer), `{"type":"turn.completed"}`)
+	if !inv.json {
+		fmt.Println(answer)
+	}
 	return 0
 }
 

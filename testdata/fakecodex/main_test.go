@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +215,55 @@ func TestExec(t *testing.T) {
 	_, errOut, code = run([]string{fakeBin, "exec", "hello"}, nil)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "Not inside a trusted directory and --skip-git-repo-check was not specified.")
+}
+
+// TestExecOffline: exec with FAKECODEX_OFFLINE=1 names its thread, writes
+// the rollout with the prompt, and then waits, as the real CLI does
+// offline, until a SIGTERM ends it.
+func TestExecOffline(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	ad, err := harness.New("codex", schema.Harness{Adapter: harness.AdapterCodex, Command: fakeBin, Env: map[string]string{"CODEX_HOME": home}})
+	require.NoError(t, err)
+	h := ad.(harness.Headless)
+	argv, stdin := h.HeadlessArgv("", "an offline turn\n", false)
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, err := os.Create(out)
+	require.NoError(t, err)
+	defer stdout.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdout = dir, append(os.Environ(), "CODEX_HOME="+home, "FAKECODEX_OFFLINE=1"), stdout
+	cmd.Stdin = strings.NewReader(string(stdin))
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var id string
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(out)
+		id = h.HeadlessSessionID(b)
+		return id != "" && strings.Contains(string(b), "Reconnecting... waiting for network")
+	}, wait, tick)
+	tr, err := ad.Transcript(dir, id)
+	require.NoError(t, err)
+	require.True(t, tr.Exists)
+	data, err := os.ReadFile(tr.Path)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"originator":"codex_exec"`)
+	assert.Contains(t, string(data), `an offline turn\n`, "the prompt as read from stdin")
+	assert.NotContains(t, string(data), "task_complete", "never answered")
+	select {
+	case err := <-exited:
+		t.Fatalf("exec ended offline: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		assert.Equal(t, syscall.SIGTERM, exit.Sys().(syscall.WaitStatus).Signal())
+	case <-time.After(wait):
+		t.Fatal("SIGTERM did not end it")
+	}
 }

@@ -29,9 +29,13 @@
 //     found. Each turn appends a user record and a gemini record.
 //   - A positional query, -p/--prompt, or a stdin that is not a terminal run
 //     one headless turn: without auth it exits 41 with "Please set an Auth
-//     method in your …"; otherwise it prints the answer ("OK.", or with
-//     --output-format json {"session_id", "response", "stats"}) and exits 0.
-//     The prompt is stdin, then the -p value and the query.
+//     method in your …" on stderr (with --output-format json as
+//     {"session_id", "error": {"type", "message", "code": 41}}), after the
+//     session lookup and before any chat file is written (measured: a fresh
+//     one leaves none, a resumed one is left as it was); otherwise it
+//     prints the answer ("OK.", or with --output-format json
+//     {"session_id", "response", "stats"}) and exits 0. The prompt is
+//     stdin, then the -p value and the query.
 //   - Otherwise it runs a TUI: the folder-trust dialog first (when
 //     FAKEGEMINI_TRUST_PROMPT=1 and no --skip-trust; Enter trusts), the
 //     auth dialog forever without auth, else the input box
@@ -45,6 +49,7 @@
 //	FAKEGEMINI_TRUST_PROMPT=1       show the folder-trust dialog (unless --skip-trust)
 //	FAKEGEMINI_RESUME_FAIL_DELAY    Go duration before a failing resume exits (default 500ms; the real CLI: ~2s)
 //	FAKEGEMINI_PID_FILE             file to which the launcher and the child each append their pid as a line
+//	FAKEGEMINI_START_LOG            file to which each start of the child appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKEGEMINI_RESUME_FAIL=1        every resume fails with exit 42 ("Invalid session identifier"), even of a conversation that exists
 package main
 
@@ -319,8 +324,9 @@ type session struct {
 }
 
 // open starts the conversation inv asks for, or returns the exit status
-// and message the real CLI gives for it.
-func (s store) open(inv invocation, failDelay time.Duration) (*session, int, string) {
+// and message the real CLI gives for it. dry leaves a new conversation's
+// chat file unwritten (a headless turn that fails for want of auth).
+func (s store) open(inv invocation, failDelay time.Duration, dry bool) (*session, int, string) {
 	if inv.resume {
 		path, ok := s.find(inv.resumeValue)
 		if ok && os.Getenv("FAKEGEMINI_RESUME_FAIL") != "1" {
@@ -349,6 +355,9 @@ func (s store) open(inv invocation, failDelay time.Duration) (*session, int, str
 	now := time.Now().UTC()
 	name := "session-" + strings.ReplaceAll(now.Format("2006-01-02T15:04"), ":", "-") + "-" + id[:min(8, len(id))] + ".jsonl"
 	sess := &session{id: id, path: filepath.Join(dir, name)}
+	if dry {
+		return sess, 0, ""
+	}
 	meta := map[string]any{"sessionId": id, "projectHash": "fake", "startTime": now.Format(time.RFC3339Nano),
 		"lastUpdated": now.Format(time.RFC3339Nano), "kind": "main"}
 	if err := sess.append(meta); err != nil {
@@ -379,6 +388,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "fakegemini:", err)
 		return 1
 	}
+	if err := fakecli.LogStart(os.Getenv("FAKEGEMINI_START_LOG")); err != nil {
+		fmt.Fprintln(os.Stderr, "fakegemini:", err)
+		return 1
+	}
 	failDelay := 500 * time.Millisecond
 	if v := os.Getenv("FAKEGEMINI_RESUME_FAIL_DELAY"); v != "" {
 		if failDelay, err = time.ParseDuration(v); err != nil {
@@ -391,13 +404,14 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "fakegemini:", err)
 		return 1
 	}
-	sess, code, msg := st.open(inv, failDelay)
+	authed := os.Getenv("FAKEGEMINI_AUTH") == "1"
+	isHeadless := inv.hasPrompt || len(inv.query) > 0 || !faketerm.IsTerminal(os.Stdin) || !faketerm.IsTerminal(os.Stdout)
+	sess, code, msg := st.open(inv, failDelay, isHeadless && !authed)
 	if sess == nil {
 		fmt.Fprint(os.Stderr, msg)
 		return code
 	}
-	authed := os.Getenv("FAKEGEMINI_AUTH") == "1"
-	if inv.hasPrompt || len(inv.query) > 0 || !faketerm.IsTerminal(os.Stdin) || !faketerm.IsTerminal(os.Stdout) {
+	if isHeadless {
 		return headless(inv, sess, st, authed)
 	}
 	trust := os.Getenv("FAKEGEMINI_TRUST_PROMPT") == "1" && !inv.skipTrust
@@ -408,8 +422,14 @@ func run() int {
 // is not a terminal.
 func headless(inv invocation, sess *session, st store, authed bool) int {
 	if !authed {
-		fmt.Fprintf(os.Stderr, "Please set an Auth method in your %s or specify one of the following environment variables "+
-			"before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA\n", filepath.Join(st.config, "settings.json"))
+		msg := fmt.Sprintf("Please set an Auth method in your %s or specify one of the following environment variables "+
+			"before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA", filepath.Join(st.config, "settings.json"))
+		if inv.json {
+			out, _ := json.MarshalIndent(map[string]any{"session_id": sess.id,
+				"error": map[string]any{"type": "Error", "message": msg, "code": harness.GeminiExitNoAuth}}, "", "  ")
+			msg = string(out)
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		return harness.GeminiExitNoAuth
 	}
 	var parts []string
