@@ -19,6 +19,9 @@ export LOOPD_REAL_CLAUDE ?= $(if $(wildcard $(CLAUDE_BIN)),$(abspath $(CLAUDE_BI
 # The real Codex CLI, when installed here (make codex); its tests are
 # skipped otherwise.
 export LOOPD_REAL_CODEX ?= $(if $(wildcard $(CODEX_BIN)),$(abspath $(CODEX_BIN)),)
+# The real Gemini CLI, when installed here (make gemini); its tests are
+# skipped otherwise.
+export LOOPD_REAL_GEMINI ?= $(if $(wildcard $(GEMINI_BIN)),$(abspath $(GEMINI_BIN)),)
 
 # FUZZ_TARGETS are the Go fuzz targets, package:Name; make fuzz runs each
 # for FUZZTIME (CI: 20s). Their seeds are in the code (f.Add) and in each

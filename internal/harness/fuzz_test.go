@@ -34,6 +34,19 @@ var transcriptReaders = []transcriptReader{
 			"timestamp": "2026-11-30T15:45:40.251Z", "userType": "external", "sessionId": "d28467e7-e192-4cb0-ae5e-1d2643e803ab"})
 		return append(b, '\n')
 	}},
+	{AdapterCodex, &codex{}, func(text string) []byte {
+		// Codex 0.171.0's user message event (codex_test.go, userEvent).
+		b, _ := json.Marshal(map[string]any{"timestamp": "2026-11-30T22:09:00.000Z", "type": "event_msg",
+			"payload": map[string]any{"type": "item_completed", "item": map[string]any{"type": "UserMessage",
+				"content": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}}}})
+		return append(b, '\n')
+	}},
+	{AdapterGemini, &gemini{}, func(text string) []byte {
+		// Gemini CLI 0.61.0's user record (gemini_test.go, geminiUser).
+		b, _ := json.Marshal(map[string]any{"id": "3c1d6f0e-2b7a-4f7e-9a51-0d6f3e0b9c11", "timestamp": "2026-11-30T22:09:03.369Z",
+			"type": "user", "content": []map[string]string{{"text": text}}})
+		return append(b, '\n')
+	}},
 }
 
 // fuzzDeliveryID is the shape of a delivery id (the webhook's

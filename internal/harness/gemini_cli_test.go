@@ -107,7 +107,11 @@ func testGeminiCLI(t *testing.T, bin string, real bool) {
 		assert.Eventually(t, func() bool { return x.deadStatus("missing") == "42" }, wait, tick)
 		assert.Contains(t, x.capture("missing", true), "Error resuming session")
 	})
-	check("kill_session_leaves_both_processes_and_the_group_stop_ends_them", func(t *testing.T) {
+	// Whether Gemini outlives kill-session depends on its state: at its
+	// auth dialog both node processes ran on (harness-cli-facts.md, 6 of
+	// 6; again here by hand), while ready with an API key it exited on the
+	// SIGHUP. Either way the group stop leaves nothing of it.
+	check("kill_session_then_the_group_stop_ends_all_of_it", func(t *testing.T) {
 		var pid int
 		require.Eventually(t, func() bool {
 			out, _ := x.run("display-message", "-p", "-t", "=survivor:", "#{pane_pid}")
@@ -119,7 +123,7 @@ func testGeminiCLI(t *testing.T, bin string, real bool) {
 		require.NoError(t, err)
 		x.must("kill-session", "-t", "=survivor")
 		time.Sleep(time.Second)
-		assert.True(t, proc.GroupRunning(pid), "Gemini outlives kill-session")
+		t.Logf("a second after kill-session, the group runs: %v", proc.GroupRunning(pid))
 		_, err = leader.EndGroup(t.Context(), syscall.SIGHUP, time.Second, 20*time.Millisecond)
 		require.NoError(t, err)
 		assert.False(t, proc.GroupRunning(pid))
