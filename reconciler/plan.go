@@ -830,11 +830,12 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		exit.Phase = desired.PhaseBackingOff
 		exit.NextAttempt = it.now
 		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
-	case it.process && exit.DeliveryID != "":
-		// Not self-healed, and the run failed on the event it carried,
-		// which stays pending: running it again at once is the self-heal
-		// the policy forbids, and a run that fails in seconds would loop.
-		// The item needs attention; a new event earns one more attempt.
+	case exit.DeliveryID != "":
+		// Not self-healed, and the spawn or run died on the event it
+		// carried, which stays pending: starting it again at once is the
+		// self-heal the policy forbids, and a harness that dies in seconds
+		// would loop. The item needs attention; a new event earns one more
+		// attempt.
 		exit.Phase = desired.PhaseNeedsAttention
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: d.Reason}}
 	default:

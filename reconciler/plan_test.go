@@ -424,6 +424,13 @@ func TestPlan(t *testing.T) {
 				e.NextAttempt, e.Delivered = t0, "d-1"
 				return e
 			}(), resume(ev2, actions.ReasonPaneDead)}},
+		{"fresh_spawn_died_under_policy_never_needs_attention_not_a_respawn", rec(spawning(desired.SpawnFresh), ev1), obs(dead(1), transcript),
+			policy(func(p *Policy) { p.Restart = "Never" }),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseNeedsAttention, 1, 1, actions.ReasonSpawnDied)
+				e.DeliveryID = "d-1"
+				return e
+			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
 		{"fresh_spawn_died_again_backs_off", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 1, 1 }), ev1), obs(dead(1), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)
