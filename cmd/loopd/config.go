@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -29,14 +32,28 @@ commands that are not installed.`,
 			if err != nil {
 				return err
 			}
+			adapters := map[string]harness.Adapter{}
 			for name, h := range cfg.Harnesses {
 				ad, err := harness.New(name, h)
 				if err != nil {
 					return err // harness <name>: …
 				}
+				adapters[name] = ad
 				if err := harness.LookCommand(ad); err != nil {
 					fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 				}
+			}
+			var problems []error
+			for _, key := range slices.Sorted(maps.Keys(cfg.Webhooks.GHWebhook.Routing.Repos)) {
+				route := cfg.Webhooks.GHWebhook.Routing.Repos[key]
+				if _, ok := adapters[route.Harness].(harness.Headless); route.Runner == schema.RunnerProcess && !ok {
+					// The planner would block each of its items
+					// (harness_not_headless); say so before they come.
+					problems = append(problems, fmt.Errorf("routing.repos.%s: runner process needs a harness with a headless form; %q has none", key, route.Harness))
+				}
+			}
+			if err := errors.Join(problems...); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)
 			return nil

@@ -27,3 +27,33 @@ func TestConfigValidateNamesTheHarnessOnce(t *testing.T) {
 	require.ErrorIs(t, err, harness.ErrBadConfig)
 	assert.Equal(t, 1, strings.Count(err.Error(), "harness claude-code"), "%v", err)
 }
+
+// TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm: a route that
+// runs its agents as processes with a harness that has no headless form
+// (cursor) is refused by validate, naming the route, as the planner would
+// block each of its items (harness_not_headless); the same route on tmux,
+// and claude-code under the process runner, pass.
+func TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	write := func(route string) {
+		cfg := strings.Replace(string(data), "    command: claude\n", "    command: claude\n  cur:\n    adapter: cursor\n    command: cursor-agent\n", 1)
+		cfg = strings.Replace(cfg, `{harness: claude-code, `, route, 1)
+		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+	}
+
+	write(`{harness: cur, runner: process, `)
+	_, err = run(t, "", "config", "validate", path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `routing.repos.*: runner process needs a harness with a headless form`)
+	assert.Contains(t, err.Error(), `"cur" has none`)
+
+	for _, ok := range []string{`{harness: cur, `, `{harness: claude-code, runner: process, `} {
+		write(ok)
+		out, err := run(t, "", "config", "validate", path)
+		require.NoError(t, err, ok)
+		assert.Contains(t, out, ": ok", ok)
+	}
+}
