@@ -60,6 +60,16 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
 	done
 
+# chaos is the chaos suite's long run (docs/chaos.md): 20 items, 1,000
+# signed deliveries, 100 daemon SIGKILLs, agent SIGKILLs, one tmux server
+# kill, then the store faults. LOOPD_CHAOS_SEED=<n> replays a run's random
+# moments. chaos-short is CI's scaled-down run (about 2 min).
+chaos:
+	LOOPD_CHAOS=long $(GO) test -count=1 -v -timeout 30m -run '^TestChaos' ./e2e
+
+chaos-short:
+	LOOPD_CHAOS=short $(GO) test -count=1 -v -timeout 10m -run '^TestChaos' ./e2e
+
 demo: build
 	./scripts/demo.sh
 
