@@ -56,7 +56,11 @@ func (s *SQLite) stopCommitter() {
 // cancelled: SQLite's interrupt of a cancelled statement would roll back
 // the whole shared transaction. A write whose ctx ends before its turn is
 // not run; the wait for another process's lock is bounded by the earliest
-// deadline of the batch (busyTimeout without one).
+// deadline of the batch (busyTimeout without one). When ctx ends while its
+// batch is still waiting for this process's own writes (writeSem) or
+// running, batched returns ctx's cause at once: its caller answers within
+// its deadline, and fn, if it had started, may still commit (an ingest is
+// idempotent by delivery id, so GitHub's redelivery finds it stored).
 func (s *SQLite) batched(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	r := &batchReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.group.waiting.Add(1)
@@ -70,7 +74,12 @@ func (s *SQLite) batched(ctx context.Context, fn func(ctx context.Context, tx *s
 		s.group.waiting.Add(-1)
 		return context.Cause(ctx)
 	}
-	return <-r.done
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // commitLoop takes the writes that wait, up to maxBatch of them, commits

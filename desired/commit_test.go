@@ -143,3 +143,28 @@ func TestIngestAfterCloseFails(t *testing.T) {
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.NoError(t, s.Close())
 }
+
+// TestIngestTakenIntoABatchAnswersByItsDeadline: an ingest the committer
+// has taken, whose batch waits behind this process's own write in flight
+// (the reconciler's, which waits out its busy timeout on another
+// process's lock), returns its deadline's error at that deadline, not
+// when the batch is done: the webhook's answer is due to GitHub before.
+func TestIngestTakenIntoABatchAnswersByItsDeadline(t *testing.T) {
+	s, _ := openStore(t)
+	s.writeSem <- struct{}{} // another write of this process, in flight
+	release := sync.OnceFunc(func() { <-s.writeSem })
+	t.Cleanup(release)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Ingest(ctx, comment(keyAPI, "late", t0))
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, int64(1), Taken(s), "the committer had taken it")
+	assert.Less(t, took, 5*time.Second, "answered at its deadline, not after the write in flight")
+
+	release()
+	_, err = s.Ingest(context.Background(), comment(keyAPI, "late", t0))
+	require.NoError(t, err, "the delivery is taken again once the store is free")
+}
