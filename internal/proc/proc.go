@@ -122,6 +122,63 @@ func (p Process) EndGroup(ctx context.Context, first syscall.Signal, grace, poll
 	return true, fmt.Errorf("end group %d: %w", p.PID, ErrStillRunning)
 }
 
+// EndOwnGroup ends every other process of the caller's process group,
+// which the caller must lead (a run's wrapper, internal/runner): first to
+// the group (the caller catches or ignores it), up to grace for the others
+// to be gone, then SIGKILL to each one left, by its pid, and up to grace
+// again, polling every poll. Zombies count as gone (GroupRunning). It does
+// nothing when the caller does not lead its group. It returns whether it
+// had to send SIGKILL, ErrStillRunning when a process outlived that, or
+// ctx's error.
+func EndOwnGroup(ctx context.Context, first syscall.Signal, grace, poll time.Duration) (killed bool, err error) {
+	self := os.Getpid()
+	if syscall.Getpgrp() != self {
+		return false, nil
+	}
+	others := func() []int { return groupMembers(self, self) }
+	left := func() bool { return len(others()) > 0 }
+	if !left() {
+		return false, nil
+	}
+	_ = syscall.Kill(-self, first)
+	if waitGone(ctx, left, grace, poll) {
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	for _, pid := range others() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if waitGone(ctx, left, grace, poll) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	return true, fmt.Errorf("end own group %d: %w", self, ErrStillRunning)
+}
+
+// groupMembers returns the pids of the processes of group pgid that are
+// not zombies, except pid except, from /proc.
+func groupMembers(pgid, except int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == except {
+			continue
+		}
+		if g, state, err := pgrp(pid); err == nil && g == pgid && state != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // leads reports whether p.PID still names p's group: the leader runs with
 // its start time (or as a zombie), or, its start time unknown, no live
 // process has its pid.
@@ -145,20 +202,7 @@ func GroupRunning(pgid int) bool {
 	if pgid <= 1 || errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
 		return false // kill(2): no process at all, zombies included
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, state, err := pgrp(pid); err == nil && g == pgid && state != 'Z' {
-			return true
-		}
-	}
-	return false
+	return len(groupMembers(pgid, 0)) > 0
 }
 
 // pgrp reads the process group and the state of pid from /proc/<pid>/stat.

@@ -266,9 +266,18 @@ type exitRecord struct {
 	EndedAt    time.Time `json:"ended_at"`
 }
 
+// LeftoverGrace is how long the wrapper waits, after the harness exited
+// and the rest of its group got SIGTERM, before it sends SIGKILL to what
+// is left (proc.EndOwnGroup); leftoverPoll is how often it looks.
+const (
+	LeftoverGrace = 2 * time.Second
+	leftoverPoll  = 20 * time.Millisecond
+)
+
 // Exec is the wrapper: it starts argv as its child (a bare argv[0] looked
 // up on the environment's PATH), with its own stdin, stdout and stderr,
-// writes dir/<id>.pid, waits for the child and writes dir/<id>.exit. It
+// writes dir/<id>.pid, waits for the child, ends what the child left in
+// the group (LeftoverGrace) and writes dir/<id>.exit. It
 // ignores SIGTERM, SIGINT and SIGHUP, which the child's group gets: the
 // wrapper outlives the harness it reports on. A child that cannot be
 // started is recorded as exit status 127, as a shell does.
@@ -321,6 +330,12 @@ func Exec(dir, id string, argv []string) error {
 		}
 	}
 	out.EndedAt = time.Now().UTC()
+	// What the harness left in the group (a tool it started in the
+	// background) ends with the run, before the exit file says the run
+	// is over: the next run of the item never meets it.
+	if _, err := proc.EndOwnGroup(context.Background(), syscall.SIGTERM, LeftoverGrace, leftoverPoll); err != nil {
+		fmt.Fprintf(os.Stderr, "loopd: run %s: %v\n", id, err)
+	}
 	if err := writeJSON(filepath.Join(dir, id+".exit"), out); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}

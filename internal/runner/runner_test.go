@@ -172,6 +172,45 @@ func testStop(t *testing.T, r Runner, pidFile string, wantKilled bool) {
 	assert.False(t, killed)
 }
 
+// TestRunEndsWhatTheHarnessLeftBehind: a harness that exits on its own
+// leaves two tools running in its group, one that ends at SIGTERM and one
+// that ignores it; the run ends only once both are gone, and its exit
+// status is the harness's.
+func TestRunEndsWhatTheHarnessLeftBehind(t *testing.T) {
+	r := newRunner(t)
+	dir := t.TempDir()
+	polite, stubborn := filepath.Join(dir, "polite.pid"), filepath.Join(dir, "stubborn.pid")
+	require.NoError(t, r.Start(context.Background(), Spec{Item: "it", ID: "r1", Cwd: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")},
+		Argv: []string{"sh", "-c", `sleep 60 & echo $! > ` + polite + `
+sh -c 'trap "" TERM; echo $$ > ` + stubborn + `.tmp; mv ` + stubborn + `.tmp ` + stubborn + `; exec sleep 60' &
+while [ ! -s ` + stubborn + ` ]; do sleep 0.01; done
+exit 4`}}))
+	f := waitEnded(t, r, "it", "r1")
+	assert.True(t, f.StatusKnown)
+	assert.Equal(t, 4, f.ExitStatus)
+	for _, file := range []string{polite, stubborn} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		_, state, err := procState(pid)
+		assert.True(t, err != nil || state == 'Z', "%s: pid %d still runs after its run ended", filepath.Base(file), pid)
+	}
+	// The wrapper itself exits right after it wrote the exit file.
+	assert.Eventually(t, func() bool { return !proc.GroupRunning(f.Group) }, 5*time.Second, 5*time.Millisecond, "nothing of the run's group is left")
+}
+
+// procState reads the state of pid from /proc/<pid>/stat.
+func procState(pid int) (string, byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return s, s[i+2], nil
+}
+
 func TestPruneKeepsTheNewestLogs(t *testing.T) {
 	r := newRunner(t)
 	env := []string{"PATH=" + os.Getenv("PATH")}
