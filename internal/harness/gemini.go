@@ -598,10 +598,16 @@ func (g *gemini) Provision() error {
 var ErrBadSettings = errors.New("settings file is not a plain JSON object")
 
 // mergeSetting sets the key at path keys (objects created as needed) to
-// value in the JSON file path, keeping every other key, and writes it back
-// atomically (a temporary file renamed over it, with its mode). A missing
-// file is created (0600, its directory 0700).
+// value in the JSON file path, keeping every other key and every value as
+// written (numbers keep their text), and writes it back atomically (a
+// temporary file renamed over it, with its mode) when the key did not
+// hold value already; the keys then come out sorted. A symlink is
+// followed: the file it names is the one rewritten. A missing file is
+// created (0600, its directory 0700).
 func mergeSetting(path string, keys []string, value any) error {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target // a settings file kept with the user's dotfiles
+	}
 	doc := map[string]any{}
 	mode := fs.FileMode(0o600)
 	b, err := os.ReadFile(path)
@@ -610,8 +616,13 @@ func mergeSetting(path string, keys []string, value any) error {
 	case err != nil:
 		return err
 	case len(bytes.TrimSpace(b)) > 0:
-		if err := json.Unmarshal(b, &doc); err != nil || doc == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil || doc == nil {
 			return fmt.Errorf("%w: %v", ErrBadSettings, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return fmt.Errorf("%w: text after the object", ErrBadSettings)
 		}
 		if info, err := os.Stat(path); err == nil {
 			mode = info.Mode().Perm()

@@ -244,6 +244,25 @@ func TestGeminiProvision(t *testing.T) {
 	assert.Equal(t, commented, string(b))
 	require.NoError(t, os.WriteFile(settings, []byte(`{"general":"x"}`), 0o600))
 	assert.ErrorIs(t, p.Provision(), ErrBadSettings)
+	require.NoError(t, os.WriteFile(settings, []byte(`{"general":{}} {"x":1}`), 0o600))
+	assert.ErrorIs(t, p.Provision(), ErrBadSettings, "text after the object")
+
+	// Numbers keep their text; a symlinked settings file (kept with the
+	// user's dotfiles) stays a symlink, and the file it names is the one
+	// rewritten.
+	dotfile := filepath.Join(t.TempDir(), "gemini-settings.json")
+	require.NoError(t, os.WriteFile(dotfile, []byte(`{"big":12345678901234567890,"ratio":1.0e2,"general":{"sessionRetention":{"enabled":true}}}`), 0o600))
+	require.NoError(t, os.Remove(settings))
+	require.NoError(t, os.Symlink(dotfile, settings))
+	require.NoError(t, p.Provision())
+	linfo, err := os.Lstat(settings)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSymlink, linfo.Mode().Type(), "still a symlink")
+	b, err = os.ReadFile(dotfile)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"big": 12345678901234567890`)
+	assert.Contains(t, string(b), `"ratio": 1.0e2`)
+	assert.Contains(t, string(b), `"enabled": false`)
 }
 
 // TestGeminiResumableFollowsTheCLIsListing: a chat file exists (resumable)
