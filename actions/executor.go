@@ -35,6 +35,9 @@ var (
 	// Block for it returns it, and so does an action the planner could not
 	// have planned for such an item.
 	ErrUnknownHarness = errors.New("unknown harness")
+	// ErrNotHeadless means the item's route runs its agents as processes
+	// and its harness has no headless form: a Block for it returns it.
+	ErrNotHeadless = errors.New("harness has no headless form")
 	// ErrSpawnRefused means tmux, the launcher or a workdir gone since the
 	// plan refused a spawn; the refusal is recorded in the status
 	// (Status.SpawnRefused) and the next pass plans what follows.
@@ -174,7 +177,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 			case errors.Is(err, ErrSpawnRefused):
 				// Recorded as a fact: the next pass plans what follows.
 				res.Retry, res.Replan = true, true
-			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness), errors.Is(err, ErrWorkspaceFailed):
+			case errors.Is(err, ErrWorkspaceMissing), errors.Is(err, ErrUnknownHarness), errors.Is(err, ErrNotHeadless), errors.Is(err, ErrWorkspaceFailed):
 				// Waits for the operator; the interval looks again.
 			default:
 				res.Retry = true
@@ -1191,6 +1194,9 @@ func (e *Executor) block(ctx context.Context, r *desired.Record, reason Reason, 
 	switch reason {
 	case ReasonHarnessUnknown:
 		err = fmt.Errorf("%s: %w %q", r.Key, ErrUnknownHarness, detail)
+		name = journal.DispatchFailed
+	case ReasonNotHeadless:
+		err = fmt.Errorf("%s: %w: %q", r.Key, ErrNotHeadless, detail)
 		name = journal.DispatchFailed
 	case ReasonSessionForeign:
 		err = fmt.Errorf("%s: %w (%s)", r.Key, ErrSessionForeign, detail)

@@ -746,3 +746,20 @@ func TestDeliverPromptPressesEnterOnlyOnceThePasteShows(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockNotHeadlessIsADispatchFailure: an item of a process route whose
+// harness has no headless form is blocked once, journaled as the dispatch
+// failure it is (not as a missing workspace), and waits for the operator.
+func TestBlockNotHeadlessIsADispatchFailure(t *testing.T) {
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] issues.opened")
+	block := []actions.Action{actions.Block{Key: r.key, Reason: actions.ReasonNotHeadless, Detail: "cur"}}
+	for range 2 {
+		res := r.exec.Execute(context.Background(), []desired.Record{rec}, block)
+		assert.Equal(t, actions.Result{Failed: 1}, res, "waits for the operator, no fast retry")
+		rec = r.get(t)
+	}
+	assert.Equal(t, "harness_not_headless", rec.Status.Reason)
+	assert.Equal(t, []string{string(journal.DispatchFailed)}, r.events(t), "logged once")
+	assert.Contains(t, r.log.String(), "has no headless form")
+}
