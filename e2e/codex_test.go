@@ -165,10 +165,11 @@ func TestCodexMissingRolloutStartsFresh(t *testing.T) {
 // TestCodexUnconfirmedIDIsShownAndADeathGoesFresh: at the login screen no
 // rollout is ever written, so the id stays unconfirmed: loopd get and the
 // dry run say so, and a death before it is learned is a fresh spawn with
-// reason id_unknown.
+// reason id_unknown (under the default restart policy: under Never a
+// spawn that dies on its event needs attention instead).
 func TestCodexUnconfirmedIDIsShownAndADeathGoesFresh(t *testing.T) {
 	t.Parallel()
-	e, _ := newCodexEnv(t, fakeCodexBin, true, map[string]any{"restartPolicy": "Never"})
+	e, _ := newCodexEnv(t, fakeCodexBin, true, nil)
 	e.start(t)
 	sendComment(t, e, "first "+uuid.NewString())
 	e.waitRecord(t, keyIssue, func(r desired.Record) bool {

@@ -116,7 +116,8 @@ func codexStart(t *testing.T, s processStart) (resume bool, id string) {
 	require.Equal(t, "exec", argv[0], "%q", s.Argv)
 	assert.Contains(t, argv, "--json")
 	assert.Equal(t, "-", argv[len(argv)-1], "the prompt is on stdin: %q", s.Argv)
-	if argv[1] != "resume" {
+	// The route's extraArgs come between exec and resume.
+	if !slices.Contains(argv, "resume") {
 		return false, ""
 	}
 	return true, argv[len(argv)-2]

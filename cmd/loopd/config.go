@@ -46,10 +46,18 @@ commands that are not installed.`,
 			var problems []error
 			for _, key := range slices.Sorted(maps.Keys(cfg.Webhooks.GHWebhook.Routing.Repos)) {
 				route := cfg.Webhooks.GHWebhook.Routing.Repos[key]
-				if _, ok := adapters[route.Harness].(harness.Headless); route.Runner == schema.RunnerProcess && !ok {
+				if route.Runner != schema.RunnerProcess {
+					continue
+				}
+				h, ok := adapters[route.Harness].(harness.Headless)
+				if !ok {
 					// The planner would block each of its items
 					// (harness_not_headless); say so before they come.
 					problems = append(problems, fmt.Errorf("routing.repos.%s: runner process needs a harness with a headless form; %q has none", key, route.Harness))
+					continue
+				}
+				if err := h.CheckHeadlessArgs(); err != nil {
+					problems = append(problems, fmt.Errorf("routing.repos.%s: runner process: %w", key, err))
 				}
 			}
 			if err := errors.Join(problems...); err != nil {

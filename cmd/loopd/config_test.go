@@ -50,6 +50,14 @@ func TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm(t *testing.T) {
 	assert.Contains(t, err.Error(), `routing.repos.*: runner process needs a harness with a headless form`)
 	assert.Contains(t, err.Error(), `"cur" has none`)
 
+	// Codex's exec refuses some flags its TUI takes.
+	cfg := strings.Replace(string(data), "    command: claude\n", "    command: claude\n  codex:\n    command: codex\n    extraArgs: [-a, never]\n", 1)
+	cfg = strings.Replace(cfg, `{harness: claude-code, `, `{harness: codex, runner: process, `, 1)
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+	_, err = run(t, "", "config", "validate", path)
+	require.ErrorIs(t, err, harness.ErrBadConfig)
+	assert.Contains(t, err.Error(), `routing.repos.*: runner process: harness codex: extraArgs: "-a" is a flag of the TUI`)
+
 	for _, ok := range []string{`{harness: cur, `, `{harness: claude-code, runner: process, `} {
 		write(ok)
 		out, err := run(t, "", "config", "validate", path)

@@ -108,14 +108,23 @@ func (b *base) withProcessNames(names ...string) []string {
 // resume, a prompt): alone, or an option (a flag that starts with "-")
 // in its --flag=value form.
 func (b *base) refuseFlags(flags []string) error {
+	if arg, ok := b.extraFlag(flags); ok {
+		return fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+	}
+	return nil
+}
+
+// extraFlag returns the first word of extraArgs that is one of flags (or
+// a flag of them with "=value"), and whether there is one.
+func (b *base) extraFlag(flags []string) (string, bool) {
 	for _, arg := range b.extra {
 		for _, flag := range flags {
 			if arg == flag || strings.HasPrefix(flag, "-") && strings.HasPrefix(arg, flag+"=") {
-				return fmt.Errorf("extraArgs: %q is set by the adapter: %w", arg, ErrBadConfig)
+				return arg, true
 			}
 		}
 	}
-	return nil
+	return "", false
 }
 
 // dirOf is the directory a CLI keeps its state in as the pane sees it:

@@ -35,6 +35,9 @@ func (c *claudeCode) HeadlessArgv(id, prompt string, resume bool) ([]string, []b
 // "session_id": …} line on stdout), "" when there is none. Public reports
 // of older versions say that -p --resume wrote each turn under a new id:
 // the result names the one the turn went into.
+// CheckHeadlessArgs is nil: the headless form takes the TUI's flags.
+func (c *claudeCode) CheckHeadlessArgs() error { return nil }
+
 func (c *claudeCode) HeadlessSessionID(output []byte) string {
 	lines := bytes.Split(output, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {

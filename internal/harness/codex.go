@@ -135,12 +135,14 @@ func (c *codex) argv(sub []string, id, prompt string) []string {
 // --no-daemon (it starts no shared server), and --skip-git-repo-check lets
 // it run in a workdir that is not a git repository.
 func (c *codex) HeadlessArgv(id, prompt string, resume bool) ([]string, []byte) {
-	argv := []string{c.command, "exec"}
+	// extraArgs go before "resume": they are exec's options then, which
+	// exec resume does not all take after it (-s, -p, --oss, --add-dir;
+	// measured on 0.171.0).
+	argv := append([]string{c.command, "exec"}, c.extra...)
 	if resume {
 		argv = append(argv, "resume")
 	}
 	argv = append(argv, "--json", "--skip-git-repo-check")
-	argv = append(argv, c.extra...)
 	if resume {
 		argv = append(argv, id)
 	}
@@ -151,6 +153,21 @@ func (c *codex) HeadlessArgv(id, prompt string, resume bool) ([]string, []byte) 
 // {"type":"thread.started"} line of codex exec --json's output (measured
 // on 0.171.0: it is the run's first line, for a fresh turn and a resumed
 // one alike), "" when there is none or it is not an id Codex writes.
+// codexTUIOnlyFlags are the flags of Codex 0.171.0's TUI that codex exec
+// refuses (exit 2, "unexpected argument"; measured by comparing `codex
+// --help` with `codex exec --help`). --no-daemon is the adapter's own.
+var codexTUIOnlyFlags = []string{"-a", "--ask-for-approval", "--search", "--no-alt-screen"}
+
+// CheckHeadlessArgs refuses a TUI-only flag in extraArgs
+// (codexTUIOnlyFlags): every run of a process route would exit 2 on it. An
+// approval policy for both forms is -c approval_policy="never".
+func (c *codex) CheckHeadlessArgs() error {
+	if arg, ok := c.extraFlag(codexTUIOnlyFlags); ok {
+		return fmt.Errorf("harness %s: extraArgs: %q is a flag of the TUI that codex exec refuses (for both, use -c approval_policy=… instead of -a): %w", c.name, arg, ErrBadConfig)
+	}
+	return nil
+}
+
 func (c *codex) HeadlessSessionID(output []byte) string {
 	for line := range bytes.Lines(output) {
 		var l struct {

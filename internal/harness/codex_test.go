@@ -39,10 +39,18 @@ func TestCodexHeadless(t *testing.T) {
 	h, ok := a.(Headless)
 	require.True(t, ok)
 	argv, stdin := h.HeadlessArgv("ignored", "the event", false)
-	assert.Equal(t, []string{"codex", "exec", "--json", "--skip-git-repo-check", "-m", "o3", "-"}, argv)
+	assert.Equal(t, []string{"codex", "exec", "-m", "o3", "--json", "--skip-git-repo-check", "-"}, argv)
 	assert.Equal(t, []byte("the event"), stdin, "the prompt goes on stdin, never argv")
 	argv, _ = h.HeadlessArgv(codexID, "next", true)
-	assert.Equal(t, []string{"codex", "exec", "resume", "--json", "--skip-git-repo-check", "-m", "o3", codexID, "-"}, argv)
+	assert.Equal(t, []string{"codex", "exec", "-m", "o3", "resume", "--json", "--skip-git-repo-check", codexID, "-"}, argv,
+		"extraArgs are exec's options, before resume, which takes fewer after it")
+	assert.NoError(t, h.CheckHeadlessArgs())
+
+	// The TUI's own flags, which codex exec refuses with exit 2 (measured).
+	for _, extra := range [][]string{{"-a", "never"}, {"--ask-for-approval=never"}, {"--search"}, {"--no-alt-screen"}} {
+		a := newTestAdapter(t, AdapterCodex, schema.Harness{ExtraArgs: extra})
+		assert.ErrorIs(t, a.(Headless).CheckHeadlessArgs(), ErrBadConfig, "%q", extra)
+	}
 
 	// codex exec --json of 0.171.0, offline (measured).
 	out := "{\"type\":\"thread.started\",\"thread_id\":\"01a22e80-8b90-7e63-9bb8-165eb41b44d4\"}\n{\"type\":\"turn.started\"}\n" +

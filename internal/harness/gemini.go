@@ -145,6 +145,9 @@ func (g *gemini) HeadlessArgv(id, prompt string, resume bool) ([]string, []byte)
 
 // HeadlessSessionID is the session_id of the JSON object that
 // --output-format json prints ({"session_id", "response", "stats"}).
+// CheckHeadlessArgs is nil: the headless form takes the TUI's flags.
+func (g *gemini) CheckHeadlessArgs() error { return nil }
+
 func (g *gemini) HeadlessSessionID(output []byte) string {
 	var out struct {
 		SessionID string `json:"session_id"`

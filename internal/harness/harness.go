@@ -141,6 +141,10 @@ type Headless interface {
 	// headless run (its stdout, as written to the run's log) names, "" when
 	// it names none.
 	HeadlessSessionID(output []byte) string
+	// CheckHeadlessArgs reports a word of extraArgs that the headless form
+	// refuses though the TUI takes it (Codex's exec has no -a), wrapping
+	// ErrBadConfig; loopd config validate asks it of each process route.
+	CheckHeadlessArgs() error
 }
 
 // SessionLearner is implemented by adapters whose CLI cannot start a
