@@ -136,7 +136,11 @@ func (e *Executor) stopRun(ctx context.Context, r *desired.Record, a StopRun) er
 	if err != nil {
 		return fmt.Errorf("stop run %s of %s: %w", a.Run, r.Key, err)
 	}
-	return nil
+	// The reason stays until the pass that judges the run, which keeps it
+	// for a run whose event landed (loopd get shows dispatch_timeout).
+	st := r.Status
+	st.Reason = string(a.Reason)
+	return e.put(ctx, r, st)
 }
 
 // endRun ends the run in flight of an item that is stopped (closed or

@@ -285,7 +285,7 @@ func codexOfflineTimeout(t *testing.T, e *env, ad harness.Adapter) {
 	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
 	id := r.Status.HarnessSessionID
 	require.True(t, ad.ValidSessionID(id), "learned from the rollout: %q", id)
-	assert.Equal(t, "run_done", r.Status.Reason)
+	assert.Equal(t, "dispatch_timeout", r.Status.Reason, "done, ended at its timeout")
 	assert.Equal(t, id, e.runOutputID(t, keyIssue, ad), "the output named it too")
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first), "exactly one turn")
 
@@ -302,7 +302,7 @@ func codexOfflineTimeout(t *testing.T, e *env, ad harness.Adapter) {
 	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
 	require.Len(t, exits, 2, "two runs, none run again")
 	for _, ex := range exits {
-		assert.Equal(t, "run_done", ex.Attrs["reason"])
+		assert.Equal(t, "dispatch_timeout", ex.Attrs["reason"])
 		assert.Equal(t, strconv.Itoa(int(syscall.SIGTERM)), ex.Attrs["signal"], "ended by its timeout")
 	}
 	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)

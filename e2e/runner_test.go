@@ -146,7 +146,7 @@ func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(start.PID), timeouts[0].Attrs["pid"])
 	e.waitFor(t, func() bool { return !harnessProc.Running() && !child.Running() }, waitShort, "the run's group outlived its timeout")
 	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
-	assert.Equal(t, "run_done", r.Status.Reason, "its event had reached the conversation")
+	assert.Equal(t, "dispatch_timeout", r.Status.Reason, "its event had reached the conversation: done, ended at its timeout")
 	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
 	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
 	require.Len(t, exits, 1)

@@ -191,6 +191,11 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 			exit.Delivered = it.delivered(landed)
 		}
 		exit.Reason, exit.Phase = actions.ReasonRunDone, desired.PhaseExited
+		if st.Reason == string(actions.ReasonDispatchTimeout) {
+			// Done, but ended at its timeout (stopRun recorded it): loopd
+			// get says so, not that the run ended by itself.
+			exit.Reason = actions.ReasonDispatchTimeout
+		}
 		exit.Failures, exit.FastFailures, exit.ChurnFailures = 0, 0, 0
 		out := append(pre, exit)
 		if len(it.pending) == 0 {

@@ -127,6 +127,9 @@ func TestPlanRun(t *testing.T) {
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 0, Clean: true, Phase: desired.PhaseExited, Reason: actions.ReasonRunDone}}},
 		{"run_killed_at_its_timeout_after_its_event_landed_is_done", rec(runningRun(), ev1), frames(obs(runSnap(false, -1, ""), grown)), p,
 			[]actions.Action{confirm, actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonRunDone}}},
+		{"run_stopped_at_its_timeout_after_its_event_landed_says_so", rec(with(runningRun(), func(s *desired.Status) { s.Reason = string(actions.ReasonDispatchTimeout) }), ev1),
+			frames(obs(runSnap(false, -1, ""), grown)), p,
+			[]actions.Action{confirm, actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonDispatchTimeout}}},
 		{"resume_run_that_did_not_resume_falls_back_to_fresh_with_the_event", rec(withRun(spawning(desired.SpawnResume)), ev1), obs(runSnap(false, 1, ""), transcript), p,
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseExited, Reason: actions.ReasonResumeFailed},
