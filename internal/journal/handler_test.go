@@ -107,3 +107,53 @@ func TestRecordLaterIsBounded(t *testing.T) {
 	assert.Equal(t, "3", j.events[0].Attrs["n"], "the oldest rows are the ones dropped")
 	assert.Contains(t, out.String(), "dropped=3")
 }
+
+// stalledJournal's appends wait until release is closed, then fail (a
+// store locked by another process past its busy timeout).
+type stalledJournal struct {
+	memJournal
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stalledJournal) AppendEvent(context.Context, Event) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return errors.New("database is locked")
+}
+
+// TestRecordLaterNeverWaitsForAFlush: while a Flush waits on a locked
+// store, RecordLater (which a webhook's 503 waits for) returns at once;
+// the rows the Flush could not write come back first, before the new one.
+func TestRecordLaterNeverWaitsForAFlush(t *testing.T) {
+	ctx := context.Background()
+	j := &stalledJournal{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	r := NewRecorder(slog.New(slog.DiscardHandler), j, time.Now)
+	r.RecordLater(ctx, slog.LevelError, DeliveryRejected, "", "n", 1)
+	flushed := make(chan error, 1)
+	go func() { flushed <- r.Flush(ctx) }()
+	<-j.entered
+
+	recorded := make(chan struct{})
+	go func() {
+		r.RecordLater(ctx, slog.LevelError, DeliveryRejected, "", "n", 2)
+		close(recorded)
+	}()
+	select {
+	case <-recorded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RecordLater waited for the Flush in progress")
+	}
+	close(j.release)
+	require.Error(t, <-flushed)
+
+	ok := &memJournal{}
+	r.store = ok
+	require.NoError(t, r.Flush(ctx))
+	require.Len(t, ok.events, 2)
+	assert.Equal(t, "1", ok.events[0].Attrs["n"], "the row the failed Flush held comes first")
+	assert.Equal(t, "2", ok.events[1].Attrs["n"])
+}

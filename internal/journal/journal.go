@@ -257,6 +257,7 @@ type Recorder struct {
 	store Appender
 	now   func() time.Time
 
+	flushing sync.Mutex // one Flush at a time; never held by RecordLater
 	mu       sync.Mutex
 	deferred []Event // rows RecordLater logged and Flush has not written yet
 	dropped  int     // rows dropped past MaxDeferred since the last Flush
@@ -315,19 +316,38 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		}
 		store = u.Unwrap()
 	}
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	// The rows are taken out and written without r.mu: a write may wait
+	// out the store's busy timeout, and RecordLater, which a webhook's
+	// answer waits for, must never wait behind it.
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.dropped > 0 {
-		r.log.Error(string(JournalAppendFailed), "err", "deferred rows over the bound were dropped", "dropped", r.dropped)
-		r.dropped = 0
+	rows, dropped := r.deferred, r.dropped
+	r.deferred, r.dropped = nil, 0
+	r.mu.Unlock()
+	if dropped > 0 {
+		r.log.Error(string(JournalAppendFailed), "err", "deferred rows over the bound were dropped", "dropped", dropped)
 	}
-	for len(r.deferred) > 0 {
-		if err := store.AppendEvent(ctx, r.deferred[0]); err != nil {
+	for i, e := range rows {
+		if err := store.AppendEvent(ctx, e); err != nil {
+			r.keep(rows[i:])
 			return err
 		}
-		r.deferred = r.deferred[1:]
 	}
 	return nil
+}
+
+// keep puts rows a Flush could not write back before the rows kept since,
+// oldest first, within MaxDeferred (the oldest past it dropped and
+// counted).
+func (r *Recorder) keep(rows []Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := append(slices.Clip(rows), r.deferred...)
+	if over := len(all) - MaxDeferred; over > 0 {
+		all, r.dropped = all[over:], r.dropped+over
+	}
+	r.deferred = all
 }
 
 // Row returns the journal row Record would write for the event, and
