@@ -35,6 +35,12 @@ const debounce = 100 * time.Millisecond
 // (error level, keys path and err); the names are journal.ConfigReloaded and
 // journal.ConfigInvalid.
 type Watcher struct {
+	// Check, when set before Run or Reload, is a rule from outside this
+	// package (the harness adapters, say) that a reloaded config must
+	// pass: its error makes the reload config.invalid, and the last good
+	// config stays.
+	Check func(*Config) error
+
 	path     string
 	log      *slog.Logger
 	onChange func(*Config)
@@ -118,6 +124,9 @@ func (w *Watcher) reload(onlyIfChanged bool) error {
 	var cfg *Config
 	if err == nil {
 		cfg, err = Parse(data, w.path)
+	}
+	if err == nil && w.Check != nil {
+		err = w.Check(cfg)
 	}
 	if err != nil {
 		w.log.Error(string(journal.ConfigInvalid), "path", w.path, "err", err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -215,6 +216,29 @@ func TestWatcherRefusesAnSSHPasswordURL(t *testing.T) {
 	assert.Contains(t, msg, `repos["octo-org/*"].checkout.url`)
 	assert.Contains(t, msg, "a password in a non-http(s) url cannot be used")
 	assert.NotContains(t, msg, "hunter2")
+}
+
+// TestWatcherCheckRefusesAReload: a config that parses but fails the
+// watcher's Check (a rule of another package) is config.invalid, and the
+// last good config stays; one that passes it is loaded.
+func TestWatcherCheckRefusesAReload(t *testing.T) {
+	f := newWatchFixture(t)
+	before := f.w.Current()
+	f.w.Check = func(c *Config) error {
+		if restartPolicyOf(c) == RestartNever {
+			return errors.New("routing.repos.*: refused by the check")
+		}
+		return nil
+	}
+	require.NoError(t, os.WriteFile(f.path, []byte(policyConfig("Never", "other")), 0o600))
+	require.ErrorContains(t, f.w.Reload(), "refused by the check")
+	assert.Same(t, before, f.w.Current(), "the last good config is kept")
+	recs := f.log.records(t, "config.invalid")
+	require.Len(t, recs, 1)
+
+	require.NoError(t, os.WriteFile(f.path, []byte(policyConfig("Always", "other")), 0o600))
+	require.NoError(t, f.w.Reload())
+	assert.Equal(t, RestartAlways, restartPolicyOf(f.w.Current()))
 }
 
 func TestWatcherKeepsRestartOnlyFields(t *testing.T) {

@@ -43,24 +43,7 @@ commands that are not installed.`,
 					fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 				}
 			}
-			var problems []error
-			for _, key := range slices.Sorted(maps.Keys(cfg.Webhooks.GHWebhook.Routing.Repos)) {
-				route := cfg.Webhooks.GHWebhook.Routing.Repos[key]
-				if route.Runner != schema.RunnerProcess {
-					continue
-				}
-				h, ok := adapters[route.Harness].(harness.Headless)
-				if !ok {
-					// The planner would block each of its items
-					// (harness_not_headless); say so before they come.
-					problems = append(problems, fmt.Errorf("routing.repos.%s: runner process needs a harness with a headless form; %q has none", key, route.Harness))
-					continue
-				}
-				if err := h.CheckHeadlessArgs(); err != nil {
-					problems = append(problems, fmt.Errorf("routing.repos.%s: runner process: %w", key, err))
-				}
-			}
-			if err := errors.Join(problems...); err != nil {
+			if err := checkRoutes(cfg, adapters); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)
@@ -68,4 +51,28 @@ commands that are not installed.`,
 		},
 	})
 	return cmd
+}
+
+// checkRoutes reports each route whose runner its harness cannot serve: a
+// process route whose adapter has no headless form (the planner would
+// block each of its items, harness_not_headless), or whose extraArgs the
+// headless form refuses (harness.Headless.CheckHeadlessArgs). config
+// validate, serve's start and every reload ask it.
+func checkRoutes(cfg *schema.Config, adapters map[string]harness.Adapter) error {
+	var problems []error
+	for _, key := range slices.Sorted(maps.Keys(cfg.Webhooks.GHWebhook.Routing.Repos)) {
+		route := cfg.Webhooks.GHWebhook.Routing.Repos[key]
+		if route.Runner != schema.RunnerProcess {
+			continue
+		}
+		h, ok := adapters[route.Harness].(harness.Headless)
+		if !ok {
+			problems = append(problems, fmt.Errorf("routing.repos.%s: runner process needs a harness with a headless form; %q has none", key, route.Harness))
+			continue
+		}
+		if err := h.CheckHeadlessArgs(); err != nil {
+			problems = append(problems, fmt.Errorf("routing.repos.%s: runner process: %w", key, err))
+		}
+	}
+	return errors.Join(problems...)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,4 +65,21 @@ func TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm(t *testing.T) {
 		require.NoError(t, err, ok)
 		assert.Contains(t, out, ": ok", ok)
 	}
+}
+
+// TestServeRefusesARouteItsHarnessCannotServe: serve checks the routes
+// as validate does, before it listens or touches tmux.
+func TestServeRefusesARouteItsHarnessCannotServe(t *testing.T) {
+	t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cr3t")
+	dir := t.TempDir()
+	path := writeConfig(t, dir)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	cfg := strings.Replace(string(data), "    command: claude\n", "    command: claude\n  cur:\n    adapter: cursor\n    command: cursor-agent\n", 1)
+	cfg = strings.Replace(cfg, `{harness: claude-code, `, `{harness: cur, runner: process, `, 1)
+	cfg = strings.Replace(cfg, "webhooks:\n", "tmux: {socket: loopd-serve-refuses-"+strconv.Itoa(os.Getpid())+"}\nwebhooks:\n", 1)
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+	_, err = run(t, "", "serve", "--config", path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `routing.repos.*: runner process needs a harness with a headless form; "cur" has none`)
 }

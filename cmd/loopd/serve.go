@@ -84,6 +84,9 @@ func serve(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer a.store.Close()
+	if err := checkRoutes(cfg, a.harnesses); err != nil {
+		return err
+	}
 	a.github = ghClient
 	// Journal rows of a repeated failure are folded like its log lines; the
 	// recorder newApp made served only the harness checks at start.
@@ -117,6 +120,9 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	// The harnesses are the ones built at start (a reload cannot change
+	// them): a reloaded route must suit them.
+	watcher.Check = func(c *schema.Config) error { return checkRoutes(c, a.harnesses) }
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
