@@ -579,6 +579,10 @@ func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn,
 	st := r.Status
 	st.SpawnRefused = cause.Error()
 	st.Reason = string(ReasonSpawnRefused)
+	if reason == string(ReasonProvisionFailed) {
+		// Not the conversation's fault: the planner keeps it (refused).
+		st.Reason = reason
+	}
 	e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", s.DeliveryID, "reason", reason, "err", cause)
 	if err := e.put(ctx, r, st); err != nil {
 		return errors.Join(cause, err)

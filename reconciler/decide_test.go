@@ -57,6 +57,16 @@ func TestPlanDecides(t *testing.T) {
 		// planner decides what follows.
 		{"resume_spawn_refused_falls_back_to_fresh", rec(refused(desired.SpawnResume, nil), ev1), obs(gone(), transcript),
 			[]actions.Action{refusedExit(desired.PhaseExited, 0, 0, 0), fresh(ev1, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)}},
+		// A config dir that could not be provisioned says nothing of the
+		// conversation: the resume is tried again, not given up for fresh.
+		{"resume_refused_for_its_provisioning_keeps_the_conversation", rec(refused(desired.SpawnResume, func(s *desired.Status) {
+			s.Reason = string(actions.ReasonProvisionFailed)
+		}), ev1), obs(gone(), transcript),
+			[]actions.Action{func() actions.RecordExit {
+				e := refusedExit(desired.PhaseBackingOff, 1, 1, 1)
+				e.NextAttempt, e.Reason = t0, actions.ReasonProvisionFailed
+				return e
+			}(), resume(ev1, actions.ReasonNewEvent)}},
 		{"fresh_spawn_refused_is_retried_at_once_after_a_healthy_run", rec(refused(desired.SpawnFresh, nil), ev1), obs(gone(), noScript),
 			[]actions.Action{func() actions.RecordExit {
 				e := refusedExit(desired.PhaseBackingOff, 1, 1, 1)

@@ -763,6 +763,13 @@ func (it *itemPlan) delivered(id string) string {
 func (it itemPlan) refused() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
+	if st.Reason == string(actions.ReasonProvisionFailed) {
+		// The harness's config dir could not be set up: nothing was
+		// tried of the conversation, which a resume keeps; the failure
+		// counts and backs off until the operator fixes the file.
+		exit.Reason = actions.ReasonProvisionFailed
+		return it.afterExit(exit, true)
+	}
 	if st.SpawnMode == desired.SpawnResume {
 		exit.Phase = desired.PhaseExited
 		exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
@@ -777,7 +784,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -807,7 +814,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
 	default:
 		exit.Reason = d.Reason
 	}
