@@ -610,6 +610,12 @@ var ErrBadSettings = errors.New("settings file is not a plain JSON object")
 func mergeSetting(path string, keys []string, value any) error {
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target // a settings file kept with the user's dotfiles
+	} else if link, lerr := os.Readlink(path); lerr == nil {
+		// A link to a file not made yet: the file is made where it points.
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(path), link)
+		}
+		path = link
 	}
 	doc := map[string]any{}
 	mode := fs.FileMode(0o600)

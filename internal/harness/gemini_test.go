@@ -263,6 +263,18 @@ func TestGeminiProvision(t *testing.T) {
 	assert.Contains(t, string(b), `"big": 12345678901234567890`)
 	assert.Contains(t, string(b), `"ratio": 1.0e2`)
 	assert.Contains(t, string(b), `"enabled": false`)
+
+	// A link to a file not made yet: made there, the link kept.
+	fresh := filepath.Join(filepath.Dir(dotfile), "new-settings.json")
+	require.NoError(t, os.Remove(settings))
+	require.NoError(t, os.Symlink(fresh, settings))
+	require.NoError(t, p.Provision())
+	linfo, err = os.Lstat(settings)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSymlink, linfo.Mode().Type(), "still a symlink")
+	b, err = os.ReadFile(fresh)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"enabled": false`)
 }
 
 // TestGeminiResumableFollowsTheCLIsListing: a chat file exists (resumable)
