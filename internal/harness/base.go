@@ -114,12 +114,14 @@ func (b *base) refuseFlags(flags []string) error {
 	return nil
 }
 
-// extraFlag returns the first word of extraArgs that is one of flags (or
-// a flag of them with "=value"), and whether there is one.
+// extraFlag returns the first word of extraArgs that is one of flags, a
+// flag of them with "=value", or a short one with its value attached
+// ("-C/tmp", "-anever", as clap reads them), and whether there is one.
 func (b *base) extraFlag(flags []string) (string, bool) {
 	for _, arg := range b.extra {
 		for _, flag := range flags {
-			if arg == flag || strings.HasPrefix(flag, "-") && strings.HasPrefix(arg, flag+"=") {
+			short := len(flag) == 2 && flag[0] == '-' && flag[1] != '-'
+			if arg == flag || strings.HasPrefix(flag, "-") && strings.HasPrefix(arg, flag+"=") || short && strings.HasPrefix(arg, flag) {
 				return arg, true
 			}
 		}

@@ -165,8 +165,14 @@ func (c *codex) CheckHeadlessArgs() error {
 	if arg, ok := c.extraFlag(codexTUIOnlyFlags); ok {
 		return fmt.Errorf("harness %s: extraArgs: %q is a flag of the TUI that codex exec refuses (for both, use -c approval_policy=… instead of -a): %w", c.name, arg, ErrBadConfig)
 	}
+	if arg, ok := c.extraFlag(codexHeadlessFlags); ok {
+		return fmt.Errorf("harness %s: extraArgs: %q is set by the adapter for codex exec, which refuses it twice: %w", c.name, arg, ErrBadConfig)
+	}
 	return nil
 }
+
+// codexHeadlessFlags are the flags HeadlessArgv passes itself.
+var codexHeadlessFlags = []string{"--json", "--skip-git-repo-check"}
 
 func (c *codex) HeadlessSessionID(output []byte) string {
 	for line := range bytes.Lines(output) {

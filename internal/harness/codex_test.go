@@ -26,7 +26,7 @@ func TestCodexArgv(t *testing.T) {
 	assert.Equal(t, []string{"codex", "--no-daemon", "-c", "model=o3"}, a.FreshArgv("", ""))
 	assert.True(t, a.SupportsResume())
 
-	for _, bad := range [][]string{{"resume"}, {"--no-daemon"}, {"-C", "/x"}, {"-C=/x"}, {"--cd=/x"}, {"exec"}, {"--last"}, {"--remote", "ws://x"}, {"--"}} {
+	for _, bad := range [][]string{{"resume"}, {"--no-daemon"}, {"-C", "/x"}, {"-C=/x"}, {"-C/x"}, {"--cd=/x"}, {"exec"}, {"--last"}, {"--remote", "ws://x"}, {"--"}} {
 		_, err := New("codex", schema.Harness{Adapter: AdapterCodex, Command: "codex", ExtraArgs: bad})
 		assert.ErrorIs(t, err, ErrBadConfig, "%q is the adapter's", bad)
 	}
@@ -47,7 +47,8 @@ func TestCodexHeadless(t *testing.T) {
 	assert.NoError(t, h.CheckHeadlessArgs())
 
 	// The TUI's own flags, which codex exec refuses with exit 2 (measured).
-	for _, extra := range [][]string{{"-a", "never"}, {"--ask-for-approval=never"}, {"--search"}, {"--no-alt-screen"}} {
+	for _, extra := range [][]string{{"-a", "never"}, {"-anever"}, {"--ask-for-approval=never"}, {"--search"}, {"--no-alt-screen"},
+		{"--json"}, {"--skip-git-repo-check"}} {
 		a := newTestAdapter(t, AdapterCodex, schema.Harness{ExtraArgs: extra})
 		assert.ErrorIs(t, a.(Headless).CheckHeadlessArgs(), ErrBadConfig, "%q", extra)
 	}
