@@ -102,7 +102,12 @@ func execOn(t *testing.T) (*tmux.Exec, string) {
 		t.Skip("tmux is not installed")
 	}
 	socket := "loopd-test-env-" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", socket, "kill-server").Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
+		if path, err := tmux.SocketPath(socket); err == nil {
+			_ = os.Remove(path) // kill-server leaves it behind
+		}
+	})
 	return tmux.NewExec(socket, slog.New(slog.DiscardHandler)), socket
 }
 
