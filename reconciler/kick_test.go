@@ -24,12 +24,7 @@ func TestRunWithoutPidfdKicksLostExits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newPassRig(t)
 		sess := desired.SessionName(r.key)
-		r.opened(t)
-		r.pass(t, false)
-		r.turn(t, r.record(t).Status.HarnessSessionID, "[loopd] issues.opened\nfix it")
-		r.now = r.now.Add(6 * time.Second)
-		r.pass(t, false)
-		require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+		r.running(t)
 
 		r.rc.Interval = time.Hour
 		r.watcher.KickEvery = 10 * time.Millisecond
@@ -66,12 +61,7 @@ func TestRunWithoutPidfdKicksLostExits(t *testing.T) {
 func TestRunIdlePassesAreOneExec(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newPassRig(t)
-		r.opened(t)
-		r.pass(t, false)
-		r.turn(t, r.record(t).Status.HarnessSessionID, "[loopd] issues.opened\nfix it")
-		r.now = r.now.Add(6 * time.Second)
-		r.pass(t, false)
-		require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+		r.running(t)
 
 		r.rc.Interval = time.Second
 		r.watcher.KickEvery = 10 * time.Millisecond

@@ -109,6 +109,21 @@ func (r *passRig) opened(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// running brings the item to a running agent: its first event spawned,
+// the boot prompt in the transcript, the probe over. It returns the
+// conversation id.
+func (r *passRig) running(t *testing.T) string {
+	t.Helper()
+	r.opened(t)
+	r.pass(t, false)
+	id := r.record(t).Status.HarnessSessionID
+	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.now = r.now.Add(6 * time.Second)
+	r.pass(t, false)
+	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+	return id
+}
+
 func names(plan []actions.Action) []string {
 	var out []string
 	for _, a := range plan {

@@ -31,13 +31,7 @@ func (r *passRig) eventsNamed(t *testing.T, name journal.Name) []journal.Event {
 func TestPassAfterServerLossResumesWithoutAFailure(t *testing.T) {
 	r := newPassRig(t)
 	r.rc.Observer.(*observed.Observer).Owner = testOwner
-	r.opened(t)
-	r.pass(t, false)
-	id := r.record(t).Status.HarnessSessionID
-	r.turn(t, id, "[loopd] issues.opened\nfix it")
-	r.now = r.now.Add(6 * time.Second)
-	r.pass(t, false)
-	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+	id := r.running(t)
 
 	r.tmux.KillServer()
 	r.now = r.now.Add(time.Second)
