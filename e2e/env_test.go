@@ -16,8 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
-
-	"github.com/loopd/loopd/internal/tmux"
 )
 
 // secretEnv is the env var the test configs name for the webhook secret.
@@ -189,10 +187,6 @@ func (e *env) cleanup(t testing.TB) {
 		e.signalDaemon(t, syscall.SIGTERM)
 	}
 	e.killServer(t)
-	// kill-server leaves the socket file behind.
-	if path, err := tmux.SocketPath(e.socket); err == nil {
-		_ = os.Remove(path)
-	}
 	if !t.Failed() {
 		return
 	}
