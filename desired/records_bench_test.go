@@ -34,7 +34,7 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 			k := Key{Owner: "acme", Repo: "repo" + fmt.Sprint(i%items%10), Number: 1 + i%items}
 			id := fmt.Sprintf("%08x-1d2e-11f0-8a4b-%012x", i, i)
 			prompt := EventHeader("issue_comment", "created", k.String(), "octocat", id) + FrameBegin(id) + body + FrameEnd(id, body)
-			in := Ingest{DeliveryID: id, Key: k, Kind: KindIssue, Harness: "claude-code", Cwd: "/srv/work/" + k.Repo,
+			in := Ingest{DeliveryID: id, Key: k, Kind: KindIssue, Harness: "claude-code", Cwd: "/w/" + k.Repo,
 				Delivery: &Delivery{Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: prompt,
 					ReceivedAt: t0.Add(time.Duration(i) * time.Second), Source: Source{Kind: SourceIssueComment, ID: int64(9e9) + int64(i)}}}
 			var res IngestResult
@@ -49,7 +49,7 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 				PaneID: "%" + fmt.Sprint(n), SpawnMode: SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),
 				HarnessPID: 40000 + n, HarnessStart: 123456789, TranscriptSizeAtSpawn: 81234, LastExitStatus: &exit,
 				LastExitReason: "pane_dead", LastExitAt: t0.Add(-time.Minute), RetiredSessionIDs: []string{"0b1e4c7d-9f00-7f3c-2a10-5b1e4c7d9f00"},
-				Workdir: "/srv/work/" + k.Repo + "/issue-" + fmt.Sprint(n), WorkdirRendered: "/srv/work/" + k.Repo + "/issue-" + fmt.Sprint(n),
+				Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n), WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n),
 				Announced: true, Reason: "delivered", ObservedGeneration: 11, DeliveredAt: []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)}}
 			text, err := json.Marshal(st)
 			if err != nil {
