@@ -65,25 +65,20 @@ func (p Process) End(ctx context.Context, grace, poll time.Duration) (killed boo
 	if !p.Running() {
 		return false, nil
 	}
-	if waitGone(ctx, p.Running, grace, poll) {
-		return false, nil
-	}
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	// The group first: a tool the agent ran in its foreground goes with
-	// it. The pid itself too, in case it left its group.
-	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
-	if p.Running() {
-		_ = syscall.Kill(p.PID, syscall.SIGKILL)
-	}
-	if waitGone(ctx, p.Running, grace, poll) {
-		return true, nil
-	}
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	return true, fmt.Errorf("end pid %d: %w", p.PID, ErrStillRunning)
+	// No first signal (0): it had its hangup. Then the group first: a
+	// tool the agent ran in its foreground goes with it; the pid itself
+	// too, in case it left its group.
+	return escalate(ctx, fmt.Sprintf("end pid %d", p.PID), 0, grace, poll,
+		func(sig syscall.Signal) {
+			if sig == 0 {
+				return
+			}
+			_ = syscall.Kill(-p.PID, sig)
+			if p.Running() {
+				_ = syscall.Kill(p.PID, sig)
+			}
+		},
+		p.Running)
 }
 
 // EndGroup makes sure the process group that p leads is gone, with every
@@ -104,59 +99,52 @@ func (p Process) EndGroup(ctx context.Context, first syscall.Signal, grace, poll
 	if p.PID <= 1 || !p.leads() {
 		return false, nil
 	}
-	running := func() bool { return GroupRunning(p.PID) }
-	_ = syscall.Kill(-p.PID, first)
-	if waitGone(ctx, running, grace, poll) {
-		return false, nil
-	}
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
-	if waitGone(ctx, running, grace, poll) {
-		return true, nil
-	}
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	return true, fmt.Errorf("end group %d: %w", p.PID, ErrStillRunning)
+	return escalate(ctx, fmt.Sprintf("end group %d", p.PID), first, grace, poll,
+		func(sig syscall.Signal) { _ = syscall.Kill(-p.PID, sig) },
+		func() bool { return GroupRunning(p.PID) })
 }
 
 // EndOwnGroup ends every other process of the caller's process group,
-// which the caller must lead (a run's wrapper, internal/runner): first to
-// the group (the caller catches or ignores it), up to grace for the others
-// to be gone, then SIGKILL to each one left, by its pid, and up to grace
-// again, polling every poll. Zombies count as gone (GroupRunning). It does
-// nothing when the caller does not lead its group. It returns whether it
-// had to send SIGKILL, ErrStillRunning when a process outlived that, or
-// ctx's error.
+// which the caller must lead (a run's wrapper, internal/runner), as
+// EndGroup ends a group, but signalling each of the others by its pid, so
+// that the caller is never signalled. Zombies count as gone. It does
+// nothing when the caller does not lead its group or is alone in it. It
+// returns whether it had to send SIGKILL, ErrStillRunning when a process
+// outlived that, or ctx's error.
 func EndOwnGroup(ctx context.Context, first syscall.Signal, grace, poll time.Duration) (killed bool, err error) {
 	self := os.Getpid()
-	if syscall.Getpgrp() != self {
+	if syscall.Getpgrp() != self || len(groupMembers(self, self)) == 0 {
 		return false, nil
 	}
-	others := func() []int { return groupMembers(self, self) }
-	left := func() bool { return len(others()) > 0 }
-	if !left() {
-		return false, nil
-	}
-	_ = syscall.Kill(-self, first)
-	if waitGone(ctx, left, grace, poll) {
+	return escalate(ctx, fmt.Sprintf("end own group %d", self), first, grace, poll,
+		func(sig syscall.Signal) {
+			for _, pid := range groupMembers(self, self) {
+				_ = syscall.Kill(pid, sig)
+			}
+		},
+		func() bool { return len(groupMembers(self, self)) > 0 })
+}
+
+// escalate sends first (signal; 0 sends nothing), waits up to grace for
+// running to report false, then sends SIGKILL and waits up to grace
+// again, polling every poll. It returns whether it sent SIGKILL, an error naming what (wrapping
+// ErrStillRunning) when running still reports true, or ctx's error.
+func escalate(ctx context.Context, what string, first syscall.Signal, grace, poll time.Duration, signal func(syscall.Signal), running func() bool) (killed bool, err error) {
+	signal(first)
+	if waitGone(ctx, running, grace, poll) {
 		return false, nil
 	}
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	for _, pid := range others() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if waitGone(ctx, left, grace, poll) {
+	signal(syscall.SIGKILL)
+	if waitGone(ctx, running, grace, poll) {
 		return true, nil
 	}
 	if ctx.Err() != nil {
 		return true, ctx.Err()
 	}
-	return true, fmt.Errorf("end own group %d: %w", self, ErrStillRunning)
+	return true, fmt.Errorf("%s: %w", what, ErrStillRunning)
 }
 
 // groupMembers returns the pids of the processes of group pgid that are
