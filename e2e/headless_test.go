@@ -299,7 +299,7 @@ func codexOfflineTimeout(t *testing.T, e *env, ad harness.Adapter) {
 	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first))
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), second), "both turns in the one rollout")
-	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	exits := e.waitEvent(t, journal.SessionExited, keyIssue, 2, waitShort)
 	require.Len(t, exits, 2, "two runs, none run again")
 	for _, ex := range exits {
 		assert.Equal(t, "dispatch_timeout", ex.Attrs["reason"])
