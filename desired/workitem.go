@@ -512,6 +512,8 @@ type Record struct {
 	Status  Status
 	Pending []Delivery
 	Report  *SessionReport
+	// Lease is which host runs the item (Fleet), as of the read.
+	Lease Lease
 }
 
 // SeenLimit is a usage limit as its harness reported it (harness.Limit,

@@ -1,6 +1,10 @@
 package schema
 
-import "time"
+import (
+	"fmt"
+	"os"
+	"time"
+)
 
 // Config is loopd.yaml. The JSON Schema in loopd.schema.json is the contract;
 // these types mirror it. Load fills defaults, so every field below is set
@@ -20,11 +24,47 @@ type Config struct {
 	// GitHub, when set, lets loopd talk back through GitHub's REST API
 	// (announce, acknowledge, notify); nil: loopd only listens.
 	GitHub *GitHub `yaml:"github" json:"github,omitempty"`
+	Store  Store   `yaml:"store" json:"store"`
+	Host   Host    `yaml:"host" json:"host"`
 
 	// dir is the config file's absolute directory, against which relative
 	// paths are resolved.
 	dir string
 }
+
+// Store selects where desired state, the journal and the leases live.
+type Store struct {
+	// URL is "" for the embedded SQLite file in StateDir, or a
+	// postgres:// URL (pgx's connection string) for a PostgreSQL database
+	// shared by every host of one fleet.
+	URL string `yaml:"url" json:"url"`
+}
+
+// Host names this loopd among the hosts that share one store.
+type Host struct {
+	// Name must be unique among the hosts sharing a store; default the
+	// machine's hostname (os.Hostname).
+	Name string `yaml:"name" json:"name"`
+	// LeaseSeconds is how long a host's leases outlive its last heartbeat:
+	// past it, another host takes its items over. Default 15.
+	LeaseSeconds int `yaml:"leaseSeconds" json:"leaseSeconds"`
+}
+
+// HostName returns Name, or the machine's hostname (os.Hostname) when Name
+// is empty.
+func (h Host) HostName() (string, error) {
+	if h.Name != "" {
+		return h.Name, nil
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("host name: %w", err)
+	}
+	return name, nil
+}
+
+// LeaseTTL returns LeaseSeconds as a duration.
+func (h Host) LeaseTTL() time.Duration { return seconds(h.LeaseSeconds) }
 
 // Tmux configures loopd's private tmux server.
 type Tmux struct {

@@ -27,6 +27,7 @@ const (
 	// capacity's: a real Claude Code process holds hundreds of MB.
 	defaultMaxLiveSessions   = 10
 	defaultMaxStartsInFlight = 2
+	defaultLeaseSeconds      = 15
 )
 
 // DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
@@ -89,6 +90,7 @@ func (c *Config) applyDefaults(dir string) {
 		c.Capacity.MaxLiveSessions = &live
 	}
 	orDefault(&c.Capacity.MaxStartsInFlight, defaultMaxStartsInFlight)
+	orDefault(&c.Host.LeaseSeconds, defaultLeaseSeconds)
 	for name, h := range c.Harnesses {
 		orDefault(&h.Adapter, name)
 		c.Harnesses[name] = h

@@ -1,0 +1,127 @@
+package desired
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors of a Fleet.
+var (
+	// ErrFenced means a write carried a fencing generation that is not the
+	// item's current one: the lease moved to another host (or was
+	// released) after the writer read it. Nothing of the write was applied.
+	ErrFenced = errors.New("fenced: the work item's lease is held under another generation")
+	// ErrTranscriptOffset means an append to a stored transcript did not
+	// start at its stored size: the caller's idea of what is stored is
+	// stale. Nothing was applied.
+	ErrTranscriptOffset = errors.New("transcript append does not start at the stored size")
+	// ErrNoTranscript means the store holds no transcript of the session.
+	ErrNoTranscript = errors.New("no stored transcript")
+)
+
+// Lease is a work item's ownership by one host. An item is run by its
+// lease's owner only; every status write, outbox entry and transcript
+// append carries the writer's Generation, and the store refuses one whose
+// Generation is not the item's (ErrFenced).
+type Lease struct {
+	// Owner is the host name, "" when no host holds the item.
+	Owner string
+	// Generation is the fencing generation: 0 for an item never leased,
+	// and one more on every change of Owner (a release included).
+	Generation int64
+	// Expires is when the lease lapses unless its owner heartbeats again:
+	// the owner's last heartbeat plus its lease TTL, on the store's clock.
+	// Zero when Owner is "".
+	Expires time.Time
+}
+
+// Host is one member of the hosts that share a store.
+type Host struct {
+	Name string
+	// Capacity is how many open items the host takes at most
+	// (capacity.maxLiveSessions); 0 means no limit.
+	Capacity int
+	// LeaseTTL is how long the host's leases outlive its last heartbeat
+	// (host.leaseSeconds).
+	LeaseTTL time.Duration
+	// Draining is set by loopd drain: the host takes no new item and
+	// hands its items back (ReleaseLease) once their agents are stopped.
+	Draining bool
+	// Heartbeat is the host's last heartbeat, on the store's clock;
+	// Hosts fills it in, Heartbeat sets it.
+	Heartbeat time.Time
+	// Leases is how many items the host holds (Hosts fills it in).
+	Leases int
+	// Live reports whether Heartbeat+LeaseTTL is still ahead of the
+	// store's clock (Hosts fills it in).
+	Live bool
+}
+
+// LeaseChange is one change of owner Assign made.
+type LeaseChange struct {
+	Key        Key
+	From, To   string // host names; From is "" for an item no host held
+	Generation int64  // the new generation
+}
+
+// Fleet is the part of a store that lets several hosts share it: host
+// membership, per-item leases with fencing, and the copies of each item's
+// transcript that let its conversation move with it. Both stores
+// implement it; with SQLite the fleet is the one host (and the cron pass
+// that shares its state dir).
+type Fleet interface {
+	// Heartbeat writes h's membership row (Capacity, LeaseTTL; Draining
+	// is kept as SetDraining left it) with Heartbeat set to the store's
+	// clock, which renews every lease h.Name holds: a lease lasts as long
+	// as its owner's heartbeats, so renewal costs one row whatever the
+	// number of items.
+	Heartbeat(ctx context.Context, h Host) error
+	// Hosts returns every member, by name, with its Leases count and Live.
+	Hosts(ctx context.Context) ([]Host, error)
+	// Assign gives every item that needs a host and has none live (no
+	// owner, or an owner whose lease expired) to the live, non-draining
+	// host with the most free capacity (Capacity less its leases on open
+	// items; ties by name), bumping each one's Generation. An item
+	// needs a host when it is open, or closed with an agent that may
+	// still run (Status.Phase not Stopped, Exited or empty). It returns
+	// the changes made, in key order.
+	Assign(ctx context.Context) ([]LeaseChange, error)
+	// ReleaseLease gives up host's lease of k held under generation gen:
+	// Owner becomes "" and Generation grows. It fails with ErrFenced when
+	// k's lease is not host's under gen, and wraps ErrNotFound for an
+	// unknown key.
+	ReleaseLease(ctx context.Context, k Key, host string, gen int64) error
+	// SetDraining sets or clears host's Draining flag; the error wraps
+	// ErrNotFound when no member has that name.
+	SetDraining(ctx context.Context, host string, draining bool) error
+	// FencedWrite is WriteStatus under a lease: the write is applied only
+	// when k's lease Generation is gen (ErrFenced otherwise), and each of
+	// w.Calls is stored with gen. WriteStatus and PutStatus are the
+	// unfenced forms, for an item never leased (Generation 0).
+	FencedWrite(ctx context.Context, k Key, gen int64, w StatusWrite) error
+	// DueCallsFor is DueCalls limited to the items host holds.
+	DueCallsFor(ctx context.Context, host string, now time.Time, limit int) ([]Call, error)
+	// TranscriptSize returns how many bytes of k's transcript of harness
+	// session id the store holds (0 when none).
+	TranscriptSize(ctx context.Context, k Key, id string) (int64, error)
+	// AppendTranscript appends data to k's stored transcript of session
+	// id, at offset off, under k's lease generation gen. It fails with
+	// ErrTranscriptOffset when off is not the stored size, ErrFenced when
+	// gen is not k's generation, and wraps ErrNotFound for an unknown key.
+	AppendTranscript(ctx context.Context, k Key, id string, off int64, data []byte, gen int64) error
+	// Transcript returns k's stored transcript of session id, whole; the
+	// error wraps ErrNoTranscript when there is none.
+	Transcript(ctx context.Context, k Key, id string) ([]byte, error)
+}
+
+// Listener is a store that tells its hosts, within milliseconds, that
+// something they may act on changed on another host (PostgreSQL's
+// LISTEN/NOTIFY): an ingest, a change of lease.
+type Listener interface {
+	// Listen calls wake after each such change until ctx ends, and
+	// returns ctx's cause then. It reconnects, with backoff, when its
+	// connection fails, and calls wake after each reconnect (a change
+	// may have been missed).
+	Listen(ctx context.Context, wake func()) error
+}
