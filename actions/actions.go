@@ -915,6 +915,10 @@ type PrepareWorkspace struct {
 	Failures   int
 	Retry      bool
 	RetryAfter time.Duration
+	// Resume is true for an item with an agent to bring back (a moved
+	// item): once its workdir is ready it goes BackingOff, due now, and
+	// is resumed, instead of Idle.
+	Resume bool
 }
 
 // Item implements Action.

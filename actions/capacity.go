@@ -11,7 +11,6 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Admission and idle parking (capacity): why an item that needs an agent
@@ -146,14 +145,8 @@ func (e *Executor) park(ctx context.Context, r *desired.Record, a Park) error {
 		}
 		return fmt.Errorf("park %s: %w (screen %s)", r.Key, errNotIdle, class)
 	}
-	if err := e.endGroup(ctx, r, a.Session, ad); err != nil {
-		return fmt.Errorf("park %s: %w", r.Key, err)
-	}
-	if err := e.Tmux.KillSession(ctx, a.Session, e.Owner); err != nil && !errors.Is(err, tmux.ErrNoSession) {
-		return fmt.Errorf("park %s: %w", r.Key, err) // kill session <name>: …; a foreign one is never killed
-	}
-	if err := e.Launcher.Discard(a.Session); err != nil {
-		return fmt.Errorf("park %s: %w", r.Key, err)
+	if err := e.stopAgent(ctx, r, a.Session); err != nil {
+		return fmt.Errorf("park %s: %w", r.Key, err) // a foreign session is never killed
 	}
 	st := r.Status
 	st.Phase = desired.PhaseParked

@@ -121,6 +121,27 @@ type Executor struct {
 	// since the last WaitWorkspaces.
 	failedPrepares int
 
+	// Fleet, when set, is the store's lease side: every status write is
+	// fenced by the item's lease generation (desired.Fleet.FencedWrite),
+	// and a draining host releases its leases through it. nil writes
+	// unfenced (one host without leases).
+	Fleet desired.Fleet
+	// Host is this host's name (host.name), stamped on every status write
+	// (desired.Status.Host); "" without leases.
+	Host string
+	// LeaseValid, when set, reports whether this host's lease clock is
+	// still valid (reconciler.LeaseClock); the executor asks it right
+	// before every paste, key and spawn, and acts on no item once it
+	// lapsed (ErrLeaseLost).
+	LeaseValid func() bool
+	// Mover copies each item's transcript to the store after every
+	// verified delivery and before a drain's release, and back on the
+	// host that takes a moved item over; nil copies nothing.
+	Mover TranscriptMover
+	// lost holds the items whose lease.lost this executor journaled, until
+	// it writes their status again.
+	lost map[desired.Key]bool
+
 	// Talk returns what an item's route lets loopd say on GitHub
 	// (desired.TalkRule), read at each status write so that a reload
 	// applies; nil says nothing.
@@ -160,6 +181,26 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 		if err != nil {
 			failed[k] = true
 			switch {
+			case errors.Is(err, ErrLeaseLost):
+				// Not this host's item any more (a fenced write, or a
+				// lease clock that lapsed before a paste or a spawn): its
+				// local agent stops, nothing more is written, and the
+				// write is never retried. The next pass reads the lease.
+				reason := ReasonLeaseLapsed
+				if errors.Is(err, desired.ErrFenced) {
+					reason = ReasonFenced
+				}
+				e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
+				if rerr := e.relinquish(ctx, r, desired.SessionName(k), "", reason); rerr != nil {
+					res.Failed++
+					res.Retry = true
+					e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", "relinquish", "err", rerr)
+				}
+				continue
+			case errors.Is(err, errNoTranscript):
+				// Recorded: the next pass spawns fresh with the event.
+				res.Replan = true
+				continue
 			case errors.Is(err, ErrNotReady):
 				// Not a failure: the harness is busy or starting.
 				res.Retry = true
@@ -237,6 +278,12 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.stopRun(ctx, r, a)
 	case Rest:
 		return e.rest(ctx, r, a)
+	case Relinquish:
+		return e.relinquish(ctx, r, a.Session, a.Owner, a.Reason)
+	case RestoreTranscript:
+		return e.restoreTranscript(ctx, r, a)
+	case Handover:
+		return e.handover(ctx, r, a)
 	default:
 		return fmt.Errorf("execute %s: unknown action %T", r.Key, a)
 	}
@@ -271,16 +318,25 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 	if e.Talk != nil {
 		talk = e.Talk(*r)
 	}
-	st, calls := desired.TalkRule(*r, st, acked, talk)
-	if err := e.Store.WriteStatus(ctx, r.Key, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
-		return err // the store names the operation and the item
+	if e.Host != "" {
+		st.Host = e.Host
 	}
+	st, calls := desired.TalkRule(*r, st, acked, talk)
+	if err := e.write(ctx, r, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
+		return err
+	}
+	e.held(r.Key)
 	for _, c := range calls {
 		e.record(ctx, slog.LevelInfo, journal.GitHubQueued, r.Key, "call", string(c.Kind), "reason", st.Reason)
 	}
 	r.Status = st
 	if id != "" {
 		r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == id })
+	}
+	if verified && id != "" {
+		// The conversation holds the event: its copy in the store does
+		// too, for the host that may take the item over.
+		e.ship(ctx, r)
 	}
 	return nil
 }
@@ -400,6 +456,13 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 		}
 		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
 	}
+	if a.Reason == ReasonHostMoved && a.TranscriptSize < 0 && e.Fleet != nil {
+		// The transcript restored in this pass is the stored one: its
+		// growth past that size confirms the resume.
+		if size, err := e.Fleet.TranscriptSize(ctx, r.Key, a.ResumeID); err == nil && size > 0 {
+			a.TranscriptSize = size
+		}
+	}
 	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), nil, ad)
 }
 
@@ -441,6 +504,9 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.endPredecessor(ctx, r, s); err != nil {
 			return err
 		}
+		if err := e.checkLease("spawn", r.Key); err != nil {
+			return err
+		}
 		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
 	}
 	// A harness that outlives kill-session is ended by its process group
@@ -464,6 +530,9 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		env = map[string]string{}
 	}
 	env["LOOPD_WORK_ITEM"] = r.Key.String()
+	if err := e.checkLease("spawn", r.Key); err != nil {
+		return err
+	}
 	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
@@ -692,6 +761,9 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
+	if err := e.checkLease("deliver", r.Key); err != nil {
+		return err
+	}
 	// The screen said ready, but a dead CLI's input box stays drawn: tmux
 	// itself checks, in the paste's own invocation, that the harness is
 	// still the pane's foreground process.
@@ -762,6 +834,9 @@ func refusal(err error, other string) string {
 // submit presses Enter in target and records the send; via says whether it
 // follows a paste or resubmits text left in the input box.
 func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Adapter, a DeliverPrompt, target, via string) error {
+	if err := e.checkLease("deliver", r.Key); err != nil {
+		return err
+	}
 	if err := e.Tmux.SendKeys(ctx, target, e.guard(ad), "Enter"); err != nil {
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, "delivery", a.DeliveryID, "reason", refusal(err, "enter_failed"), "err", err)
 		return fmt.Errorf("deliver %s: %w", a.DeliveryID, err) // send keys to <target>: …
@@ -1052,6 +1127,9 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 	}
 	if st.Phase == desired.PhasePreparing {
 		st.Phase, st.Reason, st.PrepareStarted = desired.PhaseIdle, string(ReasonWorkspaceReady), time.Time{}
+		if a.Resume {
+			st.Phase, st.NextAttempt = desired.PhaseBackingOff, e.Now()
+		}
 	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err

@@ -65,6 +65,17 @@ type LeaseChange struct {
 	Generation int64  // the new generation
 }
 
+// NeedsHost reports whether r needs a host to run it (Fleet.Assign's
+// rule): it is open, or closed with an agent that may still run
+// (Status.Phase not Stopped, Exited or empty).
+func (r Record) NeedsHost() bool {
+	switch r.Status.Phase {
+	case "", PhaseStopped, PhaseExited:
+		return !r.Spec.Closed
+	}
+	return true
+}
+
 // Fleet is the part of a store that lets several hosts share it: host
 // membership, per-item leases with fencing, and the copies of each item's
 // transcript that let its conversation move with it. Both stores
@@ -83,8 +94,7 @@ type Fleet interface {
 	// owner, or an owner whose lease expired) to the live, non-draining
 	// host with the most free capacity (Capacity less its leases on open
 	// items; ties by name), bumping each one's Generation. An item
-	// needs a host when it is open, or closed with an agent that may
-	// still run (Status.Phase not Stopped, Exited or empty). It returns
+	// needs a host by Record.NeedsHost. It returns
 	// the changes made, in key order.
 	Assign(ctx context.Context) ([]LeaseChange, error)
 	// ReleaseLease gives up host's lease of k held under generation gen:

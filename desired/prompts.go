@@ -143,3 +143,13 @@ func LimitResetPrompt(k Key) string {
 		"and resumed this session.\n" +
 		"Your last turn may have been cut short. Re-read the conversation above and continue the task where you left off."
 }
+
+// MovedPrompt returns the prompt a conversation resumes with on host to
+// after it moved there from host from (a host died, was cut off, or was
+// drained): uncommitted work stayed behind on the old host. Host names
+// are the operator's (host.name), never payload text.
+func MovedPrompt(k Key, from, to string) string {
+	return "[loopd] moved " + k.String() + ": loopd moved this agent from host " + strconv.Quote(from) + " to host " + strconv.Quote(to) + ".\n" +
+		"Work that was not committed and pushed on the old host may be lost. " +
+		"Check `git status` and the state of the work item before you go on, then continue the task where you left off."
+}

@@ -353,6 +353,16 @@ type Status struct {
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
 	IDUnconfirmed bool `json:",omitempty"`
+
+	// Host is the host whose executor wrote this status (every write sets
+	// it); "" for a status written before hosts were named. An item whose
+	// status another host wrote, and that had an agent or a conversation,
+	// moved to this host (reconciler, the moved-item path).
+	Host string `json:",omitempty"`
+	// MovedFrom is the host an item's conversation last moved from, as the
+	// host that took it over recorded with its transcript's restore; the
+	// resume that follows tells the agent (desired.MovedPrompt).
+	MovedFrom string `json:",omitempty"`
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -93,12 +93,17 @@ func boundStatus(st desired.Status, p Policy, now time.Time) (desired.Status, []
 // returns the records as the pass is to see them.
 func (r *Reconciler) boundClock(ctx context.Context, records []desired.Record, p Policy, now time.Time, dryRun bool) ([]desired.Record, error) {
 	for i := range records {
+		if !owns(records[i], p) {
+			continue // another host's to bound
+		}
 		st, fields := boundStatus(records[i].Status, p, now)
 		if len(fields) == 0 {
 			continue
 		}
 		if !dryRun {
-			if err := r.Store.PutStatus(ctx, records[i].Key, st); err != nil {
+			// Through the executor's one home of status writes: fenced
+			// by the item's lease, stamped with this host.
+			if err := r.Executor.PutStatus(ctx, &records[i], st); err != nil {
 				return nil, fmt.Errorf("bound clock %s: %w", records[i].Key, err)
 			}
 			r.Journal.Record(ctx, slog.LevelWarn, journal.ClockBounded, records[i].Key.String(),

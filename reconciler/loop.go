@@ -39,6 +39,14 @@ type Reconciler struct {
 	LockWait time.Duration
 	// Metrics, when not nil, counts passes and actions.
 	Metrics *Metrics
+	// Hosting, when not nil, is this host among several sharing the
+	// store: a pass plans only the items it owns (owns), calls Assign
+	// when an item needs a host, and stops the local agents of the others.
+	Hosting *Hosting
+
+	// last are the records the latest pass read: a pass whose lease clock
+	// lapsed and that cannot read the store stops their local agents.
+	last []desired.Record
 
 	triggerOnce sync.Once
 	trigger     chan struct{}
@@ -105,6 +113,13 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if journal.ReconcileID(ctx) == "" {
 		ctx = journal.WithReconcileID(ctx, journal.NewReconcileID())
 	}
+	if h := r.Hosting; h != nil && !dryRun && !h.Clock.Renewed() {
+		// The first pass of a daemon: its leases are its own once a
+		// heartbeat says so, and its agents are adopted, never stopped.
+		if err := h.Heartbeat(ctx); err != nil {
+			return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		}
+	}
 	lockCtx, cancel := ctx, context.CancelFunc(func() {})
 	if r.LockWait > 0 {
 		lockCtx, cancel = context.WithTimeout(ctx, r.LockWait)
@@ -112,15 +127,26 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	unlock, err := r.Store.Lock(lockCtx)
 	cancel()
 	if err != nil {
+		r.fence(ctx, dryRun)
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	defer unlock()
 	records, err := r.Store.Records(ctx)
 	if err != nil {
+		r.fence(ctx, dryRun)
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	now := r.Now()
-	policy := r.Policy()
+	if h := r.Hosting; h != nil && !dryRun && h.Clock.Valid() && needsAssign(records, now) {
+		if _, err := h.Assign(ctx); err != nil {
+			return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		}
+		if records, err = r.Store.Records(ctx); err != nil {
+			return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		}
+	}
+	r.last = records
+	policy := r.hosted(r.Policy(), dryRun)
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
@@ -150,6 +176,36 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		r.Metrics.fleet(records, policy)
 	}
 	return res, nil
+}
+
+// hosted returns p with this host's part of it: its name, its lease
+// clock's verdict as of now, and its drain flag. A dry run, which
+// heartbeats nothing, plans the items whose lease names this host as if
+// its clock were valid.
+func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
+	if h := r.Hosting; h != nil {
+		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Clock.Valid() || dryRun, h.Draining()
+	}
+	return p
+}
+
+// fence stops the local agents of the items the latest pass read when
+// this host's lease clock lapsed and the store cannot be read (a
+// partition): none of them is this host's to run any more, and nothing
+// is written (Relinquish). A clock never renewed stops nothing.
+func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
+	h := r.Hosting
+	if h == nil || dryRun || !h.Clock.Renewed() || h.Clock.Valid() || len(r.last) == 0 {
+		return
+	}
+	now := r.Now()
+	p := r.hosted(r.Policy(), false)
+	obs, err := r.Observer.Observe(ctx, r.last, needs(p, now), now)
+	if err != nil {
+		return // tmux unreadable: the next pass tries again
+	}
+	plan := planAcross(r.last, obs, p, now, across{})
+	r.Executor.Execute(ctx, r.last, plan)
 }
 
 func spawns(plan []actions.Action) bool {
@@ -230,6 +286,9 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // (Need.Learn), in any phase.
 func needs(p Policy, now time.Time) observed.Needs {
 	return func(rec desired.Record, snap observed.Snapshot) observed.Need {
+		if !owns(rec, p) || p.Draining {
+			return observed.Need{} // only its local agent is looked at
+		}
 		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
 		var learn time.Time
 		if rec.Status.IDUnconfirmed && p.Harnesses[rec.Spec.Harness].LearnsSessionID {

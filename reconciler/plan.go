@@ -33,7 +33,9 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 
 // Plan compares desired records with what one pass observed and returns the
 // actions that move each item toward its desired state, in key order, the
-// items that spawn last (each item's actions stay in their order). It is
+// stops of the items this host does not own (and a draining host's
+// hand-overs) first and the items that spawn last (each item's actions
+// stay in their order). It is
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
@@ -52,11 +54,14 @@ type across struct {
 	claimed map[string]bool
 }
 
-// acrossOf settles across for items.
+// acrossOf settles across for items. Only the agents of the items this
+// host owns count toward a loss: another host's are not expected here.
 func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now time.Time) across {
-	ptrs := make([]*desired.Record, len(items))
+	ptrs := make([]*desired.Record, 0, len(items))
 	for i := range items {
-		ptrs[i] = &items[i]
+		if owns(items[i], p) {
+			ptrs = append(ptrs, &items[i])
+		}
 	}
 	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items)}
 }
@@ -73,17 +78,30 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
 	}
-	plans := make([][]actions.Action, len(sorted))
-	for i, r := range sorted {
+	// An item this host does not own only has its local agent stopped,
+	// and a draining host hands over the items it owns; both go first.
+	var out, spawning []actions.Action
+	mine := make([]*desired.Record, 0, len(sorted))
+	for _, r := range sorted {
+		switch {
+		case !owns(*r, p):
+			out = append(out, relinquish(*r, obs, p)...)
+		case p.Draining:
+			out = append(out, handover(*r, obs, p)...)
+		default:
+			mine = append(mine, r)
+		}
+	}
+	plans := make([][]actions.Action, len(mine))
+	for i, r := range mine {
 		plans[i] = planRecord(*r, obs, p, now, x)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
-	admit(sorted, plans, p, now)
+	admit(mine, plans, p, now)
 	// The spawns go last, so that the stops, exits and parks that freed
 	// their slots are carried out before them: the host never runs more
 	// agents than its capacity, even for a moment.
-	var out, spawning []actions.Action
 	for _, plan := range plans {
 		if spawnIndex(plan) >= 0 {
 			spawning = append(spawning, plan...)
@@ -113,6 +131,13 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 		out, r = append(out, pre...), rec
 		if done {
 			return out
+		}
+	}
+	if from := movedFrom(r, p); from != "" {
+		it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
+		it.observe()
+		if m := it.moved(from); m != nil {
+			return append(out, m...)
 		}
 	}
 	return append(out, planItem(r, obs, p, now, loss, holds)...)
@@ -316,6 +341,10 @@ type itemPlan struct {
 	// (observeRun).
 	process bool
 	run     observed.Run
+	// restoring is true when the plan restores the item's transcript
+	// before its spawn (a moved item): the transcript the pass found
+	// missing will be there.
+	restoring bool
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -782,7 +811,8 @@ func (it itemPlan) refused() []actions.Action {
 // recorded with the exit that scheduled it.
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
-	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage:
+	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
+		actions.ReasonHostMoved, actions.ReasonDrained:
 		return exitReason
 	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
@@ -905,8 +935,13 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 	}
 	if why == "" {
 		size := int64(-1)
-		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known {
+		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known && !it.restoring {
 			size = tr.Size
+		}
+		if reason == actions.ReasonHostMoved {
+			// The restored conversation says which events landed on the
+			// old host: the others are pasted after the resume holds.
+			s.DeliveryID, s.Prompt = "", desired.MovedPrompt(key, st.MovedFrom, it.p.Host)
 		}
 		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size}
 	}
@@ -959,7 +994,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 	case st.Retired(id):
 		return actions.ResumeCrashLoop
 	}
-	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists {
+	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists && !it.restoring {
 		return actions.ResumeTranscriptMissing
 	}
 	return ""

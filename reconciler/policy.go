@@ -87,6 +87,15 @@ type Policy struct {
 	// item's name that does not carry it (another loopd's, or one made by
 	// hand) is foreign: never adopted, pasted into or killed.
 	Owner string
+	// Host is this host's name among the hosts sharing the store
+	// (host.name), "" for a loopd without leases, which runs every item.
+	// With a Host, an item is planned only when it is this host's (owns):
+	// its lease's owner is Host and LeaseValid, this host's lease clock
+	// as the pass read it, holds. Draining is this host's drain flag: it
+	// hands every item it holds over (Handover) instead.
+	Host       string
+	LeaseValid bool
+	Draining   bool
 	// MaxLive is how many items may hold a live agent's slot at once
 	// (holdsSlot), MaxStarts how many starts may be in flight at once
 	// (startInFlight), both 0 for no limit; IdlePark, when not 0, is how

@@ -174,6 +174,33 @@ const (
 	// socket taken by the loopd of another state dir, and did not start.
 	ServeRefused Name = "serve.refused"
 
+	// LeaseAcquired: Assign gave an item no live host held to a host
+	// (to_host, generation); LeaseMoved: it took an item over from a host
+	// whose lease expired (from_host, to_host, generation).
+	LeaseAcquired Name = "lease.acquired"
+	LeaseMoved    Name = "lease.moved"
+	// LeaseLost: this host found it no longer runs an item (another host
+	// holds the lease, its lease clock lapsed, or a write was fenced); its
+	// local agent was stopped with no store write and no paste.
+	LeaseLost Name = "lease.lost"
+	// LeaseReleased: a draining host stopped an item's agent, shipped its
+	// transcript and gave the lease up for another host to take.
+	LeaseReleased Name = "lease.released"
+	// HostHeartbeatFailed: this host's heartbeat (its membership row,
+	// which renews its leases) failed; retried every leaseSeconds/3.
+	HostHeartbeatFailed Name = "host.heartbeat_failed"
+	// HostDraining: this host found it was set draining (loopd drain), or
+	// back in service (draining=false).
+	HostDraining Name = "host.draining"
+	// TranscriptShipFailed: an item's transcript could not be copied to
+	// the store (after a delivery, or before a drain's release); the next
+	// ship appends what is missing.
+	TranscriptShipFailed Name = "transcript.ship_failed"
+	// TranscriptRestored: a host that took an item over wrote its stored
+	// transcript back where the harness reads it (found=false: the store
+	// held none, and the item goes fresh with its event).
+	TranscriptRestored Name = "transcript.restored"
+
 	// ReconcileFailed: a pass failed before it could act; the loop retries.
 	ReconcileFailed Name = "reconcile.failed"
 	// ClockBounded: an item's status held instants further in the future

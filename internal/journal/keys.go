@@ -127,6 +127,14 @@ const (
 	KeyDown  = "down"  // of them, those found dead or missing
 	KeyPID   = "pid"   // a process id: the harness a spawn waited for or killed
 
+	// Hosts and leases (lease.*, host.*).
+	KeyHost           = "host"             // a host's name (host.name)
+	KeyFromHost       = "from_host"        // the host an item's lease or conversation moved from
+	KeyToHost         = "to_host"          // the host an item's lease or conversation moved to
+	KeyLeaseGen       = "lease_generation" // an item's lease fencing generation
+	KeyDraining       = "draining"         // the host is set draining (loopd drain)
+	KeyLeaseRemaining = "lease_remaining"  // how long this host's lease clock stays valid (a duration)
+
 	// Capacity (session.queued, session.parked, the dry run's queue).
 	KeyPosition  = "position"   // an item's place in the queue, 1 first
 	KeyMaxLive   = "max_live"   // capacity.maxLiveSessions, 0 for no limit

@@ -1,0 +1,219 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// LeaseClock is this host's own reckoning of its leases, on the monotonic
+// clock: valid until the start of its last successful heartbeat plus the
+// lease TTL less LeaseMargin. The store reckons a lease's expiry from the
+// heartbeat's commit on its own clock, which comes later, so this host
+// stops acting on its items before any other host can take one over, even
+// when its heartbeats stall (a SIGSTOP, a partition) and whatever the wall
+// clocks say. The zero LeaseClock is not valid; its methods are safe for
+// concurrent use.
+type LeaseClock struct {
+	// Elapsed is the monotonic clock (Elapsed in production).
+	Elapsed func() time.Duration
+
+	mu      sync.Mutex
+	until   time.Duration
+	renewed bool
+}
+
+// LeaseMargin returns how long before a lease of ttl expires, counted from
+// the start of the heartbeat that renewed it, this host stops acting on
+// it: a fifth of ttl (3 s of the default 15 s), which covers a heartbeat's
+// round trip and the spread of a pass between the check and the act.
+func LeaseMargin(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// Renew records a successful heartbeat that started at start (an
+// Elapsed reading taken before it was sent): the clock is valid until
+// start + ttl - LeaseMargin(ttl).
+func (c *LeaseClock) Renew(start, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.until, c.renewed = start+ttl-LeaseMargin(ttl), true
+}
+
+// Valid reports whether this host may act on the items it holds now.
+func (c *LeaseClock) Valid() bool { return c.Remaining() > 0 }
+
+// Remaining returns how long the clock stays valid, 0 or less once it
+// lapsed (and before the first Renew).
+func (c *LeaseClock) Remaining() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.renewed {
+		return 0
+	}
+	return c.until - c.Elapsed()
+}
+
+// Renewed reports whether a heartbeat ever succeeded: a clock that lapsed
+// once it was valid stops the local agents (self-fencing); one never
+// renewed means the daemon has just started, and adopts them.
+func (c *LeaseClock) Renewed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.renewed
+}
+
+// Hosting is this host among the hosts that share the store
+// (docs/design.md, "Many hosts"): its membership row and heartbeat, its
+// lease clock, the Assign calls that hand out items with no live host,
+// and its drain flag as the store holds it.
+type Hosting struct {
+	Fleet desired.Fleet
+	// Host is this host's row: Name (host.name), Capacity
+	// (capacity.maxLiveSessions) and LeaseTTL (host.leaseSeconds).
+	Host    desired.Host
+	Clock   *LeaseClock
+	Journal *journal.Recorder
+
+	mu       sync.Mutex
+	draining bool
+	known    bool // draining was read once
+}
+
+// Heartbeat writes this host's membership row, which renews every lease
+// it holds, renews the lease clock from the time it started, and reads
+// this host's drain flag back (host.draining when it changed). The error
+// names the host.
+func (h *Hosting) Heartbeat(ctx context.Context) error {
+	start := h.Clock.Elapsed()
+	if err := h.Fleet.Heartbeat(ctx, h.Host); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+	}
+	h.Clock.Renew(start, h.Host.LeaseTTL)
+	hosts, err := h.Fleet.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+	}
+	for _, m := range hosts {
+		if m.Name == h.Host.Name {
+			h.setDraining(ctx, m.Draining)
+		}
+	}
+	return nil
+}
+
+// setDraining records the drain flag read from the store, and journals
+// host.draining when it changed (or is set at start).
+func (h *Hosting) setDraining(ctx context.Context, draining bool) {
+	h.mu.Lock()
+	changed := draining != h.draining || !h.known && draining
+	h.draining, h.known = draining, true
+	h.mu.Unlock()
+	if changed {
+		h.Journal.Record(ctx, slog.LevelInfo, journal.HostDraining, "", journal.KeyHost, h.Host.Name, journal.KeyDraining, draining)
+	}
+}
+
+// Draining reports whether this host is set draining (loopd drain), as
+// its last heartbeat read it.
+func (h *Hosting) Draining() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.draining
+}
+
+// Assign hands every item that needs a host and has no live one to the
+// live host with the most free capacity (desired.Fleet.Assign), and
+// journals each change: lease.acquired for an item no host held,
+// lease.moved for one taken over. It reports whether any item came to
+// this host.
+func (h *Hosting) Assign(ctx context.Context) (bool, error) {
+	changes, err := h.Fleet.Assign(ctx)
+	if err != nil {
+		return false, fmt.Errorf("assign: %w", err)
+	}
+	mine := false
+	for _, c := range changes {
+		mine = mine || c.To == h.Host.Name
+		if c.From == "" {
+			h.Journal.Record(ctx, slog.LevelInfo, journal.LeaseAcquired, c.Key.String(), journal.KeyToHost, c.To, journal.KeyLeaseGen, c.Generation)
+			continue
+		}
+		h.Journal.Record(ctx, slog.LevelWarn, journal.LeaseMoved, c.Key.String(), journal.KeyFromHost, c.From, journal.KeyToHost, c.To,
+			journal.KeyLeaseGen, c.Generation)
+	}
+	return mine, nil
+}
+
+// HeartbeatReason is the reason of host.heartbeat_failed.
+const HeartbeatReason = "store_unreachable"
+
+// Run heartbeats every LeaseTTL/3 until ctx ends, each success followed
+// by an Assign, and calls wake when an item came to this host, when its
+// drain flag changed, and when its lease clock lapses after failed
+// heartbeats (the pass then stops the local agents). A failure is
+// journaled (host.heartbeat_failed, with the lease clock's remaining
+// time); the journal's Limiter folds a run of them.
+func (h *Hosting) Run(ctx context.Context, wake func()) {
+	every := max(h.Host.LeaseTTL/3, 10*time.Millisecond)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	var lapse *time.Timer
+	defer func() {
+		if lapse != nil {
+			lapse.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		draining := h.Draining()
+		err := h.Heartbeat(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			left := h.Clock.Remaining()
+			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
+				journal.KeyReason, HeartbeatReason, journal.KeyLeaseRemaining, max(left, 0).Round(time.Millisecond), journal.KeyErr, err)
+			if left > 0 && left < every && lapse == nil {
+				lapse = time.AfterFunc(left, wake)
+			}
+		default:
+			if lapse != nil {
+				lapse.Stop()
+				lapse = nil
+			}
+			mine, aerr := h.Assign(ctx)
+			if aerr != nil && ctx.Err() == nil {
+				h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
+					journal.KeyReason, "assign_failed", journal.KeyErr, aerr)
+			}
+			if mine || draining != h.Draining() {
+				wake()
+			}
+		}
+		t.Reset(every)
+	}
+}
+
+// needsAssign reports whether some record needs a host
+// (desired.Record.NeedsHost) and has no live one, by the lease as read
+// (its owner's expiry against now): the pass then calls Assign before it
+// plans. Assign itself decides, on the store's clock; this only spares
+// the call when nothing can change.
+func needsAssign(records []desired.Record, now time.Time) bool {
+	for _, r := range records {
+		if r.NeedsHost() && (r.Lease.Owner == "" || !r.Lease.Expires.After(now)) {
+			return true
+		}
+	}
+	return false
+}
