@@ -60,6 +60,12 @@ type app struct {
 	// github sends the outbox's calls; nil without a github block, and in
 	// the commands that send nothing.
 	github *ghapi.Client
+	// fleet is the store's lease side and hosting this host among the
+	// hosts sharing it (joinFleet); nil in the commands that run no pass.
+	fleet   desired.Fleet
+	hosting *reconciler.Hosting
+	// mover copies transcripts to the store and back (nil: none).
+	mover actions.TranscriptMover
 }
 
 // openStore opens the SQLite store in cfg's state dir.
@@ -198,6 +204,14 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	}
 	// A worktree is made outside the pass; its outcome asks for the next.
 	rc.Executor.Wake = rc.Trigger
+	if h := a.hosting; h != nil {
+		// Only this host's items are planned, every status write is
+		// fenced by its item's lease, and nothing is pasted or spawned
+		// once the lease clock lapsed.
+		rc.Hosting = h
+		rc.Executor.Fleet, rc.Executor.Host, rc.Executor.LeaseValid = a.fleet, h.Host.Name, h.Clock.Valid
+		rc.Executor.Mover = a.mover
+	}
 	return rc
 }
 

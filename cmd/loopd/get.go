@@ -26,14 +26,15 @@ func newGetCmd(g *globals) *cobra.Command {
 	var stale time.Duration
 	cmd := &cobra.Command{
 		Use:   "get",
-		Short: "List work items: key, session, phase, session id, pending count",
+		Short: "List work items: key, host, session, phase, session id, pending count",
 		Long: `get lists every work item. An item that is Stopped while events have been
 pending for longer than --stale-pending is flagged in the reason column
 (stale_pending=N since=D): it is closed or held, so they wait, or a reopen
 was lost on the way from GitHub (the next comment heals that). A Queued item
 waits for a free slot of the host's capacity; position=N is its place in the
 queue, 1 next. SESSION ID says "unconfirmed" while loopd has not yet learned
-the id of a conversation its harness started without one given (Codex).`,
+the id of a conversation its harness started without one given (Codex).
+HOST is the host whose lease runs the item ("-" for none yet).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := schema.Load(g.config)
@@ -85,7 +86,7 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 // from (reconciler.NextFailures), not a stale recorded one.
 func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORK ITEM\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
+	fmt.Fprintln(tw, "WORK ITEM\tHOST\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
 	queue := reconciler.QueuePositions(records, now)
 	limitHeld := reconciler.LimitsHeld(records, p, now)
 	for _, r := range records {
@@ -133,7 +134,11 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		if flag := stalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, desired.SessionName(r.Key), phase, id,
+		host := r.Lease.Owner // the host that runs the item
+		if host == "" {
+			host = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, host, desired.SessionName(r.Key), phase, id,
 			len(r.Pending), reconciler.NextFailures(r, p, now, died[r.Key]), reason)
 	}
 	return tw.Flush()

@@ -150,11 +150,19 @@ func refused(err error) bool {
 // outboxWorker returns the worker that drains a's outbox into GitHub.
 func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 	lock := filepath.Join(cfg.StateDir, outboxLockFile)
-	return &ghapi.Worker{
+	w := &ghapi.Worker{
 		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now,
 		Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial, Max: schema.DefaultGitHubBackoffMax,
 		Lock: func(ctx context.Context) (func(), error) { return desired.LockFile(ctx, lock) },
 	}
+	if a.hosting != nil {
+		// Each call is sent by the host that holds its item.
+		host := a.hosting.Host.Name
+		w.Due = func(ctx context.Context, now time.Time, limit int) ([]desired.Call, error) {
+			return a.fleet.DueCallsFor(ctx, host, now, limit)
+		}
+	}
+	return w
 }
 
 // talk returns what an item may say on GitHub under the config current

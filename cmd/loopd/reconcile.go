@@ -65,6 +65,9 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return err
 	}
 	defer a.store.Close()
+	if err := a.joinFleet(cfg); err != nil {
+		return err
+	}
 	unlock, err := a.claimForOnce(ctx, cfg)
 	if err != nil {
 		return a.refuse(ctx, err)

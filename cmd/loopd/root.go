@@ -33,6 +33,8 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(g),
 		newReconcileCmd(g),
 		newGetCmd(g),
+		newHostsCmd(g),
+		newDrainCmd(g),
 		newEventsCmd(g),
 		newConfigCmd(g),
 		newHoldCmd(g, true),

@@ -92,6 +92,11 @@ func serve(ctx context.Context, g *globals) error {
 	// recorder newApp made served only the harness checks at start.
 	rows := repeats.Appender(a.store)
 	a.journal = journal.NewRecorder(log, rows, time.Now)
+	// This host among the hosts sharing the store: its leases decide
+	// which items it runs.
+	if err := a.joinFleet(cfg); err != nil {
+		return err
+	}
 	// One loopd per tmux server: two on one server would adopt, paste into
 	// and kill each other's agents. The socket lock keeps a second serve
 	// out while this one runs; the server's owner mark keeps out any loopd
@@ -210,6 +215,26 @@ func serve(ctx context.Context, g *globals) error {
 	} else {
 		close(outboxDone)
 	}
+	// The heartbeat renews this host's leases (a restart within
+	// leaseSeconds keeps them all: the first pass heartbeats before it
+	// plans, and adopts the agents still running) and hands out the items
+	// no live host holds.
+	hostsDone := make(chan struct{})
+	go func() {
+		defer close(hostsDone)
+		a.hosting.Run(ctx, rc.Trigger)
+	}()
+	listenDone := make(chan struct{})
+	if l, ok := a.store.(desired.Listener); ok {
+		// Another host's ingest or lease change wakes a pass within
+		// milliseconds; the resync interval stays the safety net.
+		go func() {
+			defer close(listenDone)
+			_ = l.Listen(ctx, rc.Trigger) // ctx's cause, at the end
+		}()
+	} else {
+		close(listenDone)
+	}
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -227,6 +252,8 @@ func serve(ctx context.Context, g *globals) error {
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
 	<-outboxDone
+	<-hostsDone
+	<-listenDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {

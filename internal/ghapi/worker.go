@@ -44,6 +44,11 @@ type Worker struct {
 	// from sending the same call: a drain that cannot take it at once
 	// sends nothing.
 	Lock func(ctx context.Context) (unlock func(), err error)
+	// Due, when set, reads the due calls instead of Store.DueCalls: with
+	// several hosts, only the calls of the items this host holds
+	// (desired.Fleet.DueCallsFor), so that a call is sent by its item's
+	// host alone.
+	Due func(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
 }
 
 // drainBatch is how many due calls one Drain reads at a time.
@@ -65,7 +70,7 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 	tried := 0
 	seen := map[int64]bool{}
 	for ctx.Err() == nil {
-		due, err := w.Store.DueCalls(ctx, w.Now(), drainBatch)
+		due, err := w.due(ctx)
 		if err != nil {
 			return tried, err
 		}
@@ -85,6 +90,14 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		}
 	}
 	return tried, ctx.Err()
+}
+
+// due reads the calls due now, at most drainBatch (Due, or the store's).
+func (w *Worker) due(ctx context.Context) ([]desired.Call, error) {
+	if w.Due != nil {
+		return w.Due(ctx, w.Now(), drainBatch)
+	}
+	return w.Store.DueCalls(ctx, w.Now(), drainBatch)
 }
 
 // Run drains the outbox every poll period until ctx ends. A drain the
