@@ -245,3 +245,22 @@ func eventNames(evs []journal.Event) []journal.Name {
 	}
 	return out
 }
+
+// TestWorkerSendsOnlyWhatDueGives: with several hosts the worker reads
+// the due calls through Due (desired.Fleet.DueCallsFor: this host's
+// items only), and sends nothing Due leaves out.
+func TestWorkerSendsOnlyWhatDueGives(t *testing.T) {
+	srv := ghapitest.New(t)
+	o := newOutbox(t, srv, announce)
+	var asked []time.Time
+	o.worker.Due = func(_ context.Context, now time.Time, limit int) ([]desired.Call, error) {
+		asked = append(asked, now)
+		return nil, nil // another host holds the item
+	}
+	assert.Equal(t, 0, o.drain(t))
+	assert.Equal(t, desired.CallPending, o.calls(t)[0].State)
+	assert.NotEmpty(t, asked)
+	o.worker.Due = nil
+	assert.Equal(t, 1, o.drain(t))
+	assert.Equal(t, desired.CallPosted, o.calls(t)[0].State)
+}
