@@ -43,6 +43,10 @@ var (
 	ErrRewritten = errors.New("local transcript no longer extends the stored copy")
 )
 
+// errLocal marks a failure to find or read the local transcript, as
+// opposed to the store's.
+var errLocal = errors.New("local transcript")
+
 // The reasons of transcript.ship_failed.
 const (
 	reasonShrunk            = "shrunk"
@@ -172,7 +176,7 @@ func (m *Mover) Ship(ctx context.Context, r desired.Record) error {
 func (m *Mover) ship(ctx context.Context, r desired.Record, a harness.Adapter, id string, s *copyState) error {
 	f, err := m.open(a, r.Workdir(), id, s)
 	if err != nil {
-		return fmt.Errorf("ship transcript %s of %s: %w", id, r.Key, err)
+		return fmt.Errorf("ship transcript %s of %s: %w: %w", id, r.Key, errLocal, err)
 	}
 	if f == nil {
 		return nil
@@ -180,7 +184,7 @@ func (m *Mover) ship(ctx context.Context, r desired.Record, a harness.Adapter, i
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("ship transcript %s of %s: %w", id, r.Key, err)
+		return fmt.Errorf("ship transcript %s of %s: %w: %w", id, r.Key, errLocal, err)
 	}
 	if !s.known {
 		stored, err := m.store.TranscriptSize(ctx, r.Key, id)
@@ -204,13 +208,13 @@ func (m *Mover) ship(ctx context.Context, r desired.Record, a harness.Adapter, i
 	}
 	end, err := lastLineEnd(f, s.stored, size)
 	if err != nil {
-		return fmt.Errorf("ship transcript %s of %s: read %s: %w", id, r.Key, s.path, err)
+		return fmt.Errorf("ship transcript %s of %s: %w: read %s: %w", id, r.Key, errLocal, s.path, err)
 	}
 	buf := make([]byte, min(ChunkSize, end-s.stored))
 	for s.stored < end {
 		chunk := buf[:min(int64(len(buf)), end-s.stored)]
 		if _, err := f.ReadAt(chunk, s.stored); err != nil {
-			return fmt.Errorf("ship transcript %s of %s: read %s: %w", id, r.Key, s.path, err)
+			return fmt.Errorf("ship transcript %s of %s: %w: read %s: %w", id, r.Key, errLocal, s.path, err)
 		}
 		if err := m.store.AppendTranscript(ctx, r.Key, id, s.stored, chunk, r.Lease.Generation); err != nil {
 			return fmt.Errorf("ship transcript %s of %s: %w", id, r.Key, err)
@@ -307,7 +311,7 @@ func (m *Mover) journalShip(ctx context.Context, r desired.Record, a harness.Ada
 		reason = reasonFenced
 	case errors.Is(err, desired.ErrTranscriptOffset):
 		reason = reasonOffset
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, harness.ErrInvalidSessionID):
+	case errors.Is(err, errLocal):
 		reason = reasonUnreadable
 	}
 	m.rec.Record(ctx, slog.LevelWarn, journal.TranscriptShipFailed, r.Key.String(), journal.KeyReason, reason,

@@ -406,3 +406,13 @@ func TestRunShipsTheItemsThisHostHolds(t *testing.T) {
 	require.Len(t, failed, 1)
 	assert.Equal(t, "records_unreadable", failed[0].Attrs["reason"])
 }
+
+func TestShipJournalsAnUnreadableLocalTranscript(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(f.path, "sub"), 0o700)) // a directory stands where the file goes
+	require.Error(t, f.mover.Ship(t.Context(), f.rec))
+	failed := f.events.named(journal.TranscriptShipFailed)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "unreadable", failed[0].Attrs["reason"])
+	assert.Empty(t, f.store.appends)
+}
