@@ -44,6 +44,13 @@ const DefaultDispatchTimeoutSeconds = 1800
 // (maxDeliveriesPerHour).
 const DeliveryStormWindow = time.Hour
 
+// TranscriptShipInterval is how often the owning host copies what is new
+// in the transcripts of the items it holds into the store
+// (internal/transcript's Mover.Run); a verified delivery copies its
+// item's at once as well. A host that dies loses at most this much of a
+// conversation that its agent wrote since.
+const TranscriptShipInterval = 3 * time.Second
+
 // DefaultPolicy returns the respawn policy used for every absent key of
 // routing.tmux.
 func DefaultPolicy() Policy {

@@ -232,10 +232,10 @@ func readMeta(path string) (codexMeta, bool, error) {
 // Transcript reports the rollout <CODEX_HOME or $HOME/.codex>/sessions/
 // YYYY/MM/DD/rollout-<start>-<id>.jsonl. Codex looks a resume's id up in
 // every day's directory, so all are searched. It exists when its first
-// line is the session_meta of id and names the physical cwd as the
-// session's: a rollout of another cwd opens Codex's chooser, which loopd
-// never answers. It returns ErrInvalidSessionID for an id that fails
-// ValidSessionID.
+// line is the session_meta of id and the cwd it was last run in
+// (codexSession) is the physical cwd: a rollout of another cwd opens
+// Codex's chooser, which loopd never answers. It returns
+// ErrInvalidSessionID for an id that fails ValidSessionID.
 func (c *codex) Transcript(cwd, id string) (Transcript, error) {
 	if !c.ValidSessionID(id) {
 		return Transcript{}, fmt.Errorf("transcript %q: %w", id, ErrInvalidSessionID)
@@ -249,29 +249,212 @@ func (c *codex) Transcript(cwd, id string) (Transcript, error) {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
 	sessions := filepath.Join(home, "sessions")
-	matches, err := filepath.Glob(filepath.Join(sessions, "*", "*", "*", "rollout-*-"+id+".jsonl"))
+	path, err := findRollout(sessions, id)
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
 	t := Transcript{Known: true, Path: filepath.Join(sessions, "rollout-"+id+".jsonl")}
-	if len(matches) == 0 {
+	if path == "" {
 		return t, nil
 	}
-	t.Path = matches[0]
-	info, err := os.Stat(t.Path)
+	t.Path = path
+	f, err := os.Open(t.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
 	}
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t.Size, t.ModTime = info.Size(), info.ModTime()
-	m, ok, err := readMeta(t.Path)
+	defer f.Close()
+	info, err := f.Stat()
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t.Exists = ok && m.Payload.ID == id && m.Payload.Cwd == dir
+	t.Size, t.ModTime = info.Size(), info.ModTime()
+	s, err := scanCodexSession(f)
+	if err != nil {
+		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
+	}
+	t.Exists = s.ok && s.meta.Payload.ID == id && s.cwd == dir
 	return t, nil
+}
+
+// findRollout returns the rollout of id under sessions, "" when there is
+// none.
+func findRollout(sessions, id string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(sessions, "*", "*", "*", "rollout-*-"+id+".jsonl"))
+	if err != nil || len(matches) == 0 {
+		return "", err
+	}
+	return matches[0], nil
+}
+
+// codexSession is what a rollout records of its session.
+type codexSession struct {
+	meta codexMeta
+	ok   bool // the rollout opens with a session_meta
+	// cwd is the cwd the session was last run in, which Codex compares
+	// with its own on a resume ("Session = latest cwd recorded in the
+	// resumed session"): that of the last thread_settings_applied event,
+	// else session_meta's. Measured on 0.171.0: a turn_context or a
+	// world_state naming another cwd does not change it, a
+	// thread_settings_applied does.
+	cwd string
+	// settings is the last thread_settings_applied line, nil when none.
+	settings []byte
+	// last is the rollout's last line.
+	last []byte
+}
+
+// codexSettings is the part of a thread_settings_applied line that loopd
+// reads.
+type codexSettings struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Type     string `json:"type"`
+		Settings struct {
+			Cwd string `json:"cwd"`
+		} `json:"thread_settings"`
+	} `json:"payload"`
+}
+
+// scanCodexSession reads a rollout through; a torn last line is skipped.
+func scanCodexSession(r io.Reader) (codexSession, error) {
+	var s codexSession
+	br := bufio.NewReader(r)
+	for first := true; ; first = false {
+		line, err := br.ReadBytes('\n')
+		if first {
+			if json.Unmarshal(line, &s.meta) == nil && s.meta.Type == "session_meta" && s.meta.Payload.ID != "" {
+				s.ok, s.cwd = true, s.meta.Payload.Cwd
+			}
+		} else if bytes.Contains(line, []byte(`"thread_settings_applied"`)) {
+			var l codexSettings
+			if json.Unmarshal(line, &l) == nil && l.Type == "event_msg" && l.Payload.Type == "thread_settings_applied" && l.Payload.Settings.Cwd != "" {
+				s.cwd, s.settings = l.Payload.Settings.Cwd, line
+			}
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			s.last = line
+		}
+		if err == io.EOF {
+			return s, nil
+		}
+		if err != nil {
+			return codexSession{}, err
+		}
+	}
+}
+
+// RestoreTarget is the rollout of id when one exists, else a new one
+// dated by the session's start (its session_meta timestamp, else now) as
+// Codex names it: sessions/YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl
+// in UTC; Codex finds a resume's rollout by id in any day's directory.
+// When the session was last run in another cwd, its last
+// thread_settings_applied event is appended again with every path at or
+// under that cwd re-rooted at cwd, as Codex itself records the choice
+// "Use current directory" of its chooser (measured on 0.171.0: without
+// it, codex resume in the new cwd opens the chooser; with it, it resumes,
+// and its sandbox's writable roots follow). A rollout that records no
+// such event gives ErrNoTranscriptRule.
+func (c *codex) RestoreTarget(cwd, id string, data []byte, now time.Time) (string, []byte, error) {
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return "", nil, err
+	}
+	home, err := c.home(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := scanCodexSession(bytes.NewReader(data))
+	if err != nil {
+		return "", nil, err
+	}
+	if !s.ok || s.meta.Payload.ID != id {
+		return "", nil, fmt.Errorf("stored rollout is not the session's: %w", ErrNoTranscriptRule)
+	}
+	sessions := filepath.Join(home, "sessions")
+	path, err := findRollout(sessions, id)
+	if err != nil {
+		return "", nil, err
+	}
+	if path == "" {
+		start, err := time.Parse(time.RFC3339Nano, s.meta.Payload.Timestamp)
+		if err != nil {
+			start = now
+		}
+		start = start.UTC()
+		path = filepath.Join(sessions, start.Format("2006/01/02"), "rollout-"+start.Format("2006-01-02T15-04-05")+"-"+id+".jsonl")
+	}
+	if s.cwd == dir {
+		return path, data, nil
+	}
+	if s.settings == nil {
+		return "", nil, fmt.Errorf("rollout of %s records no thread settings to move from %s: %w", id, s.cwd, ErrNoTranscriptRule)
+	}
+	moved, err := codexMoveSettings(s, dir, now)
+	if err != nil {
+		return "", nil, err
+	}
+	out := slices.Clip(data)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n') // a torn last line stays torn, on its own
+	}
+	return path, append(append(out, moved...), '\n'), nil
+}
+
+// codexMoveSettings returns s's last thread_settings_applied line with
+// every string of its thread_settings that is s.cwd or a path under it
+// re-rooted at dir, dated now, its ordinal one past the last line's.
+func codexMoveSettings(s codexSession, dir string, now time.Time) ([]byte, error) {
+	var line map[string]any
+	dec := json.NewDecoder(bytes.NewReader(s.settings))
+	dec.UseNumber()
+	if err := dec.Decode(&line); err != nil {
+		return nil, fmt.Errorf("read thread settings: %w", err)
+	}
+	payload, _ := line["payload"].(map[string]any)
+	payload["thread_settings"] = reroot(payload["thread_settings"], s.cwd, dir)
+	line["timestamp"] = now.UTC().Format("2006-01-02T15:04:05.000Z")
+	var last struct {
+		Ordinal *int64 `json:"ordinal"`
+	}
+	if _, ok := line["ordinal"]; ok && json.Unmarshal(s.last, &last) == nil && last.Ordinal != nil {
+		line["ordinal"] = *last.Ordinal + 1
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(line); err != nil {
+		return nil, fmt.Errorf("write thread settings: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// reroot returns v with every string that is from, or a path under it,
+// moved under to.
+func reroot(v any, from, to string) any {
+	switch v := v.(type) {
+	case string:
+		if v == from {
+			return to
+		}
+		if rest, ok := strings.CutPrefix(v, from+"/"); ok {
+			return to + "/" + rest
+		}
+		return v
+	case map[string]any:
+		for k, e := range v {
+			v[k] = reroot(e, from, to)
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = reroot(e, from, to)
+		}
+		return v
+	}
+	return v
 }
 
 // TranscriptFrames reads Codex's rollout: each user message's text

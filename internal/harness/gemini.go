@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -284,6 +285,119 @@ func geminiSlug(config, dir string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// RestoreTarget is the chat file Transcript reports when there is one,
+// else a new one as Gemini names it:
+// <config>/tmp/<slug>/chats/session-<YYYY-MM-DDTHH-MM>-<id[:8]>.jsonl, the
+// time the session's start (its first line's startTime, else now) in UTC,
+// data as it is. A cwd Gemini never ran in gets a slug claimed as Gemini
+// claims one (geminiClaimSlug), which Gemini then finds by its marker.
+func (g *gemini) RestoreTarget(cwd, id string, data []byte, now time.Time) (string, []byte, error) {
+	t, err := g.Transcript(cwd, id)
+	if err != nil {
+		return "", nil, err
+	}
+	if t.Path != "" {
+		return t.Path, data, nil
+	}
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return "", nil, err
+	}
+	config, err := g.configDir()
+	if err != nil {
+		return "", nil, err
+	}
+	slug, err := geminiSlug(config, dir)
+	if err == nil && slug == "" {
+		slug, err = geminiClaimSlug(config, dir)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	first, _, _ := bytes.Cut(data, []byte("\n"))
+	var meta struct {
+		StartTime string `json:"startTime"`
+	}
+	start := now
+	if json.Unmarshal(first, &meta) == nil {
+		if at, err := time.Parse(time.RFC3339Nano, meta.StartTime); err == nil {
+			start = at
+		}
+	}
+	name := "session-" + start.UTC().Format("2006-01-02T15-04") + "-" + id[:8] + ".jsonl"
+	return filepath.Join(config, "tmp", slug, "chats", name), data, nil
+}
+
+// geminiClaimSlug claims a slug for the physical dir as Gemini 0.61.0's
+// ProjectRegistry does for a project it does not know (claimNewSlug): the
+// base name lowercased, each run of characters other than [a-z0-9] made
+// one "-", trimmed of "-" ("project" when nothing is left), then "-1",
+// "-2"… after it, skipping the slugs projects.json maps to; a slug is
+// claimed by creating <config>/tmp/<slug>/.project_root naming dir, which
+// must not exist or must name dir already. Gemini finds the project by
+// that marker (findExistingSlugForPath) and records it in projects.json
+// itself.
+func geminiClaimSlug(config, dir string) (string, error) {
+	base := strings.Trim(geminiNonSlug.ReplaceAllString(strings.ToLower(filepath.Base(dir)), "-"), "-")
+	if base == "" {
+		base = "project"
+	}
+	var reg struct {
+		Projects map[string]string `json:"projects"`
+	}
+	if b, err := os.ReadFile(filepath.Join(config, "projects.json")); err == nil {
+		_ = json.Unmarshal(b, &reg) // Gemini reads an unreadable file as empty
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read projects: %w", err)
+	}
+	taken := map[string]bool{}
+	for _, s := range reg.Projects {
+		taken[s] = true
+	}
+	for n := range geminiMaxSlugs {
+		slug := base
+		if n > 0 {
+			slug = base + "-" + strconv.Itoa(n)
+		}
+		if taken[slug] {
+			continue
+		}
+		ok, err := claimMarker(filepath.Join(config, "tmp", slug), dir)
+		if err != nil {
+			return "", fmt.Errorf("claim project slug %s: %w", slug, err)
+		}
+		if ok {
+			return slug, nil
+		}
+	}
+	return "", fmt.Errorf("no free project slug for %s", dir)
+}
+
+// geminiMaxSlugs is how many slugs of one base name Gemini tries.
+const geminiMaxSlugs = 1000
+
+var geminiNonSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+// claimMarker creates slugDir/.project_root naming dir (O_EXCL, 0600, its
+// directory 0700), and reports whether slugDir is dir's: it made the
+// marker, or the marker already named dir.
+func claimMarker(slugDir, dir string) (bool, error) {
+	if err := os.MkdirAll(slugDir, 0o700); err != nil {
+		return false, err
+	}
+	marker := filepath.Join(slugDir, ".project_root")
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		owner, err := os.ReadFile(marker)
+		return err == nil && strings.TrimSpace(string(owner)) == dir, err
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = f.WriteString(dir)
+	return err == nil, errors.Join(err, f.Close())
 }
 
 // geminiChat is what readGeminiChat found in one chat file.

@@ -254,6 +254,17 @@ const (
 	// plans as if it showed nothing (log only).
 	TranscriptUnreadable Name = "transcript.unreadable"
 
+	// TranscriptShipFailed: the copy of an item's transcript in the
+	// store could not be brought up to date (reason=shrunk|rewritten:
+	// the local file no longer extends what is stored, which is kept as
+	// it is; fenced: the item's lease moved; offset, store, unreadable,
+	// records_unreadable); the next shipping pass tries again.
+	TranscriptShipFailed Name = "transcript.ship_failed"
+	// TranscriptRestored: an item's stored transcript was written back
+	// where its harness finds it for the item's workdir on this host
+	// (kept=true: a local copy at least as long was there, and kept).
+	TranscriptRestored Name = "transcript.restored"
+
 	// JournalAppendFailed: a journal row could not be written (log only).
 	JournalAppendFailed Name = "journal.append_failed"
 )

@@ -51,7 +51,7 @@ const (
 	KeyCopies    = "copies"    // damaged copies of an event in the conversation
 	KeyRetry     = "retry"     // a paste follows an earlier one
 	KeyRepaste   = "repaste"   // the paste is sent again, not only submitted
-	KeyBytes     = "bytes"     // size of a paste, in bytes
+	KeyBytes     = "bytes"     // size of a paste or of a transcript, in bytes
 	KeyAttempt   = "attempt"   // which try of a paste this is
 	KeyPending   = "pending"   // how many events wait
 
@@ -141,6 +141,10 @@ const (
 	KeyStarts    = "starts"     // starts in flight (reconciler startInFlight) once the pass is done
 	KeyMaxStarts = "max_starts" // capacity.maxStartsInFlight
 	KeyIdleFor   = "idle_for"   // how long a parked agent had been idle (a duration)
+
+	// Transcript copies (transcript.ship_failed, transcript.restored).
+	KeyStored = "stored" // bytes of an item's transcript the store holds
+	KeyKept   = "kept"   // a local transcript at least as long as the stored copy was kept
 
 	// The process runner (routing.repos.<key>.runner: process).
 	KeyRunner  = "runner"  // how an item's agent runs: tmux or process

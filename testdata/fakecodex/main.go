@@ -21,13 +21,15 @@
 //   - The session id is a new UUIDv7. The rollout is written at the first
 //     submitted prompt, at <CODEX_HOME or ~/.codex>/sessions/YYYY/MM/DD/
 //     rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl (the session's start, UTC):
-//     a session_meta line (id, start timestamp, cwd), then per prompt the
+//     a session_meta line (id, start timestamp, cwd) and a
+//     thread_settings_applied event (cwd), then per prompt the
 //     user's response_item and its event_msg item_completed UserMessage,
 //     and the answer.
 //   - resume <id>: an id with no rollout prints "ERROR: No saved session
 //     found with ID <id>. Run `codex resume` without an ID to choose from
 //     existing sessions." and exits 1 after FAKECODEX_RESUME_FAIL_DELAY;
-//     a rollout whose cwd is not this one opens the "Working directory ·
+//     a rollout whose latest cwd (its last thread_settings_applied
+//     event's, else session_meta's) is not this one opens the "Working directory ·
 //     resume" chooser, which waits (Ctrl-C quits, exit 0); otherwise the
 //     history is shown and the prompt submitted, appended to that rollout.
 //   - The input box is "› " with the placeholder "Ask Codex to do
@@ -203,18 +205,35 @@ func (s store) find(id string) (path, cwd string) {
 		return "", ""
 	}
 	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	// The cwd Codex compares with its own is the session's latest: that
+	// of its last thread_settings_applied event, else session_meta's.
 	var m struct {
 		Type    string `json:"type"`
 		Payload struct {
-			ID  string `json:"id"`
-			Cwd string `json:"cwd"`
+			Type     string `json:"type"`
+			ID       string `json:"id"`
+			Cwd      string `json:"cwd"`
+			Settings struct {
+				Cwd string `json:"cwd"`
+			} `json:"thread_settings"`
 		} `json:"payload"`
 	}
+	r := bufio.NewReader(f)
+	line, _ := r.ReadBytes('\n')
 	if json.Unmarshal(line, &m) != nil || m.Type != "session_meta" || m.Payload.ID != id {
 		return "", ""
 	}
-	return t.Path, m.Payload.Cwd
+	cwd = m.Payload.Cwd
+	for {
+		line, err := r.ReadBytes('\n')
+		m.Payload.Type, m.Payload.Settings.Cwd = "", ""
+		if json.Unmarshal(line, &m) == nil && m.Payload.Type == "thread_settings_applied" && m.Payload.Settings.Cwd != "" {
+			cwd = m.Payload.Settings.Cwd
+		}
+		if err != nil {
+			return t.Path, cwd
+		}
+	}
 }
 
 // session is the conversation being written.
@@ -245,6 +264,12 @@ func (s *session) line(kind string, payload any) error {
 		meta := map[string]any{"id": s.id, "session_id": s.id, "timestamp": s.started.UTC().Format("2006-01-02T15:04:05.000Z"),
 			"cwd": s.cwd, "originator": originator, "cli_version": version, "source": source, "model_provider": "loc"}
 		if err := s.write("session_meta", meta); err != nil {
+			return err
+		}
+		// Trimmed: the real one also holds the model, the approval
+		// policy and the sandbox's permission profile.
+		settings := map[string]any{"cwd": s.cwd, "runtime_workspace_roots": []string{s.cwd}, "model_provider_id": "loc"}
+		if err := s.write("event_msg", map[string]any{"type": "thread_settings_applied", "thread_id": s.id, "thread_settings": settings}); err != nil {
 			return err
 		}
 	}
