@@ -286,8 +286,9 @@ func (e *Executor) stopAgent(ctx context.Context, r *desired.Record, session str
 }
 
 // restoreTranscript carries out a RestoreTranscript: the stored transcript
-// is written back (Mover.Restore; none without a Mover), then the move is
-// recorded (Apply) and journaled (transcript.restored). When the store has
+// is written back (Mover.Restore, which journals transcript.restored; none
+// without a Mover), then the move is recorded (Apply) and journaled
+// (session.moved). When the store has
 // no transcript the move is recorded all the same, and errNoTranscript
 // skips the item's resume: the next pass, which finds no transcript to
 // resume, spawns fresh with the event (transcript_missing).
@@ -303,7 +304,7 @@ func (e *Executor) restoreTranscript(ctx context.Context, r *desired.Record, a R
 	if err := e.put(ctx, r, a.Apply(r.Status, e.Now())); err != nil {
 		return err
 	}
-	e.record(ctx, slog.LevelInfo, journal.TranscriptRestored, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, a.ResumeID,
+	e.record(ctx, slog.LevelInfo, journal.SessionMoved, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, a.ResumeID,
 		journal.KeyFromHost, a.From, journal.KeyToHost, a.To, journal.KeyFound, missing == nil, journal.KeyReason, string(ReasonHostMoved))
 	if missing != nil && a.Resume {
 		return fmt.Errorf("restore transcript %s: %w: %w", r.Key, errNoTranscript, missing)
@@ -311,16 +312,14 @@ func (e *Executor) restoreTranscript(ctx context.Context, r *desired.Record, a R
 	return nil
 }
 
-// ship copies r's transcript to the store (Mover.Ship); a failure is
-// journaled (transcript.ship_failed), never returned: the next ship
-// appends what is missing.
+// ship copies r's transcript to the store (Mover.Ship). A failure is not
+// returned: the Mover journals it (transcript.ship_failed), and the next
+// ship appends what is missing.
 func (e *Executor) ship(ctx context.Context, r *desired.Record) {
 	if e.Mover == nil || r.Status.HarnessSessionID == "" {
 		return
 	}
-	if err := e.Mover.Ship(ctx, *r); err != nil {
-		e.record(ctx, slog.LevelWarn, journal.TranscriptShipFailed, r.Key, journal.KeyHarnessSessionID, r.Status.HarnessSessionID, journal.KeyErr, err)
-	}
+	_ = e.Mover.Ship(ctx, *r)
 }
 
 // handover carries out a Handover (see there). A process that outlives

@@ -248,7 +248,7 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 			assert.Equal(t, "h1", got.Host)
 			assert.Equal(t, "h2", got.MovedFrom)
 			assert.Zero(t, got.HarnessPID)
-			restored := r.named(t, journal.TranscriptRestored)
+			restored := r.named(t, journal.SessionMoved)
 			require.Len(t, restored, 1)
 			if missing {
 				assert.Equal(t, "false", restored[0].Attrs["found"])

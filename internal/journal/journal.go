@@ -192,14 +192,11 @@ const (
 	// HostDraining: this host found it was set draining (loopd drain), or
 	// back in service (draining=false).
 	HostDraining Name = "host.draining"
-	// TranscriptShipFailed: an item's transcript could not be copied to
-	// the store (after a delivery, or before a drain's release); the next
-	// ship appends what is missing.
-	TranscriptShipFailed Name = "transcript.ship_failed"
-	// TranscriptRestored: a host that took an item over wrote its stored
-	// transcript back where the harness reads it (found=false: the store
-	// held none, and the item goes fresh with its event).
-	TranscriptRestored Name = "transcript.restored"
+	// SessionMoved: a host that took an item over from another host
+	// recorded the move (from_host, to_host); found=false: the store held
+	// no transcript of its conversation, and the item goes fresh with its
+	// event (transcript_missing).
+	SessionMoved Name = "session.moved"
 
 	// ReconcileFailed: a pass failed before it could act; the loop retries.
 	ReconcileFailed Name = "reconcile.failed"
