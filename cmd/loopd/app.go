@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
@@ -65,7 +66,7 @@ type app struct {
 	fleet   desired.Fleet
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
-	mover actions.TranscriptMover
+	mover *transcript.Mover
 }
 
 // openStore opens the SQLite store in cfg's state dir.
@@ -210,7 +211,9 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		// once the lease clock lapsed.
 		rc.Hosting = h
 		rc.Executor.Fleet, rc.Executor.Host, rc.Executor.LeaseValid = a.fleet, h.Host.Name, h.Clock.Valid
-		rc.Executor.Mover = a.mover
+		if a.mover != nil {
+			rc.Executor.Mover = a.mover
+		}
 	}
 	return rc
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
@@ -31,7 +32,8 @@ func fleetOf(store desired.Store) (desired.Fleet, error) {
 // joinFleet makes a this host among the hosts sharing its store: its
 // name (host.name, default the hostname), capacity
 // (capacity.maxLiveSessions, 0 for none) and lease TTL
-// (host.leaseSeconds), and its lease clock. The store must implement
+// (host.leaseSeconds), its lease clock, and the Mover that copies its
+// items' transcripts to the store and back. The store must implement
 // desired.Fleet.
 func (a *app) joinFleet(cfg *schema.Config) error {
 	fleet, err := fleetOf(a.store)
@@ -47,6 +49,7 @@ func (a *app) joinFleet(cfg *schema.Config) error {
 		capacity = *n
 	}
 	a.fleet = fleet
+	a.mover = transcript.NewMover(fleet, a.harnesses, name, a.journal)
 	a.hosting = &reconciler.Hosting{
 		Fleet:   fleet,
 		Host:    desired.Host{Name: name, Capacity: capacity, LeaseTTL: cfg.Host.LeaseTTL()},

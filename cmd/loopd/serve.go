@@ -224,6 +224,14 @@ func serve(ctx context.Context, g *globals) error {
 		defer close(hostsDone)
 		a.hosting.Run(ctx, rc.Trigger)
 	}()
+	// The transcripts of this host's items reach the store every few
+	// seconds, besides after each verified delivery and before a drain's
+	// release, so that another host can resume them.
+	shipDone := make(chan struct{})
+	go func() {
+		defer close(shipDone)
+		_ = a.mover.Run(ctx, a.store.Records, schema.TranscriptShipInterval) // ctx's cause, at the end
+	}()
 	listenDone := make(chan struct{})
 	if l, ok := a.store.(desired.Listener); ok {
 		// Another host's ingest or lease change wakes a pass within
@@ -254,6 +262,7 @@ func serve(ctx context.Context, g *globals) error {
 	<-outboxDone
 	<-hostsDone
 	<-listenDone
+	<-shipDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {
