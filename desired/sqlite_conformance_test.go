@@ -23,7 +23,7 @@ func TestSQLiteConformance(t *testing.T) {
 			}
 		},
 		EditStatus: func(t *testing.T, s desired.Store, k desired.Key, text string) {
-			require.NoError(t, desired.EditStatus(s.(*desired.SQLite), k, text))
+			require.NoError(t, desired.EditStatus(s, k, text))
 		},
 	})
 }

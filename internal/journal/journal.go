@@ -227,6 +227,12 @@ const (
 	// plans as if it showed nothing (log only).
 	TranscriptUnreadable Name = "transcript.unreadable"
 
+	// StoreListenRestored: the PostgreSQL store's LISTEN connection
+	// failed (err) and is back after attempt tries, with backoff; the
+	// reconcile loop was woken, since a notification may have been
+	// missed.
+	StoreListenRestored Name = "store.listen_restored"
+
 	// JournalAppendFailed: a journal row could not be written (log only).
 	JournalAppendFailed Name = "journal.append_failed"
 )
