@@ -49,10 +49,10 @@ var (
 )
 
 type cluster struct {
-	dir   string // removed by stop
-	port  int
-	admin *pgx.Conn // to the postgres database, guarded by mu
-	proc  *os.Process
+	dir    string // removed by stop
+	port   int
+	admin  *pgx.Conn // to the postgres database, guarded by mu
+	proc   *os.Process
 	exited chan struct{}
 }
 
