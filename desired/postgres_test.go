@@ -35,3 +35,11 @@ var postgresBackend = storetest.Backend{
 func TestPostgresConformance(t *testing.T) {
 	storetest.Run(t, postgresBackend)
 }
+
+// TestPostgresFleet runs the Fleet contract against the PostgreSQL store,
+// a Listener.
+func TestPostgresFleet(t *testing.T) {
+	b := postgresBackend
+	b.Listens = true
+	storetest.RunFleet(t, b)
+}
