@@ -250,12 +250,17 @@ func (p *Postgres) listenRestored(ctx context.Context, lost error, attempts int)
 }
 
 // RedactURL returns rawURL with its password, if any, replaced by
-// "xxxxx", for error texts and logs; a URL that does not parse comes back
+// "xxxxx", for error texts and logs: the user info's, and the password
+// query parameter's (pgx reads both). A URL that does not parse comes back
 // as "(unparsable URL)", since its password cannot be found.
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
