@@ -84,6 +84,10 @@ func OpenPostgres(ctx context.Context, rawURL, lockPath string) (*Postgres, erro
 	db.SetMaxOpenConns(pgMaxConns)
 	db.SetMaxIdleConns(pgMaxConns)
 	p := &Postgres{sqlStore: newSQLStore(db, pgDialect{}, "postgres", lockPath), cfg: cfg, secret: secret}
+	if err := db.PingContext(ctx); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("postgres open %s: %w", shown, scrub(err, secret))
+	}
 	if err := p.write(ctx, migratePostgres); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("postgres migrate %s: %w", shown, scrub(err, secret))
