@@ -14,7 +14,8 @@ const maxBatch = 256
 
 // committer group-commits this process's ingests and journal rows: the
 // writes that wait at the same time share one transaction, and so one
-// fsync (sqliteParams' synchronous=FULL), instead of queueing for one each.
+// fsync (sqliteParams' synchronous=FULL; PostgreSQL's WAL flush at commit),
+// and one wait for the writers' lock, instead of queueing for one each.
 // Each write still returns only once the commit that holds it is done.
 type committer struct {
 	reqs chan *batchReq // unbuffered: a write queued here can still give up
@@ -34,7 +35,7 @@ type batchReq struct {
 }
 
 // startCommitter starts s's committer goroutine; stopCommitter ends it.
-func (s *SQLite) startCommitter() {
+func (s *sqlStore) startCommitter() {
 	s.group = &committer{reqs: make(chan *batchReq), closing: make(chan struct{}), done: make(chan struct{})}
 	go s.commitLoop()
 }
@@ -42,7 +43,7 @@ func (s *SQLite) startCommitter() {
 // stopCommitter lets the batch in progress finish, refuses the writes
 // still waiting (ErrClosed) and ends the committer. It may be called more
 // than once.
-func (s *SQLite) stopCommitter() {
+func (s *sqlStore) stopCommitter() {
 	s.group.once.Do(func() { close(s.group.closing) })
 	<-s.group.done
 }
@@ -53,15 +54,16 @@ func (s *SQLite) stopCommitter() {
 // caller alone, while a transaction that cannot begin or commit fails every
 // write of the batch. It returns once the commit that holds fn's writes is
 // done, or fails. fn gets a context that carries ctx's values but is never
-// cancelled: SQLite's interrupt of a cancelled statement would roll back
-// the whole shared transaction. A write whose ctx ends before its turn is
-// not run; the wait for another process's lock is bounded by the earliest
+// cancelled: the interrupt of a cancelled statement (SQLite's, or
+// PostgreSQL's cancel request) would roll back the whole shared
+// transaction. A write whose ctx ends before its turn is not run; the wait
+// for another writer's lock (process or host) is bounded by the earliest
 // deadline of the batch (busyTimeout without one). When ctx ends while its
 // batch is still waiting for this process's own writes (writeSem) or
 // running, batched returns ctx's cause at once: its caller answers within
 // its deadline, and fn, if it had started, may still commit (an ingest is
 // idempotent by delivery id, so GitHub's redelivery finds it stored).
-func (s *SQLite) batched(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *sqlStore) batched(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	r := &batchReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.group.waiting.Add(1)
 	select {
@@ -85,7 +87,7 @@ func (s *SQLite) batched(ctx context.Context, fn func(ctx context.Context, tx *s
 // commitLoop takes the writes that wait, up to maxBatch of them, commits
 // them as one batch, and starts over. It never waits to gather a batch: the
 // writes that arrive while one commits make the next.
-func (s *SQLite) commitLoop() {
+func (s *sqlStore) commitLoop() {
 	g := s.group
 	defer close(g.done)
 	batch := make([]*batchReq, 0, maxBatch)
@@ -112,14 +114,14 @@ func (s *SQLite) commitLoop() {
 }
 
 // commitBatch runs batch in one write transaction and answers each write.
-func (s *SQLite) commitBatch(batch []*batchReq) {
+func (s *sqlStore) commitBatch(batch []*batchReq) {
 	busy := busyTimeout
 	for _, r := range batch {
 		busy = min(busy, busyFor(r.ctx))
 	}
 	errs := make([]error, len(batch))
 	s.writeSem <- struct{}{}
-	err := s.writeTx(context.Background(), busy, func(tx *sql.Tx) error {
+	err := s.d.writeTx(context.Background(), s.db, busy, func(tx *sql.Tx) error {
 		for i, r := range batch {
 			// A write whose context ended before its turn (while the
 			// batch waited for the lock) is not run.
@@ -130,7 +132,7 @@ func (s *SQLite) commitBatch(batch []*batchReq) {
 				return err
 			}
 			if errs[i] = r.fn(context.WithoutCancel(r.ctx), tx); errs[i] != nil {
-				// A failed ROLLBACK TO means SQLite already rolled the
+				// A failed ROLLBACK TO means the database already rolled the
 				// whole transaction back (a full disk, an I/O error).
 				if _, err := tx.Exec(`ROLLBACK TO batched`); err != nil {
 					return err

@@ -7,7 +7,8 @@ import (
 
 // EditStatus overwrites the status column of k with text, as an operator
 // editing the file by hand would (storetest.Backend.EditStatus).
-func EditStatus(s *SQLite, k Key, text string) error {
+func EditStatus(st Store, k Key, text string) error {
+	s := coreOf(st)
 	res, err := s.db.ExecContext(context.Background(), `UPDATE work_items SET status = ? WHERE key = ?`, text, k.String())
 	if err != nil {
 		return err
@@ -26,3 +27,14 @@ func Waiting(s *SQLite) int64 { return s.group.waiting.Load() }
 
 // Taken returns how many writes s's committer has taken.
 func Taken(s *SQLite) int64 { return s.group.taken.Load() }
+
+// coreOf returns the SQL core of a SQLite or Postgres store.
+func coreOf(st Store) *sqlStore {
+	switch s := st.(type) {
+	case *SQLite:
+		return s.sqlStore
+	case *Postgres:
+		return s.sqlStore
+	}
+	panic(fmt.Sprintf("%T is not a store of this package", st))
+}

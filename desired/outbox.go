@@ -62,6 +62,10 @@ type Call struct {
 	Error      string
 	// URL is the posted comment's html_url, when GitHub gave one.
 	URL string
+	// Generation is the item's lease generation the call was queued
+	// under (Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
+	// whoever holds the item when the call is made.
+	Generation int64
 }
 
 // StatusWrite is one status change of an item (Store.WriteStatus): the new

@@ -3,18 +3,11 @@ package desired
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/loopd/loopd/internal/journal"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -35,18 +28,12 @@ import (
 const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 	"&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
-// busyTimeout is sqliteParams' busy_timeout as a duration. A write whose
-// context has a deadline sooner than that waits only until the deadline:
-// SQLite's busy handler sleeps without looking at the context, so write
-// lowers the connection's busy_timeout to the time left.
-const busyTimeout = 5000 * time.Millisecond
-
 // sqliteMaxConns bounds the connection pool. Reads run concurrently under
-// WAL; writes are serialized by SQLite.writeSem before they take one.
+// WAL; writes are serialized by sqlStore.writeSem before they take one.
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 7
+const schemaVersion = 8
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -166,12 +153,30 @@ var migrations = []string{
 	ALTER TABLE deliveries ADD COLUMN frame_digest TEXT NOT NULL DEFAULT '';
 	DROP INDEX deliveries_pending;
 	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, ` + compactColumns + `) WHERE state = 'pending';`,
-}
 
-// compactColumns are the columns of a pending delivery that Records and Get
-// read (readPending), in its order: all but the prompt.
-const compactColumns = `id, event, action, sender, received_at, commit_sha, source_kind, source_id,
-	prompt_bytes, prompt_header, frame_digest`
+	// v8: the Fleet (fleet.go): the members sharing the store, each item's
+	// lease (its owner host and fencing generation), the generation each
+	// outbox row was written under, and the copies of the transcripts.
+	// Times are Unix nanoseconds, lease_ttl nanoseconds.
+	`CREATE TABLE hosts (
+		name      TEXT PRIMARY KEY CHECK (name <> ''),
+		capacity  INTEGER NOT NULL CHECK (capacity >= 0),
+		lease_ttl INTEGER NOT NULL CHECK (lease_ttl > 0),
+		draining  INTEGER NOT NULL CHECK (draining IN (0, 1)),
+		heartbeat INTEGER NOT NULL
+	) STRICT;
+	ALTER TABLE work_items ADD COLUMN lease_owner TEXT NOT NULL DEFAULT '';
+	ALTER TABLE work_items ADD COLUMN lease_generation INTEGER NOT NULL DEFAULT 0 CHECK (lease_generation >= 0);
+	CREATE INDEX work_items_by_lease_owner ON work_items (lease_owner);
+	ALTER TABLE outbox ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE transcripts (
+		work_item  TEXT NOT NULL REFERENCES work_items (key),
+		session_id TEXT NOT NULL,
+		off        INTEGER NOT NULL CHECK (off >= 0),
+		data       BLOB NOT NULL,
+		PRIMARY KEY (work_item, session_id, off)
+	) STRICT;`,
+}
 
 // backfills[v] runs right after migrations[v-1] took the schema to version
 // v, in the same transaction: what SQL alone cannot fill in.
@@ -212,27 +217,17 @@ func fillCompact(tx *sql.Tx) error {
 }
 
 // SQLite is the embedded Store: one SQLite file in WAL mode, opened with
-// OpenSQLite. Times are stored as Unix nanoseconds (UTC), a zero time as
-// NULL, so times between the years 1678 and 2262 round-trip, and zero stays
-// zero. Times come back in UTC. Every method is safe for concurrent use.
+// OpenSQLite, with the logic every backend shares (sqlStore). The fleet it
+// serves is one host and the cron passes that share its state dir: its
+// lease clock is this process's.
 type SQLite struct {
-	db       *sql.DB
-	lockPath string
-	// writeSem serializes this process's write transactions, so that they
-	// queue in order instead of polling SQLite's busy handler; another
-	// process is still waited for through busy_timeout.
-	writeSem chan struct{}
-	// group commits Ingest and AppendEvent in batches (commit.go).
-	group *committer
-	now   func() time.Time
-	// statuses holds the status each item's row last decoded to
-	// (statusCache), pending each item's pending deliveries as last read
-	// (pendingCache).
-	statuses statusCache
-	pending  pendingCache
+	*sqlStore
 }
 
-var _ Store = (*SQLite)(nil)
+var (
+	_ Store = (*SQLite)(nil)
+	_ Fleet = (*SQLite)(nil)
+)
 
 // OpenSQLite opens (creating when missing) the store at path, a file name,
 // and migrates its schema to the current version. The directory of path is
@@ -251,7 +246,6 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	}
 	db.SetMaxOpenConns(sqliteMaxConns)
 	db.SetMaxIdleConns(sqliteMaxConns)
-	s := &SQLite{db: db, lockPath: path + ".lock", writeSem: make(chan struct{}, 1), now: time.Now}
 	// Open the whole pool now: a connection runs sqliteParams' pragmas when
 	// it opens, and journal_mode(WAL) waits for another process's lock
 	// without looking at any context. Opened here, none opens later under
@@ -267,16 +261,16 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	for _, c := range conns {
 		c.Close()
 	}
+	s := &SQLite{newSQLStore(db, sqliteDialect{}, "sqlite", path+".lock")}
 	// A file already at this schema needs no write: a reader (loopd get,
 	// loopd events) opens it while another process holds the write lock.
 	var v int
 	if err := s.read(ctx, func(tx *sql.Tx) error { return tx.QueryRow(`PRAGMA user_version`).Scan(&v) }); err != nil || v != schemaVersion {
 		if err := s.write(ctx, migrate); err != nil {
-			db.Close()
+			s.Close()
 			return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
 		}
 	}
-	s.startCommitter()
 	return s, nil
 }
 
@@ -306,27 +300,19 @@ func migrate(tx *sql.Tx) error {
 	return err
 }
 
-// write runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
-// fn returns nil; it rolls back otherwise. It waits for another process's
-// write lock at most busyTimeout, and never past ctx's deadline.
-func (s *SQLite) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	select {
-	case s.writeSem <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	defer func() { <-s.writeSem }()
-	return s.writeTx(ctx, busyFor(ctx), fn)
-}
+// sqliteDialect is SQLite's way with what the backends do differently.
+type sqliteDialect struct{}
 
-// writeTx runs fn in a write transaction begun on a connection whose
-// busy_timeout is busy (at most busyTimeout), committing when fn returns
-// nil; the caller holds writeSem.
-func (s *SQLite) writeTx(ctx context.Context, busy time.Duration, fn func(*sql.Tx) error) error {
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE: sqliteParams'
+// _txlock takes SQLite's one write lock at BEGIN) on a connection whose
+// busy_timeout is busy. SQLite's busy handler sleeps without looking at
+// the context, so a deadline sooner than busyTimeout lowers the
+// connection's busy_timeout to the time left.
+func (sqliteDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
 	if busy == busyTimeout {
-		return inTx(ctx, s.db, nil, fn)
+		return inTx(ctx, db, nil, fn)
 	}
-	conn, err := s.db.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -339,974 +325,15 @@ func (s *SQLite) writeTx(ctx context.Context, busy time.Duration, fn func(*sql.T
 	return inTx(ctx, conn, nil, fn)
 }
 
-// read runs fn in a read transaction, which sees one snapshot of the file.
-func (s *SQLite) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	return inTx(ctx, s.db, &sql.TxOptions{ReadOnly: true}, fn)
-}
+// readOpts: a read transaction of SQLite sees one snapshot of the file.
+func (sqliteDialect) readOpts() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
 
-// inTx runs fn in a transaction begun on db (the pool or one connection of
-// it), committing when fn returns nil and rolling back otherwise.
-func inTx(ctx context.Context, db interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
+// clock is this process's clock: the hosts sharing a SQLite file share
+// the machine's clock.
+func (sqliteDialect) clock(context.Context, *sql.Tx) (time.Time, error) { return time.Now(), nil }
 
-// Ingest claims in.DeliveryID and applies in, in one transaction:
-//   - a delivery id already claimed makes Duplicate true and changes nothing;
-//   - an unknown key creates the item (in.Kind, in.Harness, in.Cwd, open,
-//     Generation 1, Status{Phase: PhaseIdle}); an existing item keeps its own
-//     kind, harness and cwd;
-//   - in.Closed, when set, is ignored (StaleState) if in.StateAt is before the
-//     recorded Spec.StateChangedAt (a zero StateAt is before any recorded
-//     time), or, for a snapshot (in.Snapshot), if it would flip the state
-//     and in.StateAt is not after the recorded time (a snapshot of the
-//     recorded state that is not newer is simply not applied); otherwise
-//     Closed and StateChangedAt take the new values, and StateChanged
-//     reports whether Closed flipped (a new item starts open);
-//   - a snapshot with no in.Delivery, an in.NoCreate and an in.Check for an
-//     unknown key change nothing and claim nothing (Unknown);
-//   - in.Delivery, when set, is queued as pending (Queued); its ID must be
-//     in.DeliveryID or empty. It is not queued, and the id is claimed
-//     alone, for an in.NewOnly on an item that existed (Exists), and for
-//     an in.Check whose commit is not the recorded head (StaleCommit) or
-//     one of whose Conflicts is claimed (Deduplicated); a queued Check
-//     claims its Claims. Without a delivery, the id is still claimed;
-//   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
-//     before the time of the payload that named the recorded one.
-//
-// When in.Journal is set, the events it returns for the result are
-// appended in the same transaction.
-//
-// Generation grows by one when the open/closed state flips or a delivery is
-// queued on an existing item; a repeated state only moves StateChangedAt.
-// Reopening a Stopped item is the reconciler's business, not Ingest's. The
-// error wraps ErrBadKey when in.Key does not round-trip through ParseKey.
-func (s *SQLite) Ingest(ctx context.Context, in Ingest) (IngestResult, error) {
-	var res IngestResult
-	err := checkIngest(in)
-	if err == nil {
-		err = s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			if err := s.ingest(ctx, tx, in, &res); err != nil || in.Journal == nil {
-				return err
-			}
-			for _, e := range in.Journal(res) {
-				if err := appendEvent(ctx, tx, e); err != nil {
-					return fmt.Errorf("append event %s: %w", e.Name, err)
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return IngestResult{}, fmt.Errorf("sqlite ingest %s %s: %w", in.Key, in.DeliveryID, err)
-	}
-	return res, nil
-}
+// notify does nothing: no other host listens to a SQLite file.
+func (sqliteDialect) notify(context.Context, *sql.Tx) error { return nil }
 
-// checkIngest reports what makes in unusable, before any transaction.
-func checkIngest(in Ingest) error {
-	if k, err := ParseKey(in.Key.String()); err != nil {
-		return err
-	} else if k != in.Key {
-		return fmt.Errorf("%w: %+v does not round-trip as %q", ErrBadKey, in.Key, in.Key.String())
-	}
-	if in.DeliveryID == "" {
-		return errors.New("empty delivery id")
-	}
-	if in.Delivery != nil && in.Delivery.ID != "" && in.Delivery.ID != in.DeliveryID {
-		return fmt.Errorf("delivery carries id %q", in.Delivery.ID)
-	}
-	return nil
-}
-
-// ingest is Ingest's transaction; it records what it did in res.
-func (s *SQLite) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestResult) error {
-	var claimed bool
-	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`, in.DeliveryID).Scan(&claimed)
-	if err != nil {
-		return err
-	}
-	if claimed {
-		res.Duplicate = true
-		return nil
-	}
-	key := in.Key.String()
-	now := s.now()
-
-	var (
-		closed     bool
-		at, headAt sql.NullInt64
-		head       string
-	)
-	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at, &head, &headAt)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.Check != nil):
-		res.Unknown = true
-		return nil
-	case errors.Is(err, sql.ErrNoRows):
-		res.Created = true
-		st, err := json.Marshal(Status{Phase: PhaseIdle})
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO work_items
-			(key, owner, repo, number, kind, harness, cwd, closed, state_changed_at, held, generation, status, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, 0, 1, ?, ?)`,
-			key, in.Key.Owner, in.Key.Repo, in.Key.Number, string(in.Kind), in.Harness, in.Cwd, string(st), timeToDB(now))
-		if err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	}
-
-	changed := false
-	if in.Closed != nil {
-		recorded := timeFromDB(at)
-		flips := *in.Closed != closed
-		switch {
-		case in.Snapshot && !in.StateAt.After(recorded) && !flips:
-			// The state the record already holds, seen no later: nothing new.
-		case in.StateAt.Before(recorded) || (in.Snapshot && !in.StateAt.After(recorded)):
-			res.StaleState = true
-		default:
-			res.StateChanged = flips
-			changed = flips
-			_, err := tx.ExecContext(ctx, `UPDATE work_items SET closed = ?, state_changed_at = ?, updated_at = ?
-				WHERE key = ?`, *in.Closed, timeToDB(in.StateAt), timeToDB(now), key)
-			if err != nil {
-				return err
-			}
-		}
-	}
-
-	d := Delivery{ID: in.DeliveryID}
-	state := "state_only"
-	if in.Delivery != nil {
-		d = *in.Delivery
-		d.ID = in.DeliveryID
-		queue, err := queues(ctx, tx, in, key, head, res)
-		if err != nil {
-			return err
-		}
-		if queue {
-			state = "pending"
-			res.Queued = true
-			changed = true
-		}
-	}
-	c := Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
-	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
-		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
-		prompt_bytes, prompt_header, frame_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
-		c.Size, c.Header, c.Digest)
-	if err != nil {
-		return err
-	}
-	if res.Queued && in.Check != nil {
-		for _, c := range in.Check.Claims {
-			_, err := tx.ExecContext(ctx, `INSERT INTO check_claims (work_item, claim, delivery) VALUES (?, ?, ?)
-				ON CONFLICT DO NOTHING`, key, c, d.ID)
-			if err != nil {
-				return err
-			}
-		}
-	}
-	if in.HeadSHA != "" && (!headAt.Valid || !in.StateAt.Before(timeFromDB(headAt))) {
-		_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_sha = ?, head_at = ? WHERE key = ?`, in.HeadSHA, timeToDB(in.StateAt), key)
-		if err != nil {
-			return err
-		}
-	}
-
-	if in.HeadRef != "" {
-		// The latest payload that names the head branch wins; it only
-		// matters until the item's worktree is made.
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET head_ref = ? WHERE key = ?`, in.HeadRef, key); err != nil {
-			return err
-		}
-	}
-
-	if changed && !res.Created {
-		_, err := tx.ExecContext(ctx, `UPDATE work_items SET generation = generation + 1, updated_at = ? WHERE key = ?`,
-			timeToDB(now), key)
-		return err
-	}
-	return nil
-}
-
-// queues reports whether in's delivery is queued on the item key, whose
-// recorded head commit is head, by the NewOnly and Check rules of Ingest,
-// and records in res why not.
-func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *IngestResult) (bool, error) {
-	if in.NewOnly && !res.Created {
-		res.Exists = true
-		return false, nil
-	}
-	c := in.Check
-	if c == nil {
-		return true, nil
-	}
-	if head != "" && !strings.EqualFold(head, c.Commit) {
-		res.StaleCommit = true
-		return false, nil
-	}
-	for _, claim := range c.Conflicts {
-		var claimed bool
-		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM check_claims WHERE work_item = ? AND claim = ?)`, key, claim).Scan(&claimed)
-		if err != nil {
-			return false, err
-		}
-		if claimed {
-			res.Deduplicated = true
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// Records returns every work item with its pending deliveries in arrival
-// order, compact (Delivery.Compact: no prompt), ordered by owner, repo and
-// then number (numerically). An item whose status cannot be decoded is
-// still returned, in PhaseNeedsAttention (see Get). The pending slices are
-// shared with later calls (pendingCache): an append copies them, and a
-// delivery in them must not be changed in place.
-func (s *SQLite) Records(ctx context.Context) ([]Record, error) {
-	var recs []Record
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		recs, err = s.loadRecords(ctx, tx, "")
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite records: %w", err)
-	}
-	return recs, nil
-}
-
-// Get returns the work item k with its pending deliveries in arrival order,
-// compact (Delivery.Compact), shared as Records' are; the error wraps
-// ErrNotFound when there is none. A status that cannot be
-// decoded (a record edited by hand) is reported, not returned as an error:
-// the item comes back with Status{Phase: PhaseNeedsAttention, Reason:
-// "status unreadable: …"}, AttentionGeneration set to its generation, and
-// whatever status fields did decode, so an operator can see and release it.
-func (s *SQLite) Get(ctx context.Context, k Key) (Record, error) {
-	var recs []Record
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		recs, err = s.loadRecords(ctx, tx, k.String())
-		return err
-	})
-	if err == nil && len(recs) == 0 {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return Record{}, fmt.Errorf("sqlite get %s: %w", k, err)
-	}
-	return recs[0], nil
-}
-
-// Prompt returns the prompt of delivery id of k, whatever its state: the
-// body Records and Get leave out. The error wraps ErrNotFound for an
-// unknown key and ErrNoDelivery when k has no delivery id.
-func (s *SQLite) Prompt(ctx context.Context, k Key, id string) (string, error) {
-	var prompt string
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT prompt FROM deliveries WHERE id = ? AND work_item = ?`, id, k.String()).Scan(&prompt)
-		if errors.Is(err, sql.ErrNoRows) {
-			if err := itemExists(ctx, tx, k); err != nil {
-				return err
-			}
-			return ErrNoDelivery
-		}
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("sqlite prompt %s %s: %w", k, id, err)
-	}
-	return prompt, nil
-}
-
-// loadRecords reads the work item key, or all of them when key is "". A
-// status is decoded only when its text changed since s last decoded it
-// (statusCache), and an item's pending deliveries are read only when their
-// set changed (pendingCache). They come compact, from the columns the index
-// deliveries_pending holds: no body is read.
-func (s *SQLite) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
-	var (
-		itemsWhere string
-		args       []any
-	)
-	if key != "" {
-		itemsWhere = "WHERE key = ?"
-		args = append(args, key)
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items `+itemsWhere, args...).Scan(&n); err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, status, r.session_id, r.source, r.at
-		FROM work_items LEFT JOIN session_reports r ON r.work_item = key `+itemsWhere+` ORDER BY owner, repo, number`, args...)
-	if err != nil {
-		return nil, err
-	}
-	recs := make([]Record, 0, n)
-	for rows.Next() {
-		recs = append(recs, Record{})
-		var (
-			r                   = &recs[len(recs)-1]
-			k                   string
-			at, reportAt        sql.NullInt64
-			status              string
-			reportID, reportSrc sql.NullString
-		)
-		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA, &status, &reportID, &reportSrc, &reportAt)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		r.Spec.StateChangedAt = timeFromDB(at)
-		if reportID.Valid {
-			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
-		}
-		r.Status = s.statuses.decode(k, status, r.Spec.Generation)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-
-	pending, err := s.pending.load(ctx, tx, key)
-	if err != nil {
-		return nil, err
-	}
-	for i := range recs {
-		recs[i].Pending = pending[recs[i].Key.String()]
-	}
-	return recs, nil
-}
-
-// pendingCache keeps each work item's pending deliveries, compact, as they
-// were last read, with the mark of the set they were read as: how many
-// there were and the greatest seq among them. A delivery row only ever
-// leaves 'pending' (it is inserted pending or not at all), and seq only
-// grows (AUTOINCREMENT: never reused), so two sets of an item that share
-// the mark are the same set: one that gained a delivery has a greater
-// seq, and one that only lost some has fewer. A pass reads the marks from
-// the index (one row per item with pending deliveries) and the deliveries
-// of the items whose mark changed only (issue 12: a pass reads what
-// changed). Safe for concurrent use.
-type pendingCache struct {
-	mu sync.Mutex
-	m  map[string]pendingEntry
-}
-
-type pendingEntry struct {
-	count, last int64
-	list        []Delivery
-}
-
-// load returns the pending deliveries of the work item key, or of every
-// item when key is "", by item in arrival order; items with none are left
-// out. The lists are the cache's, shared with every caller, and capped: an
-// append copies, and no caller changes a delivery in place.
-func (c *pendingCache) load(ctx context.Context, tx *sql.Tx, key string) (map[string][]Delivery, error) {
-	where, args := "", []any{}
-	if key != "" {
-		where, args = "AND work_item = ?", append(args, key)
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT work_item, count(*), max(seq) FROM deliveries WHERE state = 'pending' `+where+`
-		GROUP BY work_item`, args...)
-	if err != nil {
-		return nil, err
-	}
-	marks := map[string]pendingEntry{}
-	for rows.Next() {
-		var (
-			item string
-			e    pendingEntry
-		)
-		if err := rows.Scan(&item, &e.count, &e.last); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		marks[item] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-
-	c.mu.Lock()
-	var (
-		changed []string
-		n       int64
-	)
-	for item, m := range marks {
-		if e, ok := c.m[item]; ok && e.count == m.count && e.last == m.last {
-			marks[item] = e
-		} else {
-			changed = append(changed, item)
-			n += m.count
-		}
-	}
-	c.mu.Unlock()
-	if len(changed) > 0 {
-		lists, err := readPending(ctx, tx, changed, int(n))
-		if err != nil {
-			return nil, err
-		}
-		for _, item := range changed {
-			e := marks[item]
-			e.list = lists[item]
-			marks[item] = e
-		}
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if key == "" || c.m == nil {
-		c.m = map[string]pendingEntry{} // items with none left go
-	} else {
-		delete(c.m, key)
-	}
-	out := make(map[string][]Delivery, len(marks))
-	for item, e := range marks {
-		c.m[item] = e
-		out[item] = e.list
-	}
-	return out, nil
-}
-
-// readPending reads the pending deliveries of items, n of them, compact, by
-// item in arrival order (seq order within an item, the index's own order),
-// from the index deliveries_pending alone. They share one array, each
-// item's part of it capped.
-func readPending(ctx context.Context, tx *sql.Tx, items []string, n int) (map[string][]Delivery, error) {
-	keys, err := json.Marshal(items)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT work_item, `+compactColumns+` FROM deliveries
-		WHERE state = 'pending' AND work_item IN (SELECT value FROM json_each(?)) ORDER BY work_item, seq`, string(keys))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	all, owner := make([]Delivery, 0, n), make([]string, 0, n)
-	for rows.Next() {
-		var (
-			item string
-			d    Delivery
-			at   sql.NullInt64
-		)
-		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &at, &d.Commit, &d.Source.Kind, &d.Source.ID,
-			&d.Size, &d.Header, &d.Digest); err != nil {
-			return nil, err
-		}
-		d.ReceivedAt = timeFromDB(at)
-		all = append(all, d)
-		owner = append(owner, item)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make(map[string][]Delivery, len(items))
-	for i := 0; i < len(all); {
-		j := i + 1
-		for j < len(all) && owner[j] == owner[i] {
-			j++
-		}
-		out[owner[i]] = all[i:j:j]
-		i = j
-	}
-	return out, nil
-}
-
-// decodeStatus decodes a status column. A column that does not decode, or
-// names an unknown phase, yields PhaseNeedsAttention with the reason, keeping
-// the fields that did decode.
-func decodeStatus(text string, gen int64) Status {
-	st, err := parseStatus(text)
-	if err != nil {
-		st.Phase = PhaseNeedsAttention
-		st.Reason = "status unreadable: " + err.Error()
-		st.AttentionGeneration = gen
-	}
-	return st
-}
-
-// parseStatus decodes a status column; the error says why it is not a
-// status, and the fields that did decode come with it.
-func parseStatus(text string) (Status, error) {
-	var st Status
-	err := json.Unmarshal([]byte(text), &st)
-	if err == nil && !st.Phase.Known() {
-		err = fmt.Errorf("unknown phase %q", st.Phase)
-	}
-	return st, err
-}
-
-// statusCache keeps, per work item, the status text its row held when
-// it was last decoded and what it decoded to, so that a pass decodes only
-// the statuses written since the previous one: decoding every item's
-// status on every pass was about half a pass at N = 1,000 (issue 12). A
-// status is known by its whole text, so a write by another process or by
-// hand is decoded like any other. Only the items the store holds are kept
-// (the store never deletes one): about 2 KB each. Safe for concurrent use.
-type statusCache struct {
-	mu sync.Mutex
-	m  map[string]cachedStatus
-}
-
-type cachedStatus struct {
-	text string
-	st   Status
-}
-
-// decode returns decodeStatus(text, gen) for the item key, decoding text
-// only when it is not the text last decoded for key. Each caller gets its
-// own copy (Status.clone). A status that does not decode is not kept.
-func (c *statusCache) decode(key, text string, gen int64) Status {
-	c.mu.Lock()
-	e, ok := c.m[key]
-	c.mu.Unlock()
-	if ok && e.text == text {
-		return e.st.clone()
-	}
-	st, err := parseStatus(text)
-	if err != nil {
-		return decodeStatus(text, gen)
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]cachedStatus{}
-	}
-	c.m[key] = cachedStatus{text: text, st: st}
-	c.mu.Unlock()
-	return st.clone()
-}
-
-// clone returns s with its own copies of the slices and the pointer it
-// holds, so that a change to one never shows in the other.
-func (s Status) clone() Status {
-	s.RetiredSessionIDs = slices.Clone(s.RetiredSessionIDs)
-	s.DeliveredAt = slices.Clone(s.DeliveredAt)
-	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
-	if s.LastExitStatus != nil {
-		v := *s.LastExitStatus
-		s.LastExitStatus = &v
-	}
-	return s
-}
-
-// ReportSession records the session id the harness of k reported about
-// itself, replacing the previous report. The error wraps ErrNotFound for an
-// unknown key.
-func (s *SQLite) ReportSession(ctx context.Context, k Key, r SessionReport) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := itemExists(ctx, tx, k); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO session_reports (work_item, session_id, source, at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (work_item) DO UPDATE SET session_id = excluded.session_id, source = excluded.source, at = excluded.at`,
-			k.String(), r.SessionID, r.Source, timeToDB(r.At))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite report session %s: %w", k, err)
-	}
-	return nil
-}
-
-// PutStatus writes the status of k and, in the same transaction, marks the
-// listed deliveries of k as delivered (with the time). An id that is not a
-// pending delivery of k is skipped, not an error. The error wraps
-// ErrNotFound for an unknown key.
-func (s *SQLite) PutStatus(ctx context.Context, k Key, st Status, delivered ...string) error {
-	return s.WriteStatus(ctx, k, StatusWrite{Status: st, Delivered: delivered})
-}
-
-// WriteStatus writes w.Status of k, marks w.Delivered as PutStatus does,
-// and queues w.Calls, all in one transaction. The error wraps ErrNotFound
-// for an unknown key.
-func (s *SQLite) WriteStatus(ctx context.Context, k Key, w StatusWrite) error {
-	text, err := json.Marshal(w.Status)
-	if err == nil {
-		err = s.write(ctx, func(tx *sql.Tx) error {
-			now := timeToDB(s.now())
-			if err := updateItem(ctx, tx, `UPDATE work_items SET status = ?, updated_at = ? WHERE key = ?`,
-				string(text), now, k.String()); err != nil {
-				return err
-			}
-			for _, id := range w.Delivered {
-				_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'delivered', delivered_at = ?
-					WHERE id = ? AND work_item = ? AND state = 'pending'`, now, id, k.String())
-				if err != nil {
-					return err
-				}
-			}
-			for _, c := range w.Calls {
-				_, err := tx.ExecContext(ctx, `INSERT INTO outbox (work_item, kind, body, marker, target_kind, target_id,
-					state, attempts, next_attempt, created_at, http_status, error, url)
-					VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 0, '', '')`,
-					k.String(), string(c.Kind), c.Body, c.Marker, string(c.Target.Kind), c.Target.ID, timeToDB(c.NextAttempt), now)
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("sqlite put status %s: %w", k, err)
-	}
-	return nil
-}
-
-// itemExists returns ErrNotFound when the store holds no work item k.
-func itemExists(ctx context.Context, tx *sql.Tx, k Key) error {
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE key = ?`, k.String()).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// Drop records that the pending delivery id of k will never be sent: its
-// row stays (the id stays claimed) as one with nothing to send, so it is
-// neither pending nor part of History. An id that is not a pending
-// delivery of k is skipped. The error wraps ErrNotFound for an unknown
-// key.
-func (s *SQLite) Drop(ctx context.Context, k Key, id string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := itemExists(ctx, tx, k); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'state_only' WHERE id = ? AND work_item = ? AND state = 'pending'`, id, k.String())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite drop %s %s: %w", k, id, err)
-	}
-	return nil
-}
-
-// callColumns are the columns scanCall reads, in its order.
-const callColumns = `id, work_item, kind, body, marker, target_kind, target_id, state, attempts,
-	next_attempt, created_at, done_at, http_status, error, url`
-
-// DueCalls returns the pending calls due at now (next attempt NULL or not
-// after it), oldest first, at most limit (all when limit <= 0).
-func (s *SQLite) DueCalls(ctx context.Context, now time.Time, limit int) ([]Call, error) {
-	query := `SELECT ` + callColumns + ` FROM outbox WHERE state = 'pending' AND (next_attempt IS NULL OR next_attempt <= ?) ORDER BY id`
-	args := []any{now.UnixNano()}
-	if limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	calls, err := s.queryCalls(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite due calls: %w", err)
-	}
-	return calls, nil
-}
-
-// Calls returns the calls f selects, oldest first.
-func (s *SQLite) Calls(ctx context.Context, f CallFilter) ([]Call, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if f.WorkItem != "" {
-		where = append(where, "work_item = ?")
-		args = append(args, f.WorkItem)
-	}
-	if f.State != "" {
-		where = append(where, "state = ?")
-		args = append(args, string(f.State))
-	}
-	query := `SELECT ` + callColumns + ` FROM outbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	calls, err := s.queryCalls(ctx, query+" ORDER BY id", args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite calls: %w", err)
-	}
-	return calls, nil
-}
-
-func (s *SQLite) queryCalls(ctx context.Context, query string, args ...any) ([]Call, error) {
-	var calls []Call
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				c              Call
-				key            string
-				next, at, done sql.NullInt64
-			)
-			if err := rows.Scan(&c.ID, &key, &c.Kind, &c.Body, &c.Marker, &c.Target.Kind, &c.Target.ID, &c.State, &c.Attempts,
-				&next, &at, &done, &c.HTTPStatus, &c.Error, &c.URL); err != nil {
-				return err
-			}
-			if c.Key, err = ParseKey(key); err != nil {
-				return err
-			}
-			c.NextAttempt, c.CreatedAt, c.DoneAt = timeFromDB(next), timeFromDB(at), timeFromDB(done)
-			calls = append(calls, c)
-		}
-		return rows.Err()
-	})
-	return calls, err
-}
-
-// UpdateCall records the outcome of a try at c. The error wraps
-// ErrNotFound when no call has c.ID.
-func (s *SQLite) UpdateCall(ctx context.Context, c Call) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE outbox SET state = ?, attempts = ?, next_attempt = ?, done_at = ?,
-			http_status = ?, error = ?, url = ? WHERE id = ?`,
-			string(c.State), c.Attempts, timeToDB(c.NextAttempt), timeToDB(c.DoneAt), c.HTTPStatus, c.Error, c.URL, c.ID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite update call %d: %w", c.ID, err)
-	}
-	return nil
-}
-
-// SetHeld sets or clears the operator hold of k. It bumps the generation
-// even when held is unchanged, so the reconciler looks at the item again.
-// The error wraps ErrNotFound for an unknown key.
-func (s *SQLite) SetHeld(ctx context.Context, k Key, held bool) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
-			WHERE key = ?`, held, timeToDB(s.now()), k.String())
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite set held %s: %w", k, err)
-	}
-	return nil
-}
-
-// Release records an operator's release of k as a spec change: it clears
-// the hold, bumps the generation, and sets Spec.ReleaseGeneration to the new
-// generation and Spec.ReleaseFresh to fresh, in one transaction. The
-// reconciler carries the release out once, under its lock (the status is
-// not touched here). The error wraps ErrNotFound for an unknown key.
-func (s *SQLite) Release(ctx context.Context, k Key, fresh bool) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = 0, generation = generation + 1,
-			release_generation = generation + 1, release_fresh = ?, updated_at = ? WHERE key = ?`,
-			fresh, timeToDB(s.now()), k.String())
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite release %s: %w", k, err)
-	}
-	return nil
-}
-
-// History returns what k's agent was already given: its opening delivery
-// (the first one with a prompt) and its latest deliveries, at most latest
-// of them, all delivered ones, in arrival order and each once. Pending
-// deliveries are not history: they are still to be sent. The error wraps
-// ErrNotFound for an unknown key.
-func (s *SQLite) History(ctx context.Context, k Key, latest int) ([]Delivery, error) {
-	var out []Delivery
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		if err := itemExists(ctx, tx, k); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, event, action, sender, prompt, received_at FROM deliveries
-			WHERE work_item = ? AND state = 'delivered' AND seq IN (
-				SELECT min(seq) FROM deliveries WHERE work_item = ?1 AND state <> 'state_only'
-				UNION SELECT seq FROM (SELECT seq FROM deliveries WHERE work_item = ?1 AND state = 'delivered'
-					ORDER BY seq DESC LIMIT ?2))
-			ORDER BY seq`, k.String(), latest)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				d  Delivery
-				at sql.NullInt64
-			)
-			if err := rows.Scan(&d.ID, &d.Event, &d.Action, &d.Sender, &d.Prompt, &at); err != nil {
-				return err
-			}
-			d.ReceivedAt = timeFromDB(at)
-			out = append(out, d)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite history %s: %w", k, err)
-	}
-	return out, nil
-}
-
-// updateItem runs an UPDATE of one work_items row and returns ErrNotFound
-// when it matched none.
-func updateItem(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
-	res, err := tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// AppendEvent adds e to the journal.
-func (s *SQLite) AppendEvent(ctx context.Context, e journal.Event) error {
-	err := s.batched(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendEvent(ctx, tx, e) })
-	if err != nil {
-		return fmt.Errorf("sqlite append event %s: %w", e.Name, err)
-	}
-	return nil
-}
-
-// appendEvent inserts the journal row e in tx.
-func appendEvent(ctx context.Context, tx *sql.Tx, e journal.Event) error {
-	attrs, err := json.Marshal(e.Attrs)
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO events (time, name, level, work_item, attrs) VALUES (?, ?, ?, ?, ?)`,
-		timeToDB(e.Time), string(e.Name), int64(e.Level), e.WorkItem, string(attrs))
-	return err
-}
-
-// Events returns the journal rows f selects, oldest first (by time, then by
-// order of appending): those of f.WorkItem when set, at or after f.Since when
-// set, and only the newest f.Limit when it is positive.
-func (s *SQLite) Events(ctx context.Context, f EventFilter) ([]journal.Event, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if f.WorkItem != "" {
-		where = append(where, "work_item = ?")
-		args = append(args, f.WorkItem)
-	}
-	if !f.Since.IsZero() {
-		where = append(where, "time >= ?")
-		args = append(args, timeToDB(f.Since))
-	}
-	query := `SELECT time, name, level, work_item, attrs FROM events`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY time DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
-	events, err := queryEvents(ctx, s.db, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite events: %w", err)
-	}
-	slices.Reverse(events)
-	return events, nil
-}
-
-func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]journal.Event, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var events []journal.Event
-	for rows.Next() {
-		var (
-			e     journal.Event
-			at    sql.NullInt64
-			level int64
-			attrs string
-		)
-		if err := rows.Scan(&at, &e.Name, &level, &e.WorkItem, &attrs); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(attrs), &e.Attrs); err != nil {
-			return nil, fmt.Errorf("attrs of %s at %s: %w", e.Name, timeFromDB(at), err)
-		}
-		e.Time = timeFromDB(at)
-		e.Level = slog.Level(level)
-		events = append(events, e)
-	}
-	return events, rows.Err()
-}
-
-// Lock takes the cross-process reconcile lock, an exclusive flock(2) on
-// the file path+".lock", retrying every 50 ms until ctx ends; the error then
-// wraps ErrLocked (and ctx's cause). A second Lock in the same process is
-// excluded as well. unlock releases the lock and may be called more than
-// once; the kernel releases it if the process dies.
-func (s *SQLite) Lock(ctx context.Context) (unlock func(), err error) {
-	unlock, err = LockFile(ctx, s.lockPath)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite lock %s: %w", s.lockPath, err)
-	}
-	return unlock, nil
-}
-
-// Close closes the database, once the group commit in progress is done;
-// an Ingest or AppendEvent still waiting for one fails with ErrClosed.
-// Locks taken with Lock stay held until their unlock.
-func (s *SQLite) Close() error {
-	s.stopCommitter()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("sqlite close: %w", err)
-	}
-	return nil
-}
-
-// timeToDB returns t as Unix nanoseconds, or nil (NULL) for the zero time.
-func timeToDB(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
-}
-
-// timeFromDB is the inverse of timeToDB, in UTC.
-func timeFromDB(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
-}
+// jsonList is SQLite's json_each (https://sqlite.org/json1.html).
+func (sqliteDialect) jsonList() string { return `SELECT value FROM json_each(?)` }

@@ -212,6 +212,11 @@ func yamlProblems(err error) []Problem {
 
 var printer = message.NewPrinter(language.English)
 
+// secretValue is where a value that may hold a password is (store.url, a
+// connection URL): a problem there never quotes it, since config.invalid
+// goes to the log and the journal.
+var secretValue = []string{"store", "url"}
+
 // schemaProblems flattens the validator's error tree into one problem per
 // failed keyword, placed at the offending key or value.
 func (t *tree) schemaProblems(verr *jsonschema.ValidationError) []Problem {
@@ -238,7 +243,11 @@ func (t *tree) schemaProblems(verr *jsonschema.ValidationError) []Problem {
 			return
 		}
 		if len(e.Causes) == 0 {
-			problems = append(problems, t.problemAt(e.InstanceLocation, leafMessage(e.ErrorKind)))
+			msg := leafMessage(e.ErrorKind)
+			if slices.Equal(e.InstanceLocation, secretValue) {
+				msg = "invalid value (not shown: it may hold a password); want \"\" or a postgres:// URL"
+			}
+			problems = append(problems, t.problemAt(e.InstanceLocation, msg))
 			return
 		}
 		for _, c := range e.Causes {

@@ -298,6 +298,12 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{"c.yaml:2:48: harnesses.claude-code.readyPattern: error parsing regexp: missing closing ): `(`"},
 		},
 		{
+			// The URL may hold a password: the problem never quotes it.
+			name: "store_url_not_postgres",
+			src:  "store: {url: \"mysql://u:S3cretPw@h/db\"}\n",
+			want: []string{`c.yaml:1:14: store.url: invalid value (not shown: it may hold a password); want "" or a postgres:// URL`},
+		},
+		{
 			name: "bad_listen",
 			src:  "webhooks: {ghWebhook: {listen: \"localhost\"}}\n",
 			want: []string{"c.yaml:1:32: webhooks.ghWebhook.listen: want host:port: address localhost: missing port in address"},

@@ -69,9 +69,23 @@ type app struct {
 	mover *transcript.Mover
 }
 
-// openStore opens the SQLite store in cfg's state dir.
+// storeLock is the reconcile lock's file name inside the state dir when
+// the store is PostgreSQL (SQLite's is its file's name plus ".lock").
+const storeLock = "loopd.lock"
+
+// openStore opens cfg's store: the SQLite file in cfg's state dir when
+// store.url is empty, the PostgreSQL database it names otherwise, with the
+// reconcile lock in the state dir (each host reconciles its own items; a
+// daemon and a cron pass of one host exclude each other). An error shows
+// the URL without its password (desired.RedactURL).
 func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
-	return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+	if cfg.Store.URL == "" {
+		return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	return desired.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
 }
 
 // newApp opens the store and builds the tmux client and harness adapters

@@ -34,6 +34,8 @@ type Backend struct {
 	// with text, bypassing the Store, as an operator editing the store by
 	// hand would. text is the status as the backend keeps it: JSON.
 	EditStatus func(t *testing.T, s desired.Store, k desired.Key, text string)
+	// Listens says the store is a desired.Listener (RunFleet).
+	Listens bool
 }
 
 // Run runs the desired.Store contract against the implementation b makes,

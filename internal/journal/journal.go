@@ -261,6 +261,11 @@ const (
 	// where its harness finds it for the item's workdir on this host
 	// (kept=true: a local copy at least as long was there, and kept).
 	TranscriptRestored Name = "transcript.restored"
+	// StoreListenRestored: the PostgreSQL store's LISTEN connection
+	// failed (err) and is back after attempt tries, with backoff; the
+	// reconcile loop was woken, since a notification may have been
+	// missed.
+	StoreListenRestored Name = "store.listen_restored"
 
 	// JournalAppendFailed: a journal row could not be written (log only).
 	JournalAppendFailed Name = "journal.append_failed"

@@ -35,10 +35,6 @@ const ingestConcurrency = 32
 // run, must be 0), and the ratio of deliveries/s to the raw fdatasync rate
 // of the same directory, measured in the same run (fdatasyncRate).
 func BenchmarkIngestHTTP(b *testing.B) {
-	body, err := os.ReadFile(filepath.Join(fixturesDir, "issue_comment.created.1.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
 	syncs := fdatasyncRate(b, dir, 200)
 	store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, fmt.Sprintf("loopd-%d.db", b.N)))
@@ -46,6 +42,16 @@ func BenchmarkIngestHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
+	benchIngestHTTP(b, store, syncs)
+}
+
+// benchIngestHTTP is BenchmarkIngestHTTP's run over store; syncs is the
+// fdatasync rate its ratio is reported against.
+func benchIngestHTTP(b *testing.B, store desired.Store, syncs float64) {
+	body, err := os.ReadFile(filepath.Join(fixturesDir, "issue_comment.created.1.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
 	cfg := defaultConfig()
 	srv := httptest.NewServer(New(Options{

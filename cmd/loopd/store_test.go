@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/schema"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file
+// in the state dir; a postgres:// URL opens that database, with the
+// reconcile lock a file of the state dir.
+func TestOpenStoreSelectsTheBackend(t *testing.T) {
+	ctx := context.Background()
+	cfg := &schema.Config{StateDir: filepath.Join(t.TempDir(), "state")}
+	st, err := openStore(ctx, cfg)
+	require.NoError(t, err)
+	assert.IsType(t, &desired.SQLite{}, st)
+	assert.FileExists(t, filepath.Join(cfg.StateDir, storeFile))
+	require.NoError(t, st.Close())
+
+	cfg = &schema.Config{StateDir: filepath.Join(t.TempDir(), "state"), Store: schema.Store{URL: pgtest.URL(t)}}
+	st, err = openStore(ctx, cfg)
+	require.NoError(t, err)
+	defer st.Close()
+	assert.IsType(t, &desired.Postgres{}, st)
+	unlock, err := st.Lock(ctx)
+	require.NoError(t, err)
+	unlock()
+	assert.FileExists(t, filepath.Join(cfg.StateDir, storeLock))
+	assert.NoFileExists(t, filepath.Join(cfg.StateDir, storeFile), "no SQLite file")
+}
+
+// TestStoreURLPasswordNeverShown: when the store cannot be reached,
+// openStore's error, and what the commands that open it (loopd get, loopd
+// events) print and return, show the URL with its password redacted.
+func TestStoreURLPasswordNeverShown(t *testing.T) {
+	const pw = "s3cret-Pa55"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	dir := t.TempDir()
+	config := filepath.Join(dir, "loopd.yaml")
+	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil,
+		"stateDir: ./state\nstore:\n  url: \"postgres://loopd:%s@127.0.0.1:%d/loopd?sslmode=disable&connect_timeout=2\"\n", pw, port), 0o600))
+
+	cfg, err := schema.Load(config)
+	require.NoError(t, err)
+	_, err = openStore(context.Background(), cfg)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), pw)
+	assert.Contains(t, err.Error(), "xxxxx")
+	for _, args := range [][]string{{"get"}, {"events"}} {
+		out, err := run(t, "", append([]string{"--config", config}, args...)...)
+		require.Error(t, err, args)
+		assert.NotContains(t, out+err.Error(), pw, args)
+	}
+}
