@@ -203,13 +203,20 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// the compact columns of pending deliveries and their index.
+// the Fleet's tables and columns (v8), and without the compact columns of
+// pending deliveries and their index (v7).
 func downgradeToSchema6(t *testing.T, e *env) {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`DROP INDEX deliveries_pending;
+	_, err = db.Exec(`DROP TABLE transcripts;
+		DROP TABLE hosts;
+		DROP INDEX work_items_by_lease_owner;
+		ALTER TABLE work_items DROP COLUMN lease_owner;
+		ALTER TABLE work_items DROP COLUMN lease_generation;
+		ALTER TABLE outbox DROP COLUMN generation;
+		DROP INDEX deliveries_pending;
 		ALTER TABLE deliveries DROP COLUMN prompt_bytes;
 		ALTER TABLE deliveries DROP COLUMN prompt_header;
 		ALTER TABLE deliveries DROP COLUMN frame_digest;

@@ -53,6 +53,9 @@ type env struct {
 	harnessCmd string
 	harnessEnv map[string]string
 	config     map[string]any // as last written
+	// pgURL is store.url when the env shares a PostgreSQL store (fleet),
+	// "" for its own SQLite file.
+	pgURL string
 
 	// daemonEnv is added to the environment of `loopd serve` (NAME=value),
 	// after procEnv's.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/pgtest"
 )
 
 // Binaries built once by TestMain.
@@ -66,5 +67,5 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	return pgtest.Main(m)
 }

@@ -17,11 +17,27 @@ import (
 
 // openStore opens the env's SQLite store; the caller closes it. It may be
 // opened while the daemon runs (WAL).
-func (e *env) openStore(t testing.TB) *desired.SQLite {
+func (e *env) openStore(t testing.TB) desired.Store {
 	t.Helper()
+	if e.pgURL != "" {
+		// A reader's own lock file: it never takes the daemon's.
+		s, err := desired.OpenPostgres(context.Background(), e.pgURL, filepath.Join(e.dir, "reader.lock"))
+		require.NoError(t, err)
+		return s
+	}
 	s, err := desired.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	return s
+}
+
+// openFleet opens the store as a desired.Fleet, closed at the end of t.
+func (e *env) openFleet(t testing.TB) desired.Fleet {
+	t.Helper()
+	s := e.openStore(t)
+	t.Cleanup(func() { s.Close() })
+	f, ok := s.(desired.Fleet)
+	require.True(t, ok, "%T is no desired.Fleet", s)
+	return f
 }
 
 // records returns every work item as the store holds it now.
@@ -136,8 +152,15 @@ func (e *env) eventsNamed(t testing.TB, name journal.Name, k desired.Key) []jour
 // issue 1.
 func deliveriesOf(t *testing.T, e *env, name journal.Name, id string) []journal.Event {
 	t.Helper()
+	return deliveriesOfItem(t, e, name, keyIssue, id)
+}
+
+// deliveriesOfItem returns the journal's events called name for delivery
+// id of k.
+func deliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id string) []journal.Event {
+	t.Helper()
 	var out []journal.Event
-	for _, ev := range e.eventsNamed(t, name, keyIssue) {
+	for _, ev := range e.eventsNamed(t, name, k) {
 		if ev.Attrs["delivery"] == id {
 			out = append(out, ev)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -210,10 +211,23 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 // plans. Assign itself decides, on the store's clock; this only spares
 // the call when nothing can change.
 func needsAssign(records []desired.Record, now time.Time) bool {
-	for _, r := range records {
-		if r.NeedsHost() && (r.Lease.Owner == "" || !r.Lease.Expires.After(now)) {
-			return true
+	return slices.ContainsFunc(records, func(r desired.Record) bool { return unhosted(r, now) })
+}
+
+// unhosted reports whether r needs a host and no live host holds it.
+func unhosted(r desired.Record, now time.Time) bool {
+	return r.NeedsHost() && (r.Lease.Owner == "" || !r.Lease.Expires.After(now))
+}
+
+// dryRunLeases returns records with every unhosted item as host's, in
+// memory only: a dry run assigns nothing, and shows what this host would
+// do with the items that Assign may give it (with one host, all of them).
+func dryRunLeases(records []desired.Record, host string, now time.Time) []desired.Record {
+	out := slices.Clone(records)
+	for i := range out {
+		if unhosted(out[i], now) {
+			out[i].Lease.Owner = host
 		}
 	}
-	return false
+	return out
 }

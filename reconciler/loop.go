@@ -145,6 +145,9 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 			return PassResult{}, fmt.Errorf("reconcile: %w", err)
 		}
 	}
+	if h := r.Hosting; h != nil && dryRun {
+		records = dryRunLeases(records, h.Host.Name, now)
+	}
 	r.last = records
 	policy := r.hosted(r.Policy(), dryRun)
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {

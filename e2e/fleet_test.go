@@ -1,0 +1,434 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/webhook"
+)
+
+// fleetLeaseSeconds is host.leaseSeconds of the fleet tests, the schema's
+// least: a dead host's items come back within it plus a pass.
+const fleetLeaseSeconds = 2
+
+// fleet is several loopd hosts sharing one PostgreSQL store. Each host is
+// an env of its own (tmux socket, state dir, port, Claude config dir); the
+// workdir root is shared, as one config deployed to every host renders
+// the same workdirs.
+type fleet struct {
+	hosts []*env
+	url   string
+}
+
+// newFleet makes n hosts named host-a, host-b, … on a new database of the
+// test binary's PostgreSQL cluster, with leaseSeconds each; it starts none.
+func newFleet(t *testing.T, n, leaseSeconds int, opts envOpts) *fleet {
+	t.Helper()
+	f := &fleet{url: pgtest.URL(t)}
+	workRoot, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for i := range n {
+		e := newEnv(t, opts)
+		e.workRoot = workRoot
+		e.pgURL = f.url
+		e.config["store"] = map[string]any{"url": f.url}
+		e.config["host"] = map[string]any{"name": hostName(i), "leaseSeconds": leaseSeconds}
+		routes := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)
+		routes["*"].(map[string]any)["workdir"] = filepath.Join(workRoot, "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
+		trustWorkRoot(t, e)
+		e.writeConfig(t)
+		f.hosts = append(f.hosts, e)
+	}
+	return f
+}
+
+// hostName is the name of the fleet's i-th host.
+func hostName(i int) string { return "host-" + string(rune('a'+i)) }
+
+// trustWorkRoot makes e's Claude config trust its workdir root, as newEnv
+// does for a root of its own.
+func trustWorkRoot(t *testing.T, e *env) {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"hasCompletedOnboarding": true,
+		"projects":               map[string]any{e.workRoot: map[string]any{"hasTrustDialogAccepted": true}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), b, 0o600))
+}
+
+// start starts every host's daemon.
+func (f *fleet) start(t *testing.T) {
+	t.Helper()
+	for _, e := range f.hosts {
+		e.start(t)
+	}
+}
+
+// host returns the env of the host called name.
+func (f *fleet) host(t *testing.T, name string) *env {
+	t.Helper()
+	for i, e := range f.hosts {
+		if hostName(i) == name {
+			return e
+		}
+	}
+	t.Fatalf("no host %q", name)
+	return nil
+}
+
+// item returns the key of issue n of the fixtures' repository.
+func item(n int) desired.Key {
+	return desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: n}
+}
+
+// openIssue sends issue n's "opened" event to e.
+func openIssue(t *testing.T, e *env, n int) string {
+	t.Helper()
+	return e.deliver(t, "issues.opened.1.json", withNumber(n))
+}
+
+// waitRunningOn waits until k runs on a host other than not (any host
+// when not is ""), by its lease and its phase, and returns the record.
+func (f *fleet) waitRunningOn(t *testing.T, k desired.Key, not string, timeout time.Duration) desired.Record {
+	t.Helper()
+	return f.hosts[0].waitRecord(t, k, func(r desired.Record) bool {
+		return r.Lease.Owner != "" && r.Lease.Owner != not && r.Status.Phase == desired.PhaseRunning &&
+			r.Status.Host == r.Lease.Owner && r.Status.ConfirmedSessionID != ""
+	}, timeout, "never ran on another host")
+}
+
+// livePanes returns how many live panes the fleet's hosts run for k, over
+// every host's tmux server.
+func (f *fleet) livePanes(t *testing.T, k desired.Key) int {
+	t.Helper()
+	n := 0
+	for _, e := range f.hosts {
+		if _, err := e.tmux(t, "has-session"); err != nil {
+			continue // a server that is gone
+		}
+		_, live := e.itemPanes(t, k)
+		n += live
+	}
+	return n
+}
+
+// killHost ends e's daemon and its tmux server with SIGKILL, agents
+// included, as the loss of the machine would: nothing gets to clean up.
+func (e *env) killHost(t *testing.T) {
+	t.Helper()
+	var pids []int
+	if out, err := e.tmux(t, "list-panes", "-a", "-F", "#{pane_pid}"); err == nil {
+		for _, f := range strings.Fields(out) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	server := -1
+	if out, err := e.tmux(t, "display-message", "-p", "#{pid}"); err == nil {
+		server, _ = strconv.Atoi(strings.TrimSpace(out))
+	}
+	e.kill9(t)
+	for _, pid := range pids {
+		killFake(pid, e.harnessCmd)
+	}
+	if server > 0 {
+		_ = syscall.Kill(server, syscall.SIGKILL)
+	}
+	e.waitFor(t, func() bool {
+		for _, pid := range pids {
+			if running(pid) {
+				return false
+			}
+		}
+		return server <= 0 || !running(server)
+	}, waitShort, "the host's processes outlived SIGKILL")
+}
+
+// TestFleetSpreadsItemsAndStoresARedeliveryOnce: three hosts on one
+// PostgreSQL store take webhooks alike. New items go to the host with the
+// most free capacity, so six items spread two a host, each run by its
+// owner alone; a redelivery that reaches two hosts at once is stored, and
+// reaches its agent, once.
+func TestFleetSpreadsItemsAndStoresARedeliveryOnce(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, fleetLeaseSeconds, envOpts{})
+	f.start(t)
+	for n := 1; n <= 6; n++ {
+		openIssue(t, f.hosts[(n-1)%3], n) // any host takes webhooks
+		f.waitRunningOn(t, item(n), "", waitLong)
+	}
+	per := map[string]int{}
+	for n := 1; n <= 6; n++ {
+		r := f.hosts[0].mustRecord(t, item(n))
+		per[r.Lease.Owner]++
+		for i, e := range f.hosts {
+			_, live := e.itemPanes(t, item(n))
+			want := 0
+			if hostName(i) == r.Lease.Owner {
+				want = 1
+			}
+			assert.Equal(t, want, live, "%s on %s (owner %s)", item(n), hostName(i), r.Lease.Owner)
+		}
+	}
+	assert.Equal(t, map[string]int{"host-a": 2, "host-b": 2, "host-c": 2}, per, "spread by free capacity")
+
+	body := "redelivered " + uuid.NewString()
+	payload := f.hosts[0].payload(t, commentFixture, all(withNumber(2), withComment(body)))
+	id := uuid.NewString()
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Go(func() {
+			e := f.hosts[i]
+			codes[i] = e.post(t, eventOf(commentFixture), id, payload, webhook.Sign([]byte(e.secret), payload))
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, []int{http.StatusAccepted, http.StatusAccepted}, codes)
+	waitDelivered(t, f.hosts[0], id, waitLong)
+	accepted := 0
+	for _, ev := range f.hosts[0].eventsNamed(t, journal.DeliveryAccepted, desired.Key{}) {
+		if ev.Attrs["delivery"] == id {
+			accepted++
+		}
+	}
+	assert.Equal(t, 1, accepted, "stored once")
+	owner := f.host(t, f.hosts[0].mustRecord(t, item(2)).Lease.Owner)
+	sid := owner.mustRecord(t, item(2)).Status.HarnessSessionID
+	time.Sleep(time.Second) // a second delivery would show by now
+	assert.Equal(t, 1, countContaining(owner.userTurns(t, item(2), sid), body), "reached the agent once")
+}
+
+// TestFleetHostLossMovesItsItemsOnTheirConversations: kill -9 of a host's
+// daemon and tmux server, agents included. Within leaseSeconds and a pass
+// its items run on the other hosts, on the same conversation ids, their
+// transcripts restored from the store into the new hosts' config dirs;
+// an event sent meanwhile is delivered once, into that conversation.
+func TestFleetHostLossMovesItsItemsOnTheirConversations(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, fleetLeaseSeconds, envOpts{})
+	f.start(t)
+	ids := map[int]string{}
+	for n := 1; n <= 3; n++ {
+		openIssue(t, f.hosts[0], n)
+		ids[n] = f.waitRunningOn(t, item(n), "", waitLong).Status.HarnessSessionID
+	}
+	lost := f.host(t, "host-a")
+	var moved []int
+	for n := 1; n <= 3; n++ {
+		if f.hosts[0].mustRecord(t, item(n)).Lease.Owner == "host-a" {
+			moved = append(moved, n)
+		}
+	}
+	require.NotEmpty(t, moved, "host-a runs an item")
+	first := "before the loss " + uuid.NewString()
+	d0 := commentOn(t, f.hosts[1], moved[0], first)
+	waitDelivered(t, f.hosts[1], d0, waitLong)
+	// The verified delivery ships the transcript; wait for the copy.
+	fl := f.hosts[1].openFleet(t)
+	f.hosts[1].waitFor(t, func() bool {
+		size, err := fl.TranscriptSize(t.Context(), item(moved[0]), ids[moved[0]])
+		require.NoError(t, err)
+		tr, err := os.Stat(lost.transcriptPath(t, item(moved[0]), ids[moved[0]]))
+		return err == nil && size == tr.Size()
+	}, waitShort, "the transcript never reached the store")
+
+	killed := time.Now()
+	lost.killHost(t)
+	after := "after the loss " + uuid.NewString()
+	d1 := commentOn(t, f.hosts[1], moved[0], after)
+	for _, n := range moved {
+		r := f.waitRunningOn(t, item(n), "host-a", waitLong)
+		assert.Equal(t, ids[n], r.Status.HarnessSessionID, "%s: the same conversation", item(n))
+	}
+	t.Logf("takeover of %d item(s): %s after the kill (leaseSeconds %d)", len(moved), time.Since(killed), fleetLeaseSeconds)
+
+	r := f.hosts[1].mustRecord(t, item(moved[0]))
+	owner := f.host(t, r.Lease.Owner)
+	waitDelivered(t, owner, d1, waitLong)
+	assert.Len(t, deliveriesOfItem(t, owner, journal.DispatchDelivered, item(moved[0]), d1), 1, "delivered once")
+	owner.waitTurn(t, item(moved[0]), ids[moved[0]], after, waitLong, "the event never reached the moved conversation")
+	turns := owner.userTurns(t, item(moved[0]), ids[moved[0]])
+	assert.Equal(t, 1, countContaining(turns, first), "the restored transcript holds the turn from the lost host")
+	assert.Equal(t, 1, countContaining(turns, after))
+	starts := owner.starts(t)
+	require.NotEmpty(t, starts)
+	flag, resumed := starts[len(starts)-1].mode()
+	assert.Equal(t, "--resume", flag)
+	assert.Equal(t, ids[moved[0]], resumed)
+	moves := owner.eventsNamed(t, journal.SessionMoved, item(moved[0]))
+	if assert.NotEmpty(t, moves) {
+		assert.Equal(t, "host-a", moves[len(moves)-1].Attrs["from_host"])
+	}
+}
+
+// TestFleetStaleHostIsFencedAndStopsItsAgents: a host SIGSTOPped past its
+// lease loses its items to another host. Once SIGCONTed it writes nothing
+// under its old leases and stops its stale agents without pasting into
+// them.
+func TestFleetStaleHostIsFencedAndStopsItsAgents(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	stale := f.host(t, "host-a")
+	stale.start(t) // host-a alone: the item is its
+	openIssue(t, stale, 1)
+	id := f.waitRunningOn(t, item(1), "", waitLong).Status.HarnessSessionID
+	require.Equal(t, "host-a", stale.mustRecord(t, item(1)).Lease.Owner)
+	f.host(t, "host-b").start(t)
+
+	require.NoError(t, stale.daemon.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(stale.daemon.Process.Pid, syscall.SIGCONT) })
+	other := f.host(t, "host-b")
+	r := f.waitRunningOn(t, item(1), "host-a", waitLong)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	body := "while host-a sleeps " + uuid.NewString()
+	d := commentOn(t, other, 1, body)
+	waitDelivered(t, other, d, waitLong)
+	gen := other.mustRecord(t, item(1)).Lease.Generation
+
+	require.NoError(t, stale.daemon.Process.Signal(syscall.SIGCONT))
+	stale.waitFor(t, func() bool { return !stale.hasSession(t, item(1)) }, waitLong, "the stale host kept its agent")
+	lost := stale.waitEvent(t, journal.LeaseLost, item(1), 1, waitShort)
+	assert.Contains(t, []string{"lease_lost", "lease_lapsed", "fenced"}, lost[0].Attrs["reason"])
+	assert.Equal(t, 0, countContaining(stale.userTurns(t, item(1), id), body), "nothing pasted on the stale host")
+	time.Sleep(time.Second)
+	r = other.mustRecord(t, item(1))
+	assert.Equal(t, "host-b", r.Lease.Owner)
+	assert.Equal(t, gen, r.Lease.Generation)
+	assert.Equal(t, "host-b", r.Status.Host, "no status written by the stale host")
+	assert.Equal(t, 1, f.livePanes(t, item(1)), "one agent on the conversation")
+}
+
+// TestFleetRestartWithinTheLeaseKeepsItsItems: a SIGTERM and restart of a
+// host's daemon within leaseSeconds keeps its items on it: its agents,
+// which kept running in tmux, are adopted, not respawned, and no other
+// host starts one.
+func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, 5, envOpts{})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	a.start(t)
+	openIssue(t, a, 1)
+	r := f.waitRunningOn(t, item(1), "", waitLong)
+	require.Equal(t, "host-a", r.Lease.Owner)
+	b.start(t)
+
+	a.stop(t)
+	a.start(t)
+	a.waitEvent(t, journal.SessionAdopted, item(1), 1, waitShort)
+	d := commentOn(t, b, 1, "after the restart "+uuid.NewString())
+	waitDelivered(t, a, d, waitLong)
+	got := a.mustRecord(t, item(1))
+	assert.Equal(t, "host-a", got.Lease.Owner)
+	assert.Equal(t, r.Lease.Generation, got.Lease.Generation, "never changed owner")
+	assert.Len(t, a.starts(t), 1, "adopted, not respawned")
+	assert.Empty(t, b.starts(t), "no agent on the other host")
+}
+
+// TestFleetDrainMovesItemsWithOneAgentAtATime: loopd drain moves a host's
+// items to another host: each agent is stopped, its transcript copied and
+// its lease released before the other host resumes it, on the same
+// conversation. Sampled all along, no conversation ever has two live
+// agents.
+func TestFleetDrainMovesItemsWithOneAgentAtATime(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	a.start(t)
+	ids := map[int]string{}
+	for n := 1; n <= 2; n++ {
+		openIssue(t, a, n)
+		ids[n] = f.waitRunningOn(t, item(n), "", waitLong).Status.HarnessSessionID
+	}
+	b.start(t)
+
+	stop := make(chan struct{})
+	var most [3]int
+	var sampled sync.WaitGroup
+	sampled.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for n := 1; n <= 2; n++ {
+				most[n] = max(most[n], f.livePanes(t, item(n)))
+			}
+		}
+	})
+	out, stderr, code := a.run(t, "drain", "host-a", "--timeout", "60s")
+	require.Equal(t, 0, code, "loopd drain: %s%s", out, stderr)
+	for n := 1; n <= 2; n++ {
+		r := f.waitRunningOn(t, item(n), "host-a", waitLong)
+		assert.Equal(t, "host-b", r.Lease.Owner)
+		assert.Equal(t, ids[n], r.Status.HarnessSessionID, "%s: the same conversation", item(n))
+	}
+	close(stop)
+	sampled.Wait()
+	assert.Equal(t, 1, most[1], "never two live agents on %s", item(1))
+	assert.Equal(t, 1, most[2], "never two live agents on %s", item(2))
+	assert.Len(t, a.eventsNamed(t, journal.LeaseReleased, desired.Key{}), 2)
+	for _, s := range b.starts(t) {
+		flag, _ := s.mode()
+		assert.Equal(t, "--resume", flag, "%q", s.Argv)
+	}
+	hosts := a.mustRun(t, "hosts")
+	assert.Regexp(t, `host-a\s+\S+\s+(true|yes)`, hosts, "host-a shows draining:\n%s", hosts)
+}
+
+// TestRealClaudeMovesHosts: with the real Claude Code CLI, an item's
+// conversation, restored from the store on another host (another config
+// dir and tmux server), resumes with --resume on the same id, and the next
+// comment lands in it.
+func TestRealClaudeMovesHosts(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{
+		Harness: realClaude(t),
+		Policy:  map[string]any{"restartPolicy": "OnFailure", "resumeProbeSeconds": 2},
+	})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	a.start(t)
+	first := "first comment " + uuid.NewString()
+	d0 := commentOn(t, a, 1, first)
+	waitDelivered(t, a, d0, waitLong)
+	id := a.mustRecord(t, item(1)).Status.HarnessSessionID
+	fl := a.openFleet(t)
+	a.waitFor(t, func() bool {
+		size, err := fl.TranscriptSize(t.Context(), item(1), id)
+		require.NoError(t, err)
+		tr, err := os.Stat(a.transcriptPath(t, item(1), id))
+		return err == nil && size == tr.Size()
+	}, waitLong, "the transcript never reached the store")
+	b.start(t)
+	a.killHost(t)
+
+	next := "on the new host " + uuid.NewString()
+	d1 := commentOn(t, b, 1, next)
+	r := f.waitRunningOn(t, item(1), "host-a", waitLong)
+	assert.Equal(t, "host-b", r.Lease.Owner)
+	assert.Equal(t, id, r.Status.HarnessSessionID)
+	assert.Contains(t, b.paneStartCommand(t, item(1)), "--resume "+id)
+	assert.Equal(t, "true", waitDelivered(t, b, d1, waitLong).Attrs["verified"])
+	b.waitTurn(t, item(1), id, next, waitLong, "the comment never reached the moved conversation")
+	turns := b.userTurns(t, item(1), id)
+	assert.Equal(t, 1, countContaining(turns, first), "the old turn came with the transcript")
+	assert.Empty(t, b.eventsNamed(t, journal.SessionResumeFailed, item(1)))
+}
