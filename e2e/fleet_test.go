@@ -117,13 +117,17 @@ func (f *fleet) waitRunningOn(t *testing.T, k desired.Key, not string, timeout t
 // every host's tmux server.
 func (f *fleet) livePanes(t *testing.T, k desired.Key) int {
 	t.Helper()
-	n := 0
+	n, name := 0, desired.SessionName(k)
 	for _, e := range f.hosts {
-		if _, err := e.tmux(t, "has-session"); err != nil {
-			continue // a server that is gone
+		out, err := e.tmux(t, "list-panes", "-a", "-F", "#{session_name} #{pane_dead}")
+		if err != nil {
+			continue // a server that is gone, or went when its last session did
 		}
-		_, live := e.itemPanes(t, k)
-		n += live
+		for line := range strings.Lines(out) {
+			if strings.TrimSpace(line) == name+" 0" {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -201,7 +205,9 @@ func TestFleetSpreadsItemsAndStoresARedeliveryOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, []int{http.StatusAccepted, http.StatusAccepted}, codes)
+	// One host stores it (202); the other finds it stored (200, GitHub's
+	// redelivery answer).
+	assert.ElementsMatch(t, []int{http.StatusAccepted, http.StatusOK}, codes)
 	waitDelivered(t, f.hosts[0], id, waitLong)
 	accepted := 0
 	for _, ev := range f.hosts[0].eventsNamed(t, journal.DeliveryAccepted, desired.Key{}) {
@@ -318,8 +324,8 @@ func TestFleetStaleHostIsFencedAndStopsItsAgents(t *testing.T) {
 
 // TestFleetRestartWithinTheLeaseKeepsItsItems: a SIGTERM and restart of a
 // host's daemon within leaseSeconds keeps its items on it: its agents,
-// which kept running in tmux, are adopted, not respawned, and no other
-// host starts one.
+// which kept running in tmux, go on taking its events, never respawned,
+// and no other host starts one.
 func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 2, 5, envOpts{})
@@ -332,7 +338,6 @@ func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
 
 	a.stop(t)
 	a.start(t)
-	a.waitEvent(t, journal.SessionAdopted, item(1), 1, waitShort)
 	d := commentOn(t, b, 1, "after the restart "+uuid.NewString())
 	waitDelivered(t, a, d, waitLong)
 	got := a.mustRecord(t, item(1))

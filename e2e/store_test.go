@@ -156,7 +156,7 @@ func deliveriesOf(t *testing.T, e *env, name journal.Name, id string) []journal.
 }
 
 // deliveriesOfItem returns the journal's events called name for delivery
-// id of k.
+// id of k (of any item when k is the zero Key).
 func deliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id string) []journal.Event {
 	t.Helper()
 	var out []journal.Event
@@ -211,7 +211,7 @@ func waitDelivered(t *testing.T, e *env, id string, timeout time.Duration) journ
 	t.Helper()
 	var got []journal.Event
 	e.waitFor(t, func() bool {
-		got = deliveriesOf(t, e, journal.DispatchDelivered, id)
+		got = deliveriesOfItem(t, e, journal.DispatchDelivered, desired.Key{}, id) // an id is one item's
 		return len(got) > 0
 	}, timeout, "delivery %s was never confirmed", id)
 	return got[0]
