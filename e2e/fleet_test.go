@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,17 +32,26 @@ const fleetLeaseSeconds = 2
 // workdir root is shared, as one config deployed to every host renders
 // the same workdirs.
 type fleet struct {
-	hosts []*env
-	url   string
+	hosts   []*env
+	url     string
+	lockDir string // FAKECLAUDE_LOCK_DIR of every host (overlaps)
 }
 
 // newFleet makes n hosts named host-a, host-b, … on a new database of the
 // test binary's PostgreSQL cluster, with leaseSeconds each; it starts none.
-func newFleet(t *testing.T, n, leaseSeconds int, opts envOpts) *fleet {
+func newFleet(t testing.TB, n, leaseSeconds int, opts envOpts) *fleet {
 	t.Helper()
-	f := &fleet{url: pgtest.URL(t)}
+	f := &fleet{url: pgtest.URL(t), lockDir: filepath.Join(t.TempDir(), "locks")}
 	workRoot, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(f.lockDir, 0o755))
+	// The fake CLIs of every host lock their conversations in one dir,
+	// and log a start on a conversation another process still runs.
+	opts.HarnessEnv = maps.Clone(opts.HarnessEnv)
+	if opts.HarnessEnv == nil {
+		opts.HarnessEnv = map[string]string{}
+	}
+	opts.HarnessEnv["FAKECLAUDE_LOCK_DIR"] = f.lockDir
 	for i := range n {
 		e := newEnv(t, opts)
 		e.workRoot = workRoot
@@ -62,7 +72,7 @@ func hostName(i int) string { return "host-" + string(rune('a'+i)) }
 
 // trustWorkRoot makes e's Claude config trust its workdir root, as newEnv
 // does for a root of its own.
-func trustWorkRoot(t *testing.T, e *env) {
+func trustWorkRoot(t testing.TB, e *env) {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
 		"hasCompletedOnboarding": true,
@@ -134,7 +144,7 @@ func (f *fleet) livePanes(t *testing.T, k desired.Key) int {
 
 // killHost ends e's daemon and its tmux server with SIGKILL, agents
 // included, as the loss of the machine would: nothing gets to clean up.
-func (e *env) killHost(t *testing.T) {
+func (e *env) killHost(t testing.TB) {
 	t.Helper()
 	var pids []int
 	if out, err := e.tmux(t, "list-panes", "-a", "-F", "#{pane_pid}"); err == nil {
@@ -148,21 +158,21 @@ func (e *env) killHost(t *testing.T) {
 	if out, err := e.tmux(t, "display-message", "-p", "#{pid}"); err == nil {
 		server, _ = strconv.Atoi(strings.TrimSpace(out))
 	}
-	e.kill9(t)
+	e.signalDaemon(t, syscall.SIGKILL)
 	for _, pid := range pids {
 		killFake(pid, e.harnessCmd)
 	}
 	if server > 0 {
 		_ = syscall.Kill(server, syscall.SIGKILL)
 	}
-	e.waitFor(t, func() bool {
+	require.Eventually(t, func() bool {
 		for _, pid := range pids {
 			if running(pid) {
 				return false
 			}
 		}
 		return server <= 0 || !running(server)
-	}, waitShort, "the host's processes outlived SIGKILL")
+	}, waitShort, tick, "the host's processes outlived SIGKILL")
 }
 
 // TestFleetSpreadsItemsAndStoresARedeliveryOnce: three hosts on one
@@ -279,6 +289,7 @@ func TestFleetHostLossMovesItsItemsOnTheirConversations(t *testing.T) {
 	flag, resumed := starts[len(starts)-1].mode()
 	assert.Equal(t, "--resume", flag)
 	assert.Equal(t, ids[moved[0]], resumed)
+	assert.Empty(t, overlaps(t, f.lockDir), "two agents on one conversation")
 	moves := owner.eventsNamed(t, journal.SessionMoved, item(moved[0]))
 	if assert.NotEmpty(t, moves) {
 		assert.Equal(t, "host-a", moves[len(moves)-1].Attrs["from_host"])
@@ -345,6 +356,7 @@ func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
 	assert.Equal(t, r.Lease.Generation, got.Lease.Generation, "never changed owner")
 	assert.Len(t, a.starts(t), 1, "adopted, not respawned")
 	assert.Empty(t, b.starts(t), "no agent on the other host")
+	assert.Empty(t, overlaps(t, f.lockDir))
 }
 
 // TestFleetDrainMovesItemsWithOneAgentAtATime: loopd drain moves a host's
@@ -388,6 +400,7 @@ func TestFleetDrainMovesItemsWithOneAgentAtATime(t *testing.T) {
 	}
 	close(stop)
 	sampled.Wait()
+	assert.Empty(t, overlaps(t, f.lockDir), "two agents on one conversation")
 	assert.Equal(t, 1, most[1], "never two live agents on %s", item(1))
 	assert.Equal(t, 1, most[2], "never two live agents on %s", item(2))
 	assert.Len(t, a.eventsNamed(t, journal.LeaseReleased, desired.Key{}), 2)
@@ -436,4 +449,51 @@ func TestRealClaudeMovesHosts(t *testing.T) {
 	turns := b.userTurns(t, item(1), id)
 	assert.Equal(t, 1, countContaining(turns, first), "the old turn came with the transcript")
 	assert.Empty(t, b.eventsNamed(t, journal.SessionResumeFailed, item(1)))
+}
+
+// BenchmarkFleetTakeover measures a host's loss to all of its n items
+// confirmed running on the other host (Running, confirmed, on the same
+// conversation): leaseSeconds to notice, then the restores and resumes,
+// at capacity.maxStartsInFlight starts at once. Each iteration boots its
+// fleet anew, outside the timer. Goal (issue 13): leaseSeconds + 2 s at
+// 50 items.
+//
+//	go test ./e2e -run '^$' -bench FleetTakeover -benchtime 3x
+func BenchmarkFleetTakeover(b *testing.B) {
+	const n, leaseSeconds, starts = 50, 5, 50
+	var total time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		f := newFleet(b, 2, leaseSeconds, envOpts{})
+		for _, e := range f.hosts {
+			e.config["capacity"] = map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": starts}
+			e.writeConfig(b)
+		}
+		a, other := f.hosts[0], f.hosts[1]
+		a.start(b)
+		before := a.bootFleet(b, n)
+		other.start(b)
+		b.StartTimer()
+		lost := time.Now()
+		a.killHost(b)
+		require.Eventually(b, func() bool {
+			for k, id := range before {
+				r, ok := other.record(b, k)
+				if !ok || r.Lease.Owner != hostName(1) || r.Status.Host != hostName(1) ||
+					r.Status.Phase != desired.PhaseRunning || r.Status.ConfirmedSessionID != id {
+					return false
+				}
+			}
+			return true
+		}, time.Minute, tick, "the items never ran on the other host")
+		total += time.Since(lost)
+		b.StopTimer()
+		require.Empty(b, overlaps(b, f.lockDir))
+		other.signalDaemon(b, syscall.SIGTERM)
+		other.killServer(b)
+		b.StartTimer()
+	}
+	mean := total.Seconds() / float64(b.N)
+	b.ReportMetric(mean, "takeover-s")
+	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
 }

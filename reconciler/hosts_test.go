@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/actions"
@@ -152,4 +153,30 @@ func TestNeedsAssign(t *testing.T) {
 	require.True(t, needsAssign([]desired.Record{live(rec(desired.Status{}, ev1))}, t0.Add(time.Second)), "its owner's lease expired")
 	require.False(t, needsAssign([]desired.Record{closed(desired.PhaseStopped)}, t0), "closed and stopped")
 	require.True(t, needsAssign([]desired.Record{closed(desired.PhaseRunning)}, t0), "closed with an agent that may run")
+}
+
+// TestNextBeat: a host's next heartbeat and Assign come at its period, or
+// just after another host's leases lapse when that is sooner.
+func TestNextBeat(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	every := 5 * time.Second
+	host := func(name string, beat time.Duration, leases int) desired.Host {
+		return desired.Host{Name: name, Heartbeat: now.Add(beat), LeaseTTL: 15 * time.Second, Leases: leases}
+	}
+	for _, tt := range []struct {
+		name  string
+		hosts []desired.Host
+		want  time.Duration
+	}{
+		{"alone", []desired.Host{host("a", 0, 3)}, every},
+		{"a live peer", []desired.Host{host("a", 0, 3), host("b", -time.Second, 3)}, every},
+		{"a peer whose leases lapse in 2 s", []desired.Host{host("a", 0, 3), host("b", -13*time.Second, 3)}, 2*time.Second + expirySlack},
+		{"the soonest of two", []desired.Host{host("b", -12*time.Second, 1), host("c", -14*time.Second, 1)}, time.Second + expirySlack},
+		{"a peer holding nothing", []desired.Host{host("b", -14*time.Second, 0)}, every},
+		{"already lapsed", []desired.Host{host("b", -time.Minute, 2)}, expirySlack},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, nextBeat(every, now, "a", tt.hosts))
+		})
+	}
 }

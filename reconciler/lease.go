@@ -201,8 +201,36 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 				wake()
 			}
 		}
-		t.Reset(every)
+		next := every
+		if err == nil {
+			if hosts, herr := h.Fleet.Hosts(ctx); herr == nil {
+				next = nextBeat(every, time.Now(), h.Host.Name, hosts)
+			}
+		}
+		t.Reset(next)
 	}
+}
+
+// expirySlack is how long after another host's leases lapse, by this
+// host's clock, its next Assign runs: room for a store clock a little
+// ahead.
+const expirySlack = 50 * time.Millisecond
+
+// nextBeat is how long until this host's next heartbeat and Assign: every,
+// or sooner when another host that holds leases stopped heartbeating, so
+// that its items are taken over as soon as its leases lapse (its last
+// heartbeat plus its TTL, plus expirySlack), not up to every later.
+func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.Host) time.Duration {
+	next := every
+	for _, o := range hosts {
+		if o.Name == self || o.Leases == 0 {
+			continue
+		}
+		if d := o.Heartbeat.Add(o.LeaseTTL).Sub(now) + expirySlack; d < next {
+			next = max(d, expirySlack)
+		}
+	}
+	return next
 }
 
 // needsAssign reports whether some record needs a host
