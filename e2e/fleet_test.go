@@ -497,3 +497,23 @@ func BenchmarkFleetTakeover(b *testing.B) {
 	b.ReportMetric(mean, "takeover-s")
 	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
 }
+
+// TestFleetNotifyWakesTheOwner: an event taken by one host reaches the
+// agent on the item's owner at once, through PostgreSQL's NOTIFY: the
+// owner's resync interval (10 minutes here) never comes into it.
+func TestFleetNotifyWakesTheOwner(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{IntervalSeconds: 600})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	b.start(t) // host-b alone: the item is its
+	openIssue(t, b, 1)
+	f.waitRunningOn(t, item(1), "", waitLong)
+	a.start(t)
+	body := "through host-a " + uuid.NewString()
+	d := commentOn(t, a, 1, body)
+	waitDelivered(t, b, d, waitShort)
+	r := b.mustRecord(t, item(1))
+	assert.Equal(t, "host-b", r.Lease.Owner)
+	b.waitTurn(t, item(1), r.Status.HarnessSessionID, body, waitShort, "the comment never reached host-b's agent")
+	assert.Empty(t, a.starts(t), "no agent on the host that took the webhook")
+}
