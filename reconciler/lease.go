@@ -94,9 +94,18 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
 	}
 	h.Clock.Renew(start, h.Host.LeaseTTL)
+	if err := h.readDraining(ctx); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+	}
+	return nil
+}
+
+// readDraining reads this host's drain flag from the store's membership
+// rows (setDraining).
+func (h *Hosting) readDraining(ctx context.Context) error {
 	hosts, err := h.Fleet.Hosts(ctx)
 	if err != nil {
-		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+		return err // the store names the operation
 	}
 	for _, m := range hosts {
 		if m.Name == h.Host.Name {
@@ -104,6 +113,22 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// confirmDraining reads the drain flag from the store again when this
+// host believes it is draining, and reports whether it still is: a pass
+// hands its items over (and stops their agents) only on the store's word,
+// never on a flag that `loopd drain --undo` cleared since the last
+// heartbeat, which would hand back at once the items Assign just gave
+// it. Not draining costs no read. The error names the host.
+func (h *Hosting) confirmDraining(ctx context.Context) (bool, error) {
+	if !h.Draining() {
+		return false, nil
+	}
+	if err := h.readDraining(ctx); err != nil {
+		return true, fmt.Errorf("read drain flag %s: %w", h.Host.Name, err)
+	}
+	return h.Draining(), nil
 }
 
 // setDraining records the drain flag read from the store, and journals

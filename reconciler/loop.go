@@ -148,6 +148,11 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if h := r.Hosting; h != nil && dryRun {
 		records = dryRunLeases(records, h.Host.Name, now)
 	}
+	if h := r.Hosting; h != nil && !dryRun {
+		if _, err := h.confirmDraining(ctx); err != nil {
+			return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		}
+	}
 	r.last = records
 	policy := r.hosted(r.Policy(), dryRun)
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {

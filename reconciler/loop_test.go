@@ -450,3 +450,40 @@ func (r *passRig) events(t *testing.T, name journal.Name) []journal.Event {
 	}
 	return out
 }
+
+// TestAnUndoneDrainKeepsTheItemsGiven: a host set draining, then taken
+// back into service (loopd drain --undo) before its next heartbeat, hands
+// over nothing: its pass reads the flag from the store before it stops an
+// agent, and the item it was given stays its own, running.
+func TestAnUndoneDrainKeepsTheItemsGiven(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	h := &Hosting{Fleet: r.store, Host: desired.Host{Name: "h1", LeaseTTL: time.Hour},
+		Clock: &LeaseClock{Elapsed: func() time.Duration { return 0 }}, Journal: r.rc.Journal}
+	r.rc.Hosting = h
+	r.rc.Executor.Fleet, r.rc.Executor.Host, r.rc.Executor.LeaseValid = r.store, "h1", h.Clock.Valid
+	id := r.running(t)
+	require.Equal(t, "h1", r.record(t).Lease.Owner)
+
+	require.NoError(t, r.store.SetDraining(ctx, "h1", true))
+	require.NoError(t, h.Heartbeat(ctx))
+	require.True(t, h.Draining())
+	require.NoError(t, r.store.SetDraining(ctx, "h1", false)) // loopd drain --undo
+
+	res := r.pass(t, false)
+	assert.NotContains(t, names(res.Plan), "handover")
+	assert.False(t, h.Draining(), "the pass read the flag back")
+	got := r.record(t)
+	assert.Equal(t, "h1", got.Lease.Owner)
+	assert.Equal(t, desired.PhaseRunning, got.Status.Phase)
+	assert.Equal(t, id, got.Status.HarnessSessionID)
+	assert.Len(t, r.tmux.Sessions(), 1, "its agent runs on")
+	assert.Empty(t, r.events(t, journal.LeaseReleased))
+
+	// Set draining again, the next pass hands the item over at once.
+	require.NoError(t, r.store.SetDraining(ctx, "h1", true))
+	require.NoError(t, h.Heartbeat(ctx))
+	res = r.pass(t, false)
+	assert.Contains(t, names(res.Plan), "handover")
+	assert.Empty(t, r.record(t).Lease.Owner)
+}
