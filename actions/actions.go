@@ -357,6 +357,10 @@ type ResumeSpawn struct {
 	// TranscriptSize is the transcript's size in bytes before the resume,
 	// -1 when the harness cannot tell; growth past it confirms the resume.
 	TranscriptSize int64
+	// Restored is true when a RestoreTranscript of the same plan wrote the
+	// stored transcript back before the resume: its stored size stands for
+	// the size before the resume when TranscriptSize is -1.
+	Restored bool
 }
 
 // Item implements Action.
@@ -561,6 +565,11 @@ func (a MarkRunning) Apply(st desired.Status) desired.Status {
 	st.Session = a.Session
 	if a.Confirmed && st.ConfirmedSessionID == "" {
 		st.ConfirmedSessionID = st.HarnessSessionID
+	}
+	if a.Confirmed {
+		// The conversation runs: a transcript missing later may be
+		// restored again (reconciler, restoreFirst).
+		st.RestoredID = ""
 	}
 	// The spawn is over: its boot prompt was delivered (DeliveryID) or it
 	// carried none that is still in flight. A run carries its event until

@@ -456,7 +456,7 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 		}
 		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
 	}
-	if a.Reason == ReasonHostMoved && a.TranscriptSize < 0 && e.Fleet != nil {
+	if a.Restored && a.TranscriptSize < 0 && e.Fleet != nil {
 		// The transcript restored in this pass is the stored one: its
 		// growth past that size confirms the resume.
 		if size, err := e.Fleet.TranscriptSize(ctx, r.Key, a.ResumeID); err == nil && size > 0 {

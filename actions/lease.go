@@ -43,10 +43,11 @@ const (
 // item's local agent, with no store write, and skips its later actions.
 var ErrLeaseLost = errors.New("lease lost")
 
-// errNoTranscript is what a RestoreTranscript returns when the store holds
-// no transcript of the conversation: the move is recorded, and the next
-// pass plans the fresh spawn that carries the event (transcript_missing).
-var errNoTranscript = errors.New("moved without a transcript")
+// errNoTranscript is what a RestoreTranscript followed by a resume
+// returns when the store holds no transcript of the conversation: the
+// attempt (and a move) is recorded, the resume skipped, and the next pass
+// plans the fresh spawn that carries the event (transcript_missing).
+var errNoTranscript = errors.New("no stored transcript")
 
 // TranscriptMover copies an item's transcript to the store and back, so
 // that its conversation survives the loss of its host (internal/transcript
@@ -90,19 +91,23 @@ func (a Relinquish) Fields() []Field {
 
 func (a Relinquish) String() string { return Format(a) }
 
-// RestoreTranscript takes over an item whose status another host wrote:
-// the stored transcript of ResumeID is written back where the harness
-// reads it for Cwd (TranscriptMover.Restore), and the move is recorded
-// (Apply). A ResumeID of "" restores nothing (no conversation id known).
+// RestoreTranscript writes the stored transcript of ResumeID back where
+// the harness reads it for Cwd (TranscriptMover.Restore): for an item
+// whose status another host wrote (From, a move, recorded by Apply), or
+// for one of this host's whose local transcript is missing (From "":
+// reconciler's restoreFirst, reason transcript_missing). A ResumeID of ""
+// restores nothing (no conversation id known).
 type RestoreTranscript struct {
 	Key      desired.Key
 	Session  string
 	ResumeID string
 	Cwd      string
-	From, To string // host names
-	// Resume is true when the item had an agent: it is resumed, from
-	// BackingOff, as a move (ReasonHostMoved); otherwise it keeps its
-	// phase and waits for its next event.
+	From, To string // host names; From "" for this host's own item
+	// Resume is true when a resume of ResumeID follows in the plan: when
+	// the store holds no transcript it is skipped, and the next pass
+	// spawns fresh. A moved item (From set) is resumed from BackingOff,
+	// as a move (ReasonHostMoved); without Resume it keeps its phase and
+	// waits for its next event.
 	Resume bool
 	// WorkdirMissing is true when the item's workdir does not exist on
 	// this host: it is made again as a reopened item's removed worktree
@@ -123,18 +128,36 @@ func (RestoreTranscript) Mutates() bool { return true }
 func (a RestoreTranscript) Fields() []Field {
 	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyResumeID, a.ResumeID},
 		{journal.KeyCwd, a.Cwd}, {journal.KeyFromHost, a.From}, {journal.KeyToHost, a.To},
-		{journal.KeyResumed, strconv.FormatBool(a.Resume)}, {journal.KeyReason, string(ReasonHostMoved)}}
+		{journal.KeyResumed, strconv.FormatBool(a.Resume)}, {journal.KeyReason, string(a.reason())}}
+}
+
+// reason is why the transcript is restored: the item moved hosts, or
+// its local transcript is missing.
+func (a RestoreTranscript) reason() Reason {
+	if a.From == "" {
+		return ResumeTranscriptMissing
+	}
+	return ReasonHostMoved
 }
 
 func (a RestoreTranscript) String() string { return Format(a) }
 
-// Apply returns st as the host that took the item over records it: no
-// pane, process or paste of the old host's is the item's here (what was
-// in flight stays pending, and the restored conversation says whether it
-// landed), MovedFrom names the old host, and an item that had an agent is
-// BackingOff, due now, with host_moved as its last exit's reason, so that
-// its resume counts no failure.
+// Apply returns st with the restore of ResumeID recorded
+// (Status.RestoredID), and, for a move, as the host that took the item
+// over records it: no pane, process or paste of the old host's is the
+// item's here (what was in flight stays pending, and the restored
+// conversation says whether it landed), MovedFrom names the old host, and
+// an item that had an agent is BackingOff, due now, with host_moved as
+// its last exit's reason and the move as its last exit (LastExitAt), so
+// that its resume counts no failure and, queued for a slot, still tells
+// the agent it moved (reconciler, movedSinceSpawn).
 func (a RestoreTranscript) Apply(st desired.Status, now time.Time) desired.Status {
+	if a.ResumeID != "" {
+		st.RestoredID = a.ResumeID
+	}
+	if a.From == "" {
+		return st // this host's own item: its spawn follows as planned
+	}
 	st = st.DropInFlight()
 	st.PaneID, st.RunID = "", ""
 	st.HarnessPID, st.HarnessStart = 0, 0
@@ -146,6 +169,7 @@ func (a RestoreTranscript) Apply(st desired.Status, now time.Time) desired.Statu
 	if a.Resume {
 		st.Phase, st.NextAttempt = desired.PhaseBackingOff, now
 		st.LastExitReason, st.Reason = string(ReasonHostMoved), string(ReasonHostMoved)
+		st.LastExitAt = now
 	}
 	return st
 }
@@ -287,22 +311,34 @@ func (e *Executor) stopAgent(ctx context.Context, r *desired.Record, session str
 
 // restoreTranscript carries out a RestoreTranscript: the stored transcript
 // is written back (Mover.Restore, which journals transcript.restored; none
-// without a Mover), then the move is recorded (Apply) and journaled
-// (session.moved). When the store has
+// without a Mover), then the attempt, and a move, are recorded (Apply) and
+// a move is journaled (session.moved). When the store has
 // no transcript the move is recorded all the same, and errNoTranscript
 // skips the item's resume: the next pass, which finds no transcript to
 // resume, spawns fresh with the event (transcript_missing).
 func (e *Executor) restoreTranscript(ctx context.Context, r *desired.Record, a RestoreTranscript) error {
 	var missing error
-	if a.ResumeID != "" && e.Mover != nil {
+	switch {
+	case a.ResumeID != "" && e.Mover != nil:
 		if err := e.Mover.Restore(ctx, *r, a.ResumeID, a.Cwd); errors.Is(err, desired.ErrNoTranscript) {
 			missing = err
 		} else if err != nil {
 			return fmt.Errorf("restore transcript %s: %w", r.Key, err)
 		}
+	case a.From == "":
+		missing = desired.ErrNoTranscript // nothing to restore it from
 	}
 	if err := e.put(ctx, r, a.Apply(r.Status, e.Now())); err != nil {
 		return err
+	}
+	if a.From == "" {
+		// Not a move: Mover.Restore journaled what it wrote back, and a
+		// store without a copy leads to the fresh spawn, journaled
+		// resume_failed reason=transcript_missing.
+		if missing != nil && a.Resume {
+			return fmt.Errorf("restore transcript %s: %w: %w", r.Key, errNoTranscript, missing)
+		}
+		return nil
 	}
 	e.record(ctx, slog.LevelInfo, journal.SessionMoved, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, a.ResumeID,
 		journal.KeyFromHost, a.From, journal.KeyToHost, a.To, journal.KeyFound, missing == nil, journal.KeyReason, string(ReasonHostMoved))

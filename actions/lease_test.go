@@ -264,6 +264,45 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 	}
 }
 
+// TestRestoreOfAMissingLocalTranscript: on the item's own host (From "")
+// the restore records the attempt and leaves the phase to the resume that
+// follows; a store without the transcript skips the resume, for the next
+// pass to go fresh, and journals no move.
+func TestRestoreOfAMissingLocalTranscript(t *testing.T) {
+	const id = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	for _, missing := range []bool{false, true} {
+		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			valid := true
+			f, m := r.hosted(t, &valid)
+			m.missing = missing
+			rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+			rec.Lease = f.lease(r.key, "h1")
+			rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, ConfirmedSessionID: id, Host: "h1"}
+			sess := desired.SessionName(r.key)
+			plan := []actions.Action{
+				actions.RestoreTranscript{Key: r.key, Session: sess, ResumeID: id, Cwd: r.cwd, To: "h1", Resume: true},
+				actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id, TranscriptSize: -1, Restored: true},
+			}
+			res := r.exec.Execute(ctx, []desired.Record{rec}, plan)
+			got := r.get(t).Status
+			assert.Equal(t, id, got.RestoredID, "the attempt is remembered")
+			assert.Empty(t, got.MovedFrom)
+			assert.Empty(t, r.named(t, journal.SessionMoved))
+			if missing {
+				assert.True(t, res.Replan)
+				assert.Equal(t, desired.PhaseExited, got.Phase, "no resume: the next pass goes fresh")
+				return
+			}
+			assert.Equal(t, []string{id}, m.restored)
+			assert.Equal(t, desired.PhaseSpawning, got.Phase)
+			assert.Equal(t, desired.SpawnResume, got.SpawnMode)
+			assert.Equal(t, id, got.HarnessSessionID)
+		})
+	}
+}
+
 // TestHandoverReleasesOnlyOnceTheAgentIsGone: a drain stops the agent,
 // ships its transcript, leaves the item to be resumed, and releases the
 // lease last.

@@ -363,6 +363,12 @@ type Status struct {
 	// host that took it over recorded with its transcript's restore; the
 	// resume that follows tells the agent (desired.MovedPrompt).
 	MovedFrom string `json:",omitempty"`
+	// RestoredID is the conversation id whose stored transcript this item
+	// last tried to write back (actions.RestoreTranscript), whether the
+	// store held one or not; a confirmed spawn clears it. A transcript
+	// missing again on the same id is then not restored again: the item
+	// starts fresh (reconciler, restoreFirst), never loops.
+	RestoredID string `json:",omitempty"`
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -15,17 +15,21 @@ import (
 // keeps its slot and never queues behind new items. Every other phase
 // holds none: Idle, Preparing, Queued, Exited (a clean exit, or a resume
 // given up), NeedsAttention, Parked, Stopped, and any phase not named here
-// (RateLimited). A BackingOff that no agent's death left behind holds none
-// either: an operator's release (desired.Status.Released) brings an item
-// back through the queue, and a worktree that could not be made never had
-// an agent.
+// (RateLimited). A BackingOff that no agent's death on this host left
+// behind holds none either: an operator's release
+// (desired.Status.Released) brings an item back through the queue, a
+// worktree that could not be made never had an agent, and an item that
+// moved here (host_moved) or that a drain handed over (drained) had its
+// agent on another host, or stopped on purpose: its resume is a new start
+// like any other.
 func holdsSlot(phase desired.Phase, reason string) bool {
 	switch phase {
 	case desired.PhaseSpawning, desired.PhaseRunning:
 		return true
 	case desired.PhaseBackingOff:
 		switch actions.Reason(reason) {
-		case actions.ReasonReleased, actions.ReasonWorkspaceFailed, actions.ReasonWorkspaceConflict:
+		case actions.ReasonReleased, actions.ReasonWorkspaceFailed, actions.ReasonWorkspaceConflict,
+			actions.ReasonHostMoved, actions.ReasonDrained:
 			return false
 		}
 		return true
@@ -124,6 +128,8 @@ func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string
 			st.Phase, st.Reason = a.Phase, string(a.Reason)
 		case actions.Release:
 			st = a.Apply(st)
+		case actions.RestoreTranscript:
+			st = a.Apply(st, time.Time{})
 		case actions.MarkRunning:
 			st.Phase = desired.PhaseRunning
 		case actions.StopSession:
@@ -214,7 +220,8 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 			continue
 		}
 		phase, reason := phaseAfter(r.Status, plans[i][:at])
-		continuing := r.Status.Phase == desired.PhaseSpawning
+		// Another host's spawn in flight is not this one's to go on with.
+		continuing := r.Status.Phase == desired.PhaseSpawning && movedFrom(*r, p) == ""
 		cands = append(cands, candidate{i: i, at: at, slot: continuing || holdsSlot(phase, reason), continuing: continuing})
 	}
 	slices.SortStableFunc(cands, func(a, b candidate) int {

@@ -420,6 +420,8 @@ func TestHoldsSlot(t *testing.T) {
 		{desired.PhaseBackingOff, "workspace_missing", true}, // a crashed agent blocked on its workdir
 		{desired.PhaseBackingOff, "released", false},
 		{desired.PhaseBackingOff, "workspace_failed", false},
+		{desired.PhaseBackingOff, "host_moved", false}, // its agent ran on another host
+		{desired.PhaseBackingOff, "drained", false},    // stopped on purpose by a drain
 		{desired.PhaseIdle, "", false},
 		{desired.PhasePreparing, "first_spawn", false},
 		{desired.PhaseQueued, "capacity", false},
@@ -515,4 +517,63 @@ func TestPlanSpawnsAfterWhatFreesTheirSlots(t *testing.T) {
 	require.Len(t, plan, 2)
 	assert.IsType(t, actions.StopSession{}, plan[0])
 	assert.IsType(t, actions.FreshSpawn{}, plan[1])
+}
+
+// TestMovedItemsGoThroughAdmission: the resumes of items that moved here
+// (a takeover, a drain elsewhere) and of items a drain handed over and
+// this host takes back are new starts: they are admitted while a slot is
+// free, and the others wait Queued, oldest event first, counting no
+// failure; their turn resumes them on their conversations, as moves.
+func TestMovedItemsGoThroughAdmission(t *testing.T) {
+	const here, there = "h1", "h2"
+	by := func(st desired.Status, host string) desired.Status {
+		st.Host = host
+		return st
+	}
+	drained := by(running(), here)
+	drained.Phase, drained.PaneID, drained.NextAttempt = desired.PhaseBackingOff, "", t0.Add(-time.Second)
+	drained.LastExitReason, drained.Reason = string(actions.ReasonDrained), string(actions.ReasonDrained)
+	h := newHost().add(1, by(running(), here), "alive").
+		add(2, by(running(), there), "", event(2, t0.Add(-4*time.Hour))).
+		add(3, by(running(), there), "", event(3, t0.Add(-3*time.Hour))).
+		add(4, drained, "", event(4, t0.Add(-2*time.Hour))).
+		add(5, by(spawning(desired.SpawnResume), there), "", event(5, t0.Add(-time.Hour)))
+	for i := range h.recs {
+		h.recs[i].Lease = desired.Lease{Owner: here, Generation: 2, Expires: t0.Add(time.Minute)}
+	}
+	p := testPolicy()
+	p.Host, p.LeaseValid, p.MaxLive = here, true, 2
+	plan := Plan(h.recs, h.obs, p, t0)
+	assert.Equal(t, map[int]string{
+		2: "restore_transcript; resume_spawn host_moved",
+		3: "restore_transcript; queue 1 capacity enter",
+		4: "queue 2 capacity enter",
+		5: "restore_transcript; queue 3 capacity enter",
+	}, decisions(plan))
+	for _, a := range plan {
+		if q, ok := a.(actions.Queue); ok {
+			assert.Equal(t, 2, q.Live, "the host runs no more than its capacity")
+		}
+	}
+
+	// Item 3, queued after its move, gets a slot: it resumes its
+	// conversation as a move, with the move's nudge, counting no failure.
+	st := h.recs[2].Status
+	st = actions.RestoreTranscript{ResumeID: st.HarnessSessionID, From: there, To: here, Resume: true}.Apply(st, t0)
+	st.Phase, st.Reason, st.QueuedAt = desired.PhaseQueued, string(actions.ReasonCapacity), t0
+	q := newHost().add(3, st, "", event(3, t0.Add(-3*time.Hour)))
+	q.recs[0].Lease = h.recs[2].Lease
+	got := Plan(q.recs, q.obs, p, t0.Add(time.Second))
+	require.Len(t, got, 1)
+	r, ok := got[0].(actions.ResumeSpawn)
+	require.True(t, ok, "%v", got)
+	assert.Equal(t, actions.ReasonHostMoved, r.Reason)
+	assert.Equal(t, desired.MovedPrompt(itemKey(3), there, here), r.Prompt)
+	assert.Equal(t, st.Failures, h.recs[2].Status.Failures)
+
+	// Once it ran again, a later wait in the queue is an ordinary one.
+	st.SpawnedAt = t0.Add(2 * time.Second)
+	q.recs[0].Status = st
+	got = Plan(q.recs, q.obs, p, t0.Add(time.Minute))
+	assert.Equal(t, map[int]string{3: "resume_spawn queued"}, decisions(got))
 }

@@ -52,6 +52,26 @@ func movedFrom(r desired.Record, p Policy) string {
 	return st.Host
 }
 
+// restoreFirst is the one home of the rule that a conversation whose local
+// transcript is missing (transcript_missing in "Choosing resume or fresh")
+// is first written back from the store (actions.RestoreTranscript) and
+// then resumed: with leases (Policy.Host), whose owner ships every item's
+// transcript to the store, once per conversation id until a spawn in it is
+// confirmed (Status.RestoredID). A store without a copy, or a restored
+// transcript that is missing again before its resume held, leads to the
+// fresh spawn, never to a loop. A machine replaced under the same host
+// name, or an item back on a host that lost its copy, resumes this way.
+func restoreFirst(st desired.Status, p Policy) bool {
+	return p.Host != "" && st.HarnessSessionID != "" && st.RestoredID != st.HarnessSessionID
+}
+
+// movedSinceSpawn reports whether st's conversation moved to this host
+// (actions.RestoreTranscript.Apply) since its last spawn: its next resume
+// is the move's, with its nudge, even after it waited Queued for a slot.
+func movedSinceSpawn(st desired.Status) bool {
+	return actions.Reason(st.LastExitReason) == actions.ReasonHostMoved && st.LastExitAt.After(st.SpawnedAt)
+}
+
 // hadAgent reports whether an item in phase had an agent to bring back
 // on the host that takes it over.
 func hadAgent(phase desired.Phase) bool {

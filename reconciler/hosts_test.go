@@ -30,7 +30,13 @@ func TestPlanLeases(t *testing.T) {
 	movedBack := func() desired.Status {
 		// As RestoreTranscript left a running item that moved from h2.
 		st := written(running(), here)
-		st = actions.RestoreTranscript{From: there, To: here, Resume: true}.Apply(st, t0)
+		st = actions.RestoreTranscript{ResumeID: oldID, From: there, To: here, Resume: true}.Apply(st, t0)
+		return st
+	}
+	// exited is an item this host ran, whose agent exited cleanly.
+	exited := func() desired.Status {
+		st := written(running(), here)
+		st.Phase, st.PaneID = desired.PhaseExited, ""
 		return st
 	}
 	movedNudge := desired.MovedPrompt(key, there, here)
@@ -38,7 +44,7 @@ func TestPlanLeases(t *testing.T) {
 	hostMoved := func() actions.ResumeSpawn {
 		s := spawnOf(desired.Delivery{}, actions.ReasonHostMoved)
 		s.Prompt = movedNudge
-		return actions.ResumeSpawn{Spawn: s, ResumeID: oldID, TranscriptSize: -1}
+		return actions.ResumeSpawn{Spawn: s, ResumeID: oldID, TranscriptSize: -1, Restored: true}
 	}
 
 	tests := []struct {
@@ -79,12 +85,35 @@ func TestPlanLeases(t *testing.T) {
 			[]actions.Action{actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, From: there, To: here},
 				actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonHostMoved}}},
 		{"moved_item_resumes_after_a_restore_that_held", leased(rec(movedBack(), ev1), here), obs(gone(), transcript), hosted(true, false),
-			[]actions.Action{func() actions.ResumeSpawn { r := hostMoved(); r.TranscriptSize = 100; return r }()}},
+			[]actions.Action{func() actions.ResumeSpawn { r := hostMoved(); r.TranscriptSize, r.Restored = 100, false; return r }()}},
 		{"moved_item_whose_transcript_the_store_lacked_goes_fresh_with_its_event", leased(rec(movedBack(), ev1), here), obs(gone(), noScript), hosted(true, false),
 			[]actions.Action{func() actions.FreshSpawn {
 				f := fresh(ev1, actions.ReasonHostMoved, actions.ResumeTranscriptMissing)
 				return f
 			}()}},
+
+		// A conversation whose local transcript is missing on its own
+		// host comes back from the store first (restoreFirst).
+		{"own_item_with_its_transcript_missing_restores_it_then_resumes", leased(rec(exited(), ev1), here), obs(gone(), noScript), hosted(true, false),
+			[]actions.Action{
+				actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, To: here, Resume: true},
+				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: -1, Restored: true}}},
+		{"own_item_whose_restore_was_tried_goes_fresh_with_its_event", leased(rec(func() desired.Status {
+			st := exited()
+			st.RestoredID = oldID
+			return st
+		}(), ev1), here), obs(gone(), noScript), hosted(true, false),
+			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
+		{"own_item_restored_for_an_earlier_conversation_restores_this_one", leased(rec(func() desired.Status {
+			st := exited()
+			st.RestoredID = "0d9e1f2a-3b4c-4d5e-8f60-718293a4b5c6"
+			return st
+		}(), ev1), here), obs(gone(), noScript), hosted(true, false),
+			[]actions.Action{
+				actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, To: here, Resume: true},
+				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: -1, Restored: true}}},
+		{"without_leases_a_missing_transcript_goes_fresh", rec(exited(), ev1), obs(gone(), noScript), testPolicy(),
+			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"closed_moved_item_is_stopped_as_usual", leased(func() desired.Record {
 			r := rec(written(running(), there))
 			r.Spec.Closed = true
@@ -179,4 +208,21 @@ func TestNextBeat(t *testing.T) {
 			assert.Equal(t, tt.want, nextBeat(every, now, "a", tt.hosts))
 		})
 	}
+}
+
+// TestRestoreIsRememberedUntilTheResumeHolds: a restore records the
+// conversation it tried (so a store without a copy leads to fresh, never
+// to a loop), and a confirmed spawn forgets it (so a transcript lost again
+// later is restored again).
+func TestRestoreIsRememberedUntilTheResumeHolds(t *testing.T) {
+	st := running()
+	st.Host = "h1"
+	st = actions.RestoreTranscript{ResumeID: oldID, To: "h1", Resume: true}.Apply(st, t0)
+	require.Equal(t, oldID, st.RestoredID)
+	require.Equal(t, desired.PhaseRunning, st.Phase, "a restore on the item's own host leaves its phase to the spawn")
+	require.Empty(t, st.MovedFrom)
+	st = actions.MarkRunning{Confirmed: false}.Apply(st)
+	require.Equal(t, oldID, st.RestoredID, "an unconfirmed spawn proves nothing")
+	st = actions.MarkRunning{Confirmed: true}.Apply(st)
+	require.Empty(t, st.RestoredID)
 }

@@ -742,7 +742,11 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		return it.spawn(st, actions.ReasonNewEvent, "")
 	case desired.PhaseQueued:
 		// Its turn may have come (admit decides): events pending or not,
-		// a queued item needs its agent.
+		// a queued item needs its agent; one that moved here and waited
+		// for a slot resumes as a move.
+		if movedSinceSpawn(st) {
+			return it.spawn(st, actions.ReasonHostMoved, "")
+		}
 		return it.spawn(st, actions.ReasonQueued, "")
 	case desired.PhaseBackingOff:
 		if it.now.Before(st.NextAttempt) {
@@ -908,11 +912,29 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
-	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir))
+	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir)...)
 }
 
-// spawnIn plans the spawn itself, in the workdir dir.
-func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) actions.Action {
+// spawnIn plans the spawn itself, in the workdir dir: the spawn, after
+// the restore of its transcript from the store when the local one is
+// missing and may be restored (restoreFirst).
+func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
+	key := it.r.Key
+	why := failed
+	if why == "" {
+		why = it.chooseResume(st, caps)
+	}
+	if why == actions.ResumeTranscriptMissing && restoreFirst(st, it.p) {
+		a := actions.RestoreTranscript{Key: key, Session: it.session, ResumeID: st.HarnessSessionID, Cwd: dir, To: it.p.Host, Resume: true}
+		it.restoring = true
+		return []actions.Action{a, it.spawnAs(a.Apply(st, it.now), reason, "", caps, dir)}
+	}
+	return []actions.Action{it.spawnAs(st, reason, why, caps, dir)}
+}
+
+// spawnAs plans the spawn itself, in the workdir dir, as a resume when why
+// (chooseResume's answer, or why a resume just failed) is "", else fresh.
+func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st)
@@ -929,10 +951,6 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 	if it.process {
 		s.Runner = schema.RunnerProcess
 	}
-	why := failed
-	if why == "" {
-		why = it.chooseResume(st, caps)
-	}
 	if why == "" {
 		size := int64(-1)
 		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known && !it.restoring {
@@ -943,7 +961,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 			// old host: the others are pasted after the resume holds.
 			s.DeliveryID, s.Prompt = "", desired.MovedPrompt(key, st.MovedFrom, it.p.Host)
 		}
-		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size}
+		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size, Restored: it.restoring}
 	}
 	silent := why == silentFresh || why == actions.ReasonReleased
 	if why == silentFresh {
