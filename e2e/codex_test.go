@@ -149,6 +149,7 @@ func TestCodexMissingRolloutStartsFresh(t *testing.T) {
 	e.killAgentGroup(t, keyIssue)
 	e.waitPhase(t, keyIssue, desired.PhaseExited, waitLong)
 	require.NoError(t, os.Remove(tr.Path))
+	e.dropStoredTranscript(t, keyIssue, old) // else it is restored from there
 
 	body := "after the rollout was lost " + uuid.NewString()
 	sendComment(t, e, body)

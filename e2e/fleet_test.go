@@ -517,3 +517,41 @@ func TestFleetNotifyWakesTheOwner(t *testing.T) {
 	b.waitTurn(t, item(1), r.Status.HarnessSessionID, body, waitShort, "the comment never reached host-b's agent")
 	assert.Empty(t, a.starts(t), "no agent on the host that took the webhook")
 }
+
+// TestLostTranscriptIsRestoredFromTheStore: the local transcript of a
+// conversation is gone (a disk wiped, the machine replaced under the same
+// host name) when the next comment comes: the copy the store holds is
+// written back and the conversation resumed on its id, the comment landing
+// in it, with no resume_failed. Once the store's copy is gone too, a later
+// loss goes fresh with the event (TestRealClaudeDeletedTranscriptStartsFresh).
+func TestLostTranscriptIsRestoredFromTheStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{Policy: map[string]any{"restartPolicy": "Never"}})
+	first := "first comment " + uuid.NewString()
+	r := startWithComment(t, e, first)
+	id := r.Status.HarnessSessionID
+	path := e.transcriptPath(t, keyIssue, id)
+	e.waitFor(t, func() bool {
+		return countContaining(e.userTurns(t, keyIssue, id), first) == 1 && e.storedTranscriptSize(t, keyIssue, id) > 0
+	}, waitLong, "the transcript never reached the store")
+
+	e.killPane(t, keyIssue)
+	failures := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort).Status.Failures
+	require.NoError(t, os.Remove(path))
+
+	body := "after the disk was lost " + uuid.NewString()
+	sendComment(t, e, body)
+	e.waitTurn(t, keyIssue, id, body, waitLong, "the comment never reached the restored conversation")
+	after := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Equal(t, id, after.Status.HarnessSessionID)
+	assert.Equal(t, desired.SpawnResume, after.Status.SpawnMode)
+	log := e.argvLog(t)
+	require.Len(t, log, 2)
+	got, ok := flagValue(log[1], "--resume")
+	assert.True(t, ok, "the respawn resumes: %q", log[1])
+	assert.Equal(t, id, got)
+	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), first), "the restored conversation holds what came before")
+	assert.Len(t, e.eventsNamed(t, journal.TranscriptRestored, keyIssue), 1)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
+	assert.Equal(t, failures, after.Status.Failures, "the restore counts no failure")
+}

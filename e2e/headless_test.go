@@ -256,6 +256,7 @@ func TestProcessRunnerCodexResumeFailureFallsBackToFresh(t *testing.T) {
 	tr, err := ad.Transcript(r.Workdir(), second)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(tr.Path))
+	e.dropStoredTranscript(t, keyIssue, second) // else it is restored from there
 	third := "after the rollout was lost " + uuid.NewString()
 	d = sendComment(t, e, third)
 	waitDelivered(t, e, d, waitLong)

@@ -108,6 +108,7 @@ func TestRealClaudeDeletedTranscriptStartsFresh(t *testing.T) {
 	e.killPane(t, keyIssue)
 	e.waitPhase(t, keyIssue, desired.PhaseExited, waitLong)
 	require.NoError(t, os.Remove(e.transcriptPath(t, keyIssue, oldID)))
+	e.dropStoredTranscript(t, keyIssue, oldID) // else it is restored from there
 
 	body := "after the transcript was lost " + uuid.NewString()
 	sendComment(t, e, body)

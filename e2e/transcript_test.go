@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -99,4 +100,37 @@ func countContaining(turns []string, sub string) int {
 func (e *env) waitTurn(t *testing.T, k desired.Key, id, text string, timeout time.Duration, msg string) {
 	t.Helper()
 	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, k, id), text) == 1 }, timeout, msg)
+}
+
+// storeDB opens e's SQLite store beside its daemon; the caller closes it.
+func (e *env) storeDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db")+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	return db
+}
+
+// storedTranscriptSize returns how many bytes of conversation id of k e's
+// SQLite store holds (the daemon ships them as the transcript grows).
+func (e *env) storedTranscriptSize(t *testing.T, k desired.Key, id string) int64 {
+	t.Helper()
+	db := e.storeDB(t)
+	defer db.Close()
+	var n int64
+	require.NoError(t, db.QueryRow(`SELECT coalesce(sum(length(data)), 0) FROM transcripts WHERE work_item = ? AND session_id = ?`,
+		k.String(), id).Scan(&n))
+	return n
+}
+
+// dropStoredTranscript waits until e's SQLite store holds a copy of
+// conversation id of k, then deletes it, as a store that never got one
+// would be: with the local file gone too, nothing can restore the
+// conversation.
+func (e *env) dropStoredTranscript(t *testing.T, k desired.Key, id string) {
+	t.Helper()
+	e.waitFor(t, func() bool { return e.storedTranscriptSize(t, k, id) > 0 }, waitLong, "the store never got a copy of the transcript")
+	db := e.storeDB(t)
+	defer db.Close()
+	_, err := db.Exec(`DELETE FROM transcripts WHERE work_item = ? AND session_id = ?`, k.String(), id)
+	require.NoError(t, err)
 }
