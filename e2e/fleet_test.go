@@ -555,3 +555,59 @@ func TestLostTranscriptIsRestoredFromTheStore(t *testing.T) {
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 	assert.Equal(t, failures, after.Status.Failures, "the restore counts no failure")
 }
+
+// TestFleetTakeoverKeepsToCapacity: items a drain moves to a host of
+// capacity.maxLiveSessions 1 go through its admission like any start: one
+// resumes, the other waits Queued, and resumes on its own conversation
+// when the first is parked; the host never runs two agents, and no
+// failure is counted.
+func TestFleetTakeoverKeepsToCapacity(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	b.config["capacity"] = map[string]any{"maxLiveSessions": 1, "idleParkSeconds": 1}
+	b.writeConfig(t)
+	a.start(t)
+	ids := map[string]int{}
+	for n := 1; n <= 2; n++ {
+		openIssue(t, a, n)
+		ids[f.waitRunningOn(t, item(n), "", waitLong).Status.HarnessSessionID] = n
+	}
+	b.start(t)
+
+	stop := make(chan struct{})
+	var most int
+	var sampled sync.WaitGroup
+	sampled.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			out, err := b.tmux(t, "list-panes", "-a", "-F", "#{pane_dead}")
+			if err == nil {
+				most = max(most, strings.Count(out, "0\n"))
+			}
+		}
+	})
+	out, stderr, code := a.run(t, "drain", "host-a", "--timeout", "60s")
+	require.Equal(t, 0, code, "loopd drain: %s%s", out, stderr)
+	b.waitFor(t, func() bool { return len(b.starts(t)) >= 2 }, waitLong, "both items never resumed on host-b")
+	close(stop)
+	sampled.Wait()
+	assert.Equal(t, 1, most, "host-b ran more agents than its capacity")
+	resumed := map[string]int{}
+	for _, s := range b.starts(t)[:2] {
+		flag, id := s.mode()
+		assert.Equal(t, "--resume", flag, "%q", s.Argv)
+		resumed[id] = ids[id]
+	}
+	assert.Equal(t, ids, resumed, "each item resumed on its own conversation")
+	queued := b.eventsNamed(t, journal.SessionQueued, desired.Key{})
+	require.Len(t, queued, 1)
+	assert.Equal(t, "capacity", queued[0].Attrs["reason"])
+	for n := 1; n <= 2; n++ {
+		assert.Zero(t, b.mustRecord(t, item(n)).Status.Failures, "%s", item(n))
+	}
+}
