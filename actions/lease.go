@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"time"
 
@@ -279,6 +280,18 @@ func (e *Executor) relinquish(ctx context.Context, r *desired.Record, session, o
 			journal.KeyToHost, owner, journal.KeyLeaseGen, r.Lease.Generation, journal.KeyReason, string(reason))
 	}
 	return nil
+}
+
+// Relinquished returns the items whose local agent this executor stopped
+// with no store write (relinquish) and whose status it has not written
+// since (held): a copy, for the planner (reconciler.Policy.Relinquished).
+func (e *Executor) Relinquished() map[desired.Key]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.lost) == 0 {
+		return nil
+	}
+	return maps.Clone(e.lost)
 }
 
 // held records that this host wrote r's status: a later loss of its

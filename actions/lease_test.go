@@ -194,6 +194,7 @@ func TestNoPasteOnceTheLeaseClockLapsed(t *testing.T) {
 	lost := r.named(t, journal.LeaseLost)
 	require.Len(t, lost, 1)
 	assert.Equal(t, string(actions.ReasonLeaseLapsed), lost[0].Attrs["reason"])
+	assert.Equal(t, map[desired.Key]bool{r.key: true}, r.exec.Relinquished(), "the planner learns that this host stopped it")
 
 	// Nor is anything spawned.
 	valid = false

@@ -20,8 +20,9 @@ import (
 // (desired.Status.Released) brings an item back through the queue, a
 // worktree that could not be made never had an agent, and an item that
 // moved here (host_moved) or that a drain handed over (drained) had its
-// agent on another host, or stopped on purpose: its resume is a new start
-// like any other.
+// agent on another host, or stopped on purpose, as had one whose agent
+// this host stopped when its lease clock lapsed (lease_lapsed): its
+// resume is a new start like any other.
 func holdsSlot(phase desired.Phase, reason string) bool {
 	switch phase {
 	case desired.PhaseSpawning, desired.PhaseRunning:
@@ -29,7 +30,7 @@ func holdsSlot(phase desired.Phase, reason string) bool {
 	case desired.PhaseBackingOff:
 		switch actions.Reason(reason) {
 		case actions.ReasonReleased, actions.ReasonWorkspaceFailed, actions.ReasonWorkspaceConflict,
-			actions.ReasonHostMoved, actions.ReasonDrained:
+			actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 			return false
 		}
 		return true

@@ -226,3 +226,33 @@ func TestRestoreIsRememberedUntilTheResumeHolds(t *testing.T) {
 	st = actions.MarkRunning{Confirmed: true}.Apply(st)
 	require.Empty(t, st.RestoredID)
 }
+
+// TestAgentThisHostStoppedIsNoCrash: an item whose agent this host
+// stopped itself (its lease clock lapsed) and whose lease stayed or came
+// back to it is resumed on its conversation counting no failure; without
+// that memory (another daemon, a restart) the missing session is a crash.
+func TestAgentThisHostStoppedIsNoCrash(t *testing.T) {
+	p := testPolicy()
+	p.Host, p.LeaseValid = "h1", true
+	st := running()
+	st.Host, st.Failures = "h1", 1
+	r := rec(st, ev1)
+	r.Lease = desired.Lease{Owner: "h1", Generation: 3, Expires: t0.Add(time.Minute)}
+
+	crash := Plan([]desired.Record{r}, obs(gone(), transcript), p, t0)
+	require.NotEmpty(t, crash)
+	exit, ok := crash[0].(actions.RecordExit)
+	require.True(t, ok, "%v", crash)
+	assert.Equal(t, actions.ReasonSessionMissing, exit.Reason)
+	assert.Equal(t, 2, exit.Failures, "without the memory it counts")
+
+	p.Relinquished = map[desired.Key]bool{key: true}
+	got := Plan([]desired.Record{r}, obs(gone(), transcript), p, t0)
+	require.Len(t, got, 2, "%v", got)
+	exit, ok = got[0].(actions.RecordExit)
+	require.True(t, ok, "%v", got)
+	assert.Equal(t, actions.ReasonLeaseLapsed, exit.Reason)
+	assert.Equal(t, 1, exit.Failures, "no failure counted")
+	assert.Equal(t, desired.PhaseBackingOff, exit.Phase)
+	assert.Equal(t, resume(ev1, actions.ReasonLeaseLapsed), got[1])
+}

@@ -187,12 +187,16 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 }
 
 // hosted returns p with this host's part of it: its name, its lease
-// clock's verdict as of now, and its drain flag. A dry run, which
+// clock's verdict as of now, its drain flag, and the items whose agents
+// it stopped itself. A dry run, which
 // heartbeats nothing, plans the items whose lease names this host as if
 // its clock were valid.
 func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
 	if h := r.Hosting; h != nil {
 		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Clock.Valid() || dryRun, h.Draining()
+		if r.Executor != nil {
+			p.Relinquished = r.Executor.Relinquished()
+		}
 	}
 	return p
 }

@@ -687,6 +687,12 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
 		return it.lost()
 	}
+	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") && !it.pane.exists && it.p.Relinquished[key] {
+		// This host stopped the agent itself when its lease clock lapsed
+		// (or a write was fenced), and holds the item again: no crash.
+		it.loss = actions.ReasonLeaseLapsed
+		return it.lost()
+	}
 	if phase == desired.PhaseSpawning || phase == desired.PhaseRunning {
 		if it.pane.exists && !it.pane.known {
 			// tmux ≤ 3.4 may not have reaped the pane yet: the status is not
@@ -816,7 +822,7 @@ func (it itemPlan) refused() []actions.Action {
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
-		actions.ReasonHostMoved, actions.ReasonDrained:
+		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
 	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"time"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
@@ -96,6 +97,13 @@ type Policy struct {
 	Host       string
 	LeaseValid bool
 	Draining   bool
+	// Relinquished are the items whose local agent this host stopped
+	// itself, writing nothing (its lease clock lapsed, or a write was
+	// fenced), and whose status it has not written since
+	// (actions.Executor.Relinquished): one still held and found without
+	// its agent is resumed, counting no failure. It lives in the
+	// daemon's memory only.
+	Relinquished map[desired.Key]bool
 	// MaxLive is how many items may hold a live agent's slot at once
 	// (holdsSlot), MaxStarts how many starts may be in flight at once
 	// (startInFlight), both 0 for no limit; IdlePark, when not 0, is how
