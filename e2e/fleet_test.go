@@ -582,7 +582,7 @@ func TestFleetOperatorCommands(t *testing.T) {
 	r := f.waitRunningOn(t, item(1), "", waitLong)
 	log, err := os.ReadFile(a.daemonLog)
 	require.NoError(t, err)
-	assert.Regexp(t, `msg=serve.listening .*host=host-a store=postgres://`, string(log), "serve.listening names the host and the store")
+	assert.Regexp(t, `msg=serve.listening .*host=host-a store="?postgres://`, string(log), "serve.listening names the host and the store")
 
 	_, errOut, code := a.run(t, "drain", "nobody")
 	assert.Equal(t, 1, code)
