@@ -28,7 +28,9 @@ const (
 // which must implement it: membership and liveness, Assign's choice of
 // host (the most free capacity, never a draining or dead member), the
 // fencing generation that grows on every change of owner, the takeover
-// of an expired lease, leases kept across a restart within the TTL,
+// of an expired lease, leases kept across a restart within the TTL, one
+// live instance per host name (a lapsed one's name taken over, its leases
+// fenced), forgetting a dead member,
 // fenced writes refused and not applied (status, delivered marks,
 // outbox), the outbox of the items a host holds, a release, and the
 // transcript copies (append by offset, fenced, read whole). With
