@@ -18,6 +18,16 @@ var (
 	ErrTranscriptOffset = errors.New("transcript append does not start at the stored size")
 	// ErrNoTranscript means the store holds no transcript of the session.
 	ErrNoTranscript = errors.New("no stored transcript")
+	// ErrHostTaken means a heartbeat's host name is held by another
+	// instance (another daemon, with another state dir) whose heartbeat
+	// plus its lease TTL is still ahead of the store's clock: host names
+	// are unique among live daemons. Nothing was written.
+	ErrHostTaken = errors.New("host name is held by another live loopd instance")
+	// ErrNoHost means no member of the fleet has the name given.
+	ErrNoHost = errors.New("no such host")
+	// ErrHostInUse means a member cannot be forgotten: it is live, or
+	// still holds leases.
+	ErrHostInUse = errors.New("host is live or holds leases")
 )
 
 // Lease is a work item's ownership by one host. An item is run by its
@@ -39,6 +49,11 @@ type Lease struct {
 // Host is one member of the hosts that share a store.
 type Host struct {
 	Name string
+	// Instance identifies the daemon that heartbeats under Name: an id
+	// it keeps in its state dir, so that a restart keeps it and another
+	// daemon given the same name (another state dir) has another. Two
+	// live instances never share a name (ErrHostTaken).
+	Instance string
 	// Capacity is how many open items the host takes at most
 	// (capacity.maxLiveSessions); 0 means no limit.
 	Capacity int
@@ -82,11 +97,16 @@ func (r Record) NeedsHost() bool {
 // implement it; with SQLite the fleet is the one host (and the cron pass
 // that shares its state dir).
 type Fleet interface {
-	// Heartbeat writes h's membership row (Capacity, LeaseTTL; Draining
-	// is kept as SetDraining left it) with Heartbeat set to the store's
-	// clock, which renews every lease h.Name holds: a lease lasts as long
-	// as its owner's heartbeats, so renewal costs one row whatever the
-	// number of items.
+	// Heartbeat writes h's membership row (Instance, Capacity, LeaseTTL;
+	// Draining is kept as SetDraining left it) with Heartbeat set to the
+	// store's clock, which renews every lease h.Name holds: a lease lasts
+	// as long as its owner's heartbeats, so renewal costs one row whatever
+	// the number of items. It fails with ErrHostTaken, writing nothing,
+	// when the row names another Instance that is still live; a row whose
+	// heartbeat lapsed is taken over, and every lease h.Name holds gets a
+	// new Generation in the same transaction, so that the old instance's
+	// writes are fenced. A row with no Instance (written before instances
+	// existed) is adopted as is.
 	Heartbeat(ctx context.Context, h Host) error
 	// Hosts returns every member, by name, with its Leases count and Live.
 	Hosts(ctx context.Context) ([]Host, error)
@@ -103,8 +123,12 @@ type Fleet interface {
 	// unknown key.
 	ReleaseLease(ctx context.Context, k Key, host string, gen int64) error
 	// SetDraining sets or clears host's Draining flag; the error wraps
-	// ErrNotFound when no member has that name.
+	// ErrNoHost when no member has that name.
 	SetDraining(ctx context.Context, host string, draining bool) error
+	// ForgetHost removes host's membership row. It fails with
+	// ErrHostInUse while the host is live or holds a lease, and wraps
+	// ErrNoHost when no member has that name.
+	ForgetHost(ctx context.Context, host string) error
 	// FencedWrite is WriteStatus under a lease: the write is applied only
 	// when k's lease Generation is gen (ErrFenced otherwise), and each of
 	// w.Calls is stored with gen. WriteStatus and PutStatus are the

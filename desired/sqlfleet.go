@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -19,6 +20,11 @@ var _ Fleet = (*sqlStore)(nil)
 // renewal is one row whatever the number of items. Draining stays as
 // SetDraining left it (false for a new member). h.Name must not be empty,
 // h.LeaseTTL must be positive and h.Capacity not negative.
+//
+// A row of another Instance is refused while it is live (ErrHostTaken,
+// with how long until it lapses) and taken over once it lapsed: every
+// lease of h.Name then gets a new generation, fencing the old instance,
+// and the other hosts are notified (Listener).
 func (s *sqlStore) Heartbeat(ctx context.Context, h Host) error {
 	err := checkHost(h)
 	if err == nil {
@@ -27,10 +33,36 @@ func (s *sqlStore) Heartbeat(ctx context.Context, h Host) error {
 			if err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO hosts (name, capacity, lease_ttl, draining, heartbeat) VALUES (?, ?, ?, FALSE, ?)
-				ON CONFLICT (name) DO UPDATE SET capacity = excluded.capacity, lease_ttl = excluded.lease_ttl,
-				heartbeat = excluded.heartbeat`, h.Name, h.Capacity, int64(h.LeaseTTL), now.UnixNano())
-			return err
+			var (
+				instance   string
+				hb, ttl    int64
+				takingOver bool
+			)
+			err = tx.QueryRowContext(ctx, `SELECT instance, heartbeat, lease_ttl FROM hosts WHERE name = ?`, h.Name).Scan(&instance, &hb, &ttl)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			case instance != h.Instance && instance != "":
+				if lapses := time.Unix(0, hb).Add(time.Duration(ttl)); lapses.After(now) {
+					return fmt.Errorf("%w: instance %s heartbeats under it; its lease lapses in %s unless it heartbeats again",
+						ErrHostTaken, instance, lapses.Sub(now).Round(100*time.Millisecond))
+				}
+				takingOver = true
+			}
+			if _, err = tx.ExecContext(ctx, `INSERT INTO hosts (name, instance, capacity, lease_ttl, draining, heartbeat) VALUES (?, ?, ?, ?, FALSE, ?)
+				ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, capacity = excluded.capacity, lease_ttl = excluded.lease_ttl,
+				heartbeat = excluded.heartbeat`, h.Name, h.Instance, h.Capacity, int64(h.LeaseTTL), now.UnixNano()); err != nil {
+				return err
+			}
+			if !takingOver {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE work_items SET lease_generation = lease_generation + 1 WHERE lease_owner = ?`,
+				h.Name); err != nil {
+				return err
+			}
+			return s.d.notify(ctx, tx)
 		})
 	}
 	if err != nil {
@@ -73,7 +105,7 @@ func (s *sqlStore) Hosts(ctx context.Context) ([]Host, error) {
 
 // loadHosts reads every member by name, Live as of now.
 func loadHosts(ctx context.Context, tx *sql.Tx, now time.Time) ([]Host, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT h.name, h.capacity, h.lease_ttl, h.draining, h.heartbeat,
+	rows, err := tx.QueryContext(ctx, `SELECT h.name, h.instance, h.capacity, h.lease_ttl, h.draining, h.heartbeat,
 		(SELECT count(*) FROM work_items WHERE lease_owner = h.name) FROM hosts h ORDER BY h.name`)
 	if err != nil {
 		return nil, err
@@ -86,7 +118,7 @@ func loadHosts(ctx context.Context, tx *sql.Tx, now time.Time) ([]Host, error) {
 			ttl int64
 			hb  sql.NullInt64
 		)
-		if err := rows.Scan(&h.Name, &h.Capacity, &ttl, &h.Draining, &hb, &h.Leases); err != nil {
+		if err := rows.Scan(&h.Name, &h.Instance, &h.Capacity, &ttl, &h.Draining, &hb, &h.Leases); err != nil {
 			return nil, err
 		}
 		h.LeaseTTL = time.Duration(ttl)
@@ -252,7 +284,7 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, k Key, host string, gen int
 }
 
 // SetDraining sets or clears host's Draining flag and notifies the other
-// hosts (Listener); the error wraps ErrNotFound when no member has that
+// hosts (Listener); the error wraps ErrNoHost when no member has that
 // name.
 func (s *sqlStore) SetDraining(ctx context.Context, host string, draining bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -263,12 +295,44 @@ func (s *sqlStore) SetDraining(ctx context.Context, host string, draining bool) 
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return ErrNotFound
+			return ErrNoHost
 		}
 		return s.d.notify(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("%s set draining %s: %w", s.name, host, err)
+	}
+	return nil
+}
+
+// ForgetHost removes host's membership row: refused (ErrHostInUse) while
+// its heartbeat plus its TTL is ahead of the store's clock or it holds a
+// lease; the error wraps ErrNoHost when no member has that name.
+func (s *sqlStore) ForgetHost(ctx context.Context, host string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now, err := s.d.clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		hosts, err := loadHosts(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(hosts, func(h Host) bool { return h.Name == host })
+		switch {
+		case i < 0:
+			return ErrNoHost
+		case hosts[i].Live:
+			return fmt.Errorf("%w: its heartbeat is %s old, within its lease TTL %s", ErrHostInUse,
+				now.Sub(hosts[i].Heartbeat).Round(100*time.Millisecond), hosts[i].LeaseTTL)
+		case hosts[i].Leases > 0:
+			return fmt.Errorf("%w: it holds %d lease(s); loopd assigns them to a live host first", ErrHostInUse, hosts[i].Leases)
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM hosts WHERE name = ?`, host)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s forget host %s: %w", s.name, host, err)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 8
+const schemaVersion = 9
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -176,6 +176,11 @@ var migrations = []string{
 		data       BLOB NOT NULL,
 		PRIMARY KEY (work_item, session_id, off)
 	) STRICT;`,
+
+	// v9: the instance (Host.Instance) that heartbeats under each host
+	// name, so that two live daemons never share one; '' for a row
+	// written before.
+	`ALTER TABLE hosts ADD COLUMN instance TEXT NOT NULL DEFAULT '';`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

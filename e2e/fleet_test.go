@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -610,4 +611,99 @@ func TestFleetTakeoverKeepsToCapacity(t *testing.T) {
 	for n := 1; n <= 2; n++ {
 		assert.Zero(t, b.mustRecord(t, item(n)).Status.Failures, "%s", item(n))
 	}
+}
+
+// TestFleetOneLiveDaemonPerHostName: a second daemon given the host name
+// of a live one (another state dir and socket) exits non-zero at start,
+// naming the host and when its lease lapses, and changes nothing of the
+// first's items. Once the first is frozen past its lease, the second
+// takes the name over with its items under new generations; the first,
+// thawed, is refused its heartbeat, journals host.taken, stops planning
+// and stops its stale agent.
+func TestFleetOneLiveDaemonPerHostName(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	first, twin := f.hosts[0], f.hosts[1]
+	twin.config["host"] = map[string]any{"name": "host-a", "leaseSeconds": fleetLeaseSeconds}
+	twin.writeConfig(t)
+	first.start(t)
+	openIssue(t, first, 1)
+	r := f.waitRunningOn(t, item(1), "", waitLong)
+	require.Equal(t, "host-a", r.Lease.Owner)
+
+	out, errOut, code := twin.runEnv(t, twin.daemonEnv, "serve")
+	assert.NotZero(t, code, "a second live daemon under host-a: %s%s", out, errOut)
+	assert.Contains(t, errOut, "host-a")
+	assert.Contains(t, errOut, "lapses in")
+	got := first.mustRecord(t, item(1))
+	assert.Equal(t, r.Lease.Generation, got.Lease.Generation, "the refused daemon took nothing")
+	assert.Empty(t, twin.starts(t), "no agent started by the refused daemon")
+	assert.Len(t, first.starts(t), 1)
+
+	require.NoError(t, first.daemon.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(first.daemon.Process.Pid, syscall.SIGCONT) })
+	first.waitFor(t, func() bool {
+		out, _, _ := twin.run(t, "hosts")
+		return strings.Contains(out, "host-a") && !regexpLive.MatchString(out)
+	}, waitLong, "host-a's heartbeat never lapsed")
+	twin.start(t)
+	moved := twin.waitRecord(t, item(1), func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseRunning && r.Lease.Generation > got.Lease.Generation && len(twin.starts(t)) == 1
+	}, waitLong, "the twin never ran host-a's item")
+	assert.Equal(t, "host-a", moved.Lease.Owner)
+
+	require.NoError(t, first.daemon.Process.Signal(syscall.SIGCONT))
+	first.waitEvent(t, journal.HostTaken, desired.Key{}, 1, waitLong)
+	first.waitFor(t, func() bool { return !first.hasSession(t, item(1)) }, waitLong, "the taken daemon kept its agent")
+	assert.NotEmpty(t, first.eventsNamed(t, journal.ReconcileFailed, desired.Key{}), "the taken daemon stops planning, visibly")
+	assert.Equal(t, moved.Lease.Generation, twin.mustRecord(t, item(1)).Lease.Generation)
+	assert.Equal(t, 1, f.livePanes(t, item(1)), "one agent on the conversation")
+}
+
+// regexpLive matches a live host-a line of loopd hosts.
+var regexpLive = regexp.MustCompile(`host-a\s+true`)
+
+// TestFleetOperatorCommands: drain refuses an unknown host and a host no
+// other live host can relieve; reconcile --once on the shared store joins
+// nothing; get marks a host whose lease lapsed; hosts --forget removes a
+// dead member only once it holds no lease.
+func TestFleetOperatorCommands(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	a.start(t)
+	openIssue(t, a, 1)
+	r := f.waitRunningOn(t, item(1), "", waitLong)
+	log, err := os.ReadFile(a.daemonLog)
+	require.NoError(t, err)
+	assert.Regexp(t, `msg=serve.listening .*host=host-a store="?postgres://`, string(log), "serve.listening names the host and the store")
+
+	_, errOut, code := a.run(t, "drain", "nobody")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, desired.ErrNoHost.Error())
+	assert.NotContains(t, errOut, desired.ErrNotFound.Error())
+	out, errOut, code := a.run(t, "drain", "host-a")
+	assert.Equal(t, 1, code, "drain with no taker: %s%s", out, errOut)
+	assert.Contains(t, errOut, "no other live host")
+	assert.NotContains(t, out, "drained")
+	assert.Regexp(t, `host-a\s+true\s+false`, a.mustRun(t, "hosts"), "host-a is not left draining")
+
+	b.mustRun(t, "reconcile", "--once")
+	assert.NotContains(t, a.mustRun(t, "hosts"), "host-b", "a cron pass on PostgreSQL is no member")
+	got := a.mustRecord(t, item(1))
+	assert.Equal(t, r.Lease, desired.Lease{Owner: got.Lease.Owner, Generation: got.Lease.Generation, Expires: r.Lease.Expires})
+	assert.Empty(t, b.starts(t), "the cron pass ran nothing of host-a's")
+
+	a.kill9(t)
+	a.waitFor(t, func() bool {
+		out, _, _ := b.run(t, "get")
+		return strings.Contains(out, "host-a (lapsed)")
+	}, waitLong, "get never marked host-a lapsed")
+	_, errOut, code = b.run(t, "hosts", "--forget", "host-a")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "holds 1 lease")
+	b.start(t)
+	f.waitRunningOn(t, item(1), "host-a", waitLong)
+	assert.Contains(t, b.mustRun(t, "hosts", "--forget", "host-a"), "forgotten")
+	assert.NotContains(t, b.mustRun(t, "hosts"), "host-a")
 }

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -78,21 +79,45 @@ type Hosting struct {
 	Host    desired.Host
 	Clock   *LeaseClock
 	Journal *journal.Recorder
+	// Passive is set for a loopd reconcile --once on a shared store
+	// (PostgreSQL): it is no member, only a safety net beside this host's
+	// daemon. Heartbeat writes nothing and takes the lease clock from
+	// the daemon's last heartbeat; Assign assigns nothing.
+	Passive bool
 
 	mu       sync.Mutex
 	draining bool
-	known    bool // draining was read once
+	known    bool  // draining was read once
+	taken    error // the last heartbeat's desired.ErrHostTaken, nil once one succeeds
 }
 
 // Heartbeat writes this host's membership row, which renews every lease
 // it holds, renews the lease clock from the time it started, and reads
-// this host's drain flag back (host.draining when it changed). The error
-// names the host.
+// this host's drain flag back (host.draining when it changed). A
+// heartbeat refused because another live instance holds the name
+// (desired.ErrHostTaken) is journaled (host.taken, once per run of them)
+// and kept for Taken. The error names the host.
 func (h *Hosting) Heartbeat(ctx context.Context) error {
+	if h.Passive {
+		return h.follow(ctx)
+	}
 	start := h.Clock.Elapsed()
-	if err := h.Fleet.Heartbeat(ctx, h.Host); err != nil {
+	err := h.Fleet.Heartbeat(ctx, h.Host)
+	if errors.Is(err, desired.ErrHostTaken) {
+		h.mu.Lock()
+		first := h.taken == nil
+		h.taken = err
+		h.mu.Unlock()
+		if first {
+			h.Journal.Record(ctx, slog.LevelError, journal.HostTaken, "", journal.KeyHost, h.Host.Name, journal.KeyErr, err)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
 	}
+	h.mu.Lock()
+	h.taken = nil
+	h.mu.Unlock()
 	h.Clock.Renew(start, h.Host.LeaseTTL)
 	if err := h.readDraining(ctx); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
@@ -143,6 +168,36 @@ func (h *Hosting) setDraining(ctx context.Context, draining bool) {
 	}
 }
 
+// follow is Heartbeat of a Passive host: it reads this host's row and,
+// while it is live, renews the lease clock as the daemon's last
+// heartbeat did (its age on this host's wall clock, which LeaseMargin
+// covers against the store's), and reads the drain flag. With no live
+// row the clock is never renewed, and no item is this host's to run.
+func (h *Hosting) follow(ctx context.Context) error {
+	start := h.Clock.Elapsed()
+	hosts, err := h.Fleet.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+	}
+	for _, m := range hosts {
+		if m.Name == h.Host.Name && m.Live {
+			h.Clock.Renew(start-max(time.Since(m.Heartbeat), 0), m.LeaseTTL)
+			h.setDraining(ctx, m.Draining)
+		}
+	}
+	return nil
+}
+
+// Taken returns the error of the last heartbeat when another live
+// instance holds this host's name (it wraps desired.ErrHostTaken), nil
+// otherwise: the daemon then plans nothing, and its lapsed lease clock
+// stops its local agents.
+func (h *Hosting) Taken() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.taken
+}
+
 // Draining reports whether this host is set draining (loopd drain), as
 // its last heartbeat read it.
 func (h *Hosting) Draining() bool {
@@ -155,8 +210,11 @@ func (h *Hosting) Draining() bool {
 // live host with the most free capacity (desired.Fleet.Assign), and
 // journals each change: lease.acquired for an item no host held,
 // lease.moved for one taken over. It reports whether any item came to
-// this host.
+// this host. A Passive host assigns nothing.
 func (h *Hosting) Assign(ctx context.Context) (bool, error) {
+	if h.Passive {
+		return false, nil
+	}
 	changes, err := h.Fleet.Assign(ctx)
 	if err != nil {
 		return false, fmt.Errorf("assign: %w", err)
@@ -205,6 +263,8 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			return
 		}
 		switch {
+		case errors.Is(err, desired.ErrHostTaken):
+			wake() // the pass stops planning, and fences
 		case err != nil:
 			left := h.Clock.Remaining()
 			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,

@@ -113,6 +113,13 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if journal.ReconcileID(ctx) == "" {
 		ctx = journal.WithReconcileID(ctx, journal.NewReconcileID())
 	}
+	if h := r.Hosting; h != nil && !dryRun && h.Taken() != nil {
+		// Another live instance holds this host's name: it runs the
+		// items under it. Nothing is planned; the local agents are
+		// stopped once the lease clock lapsed, with no write.
+		r.fence(ctx, dryRun)
+		return PassResult{}, fmt.Errorf("reconcile: %w", h.Taken())
+	}
 	if h := r.Hosting; h != nil && !dryRun && !h.Clock.Renewed() {
 		// The first pass of a daemon: its leases are its own once a
 		// heartbeat says so, and its agents are adopted, never stopped.
@@ -137,7 +144,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	now := r.Now()
-	if h := r.Hosting; h != nil && !dryRun && h.Clock.Valid() && needsAssign(records, now) {
+	if h := r.Hosting; h != nil && !dryRun && !h.Passive && h.Clock.Valid() && needsAssign(records, now) {
 		if _, err := h.Assign(ctx); err != nil {
 			return PassResult{}, fmt.Errorf("reconcile: %w", err)
 		}
@@ -145,7 +152,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 			return PassResult{}, fmt.Errorf("reconcile: %w", err)
 		}
 	}
-	if h := r.Hosting; h != nil && dryRun {
+	if h := r.Hosting; h != nil && dryRun && !h.Passive {
 		records = dryRunLeases(records, h.Host.Name, now)
 	}
 	if h := r.Hosting; h != nil && !dryRun {

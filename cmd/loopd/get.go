@@ -135,8 +135,13 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
 		host := r.Lease.Owner // the host that runs the item
-		if host == "" {
+		switch {
+		case host == "":
 			host = "-"
+		case !r.Lease.Expires.After(now):
+			// Its owner stopped heartbeating: the item waits for
+			// another host to take it over.
+			host += " (lapsed)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, host, desired.SessionName(r.Key), phase, id,
 			len(r.Pending), reconciler.NextFailures(r, p, now, died[r.Key]), reason)

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
@@ -29,13 +36,54 @@ func fleetOf(store desired.Store) (desired.Fleet, error) {
 	return f, nil
 }
 
+// hostIDFile is the file in the state dir that holds this daemon's
+// instance id (desired.Host.Instance).
+const hostIDFile = "host-id"
+
+// hostInstance returns the instance id kept in stateDir's host-id file,
+// writing a new one (a random UUID, mode 0600) the first time: a restart
+// on the same state dir keeps it, and a daemon of another state dir
+// given the same host.name has another one.
+func hostInstance(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, hostIDFile)
+	if b, err := os.ReadFile(path); err == nil {
+		id, err := uuid.ParseBytes(bytes.TrimSpace(b))
+		if err != nil {
+			return "", fmt.Errorf("instance id %s: %w", path, err)
+		}
+		return id.String(), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return hostInstance(stateDir) // another command of this state dir wrote it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	id := uuid.NewString()
+	_, err = f.WriteString(id + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("instance id %s: %w", path, err)
+	}
+	return id, nil
+}
+
 // joinFleet makes a this host among the hosts sharing its store: its
-// name (host.name, default the hostname), capacity
-// (capacity.maxLiveSessions, 0 for none) and lease TTL
+// name (host.name, default the hostname), instance id (hostInstance),
+// capacity (capacity.maxLiveSessions, 0 for none) and lease TTL
 // (host.leaseSeconds), its lease clock, and the Mover that copies its
 // items' transcripts to the store and back. The store must implement
-// desired.Fleet.
-func (a *app) joinFleet(cfg *schema.Config) error {
+// desired.Fleet. A passive host heartbeats and assigns nothing
+// (reconciler.Hosting.Passive).
+func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	fleet, err := fleetOf(a.store)
 	if err != nil {
 		return err
@@ -43,6 +91,10 @@ func (a *app) joinFleet(cfg *schema.Config) error {
 	name, err := cfg.Host.HostName()
 	if err != nil {
 		return fmt.Errorf("host name: %w", err)
+	}
+	instance, err := hostInstance(cfg.StateDir)
+	if err != nil {
+		return err
 	}
 	capacity := 0
 	if n := cfg.Capacity.MaxLiveSessions; n != nil {
@@ -52,21 +104,27 @@ func (a *app) joinFleet(cfg *schema.Config) error {
 	a.mover = transcript.NewMover(fleet, a.harnesses, name, a.journal)
 	a.hosting = &reconciler.Hosting{
 		Fleet:   fleet,
-		Host:    desired.Host{Name: name, Capacity: capacity, LeaseTTL: cfg.Host.LeaseTTL()},
+		Host:    desired.Host{Name: name, Instance: instance, Capacity: capacity, LeaseTTL: cfg.Host.LeaseTTL()},
 		Clock:   &reconciler.LeaseClock{Elapsed: reconciler.Elapsed},
 		Journal: a.journal,
+		Passive: passive,
 	}
 	return nil
 }
 
 func newHostsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "hosts",
+	var forget string
+	cmd := &cobra.Command{
+		Use:   "hosts [--forget NAME]",
 		Short: "List the hosts sharing the store: liveness, drain, capacity, leases, last heartbeat",
 		Long: `hosts lists every host that heartbeats into the store: NAME (host.name), LIVE
 (its last heartbeat is within its leaseSeconds), DRAINING (loopd drain),
 CAPACITY (capacity.maxLiveSessions, 0 for no limit), LEASES (the items it
-holds) and HEARTBEAT (how long ago its last heartbeat was).`,
+holds) and HEARTBEAT (how long ago its last heartbeat was).
+
+hosts --forget NAME removes a dead member from the list. It is refused while
+NAME is live or still holds leases (the live hosts take those over once its
+lease lapsed); a daemon that heartbeats under NAME again joins anew.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store, err := g.openStore(cmd.Context())
@@ -78,6 +136,13 @@ holds) and HEARTBEAT (how long ago its last heartbeat was).`,
 			if err != nil {
 				return err
 			}
+			if forget != "" {
+				if err := fleet.ForgetHost(cmd.Context(), forget); err != nil {
+					return exitError{code: 1, err: err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "host %s forgotten\n", forget)
+				return nil
+			}
 			hosts, err := fleet.Hosts(cmd.Context())
 			if err != nil {
 				return err
@@ -85,6 +150,8 @@ holds) and HEARTBEAT (how long ago its last heartbeat was).`,
 			return printHosts(cmd.OutOrStdout(), hosts, time.Now())
 		},
 	}
+	cmd.Flags().StringVar(&forget, "forget", "", "remove the dead member NAME (refused while it is live or holds leases)")
+	return cmd
 }
 
 // printHosts writes one line per host, its heartbeat's age as of now.
@@ -105,6 +172,7 @@ func printHosts(w io.Writer, hosts []desired.Host, now time.Time) error {
 type drainOpts struct {
 	timeout time.Duration
 	undo    bool
+	force   bool
 	poll    time.Duration
 }
 
@@ -119,18 +187,26 @@ transcript to the store and, once the agent is gone, releases the item's
 lease. Another host then takes the item and resumes the same conversation.
 Never do two live agents hold one conversation.
 
-drain waits until HOST holds no lease, printing its progress, and exits
-non-zero when --timeout passes first (the host stays draining). drain --undo
-HOST takes the host back into service.`,
+drain refuses at once when no other live host that is not draining exists
+to take the items (--force drains anyway: the items wait for a host). It
+waits until every item HOST held at the start is held by another live host,
+or needs no host any more (closed, its agent gone), printing its progress,
+and exits non-zero when --timeout passes first (the host stays draining).
+drain --undo HOST takes the host back into service.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return drain(cmd.Context(), g, o, args, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the host to hold no lease")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the host's items to move")
 	cmd.Flags().BoolVar(&o.undo, "undo", false, "take the host back into service")
+	cmd.Flags().BoolVar(&o.force, "force", false, "drain even when no other live host can take the items")
 	return cmd
 }
+
+// errNoTaker means a drain would leave its host's items with no host to
+// take them.
+var errNoTaker = errors.New("no other live host that is not draining can take its items")
 
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
@@ -154,6 +230,16 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	if err != nil {
 		return err
 	}
+	hosts, err := fleet.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", host, err)
+	}
+	if !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name == host }) {
+		return exitError{code: 1, err: fmt.Errorf("drain %s: %w (see loopd hosts)", host, desired.ErrNoHost)}
+	}
+	if !o.undo && !o.force && !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name != host && h.Live && !h.Draining }) {
+		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, errNoTaker)}
+	}
 	if err := fleet.SetDraining(ctx, host, !o.undo); err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
@@ -161,44 +247,90 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 		fmt.Fprintf(out, "host %s is back in service\n", host)
 		return nil
 	}
-	fmt.Fprintf(out, "host %s is draining\n", host)
+	held, err := heldBy(ctx, store, host)
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", host, err)
+	}
+	fmt.Fprintf(out, "host %s is draining: %d item(s) to move\n", host, len(held))
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	last := -1
 	t := time.NewTicker(o.poll)
 	defer t.Stop()
 	for {
-		leases, err := leasesOf(ctx, fleet, host)
+		left, err := unmoved(ctx, store, fleet, host, held)
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("drain %s: %w", host, err)
 		}
-		if err == nil && leases != last {
-			fmt.Fprintf(out, "host %s holds %d lease(s)\n", host, leases)
-			last = leases
+		if err == nil && len(left) != last {
+			fmt.Fprintf(out, "host %s: %d of %d item(s) moved\n", host, len(held)-len(left), len(held))
+			last = len(left)
 		}
-		if err == nil && leases == 0 {
+		if err == nil && len(left) == 0 {
 			fmt.Fprintf(out, "host %s is drained\n", host)
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return exitError{code: 1, err: fmt.Errorf("drain %s: %d lease(s) still held after %s; the host stays draining", host, last, o.timeout)}
+			return exitError{code: 1, err: fmt.Errorf("drain %s: %d item(s) not yet on another live host after %s (%s); the host stays draining",
+				host, last, o.timeout, keyList(left))}
 		case <-t.C:
 		}
 	}
 }
 
-// leasesOf returns how many items host holds; the error wraps
-// desired.ErrNotFound when no member has that name.
-func leasesOf(ctx context.Context, fleet desired.Fleet, host string) (int, error) {
-	hosts, err := fleet.Hosts(ctx)
+// heldBy returns the keys of the items whose lease names host.
+func heldBy(ctx context.Context, store desired.Store, host string) ([]desired.Key, error) {
+	records, err := store.Records(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	for _, h := range hosts {
-		if h.Name == host {
-			return h.Leases, nil
+	var keys []desired.Key
+	for _, r := range records {
+		if r.Lease.Owner == host {
+			keys = append(keys, r.Key)
 		}
 	}
-	return 0, fmt.Errorf("host %s: %w", host, desired.ErrNotFound)
+	return keys, nil
+}
+
+// unmoved returns those of keys that still wait for their move off host:
+// an item needs no wait once another live host holds it, or once it needs
+// no host (desired.Record.NeedsHost); a released item no host holds yet
+// still waits.
+func unmoved(ctx context.Context, store desired.Store, fleet desired.Fleet, host string, keys []desired.Key) ([]desired.Key, error) {
+	hosts, err := fleet.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, h := range hosts {
+		live[h.Name] = h.Live
+	}
+	records, err := store.Records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[desired.Key]desired.Record{}
+	for _, r := range records {
+		byKey[r.Key] = r
+	}
+	var left []desired.Key
+	for _, k := range keys {
+		r, ok := byKey[k]
+		if !ok || !r.NeedsHost() || (r.Lease.Owner != host && live[r.Lease.Owner]) {
+			continue
+		}
+		left = append(left, k)
+	}
+	return left, nil
+}
+
+// keyList joins keys for a message.
+func keyList(keys []desired.Key) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+	}
+	return strings.Join(s, ", ")
 }

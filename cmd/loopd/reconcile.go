@@ -65,7 +65,10 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return err
 	}
 	defer a.store.Close()
-	if err := a.joinFleet(cfg); err != nil {
+	// On a shared store (PostgreSQL) a cron pass is no member: it runs
+	// beside this host's daemon, only on the items that daemon's live
+	// lease holds. With SQLite it is the fleet of one, as the daemon.
+	if err := a.joinFleet(cfg, cfg.Store.URL != ""); err != nil {
 		return err
 	}
 	unlock, err := a.claimForOnce(ctx, cfg)

@@ -94,7 +94,7 @@ func serve(ctx context.Context, g *globals) error {
 	a.journal = journal.NewRecorder(log, rows, time.Now)
 	// This host among the hosts sharing the store: its leases decide
 	// which items it runs.
-	if err := a.joinFleet(cfg); err != nil {
+	if err := a.joinFleet(cfg, false); err != nil {
 		return err
 	}
 	// One loopd per tmux server: two on one server would adopt, paste into
@@ -106,6 +106,13 @@ func serve(ctx context.Context, g *globals) error {
 		return a.refuse(ctx, err)
 	}
 	defer unlockSocket()
+	// Two live daemons never share a host name: the second would adopt
+	// the first's leases and start fresh conversations beside its agents.
+	// A store out of reach is not a refusal: the first pass heartbeats,
+	// and the loop retries.
+	if err := a.hosting.Heartbeat(ctx); errors.Is(err, desired.ErrHostTaken) {
+		return a.refuse(ctx, fmt.Errorf("%w; give this daemon another host.name, or stop the other one", err))
+	}
 	if err := a.tmux.EnsureServer(ctx, a.serverOptions(cfg)); errors.Is(err, tmux.ErrServerOwned) {
 		owner, rerr := a.tmux.ServerOwner(ctx)
 		if rerr != nil {
@@ -181,8 +188,12 @@ func serve(ctx context.Context, g *globals) error {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
 	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
+	storeShown := "sqlite"
+	if cfg.Store.URL != "" {
+		storeShown = desired.RedactURL(cfg.Store.URL)
+	}
 	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
-		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir)
+		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir, journal.KeyHost, a.hosting.Host.Name, journal.KeyStore, storeShown)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -312,8 +323,11 @@ func flushJournal(ctx context.Context, repeats *journal.Limiter, rec *journal.Re
 // its process holds variables agents must not see) and returns err.
 func (a *app) refuse(ctx context.Context, err error) error {
 	reason := "server_owned"
-	if errors.Is(err, tmux.ErrServerEnvironment) {
+	switch {
+	case errors.Is(err, tmux.ErrServerEnvironment):
 		reason = "server_environment"
+	case errors.Is(err, desired.ErrHostTaken):
+		reason = "host_taken"
 	}
 	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", reason, "err", err)
 	return err

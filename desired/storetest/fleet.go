@@ -28,7 +28,9 @@ const (
 // which must implement it: membership and liveness, Assign's choice of
 // host (the most free capacity, never a draining or dead member), the
 // fencing generation that grows on every change of owner, the takeover
-// of an expired lease, leases kept across a restart within the TTL,
+// of an expired lease, leases kept across a restart within the TTL, one
+// live instance per host name (a lapsed one's name taken over, its leases
+// fenced), forgetting a dead member,
 // fenced writes refused and not applied (status, delivered marks,
 // outbox), the outbox of the items a host holds, a release, and the
 // transcript copies (append by offset, fenced, read whole). With
@@ -47,6 +49,8 @@ func RunFleet(t *testing.T, b Backend) {
 		{"assign_only_items_that_need_a_host", s.assignNeeds},
 		{"takeover_of_an_expired_lease", s.takeover},
 		{"restart_within_ttl_keeps_leases", s.restartKeeps},
+		{"one_live_instance_per_host_name", s.instances},
+		{"forget_host", s.forget},
 		{"fenced_writes_refused_not_applied", s.fencedWrites},
 		{"due_calls_for_a_host", s.dueCallsFor},
 		{"release_lease", s.releaseLease},
@@ -158,7 +162,7 @@ func (s suite) membership(t *testing.T) {
 	assert.Equal(t, 4, hosts(t, f)["a"].Capacity)
 	require.NoError(t, f.SetDraining(ctx, "a", false))
 	assert.False(t, hosts(t, f)["a"].Draining)
-	assert.ErrorIs(t, f.SetDraining(ctx, "nobody", true), desired.ErrNotFound)
+	assert.ErrorIs(t, f.SetDraining(ctx, "nobody", true), desired.ErrNoHost)
 
 	ingestItems(t, st, 3)
 	assign(t, f)
@@ -286,6 +290,75 @@ func (s suite) restartKeeps(t *testing.T) {
 		assert.Equal(t, l.Generation, after[k].Generation, k.String())
 		assert.True(t, after[k].Expires.After(l.Expires) || after[k].Expires.Equal(l.Expires), "%s: renewed", k)
 	}
+}
+
+// instances: a second instance heartbeating under a name whose instance
+// is live is refused (ErrHostTaken) and changes nothing; the same
+// instance keeps its leases across a restart; once the first instance's
+// heartbeat lapsed, the second takes the name over with every lease it
+// holds under a new generation, and the first is refused in turn.
+func (s suite) instances(t *testing.T) {
+	st, f, open := s.openFleet(t)
+	ctx := context.Background()
+	ingestItems(t, st, 2)
+	first := desired.Host{Name: "a", Instance: "i-1", LeaseTTL: shortTTL}
+	require.NoError(t, f.Heartbeat(ctx, first))
+	require.Len(t, assign(t, f), 2)
+	before := owners(t, st)
+
+	_, other := open() // another daemon, same name, another state dir
+	second := desired.Host{Name: "a", Instance: "i-2", Capacity: 7, LeaseTTL: longTTL}
+	err := other.Heartbeat(ctx, second)
+	require.ErrorIs(t, err, desired.ErrHostTaken)
+	assert.Contains(t, err.Error(), "lapses in")
+	h := hosts(t, f)["a"]
+	assert.Equal(t, "i-1", h.Instance, "the refused heartbeat wrote nothing")
+	assert.Equal(t, 0, h.Capacity)
+	require.NoError(t, f.Heartbeat(ctx, first), "the same instance (a restart) keeps heartbeating")
+	assert.Equal(t, gens(before), gens(owners(t, st)), "and keeps its leases at their generation")
+
+	waitDead(t, other, "a")
+	require.NoError(t, other.Heartbeat(ctx, second), "a lapsed instance's name is taken over")
+	h = hosts(t, other)["a"]
+	assert.Equal(t, "i-2", h.Instance)
+	assert.True(t, h.Live)
+	after := owners(t, st)
+	for k, l := range before {
+		assert.Equal(t, "a", after[k].Owner, k.String())
+		assert.Equal(t, l.Generation+1, after[k].Generation, "%s: the old instance is fenced", k)
+	}
+	assert.ErrorIs(t, f.FencedWrite(ctx, item(1), before[item(1)].Generation, desired.StatusWrite{}), desired.ErrFenced)
+	assert.ErrorIs(t, f.Heartbeat(ctx, first), desired.ErrHostTaken, "the old instance is refused in turn")
+	require.NoError(t, other.Heartbeat(ctx, second))
+	assert.Equal(t, gens(after), gens(owners(t, st)), "the owning instance's heartbeat bumps nothing")
+}
+
+// gens is leases without their expiry, which every heartbeat moves.
+func gens(leases map[desired.Key]desired.Lease) map[desired.Key]desired.Lease {
+	out := map[desired.Key]desired.Lease{}
+	for k, l := range leases {
+		out[k] = desired.Lease{Owner: l.Owner, Generation: l.Generation}
+	}
+	return out
+}
+
+// forget: a member is forgotten only once it is dead and holds no lease;
+// an unknown name is ErrNoHost.
+func (s suite) forget(t *testing.T) {
+	st, f, _ := s.openFleet(t)
+	ctx := context.Background()
+	ingestItems(t, st, 1)
+	heartbeat(t, f, "a", 0, shortTTL)
+	require.Len(t, assign(t, f), 1)
+	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), desired.ErrHostInUse, "live")
+	waitDead(t, f, "a")
+	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), desired.ErrHostInUse, "holds a lease")
+	heartbeat(t, f, "b", 0, longTTL)
+	require.Len(t, assign(t, f), 1)
+	require.NoError(t, f.ForgetHost(ctx, "a"))
+	assert.NotContains(t, hosts(t, f), "a")
+	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), desired.ErrNoHost)
+	assert.ErrorIs(t, f.ForgetHost(ctx, "b"), desired.ErrHostInUse)
 }
 
 // fencedWrites: a write under the item's generation is applied, calls

@@ -171,7 +171,9 @@ const (
 	// ServeStopped: serve shut down (log only).
 	ServeStopped Name = "serve.stopped"
 	// ServeRefused: serve or reconcile --once found the tmux server or its
-	// socket taken by the loopd of another state dir, and did not start.
+	// socket taken by the loopd of another state dir, or serve found its
+	// host name held by another live instance (host_taken), and did not
+	// start.
 	ServeRefused Name = "serve.refused"
 
 	// LeaseAcquired: Assign gave an item no live host held to a host
@@ -192,6 +194,11 @@ const (
 	// HostDraining: this host found it was set draining (loopd drain), or
 	// back in service (draining=false).
 	HostDraining Name = "host.draining"
+	// HostTaken: this host's name is held by another live loopd instance
+	// (another state dir): the heartbeat was refused, and this daemon
+	// stops planning and stops its local agents, writing nothing, until
+	// it can take its name back (the other instance's heartbeat lapsed).
+	HostTaken Name = "host.taken"
 	// SessionMoved: a host that took an item over from another host
 	// recorded the move (from_host, to_host); found=false: the store held
 	// no transcript of its conversation, and the item goes fresh with its

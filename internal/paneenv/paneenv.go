@@ -36,12 +36,15 @@ var Base = []string{
 // (LOOPD_..., where the webhook secret lives by default; LOOPD_WORK_ITEM is
 // set by loopd itself) and GitHub credentials (any name containing GITHUB,
 // such as GITHUB_TOKEN or HOMEBREW_GITHUB_API_TOKEN, and any name starting
-// with GH_, such as GH_TOKEN, which the gh CLI reads). The variable named
+// with GH_, such as GH_TOKEN, which the gh CLI reads), and the store's
+// PostgreSQL password as pgx reads it from the environment (PGPASSWORD,
+// and PGPASSFILE, the file that holds it). The variable named
 // by webhooks.ghWebhook.secretEnv is refused by the config check and taken
 // out of the daemon's environment once read.
 func Denied(name string) bool {
 	upper := strings.ToUpper(name)
-	return strings.HasPrefix(upper, "LOOPD_") || strings.HasPrefix(upper, "GH_") || strings.Contains(upper, "GITHUB")
+	return strings.HasPrefix(upper, "LOOPD_") || strings.HasPrefix(upper, "GH_") || strings.Contains(upper, "GITHUB") ||
+		upper == "PGPASSWORD" || upper == "PGPASSFILE"
 }
 
 // Server returns the entries of environ (NAME=value, as os.Environ gives

@@ -1,0 +1,90 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// hostingRig is a Hosting on a real SQLite store, with its journal in
+// the store.
+func hostingRig(t *testing.T, host desired.Host, passive bool) (*Hosting, desired.Fleet, desired.Store) {
+	t.Helper()
+	store, err := desired.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	var fleet desired.Fleet = store
+	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), store, time.Now)
+	return &Hosting{Fleet: fleet, Host: host, Clock: &LeaseClock{Elapsed: Elapsed}, Journal: rec, Passive: passive}, fleet, store
+}
+
+// TestHostingPassiveJoinsNothing: a passive Hosting (reconcile --once on a
+// shared store) writes no membership row and assigns nothing; its lease
+// clock is valid only while its daemon's row is live, and lapses with it.
+func TestHostingPassiveJoinsNothing(t *testing.T) {
+	ctx := context.Background()
+	ttl := 400 * time.Millisecond
+	h, fleet, store := hostingRig(t, desired.Host{Name: "a", Instance: "cron", LeaseTTL: time.Hour}, true)
+	key := desired.Key{Owner: "acme", Repo: "fleet", Number: 1}
+	_, err := store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: t.TempDir(),
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+	require.NoError(t, err)
+
+	require.NoError(t, h.Heartbeat(ctx))
+	hosts, err := fleet.Hosts(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, hosts, "no membership row")
+	assert.False(t, h.Clock.Renewed(), "no daemon row: nothing is this host's")
+	mine, err := h.Assign(ctx)
+	require.NoError(t, err)
+	assert.False(t, mine)
+	records, err := store.Records(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, records[0].Lease.Owner, "nothing assigned")
+
+	require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "a", Instance: "daemon", LeaseTTL: ttl})) // the daemon
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.True(t, h.Clock.Valid(), "the daemon's live row")
+	assert.LessOrEqual(t, h.Clock.Remaining(), ttl-LeaseMargin(ttl))
+	require.Eventually(t, func() bool { return !h.Clock.Valid() }, 5*time.Second, 10*time.Millisecond, "lapses with the daemon's row")
+	hosts, err = fleet.Hosts(ctx)
+	require.NoError(t, err)
+	require.Len(t, hosts, 1)
+	assert.Equal(t, "daemon", hosts[0].Instance, "the passive heartbeat wrote nothing")
+}
+
+// TestHostingTaken: a heartbeat refused because another live instance
+// holds the name is kept for Taken and journaled once (host.taken); a
+// later successful one clears it.
+func TestHostingTaken(t *testing.T) {
+	ctx := context.Background()
+	ttl := 300 * time.Millisecond
+	h, fleet, store := hostingRig(t, desired.Host{Name: "a", Instance: "mine", LeaseTTL: ttl}, false)
+	require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "a", Instance: "other", LeaseTTL: ttl}))
+	for range 2 {
+		require.ErrorIs(t, h.Heartbeat(ctx), desired.ErrHostTaken)
+	}
+	require.ErrorIs(t, h.Taken(), desired.ErrHostTaken)
+	assert.False(t, h.Clock.Renewed())
+	evs, err := store.Events(ctx, desired.EventFilter{})
+	require.NoError(t, err)
+	n := 0
+	for _, ev := range evs {
+		if ev.Name == journal.HostTaken {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "host.taken once per run of refusals")
+	require.Eventually(t, func() bool { return h.Heartbeat(ctx) == nil }, 5*time.Second, 20*time.Millisecond, "the other's row lapses")
+	assert.NoError(t, h.Taken())
+	assert.True(t, h.Clock.Valid())
+}
