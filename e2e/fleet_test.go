@@ -640,6 +640,12 @@ func TestFleetOneLiveDaemonPerHostName(t *testing.T) {
 	assert.Empty(t, twin.starts(t), "no agent started by the refused daemon")
 	assert.Len(t, first.starts(t), 1)
 
+	// The conversation's copy reaches the store (every few seconds).
+	fl := first.openFleet(t)
+	first.waitFor(t, func() bool {
+		size, err := fl.TranscriptSize(t.Context(), item(1), r.Status.HarnessSessionID)
+		return err == nil && size > 0
+	}, waitLong, "the transcript never reached the store")
 	require.NoError(t, first.daemon.Process.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = syscall.Kill(first.daemon.Process.Pid, syscall.SIGCONT) })
 	first.waitFor(t, func() bool {
@@ -651,6 +657,12 @@ func TestFleetOneLiveDaemonPerHostName(t *testing.T) {
 		return r.Status.Phase == desired.PhaseRunning && r.Lease.Generation > got.Lease.Generation && len(twin.starts(t)) == 1
 	}, waitLong, "the twin never ran host-a's item")
 	assert.Equal(t, "host-a", moved.Lease.Owner)
+	// The twin's config dir never held the conversation: it came from the
+	// store (restored before any fresh start), on the same id.
+	assert.Equal(t, r.Status.HarnessSessionID, moved.Status.HarnessSessionID, "the same conversation")
+	flag, resumed := twin.starts(t)[0].mode()
+	assert.Equal(t, "--resume", flag)
+	assert.Equal(t, r.Status.HarnessSessionID, resumed)
 
 	require.NoError(t, first.daemon.Process.Signal(syscall.SIGCONT))
 	first.waitEvent(t, journal.HostTaken, desired.Key{}, 1, waitLong)
