@@ -28,6 +28,11 @@ import (
 // least: a dead host's items come back within it plus a pass.
 const fleetLeaseSeconds = 2
 
+// steadyLeaseSeconds is host.leaseSeconds of the fleet tests in which no
+// lease may lapse: long enough that a loaded two-core box never misses
+// a heartbeat by that much.
+const steadyLeaseSeconds = 5
+
 // fleet is several loopd hosts sharing one PostgreSQL store. Each host is
 // an env of its own (tmux socket, state dir, port, Claude config dir); the
 // workdir root is shared, as one config deployed to every host renders
@@ -183,7 +188,7 @@ func (e *env) killHost(t testing.TB) {
 // reaches its agent, once.
 func TestFleetSpreadsItemsAndStoresARedeliveryOnce(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 3, fleetLeaseSeconds, envOpts{})
+	f := newFleet(t, 3, steadyLeaseSeconds, envOpts{})
 	f.start(t)
 	for n := 1; n <= 6; n++ {
 		openIssue(t, f.hosts[(n-1)%3], n) // any host takes webhooks
@@ -367,7 +372,7 @@ func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
 // agents.
 func TestFleetDrainMovesItemsWithOneAgentAtATime(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	f := newFleet(t, 2, steadyLeaseSeconds, envOpts{})
 	a, b := f.host(t, "host-a"), f.host(t, "host-b")
 	a.start(t)
 	ids := map[int]string{}
@@ -504,7 +509,7 @@ func BenchmarkFleetTakeover(b *testing.B) {
 // owner's resync interval (10 minutes here) never comes into it.
 func TestFleetNotifyWakesTheOwner(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{IntervalSeconds: 600})
+	f := newFleet(t, 2, steadyLeaseSeconds, envOpts{IntervalSeconds: 600})
 	a, b := f.host(t, "host-a"), f.host(t, "host-b")
 	b.start(t) // host-b alone: the item is its
 	openIssue(t, b, 1)
@@ -564,7 +569,7 @@ func TestLostTranscriptIsRestoredFromTheStore(t *testing.T) {
 // failure is counted.
 func TestFleetTakeoverKeepsToCapacity(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{})
+	f := newFleet(t, 2, steadyLeaseSeconds, envOpts{})
 	a, b := f.host(t, "host-a"), f.host(t, "host-b")
 	b.config["capacity"] = map[string]any{"maxLiveSessions": 1, "idleParkSeconds": 1}
 	b.writeConfig(t)
