@@ -49,6 +49,11 @@ func (e *env) start(t testing.TB) {
 			return true // fail below with the log
 		default:
 		}
+		// This daemon listens (serve.listening): another test's daemon
+		// that took the port would answer /healthz too.
+		if b, _ := os.ReadFile(e.daemonLog); !bytes.Contains(b, []byte("msg="+string(journal.ServeListening)+" ")) {
+			return false
+		}
 		resp, err := client.Get("http://" + e.listen + "/healthz")
 		if err != nil {
 			return false
@@ -59,6 +64,16 @@ func (e *env) start(t testing.TB) {
 	select {
 	case <-done:
 		b, _ := os.ReadFile(e.daemonLog)
+		e.daemon, e.daemonDone = nil, nil
+		if bytes.Contains(b, []byte("address already in use")) && e.daemonRuns < 5 {
+			// freeAddr's port was free when the env was made; another
+			// test took it since. Any free port will do.
+			e.listen = freeAddr(t)
+			e.ghWebhook()["listen"] = e.listen
+			e.writeConfig(t)
+			e.start(t)
+			return
+		}
 		t.Fatalf("loopd serve exited at start:\n%s", b)
 	default:
 	}
