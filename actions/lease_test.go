@@ -257,10 +257,7 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 				assert.Equal(t, desired.PhaseBackingOff, got.Phase, "no resume: the next pass goes fresh")
 				return
 			}
-			assert.Equal(t, []string{id}, m.restored)
-			assert.Equal(t, desired.PhaseSpawning, got.Phase)
-			assert.Equal(t, desired.SpawnResume, got.SpawnMode)
-			assert.Equal(t, id, got.HarnessSessionID)
+			assertRestoredAndResumed(t, m.restored, got, id)
 		})
 	}
 }
@@ -296,10 +293,7 @@ func TestRestoreOfAMissingLocalTranscript(t *testing.T) {
 				assert.Equal(t, desired.PhaseExited, got.Phase, "no resume: the next pass goes fresh")
 				return
 			}
-			assert.Equal(t, []string{id}, m.restored)
-			assert.Equal(t, desired.PhaseSpawning, got.Phase)
-			assert.Equal(t, desired.SpawnResume, got.SpawnMode)
-			assert.Equal(t, id, got.HarnessSessionID)
+			assertRestoredAndResumed(t, m.restored, got, id)
 		})
 	}
 }
@@ -327,4 +321,14 @@ func TestHandoverReleasesOnlyOnceTheAgentIsGone(t *testing.T) {
 	assert.Equal(t, string(actions.ReasonDrained), got.Status.LastExitReason)
 	assert.Len(t, got.Pending, 1, "its event waits for the next host")
 	assert.Len(t, r.named(t, journal.LeaseReleased), 1)
+}
+
+// assertRestoredAndResumed checks that conversation id was restored (the
+// mover's list) and that the resume of it followed.
+func assertRestoredAndResumed(t *testing.T, restored []string, got desired.Status, id string) {
+	t.Helper()
+	assert.Equal(t, []string{id}, restored)
+	assert.Equal(t, desired.PhaseSpawning, got.Phase)
+	assert.Equal(t, desired.SpawnResume, got.SpawnMode)
+	assert.Equal(t, id, got.HarnessSessionID)
 }
