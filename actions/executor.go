@@ -537,13 +537,20 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	paneID, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
+	paneID, pid, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // new session <name>: …
 	}
 	st.PaneID = paneID
+	// The harness's process is recorded with its pane, not only once the
+	// spawn is confirmed (markRunning): a daemon killed in between leaves
+	// the next spawn its predecessor to wait for (endPredecessor), which
+	// may outlive its tmux server's loss by the CLI's hangup delay.
+	if p, err := proc.Lookup(pid); err == nil {
+		st.HarnessPID, st.HarnessStart = p.PID, p.Start
+	}
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
 		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
 	return e.put(ctx, r, st)

@@ -111,7 +111,7 @@ func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
 func (r *rig) livePane(t *testing.T) (session, pane string) {
 	t.Helper()
 	session = desired.SessionName(r.key)
-	pane, err := r.tmux.NewSession(context.Background(), tmux.NewSession{Name: session, Dir: "/", Argv: []string{"claude", "x"}, Owner: rigOwner})
+	pane, _, err := r.tmux.NewSession(context.Background(), tmux.NewSession{Name: session, Dir: "/", Argv: []string{"claude", "x"}, Owner: rigOwner})
 	require.NoError(t, err)
 	return session, pane
 }
@@ -495,7 +495,7 @@ func TestForeignSessionIsNeverKilled(t *testing.T) {
 	ctx := context.Background()
 	sess := desired.SessionName(r.key)
 	other := tmux.NewOwner("/other/state").ID
-	_, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}, Owner: other})
+	_, _, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: sess, Dir: "/", Argv: []string{"claude", "x"}, Owner: other})
 	require.NoError(t, err)
 	rec := r.ingest(t, "d-1", "[loopd] issues.opened\nhello")
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})

@@ -11,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/reconciler"
 )
 
 // The server-loss tests end loopd's tmux server under live agents and
@@ -260,4 +262,61 @@ func TestServerLossOtherWays(t *testing.T) {
 			checkResumed(t, e, lockDir, before)
 		})
 	}
+}
+
+// TestServerLostWhileDaemonDownMidSpawn: the daemon is killed while a
+// respawn it started is still unconfirmed, and the tmux server goes while
+// it is down. The agent it started runs on for a second after its SIGHUP;
+// the next daemon, which never saw that agent run, must still wait for it
+// before it resumes the conversation: the spawn recorded the pane's
+// process with its pane, not only once confirmed.
+func TestServerLostWhileDaemonDownMidSpawn(t *testing.T) {
+	e, lockDir := fleetEnv(t, time.Second)
+	e.start(t)
+	// The next daemon starts a server of its own before its first pass,
+	// so it sees the loss as an outage: reconciler.OutageMinLive items,
+	// resumed at once, with no backoff.
+	before := e.bootFleet(t, reconciler.OutageMinLive)
+	k := issueKey(1)
+	id := before[k]
+
+	// The agent crashes; the daemon starts its resume, and is killed
+	// before it can confirm it.
+	starting := len(e.daemonLines(t, journal.SessionStarting))
+	out, err := e.tmux(t, "list-panes", "-t", "="+desired.SessionName(k)+":", "-F", "#{pane_pid}")
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return len(e.daemonLines(t, journal.SessionStarting)) > starting },
+		waitLong, 5*time.Millisecond, "no respawn started")
+	e.kill9(t)
+	require.Equal(t, desired.PhaseSpawning, e.mustRecord(t, k).Status.Phase,
+		"the daemon must die before it confirms the respawn")
+	// The resumed agent holds its conversation's lock once it runs.
+	require.Eventually(t, func() bool { return lockHeld(t, filepath.Join(lockDir, id+".lock")) },
+		waitLong, tick, "the resumed agent never took its conversation")
+
+	_, err = e.tmux(t, "kill-server")
+	require.NoError(t, err)
+	e.start(t)
+	after := e.waitFleet(t, reconciler.OutageMinLive, before)
+	assert.Equal(t, before, after, "each item came back on its own conversation")
+	assert.Empty(t, overlaps(t, lockDir), "the next daemon's agent ran next to the one the killed daemon started")
+}
+
+// lockHeld reports whether another process holds the flock on path (the
+// fake CLI's lock on a conversation).
+func lockHeld(t *testing.T, path string) bool {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return false
+	}
+	require.NoError(t, err)
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+	return false
 }

@@ -20,7 +20,7 @@ var owner = tmux.NewOwner("/srv/loopd/state").ID
 
 func spawn(t *testing.T, c tmux.Client, name string, argv ...string) {
 	t.Helper()
-	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: argv, Owner: owner})
+	_, _, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Argv: argv, Owner: owner})
 	require.NoError(t, err)
 }
 

@@ -195,11 +195,12 @@ func scrubEnv(shown []byte, want []string) [][]string {
 	return cmds
 }
 
-// NewSession runs new-session -d -P -F '#{pane_id}' with s and returns the
-// new pane's id. See Client.NewSession for the errors.
-func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
+// NewSession runs new-session -d -P -F '#{pane_id} #{pane_pid}' with s
+// and returns the new pane's id and process. See Client.NewSession for the
+// errors.
+func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, int, error) {
 	if err := CheckNewSession(s); err != nil {
-		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+		return "", 0, fmt.Errorf("new session %s: %w", s.Name, err)
 	}
 	w, h := s.Width, s.Height
 	if w == 0 {
@@ -208,7 +209,7 @@ func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
 	if h == 0 {
 		h = defaultHeight
 	}
-	cmd := []string{"new-session", "-d", "-P", "-F", "#{pane_id}", "-s", s.Name,
+	cmd := []string{"new-session", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", "-s", s.Name,
 		"-x", strconv.Itoa(w), "-y", strconv.Itoa(h)}
 	if s.Dir != "" {
 		cmd = append(cmd, "-c", s.Dir)
@@ -220,13 +221,14 @@ func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, error) {
 	}
 	out, err := e.run(ctx, nil, cmds...)
 	if err != nil {
-		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+		return "", 0, fmt.Errorf("new session %s: %w", s.Name, err)
 	}
-	id := strings.TrimSpace(string(out))
-	if !isPaneID(id) {
-		return "", fmt.Errorf("new session %s: tmux printed %q, not a pane id", s.Name, id)
+	id, pidText, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	pid, err := strconv.Atoi(pidText)
+	if !isPaneID(id) || err != nil || pid <= 0 {
+		return "", 0, fmt.Errorf("new session %s: tmux printed %q, not a pane id and pid", s.Name, out)
 	}
-	return id, nil
+	return id, pid, nil
 }
 
 // ListPanes runs one list-panes -a and parses it with ParseListPanes.

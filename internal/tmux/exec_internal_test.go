@@ -103,26 +103,27 @@ func TestExecArgv(t *testing.T) {
 		},
 		{
 			name:   "new_session_escapes_trailing_semicolons",
-			stdout: "%7\n",
+			stdout: "%7 4242\n",
 			call: func(ctx context.Context, e *Exec) error {
-				id, err := e.NewSession(ctx, NewSession{Name: "loop-a", Dir: "/w;",
+				id, pid, err := e.NewSession(ctx, NewSession{Name: "loop-a", Dir: "/w;",
 					Launcher: []string{"/opt/loopd", "launch", "--env-file", "/s/e;", "--"},
 					Argv:     []string{"claude", "--", "-p", "x;", ";", `y\;`, "a;b"}})
 				assert.Equal(t, "%7", id)
+				assert.Equal(t, 4242, pid)
 				return err
 			},
-			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
+			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", "-s", "loop-a",
 				"-x", "200", "-y", "50", "-c", `/w\;`,
 				"--", "/opt/loopd", "launch", "--env-file", `/s/e\;`, "--", "claude", "--", "-p", `x\;`, `\;`, `y\\;`, "a;b"},
 		},
 		{
 			name:   "new_session_marks_its_owner",
-			stdout: "%8\n",
+			stdout: "%8 4243\n",
 			call: func(ctx context.Context, e *Exec) error {
-				_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude", "x"}, Owner: owner.ID})
+				_, _, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude", "x"}, Owner: owner.ID})
 				return err
 			},
-			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "loop-a",
+			want: []string{"-L", "sock", "-f", "/dev/null", "new-session", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", "-s", "loop-a",
 				"-x", "200", "-y", "50", "--", "claude", "x",
 				";", "set-option", "-t", "=loop-a:", "@loopd-owner", owner.ID},
 		},
@@ -209,11 +210,11 @@ func TestExecRefusesWithoutRunning(t *testing.T) {
 		call func(context.Context, *Exec) error
 	}{
 		{"one_word_argv", func(ctx context.Context, e *Exec) error {
-			_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude"}})
+			_, _, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"claude"}})
 			return err
 		}},
 		{"renamed_session_name", func(ctx context.Context, e *Exec) error {
-			_, err := e.NewSession(ctx, NewSession{Name: "loop.a", Argv: []string{"sleep", "1"}})
+			_, _, err := e.NewSession(ctx, NewSession{Name: "loop.a", Argv: []string{"sleep", "1"}})
 			return err
 		}},
 		{"prefix_target", func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "loop-1", guard, "x") }},
@@ -227,7 +228,7 @@ func TestExecRefusesWithoutRunning(t *testing.T) {
 		}},
 		{"kill_without_owner", func(ctx context.Context, e *Exec) error { return e.KillSession(ctx, "loop-1", "") }},
 		{"new_session_with_a_bad_owner", func(ctx context.Context, e *Exec) error {
-			_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}, Owner: "x}"})
+			_, _, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}, Owner: "x}"})
 			return err
 		}},
 		{"pattern_target", func(ctx context.Context, e *Exec) error {
@@ -270,7 +271,7 @@ func TestExecErrors(t *testing.T) {
 			func(ctx context.Context, e *Exec) error { return e.Paste(ctx, "%9", guard, "x") }, ErrNoSession},
 		{"duplicate", "duplicate session: loop-a",
 			func(ctx context.Context, e *Exec) error {
-				_, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}})
+				_, _, err := e.NewSession(ctx, NewSession{Name: "loop-a", Argv: []string{"sleep", "1"}})
 				return err
 			}, ErrSessionExists},
 		{"too_long", "command too long",

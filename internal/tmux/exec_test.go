@@ -64,7 +64,7 @@ func TestExecArgvReachesProgramVerbatim(t *testing.T) {
 	words := []string{"x;", ";", `a\;`, `\;`, "b;;", " ;", "; ", "a;b", "-l", "--", "-", "",
 		"{", "}", "#{pane_id}", "~", "$HOME", "%1", "'q'", `"dq"`, `\`, "new\nline", "tab\there", "ünï"}
 	script := `printf '%s\0' "$(stty size)" "$PWD" "$LOOPD_ENV" "$@" > "$0/argv.tmp" && mv "$0/argv.tmp" "$0/argv"`
-	_, err := e.NewSession(t.Context(), tmux.NewSession{
+	_, _, err := e.NewSession(t.Context(), tmux.NewSession{
 		Name: "loop-argv", Dir: dir, Launcher: []string{"env", "LOOPD_ENV=v;"},
 		Argv: append([]string{"sh", "-c", script, out}, words...),
 	})
@@ -78,7 +78,7 @@ func TestExecArgvReachesProgramVerbatim(t *testing.T) {
 func paneEnv(t *testing.T, e *tmux.Exec, name string) string {
 	t.Helper()
 	out := t.TempDir()
-	_, err := e.NewSession(t.Context(), tmux.NewSession{Name: name,
+	_, _, err := e.NewSession(t.Context(), tmux.NewSession{Name: name,
 		Argv: []string{"sh", "-c", `env > "$0/env.tmp" && mv "$0/env.tmp" "$0/env"`, out}})
 	require.NoError(t, err)
 	env := readWhenWritten(t, filepath.Join(out, "env"))
@@ -139,7 +139,7 @@ func startDirty(t *testing.T, e *tmux.Exec, extra ...string) {
 	clean := e.Env
 	e.Env = append(slices.Clone(clean), extra...)
 	defer func() { e.Env = clean }()
-	_, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-old", Argv: []string{"sleep", "600"}})
+	_, _, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-old", Argv: []string{"sleep", "600"}})
 	require.NoError(t, err)
 	name, _, _ := strings.Cut(extra[0], "=")
 	require.Contains(t, paneEnv(t, e, "loop-probe"), extra[0], "the server started with %s", name)
@@ -163,7 +163,7 @@ func TestExecPasteIsBracketed(t *testing.T) {
 	e := server(t, tmux.ServerOptions{})
 	out := t.TempDir()
 	script := `printf '\033[?2004h'; stty raw -echo; printf 'ready\n'; cat > "$0/in"`
-	id, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-bp", Argv: []string{"sh", "-c", script, out}, Owner: owner.ID})
+	id, _, err := e.NewSession(t.Context(), tmux.NewSession{Name: "loop-bp", Argv: []string{"sh", "-c", script, out}, Owner: owner.ID})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		screen, err := e.CapturePane(t.Context(), id, false)
@@ -193,7 +193,7 @@ func TestExecKickRecordsUnreapedStatus(t *testing.T) {
 	tries := 0
 	for {
 		tries++
-		_, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sh", "-c", "sleep 0.1; exit 7"}, Owner: owner.ID})
+		_, _, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sh", "-c", "sleep 0.1; exit 7"}, Owner: owner.ID})
 		require.NoError(t, err)
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			panes, err := e.ListPanes(ctx)
@@ -234,7 +234,7 @@ func TestExecOwnerMarkResolution(t *testing.T) {
 		if name == "loop-mine" {
 			mark = owner.ID
 		}
-		_, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sleep", "100"}, Owner: mark})
+		_, _, err := e.NewSession(ctx, tmux.NewSession{Name: name, Argv: []string{"sleep", "100"}, Owner: mark})
 		require.NoError(t, err)
 	}
 	require.NoError(t, exec.Command("tmux", "-L", e.Socket(), "set-option", "-t", "=loop-odd:", "@loopd-owner", "x\ty\nz").Run())

@@ -180,11 +180,12 @@ type Client interface {
 	// ServerOwner returns the owner that claimed the server; the zero Owner
 	// when none did or no server runs.
 	ServerOwner(ctx context.Context) (Owner, error)
-	// NewSession creates the session and returns its pane id ("%N"). It
-	// returns ErrSessionExists when the name is taken and ErrCommandTooLong
+	// NewSession creates the session and returns its pane id ("%N") and
+	// the pane's process id (the launcher, which execs the harness in
+	// place, so the harness's pid). It returns ErrSessionExists when the name is taken and ErrCommandTooLong
 	// when the argv is too long for tmux. A trailing ';' in an argument is
 	// escaped so that tmux keeps it.
-	NewSession(ctx context.Context, s NewSession) (paneID string, err error)
+	NewSession(ctx context.Context, s NewSession) (paneID string, pid int, err error)
 	// ListPanes lists every pane on the server in one call, in tmux's order:
 	// sessions by name (byte order), then windows, then panes by index. With
 	// no server or no sessions it returns an empty slice and no error.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +100,14 @@ func (s suite) spawn(t *testing.T, c tmux.Client, name string, launcher []string
 // spawnFor is spawn with the session marked as owner's ("" for no mark).
 func (s suite) spawnFor(t *testing.T, c tmux.Client, name string, launcher []string, owner string) string {
 	t.Helper()
-	id, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Launcher: launcher, Argv: s.d.Program(t, name), Width: 80, Height: 24, Owner: owner})
+	id, pid, err := c.NewSession(t.Context(), tmux.NewSession{Name: name, Launcher: launcher, Argv: s.d.Program(t, name), Width: 80, Height: 24, Owner: owner})
 	require.NoError(t, err)
+	// The pid returned is the pane's process, as list-panes shows it.
+	panes, err := c.ListPanes(t.Context())
+	require.NoError(t, err)
+	i := slices.IndexFunc(panes, func(p tmux.Pane) bool { return p.PaneID == id })
+	require.GreaterOrEqual(t, i, 0, "pane %s of %s not listed", id, name)
+	assert.Equal(t, panes[i].PID, pid, "pid of %s", name)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		screen, err := c.CapturePane(t.Context(), "="+name+":", false)
 		require.NoError(ct, err)
@@ -208,7 +215,7 @@ func (s suite) newSession(t *testing.T) {
 func (s suite) duplicate(t *testing.T) {
 	c := s.server(t)
 	id := s.spawn(t, c, "loop-a", nil)
-	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: s.d.Program(t, "loop-a")})
+	_, _, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: s.d.Program(t, "loop-a")})
 	require.ErrorIs(t, err, tmux.ErrSessionExists)
 	p, ok := find(t.Context(), t, c, "loop-a")
 	require.True(t, ok)
@@ -230,7 +237,7 @@ func (s suite) invalid(t *testing.T) {
 		{"newline_in_name", tmux.NewSession{Name: "loop-a\nb", Argv: []string{"sleep", "100"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.NewSession(t.Context(), tc.s)
+			_, _, err := c.NewSession(t.Context(), tc.s)
 			assert.Error(t, err)
 		})
 	}
@@ -240,7 +247,7 @@ func (s suite) invalid(t *testing.T) {
 func (s suite) tooLong(t *testing.T) {
 	c := s.server(t)
 	argv := append(s.d.Program(t, "loop-a"), strings.Repeat("x", 20000))
-	_, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: argv})
+	_, _, err := c.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: argv})
 	require.ErrorIs(t, err, tmux.ErrCommandTooLong)
 	assert.Empty(t, sessions(t, c))
 }

@@ -143,24 +143,24 @@ const fakePIDBase = 1<<22 + 1
 
 // NewSession creates the session with one live pane, starting the server if
 // needed, as tmux does.
-func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error) {
+func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("NewSession"); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := tmux.CheckNewSession(s); err != nil {
-		return "", fmt.Errorf("new session %s: %w", s.Name, err)
+		return "", 0, fmt.Errorf("new session %s: %w", s.Name, err)
 	}
 	size := len(s.Name) + len(s.Dir)
 	for _, a := range slices.Concat(s.Launcher, s.Argv) {
 		size += len(a) + 1
 	}
 	if size > fakeCommandLimit {
-		return "", fmt.Errorf("new session %s: %w", s.Name, tmux.ErrCommandTooLong)
+		return "", 0, fmt.Errorf("new session %s: %w", s.Name, tmux.ErrCommandTooLong)
 	}
 	if _, ok := f.sessions[s.Name]; ok {
-		return "", fmt.Errorf("new session %s: %w", s.Name, tmux.ErrSessionExists)
+		return "", 0, fmt.Errorf("new session %s: %w", s.Name, tmux.ErrSessionExists)
 	}
 	s.Argv = slices.Clone(s.Argv)
 	s.Launcher = slices.Clone(s.Launcher)
@@ -179,7 +179,7 @@ func (f *Fake) NewSession(ctx context.Context, s tmux.NewSession) (string, error
 	f.nextID++
 	f.running = true
 	f.sessions[s.Name] = p
-	return p.pane.PaneID, nil
+	return p.pane.PaneID, p.pane.PID, nil
 }
 
 // ListPanes returns every pane, sessions in byte order of their names, each

@@ -28,7 +28,7 @@ func fakeWithSession(t *testing.T, opts tmux.ServerOptions) *Fake {
 	t.Helper()
 	f := NewFake()
 	require.NoError(t, f.EnsureServer(t.Context(), opts))
-	_, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
+	_, _, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Dir: "/w",
 		Launcher: []string{"loopd", "launch"}, Argv: []string{"claude", "--", "hi"}, Owner: fakeOwner.ID})
 	require.NoError(t, err)
 	return f
@@ -69,7 +69,7 @@ func TestFakeRecordsSpawn(t *testing.T) {
 func TestFakePaneIDsAreNotReused(t *testing.T) {
 	f := fakeWithSession(t, tmux.ServerOptions{})
 	require.NoError(t, f.KillSession(t.Context(), "loop-a", fakeOwner.ID))
-	id, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: []string{"claude", "hi"}})
+	id, _, err := f.NewSession(t.Context(), tmux.NewSession{Name: "loop-a", Argv: []string{"claude", "hi"}})
 	require.NoError(t, err)
 	assert.Equal(t, "%1", id)
 }
