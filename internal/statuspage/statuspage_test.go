@@ -99,7 +99,7 @@ func get(t *testing.T, url string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// elements returns the names of every element of the parsed page, and
+// parse returns how many elements of each name the page holds, and
 // its text.
 func parse(t *testing.T, body string) (elements map[string]int, text string) {
 	t.Helper()
