@@ -170,5 +170,13 @@ func (e *Executor) logOrAttach(a MarkRunning) []any {
 	if a.Log != "" {
 		return []any{"log", a.Log}
 	}
-	return []any{"attach", fmt.Sprintf("tmux -L %s attach -t =%s", e.Socket, a.Session)}
+	return []any{"attach", AttachCommand(e.Socket, a.Session)}
+}
+
+// AttachCommand returns the shell command that attaches a terminal to
+// session on loopd's tmux server of socket name socket: tmux -L, and an
+// exact target ("=" prefix, tmux(1) "target-session"), so that no other
+// session whose name starts the same is taken for it.
+func AttachCommand(socket, session string) string {
+	return fmt.Sprintf("tmux -L %s attach -t =%s", socket, session)
 }

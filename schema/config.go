@@ -162,7 +162,15 @@ type GHWebhook struct {
 	// fails closed: empty authorizes nobody.
 	AuthorizedUsers []string `yaml:"authorizedUsers" json:"authorizedUsers"`
 	Routing         Routing  `yaml:"routing" json:"routing"`
+	// StatusPage, when false, turns off the read-only status page that
+	// serve shows at / on this listener (StatusPageOn); Load fills in
+	// true when absent. It takes effect at once on a reload.
+	StatusPage *bool `yaml:"statusPage" json:"statusPage"`
 }
+
+// StatusPageOn reports whether serve shows its status page: statusPage
+// true, or unset (a config not filled in by Load).
+func (w GHWebhook) StatusPageOn() bool { return w.StatusPage == nil || *w.StatusPage }
 
 // Routing maps repositories to harnesses and holds the soft policy.
 type Routing struct {

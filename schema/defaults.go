@@ -20,6 +20,7 @@ const (
 	defaultListen          = "127.0.0.1:8787"
 	defaultWebhookPath     = "/webhook"
 	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
+	defaultStatusPage      = true
 	// DefaultGitHubAPIURL is github.apiURL's default, GitHub.com's REST API.
 	DefaultGitHubAPIURL   = "https://api.github.com"
 	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
@@ -111,6 +112,11 @@ func (c *Config) applyDefaults(dir string) {
 	}
 	orDefault(&gh.Listen, defaultListen)
 	orDefault(&gh.Path, defaultWebhookPath)
+	if gh.StatusPage == nil {
+		// false is a value, so only an absent key takes the default.
+		on := defaultStatusPage
+		gh.StatusPage = &on
+	}
 	if gh.SecretFile == "" {
 		orDefault(&gh.SecretEnv, defaultSecretEnv)
 	}

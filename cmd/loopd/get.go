@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
-	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
@@ -78,17 +75,16 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 	return openStore(ctx, cfg)
 }
 
-// printRecords writes one line per record, flagging the Stopped ones
-// whose oldest pending event was received more than stale before now, and
-// giving each Queued one its place in the queue (position=N, 1 first;
-// reconciler.QueuePositions). The
+// printRecords writes one line per record, with the reason
+// reconciler.Reasons gives it (a Stopped one whose oldest pending event
+// was received more than stale before now is flagged, a Queued one gets
+// its place in the queue, position=N, 1 first). The
 // failure count is the one the next restart decision under p would start
 // from (reconciler.NextFailures), not a stale recorded one.
 func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tHOST\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
-	queue := reconciler.QueuePositions(records, now)
-	limitHeld := reconciler.LimitsHeld(records, p, now)
+	reasons := reconciler.Reasons(records, p, now, stale)
 	for _, r := range records {
 		st := r.Status
 		phase := string(st.Phase)
@@ -105,35 +101,7 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 		case id == "":
 			id = "-"
 		}
-		reason := st.Reason
-		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
-			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
-		}
-		if pos, ok := queue[r.Key]; ok {
-			reason += " position=" + strconv.Itoa(pos)
-		}
-		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
-			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
-		}
-		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
-			reason += " workspace_error=" + journal.Quote(st.WorkspaceError)
-		}
-		if rendered, moved := reconciler.WorkdirMoved(r, p); moved {
-			// Not applied: the conversation is found by its workdir.
-			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
-		}
-		if st.Blocked != "" {
-			reason += " blocked reason=" + st.Blocked
-		}
-		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
-			if reason != "rate_limited" { // the item held by another's limit says why
-				reason += " rate_limited"
-			}
-			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
-		}
-		if flag := stalePending(r, now, stale); flag != "" {
-			reason = strings.TrimSpace(reason + " " + flag)
-		}
+		reason := reasons[r.Key]
 		host := r.Lease.Owner // the host that runs the item
 		switch {
 		case host == "":
@@ -182,25 +150,6 @@ func deaths(ctx context.Context, cfg *schema.Config, records []desired.Record, n
 		}
 	}
 	return out
-}
-
-// stalePending returns "stale_pending=N since=D" when r is Stopped and its
-// oldest pending event was received more than stale before now, D being
-// that age (2h5m; seconds under a minute); "" otherwise.
-func stalePending(r desired.Record, now time.Time, stale time.Duration) string {
-	if r.Status.Phase != desired.PhaseStopped || len(r.Pending) == 0 {
-		return ""
-	}
-	oldest := r.Pending[0].ReceivedAt // arrival order
-	age := now.Sub(oldest)
-	if oldest.IsZero() || age <= stale {
-		return ""
-	}
-	since := age.Truncate(time.Second).String()
-	if age >= time.Minute {
-		since = strings.TrimSuffix(age.Truncate(time.Minute).String(), "0s")
-	}
-	return fmt.Sprintf("stale_pending=%d since=%s", len(r.Pending), since)
 }
 
 func newEventsCmd(g *globals) *cobra.Command {

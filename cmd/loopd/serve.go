@@ -38,7 +38,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		Long: `serve listens for GitHub webhooks on webhooks.ghWebhook.listen and runs the
 reconcile loop: every reconcile.intervalSeconds, at once after each accepted
 delivery, and at once when a pane dies (tmux pane-died hook). It also serves
-/healthz, /readyz and /metrics (Prometheus). SIGHUP reloads the config; so
+/healthz, /readyz, /metrics (Prometheus) and a read-only status page at /
+(webhooks.ghWebhook.statusPage: false turns it off). SIGHUP reloads the config; so
 does a change of the file. An invalid config keeps the last good one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), g) },
@@ -182,6 +183,9 @@ func serve(ctx context.Context, g *globals) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if err := a.registerStatusPage(mux, cfg, watcher.Current, rc); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", hook.Listen)
 	if err != nil {

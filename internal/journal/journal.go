@@ -274,6 +274,11 @@ const (
 	// missed.
 	StoreListenRestored Name = "store.listen_restored"
 
+	// StatusPageFailed: the status page could not read the store for a
+	// request (reason=store_failed, detail: the request's path); it
+	// answered 500 (log only).
+	StatusPageFailed Name = "status_page.failed"
+
 	// JournalAppendFailed: a journal row could not be written (log only).
 	JournalAppendFailed Name = "journal.append_failed"
 )

@@ -1,0 +1,298 @@
+package statuspage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
+)
+
+// script is what a hostile payload puts where the page shows GitHub's
+// text: a sender's login, an action, a check's name.
+const script = `<script>document.title="pwned"</script><img src=x onerror=alert(1)>`
+
+// promptMarker is in a pending event's prompt, which the page never shows.
+const promptMarker = "PROMPT-BODY-7f3c"
+
+var (
+	keyIssue = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 1}
+	keyPR    = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 2}
+)
+
+// fixture is a real SQLite store holding two items: issue 1 with a
+// pending event whose sender and action hold script, and a closed pull
+// request 2; and journal rows, one of them with a prompt attribute.
+func fixture(t *testing.T) desired.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	_, err = st.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/1",
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issue_comment", Action: script, Sender: script,
+			Prompt: "[loopd event]\n" + promptMarker + " " + script, ReceivedAt: now}})
+	require.NoError(t, err)
+	closed := true
+	_, err = st.Ingest(ctx, desired.Ingest{DeliveryID: "d-2", Key: keyPR, Kind: desired.KindPullRequest, Harness: "claude-code", Cwd: "/srv/agents/2",
+		Closed: &closed, StateAt: now})
+	require.NoError(t, err)
+	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}))
+	require.NoError(t, st.PutStatus(ctx, keyPR, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}))
+	for _, e := range []journal.Event{
+		{Time: now, Name: journal.DeliveryIgnored, Level: slog.LevelInfo, Attrs: map[string]string{"sender": script, "reason": "unauthorized_sender"}},
+		{Time: now, Name: journal.SessionSpawned, Level: slog.LevelInfo, WorkItem: keyIssue.String(),
+			Attrs: map[string]string{journal.KeyPrompt: promptMarker, journal.KeySession: desired.SessionName(keyIssue)}},
+		{Time: now, Name: journal.SessionCrashLoop, Level: slog.LevelError, WorkItem: keyIssue.String(), Attrs: map[string]string{"reason": "fast_failures"}},
+	} {
+		require.NoError(t, st.AppendEvent(ctx, e))
+	}
+	return st
+}
+
+func testPolicy() reconciler.Policy {
+	p := reconciler.PolicyFrom(schema.DefaultPolicy(), nil, "")
+	p.MaxLive, p.MaxStarts = 3, 2
+	return p
+}
+
+// server serves the page of st on a mux that also holds the daemon's
+// other routes, as serve's does.
+func server(t *testing.T, st Store, opts ...func(*Options)) *httptest.Server {
+	t.Helper()
+	o := Options{Store: st, Host: "host-a", Socket: "loopd", Policy: testPolicy, Now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/webhook", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "webhook") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	require.NoError(t, New(o).Register(mux))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// parse returns how many elements of each name the page holds, and
+// its text.
+func parse(t *testing.T, body string) (elements map[string]int, text string) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(body))
+	require.NoError(t, err)
+	elements = map[string]int{}
+	var sb strings.Builder
+	for n := range doc.Descendants() {
+		switch n.Type {
+		case html.ElementNode:
+			elements[n.Data]++
+		case html.TextNode:
+			sb.WriteString(n.Data)
+		}
+	}
+	return elements, sb.String()
+}
+
+func TestIndexShowsItemsByPhase(t *testing.T) {
+	srv := server(t, fixture(t))
+	code, hdr, body := get(t, srv.URL+"/")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "text/html; charset=utf-8", hdr.Get("Content-Type"))
+	assert.Contains(t, hdr.Get("Content-Security-Policy"), "script-src 'self'")
+	_, text := parse(t, body)
+	for _, want := range []string{keyIssue.String(), "NeedsAttention", desired.SessionName(keyIssue),
+		"7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", "crash_loop", "session.crash_loop", "Closed", keyPR.String(), "of 3"} {
+		assert.Contains(t, text, want)
+	}
+	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
+}
+
+// Whatever came from GitHub is text: the payload's <script> and <img>
+// become no element of the page, on the index (the journal's sender) and
+// on the item's page (the pending event's sender and action).
+func TestGitHubTextIsEscaped(t *testing.T) {
+	srv := server(t, fixture(t))
+	for _, path := range []string{"/", "/items/Codertocat/Hello-World/1"} {
+		t.Run(path, func(t *testing.T) {
+			code, _, body := get(t, srv.URL+path)
+			require.Equal(t, http.StatusOK, code, body)
+			elements, text := parse(t, body)
+			assert.Contains(t, text, script, "shown as text")
+			assert.Equal(t, 1, elements["script"], "only the page's own live.js")
+			assert.Zero(t, elements["img"])
+			assert.NotContains(t, body, "<script>document")
+		})
+	}
+}
+
+// No prompt body reaches the page: a pending event shows its sender,
+// event and size, and a journal row's prompt attribute is left out.
+func TestNoPromptBodies(t *testing.T) {
+	srv := server(t, fixture(t))
+	for _, path := range []string{"/", "/items/Codertocat/Hello-World/1"} {
+		_, _, body := get(t, srv.URL+path)
+		assert.NotContains(t, body, promptMarker, path)
+	}
+	_, _, body := get(t, srv.URL+"/items/Codertocat/Hello-World/1")
+	_, text := parse(t, body)
+	assert.Contains(t, text, "d-1", "the pending delivery is listed")
+	assert.Contains(t, text, "tmux -L loopd attach -t ="+desired.SessionName(keyIssue))
+}
+
+func TestItemPage(t *testing.T) {
+	srv := server(t, fixture(t))
+	tests := []struct {
+		name     string
+		path     string
+		code     int
+		location string
+		want     string
+	}{
+		{name: "item", path: "/items/Codertocat/Hello-World/1", code: http.StatusOK, want: "session.crash_loop"},
+		{name: "other_case_redirects_to_the_item", path: "/items/codertocat/HELLO-WORLD/1", code: http.StatusFound,
+			location: "/items/Codertocat/Hello-World/1"},
+		{name: "unknown_item", path: "/items/Codertocat/Hello-World/8", code: http.StatusNotFound,
+			want: "work item Codertocat/Hello-World#8 not found"},
+		{name: "unknown_repository", path: "/items/nobody/nothing/1", code: http.StatusNotFound, want: "not found"},
+		{name: "not_a_number", path: "/items/Codertocat/Hello-World/x", code: http.StatusNotFound, want: "not found"},
+		{name: "zero", path: "/items/Codertocat/Hello-World/0", code: http.StatusNotFound, want: "not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, hdr, body := get(t, srv.URL+tt.path)
+			assert.Equal(t, tt.code, code)
+			assert.Equal(t, tt.location, hdr.Get("Location"))
+			_, text := parse(t, body)
+			assert.Contains(t, text, tt.want)
+		})
+	}
+}
+
+// "/" is only "/": an unknown path stays 404, and the daemon's other
+// routes answer as before; the page answers GET only.
+func TestRoutesAreExact(t *testing.T) {
+	srv := server(t, fixture(t))
+	tests := []struct {
+		method, path string
+		code         int
+		body         string
+	}{
+		{http.MethodGet, "/nope", http.StatusNotFound, ""},
+		{http.MethodGet, "/items/Codertocat/Hello-World/1/more", http.StatusNotFound, ""},
+		{http.MethodGet, "/static/nope.js", http.StatusNotFound, ""},
+		{http.MethodGet, "/healthz", http.StatusOK, "ok"},
+		{http.MethodPost, "/webhook", http.StatusOK, "webhook"},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, ""},
+		{http.MethodGet, "/static/live.js", http.StatusOK, "data-live"},
+		{http.MethodHead, "/", http.StatusOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+tt.path, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, tt.code, resp.StatusCode)
+			assert.Contains(t, string(b), tt.body)
+		})
+	}
+}
+
+func TestTurnedOffIsNotFound(t *testing.T) {
+	on := true
+	srv := server(t, fixture(t), func(o *Options) { o.Enabled = func() bool { return on } })
+	code, _, _ := get(t, srv.URL+"/")
+	assert.Equal(t, http.StatusOK, code)
+	on = false
+	for _, path := range []string{"/", "/items/Codertocat/Hello-World/1", "/static/status.css"} {
+		code, _, _ := get(t, srv.URL+path)
+		assert.Equal(t, http.StatusNotFound, code, path)
+	}
+}
+
+// The hosts sharing the store: each with its live sessions (the items it
+// holds a slot for), capacity and leases.
+func TestHostsTable(t *testing.T) {
+	hosts := hostList{{Name: "host-a", Capacity: 3, Leases: 1, Live: true, Heartbeat: time.Now()},
+		{Name: "host-b", Capacity: 0, Leases: 0, Live: false, Draining: true}}
+	srv := server(t, fixture(t), func(o *Options) { o.Hosts = hosts })
+	_, _, body := get(t, srv.URL+"/")
+	_, text := parse(t, body)
+	assert.Contains(t, text, "host-b")
+	assert.Contains(t, text, "this host")
+	assert.Contains(t, text, "draining")
+}
+
+type hostList []desired.Host
+
+func (h hostList) Hosts(context.Context) ([]desired.Host, error) { return h, nil }
+
+// A store that fails answers 500 without its error (a path of the state
+// dir, say), which goes to the log as status_page.failed.
+func TestStoreFailureIsLoggedNotShown(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	srv := server(t, failing{}, func(o *Options) { o.Log = log })
+	for _, path := range []string{"/", "/items/o/r/1"} {
+		code, _, body := get(t, srv.URL+path)
+		assert.Equal(t, http.StatusInternalServerError, code)
+		assert.NotContains(t, body, "/var/lib/loopd")
+	}
+	assert.Contains(t, logged.String(), "msg="+string(journal.StatusPageFailed))
+	assert.Contains(t, logged.String(), "/var/lib/loopd")
+}
+
+type failing struct{}
+
+func (failing) Records(context.Context) ([]desired.Record, error) {
+	return nil, errors.New("sqlite records: open /var/lib/loopd/state/loopd.db: disk I/O error")
+}
+
+func (failing) Events(context.Context, desired.EventFilter) ([]journal.Event, error) {
+	return nil, errors.New("sqlite events: disk I/O error")
+}
+
+// A webhook path under one of the page's prefixes would make ServeMux
+// panic; Register says so instead.
+func TestRegisterConflict(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/items/a/b/1", func(http.ResponseWriter, *http.Request) {})
+	err := New(Options{Store: failing{}, Policy: testPolicy, Now: time.Now}).Register(mux)
+	assert.ErrorIs(t, err, ErrConflict)
+}
+
+func TestCut(t *testing.T) {
+	long := strings.Repeat("é", maxAttrValue) // two bytes each
+	got := cut(long)
+	assert.True(t, strings.HasSuffix(got, "…"))
+	assert.LessOrEqual(t, len(got), maxAttrValue+len("…"))
+	assert.True(t, strings.HasPrefix(long, strings.TrimSuffix(got, "…")), "cut on a rune boundary")
+	assert.Equal(t, "short", cut("short"))
+}

@@ -1,0 +1,82 @@
+package reconciler
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+)
+
+// Reasons returns, by key, the reason each of records shows an operator:
+// loopd get's REASON column and the status page's. It is the status's
+// reason, followed by what explains the phase at now:
+// preparing_since=T for a Preparing item, position=N for a Queued one (1
+// next; QueuePositions), next_attempt=T for a BackingOff one,
+// workspace_error=… when its worktree failed, workdir_pinned=… when the
+// route now renders another workdir (WorkdirMoved), blocked reason=… when
+// its screen shows a dialog, rate_limited reset=T until=T when a usage
+// limit on its account holds it (LimitsHeld), and stale_pending=N since=D
+// when it is Stopped with events pending longer than stale. records are
+// every item (the queue and the limits are worked out over all of them);
+// p is the current policy. An item with nothing to say maps to "".
+func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Duration) map[desired.Key]string {
+	queue := QueuePositions(records, now)
+	limitHeld := LimitsHeld(records, p, now)
+	out := make(map[desired.Key]string, len(records))
+	for _, r := range records {
+		st := r.Status
+		reason := st.Reason
+		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
+			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
+		}
+		if pos, ok := queue[r.Key]; ok {
+			reason += " position=" + strconv.Itoa(pos)
+		}
+		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
+			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
+		}
+		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
+			reason += " workspace_error=" + journal.Quote(st.WorkspaceError)
+		}
+		if rendered, moved := WorkdirMoved(r, p); moved {
+			// Not applied: the conversation is found by its workdir.
+			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
+		}
+		if st.Blocked != "" {
+			reason += " blocked reason=" + st.Blocked
+		}
+		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
+			if reason != "rate_limited" { // the item held by another's limit says why
+				reason += " rate_limited"
+			}
+			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
+		}
+		if flag := stalePending(r, now, stale); flag != "" {
+			reason = strings.TrimSpace(reason + " " + flag)
+		}
+		out[r.Key] = strings.TrimSpace(reason)
+	}
+	return out
+}
+
+// stalePending returns "stale_pending=N since=D" when r is Stopped and its
+// oldest pending event was received more than stale before now, D being
+// that age (2h5m; seconds under a minute); "" otherwise.
+func stalePending(r desired.Record, now time.Time, stale time.Duration) string {
+	if r.Status.Phase != desired.PhaseStopped || len(r.Pending) == 0 {
+		return ""
+	}
+	oldest := r.Pending[0].ReceivedAt // arrival order
+	age := now.Sub(oldest)
+	if oldest.IsZero() || age <= stale {
+		return ""
+	}
+	since := age.Truncate(time.Second).String()
+	if age >= time.Minute {
+		since = strings.TrimSuffix(age.Truncate(time.Minute).String(), "0s")
+	}
+	return fmt.Sprintf("stale_pending=%d since=%s", len(r.Pending), since)
+}

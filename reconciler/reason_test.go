@@ -1,0 +1,70 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// Reasons is the one home of the reason an operator sees, in loopd get and
+// on the status page: each row is one thing it adds to the stored reason.
+func TestReasons(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	local := func(t time.Time) string { return t.Local().Format(time.RFC3339) }
+	key := func(n int) desired.Key { return desired.Key{Owner: "o", Repo: "r", Number: n} }
+	pending := func(ages ...time.Duration) []desired.Delivery {
+		var out []desired.Delivery
+		for _, a := range ages {
+			out = append(out, desired.Delivery{ID: "d-" + a.String(), ReceivedAt: now.Add(-a)})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		records []desired.Record
+		want    map[desired.Key]string
+	}{
+		{name: "running_says_nothing", records: []desired.Record{{Key: key(1), Status: desired.Status{Phase: desired.PhaseRunning}}},
+			want: map[desired.Key]string{key(1): ""}},
+		{name: "stored_reason_stays", records: []desired.Record{{Key: key(1), Status: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop"}}},
+			want: map[desired.Key]string{key(1): "crash_loop"}},
+		{name: "queued_items_get_their_place_oldest_event_first", records: []desired.Record{
+			{Key: key(1), Status: desired.Status{Phase: desired.PhaseQueued, Reason: "capacity"}, Pending: pending(time.Minute)},
+			{Key: key(2), Status: desired.Status{Phase: desired.PhaseQueued, Reason: "capacity"}, Pending: pending(time.Hour)},
+		}, want: map[desired.Key]string{key(1): "capacity position=2", key(2): "capacity position=1"}},
+		{name: "backing_off_says_when_next", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseBackingOff, Reason: "crash", NextAttempt: now.Add(time.Minute)}}},
+			want: map[desired.Key]string{key(1): "crash next_attempt=" + local(now.Add(time.Minute))}},
+		{name: "workspace_error_is_quoted", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "workspace_failed", WorkspaceError: "git fetch: exit 128"}}},
+			want: map[desired.Key]string{key(1): `workspace_failed workspace_error="git fetch: exit 128"`}},
+		{name: "blocked_says_by_what", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseRunning, Blocked: "workspace_trust"}}},
+			want: map[desired.Key]string{key(1): "blocked reason=workspace_trust"}},
+		{name: "stopped_with_old_pending_is_stale", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseStopped}, Pending: pending(2*time.Hour+5*time.Minute+7*time.Second, time.Minute)}},
+			want: map[desired.Key]string{key(1): "stale_pending=2 since=2h5m"}},
+		{name: "stale_under_a_minute_in_seconds", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseStopped}, Pending: pending(30 * time.Second)}},
+			want: map[desired.Key]string{key(1): ""}},
+		{name: "running_with_old_pending_is_not_stale", records: []desired.Record{{Key: key(1),
+			Status: desired.Status{Phase: desired.PhaseRunning}, Pending: pending(time.Hour)}},
+			want: map[desired.Key]string{key(1): ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, Reasons(tt.records, testPolicy(), now, 10*time.Minute))
+		})
+	}
+}
+
+func TestStalePendingFlag(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Status: desired.Status{Phase: desired.PhaseStopped},
+		Pending: []desired.Delivery{{ID: "d", ReceivedAt: now.Add(-30 * time.Second)}}}
+	assert.Equal(t, "stale_pending=1 since=30s", stalePending(rec, now, 10*time.Second))
+	assert.Empty(t, stalePending(rec, now, time.Minute))
+}
