@@ -146,6 +146,8 @@ type Executor struct {
 	// (desired.TalkRule), read at each status write so that a reload
 	// applies; nil says nothing.
 	Talk func(r desired.Record) desired.Talk
+	// Meter counts resumes and delivery latencies; nil counts nothing.
+	Meter Meter
 }
 
 // Result sums up one Execute call.
@@ -326,6 +328,10 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		return err
 	}
 	e.held(r.Key)
+	if len(acked) > 0 && e.Meter != nil {
+		// Verified in the transcript, and recorded: once per delivery.
+		e.Meter.Delivered(r.Spec.Harness, e.Now().Sub(acked[0].ReceivedAt))
+	}
 	for _, c := range calls {
 		e.record(ctx, slog.LevelInfo, journal.GitHubQueued, r.Key, "call", string(c.Kind), "reason", st.Reason)
 	}
@@ -371,6 +377,9 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 			}
 		}
 		e.record(ctx, slog.LevelWarn, journal.SessionResumeFailed, r.Key, kv...)
+		if e.Meter != nil {
+			e.Meter.ResumeFellBack(a.Harness, a.ResumeFailed)
+		}
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
@@ -685,6 +694,9 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	case a.Respawn:
 		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
 			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
+		if a.Mode == desired.SpawnResume && e.Meter != nil {
+			e.Meter.Resumed(r.Spec.Harness)
+		}
 	default:
 		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
 			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)

@@ -46,7 +46,9 @@ func TestWebhookRefusesUnsignedBodyUnread(t *testing.T) {
 	lines := e.daemonLines(t, journal.DeliveryRejected)
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0], "reason=missing_signature")
-	assert.Empty(t, e.events(t), "an unsigned request writes no journal row")
+	evs := e.waitEvent(t, journal.DeliveryRejected, desired.Key{}, 1, waitShort)
+	assert.Equal(t, "missing_signature", evs[0].Attrs["reason"])
+	assert.Len(t, e.events(t), 1, "an unsigned request writes its rejection's row, and nothing else")
 }
 
 func TestWebhookAnswersWhileStoreLocked(t *testing.T) {

@@ -227,7 +227,16 @@ func TestBadSignatureStoresNothing(t *testing.T) {
 	}
 	e.settle(t)
 	assert.Empty(t, e.records(t))
-	assert.Empty(t, e.events(t))
+	// Each is journaled as rejected (its reason and error tell the three
+	// apart), and nothing else is.
+	evs := e.waitEvent(t, journal.DeliveryRejected, desired.Key{}, 3, waitShort)
+	reasons := map[string]int{}
+	for _, ev := range evs {
+		assert.Empty(t, ev.WorkItem)
+		reasons[ev.Attrs["reason"]]++
+	}
+	assert.Equal(t, map[string]int{"bad_signature": 2, "missing_signature": 1}, reasons)
+	assert.Len(t, e.events(t), 3)
 	assert.Empty(t, e.sessions(t))
 	assert.Empty(t, e.starts(t), "no agent started")
 }

@@ -428,6 +428,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			// the first and one summary a minute.
 			wait = retry.NextBackOff()
 			r.Journal.Record(pass, slog.LevelError, journal.ReconcileFailed, "", "err", err, "retry_after", wait)
+			if r.Metrics != nil {
+				r.Metrics.passFailed()
+			}
 		case res.Requeue && res.RequeueAfter < wait:
 			wait = res.RequeueAfter
 		}

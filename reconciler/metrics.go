@@ -1,19 +1,37 @@
 package reconciler
 
 import (
+	"sync"
 	"time"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the reconciler's Prometheus metrics.
+// Metrics are the reconciler's Prometheus metrics. They also count what
+// the executor verified (actions.Meter): set Executor.Meter to them.
 type Metrics struct {
 	passes   prometheus.Counter
 	actions  *prometheus.CounterVec
 	failed   prometheus.Counter
 	duration prometheus.Histogram
+	// passErrors counts the passes that failed (reconcile.failed).
+	passErrors prometheus.Counter
+	// resumes counts resumes by harness and outcome: "resumed", or the
+	// reason of the fresh spawn that replaced one (actions.Resume…).
+	resumes *prometheus.CounterVec
+	// latency is the time from a delivery's receipt to its verification
+	// in the transcript, by harness.
+	latency *prometheus.HistogramVec
+	// pending counts the deliveries waiting on items that are neither
+	// closed nor held; oldest is the receipt of the oldest of them (zero
+	// when none), from which a scrape computes its age.
+	pending prometheus.Gauge
+	now     func() time.Time
+	mu      sync.Mutex
+	oldest  time.Time
 	// limitReset is the reset of the usage limit holding each harness, in
 	// Unix seconds; 0 when none does.
 	limitReset *prometheus.GaugeVec
@@ -27,9 +45,23 @@ type Metrics struct {
 	maxStarts prometheus.Gauge
 }
 
-// NewMetrics registers the reconciler's metrics with reg.
+// NewMetrics registers the reconciler's metrics with reg. The gauge of
+// every phase is exported from the start, at 0 until a pass counts it, so
+// that an alert on one (NeedsAttention > 0) can fire and resolve; so are
+// the counter of failed passes.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		now: time.Now,
+		passErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "loopd_reconcile_errors_total",
+			Help: "Reconcile passes that failed (reconcile.failed)."}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loopd_resumes_total",
+			Help: "Resumes, by harness and outcome: resumed, or the reason of the fresh spawn that replaced one."},
+			[]string{"harness", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "loopd_delivery_latency_seconds",
+			Help:    "Time from a delivery's receipt by the webhook to its verification in the agent's transcript, in seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 16)}, []string{"harness"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_pending_deliveries",
+			Help: "Deliveries waiting to reach the agent of an item that is neither closed nor held, after the last pass."}),
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "loopd_reconcile_passes_total", Help: "Reconcile passes run."}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loopd_actions_planned_total",
 			Help: "Actions planned, by action name."}, []string{"action"}),
@@ -49,8 +81,49 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		limitReset: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_usage_limit_reset_timestamp_seconds",
 			Help: "When the usage limit holding a harness's items resets, in Unix seconds; 0 when none holds them."}, []string{"harness"}),
 	}
-	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.live, m.maxLive, m.starts, m.maxStarts)
+	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
+		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
+		m.oldestAge)
+	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.live, m.maxLive, m.starts, m.maxStarts,
+		m.passErrors, m.resumes, m.latency, m.pending, oldest)
+	for _, phase := range desired.Phases() {
+		m.phases.WithLabelValues(string(phase))
+	}
 	return m
+}
+
+// oldestAge is the age of the oldest pending delivery counted, in
+// seconds, 0 when there is none.
+func (m *Metrics) oldestAge() float64 {
+	m.mu.Lock()
+	oldest := m.oldest
+	m.mu.Unlock()
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(m.now().Sub(oldest).Seconds(), 0)
+}
+
+// passFailed counts a pass that failed.
+func (m *Metrics) passFailed() { m.passErrors.Inc() }
+
+// Resumed implements actions.Meter.
+func (m *Metrics) Resumed(harness string) {
+	m.resumes.WithLabelValues(harness, resumedOutcome).Inc()
+}
+
+// resumedOutcome is the outcome of a resume that brought its conversation
+// back; the others are the reasons of the fallbacks.
+const resumedOutcome = "resumed"
+
+// ResumeFellBack implements actions.Meter.
+func (m *Metrics) ResumeFellBack(harness string, reason actions.Reason) {
+	m.resumes.WithLabelValues(harness, string(reason)).Inc()
+}
+
+// Delivered implements actions.Meter.
+func (m *Metrics) Delivered(harness string, latency time.Duration) {
+	m.latency.WithLabelValues(harness).Observe(latency.Seconds())
 }
 
 func (m *Metrics) observe(res PassResult, d time.Duration) {
@@ -78,7 +151,19 @@ func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
 // the capacity from p.
 func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	counts := map[desired.Phase]int{}
+	pending := 0
+	var oldest time.Time
 	for _, r := range records {
+		if !r.Spec.Closed && !r.Spec.Held {
+			// What loopd still has to deliver; a held or closed item's
+			// events wait by the operator's or GitHub's choice.
+			for _, d := range r.Pending {
+				pending++
+				if oldest.IsZero() || d.ReceivedAt.Before(oldest) {
+					oldest = d.ReceivedAt
+				}
+			}
+		}
 		phase := r.Status.Phase
 		if phase == "" {
 			phase = desired.PhaseIdle
@@ -88,6 +173,10 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase)).Set(float64(counts[phase]))
 	}
+	m.pending.Set(float64(pending))
+	m.mu.Lock()
+	m.oldest = oldest
+	m.mu.Unlock()
 	l := LoadOf(records)
 	m.live.Set(float64(l.Live))
 	m.starts.Set(float64(l.Starts))

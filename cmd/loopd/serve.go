@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/webhook"
-	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -137,10 +135,13 @@ func serve(ctx context.Context, g *globals) error {
 	// them): a reloaded route must suit them.
 	watcher.Check = func(c *schema.Config) error { return checkRoutes(c, a.harnesses) }
 
+	// The rejections of unauthenticated requests are journaled from a
+	// queue, folded by the limiter: their answer never waits on the store.
+	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
 	rc := a.reconciler(cfg, watcher.Current)
-	rc.Metrics = reconciler.NewMetrics(reg)
+	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
 
 	// The login whose comments are never delivered to an agent: the
 	// configured one, or the one the credentials belong to, asked at start
@@ -162,13 +163,15 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
-		Secret:   []byte(secret),
-		Config:   func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
-		Store:    a.store,
-		Recorder: a.journal,
-		Trigger:  rc.Trigger,
-		Log:      log,
-		BotLogin: botLogin,
+		Secret:     []byte(secret),
+		Config:     func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
+		Store:      a.store,
+		Recorder:   a.journal,
+		Rejections: journal.NewRecorder(log, repeats.Appender(rejections), time.Now),
+		Metrics:    webhookMetrics,
+		Trigger:    rc.Trigger,
+		Log:        log,
+		BotLogin:   botLogin,
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -221,6 +224,11 @@ func serve(ctx context.Context, g *globals) error {
 		}
 	}()
 	go flushJournal(ctx, repeats, a.journal, log)
+	rejectionsDone := make(chan struct{})
+	go func() {
+		defer close(rejectionsDone)
+		rejections.Run(ctx)
+	}()
 	outboxDone := make(chan struct{})
 	if a.github != nil {
 		go func() {
@@ -278,8 +286,10 @@ func serve(ctx context.Context, g *globals) error {
 	<-hostsDone
 	<-listenDone
 	<-shipDone
+	<-rejectionsDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
+	rejections.Drain(shutdownCtx)
 	if err := a.journal.Flush(shutdownCtx); err != nil {
 		log.Error(string(journal.JournalAppendFailed), "err", err)
 	}

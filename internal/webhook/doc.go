@@ -14,7 +14,9 @@
 //  4. The body is read while its HMAC is computed; the bytes of all the
 //     bodies being read at once are capped by a shared budget (503 with
 //     Retry-After past it). A signature that does not match gets 401.
-//     An unauthenticated request stores nothing, not even a journal row.
+//     An unauthenticated request stores nothing but its delivery.rejected
+//     row, which is written after the answer, never before it
+//     (Options.Rejections).
 //  5. A missing X-GitHub-Event or a missing or malformed X-GitHub-Delivery
 //     gets 400; a content type other than application/json gets 415.
 //  6. ping gets 200; events other than the eight below get 202, ignored.
@@ -118,6 +120,10 @@
 //
 // Log and journal events: delivery.accepted, delivery.duplicate,
 // delivery.ignored and delivery.rejected, each with a reason where one
-// applies. Unauthenticated requests are logged only, never journaled, so an
-// unsigned request stores nothing at all.
+// applies, and counted in loopd_webhook_deliveries_total{outcome,reason}
+// (Metrics). The rejection of an unauthenticated request is logged at once
+// and journaled from a bounded queue (journal.Async) behind serve's
+// journal.Limiter: its answer never waits on the store, a flood of them
+// becomes one row and a count a minute, and a queue that is full drops the
+// row and counts it.
 package webhook

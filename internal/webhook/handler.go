@@ -30,7 +30,8 @@ const DefaultMaxBody int64 = 25 << 20
 
 // The reasons logged with delivery.rejected and delivery.ignored.
 const (
-	// delivery.rejected, not journaled: the request is not authenticated.
+	// delivery.rejected, journaled without waiting on the store
+	// (Options.Rejections): the request is not authenticated.
 	reasonNoSecret         = "no_secret"
 	reasonMissingSignature = "missing_signature"
 	reasonBadSignature     = "bad_signature"
@@ -102,8 +103,17 @@ type Options struct {
 	// Trigger wakes the reconciler without blocking. It is called only
 	// after an ingest that changed something. Nil means no wake-up.
 	Trigger func()
-	// Log receives delivery.rejected for requests that fail before or at
-	// signature verification; those are never journaled.
+	// Rejections records delivery.rejected for the requests that fail
+	// before or at signature verification. Their answer must never wait
+	// on it, and a flood of them must not fill the journal: serve gives it
+	// a store behind a journal.Limiter and a journal.Async. Nil means they
+	// are logged to Log only.
+	Rejections *journal.Recorder
+	// Metrics counts the requests answered by outcome and reason; nil
+	// counts nothing.
+	Metrics *Metrics
+	// Log receives delivery.rejected for the requests that fail before or
+	// at signature verification when Rejections is nil.
 	Log *slog.Logger
 	// Now stamps Delivery.ReceivedAt. Nil means time.Now.
 	Now func() time.Time
@@ -240,17 +250,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answers close the connection with the body unread. While it is read, the
 // body holds its bytes on the shared budget; a body the budget cannot hold
 // gets 503 with Retry-After.
-// On failure it answers and logs delivery.rejected (never journaled: the
-// request is not authenticated), and returns false.
+// On failure it records delivery.rejected (refused), answers, and returns
+// false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	refuse := func(code int, reason, msg string, err error) ([]byte, bool) {
-		attrs := []any{"delivery", r.Header.Get(github.DeliveryIDHeader),
-			"event", r.Header.Get(github.EventTypeHeader), "reason", reason, "err", err, "remote_addr", r.RemoteAddr}
-		level := slog.LevelWarn
-		if reason == reasonNoSecret {
-			level = slog.LevelError
-		}
-		h.opts.Log.Log(r.Context(), level, string(journal.DeliveryRejected), attrs...)
+		h.refused(r, reason, err)
 		reply(w, code, msg)
 		return nil, false
 	}
@@ -301,6 +305,38 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, 
 			errors.New("signature does not match the body"))
 	}
 	return b.bytes(), true
+}
+
+// unverifiedEvent bounds the X-GitHub-Event of an unauthenticated request
+// before it is logged and journaled: GitHub's event names are short
+// snake_case words.
+var unverifiedEvent = regexp.MustCompile(`^[a-z_]{1,64}$`)
+
+// refused records delivery.rejected with reason and err for a request that
+// failed authentication, through Options.Rejections, which never waits on
+// the store, or to the log alone. The request's delivery id and event name
+// are untrusted: each is kept only when it has the shape GitHub gives it.
+// Its err is one of authenticate's fixed texts, so that a journal.Limiter
+// folds a flood into one row and a count.
+func (h *Handler) refused(r *http.Request, reason string, err error) {
+	h.opts.Metrics.count(journal.DeliveryRejected, reason)
+	level := slog.LevelWarn
+	if reason == reasonNoSecret {
+		level = slog.LevelError
+	}
+	var kv []any
+	if id := r.Header.Get(github.DeliveryIDHeader); deliveryIDPattern.MatchString(id) {
+		kv = append(kv, journal.KeyDelivery, id)
+	}
+	if ev := r.Header.Get(github.EventTypeHeader); unverifiedEvent.MatchString(ev) {
+		kv = append(kv, journal.KeyEvent, ev)
+	}
+	kv = append(kv, journal.KeyReason, reason, journal.KeyErr, err, journal.KeyRemoteAddr, r.RemoteAddr)
+	if h.opts.Rejections == nil {
+		h.opts.Log.Log(r.Context(), level, string(journal.DeliveryRejected), kv...)
+		return
+	}
+	h.opts.Rejections.Record(r.Context(), level, journal.DeliveryRejected, "", kv...)
 }
 
 // ingest applies an authorized, routed change in one store transaction and
@@ -383,6 +419,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	}
 	o := ingested(d, key, c, v, res)
 	h.opts.Recorder.Log(ctx, o.level, o.name, key, o.kv...)
+	h.opts.Metrics.count(o.name, o.reason)
 	if o.name == journal.DeliveryAccepted {
 		h.opts.Trigger()
 	}
@@ -391,17 +428,18 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 
 // outcome is the answer to one delivery and the event that records it.
 type outcome struct {
-	code  int
-	msg   string
-	level slog.Level
-	name  journal.Name
-	kv    []any
+	code   int
+	msg    string
+	level  slog.Level
+	name   journal.Name
+	reason string // the reason it carries, "" for none
+	kv     []any
 }
 
 // ignored is the outcome of a delivery ignored for reason.
 func ignored(code int, d delivery, reason string) outcome {
 	return outcome{code: code, msg: "ignored: " + reason, level: slog.LevelInfo, name: journal.DeliveryIgnored,
-		kv: d.attrs("reason", reason)}
+		reason: reason, kv: d.attrs("reason", reason)}
 }
 
 // ingested returns the outcome of the change c of delivery d on the item
@@ -439,13 +477,14 @@ func ingested(d delivery, key string, c change, v verdict, res desired.IngestRes
 		attrs = append(attrs, "reason", v.drop)
 	}
 	return outcome{code: http.StatusAccepted, msg: "accepted for " + key, level: slog.LevelInfo,
-		name: journal.DeliveryAccepted, kv: attrs}
+		name: journal.DeliveryAccepted, reason: v.drop, kv: attrs}
 }
 
 // reject answers 400 or 415 to a signed delivery loopd cannot use, and
 // records delivery.rejected.
 func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, d delivery, reason, msg string) {
 	h.opts.Recorder.Record(ctx, slog.LevelWarn, journal.DeliveryRejected, "", d.attrs("reason", reason, "err", msg)...)
+	h.opts.Metrics.count(journal.DeliveryRejected, reason)
 	code := http.StatusBadRequest
 	if reason == reasonUnsupportedContent {
 		code = http.StatusUnsupportedMediaType
@@ -458,6 +497,7 @@ func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, d delivery,
 // redeliver it, and records delivery.rejected.
 func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, key, reason string, err error) {
 	h.opts.Recorder.Record(ctx, slog.LevelError, journal.DeliveryRejected, key, d.attrs("reason", reason, "err", err)...)
+	h.opts.Metrics.count(journal.DeliveryRejected, reason)
 	reply(w, http.StatusInternalServerError, "delivery not stored: "+reason)
 }
 
@@ -470,6 +510,7 @@ func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, k
 func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d delivery, key string, err error) {
 	h.opts.Recorder.RecordLater(ctx, slog.LevelError, journal.DeliveryRejected, key,
 		d.attrs("reason", reasonStoreFailed, "err", err)...)
+	h.opts.Metrics.count(journal.DeliveryRejected, reasonStoreFailed)
 	reply(w, http.StatusServiceUnavailable, "delivery not stored: "+reasonStoreFailed)
 }
 
@@ -477,6 +518,7 @@ func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d deli
 func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, code int, d delivery, key, reason string) {
 	o := ignored(code, d, reason)
 	h.opts.Recorder.Record(ctx, o.level, o.name, key, o.kv...)
+	h.opts.Metrics.count(o.name, o.reason)
 	reply(w, o.code, o.msg)
 }
 

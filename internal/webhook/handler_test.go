@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -90,6 +91,8 @@ type env struct {
 	triggers atomic.Int32
 	logs     *lockedBuffer
 	recorder *journal.Recorder
+	// metrics is the registry of the handler's Metrics.
+	metrics *prometheus.Registry
 }
 
 // defaultConfig authorizes Codertocat (spelled in another case, as logins
@@ -116,14 +119,24 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	cfg := defaultConfig()
 	e.cfg.Store(&cfg)
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	// The rejections of unauthenticated requests are journaled as serve
+	// does it: from a queue with its own goroutine.
+	rejections := journal.NewAsync(store, 0, log)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rejections.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	e.metrics = prometheus.NewRegistry()
 	o := Options{
-		Secret:   testSecret,
-		Config:   func() schema.GHWebhook { return *e.cfg.Load() },
-		Store:    store,
-		Recorder: journal.NewRecorder(log, store, func() time.Time { return receivedAt }),
-		Trigger:  func() { e.triggers.Add(1) },
-		Log:      log,
-		Now:      func() time.Time { return receivedAt },
+		Secret:     testSecret,
+		Config:     func() schema.GHWebhook { return *e.cfg.Load() },
+		Store:      store,
+		Recorder:   journal.NewRecorder(log, store, func() time.Time { return receivedAt }),
+		Rejections: journal.NewRecorder(log, rejections, func() time.Time { return receivedAt }),
+		Metrics:    NewMetrics(e.metrics),
+		Trigger:    func() { e.triggers.Add(1) },
+		Log:        log,
+		Now:        func() time.Time { return receivedAt },
 	}
 	for _, f := range opts {
 		f(&o)
@@ -215,6 +228,41 @@ func (e *env) onlyEvent(t *testing.T) journal.Event {
 	evs := e.events(t)
 	require.Len(t, evs, 1, "journal rows: %+v", evs)
 	return evs[0]
+}
+
+// rejectedRow waits until the journal holds a row, requires exactly one,
+// a delivery.rejected of no work item, and returns it: an unauthenticated
+// request's rejection is journaled after its answer.
+func (e *env) rejectedRow(t *testing.T) journal.Event {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(e.events(t)) > 0 }, 10*time.Second, 5*time.Millisecond,
+		"no delivery.rejected row")
+	ev := e.onlyEvent(t)
+	require.Equal(t, journal.DeliveryRejected, ev.Name)
+	require.Empty(t, ev.WorkItem)
+	return ev
+}
+
+// counted returns loopd_webhook_deliveries_total{outcome, reason}.
+func (e *env) counted(t *testing.T, outcome, reason string) float64 {
+	t.Helper()
+	mfs, err := e.metrics.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "loopd_webhook_deliveries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["outcome"] == outcome && labels["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // onlyRecord requires exactly one work item and returns it.
@@ -741,9 +789,14 @@ func TestUnauthenticatedStoresNothing(t *testing.T) {
 			code, _ := e.send(t, http.MethodPost, header(tt.sig), body)
 
 			assert.Equal(t, http.StatusUnauthorized, code)
-			assert.Empty(t, e.records(t))
-			assert.Empty(t, e.events(t), "an unsigned request writes no journal row")
 			assert.Equal(t, tt.reason, e.onlyRejection(t)["reason"])
+			ev := e.rejectedRow(t)
+			assert.Equal(t, tt.reason, ev.Attrs["reason"])
+			assert.Equal(t, "d-1", ev.Attrs["delivery"])
+			assert.Equal(t, "issue_comment", ev.Attrs["event"])
+			assert.NotEmpty(t, ev.Attrs["remote_addr"])
+			assert.Empty(t, e.records(t), "an unsigned request stores no work item")
+			assert.Equal(t, 1.0, e.counted(t, "rejected", tt.reason))
 			assert.Zero(t, e.triggers.Load())
 		})
 	}
@@ -759,8 +812,8 @@ func TestEmptySecretRefusesEverything(t *testing.T) {
 	code, _ := readResponse(t, resp)
 
 	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Equal(t, reasonNoSecret, e.rejectedRow(t).Attrs["reason"])
 	assert.Empty(t, e.records(t))
-	assert.Empty(t, e.events(t))
 	line := e.onlyRejection(t)
 	assert.Equal(t, "ERROR", line["level"])
 	assert.Equal(t, reasonNoSecret, line["reason"])
@@ -1094,8 +1147,8 @@ func TestOversizeBody(t *testing.T) {
 	code, _ := e.replay(t, "issue_comment", "d-1", body)
 
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Equal(t, reasonBodyTooLarge, e.rejectedRow(t).Attrs["reason"])
 	assert.Empty(t, e.records(t))
-	assert.Empty(t, e.events(t))
 	assert.Equal(t, reasonBodyTooLarge, e.onlyRejection(t)["reason"])
 }
 

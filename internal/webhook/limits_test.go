@@ -127,7 +127,9 @@ func TestRejectedBeforeBodyIsRead(t *testing.T) {
 			line := e.onlyRejection(t)
 			assert.Equal(t, tt.reason, line["reason"])
 			assert.NotEmpty(t, line["err"])
-			assert.Empty(t, e.events(t), "an unauthenticated request writes no journal row")
+			ev := e.rejectedRow(t)
+			assert.Equal(t, tt.reason, ev.Attrs["reason"])
+			assert.Equal(t, line["err"], ev.Attrs["err"])
 		})
 	}
 }
@@ -171,6 +173,17 @@ func TestSlowBodyIsCut(t *testing.T) {
 	line := e.onlyRejection(t)
 	assert.Equal(t, reasonReadFailed, line["reason"])
 	assert.Equal(t, "i/o timeout", line["err"], "no address in err, so that repeats fold in the log")
+}
+
+// onlyRejections requires every journal row to be a delivery.rejected of
+// no work item for reason: unauthenticated requests store nothing else.
+func (e *env) onlyRejections(t *testing.T, reason string) {
+	t.Helper()
+	for _, ev := range e.events(t) {
+		assert.Equal(t, journal.DeliveryRejected, ev.Name)
+		assert.Empty(t, ev.WorkItem)
+		assert.Equal(t, reason, ev.Attrs["reason"])
+	}
 }
 
 // countLogged counts the log lines whose message is name; unlike logged it
@@ -233,7 +246,8 @@ func TestStalledLargeBodiesHeldNowhere(t *testing.T) {
 	for _, line := range e.logged(t, journal.DeliveryRejected) {
 		assert.Equal(t, reasonBodyTooLarge, line["reason"], "a body larger than the whole budget is refused unread")
 	}
-	assert.Empty(t, e.events(t))
+	assert.Empty(t, e.records(t))
+	e.onlyRejections(t, reasonBodyTooLarge)
 }
 
 func TestHeaderFloodHeldBytesBounded(t *testing.T) {
@@ -287,7 +301,8 @@ func TestBodyBudgetCapsHeldBytes(t *testing.T) {
 	for _, line := range e.logged(t, journal.DeliveryRejected) {
 		assert.Equal(t, reasonOverBudget, line["reason"])
 	}
-	assert.Empty(t, e.events(t))
+	assert.Empty(t, e.records(t))
+	e.onlyRejections(t, reasonOverBudget)
 }
 
 func TestBudgetFreedAfterRefusal(t *testing.T) {

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/reconciler"
+)
+
+// registerMetrics registers with reg the collectors serve exports on
+// /metrics: the Go runtime's and the process's, the reconciler's (which
+// the executor feeds too), the webhook receiver's, and the count of
+// rejection rows the journal queue dropped (rejections.Dropped).
+// contrib/prometheus and contrib/grafana use their names.
+func registerMetrics(reg prometheus.Registerer, rejections *journal.Async) (*reconciler.Metrics, *webhook.Metrics) {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "loopd_journal_rejections_dropped_total",
+		Help: "Journal rows of rejected webhook requests dropped: their queue was full, or the store refused them."},
+		func() float64 { return float64(rejections.Dropped()) }))
+	return reconciler.NewMetrics(reg), webhook.NewMetrics(reg)
+}

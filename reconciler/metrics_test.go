@@ -1,0 +1,148 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+)
+
+// metered gives the rig's reconciler and executor one set of Metrics, as
+// serve does.
+func (r *passRig) metered() *Metrics {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.now = func() time.Time { return r.now }
+	r.rc.Metrics, r.rc.Executor.Meter = m, m
+	return m
+}
+
+// TestEveryPhaseExportedFromTheStart: before any pass, each phase's gauge
+// is there at 0, so that `loopd_work_items{phase="NeedsAttention"} > 0`
+// has a series to resolve on.
+func TestEveryPhaseExportedFromTheStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+
+	assert.Equal(t, len(desired.Phases()), testutil.CollectAndCount(reg, "loopd_work_items"))
+	assert.Zero(t, testutil.ToFloat64(m.phases.WithLabelValues(string(desired.PhaseNeedsAttention))))
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "loopd_reconcile_errors_total"))
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "loopd_oldest_pending_delivery_age_seconds"))
+}
+
+// TestPendingDeliveriesAndTheOldestAge: the deliveries of open items that
+// are not held count, and the oldest one's age is its age at the scrape.
+func TestPendingDeliveriesAndTheOldestAge(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	t1 := t0.Add(-10 * time.Minute)
+	at := func(ts ...time.Time) []desired.Delivery {
+		var out []desired.Delivery
+		for _, x := range ts {
+			out = append(out, desired.Delivery{ID: x.String(), ReceivedAt: x})
+		}
+		return out
+	}
+	records := []desired.Record{
+		{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Pending: at(t1.Add(time.Minute), t1)},
+		{Key: desired.Key{Owner: "o", Repo: "r", Number: 2}, Pending: at(t1.Add(time.Hour))},
+		{Key: desired.Key{Owner: "o", Repo: "r", Number: 3}, Spec: desired.Spec{Held: true}, Pending: at(t1.Add(-time.Hour))},
+		{Key: desired.Key{Owner: "o", Repo: "r", Number: 4}, Spec: desired.Spec{Closed: true}, Pending: at(t1.Add(-2 * time.Hour))},
+	}
+	m.now = func() time.Time { return t0 }
+
+	m.fleet(records, Policy{})
+
+	assert.Equal(t, 3.0, testutil.ToFloat64(m.pending))
+	assert.Equal(t, 600.0, m.oldestAge(), "the oldest of the open, unheld items")
+	m.now = func() time.Time { return t0.Add(time.Minute) }
+	assert.Equal(t, 660.0, m.oldestAge(), "aged at the scrape, not at the pass")
+
+	m.fleet(records[2:], Policy{})
+	assert.Zero(t, testutil.ToFloat64(m.pending))
+	assert.Zero(t, m.oldestAge())
+}
+
+// TestResumesAndDeliveryLatencyCountedOnce carries an item through its
+// first event, a crash and a verified resume, and a failed resume that
+// falls back to fresh, and reads the counters the executor fed.
+func TestResumesAndDeliveryLatencyCountedOnce(t *testing.T) {
+	r := newPassRig(t)
+	m := r.metered()
+	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it",
+			ReceivedAt: r.now.Add(-4 * time.Second)}})
+	require.NoError(t, err)
+	sess := desired.SessionName(r.key)
+
+	r.pass(t, false)
+	id := r.record(t).Status.HarnessSessionID
+	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.now = r.now.Add(6 * time.Second)
+	r.pass(t, false)
+	r.pass(t, false)
+	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+
+	require.Equal(t, 1, testutil.CollectAndCount(m.latency), "one delivery verified, observed once")
+	assert.Equal(t, 1.0, histogramCount(t, m.latency.WithLabelValues("claude-code")))
+	assert.Equal(t, 10.0, histogramSum(t, m.latency.WithLabelValues("claude-code")), "receipt to verification")
+
+	r.now = r.now.Add(time.Hour)
+	r.tmux.Exit(sess, 1)
+	r.pass(t, false) // resume_spawn
+	r.now = r.now.Add(6 * time.Second)
+	r.turn(t, id, desired.NudgePrompt(r.key))
+	r.pass(t, false) // mark_running, verified
+	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "resumed")))
+
+	r.now = r.now.Add(time.Hour)
+	r.tmux.Exit(sess, 1)
+	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
+	r.pass(t, false) // the resume is refused
+	r.pass(t, false) // fresh fallback
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "spawn_failed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "resumed")), "counted once")
+}
+
+// TestFailedPassesCounted: a pass that fails (the store closed under it)
+// counts in loopd_reconcile_errors_total.
+func TestFailedPassesCounted(t *testing.T) {
+	r := newPassRig(t)
+	m := r.metered()
+	require.NoError(t, r.store.Close())
+	r.rc.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.rc.Run(ctx) }()
+
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.passErrors) >= 2 }, 10*time.Second, 10*time.Millisecond,
+		"each failed pass, retried with backoff, counts")
+	cancel()
+	require.NoError(t, <-done)
+	assert.Zero(t, testutil.ToFloat64(m.passes), "no pass completed")
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	return float64(histogram(t, o).GetSampleCount())
+}
+
+func histogramSum(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	return histogram(t, o).GetSampleSum()
+}
+
+// histogram reads the one histogram o is.
+func histogram(t *testing.T, o prometheus.Observer) *dto.Histogram {
+	t.Helper()
+	var out dto.Metric
+	require.NoError(t, o.(prometheus.Metric).Write(&out))
+	return out.GetHistogram()
+}
