@@ -495,10 +495,8 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
-	if p, ok := ad.(harness.Provisioner); ok {
-		if err := p.Provision(); err != nil {
-			return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … settings <path>: …
-		}
+	if err := harness.Provision(ad, s.Cwd); err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
 	}
 	if s.Runner != "" {
 		if err := e.endPredecessor(ctx, r, s); err != nil {

@@ -133,6 +133,11 @@ type Harness struct {
 	// for a CLI that outlives tmux kill-session. The gemini adapter always
 	// does.
 	StopProcessGroup bool `yaml:"stopProcessGroup" json:"stopProcessGroup"`
+	// Provision, when false, stops loopd from writing the settings the
+	// adapter needs in the CLI's config dir before each spawn
+	// (harness.Provisioner: Claude Code's onboarding, workdir trust and
+	// auto-updater; Gemini's session retention). Nil means true.
+	Provision *bool `yaml:"provision" json:"provision,omitempty"`
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.
