@@ -374,11 +374,14 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
-	s.Replay -= len(brief) + 2
+	s.Replay -= len(brief) + 2 + desired.InstructionsSize(a.Instructions)
 	prompt, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
 	}
+	// The operator's standing instructions follow loopd's header line,
+	// before any text from GitHub.
+	prompt = desired.WithInstructions(prompt, a.Instructions)
 	// A new conversation is told how to mark what it posts on GitHub, so
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
