@@ -325,6 +325,10 @@ type FreshSpawn struct {
 	// the executor logs session.resume_failed with AttemptedID.
 	ResumeFailed Reason
 	AttemptedID  string
+	// Instructions are the route's standing instructions, which a new
+	// conversation gets in its boot prompt (desired.WithInstructions);
+	// "" for none.
+	Instructions string
 }
 
 // Item implements Action.

@@ -383,11 +383,14 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
-	s.Replay -= len(brief) + 2
+	s.Replay -= len(brief) + 2 + desired.InstructionsSize(a.Instructions)
 	prompt, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
 	}
+	// The operator's standing instructions follow loopd's header line,
+	// before any text from GitHub.
+	prompt = desired.WithInstructions(prompt, a.Instructions)
 	// A new conversation is told how to mark what it posts on GitHub, so
 	// that its own comments never come back to it as events.
 	prompt += "\n\n" + brief
@@ -504,10 +507,8 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
-	if p, ok := ad.(harness.Provisioner); ok {
-		if err := p.Provision(); err != nil {
-			return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … settings <path>: …
-		}
+	if err := harness.Provision(ad, s.Cwd); err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
 	}
 	if s.Runner != "" {
 		if err := e.endPredecessor(ctx, r, s); err != nil {

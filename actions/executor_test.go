@@ -245,7 +245,9 @@ func (r *rig) launchFiles(t *testing.T) []string {
 // file, never through tmux's argv.
 func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 	r := newRig(t)
-	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-test-SECRET-123"}})
+	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{
+		"ANTHROPIC_API_KEY": "sk-test-SECRET-123", "CLAUDE_CONFIG_DIR": t.TempDir(),
+	}})
 	require.NoError(t, err)
 	r.exec.Harnesses["claude-code"] = ad
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")

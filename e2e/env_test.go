@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -92,15 +91,9 @@ func newEnv(t testing.TB, opts envOpts) *env {
 		e.harnessCmd = fakeClaudeBin
 	}
 	require.NoError(t, os.MkdirAll(e.workRoot, 0o755))
+	// The Claude config dir starts empty: loopd provisions it (onboarding
+	// done, each workdir trusted) before every spawn.
 	require.NoError(t, os.MkdirAll(e.claudeDir, 0o755))
-	// An onboarded Claude config that trusts the workdir root (trust is
-	// inherited by subdirectories), so the TUI starts without dialogs.
-	claudeJSON, err := json.Marshal(map[string]any{
-		"hasCompletedOnboarding": true,
-		"projects":               map[string]any{e.workRoot: map[string]any{"hasTrustDialogAccepted": true}},
-	})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), claudeJSON, 0o600))
 
 	e.harnessEnv = map[string]string{"CLAUDE_CONFIG_DIR": e.claudeDir, "FAKECLAUDE_START_LOG": e.startLog}
 	maps.Copy(e.harnessEnv, opts.HarnessEnv)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"maps"
 	"net/http"
 	"os"
@@ -66,7 +65,6 @@ func newFleet(t testing.TB, n, leaseSeconds int, opts envOpts) *fleet {
 		e.config["host"] = map[string]any{"name": hostName(i), "leaseSeconds": leaseSeconds}
 		routes := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)
 		routes["*"].(map[string]any)["workdir"] = filepath.Join(workRoot, "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
-		trustWorkRoot(t, e)
 		e.writeConfig(t)
 		f.hosts = append(f.hosts, e)
 	}
@@ -75,18 +73,6 @@ func newFleet(t testing.TB, n, leaseSeconds int, opts envOpts) *fleet {
 
 // hostName is the name of the fleet's i-th host.
 func hostName(i int) string { return "host-" + string(rune('a'+i)) }
-
-// trustWorkRoot makes e's Claude config trust its workdir root, as newEnv
-// does for a root of its own.
-func trustWorkRoot(t testing.TB, e *env) {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"hasCompletedOnboarding": true,
-		"projects":               map[string]any{e.workRoot: map[string]any{"hasTrustDialogAccepted": true}},
-	})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), b, 0o600))
-}
 
 // start starts every host's daemon.
 func (f *fleet) start(t *testing.T) {

@@ -135,8 +135,10 @@ func TestRealClaudeUntrustedWorkdirReleaseDoesNotResend(t *testing.T) {
 		Harness: realClaude(t),
 		Policy:  map[string]any{"restartPolicy": "Never", "resumeProbeSeconds": 2, "confirmTimeoutSeconds": 5},
 	})
-	// Onboarded, but the workdir is not trusted: the TUI stops at its
-	// workspace trust dialog.
+	// Onboarded by hand, and loopd told not to provision: the workdir is
+	// not trusted, so the TUI stops at its workspace trust dialog.
+	e.harness()["provision"] = false
+	e.writeConfig(t)
 	claudeJSON, err := json.Marshal(map[string]any{"hasCompletedOnboarding": true})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(e.claudeDir, ".claude.json"), claudeJSON, 0o600))

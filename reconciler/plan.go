@@ -985,6 +985,11 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		}
 	}
 	f := actions.FreshSpawn{Spawn: s, Unpinned: caps.LearnsSessionID}
+	if route, ok := it.p.Routing.Route(key.Owner, key.Repo); ok {
+		// A new conversation is told what to do with its events; a
+		// resumed one was told when it began.
+		f.Instructions = route.Instructions
+	}
 	if !silent {
 		f.ResumeFailed, f.AttemptedID = why, st.HarnessSessionID
 	}

@@ -133,6 +133,11 @@ type Harness struct {
 	// for a CLI that outlives tmux kill-session. The gemini adapter always
 	// does.
 	StopProcessGroup bool `yaml:"stopProcessGroup" json:"stopProcessGroup"`
+	// Provision, when false, stops loopd from writing the settings the
+	// adapter needs in the CLI's config dir before each spawn
+	// (harness.Provisioner: Claude Code's onboarding, workdir trust and
+	// auto-updater; Gemini's session retention). Nil means true.
+	Provision *bool `yaml:"provision" json:"provision,omitempty"`
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.
@@ -213,6 +218,17 @@ type Route struct {
 	// one headless run of the harness per event (docs/design.md, "The
 	// process runner").
 	Runner string `yaml:"runner" json:"runner"`
+	// Instructions are the route's standing instructions: the operator's
+	// text telling the agent what to do with the events (work on the
+	// issue, open a pull request, reply on the issue). A new conversation
+	// gets them in its boot prompt (desired.WithInstructions). After Load
+	// they hold InstructionsFile's text when that is set. At most
+	// MaxInstructions bytes, with no control character but '\n' and '\t'.
+	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
+	// InstructionsFile names a file holding Instructions, read at each
+	// load and reload (relative to the config file's directory); it is
+	// exclusive with Instructions.
+	InstructionsFile string `yaml:"instructionsFile" json:"instructionsFile,omitempty"`
 	// DispatchTimeoutSeconds bounds one run of the process runner: past
 	// it, the run's process group is terminated, then killed. Default
 	// DefaultDispatchTimeoutSeconds.

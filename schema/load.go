@@ -146,7 +146,9 @@ func readConfig(path string) ([]byte, error) {
 // keys differ only in case; a harness without adapter is named after one;
 // freshArgs and resumeArgs are only given to the custom adapter, which needs
 // freshArgs, and parse as text/template; readyPattern compiles; listen is
-// host:port; backoffInitialSeconds is at most backoffMaxSeconds. They run
+// host:port; backoffInitialSeconds is at most backoffMaxSeconds;
+// authorizedUsers holds no PlaceholderLogin; a route's standing
+// instructions (read from instructionsFile here) are bounded text. They run
 // only on a document that passed the schema, so a file with schema problems
 // may have more to fix after them.
 func Parse(data []byte, path string) (*Config, error) {
@@ -182,7 +184,7 @@ func Parse(data []byte, path string) (*Config, error) {
 		return nil, invalid(path, yamlProblems(err))
 	}
 	cfg.applyDefaults(dir)
-	if problems := cfg.check(t); len(problems) > 0 {
+	if problems := append(cfg.check(t), cfg.readInstructions(t)...); len(problems) > 0 {
 		return nil, invalid(path, problems)
 	}
 	return &cfg, nil
@@ -379,6 +381,10 @@ func (c *Config) check(t *tree) []Problem {
 	gh := c.Webhooks.GHWebhook
 	if gh.SecretFile != "" && gh.SecretEnv != "" {
 		add(t.keyProblemAt([]string{"webhooks", "ghWebhook", "secretFile"}, "set secretFile or secretEnv, not both"))
+	}
+	if i := slices.Index(gh.AuthorizedUsers, PlaceholderLogin); i >= 0 {
+		add(t.problemAt([]string{"webhooks", "ghWebhook", "authorizedUsers", strconv.Itoa(i)},
+			"replace the placeholder "+PlaceholderLogin+" with the GitHub logins whose events loopd may act on"))
 	}
 	if slices.Contains(paneenv.Base, gh.SecretEnv) {
 		add(t.problemAt([]string{"webhooks", "ghWebhook", "secretEnv"}, fmt.Sprintf("%s reaches every pane (one of %s); name another variable", gh.SecretEnv, strings.Join(paneenv.Base, ", "))))

@@ -33,11 +33,8 @@ gitc() { git -C "$work/seed" -c user.name=demo -c user.email=demo@example.com "$
 gitc add README && gitc commit -qm "initial commit"
 gitc checkout -qb changes && echo "a change" > "$work/seed/CHANGES" && gitc add CHANGES && gitc commit -qm "the pull request's change"
 gitc push -q "$work/remote.git" main changes
-# An onboarded Claude config that trusts the agents' root (trust is
-# inherited by subdirectories), so the TUI starts without dialogs.
-cat > "$work/claude/.claude.json" <<JSON
-{"hasCompletedOnboarding": true, "projects": {"$work/agents": {"hasTrustDialogAccepted": true}}}
-JSON
+# The Claude config dir starts empty: loopd provisions it before each spawn
+# (onboarding done, the workdir trusted, the auto-updater off).
 cat > "$work/loopd.yaml" <<YAML
 stateDir: $work/state
 tmux:

@@ -15,6 +15,7 @@ import (
 
 func newConfigCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with the config file"}
+	cmd.AddCommand(newConfigInitCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "validate [FILE]",
 		Short: "Validate a config file against schema/loopd.schema.json",

@@ -36,6 +36,8 @@ type base struct {
 	// loopd ends its pane's process group (cfg.StopProcessGroup, or the
 	// adapter's own rule).
 	stopGroup bool
+	// provision is false when cfg.Provision opts out of Provision.
+	provision bool
 }
 
 // shells are process names that can never stand for a harness: a wrapper
@@ -46,7 +48,8 @@ var shells = []string{"sh", "ash", "dash", "bash", "zsh", "ksh", "mksh", "pdksh"
 
 func newBase(name string, cfg schema.Harness) (base, error) {
 	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env),
-		pass: slices.Clone(cfg.PassEnv), stopGroup: cfg.StopProcessGroup}
+		pass: slices.Clone(cfg.PassEnv), stopGroup: cfg.StopProcessGroup,
+		provision: cfg.Provision == nil || *cfg.Provision}
 	if b.command == "" {
 		return base{}, fmt.Errorf("no command: %w", ErrBadConfig)
 	}
@@ -167,6 +170,10 @@ func (b *base) getenv(key string) string {
 	}
 	return os.Getenv(key)
 }
+
+// provisions reports whether loopd provisions the CLI's config dir
+// (Provision): cfg.Provision, default true.
+func (b *base) provisions() bool { return b.provision }
 
 // StopsProcessGroup reports whether loopd must end the pane's process
 // group to stop the CLI (GroupStopper).

@@ -692,100 +692,20 @@ func (g *gemini) Limit(text string, now time.Time) (Limit, bool) {
 var geminiRetention = []string{"general", "sessionRetention", "enabled"}
 
 // Provision makes sure Gemini's user settings (<config>/settings.json)
-// turn session retention off (geminiRetention), so that no conversation
+// turn session retention off (geminiRetention), whatever the workdir, so that no conversation
 // loopd resumes is ever pruned. It merges the one key into the file and
 // keeps every other key; it writes nothing when the file already says so.
 // It returns ErrBadSettings when the file is not a JSON object, since
 // rewriting it would lose what the user wrote (Gemini accepts comments in
 // it; loopd does not rewrite such a file).
-func (g *gemini) Provision() error {
+func (g *gemini) Provision(string) error {
 	config, err := g.configDir()
 	if err != nil {
 		return fmt.Errorf("provision gemini settings: %w", err)
 	}
 	path := filepath.Join(config, "settings.json")
-	if err := mergeSetting(path, geminiRetention, false); err != nil {
+	if err := mergeSettings(path, false, setting{geminiRetention, false}); err != nil {
 		return fmt.Errorf("provision gemini settings %s: %w", path, err)
 	}
 	return nil
-}
-
-// ErrBadSettings means a settings file that loopd must add a key to is not
-// a JSON object it can rewrite without losing the user's text.
-var ErrBadSettings = errors.New("settings file is not a plain JSON object")
-
-// mergeSetting sets the key at path keys (objects created as needed) to
-// value in the JSON file path, keeping every other key and every value as
-// written (numbers keep their text), and writes it back atomically (a
-// temporary file renamed over it, with its mode) when the key did not
-// hold value already; the keys then come out sorted. A symlink is
-// followed: the file it names is the one rewritten. A missing file is
-// created (0600, its directory 0700).
-func mergeSetting(path string, keys []string, value any) error {
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		path = target // a settings file kept with the user's dotfiles
-	} else if link, lerr := os.Readlink(path); lerr == nil {
-		// A link to a file not made yet: the file is made where it points.
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(path), link)
-		}
-		path = link
-	}
-	doc := map[string]any{}
-	mode := fs.FileMode(0o600)
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	case len(bytes.TrimSpace(b)) > 0:
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.UseNumber()
-		if err := dec.Decode(&doc); err != nil || doc == nil {
-			return fmt.Errorf("%w: %v", ErrBadSettings, err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return fmt.Errorf("%w: text after the object", ErrBadSettings)
-		}
-		if info, err := os.Stat(path); err == nil {
-			mode = info.Mode().Perm()
-		}
-	}
-	obj := doc
-	for i, k := range keys[:len(keys)-1] {
-		next, ok := obj[k].(map[string]any)
-		if !ok {
-			if _, set := obj[k]; set {
-				return fmt.Errorf("%w: %s is not an object", ErrBadSettings, strings.Join(keys[:i+1], "."))
-			}
-			next = map[string]any{}
-			obj[k] = next
-		}
-		obj = next
-	}
-	last := keys[len(keys)-1]
-	if cur, ok := obj[last]; ok && cur == value {
-		return nil
-	}
-	obj[last] = value
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".settings-*.json")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(append(out, '\n'))
-	err = errors.Join(err, tmp.Chmod(mode), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
 }

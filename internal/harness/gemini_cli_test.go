@@ -77,7 +77,7 @@ func testGeminiCLI(t *testing.T, bin string, real bool) {
 		"GEMINI_CLI_HOME": home, "GEMINI_API_KEY": "offline-dummy", "FAKEGEMINI_AUTH": "1",
 	}})
 	require.NoError(t, err)
-	require.NoError(t, a.(Provisioner).Provision())
+	require.NoError(t, a.(Provisioner).Provision(""))
 	const wait, tick = 30 * time.Second, 100 * time.Millisecond
 
 	fresh := uuid.NewString()
@@ -180,7 +180,7 @@ func TestGeminiRetention(t *testing.T) {
 			chatFile(t, conversation, id, geminiContext, geminiUser("the conversation"))
 			chatFile(t, leftover, id, geminiContext)
 			if provisioned {
-				require.NoError(t, a.(Provisioner).Provision())
+				require.NoError(t, a.(Provisioner).Provision(""))
 			}
 			tr, err := a.Transcript(work, id)
 			require.NoError(t, err)

@@ -212,13 +212,13 @@ func TestGeminiProvision(t *testing.T) {
 		return v
 	}
 
-	require.NoError(t, p.Provision(), "no settings yet")
+	require.NoError(t, p.Provision(""), "no settings yet")
 	assert.Equal(t, map[string]any{"general": map[string]any{"sessionRetention": map[string]any{"enabled": false}}}, read())
 
 	user := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"vimMode":true,"sessionRetention":{"enabled":true,"maxAge":"7d"}}}`
 	require.NoError(t, os.WriteFile(settings, []byte(user), 0o600))
 	require.NoError(t, os.Chmod(settings, 0o640))
-	require.NoError(t, p.Provision())
+	require.NoError(t, p.Provision(""))
 	assert.Equal(t, map[string]any{
 		"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
 		"general":  map[string]any{"vimMode": true, "sessionRetention": map[string]any{"enabled": false, "maxAge": "7d"}},
@@ -230,7 +230,7 @@ func TestGeminiProvision(t *testing.T) {
 	// Already provisioned: not written again.
 	old := time.Now().Add(-time.Hour)
 	require.NoError(t, os.Chtimes(settings, old, old))
-	require.NoError(t, p.Provision())
+	require.NoError(t, p.Provision(""))
 	info, err = os.Stat(settings)
 	require.NoError(t, err)
 	assert.True(t, info.ModTime().Equal(old), "unchanged")
@@ -238,14 +238,14 @@ func TestGeminiProvision(t *testing.T) {
 	// A file with comments (Gemini accepts them) is never rewritten.
 	commented := "{\n  // mine\n  \"general\": {}\n}\n"
 	require.NoError(t, os.WriteFile(settings, []byte(commented), 0o600))
-	assert.ErrorIs(t, p.Provision(), ErrBadSettings)
+	assert.ErrorIs(t, p.Provision(""), ErrBadSettings)
 	b, err := os.ReadFile(settings)
 	require.NoError(t, err)
 	assert.Equal(t, commented, string(b))
 	require.NoError(t, os.WriteFile(settings, []byte(`{"general":"x"}`), 0o600))
-	assert.ErrorIs(t, p.Provision(), ErrBadSettings)
+	assert.ErrorIs(t, p.Provision(""), ErrBadSettings)
 	require.NoError(t, os.WriteFile(settings, []byte(`{"general":{}} {"x":1}`), 0o600))
-	assert.ErrorIs(t, p.Provision(), ErrBadSettings, "text after the object")
+	assert.ErrorIs(t, p.Provision(""), ErrBadSettings, "text after the object")
 
 	// Numbers keep their text; a symlinked settings file (kept with the
 	// user's dotfiles) stays a symlink, and the file it names is the one
@@ -254,7 +254,7 @@ func TestGeminiProvision(t *testing.T) {
 	require.NoError(t, os.WriteFile(dotfile, []byte(`{"big":12345678901234567890,"ratio":1.0e2,"general":{"sessionRetention":{"enabled":true}}}`), 0o600))
 	require.NoError(t, os.Remove(settings))
 	require.NoError(t, os.Symlink(dotfile, settings))
-	require.NoError(t, p.Provision())
+	require.NoError(t, p.Provision(""))
 	linfo, err := os.Lstat(settings)
 	require.NoError(t, err)
 	assert.Equal(t, os.ModeSymlink, linfo.Mode().Type(), "still a symlink")
@@ -268,7 +268,7 @@ func TestGeminiProvision(t *testing.T) {
 	fresh := filepath.Join(filepath.Dir(dotfile), "new-settings.json")
 	require.NoError(t, os.Remove(settings))
 	require.NoError(t, os.Symlink(fresh, settings))
-	require.NoError(t, p.Provision())
+	require.NoError(t, p.Provision(""))
 	linfo, err = os.Lstat(settings)
 	require.NoError(t, err)
 	assert.Equal(t, os.ModeSymlink, linfo.Mode().Type(), "still a symlink")

@@ -184,11 +184,27 @@ func StopsProcessGroup(a Adapter) bool {
 }
 
 // Provisioner is implemented by adapters whose CLI needs settings in its
-// config dir before it runs under loopd (Gemini: session retention off).
+// config dir before it runs under loopd (Claude Code: onboarding done, the
+// workdir trusted, the auto-updater off; Gemini: session retention off).
 type Provisioner interface {
-	// Provision writes the settings, keeping every setting of the user's
-	// that it does not need; it is called before every spawn.
-	Provision() error
+	// Provision writes the settings for a spawn in workdir, keeping every
+	// setting of the user's that it does not need; it is called before
+	// every spawn (through Provision, which honours the opt-out).
+	Provision(workdir string) error
+}
+
+// Provision has a's CLI provisioned for a spawn in workdir (Provisioner),
+// unless a's harness config opts out (provision: false); an adapter that
+// needs nothing passes.
+func Provision(a Adapter, workdir string) error {
+	p, ok := a.(Provisioner)
+	if !ok {
+		return nil
+	}
+	if o, ok := a.(interface{ provisions() bool }); ok && !o.provisions() {
+		return nil
+	}
+	return p.Provision(workdir)
 }
 
 // ExitExplainer is implemented by adapters whose CLI gives exit statuses a

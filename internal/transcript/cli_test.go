@@ -205,7 +205,7 @@ func geminiConfig(t *testing.T, h *host, bin string) harness.Adapter {
 	ad, err := harness.New("h", schema.Harness{Adapter: harness.AdapterGemini, Command: bin,
 		Env: map[string]string{"GEMINI_CLI_HOME": h.home, "FAKEGEMINI_AUTH": "1"}})
 	require.NoError(t, err)
-	require.NoError(t, ad.(harness.Provisioner).Provision())
+	require.NoError(t, ad.(harness.Provisioner).Provision(""))
 	return ad
 }
 
