@@ -37,7 +37,7 @@ the id of a conversation its harness started without one given (Codex).
 HOST is the host whose lease runs the item ("-" for none yet).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := schema.Load(g.config)
+			cfg, err := g.load()
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ HOST is the host whose lease runs the item ("-" for none yet).`,
 // openStore loads the config and opens its store, for the commands that
 // need nothing else.
 func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ var errNoTaker = errors.New("no other live host that is not draining can take it
 
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return err
 	}
