@@ -37,11 +37,7 @@ the id of a conversation its harness started without one given (Codex).
 HOST is the host whose lease runs the item ("-" for none yet).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			store, err := openStore(cmd.Context(), cfg)
+			cfg, store, err := g.readStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -221,7 +217,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
-			store, err := g.openStore(cmd.Context())
+			_, store, err := g.readStore(cmd.Context())
 			if err != nil {
 				return err
 			}
