@@ -118,6 +118,9 @@ func printRecords(w io.Writer, records []desired.Record, now time.Time, stale ti
 			// Not applied: the conversation is found by its workdir.
 			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
 		}
+		if last := st.LastExit(); last != "" {
+			reason += " " + last
+		}
 		if st.Blocked != "" {
 			reason += " blocked reason=" + st.Blocked
 		}
