@@ -18,7 +18,7 @@ var errNoSubcommand = errors.New("a subcommand is required")
 // others refuse what cobra would otherwise answer with its help and exit
 // status 0: an unknown subcommand is an error naming it, with cobra's
 // "Did you mean this?" suggestions, and no subcommand at all is an error
-// after the help. cobra itself checks unknown subcommands of the root only
+// after the help (bare loopd only prints its help). cobra itself checks unknown subcommands of the root only
 // (legacyArgs); a group without Run returns flag.ErrHelp before any
 // argument check, hence the RunE.
 func requireSubcommands(root *cobra.Command) {
@@ -37,6 +37,9 @@ func requireSubcommands(root *cobra.Command) {
 		c.RunE = func(c *cobra.Command, _ []string) error {
 			if err := c.Help(); err != nil {
 				return err
+			}
+			if !c.HasParent() {
+				return nil // bare loopd asks for help, as bare kubectl does
 			}
 			return fmt.Errorf("%s: %w", c.CommandPath(), errNoSubcommand)
 		}

@@ -90,9 +90,13 @@ func TestEveryGroupRefusesAnUnknownSubcommand(t *testing.T) {
 		require.Error(t, err, args)
 		assert.Contains(t, err.Error(), "Did you mean this?", args)
 	}
-	// A group without a subcommand prints its help and fails.
+	// A group without a subcommand prints its help and fails; bare loopd
+	// only prints its help.
 	out, err := run(t, "", "config")
 	require.ErrorIs(t, err, errNoSubcommand)
+	assert.Contains(t, out, "Available Commands:")
+	out, err = run(t, "")
+	require.NoError(t, err)
 	assert.Contains(t, out, "Available Commands:")
 }
 
