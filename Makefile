@@ -33,9 +33,10 @@ FUZZTIME ?= 10m
 
 # VERSION and COMMIT are stamped into loopd (loopd version): the nearest
 # tag with the commits since it, and the commit, each "-dirty" from a
-# modified tree. Outside a git checkout (a tarball) give them by hand.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
-COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# modified tree. Outside a git checkout (a tarball) they are empty, and
+# loopd reports what the go command recorded; give them by hand there.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell { git rev-parse --short=12 HEAD && { git diff --quiet HEAD || echo -dirty; }; } 2>/dev/null | tr -d '\n')
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # install puts loopd in $(PREFIX)/bin when PREFIX is given (make install
 # PREFIX=/usr/local), else where go install puts binaries: $(GOBIN), or
