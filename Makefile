@@ -31,12 +31,33 @@ FUZZ_TARGETS := ./internal/webhook:FuzzHandler ./internal/webhook:FuzzSanitize .
 	./internal/tmux:FuzzParseListPanes ./internal/harness:FuzzTranscriptReaders ./schema:FuzzParse
 FUZZTIME ?= 10m
 
+# VERSION and COMMIT are stamped into loopd (loopd version): the nearest
+# tag with the commits since it, and the commit, each "-dirty" from a
+# modified tree. Outside a git checkout (a tarball) they are empty, and
+# loopd reports what the go command recorded; give them by hand there.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell { git rev-parse --short=12 HEAD && { git diff --quiet HEAD || echo -dirty; }; } 2>/dev/null | tr -d '\n')
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# install puts loopd in $(PREFIX)/bin when PREFIX is given (make install
+# PREFIX=/usr/local), else where go install puts binaries: $(GOBIN), or
+# $(go env GOPATH)/bin.
+PREFIX  ?=
 
 build:
-	$(GO) build -o $(BIN)/loopd ./cmd/loopd
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/loopd ./cmd/loopd
 	$(GO) build -o $(BIN)/fakeclaude ./testdata/fakeclaude
 	$(GO) build -o $(BIN)/fakecodex ./testdata/fakecodex
 	$(GO) build -o $(BIN)/fakegemini ./testdata/fakegemini
+
+install:
+ifeq ($(PREFIX),)
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/loopd
+	@echo "installed $$(d=$$($(GO) env GOBIN); [ -n "$$d" ] || d=$$($(GO) env GOPATH)/bin; echo $$d)/loopd"
+else
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/loopd ./cmd/loopd
+	install -D -m 0755 $(BIN)/loopd $(DESTDIR)$(PREFIX)/bin/loopd
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/loopd"
+endif
 
 test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)

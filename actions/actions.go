@@ -590,7 +590,10 @@ type RecordExit struct {
 	Key     desired.Key
 	Session string
 	// ExitStatus is the pane's exit status, or -1 when the session was
-	// missing; Signal is the killing signal, 0 if none.
+	// missing; Signal is the killing signal, 0 if none. A pane a signal
+	// ended has no exit status (tmux shows pane_dead_status empty or 0
+	// with pane_dead_signal set): ExitStatus is then not shown or
+	// recorded, only Signal (Killed).
 	ExitStatus int
 	Signal     int
 	Clean      bool
@@ -627,13 +630,14 @@ func (RecordExit) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a RecordExit) Fields() []Field {
+	exit := Field{"exit_status", strconv.Itoa(a.ExitStatus)}
+	if a.Killed() {
+		exit = Field{"signal", strconv.Itoa(a.Signal)}
+	}
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session},
-		{"exit_status", strconv.Itoa(a.ExitStatus)}, {"clean", strconv.FormatBool(a.Clean)},
+		exit, {"clean", strconv.FormatBool(a.Clean)},
 		{"phase", string(a.Phase)}, {"failures", strconv.Itoa(a.Failures)}, {"fast_failures", strconv.Itoa(a.FastFailures)},
 		{"churn_failures", strconv.Itoa(a.ChurnFailures)}}
-	if a.Signal != 0 {
-		f = append(f, Field{"signal", strconv.Itoa(a.Signal)})
-	}
 	if a.Retire != "" {
 		f = append(f, Field{"retire", string(a.Retire)})
 	}
@@ -654,6 +658,19 @@ func (a RecordExit) Fields() []Field {
 
 func (a RecordExit) String() string { return Format(a) }
 
+// Killed reports whether a signal ended the run: it then has no exit
+// status (wait(2)), and its journal rows and dry-run line say signal=N
+// where another's say exit_status=N, never both.
+func (a RecordExit) Killed() bool { return a.Signal != 0 }
+
+// exitAttrs returns how the run ended as journal attributes (Killed).
+func (a RecordExit) exitAttrs() []any {
+	if a.Killed() {
+		return []any{"signal", a.Signal}
+	}
+	return []any{"exit_status", a.ExitStatus}
+}
+
 // Apply returns st after the death recorded at now: the phase, the counts
 // and the next attempt the planner decided, the paste in flight given up
 // unless it landed (Delivered), and the conversation id retired when
@@ -662,10 +679,11 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	retired := st.HarnessSessionID
 	st.Phase = a.Phase
 	st.LastExitStatus = nil
-	if a.ExitStatus >= 0 {
+	if a.ExitStatus >= 0 && !a.Killed() {
 		status := a.ExitStatus
 		st.LastExitStatus = &status
 	}
+	st.LastExitSignal = a.Signal
 	st.LastExitReason = string(a.Reason)
 	st.LastExitAt = now
 	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures

@@ -934,6 +934,7 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
 	retired := r.Status.HarnessSessionID
+	output := e.lastWords(ctx, r)
 	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
 		return err
 	}
@@ -944,20 +945,29 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	if a.Clean {
 		level = slog.LevelInfo
 	}
-	kv := []any{"session", a.Session, "exit_status", a.ExitStatus, "signal", a.Signal,
-		"clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures}
+	kv := append([]any{"session", a.Session}, a.exitAttrs()...)
+	kv = append(kv, "clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures)
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
-	cause := e.exitCause(r, a.ExitStatus)
+	if output != "" {
+		kv = append(kv, "output", output)
+	}
+	cause := ""
+	if !a.Killed() {
+		cause = e.exitCause(r, a.ExitStatus)
+	}
 	if cause != "" {
 		kv = append(kv, "exit_cause", cause)
 	}
 	e.record(ctx, level, journal.SessionExited, r.Key, kv...)
 	if a.DeliveryID != "" {
-		kv := []any{"delivery", a.DeliveryID, "reason", string(a.Reason), "exit_status", a.ExitStatus}
+		kv := append([]any{"delivery", a.DeliveryID, "reason", string(a.Reason)}, a.exitAttrs()...)
 		if cause != "" {
 			kv = append(kv, "exit_cause", cause)
+		}
+		if output != "" {
+			kv = append(kv, "output", output)
 		}
 		e.record(ctx, slog.LevelError, journal.DispatchFailed, r.Key, kv...)
 	}
@@ -966,6 +976,23 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 			"reason", string(a.Retire), "failures", a.Failures, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// lastWords returns what r's agent printed last (tmux.Tail of the pane
+// its spawn made, Status.PaneID), read before the exit is recorded and
+// the spawn that follows replaces the pane, so that every crash of a loop
+// can be read back (loopd events). It adds to rows recorded anyway: a run
+// of the process runner has no pane, and a pane gone in the meantime or a
+// capture that fails gives "" (the key is left out).
+func (e *Executor) lastWords(ctx context.Context, r *desired.Record) string {
+	if r.Status.PaneID == "" || r.Status.RunID != "" {
+		return ""
+	}
+	out, err := tmux.Tail(ctx, e.Tmux, r.Status.PaneID)
+	if err != nil {
+		return ""
+	}
+	return out
 }
 
 func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) error {

@@ -75,7 +75,10 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 	if rule, ok := reasonRules[next.Reason]; ok && next.Phase == PhaseNeedsAttention {
 		tried = append(tried, rule(next, t))
 	}
-	if next.LastExitReason != "" && next.LastExitStatus != nil {
+	switch {
+	case next.LastExitReason != "" && next.LastExitSignal != 0:
+		tried = append(tried, "The last run was ended by signal "+strconv.Itoa(next.LastExitSignal)+" ("+next.LastExitReason+").")
+	case next.LastExitReason != "" && next.LastExitStatus != nil:
 		tried = append(tried, "The last run ended with exit status "+strconv.Itoa(*next.LastExitStatus)+" ("+next.LastExitReason+").")
 	}
 	if next.Screen != "" {

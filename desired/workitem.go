@@ -254,9 +254,13 @@ type Status struct {
 	ChurnFailures int
 	// Failures counts consecutive failed runs (crashes or failed spawns)
 	// since the last healthy run; it drives backoff and the restart budget.
-	Failures       int
-	NextAttempt    time.Time
+	Failures    int
+	NextAttempt time.Time
+	// LastExitStatus is the last run's exit status, nil when it had none:
+	// the session was missing, or a signal ended it (LastExitSignal).
 	LastExitStatus *int
+	// LastExitSignal is the signal that ended the last run, 0 if none.
+	LastExitSignal int
 	LastExitReason string
 	LastExitAt     time.Time
 	// RetiredSessionIDs lists ids retired by the crash-loop rules (fast

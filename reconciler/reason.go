@@ -16,7 +16,8 @@ import (
 // preparing_since=T for a Preparing item, position=N for a Queued one (1
 // next; QueuePositions), next_attempt=T for a BackingOff one,
 // workspace_error=… when its worktree failed, workdir_pinned=… when the
-// route now renders another workdir (WorkdirMoved), blocked reason=… when
+// route now renders another workdir (WorkdirMoved), the last exit
+// (exit_status=N or signal=N; desired.Status.LastExit), blocked reason=… when
 // its screen shows a dialog, rate_limited reset=T until=T when a usage
 // limit on its account holds it (LimitsHeld), and stale_pending=N since=D
 // when it is Stopped with events pending longer than stale. records are
@@ -44,6 +45,9 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if rendered, moved := WorkdirMoved(r, p); moved {
 			// Not applied: the conversation is found by its workdir.
 			reason += " workdir_pinned=" + r.Workdir() + " config_workdir=" + rendered
+		}
+		if last := st.LastExit(); last != "" {
+			reason += " " + last
 		}
 		if st.Blocked != "" {
 			reason += " blocked reason=" + st.Blocked

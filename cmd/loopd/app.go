@@ -245,7 +245,7 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,17 +19,19 @@ func newConfigCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "validate [FILE]",
 		Short: "Validate a config file against schema/loopd.schema.json",
-		Long: `validate loads FILE (default: --config) and checks it against the JSON
+		Long: `validate loads FILE (default: the config file loopd uses, --config or the search path) and checks it against the JSON
 Schema and the cross-field rules. Every problem is printed with its line and
 key; the exit code is 1 when there is any. It also warns about harness
 commands that are not installed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.config
+			load := g.load
 			if len(args) == 1 {
 				path = args[0]
+				load = func() (*schema.Config, error) { return schema.Load(path) }
 			}
-			cfg, err := schema.Load(path)
+			cfg, err := load()
 			if err != nil {
 				return err
 			}

@@ -34,11 +34,7 @@ the id of a conversation its harness started without one given (Codex).
 HOST is the host whose lease runs the item ("-" for none yet).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := schema.Load(g.config)
-			if err != nil {
-				return err
-			}
-			store, err := openStore(cmd.Context(), cfg)
+			cfg, store, err := g.readStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -68,7 +64,7 @@ HOST is the host whose lease runs the item ("-" for none yet).`,
 // openStore loads the config and opens its store, for the commands that
 // need nothing else.
 func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +166,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
-			store, err := g.openStore(cmd.Context())
+			_, store, err := g.readStore(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -86,7 +86,7 @@ and the command exits non-zero.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, err := schema.Load(g.config)
+			cfg, err := g.load()
 			if err != nil {
 				return err
 			}

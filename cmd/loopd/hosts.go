@@ -127,7 +127,15 @@ NAME is live or still holds leases (the live hosts take those over once its
 lease lapsed); a daemon that heartbeats under NAME again joins anew.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := g.openStore(cmd.Context())
+			// Listing reads, and works from an invalid config (readStore);
+			// forgetting writes, and needs a valid one.
+			var store desired.Store
+			var err error
+			if forget != "" {
+				store, err = g.openStore(cmd.Context())
+			} else {
+				_, store, err = g.readStore(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
@@ -210,7 +218,7 @@ var errNoTaker = errors.New("no other live host that is not draining can take it
 
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return err
 	}

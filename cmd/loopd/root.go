@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,9 +14,15 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
+	// config is --config until the command starts, the file chosen by
+	// findConfig from then on; configErr is why none was found.
 	config    string
+	configErr error
 	logLevel  string
 	logFormat string
+	// stderr is where a command's warnings go (the command's error
+	// writer).
+	stderr io.Writer
 }
 
 func newRootCmd() *cobra.Command {
@@ -25,8 +32,14 @@ func newRootCmd() *cobra.Command {
 		Short:         "Keep one agent session per GitHub work item alive in tmux",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentVersion(debug.ReadBuildInfo()).String(),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.checkGlobals(cmd)
+		},
 	}
-	root.PersistentFlags().StringVar(&g.config, "config", "loopd.yaml", "config file")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVar(&g.config, "config", "",
+		"config file (default: $"+configEnv+", else the first of ./loopd.yaml, $XDG_CONFIG_HOME/loopd/loopd.yaml, "+etcConfig+")")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(
@@ -43,7 +56,9 @@ func newRootCmd() *cobra.Command {
 		newHookCmd(g),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
+		newVersionCmd(),
 	)
+	requireSubcommands(root)
 	return root
 }
 

@@ -353,7 +353,7 @@ func (a *app) refuse(ctx context.Context, err error) error {
 // starts inherits it. An empty secret is an error, since it would
 // authenticate nothing. The secret itself is never logged.
 func (g *globals) loadWithSecret() (*schema.Config, string, error) {
-	cfg, err := schema.Load(g.config)
+	cfg, err := g.load()
 	if err != nil {
 		return nil, "", err
 	}

@@ -58,7 +58,8 @@ const (
 	// Deaths and the restart decision.
 	KeyExitStatus    = "exit_status"    // the pane's exit status, -1 when unknown
 	KeyExitCause     = "exit_cause"     // what the harness's exit status means (harness.ExitCause: auth_missing, session_error)
-	KeySignal        = "signal"         // the signal that ended the pane
+	KeySignal        = "signal"         // the signal that ended the pane (then no exit_status)
+	KeyOutput        = "output"         // a dead pane's last lines, bounded and sanitized (tmux.Tail)
 	KeyClean         = "clean"          // the exit counts as clean
 	KeyPhase         = "phase"          // the phase the item moves to
 	KeyFailures      = "failures"       // consecutive failed runs

@@ -3,9 +3,9 @@ package webhook
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // PromptInput is what Render needs to build the prompt of one delivery. The
@@ -102,7 +102,7 @@ func endLine(s string) string {
 // (U+0080–U+009F) and invalid UTF-8 from s ("\r\n" therefore becomes
 // "\n"), and shows its invisible code points (reveal).
 func sanitize(s string) string {
-	return reveal(strip(s, func(r rune) bool { return r == '\n' || r == '\t' }))
+	return reveal(journal.StripControls(s, func(r rune) bool { return r == '\n' || r == '\t' }))
 }
 
 // sanitizeMarkdown is sanitize for a markdown body: it also shows the HTML
@@ -114,27 +114,13 @@ func sanitize(s string) string {
 // CommonMark, so it becomes '\n' rather than nothing.
 func sanitizeMarkdown(s string) string {
 	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
-	return revealMarkdown(s, func(part string) string { return strip(part, func(r rune) bool { return r == '\n' || r == '\t' }) })
+	return revealMarkdown(s, func(part string) string {
+		return journal.StripControls(part, func(r rune) bool { return r == '\n' || r == '\t' })
+	})
 }
 
 // sanitizeLine is sanitize that also removes '\n' and '\t', for text that
 // must stay on one line.
 func sanitizeLine(s string) string {
-	return reveal(strip(s, func(rune) bool { return false }))
-}
-
-// strip drops invalid UTF-8 and every control rune that keep does not allow.
-func strip(s string, keep func(rune) bool) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		drop := (r == utf8.RuneError && size == 1) ||
-			((r < 0x20 || (r >= 0x7f && r <= 0x9f)) && !keep(r))
-		if !drop {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
+	return reveal(journal.StripControls(s, func(rune) bool { return false }))
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
+)
+
+// readStore loads the config and opens its store for a command that only
+// reads (get, describe, events, hosts). Such a command is needed most when
+// the config no longer validates, so an invalid one is not a refusal: a
+// warning names it on stderr, and the store is opened from what can still
+// be read of the file (schema.LoadUnchecked: stateDir and store.url, else
+// their defaults). The config returned is then that unchecked one. A file
+// that cannot be read, or that is not YAML at all, is still an error:
+// nothing in it says where the store is.
+func (g *globals) readStore(ctx context.Context) (*schema.Config, desired.Store, error) {
+	cfg, err := g.load()
+	if errors.Is(err, schema.ErrInvalid) {
+		unchecked, uerr := schema.LoadUnchecked(g.config)
+		if uerr != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(g.warnings(), "warning: config %s is invalid: %v; reading the state dir %s\n", g.config, err, unchecked.StateDir)
+		cfg, err = unchecked, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, store, nil
+}
+
+// warnings returns where a command's warnings go: its error writer, or
+// stderr before the command started.
+func (g *globals) warnings() io.Writer {
+	if g.stderr == nil {
+		return os.Stderr
+	}
+	return g.stderr
+}

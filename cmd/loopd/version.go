@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version and commit are set at build time by the Makefile:
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234" ./cmd/loopd
+//
+// Left empty (go install, go build without the flags), buildInfo fills
+// them from the module version and the vcs.* settings the go command
+// stamps into the binary (runtime/debug.ReadBuildInfo).
+var (
+	version string
+	commit  string
+)
+
+// buildVersion is what loopd version prints: the version, the commit (with
+// "-dirty" when it was built from a modified tree) and the Go toolchain
+// that built it.
+type buildVersion struct {
+	Version string
+	Commit  string
+	Go      string
+}
+
+// String returns the one line loopd --version prints.
+func (v buildVersion) String() string {
+	return fmt.Sprintf("loopd %s (commit %s, %s)", v.Version, v.Commit, v.Go)
+}
+
+// currentVersion returns the version of this binary: the -X values when
+// set, else what info holds (nil: nothing known), "unknown" for what
+// neither says.
+func currentVersion(info *debug.BuildInfo, ok bool) buildVersion {
+	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version()}
+	if ok {
+		if v.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v.Version = info.Main.Version
+		}
+		if v.Commit == "" {
+			var rev string
+			dirty := false
+			for _, s := range info.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					dirty = s.Value == "true"
+				}
+			}
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			if rev != "" && dirty {
+				rev += "-dirty"
+			}
+			v.Commit = rev
+		}
+		if info.GoVersion != "" {
+			v.Go = info.GoVersion
+		}
+	}
+	if v.Version == "" {
+		v.Version = "(devel)"
+	}
+	if v.Commit == "" {
+		v.Commit = "unknown"
+	}
+	return v
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print loopd's version, commit and Go version",
+		Long: `version prints the version and commit loopd was built from (set by make
+build and make install; a go install binary reports its module version and
+the commit the go command stamped into it) and the Go toolchain that built
+it. loopd --version prints the same line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), cmd.Root().Version)
+			return err
+		},
+	}
+}
