@@ -56,8 +56,10 @@ const TimelineEvents = 200
 const maxAttrValue = 300
 
 // hiddenAttrs are the journal attributes the page never shows: prompt
-// text (the dry run's cut boot prompt).
-var hiddenAttrs = map[string]bool{journal.KeyPrompt: true}
+// text (the dry run's cut boot prompt) and a dead pane's last lines
+// (session.exited, dispatch.failed), which may show the prompt the agent
+// was given; `loopd events` shows both.
+var hiddenAttrs = map[string]bool{journal.KeyPrompt: true, journal.KeyOutput: true}
 
 //go:embed templates/*.html
 var templateFS embed.FS

@@ -59,6 +59,9 @@ func fixture(t *testing.T) desired.Store {
 		{Time: now, Name: journal.SessionSpawned, Level: slog.LevelInfo, WorkItem: keyIssue.String(),
 			Attrs: map[string]string{journal.KeyPrompt: promptMarker, journal.KeySession: desired.SessionName(keyIssue)}},
 		{Time: now, Name: journal.SessionCrashLoop, Level: slog.LevelError, WorkItem: keyIssue.String(), Attrs: map[string]string{"reason": "fast_failures"}},
+		// The dead pane's last lines may show the prompt the agent was given.
+		{Time: now, Name: journal.SessionExited, Level: slog.LevelWarn, WorkItem: keyIssue.String(),
+			Attrs: map[string]string{journal.KeyOutput: "> " + promptMarker, "reason": "crash"}},
 	} {
 		require.NoError(t, st.AppendEvent(ctx, e))
 	}
