@@ -13,10 +13,10 @@ import (
 var ErrNotClosed = errors.New("work item is not closed")
 
 // DefaultPruneBatch is how many journal rows one transaction of
-// PruneEvents deletes at most: about 10 ms of the writer's lock on
-// SQLite, so that an ingest waits for a batch, never for a whole prune
-// (BenchmarkPruneEvents).
-const DefaultPruneBatch = 2000
+// PruneEvents deletes at most, so that an ingest waits for one batch,
+// never for a whole prune: 27 to 44 ms on SQLite on a loaded 2-vCPU box
+// (BenchmarkPruneBatch), most of it the commit's fsync.
+const DefaultPruneBatch = 1000
 
 // vacuumPages is how many free pages one transaction of SQLite's Vacuum
 // gives back at most (PRAGMA incremental_vacuum(N)): 4 MiB at SQLite's
