@@ -201,10 +201,48 @@ type Action interface {
 	fmt.Stringer
 }
 
-// Field is one key and value of an action.
+// Field is one key and value of an action. Value is typed: a string, an
+// int, an int64, a bool, a time.Time or a time.Duration. Text renders it
+// for the log and the text dry run, Data for the JSON and YAML dry run.
 type Field struct {
 	Key   string
-	Value string
+	Value any
+}
+
+// Text returns f's value as the log and the text dry run write it: a
+// number in decimal, a bool as true or false, a time in UTC as RFC 3339
+// with the fraction of a second it has (time.RFC3339Nano), a duration as
+// Go writes it ("1m30s", time.Duration.String).
+func (f Field) Text() string {
+	switch v := f.Value.(type) {
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case bool:
+		return strconv.FormatBool(v)
+	case time.Time:
+		return v.UTC().Format(time.RFC3339Nano)
+	case time.Duration:
+		return v.String()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// Data returns f's value as the JSON and YAML dry run carry it: strings,
+// numbers and booleans as themselves, a time as Text writes it (RFC 3339
+// in UTC, a string), a duration as Text writes it ("30s", a string, as
+// Kubernetes' metav1.Duration does).
+func (f Field) Data() any {
+	switch v := f.Value.(type) {
+	case string, int, int64, bool:
+		return v
+	default:
+		return f.Text()
+	}
 }
 
 // Format renders name and fields in logfmt: values with spaces, quotes or
@@ -216,7 +254,7 @@ func Format(a Action) string {
 		b.WriteByte(' ')
 		b.WriteString(f.Key)
 		b.WriteByte('=')
-		b.WriteString(journal.Quote(f.Value))
+		b.WriteString(journal.Quote(f.Text()))
 	}
 	return b.String()
 }
@@ -263,7 +301,7 @@ func (s Spawn) tail() []Field {
 		f = append(f, Field{"prompt", "nudge"})
 	}
 	if s.Replay > 0 {
-		f = append(f, Field{"replay", strconv.Itoa(s.Replay)})
+		f = append(f, Field{"replay", s.Replay})
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
@@ -412,7 +450,7 @@ func (DeliverPrompt) Mutates() bool { return true }
 func (a DeliverPrompt) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
 	if a.Retry {
-		f = append(f, Field{"retry", "true"}, Field{"repaste", strconv.FormatBool(a.Repaste)})
+		f = append(f, Field{"retry", true}, Field{"repaste", a.Repaste})
 	}
 	return f
 }
@@ -440,7 +478,7 @@ func (ConfirmDelivery) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a ConfirmDelivery) Fields() []Field {
-	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"delivery", a.DeliveryID}, {"verified", strconv.FormatBool(a.Verified)}, {"via", a.Via}}
+	return []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"delivery", a.DeliveryID}, {"verified", a.Verified}, {"via", a.Via}}
 }
 
 func (a ConfirmDelivery) String() string { return Format(a) }
@@ -549,7 +587,7 @@ func (MarkRunning) Mutates() bool { return true }
 // Fields implements Action.
 func (a MarkRunning) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID},
-		{"harness_session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", strconv.FormatBool(a.Confirmed)}}
+		{"harness_session_id", a.SessionID}, {"mode", string(a.Mode)}, {"confirmed", a.Confirmed}}
 	if a.DeliveryID != "" {
 		f = append(f, Field{"delivery", a.DeliveryID})
 	}
@@ -630,19 +668,19 @@ func (RecordExit) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a RecordExit) Fields() []Field {
-	exit := Field{"exit_status", strconv.Itoa(a.ExitStatus)}
+	exit := Field{"exit_status", a.ExitStatus}
 	if a.Killed() {
-		exit = Field{"signal", strconv.Itoa(a.Signal)}
+		exit = Field{"signal", a.Signal}
 	}
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session},
-		exit, {"clean", strconv.FormatBool(a.Clean)},
-		{"phase", string(a.Phase)}, {"failures", strconv.Itoa(a.Failures)}, {"fast_failures", strconv.Itoa(a.FastFailures)},
-		{"churn_failures", strconv.Itoa(a.ChurnFailures)}}
+		exit, {"clean", a.Clean},
+		{"phase", string(a.Phase)}, {"failures", a.Failures}, {"fast_failures", a.FastFailures},
+		{"churn_failures", a.ChurnFailures}}
 	if a.Retire != "" {
 		f = append(f, Field{"retire", string(a.Retire)})
 	}
 	if !a.NextAttempt.IsZero() {
-		f = append(f, Field{"next_attempt", a.NextAttempt.UTC().Format(time.RFC3339)})
+		f = append(f, Field{"next_attempt", a.NextAttempt.Truncate(time.Second)})
 	}
 	if a.DeliveryID != "" {
 		f = append(f, Field{"delivery", a.DeliveryID})
@@ -776,8 +814,8 @@ func (Release) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a Release) Fields() []Field {
-	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"generation", strconv.FormatInt(a.Generation, 10)},
-		{"fresh", strconv.FormatBool(a.Fresh)}}
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"generation", a.Generation},
+		{"fresh", a.Fresh}}
 	if a.RetireID != "" {
 		f = append(f, Field{"retired_session_id", a.RetireID})
 	}
@@ -807,7 +845,7 @@ func (Wait) Mutates() bool { return false }
 func (a Wait) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}}
 	if !a.Until.IsZero() {
-		f = append(f, Field{"until", a.Until.UTC().Format(time.RFC3339Nano)})
+		f = append(f, Field{"until", a.Until})
 	}
 	return append(f, Field{"reason", string(a.Reason)})
 }
@@ -843,7 +881,7 @@ func (GiveUp) Mutates() bool { return true }
 func (a GiveUp) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}}
 	if a.Mangled != "" {
-		f = append(f, Field{"delivery", a.Mangled}, Field{"copies", strconv.Itoa(a.Copies)})
+		f = append(f, Field{"delivery", a.Mangled}, Field{"copies", a.Copies})
 	}
 	if a.Path != "" {
 		f = append(f, Field{"cwd", a.Path})
@@ -970,11 +1008,11 @@ func (a PrepareWorkspace) Fields() []Field {
 			f = append(f, Field{journal.KeyBase, c.Base})
 		}
 	}
-	f = append(f, Field{journal.KeyReason, string(a.Reason)}, Field{journal.KeyFailuresOnError, strconv.Itoa(a.Failures)})
+	f = append(f, Field{journal.KeyReason, string(a.Reason)}, Field{journal.KeyFailuresOnError, a.Failures})
 	if !a.Retry {
 		return append(f, Field{journal.KeyOnTransientError, "give_up"})
 	}
-	return append(f, Field{journal.KeyRetryAfter, a.RetryAfter.String()})
+	return append(f, Field{journal.KeyRetryAfter, a.RetryAfter})
 }
 
 func (a PrepareWorkspace) String() string { return Format(a) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -64,9 +63,9 @@ func (a Queue) Mutates() bool { return a.Enter }
 
 // Fields implements Action.
 func (a Queue) Fields() []Field {
-	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyPosition, strconv.Itoa(a.Position)},
-		{journal.KeyLive, strconv.Itoa(a.Live)}, {journal.KeyMaxLive, strconv.Itoa(a.MaxLive)},
-		{journal.KeyStarts, strconv.Itoa(a.Starts)}, {journal.KeyMaxStarts, strconv.Itoa(a.MaxStarts)},
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyPosition, a.Position},
+		{journal.KeyLive, a.Live}, {journal.KeyMaxLive, a.MaxLive},
+		{journal.KeyStarts, a.Starts}, {journal.KeyMaxStarts, a.MaxStarts},
 		{journal.KeyReason, string(a.Reason)}}
 }
 
@@ -95,7 +94,7 @@ func (Park) Mutates() bool { return true }
 // Fields implements Action.
 func (a Park) Fields() []Field {
 	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyPaneID, a.PaneID},
-		{journal.KeyIdleFor, a.IdleFor.String()}, {journal.KeyReason, string(ReasonIdle)}}
+		{journal.KeyIdleFor, a.IdleFor}, {journal.KeyReason, string(ReasonIdle)}}
 }
 
 func (a Park) String() string { return Format(a) }
@@ -156,6 +155,6 @@ func (e *Executor) park(ctx context.Context, r *desired.Record, a Park) error {
 		return err
 	}
 	e.record(ctx, slog.LevelInfo, journal.SessionParked, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, st.HarnessSessionID,
-		journal.KeyIdleFor, a.IdleFor.String(), journal.KeyReason, string(ReasonIdle))
+		journal.KeyIdleFor, a.IdleFor, journal.KeyReason, string(ReasonIdle))
 	return nil
 }

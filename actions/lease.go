@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -129,7 +128,7 @@ func (RestoreTranscript) Mutates() bool { return true }
 func (a RestoreTranscript) Fields() []Field {
 	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyResumeID, a.ResumeID},
 		{journal.KeyCwd, a.Cwd}, {journal.KeyFromHost, a.From}, {journal.KeyToHost, a.To},
-		{journal.KeyResumed, strconv.FormatBool(a.Resume)}, {journal.KeyReason, string(a.reason())}}
+		{journal.KeyResumed, a.Resume}, {journal.KeyReason, string(a.reason())}}
 }
 
 // reason is why the transcript is restored: the item moved hosts, or
@@ -200,7 +199,7 @@ func (Handover) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a Handover) Fields() []Field {
-	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyLive, strconv.FormatBool(a.Live)},
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyLive, a.Live},
 		{journal.KeyReason, string(ReasonDrained)}}
 }
 

@@ -60,12 +60,12 @@ func (RateLimit) Mutates() bool { return true }
 // Fields implements Action.
 func (a RateLimit) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"harness", a.Harness}, {"limit", a.Kind},
-		{"reset", a.Reset.UTC().Format(time.RFC3339)}, {"until", a.Until.UTC().Format(time.RFC3339)}}
+		{"reset", a.Reset.Truncate(time.Second)}, {"until", a.Until.Truncate(time.Second)}}
 	if a.Default {
-		f = append(f, Field{"default_reset", "true"})
+		f = append(f, Field{"default_reset", true})
 	}
 	if a.Capped {
-		f = append(f, Field{"reset_capped", "true"})
+		f = append(f, Field{"reset_capped", true})
 	}
 	if a.Delivered != "" {
 		f = append(f, Field{"delivered", a.Delivered})

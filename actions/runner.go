@@ -44,7 +44,7 @@ func (a StopRun) Fields() []Field {
 	if a.DeliveryID != "" {
 		f = append(f, Field{journal.KeyDelivery, a.DeliveryID})
 	}
-	return append(f, Field{journal.KeyTimeout, a.Timeout.String()}, Field{journal.KeyReason, string(a.Reason)})
+	return append(f, Field{journal.KeyTimeout, a.Timeout}, Field{journal.KeyReason, string(a.Reason)})
 }
 
 func (a StopRun) String() string { return Format(a) }

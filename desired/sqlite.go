@@ -33,7 +33,11 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 9
+const schemaVersion = 10
+
+// vacuumVersion is the schema version from which the file is in
+// auto_vacuum INCREMENTAL mode (incrementalVacuum).
+const vacuumVersion = 10
 
 // migrations[i] takes the schema from user_version i to i+1. The tables are
 // STRICT and constrained so that a hand edit with a wrong type or shape is
@@ -181,6 +185,12 @@ var migrations = []string{
 	// name, so that two live daemons never share one; '' for a row
 	// written before.
 	`ALTER TABLE hosts ADD COLUMN instance TEXT NOT NULL DEFAULT '';`,
+
+	// v10: the file is in auto_vacuum INCREMENTAL mode, so that
+	// Retention.Vacuum can give the pages of pruned and forgotten rows
+	// back. No SQL here: the mode is switched by a VACUUM, which cannot
+	// run in a transaction, before this step (incrementalVacuum).
+	``,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version
@@ -271,12 +281,52 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	// loopd events) opens it while another process holds the write lock.
 	var v int
 	if err := s.read(ctx, func(tx *sql.Tx) error { return tx.QueryRow(`PRAGMA user_version`).Scan(&v) }); err != nil || v != schemaVersion {
+		if v < vacuumVersion {
+			if err := s.incrementalVacuum(ctx); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("sqlite migrate %s: auto_vacuum: %w", path, err)
+			}
+		}
 		if err := s.write(ctx, migrate); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("sqlite migrate %s: %w", path, err)
 		}
 	}
 	return s, nil
+}
+
+// incrementalVacuum puts the file in auto_vacuum INCREMENTAL mode
+// (https://sqlite.org/pragma.html#pragma_auto_vacuum) unless it is: the
+// mode applies at once to a file with no table yet, and takes a VACUUM,
+// which rewrites the whole file, for one made before schema version 10.
+// VACUUM cannot run in a transaction: it runs on a connection of its own,
+// in this process's turn of the writers, and waits for another process's
+// writer as any write does (busy_timeout).
+func (s *SQLite) incrementalVacuum(ctx context.Context) error {
+	select {
+	case s.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-s.writeSem }()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var mode int
+	if err := conn.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return err
+	}
+	const incremental = 2 // PRAGMA auto_vacuum's value for INCREMENTAL
+	if mode == incremental {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, `VACUUM`)
+	return err
 }
 
 // migrate applies the migrations past the file's user_version. It runs in
@@ -291,6 +341,9 @@ func migrate(tx *sql.Tx) error {
 		return fmt.Errorf("schema version %d is newer than this loopd's %d", v, schemaVersion)
 	}
 	for ; v < schemaVersion; v++ {
+		if migrations[v] == "" {
+			continue // a step done outside the transaction
+		}
 		if _, err := tx.Exec(migrations[v]); err != nil {
 			return fmt.Errorf("to version %d: %w", v+1, err)
 		}

@@ -73,6 +73,9 @@ type dialect interface {
 	// jsonList is a subquery of the strings of the JSON array bound to
 	// its one placeholder.
 	jsonList() string
+	// vacuum gives back at most pages free pages of the store's file in
+	// tx, and returns how many bytes that was (Retention.Vacuum).
+	vacuum(ctx context.Context, tx *sql.Tx, pages int) (int64, error)
 }
 
 // newSQLStore returns the core over db, with its group commit started.

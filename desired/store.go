@@ -121,6 +121,7 @@ type EventFilter struct {
 // embedded default.
 type Store interface {
 	journal.Appender
+	Retention
 
 	// Ingest claims in.DeliveryID and applies in, in one transaction.
 	Ingest(ctx context.Context, in Ingest) (IngestResult, error)

@@ -20,10 +20,10 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 )
 
-// planEntry is one action of `reconcile -o json`.
+// planEntry is one action of `reconcile -o json`, its fields typed.
 type planEntry struct {
-	Action string            `json:"action"`
-	Fields map[string]string `json:"fields"`
+	Action string         `json:"action"`
+	Fields map[string]any `json:"fields"`
 }
 
 func TestReconcileDryRunChangesNothing(t *testing.T) {
@@ -53,6 +53,7 @@ func TestReconcileDryRunChangesNothing(t *testing.T) {
 	require.Len(t, plan, 2)
 	assert.Equal(t, "prepare_workspace", plan[0].Action)
 	assert.Equal(t, "first_spawn", plan[0].Fields["reason"])
+	assert.Equal(t, 1.0, plan[0].Fields["failures_on_error"], "a number: the failure count a failed preparation would record")
 	assert.Equal(t, "fresh_spawn", plan[1].Action)
 	assert.Equal(t, keyIssue.String(), plan[1].Fields["work_item"])
 	assert.Equal(t, "new_event", plan[1].Fields["reason"])

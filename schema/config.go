@@ -26,6 +26,8 @@ type Config struct {
 	GitHub *GitHub `yaml:"github" json:"github,omitempty"`
 	Store  Store   `yaml:"store" json:"store"`
 	Host   Host    `yaml:"host" json:"host"`
+	// Retention says what loopd forgets, and when.
+	Retention Retention `yaml:"retention" json:"retention"`
 
 	// dir is the config file's absolute directory, against which relative
 	// paths are resolved.
@@ -65,6 +67,24 @@ func (h Host) HostName() (string, error) {
 
 // LeaseTTL returns LeaseSeconds as a duration.
 func (h Host) LeaseTTL() time.Duration { return seconds(h.LeaseSeconds) }
+
+// Retention says how long loopd keeps what it no longer needs. It takes
+// effect at the next prune after a reload.
+type Retention struct {
+	// JournalDays is how many days the event journal keeps a row: serve
+	// deletes older rows at start and every RetentionEvery. 0 keeps
+	// every row forever. Default 30.
+	JournalDays *int `yaml:"journalDays" json:"journalDays"`
+}
+
+// JournalAge returns how long the journal keeps a row, JournalDays
+// days of 24 hours; 0 for forever.
+func (r Retention) JournalAge() time.Duration {
+	if r.JournalDays == nil {
+		return 0
+	}
+	return time.Duration(*r.JournalDays) * 24 * time.Hour
+}
 
 // Tmux configures loopd's private tmux server.
 type Tmux struct {

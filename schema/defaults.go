@@ -29,7 +29,15 @@ const (
 	defaultMaxLiveSessions   = 10
 	defaultMaxStartsInFlight = 2
 	defaultLeaseSeconds      = 15
+	// defaultJournalDays is retention.journalDays': a month of events.
+	defaultJournalDays = 30
 )
+
+// RetentionEvery is how often serve prunes the journal and gives the
+// freed space back (besides once at start): journal rows are kept for
+// days, so an hour's lag is nothing, and each prune deletes at most an
+// hour's rows.
+const RetentionEvery = time.Hour
 
 // DefaultMaxDeliveriesPerHour is a route's maxDeliveriesPerHour when
 // absent: the loop breaker's bound on the deliveries to one item within
@@ -99,6 +107,11 @@ func (c *Config) applyDefaults(dir string) {
 	}
 	orDefault(&c.Capacity.MaxStartsInFlight, defaultMaxStartsInFlight)
 	orDefault(&c.Host.LeaseSeconds, defaultLeaseSeconds)
+	if c.Retention.JournalDays == nil {
+		// 0 is a value (keep forever), so only an absent key takes the default.
+		days := defaultJournalDays
+		c.Retention.JournalDays = &days
+	}
 	for name, h := range c.Harnesses {
 		orDefault(&h.Adapter, name)
 		c.Harnesses[name] = h

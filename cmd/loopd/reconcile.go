@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
@@ -156,54 +156,60 @@ func (a *app) claimForOnce(ctx context.Context, cfg *schema.Config) (unlock func
 // maxOncePasses bounds the passes of one reconcile --once run.
 const maxOncePasses = 3
 
-// planEntry is one action in the json and yaml dry-run output.
+// planEntry is one action in the json and yaml dry-run output. Its
+// fields are typed (actions.Field.Data): numbers and booleans as
+// themselves, times as RFC 3339 strings in UTC, durations as Go's duration
+// strings ("30s").
 type planEntry struct {
-	Action string            `json:"action" yaml:"action"`
-	Fields map[string]string `json:"fields" yaml:"fields"`
+	Action string         `json:"action" yaml:"action"`
+	Fields map[string]any `json:"fields" yaml:"fields"`
 }
 
 // printPlan writes the plan, then the GitHub calls queued and not sent
 // yet (github_call), in format; a call tried before shows its last try's
-// answer (http_status, 0 when none came, and err).
+// answer (http_status, 0 when none came, and err). The text form is each
+// action's String, and a call's fields in logfmt.
 func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []desired.Call) error {
-	entries := make([]planEntry, 0, len(res.Plan)+len(queued))
+	type line struct {
+		name   string
+		fields []actions.Field
+		text   string
+	}
+	lines := make([]line, 0, len(res.Plan)+len(queued))
 	for _, a := range res.Plan {
-		e := planEntry{Action: a.Name(), Fields: map[string]string{}}
-		for _, f := range a.Fields() {
-			e.Fields[f.Key] = f.Value
-		}
-		entries = append(entries, e)
+		lines = append(lines, line{name: a.Name(), fields: a.Fields(), text: a.String()})
 	}
 	for _, c := range queued {
-		e := planEntry{Action: "github_call", Fields: map[string]string{"work_item": c.Key.String(), "call": string(c.Kind),
-			"call_id": strconv.FormatInt(c.ID, 10), "attempts": strconv.Itoa(c.Attempts)}}
+		f := []actions.Field{{Key: journal.KeyWorkItem, Value: c.Key.String()}, {Key: journal.KeyCall, Value: string(c.Kind)},
+			{Key: journal.KeyCallID, Value: c.ID}, {Key: journal.KeyAttempts, Value: c.Attempts}}
 		if !c.NextAttempt.IsZero() {
-			e.Fields["next_attempt"] = c.NextAttempt.UTC().Format(time.RFC3339)
+			f = append(f, actions.Field{Key: journal.KeyNextAttempt, Value: c.NextAttempt.Truncate(time.Second)})
 		}
 		if c.Attempts > 0 {
 			// The last try's answer: why the call waits.
-			e.Fields["http_status"] = strconv.Itoa(c.HTTPStatus)
-			e.Fields["err"] = c.Error
+			f = append(f, actions.Field{Key: journal.KeyHTTPStatus, Value: c.HTTPStatus}, actions.Field{Key: journal.KeyErr, Value: c.Error})
 		}
-		entries = append(entries, e)
+		text := "github_call"
+		for _, kv := range f {
+			text += " " + kv.Key + "=" + journal.Quote(kv.Text())
+		}
+		lines = append(lines, line{name: "github_call", fields: f, text: text})
 	}
 	if format == "text" {
-		for i, e := range entries {
-			line := e.Action
-			if i < len(res.Plan) {
-				line = res.Plan[i].String()
-			} else {
-				for _, k := range []string{"work_item", "call", "call_id", "attempts", "next_attempt", "http_status", "err"} {
-					if v, ok := e.Fields[k]; ok {
-						line += " " + k + "=" + journal.Quote(v)
-					}
-				}
-			}
-			if _, err := fmt.Fprintln(w, line); err != nil {
+		for _, l := range lines {
+			if _, err := fmt.Fprintln(w, l.text); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	entries := make([]planEntry, 0, len(lines))
+	for _, l := range lines {
+		e := planEntry{Action: l.name, Fields: make(map[string]any, len(l.fields))}
+		for _, f := range l.fields {
+			e.Fields[f.Key] = f.Data()
+		}
+		entries = append(entries, e)
 	}
 	if format == "json" {
 		enc := json.NewEncoder(w)

@@ -52,6 +52,7 @@ func newRootCmd() *cobra.Command {
 		newConfigCmd(g),
 		newHoldCmd(g, true),
 		newHoldCmd(g, false),
+		newForgetCmd(g),
 		newReplayCmd(g),
 		newHookCmd(g),
 		newLaunchCmd(),

@@ -266,6 +266,13 @@ func serve(ctx context.Context, g *globals) error {
 	} else {
 		close(listenDone)
 	}
+	// The journal keeps retention.journalDays of rows: pruned at start
+	// and hourly, in small batches, its space given back.
+	retainDone := make(chan struct{})
+	go func() {
+		defer close(retainDone)
+		retain(ctx, a.store, a.journal, watcher.Current, time.Now)
+	}()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -287,6 +294,7 @@ func serve(ctx context.Context, g *globals) error {
 	<-listenDone
 	<-shipDone
 	<-rejectionsDone
+	<-retainDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	rejections.Drain(shutdownCtx)

@@ -49,8 +49,8 @@ type Backend struct {
 // delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, the journal rows an ingest writes with its
 // change, durability across a reopen, concurrent
-// writers on one and on two handles, and the reconcile lock across two
-// handles.
+// writers on one and on two handles, the reconcile lock across two
+// handles, the journal's pruning, and forgetting a closed item.
 //
 // To add a case, write a method of suite and add it to the table below.
 func Run(t *testing.T, b Backend) {
@@ -93,6 +93,8 @@ func Run(t *testing.T, b Backend) {
 		{"journal_rows_go_with_the_ingest", s.journalWithIngest},
 		{"concurrent_writers_on_two_handles", s.concurrentWriters},
 		{"lock_excludes_other_holders", s.lock},
+		{"prune_events_older_than_the_bound", s.pruneEvents},
+		{"forget_removes_a_closed_item_whole", s.forgetItem},
 	} {
 		t.Run(tc.name, tc.run)
 	}

@@ -157,6 +157,9 @@ const (
 	ItemHeld Name = "item.held"
 	// ItemReleased: a pass carried out an operator's release.
 	ItemReleased Name = "item.released"
+	// ItemForgotten: an operator removed a closed item's record (loopd
+	// forget), with its worktree when it was clean.
+	ItemForgotten Name = "item.forgotten"
 
 	// ConfigReloaded: the config file was reloaded.
 	ConfigReloaded Name = "config.reloaded"
@@ -281,6 +284,12 @@ const (
 
 	// JournalAppendFailed: a journal row could not be written (log only).
 	JournalAppendFailed Name = "journal.append_failed"
+	// JournalPruned: serve deleted the journal rows older than
+	// retention.journalDays, and gave the space back.
+	JournalPruned Name = "journal.pruned"
+	// JournalPruneFailed: the journal's prune or the vacuum after it
+	// failed; the next one, an hour later, tries again.
+	JournalPruneFailed Name = "journal.prune_failed"
 )
 
 // Event is one journal entry. Attrs keys are snake_case, as in the log.

@@ -154,4 +154,10 @@ const (
 	KeyLog     = "log"     // a run's log file
 	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
 	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
+
+	// Retention (journal.pruned, item.forgotten).
+	KeyRows       = "rows"        // journal rows deleted
+	KeyBefore     = "before"      // the bound a prune deleted the rows before (RFC 3339)
+	KeyFreedBytes = "freed_bytes" // bytes the store gave back to the file system
+	KeyWorkspace  = "workspace"   // what became of a forgotten item's worktree: removed, kept or none
 )

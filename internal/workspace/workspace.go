@@ -643,6 +643,18 @@ const maxReflog = 1000
 // goes with the worktree. It returns the reason it kept it instead (""
 // when removed, or when dir is gone).
 func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, err error) {
+	return m.remove(ctx, rawURL, dir, true)
+}
+
+// Kept returns the reason Remove would keep the worktree dir of rawURL's
+// mirror ("" when it would remove it, or when dir is gone), from the same
+// checks under the same lock, and removes nothing.
+func (m *Manager) Kept(ctx context.Context, rawURL, dir string) (string, error) {
+	return m.remove(ctx, rawURL, dir, false)
+}
+
+// remove is Remove, and Kept when do is false.
+func (m *Manager) remove(ctx context.Context, rawURL, dir string, do bool) (kept string, err error) {
 	mirror, err := Mirror(m.Root, rawURL)
 	if err != nil {
 		return "", &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
@@ -694,6 +706,9 @@ func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, 
 		if len(bytes.TrimSpace(out)) > 0 {
 			return KeptReflog, nil
 		}
+	}
+	if !do {
+		return "", nil
 	}
 	if _, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical); err != nil {
 		return "", err

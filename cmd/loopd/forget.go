@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/runner"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
+)
+
+// Outcomes of a forgotten item's worktree (journal.KeyWorkspace).
+const (
+	worktreeRemoved = "removed"
+	worktreeKept    = "kept"
+	worktreeNone    = "none"
+)
+
+// errNotConfirmed is forget's answer without --yes: it said what it would
+// remove, and removed nothing.
+var errNotConfirmed = errors.New("nothing removed: run it again with --yes to forget the item")
+
+// liveFor are the phases in which an item's agent may run (on this host or
+// on another of a shared store): forget refuses them.
+var liveFor = []desired.Phase{desired.PhaseSpawning, desired.PhaseRunning, desired.PhasePreparing}
+
+func newForgetCmd(g *globals) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "forget WORK_ITEM --yes",
+		Short: "Remove a closed work item's record, and its worktree when it is clean",
+		Long: `forget removes what loopd keeps of a closed work item: its spec and status,
+its lease, its events pending or delivered, its GitHub calls (the outbox), its
+session report and the copies of its transcripts in the store. Its worktree
+goes with it when it is clean (no uncommitted change, no untracked or ignored
+file, no commit that no remote branch holds); otherwise it is kept and forget
+says why. Its journal rows stay until retention.journalDays ages them out, and
+a new event on the item later makes it anew, with a new conversation.
+
+forget refuses an item that is open, and one whose agent still runs or whose
+tmux session still exists (the next pass stops a closed item's session). It
+runs under the reconcile lock, so no pass acts on the item meanwhile.
+
+Without --yes it says what it would remove and exits 1, removing nothing.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// resolveItem (cmd/loopd/items.go) takes the place of ParseKey
+			// here once merged: keys are matched case-insensitively.
+			k, err := desired.ParseKey(args[0])
+			if err != nil {
+				return err
+			}
+			return forget(cmd.Context(), g, k, yes, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "remove the item; without it, only say what would be removed")
+	return cmd
+}
+
+// forget removes the closed item k (forgetItem), or with yes false says
+// what it would remove and returns errNotConfirmed with exit code 1.
+func forget(ctx context.Context, g *globals, k desired.Key, yes bool, out, errOut io.Writer) error {
+	log, err := g.logger(errOut)
+	if err != nil {
+		return err
+	}
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if yes {
+		// No pass acts on the item between the checks and the removal.
+		lockCtx, cancel := context.WithTimeout(ctx, schema.DefaultOnceLockWait)
+		unlock, err := store.Lock(lockCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("forget %s: %w (waited %s)", k, err, schema.DefaultOnceLockWait)
+		}
+		defer unlock()
+	}
+	r, err := store.Get(ctx, k)
+	if errors.Is(err, desired.ErrNotFound) {
+		return fmt.Errorf("work item %s not found", k)
+	}
+	if err != nil {
+		return err
+	}
+	if err := forgettable(ctx, cfg, r); err != nil {
+		return err
+	}
+	wt := worktreeOf(cfg, r)
+	if !yes {
+		return exitError{code: 1, err: describeForget(ctx, store, wt, r, out)}
+	}
+	if err := store.Forget(ctx, k); err != nil {
+		if errors.Is(err, desired.ErrNotClosed) {
+			return fmt.Errorf("work item %s was reopened: it is kept", k)
+		}
+		return err
+	}
+	// Once the record is gone, still under the lock: an item reopened
+	// meanwhile keeps its worktree, and one made anew by a later event
+	// finds none to resume in before this is done.
+	outcome, kept, werr := wt.remove(ctx)
+	// The process runner's files of the item's runs (pid, exit, log).
+	session := desired.SessionName(k)
+	_ = os.RemoveAll(runner.Runner{Dir: filepath.Join(cfg.StateDir, runsDir)}.ItemDir(session))
+	kv := []any{journal.KeyCwd, wt.dir, journal.KeyWorkspace, outcome}
+	if kept != "" {
+		kv = append(kv, journal.KeyReason, kept)
+	}
+	if werr != nil {
+		kv = append(kv, journal.KeyErr, werr)
+	}
+	journal.NewRecorder(log, store, time.Now).Record(ctx, slog.LevelInfo, journal.ItemForgotten, k.String(), kv...)
+	fmt.Fprintf(out, "%s forgotten\n", k)
+	switch {
+	case werr != nil:
+		fmt.Fprintf(out, "worktree %s kept: %v\n", wt.dir, werr)
+	case outcome == worktreeRemoved:
+		fmt.Fprintf(out, "worktree %s removed\n", wt.dir)
+	case outcome == worktreeKept:
+		fmt.Fprintf(out, "worktree %s kept: %s; remove it yourself once nothing in it is needed\n", wt.dir, kept)
+	}
+	// The rows' pages go back to the file system (SQLite); a failure
+	// here loses nothing, the next prune tries again.
+	if _, err := store.Vacuum(ctx); err != nil {
+		fmt.Fprintf(errOut, "loopd: warning: %v\n", err)
+	}
+	return nil
+}
+
+// forgettable returns why r cannot be forgotten now: it is open, its
+// status says its agent may run, or its tmux session still exists on this
+// host's server. nil when it can.
+func forgettable(ctx context.Context, cfg *schema.Config, r desired.Record) error {
+	k := r.Key
+	if !r.Spec.Closed {
+		return fmt.Errorf("work item %s is open: only a closed item can be forgotten", k)
+	}
+	if slices.Contains(liveFor, r.Status.Phase) {
+		return fmt.Errorf("work item %s is %s: its agent may still run; the next pass stops a closed item, then forget it", k, r.Status.Phase)
+	}
+	snap, err := observed.TakeSnapshot(ctx, tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)), time.Now())
+	if err != nil {
+		return fmt.Errorf("forget %s: %w", k, err)
+	}
+	session := desired.SessionName(k)
+	if p, ok := snap.Pane(session); ok {
+		if !p.Dead {
+			return fmt.Errorf("work item %s: its agent still runs in tmux session %s; the next pass stops it, then forget it", k, session)
+		}
+		return fmt.Errorf("work item %s: its tmux session %s still exists; the next pass removes it, then forget it", k, session)
+	}
+	return nil
+}
+
+// worktree is a closed item's workdir and what forget can do with it.
+type worktree struct {
+	dir string
+	// url is the route's checkout URL; "" when the route makes no
+	// worktree (a plain directory, which forget never removes).
+	url string
+	m   *workspace.Manager
+}
+
+// worktreeOf returns r's workdir (Record.Workdir) and the checkout URL its
+// route renders now, if any.
+func worktreeOf(cfg *schema.Config, r desired.Record) worktree {
+	w := worktree{dir: r.Workdir(), m: &workspace.Manager{Root: filepath.Join(cfg.StateDir, mirrorsDir)}}
+	route, ok := cfg.Webhooks.GHWebhook.Routing.Route(r.Key.Owner, r.Key.Repo)
+	if !ok || route.Checkout == nil {
+		return w
+	}
+	if url, err := route.Checkout.RenderURL(r.Key.Owner, r.Key.Repo); err == nil {
+		w.url = url
+	}
+	return w
+}
+
+// check says what remove would do: worktreeNone when there is no
+// directory, worktreeKept with the reason (workspace.Manager.Kept, or
+// "not_a_worktree" for a route with no checkout), worktreeRemoved when it
+// is clean.
+func (w worktree) check(ctx context.Context) (outcome, kept string, err error) {
+	return w.do(ctx, false)
+}
+
+// remove removes the worktree when it is clean (workspace.Manager.Remove)
+// and says what it did, as check.
+func (w worktree) remove(ctx context.Context) (outcome, kept string, err error) {
+	return w.do(ctx, true)
+}
+
+func (w worktree) do(ctx context.Context, remove bool) (outcome, kept string, err error) {
+	if w.dir == "" {
+		return worktreeNone, "", nil
+	}
+	if _, err := os.Lstat(w.dir); errors.Is(err, os.ErrNotExist) {
+		return worktreeNone, "", nil
+	}
+	if w.url == "" {
+		return worktreeKept, workspace.KeptNotOurs, nil
+	}
+	if remove {
+		kept, err = w.m.Remove(ctx, w.url, w.dir)
+	} else {
+		kept, err = w.m.Kept(ctx, w.url, w.dir)
+	}
+	switch {
+	case err != nil:
+		return worktreeKept, "", fmt.Errorf("worktree %s: %w", w.dir, err)
+	case kept != "":
+		return worktreeKept, kept, nil
+	}
+	return worktreeRemoved, "", nil
+}
+
+// describeForget writes what forgetting r would remove and keep, and
+// returns errNotConfirmed.
+func describeForget(ctx context.Context, store desired.Store, wt worktree, r desired.Record, out io.Writer) error {
+	calls, err := store.Calls(ctx, desired.CallFilter{WorkItem: r.Key.String()})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "forget %s would remove:\n", r.Key)
+	fmt.Fprintf(out, "  its record: spec, status (%s), lease, session report, stored transcripts\n", r.Status.Phase)
+	fmt.Fprintf(out, "  its events: %d pending, and those delivered\n", len(r.Pending))
+	fmt.Fprintf(out, "  its GitHub calls: %d\n", len(calls))
+	outcome, kept, err := wt.check(ctx)
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "and keep its worktree %s: %v\n", wt.dir, err)
+	case outcome == worktreeRemoved:
+		fmt.Fprintf(out, "  its worktree %s (clean)\n", wt.dir)
+	case outcome == worktreeKept:
+		fmt.Fprintf(out, "and keep its workdir %s: %s\n", wt.dir, kept)
+	}
+	fmt.Fprintf(out, "Its journal rows stay until retention.journalDays ages them out.\n")
+	return errNotConfirmed
+}
