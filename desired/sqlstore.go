@@ -1041,7 +1041,7 @@ func (s *sqlStore) Events(ctx context.Context, f EventFilter) ([]journal.Event, 
 	if len(f.Names) > 0 {
 		where = append(where, "name IN (?"+strings.Repeat(", ?", len(f.Names)-1)+")")
 		for _, n := range f.Names {
-			args = append(args, string(n))
+			args = append(args, n)
 		}
 	}
 	if f.AfterID > 0 {

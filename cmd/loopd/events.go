@@ -82,7 +82,7 @@ func runEvents(cmd *cobra.Command, g *globals, args []string, o eventsOptions) e
 	f.Since = since
 	for _, t := range o.types {
 		if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
-			f.Names = append(f.Names, journal.Name(t))
+			f.Names = append(f.Names, t)
 		}
 	}
 	_, store, err := g.readStore(ctx)

@@ -65,6 +65,9 @@ func fleetStore(t *testing.T, socket string) (string, desired.Store) {
 		if k == keyClosed {
 			in.Closed, in.StateAt = &closed, now
 		}
+		if k == keyAttended {
+			in.Delivery.Sender = "evil\x1b[2Jsender" // a terminal escape, as untrusted text may hold
+		}
 		_, err := store.Ingest(ctx, in)
 		require.NoError(t, err)
 	}
@@ -77,7 +80,7 @@ func fleetStore(t *testing.T, socket string) (string, desired.Store) {
 	require.NoError(t, store.SetHeld(ctx, keyHeld, true))
 	require.NoError(t, store.PutStatus(ctx, keyHeld, desired.Status{Phase: desired.PhaseStopped, Reason: "held"}, "d-"+keyHeld.String()))
 	require.NoError(t, store.PutStatus(ctx, keyAttended, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop",
-		Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}, "d-"+keyAttended.String()))
+		Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}))
 	return config, store
 }
 
@@ -344,6 +347,13 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	}
 	assert.NotContains(t, out, "attempt=E", "only the last 20")
 	assert.NotContains(t, out, "body", "no prompt text")
+
+	// Text from outside is quoted, never handed to the terminal.
+	out, err = run(t, "", "--config", config, "describe", "octo-org/web#1")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
+	assert.NotContains(t, out, "\x1b")
+	assert.Contains(t, out, "Last exit:")
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as

@@ -54,9 +54,9 @@ func (s suite) events(t *testing.T) {
 		{name: "limit_above_count", filter: desired.EventFilter{Limit: 50}, want: all},
 		{name: "combined", filter: desired.EventFilter{WorkItem: a, Since: t0.Add(time.Second), Limit: 2}, want: []journal.Event{all[3], all[4]}},
 		{name: "no_match", filter: desired.EventFilter{WorkItem: "acme/none#1"}, want: nil},
-		{name: "names", filter: desired.EventFilter{Names: []journal.Name{journal.SessionSpawned, journal.DispatchDelivered}},
+		{name: "names", filter: desired.EventFilter{Names: []string{string(journal.SessionSpawned), string(journal.DispatchDelivered)}},
 			want: []journal.Event{all[1], all[2], all[4]}},
-		{name: "names_then_limit", filter: desired.EventFilter{Names: []journal.Name{journal.SessionSpawned}, Limit: 1}, want: []journal.Event{all[2]}},
+		{name: "names_then_limit", filter: desired.EventFilter{Names: []string{string(journal.SessionSpawned)}, Limit: 1}, want: []journal.Event{all[2]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
