@@ -99,6 +99,17 @@ func TestResolveItemIgnoresCase(t *testing.T) {
 	assert.EqualError(t, err, "work item codertocat/hello-world#10 not found")
 	_, err = resolveItem(ctx, store, "codertocat/hello-world")
 	assert.ErrorIs(t, err, desired.ErrBadKey)
+
+	// Two spellings stored (a repository renamed in case): the exact one
+	// wins, any other is ambiguous, never a guess.
+	renamed := desired.Key{Owner: "codertocat", Repo: "hello-world", Number: 8}
+	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-renamed", Key: renamed, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	require.NoError(t, err)
+	r, err := resolveItem(ctx, store, "codertocat/hello-world#8")
+	require.NoError(t, err)
+	assert.Equal(t, renamed, r.Key)
+	_, err = resolveItem(ctx, store, "CoderToCat/Hello-World#8")
+	assert.EqualError(t, err, "work item CoderToCat/Hello-World#8 is ambiguous: it matches Codertocat/Hello-World#8 and codertocat/hello-world#8; give the exact key")
 }
 
 // Hold and release take a key in any case; an unknown item is "not
