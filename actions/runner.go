@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -173,10 +174,19 @@ func (e *Executor) logOrAttach(a MarkRunning) []any {
 	return []any{"attach", AttachCommand(e.Socket, a.Session)}
 }
 
-// AttachCommand returns the shell command that attaches a terminal to
+// AttachArgv returns the argv, "tmux" first, that attaches a terminal to
 // session on loopd's tmux server of socket name socket: tmux -L, and an
 // exact target ("=" prefix, tmux(1) "target-session"), so that no other
-// session whose name starts the same is taken for it.
+// session whose name starts the same is taken for it. attach is tmux's
+// alias of attach-session. loopd attach execs it.
+func AttachArgv(socket, session string) []string {
+	return []string{"tmux", "-L", socket, "attach", "-t", "=" + session}
+}
+
+// AttachCommand returns AttachArgv as the command line an operator types
+// (the journal's attach=, loopd describe, the status page). Socket and
+// session names hold no character a shell splits on (the schema's pattern
+// for tmux.socket; desired.SessionName).
 func AttachCommand(socket, session string) string {
-	return fmt.Sprintf("tmux -L %s attach -t =%s", socket, session)
+	return strings.Join(AttachArgv(socket, session), " ")
 }

@@ -1026,7 +1026,8 @@ func appendEvent(ctx context.Context, tx *sql.Tx, e journal.Event) error {
 
 // Events returns the journal rows f selects, oldest first (by time, then by
 // order of appending): those of f.WorkItem when set, at or after f.Since when
-// set, and only the newest f.Limit when it is positive.
+// set, of f.Names when set, appended after f.AfterID when positive, and
+// only the newest f.Limit when it is positive.
 func (s *sqlStore) Events(ctx context.Context, f EventFilter) ([]journal.Event, error) {
 	var (
 		where []string
@@ -1040,7 +1041,17 @@ func (s *sqlStore) Events(ctx context.Context, f EventFilter) ([]journal.Event, 
 		where = append(where, "time >= ?")
 		args = append(args, timeToDB(f.Since))
 	}
-	query := `SELECT time, name, level, work_item, attrs FROM events`
+	if len(f.Names) > 0 {
+		where = append(where, "name IN (?"+strings.Repeat(", ?", len(f.Names)-1)+")")
+		for _, n := range f.Names {
+			args = append(args, n)
+		}
+	}
+	if f.AfterID > 0 {
+		where = append(where, "id > ?")
+		args = append(args, f.AfterID)
+	}
+	query := `SELECT id, time, name, level, work_item, attrs FROM events`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -1071,7 +1082,7 @@ func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]
 			level int64
 			attrs string
 		)
-		if err := rows.Scan(&at, &e.Name, &level, &e.WorkItem, &attrs); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Name, &level, &e.WorkItem, &attrs); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(attrs), &e.Attrs); err != nil {

@@ -113,6 +113,14 @@ type EventFilter struct {
 	WorkItem string
 	Since    time.Time
 	Limit    int // newest Limit rows, still returned oldest first
+	// Names, when not empty, selects the rows of these event names only
+	// (journal.Name values, as an operator typed them: text that names no
+	// event selects nothing).
+	Names []string
+	// AfterID, when positive, selects the rows appended after the row of
+	// that id (journal.Event.ID): a reader that follows the journal asks
+	// for what came since the last row it saw, whatever its time says.
+	AfterID int64
 }
 
 // Store is the durable home of work items, their deliveries and the event

@@ -25,6 +25,13 @@ type Key struct {
 // String returns the key as owner/repo#number.
 func (k Key) String() string { return k.Owner + "/" + k.Repo + "#" + strconv.Itoa(k.Number) }
 
+// SameItem reports whether k and o name one work item on GitHub: the same
+// number, and owner and repository equal under Unicode case folding
+// (GitHub's names are case-insensitive, and routing matches them so).
+func (k Key) SameItem(o Key) bool {
+	return k.Number == o.Number && strings.EqualFold(k.Owner, o.Owner) && strings.EqualFold(k.Repo, o.Repo)
+}
+
 // ParseKey parses owner/repo#number. It returns an error wrapping ErrBadKey when
 // the text has another shape or the number is not a positive integer.
 func ParseKey(s string) (Key, error) {

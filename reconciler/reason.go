@@ -58,7 +58,7 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 			}
 			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
 		}
-		if flag := stalePending(r, now, stale); flag != "" {
+		if flag := StalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
 		out[r.Key] = strings.TrimSpace(reason)
@@ -66,10 +66,11 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 	return out
 }
 
-// stalePending returns "stale_pending=N since=D" when r is Stopped and its
+// StalePending returns "stale_pending=N since=D" when r is Stopped and its
 // oldest pending event was received more than stale before now, D being
-// that age (2h5m; seconds under a minute); "" otherwise.
-func stalePending(r desired.Record, now time.Time, stale time.Duration) string {
+// that age (2h5m; seconds under a minute); "" otherwise. loopd get always
+// lists such an item.
+func StalePending(r desired.Record, now time.Time, stale time.Duration) string {
 	if r.Status.Phase != desired.PhaseStopped || len(r.Pending) == 0 {
 		return ""
 	}

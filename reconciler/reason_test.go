@@ -65,6 +65,6 @@ func TestStalePendingFlag(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Status: desired.Status{Phase: desired.PhaseStopped},
 		Pending: []desired.Delivery{{ID: "d", ReceivedAt: now.Add(-30 * time.Second)}}}
-	assert.Equal(t, "stale_pending=1 since=30s", stalePending(rec, now, 10*time.Second))
-	assert.Empty(t, stalePending(rec, now, time.Minute))
+	assert.Equal(t, "stale_pending=1 since=30s", StalePending(rec, now, 10*time.Second))
+	assert.Empty(t, StalePending(rec, now, time.Minute))
 }

@@ -85,7 +85,7 @@ echo "listening; log in $work/serve.log"
 # wait_for PATTERN: until loopd get prints a line matching PATTERN (15 s).
 wait_for() {
 	for _ in $(seq 150); do
-		"$loopd" get "${cfg[@]}" 2>/dev/null | grep -Eq "$1" && return 0
+		"$loopd" get --all "${cfg[@]}" 2>/dev/null | grep -Eq "$1" && return 0
 		sleep 0.1
 	done
 	echo "timed out waiting for: $1" >&2

@@ -57,22 +57,17 @@ runs under the reconcile lock, so no pass acts on the item meanwhile.
 Without --yes it says what it would remove and exits 1, removing nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// resolveItem (cmd/loopd/items.go) takes the place of ParseKey
-			// here once merged: keys are matched case-insensitively.
-			k, err := desired.ParseKey(args[0])
-			if err != nil {
-				return err
-			}
-			return forget(cmd.Context(), g, k, yes, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return forget(cmd.Context(), g, args[0], yes, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "remove the item; without it, only say what would be removed")
 	return cmd
 }
 
-// forget removes the closed item k (forgetItem), or with yes false says
-// what it would remove and returns errNotConfirmed with exit code 1.
-func forget(ctx context.Context, g *globals, k desired.Key, yes bool, out, errOut io.Writer) error {
+// forget removes the closed item arg names (in any case: resolveItem), or
+// with yes false says what it would remove and returns errNotConfirmed
+// with exit code 1.
+func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut io.Writer) error {
 	log, err := g.logger(errOut)
 	if err != nil {
 		return err
@@ -92,17 +87,15 @@ func forget(ctx context.Context, g *globals, k desired.Key, yes bool, out, errOu
 		unlock, err := store.Lock(lockCtx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("forget %s: %w (waited %s)", k, err, schema.DefaultOnceLockWait)
+			return fmt.Errorf("forget %s: %w (waited %s)", arg, err, schema.DefaultOnceLockWait)
 		}
 		defer unlock()
 	}
-	r, err := store.Get(ctx, k)
-	if errors.Is(err, desired.ErrNotFound) {
-		return fmt.Errorf("work item %s not found", k)
-	}
+	r, err := resolveItem(ctx, store, arg)
 	if err != nil {
 		return err
 	}
+	k := r.Key
 	if err := forgettable(ctx, cfg, r); err != nil {
 		return err
 	}

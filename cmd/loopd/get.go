@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
@@ -19,45 +22,65 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
+// getWatchPoll is how often get --watch reads the store again.
+const getWatchPoll = time.Second
+
+// getOptions are get's flags.
+type getOptions struct {
+	output string
+	watch  bool
+	phases []string
+	all    bool
+	stale  time.Duration
+}
+
 func newGetCmd(g *globals) *cobra.Command {
-	var stale time.Duration
+	var o getOptions
 	cmd := &cobra.Command{
-		Use:   "get",
+		Use:   "get [WORK_ITEM...]",
 		Short: "List work items: key, host, session, phase, session id, pending count",
-		Long: `get lists every work item. An item that is Stopped while events have been
+		Long: `get lists the work items, or the ones named (owner/repo#N, case ignored).
+Closed items and stopped ones are left out unless --all is given, they are
+named, or --phase asks for their phase; a held item, and one whose events
+wait too long (below), is always shown.
+
+An item that is Stopped while events have been
 pending for longer than --stale-pending is flagged in the reason column
 (stale_pending=N since=D): it is closed or held, so they wait, or a reopen
 was lost on the way from GitHub (the next comment heals that). A Queued item
 waits for a free slot of the host's capacity; position=N is its place in the
 queue, 1 next. SESSION ID says "unconfirmed" while loopd has not yet learned
 the id of a conversation its harness started without one given (Codex).
-HOST is the host whose lease runs the item ("-" for none yet).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, store, err := g.readStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			records, err := store.Records(cmd.Context())
-			if err != nil {
-				return err
-			}
-			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
-			policy.Routing = cfg.Webhooks.GHWebhook.Routing
-			now := time.Now()
-			if err := printRecords(cmd.OutOrStdout(), records, now, stale, policy, deaths(cmd.Context(), cfg, records, now)); err != nil {
-				return err
-			}
-			failed, err := store.Calls(cmd.Context(), desired.CallFilter{State: desired.CallFailed})
-			if err != nil {
-				return err
-			}
-			return printCalls(cmd.OutOrStdout(), failed)
+HOST is the host whose lease runs the item ("-" for none yet).
+
+-o wide adds the harness, pane, workdir and lease expiry; -o name prints one
+key a line; -o json and -o yaml print a WorkItemList whose schema is
+schema/getoutput.schema.json. --watch prints again what changed, every
+second, until interrupted: table rows without the header, one WorkItem
+object a line for json, one YAML document each for yaml.`,
+		Example: `  loopd get
+  loopd get --all -o wide
+  loopd get codertocat/hello-world#1 -o json
+  loopd get --phase needsattention,backingoff --watch`,
+		ValidArgsFunction: completeItems(g, true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runGet(cmd, g, args, o)
 		},
 	}
-	cmd.Flags().DurationVar(&stale, "stale-pending", schema.DefaultStalePending,
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, name, json or yaml (default: a table)")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, print what changes until interrupted")
+	cmd.Flags().StringSliceVar(&o.phases, "phase", nil, "only items in these phases (case ignored; may repeat or be a comma list)")
+	cmd.Flags().BoolVarP(&o.all, "all", "A", false, "include closed and stopped items")
+	cmd.Flags().DurationVar(&o.stale, "stale-pending", schema.DefaultStalePending,
 		"flag Stopped items whose oldest pending event is older than this")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(getFormats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("phase", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, p := range desired.Phases() {
+			out = append(out, string(p))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 
@@ -71,46 +94,291 @@ func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
 	return openStore(ctx, cfg)
 }
 
-// printRecords writes one line per record, with the reason
-// reconciler.Reasons gives it (a Stopped one whose oldest pending event
-// was received more than stale before now is flagged, a Queued one gets
-// its place in the queue, position=N, 1 first). The
-// failure count is the one the next restart decision under p would start
-// from (reconciler.NextFailures), not a stale recorded one.
-func printRecords(w io.Writer, records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) error {
+// getFormats are get's -o values; "" is the table.
+var getFormats = []string{"wide", "name", "json", "yaml"}
+
+// runGet is loopd get: it resolves the named items, prints the list once,
+// and with --watch what changes after it.
+func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
+	ctx := cmd.Context()
+	if o.output != "" && !slices.Contains(getFormats, o.output) {
+		return fmt.Errorf("-o %q: want one of %s", o.output, strings.Join(getFormats, ", "))
+	}
+	phases, err := parsePhases(o.phases)
+	if err != nil {
+		return err
+	}
+	cfg, store, err := g.readStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var named []desired.Key
+	for _, a := range args {
+		r, err := resolveItem(ctx, store, a)
+		if err != nil {
+			return err
+		}
+		named = append(named, r.Key)
+	}
+	sel := selection{named: named, phases: phases, all: o.all, stale: o.stale}
+	policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
+	policy.Routing = cfg.Webhooks.GHWebhook.Routing
+	read := func() ([]itemView, []bool, error) {
+		records, err := store.Records(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		now := time.Now()
+		views := itemViews(records, now, o.stale, policy, deaths(ctx, cfg, records, now))
+		shown := make([]bool, len(records))
+		for i, r := range records {
+			shown[i] = sel.shows(r, now)
+		}
+		return views, shown, nil
+	}
+	views, shown, err := read()
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	list := pick(views, shown)
+	if err := printViews(out, list, o.output); err != nil {
+		return err
+	}
+	if o.output == "" || o.output == "wide" {
+		if len(list) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "No work items found.")
+		}
+		if hidden := len(views) - len(list); hidden > 0 && len(named) == 0 && !o.all {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work items not shown; --all shows them\n", hidden)
+		}
+		if !o.watch {
+			failed, err := store.Calls(ctx, desired.CallFilter{State: desired.CallFailed})
+			if err != nil {
+				return err
+			}
+			if err := printCalls(out, failed); err != nil {
+				return err
+			}
+		}
+	}
+	if !o.watch {
+		return nil
+	}
+	return watchViews(ctx, out, o.output, views, shown, read)
+}
+
+// selection is which work items get shows.
+type selection struct {
+	named  []desired.Key
+	phases map[desired.Phase]bool
+	all    bool
+	stale  time.Duration
+}
+
+// shows reports whether get shows r: a named item or, with none named,
+// any item under --all and otherwise every one but the finished (closed
+// or stopped, neither held nor with events waiting too long); a phase
+// asked for with --phase is never finished. --phase narrows it all.
+func (s selection) shows(r desired.Record, now time.Time) bool {
+	if len(s.phases) > 0 && !s.phases[r.Status.Phase] {
+		return false
+	}
+	if len(s.named) > 0 {
+		return slices.Contains(s.named, r.Key)
+	}
+	if s.all || len(s.phases) > 0 {
+		return true
+	}
+	finished := r.Spec.Closed || r.Status.Phase == desired.PhaseStopped
+	return !finished || r.Spec.Held || reconciler.StalePending(r, now, s.stale) != ""
+}
+
+// parsePhases returns the phases named in list, case ignored; the error
+// for a name that is no phase lists the valid ones.
+func parsePhases(list []string) (map[desired.Phase]bool, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := map[desired.Phase]bool{}
+	for _, name := range list {
+		i := slices.IndexFunc(desired.Phases(), func(p desired.Phase) bool { return strings.EqualFold(string(p), strings.TrimSpace(name)) })
+		if i < 0 {
+			valid := make([]string, 0, len(desired.Phases()))
+			for _, p := range desired.Phases() {
+				valid = append(valid, string(p))
+			}
+			return nil, fmt.Errorf("unknown phase %q; valid phases: %s", name, strings.Join(valid, ", "))
+		}
+		out[desired.Phases()[i]] = true
+	}
+	return out, nil
+}
+
+// pick returns the views whose shown flag is set.
+func pick(views []itemView, shown []bool) []itemView {
+	out := []itemView{}
+	for i, v := range views {
+		if shown[i] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// printViews writes views in format: "" (the table), wide, name, json or
+// yaml (a WorkItemList).
+func printViews(w io.Writer, views []itemView, format string) error {
+	switch format {
+	case "", "wide":
+		return printRecords(w, views, format == "wide", true)
+	case "name":
+		for _, v := range views {
+			fmt.Fprintln(w, v.Key)
+		}
+		return nil
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(newItemList(views))
+	case "yaml":
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(newItemList(views)); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
+	return fmt.Errorf("-o %q: want one of %s", format, strings.Join(getFormats, ", "))
+}
+
+// watchViews is get --watch: every getWatchPoll it reads the items again
+// and prints those that changed since the last print, as kubectl get
+// --watch does: an item shown before that is no longer shown (closed, say)
+// is printed once more, with what it became. It returns when ctx ends.
+func watchViews(ctx context.Context, w io.Writer, format string, views []itemView, shown []bool,
+	read func() ([]itemView, []bool, error)) error {
+	last := map[string]string{}  // the fingerprint of each item printed
+	visible := map[string]bool{} // the items shown at the last read
+	remember := func(views []itemView, shown []bool) {
+		clear(visible)
+		for i, v := range views {
+			last[v.Key] = v.fingerprint()
+			visible[v.Key] = shown[i]
+		}
+	}
+	remember(views, shown)
+	tick := time.NewTicker(getWatchPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		views, shown, err := read()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var changed []itemView
+		for i, v := range views {
+			if (shown[i] || visible[v.Key]) && last[v.Key] != v.fingerprint() {
+				changed = append(changed, v)
+			}
+		}
+		remember(views, shown)
+		if err := printChanged(w, changed, format); err != nil {
+			return err
+		}
+	}
+}
+
+// printChanged writes the items --watch found changed: table rows with no
+// header, names, one JSON object a line, or one YAML document each.
+func printChanged(w io.Writer, views []itemView, format string) error {
+	if len(views) == 0 {
+		return nil
+	}
+	switch format {
+	case "", "wide":
+		return printRecords(w, views, format == "wide", false)
+	case "json":
+		enc := json.NewEncoder(w)
+		for _, v := range views {
+			if err := enc.Encode(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "yaml":
+		for _, v := range views {
+			fmt.Fprintln(w, "---")
+			if err := yaml.NewEncoder(w).Encode(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return printViews(w, views, format)
+}
+
+// printRecords writes views as get's table, one line per item, with the
+// header when header is true; wide adds the harness, pane, workdir and
+// lease expiry before the reason.
+func printRecords(w io.Writer, views []itemView, wide, header bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORK ITEM\tHOST\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\tREASON")
-	reasons := reconciler.Reasons(records, p, now, stale)
-	for _, r := range records {
-		st := r.Status
-		phase := string(st.Phase)
-		if r.Spec.Held {
+	if header {
+		head := "WORK ITEM\tHOST\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\t"
+		if wide {
+			head += "HARNESS\tPANE\tWORKDIR\tLEASE EXPIRES\t"
+		}
+		fmt.Fprintln(tw, head+"REASON")
+	}
+	for _, v := range views {
+		st := v.Status
+		phase := st.Phase
+		if v.Spec.Held {
 			phase += " (held)"
-		} else if r.Spec.Closed {
+		} else if v.Spec.Closed {
 			phase += " (closed)"
 		}
-		id := r.ConversationID(nil)
+		id := st.ConversationID
 		switch {
-		case st.IDUnconfirmed:
+		case st.ConversationUnconfirmed:
 			// The harness chose an id loopd has not learned yet.
 			id = "unconfirmed"
 		case id == "":
 			id = "-"
 		}
-		reason := reasons[r.Key]
-		host := r.Lease.Owner // the host that runs the item
-		switch {
-		case host == "":
-			host = "-"
-		case !r.Lease.Expires.After(now):
-			// Its owner stopped heartbeating: the item waits for
-			// another host to take it over.
-			host += " (lapsed)"
+		host, expires := "-", "-"
+		if l := st.Lease; l != nil {
+			host = l.Host
+			expires = l.Expires.Local().Format(time.RFC3339)
+			if l.Lapsed {
+				// Its owner stopped heartbeating: the item waits for
+				// another host to take it over.
+				host += " (lapsed)"
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Key, host, desired.SessionName(r.Key), phase, id,
-			len(r.Pending), reconciler.NextFailures(r, p, now, died[r.Key]), reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t", v.Key, host, st.Session, phase, id, st.Pending, st.Failures)
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
+		}
+		fmt.Fprintln(tw, st.Reason)
 	}
 	return tw.Flush()
+}
+
+// dash returns s, or "-" for "".
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // accounts returns the account of each harness of cfg
@@ -146,42 +414,4 @@ func deaths(ctx context.Context, cfg *schema.Config, records []desired.Record, n
 		}
 	}
 	return out
-}
-
-func newEventsCmd(g *globals) *cobra.Command {
-	var f desired.EventFilter
-	var since time.Duration
-	cmd := &cobra.Command{
-		Use:   "events [work-item]",
-		Short: "Print the event journal, one event a line",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				k, err := desired.ParseKey(args[0])
-				if err != nil {
-					return err
-				}
-				f.WorkItem = k.String()
-			}
-			if since > 0 {
-				f.Since = time.Now().Add(-since)
-			}
-			_, store, err := g.readStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			events, err := store.Events(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			for _, e := range events {
-				fmt.Fprintln(cmd.OutOrStdout(), e.String())
-			}
-			return nil
-		},
-	}
-	cmd.Flags().IntVar(&f.Limit, "limit", 0, "only the newest N events (0: all)")
-	cmd.Flags().DurationVar(&since, "since", 0, "only events newer than this, e.g. 1h")
-	return cmd
 }

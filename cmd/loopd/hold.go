@@ -26,16 +26,13 @@ under the reconcile lock, and journals item.released.`
 	}
 	var fresh bool
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long,
-		Args:  cobra.ExactArgs(1),
+		Use:               use,
+		Short:             short,
+		Long:              long,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			k, err := desired.ParseKey(args[0])
-			if err != nil {
-				return err
-			}
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -45,6 +42,11 @@ under the reconcile lock, and journals item.released.`
 				return err
 			}
 			defer store.Close()
+			r, err := resolveItem(ctx, store, args[0])
+			if err != nil {
+				return err
+			}
+			k := r.Key
 			if hold {
 				if err := store.SetHeld(ctx, k, true); err != nil {
 					return err

@@ -54,14 +54,32 @@ func (s suite) events(t *testing.T) {
 		{name: "limit_above_count", filter: desired.EventFilter{Limit: 50}, want: all},
 		{name: "combined", filter: desired.EventFilter{WorkItem: a, Since: t0.Add(time.Second), Limit: 2}, want: []journal.Event{all[3], all[4]}},
 		{name: "no_match", filter: desired.EventFilter{WorkItem: "acme/none#1"}, want: nil},
+		{name: "names", filter: desired.EventFilter{Names: []string{string(journal.SessionSpawned), string(journal.DispatchDelivered)}},
+			want: []journal.Event{all[1], all[2], all[4]}},
+		{name: "names_then_limit", filter: desired.EventFilter{Names: []string{string(journal.SessionSpawned)}, Limit: 1}, want: []journal.Event{all[2]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := st.Events(ctx, tt.filter)
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, withoutIDs(got))
 		})
 	}
+
+	// Ids grow in the order of appending, whatever the rows' times say;
+	// AfterID selects the rows appended after one.
+	got, err := st.Events(ctx, desired.EventFilter{})
+	require.NoError(t, err)
+	ids := map[journal.Name][]int64{}
+	for _, e := range got {
+		require.Positive(t, e.ID)
+		ids[e.Name] = append(ids[e.Name], e.ID)
+	}
+	// Appended as all[0], all[1], all[3], all[2], all[4].
+	require.Less(t, ids[journal.SessionResumeFailed][0], ids[journal.SessionSpawned][1], "all[3] was appended before all[2]")
+	after, err := st.Events(ctx, desired.EventFilter{AfterID: ids[journal.SessionResumeFailed][0]})
+	require.NoError(t, err)
+	assert.Equal(t, []journal.Event{all[2], all[4]}, withoutIDs(after))
 
 	// Rows of the same time keep the order they were appended in.
 	same := []journal.Event{
@@ -72,9 +90,18 @@ func (s suite) events(t *testing.T) {
 	for _, e := range same {
 		require.NoError(t, st.AppendEvent(ctx, e))
 	}
-	got, err := st.Events(ctx, desired.EventFilter{Since: t0.Add(time.Hour)})
+	got, err = st.Events(ctx, desired.EventFilter{Since: t0.Add(time.Hour)})
 	require.NoError(t, err)
-	assert.Equal(t, same, got)
+	assert.Equal(t, same, withoutIDs(got))
+}
+
+// withoutIDs returns events with their journal ids cleared, to compare
+// them with the events that were appended.
+func withoutIDs(events []journal.Event) []journal.Event {
+	for i := range events {
+		events[i].ID = 0
+	}
+	return events
 }
 
 // durable: everything a store was told survives closing it and opening

@@ -294,6 +294,9 @@ const (
 
 // Event is one journal entry. Attrs keys are snake_case, as in the log.
 type Event struct {
+	// ID is the row's id in the journal, growing with each row appended
+	// (desired.EventFilter.AfterID); 0 for an event not read from a store.
+	ID       int64
 	Time     time.Time
 	Name     Name
 	Level    slog.Level

@@ -332,7 +332,7 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 	if i < 0 {
 		// GitHub's owner and repository names are case-insensitive, as
 		// routing is: another case finds the item at its own address.
-		if j := slices.IndexFunc(records, func(rec desired.Record) bool { return sameItem(rec.Key, asked) }); j >= 0 {
+		if j := slices.IndexFunc(records, func(rec desired.Record) bool { return rec.Key.SameItem(asked) }); j >= 0 {
 			http.Redirect(w, r, itemURL(records[j].Key), http.StatusFound)
 			return
 		}
@@ -364,12 +364,6 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 		d.Process = true
 	}
 	h.render(w, h.item, http.StatusOK, d)
-}
-
-// sameItem reports whether a and b name one item in GitHub's sense: owner
-// and repository compared case-insensitively, as routing compares them.
-func sameItem(a, b desired.Key) bool {
-	return a.Number == b.Number && strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
 }
 
 // rows returns the table row of each record, in order, with the reason

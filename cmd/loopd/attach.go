@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/tmux"
+)
+
+// execve replaces the process with argv (syscall.Exec); tests replace it
+// to see the argv.
+var execve = syscall.Exec
+
+func newAttachCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "attach WORK_ITEM",
+		Short: "Attach this terminal to the tmux session of a work item's agent",
+		Long: `attach replaces loopd with tmux attached to the item's session on loopd's
+private server (tmux -L <socket> attach -t =<session>: the exact session,
+never one whose name only starts the same). Detach with the tmux prefix and
+d (C-b d), which leaves the agent running. What you type reaches the agent.
+An item of the process runner has no session: loopd logs shows its run.`,
+		Example:           `  loopd attach codertocat/hello-world#1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeItems(g, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, store, err := g.readStore(ctx)
+			if err != nil {
+				return err
+			}
+			r, err := resolveItem(ctx, store, args[0])
+			store.Close()
+			if err != nil {
+				return err
+			}
+			session, err := itemSession(ctx, cfg.Tmux.Socket, r)
+			if err != nil {
+				return err
+			}
+			argv := actions.AttachArgv(cfg.Tmux.Socket, session)
+			bin, err := exec.LookPath(argv[0])
+			if err != nil {
+				return fmt.Errorf("attach %s: %w", r.Key, err)
+			}
+			if err := execve(bin, argv, os.Environ()); err != nil {
+				return fmt.Errorf("attach %s: exec %s: %w", r.Key, bin, err)
+			}
+			return nil
+		},
+	}
+}
+
+// itemSession returns the name of r's tmux session when it is on the
+// server of socket; the error says why not: the item runs as a process
+// (no session: its run log tells), or its session is not there.
+func itemSession(ctx context.Context, socket string, r desired.Record) (string, error) {
+	if r.Status.RunID != "" {
+		return "", fmt.Errorf("work item %s runs as a process, with no tmux session: loopd logs %s prints its run", r.Key, r.Key)
+	}
+	name := desired.SessionName(r.Key)
+	panes, err := tmux.NewExec(socket, slog.New(slog.DiscardHandler)).ListPanes(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list tmux sessions on socket %s: %w", socket, err)
+	}
+	for _, p := range panes {
+		if p.Session == name {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("work item %s has no tmux session %s on socket %s (phase %s)", r.Key, name, socket, r.Status.Phase)
+}

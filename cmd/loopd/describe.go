@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/runner"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
+)
+
+// describeEvents is how many of the item's latest journal events describe
+// shows.
+const describeEvents = 20
+
+func newDescribeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe WORK_ITEM",
+		Short: "Show one work item in full: spec, status, where its agent runs, pending and recent events",
+		Long: `describe shows one work item (owner/repo#N, case ignored): its spec and status
+as get works them out, its harness, workdir and tmux session, the command
+that attaches to the session, the transcript of its conversation, the
+events waiting for its agent (never their text) and its last 20 journal
+events.`,
+		Example:           `  loopd describe codertocat/hello-world#1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeItems(g, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, store, err := g.readStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, err := resolveItem(ctx, store, args[0])
+			if err != nil {
+				return err
+			}
+			records, err := store.Records(ctx)
+			if err != nil {
+				return err
+			}
+			events, err := store.Events(ctx, desired.EventFilter{WorkItem: r.Key.String(), Limit: describeEvents})
+			if err != nil {
+				return err
+			}
+			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
+			policy.Routing = cfg.Webhooks.GHWebhook.Routing
+			now := time.Now()
+			var view itemView
+			for _, v := range itemViews(records, now, schema.DefaultStalePending, policy, deaths(ctx, cfg, records, now)) {
+				if v.Key == r.Key.String() {
+					view = v
+				}
+			}
+			return describe(cmd.OutOrStdout(), cfg, r, view, events)
+		},
+	}
+}
+
+// describe writes the description of r (its view as get shows it, and its
+// latest journal events) under cfg.
+func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, events []journal.Event) error {
+	st := v.Status
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	line := func(indent, label, value string) { fmt.Fprintf(tw, "%s%s:\t%s\n", indent, label, value) }
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Local().Format(time.RFC3339)
+	}
+	line("", "Name", v.Key)
+	line("", "Kind", dash(v.Spec.Kind))
+	line("", "Harness", dash(v.Spec.Harness))
+	line("", "Workdir", dash(st.Workdir))
+	line("", "Session", st.Session)
+	if st.RunID != "" {
+		// A process-runner item: a run per event, no tmux session.
+		line("", "Run log", runLogPath(cfg, r))
+		line("", "Logs", "loopd logs "+v.Key)
+	} else {
+		line("", "Attach", actions.AttachCommand(cfg.Tmux.Socket, st.Session))
+	}
+	line("", "Transcript", transcriptOf(cfg, r, st.ConversationID))
+	line("", "Spec", "")
+	line("  ", "Closed", strconv.FormatBool(v.Spec.Closed))
+	line("  ", "Held", strconv.FormatBool(v.Spec.Held))
+	line("  ", "Release pending", strconv.FormatBool(v.Spec.ReleasePending))
+	line("  ", "Generation", strconv.FormatInt(v.Spec.Generation, 10))
+	if v.Spec.HeadRef != "" {
+		line("  ", "Head ref", v.Spec.HeadRef)
+	}
+	line("", "Status", "")
+	line("  ", "Phase", st.Phase)
+	line("  ", "Reason", dash(st.Reason))
+	host := "-"
+	if st.Lease != nil {
+		host = st.Lease.Host + " (lease expires " + at(st.Lease.Expires) + ")"
+		if st.Lease.Lapsed {
+			host = st.Lease.Host + " (lease lapsed " + at(st.Lease.Expires) + ")"
+		}
+	}
+	line("  ", "Host", host)
+	id := dash(st.ConversationID)
+	if st.ConversationUnconfirmed {
+		id = "unconfirmed"
+	}
+	line("  ", "Conversation ID", id)
+	line("  ", "Pane", dash(st.PaneID))
+	line("  ", "Spawned", at(st.SpawnedAt))
+	line("  ", "Failures", strconv.Itoa(st.Failures))
+	if e := st.LastExit; e != nil {
+		status := "unknown"
+		if e.Status != nil {
+			status = strconv.Itoa(*e.Status)
+		}
+		line("  ", "Last exit", "status "+status+" reason "+dash(e.Reason)+" at "+at(e.At))
+	}
+	if !st.NextAttempt.IsZero() {
+		line("  ", "Next attempt", at(st.NextAttempt))
+	}
+	if st.Blocked != "" {
+		line("  ", "Blocked", st.Blocked)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "Pending events (%d):\n", len(r.Pending))
+	if len(r.Pending) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  DELIVERY\tEVENT\tSENDER\tRECEIVED\tBYTES")
+		for _, d := range r.Pending {
+			event := d.Event
+			if d.Action != "" {
+				event += "." + d.Action
+			}
+			// The sender is GitHub's text: quoted when it holds anything
+			// a terminal would act on.
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", journal.Quote(d.ID), journal.Quote(event), journal.Quote(d.Sender), at(d.ReceivedAt), d.Size)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "Events (last %d):\n", describeEvents)
+	if len(events) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	for _, e := range events {
+		fmt.Fprintln(w, "  "+e.String())
+	}
+	return nil
+}
+
+// runLogPath is the log of the item's current run of the process runner
+// (internal/runner), under the state dir's runs directory (app's runsDir).
+func runLogPath(cfg *schema.Config, r desired.Record) string {
+	runs := runner.Runner{Dir: filepath.Join(cfg.StateDir, runsDir)}
+	return runs.LogPath(desired.SessionName(r.Key), r.Status.RunID)
+}
+
+// transcriptOf says where the item's conversation id has its transcript,
+// as its harness adapter finds it for the item's workdir
+// (harness.Adapter.Transcript), and whether it is there.
+func transcriptOf(cfg *schema.Config, r desired.Record, id string) string {
+	h, ok := cfg.Harnesses[r.Spec.Harness]
+	switch {
+	case !ok:
+		return fmt.Sprintf("unknown: harness %q is not in the config", r.Spec.Harness)
+	case id == "":
+		return "- (no conversation yet)"
+	case r.Workdir() == "":
+		return "- (no workdir yet)"
+	}
+	ad, err := harness.New(r.Spec.Harness, h)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	tr, err := ad.Transcript(r.Workdir(), id)
+	switch {
+	case err != nil:
+		return "unknown: " + err.Error()
+	case !tr.Known:
+		return "unknown: harness " + r.Spec.Harness + " has no transcript rule"
+	case !tr.Exists:
+		return tr.Path + " (not there)"
+	}
+	return fmt.Sprintf("%s (%d bytes, written %s)", tr.Path, tr.Size, tr.ModTime.Local().Format(time.RFC3339))
+}

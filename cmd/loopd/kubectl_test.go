@@ -1,0 +1,537 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+)
+
+// The items of fleetStore, spelled as GitHub spells them.
+var (
+	keyRunning  = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 8}
+	keyClosed   = desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 9}
+	keyHeld     = desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
+	keyStopped  = desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
+	keyAttended = desired.Key{Owner: "octo-org", Repo: "web", Number: 1}
+)
+
+const convID = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+
+// fleetStore writes a config with its state in a new temp dir, tmux on
+// socket, and a store holding one item in each state get treats apart: a
+// running one with a pending event, a closed one, a held one, a stopped
+// one and one that needs attention. It returns the config's path and the
+// store, open.
+func fleetStore(t *testing.T, socket string) (string, desired.Store) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	if socket != "" {
+		f, err := os.OpenFile(config, os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("tmux:\n  socket: " + socket + "\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	now := time.Now()
+	closed := true
+	for i, k := range []desired.Key{keyRunning, keyClosed, keyHeld, keyStopped, keyAttended} {
+		in := desired.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code",
+			Cwd: filepath.Join(dir, "w", k.Repo), Delivery: &desired.Delivery{ID: "d-" + k.String(), Event: "issue_comment",
+				Action: "created", Sender: "octocat", Prompt: "[loopd] event\nbody", ReceivedAt: now.Add(time.Duration(i) * time.Second)}}
+		if k == keyClosed {
+			in.Closed, in.StateAt = &closed, now
+		}
+		if k == keyAttended {
+			in.Delivery.Sender = "evil\x1b[2Jsender" // a terminal escape, as untrusted text may hold
+		}
+		_, err := store.Ingest(ctx, in)
+		require.NoError(t, err)
+	}
+	exit := 1
+	require.NoError(t, store.PutStatus(ctx, keyRunning, desired.Status{Phase: desired.PhaseRunning, Reason: "delivered",
+		HarnessSessionID: convID, Session: desired.SessionName(keyRunning), PaneID: "%3", SpawnedAt: now.Add(-time.Minute),
+		Workdir: filepath.Join(dir, "w", "run")}))
+	require.NoError(t, store.PutStatus(ctx, keyClosed, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}, "d-"+keyClosed.String()))
+	require.NoError(t, store.PutStatus(ctx, keyStopped, desired.Status{Phase: desired.PhaseStopped, Reason: "exited_clean"}, "d-"+keyStopped.String()))
+	require.NoError(t, store.SetHeld(ctx, keyHeld, true))
+	require.NoError(t, store.PutStatus(ctx, keyHeld, desired.Status{Phase: desired.PhaseStopped, Reason: "held"}, "d-"+keyHeld.String()))
+	require.NoError(t, store.PutStatus(ctx, keyAttended, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop",
+		Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}))
+	return config, store
+}
+
+// TestResolveItemIgnoresCase: a key is found whatever its case, as the
+// store spells it; an unknown one is ErrNotFound in loopd's words.
+func TestResolveItemIgnoresCase(t *testing.T) {
+	_, store := fleetStore(t, "")
+	ctx := context.Background()
+	for _, arg := range []string{"Codertocat/Hello-World#8", "codertocat/hello-world#8", "CODERTOCAT/HELLO-WORLD#8"} {
+		r, err := resolveItem(ctx, store, arg)
+		require.NoError(t, err, arg)
+		assert.Equal(t, keyRunning, r.Key, arg)
+	}
+	_, err := resolveItem(ctx, store, "codertocat/hello-world#10")
+	require.ErrorIs(t, err, desired.ErrNotFound)
+	assert.EqualError(t, err, "work item codertocat/hello-world#10 not found")
+	_, err = resolveItem(ctx, store, "codertocat/hello-world")
+	assert.ErrorIs(t, err, desired.ErrBadKey)
+
+	// Two spellings stored (a repository renamed in case): the exact one
+	// wins, any other is ambiguous, never a guess.
+	renamed := desired.Key{Owner: "codertocat", Repo: "hello-world", Number: 8}
+	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-renamed", Key: renamed, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	require.NoError(t, err)
+	r, err := resolveItem(ctx, store, "codertocat/hello-world#8")
+	require.NoError(t, err)
+	assert.Equal(t, renamed, r.Key)
+	_, err = resolveItem(ctx, store, "CoderToCat/Hello-World#8")
+	assert.EqualError(t, err, "work item CoderToCat/Hello-World#8 is ambiguous: it matches Codertocat/Hello-World#8 and codertocat/hello-world#8; give the exact key")
+}
+
+// Hold and release take a key in any case; an unknown item is "not
+// found", never the store's error.
+func TestHoldAndReleaseIgnoreCase(t *testing.T) {
+	config, store := fleetStore(t, "")
+	ctx := context.Background()
+	out, err := run(t, "", "--config", config, "hold", "codertocat/hello-world#8")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Codertocat/Hello-World#8 held")
+	r, err := store.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.True(t, r.Spec.Held)
+
+	_, err = run(t, "", "--config", config, "release", "CODERTOCAT/hello-world#8")
+	require.NoError(t, err)
+	r, err = store.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.False(t, r.Spec.Held)
+
+	for _, verb := range []string{"hold", "release", "get", "describe", "events", "attach", "logs"} {
+		_, err := run(t, "", "--config", config, verb, "codertocat/hello-world#80")
+		require.Error(t, err, verb)
+		assert.EqualError(t, err, "work item codertocat/hello-world#80 not found", verb)
+		assert.ErrorIs(t, err, desired.ErrNotFound, verb)
+	}
+}
+
+// events of an item in another case prints its events; one of an item the
+// store never held but the journal names (an ignored delivery) prints them
+// too.
+func TestEventsOfAnItemIgnoreCase(t *testing.T) {
+	config, store := fleetStore(t, "")
+	ctx := context.Background()
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.SessionSpawned, WorkItem: keyRunning.String(),
+		Attrs: map[string]string{"session": desired.SessionName(keyRunning)}}))
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.DeliveryIgnored, WorkItem: "acme/other#5",
+		Attrs: map[string]string{"reason": "unauthorized_sender"}}))
+
+	out, err := run(t, "", "--config", config, "events", "codertocat/HELLO-world#8")
+	require.NoError(t, err)
+	assert.Contains(t, out, "session.spawned Codertocat/Hello-World#8")
+	assert.NotContains(t, out, "acme/other#5")
+
+	out, err = run(t, "", "--config", config, "events", "acme/other#5")
+	require.NoError(t, err)
+	assert.Contains(t, out, "delivery.ignored acme/other#5 reason=unauthorized_sender")
+}
+
+// events --type keeps the names given, --limit the newest of them, and -o
+// json prints one typed object a line that the documented schema accepts.
+func TestEventsTypeLimitAndJSON(t *testing.T) {
+	config, store := fleetStore(t, "")
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	for i, name := range []journal.Name{journal.SessionSpawned, journal.SessionExited, journal.SessionRespawned, journal.SessionExited, journal.ConfigReloaded} {
+		item := keyRunning.String()
+		if name == journal.ConfigReloaded {
+			item = ""
+		}
+		require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: t0.Add(time.Duration(i) * time.Second), Name: name, Level: 0, WorkItem: item,
+			Attrs: map[string]string{"exit_status": "1", "n": string(rune('a' + i))}}))
+	}
+	out, err := run(t, "", "--config", config, "events", "--type", "session.exited,SESSION.RESPAWNED", "--limit", "2")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Contains(t, lines[0], "session.respawned")
+	assert.Contains(t, lines[1], "session.exited")
+	assert.Contains(t, lines[1], "n=d")
+
+	out, err = run(t, "", "--config", config, "events", "-o", "json", "--since", t0.Add(-time.Second).Format(time.RFC3339))
+	require.NoError(t, err)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5, out)
+	validator := compileSchema(t, "events.schema.json")
+	for _, l := range lines {
+		require.NoError(t, validator.Validate(unmarshalJSON(t, l)), l)
+	}
+	var first, last map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
+	require.NoError(t, json.Unmarshal([]byte(lines[4]), &last))
+	assert.IsType(t, float64(0), first["id"], "a number")
+	assert.Equal(t, keyRunning.String(), first["work_item"])
+	assert.Nil(t, last["work_item"], "null for a daemon-wide event")
+	at, err := time.Parse(time.RFC3339Nano, first["time"].(string))
+	require.NoError(t, err)
+	assert.WithinDuration(t, t0, at, time.Millisecond)
+
+	_, err = run(t, "", "--config", config, "events", "-o", "xml")
+	assert.Error(t, err)
+	_, err = run(t, "", "--config", config, "events", "--since", "yesterday")
+	assert.Error(t, err)
+}
+
+// events --follow prints the rows written after it started, a row written
+// late with an earlier time included, each once, and ends with its
+// context.
+func TestEventsFollow(t *testing.T) {
+	config, store := fleetStore(t, "")
+	ctx := context.Background()
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: old, Name: journal.SessionSpawned, WorkItem: keyRunning.String()}))
+
+	out, wait := runBackground(t, "--config", config, "events", "--follow", "--type", "session.exited,delivery.rejected")
+	require.Eventually(t, func() bool { return out.Len() == 0 && wait.started() }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.SessionExited, WorkItem: keyRunning.String(),
+		Attrs: map[string]string{"exit_status": "1"}}))
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.SessionStopped, WorkItem: keyRunning.String()}))
+	// Written late, dated before the follow began.
+	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: old.Add(time.Second), Name: journal.DeliveryRejected,
+		Attrs: map[string]string{"reason": "bad_signature"}}))
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "reason=bad_signature") }, 5*time.Second, 20*time.Millisecond)
+	time.Sleep(2 * eventsFollowPoll) // more polls: nothing twice
+	require.NoError(t, wait.stop())
+	got := out.String()
+	assert.Equal(t, 1, strings.Count(got, "session.exited"), got)
+	assert.Equal(t, 1, strings.Count(got, "delivery.rejected"), got)
+	assert.NotContains(t, got, "session.stopped", "--type leaves it out")
+	assert.NotContains(t, got, "session.spawned", "older than the follow, and of another type")
+}
+
+// get hides closed and stopped items but a held one unless --all; named
+// items and --phase show them; -o name, wide, json and yaml print the
+// same items.
+func TestGetSelectsAndFormats(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	names := func(args ...string) []string {
+		t.Helper()
+		out, err := run(t, "", append([]string{"--config", config, "get", "-o", "name"}, args...)...)
+		require.NoError(t, err)
+		return strings.Fields(out)
+	}
+	assert.Equal(t, []string{"Codertocat/Hello-World#8", "octo-org/api#3", "octo-org/web#1"}, names())
+	assert.Equal(t, []string{"Codertocat/Hello-World#8", "Codertocat/Hello-World#9", "octo-org/api#3", "octo-org/api#4", "octo-org/web#1"}, names("--all"))
+	assert.Equal(t, []string{"Codertocat/Hello-World#9"}, names("codertocat/hello-world#9"), "a closed item named is shown")
+	assert.Equal(t, []string{"octo-org/web#1"}, names("--phase", "needsattention"))
+	assert.Equal(t, []string{"Codertocat/Hello-World#9", "octo-org/api#3", "octo-org/api#4"}, names("--phase", "STOPPED"))
+
+	_, err := run(t, "", "--config", config, "get", "--phase", "sleeping")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown phase "sleeping"; valid phases: Idle, Preparing, Queued`)
+	_, err = run(t, "", "--config", config, "get", "-o", "xml")
+	assert.Error(t, err)
+
+	out, err := run(t, "", "--config", config, "get")
+	require.NoError(t, err)
+	assert.Contains(t, out, "2 closed or stopped work items not shown; --all shows them")
+	assert.Contains(t, out, "Stopped (held)")
+	assert.Contains(t, out, "crash_loop")
+
+	out, err = run(t, "", "--config", config, "get", "-o", "wide", "codertocat/hello-world#8")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	for _, col := range []string{"WORK ITEM", "SESSION ID", "HARNESS", "PANE", "WORKDIR", "LEASE EXPIRES", "REASON"} {
+		assert.Contains(t, lines[0], col)
+	}
+	for _, cell := range []string{"claude-code", "%3", convID, filepath.Join("w", "run")} {
+		assert.Contains(t, lines[1], cell)
+	}
+}
+
+// get -o json prints typed values that the documented schema accepts, and
+// -o yaml the same object.
+func TestGetJSONFollowsItsSchema(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	out, err := run(t, "", "--config", config, "get", "--all", "-o", "json")
+	require.NoError(t, err)
+	require.NoError(t, compileSchema(t, "getoutput.schema.json").Validate(unmarshalJSON(t, out)), out)
+
+	var list struct {
+		Kind  string
+		Items []map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	assert.Equal(t, "WorkItemList", list.Kind)
+	require.Len(t, list.Items, 5)
+	running, attended := list.Items[0], list.Items[4]
+	assert.Equal(t, float64(8), running["number"])
+	status := running["status"].(map[string]any)
+	assert.Equal(t, float64(1), status["pending"])
+	assert.Equal(t, false, status["conversationUnconfirmed"])
+	assert.Equal(t, convID, status["conversationId"])
+	_, err = time.Parse(time.RFC3339, status["spawnedAt"].(string))
+	assert.NoError(t, err)
+	assert.Equal(t, true, list.Items[2]["spec"].(map[string]any)["held"])
+	assert.NotContains(t, list.Items[1]["status"], "spawnedAt", "no time that does not apply")
+	exit := attended["status"].(map[string]any)["lastExit"].(map[string]any)
+	assert.Equal(t, float64(1), exit["status"])
+
+	yamlOut, err := run(t, "", "--config", config, "get", "--all", "-o", "yaml")
+	require.NoError(t, err)
+	var fromYAML any
+	require.NoError(t, yaml.Unmarshal([]byte(yamlOut), &fromYAML))
+	// YAML's times decode as time.Time; through JSON both are one shape.
+	b, err := json.Marshal(fromYAML)
+	require.NoError(t, err)
+	assert.JSONEq(t, out, string(b))
+}
+
+// get --watch prints an item again when it changes, without the header,
+// and ends with its context.
+func TestGetWatchPrintsChanges(t *testing.T) {
+	config, store := fleetStore(t, "")
+	out, wait := runBackground(t, "--config", config, "get", "--watch")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "octo-org/web#1") }, 5*time.Second, 10*time.Millisecond)
+	first := out.String()
+	require.NoError(t, store.PutStatus(context.Background(), keyAttended, desired.Status{Phase: desired.PhaseBackingOff, Reason: "crashed"}))
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "BackingOff") }, 5*time.Second, 20*time.Millisecond)
+	require.NoError(t, wait.stop())
+	more := strings.TrimPrefix(out.String(), first)
+	assert.Equal(t, 1, strings.Count(more, "\n"), "one row: %q", more)
+	assert.Contains(t, more, "octo-org/web#1")
+	assert.NotContains(t, more, "WORK ITEM")
+}
+
+// describe shows the spec and status, where the agent runs, how to attach,
+// the transcript, the pending events and the item's last events.
+func TestDescribeShowsTheItem(t *testing.T) {
+	config, store := fleetStore(t, "loopd-describe")
+	for i := range 25 {
+		require.NoError(t, store.AppendEvent(context.Background(), journal.Event{Time: time.Now().Add(time.Duration(i) * time.Millisecond),
+			Name: journal.DispatchSent, WorkItem: keyRunning.String(), Attrs: map[string]string{"attempt": string(rune('A' + i))}}))
+	}
+	out, err := run(t, "", "--config", config, "describe", "codertocat/hello-world#8")
+	require.NoError(t, err)
+	// The columns' padding aside.
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	for _, want := range []string{
+		"Name: Codertocat/Hello-World#8\n",
+		"Harness: claude-code\n",
+		"Session: " + desired.SessionName(keyRunning) + "\n",
+		"Attach: tmux -L loopd-describe attach -t =" + desired.SessionName(keyRunning) + "\n",
+		"Transcript: /",
+		convID + ".jsonl (not there)\n",
+		"Phase: Running\n",
+		"Conversation ID: " + convID + "\n",
+		"Held: false\n",
+		"Pending events (1):\n",
+		" d-Codertocat/Hello-World#8 issue_comment.created octocat ",
+		"Events (last 20):\n",
+		"attempt=Y\n",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "attempt=E", "only the last 20")
+	assert.NotContains(t, out, "body", "no prompt text")
+
+	// Text from outside is quoted, never handed to the terminal.
+	out, err = run(t, "", "--config", config, "describe", "octo-org/web#1")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
+	assert.NotContains(t, out, "\x1b")
+	assert.Contains(t, out, "Last exit:")
+}
+
+// attach execs tmux attach on loopd's socket with the exact session as
+// target; an item without a session is an error that says so.
+func TestAttachExecsTheExactSession(t *testing.T) {
+	ex := tmuxtest.NewExec(t)
+	config, _ := fleetStore(t, ex.Socket())
+	var got []string
+	execve = func(bin string, argv, env []string) error { got = append([]string{bin}, argv...); return nil }
+	t.Cleanup(func() { execve = syscall.Exec })
+
+	_, err := run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "work item Codertocat/Hello-World#8 has no tmux session "+desired.SessionName(keyRunning)+" on socket "+ex.Socket())
+	assert.Nil(t, got, "nothing exec'd")
+
+	session := desired.SessionName(keyRunning)
+	// A session whose name the item's starts: a prefix target would be ambiguous.
+	for _, name := range []string{session, session + "0"} {
+		_, _, err = ex.NewSession(context.Background(), tmux.NewSession{Name: name, Argv: []string{"sleep", "60"}})
+		require.NoError(t, err)
+	}
+	_, err = run(t, "", "--config", config, "attach", "CODERTOCAT/hello-world#8")
+	require.NoError(t, err)
+	require.Len(t, got, 7)
+	assert.Equal(t, "tmux", filepath.Base(got[0]))
+	assert.Equal(t, []string{"tmux", "-L", ex.Socket(), "attach", "-t", "=" + session}, got[1:])
+}
+
+// logs prints the agent's whole pane, its scrollback included.
+func TestLogsPrintsTheScreenWithHistory(t *testing.T) {
+	ex := tmuxtest.NewExec(t)
+	config, _ := fleetStore(t, ex.Socket())
+	session := desired.SessionName(keyRunning)
+	_, _, err := ex.NewSession(context.Background(), tmux.NewSession{Name: session, Height: 10,
+		Argv: []string{"sh", "-c", "seq 1 200 | sed 's/^/line /'; echo done; sleep 60"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		screen, err := ex.CapturePane(context.Background(), "="+session+":", false)
+		return err == nil && strings.Contains(screen, "done")
+	}, 5*time.Second, 20*time.Millisecond)
+
+	out, err := run(t, "", "--config", config, "logs", "codertocat/hello-world#8")
+	require.NoError(t, err)
+	assert.Contains(t, out, "line 1\n", "the scrollback, not only the screen")
+	assert.Contains(t, out, "line 200\ndone")
+
+	_, err = run(t, "", "--config", config, "logs", "octo-org/api#3")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has no tmux session")
+}
+
+// The dynamic completion of work-item keys reads the store, matches what
+// was typed in any case, completes one key for a one-item verb, and
+// completes nothing, quietly, when the store cannot be read.
+func TestCompletionOfItemKeys(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	complete := func(args ...string) []string {
+		t.Helper()
+		out, err := run(t, "", append([]string{"__complete", "--config", config}, args...)...)
+		require.NoError(t, err)
+		// stdout: one completion a line, then ":<directive>"; stderr
+		// (merged by run): the directive in words.
+		var keys []string
+		directive := ""
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			switch {
+			case strings.HasPrefix(l, ":"):
+				directive = l
+			case !strings.HasPrefix(l, "Completion ended"):
+				keys = append(keys, strings.SplitN(l, "\t", 2)[0])
+			}
+		}
+		assert.Equal(t, ":4", directive, "no file completion")
+		return keys
+	}
+	assert.Len(t, complete("get", ""), 5)
+	assert.Equal(t, []string{"Codertocat/Hello-World#8", "Codertocat/Hello-World#9"}, complete("get", "codertocat/"))
+	assert.Equal(t, []string{"Codertocat/Hello-World#9"}, complete("get", "codertocat/hello-world#8", "codertocat/"), "a key given is not offered again")
+	assert.Equal(t, []string{"octo-org/web#1"}, complete("describe", "OCTO-ORG/w"))
+	assert.Empty(t, complete("attach", "octo-org/web#1", ""), "attach takes one item")
+	assert.Empty(t, complete("--config", filepath.Join(t.TempDir(), "missing.yaml"), "get", ""))
+}
+
+// compileSchema compiles the JSON Schema file name of the schema
+// directory.
+func compileSchema(t *testing.T, name string) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	s, err := c.Compile(filepath.Join("..", "..", "schema", name))
+	require.NoError(t, err)
+	return s
+}
+
+func unmarshalJSON(t *testing.T, text string) any {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	require.NoError(t, err, text)
+	return v
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int { return len(s.String()) }
+
+// background is a command run by runBackground.
+type background struct {
+	cancel context.CancelFunc
+	begun  chan struct{}
+	result func() error // waits once for the command's error
+}
+
+// started reports whether the command has run for two follow polls.
+func (b background) started() bool {
+	select {
+	case <-b.begun:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the command's context and returns what it returned; it may be
+// called again.
+func (b background) stop() error {
+	b.cancel()
+	return b.result()
+}
+
+// runBackground starts the loopd command line args with a context that
+// stop ends; its stdout and stderr go to the buffer returned.
+func runBackground(t *testing.T, args ...string) (*syncBuffer, background) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	done := make(chan error, 1)
+	b := background{cancel: cancel, begun: make(chan struct{}), result: sync.OnceValue(func() error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("the command did not end with its context")
+		}
+	})}
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	go func() { time.Sleep(2 * eventsFollowPoll); close(b.begun) }()
+	t.Cleanup(func() { _ = b.stop() })
+	return out, b
+}
