@@ -63,7 +63,7 @@ test:
 	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
 
 check:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@./scripts/gofmt-check.sh
 	$(GO) vet ./... $(TESTDATA_PKGS)
 	$(MAKE) test
 	$(MAKE) chaos-short

@@ -34,13 +34,8 @@ func (e *env) start(t testing.TB) {
 	cmd := exec.Command(loopdBin, "serve", "--config", e.configPath, "--log-level", "debug")
 	cmd.Env = append(e.procEnv(), e.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(done)
-	}()
+	done, err := startDaemon(cmd, func() { logFile.Close() })
+	require.NoError(t, err)
 	e.daemon, e.daemonDone = cmd, done
 	client := &http.Client{Timeout: time.Second}
 	require.Eventually(t, func() bool {

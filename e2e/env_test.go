@@ -1,20 +1,20 @@
 package e2e
 
 import (
-	"fmt"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // secretEnv is the env var the test configs name for the webhook secret.
@@ -66,8 +66,6 @@ type env struct {
 	daemonRuns int
 }
 
-var socketSeq atomic.Int64
-
 // newEnv prepares an env and writes its config; it does not start the
 // daemon. Cleanup stops the daemon, kills the tmux server and, when the
 // test failed, logs the daemon's stderr and the journal.
@@ -81,7 +79,7 @@ func newEnv(t testing.TB, opts envOpts) *env {
 		stateDir:   filepath.Join(dir, "state"),
 		workRoot:   filepath.Join(dir, "agents"),
 		claudeDir:  filepath.Join(dir, "claude"),
-		socket:     fmt.Sprintf("loopd-e2e-%d-%d", os.Getpid(), socketSeq.Add(1)),
+		socket:     tmuxtest.SocketName("e2e"),
 		listen:     freeAddr(t),
 		secret:     "e2e-" + uuid.NewString(),
 		startLog:   filepath.Join(dir, "starts.log"),

@@ -11,6 +11,8 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/teardown"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // Binaries built once by TestMain.
@@ -48,24 +50,48 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: tmux not found; skipping the end-to-end tests")
 		return 0
 	}
-	dir, err := os.MkdirTemp("", "loopd-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
+	// tmuxtest.Main sweeps what killed runs left, puts the run's temp dirs
+	// (the binaries' too) in one removed even on an interrupt, and fails
+	// the run when a tmux server or socket is left.
+	return tmuxtest.Main(func() int {
+		teardown.OnInterrupt(stopDaemons)
+		if err := buildBinaries(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		return pgtest.Main(m)
+	})
+}
+
+// binDirEnv names a directory that holds the binaries already built, for a
+// test binary that another one started (TestInterruptStopsEverything).
+const binDirEnv = "LOOPD_E2E_BIN_DIR"
+
+// buildBinaries builds loopd and the fake CLIs into a new temp dir, or
+// takes them from $LOOPD_E2E_BIN_DIR, and sets the paths.
+func buildBinaries() error {
+	dir := os.Getenv(binDirEnv)
+	build := dir == ""
+	if build {
+		var err error
+		if dir, err = os.MkdirTemp("", "loopd-e2e-bin-"); err != nil {
+			return err
+		}
 	}
-	defer os.RemoveAll(dir)
 	loopdBin = filepath.Join(dir, "loopd")
 	fakeClaudeBin = filepath.Join(dir, "fakeclaude")
 	fakeCodexBin = filepath.Join(dir, "fakecodex")
 	fakeGeminiBin = filepath.Join(dir, "fakegemini")
+	if !build {
+		return nil
+	}
 	for out, pkg := range map[string]string{loopdBin: "./cmd/loopd", fakeClaudeBin: "./testdata/fakeclaude",
 		fakeCodexBin: "./testdata/fakecodex", fakeGeminiBin: "./testdata/fakegemini"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go build %s: %v\n%s", pkg, err, b)
-			return 1
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 		}
 	}
-	return pgtest.Main(m)
+	return nil
 }

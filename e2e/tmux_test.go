@@ -10,12 +10,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // tmux runs a tmux command on the env's server and returns its stdout.
@@ -140,32 +139,12 @@ func (e *env) killPane(t *testing.T, k desired.Key) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 }
 
-// killServer kills the env's tmux server and waits until the processes
-// that ran in its panes are gone, so that none still writes into the
-// test's temp dir when it is removed (the real CLI saves files as it
-// exits on SIGHUP).
-func (e *env) killServer(t testing.TB) {
-	var pids []int
-	if out, err := e.tmux(t, "list-panes", "-a", "-F", "#{pane_pid}"); err == nil {
-		for _, f := range strings.Fields(out) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	_ = exec.Command("tmux", "-L", e.socket, "kill-server").Run()
-	// kill-server leaves the socket file, and serve's lock file sits
-	// beside it.
-	if path, err := tmux.SocketPath(e.socket); err == nil {
-		_ = os.Remove(path)
-		_ = os.Remove(path + ".loopd-lock")
-	}
-	deadline := time.Now().Add(waitShort)
-	for _, pid := range pids {
-		for running(pid) && time.Now().Before(deadline) {
-			time.Sleep(tick)
-		}
-	}
+// killServer kills the env's tmux server, waits until the processes that
+// ran in its panes are gone, so that none still writes into the test's
+// temp dir when it is removed (the real CLI saves files as it exits on
+// SIGHUP), and removes its socket and serve's lock (tmuxtest.KillServer).
+func (e *env) killServer(testing.TB) {
+	tmuxtest.KillServer(e.socket)
 }
 
 // running reports whether process pid exists and is not a zombie (a

@@ -3,7 +3,6 @@ package harness
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -41,44 +41,14 @@ type tmuxServer struct {
 
 func newTmuxServer(t *testing.T, home string) *tmuxServer {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
 	x := &tmuxServer{
 		t:      t,
-		socket: fmt.Sprintf("loopd-harness-test-%d-%s", os.Getpid(), filepath.Base(t.Name())),
+		socket: tmuxtest.Socket(t, "harness"),
 		env:    []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"},
 	}
-	t.Cleanup(x.kill)
 	x.must("new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";",
 		"set", "-g", "remain-on-exit", "on")
 	return x
-}
-
-// kill stops the server, removes its socket and waits a little for the
-// pane processes to go, so that they no longer write into the test's
-// temporary dirs.
-func (x *tmuxServer) kill() {
-	pids, _ := x.run("list-panes", "-a", "-F", "#{pane_pid}")
-	socket, _ := x.run("display-message", "-p", "#{socket_path}")
-	_, _ = x.run("kill-server")
-	_ = os.Remove(strings.TrimSpace(socket))
-	deadline := time.Now().Add(5 * time.Second)
-	for _, field := range strings.Fields(pids) {
-		for running(field) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
-// running reports whether process pid exists and is not a zombie.
-func running(pid string) bool {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
 
 func (x *tmuxServer) run(args ...string) (string, error) {

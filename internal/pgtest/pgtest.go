@@ -2,9 +2,10 @@
 // test binary, made with initdb in a temporary directory and served by a
 // postgres process on a free port of 127.0.0.1 (its Unix socket in that
 // directory), and one new database per test. Main stops the server and
-// removes its files when the tests end, and so does a SIGINT or SIGTERM of
-// the test binary; the server gets SIGKILL if the test process dies in any
-// other way (Pdeathsig), so no cluster outlives its tests.
+// removes its files when the tests end, and so does a SIGINT, SIGTERM or
+// SIGHUP of the test binary (teardown.OnInterrupt, with its other
+// cleanups); the server gets SIGKILL if the test process dies in any other
+// way (Pdeathsig), so no cluster outlives its tests.
 //
 // The server binaries are found in /usr/lib/postgresql/<major>/bin (the
 // Debian package postgresql), the newest major first, or on PATH. initdb
@@ -19,7 +20,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loopd/loopd/internal/teardown"
 )
 
 // startWait bounds the wait for a new server to take connections.
@@ -128,7 +130,8 @@ func major(dir string) int {
 	return n
 }
 
-// start makes and starts a cluster, and stops it on SIGINT and SIGTERM.
+// start makes and starts a cluster, and stops it on an interrupt of the
+// test binary (teardown.OnInterrupt).
 func start() (*cluster, error) {
 	bin, err := binDir()
 	if err != nil {
@@ -167,15 +170,11 @@ func start() (*cluster, error) {
 		}
 	}
 	current = c
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
+	teardown.OnInterrupt(func() {
 		mu.Lock()
+		defer mu.Unlock()
 		stop()
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
-		syscall.Kill(os.Getpid(), sig.(syscall.Signal))
-	}()
+	})
 	return c, nil
 }
 

@@ -1,7 +1,6 @@
 package tmux_test
 
 import (
-	"crypto/rand"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -98,16 +97,7 @@ func globalEnv(t *testing.T, socket string) string {
 // name; cleanup kills its server.
 func execOn(t *testing.T) (*tmux.Exec, string) {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
-	}
-	socket := "loopd-test-env-" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
-		if path, err := tmux.SocketPath(socket); err == nil {
-			_ = os.Remove(path) // kill-server leaves it behind
-		}
-	})
+	socket := tmuxtest.Socket(t, "env")
 	return tmux.NewExec(socket, slog.New(slog.DiscardHandler)), socket
 }
 

@@ -1,7 +1,6 @@
 package transcript
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -61,13 +61,11 @@ type host struct {
 
 func newHost(t *testing.T, name string, store Store) *host {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
-	}
+	socket := tmuxtest.Socket(t, "transcript")
 	home, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	h := &host{t: t, name: name, home: home, work: filepath.Join(home, "work", "acme-api-7"), events: &events{},
-		socket: "loopd-transcript-test-" + strings.ToLower(rand.Text()[:10])}
+		socket: socket}
 	require.NoError(t, os.MkdirAll(h.work, 0o700))
 	t.Cleanup(h.stop)
 	h.tmux("new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
@@ -113,7 +111,6 @@ func (h *host) capture(name string) string {
 // for the processes to go, so that none writes its transcript after.
 func (h *host) stop() {
 	pids, _ := h.run("list-panes", "-a", "-F", "#{pane_pid}")
-	socket, _ := h.run("display-message", "-p", "#{socket_path}")
 	var procs []int
 	for _, f := range strings.Fields(pids) {
 		if pid, err := strconv.Atoi(f); err == nil {
@@ -122,7 +119,6 @@ func (h *host) stop() {
 		}
 	}
 	_, _ = h.run("kill-server")
-	_ = os.Remove(strings.TrimSpace(socket))
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range procs {
 		for syscall.Kill(-pid, 0) == nil && time.Now().Before(deadline) {

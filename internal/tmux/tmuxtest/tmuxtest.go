@@ -3,18 +3,18 @@
 // tmux.Exec and Fake must both pass, so that the Fake stays honest. Its
 // drivers are ExecDriver, real tmux on a private socket per test, and
 // FakeDriver. Other packages use NewFake for tests without tmux and
-// NewExec for tests against real tmux. Only tests import it, so no fake
-// ships in the loopd binary.
+// NewExec for tests against real tmux. Every private tmux socket a test
+// makes is named, removed and, when a killed test run left it, swept here
+// (Socket, KillServer, Sweep, Main). Only tests import it, so no fake ships
+// in the loopd binary.
 package tmuxtest
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,24 +48,13 @@ type Driver struct {
 	Exit func(t *testing.T, c tmux.Client, session string, status int)
 }
 
-// NewExec returns a tmux.Exec on a new private socket ("loopd-test-" and a
-// random suffix); no server runs until a verb starts one. At cleanup it kills
-// that server and removes the socket file, which kill-server leaves behind.
-// It skips the test when tmux is not installed.
+// NewExec returns a tmux.Exec on a new private socket (Socket, label
+// "exec"); no server runs until a verb starts one. At cleanup it kills that
+// server and removes the socket file (KillServer). It skips the test when
+// tmux is not installed.
 func NewExec(t testing.TB) *tmux.Exec {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed; real-tmux tests need it (apt-get install tmux)")
-	}
-	socket := "loopd-test-" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		// kill-server fails when no server ever started; that is fine.
-		_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
-		if path, err := tmux.SocketPath(socket); err == nil {
-			_ = os.Remove(path)
-		}
-	})
-	return tmux.NewExec(socket, slog.New(slog.DiscardHandler))
+	return tmux.NewExec(Socket(t, "exec"), slog.New(slog.DiscardHandler))
 }
 
 // programScript is ExecDriver's pane program. $0 is its directory and $1 the

@@ -4,7 +4,6 @@
 package fakeclitest
 
 import (
-	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,28 +13,32 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // Main is the whole TestMain of a fake's tests: it builds the fake in pkg
 // (a package path go build takes) as name in a new temporary directory,
 // sets *bin to it, runs the tests, removes the directory and exits with
-// their status.
+// their status. It runs all of that in tmuxtest.Main, which removes the
+// directory on an interrupt too and fails the run when a tmux server or
+// socket is left.
 func Main(m *testing.M, name, pkg string, bin *string) {
-	dir, err := os.MkdirTemp("", name+"-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	*bin = filepath.Join(dir, name)
-	out, err := exec.Command("go", "build", "-o", *bin, pkg).CombinedOutput()
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(tmuxtest.Main(func() int {
+		dir, err := os.MkdirTemp("", name+"-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		*bin = filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", *bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+			return 1
+		}
+		return m.Run()
+	}))
 }
 
 // Tmux is a private tmux server (-L, no config file) for one test, with
@@ -46,22 +49,14 @@ type Tmux struct {
 	Env []string
 }
 
-// NewTmux starts a Tmux whose socket name starts with name, with an idle
-// session that keeps it up and remain-on-exit on (a pane that exits stays,
-// dead, with its status). The server is killed and its socket removed at
-// cleanup. It skips the test when tmux is not installed.
+// NewTmux starts a Tmux on a socket of tmuxtest.Socket labelled name, with
+// an idle session that keeps it up and remain-on-exit on (a pane that
+// exits stays, dead, with its status). The server is killed and its socket
+// removed at cleanup. It skips the test when tmux is not installed.
 func NewTmux(t *testing.T, name string) *Tmux {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
-	x := &Tmux{Socket: name + "-test-" + strings.ToLower(rand.Text()[:10]),
+	x := &Tmux{Socket: tmuxtest.Socket(t, name),
 		Env: []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm-256color"}}
-	t.Cleanup(func() {
-		socket, _ := x.Run("display-message", "-p", "#{socket_path}")
-		_, _ = x.Run("kill-server")
-		_ = os.Remove(strings.TrimSpace(socket))
-	})
 	x.Must(t, "new-session", "-d", "-s", "_idle", "--", "sleep", "600", ";", "set", "-g", "remain-on-exit", "on")
 	return x
 }

@@ -1,0 +1,146 @@
+package tmuxtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/teardown"
+	"github.com/loopd/loopd/internal/tmux"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m.Run)) }
+
+// helperEnv makes this binary a child of the tests below: it names the
+// file the child reports "<socket> <pane pid>" to, and helperMode says
+// what the child does then ("wait" to be killed, "leave" to end without
+// cleaning up).
+const (
+	helperEnv  = "TMUXTEST_HELPER_REPORT"
+	helperMode = "TMUXTEST_HELPER_MODE"
+)
+
+// TestHelperServer is the child: a test that starts a tmux server with a
+// fake agent and a lock file beside its socket, as loopd serve keeps one.
+func TestHelperServer(t *testing.T) {
+	report := os.Getenv(helperEnv)
+	if report == "" {
+		t.Skip("only as the child of the sweep tests")
+	}
+	socket := SocketName("helper")
+	if os.Getenv(helperMode) == "wait" {
+		t.Cleanup(func() { KillServer(socket) }) // a SIGKILL skips it
+	}
+	out, err := exec.Command("tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "agent", "-P", "-F", "#{pane_pid}", "sleep", "600").Output()
+	require.NoError(t, err)
+	path, err := tmux.SocketPath(socket)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".loopd-lock", []byte("lock"), 0o600))
+	require.NoError(t, os.WriteFile(report, []byte(socket+" "+strings.TrimSpace(string(out))), 0o600))
+	if os.Getenv(helperMode) == "wait" {
+		time.Sleep(time.Minute)
+	}
+}
+
+// runHelper starts TestHelperServer in a child test binary in mode and
+// returns the command, its socket and its agent's pid once it reported.
+func runHelper(t *testing.T, mode string) (*exec.Cmd, string, int) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServer$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+report, helperMode+"="+mode)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var socket string
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(report)
+		f := strings.Fields(string(b))
+		if err != nil || len(f) != 2 {
+			return false
+		}
+		socket = f[0]
+		pid, err = strconv.Atoi(f[1])
+		return err == nil
+	}, waitLimit, tick, "the child reported its server")
+	t.Cleanup(func() { KillServer(socket) }) // in case the test fails
+	return cmd, socket, pid
+}
+
+// A test binary killed outright (SIGKILL: no cleanup runs) leaves its tmux
+// server, its agent and its socket files; the next sweep kills the server
+// and the agent and removes the files, and names the socket.
+func TestSweepRemovesWhatAKilledTestLeft(t *testing.T) {
+	cmd, socket, agent := runHelper(t, "wait")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	owner, ok := teardown.Owner(socket)
+	require.True(t, ok, "the socket %s is named after its test process", socket)
+	assert.Equal(t, cmd.Process.Pid, owner)
+	path, err := tmux.SocketPath(socket)
+	require.NoError(t, err)
+	require.FileExists(t, path, "the killed test left its socket")
+	require.FileExists(t, path+".loopd-lock")
+	require.NoError(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the killed test left its server")
+	require.True(t, teardown.Running(agent), "and its agent")
+
+	swept, err := Sweep()
+	require.NoError(t, err)
+	assert.Contains(t, swept, socket)
+	assert.NoFileExists(t, path)
+	assert.NoFileExists(t, path+".loopd-lock")
+	assert.Error(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the server is gone")
+	assert.Eventually(t, func() bool { return !teardown.Running(agent) }, waitLimit, tick, "the agent %d is gone", agent)
+}
+
+// A sweep leaves the sockets of a test process that still runs alone.
+func TestSweepSparesALiveTest(t *testing.T) {
+	_, socket, agent := runHelper(t, "wait")
+	swept, err := Sweep()
+	require.NoError(t, err)
+	assert.NotContains(t, swept, socket)
+	assert.NoError(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the live test's server runs on")
+	assert.True(t, teardown.Running(agent))
+}
+
+// A test binary whose tests leave a server behind fails (Main), though
+// each test passed, and what it left is removed.
+func TestMainFailsARunThatLeavesAServer(t *testing.T) {
+	cmd, socket, agent := runHelper(t, "leave")
+	err := cmd.Wait()
+	var exitErr *exec.ExitError
+	require.ErrorAs(t, err, &exitErr, "the run must fail")
+	assert.Equal(t, 1, exitErr.ExitCode())
+	assert.Contains(t, cmd.Stderr.(*strings.Builder).String(), "left 1 tmux servers or socket files behind (now removed): "+socket)
+	path, err := tmux.SocketPath(socket)
+	require.NoError(t, err)
+	assert.NoFileExists(t, path)
+	assert.NoFileExists(t, path+".loopd-lock")
+	assert.Eventually(t, func() bool { return !teardown.Running(agent) }, waitLimit, tick, "the agent %d is gone", agent)
+}
+
+// Socket's cleanup kills the server and removes its socket file, which
+// kill-server alone leaves behind (tmux 3.3a).
+func TestSocketCleanupRemovesTheFile(t *testing.T) {
+	var path string
+	t.Run("server", func(t *testing.T) {
+		socket := Socket(t, "cleanup")
+		assert.True(t, teardown.Own(socket))
+		require.NoError(t, exec.Command("tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "sleep", "600").Run())
+		var err error
+		path, err = tmux.SocketPath(socket)
+		require.NoError(t, err)
+		require.FileExists(t, path)
+	})
+	assert.NoFileExists(t, path)
+}
