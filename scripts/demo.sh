@@ -123,7 +123,7 @@ echo "listening; log in serve.log"
 # with FIELD, only that column of ITEM's line. Columns are cut where the
 # header puts them, as phases and reasons may hold spaces.
 column() {
-	"$loopd" get "${cfg[@]}" | awk -v want="${1:-}" -v item="${2:-}" '
+	"$loopd" get --all "${cfg[@]}" | awk -v want="${1:-}" -v item="${2:-}" '
 	function cell(line, name,    i, from, to) {
 		from = pos[name]; to = 0
 		for (i = 1; i <= n; i++) if (names[i] == name && i < n) to = pos[names[i + 1]]
