@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,20 +136,11 @@ func (e *env) passes(t testing.TB) int {
 // has some: name{label="value"}) from the daemon's /metrics.
 func (e *env) metric(t testing.TB, series string) float64 {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: waitShort}).Get("http://" + e.listen + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			require.NoError(t, err)
-			return n
-		}
+	v, ok := e.seen(t, series)
+	if !ok {
+		t.Fatalf("no %s in /metrics", series)
 	}
-	t.Fatalf("no %s in /metrics", series)
-	return 0
+	return v
 }
 
 // settle waits until the daemon has finished two more reconcile passes: at

@@ -33,12 +33,7 @@ An item of the process runner has no session: loopd logs shows its run.`,
 		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cfg, store, err := g.readStore(ctx)
-			if err != nil {
-				return err
-			}
-			r, err := resolveItem(ctx, store, args[0])
-			store.Close()
+			cfg, r, err := g.readItem(ctx, args[0])
 			if err != nil {
 				return err
 			}

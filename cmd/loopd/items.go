@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
 )
 
 // itemNotFoundError is resolveItem's error for a key the store does not
@@ -106,4 +107,16 @@ func given(args []string, k desired.Key) bool {
 		}
 	}
 	return false
+}
+
+// readItem reads the config and the record of the item arg names
+// (resolveItem), for a command that needs nothing else of the store.
+func (g *globals) readItem(ctx context.Context, arg string) (*schema.Config, desired.Record, error) {
+	cfg, store, err := g.readStore(ctx)
+	if err != nil {
+		return nil, desired.Record{}, err
+	}
+	defer store.Close()
+	r, err := resolveItem(ctx, store, arg)
+	return cfg, r, err
 }
