@@ -74,6 +74,37 @@ func Running(pid int) bool {
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
+// Descendants returns pids and every process descended from one of them,
+// from the parent pids in /proc/<pid>/stat (proc(5)). A CLI a wrapper
+// runs as a job of its own (set -m) is in another process group than its
+// pane's process, and outlives it when tmux hangs the pane up.
+func Descendants(pids []int) []int {
+	children := map[int][]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The parent pid is the second field after the command name.
+		i := strings.LastIndexByte(string(stat), ')')
+		if f := strings.Fields(string(stat[i+1:])); i >= 0 && len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	out := append([]int(nil), pids...)
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
 // the cleanups OnInterrupt registered, run last-in first-out.
 var (
 	mu       sync.Mutex

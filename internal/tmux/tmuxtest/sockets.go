@@ -64,7 +64,8 @@ func Socket(t testing.TB, label string) string {
 }
 
 // KillServer kills the tmux server on socket, if one runs, waits up to
-// paneExitWait for the processes of its panes to exit (tmux hangs them up;
+// paneExitWait for the processes of its panes and their descendants to
+// exit (tmux hangs them up;
 // the real CLIs save files as they go), and removes the socket file, which
 // kill-server leaves behind (tmux 3.3a), with the files loopd keeps beside
 // it, named after it (serve's lock, "<socket>.loopd-lock").
@@ -77,6 +78,9 @@ func KillServer(socket string) {
 			}
 		}
 	}
+	// The panes' processes with theirs: a CLI run as a job of its own
+	// outlives its pane's shell by its hangup delay.
+	pids = teardown.Descendants(pids)
 	// It fails when no server runs; the files may be there all the same.
 	_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
 	deadline := time.Now().Add(paneExitWait)
