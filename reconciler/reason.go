@@ -49,7 +49,7 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if last := st.LastExit(); last != "" {
 			reason += " " + last
 		}
-		if st.Blocked != "" {
+		if st.Blocked != "" && st.Phase != desired.PhaseStopped { // a stopped item's screen is gone
 			reason += " blocked reason=" + st.Blocked
 		}
 		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {

@@ -49,7 +49,14 @@ cleanup() {
 	tmux -L "$socket" kill-server 2>/dev/null || true
 	# kill-server leaves the socket file, and serve's lock beside it.
 	rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$socket" "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$socket".*
-	if [ "${LOOPD_DEMO_KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
+	if [ "${LOOPD_DEMO_KEEP:-0}" = 1 ]; then echo "kept $work"; return; fi
+	# A hung-up Claude Code runs on for up to 150 ms, writing its config dir
+	# (backups, telemetry) while rm walks it: try again for up to 5 s.
+	for _ in $(seq 50); do
+		rm -rf "$work" 2>/dev/null && return
+		sleep 0.1
+	done
+	rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -147,7 +154,7 @@ column() {
 		id = length(id) > 8 ? sprintf("%s…   ", substr(id, 1, 8)) : sprintf("%-12s", id)
 		printf "%-25s %-17s %s %-7s %-8s %s\n", cell($0, "WORK ITEM"), cell($0, "PHASE"), id,
 			cell($0, "PENDING"), cell($0, "FAILURES"), cell($0, "REASON")
-	}'
+	}' | if [ -n "${1:-}" ]; then cat; else fit; fi # a long reason is cut at 100 columns
 }
 
 # wait_for PATTERN: until loopd get prints a line matching PATTERN (15 s).

@@ -81,9 +81,15 @@ func runEvents(cmd *cobra.Command, g *globals, args []string, o eventsOptions) e
 	}
 	f.Since = since
 	for _, t := range o.types {
-		if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
-			f.Names = append(f.Names, t)
+		t = strings.ToLower(strings.TrimSpace(t))
+		if t == "" {
+			continue
 		}
+		if !journal.Known(t) {
+			// A typo would filter out everything, silently, forever under --follow.
+			return unknownEventType(t)
+		}
+		f.Names = append(f.Names, t)
 	}
 	_, store, err := g.readStore(ctx)
 	if err != nil {
@@ -252,4 +258,18 @@ func printEvent(w io.Writer, e journal.Event, format string) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// unknownEventType is the error of events --type given a name no event
+// has, with the names of its family when there are some.
+func unknownEventType(t string) error {
+	msg := fmt.Sprintf("unknown event type %q", t)
+	if near := journal.Near(t); len(near) > 0 {
+		names := make([]string, len(near))
+		for i, n := range near {
+			names[i] = string(n)
+		}
+		msg += "; did you mean one of " + strings.Join(names, ", ") + "?"
+	}
+	return errors.New(msg + " (docs/design.md, \"Events\", lists them all)")
 }

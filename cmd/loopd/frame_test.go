@@ -106,13 +106,13 @@ func TestEveryGroupRefusesAnUnknownSubcommand(t *testing.T) {
 func TestBadGlobalFlagValuesAreRefusedBeforeAnyWork(t *testing.T) {
 	dir := t.TempDir()
 	config := writeConfig(t, dir)
-	for _, tc := range []struct{ flag, value string }{
-		{"--log-format", "xml"},
-		{"--log-level", "loud"},
+	for _, tc := range []struct{ flag, value, valid string }{
+		{"--log-format", "xml", "want text or json"},
+		{"--log-level", "loud", "want debug, info, warn or error"},
 	} {
 		_, err := run(t, "", "--config", config, tc.flag, tc.value, "get")
 		require.Error(t, err, tc.flag)
-		assert.Contains(t, err.Error(), tc.flag+` "`+tc.value+`"`)
+		assert.Contains(t, err.Error(), tc.flag+` "`+tc.value+`": `+tc.valid, "the error names the valid values")
 		assert.NoDirExists(t, filepath.Join(dir, "state"), "nothing was opened")
 	}
 	_, err := run(t, "", "--config", config, "--log-format", "JSON", "--log-level", "debug", "get")

@@ -143,7 +143,13 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	list := pick(views, shown)
-	if err := printViews(out, list, o.output); err != nil {
+	print := printViews
+	if o.watch && (o.output == "json" || o.output == "yaml") {
+		// A stream from the first line on: one WorkItem a line (a YAML
+		// document each), never a list before the changes.
+		print = printChanged
+	}
+	if err := print(out, list, o.output); err != nil {
 		return err
 	}
 	if o.output == "" || o.output == "wide" {

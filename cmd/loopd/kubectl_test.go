@@ -161,6 +161,19 @@ func TestEventsOfAnItemIgnoreCase(t *testing.T) {
 
 // events --type keeps the names given, --limit the newest of them, and -o
 // json prints one typed object a line that the documented schema accepts.
+// An event type no event has is an error that suggests its family's
+// names: a typo under --follow would otherwise show nothing, forever.
+func TestEventsUnknownTypeIsAnError(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	_, err := run(t, "", "--config", config, "events", "--type", "session.exited,session.exitd")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown event type "session.exitd"`)
+	assert.Contains(t, err.Error(), string(journal.SessionExited))
+	_, err = run(t, "", "--config", config, "events", "--type", "bogus")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown event type "bogus"`)
+}
+
 func TestEventsTypeLimitAndJSON(t *testing.T) {
 	config, store := fleetStore(t, "")
 	ctx := context.Background()
@@ -325,6 +338,24 @@ func TestGetWatchPrintsChanges(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(more, "\n"), "one row: %q", more)
 	assert.Contains(t, more, "octo-org/web#1")
 	assert.NotContains(t, more, "WORK ITEM")
+}
+
+// get --watch -o json is a stream of WorkItem objects, one a line, from
+// the first line on: the items listed first, then each one that changed.
+func TestGetWatchJSONIsOneObjectALine(t *testing.T) {
+	config, store := fleetStore(t, "")
+	out, wait := runBackground(t, "--config", config, "get", "--watch", "-o", "json")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "octo-org/web#1") }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, store.PutStatus(context.Background(), keyAttended, desired.Status{Phase: desired.PhaseBackingOff, Reason: "crashed"}))
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "BackingOff") }, 5*time.Second, 20*time.Millisecond)
+	require.NoError(t, wait.stop())
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Greater(t, len(lines), 1)
+	for _, l := range lines {
+		var item map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &item), "not one JSON object: %q", l)
+		assert.Equal(t, "WorkItem", item["kind"], "%q", l)
+	}
 }
 
 // describe shows the spec and status, where the agent runs, how to attach,

@@ -72,7 +72,8 @@ func newRootCmd() *cobra.Command {
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", g.logLevel, err)
+		// slog's own error names no valid value.
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(g.logFormat) {

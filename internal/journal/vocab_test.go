@@ -5,12 +5,16 @@ import (
 	"go/constant"
 	"go/types"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/loopd/loopd/internal/journal"
 )
 
 const (
@@ -299,4 +303,20 @@ func isAnySlice(t types.Type) bool {
 	}
 	i, ok := types.Unalias(s.Elem()).(*types.Interface)
 	return ok && i.Empty()
+}
+
+// TestNamesListsEveryName: journal.Names, what `loopd events --type`
+// takes, holds every Name constant once, sorted.
+func TestNamesListsEveryName(t *testing.T) {
+	s := loadSource(t)
+	listed := map[string]bool{}
+	for _, n := range journal.Names() {
+		assert.False(t, listed[string(n)], "%s listed twice", n)
+		listed[string(n)] = true
+		assert.True(t, journal.Known(string(n)), "%s", n)
+	}
+	assert.Equal(t, s.names, listed)
+	assert.True(t, slices.IsSorted(journal.Names()))
+	assert.False(t, journal.Known("session.exitd"))
+	assert.Contains(t, journal.Near("session.exitd"), journal.SessionExited)
 }

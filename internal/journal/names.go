@@ -1,0 +1,122 @@
+package journal
+
+import (
+	"slices"
+	"strings"
+)
+
+// Names returns every event name, sorted: the names `loopd events --type`
+// takes. TestNamesListsEveryName keeps the list whole.
+func Names() []Name { return slices.Clone(names) }
+
+// Known reports whether s is one of Names.
+func Known(s string) bool {
+	_, found := slices.BinarySearch(names, Name(s))
+	return found
+}
+
+// Near returns the names that share s's family (the part before the
+// first dot: "session" of "session.exitd"), for a suggestion after a
+// typo; none when no family matches.
+func Near(s string) []Name {
+	family, _, _ := strings.Cut(s, ".")
+	var out []Name
+	for _, n := range names {
+		if f, _, _ := strings.Cut(string(n), "."); f == family {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// names is every Name constant, sorted by value.
+var names = []Name{
+	ActionFailed,
+	ClockBounded,
+	ConfigInvalid,
+	ConfigReloaded,
+	ConfigWatchFailed,
+	DeliveryAccepted,
+	DeliveryDuplicate,
+	DeliveryIgnored,
+	DeliveryRejected,
+	DispatchBlocked,
+	DispatchDelivered,
+	DispatchDropped,
+	DispatchFailed,
+	DispatchMangled,
+	DispatchSent,
+	DispatchTimeout,
+	GitHubConnected,
+	GitHubFailed,
+	GitHubPosted,
+	GitHubQueued,
+	GitHubRetry,
+	HarnessMissing,
+	HostDraining,
+	HostHeartbeatFailed,
+	HostTaken,
+	ItemForgotten,
+	ItemHeld,
+	ItemReleased,
+	JournalAppendFailed,
+	JournalPruneFailed,
+	JournalPruned,
+	LeaseAcquired,
+	LeaseLost,
+	LeaseMoved,
+	LeaseReleased,
+	PaneDiedWaitFailed,
+	ProcWatchFailed,
+	ProcWatchUnavailable,
+	ReconcileFailed,
+	RunUnreadable,
+	ScreenUnreadable,
+	ServeListening,
+	ServeRefused,
+	ServeStopped,
+	SessionAdopted,
+	SessionBlocked,
+	SessionConfirmed,
+	SessionCrashLoop,
+	SessionExited,
+	SessionFollowed,
+	SessionForeign,
+	SessionGroupKilled,
+	SessionLimitMenuAnswered,
+	SessionMoved,
+	SessionNeedsAttention,
+	SessionParked,
+	SessionPredecessorKilled,
+	SessionQueued,
+	SessionRateLimited,
+	SessionReportRejected,
+	SessionReported,
+	SessionRespawned,
+	SessionResumeFailed,
+	SessionSpawned,
+	SessionStarting,
+	SessionStopUnconfirmed,
+	SessionStopped,
+	SessionUnblocked,
+	StatusPageFailed,
+	StoreListenRestored,
+	TmuxExec,
+	TmuxKickFailed,
+	TmuxOutage,
+	TmuxServerLost,
+	TmuxUnavailable,
+	TranscriptRestored,
+	TranscriptShipFailed,
+	TranscriptUnreadable,
+	TranscriptWatchFailed,
+	WorkspaceFailed,
+	WorkspaceInterrupted,
+	WorkspaceKept,
+	WorkspaceMissing,
+	WorkspacePinned,
+	WorkspacePrepared,
+	WorkspacePreparing,
+	WorkspaceRemoved,
+	WorkspaceUnreadable,
+}
