@@ -11,7 +11,7 @@ func Names() []Name { return slices.Clone(names) }
 
 // Known reports whether s is one of Names.
 func Known(s string) bool {
-	_, found := slices.BinarySearch(names, Name(s))
+	_, found := slices.BinarySearchFunc(names, s, func(n Name, s string) int { return strings.Compare(string(n), s) })
 	return found
 }
 
