@@ -231,21 +231,8 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 	const id = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
-			r := newRig(t)
-			ctx := context.Background()
-			valid := true
-			f, m := r.hosted(t, &valid)
-			m.missing = missing
-			rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
-			rec.Lease = f.lease(r.key, "h1")
-			rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242, Host: "h2"}
-			sess := desired.SessionName(r.key)
-			plan := []actions.Action{
-				actions.RestoreTranscript{Key: r.key, Session: sess, ResumeID: id, Cwd: r.cwd, From: "h2", To: "h1", Resume: true},
-				actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id, TranscriptSize: -1},
-			}
-			res := r.exec.Execute(ctx, []desired.Record{rec}, plan)
-			got := r.get(t).Status
+			r, m, res, got := runRestore(t, missing, "h2",
+				desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242, Host: "h2"})
 			assert.Equal(t, "h1", got.Host)
 			assert.Equal(t, "h2", got.MovedFrom)
 			assert.Zero(t, got.HarnessPID)
@@ -270,21 +257,8 @@ func TestRestoreOfAMissingLocalTranscript(t *testing.T) {
 	const id = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
-			r := newRig(t)
-			ctx := context.Background()
-			valid := true
-			f, m := r.hosted(t, &valid)
-			m.missing = missing
-			rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
-			rec.Lease = f.lease(r.key, "h1")
-			rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, ConfirmedSessionID: id, Host: "h1"}
-			sess := desired.SessionName(r.key)
-			plan := []actions.Action{
-				actions.RestoreTranscript{Key: r.key, Session: sess, ResumeID: id, Cwd: r.cwd, To: "h1", Resume: true},
-				actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id, TranscriptSize: -1, Restored: true},
-			}
-			res := r.exec.Execute(ctx, []desired.Record{rec}, plan)
-			got := r.get(t).Status
+			r, m, res, got := runRestore(t, missing, "",
+				desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, ConfirmedSessionID: id, Host: "h1"})
 			assert.Equal(t, id, got.RestoredID, "the attempt is remembered")
 			assert.Empty(t, got.MovedFrom)
 			assert.Empty(t, r.named(t, journal.SessionMoved))
@@ -321,6 +295,29 @@ func TestHandoverReleasesOnlyOnceTheAgentIsGone(t *testing.T) {
 	assert.Equal(t, string(actions.ReasonDrained), got.Status.LastExitReason)
 	assert.Len(t, got.Pending, 1, "its event waits for the next host")
 	assert.Len(t, r.named(t, journal.LeaseReleased), 1)
+}
+
+// runRestore executes, on host h1, the restore of st's conversation from
+// host from ("" for the item's own host, whose restore the planner marks
+// Restored on the resume) followed by its resume, with the store's copy
+// missing or not, and returns the rig, its mover, the result and the
+// status left.
+func runRestore(t *testing.T, missing bool, from string, st desired.Status) (*rig, *fakeMover, actions.Result, desired.Status) {
+	t.Helper()
+	r := newRig(t)
+	valid := true
+	f, m := r.hosted(t, &valid)
+	m.missing = missing
+	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	rec.Lease = f.lease(r.key, "h1")
+	rec.Status = st
+	id := st.HarnessSessionID
+	plan := []actions.Action{
+		actions.RestoreTranscript{Key: r.key, Session: desired.SessionName(r.key), ResumeID: id, Cwd: r.cwd, From: from, To: "h1", Resume: true},
+		actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id, TranscriptSize: -1, Restored: from == ""},
+	}
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
+	return r, m, res, r.get(t).Status
 }
 
 // assertRestoredAndResumed checks that conversation id was restored (the
