@@ -156,7 +156,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 		if len(list) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "No work items found.")
 		}
-		if hidden := len(views) - len(list); hidden > 0 && len(named) == 0 && !o.all {
+		if hidden := len(views) - len(list); hidden > 0 && sel.hidesFinished() {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work items not shown; --all shows them\n", hidden)
 		}
 		if !o.watch {
@@ -194,11 +194,17 @@ func (s selection) shows(r desired.Record, now time.Time) bool {
 	if len(s.named) > 0 {
 		return slices.Contains(s.named, r.Key)
 	}
-	if s.all || len(s.phases) > 0 {
+	if !s.hidesFinished() {
 		return true
 	}
 	finished := r.Spec.Closed || r.Status.Phase == desired.PhaseStopped
 	return !finished || r.Spec.Held || reconciler.StalePending(r, now, s.stale) != ""
+}
+
+// hidesFinished reports whether s leaves out closed and stopped items:
+// unless --all is given, items are named or --phase asks for phases.
+func (s selection) hidesFinished() bool {
+	return !s.all && len(s.named) == 0 && len(s.phases) == 0
 }
 
 // parsePhases returns the phases named in list, case ignored; the error

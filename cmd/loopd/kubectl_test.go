@@ -273,6 +273,9 @@ func TestGetSelectsAndFormats(t *testing.T) {
 	assert.Contains(t, out, "2 closed or stopped work items not shown; --all shows them")
 	assert.Contains(t, out, "Stopped (held)")
 	assert.Contains(t, out, "crash_loop")
+	out, err = run(t, "", "--config", config, "get", "--phase", "needsattention")
+	require.NoError(t, err)
+	assert.NotContains(t, out, "not shown", "--phase hides no item for being closed or stopped")
 
 	out, err = run(t, "", "--config", config, "get", "-o", "wide", "codertocat/hello-world#8")
 	require.NoError(t, err)
