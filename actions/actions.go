@@ -245,12 +245,15 @@ func (f Field) Data() any {
 	}
 }
 
-// Format renders name and fields in logfmt: values with spaces, quotes or
-// '=' are quoted.
-func Format(a Action) string {
+// Format renders a's name and fields in logfmt (FormatFields).
+func Format(a Action) string { return FormatFields(a.Name(), a.Fields()) }
+
+// FormatFields renders name and fields in logfmt: values with spaces,
+// quotes or '=' are quoted. The dry run writes a queued GitHub call so too.
+func FormatFields(name string, fields []Field) string {
 	var b strings.Builder
-	b.WriteString(a.Name())
-	for _, f := range a.Fields() {
+	b.WriteString(name)
+	for _, f := range fields {
 		b.WriteByte(' ')
 		b.WriteString(f.Key)
 		b.WriteByte('=')

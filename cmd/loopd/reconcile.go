@@ -168,16 +168,16 @@ type planEntry struct {
 // printPlan writes the plan, then the GitHub calls queued and not sent
 // yet (github_call), in format; a call tried before shows its last try's
 // answer (http_status, 0 when none came, and err). The text form is each
-// action's String, and a call's fields in logfmt.
+// line's name and fields in logfmt (actions.FormatFields), as an action's
+// String is.
 func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []desired.Call) error {
 	type line struct {
 		name   string
 		fields []actions.Field
-		text   string
 	}
 	lines := make([]line, 0, len(res.Plan)+len(queued))
 	for _, a := range res.Plan {
-		lines = append(lines, line{name: a.Name(), fields: a.Fields(), text: a.String()})
+		lines = append(lines, line{name: a.Name(), fields: a.Fields()})
 	}
 	for _, c := range queued {
 		f := []actions.Field{{Key: journal.KeyWorkItem, Value: c.Key.String()}, {Key: journal.KeyCall, Value: string(c.Kind)},
@@ -189,15 +189,11 @@ func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []d
 			// The last try's answer: why the call waits.
 			f = append(f, actions.Field{Key: journal.KeyHTTPStatus, Value: c.HTTPStatus}, actions.Field{Key: journal.KeyErr, Value: c.Error})
 		}
-		text := "github_call"
-		for _, kv := range f {
-			text += " " + kv.Key + "=" + journal.Quote(kv.Text())
-		}
-		lines = append(lines, line{name: "github_call", fields: f, text: text})
+		lines = append(lines, line{name: "github_call", fields: f})
 	}
 	if format == "text" {
 		for _, l := range lines {
-			if _, err := fmt.Fprintln(w, l.text); err != nil {
+			if _, err := fmt.Fprintln(w, actions.FormatFields(l.name, l.fields)); err != nil {
 				return err
 			}
 		}
