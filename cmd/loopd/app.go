@@ -169,13 +169,7 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 // pass, so that a hot reload takes effect on the next pass.
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	caps := capabilities(a.harnesses)
-	policy := func() reconciler.Policy {
-		cfg := current()
-		routing := cfg.Webhooks.GHWebhook.Routing
-		p := reconciler.PolicyFrom(routing.Tmux, caps, a.owner.ID).WithCapacity(cfg.Capacity)
-		p.Routing = routing
-		return p
-	}
+	policy := func() reconciler.Policy { return policyOf(current(), caps, a.owner.ID) }
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
 	// The planner's and the executor's deadlines are spans of monotonic
@@ -254,4 +248,14 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 		return nil, nil, err
 	}
 	return cfg, a, nil
+}
+
+// policyOf is the reconciler's policy under cfg: its tmux and routing
+// rules and its capacity, for the harnesses' capabilities caps and the
+// tmux owner mark owner ("" for a command that only reads).
+func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner string) reconciler.Policy {
+	routing := cfg.Webhooks.GHWebhook.Routing
+	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
+	p.Routing = routing
+	return p
 }

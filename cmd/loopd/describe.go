@@ -15,7 +15,6 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/runner"
-	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -54,8 +53,7 @@ events.`,
 			if err != nil {
 				return err
 			}
-			policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
-			policy.Routing = cfg.Webhooks.GHWebhook.Routing
+			policy := policyOf(cfg, accounts(cfg), "")
 			now := time.Now()
 			var view itemView
 			for _, v := range itemViews(records, now, schema.DefaultStalePending, policy, deaths(ctx, cfg, records, now)) {

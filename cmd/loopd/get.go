@@ -122,8 +122,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 		named = append(named, r.Key)
 	}
 	sel := selection{named: named, phases: phases, all: o.all, stale: o.stale}
-	policy := reconciler.PolicyFrom(cfg.Webhooks.GHWebhook.Routing.Tmux, accounts(cfg), "")
-	policy.Routing = cfg.Webhooks.GHWebhook.Routing
+	policy := policyOf(cfg, accounts(cfg), "")
 	read := func() ([]itemView, []bool, error) {
 		records, err := store.Records(ctx)
 		if err != nil {
