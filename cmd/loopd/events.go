@@ -134,7 +134,10 @@ func journalItem(ctx context.Context, store desired.Store, arg string) (string, 
 	}
 	k, _ := desired.ParseKey(arg) // resolveItem parsed it
 	rows, jerr := store.Events(ctx, desired.EventFilter{WorkItem: k.String(), Limit: 1})
-	if jerr != nil || len(rows) == 0 {
+	if jerr != nil {
+		return "", fmt.Errorf("read the journal of %s: %w", k, jerr)
+	}
+	if len(rows) == 0 {
 		return "", err
 	}
 	return k.String(), nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -57,7 +56,7 @@ under the reconcile lock, and journals item.released.`
 			}
 			// A release --fresh not carried out yet stands: a plain release
 			// after it must not quietly turn it back into a resume.
-			if !fresh && freshReleasePending(ctx, store, k) {
+			if !fresh && freshReleasePending(r) {
 				fresh = true
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: a release --fresh is still pending; it stands\n", k)
 			}
@@ -80,9 +79,8 @@ under the reconcile lock, and journals item.released.`
 	return cmd
 }
 
-// freshReleasePending reports whether k has a release --fresh that no pass
-// has carried out yet; false when the store cannot tell.
-func freshReleasePending(ctx context.Context, store desired.Store, k desired.Key) bool {
-	r, err := store.Get(ctx, k)
-	return err == nil && r.ReleasePending() && r.Spec.ReleaseFresh
+// freshReleasePending reports whether r has a release --fresh that no pass
+// has carried out yet.
+func freshReleasePending(r desired.Record) bool {
+	return r.ReleasePending() && r.Spec.ReleaseFresh
 }

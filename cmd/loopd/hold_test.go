@@ -22,10 +22,18 @@ func TestFreshReleasePendingStands(t *testing.T) {
 	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
 	require.NoError(t, err)
 
-	assert.False(t, freshReleasePending(ctx, store, k), "no release yet")
+	pending := func(k desired.Key) bool {
+		r, err := store.Get(ctx, k)
+		require.NoError(t, err)
+		return freshReleasePending(r)
+	}
+	assert.False(t, pending(k), "no release yet")
 	require.NoError(t, store.Release(ctx, k, false))
-	assert.False(t, freshReleasePending(ctx, store, k), "a plain release is not a fresh one")
+	assert.False(t, pending(k), "a plain release is not a fresh one")
 	require.NoError(t, store.Release(ctx, k, true))
-	assert.True(t, freshReleasePending(ctx, store, k))
-	assert.False(t, freshReleasePending(ctx, store, desired.Key{Owner: "octo-org", Repo: "api", Number: 4}), "another item")
+	assert.True(t, pending(k))
+	other := desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
+	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-2", Key: other, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	require.NoError(t, err)
+	assert.False(t, pending(other), "another item")
 }
