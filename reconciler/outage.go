@@ -43,7 +43,7 @@ func lossOf(records []*desired.Record, obs observed.Observation, p Policy) Loss 
 		if !expectedLive(*r) {
 			continue
 		}
-		if processRunner(*r, p) {
+		if ProcessRunner(*r, p) {
 			continue // a run is no tmux agent
 		}
 		it := itemPlan{r: *r, session: desired.SessionName(r.Key), obs: obs, p: p}

@@ -20,11 +20,11 @@ import (
 // its whole life, nothing is ever pasted, and a run that ends is judged by
 // the transcript.
 
-// processRunner reports whether r is planned by the process runner: its
+// ProcessRunner reports whether r is planned by the process runner: its
 // route says runner: process, or the record names a run not judged yet
 // (desired.Status.RunID), which is followed to its end even when the route
 // changed since.
-func processRunner(r desired.Record, p Policy) bool {
+func ProcessRunner(r desired.Record, p Policy) bool {
 	if r.Status.RunID != "" {
 		return true
 	}
@@ -58,7 +58,7 @@ func (it *itemPlan) observeRun() {
 // observe sorts out what runs the item's agent: its run (observeRun) or
 // its pane (observePane).
 func (it *itemPlan) observe() {
-	if processRunner(it.r, it.p) {
+	if ProcessRunner(it.r, it.p) {
 		it.observeRun()
 		return
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/schema"
 )
 
 // execve replaces the process with argv (syscall.Exec); tests replace it
@@ -37,7 +39,7 @@ An item of the process runner has no session: loopd logs shows its run.`,
 			if err != nil {
 				return err
 			}
-			session, err := itemSession(ctx, cfg.Tmux.Socket, r)
+			session, err := itemSession(ctx, cfg, r)
 			if err != nil {
 				return err
 			}
@@ -55,12 +57,13 @@ An item of the process runner has no session: loopd logs shows its run.`,
 }
 
 // itemSession returns the name of r's tmux session when it is on the
-// server of socket; the error says why not: the item runs as a process
-// (no session: its run log tells), or its session is not there.
-func itemSession(ctx context.Context, socket string, r desired.Record) (string, error) {
-	if r.Status.RunID != "" {
+// server of cfg's socket; the error says why not: the item runs as a
+// process (runsAsProcess), or its session is not there (noSession).
+func itemSession(ctx context.Context, cfg *schema.Config, r desired.Record) (string, error) {
+	if runsAsProcess(cfg, r) {
 		return "", fmt.Errorf("work item %s runs as a process, with no tmux session: loopd logs %s prints its run", r.Key, r.Key)
 	}
+	socket := cfg.Tmux.Socket
 	name := desired.SessionName(r.Key)
 	panes, err := tmux.NewExec(socket, slog.New(slog.DiscardHandler)).ListPanes(ctx)
 	if err != nil {
@@ -71,5 +74,17 @@ func itemSession(ctx context.Context, socket string, r desired.Record) (string, 
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("work item %s has no tmux session %s on socket %s (phase %s)", r.Key, name, socket, r.Status.Phase)
+	return "", noSession(cfg, r)
+}
+
+// runsAsProcess reports whether the process runner runs r under cfg
+// (reconciler.ProcessRunner): it has runs and their logs, no tmux session.
+func runsAsProcess(cfg *schema.Config, r desired.Record) bool {
+	return reconciler.ProcessRunner(r, policyOf(cfg, nil, ""))
+}
+
+// noSession is the error of a command that needs r's tmux session when it
+// is not on cfg's server.
+func noSession(cfg *schema.Config, r desired.Record) error {
+	return fmt.Errorf("work item %s has no tmux session %s on socket %s (phase %s)", r.Key, desired.SessionName(r.Key), cfg.Tmux.Socket, r.Status.Phase)
 }

@@ -83,7 +83,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, eve
 	line("", "Harness", dash(v.Spec.Harness))
 	line("", "Workdir", dash(st.Workdir))
 	line("", "Session", st.Session)
-	if st.RunID != "" {
+	if runsAsProcess(cfg, r) {
 		// A process-runner item: a run per event, no tmux session.
 		line("", "Run log", runLogPath(cfg, r))
 		line("", "Logs", "loopd logs "+v.Key)

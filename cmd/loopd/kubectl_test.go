@@ -569,3 +569,24 @@ func runBackground(t *testing.T, args ...string) (*syncBuffer, background) {
 	t.Cleanup(func() { _ = b.stop() })
 	return out, b
 }
+
+// A process-runner item is one by its route, also between two runs (no
+// run recorded): describe shows no attach command, attach and logs say it
+// runs as a process (reconciler.ProcessRunner, the planner's rule).
+func TestProcessItemBetweenRuns(t *testing.T) {
+	config, _ := fleetStore(t, "loopd-process")
+	data, err := os.ReadFile(config)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(config, []byte(strings.Replace(string(data), "{harness: claude-code, ", "{harness: claude-code, runner: process, ", 1)), 0o644))
+
+	out, err := run(t, "", "--config", config, "describe", keyRunning.String())
+	require.NoError(t, err)
+	assert.NotContains(t, out, "Attach:")
+	assert.Contains(t, out, "loopd logs "+keyRunning.String())
+	_, err = run(t, "", "--config", config, "attach", keyRunning.String())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "runs as a process, with no tmux session")
+	_, err = run(t, "", "--config", config, "logs", keyRunning.String())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "runs as a process and has no run now")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -29,9 +30,11 @@ runner it prints the log of its current run instead.`,
 			if err != nil {
 				return err
 			}
-			if r.Status.RunID != "" {
-				path := runLogPath(cfg, r)
-				f, err := os.Open(path)
+			if runsAsProcess(cfg, r) {
+				if r.Status.RunID == "" {
+					return fmt.Errorf("work item %s runs as a process and has no run now: loopd events %s shows its runs", r.Key, r.Key)
+				}
+				f, err := os.Open(runLogPath(cfg, r))
 				if err != nil {
 					return fmt.Errorf("run log of %s: %w", r.Key, err)
 				}
@@ -39,14 +42,9 @@ runner it prints the log of its current run instead.`,
 				_, err = io.Copy(cmd.OutOrStdout(), f)
 				return err
 			}
-			session, err := itemSession(ctx, cfg.Tmux.Socket, r)
-			if err != nil {
-				return err
-			}
-			screen, err := tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)).CapturePane(ctx, "="+session+":", true)
+			screen, err := tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)).CapturePane(ctx, "="+desired.SessionName(r.Key)+":", true)
 			if errors.Is(err, tmux.ErrNoSession) {
-				// Gone between the listing and the capture.
-				return fmt.Errorf("work item %s has no tmux session %s on socket %s", r.Key, session, cfg.Tmux.Socket)
+				return noSession(cfg, r)
 			}
 			if err != nil {
 				return fmt.Errorf("logs of %s: %w", r.Key, err)

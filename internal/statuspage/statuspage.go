@@ -360,9 +360,7 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 		Pending:     rec.Pending,
 		Events:      eventRows(events),
 	}
-	if route, ok := p.Routing.Route(rec.Key.Owner, rec.Key.Repo); ok && route.Runner == schema.RunnerProcess {
-		d.Process = true
-	}
+	d.Process = reconciler.ProcessRunner(rec, p)
 	h.render(w, h.item, http.StatusOK, d)
 }
 
