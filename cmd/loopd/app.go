@@ -122,7 +122,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		journal:   rec,
 		owner:     owner,
 		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
-		runs:      &runner.Runner{Exe: exe, Dir: filepath.Join(cfg.StateDir, runsDir)},
+		runs:      runsOf(cfg, exe),
 	}, nil
 }
 
@@ -258,4 +258,11 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing = routing
 	return p
+}
+
+// runsOf is the process runner of cfg's state dir (its runsDir), which
+// starts runs with exe ("" for a command that only reads or removes their
+// files).
+func runsOf(cfg *schema.Config, exe string) *runner.Runner {
+	return &runner.Runner{Exe: exe, Dir: filepath.Join(cfg.StateDir, runsDir)}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -165,8 +163,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, eve
 // runLogPath is the log of the item's current run of the process runner
 // (internal/runner), under the state dir's runs directory (app's runsDir).
 func runLogPath(cfg *schema.Config, r desired.Record) string {
-	runs := runner.Runner{Dir: filepath.Join(cfg.StateDir, runsDir)}
-	return runs.LogPath(desired.SessionName(r.Key), r.Status.RunID)
+	return runsOf(cfg, "").LogPath(desired.SessionName(r.Key), r.Status.RunID)
 }
 
 // transcriptOf says where the item's conversation id has its transcript,

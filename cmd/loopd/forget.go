@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
@@ -32,10 +30,6 @@ const (
 // errNotConfirmed is forget's answer without --yes: it said what it would
 // remove, and removed nothing.
 var errNotConfirmed = errors.New("nothing removed: run it again with --yes to forget the item")
-
-// liveFor are the phases in which an item's agent may run (on this host or
-// on another of a shared store): forget refuses them.
-var liveFor = []desired.Phase{desired.PhaseSpawning, desired.PhaseRunning, desired.PhasePreparing}
 
 func newForgetCmd(g *globals) *cobra.Command {
 	var yes bool
@@ -115,13 +109,13 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	outcome, kept, werr := wt.remove(ctx)
 	// The process runner's files of the item's runs (pid, exit, log).
 	session := desired.SessionName(k)
-	_ = os.RemoveAll(runner.Runner{Dir: filepath.Join(cfg.StateDir, runsDir)}.ItemDir(session))
+	runsErr := os.RemoveAll(runsOf(cfg, "").ItemDir(session))
 	kv := []any{journal.KeyCwd, wt.dir, journal.KeyWorkspace, outcome}
 	if kept != "" {
 		kv = append(kv, journal.KeyReason, kept)
 	}
-	if werr != nil {
-		kv = append(kv, journal.KeyErr, werr)
+	if err := errors.Join(werr, runsErr); err != nil {
+		kv = append(kv, journal.KeyErr, err)
 	}
 	journal.NewRecorder(log, store, time.Now).Record(ctx, slog.LevelInfo, journal.ItemForgotten, k.String(), kv...)
 	fmt.Fprintf(out, "%s forgotten\n", k)
@@ -132,6 +126,9 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 		fmt.Fprintf(out, "worktree %s removed\n", wt.dir)
 	case outcome == worktreeKept:
 		fmt.Fprintf(out, "worktree %s kept: %s; remove it yourself once nothing in it is needed\n", wt.dir, kept)
+	}
+	if runsErr != nil {
+		fmt.Fprintf(out, "its process runs' files kept: %v\n", runsErr)
 	}
 	// The rows' pages go back to the file system (SQLite); a failure
 	// here loses nothing, the next prune tries again.
@@ -149,7 +146,9 @@ func forgettable(ctx context.Context, cfg *schema.Config, r desired.Record) erro
 	if !r.Spec.Closed {
 		return fmt.Errorf("work item %s is open: only a closed item can be forgotten", k)
 	}
-	if slices.Contains(liveFor, r.Status.Phase) {
+	if r.NeedsHost() {
+		// Closed, but not stopped yet, on this host or another of a shared
+		// store: its agent may still run.
 		return fmt.Errorf("work item %s is %s: its agent may still run; the next pass stops a closed item, then forget it", k, r.Status.Phase)
 	}
 	snap, err := observed.TakeSnapshot(ctx, tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)), time.Now())
