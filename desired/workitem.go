@@ -525,6 +525,20 @@ func (r Record) ConversationID(accepts func(id string) bool) string {
 	return rep.SessionID
 }
 
+// ConversationLabel is a conversation id as an operator is shown it
+// (loopd get and describe, the status page): "unconfirmed" while the
+// harness chose an id loopd has not learned yet (Status.IDUnconfirmed),
+// "-" for none, else the id.
+func ConversationLabel(id string, unconfirmed bool) string {
+	switch {
+	case unconfirmed:
+		return "unconfirmed"
+	case id == "":
+		return "-"
+	}
+	return id
+}
+
 // ReleasePending reports whether an operator's release (Spec.ReleaseGeneration)
 // has not been carried out yet.
 func (r Record) ReleasePending() bool {

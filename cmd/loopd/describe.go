@@ -108,11 +108,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, eve
 		}
 	}
 	line("  ", "Host", host)
-	id := dash(st.ConversationID)
-	if st.ConversationUnconfirmed {
-		id = "unconfirmed"
-	}
-	line("  ", "Conversation ID", id)
+	line("  ", "Conversation ID", desired.ConversationLabel(st.ConversationID, st.ConversationUnconfirmed))
 	line("  ", "Pane", dash(st.PaneID))
 	line("  ", "Spawned", at(st.SpawnedAt))
 	line("  ", "Failures", strconv.Itoa(st.Failures))

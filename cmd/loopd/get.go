@@ -357,14 +357,7 @@ func printRecords(w io.Writer, views []itemView, wide, header bool) error {
 		} else if v.Spec.Closed {
 			phase += " (closed)"
 		}
-		id := st.ConversationID
-		switch {
-		case st.ConversationUnconfirmed:
-			// The harness chose an id loopd has not learned yet.
-			id = "unconfirmed"
-		case id == "":
-			id = "-"
-		}
+		id := desired.ConversationLabel(st.ConversationID, st.ConversationUnconfirmed)
 		host, expires := "-", "-"
 		if l := st.Lease; l != nil {
 			host = l.Host

@@ -371,10 +371,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 	out := make([]itemRow, len(records))
 	for i, rec := range records {
 		phase := cmp.Or(rec.Status.Phase, desired.PhaseIdle)
-		id := rec.ConversationID(nil)
-		if rec.Status.IDUnconfirmed {
-			id = "unconfirmed" // the harness chose an id loopd has not learned yet
-		}
+		id := desired.ConversationLabel(rec.ConversationID(nil), rec.Status.IDUnconfirmed)
 		out[i] = itemRow{
 			Key:            rec.Key.String(),
 			URL:            itemURL(rec.Key),
