@@ -103,11 +103,18 @@ type Load struct {
 	Live, Starts int
 }
 
-// LoadOf counts the slots and the starts in flight the records hold (the
-// metrics' figures).
-func LoadOf(records []desired.Record) Load {
+// LoadOf counts the slots and the starts in flight the records hold.
+func LoadOf(records []desired.Record) Load { return LoadOn(records, "") }
+
+// LoadOn counts the slots and the starts in flight of the records host
+// runs (their lease's owner), the figures its capacity bounds (the
+// metrics', the status page's); host "" counts every record.
+func LoadOn(records []desired.Record, host string) Load {
 	var l Load
 	for _, r := range records {
+		if host != "" && r.Lease.Owner != host {
+			continue
+		}
 		if holdsSlot(r.Status.Phase, r.Status.Reason) {
 			l.Live++
 		}

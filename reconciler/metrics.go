@@ -71,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		phases: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_work_items",
 			Help: "Work items, by phase (Queued, Parked and the others), after the last pass."}, []string{"phase"}),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_live_sessions",
-			Help: "Work items holding a live agent's slot (Spawning, Running, BackingOff after a crash), after the last pass."}),
+			Help: "Work items of this host holding a live agent's slot (Spawning, Running, BackingOff after a crash), after the last pass."}),
 		maxLive: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_max_live_sessions",
 			Help: "capacity.maxLiveSessions: the slots of live agents; 0 means no limit."}),
 		starts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_starts_in_flight",
@@ -177,7 +177,7 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	m.mu.Lock()
 	m.oldest = oldest
 	m.mu.Unlock()
-	l := LoadOf(records)
+	l := LoadOn(records, p.Host) // this host's, against its capacity
 	m.live.Set(float64(l.Live))
 	m.starts.Set(float64(l.Starts))
 	m.maxLive.Set(float64(p.MaxLive))

@@ -69,6 +69,22 @@ func TestPendingDeliveriesAndTheOldestAge(t *testing.T) {
 	assert.Zero(t, m.oldestAge())
 }
 
+// TestLiveSessionsAreThisHosts: on a fleet, the live sessions exported
+// are those of the items this host's lease runs, the figure its capacity
+// bounds, not every host's.
+func TestLiveSessionsAreThisHosts(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	running := func(n int, host string) desired.Record {
+		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: n}, Lease: desired.Lease{Owner: host},
+			Status: desired.Status{Phase: desired.PhaseRunning}}
+	}
+	records := []desired.Record{running(1, "a"), running(2, "b"), running(3, "b")}
+	m.fleet(records, Policy{Host: "a"})
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.live))
+	m.fleet(records, Policy{})
+	assert.Equal(t, 3.0, testutil.ToFloat64(m.live), "one loopd with no fleet: every item")
+}
+
 // TestResumesAndDeliveryLatencyCountedOnce carries an item through its
 // first event, a crash and a verified resume, and a failed resume that
 // falls back to fresh, and reads the counters the executor fed.

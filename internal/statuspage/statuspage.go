@@ -259,11 +259,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	d := indexData{page: page{Title: "loopd status", Host: h.opts.Host, Now: now}, Events: eventRows(events)}
 
 	byPhase := map[desired.Phase][]itemRow{}
-	var mine []desired.Record
 	for i, rec := range records {
-		if rec.Lease.Owner == "" || rec.Lease.Owner == h.opts.Host {
-			mine = append(mine, rec)
-		}
 		if !rec.NeedsHost() {
 			// Closed with no agent left: out of the way, below.
 			d.Closed = append(d.Closed, rows[i])
@@ -276,7 +272,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 			d.Groups = append(d.Groups, group{Phase: ph, Items: byPhase[ph]})
 		}
 	}
-	load := reconciler.LoadOf(mine)
+	load := reconciler.LoadOn(records, h.opts.Host)
 	d.Capacity = capacityView{Live: load.Live, MaxLive: p.MaxLive, Starts: load.Starts, MaxStarts: p.MaxStarts,
 		Queued: len(reconciler.QueuePositions(records, now))}
 	if h.opts.Hosts != nil {
@@ -285,14 +281,12 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
+		held := map[string][]desired.Record{} // by their lease's owner
+		for _, rec := range records {
+			held[rec.Lease.Owner] = append(held[rec.Lease.Owner], rec)
+		}
 		for _, host := range hosts {
-			var held []desired.Record
-			for _, rec := range records {
-				if rec.Lease.Owner == host.Name {
-					held = append(held, rec)
-				}
-			}
-			d.Hosts = append(d.Hosts, hostView{Host: host, LiveSessions: reconciler.LoadOf(held).Live, This: host.Name == h.opts.Host})
+			d.Hosts = append(d.Hosts, hostView{Host: host, LiveSessions: reconciler.LoadOf(held[host.Name]).Live, This: host.Name == h.opts.Host})
 		}
 	}
 	h.render(w, h.index, http.StatusOK, d)
