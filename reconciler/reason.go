@@ -10,30 +10,44 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 )
 
-// Reasons returns, by key, the reason each of records shows an operator:
-// loopd get's REASON column and the status page's. It is the status's
-// reason, followed by what explains the phase at now:
-// preparing_since=T for a Preparing item, position=N for a Queued one (1
-// next; QueuePositions), next_attempt=T for a BackingOff one,
-// workspace_error=… when its worktree failed, workdir_pinned=… when the
-// route now renders another workdir (WorkdirMoved), the last exit
-// (exit_status=N or signal=N; desired.Status.LastExit), blocked reason=… when
-// its screen shows a dialog, rate_limited reset=T until=T when a usage
-// limit on its account holds it (LimitsHeld), and stale_pending=N since=D
-// when it is Stopped with events pending longer than stale. records are
-// every item (the queue and the limits are worked out over all of them);
-// p is the current policy. An item with nothing to say maps to "".
-func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Duration) map[desired.Key]string {
+// Explanation is what explains an item's phase to an operator, as loopd
+// get, describe and the status page show it.
+type Explanation struct {
+	// Reason is loopd get's REASON column (Explain).
+	Reason string
+	// QueuePosition is a Queued item's place in the queue, 1 next
+	// (QueuePositions); 0 when it waits in none.
+	QueuePosition int
+	// LimitUntil is when the usage limit holding an open, unheld item
+	// lets it go (LimitsHeld); zero when none holds it.
+	LimitUntil time.Time
+}
+
+// Explain returns, by key, the explanation of each of records at now.
+// The reason is the status's reason, followed by what explains the
+// phase: preparing_since=T for a Preparing item, position=N for a Queued
+// one, next_attempt=T for a BackingOff one, workspace_error=… when its
+// worktree failed, workdir_pinned=… when the route now renders another
+// workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
+// desired.Status.LastExit), blocked reason=… when its screen shows a
+// dialog, rate_limited reset=T until=T when a usage limit on its account
+// holds it, and stale_pending=N since=D when it is Stopped with events
+// pending longer than stale. records are every item (the queue and the
+// limits are worked out over all of them, once); p is the current
+// policy. An item with nothing to say has the zero Explanation.
+func Explain(records []desired.Record, p Policy, now time.Time, stale time.Duration) map[desired.Key]Explanation {
 	queue := QueuePositions(records, now)
 	limitHeld := LimitsHeld(records, p, now)
-	out := make(map[desired.Key]string, len(records))
+	out := make(map[desired.Key]Explanation, len(records))
 	for _, r := range records {
 		st := r.Status
 		reason := st.Reason
 		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
 			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
 		}
+		var e Explanation
 		if pos, ok := queue[r.Key]; ok {
+			e.QueuePosition = pos
 			reason += " position=" + strconv.Itoa(pos)
 		}
 		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
@@ -53,6 +67,7 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 			reason += " blocked reason=" + st.Blocked
 		}
 		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
+			e.LimitUntil = until
 			if reason != "rate_limited" { // the item held by another's limit says why
 				reason += " rate_limited"
 			}
@@ -61,7 +76,8 @@ func Reasons(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if flag := StalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
-		out[r.Key] = strings.TrimSpace(reason)
+		e.Reason = strings.TrimSpace(reason)
+		out[r.Key] = e
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/loopd/loopd/desired"
 )
 
-// Reasons is the one home of the reason an operator sees, in loopd get and
+// Explain is the one home of the reason an operator sees, in loopd get and
 // on the status page: each row is one thing it adds to the stored reason.
 func TestReasons(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -59,7 +59,11 @@ func TestReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Reasons(tt.records, testPolicy(), now, 10*time.Minute))
+			got := map[desired.Key]string{}
+			for k, e := range Explain(tt.records, testPolicy(), now, 10*time.Minute) {
+				got[k] = e.Reason
+			}
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }

@@ -57,7 +57,7 @@ type specView struct {
 // as get's columns are.
 type statusView struct {
 	Phase string `json:"phase" yaml:"phase"`
-	// Reason is get's REASON column (reconciler.Reasons).
+	// Reason is get's REASON column (reconciler.Explain).
 	Reason  string `json:"reason" yaml:"reason"`
 	Session string `json:"session" yaml:"session"`
 	PaneID  string `json:"paneId,omitempty" yaml:"paneId,omitempty"`
@@ -97,27 +97,25 @@ type leaseView struct {
 // itemViews returns the view of each record at now: the failure count the
 // next restart decision under p would start from (reconciler.NextFailures,
 // a run seen dead measured to its death in died), each Queued item's
-// place in the queue (reconciler.QueuePositions) and the reason column
-// (reconciler.Reasons), stale flagging Stopped items whose oldest pending
+// place in the queue, its usage limit and the reason column
+// (reconciler.Explain), stale flagging Stopped items whose oldest pending
 // event is older than that.
 func itemViews(records []desired.Record, now time.Time, stale time.Duration, p reconciler.Policy, died map[desired.Key]time.Time) []itemView {
-	queue := reconciler.QueuePositions(records, now)
-	limitHeld := reconciler.LimitsHeld(records, p, now)
-	reasons := reconciler.Reasons(records, p, now, stale)
+	explained := reconciler.Explain(records, p, now, stale)
 	out := make([]itemView, 0, len(records))
 	for _, r := range records {
-		st := r.Status
+		st, e := r.Status, explained[r.Key]
 		v := itemView{
 			APIVersion: getAPIVersion, Kind: kindItem,
 			Key: r.Key.String(), Owner: r.Key.Owner, Repo: r.Key.Repo, Number: r.Key.Number,
 			Spec: specView{Kind: string(r.Spec.Kind), Harness: r.Spec.Harness, Closed: r.Spec.Closed, Held: r.Spec.Held,
 				ReleasePending: r.ReleasePending(), Generation: r.Spec.Generation, HeadRef: r.Spec.HeadRef},
 			Status: statusView{
-				Phase: string(st.Phase), Reason: reasons[r.Key],
+				Phase: string(st.Phase), Reason: e.Reason,
 				Session: desired.SessionName(r.Key), PaneID: st.PaneID,
 				ConversationID: r.ConversationID(nil), ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
-				QueuePosition: queue[r.Key], Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
+				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
 				Blocked: st.Blocked, RunID: st.RunID,
 			},
 		}
@@ -127,9 +125,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 		if st.Phase == desired.PhaseBackingOff {
 			v.Status.NextAttempt = utc(st.NextAttempt)
 		}
-		if _, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
-			v.Status.LimitUntil = utc(until)
-		}
+		v.Status.LimitUntil = utc(e.LimitUntil)
 		if st.LastExitStatus != nil || st.LastExitReason != "" || !st.LastExitAt.IsZero() {
 			v.Status.LastExit = &exitView{Status: st.LastExitStatus, Reason: st.LastExitReason, At: utc(st.LastExitAt)}
 		}

@@ -226,6 +226,7 @@ type itemRow struct {
 	Pending        int
 	Failures       int
 	Reason         string
+	QueuePosition  int // 1 next; 0 when not Queued
 }
 
 // eventRow is one journal row.
@@ -259,7 +260,11 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	d := indexData{page: page{Title: "loopd status", Host: h.opts.Host, Now: now}, Events: eventRows(events)}
 
 	byPhase := map[desired.Phase][]itemRow{}
+	queued := 0
 	for i, rec := range records {
+		if rows[i].QueuePosition > 0 {
+			queued++
+		}
 		if !rec.NeedsHost() {
 			// Closed with no agent left: out of the way, below.
 			d.Closed = append(d.Closed, rows[i])
@@ -274,7 +279,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	load := reconciler.LoadOn(records, h.opts.Host)
 	d.Capacity = capacityView{Live: load.Live, MaxLive: p.MaxLive, Starts: load.Starts, MaxStarts: p.MaxStarts,
-		Queued: len(reconciler.QueuePositions(records, now))}
+		Queued: queued}
 	if h.opts.Hosts != nil {
 		hosts, err := h.opts.Hosts.Hosts(ctx)
 		if err != nil {
@@ -359,9 +364,9 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 }
 
 // rows returns the table row of each record, in order, with the reason
-// loopd get shows (reconciler.Reasons).
+// and queue position loopd get shows (reconciler.Explain).
 func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.Time) []itemRow {
-	reasons := reconciler.Reasons(records, p, now, schema.DefaultStalePending)
+	explained := reconciler.Explain(records, p, now, schema.DefaultStalePending)
 	out := make([]itemRow, len(records))
 	for i, rec := range records {
 		phase := cmp.Or(rec.Status.Phase, desired.PhaseIdle)
@@ -378,7 +383,8 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			ConversationID: id,
 			Pending:        len(rec.Pending),
 			Failures:       reconciler.NextFailures(rec, p, now, time.Time{}),
-			Reason:         reasons[rec.Key],
+			Reason:         explained[rec.Key].Reason,
+			QueuePosition:  explained[rec.Key].QueuePosition,
 		}
 	}
 	return out
