@@ -46,6 +46,12 @@ type Lease struct {
 	Expires time.Time
 }
 
+// Lapsed reports whether l has an owner whose lease expired by now: the
+// owner stopped heartbeating, and another host may take the item.
+func (l Lease) Lapsed(now time.Time) bool {
+	return l.Owner != "" && !l.Expires.After(now)
+}
+
 // Host is one member of the hosts that share a store.
 type Host struct {
 	Name string

@@ -329,7 +329,7 @@ func needsAssign(records []desired.Record, now time.Time) bool {
 
 // unhosted reports whether r needs a host and no live host holds it.
 func unhosted(r desired.Record, now time.Time) bool {
-	return r.NeedsHost() && (r.Lease.Owner == "" || !r.Lease.Expires.After(now))
+	return r.NeedsHost() && (r.Lease.Owner == "" || r.Lease.Lapsed(now))
 }
 
 // dryRunLeases returns records with every unhosted item as host's, in

@@ -130,7 +130,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			v.Status.LastExit = &exitView{Status: st.LastExitStatus, Reason: st.LastExitReason, At: utc(st.LastExitAt)}
 		}
 		if r.Lease.Owner != "" {
-			v.Status.Lease = &leaseView{Host: r.Lease.Owner, Expires: utc(r.Lease.Expires), Lapsed: !r.Lease.Expires.After(now)}
+			v.Status.Lease = &leaseView{Host: r.Lease.Owner, Expires: utc(r.Lease.Expires), Lapsed: r.Lease.Lapsed(now)}
 		}
 		out = append(out, v)
 	}

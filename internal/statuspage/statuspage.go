@@ -378,7 +378,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Held:           rec.Spec.Held,
 			Closed:         rec.Spec.Closed,
 			Host:           rec.Lease.Owner,
-			LeaseLapsed:    rec.Lease.Owner != "" && !rec.Lease.Expires.After(now),
+			LeaseLapsed:    rec.Lease.Lapsed(now),
 			Session:        desired.SessionName(rec.Key),
 			ConversationID: id,
 			Pending:        len(rec.Pending),
