@@ -89,13 +89,24 @@ func newSQLStore(db *sql.DB, d dialect, name, lockPath string) *sqlStore {
 // when fn returns nil; it rolls back otherwise. It waits for another
 // writer at most busyTimeout, and never past ctx's deadline.
 func (s *sqlStore) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	release, err := s.takeWriters(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return s.d.writeTx(ctx, s.db, busyFor(ctx), fn)
+}
+
+// takeWriters waits for this process's turn of the writers (writeSem) and
+// returns the func that ends it, which the caller must call once; it
+// returns ctx's cause instead when ctx ends first.
+func (s *sqlStore) takeWriters(ctx context.Context) (release func(), err error) {
 	select {
 	case s.writeSem <- struct{}{}:
+		return func() { <-s.writeSem }, nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	defer func() { <-s.writeSem }()
-	return s.d.writeTx(ctx, s.db, busyFor(ctx), fn)
 }
 
 // read runs fn in a read transaction, which sees one snapshot of the store.
