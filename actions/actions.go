@@ -657,7 +657,13 @@ type RecordExit struct {
 	// Foreground is the process the pane still runs when the agent died
 	// without its pane (ReasonForegroundNotHarness), "" for a dead pane.
 	Foreground string
-	Reason     Reason
+	// PaneID is the item's own pane as the pass saw it, whose last lines
+	// the executor keeps with the exit; "" when the pass saw none (the
+	// session missing, a run of the process runner), and then nothing is
+	// read. It is not Status.PaneID: tmux numbers panes from %0 again on a
+	// new server, so the recorded id may name another item's pane by now.
+	PaneID string
+	Reason Reason
 }
 
 // Item implements Action.

@@ -934,7 +934,7 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
 	retired := r.Status.HarnessSessionID
-	output := e.lastWords(ctx, r)
+	output := e.lastWords(ctx, a.PaneID)
 	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
 		return err
 	}
@@ -978,17 +978,18 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	return nil
 }
 
-// lastWords returns what r's agent printed last (tmux.Tail of the pane
-// its spawn made, Status.PaneID), read before the exit is recorded and
-// the spawn that follows replaces the pane, so that every crash of a loop
-// can be read back (loopd events). It adds to rows recorded anyway: a run
-// of the process runner has no pane, and a pane gone in the meantime or a
-// capture that fails gives "" (the key is left out).
-func (e *Executor) lastWords(ctx context.Context, r *desired.Record) string {
-	if r.Status.PaneID == "" || r.Status.RunID != "" {
+// lastWords returns what the dead agent printed last (tmux.Tail of
+// paneID, the pane the pass saw: RecordExit.PaneID), read before the exit
+// is recorded and the spawn that follows replaces the pane, so that every
+// crash of a loop can be read back (loopd events). It adds to rows
+// recorded anyway: no pane (a run of the process runner, a session gone)
+// reads nothing, and a pane gone in the meantime or a capture that fails
+// gives "" (the key is left out).
+func (e *Executor) lastWords(ctx context.Context, paneID string) string {
+	if paneID == "" {
 		return ""
 	}
-	out, err := tmux.Tail(ctx, e.Tmux, r.Status.PaneID)
+	out, err := tmux.Tail(ctx, e.Tmux, paneID)
 	if err != nil {
 		return ""
 	}

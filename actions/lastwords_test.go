@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // TestRecordExitOfAKilledAgent: a pane a signal ended is recorded as
@@ -28,7 +29,7 @@ func TestRecordExitOfAKilledAgent(t *testing.T) {
 	r.tmux.ExitSignal(sess, 9)
 
 	exit := actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 0, Signal: 9, Phase: desired.PhaseBackingOff, Failures: 1,
-		NextAttempt: r.now.Add(time.Second), DeliveryID: "d-1", Reason: actions.ReasonSpawnDied}
+		NextAttempt: r.now.Add(time.Second), DeliveryID: "d-1", PaneID: pane, Reason: actions.ReasonSpawnDied}
 	assert.Contains(t, exit.String(), " signal=9 ")
 	assert.NotContains(t, exit.String(), "exit_status")
 
@@ -60,7 +61,7 @@ func TestRecordExitOfAnExitKeepsTheStatus(t *testing.T) {
 	r.tmux.Exit(sess, 3)
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
-		actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 3, Phase: desired.PhaseBackingOff, Failures: 1, Reason: actions.ReasonCrash}})
+		actions.RecordExit{Key: r.key, Session: sess, ExitStatus: 3, Phase: desired.PhaseBackingOff, Failures: 1, PaneID: pane, Reason: actions.ReasonCrash}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
 	got := r.get(t)
 	require.NotNil(t, got.Status.LastExitStatus)
@@ -70,5 +71,28 @@ func TestRecordExitOfAnExitKeepsTheStatus(t *testing.T) {
 	require.Len(t, rows, 1)
 	assert.Equal(t, "3", rows[0].Attrs["exit_status"])
 	assert.NotContains(t, rows[0].Attrs, "signal")
+	assert.NotContains(t, rows[0].Attrs, "output")
+}
+
+// TestRecordExitReadsOnlyThePaneThePassSaw: the pane id the status
+// recorded may name another item's pane by now (tmux numbers panes from
+// %0 again on a new server); an exit whose pass saw no pane of the item
+// reads no screen, so another agent's lines never pass for its last words.
+func TestRecordExitReadsOnlyThePaneThePassSaw(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	other := desired.SessionName(desired.Key{Owner: "octo-org", Repo: "api", Number: 8})
+	pane, _, err := r.tmux.NewSession(ctx, tmux.NewSession{Name: other, Dir: "/", Argv: []string{"claude", "x"}, Owner: rigOwner})
+	require.NoError(t, err)
+	r.tmux.SetScreen(other, "another item's agent at work")
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
+		actions.RecordExit{Key: r.key, Session: desired.SessionName(r.key), ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1,
+			Reason: actions.ReasonSessionMissing}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	rows := r.named(t, journal.SessionExited)
+	require.Len(t, rows, 1)
 	assert.NotContains(t, rows[0].Attrs, "output")
 }

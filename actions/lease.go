@@ -47,7 +47,9 @@ var ErrLeaseLost = errors.New("lease lost")
 // returns when the store holds no transcript of the conversation: the
 // attempt (and a move) is recorded, the resume skipped, and the next pass
 // plans the fresh spawn that carries the event (transcript_missing).
-var errNoTranscript = errors.New("no stored transcript")
+// It wraps desired.ErrNoTranscript, which names the cause, so its own
+// text says only what follows from it.
+var errNoTranscript = errors.New("resume skipped")
 
 // TranscriptMover copies an item's transcript to the store and back, so
 // that its conversation survives the loss of its host (internal/transcript
@@ -343,17 +345,13 @@ func (e *Executor) restoreTranscript(ctx context.Context, r *desired.Record, a R
 	if err := e.put(ctx, r, a.Apply(r.Status, e.Now())); err != nil {
 		return err
 	}
-	if a.From == "" {
-		// Not a move: Mover.Restore journaled what it wrote back, and a
-		// store without a copy leads to the fresh spawn, journaled
-		// resume_failed reason=transcript_missing.
-		if missing != nil && a.Resume {
-			return fmt.Errorf("restore transcript %s: %w: %w", r.Key, errNoTranscript, missing)
-		}
-		return nil
+	// A move is journaled here; what Mover.Restore wrote back it journaled
+	// itself, and a store without a copy leads to the fresh spawn,
+	// journaled resume_failed reason=transcript_missing.
+	if a.From != "" {
+		e.record(ctx, slog.LevelInfo, journal.SessionMoved, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, a.ResumeID,
+			journal.KeyFromHost, a.From, journal.KeyToHost, a.To, journal.KeyFound, missing == nil, journal.KeyReason, string(ReasonHostMoved))
 	}
-	e.record(ctx, slog.LevelInfo, journal.SessionMoved, r.Key, journal.KeySession, a.Session, journal.KeyHarnessSessionID, a.ResumeID,
-		journal.KeyFromHost, a.From, journal.KeyToHost, a.To, journal.KeyFound, missing == nil, journal.KeyReason, string(ReasonHostMoved))
 	if missing != nil && a.Resume {
 		return fmt.Errorf("restore transcript %s: %w: %w", r.Key, errNoTranscript, missing)
 	}

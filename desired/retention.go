@@ -109,16 +109,9 @@ func (s *sqlStore) Forget(ctx context.Context, k Key) error {
 		return fmt.Errorf("%s forget %s: %w", s.name, k, err)
 	}
 	// The status cache checks each row against its text, so an item made
-	// again under k is read right; this only lets the memory go.
-	s.statuses.drop(k.String())
+	// again under k is read right; the entry of k goes at the next read of
+	// all items, in this process and in every other (statusCache).
 	return nil
-}
-
-// drop removes the entry of the item key.
-func (c *statusCache) drop(key string) {
-	c.mu.Lock()
-	delete(c.m, key)
-	c.mu.Unlock()
 }
 
 // Vacuum implements Retention.

@@ -100,3 +100,45 @@ func TestVacuumGivesPrunedPagesBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, freed, "nothing left to give back")
 }
+
+// TestForgetInAnotherProcessEmptiesTheStatusCache: `loopd forget` runs in
+// a process of its own; the daemon's handle, whose status cache holds the
+// forgotten item, lets the entry go at its next full read, which no
+// longer finds the item, and keeps the others'.
+func TestForgetInAnotherProcessEmptiesTheStatusCache(t *testing.T) {
+	ctx := context.Background()
+	daemon, path := openStore(t)
+	other := Key{Owner: "acme", Repo: "web", Number: 7}
+	closed := true
+	for _, in := range []Ingest{comment(keyAPI, "d1", t0), comment(other, "o1", t0),
+		{DeliveryID: "close", Key: keyAPI, Kind: KindIssue, Harness: "claude-code", Cwd: "/src/api", Closed: &closed, StateAt: t0}} {
+		_, err := daemon.Ingest(ctx, in)
+		require.NoError(t, err)
+	}
+	recs, err := daemon.Records(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.ElementsMatch(t, []string{keyAPI.String(), other.String()}, cachedStatuses(daemon))
+
+	forget, err := OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	require.NoError(t, forget.Forget(ctx, keyAPI))
+	require.NoError(t, forget.Close())
+
+	recs, err = daemon.Records(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, other, recs[0].Key)
+	assert.Equal(t, []string{other.String()}, cachedStatuses(daemon))
+}
+
+// cachedStatuses returns the keys of the items s's status cache holds.
+func cachedStatuses(s *SQLite) []string {
+	s.statuses.mu.Lock()
+	defer s.statuses.mu.Unlock()
+	var keys []string
+	for k := range s.statuses.m {
+		keys = append(keys, k)
+	}
+	return keys
+}

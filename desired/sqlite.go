@@ -303,12 +303,11 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 // in this process's turn of the writers, and waits for another process's
 // writer as any write does (busy_timeout).
 func (s *SQLite) incrementalVacuum(ctx context.Context) error {
-	select {
-	case s.writeSem <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	release, err := s.takeWriters(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() { <-s.writeSem }()
+	defer release()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err

@@ -89,13 +89,24 @@ func newSQLStore(db *sql.DB, d dialect, name, lockPath string) *sqlStore {
 // when fn returns nil; it rolls back otherwise. It waits for another
 // writer at most busyTimeout, and never past ctx's deadline.
 func (s *sqlStore) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	release, err := s.takeWriters(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return s.d.writeTx(ctx, s.db, busyFor(ctx), fn)
+}
+
+// takeWriters waits for this process's turn of the writers (writeSem) and
+// returns the func that ends it, which the caller must call once; it
+// returns ctx's cause instead when ctx ends first.
+func (s *sqlStore) takeWriters(ctx context.Context) (release func(), err error) {
 	select {
 	case s.writeSem <- struct{}{}:
+		return func() { <-s.writeSem }, nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	defer func() { <-s.writeSem }()
-	return s.d.writeTx(ctx, s.db, busyFor(ctx), fn)
 }
 
 // read runs fn in a read transaction, which sees one snapshot of the store.
@@ -410,7 +421,8 @@ func (s *sqlStore) Prompt(ctx context.Context, k Key, id string) (string, error)
 // status is decoded only when its text changed since s last decoded it
 // (statusCache), and an item's pending deliveries are read only when their
 // set changed (pendingCache). They come compact, from the columns the index
-// deliveries_pending holds: no body is read.
+// deliveries_pending holds: no body is read. A read of all items lets both
+// caches forget the items it did not find.
 func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
 	var (
 		itemsWhere string
@@ -433,6 +445,10 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]R
 		return nil, err
 	}
 	recs := make([]Record, 0, n)
+	var read map[string]bool // the items a read of all found
+	if key == "" {
+		read = make(map[string]bool, n)
+	}
 	for rows.Next() {
 		recs = append(recs, Record{})
 		var (
@@ -457,9 +473,15 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]R
 			r.Report = &SessionReport{SessionID: reportID.String, Source: reportSrc.String, At: timeFromDB(reportAt)}
 		}
 		r.Status = s.statuses.decode(k, status, r.Spec.Generation)
+		if read != nil {
+			read[k] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if read != nil {
+		s.statuses.keepOnly(read)
 	}
 
 	pending, err := s.pending.load(ctx, tx, s.d, key)
@@ -637,8 +659,10 @@ func parseStatus(text string) (Status, error) {
 // the statuses written since the previous one: decoding every item's
 // status on every pass was about half a pass at N = 1,000 (issue 12). A
 // status is known by its whole text, so a write by another process or by
-// hand is decoded like any other. Only the items the store holds are kept
-// (the store never deletes one): about 2 KB each. Safe for concurrent use.
+// hand is decoded like any other. About 2 KB an item: a read of all items
+// drops the entries of the items it did not find (keepOnly), so that an
+// item another process forgot (Retention.Forget, `loopd forget`) is not
+// kept for the life of the daemon. Safe for concurrent use.
 type statusCache struct {
 	mu sync.Mutex
 	m  map[string]cachedStatus
@@ -670,6 +694,19 @@ func (c *statusCache) decode(key, text string, gen int64) Status {
 	c.m[key] = cachedStatus{text: text, st: st}
 	c.mu.Unlock()
 	return st.clone()
+}
+
+// keepOnly removes the entries of the items not in read, the items a read
+// of all of them found. An entry an item made after that read's snapshot
+// may go too; it is decoded again when next read.
+func (c *statusCache) keepOnly(read map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.m {
+		if !read[key] {
+			delete(c.m, key)
+		}
+	}
 }
 
 // clone returns s with its own copies of the slices and the pointer it

@@ -411,6 +411,16 @@ func (r Record) Workdir() string {
 	return r.Spec.Cwd
 }
 
+// OldestPending returns when r's oldest pending delivery was received
+// (Pending is in arrival order: Pending[0]), and false when r has none
+// pending or that delivery's receipt time is unknown (zero).
+func (r Record) OldestPending() (time.Time, bool) {
+	if len(r.Pending) == 0 || r.Pending[0].ReceivedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return r.Pending[0].ReceivedAt, true
+}
+
 // Delivery is one webhook delivery queued for a work item. Its ID is GitHub's
 // X-GitHub-Delivery GUID.
 type Delivery struct {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,5 +117,26 @@ func TestPhaseKnown(t *testing.T) {
 	}
 	for _, p := range []Phase{"", "running", "Runing"} {
 		assert.False(t, p.Known(), p)
+	}
+}
+
+func TestOldestPending(t *testing.T) {
+	t1, t2 := t0, t0.Add(time.Minute)
+	tests := []struct {
+		name    string
+		pending []Delivery
+		want    time.Time
+		ok      bool
+	}{
+		{"none_pending", nil, time.Time{}, false},
+		{"first_in_arrival_order", []Delivery{{ID: "d1", ReceivedAt: t1}, {ID: "d2", ReceivedAt: t2}}, t1, true},
+		{"receipt_unknown", []Delivery{{ID: "d1"}, {ID: "d2", ReceivedAt: t2}}, time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Record{Pending: tt.pending}.OldestPending()
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.want, got)
+		})
 	}
 }

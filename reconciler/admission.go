@@ -44,8 +44,8 @@ func holdsSlot(phase desired.Phase, reason string) bool {
 // back with no event, such as a release), else now. Both are durable, so
 // the order survives a restart.
 func queueSince(r desired.Record, now time.Time) time.Time {
-	if len(r.Pending) > 0 && !r.Pending[0].ReceivedAt.IsZero() {
-		return r.Pending[0].ReceivedAt // arrival order
+	if oldest, ok := r.OldestPending(); ok {
+		return oldest
 	}
 	if r.Status.Phase == desired.PhaseQueued && !r.Status.QueuedAt.IsZero() {
 		return r.Status.QueuedAt

@@ -108,7 +108,7 @@ func TestPlanLearnsTheConversationID(t *testing.T) {
 			}(),
 			[]actions.Action{
 				actions.MarkBlocked{Key: key, Session: sess, Block: harness.BlockResumeChooser},
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited},
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited, PaneID: "%1"},
 				func() actions.FreshSpawn {
 					f := fresh(ev1, actions.ReasonResumeFailed, actions.ResumeChooser)
 					f.Unpinned = true

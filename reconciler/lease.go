@@ -141,19 +141,19 @@ func (h *Hosting) readDraining(ctx context.Context) error {
 }
 
 // confirmDraining reads the drain flag from the store again when this
-// host believes it is draining, and reports whether it still is: a pass
-// hands its items over (and stops their agents) only on the store's word,
-// never on a flag that `loopd drain --undo` cleared since the last
-// heartbeat, which would hand back at once the items Assign just gave
-// it. Not draining costs no read. The error names the host.
-func (h *Hosting) confirmDraining(ctx context.Context) (bool, error) {
+// host believes it is draining, so that Draining, which the pass then
+// reads, is the store's word: a pass hands its items over (and stops
+// their agents) never on a flag that `loopd drain --undo` cleared since
+// the last heartbeat, which would hand back at once the items Assign just
+// gave it. Not draining costs no read. The error names the host.
+func (h *Hosting) confirmDraining(ctx context.Context) error {
 	if !h.Draining() {
-		return false, nil
+		return nil
 	}
 	if err := h.readDraining(ctx); err != nil {
-		return true, fmt.Errorf("read drain flag %s: %w", h.Host.Name, err)
+		return fmt.Errorf("read drain flag %s: %w", h.Host.Name, err)
 	}
-	return h.Draining(), nil
+	return nil
 }
 
 // setDraining records the drain flag read from the store, and journals

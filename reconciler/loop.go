@@ -156,7 +156,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		records = dryRunLeases(records, h.Host.Name, now)
 	}
 	if h := r.Hosting; h != nil && !dryRun {
-		if _, err := h.confirmDraining(ctx); err != nil {
+		if err := h.confirmDraining(ctx); err != nil {
 			return PassResult{}, fmt.Errorf("reconcile: %w", err)
 		}
 	}

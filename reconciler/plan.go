@@ -393,6 +393,17 @@ func (it *itemPlan) observePane() {
 	}
 }
 
+// ownPaneID returns the id of the item's own tmux pane as this pass saw it
+// (observePane: in the item's session, with this loopd's owner mark), ""
+// when there is none or the item's agent is a run of the process runner,
+// whose id names no pane.
+func (it itemPlan) ownPaneID() string {
+	if !it.pane.exists || it.process {
+		return ""
+	}
+	return it.pane.id
+}
+
 // runsHarness reports whether pane's foreground process is r's harness, by
 // the names its adapter gives (Capabilities.ProcessNames).
 func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
@@ -546,7 +557,7 @@ func (it itemPlan) choosing() bool {
 func (it itemPlan) resumeChooser() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited,
-		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures}
+		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, PaneID: it.ownPaneID()}
 	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
 }
 
@@ -835,7 +846,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 // A pane that lives on without the harness has no exit status, and the
 // death is never clean: the harness did not end its pane.
 func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
-	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray}
+	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray, PaneID: it.ownPaneID()}
 	if it.pane.exists && it.pane.stray == "" {
 		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
 		e.Clean = e.ExitStatus == 0 && e.Signal == 0

@@ -168,10 +168,10 @@ func replaying(f actions.FreshSpawn) actions.FreshSpawn {
 }
 
 // exit is the RecordExit of a run shorter than the churn window (every run
-// in these tests is): a failure counts one churn failure; a clean exit and
-// a failed resume leave the count at zero.
+// in these tests is), seen in the item's pane %1: a failure counts one
+// churn failure; a clean exit and a failed resume leave the count at zero.
 func exit(status int, phase desired.Phase, failures, fast int, reason actions.Reason) actions.RecordExit {
-	e := actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, Reason: reason}
+	e := actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, PaneID: "%1", Reason: reason}
 	if reason != actions.ReasonCleanExit && reason != actions.ReasonResumeFailed {
 		e.ChurnFailures = 1
 	}

@@ -87,12 +87,12 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 // that age (2h5m; seconds under a minute); "" otherwise. loopd get always
 // lists such an item.
 func StalePending(r desired.Record, now time.Time, stale time.Duration) string {
-	if r.Status.Phase != desired.PhaseStopped || len(r.Pending) == 0 {
+	if r.Status.Phase != desired.PhaseStopped {
 		return ""
 	}
-	oldest := r.Pending[0].ReceivedAt // arrival order
+	oldest, ok := r.OldestPending()
 	age := now.Sub(oldest)
-	if oldest.IsZero() || age <= stale {
+	if !ok || age <= stale {
 		return ""
 	}
 	since := age.Truncate(time.Second).String()
