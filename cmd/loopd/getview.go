@@ -119,8 +119,8 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				Blocked: st.Blocked, RunID: st.RunID,
 			},
 		}
-		if len(r.Pending) > 0 {
-			v.Status.OldestPending = utc(r.Pending[0].ReceivedAt) // arrival order
+		if oldest, ok := r.OldestPending(); ok {
+			v.Status.OldestPending = utc(oldest)
 		}
 		if st.Phase == desired.PhaseBackingOff {
 			v.Status.NextAttempt = utc(st.NextAttempt)
