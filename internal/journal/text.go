@@ -39,3 +39,17 @@ func StripControls(s string, keep func(rune) bool) string {
 	}
 	return b.String()
 }
+
+// Clip returns s cut to at most n bytes on a rune boundary, with "…"
+// marking the cut (so at most n+3 bytes in all), or s itself when it has
+// no more than n bytes. It is how loopd cuts an untrusted value it shows:
+// a journal attribute on the status page, a rejected report's values.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,4 +20,18 @@ func TestStripControls(t *testing.T) {
 	in := "a\tb\r\nc\x1b[31md\x7fe\u009bf\xffg"
 	assert.Equal(t, "a\tb\nc[31mdefg", StripControls(in, NewlineOrTab))
 	assert.Equal(t, "abc[31mdefg", StripControls(in, func(rune) bool { return false }))
+}
+
+func TestClip(t *testing.T) {
+	const n = 300
+	long := strings.Repeat("é", n)          // two bytes each
+	for _, limit := range []int{n, n + 1} { // on a rune start, inside a rune
+		got := Clip(long, limit)
+		assert.True(t, strings.HasSuffix(got, "…"))
+		assert.LessOrEqual(t, len(got), limit+len("…"))
+		assert.True(t, strings.HasPrefix(long, strings.TrimSuffix(got, "…")), "cut on a rune boundary")
+		assert.Equal(t, n, len(strings.TrimSuffix(got, "…")), "as many whole runes as fit")
+	}
+	assert.Equal(t, "short", Clip("short", n))
+	assert.Equal(t, "short", Clip("short", len("short")), "a value of n bytes is whole")
 }
