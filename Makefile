@@ -37,7 +37,10 @@ FUZZTIME ?= 10m
 # loopd reports what the go command recorded; give them by hand there.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  ?= $(shell { git rev-parse --short=12 HEAD && { git diff --quiet HEAD || echo -dirty; }; } 2>/dev/null | tr -d '\n')
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# LDFLAGS is expanded where it is used (=, as VERSION and COMMIT are by
+# ?=), so git runs for build and install only, not each time make reads
+# this file (the sub-makes of check included).
+LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # install puts loopd in $(PREFIX)/bin when PREFIX is given (make install
 # PREFIX=/usr/local), else where go install puts binaries: $(GOBIN), or
 # $(go env GOPATH)/bin.

@@ -20,11 +20,37 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 )
 
+// portTries bounds the starts of one start call that find their port
+// taken, each on another port.
+const portTries = 5
+
 // start runs `loopd serve` and waits until /healthz answers. Its stderr
-// goes to a file that cleanup logs when the test fails.
+// goes to a file that cleanup logs when the test fails. A daemon that
+// finds its port taken is started again on another, up to portTries
+// times in all.
 func (e *env) start(t testing.TB) {
 	t.Helper()
 	require.Nil(t, e.daemon, "daemon already running")
+	for try := 1; ; try++ {
+		serveLog, exited := e.launch(t)
+		if !exited {
+			return
+		}
+		if !bytes.Contains(serveLog, []byte("address already in use")) || try == portTries {
+			t.Fatalf("loopd serve exited at start:\n%s", serveLog)
+		}
+		// freeAddr's port was free when the env was made; another
+		// test took it since. Any free port will do.
+		e.listen = freeAddr(t)
+		e.ghWebhook()["listen"] = e.listen
+		e.writeConfig(t)
+	}
+}
+
+// launch runs `loopd serve` once and waits until /healthz answers or the
+// daemon exits; then it returns the daemon's log and true.
+func (e *env) launch(t testing.TB) (serveLog []byte, exited bool) {
+	t.Helper()
 	e.daemonRuns++
 	e.daemonLog = filepath.Join(e.dir, fmt.Sprintf("serve.%d.log", e.daemonRuns))
 	logFile, err := os.Create(e.daemonLog)
@@ -58,17 +84,9 @@ func (e *env) start(t testing.TB) {
 	case <-done:
 		b, _ := os.ReadFile(e.daemonLog)
 		e.daemon, e.daemonDone = nil, nil
-		if bytes.Contains(b, []byte("address already in use")) && e.daemonRuns < 5 {
-			// freeAddr's port was free when the env was made; another
-			// test took it since. Any free port will do.
-			e.listen = freeAddr(t)
-			e.ghWebhook()["listen"] = e.listen
-			e.writeConfig(t)
-			e.start(t)
-			return
-		}
-		t.Fatalf("loopd serve exited at start:\n%s", b)
+		return b, true
 	default:
+		return nil, false
 	}
 }
 

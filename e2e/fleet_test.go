@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/webhook"
 )
 
@@ -159,11 +160,11 @@ func (e *env) killHost(t testing.TB) {
 	}
 	require.Eventually(t, func() bool {
 		for _, pid := range pids {
-			if running(pid) {
+			if proc.Alive(pid) {
 				return false
 			}
 		}
-		return server <= 0 || !running(server)
+		return server <= 0 || !proc.Alive(server)
 	}, waitShort, tick, "the host's processes outlived SIGKILL")
 }
 

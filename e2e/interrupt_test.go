@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/teardown"
 	"github.com/loopd/loopd/internal/tmux"
 )
@@ -132,7 +133,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = syscall.Kill(daemon, syscall.SIGKILL) })
 			require.FileExists(t, path)
-			require.True(t, running(agent))
+			require.True(t, proc.Alive(agent))
 
 			require.NoError(t, cmd.Process.Signal(sig))
 			err = cmd.Wait()
@@ -140,8 +141,8 @@ func TestInterruptStopsEverything(t *testing.T) {
 			require.ErrorAs(t, err, &exitErr, "%s", out.String())
 			status := exitErr.Sys().(syscall.WaitStatus)
 			assert.True(t, status.Signaled() && status.Signal() == sig, "the child ended by %s (%v)", sig, status)
-			assert.False(t, running(daemon), "the daemon %d is gone", daemon)
-			assert.False(t, running(agent), "the agent %d is gone", agent)
+			assert.False(t, proc.Alive(daemon), "the daemon %d is gone", daemon)
+			assert.False(t, proc.Alive(agent), "the agent %d is gone", agent)
 			assert.Error(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the tmux server is gone")
 			assert.NoFileExists(t, path)
 			assert.NoFileExists(t, path+".loopd-lock")

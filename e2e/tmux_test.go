@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -145,17 +142,4 @@ func (e *env) killPane(t *testing.T, k desired.Key) {
 // SIGHUP), and removes its socket and serve's lock (tmuxtest.KillServer).
 func (e *env) killServer(testing.TB) {
 	tmuxtest.KillServer(e.socket)
-}
-
-// running reports whether process pid exists and is not a zombie (a
-// reparented child may wait a while for its reaper).
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	// The state follows the parenthesized command name, which may itself
-	// hold spaces or parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

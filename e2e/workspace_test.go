@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 )
 
@@ -201,11 +202,11 @@ func TestWorkspaceStalledRemoteHoldsNoOtherItem(t *testing.T) {
 		}
 		return false
 	}, waitLong, "the other item's next event was not delivered")
-	assert.True(t, running(pid), "the stalled git still runs")
+	assert.True(t, proc.Alive(pid), "the stalled git still runs")
 	assert.Equal(t, desired.PhasePreparing, e.mustRecord(t, keyIssue).Status.Phase, "the other item went first")
 
 	e.stop(t)
-	e.waitFor(t, func() bool { return !running(pid) }, waitShort, "the stalled git outlived the daemon")
+	e.waitFor(t, func() bool { return !proc.Alive(pid) }, waitShort, "the stalled git outlived the daemon")
 	rec := e.mustRecord(t, keyIssue)
 	assert.Equal(t, desired.PhaseIdle, rec.Status.Phase)
 	assert.Equal(t, "workspace_interrupted", rec.Status.Reason)
@@ -323,7 +324,7 @@ func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
 	e.kill9(t)
 	// The machine goes down with it: git and its filter die too.
 	require.NoError(t, syscall.Kill(-pgid, syscall.SIGKILL))
-	e.waitFor(t, func() bool { return !running(pid) }, waitShort, "the filter did not die")
+	e.waitFor(t, func() bool { return !proc.Alive(pid) }, waitShort, "the filter did not die")
 
 	dir := e.workdir(keyIssue)
 	gitdir := gitIn(t, dir, "rev-parse", "--absolute-git-dir")

@@ -78,12 +78,14 @@ type Retention struct {
 }
 
 // JournalAge returns how long the journal keeps a row, JournalDays
-// days of 24 hours; 0 for forever.
+// days of 24 hours; 0 for forever. Unset (a config not filled in by
+// Load) is the default, 30 days.
 func (r Retention) JournalAge() time.Duration {
-	if r.JournalDays == nil {
-		return 0
+	days := defaultJournalDays
+	if r.JournalDays != nil {
+		days = *r.JournalDays
 	}
-	return time.Duration(*r.JournalDays) * 24 * time.Hour
+	return time.Duration(days) * 24 * time.Hour
 }
 
 // Tmux configures loopd's private tmux server.
@@ -156,8 +158,22 @@ type Harness struct {
 	// Provision, when false, stops loopd from writing the settings the
 	// adapter needs in the CLI's config dir before each spawn
 	// (harness.Provisioner: Claude Code's onboarding, workdir trust and
-	// auto-updater; Gemini's session retention). Nil means true.
+	// auto-updater; Gemini's session retention). Load fills in true when
+	// absent (ProvisionOn).
 	Provision *bool `yaml:"provision" json:"provision,omitempty"`
+}
+
+// ProvisionOn reports whether loopd provisions the CLI's config dir:
+// provision, which Load fills in; unset (a config not filled in by Load)
+// is the default, true.
+func (h Harness) ProvisionOn() bool { return boolValue(h.Provision, defaultProvision) }
+
+// boolValue returns *v, or d when v is nil.
+func boolValue(v *bool, d bool) bool {
+	if v == nil {
+		return d
+	}
+	return *v
 }
 
 // BotLogin returns github.botLogin, "" when the github section is absent.
@@ -193,9 +209,10 @@ type GHWebhook struct {
 	StatusPage *bool `yaml:"statusPage" json:"statusPage"`
 }
 
-// StatusPageOn reports whether serve shows its status page: statusPage
-// true, or unset (a config not filled in by Load).
-func (w GHWebhook) StatusPageOn() bool { return w.StatusPage == nil || *w.StatusPage }
+// StatusPageOn reports whether serve shows its status page: statusPage,
+// which Load fills in; unset (a config not filled in by Load) is the
+// default, true.
+func (w GHWebhook) StatusPageOn() bool { return boolValue(w.StatusPage, defaultStatusPage) }
 
 // Routing maps repositories to harnesses and holds the soft policy.
 type Routing struct {
@@ -324,8 +341,8 @@ type Trigger struct {
 type Reactions struct {
 	// CIFailure: a check run, check suite or workflow run that completes
 	// with failure or timed_out on the head of a pull request that has a
-	// work item becomes one prompt to its agent. Nil means the default,
-	// true (CIFailureOn).
+	// work item becomes one prompt to its agent. Load fills in true when
+	// absent (CIFailureOn).
 	CIFailure *bool `yaml:"ciFailure" json:"ciFailure"`
 }
 
@@ -337,9 +354,10 @@ func (r Route) MaxDeliveries() int {
 	return r.MaxDeliveriesPerHour
 }
 
-// CIFailureOn reports whether failed checks become prompts; unset means
-// the default, true.
-func (r Reactions) CIFailureOn() bool { return r.CIFailure == nil || *r.CIFailure }
+// CIFailureOn reports whether failed checks become prompts: ciFailure,
+// which Load fills in; unset (a config not filled in by Load) is the
+// default, true.
+func (r Reactions) CIFailureOn() bool { return boolValue(r.CIFailure, defaultCIFailure) }
 
 // Checkout names the repository a route's workdirs are worktrees of.
 type Checkout struct {

@@ -21,6 +21,12 @@ const (
 	defaultWebhookPath     = "/webhook"
 	defaultSecretEnv       = "LOOPD_WEBHOOK_SECRET"
 	defaultStatusPage      = true
+	// defaultProvision is a harness's provision: loopd writes the
+	// settings its adapter needs before each spawn.
+	defaultProvision = true
+	// defaultCIFailure is a route's reactions.ciFailure: a failed check
+	// on a pull request's head reaches its agent.
+	defaultCIFailure = true
 	// DefaultGitHubAPIURL is github.apiURL's default, GitHub.com's REST API.
 	DefaultGitHubAPIURL   = "https://api.github.com"
 	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
@@ -91,6 +97,15 @@ func orDefault[T comparable](v *T, d T) {
 	}
 }
 
+// boolOr returns v, or a pointer to d when v is nil: false is a value, so
+// only an absent key takes the default.
+func boolOr(v *bool, d bool) *bool {
+	if v == nil {
+		return &d
+	}
+	return v
+}
+
 // applyDefaults fills absent keys; dir is the config file's absolute
 // directory.
 func (c *Config) applyDefaults(dir string) {
@@ -114,6 +129,8 @@ func (c *Config) applyDefaults(dir string) {
 	}
 	for name, h := range c.Harnesses {
 		orDefault(&h.Adapter, name)
+		// false is a value, so only an absent key takes the default.
+		h.Provision = boolOr(h.Provision, defaultProvision)
 		c.Harnesses[name] = h
 	}
 	gh := &c.Webhooks.GHWebhook
@@ -121,15 +138,12 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
+		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)
 	orDefault(&gh.Path, defaultWebhookPath)
-	if gh.StatusPage == nil {
-		// false is a value, so only an absent key takes the default.
-		on := defaultStatusPage
-		gh.StatusPage = &on
-	}
+	gh.StatusPage = boolOr(gh.StatusPage, defaultStatusPage)
 	if gh.SecretFile == "" {
 		orDefault(&gh.SecretEnv, defaultSecretEnv)
 	}

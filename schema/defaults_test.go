@@ -8,14 +8,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // schemaDefaults returns the "default" keyword of every key of the schema,
-// by key path (webhooks.ghWebhook.routing.tmux.restartBudget), with the
-// key's description.
+// by key path (webhooks.ghWebhook.routing.tmux.restartBudget; "*" stands
+// for a map's key: harnesses.*.provision), with the key's description.
 func schemaDefaults(t *testing.T) (defaults map[string]any, descriptions map[string]string) {
 	t.Helper()
 	var doc map[string]any
@@ -32,6 +33,9 @@ func schemaDefaults(t *testing.T) (defaults map[string]any, descriptions map[str
 				descriptions[path], _ = p["description"].(string)
 			}
 			walk(path, p)
+		}
+		if entry, ok := node["additionalProperties"].(map[string]any); ok {
+			walk(strings.TrimPrefix(prefix+".*", "."), entry)
 		}
 	}
 	walk("", doc)
@@ -71,10 +75,21 @@ func filled(t *testing.T, cfg *Config) map[string]any {
 // its default.
 func TestSchemaDefaultsAreTheCodes(t *testing.T) {
 	dir := t.TempDir()
-	// github is optional: its keys are filled in once it is there.
-	cfg, err := Parse([]byte("github: {}\n"), filepath.Join(dir, "loopd.yaml"))
+	// github is optional: its keys are filled in once it is there. A
+	// harness and a route ("*") have their keys filled in too.
+	cfg, err := Parse([]byte(minimal+"github: {}\n"), filepath.Join(dir, "loopd.yaml"))
 	require.NoError(t, err)
-	got := filled(t, cfg)
+	got := map[string]any{}
+	for key, v := range filled(t, cfg) {
+		got[strings.Replace(key, "harnesses.claude-code.", "harnesses.*.", 1)] = v
+	}
+	// What minimal gives, and a harness's adapter, whose default is its
+	// name, which no schema default can say.
+	for _, key := range []string{"harnesses.*.command", "harnesses.*.adapter",
+		"webhooks.ghWebhook.routing.repos.*.harness", "webhooks.ghWebhook.routing.repos.*.workdir"} {
+		require.Contains(t, got, key)
+		delete(got, key)
+	}
 	want, descriptions := schemaDefaults(t)
 	require.NotEmpty(t, want)
 
@@ -90,4 +105,22 @@ func TestSchemaDefaultsAreTheCodes(t *testing.T) {
 	for _, key := range slices.Sorted(maps.Keys(got)) {
 		assert.Contains(t, want, key, "%s: Load fills in %v, which the schema does not say", key, got[key])
 	}
+}
+
+// TestUnfilledReadsAsTheDefault: a config not filled in by Load (a zero
+// value built in code) reads as Load would have filled it, never the
+// opposite.
+func TestUnfilledReadsAsTheDefault(t *testing.T) {
+	cfg, err := Parse([]byte(minimal), "loopd.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, cfg.Retention.JournalAge(), Retention{}.JournalAge())
+	assert.Equal(t, 30*24*time.Hour, Retention{}.JournalAge())
+	assert.Equal(t, cfg.Webhooks.GHWebhook.StatusPageOn(), GHWebhook{}.StatusPageOn())
+	assert.Equal(t, cfg.Harnesses["claude-code"].ProvisionOn(), Harness{}.ProvisionOn())
+	assert.Equal(t, cfg.Webhooks.GHWebhook.Routing.Repos["*"].Reactions.CIFailureOn(), Reactions{}.CIFailureOn())
+	assert.True(t, Harness{}.ProvisionOn())
+
+	days, off := 0, false
+	assert.Equal(t, time.Duration(0), Retention{JournalDays: &days}.JournalAge(), "0 keeps every row")
+	assert.False(t, Harness{Provision: &off}.ProvisionOn())
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // MaxInstructions is the largest a route's standing instructions may be,
@@ -66,7 +68,7 @@ func instructionsProblem(text []byte) string {
 		return "not UTF-8 text"
 	}
 	for _, r := range string(text) {
-		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+		if journal.IsControl(r) && !journal.NewlineOrTab(r) {
 			return fmt.Sprintf("holds the control character %U; only newlines and tabs may be in the text", r)
 		}
 	}

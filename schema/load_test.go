@@ -131,6 +131,7 @@ webhooks:
 		Command:   "/usr/local/bin/agent",
 		FreshArgs: []string{"--id", "{{.SessionID}}", "{{.Prompt}}"},
 		Env:       map[string]string{"API_MODE": "fast"},
+		Provision: new(true),
 	}, cfg.Harnesses["mine"])
 	p := cfg.Webhooks.GHWebhook.Routing.Tmux
 	assert.False(t, p.Resume())
@@ -154,7 +155,7 @@ webhooks: {ghWebhook: {routing: {repos: {"*": {harness: claude-fast, workdir: /w
 `
 	cfg, err := Parse([]byte(src), "loopd.yaml")
 	require.NoError(t, err)
-	assert.Equal(t, Harness{Adapter: "claude-code", Command: "claude", Env: map[string]string{"B": "2"}}, cfg.Harnesses["claude-fast"])
+	assert.Equal(t, Harness{Adapter: "claude-code", Command: "claude", Env: map[string]string{"B": "2"}, Provision: new(true)}, cfg.Harnesses["claude-fast"])
 }
 
 func TestParseInvalid(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -176,17 +175,10 @@ func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.St
 	return in, k, "", nil
 }
 
-// shown returns s cut to maxShownValue bytes (at a rune boundary, marked
-// with "…"), for quoting an untrusted value in the journal or an error.
+// shown returns s cut to maxShownValue bytes (journal.Clip), for quoting
+// an untrusted value in the journal or an error.
 func shown(s string) string {
-	if len(s) <= maxShownValue {
-		return s
-	}
-	cut := maxShownValue
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return journal.Clip(s, maxShownValue)
 }
 
 // sessionStartHook is the shell command line a harness runs at session

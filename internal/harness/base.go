@@ -49,7 +49,7 @@ var shells = []string{"sh", "ash", "dash", "bash", "zsh", "ksh", "mksh", "pdksh"
 func newBase(name string, cfg schema.Harness) (base, error) {
 	b := base{name: name, command: cfg.Command, extra: slices.Clone(cfg.ExtraArgs), env: maps.Clone(cfg.Env),
 		pass: slices.Clone(cfg.PassEnv), stopGroup: cfg.StopProcessGroup,
-		provision: cfg.Provision == nil || *cfg.Provision}
+		provision: cfg.ProvisionOn()}
 	if b.command == "" {
 		return base{}, fmt.Errorf("no command: %w", ErrBadConfig)
 	}
@@ -172,7 +172,7 @@ func (b *base) getenv(key string) string {
 }
 
 // provisions reports whether loopd provisions the CLI's config dir
-// (Provision): cfg.Provision, default true.
+// (Provision): cfg.ProvisionOn.
 func (b *base) provisions() bool { return b.provision }
 
 // StopsProcessGroup reports whether loopd must end the pane's process

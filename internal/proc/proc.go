@@ -125,6 +125,50 @@ func EndOwnGroup(ctx context.Context, first syscall.Signal, grace, poll time.Dur
 		func() bool { return len(groupMembers(self, self)) > 0 })
 }
 
+// Alive reports whether a process has pid and is not a zombie (a
+// reparented child may wait a while for its reaper), whatever its start
+// time. Without /proc it reports whether kill(2) finds pid, zombies
+// included. It reports false for a pid below 1.
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	fields, err := statFields(pid)
+	if errors.Is(err, ErrUnsupported) {
+		return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	}
+	return err == nil && fields[0][0] != 'Z'
+}
+
+// Descendants returns pids and every process descended from one of them,
+// from the parent pids in /proc/<pid>/stat (field 4), each after its
+// parent. A CLI a wrapper runs as a job of its own (set -m) is in another
+// process group than its pane's process, and outlives it when tmux hangs
+// the pane up. Without /proc it returns pids.
+func Descendants(pids []int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fields, err := statFields(pid)
+		if err != nil {
+			continue // gone since the listing
+		}
+		// fields[0] is field 3 (state); field 4 (ppid) is fields[1].
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := append([]int(nil), pids...)
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
 // escalate sends first (signal; 0 sends nothing), waits up to grace for
 // running to report false, then sends SIGKILL and waits up to grace
 // again, polling every poll. It returns whether it sent SIGKILL, an error naming what (wrapping

@@ -211,3 +211,36 @@ func TestEndGroupOfAnotherProcess(t *testing.T) {
 	assert.True(t, leader.Running())
 	assert.True(t, member.Running())
 }
+
+// Descendants finds a process's children by their parent pid, whatever
+// their process group.
+func TestDescendants(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		for _, pid := range Descendants([]int{cmd.Process.Pid}) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = cmd.Wait()
+	})
+	var found []int
+	require.Eventually(t, func() bool {
+		found = Descendants([]int{cmd.Process.Pid})
+		return len(found) == 2 // the shell and its job
+	}, 5*time.Second, 10*time.Millisecond, "found %v", found)
+	assert.Equal(t, cmd.Process.Pid, found[0])
+}
+
+// Alive tells a running process from a zombie and from no process.
+func TestAlive(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	require.NoError(t, cmd.Start())
+	pid := cmd.Process.Pid
+	assert.True(t, Alive(pid), "a running process")
+	require.NoError(t, cmd.Process.Kill())
+	// Not reaped yet: a zombie until Wait.
+	require.Eventually(t, func() bool { return !Alive(pid) }, 5*time.Second, 10*time.Millisecond, "the zombie %d", pid)
+	require.Error(t, cmd.Wait())
+	assert.False(t, Alive(pid), "a reaped process")
+	assert.False(t, Alive(0))
+}

@@ -35,7 +35,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
@@ -407,24 +406,11 @@ func eventRows(events []journal.Event) []eventRow {
 			if hiddenAttrs[key] {
 				continue
 			}
-			row.Attrs = append(row.Attrs, attr{Key: key, Value: cut(e.Attrs[key])})
+			row.Attrs = append(row.Attrs, attr{Key: key, Value: journal.Clip(e.Attrs[key], maxAttrValue)})
 		}
 		out = append(out, row)
 	}
 	return out
-}
-
-// cut returns v cut to maxAttrValue bytes on a rune boundary, "…" marking
-// the cut.
-func cut(v string) string {
-	if len(v) <= maxAttrValue {
-		return v
-	}
-	n := maxAttrValue
-	for n > 0 && !utf8.RuneStart(v[n]) {
-		n--
-	}
-	return v[:n] + "…"
 }
 
 // notFound answers 404 with the page that says so in loopd's words.

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/loopd/loopd/internal/proc"
 )
 
 // Prefix begins the name of everything a loopd test process leaves outside
@@ -59,50 +61,7 @@ func Own(name string) bool {
 // looking live, which errs on the safe side.
 func Stale(name string) bool {
 	pid, ok := Owner(name)
-	return ok && !Running(pid)
-}
-
-// Running reports whether process pid exists and is not a zombie
-// (proc(5): state Z in /proc/<pid>/stat, after the parenthesized command
-// name, which may itself hold spaces or parentheses).
-func Running(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
-// Descendants returns pids and every process descended from one of them,
-// from the parent pids in /proc/<pid>/stat (proc(5)). A CLI a wrapper
-// runs as a job of its own (set -m) is in another process group than its
-// pane's process, and outlives it when tmux hangs the pane up.
-func Descendants(pids []int) []int {
-	children := map[int][]int{}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The parent pid is the second field after the command name.
-		i := strings.LastIndexByte(string(stat), ')')
-		if f := strings.Fields(string(stat[i+1:])); i >= 0 && len(f) > 1 {
-			if ppid, err := strconv.Atoi(f[1]); err == nil {
-				children[ppid] = append(children[ppid], pid)
-			}
-		}
-	}
-	out := append([]int(nil), pids...)
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
+	return ok && !proc.Alive(pid)
 }
 
 // the cleanups OnInterrupt registered, run last-in first-out.

@@ -146,22 +146,3 @@ func TestMainSweepsStaleTempDirs(t *testing.T) {
 	}
 	assert.Equal(t, []string{filepath.Base(live)}, names, "the child removed its own too: %s", strings.Join(names, " "))
 }
-
-// Descendants finds a process's children by their parent pid, whatever
-// their process group.
-func TestDescendants(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		for _, pid := range Descendants([]int{cmd.Process.Pid}) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		_ = cmd.Wait()
-	})
-	var found []int
-	require.Eventually(t, func() bool {
-		found = Descendants([]int{cmd.Process.Pid})
-		return len(found) == 2 // the shell and its job
-	}, 5*time.Second, 10*time.Millisecond, "found %v", found)
-	assert.Equal(t, cmd.Process.Pid, found[0])
-}

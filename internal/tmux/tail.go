@@ -38,7 +38,7 @@ func Tail(ctx context.Context, c Client, target string) (string, error) {
 
 // tailOf is Tail's cut of text: its last non-blank lines, at most maxBytes bytes of them, controls stripped.
 func tailOf(text string, lines, maxBytes int) string {
-	text = journal.StripControls(text, func(r rune) bool { return r == '\n' || r == '\t' })
+	text = journal.StripControls(text, journal.NewlineOrTab)
 	var all []string
 	for _, line := range strings.Split(text, "\n") {
 		if line = strings.TrimRight(line, " \t"); line != "" {

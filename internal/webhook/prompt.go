@@ -102,7 +102,7 @@ func endLine(s string) string {
 // (U+0080–U+009F) and invalid UTF-8 from s ("\r\n" therefore becomes
 // "\n"), and shows its invisible code points (reveal).
 func sanitize(s string) string {
-	return reveal(journal.StripControls(s, func(r rune) bool { return r == '\n' || r == '\t' }))
+	return reveal(journal.StripControls(s, journal.NewlineOrTab))
 }
 
 // sanitizeMarkdown is sanitize for a markdown body: it also shows the HTML
@@ -115,7 +115,7 @@ func sanitize(s string) string {
 func sanitizeMarkdown(s string) string {
 	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
 	return revealMarkdown(s, func(part string) string {
-		return journal.StripControls(part, func(r rune) bool { return r == '\n' || r == '\t' })
+		return journal.StripControls(part, journal.NewlineOrTab)
 	})
 }
 

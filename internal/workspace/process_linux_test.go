@@ -3,7 +3,6 @@ package workspace_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 )
@@ -163,7 +163,7 @@ func TestMirrorLockOutlivesAKilledDaemon(t *testing.T) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	hookRan := make(chan bool, 1) // whether the hook still ran when git died
 	go func() {
-		for alive(pid) {
+		for proc.Alive(pid) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		hookRan <- !exists(mark + ".done")
@@ -190,16 +190,6 @@ func waitFor(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s never appeared", path)
-}
-
-// alive reports whether process pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, os.ErrNotExist) || err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 func exists(path string) bool {

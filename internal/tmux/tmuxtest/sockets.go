@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/teardown"
 	"github.com/loopd/loopd/internal/tmux"
 )
@@ -80,12 +81,12 @@ func KillServer(socket string) {
 	}
 	// The panes' processes with theirs: a CLI run as a job of its own
 	// outlives its pane's shell by its hangup delay.
-	pids = teardown.Descendants(pids)
+	pids = proc.Descendants(pids)
 	// It fails when no server runs; the files may be there all the same.
 	_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
 	deadline := time.Now().Add(paneExitWait)
 	for _, pid := range pids {
-		for teardown.Running(pid) && time.Now().Before(deadline) {
+		for proc.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}

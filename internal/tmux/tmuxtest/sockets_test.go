@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/teardown"
 	"github.com/loopd/loopd/internal/tmux"
 )
@@ -92,7 +93,7 @@ func TestSweepRemovesWhatAKilledTestLeft(t *testing.T) {
 	require.FileExists(t, path, "the killed test left its socket")
 	require.FileExists(t, path+".loopd-lock")
 	require.NoError(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the killed test left its server")
-	require.True(t, teardown.Running(agent), "and its agent")
+	require.True(t, proc.Alive(agent), "and its agent")
 
 	swept, err := Sweep()
 	require.NoError(t, err)
@@ -100,7 +101,7 @@ func TestSweepRemovesWhatAKilledTestLeft(t *testing.T) {
 	assert.NoFileExists(t, path)
 	assert.NoFileExists(t, path+".loopd-lock")
 	assert.Error(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the server is gone")
-	assert.Eventually(t, func() bool { return !teardown.Running(agent) }, waitLimit, tick, "the agent %d is gone", agent)
+	assert.Eventually(t, func() bool { return !proc.Alive(agent) }, waitLimit, tick, "the agent %d is gone", agent)
 }
 
 // A sweep leaves the sockets of a test process that still runs alone.
@@ -110,7 +111,7 @@ func TestSweepSparesALiveTest(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, swept, socket)
 	assert.NoError(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the live test's server runs on")
-	assert.True(t, teardown.Running(agent))
+	assert.True(t, proc.Alive(agent))
 }
 
 // A test binary whose tests leave a server behind fails (Main), though
@@ -126,7 +127,7 @@ func TestMainFailsARunThatLeavesAServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoFileExists(t, path)
 	assert.NoFileExists(t, path+".loopd-lock")
-	assert.Eventually(t, func() bool { return !teardown.Running(agent) }, waitLimit, tick, "the agent %d is gone", agent)
+	assert.Eventually(t, func() bool { return !proc.Alive(agent) }, waitLimit, tick, "the agent %d is gone", agent)
 }
 
 // Socket's cleanup kills the server and removes its socket file, which
