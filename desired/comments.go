@@ -4,7 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
-	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // This file holds every text loopd itself posts on GitHub: the
@@ -96,7 +97,7 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 	}
 	detail := ""
 	if next.WorkspaceError != "" {
-		detail = indent(clip(next.WorkspaceError, maxNoticeDetail))
+		detail = indent(journal.Clip(next.WorkspaceError, maxNoticeDetail))
 	}
 	var b strings.Builder
 	_ = noticeTemplate.Execute(&b, map[string]any{
@@ -157,13 +158,3 @@ func indent(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
