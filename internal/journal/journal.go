@@ -475,9 +475,10 @@ func (e Event) String() string {
 }
 
 // Quote returns v as a logfmt value: quoted when it is empty or holds a
-// space, a quote, '=' or a control character.
+// space, a quote, '=' or a control character (IsControl: C0, DEL and C1,
+// which strconv.Quote then escapes, so none reaches a terminal).
 func Quote(v string) string {
-	if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r == ' ' || r == '"' || r == '=' || r < 0x20 }) {
+	if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r == ' ' || r == '"' || r == '=' || IsControl(r) }) {
 		return strconv.Quote(v)
 	}
 	return v

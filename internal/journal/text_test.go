@@ -35,3 +35,19 @@ func TestClip(t *testing.T) {
 	assert.Equal(t, "short", Clip("short", n))
 	assert.Equal(t, "short", Clip("short", len("short")), "a value of n bytes is whole")
 }
+
+// Quote escapes every control character, DEL and C1 included (U+009B is a
+// terminal's CSI), so no logfmt value get or events prints reaches the
+// terminal as one.
+func TestQuoteEscapesEveryControl(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":       "plain",
+		"a b":         `"a b"`,
+		"esc\x1b[2J":  `"esc\x1b[2J"`,
+		"del\x7f":     `"del\x7f"`,
+		"csi\u009b2J": `"csi\u009b2J"`,
+		"":            `""`,
+	} {
+		assert.Equal(t, want, Quote(in), "%q", in)
+	}
+}
