@@ -66,11 +66,7 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	if err != nil {
 		return err
 	}
-	cfg, err := g.load()
-	if err != nil {
-		return err
-	}
-	store, err := openStore(ctx, cfg)
+	cfg, store, err := g.openStore(ctx)
 	if err != nil {
 		return err
 	}

@@ -84,14 +84,18 @@ object a line for json, one YAML document each for yaml.`,
 	return cmd
 }
 
-// openStore loads the config and opens its store, for the commands that
-// need nothing else.
-func (g *globals) openStore(ctx context.Context) (desired.Store, error) {
+// openStore loads the config, which must validate (a command that writes),
+// and opens its store; readStore is the read-only verbs' form.
+func (g *globals) openStore(ctx context.Context) (*schema.Config, desired.Store, error) {
 	cfg, err := g.load()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, store, nil
 }
 
 // getFormats are get's -o values; "" is the table.

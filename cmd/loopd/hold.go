@@ -36,7 +36,7 @@ under the reconcile lock, and journals item.released.`
 			if err != nil {
 				return err
 			}
-			store, err := g.openStore(ctx)
+			_, store, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}

@@ -85,11 +85,7 @@ and the command exits non-zero.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			store, err := openStore(ctx, cfg)
+			cfg, store, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}

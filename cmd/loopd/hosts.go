@@ -132,7 +132,7 @@ lease lapsed); a daemon that heartbeats under NAME again joins anew.`,
 			var store desired.Store
 			var err error
 			if forget != "" {
-				store, err = g.openStore(cmd.Context())
+				_, store, err = g.openStore(cmd.Context())
 			} else {
 				_, store, err = g.readStore(cmd.Context())
 			}
@@ -218,10 +218,11 @@ var errNoTaker = errors.New("no other live host that is not draining can take it
 
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
-	cfg, err := g.load()
+	cfg, store, err := g.openStore(ctx)
 	if err != nil {
 		return err
 	}
+	defer store.Close()
 	host, err := cfg.Host.HostName()
 	if err != nil {
 		return fmt.Errorf("host name: %w", err)
@@ -229,11 +230,6 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	if len(args) == 1 {
 		host = args[0]
 	}
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	fleet, err := fleetOf(store)
 	if err != nil {
 		return err
