@@ -8,17 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/html"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/statuspage/statuspagetest"
 )
 
 // hostileLogin is a sender login that tries to put markup on the status
@@ -43,7 +42,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	index := "http://" + e.listen + "/"
 	dom := browser.dumpDOM(t, index)
-	elements, text := domOf(t, dom)
+	elements, text := statuspagetest.DOM(t, dom)
 	for _, want := range []string{keyIssue.String(), string(desired.PhaseRunning), session, r.Status.HarnessSessionID,
 		"delivery.accepted", "delivery.ignored", "unauthorized_sender", "session.spawned", "live sessions"} {
 		assert.Contains(t, text, want)
@@ -56,7 +55,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	item := "http://" + e.listen + "/items/Codertocat/Hello-World/1"
 	dom = browser.dumpDOM(t, item)
-	elements, text = domOf(t, dom)
+	elements, text = statuspagetest.DOM(t, dom)
 	for _, want := range []string{keyIssue.String(), string(desired.PhaseRunning), r.Status.HarnessSessionID,
 		"tmux -L " + e.socket + " attach -t =" + session, "session.spawned", "Timeline"} {
 		assert.Contains(t, text, want)
@@ -68,7 +67,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	assert.NotContains(t, text, "hostile", "no comment text")
 
 	// An unknown item is a page that says so, and a 404 to the browser.
-	_, text = domOf(t, browser.dumpDOM(t, "http://"+e.listen+"/items/Codertocat/Hello-World/99"))
+	_, text = statuspagetest.DOM(t, browser.dumpDOM(t, "http://"+e.listen+"/items/Codertocat/Hello-World/99"))
 	assert.Contains(t, text, "work item Codertocat/Hello-World#99 not found")
 
 	dir := artifactsDir(t)
@@ -149,25 +148,6 @@ func (b *browser) dumpDOM(t *testing.T, url string) string {
 func (b *browser) screenshot(t *testing.T, url, path string) {
 	t.Helper()
 	b.run(t, url, "--screenshot="+path)
-}
-
-// domOf parses a dumped DOM and returns how many elements of each name it
-// holds, and its text.
-func domOf(t *testing.T, dom string) (map[string]int, string) {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(dom))
-	require.NoError(t, err)
-	elements := map[string]int{}
-	var sb strings.Builder
-	for n := range doc.Descendants() {
-		switch n.Type {
-		case html.ElementNode:
-			elements[n.Data]++
-		case html.TextNode:
-			sb.WriteString(n.Data)
-		}
-	}
-	return elements, sb.String()
 }
 
 // artifactsDir is where a test leaves files for a person to look at,

@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/html"
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/statuspage/statuspagetest"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 )
@@ -102,32 +102,13 @@ func get(t *testing.T, url string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// parse returns how many elements of each name the page holds, and
-// its text.
-func parse(t *testing.T, body string) (elements map[string]int, text string) {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(body))
-	require.NoError(t, err)
-	elements = map[string]int{}
-	var sb strings.Builder
-	for n := range doc.Descendants() {
-		switch n.Type {
-		case html.ElementNode:
-			elements[n.Data]++
-		case html.TextNode:
-			sb.WriteString(n.Data)
-		}
-	}
-	return elements, sb.String()
-}
-
 func TestIndexShowsItemsByPhase(t *testing.T) {
 	srv := server(t, fixture(t))
 	code, hdr, body := get(t, srv.URL+"/")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "text/html; charset=utf-8", hdr.Get("Content-Type"))
 	assert.Contains(t, hdr.Get("Content-Security-Policy"), "script-src 'self'")
-	_, text := parse(t, body)
+	_, text := statuspagetest.DOM(t, body)
 	for _, want := range []string{keyIssue.String(), "NeedsAttention", desired.SessionName(keyIssue),
 		"7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", "crash_loop", "session.crash_loop", "Closed", keyPR.String(), "of 3"} {
 		assert.Contains(t, text, want)
@@ -144,7 +125,7 @@ func TestGitHubTextIsEscaped(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			code, _, body := get(t, srv.URL+path)
 			require.Equal(t, http.StatusOK, code, body)
-			elements, text := parse(t, body)
+			elements, text := statuspagetest.DOM(t, body)
 			assert.Contains(t, text, script, "shown as text")
 			assert.Equal(t, 1, elements["script"], "only the page's own live.js")
 			assert.Zero(t, elements["img"])
@@ -162,7 +143,7 @@ func TestNoPromptBodies(t *testing.T) {
 		assert.NotContains(t, body, promptMarker, path)
 	}
 	_, _, body := get(t, srv.URL+"/items/Codertocat/Hello-World/1")
-	_, text := parse(t, body)
+	_, text := statuspagetest.DOM(t, body)
 	assert.Contains(t, text, "d-1", "the pending delivery is listed")
 	assert.Contains(t, text, "tmux -L loopd attach -t ="+desired.SessionName(keyIssue))
 }
@@ -190,7 +171,7 @@ func TestItemPage(t *testing.T) {
 			code, hdr, body := get(t, srv.URL+tt.path)
 			assert.Equal(t, tt.code, code)
 			assert.Equal(t, tt.location, hdr.Get("Location"))
-			_, text := parse(t, body)
+			_, text := statuspagetest.DOM(t, body)
 			assert.Contains(t, text, tt.want)
 		})
 	}
@@ -205,7 +186,7 @@ func TestLongAttributeIsCut(t *testing.T) {
 		Level: slog.LevelWarn, WorkItem: keyIssue.String(), Attrs: map[string]string{"reason": long}}))
 	code, _, body := get(t, server(t, st).URL+"/items/Codertocat/Hello-World/1")
 	require.Equal(t, http.StatusOK, code)
-	_, text := parse(t, body)
+	_, text := statuspagetest.DOM(t, body)
 	assert.Contains(t, text, strings.Repeat("é", maxAttrValue/2)+"…")
 	assert.NotContains(t, text, strings.Repeat("é", maxAttrValue/2+1))
 }
@@ -261,7 +242,7 @@ func TestHostsTable(t *testing.T) {
 		{Name: "host-b", Capacity: 0, Leases: 0, Live: false, Draining: true}}
 	srv := server(t, fixture(t), func(o *Options) { o.Hosts = hosts })
 	_, _, body := get(t, srv.URL+"/")
-	_, text := parse(t, body)
+	_, text := statuspagetest.DOM(t, body)
 	assert.Contains(t, text, "host-b")
 	assert.Contains(t, text, "this host")
 	assert.Contains(t, text, "draining")
