@@ -157,4 +157,3 @@ func indent(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
