@@ -161,20 +161,24 @@ func serve(ctx context.Context, g *globals) error {
 			return configured
 		}
 	}
+	// Unauthenticated requests' rejections, and the listener's refusals.
+	rejected := journal.NewRecorder(log, repeats.Appender(rejections), time.Now)
+	refused := webhook.Refusals(rejected, webhookMetrics)
 	mux := http.NewServeMux()
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
 		Secret:     []byte(secret),
 		Config:     func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
 		Store:      a.store,
 		Recorder:   a.journal,
-		Rejections: journal.NewRecorder(log, repeats.Appender(rejections), time.Now),
+		Rejections: rejected,
 		Metrics:    webhookMetrics,
 		Trigger:    rc.Trigger,
 		Log:        log,
 		BotLogin:   botLogin,
 	}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	// The listener's own pages answer GET (and HEAD) only.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := a.store.Records(r.Context()); err != nil {
 			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -185,16 +189,24 @@ func serve(ctx context.Context, g *globals) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if err := a.registerStatusPage(mux, cfg, watcher.Current, rc); err != nil {
 		return err
 	}
+	// Everything but the webhook's path answers only its own Host names
+	// (a page whose DNS name rebinds to the listener reads nothing).
+	own := webhook.OwnHosts{Listen: hook.Listen, Hostname: hostname(),
+		Allowed: func() []string { return watcher.Current().Webhooks.GHWebhook.AllowedHosts }}
+	handler := own.Guard(mux, func(r *http.Request) bool { _, pattern := mux.Handler(r); return pattern == hook.Path },
+		func(r *http.Request) { refused(webhook.ReasonHostNotAllowed, r.RemoteAddr) })
 
 	ln, err := net.Listen("tcp", hook.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
-	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
+	limits := webhook.DefaultServerLimits
+	limits.MaxConnsPerAddress = hook.ConnsPerAddress()
+	srv := webhook.NewServer(handler, limits)
 	storeShown := "sqlite"
 	if cfg.Store.URL != "" {
 		storeShown = desired.RedactURL(cfg.Store.URL)
@@ -277,7 +289,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() { loopDone <- rc.Run(ctx) }()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(webhook.DefaultServerLimits.Listener(ln)) }()
+	go func() { serveErr <- srv.Serve(limits.Listener(ln, refused)) }()
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:

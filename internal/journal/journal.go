@@ -31,6 +31,10 @@ const (
 	DeliveryIgnored Name = "delivery.ignored"
 	// DeliveryRejected: a request refused (unsigned, malformed, store failed).
 	DeliveryRejected Name = "delivery.rejected"
+	// ListenerRefused: the listener cut a connection before any request of
+	// it was read (too many from its address, shed under pressure), or
+	// refused a request to its own pages whose Host names another site.
+	ListenerRefused Name = "listener.refused"
 
 	// SessionStarting: tmux started a harness's pane (log only).
 	SessionStarting Name = "session.starting"

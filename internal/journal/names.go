@@ -66,6 +66,7 @@ var names = []Name{
 	LeaseLost,
 	LeaseMoved,
 	LeaseReleased,
+	ListenerRefused,
 	PaneDiedWaitFailed,
 	ProcWatchFailed,
 	ProcWatchUnavailable,
