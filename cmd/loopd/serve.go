@@ -21,6 +21,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/schema"
@@ -67,9 +68,13 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	hook := cfg.Webhooks.GHWebhook
 	// One daemon per state dir: a second would double every wake-up and
-	// race the first for the same panes.
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err) // mkdir <dir>: …
+	// race the first for the same panes. The dir is its owner's alone.
+	changed, err := privateStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, c := range changed {
+		logTightened(log)(c)
 	}
 	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
 	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
@@ -399,14 +404,46 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	return cfg, secret, nil
 }
 
+// checkSecretFiles checks the files cfg takes its secrets from (secretFile
+// and the GitHub App's privateKeyFile) as their readers do (perm.Secret),
+// without reading them: for config validate and reconcile --once, which
+// read neither or only the key, so that they say what serve would refuse.
+// A secretFile whose path names an unset variable (${CREDENTIALS_DIRECTORY}
+// outside its unit) cannot be checked; cannot, when not nil, is told why.
+func checkSecretFiles(cfg *schema.Config, cannot func(error)) error {
+	var paths []string
+	switch path, err := cfg.SecretFilePath(os.LookupEnv); {
+	case err != nil:
+		if cannot != nil {
+			cannot(fmt.Errorf("webhook secret: %w; its file's mode is not checked", err))
+		}
+	case path != "":
+		paths = append(paths, path)
+	}
+	if g := cfg.GitHub; g != nil && g.App != nil {
+		paths = append(paths, g.App.PrivateKeyFile)
+	}
+	var problems []error
+	for _, p := range paths {
+		if err := perm.Secret(p); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return errors.Join(problems...)
+}
+
 // maxSecretFile caps the bytes read from a secret file; GitHub's webhook
 // secrets are short strings.
 const maxSecretFile = 64 << 10
 
 // readSecretFile returns the content of path less one trailing newline
 // (as echo and most editors leave one, "\n" or "\r\n"). A missing,
-// unreadable, oversized or empty file is an error naming path.
+// unreadable, oversized or empty file is an error naming path, and so is
+// one that other users can read or change (perm.Secret).
 func readSecretFile(path string) (string, error) {
+	if err := perm.Secret(path); err != nil {
+		return "", fmt.Errorf("webhook secret: secretFile %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("webhook secret: secretFile: %w", err)

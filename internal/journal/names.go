@@ -100,6 +100,7 @@ var names = []Name{
 	SessionStopUnconfirmed,
 	SessionStopped,
 	SessionUnblocked,
+	StateDirTightened,
 	StatusPageFailed,
 	StoreListenRestored,
 	TmuxExec,
