@@ -41,31 +41,27 @@ func ownedByAnother(t *testing.T, path string) (uid int) {
 	return os.Geteuid() + 1
 }
 
+// modes checks a file of each mode of cases, as a secret or not: each is
+// refused, naming the file and its mode, or not.
+func modes(t *testing.T, secret bool, cases map[os.FileMode]bool) {
+	t.Helper()
+	base := t.TempDir()
+	for mode, ok := range cases {
+		p := write(t, filepath.Join(base, fmt.Sprintf("%04o", mode)), mode)
+		err := check(p, secret, os.Geteuid())
+		if ok {
+			assert.NoError(t, err, "%04o", mode)
+			continue
+		}
+		require.ErrorIs(t, err, ErrUnsafe, "%04o", mode)
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s: mode %04o", p, mode))
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	me := os.Geteuid()
 	base := t.TempDir()
-	for _, tc := range []struct {
-		name string
-		mode os.FileMode
-		ok   bool
-	}{
-		{"owner_only", 0o600, true},
-		{"readable_by_all", 0o644, true},
-		{"group_writable", 0o664, false},
-		{"world_writable", 0o646, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := write(t, filepath.Join(base, tc.name), tc.mode)
-			err := check(p, false, me)
-			if tc.ok {
-				assert.NoError(t, err)
-				return
-			}
-			require.ErrorIs(t, err, ErrUnsafe)
-			assert.Contains(t, err.Error(), p)
-			assert.Contains(t, err.Error(), fmt.Sprintf("mode %04o", tc.mode))
-		})
-	}
+	modes(t, false, map[os.FileMode]bool{0o600: true, 0o644: true, 0o664: false, 0o646: false})
 	t.Run("missing_is_for_its_reader", func(t *testing.T) {
 		assert.NoError(t, check(filepath.Join(base, "nope"), false, me))
 	})
@@ -113,28 +109,7 @@ func TestTrustedDirectories(t *testing.T) {
 func TestSecret(t *testing.T) {
 	me := os.Geteuid()
 	base := t.TempDir()
-	for _, tc := range []struct {
-		name string
-		mode os.FileMode
-		ok   bool
-	}{
-		{"owner_only", 0o600, true},
-		{"read_only", 0o400, true},
-		{"group_readable", 0o640, false},
-		{"world_readable", 0o604, false},
-		{"world_writable", 0o602, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := write(t, filepath.Join(base, tc.name), tc.mode)
-			err := check(p, true, me)
-			if tc.ok {
-				assert.NoError(t, err)
-				return
-			}
-			require.ErrorIs(t, err, ErrUnsafe)
-			assert.Contains(t, err.Error(), p)
-		})
-	}
+	modes(t, true, map[os.FileMode]bool{0o600: true, 0o400: true, 0o640: false, 0o604: false, 0o602: false})
 	t.Run("root_grants_its_group", func(t *testing.T) {
 		if me != 0 {
 			t.Skip("needs a file root owns")
