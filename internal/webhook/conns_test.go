@@ -3,17 +3,24 @@ package webhook
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // guarded is a server behind ServerLimits.Listener, with the guard, the
@@ -246,4 +253,55 @@ func TestDeliveryAnsweredUnderAStalledFlood(t *testing.T) {
 			assert.Positive(t, f.cuts.Load(), "the flood was cut and came back")
 		})
 	}
+}
+
+// TestListenerRefusalsJournaledFolded: the connections a flood from one
+// address gets cut reach the journal as serve wires it (Refusals through
+// the Limiter and the queue of unauthenticated rejections): one
+// listener.refused row, then one with the count of its repeats, and the
+// counter of loopd_listener_refused_total.
+func TestListenerRefusalsJournaledFolded(t *testing.T) {
+	ctx := context.Background()
+	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	log := slog.New(slog.DiscardHandler)
+	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
+	queue := journal.NewAsync(store, 0, log)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); queue.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	m := NewMetrics(prometheus.NewRegistry())
+	refused := Refusals(journal.NewRecorder(slog.New(repeats.Handler(log.Handler())), repeats.Appender(queue), time.Now), m)
+
+	l := noHeaderTimeout(DefaultServerLimits)
+	l.MaxConnsPerAddress = 2
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := NewServer(http.NotFoundHandler(), l)
+	go func() { _ = srv.Serve(l.Listener(ln, refused)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	var conns []net.Conn
+	for range 50 {
+		conns = append(conns, stalled(t, ln.Addr().String(), "127.0.0.2"))
+	}
+	cut := cuts(conns)
+	require.Eventually(t, func() bool { return cut.Load() == 48 }, time.Minute, 10*time.Millisecond)
+	events := func() []journal.Event {
+		evs, err := store.Events(ctx, desired.EventFilter{})
+		require.NoError(t, err)
+		return evs
+	}
+	require.Eventually(t, func() bool { return len(events()) == 1 }, time.Minute, 5*time.Millisecond)
+	repeats.FlushAll(ctx)
+	require.Eventually(t, func() bool { return len(events()) == 2 }, time.Minute, 5*time.Millisecond)
+	evs := events()
+	for _, ev := range evs {
+		assert.Equal(t, journal.ListenerRefused, ev.Name)
+		assert.Equal(t, ReasonConnsPerAddress, ev.Attrs["reason"])
+		assert.Contains(t, ev.Attrs["remote_addr"], "127.0.0.2:")
+	}
+	assert.Equal(t, "47", evs[1].Attrs[journal.KeyRepeated])
+	assert.Equal(t, 48.0, testutil.ToFloat64(m.refused.WithLabelValues(ReasonConnsPerAddress)))
 }
