@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -411,22 +413,23 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 // A secretFile whose path names an unset variable (${CREDENTIALS_DIRECTORY}
 // outside its unit) cannot be checked; cannot, when not nil, is told why.
 func checkSecretFiles(cfg *schema.Config, cannot func(error)) error {
-	var paths []string
+	// Each file, named as its reader names it.
+	files := map[string]string{}
 	switch path, err := cfg.SecretFilePath(os.LookupEnv); {
 	case err != nil:
 		if cannot != nil {
 			cannot(fmt.Errorf("webhook secret: %w; its file's mode is not checked", err))
 		}
 	case path != "":
-		paths = append(paths, path)
+		files["webhook secret: secretFile"] = path
 	}
 	if g := cfg.GitHub; g != nil && g.App != nil {
-		paths = append(paths, g.App.PrivateKeyFile)
+		files["github app: privateKeyFile"] = g.App.PrivateKeyFile
 	}
 	var problems []error
-	for _, p := range paths {
-		if err := perm.Secret(p); err != nil {
-			problems = append(problems, err)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := perm.Secret(files[name]); err != nil {
+			problems = append(problems, fmt.Errorf("%s %w", name, err))
 		}
 	}
 	return errors.Join(problems...)
