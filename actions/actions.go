@@ -70,17 +70,25 @@ const (
 	ReasonReleased Reason = "released"
 	// ReasonFirstSpawn: the workspace is made before the item's first
 	// spawn; ReasonWorkspaceRemoved: again for a reopened item whose
-	// worktree was removed at its close; ReasonWorkspacePartial: a
-	// worktree a killed `git worktree add` left half-made is finished.
-	ReasonFirstSpawn       Reason = "first_spawn"
-	ReasonWorkspaceRemoved Reason = "workspace_removed"
-	ReasonWorkspacePartial Reason = "workspace_partial"
+	// clone was removed at its close; ReasonWorkspacePartial: a
+	// worktree a killed `git worktree add` left half-made is finished;
+	// ReasonWorkspaceLegacy: a worktree of the mirror an older loopd made
+	// is migrated to a clone; ReasonWorkspaceLeftover: what a killed git
+	// left in the clone (a lock file no git holds) is removed. With a
+	// checkout, ReasonWorkspaceMissing prepares too: the clone of an item
+	// that had a conversation vanished, and is made again at the same
+	// path; without one, the item needs attention.
+	ReasonFirstSpawn        Reason = "first_spawn"
+	ReasonWorkspaceRemoved  Reason = "workspace_removed"
+	ReasonWorkspacePartial  Reason = "workspace_partial"
+	ReasonWorkspaceLegacy   Reason = "workspace_legacy"
+	ReasonWorkspaceLeftover Reason = "workspace_leftover"
 	// ReasonWorkspaceFailed: the workspace could not be made (a git
 	// command or the workdir's creation failed), or its workdir template
 	// did not render.
 	ReasonWorkspaceFailed Reason = "workspace_failed"
 	// ReasonWorkspaceConflict: the workdir exists with files in it and is
-	// not a worktree of the routed repository; it is never touched.
+	// not a clone of the routed repository; it is never touched.
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
 	// ReasonServerLost: the tmux server the agent ran on is gone (killed,
 	// OOM-killed, its socket deleted); the agent is resumed on a new

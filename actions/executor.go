@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -1185,7 +1186,10 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 	kv := []any{"cwd", res.Dir, "reason", string(a.Reason)}
 	if a.Checkout != nil {
 		kv = append(kv, "url", workspace.Mask(a.Checkout.URL), "branch", res.Branch, "commit", res.Commit,
-			"existing", res.Existing, "repaired", res.Repaired)
+			"existing", res.Existing, "repaired", res.Repaired, "migrated", res.Migrated)
+		if len(res.Repairs) > 0 {
+			kv = append(kv, "repairs", strings.Join(res.Repairs, "; "))
+		}
 	}
 	e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, kv...)
 	return nil
