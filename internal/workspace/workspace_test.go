@@ -1159,3 +1159,28 @@ func TestCloneConfigQuotesTheBranch(t *testing.T) {
 		t.Errorf("origin = %q", got)
 	}
 }
+
+// TestMigratedPullRequestWorktreeStillPushesToItsHead: the worktree an
+// older loopd made for the agent's own pull request is on loopd/pr-<n>,
+// whose push remote sends it to the head branch (worktrees could not share
+// the head branch). Migrated, its plain `git push` still updates the head.
+func TestMigratedPullRequestWorktreeStillPushesToItsHead(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	dir := filepath.Join(t.TempDir(), "pr-5")
+	mirror := legacyWorktree(t, m, r, dir, "loopd/pr-5")
+	workspacetest.Git(t, mirror, "config", "--replace-all", "branch.loopd/pr-5.merge", "refs/heads/"+r.PRBranch)
+	workspacetest.Git(t, mirror, "config", "branch.loopd/pr-5.pushRemote", "loopd-pr-5")
+	workspacetest.Git(t, mirror, "config", "remote.loopd-pr-5.url", r.URL)
+	workspacetest.Git(t, mirror, "config", "remote.loopd-pr-5.push", "refs/heads/loopd/pr-5:refs/heads/"+r.PRBranch)
+	workspacetest.Git(t, dir, "reset", "--quiet", "--hard", r.PRHead)
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModePullRequest, Branch: r.PRBranch, PR: 5}); err != nil {
+		t.Fatal(err)
+	}
+	isClone(t, dir, mirror)
+	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got, want := workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/"+r.PRBranch), workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != want {
+		t.Errorf("the head branch is at %s after a plain push, want %s", got, want)
+	}
+}
