@@ -110,14 +110,15 @@ const (
 	// dir (harness.Provisioner) could not be written; the spawn is
 	// refused, as any refused spawn.
 	ReasonProvisionFailed Reason = "provision_failed"
-	// ReasonWorkspacePreparing: a worker is making the item's worktree
+	// ReasonWorkspacePreparing: a worker is making the item's clone
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
 	// ReasonWorkspaceInterrupted: a preparation ended with no outcome
 	// recorded (the daemon stopped, or was killed, while it ran); it is
 	// made again, with no failure counted.
 	ReasonWorkspaceInterrupted Reason = "workspace_interrupted"
-	// ReasonWorkspaceReady: the worktree was made; the spawn follows.
+	// ReasonWorkspaceReady: the clone was made or repaired; the spawn
+	// follows.
 	ReasonWorkspaceReady Reason = "workspace_ready"
 	// ReasonDeliveryStorm: the loop breaker; one more delivery would pass
 	// the route's maxDeliveriesPerHour. Only loopd release clears it.
@@ -352,7 +353,7 @@ func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, trans
 		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
 	}
 	if st.Workspace == desired.WorkspaceKept {
-		st.Workspace = "" // a reopened item uses its kept worktree again
+		st.Workspace = "" // a reopened item uses its kept clone again
 	}
 	st.RunID = ""
 	if s.Runner != "" {
@@ -957,7 +958,7 @@ func (a Block) Fields() []Field {
 
 func (a Block) String() string { return Format(a) }
 
-// CheckoutMode is how a worktree gets its branch (workspace.Mode).
+// CheckoutMode is how a clone gets its branch (workspace.Mode).
 type CheckoutMode string
 
 // The checkout modes.
@@ -966,14 +967,13 @@ const (
 	// when it exists.
 	CheckoutIssue CheckoutMode = "issue"
 	// CheckoutPullRequest: the pull request's head branch in the same
-	// repository, tracking the remote branch (or loopd/pr-<n> pushing to
-	// it, when another worktree has it checked out).
+	// repository, tracking the remote branch.
 	CheckoutPullRequest CheckoutMode = "pull_request"
 	// CheckoutFork: refs/pull/<n>/head into loopd/pr-<n>.
 	CheckoutFork CheckoutMode = "fork"
 )
 
-// Checkout is the repository and branch a workdir is a worktree of.
+// Checkout is the repository and branch a workdir is a clone of.
 type Checkout struct {
 	// URL is the remote as rendered from the route; it may carry
 	// credentials, so it is shown masked (workspace.Mask).
@@ -985,7 +985,8 @@ type Checkout struct {
 }
 
 // PrepareWorkspace makes the item's workdir before a spawn: a plain
-// directory, or with Checkout a git worktree (workspace.Manager.Prepare).
+// directory, or with Checkout a git clone (workspace.Manager.Prepare),
+// made, or repaired before a later spawn.
 // The planner decides what a failure leads to before it happens: a
 // permanent one needs attention; a transient one counts Failures (the
 // restart budget) and, with Retry, is retried RetryAfter after it
@@ -1034,7 +1035,7 @@ func (a PrepareWorkspace) Fields() []Field {
 
 func (a PrepareWorkspace) String() string { return Format(a) }
 
-// RemoveWorkspace removes a closed item's worktree when it is clean
+// RemoveWorkspace removes a closed item's clone when it is clean
 // (routing checkout.removeOnClose), or keeps it and says why
 // (workspace.kept). Either way the close is done with it
 // (desired.Status.Workspace).

@@ -124,7 +124,7 @@ type Observer struct {
 	// session's transcript is and read the frames in it.
 	Harnesses map[string]harness.Adapter
 	// Mirrors is the directory of the repositories' bare mirrors
-	// (workspace.Manager.Root), against which a worktree is recognized.
+	// (workspace.Manager.Root), against which a clone is recognized.
 	Mirrors string
 	// Owner, when set, is this loopd's owner mark (tmux.Owner.ID): after
 	// the listing, Observe reads which owner claimed the server
