@@ -281,7 +281,7 @@ func sweep(dir string, res *Result) error {
 		}
 		p := filepath.Join(parent, e.Name())
 		if err := os.RemoveAll(p); err != nil {
-			return &Error{Op: "repair", Command: "rm -r " + p, Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+			return repairError("repair", "rm -r "+p, err)
 		}
 		res.Repairs = append(res.Repairs, "removed "+e.Name()+", left by an interrupted clone or removal")
 	}
@@ -298,13 +298,13 @@ func tidy(dir string, res *Result) error {
 			continue
 		}
 		if err := os.RemoveAll(p); err != nil {
-			return &Error{Op: "repair", Command: "rm -r " + p, Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+			return repairError("repair", "rm -r "+p, err)
 		}
 		res.Repairs = append(res.Repairs, "removed "+name+", left by an interrupted migration")
 	}
 	phys, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return &Error{Op: "repair", Command: "-", Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+		return repairError("repair", "-", err)
 	}
 	removed, err := removeStale(filepath.Join(phys, ".git"), phys, []string{phys})
 	for _, r := range removed {

@@ -34,8 +34,9 @@ type Error struct {
 	Exit    int
 	Stderr  string // last lines of stderr, credentials masked
 	Class   Class
-	// Reason is a short snake_case cause: git_failed, timeout, conflict,
-	// mkdir_failed, bad_url, or ReasonCancelled.
+	// Reason is a short snake_case cause: git_failed, timeout, bad_url,
+	// mkdir_failed, clone_failed, migrate_failed, repair_failed,
+	// remove_failed, inspect_failed, lock_failed, or ReasonCancelled.
 	Reason string
 	Err    error
 }

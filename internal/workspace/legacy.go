@@ -154,19 +154,19 @@ func (m *Manager) pruneRegistrations(ctx context.Context, mirror string, res *Re
 		aside := filepath.Join(filepath.Dir(r.gitfile), migratedGitfile)
 		if !exists(r.gitfile) && exists(aside) {
 			if err := os.Rename(aside, r.gitfile); err != nil {
-				return &Error{Op: "prune", Command: "-", Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+				return repairError("prune", "-", err)
 			}
 		}
 		info, err := os.Lstat(r.gitfile)
 		switch {
 		case err == nil && info.IsDir():
 			if err := os.RemoveAll(r.admin); err != nil {
-				return &Error{Op: "prune", Command: "rm -r " + r.admin, Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+				return repairError("prune", "rm -r "+r.admin, err)
 			}
 			res.Repairs = append(res.Repairs, "removed the registration of migrated worktree "+filepath.Dir(r.gitfile))
 		case errors.Is(err, fs.ErrNotExist) && !exists(filepath.Dir(r.gitfile)) && initializing(r.admin):
 			if err := os.Remove(filepath.Join(r.admin, "locked")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return &Error{Op: "prune", Command: "git worktree unlock", Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+				return repairError("prune", "git worktree unlock", err)
 			}
 			res.Repairs = append(res.Repairs, "unlocked the registration of interrupted worktree "+filepath.Dir(r.gitfile))
 		}

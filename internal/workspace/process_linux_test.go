@@ -3,7 +3,6 @@ package workspace_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -125,13 +124,7 @@ func TestPrepareOverHTTPKeepsTheTokenOffEveryCommandLine(t *testing.T) {
 // filter git started, still running, keeps the mirror's lock, so a second
 // Manager's operation on the mirror waits until the filter is gone.
 func TestMirrorLockOutlivesAKilledDaemon(t *testing.T) {
-	if os.Getenv("LOOPD_WS_CHILD_ROOT") != "" {
-		m := &workspace.Manager{Root: os.Getenv("LOOPD_WS_CHILD_ROOT")}
-		_, err := m.Prepare(context.Background(), workspace.Checkout{URL: os.Getenv("LOOPD_WS_CHILD_URL"),
-			Dir: os.Getenv("LOOPD_WS_CHILD_DIR"), Mode: workspace.ModeIssue, Branch: "slow"})
-		fmt.Println(err)
-		os.Exit(0)
-	}
+	prepareAsChild()
 	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
 	m := newManager(t)
 	ctx := context.Background()

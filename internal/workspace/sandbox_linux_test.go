@@ -160,14 +160,8 @@ git rev-parse HEAD
 // loopd's own git there (Prepare, Kept, Remove's checks, Holds) runs none
 // of them. Plain git in the same clone runs them: the test can fail.
 func TestLoopdGitRunsNothingTheWorkdirConfigures(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
-	if _, err := m.Prepare(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	r, m, c := cloned(t)
+	ctx, dir := context.Background(), c.Dir
 	marks := t.TempDir()
 	mark := func(name string) string { return "touch " + filepath.Join(marks, name) }
 	workspacetest.Git(t, dir, "config", "core.fsmonitor", mark("fsmonitor")+"; false")

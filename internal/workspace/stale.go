@@ -59,7 +59,7 @@ func removeStale(gitdir, base string, dirs []string) ([]string, error) {
 	var removed []string
 	for _, l := range staleLocks(gitdir, dirs) {
 		if err := os.Remove(l); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, &Error{Op: "repair", Command: "rm " + l, Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
+			return removed, repairError("repair", "rm "+l, err)
 		}
 		rel, err := filepath.Rel(base, l)
 		if err != nil {
@@ -68,6 +68,12 @@ func removeStale(gitdir, base string, dirs []string) ([]string, error) {
 		removed = append(removed, rel)
 	}
 	return removed, nil
+}
+
+// repairError is the failure of a repair's file operation op (command
+// says what it did), classed by the file system's error (fsClass).
+func repairError(op, command string, err error) *Error {
+	return &Error{Op: op, Command: command, Exit: -1, Class: fsClass(err), Reason: "repair_failed", Err: err}
 }
 
 // physical returns paths with their symlinks resolved where they exist.

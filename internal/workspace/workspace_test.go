@@ -217,15 +217,22 @@ func TestPrepareIssuePullRequestFork(t *testing.T) {
 	}
 }
 
-func TestPrepareUsesAnExistingCloneAsItIs(t *testing.T) {
+// cloned returns a remote, a Manager and the Checkout of an issue's clone
+// on loopd/issue-1, made at a new workdir.
+func cloned(t *testing.T) (*workspacetest.Remote, *workspace.Manager, workspace.Checkout) {
+	t.Helper()
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
-	if _, err := m.Prepare(ctx, c); err != nil {
+	c := workspace.Checkout{URL: r.URL, Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+	if _, err := m.Prepare(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
+	return r, m, c
+}
+
+func TestPrepareUsesAnExistingCloneAsItIs(t *testing.T) {
+	_, m, c := cloned(t)
+	ctx, dir := context.Background(), c.Dir
 	os.WriteFile(filepath.Join(dir, "README"), []byte("changed by the agent\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644)
 	workspacetest.Git(t, dir, "checkout", "--quiet", "-b", "elsewhere")
@@ -269,6 +276,17 @@ func TestPrepareNeverTouchesAConflictingDirectory(t *testing.T) {
 	}
 }
 
+// newLegacy returns a remote, a Manager and a worktree of the remote's
+// mirror at a new workdir named name, on branch (legacyWorktree), and the
+// mirror.
+func newLegacy(t *testing.T, name, branch string) (*workspacetest.Remote, *workspace.Manager, string, string) {
+	t.Helper()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	dir := filepath.Join(t.TempDir(), name)
+	return r, m, dir, legacyWorktree(t, m, r, dir, branch)
+}
+
 // legacyWorktree makes dir what loopd made before clones: a git worktree
 // of the repository's mirror on a new branch with its upstream in the
 // mirror's config, and returns the mirror.
@@ -291,11 +309,8 @@ func legacyWorktree(t *testing.T, m *workspace.Manager, r *workspacetest.Remote,
 // path, with the same status, branches and upstream; its registration and
 // its branches leave the mirror, whose objects it borrows.
 func TestPrepareMigratesAWorktreeToAClone(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-5")
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	mirror := legacyWorktree(t, m, r, dir, "loopd/issue-5")
 	workspacetest.Git(t, dir, "checkout", "--quiet", "-b", "side")
 	os.WriteFile(filepath.Join(dir, "side.txt"), []byte("side\n"), 0o644)
 	workspacetest.Git(t, dir, "add", "side.txt")
@@ -358,11 +373,8 @@ func TestPrepareMigratesAWorktreeToAClone(t *testing.T) {
 // two renames leaves no .git; one cut short after them leaves the old .git
 // file beside the new .git. The next Prepare finishes both.
 func TestPrepareFinishesAMigrationCutShort(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-6")
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	mirror := legacyWorktree(t, m, r, dir, "loopd/issue-6")
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o644)
 	// Between the renames: the .git file is aside, the new .git not in place.
 	if err := os.Rename(filepath.Join(dir, ".git"), filepath.Join(dir, ".loopd-gitfile-old")); err != nil {
@@ -400,11 +412,8 @@ func TestPrepareFinishesAMigrationCutShort(t *testing.T) {
 // written since, and checks that the next Prepare finishes it, keeps the
 // file and makes it a clone.
 func TestPrepareRepairsAHalfMadeWorktree(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-3")
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	mirror := legacyWorktree(t, m, r, dir, "loopd/issue-3")
 	Halve(t, dir)
 	os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("mine\n"), 0o644)
 	f, _ := workspace.Inspect(dir, mirror)
@@ -443,10 +452,7 @@ func Halve(t *testing.T, dir string) {
 // as transient until the budget was spent. Prepare unlocks and prunes it,
 // and makes the clone there.
 func TestPrepareUnlocksARegistrationLeftInitializing(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	mirror := legacyWorktree(t, m, r, dir, "loopd/issue-8")
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-8")
 	gitdir := workspacetest.Git(t, dir, "rev-parse", "--absolute-git-dir")
 	os.WriteFile(filepath.Join(gitdir, "locked"), []byte("initializing"), 0o644)
 	os.RemoveAll(dir)
@@ -501,13 +507,7 @@ func TestPrepareRebuildsAVanishedWorkdir(t *testing.T) {
 // checkout would): nothing is at the workdir's path, the half-made clone
 // is beside it; the next Prepare removes it and makes the clone.
 func TestPrepareRemovesAnInterruptedClone(t *testing.T) {
-	if os.Getenv("LOOPD_WS_CHILD_ROOT") != "" {
-		m := &workspace.Manager{Root: os.Getenv("LOOPD_WS_CHILD_ROOT")}
-		_, err := m.Prepare(context.Background(), workspace.Checkout{URL: os.Getenv("LOOPD_WS_CHILD_URL"),
-			Dir: os.Getenv("LOOPD_WS_CHILD_DIR"), Mode: workspace.ModeIssue, Branch: "slow"})
-		fmt.Println(err)
-		os.Exit(0)
-	}
+	prepareAsChild()
 	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
 	m := newManager(t)
 	mark := filepath.Join(t.TempDir(), "filter")
@@ -531,6 +531,19 @@ func TestPrepareRemovesAnInterruptedClone(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".w.loopd-*")); len(left) != 0 {
 		t.Errorf("left beside the workdir: %v", left)
 	}
+}
+
+// prepareAsChild is what slowChild's process does, in place of its test:
+// one Prepare, as a daemon would run it, then exit.
+func prepareAsChild() {
+	if os.Getenv("LOOPD_WS_CHILD_ROOT") == "" {
+		return
+	}
+	m := &workspace.Manager{Root: os.Getenv("LOOPD_WS_CHILD_ROOT")}
+	_, err := m.Prepare(context.Background(), workspace.Checkout{URL: os.Getenv("LOOPD_WS_CHILD_URL"),
+		Dir: os.Getenv("LOOPD_WS_CHILD_DIR"), Mode: workspace.ModeIssue, Branch: "slow"})
+	fmt.Println(err)
+	os.Exit(0)
 }
 
 // slowChild starts this test binary as a daemon would run Prepare, with a
@@ -559,18 +572,12 @@ func slowChild(t *testing.T, test, root, url, dir, mark string) *exec.Cmd {
 // Inspect shows the clone's as a leftover, and Prepare removes them, but
 // never one a process holds open or while a git runs in the clone.
 func TestPrepareRemovesStaleLocks(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-2"}
-	res, err := m.Prepare(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, m, c := cloned(t)
+	ctx, dir := context.Background(), c.Dir
+	mirror, _ := workspace.Mirror(m.Root, r.URL)
 	index := filepath.Join(dir, ".git", "index.lock")
-	ref := filepath.Join(dir, ".git", "refs", "heads", "loopd", "issue-2.lock")
-	mirrorRef := filepath.Join(res.Mirror, "refs", "remotes", "origin", r.Default+".lock")
+	ref := filepath.Join(dir, ".git", "refs", "heads", "loopd", "issue-1.lock")
+	mirrorRef := filepath.Join(mirror, "refs", "remotes", "origin", r.Default+".lock")
 	for _, p := range []string{index, ref, mirrorRef} {
 		os.WriteFile(p, nil, 0o644)
 	}
@@ -590,7 +597,7 @@ func TestPrepareRemovesStaleLocks(t *testing.T) {
 	}
 	held.Close()
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	if f, _ := workspace.Inspect(dir, res.Mirror); f.Leftover {
+	if f, _ := workspace.Inspect(dir, mirror); f.Leftover {
 		t.Errorf("Inspect = %+v: a lock held open is no leftover", f)
 	}
 	if _, err := m.Prepare(ctx, c); err != nil {
@@ -604,17 +611,17 @@ func TestPrepareRemovesStaleLocks(t *testing.T) {
 
 	// A git at work in the clone: not stale either.
 	stdin, busy := blockedGit(t, dir)
-	if f, _ := workspace.Inspect(dir, res.Mirror); f.Leftover {
+	if f, _ := workspace.Inspect(dir, mirror); f.Leftover {
 		t.Errorf("Inspect = %+v while a git runs in the clone", f)
 	}
 	stdin.Close()
 	busy.Wait()
 
-	f, _ := workspace.Inspect(dir, res.Mirror)
+	f, _ := workspace.Inspect(dir, mirror)
 	if !f.Clone || !f.Leftover {
 		t.Fatalf("Inspect = %+v, want a clone with a leftover", f)
 	}
-	res, err = m.Prepare(ctx, c)
+	res, err := m.Prepare(ctx, c)
 	if err != nil || !res.Existing || !res.Repaired {
 		t.Fatalf("Prepare = %+v, %v; want the stale locks removed", res, err)
 	}
@@ -624,7 +631,7 @@ func TestPrepareRemovesStaleLocks(t *testing.T) {
 		}
 	}
 	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "after the repair")
-	workspacetest.Git(t, res.Mirror, "fetch", "--quiet", "origin")
+	workspacetest.Git(t, mirror, "fetch", "--quiet", "origin")
 }
 
 // blockedGit starts a git that works in dir until its stdin is closed.
@@ -1165,10 +1172,7 @@ func TestCloneConfigQuotesTheBranch(t *testing.T) {
 // whose push remote sends it to the head branch (worktrees could not share
 // the head branch). Migrated, its plain `git push` still updates the head.
 func TestMigratedPullRequestWorktreeStillPushesToItsHead(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
-	dir := filepath.Join(t.TempDir(), "pr-5")
-	mirror := legacyWorktree(t, m, r, dir, "loopd/pr-5")
+	r, m, dir, mirror := newLegacy(t, "pr-5", "loopd/pr-5")
 	workspacetest.Git(t, mirror, "config", "--replace-all", "branch.loopd/pr-5.merge", "refs/heads/"+r.PRBranch)
 	workspacetest.Git(t, mirror, "config", "branch.loopd/pr-5.pushRemote", "loopd-pr-5")
 	workspacetest.Git(t, mirror, "config", "remote.loopd-pr-5.url", r.URL)
