@@ -31,6 +31,13 @@ const (
 	DeliveryIgnored Name = "delivery.ignored"
 	// DeliveryRejected: a request refused (unsigned, malformed, store failed).
 	DeliveryRejected Name = "delivery.rejected"
+	// StateDirTightened: the state dir, or a file or directory in it, let
+	// other users in; its mode was tightened (log only).
+	StateDirTightened Name = "state_dir.tightened"
+	// ListenerRefused: the listener cut a connection before any request of
+	// it was read (too many from its address, shed under pressure), or
+	// refused a request to its own pages whose Host names another site.
+	ListenerRefused Name = "listener.refused"
 
 	// SessionStarting: tmux started a harness's pane (log only).
 	SessionStarting Name = "session.starting"

@@ -119,6 +119,8 @@ const (
 	KeyWebhookPath     = "webhook_path"     // the URL path of the webhook
 	KeySocket          = "socket"           // the tmux -L socket
 	KeyStateDir        = "state_dir"        // loopd's state dir
+	KeyModeWas         = "mode_was"         // a file's permission bits before loopd tightened them, octal
+	KeyModeNow         = "mode_now"         // the same file's bits after, octal
 	KeyCommands        = "commands"         // the tmux commands of one invocation
 	KeyDuration        = "duration"         // how long a tmux invocation took
 	KeyDeferred        = "deferred"         // a row RecordLater kept for Flush
