@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // getWatchPoll is how often get --watch reads the store again.
@@ -86,7 +87,7 @@ object a line for json, one YAML document each for yaml.`,
 
 // openStore loads the config, which must validate (a command that writes),
 // and opens its store; readStore is the read-only verbs' form.
-func (g *globals) openStore(ctx context.Context) (*schema.Config, desired.Store, error) {
+func (g *globals) openStore(ctx context.Context) (*schema.Config, store.Store, error) {
 	cfg, err := g.load()
 	if err != nil {
 		return nil, nil, err

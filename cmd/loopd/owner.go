@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
 )
@@ -42,11 +42,11 @@ func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait 
 		return nil, "", fmt.Errorf("tmux socket %s: %w", cfg.Tmux.Socket, err)
 	}
 	path := socket + socketLockSuffix
-	// An ended ctx still gets one try (desired.LockFile).
+	// An ended ctx still gets one try (flock.Lock).
 	lockCtx, cancel := context.WithTimeout(ctx, wait)
-	unlock, err = desired.LockFile(lockCtx, path)
+	unlock, err = flock.Lock(lockCtx, path)
 	cancel()
-	if errors.Is(err, desired.ErrLocked) {
+	if errors.Is(err, flock.ErrLocked) {
 		b, _ := os.ReadFile(path)
 		holder = strings.TrimSpace(string(b))
 		named := holder
