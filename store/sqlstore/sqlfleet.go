@@ -132,13 +132,7 @@ func loadHosts(ctx context.Context, tx *sql.Tx, now time.Time) ([]desired.Host, 
 	return hosts, rows.Err()
 }
 
-// needsHost is Fleet.Assign's rule: an item needs a host while it is open,
-// or closed with an agent that may still run.
-func needsHost(closed bool, phase desired.Phase) bool {
-	return !closed || (phase != desired.PhaseStopped && phase != desired.PhaseExited && phase != "")
-}
-
-// Assign gives every item that needs a host (needsHost) and has no live
+// Assign gives every item that needs a host (desired.Record.NeedsHost) and has no live
 // owner to the live, non-draining member with the most free capacity: its
 // Capacity (0: no limit) less the open items it holds, ties by name. Each
 // change of owner bumps the item's lease generation, and notifies the
@@ -222,7 +216,8 @@ func (s *sqlStore) Assign(ctx context.Context) ([]store.LeaseChange, error) {
 			return h.Capacity - open[h.Name]
 		}
 		for _, o := range orphans {
-			if !needsHost(o.closed, s.statuses.decode(o.key, o.status, o.specGen).Phase) {
+			item := desired.Record{Spec: desired.Spec{Closed: o.closed}, Status: s.statuses.decode(o.key, o.status, o.specGen)}
+			if !item.NeedsHost() {
 				continue
 			}
 			to := takers[0]
