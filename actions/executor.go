@@ -326,7 +326,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		st.Host = e.Host
 	}
 	st, calls := desired.TalkRule(*r, st, acked, talk)
-	if err := e.write(ctx, r, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
+	if err := e.write(ctx, r, store.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
 		return err
 	}
 	e.held(r.Key)

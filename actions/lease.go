@@ -242,7 +242,7 @@ func (e *Executor) checkLease(op string, k desired.Key) error {
 // stamped with this host (Status.Host) and, with a Fleet, written under
 // r's lease generation (store.Fleet.FencedWrite); a fenced write wraps
 // store.ErrFenced and ErrLeaseLost, and is never retried.
-func (e *Executor) write(ctx context.Context, r *desired.Record, w desired.StatusWrite) error {
+func (e *Executor) write(ctx context.Context, r *desired.Record, w store.StatusWrite) error {
 	if e.Fleet == nil {
 		return e.Store.WriteStatus(ctx, r.Key, w)
 	}

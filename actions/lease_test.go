@@ -60,7 +60,7 @@ func (f *fakeFleet) ReleaseLease(_ context.Context, k desired.Key, host string, 
 	return nil
 }
 
-func (f *fakeFleet) FencedWrite(ctx context.Context, k desired.Key, gen int64, w desired.StatusWrite) error {
+func (f *fakeFleet) FencedWrite(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error {
 	f.mu.Lock()
 	if f.gen[k] != gen {
 		f.mu.Unlock()

@@ -81,7 +81,7 @@ type Fleet interface {
 	// when k's lease Generation is gen (ErrFenced otherwise), and each of
 	// w.Calls is stored with gen. WriteStatus and PutStatus are the
 	// unfenced forms, for an item never leased (Generation 0).
-	FencedWrite(ctx context.Context, k desired.Key, gen int64, w desired.StatusWrite) error
+	FencedWrite(ctx context.Context, k desired.Key, gen int64, w StatusWrite) error
 	// DueCallsFor is DueCalls limited to the items host holds.
 	DueCallsFor(ctx context.Context, host string, now time.Time, limit int) ([]desired.Call, error)
 	// TranscriptSize returns how many bytes of k's transcript of harness

@@ -112,10 +112,25 @@ type EventFilter struct {
 	AfterID int64
 }
 
+// StatusWrite is one status change of an item (Store.WriteStatus): the new
+// status, the deliveries it marks delivered, and the GitHub calls it
+// queues, written in one transaction.
+type StatusWrite struct {
+	Status    desired.Status
+	Delivered []string
+	Calls     []desired.Call
+}
+
+// CallFilter selects calls (Store.Calls). Zero fields select everything.
+type CallFilter struct {
+	WorkItem string
+	State    desired.CallState
+}
+
 // Store is the durable home of work items, their deliveries and the event
 // journal. Every method is one transaction, so a process killed at any
-// instant loses no accepted delivery. The SQLite store (OpenSQLite) is the
-// embedded default.
+// instant loses no accepted delivery. The SQLite store
+// (sqlstore.OpenSQLite) is the embedded default.
 type Store interface {
 	journal.Appender
 	Retention
@@ -144,7 +159,7 @@ type Store interface {
 	// are written together or not at all. Each call is stored pending,
 	// due at its NextAttempt (zero: at once), with its CreatedAt set to
 	// the write's time. The error wraps ErrNotFound for an unknown key.
-	WriteStatus(ctx context.Context, k desired.Key, w desired.StatusWrite) error
+	WriteStatus(ctx context.Context, k desired.Key, w StatusWrite) error
 	// DueCalls returns the pending calls whose next attempt is at or
 	// before now, in the order they were queued, at most limit of them.
 	DueCalls(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
@@ -154,7 +169,7 @@ type Store interface {
 	// c.ID.
 	UpdateCall(ctx context.Context, c desired.Call) error
 	// Calls returns the calls f selects, in the order they were queued.
-	Calls(ctx context.Context, f desired.CallFilter) ([]desired.Call, error)
+	Calls(ctx context.Context, f CallFilter) ([]desired.Call, error)
 	// ReportSession records the session id the item's harness reported
 	// about itself (Claude Code's SessionStart hook); the error wraps
 	// ErrNotFound for an unknown key.

@@ -225,8 +225,8 @@ func (w worktree) do(ctx context.Context, remove bool) (outcome, kept string, er
 
 // describeForget writes what forgetting r would remove and keep, and
 // returns errNotConfirmed.
-func describeForget(ctx context.Context, store store.Store, wt worktree, r desired.Record, out io.Writer) error {
-	calls, err := store.Calls(ctx, desired.CallFilter{WorkItem: r.Key.String()})
+func describeForget(ctx context.Context, st store.Store, wt worktree, r desired.Record, out io.Writer) error {
+	calls, err := st.Calls(ctx, store.CallFilter{WorkItem: r.Key.String()})
 	if err != nil {
 		return err
 	}

@@ -113,14 +113,14 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, store, err := g.readStore(ctx)
+	cfg, st, err := g.readStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	var named []desired.Key
 	for _, a := range args {
-		r, err := resolveItem(ctx, store, a)
+		r, err := resolveItem(ctx, st, a)
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	sel := selection{named: named, phases: phases, all: o.all, stale: o.stale}
 	policy := policyOf(cfg, accounts(cfg), "")
 	read := func() ([]itemView, []bool, error) {
-		records, err := store.Records(ctx)
+		records, err := st.Records(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -164,7 +164,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work items not shown; --all shows them\n", hidden)
 		}
 		if !o.watch {
-			failed, err := store.Calls(ctx, desired.CallFilter{State: desired.CallFailed})
+			failed, err := st.Calls(ctx, store.CallFilter{State: desired.CallFailed})
 			if err != nil {
 				return err
 			}

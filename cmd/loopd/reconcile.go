@@ -114,7 +114,7 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	var queued []desired.Call
 	if o.dryRun {
 		// Nothing is sent: the dry run shows what the outbox holds to send.
-		if queued, err = a.store.Calls(ctx, desired.CallFilter{State: desired.CallPending}); err != nil {
+		if queued, err = a.store.Calls(ctx, store.CallFilter{State: desired.CallPending}); err != nil {
 			return err
 		}
 	} else {

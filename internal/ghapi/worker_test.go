@@ -44,7 +44,7 @@ func newOutbox(t *testing.T, srv *ghapitest.Server, calls ...desired.Call) outbo
 	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d1", Key: keyAPI, Kind: desired.KindIssue, Harness: "h", Cwd: "/w",
 		Delivery: &desired.Delivery{Event: "issues", Action: "opened", Sender: "octocat", Prompt: "p"}})
 	require.NoError(t, err)
-	require.NoError(t, st.WriteStatus(ctx, keyAPI, desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning}, Calls: calls}))
+	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning}, Calls: calls}))
 	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := &ghapi.Worker{Store: st, API: tokenClient(t, srv), Journal: journal.NewRecorder(log, st, clk.Now), Now: clk.Now,
@@ -61,7 +61,7 @@ func (o outbox) drain(t *testing.T) int {
 
 func (o outbox) calls(t *testing.T) []desired.Call {
 	t.Helper()
-	calls, err := o.store.Calls(context.Background(), desired.CallFilter{})
+	calls, err := o.store.Calls(context.Background(), store.CallFilter{})
 	require.NoError(t, err)
 	return calls
 }

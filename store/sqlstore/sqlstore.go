@@ -736,14 +736,14 @@ func (s *sqlStore) ReportSession(ctx context.Context, k desired.Key, r desired.S
 // pending delivery of k is skipped, not an error. The error wraps
 // ErrNotFound for an unknown key.
 func (s *sqlStore) PutStatus(ctx context.Context, k desired.Key, st desired.Status, delivered ...string) error {
-	return s.WriteStatus(ctx, k, desired.StatusWrite{Status: st, Delivered: delivered})
+	return s.WriteStatus(ctx, k, store.StatusWrite{Status: st, Delivered: delivered})
 }
 
 // WriteStatus writes w.Status of k, marks w.Delivered as PutStatus does,
 // and queues w.Calls, all in one transaction. The error wraps ErrNotFound
 // for an unknown key; it is ErrFenced, and nothing is written, when k was
 // ever leased (its lease Generation is not 0: only FencedWrite writes it).
-func (s *sqlStore) WriteStatus(ctx context.Context, k desired.Key, w desired.StatusWrite) error {
+func (s *sqlStore) WriteStatus(ctx context.Context, k desired.Key, w store.StatusWrite) error {
 	return s.writeStatus(ctx, k, 0, w)
 }
 
@@ -751,13 +751,13 @@ func (s *sqlStore) WriteStatus(ctx context.Context, k desired.Key, w desired.Sta
 // written, and the error is ErrFenced, unless k's lease Generation is gen;
 // each of w.Calls is stored with gen. The error wraps ErrNotFound for an
 // unknown key.
-func (s *sqlStore) FencedWrite(ctx context.Context, k desired.Key, gen int64, w desired.StatusWrite) error {
+func (s *sqlStore) FencedWrite(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error {
 	return s.writeStatus(ctx, k, gen, w)
 }
 
 // writeStatus is WriteStatus and FencedWrite: the status write of k under
 // lease generation gen (0: never leased).
-func (s *sqlStore) writeStatus(ctx context.Context, k desired.Key, gen int64, w desired.StatusWrite) error {
+func (s *sqlStore) writeStatus(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error {
 	text, err := json.Marshal(w.Status)
 	if err == nil {
 		err = s.write(ctx, func(tx *sql.Tx) error {
@@ -867,7 +867,7 @@ func (s *sqlStore) dueCalls(ctx context.Context, host *string, now time.Time, li
 }
 
 // Calls returns the calls f selects, oldest first.
-func (s *sqlStore) Calls(ctx context.Context, f desired.CallFilter) ([]desired.Call, error) {
+func (s *sqlStore) Calls(ctx context.Context, f store.CallFilter) ([]desired.Call, error) {
 	var (
 		where []string
 		args  []any

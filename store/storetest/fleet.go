@@ -328,7 +328,7 @@ func (s suite) instances(t *testing.T) {
 		assert.Equal(t, "a", after[k].Owner, k.String())
 		assert.Equal(t, l.Generation+1, after[k].Generation, "%s: the old instance is fenced", k)
 	}
-	assert.ErrorIs(t, f.FencedWrite(ctx, item(1), before[item(1)].Generation, desired.StatusWrite{}), store.ErrFenced)
+	assert.ErrorIs(t, f.FencedWrite(ctx, item(1), before[item(1)].Generation, store.StatusWrite{}), store.ErrFenced)
 	assert.ErrorIs(t, f.Heartbeat(ctx, first), store.ErrHostTaken, "the old instance is refused in turn")
 	require.NoError(t, other.Heartbeat(ctx, second))
 	assert.Equal(t, gens(after), gens(owners(t, st)), "the owning instance's heartbeat bumps nothing")
@@ -377,12 +377,12 @@ func (s suite) fencedWrites(t *testing.T) {
 	require.Len(t, assign(t, f), 1)
 	call := desired.Call{Kind: desired.CallAnnounce, Body: "hi <!-- m -->", Marker: "<!-- m -->"}
 
-	require.NoError(t, f.FencedWrite(ctx, k, 1, desired.StatusWrite{
+	require.NoError(t, f.FencedWrite(ctx, k, 1, store.StatusWrite{
 		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 1}, Delivered: []string{"d-1"}, Calls: []desired.Call{call}}))
 	r := get(t, st, k)
 	assert.Equal(t, 1, r.Status.SendAttempts)
 	require.Len(t, r.Pending, 1)
-	calls, err := st.Calls(ctx, desired.CallFilter{WorkItem: k.String()})
+	calls, err := st.Calls(ctx, store.CallFilter{WorkItem: k.String()})
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
 	assert.Equal(t, int64(1), calls[0].Generation, "the call keeps the generation it was written under")
@@ -393,30 +393,30 @@ func (s suite) fencedWrites(t *testing.T) {
 	heartbeat(t, f, "b", 0, longTTL)
 	require.Len(t, assign(t, f), 1)
 
-	err = f.FencedWrite(ctx, k, 1, desired.StatusWrite{
+	err = f.FencedWrite(ctx, k, 1, store.StatusWrite{
 		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 9}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}})
 	assert.ErrorIs(t, err, store.ErrFenced)
 	assert.ErrorIs(t, st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning, SendAttempts: 9}, "d-1b"), store.ErrFenced)
-	assert.ErrorIs(t, st.WriteStatus(ctx, k, desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseIdle}, Calls: []desired.Call{call}}),
+	assert.ErrorIs(t, st.WriteStatus(ctx, k, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseIdle}, Calls: []desired.Call{call}}),
 		store.ErrFenced)
 	r = get(t, st, k)
 	assert.Equal(t, 1, r.Status.SendAttempts, "no refused status was applied")
 	assert.Len(t, r.Pending, 1, "no refused delivered mark was applied")
-	calls, err = st.Calls(ctx, desired.CallFilter{WorkItem: k.String()})
+	calls, err = st.Calls(ctx, store.CallFilter{WorkItem: k.String()})
 	require.NoError(t, err)
 	assert.Len(t, calls, 1, "no refused call was queued")
 
-	require.NoError(t, f.FencedWrite(ctx, k, 3, desired.StatusWrite{
+	require.NoError(t, f.FencedWrite(ctx, k, 3, store.StatusWrite{
 		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 2}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}}))
 	r = get(t, st, k)
 	assert.Equal(t, 2, r.Status.SendAttempts)
 	assert.Empty(t, r.Pending)
-	calls, err = st.Calls(ctx, desired.CallFilter{WorkItem: k.String()})
+	calls, err = st.Calls(ctx, store.CallFilter{WorkItem: k.String()})
 	require.NoError(t, err)
 	require.Len(t, calls, 2)
 	assert.Equal(t, int64(3), calls[1].Generation)
 
-	assert.ErrorIs(t, f.FencedWrite(ctx, item(99), 0, desired.StatusWrite{}), store.ErrNotFound)
+	assert.ErrorIs(t, f.FencedWrite(ctx, item(99), 0, store.StatusWrite{}), store.ErrNotFound)
 }
 
 // dueCallsFor: a host gets the due calls of the items it holds only,
@@ -426,7 +426,7 @@ func (s suite) dueCallsFor(t *testing.T) {
 	ctx := context.Background()
 	ingestItems(t, st, 2)
 	for n := 1; n <= 2; n++ {
-		require.NoError(t, st.WriteStatus(ctx, item(n), desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseIdle},
+		require.NoError(t, st.WriteStatus(ctx, item(n), store.StatusWrite{Status: desired.Status{Phase: desired.PhaseIdle},
 			Calls: []desired.Call{{Kind: desired.CallNotify, Body: fmt.Sprintf("n%d", n), Marker: fmt.Sprintf("<!-- %d -->", n)}}}))
 	}
 	heartbeat(t, f, "a", 1, longTTL)

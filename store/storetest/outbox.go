@@ -26,7 +26,7 @@ func (s suite) outboxWrittenWithTheStatus(t *testing.T) {
 	assert.Equal(t, in.Delivery.Source, get(t, st, keyAPI).Pending[0].Source)
 
 	later := t0.Add(time.Minute)
-	w := desired.StatusWrite{
+	w := store.StatusWrite{
 		Status:    desired.Status{Phase: desired.PhaseRunning, Announced: true},
 		Delivered: []string{"d1"},
 		Calls: []desired.Call{
@@ -39,7 +39,7 @@ func (s suite) outboxWrittenWithTheStatus(t *testing.T) {
 	assert.Equal(t, w.Status, got.Status)
 	assert.Empty(t, got.Pending)
 
-	calls, err := another().Calls(ctx, desired.CallFilter{})
+	calls, err := another().Calls(ctx, store.CallFilter{})
 	require.NoError(t, err)
 	require.Len(t, calls, 2)
 	for i, c := range calls {
@@ -62,7 +62,7 @@ func (s suite) outboxWrittenWithTheStatus(t *testing.T) {
 	// All or nothing: a call the store refuses (an unknown kind) keeps the
 	// status and the deliveries of its write from being written.
 	ingest(t, st, comment(keyAPI, "d2", t0))
-	bad := desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseExited}, Delivered: []string{"d2"},
+	bad := store.StatusWrite{Status: desired.Status{Phase: desired.PhaseExited}, Delivered: []string{"d2"},
 		Calls: []desired.Call{{Kind: desired.CallNotify, Body: "n"}, {Kind: "bogus"}}}
 	require.Error(t, st.WriteStatus(ctx, keyAPI, bad))
 	got = get(t, st, keyAPI)
@@ -72,7 +72,7 @@ func (s suite) outboxWrittenWithTheStatus(t *testing.T) {
 	// A write to an unknown item queues nothing.
 	err = st.WriteStatus(ctx, desired.Key{Owner: "acme", Repo: "none", Number: 1}, w)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	calls, err = st.Calls(ctx, desired.CallFilter{})
+	calls, err = st.Calls(ctx, store.CallFilter{})
 	require.NoError(t, err)
 	assert.Len(t, calls, 2)
 }
@@ -86,11 +86,11 @@ func (s suite) dueCallsAndUpdates(t *testing.T) {
 	ctx := context.Background()
 	other := desired.Key{Owner: "acme", Repo: "web", Number: 7}
 	ingest(t, st, comment(keyAPI, "d1", t0), comment(other, "o1", t0))
-	require.NoError(t, st.WriteStatus(ctx, keyAPI, desired.StatusWrite{Calls: []desired.Call{
+	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Calls: []desired.Call{
 		{Kind: desired.CallNotify, Body: "a", Marker: "ma"},
 		{Kind: desired.CallNotify, Body: "b", Marker: "mb", NextAttempt: t0.Add(time.Hour)},
 	}}))
-	require.NoError(t, st.WriteStatus(ctx, other, desired.StatusWrite{Calls: []desired.Call{
+	require.NoError(t, st.WriteStatus(ctx, other, store.StatusWrite{Calls: []desired.Call{
 		{Kind: desired.CallReact, Target: desired.Source{Kind: desired.SourceItem}},
 	}}))
 
@@ -121,10 +121,10 @@ func (s suite) dueCallsAndUpdates(t *testing.T) {
 	require.Len(t, due, 2, "posted calls are done; the late one is due")
 	assert.Equal(t, "b", due[0].Body)
 
-	posted, err := st.Calls(ctx, desired.CallFilter{WorkItem: keyAPI.String(), State: desired.CallPosted})
+	posted, err := st.Calls(ctx, store.CallFilter{WorkItem: keyAPI.String(), State: desired.CallPosted})
 	require.NoError(t, err)
 	assert.Equal(t, []desired.Call{a}, posted)
-	mine, err := st.Calls(ctx, desired.CallFilter{WorkItem: other.String()})
+	mine, err := st.Calls(ctx, store.CallFilter{WorkItem: other.String()})
 	require.NoError(t, err)
 	assert.Len(t, mine, 1)
 

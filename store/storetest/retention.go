@@ -63,9 +63,9 @@ func (s suite) forgetItem(t *testing.T) {
 	ci.Delivery.Event = "check_run"
 	ci.Check = &desired.Check{Claims: []string{"check:lint"}, Conflicts: []string{"check:lint"}}
 	ingest(t, st, ci)
-	require.NoError(t, st.WriteStatus(ctx, keyAPI, desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
+	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
 		Delivered: []string{"d1"}, Calls: []desired.Call{{Kind: desired.CallAnnounce, Body: "hi", Marker: "m"}}}))
-	require.NoError(t, st.WriteStatus(ctx, other, desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
+	require.NoError(t, st.WriteStatus(ctx, other, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
 		Calls: []desired.Call{{Kind: desired.CallAnnounce, Body: "hi", Marker: "m"}}}))
 	require.NoError(t, st.ReportSession(ctx, keyAPI, desired.SessionReport{SessionID: "s1", Source: "startup", At: t0}))
 	fleet, isFleet := st.(store.Fleet)
@@ -88,7 +88,7 @@ func (s suite) forgetItem(t *testing.T) {
 	recs := records(t, h)
 	require.Len(t, recs, 1)
 	assert.Equal(t, other, recs[0].Key)
-	calls, err := h.Calls(ctx, desired.CallFilter{})
+	calls, err := h.Calls(ctx, store.CallFilter{})
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
 	assert.Equal(t, other, calls[0].Key, "only the other item's call stays")

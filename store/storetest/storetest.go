@@ -2,7 +2,7 @@
 // conformance suite, in the manner of testing/fstest and testing/slogtest:
 // a backend's own test calls Run with a Backend, and the suite speaks to
 // the store only through the store.Store interface, so that every
-// backend (the embedded SQLite store, a later PostgreSQL one) passes the
+// backend (store/sqlstore's SQLite and PostgreSQL stores) passes the
 // same cases unchanged.
 //
 // The contract the suite holds a store to, beyond the doc comments of
