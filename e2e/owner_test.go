@@ -17,10 +17,13 @@ import (
 )
 
 // sharedSocket makes b use a's tmux socket (the default "loopd" makes
-// this easy to do by accident; issue 6, item 5).
+// this easy to do by accident; issue 6, item 5). The server is a's: b's
+// cleanup, which runs first (the later one), leaves it alone, since a's
+// daemon, still running then, would start it again and b's removal of the
+// socket file would leave that one running, out of everyone's reach.
 func sharedSocket(t *testing.T, a, b *env) {
 	t.Helper()
-	b.socket = a.socket
+	b.socket, b.sharesServer = a.socket, true
 	b.config["tmux"] = map[string]any{"socket": a.socket}
 	b.writeConfig(t)
 }
