@@ -82,7 +82,11 @@ func TestPlanDecides(t *testing.T) {
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		// The executor's own retry delay never applied the budget.
 		{"spawn_refused_past_the_budget_needs_attention", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 10 }), ev1), obs(gone(), noScript),
-			[]actions.Action{refusedExit(desired.PhaseNeedsAttention, 11, 1, 1), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
+			[]actions.Action{func() actions.RecordExit {
+				e := refusedExit(desired.PhaseNeedsAttention, 11, 1, 1)
+				e.Attention = actions.ReasonBudgetExhausted
+				return e
+			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"refused_spawn_with_its_workdir_gone_blocks", rec(refused(desired.SpawnResume, nil), ev1), func() observed.Observation {
 			o := obs(gone(), transcript)
 			o.MissingWorkdirs[key] = true

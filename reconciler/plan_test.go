@@ -428,6 +428,7 @@ func TestPlan(t *testing.T) {
 			policy(func(p *Policy) { p.Restart = "Never" }),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseNeedsAttention, 1, 1, actions.ReasonSpawnDied)
+				e.Attention = actions.ReasonPolicyNever
 				e.DeliveryID = "d-1"
 				return e
 			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
@@ -489,7 +490,11 @@ func TestPlan(t *testing.T) {
 		{"backing_off_waits", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(8*time.Second) }), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(8 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"budget_exhausted_needs_attention", rec(with(running(), func(s *desired.Status) { s.Failures = 10 })), obs(dead(1), transcript), testPolicy(),
-			[]actions.Action{exit(1, desired.PhaseNeedsAttention, 11, 0, actions.ReasonBudgetExhausted),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseNeedsAttention, 11, 0, actions.ReasonBudgetExhausted)
+				e.Attention = actions.ReasonBudgetExhausted
+				return e
+			}(),
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"needs_attention_holds_without_new_event", rec(with(running(), func(s *desired.Status) { s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 3 }), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
