@@ -645,6 +645,10 @@ type RecordExit struct {
 	FastFailures  int
 	ChurnFailures int
 	NextAttempt   time.Time // zero when no restart is scheduled
+	// Delay is the backoff the restart decision chose for a restart
+	// (Phase BackingOff): NextAttempt is Delay after the death. Zero for a
+	// restart at once, and when none is planned.
+	Delay time.Duration
 	// Attention, with Phase NeedsAttention, is why the item needs it: the
 	// reason of the GiveUp that follows in the same plan. The status takes
 	// it with this write, so that nothing reads NeedsAttention with the

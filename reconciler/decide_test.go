@@ -78,6 +78,7 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := refusedExit(desired.PhaseBackingOff, 2, 1, 1)
 				e.NextAttempt = t0.Add(2 * time.Second)
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		// The executor's own retry delay never applied the budget.
@@ -101,6 +102,7 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
 				e.ChurnFailures, e.Retire, e.NextAttempt = 0, RetiredChurn, t0.Add(16*time.Second)
+				e.Delay = 16 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		// A /clear started a new conversation: the old one's churn and
@@ -113,6 +115,7 @@ func TestPlanDecides(t *testing.T) {
 				func() actions.RecordExit {
 					e := exit(137, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
 					e.NextAttempt = t0.Add(16 * time.Second)
+					e.Delay = 16 * time.Second
 					return e
 				}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"fourth_slow_crash_still_resumes", rec(with(running(), func(s *desired.Status) {
@@ -121,6 +124,7 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 0, actions.ReasonCrash)
 				e.ChurnFailures, e.NextAttempt = 4, t0.Add(2*time.Second)
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 

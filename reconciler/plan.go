@@ -881,11 +881,11 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
 		// a death seen late (no daemon ran) may already have waited it out.
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restarts():
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
 		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":

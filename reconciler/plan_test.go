@@ -436,6 +436,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)
 				e.NextAttempt, e.DeliveryID = t0.Add(2*time.Second), "d-1"
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, Owner: testOwner}}}), testPolicy(),
@@ -477,6 +478,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
 				e.NextAttempt, e.Retire, e.ChurnFailures = t0.Add(4*time.Second), RetiredFastFailures, 0
+				e.Delay = 4 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"retired_id_after_backoff_spawns_fresh", rec(with(running(), func(s *desired.Status) {
@@ -533,6 +535,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(-1, desired.PhaseBackingOff, 2, 1, actions.ReasonForegroundNotHarness)
 				e.Clean, e.NextAttempt, e.Foreground = false, t0.Add(2*time.Second), "sh"
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"shell_left_after_an_exit_is_replaced_by_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(stray("sh"), transcript), testPolicy(),

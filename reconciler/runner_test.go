@@ -138,7 +138,7 @@ func TestPlanRun(t *testing.T) {
 		{"run_that_failed_keeps_its_event_and_counts_a_failure", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 1 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1,
-					NextAttempt: t0.Add(2 * time.Second), DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
+					Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
 				actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"run_failed_past_the_budget_needs_attention", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 10 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
