@@ -12,11 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store/sqlstore"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain fails the run when a test leaves a tmux server or socket
+// behind (tmuxtest.Main), and stops the PostgreSQL cluster (pgtest.Main).
+func TestMain(m *testing.M) { os.Exit(tmuxtest.Main(func() int { return pgtest.Main(m) })) }
 
 // TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file
 // in the state dir; a postgres:// URL opens that database, with the

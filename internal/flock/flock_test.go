@@ -34,7 +34,7 @@ func TestLockExcludesASecondHolder(t *testing.T) {
 	again()
 
 	info, err := os.Stat(path)
-	require.NoError(t, err, "the file stays: removing it would let two holders lock two inodes")
+	require.NoError(t, err, "unlock leaves the file")
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 }
 
