@@ -42,8 +42,8 @@ func rec(st desired.Status, pending ...desired.Delivery) desired.Record {
 }
 
 func running() desired.Status {
-	return desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1",
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-time.Hour)}
+	return desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1", SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt},
+		RestartHistory: desired.RestartHistory{LastExitAt: t0.Add(-time.Hour)}}
 }
 
 func spawning(mode desired.SpawnMode) desired.Status {
