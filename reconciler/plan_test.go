@@ -248,7 +248,7 @@ func TestPlan(t *testing.T) {
 				return e
 			}(), resume(ev1, actions.ReasonPaneDead)}},
 		// A delivered event is not in the record's pending list at all (the
-		// store's delivery row is the one truth, desired.TestPutStatusMarksDelivered).
+		// store's delivery row is the one truth: storetest case put_status_marks_delivered).
 		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{
