@@ -126,8 +126,8 @@ const (
 	KindPullRequest Kind = "pull_request"
 )
 
-// Spec is the desired state of a work item. Ingest writes it; the reconciler
-// only reads it.
+// Spec is the desired state of a work item. The store's Ingest writes it
+// (store.Store); the reconciler only reads it.
 type Spec struct {
 	Kind    Kind
 	Harness string // harness name from config, e.g. "claude-code"
@@ -253,8 +253,8 @@ type Delivery struct {
 	Action string // payload action, e.g. "created"
 	Sender string
 	// Prompt is the rendered prompt text, header line first. A pending
-	// delivery comes compact from Store.Records and Store.Get (Compact):
-	// its Prompt is "", and Store.Prompt reads it for the send.
+	// delivery comes compact from store.Store.Records and Get (Compact):
+	// its Prompt is "", and store.Store.Prompt reads it for the send.
 	Prompt string
 	// Size is the length of the prompt in bytes, Header its first line
 	// (without the newline) and Digest the digest its frame's end line
@@ -278,7 +278,7 @@ type Delivery struct {
 // instead, taken from d.Prompt: Size, Header and Digest (frameDigest). A d
 // without a body is returned as it is. The store takes these at Ingest and
 // returns pending deliveries compact, so that a reconcile pass holds no
-// bodies: one is read (Store.Prompt) only for the send about to be made.
+// bodies: one is read (store.Store.Prompt) only for the send about to be made.
 func (d Delivery) Compact() Delivery {
 	if d.Prompt == "" {
 		return d
@@ -387,7 +387,7 @@ type Record struct {
 	Status  Status
 	Pending []Delivery
 	Report  *SessionReport
-	// Lease is which host runs the item (Fleet), as of the read.
+	// Lease is which host runs the item (store.Fleet), as of the read.
 	Lease Lease
 }
 
