@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A project's own config, as Codex 0.171.0 reads it (measured): the
+// project's .codex/config.toml (its [mcp_servers.<name>] command and args)
+// and .codex/hooks.json (hooks.SessionStart commands) count only when the
+// user's config trusts the project, by the exact key
+//
+//	[projects."<cwd>"]
+//	trust_level = "trusted"
+//
+// in <CODEX_HOME>/config.toml. Then its MCP servers start at once, and its
+// hooks run only with --dangerously-bypass-hook-trust (their review is
+// never persisted here). Otherwise "untrusted project-local configuration
+// is disabled". The TUI asks first in a git workdir or one with .codex/
+// that the config does not trust: "Trust this folder?" without a
+// trust_level, "Open restricted" with "untrusted"; Enter continues,
+// trusting the folder for this run in the first case. A trusted project
+// with hooks (and no --dangerously-bypass-hook-trust) asks to review them
+// first: "2" runs them, "3" goes on without; its MCP servers start after.
+
+// trustLevel returns the trust_level the user config at home gives dir,
+// "" for none.
+func trustLevel(home, dir string) string {
+	f, err := os.Open(filepath.Join(home, "config.toml"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	header := `[projects."` + dir + `"]`
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "["):
+			in = line == header
+		case in && strings.HasPrefix(line, "trust_level"):
+			if v := tomlStrings(line[strings.IndexByte(line, '=')+1:]); len(v) == 1 {
+				return v[0]
+			}
+		}
+	}
+	return ""
+}
+
+// askFolder reports whether the TUI asks about dir before it starts.
+func askFolder(dir, trust string) bool {
+	if trust == "trusted" {
+		return false
+	}
+	for _, name := range []string{".git", ".codex"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// project is what a trusted project's own config starts.
+type project struct {
+	servers [][]string // command and args of each MCP server
+	hooks   []string   // the SessionStart commands of hooks.json
+}
+
+// readProject reads dir's .codex/config.toml and .codex/hooks.json.
+func readProject(dir string) project {
+	var p project
+	if f, err := os.Open(filepath.Join(dir, ".codex", "config.toml")); err == nil {
+		var cur []string
+		flush := func() {
+			if len(cur) > 0 && cur[0] != "" {
+				p.servers = append(p.servers, cur)
+			}
+			cur = nil
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			key, value, _ := strings.Cut(line, "=")
+			switch key = strings.TrimSpace(key); {
+			case strings.HasPrefix(line, "[mcp_servers."):
+				flush()
+				cur = []string{""}
+			case strings.HasPrefix(line, "["):
+				flush()
+			case cur != nil && key == "command":
+				if v := tomlStrings(value); len(v) == 1 {
+					cur[0] = v[0]
+				}
+			case cur != nil && key == "args":
+				cur = append(cur[:1], tomlStrings(value)...)
+			}
+		}
+		flush()
+		f.Close()
+	}
+	var hooks struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Type    string `json:"type"`
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".codex", "hooks.json")); err == nil && json.Unmarshal(b, &hooks) == nil {
+		for _, m := range hooks.Hooks["SessionStart"] {
+			for _, h := range m.Hooks {
+				if h.Type == "command" {
+					p.hooks = append(p.hooks, h.Command)
+				}
+			}
+		}
+	}
+	return p
+}
+
+// start starts p's MCP servers in the cwd, and runs its hooks when
+// bypassHookTrust; it returns the servers.
+func (p project) start(bypassHookTrust bool) []*exec.Cmd {
+	var cmds []*exec.Cmd
+	for _, s := range p.servers {
+		cmd := exec.Command(s[0], s[1:]...)
+		if err := cmd.Start(); err != nil {
+			os.Stderr.WriteString("fakecodex: MCP server: " + err.Error() + "\n")
+			continue
+		}
+		cmds = append(cmds, cmd)
+	}
+	if bypassHookTrust {
+		for _, h := range p.hooks {
+			if out, err := exec.Command("sh", "-c", h).CombinedOutput(); err != nil {
+				os.Stderr.WriteString("fakecodex: SessionStart hook: " + err.Error() + ": " + string(out) + "\n")
+			}
+		}
+	}
+	return cmds
+}
+
+// stopServers ends cmds, waiting up to wait for each to end by itself.
+func stopServers(cmds []*exec.Cmd, wait time.Duration) {
+	for _, cmd := range cmds {
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// tomlStrings returns the basic strings of a TOML value: one for a
+// string, each of an array of strings; nil for anything else.
+func tomlStrings(value string) []string {
+	var out []string
+	var b strings.Builder
+	in, esc := false, false
+	for _, r := range strings.TrimSpace(value) {
+		switch {
+		case in && esc:
+			b.WriteRune(r)
+			esc = false
+		case in && r == '\\':
+			esc = true
+		case in && r == '"':
+			out, in = append(out, b.String()), false
+			b.Reset()
+		case in:
+			b.WriteRune(r)
+		case r == '"':
+			in = true
+		case r == '#':
+			return out
+		}
+	}
+	return out
+}
