@@ -55,6 +55,9 @@ var claudeDialogs = []struct {
 	reason  Block
 }{
 	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, BlockWorkspaceTrust},
+	// A project's .mcp.json server to approve, when project settings are
+	// trusted (never with --strict-mcp-config).
+	{[]string{"New MCP server found in this project", "Continue without using this MCP server"}, BlockWorkspaceTrust},
 	{[]string{"Resume session", "⌕"}, BlockResumePicker},
 	{[]string{"Bypass Permissions mode", "Yes, I accept"}, BlockBypassConsent},
 	{[]string{"Do you want to use this API key?"}, BlockAPIKey},

@@ -341,6 +341,7 @@ func TestClaudeScreenCaptured(t *testing.T) {
 		"blocked-picker.txt":        BlockResumePicker,
 		"blocked-picker-search.txt": BlockResumePicker,
 		"blocked-trust.txt":         BlockWorkspaceTrust,
+		"blocked-mcp-server.txt":    BlockWorkspaceTrust,
 		"draft-typed.txt":           DraftReason,
 		"draft-pasted.txt":          DraftReason,
 	}
