@@ -138,32 +138,6 @@ func forkRunsNoneOfItsSettings(t *testing.T, e *env, p plantedRemote, same, fork
 	assert.Regexp(t, `Head:\s+`+p.PRHead+` pushed by Codertocat`, out)
 }
 
-// TestForkPullRequestRunsNoneOfItsSettings: the issue's attack, with the
-// fake CLI: a stranger's fork pull request holds a project hook, a local
-// hook and an MCP server; an authorized comment starts its agent under a
-// route that trusts project settings; none runs, and loopd's own hook
-// still confirms the spawn, while a same-repository pull request of an
-// authorized login does run its own.
-func TestForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
-	t.Parallel()
-	p := newPlantedRemote(t)
-	e := newEnv(t, envOpts{})
-	same, fork := projectSettingsEnv(t, e, p, "")
-	forkRunsNoneOfItsSettings(t, e, p, same, fork)
-}
-
-// TestRealClaudeForkPullRequestRunsNoneOfItsSettings is the same with the
-// real CLI, offline.
-func TestRealClaudeForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
-	t.Parallel()
-	p := newPlantedRemote(t)
-	// A HOME of its own: the real CLI adds a settings.local.json it reads
-	// to the user's global git excludes.
-	e := newEnv(t, envOpts{Harness: realClaude(t), Policy: map[string]any{"resumeProbeSeconds": 2}, HarnessEnv: map[string]string{"HOME": t.TempDir()}})
-	same, fork := projectSettingsEnv(t, e, p, "")
-	forkRunsNoneOfItsSettings(t, e, p, same, fork)
-}
-
 // forkRunNoneOfItsSettings checks the process runner's end state: each
 // pull request's event was one headless run; the trusted same-repository
 // one ran its settings, the fork's ran none and its event reached the
@@ -189,22 +163,38 @@ func forkRunNoneOfItsSettings(t *testing.T, e *env, p plantedRemote, same, fork 
 	assert.NotContains(t, forkProject, "true")
 }
 
-// TestProcessRunnerForkPullRequestRunsNoneOfItsSettings: the same with
-// runner: process and the fake CLI's headless turns.
-func TestProcessRunnerForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
-	t.Parallel()
-	p := newPlantedRemote(t)
-	e := newEnv(t, envOpts{})
-	same, fork := projectSettingsEnv(t, e, p, "process")
-	forkRunNoneOfItsSettings(t, e, p, same, fork)
-}
-
-// TestRealClaudeProcessRunnerForkPullRequestRunsNoneOfItsSettings: the
-// same with the real CLI's -p turns, offline.
-func TestRealClaudeProcessRunnerForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
-	t.Parallel()
-	p := newPlantedRemote(t)
-	e := newEnv(t, envOpts{Harness: realClaude(t), HarnessEnv: map[string]string{"HOME": t.TempDir()}})
-	same, fork := projectSettingsEnv(t, e, p, "process")
-	forkRunNoneOfItsSettings(t, e, p, same, fork)
+// TestForkPullRequestRunsNoneOfItsSettings: the issue's attack. A
+// stranger's fork pull request holds a project hook, a local hook and an
+// MCP server; an authorized comment starts its agent under a route that
+// trusts project settings; none runs, and loopd's own hook still confirms
+// the spawn, while a same-repository pull request of an authorized login
+// does run its own. In tmux and as runs of the process runner, with the
+// fake CLI and with the real one (LOOPD_REAL_CLAUDE, offline).
+func TestForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		runner string
+		real   bool
+		check  func(t *testing.T, e *env, p plantedRemote, same, fork desired.Key)
+	}{
+		{"tmux", "", false, forkRunsNoneOfItsSettings},
+		{"process", "process", false, forkRunNoneOfItsSettings},
+		{"real_tmux", "", true, forkRunsNoneOfItsSettings},
+		{"real_process", "process", true, forkRunNoneOfItsSettings},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var opts envOpts
+			if tc.real {
+				// A HOME of its own: the real CLI adds a settings.local.json
+				// it reads to the user's global git excludes.
+				opts = envOpts{Harness: realClaude(t), Policy: map[string]any{"resumeProbeSeconds": 2},
+					HarnessEnv: map[string]string{"HOME": t.TempDir()}}
+			}
+			p := newPlantedRemote(t)
+			e := newEnv(t, opts)
+			same, fork := projectSettingsEnv(t, e, p, tc.runner)
+			tc.check(t, e, p, same, fork)
+		})
+	}
 }

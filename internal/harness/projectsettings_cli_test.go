@@ -63,6 +63,32 @@ func plantedWorkdir(t *testing.T) planted {
 
 func (p planted) written(names []string) []string { return harnesstest.Written(p.markers, names...) }
 
+// run is one start of a CLI in a planted workdir: the adapter copy that
+// starts it (trusted or not), provisioned for the workdir, and the id of
+// its conversation where the CLI takes one.
+type run struct {
+	p       planted
+	adapter Adapter
+	id      string
+}
+
+// newRun provisions base's copy with the project settings trusted or not
+// in a new planted workdir.
+func newRun(t *testing.T, base Adapter, trusted bool) run {
+	t.Helper()
+	r := run{p: plantedWorkdir(t), adapter: WithProjectSettings(base, trusted), id: uuid.NewString()}
+	require.NoError(t, Provision(r.adapter, r.p.work))
+	return r
+}
+
+// headless starts r's headless turn with prompt and returns its end and
+// output file (runHeadless).
+func (r run) headless(t *testing.T, home, prompt string, resume bool) (<-chan struct{}, string) {
+	t.Helper()
+	argv, stdin := r.adapter.(Headless).HeadlessArgv(r.id, prompt, resume)
+	return runHeadless(t, r.p.work, home, r.adapter.Env(), argv, stdin)
+}
+
 // projectSettingsWait bounds each wait: on two busy cores the real CLIs
 // take several seconds to start.
 const projectSettingsWait, projectSettingsTick = 60 * time.Second, 100 * time.Millisecond
@@ -151,31 +177,19 @@ func testClaudeProjectSettings(t *testing.T, bin string, _ bool) {
 		return sources
 	}
 
-	type run struct {
-		p       planted
-		adapter Adapter
-		id      string
-	}
-	newRun := func(trusted bool) *run {
-		r := &run{p: plantedWorkdir(t), adapter: WithProjectSettings(hooked, trusted), id: uuid.NewString()}
-		require.NoError(t, Provision(r.adapter, r.p.work))
-		return r
-	}
-	turns := func(r *run) int {
+	turns := func(r run) int {
 		tr, err := r.adapter.Transcript(r.p.work, r.id)
 		if err != nil || !tr.Exists {
 			return 0
 		}
 		return len(userPrompts(tr.Path))
 	}
-	off, on := newRun(false), newRun(true)
+	off, on := newRun(t, hooked, false), newRun(t, hooked, true)
 	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv(off.id, "first"))
 	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv(on.id, "first"))
-	offP, onP := newRun(false), newRun(true)
-	offArgv, offStdin := offP.adapter.(Headless).HeadlessArgv(offP.id, "first", false)
-	offCmd, offOut := runHeadless(t, offP.p.work, home, offP.adapter.Env(), offArgv, offStdin)
-	onArgv, onStdin := onP.adapter.(Headless).HeadlessArgv(onP.id, "first", false)
-	onCmd, _ := runHeadless(t, onP.p.work, home, onP.adapter.Env(), onArgv, onStdin)
+	offP, onP := newRun(t, hooked, false), newRun(t, hooked, true)
+	offCmd, offOut := offP.headless(t, home, "first", false)
+	onCmd, _ := onP.headless(t, home, "first", false)
 
 	var wg sync.WaitGroup
 	check := func(name string, f func(t *testing.T)) { wg.Go(func() { t.Run(name, f) }) }
@@ -188,8 +202,7 @@ func testClaudeProjectSettings(t *testing.T, bin string, _ bool) {
 		})
 		assert.Equal(t, []string{"startup"}, reportsOf(off.id), "loopd's own hook reports the spawn")
 		assert.Empty(t, off.p.written(harnesstest.Claude), "the TUI ran the workdir's own settings")
-		t.Logf("DBG on:\n%s", x.capture("on", false))
-
+	
 		// The same conversation resumed runs them no more.
 		x.must("kill-session", "-t", "=off")
 		x.spawn("off-resumed", off.p.work, off.adapter.Env(), off.adapter.ResumeArgv(off.id, "second"))
@@ -231,23 +244,12 @@ func testCodexProjectSettings(t *testing.T, bin string, _ bool) {
 	base, err := New("codex", schema.Harness{Command: bin, ExtraArgs: codexProjectProvider,
 		Env: map[string]string{"CODEX_HOME": filepath.Join(home, "codex")}})
 	require.NoError(t, err)
-	type run struct {
-		p       planted
-		adapter Adapter
-	}
-	newRun := func(trusted bool) run {
-		r := run{p: plantedWorkdir(t), adapter: WithProjectSettings(base, trusted)}
-		require.NoError(t, Provision(r.adapter, r.p.work))
-		return r
-	}
-	off, on := newRun(false), newRun(true)
-	offX, onX := newRun(false), newRun(true)
+	off, on := newRun(t, base, false), newRun(t, base, true)
+	offX, onX := newRun(t, base, false), newRun(t, base, true)
 	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv("", "first"))
 	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv("", "first"))
-	offArgv, offStdin := offX.adapter.(Headless).HeadlessArgv("", "first", false)
-	_, offOut := runHeadless(t, offX.p.work, home, offX.adapter.Env(), offArgv, offStdin)
-	onArgv, onStdin := onX.adapter.(Headless).HeadlessArgv("", "first", false)
-	runHeadless(t, onX.p.work, home, onX.adapter.Env(), onArgv, onStdin)
+	_, offOut := offX.headless(t, home, "first", false)
+	onX.headless(t, home, "first", false)
 	blocked := func(name string) bool {
 		s, why := base.Screen(x.capture(name, false))
 		return s == ScreenBlocked && why == BlockWorkspaceTrust
@@ -303,23 +305,12 @@ func testGeminiProjectSettings(t *testing.T, bin string, _ bool) {
 		"FAKEGEMINI_TRUST_PROMPT": "1", // the fake asks, as the real one does, when nothing decides the trust
 	}})
 	require.NoError(t, err)
-	type run struct {
-		p       planted
-		adapter Adapter
-	}
-	newRun := func(trusted bool) run {
-		r := run{p: plantedWorkdir(t), adapter: WithProjectSettings(base, trusted)}
-		require.NoError(t, Provision(r.adapter, r.p.work))
-		return r
-	}
-	off, on := newRun(false), newRun(true)
-	offH, onH := newRun(false), newRun(true)
-	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv(uuid.NewString(), ""))
-	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv(uuid.NewString(), ""))
-	offArgv, offStdin := offH.adapter.(Headless).HeadlessArgv(uuid.NewString(), "first", false)
-	offDone, offOut := runHeadless(t, offH.p.work, home, offH.adapter.Env(), offArgv, offStdin)
-	onArgv, onStdin := onH.adapter.(Headless).HeadlessArgv(uuid.NewString(), "first", false)
-	runHeadless(t, onH.p.work, home, onH.adapter.Env(), onArgv, onStdin)
+	off, on := newRun(t, base, false), newRun(t, base, true)
+	offH, onH := newRun(t, base, false), newRun(t, base, true)
+	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv(off.id, ""))
+	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv(on.id, ""))
+	offDone, offOut := offH.headless(t, home, "first", false)
+	onH.headless(t, home, "first", false)
 
 	var wg sync.WaitGroup
 	check := func(name string, f func(t *testing.T)) { wg.Go(func() { t.Run(name, f) }) }

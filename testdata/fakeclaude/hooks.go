@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/testdata/fakecli"
 )
 
 // Settings, as Claude Code 2.1.197 reads them (measured): the user
@@ -23,22 +25,14 @@ import (
 // unless --strict-mcp-config; those of --mcp-config always.
 
 type settingsFile struct {
-	Hooks map[string][]struct {
-		Hooks []struct {
-			Type    string `json:"type"`
-			Command string `json:"command"`
-		} `json:"hooks"`
-	} `json:"hooks"`
-	EnableAllProjectMcpServers bool     `json:"enableAllProjectMcpServers"`
-	EnabledMcpjsonServers      []string `json:"enabledMcpjsonServers"`
+	Hooks                      fakecli.Hooks `json:"hooks"`
+	EnableAllProjectMcpServers bool          `json:"enableAllProjectMcpServers"`
+	EnabledMcpjsonServers      []string      `json:"enabledMcpjsonServers"`
 }
 
 // mcpFile is .mcp.json or an --mcp-config: stdio servers by name.
 type mcpFile struct {
-	MCPServers map[string]struct {
-		Command string   `json:"command"`
-		Args    []string `json:"args"`
-	} `json:"mcpServers"`
+	MCPServers map[string]fakecli.Server `json:"mcpServers"`
 }
 
 // readJSON decodes text, or the file it names when it is not a JSON
@@ -100,18 +94,7 @@ func runSessionStartHooks(settings []settingsFile, id, transcript, source string
 		"hook_event_name": "SessionStart", "source": source,
 	})
 	for _, s := range settings {
-		for _, matcher := range s.Hooks["SessionStart"] {
-			for _, h := range matcher.Hooks {
-				if h.Type != "command" {
-					continue
-				}
-				cmd := exec.Command("sh", "-c", h.Command)
-				cmd.Stdin = strings.NewReader(string(input))
-				if out, err := cmd.CombinedOutput(); err != nil {
-					os.Stderr.WriteString("fakeclaude: SessionStart hook: " + err.Error() + ": " + string(out) + "\n")
-				}
-			}
-		}
+		fakecli.Run("fakeclaude", "SessionStart hook", s.Hooks.Commands("SessionStart"), string(input))
 	}
 }
 
@@ -142,31 +125,11 @@ func startMCPServers(inv invocation, st store, settings []settingsFile) []*exec.
 			files = append(files, f)
 		}
 	}
-	var cmds []*exec.Cmd
+	var servers []fakecli.Server
 	for _, f := range files {
 		for _, srv := range f.MCPServers {
-			cmd := exec.Command(srv.Command, srv.Args...)
-			if err := cmd.Start(); err != nil {
-				os.Stderr.WriteString("fakeclaude: MCP server: " + err.Error() + "\n")
-				continue
-			}
-			cmds = append(cmds, cmd)
+			servers = append(servers, srv)
 		}
 	}
-	return cmds
-}
-
-// stopMCPServers ends servers, waiting up to wait for each to end by
-// itself first.
-func stopMCPServers(servers []*exec.Cmd, wait time.Duration) {
-	for _, cmd := range servers {
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	return fakecli.StartServers("fakeclaude", servers)
 }

@@ -519,7 +519,7 @@ func printMode(inv invocation, k knobs, st store) int {
 		source = "resume"
 	}
 	runSessionStartHooks(settings, s.id, st.path(s.id), source)
-	defer stopMCPServers(startMCPServers(inv, st, settings), mcpWait)
+	defer fakecli.StopServers(startMCPServers(inv, st, settings), mcpWait)
 	if k.childPIDFile != "" {
 		// A tool the turn runs: a child in the CLI's own process group.
 		child := exec.Command("sleep", "3600")
@@ -638,7 +638,7 @@ func runTUI(inv invocation, k knobs, st store) int {
 	}
 	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
 	end := u.loop(term)
-	stopMCPServers(u.mcp, 0)
+	fakecli.StopServers(u.mcp, 0)
 	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)

@@ -362,7 +362,7 @@ func runExec(inv invocation, st store) int {
 		prompt = string(b)
 	}
 	if trustLevel(st.home, st.cwd) == "trusted" {
-		defer stopServers(readProject(st.cwd).start(inv.bypassHookTrust), 5*time.Second)
+		defer fakecli.StopServers(readProject(st.cwd).start(inv.bypassHookTrust), 5*time.Second)
 	}
 	sess := &session{store: st, started: time.Now(), exec: true}
 	if inv.resume {
@@ -469,7 +469,7 @@ func runTUI(inv invocation, st store) int {
 	}
 	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}, trust: trustLevel(st.home, st.cwd)}
 	end := u.loop(term)
-	stopServers(u.servers, 0)
+	fakecli.StopServers(u.servers, 0)
 	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)

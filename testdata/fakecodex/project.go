@@ -7,7 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/loopd/loopd/testdata/fakecli"
 )
 
 // A project's own config, as Codex 0.171.0 reads it (measured): the
@@ -68,18 +69,18 @@ func askFolder(dir, trust string) bool {
 
 // project is what a trusted project's own config starts.
 type project struct {
-	servers [][]string // command and args of each MCP server
-	hooks   []string   // the SessionStart commands of hooks.json
+	servers []fakecli.Server
+	hooks   []string // the SessionStart commands of hooks.json
 }
 
 // readProject reads dir's .codex/config.toml and .codex/hooks.json.
 func readProject(dir string) project {
 	var p project
 	if f, err := os.Open(filepath.Join(dir, ".codex", "config.toml")); err == nil {
-		var cur []string
+		var cur *fakecli.Server
 		flush := func() {
-			if len(cur) > 0 && cur[0] != "" {
-				p.servers = append(p.servers, cur)
+			if cur != nil && cur.Command != "" {
+				p.servers = append(p.servers, *cur)
 			}
 			cur = nil
 		}
@@ -90,74 +91,37 @@ func readProject(dir string) project {
 			switch key = strings.TrimSpace(key); {
 			case strings.HasPrefix(line, "[mcp_servers."):
 				flush()
-				cur = []string{""}
+				cur = &fakecli.Server{}
 			case strings.HasPrefix(line, "["):
 				flush()
 			case cur != nil && key == "command":
 				if v := tomlStrings(value); len(v) == 1 {
-					cur[0] = v[0]
+					cur.Command = v[0]
 				}
 			case cur != nil && key == "args":
-				cur = append(cur[:1], tomlStrings(value)...)
+				cur.Args = tomlStrings(value)
 			}
 		}
 		flush()
 		f.Close()
 	}
 	var hooks struct {
-		Hooks map[string][]struct {
-			Hooks []struct {
-				Type    string `json:"type"`
-				Command string `json:"command"`
-			} `json:"hooks"`
-		} `json:"hooks"`
+		Hooks fakecli.Hooks `json:"hooks"`
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, ".codex", "hooks.json")); err == nil && json.Unmarshal(b, &hooks) == nil {
-		for _, m := range hooks.Hooks["SessionStart"] {
-			for _, h := range m.Hooks {
-				if h.Type == "command" {
-					p.hooks = append(p.hooks, h.Command)
-				}
-			}
-		}
+		p.hooks = hooks.Hooks.Commands("SessionStart")
 	}
 	return p
 }
 
 // start starts p's MCP servers in the cwd, and runs its hooks when
-// bypassHookTrust; it returns the servers.
-func (p project) start(bypassHookTrust bool) []*exec.Cmd {
-	var cmds []*exec.Cmd
-	for _, s := range p.servers {
-		cmd := exec.Command(s[0], s[1:]...)
-		if err := cmd.Start(); err != nil {
-			os.Stderr.WriteString("fakecodex: MCP server: " + err.Error() + "\n")
-			continue
-		}
-		cmds = append(cmds, cmd)
-	}
-	if bypassHookTrust {
-		for _, h := range p.hooks {
-			if out, err := exec.Command("sh", "-c", h).CombinedOutput(); err != nil {
-				os.Stderr.WriteString("fakecodex: SessionStart hook: " + err.Error() + ": " + string(out) + "\n")
-			}
-		}
+// runHooks; it returns the servers.
+func (p project) start(runHooks bool) []*exec.Cmd {
+	cmds := fakecli.StartServers("fakecodex", p.servers)
+	if runHooks {
+		fakecli.Run("fakecodex", "SessionStart hook", p.hooks, "")
 	}
 	return cmds
-}
-
-// stopServers ends cmds, waiting up to wait for each to end by itself.
-func stopServers(cmds []*exec.Cmd, wait time.Duration) {
-	for _, cmd := range cmds {
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
 }
 
 // tomlStrings returns the basic strings of a TOML value: one for a

@@ -422,7 +422,7 @@ func run() int {
 		return headless(inv, sess, st, authed)
 	}
 	_, decided := trusted(inv)
-	defer stopServers(startWorkspace(st.cwd), 0)
+	defer fakecli.StopServers(startWorkspace(st.cwd), 0)
 	return runTUI(inv, sess, authed, os.Getenv("FAKEGEMINI_TRUST_PROMPT") == "1" && !decided)
 }
 
@@ -446,7 +446,7 @@ func headless(inv invocation, sess *session, st store, authed bool) int {
 	}
 	// A headless turn waits for its MCP servers a while before it ends
 	// them.
-	defer stopServers(startWorkspace(st.cwd), 5*time.Second)
+	defer fakecli.StopServers(startWorkspace(st.cwd), 5*time.Second)
 	var parts []string
 	if !faketerm.IsTerminal(os.Stdin) {
 		b, _ := io.ReadAll(os.Stdin)

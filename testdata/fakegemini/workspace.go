@@ -5,8 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"time"
+
+	"github.com/loopd/loopd/testdata/fakecli"
 )
 
 // The workspace's trust and what a trusted one runs, as Gemini 0.61.0 has
@@ -45,17 +45,9 @@ func trusted(inv invocation) (trusted, decided bool) {
 
 // workspace is what a trusted workspace's settings run.
 type workspace struct {
-	Hooks map[string][]struct {
-		Hooks []struct {
-			Type    string `json:"type"`
-			Command string `json:"command"`
-		} `json:"hooks"`
-	} `json:"hooks"`
-	MCPServers map[string]struct {
-		Command string   `json:"command"`
-		Args    []string `json:"args"`
-	} `json:"mcpServers"`
-	Tools struct {
+	Hooks      fakecli.Hooks             `json:"hooks"`
+	MCPServers map[string]fakecli.Server `json:"mcpServers"`
+	Tools      struct {
 		DiscoveryCommand string `json:"discoveryCommand"`
 	} `json:"tools"`
 }
@@ -72,43 +64,13 @@ func startWorkspace(cwd string) []*exec.Cmd {
 	if err != nil || json.Unmarshal(b, &w) != nil {
 		return nil
 	}
-	sh := func(what, command string) {
-		if out, err := exec.Command("sh", "-c", command).CombinedOutput(); err != nil {
-			os.Stderr.WriteString("fakegemini: " + what + ": " + err.Error() + ": " + strings.TrimSpace(string(out)) + "\n")
-		}
-	}
-	for _, m := range w.Hooks["SessionStart"] {
-		for _, h := range m.Hooks {
-			if h.Type == "command" {
-				sh("SessionStart hook", h.Command)
-			}
-		}
-	}
+	fakecli.Run("fakegemini", "SessionStart hook", w.Hooks.Commands("SessionStart"), "")
 	if w.Tools.DiscoveryCommand != "" {
-		sh("tool discovery", w.Tools.DiscoveryCommand)
+		fakecli.Run("fakegemini", "tool discovery", []string{w.Tools.DiscoveryCommand}, "")
 	}
-	var cmds []*exec.Cmd
-	for _, srv := range w.MCPServers {
-		cmd := exec.Command(srv.Command, srv.Args...)
-		if err := cmd.Start(); err != nil {
-			os.Stderr.WriteString("fakegemini: MCP server: " + err.Error() + "\n")
-			continue
-		}
-		cmds = append(cmds, cmd)
+	servers := make([]fakecli.Server, 0, len(w.MCPServers))
+	for _, s := range w.MCPServers {
+		servers = append(servers, s)
 	}
-	return cmds
-}
-
-// stopServers ends cmds, waiting up to wait for each to end by itself.
-func stopServers(cmds []*exec.Cmd, wait time.Duration) {
-	for _, cmd := range cmds {
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	return fakecli.StartServers("fakegemini", servers)
 }
