@@ -99,14 +99,19 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if v.Spec.HeadRef != "" {
 		line("  ", "Head ref", v.Spec.HeadRef)
 	}
+	// The head's facts are a payload's text: quoted.
 	if r.Spec.HeadRepo != "" {
-		line("  ", "Head repo", r.Spec.HeadRepo)
+		line("  ", "Head repo", journal.Quote(r.Spec.HeadRepo))
 	}
 	if r.Spec.Author != "" {
-		line("  ", "Opened by", r.Spec.Author)
+		line("  ", "Opened by", journal.Quote(r.Spec.Author))
 	}
 	if r.Spec.HeadSHA != "" {
-		line("  ", "Head", r.Spec.HeadSHA+" pushed by "+dash(r.Spec.HeadPusher))
+		pusher := "-"
+		if r.Spec.HeadPusher != "" {
+			pusher = journal.Quote(r.Spec.HeadPusher)
+		}
+		line("  ", "Head", journal.Quote(r.Spec.HeadSHA)+" pushed by "+pusher)
 	}
 	settings := "off (" + string(ps.Reason) + ")"
 	if ps.Trusted {

@@ -399,6 +399,22 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
 	assert.NotContains(t, out, "\x1b")
 	assert.Contains(t, out, "Last exit:")
+
+	// A pull request's head facts, and what its next spawn gets of its
+	// workdir's settings, and why.
+	pr := desired.Key{Owner: "octo-org", Repo: "web", Number: 2}
+	_, err = store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-pr", Key: pr, Kind: desired.KindPullRequest, Harness: "claude-code",
+		Cwd: "/w/pr", HeadSHA: "aaa", HeadPusher: "\x1b]0;pusher", HeadRepo: "someone/web", Author: "someone", StateAt: time.Now(),
+		Delivery: &desired.Delivery{ID: "d-pr", Event: "pull_request", Action: "opened", Sender: "someone", Prompt: "[loopd] event\nbody"}})
+	require.NoError(t, err)
+	out, err = run(t, "", "--config", config, "describe", pr.String())
+	require.NoError(t, err)
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.NotContains(t, out, "\x1b")
+	for _, want := range []string{"Head repo: someone/web\n", "Opened by: someone\n", `Head: aaa pushed by "\x1b]0;pusher"` + "\n",
+		"Project settings: off (route_untrusted)\n"} {
+		assert.Contains(t, out, want)
+	}
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as
