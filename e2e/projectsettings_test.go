@@ -153,14 +153,20 @@ func forkRunNoneOfItsSettings(t *testing.T, e *env, p plantedRemote, same, fork 
 	}, waitLong, "the fork's event never reached its conversation")
 	assert.Empty(t, harnesstest.Written(p.fork, harnesstest.Claude...), "the fork's run ran its settings")
 	starting := e.daemonLines(t, journal.SessionStarting)
-	var forkProject []string
-	for _, l := range starting {
-		if strings.Contains(l, "work_item="+fork.String()) {
-			forkProject = append(forkProject, logField(l, "project_settings"))
+	logged := func(k desired.Key) []string {
+		var out []string
+		for _, l := range starting {
+			if strings.Contains(l, "work_item="+k.String()+" ") {
+				out = append(out, logField(l, "project_settings"))
+			}
 		}
+		return out
 	}
+	forkProject, sameProject := logged(fork), logged(same)
 	require.NotEmpty(t, forkProject)
 	assert.NotContains(t, forkProject, "true")
+	assert.Contains(t, forkProject, "false")
+	assert.Contains(t, sameProject, "true", "the trusted pull request's run had its settings")
 }
 
 // TestForkPullRequestRunsNoneOfItsSettings: the attack. A
