@@ -107,9 +107,10 @@ func projectSettingsEnv(t *testing.T, e *env, p plantedRemote, runner string) (s
 // files do run, and had run by then); the fork's ran none.
 func forkRunsNoneOfItsSettings(t *testing.T, e *env, p plantedRemote, same, fork desired.Key) {
 	t.Helper()
-	// In a worktree the real CLI asks whether to use the project's MCP
-	// server before it runs any of the settings (workspace_trust), as it
-	// asks every user: the operator answers it once.
+	// Where the workdir is a git worktree, the real CLI asks whether to
+	// use the project's MCP server before it runs any of the settings
+	// (workspace_trust), as it asks every user: the operator answers it
+	// once. In a clone it does not ask.
 	answered := false
 	e.waitFor(t, func() bool {
 		if r, ok := e.record(t, same); ok && r.Status.Blocked == harness.BlockWorkspaceTrust && !answered {
