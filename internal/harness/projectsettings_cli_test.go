@@ -202,7 +202,7 @@ func testClaudeProjectSettings(t *testing.T, bin string, _ bool) {
 		})
 		assert.Equal(t, []string{"startup"}, reportsOf(off.id), "loopd's own hook reports the spawn")
 		assert.Empty(t, off.p.written(harnesstest.Claude), "the TUI ran the workdir's own settings")
-	
+
 		// The same conversation resumed runs them no more.
 		x.must("kill-session", "-t", "=off")
 		x.spawn("off-resumed", off.p.work, off.adapter.Env(), off.adapter.ResumeArgv(off.id, "second"))
