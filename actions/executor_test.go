@@ -175,7 +175,7 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 
 	sess := desired.SessionName(r.key)
 	// A new conversation is told to mark its own comments.
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
@@ -387,7 +387,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	s.Respawn = true
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", prompt}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", prompt}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
