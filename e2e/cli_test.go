@@ -91,7 +91,7 @@ func TestReconcileOnceDetailedExitcode(t *testing.T) {
 	}, waitShort, "cron passes never settled on Running")
 	out, _, code := e.run(t, "reconcile", "--once", "--dry-run", "--detailed-exitcode")
 	assert.Equal(t, 0, code)
-	assert.Empty(t, strings.TrimSpace(out), "nothing planned")
+	assert.Equal(t, "No changes.\n", out, "nothing planned")
 	r, _ := e.record(t, keyIssue)
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body))
 	assert.Len(t, e.argvLog(t), 1, "one process start in all")
