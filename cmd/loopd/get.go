@@ -39,10 +39,10 @@ type getOptions struct {
 func newGetCmd(g *globals) *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
-		Use:   "get [WORK_ITEM...]",
+		Use: "get [WORK_ITEM...]",
 		// What other tools call listing their work, for "Did you mean".
 		SuggestFor: []string{"status", "list", "ls", "ps"},
-		Short: "List work items: key, host, session, phase, session id, pending count",
+		Short:      "List work items: key, host, session, phase, session id, pending count",
 		Long: `get lists the work items, or the ones named (owner/repo#N, case ignored).
 Closed items and stopped ones are left out unless --all is given, they are
 named, or --phase asks for their phase; a held item, and one whose events
