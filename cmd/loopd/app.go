@@ -243,6 +243,11 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// A pass may read the GitHub token (the outbox's drain), and starts
+	// agents: no secret stays in its /proc/<pid>/environ.
+	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
+		return nil, nil, err
+	}
 	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return nil, nil, err

@@ -27,9 +27,9 @@ const outboxLockFile = "outbox.lock"
 const maxKeyFile = 64 << 10
 
 // gitHubCredentials reads the credentials cfg.GitHub names: the token in
-// the variable tokenEnv names, which it then removes from this process's
-// environment (nothing loopd starts inherits it), or the App's private key
-// file. Neither is ever logged. An empty variable, or a missing, unreadable,
+// the file tokenFile names, or in the variable tokenEnv names, which it
+// then removes from this process's environment (nothing loopd starts
+// inherits it), or the App's private key file. Neither is ever logged. An empty variable, or a missing, unreadable,
 // oversized or empty key file, is an error naming the variable or the path.
 func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 	g := cfg.GitHub
@@ -49,6 +49,17 @@ func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile %s is empty; write the App's PEM private key into it", g.App.PrivateKeyFile)
 		}
 		return ghapi.Credentials{AppID: g.App.AppID, InstallationID: g.App.InstallationID, PrivateKey: key}, nil
+	}
+	path, err := cfg.TokenFilePath(os.LookupEnv)
+	if err != nil {
+		return ghapi.Credentials{}, fmt.Errorf("github: %w", err)
+	}
+	if path != "" {
+		token, err := readCredentialFile("github", "tokenFile", "a token with Issues and Pull requests write access", path)
+		if err != nil {
+			return ghapi.Credentials{}, err
+		}
+		return ghapi.Credentials{Token: token}, nil
 	}
 	token := os.Getenv(g.TokenEnv)
 	if token == "" {

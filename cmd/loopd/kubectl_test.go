@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -407,8 +406,9 @@ func TestAttachExecsTheExactSession(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
 	var got []string
+	prev := execve
 	execve = func(bin string, argv, env []string) error { got = append([]string{bin}, argv...); return nil }
-	t.Cleanup(func() { execve = syscall.Exec })
+	t.Cleanup(func() { execve = prev })
 
 	_, err := run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
 	require.Error(t, err)

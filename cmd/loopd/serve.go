@@ -358,11 +358,16 @@ func (a *app) refuse(ctx context.Context, err error) error {
 // loadWithSecret loads the config and the webhook secret: the content of
 // secretFile when it is set, else the env var secretEnv names, which it
 // then removes from this process's environment so that nothing loopd
-// starts inherits it. An empty secret is an error, since it would
+// starts inherits it. Before that, a loopd whose environment holds a
+// secret re-executes itself without it (scrubEnviron). An empty secret is an error, since it would
 // authenticate nothing. The secret itself is never logged.
 func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	cfg, err := g.load()
 	if err != nil {
+		return nil, "", err
+	}
+	// Then no secret stays in this process's /proc/<pid>/environ.
+	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
 		return nil, "", err
 	}
 	path, err := cfg.SecretFilePath(os.LookupEnv)
@@ -370,7 +375,7 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 		return nil, "", fmt.Errorf("webhook secret: %w", err)
 	}
 	if path != "" {
-		secret, err := readSecretFile(path)
+		secret, err := readCredentialFile("webhook secret", "secretFile", "the secret configured on GitHub", path)
 		if err != nil {
 			return nil, "", err
 		}
@@ -387,32 +392,34 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	return cfg, secret, nil
 }
 
-// maxSecretFile caps the bytes read from a secret file; GitHub's webhook
-// secrets are short strings.
+// maxSecretFile caps the bytes read from a credential file; GitHub's
+// webhook secrets and tokens are short strings.
 const maxSecretFile = 64 << 10
 
-// readSecretFile returns the content of path less one trailing newline
-// (as echo and most editors leave one, "\n" or "\r\n"). A missing,
-// unreadable, oversized or empty file is an error naming path.
-func readSecretFile(path string) (string, error) {
+// readCredentialFile returns the content of path, the file the config key
+// names (secretFile, tokenFile) for what (the webhook secret, github),
+// which should hold fill, less one trailing newline (as echo and most editors leave one, "\n" or
+// "\r\n"). A missing, unreadable, oversized or empty file is an error
+// naming path.
+func readCredentialFile(what, key, fill, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile: %w", err)
+		return "", fmt.Errorf("%s: %s: %w", what, key, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile: %w", err) // read <path>: …
+		return "", fmt.Errorf("%s: %s: %w", what, key, err) // read <path>: …
 	}
 	if len(data) > maxSecretFile {
-		return "", fmt.Errorf("webhook secret: secretFile %s: larger than %d bytes", path, maxSecretFile)
+		return "", fmt.Errorf("%s: %s %s: larger than %d bytes", what, key, path, maxSecretFile)
 	}
 	secret, ok := strings.CutSuffix(string(data), "\r\n")
 	if !ok {
 		secret = strings.TrimSuffix(secret, "\n")
 	}
 	if secret == "" {
-		return "", fmt.Errorf("webhook secret: secretFile %s is empty; write the secret configured on GitHub into it", path)
+		return "", fmt.Errorf("%s: %s %s is empty; write %s into it", what, key, path, fill)
 	}
 	return secret, nil
 }
