@@ -57,7 +57,7 @@ func newRootCmd() *cobra.Command {
 		newHoldCmd(g, false),
 		newForgetCmd(g),
 		newReplayCmd(g),
-		newHookCmd(g),
+		newHookCmd(),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
 		newVersionCmd(),

@@ -78,7 +78,7 @@ func serve(ctx context.Context, g *globals) error {
 		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", cfg.StateDir, err)
 	}
 	defer unlock()
-	a, err := newApp(ctx, cfg, g.config, log)
+	a, err := newApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
