@@ -46,7 +46,7 @@ func TestGitHubCredentials(t *testing.T) {
 	cred, err = gitHubCredentials(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), cred.AppID)
-	_, err = gitHubClient(cfg)
+	_, _, err = gitHubClient(cfg)
 	require.Error(t, err, "a key ghinstallation cannot parse stops serve at start")
 	assert.NotContains(t, err.Error(), "not a key")
 }

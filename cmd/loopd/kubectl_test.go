@@ -22,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/schema"
 )
 
 // The items of fleetStore, spelled as GitHub spells them.
@@ -375,6 +376,7 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	for _, want := range []string{
 		"Name: Codertocat/Hello-World#8\n",
 		"Harness: claude-code\n",
+		"Credentials: none\n",
 		"Session: " + desired.SessionName(keyRunning) + "\n",
 		"Attach: tmux -L loopd-describe attach -t =" + desired.SessionName(keyRunning) + "\n",
 		"Transcript: /",
@@ -398,6 +400,31 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
 	assert.NotContains(t, out, "\x1b")
 	assert.Contains(t, out, "Last exit:")
+}
+
+// describe says what credential an item's agent may ask for: an App's
+// token scoped to the repository, loopd's own unscoped token only where
+// the route says so, or none.
+func TestDescribeShowsTheAgentsCredentials(t *testing.T) {
+	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 1}
+	route := schema.Route{Harness: "claude-code", Workdir: "/w/{{.Number}}", Checkout: &schema.Checkout{URL: "https://github.com/{{.Owner}}/{{.Repo}}.git"}}
+	cfg := func(gh *schema.GitHub, r schema.Route) *schema.Config {
+		return &schema.Config{GitHub: gh, Webhooks: schema.Webhooks{GHWebhook: schema.GHWebhook{Routing: schema.Routing{Repos: map[string]schema.Route{"octo-org/*": r}}}}}
+	}
+	app, token := &schema.GitHub{App: &schema.GitHubApp{AppID: 1}}, &schema.GitHub{TokenEnv: "LOOPD_GITHUB_TOKEN"}
+	withGH := route
+	withGH.AgentGH = true
+	withToken := route
+	withToken.AgentCredentials = schema.AgentCredentialsToken
+	noCheckout := route
+	noCheckout.Checkout = nil
+	assert.Equal(t, "app (an installation token of this repository alone)", credentialsShown(cfg(app, route), k))
+	assert.Equal(t, "app (an installation token of this repository alone), gh too", credentialsShown(cfg(app, withGH), k))
+	assert.Equal(t, "none", credentialsShown(cfg(token, route), k), "a plain token only when the route says so")
+	assert.Equal(t, "token (unscoped: every repository the token reaches)", credentialsShown(cfg(token, withToken), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, noCheckout), k), "nothing to push to")
+	assert.Equal(t, "none", credentialsShown(cfg(nil, route), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, route), desired.Key{Owner: "acme", Repo: "x", Number: 1}), "no route")
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as

@@ -58,6 +58,7 @@ func newRootCmd() *cobra.Command {
 		newForgetCmd(g),
 		newReplayCmd(g),
 		newHookCmd(),
+		newCredentialCmd(),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
 		newVersionCmd(),

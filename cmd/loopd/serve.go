@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/webhook"
@@ -61,7 +62,7 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	// The GitHub credentials are read, and the token's variable unset,
 	// before anything is started that could inherit them.
-	ghClient, err := gitHubClient(cfg)
+	ghClient, ghCred, err := gitHubClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -142,6 +143,21 @@ func serve(ctx context.Context, g *globals) error {
 	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
+	// Each item's agent asks for its credential over its channel's
+	// socket, which serve listens on from the agent's spawn (and, for the
+	// agents it adopts, from now) until it stops.
+	broker, err := a.credentialBroker(cfg, watcher.Current, ghCred)
+	if err != nil {
+		return err
+	}
+	channels := newChannelServer(ctx, broker, a.journal, log)
+	defer channels.Wait()
+	rc.Executor.OpenChannel = channels.Open
+	if records, err := a.store.Records(ctx); err == nil {
+		channels.OpenAll(records, channel.Root(cfg.StateDir))
+	} else {
+		log.Warn(string(journal.ChannelFailed), "err", err)
+	}
 
 	// The login whose comments are never delivered to an agent: the
 	// configured one, or the one the credentials belong to, asked at start
