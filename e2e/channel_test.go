@@ -285,3 +285,33 @@ func TestForgedReportsChangeNothing(t *testing.T) {
 		assert.NotContains(t, strings.Join(s.Argv, " "), planted, "the planted conversation never reaches an argv")
 	}
 }
+
+// TestCronPassTakesReportsAndRefusesForgedOnes: without a daemon, a cron
+// pass reads the item's channel too: the agent's own report is taken, and
+// a flood of reports with another token is refused and removed, one
+// journal row and one with the count of the rest.
+func TestCronPassTakesReportsAndRefusesForgedOnes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.boot(t, "issues.opened.1.json", nil)
+	environ := e.agentEnviron(t, keyIssue)
+	e.stop(t)
+	reported := len(e.eventsNamed(t, journal.SessionReported, keyIssue))
+	input := `{"session_id":"` + r.Status.HarnessSessionID + `","hook_event_name":"SessionStart","source":"resume"}`
+	out, code := runIn(t, "/", environ, input, loopdBin, "hook", "session-start")
+	require.Zero(t, code, out)
+	forged := setEnv(environ, channel.EnvToken, strings.Repeat("0", 64))
+	for range 5 {
+		out, code := runIn(t, "/", forged, input, loopdBin, "hook", "session-start")
+		require.Zero(t, code, out)
+	}
+	require.Len(t, e.channelReports(t, keyIssue), 6)
+
+	e.mustRun(t, "reconcile", "--once")
+	assert.Empty(t, e.channelReports(t, keyIssue), "every report taken or refused, and removed")
+	assert.Len(t, e.eventsNamed(t, journal.SessionReported, keyIssue), reported+1)
+	rejected := e.eventsNamed(t, journal.SessionReportRejected, keyIssue)
+	require.Len(t, rejected, 2, "%v", rejected)
+	assert.Equal(t, "not_this_spawn", rejected[0].Attrs["reason"])
+	assert.Equal(t, "4", rejected[1].Attrs["repeated"])
+}
