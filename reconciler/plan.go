@@ -947,8 +947,9 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 // spawn plans the spawn for st: a resume of the recorded id when the
 // decision table allows it, a fresh spawn otherwise. failed, when set, is why
 // a resume just failed; it forces fresh. The workspace comes first
-// (prepare): made before the item's first spawn, or the reason the spawn
-// cannot happen.
+// (prepare): made before the item's first spawn, repaired or made again
+// before a later one, or the reason the spawn cannot happen (a plain
+// workdir that is gone blocks it until it is back).
 func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
@@ -964,7 +965,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 		return pre
 	}
 	pre = append(it.reportMoved(w), pre...)
-	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
+	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && w.checkout == nil && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
 	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir)...)

@@ -29,14 +29,14 @@ func TestMain(m *testing.M) {
 func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	ctx := context.Background()
 	cfg := &schema.Config{StateDir: filepath.Join(t.TempDir(), "state")}
-	st, err := openStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
 	assert.IsType(t, &desired.SQLite{}, st)
 	assert.FileExists(t, filepath.Join(cfg.StateDir, storeFile))
 	require.NoError(t, st.Close())
 
 	cfg = &schema.Config{StateDir: filepath.Join(t.TempDir(), "state"), Store: schema.Store{URL: pgtest.URL(t)}}
-	st, err = openStore(ctx, cfg)
+	st, err = openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
 	defer st.Close()
 	assert.IsType(t, &desired.Postgres{}, st)
@@ -63,7 +63,7 @@ func TestStoreURLPasswordNeverShown(t *testing.T) {
 
 	cfg, err := schema.Load(config)
 	require.NoError(t, err)
-	_, err = openStore(context.Background(), cfg)
+	_, err = openStore(context.Background(), cfg, func(tightened) {})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), pw)
 	assert.Contains(t, err.Error(), "xxxxx")
