@@ -654,6 +654,15 @@ type RecordExit struct {
 	FastFailures  int
 	ChurnFailures int
 	NextAttempt   time.Time // zero when no restart is scheduled
+	// Delay is the backoff the restart decision chose for a restart
+	// (Phase BackingOff): NextAttempt is Delay after the death. Zero for a
+	// restart at once, and when none is planned.
+	Delay time.Duration
+	// Attention, with Phase NeedsAttention, is why the item needs it: the
+	// reason of the GiveUp that follows in the same plan. The status takes
+	// it with this write, so that nothing reads NeedsAttention with the
+	// exit's own reason (Reason, which stays the last exit's).
+	Attention Reason
 	// Retire, when set, names the crash-loop rule that retires the item's
 	// session id ("fast_failures" or "churn"): it is never resumed again.
 	Retire Reason
@@ -728,7 +737,8 @@ func (a RecordExit) exitAttrs() []any {
 }
 
 // Apply returns st after the death recorded at now: the phase, the counts
-// and the next attempt the planner decided, the paste in flight given up
+// and the next attempt the planner decided, the reason (Attention in
+// NeedsAttention, else the exit's), the paste in flight given up
 // unless it landed (Delivered), and the conversation id retired when
 // Retire says so.
 func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
@@ -747,6 +757,9 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	st.SpawnRefused = ""
 	st.RunID = "" // a run whose exit is recorded is judged once
 	st.Reason = string(a.Reason)
+	if a.Phase == desired.PhaseNeedsAttention && a.Attention != "" {
+		st.Reason = string(a.Attention)
+	}
 	// A paste in flight died with the pane; unless it landed (Delivered),
 	// it is still pending and goes with the next spawn.
 	st = st.Deliver(a.Delivered).DropSend()

@@ -968,6 +968,10 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	}
 	kv := append([]any{"session", a.Session}, a.exitAttrs()...)
 	kv = append(kv, "clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures)
+	if a.Phase == desired.PhaseBackingOff && !a.NextAttempt.IsZero() {
+		// When the restart comes, and the backoff it waits.
+		kv = append(kv, "delay", a.Delay, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+	}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}

@@ -914,16 +914,16 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	}
 	switch {
 	case d.Outcome == OutcomeGiveUp:
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonBudgetExhausted
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
 		// a death seen late (no daemon ran) may already have waited it out.
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restarts():
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
 		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":
@@ -932,8 +932,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		// self-heal the policy forbids, and a harness that dies in seconds
 		// would loop. The item needs attention; a new event earns one more
 		// attempt.
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: d.Reason}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, d.Reason
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	default:
 		exit.Phase = desired.PhaseExited
 		if len(it.pending) == 0 {

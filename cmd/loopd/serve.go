@@ -132,6 +132,16 @@ func serve(ctx context.Context, g *globals) error {
 		// No tmux yet: the loop says tmux.unavailable and retries.
 		log.Warn(string(journal.TmuxUnavailable), "err", err)
 	}
+	// A serve that fails from here on, before it listens (a port taken),
+	// leaves no server behind that it started: one still empty and of its
+	// mark ends, and then its socket's lock file (unlockSocket, deferred
+	// before this, so run after).
+	listening := false
+	defer func() {
+		if !listening {
+			a.stopEmptyServer(ctx)
+		}
+	}()
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
 	watchLog := slog.New(journal.NewHandler(log.Handler(), rows, journal.ConfigReloaded, journal.ConfigInvalid))
@@ -227,6 +237,7 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
+	listening = true
 	limits := webhook.DefaultServerLimits
 	limits.MaxConnsPerAddress = hook.ConnsPerAddress()
 	srv := webhook.NewServer(handler, limits)

@@ -13,14 +13,17 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
 )
 
+// TestMain fails the run when a test leaves a tmux server or socket
+// behind (tmuxtest.Main), and stops the PostgreSQL cluster (pgtest.Main).
 func TestMain(m *testing.M) {
 	// A command that finds a secret in its environment re-executes itself
 	// (scrubEnviron): here that would run the test binary again.
 	execve = func(string, []string, []string) error { return nil }
-	os.Exit(pgtest.Main(m))
+	os.Exit(tmuxtest.Main(func() int { return pgtest.Main(m) }))
 }
 
 // TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file
