@@ -167,8 +167,12 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	channels := newChannelServer(ctx, broker, a.journal, log)
+	// They stop with serve, whichever way it returns (a port taken at
+	// start included), before it waits for their requests in flight.
+	channelsCtx, stopChannels := context.WithCancel(ctx)
+	channels := newChannelServer(channelsCtx, broker, a.journal, log)
 	defer channels.Wait()
+	defer stopChannels()
 	rc.Executor.OpenChannel = channels.Open
 	if records, err := a.store.Records(ctx); err == nil {
 		channels.OpenAll(records, channel.Root(cfg.StateDir))
