@@ -144,7 +144,7 @@ const (
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
-	// delivery about to be sent or booted with (desired.Store.Prompt);
+	// delivery about to be sent or booted with (store.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
 	ReasonPromptUnreadable Reason = "prompt_unreadable"
 )
@@ -281,7 +281,7 @@ type Spawn struct {
 	// DeliveryID is the delivery carried as the boot prompt, "" for a
 	// self-heal nudge or when the event is too long for argv and will be
 	// pasted once the harness runs. The plan holds no prompt bodies: the
-	// executor reads the delivery's (desired.Store.Prompt).
+	// executor reads the delivery's (store.Store.Prompt).
 	DeliveryID string
 	// Prompt is the boot prompt loopd wrote itself (a nudge, a long
 	// event's header line, a limit reset), "" with a DeliveryID.
@@ -298,7 +298,11 @@ type Spawn struct {
 	// Runner is schema.RunnerProcess for a headless run of the harness
 	// (the event its prompt, whole), "" for a pane in tmux.
 	Runner string
-	Reason Reason
+	// ProjectSettings is true when the harness may read the settings its
+	// workdir holds itself (reconciler.ProjectSettingsOf); false starts it
+	// with them off (harness.WithProjectSettings).
+	ProjectSettings bool
+	Reason          Reason
 }
 
 func (s Spawn) base() []Field {
@@ -317,6 +321,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
+	}
+	if s.ProjectSettings {
+		f = append(f, Field{"project_settings", "trusted"})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
@@ -436,7 +443,7 @@ func (a ResumeSpawn) String() string { return Format(a) }
 // DeliverPrompt pastes a pending delivery into the live harness, once its
 // screen shows it is ready. The delivery stays pending until its id shows in
 // the transcript (ConfirmDelivery). The executor reads its prompt from the
-// store (desired.Store.Prompt) for the paste: the plan holds no bodies.
+// store (store.Store.Prompt) for the paste: the plan holds no bodies.
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
@@ -498,7 +505,7 @@ func (a ConfirmDelivery) String() string { return Format(a) }
 func (a DeliverPrompt) String() string { return Format(a) }
 
 // DropDelivery takes a pending delivery out for good, never sent
-// (desired.Store.Drop): a push (pull_request.synchronize) whose commit the
+// (store.Store.Drop): a push (pull_request.synchronize) whose commit the
 // item's workdir already holds is the agent's own (ReasonOwnPush).
 type DropDelivery struct {
 	Key        desired.Key

@@ -26,6 +26,8 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
@@ -50,7 +52,7 @@ const mirrorsDir = "mirrors"
 // app is the wired set of real dependencies one command uses.
 type app struct {
 	log       *slog.Logger
-	store     desired.Store
+	store     store.Store
 	tmux      tmux.Client
 	harnesses map[string]harness.Adapter
 	journal   *journal.Recorder
@@ -64,7 +66,7 @@ type app struct {
 	github *ghapi.Client
 	// fleet is the store's lease side and hosting this host among the
 	// hosts sharing it (joinFleet); nil in the commands that run no pass.
-	fleet   desired.Fleet
+	fleet   store.Fleet
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
 	mover *transcript.Mover
@@ -80,8 +82,8 @@ const storeLock = "loopd.lock"
 // daemon and a cron pass of one host exclude each other). The state dir is
 // made, or tightened, first (privateStateDir); warn is told each mode it
 // tightened. An error shows the URL without its password
-// (desired.RedactURL).
-func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (desired.Store, error) {
+// (sqlstore.RedactURL).
+func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (store.Store, error) {
 	changed, err := privateStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -90,9 +92,9 @@ func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (d
 		warn(c)
 	}
 	if cfg.Store.URL == "" {
-		return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
 	}
-	return desired.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
+	return sqlstore.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
 }
 
 // logTightened returns openStore's warn for a command that logs: each mode
@@ -303,6 +305,7 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing = routing
+	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
 	return p
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // Why a request gets no credential (credential.refused reason=).
@@ -49,7 +50,7 @@ type Minter interface {
 
 // Broker answers agents' requests for credentials.
 type Broker struct {
-	// Get reads an item's record (desired.Store.Get).
+	// Get reads an item's record (store.Store.Get).
 	Get func(ctx context.Context, k desired.Key) (desired.Record, error)
 	// Config returns the current config, read at each request so that a
 	// reload applies at once (a route set to none hands out nothing more).
@@ -77,7 +78,7 @@ func (b *Broker) Handler(k desired.Key) channel.Handler {
 // none (one of the Reason constants) and what failed.
 func (b *Broker) answer(ctx context.Context, k desired.Key, req channel.Request) (channel.Answer, string, error) {
 	r, err := b.Get(ctx, k)
-	if errors.Is(err, desired.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return channel.Answer{}, ReasonUnknownWorkItem, err
 	} else if err != nil {
 		return channel.Answer{}, ReasonUnknownWorkItem, err // the store names itself and the item

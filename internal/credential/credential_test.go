@@ -21,6 +21,8 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 const token = "7d5c0e1f9a2b4c3d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
@@ -39,22 +41,22 @@ type rig struct {
 	broker  *credential.Broker
 	cfg     *schema.Config
 	records map[desired.Key]desired.Record
-	store   *desired.SQLite
+	store   *sqlstore.SQLite
 	remotes map[string]*workspacetest.Remote
 }
 
 func newRig(t *testing.T, app bool) *rig {
 	t.Helper()
-	store, err := desired.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	r := &rig{api: ghapitest.New(t), records: map[desired.Key]desired.Record{}, store: store, remotes: map[string]*workspacetest.Remote{}}
+	t.Cleanup(func() { st.Close() })
+	r := &rig{api: ghapitest.New(t), records: map[desired.Key]desired.Record{}, store: st, remotes: map[string]*workspacetest.Remote{}}
 	r.git = ghapitest.NewGitServer(t, r.api)
 	for _, k := range []desired.Key{own, other} {
 		rem := workspacetest.NewRemote(t, workspacetest.Options{})
 		r.git.Add(t, k.Owner, k.Repo, rem.Dir)
 		r.remotes[k.Repo] = rem
-		r.records[k] = desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, ChannelToken: channel.Digest(token)}}
+		r.records[k] = desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{ChannelToken: channel.Digest(token)}}}
 	}
 	route := schema.Route{Harness: "claude-code", Workdir: "/w/{{.Number}}", Checkout: &schema.Checkout{URL: r.git.URL + "/{{.Owner}}/{{.Repo}}.git"}}
 	r.cfg = &schema.Config{Webhooks: schema.Webhooks{GHWebhook: schema.GHWebhook{Routing: schema.Routing{Repos: map[string]schema.Route{"octo-org/*": route}}}}}
@@ -62,12 +64,12 @@ func newRig(t *testing.T, app bool) *rig {
 		Get: func(_ context.Context, k desired.Key) (desired.Record, error) {
 			rec, ok := r.records[k]
 			if !ok {
-				return desired.Record{}, desired.ErrNotFound
+				return desired.Record{}, store.ErrNotFound
 			}
 			return rec, nil
 		},
 		Config:  func() *schema.Config { return r.cfg },
-		Journal: journal.NewRecorder(slog.New(slog.DiscardHandler), store, time.Now),
+		Journal: journal.NewRecorder(slog.New(slog.DiscardHandler), st, time.Now),
 	}
 	if app {
 		cred := ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: ghapitest.AppKey(t)}
@@ -86,7 +88,7 @@ func newRig(t *testing.T, app bool) *rig {
 // named returns the journal rows named name, oldest first.
 func (r *rig) named(t *testing.T, name journal.Name) []journal.Event {
 	t.Helper()
-	events, err := r.store.Events(context.Background(), desired.EventFilter{Names: []string{string(name)}})
+	events, err := r.store.Events(context.Background(), store.EventFilter{Names: []string{string(name)}})
 	require.NoError(t, err)
 	return events
 }
