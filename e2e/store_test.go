@@ -53,7 +53,6 @@ func (e *env) records(t *testing.T) []desired.Record {
 	return rs
 }
 
-// record returns one work item; ok is false when there is none.
 // waitClearReport waits up to timeout for the SessionStart report that a
 // /clear in k's agent makes (source=clear), and returns the new
 // conversation id it reports: in the store once a pass took it, or still
@@ -88,6 +87,7 @@ func (e *env) channelDir(k desired.Key) string {
 	return channel.Dir(channel.Root(e.stateDir), desired.SessionName(k))
 }
 
+// record returns one work item; ok is false when there is none.
 func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	t.Helper()
 	s := e.openStore(t)
