@@ -43,6 +43,10 @@ func TestCurrentVersion(t *testing.T) {
 		{name: "devel_clean_tree", info: &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "feedface"}, {Key: "vcs.modified", Value: "false"}}},
 			want: buildVersion{Version: "(devel)", Commit: "feedface", Go: "go1.99.1"}},
+		{name: "untagged_describe_is_the_commit", version: "abc1234-dirty", commit: "abc1234def56-dirty", info: stamped,
+			want: buildVersion{Version: "(devel)", Commit: "abc1234def56-dirty", Go: "go1.99.1"}},
+		{name: "a_tag_past_a_commit_stays", version: "v1.2.0-3-gabc1234", commit: "abc1234def56", info: stamped,
+			want: buildVersion{Version: "v1.2.0-3-gabc1234", Commit: "abc1234def56", Go: "go1.99.1"}},
 		{name: "nothing_known", want: buildVersion{Version: "(devel)", Commit: "unknown", Go: runtime.Version()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
