@@ -89,11 +89,13 @@ func TestEveryGroupRefusesAnUnknownSubcommand(t *testing.T) {
 			assert.Contains(t, err.Error(), "Did you mean this?\n\t"+sub, typo)
 		})
 	}
-	for _, args := range [][]string{{"config", "valdate", "x"}, {"hook", "sesion-start"}} {
+	for _, args := range [][]string{{"config", "valdate", "x"}, {"hook", "sesion-start"}, {"status"}, {"list"}} {
 		_, err := run(t, "", args...)
 		require.Error(t, err, args)
 		assert.Contains(t, err.Error(), "Did you mean this?", args)
 	}
+	_, err := run(t, "", "status")
+	assert.ErrorContains(t, err, "Did you mean this?\n\tget", "what other tools call their listing")
 	// A group without a subcommand prints its help and fails; bare loopd
 	// only prints its help.
 	out, err := run(t, "", "config")
