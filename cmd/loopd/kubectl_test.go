@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 	"github.com/loopd/loopd/store/sqlstore"
 )
@@ -381,6 +381,7 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	for _, want := range []string{
 		"Name: Codertocat/Hello-World#8\n",
 		"Harness: claude-code\n",
+		"Credentials: none\n",
 		"Session: " + desired.SessionName(keyRunning) + "\n",
 		"Attach: tmux -L loopd-describe attach -t =" + desired.SessionName(keyRunning) + "\n",
 		"Transcript: /",
@@ -428,14 +429,40 @@ func openedFromAFork(k desired.Key) store.Ingest {
 		Delivery: &desired.Delivery{ID: "d-pr", Event: "pull_request", Action: "opened", Sender: "someone", Prompt: "[loopd] event\nbody"}}
 }
 
+// describe says what credential an item's agent may ask for: an App's
+// token scoped to the repository, loopd's own unscoped token only where
+// the route says so, or none.
+func TestDescribeShowsTheAgentsCredentials(t *testing.T) {
+	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 1}
+	route := schema.Route{Harness: "claude-code", Workdir: "/w/{{.Number}}", Checkout: &schema.Checkout{URL: "https://github.com/{{.Owner}}/{{.Repo}}.git"}}
+	cfg := func(gh *schema.GitHub, r schema.Route) *schema.Config {
+		return &schema.Config{GitHub: gh, Webhooks: schema.Webhooks{GHWebhook: schema.GHWebhook{Routing: schema.Routing{Repos: map[string]schema.Route{"octo-org/*": r}}}}}
+	}
+	app, token := &schema.GitHub{App: &schema.GitHubApp{AppID: 1}}, &schema.GitHub{TokenEnv: "LOOPD_GITHUB_TOKEN"}
+	withGH := route
+	withGH.AgentGH = true
+	withToken := route
+	withToken.AgentCredentials = schema.AgentCredentialsToken
+	noCheckout := route
+	noCheckout.Checkout = nil
+	assert.Equal(t, "app (an installation token of this repository alone)", credentialsShown(cfg(app, route), k))
+	assert.Equal(t, "app (an installation token of this repository alone), gh too", credentialsShown(cfg(app, withGH), k))
+	assert.Equal(t, "none", credentialsShown(cfg(token, route), k), "a plain token only when the route says so")
+	assert.Equal(t, "token (unscoped: every repository the token reaches)", credentialsShown(cfg(token, withToken), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, noCheckout), k), "nothing to push to")
+	assert.Equal(t, "none", credentialsShown(cfg(nil, route), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, route), desired.Key{Owner: "acme", Repo: "x", Number: 1}), "no route")
+}
+
 // attach execs tmux attach on loopd's socket with the exact session as
 // target; an item without a session is an error that says so.
 func TestAttachExecsTheExactSession(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
 	var got []string
+	prev := execve
 	execve = func(bin string, argv, env []string) error { got = append([]string{bin}, argv...); return nil }
-	t.Cleanup(func() { execve = syscall.Exec })
+	t.Cleanup(func() { execve = prev })
 
 	_, err := run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
 	require.Error(t, err)
