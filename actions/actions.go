@@ -134,6 +134,11 @@ const (
 	// ReasonNotHeadless: the route runs its agents as processes, and the
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
+	// ReasonConversationInUse: the harness refused to resume the
+	// conversation because it runs elsewhere (harness.RefusalInUse:
+	// Claude Code's background agent). The item waits for a human; no
+	// new conversation replaces one that is not lost.
+	ReasonConversationInUse Reason = "conversation_in_use"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
 	// delivery about to be sent or booted with (desired.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
@@ -166,12 +171,12 @@ const (
 	ResumeInvalidID         Reason = "invalid_session_id"
 	ResumeUnsupported       Reason = "unsupported_harness"
 	ResumeCrashLoop         Reason = "crash_loop"
-	ResumeSpawnFailed       Reason = "spawn_failed"
-	ResumePaneDied          Reason = "pane_died"
 	ResumeTranscriptMissing Reason = "transcript_missing"
-	// ResumeRunFailed: a headless resume ended with the conversation not
-	// resumed (its transcript did not grow: "No conversation found").
-	ResumeRunFailed Reason = "run_failed"
+	// ResumeNotResumable: the harness said itself that it cannot resume
+	// the conversation (harness.RefusalNotResumable: its own message or
+	// exit status, on a dead pane's last words, a live screen or a run's
+	// output). No other death abandons a conversation.
+	ResumeNotResumable Reason = "not_resumable"
 	// ResumeIDUnknown: the harness cannot pin its conversation id and the
 	// agent died before loopd learned it, so there is no id to resume.
 	ResumeIDUnknown Reason = "id_unknown"
@@ -315,12 +320,12 @@ func (s Spawn) tail() []Field {
 // Apply returns st with the spawn recorded as the executor writes it
 // before it starts the harness: Spawning in conversation id (mode fresh or
 // resume) at now, with no pane yet, DeliveryID carried as its boot prompt,
-// transcriptSize the transcript's size in bytes before it (-1 when
-// unknown), the workdir pinned to Cwd at the item's first spawn (the
-// executor pins the physical path), and a new run id for a spawn of the
-// process runner.
-func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, transcriptSize int64, now time.Time) desired.Status {
+// boot the boot id its prompt names (desired.BootLine), the workdir pinned
+// to Cwd at the item's first spawn (the executor pins the physical path),
+// and a new run id for a spawn of the process runner.
+func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id, boot string, now time.Time) desired.Status {
 	st = st.Carry(s.DeliveryID)
+	st.BootID = boot
 	st.Phase = desired.PhaseSpawning
 	st.Session = s.Session
 	st.PaneID = ""
@@ -331,7 +336,6 @@ func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, trans
 	st.SpawnMode = mode
 	st.SpawnedAt = now
 	st.ProbeDeadline = now.Add(s.Probe)
-	st.TranscriptSizeAtSpawn = transcriptSize
 	st.SpawnRefused = ""
 	st.Blocked = "" // the new agent's screen says again
 	st.Respawn = s.Respawn
@@ -399,13 +403,6 @@ func (a FreshSpawn) String() string { return Format(a) }
 type ResumeSpawn struct {
 	Spawn
 	ResumeID string
-	// TranscriptSize is the transcript's size in bytes before the resume,
-	// -1 when the harness cannot tell; growth past it confirms the resume.
-	TranscriptSize int64
-	// Restored is true when a RestoreTranscript of the same plan wrote the
-	// stored transcript back before the resume: its stored size stands for
-	// the size before the resume when TranscriptSize is -1.
-	Restored bool
 }
 
 // Item implements Action.
@@ -648,6 +645,12 @@ type RecordExit struct {
 	// Retire, when set, names the crash-loop rule that retires the item's
 	// session id ("fast_failures" or "churn"): it is never resumed again.
 	Retire Reason
+	// Implicated is true when the death counted against the conversation
+	// (the harness's own exit, reconciler.History.Own), and Words its last
+	// words then, which the next such death must repeat to count on
+	// (desired.Status.LastWords).
+	Implicated bool
+	Words      string
 	// DeliveryID is the boot delivery of a spawn that died before running;
 	// it stays pending and dispatch.failed is logged.
 	DeliveryID string
@@ -734,6 +737,12 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	st.LastExitReason = string(a.Reason)
 	st.LastExitAt = now
 	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
+	switch {
+	case a.FastFailures == 0 && a.ChurnFailures == 0:
+		st.LastWords = ""
+	case a.Implicated:
+		st.LastWords = a.Words
+	}
 	st.NextAttempt = a.NextAttempt
 	st.SpawnRefused = ""
 	st.RunID = "" // a run whose exit is recorded is judged once

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
@@ -371,7 +373,7 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
 		// The exit that ended the resume, named by the adapter (Gemini's
 		// 42 session_error, 41 auth_missing), whether a pane's or a run's.
-		if st := r.Status.LastExitStatus; st != nil && (a.ResumeFailed == ResumePaneDied || a.ResumeFailed == ResumeRunFailed) {
+		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumeNotResumable {
 			if cause := e.exitCause(r, *st); cause != "" {
 				kv = append(kv, "exit_cause", cause)
 			}
@@ -383,7 +385,7 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
-	s.Replay -= len(brief) + 2 + desired.InstructionsSize(a.Instructions)
+	s.Replay -= len(brief) + 2 + len(desired.BootLine(uuid.Nil.String())) + 2 + desired.InstructionsSize(a.Instructions)
 	prompt, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
@@ -391,9 +393,11 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// The operator's standing instructions follow loopd's header line,
 	// before any text from GitHub.
 	prompt = desired.WithInstructions(prompt, a.Instructions)
-	// A new conversation is told how to mark what it posts on GitHub, so
-	// that its own comments never come back to it as events.
-	prompt += "\n\n" + brief
+	// The boot line names this spawn; a new conversation is then told how
+	// to mark what it posts on GitHub, so that its own comments never come
+	// back to it as events, and no payload text comes after that.
+	boot := newBootID()
+	prompt = desired.WithBootLine(prompt, boot) + "\n\n" + brief
 	id := ""
 	if !a.Unpinned {
 		// Otherwise the harness chooses the id, and the next passes learn it.
@@ -404,10 +408,14 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, argv, stdin, ad)
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, ad.FreshArgv(id, prompt), nil, ad)
 }
+
+// newBootID mints the boot id of a spawn (desired.Status.BootID): random,
+// so that no payload can hold its line.
+func newBootID() string { return uuid.NewString() }
 
 // bootPrompt returns s with the prompt it boots with: the prompt of its
 // delivery, read from the store now (the plan holds no bodies), or the
@@ -461,21 +469,16 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 	if a.Spawn, err = e.bootPrompt(ctx, r, a.Spawn); err != nil {
 		return err
 	}
+	boot := newBootID()
+	prompt := desired.WithBootLine(a.Prompt, boot)
 	if a.Runner != "" {
-		argv, stdin, err := headlessArgv(ad, a.ResumeID, a.Prompt, true)
+		argv, stdin, err := headlessArgv(ad, a.ResumeID, prompt, true)
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, argv, stdin, ad)
 	}
-	if a.Restored && a.TranscriptSize < 0 && e.Fleet != nil {
-		// The transcript restored in this pass is the stored one: its
-		// growth past that size confirms the resume.
-		if size, err := e.Fleet.TranscriptSize(ctx, r.Key, a.ResumeID); err == nil && size > 0 {
-			a.TranscriptSize = size
-		}
-	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, ad.ResumeArgv(a.ResumeID, prompt), nil, ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
@@ -484,8 +487,8 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // instead of mistaking the old dead pane for the new one. A spawn of the
 // process runner (s.Runner) records its run's id with the intent and
 // starts the run (startRun) instead of a pane, with stdin.
-func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
-	st := s.Apply(r.Status, mode, id, size, e.Now())
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id, boot string, argv []string, stdin []byte, ad harness.Adapter) error {
+	st := s.Apply(r.Status, mode, id, boot, e.Now())
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by

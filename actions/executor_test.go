@@ -172,8 +172,12 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	require.Equal(t, actions.Result{Applied: 2}, res)
 
 	sess := desired.SessionName(r.key)
-	// A new conversation is told to mark its own comments.
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	// The prompt names its spawn (the boot line), and a new conversation
+	// is told to mark its own comments.
+	boot := r.get(t).Status.BootID
+	require.NotEmpty(t, boot)
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n[loopd-boot " + boot + "]\n\n" + desired.AgentBrief(r.key)},
+		r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
@@ -200,7 +204,7 @@ func TestRefusedResumeIsRecordedNotFallenBackFrom(t *testing.T) {
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 
-	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old, TranscriptSize: 10}})
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old}})
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res, "the next pass decides at once")
 
 	assert.Empty(t, r.tmux.Sessions(), "no fallback spawned by the executor")
@@ -383,9 +387,10 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-2"}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
-	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", prompt}, r.tmux.Argv(sess))
+	boot := r.get(t).Status.BootID
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", desired.WithBootLine(prompt, boot)}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {

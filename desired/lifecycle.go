@@ -127,7 +127,7 @@ func (s Status) Retire(id string) Status {
 func (s Status) Follow(id string) Status {
 	s.HarnessSessionID, s.ConfirmedSessionID = id, id
 	s.IDUnconfirmed = false
-	s.FastFailures, s.ChurnFailures = 0, 0
+	s.FastFailures, s.ChurnFailures, s.LastWords = 0, 0, ""
 	return s
 }
 

@@ -47,7 +47,7 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 			st := Status{Phase: PhaseRunning, HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n),
 				ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n), Session: SessionName(k),
 				PaneID: "%" + fmt.Sprint(n), SpawnMode: SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),
-				HarnessPID: 40000 + n, HarnessStart: 123456789, TranscriptSizeAtSpawn: 81234, LastExitStatus: &exit,
+				HarnessPID: 40000 + n, HarnessStart: 123456789, LastExitStatus: &exit,
 				LastExitReason: "pane_dead", LastExitAt: t0.Add(-time.Minute), RetiredSessionIDs: []string{"0b1e4c7d-9f00-7f3c-2a10-5b1e4c7d9f00"},
 				Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n), WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n),
 				Announced: true, Reason: "delivered", ObservedGeneration: 11, DeliveredAt: []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)}}

@@ -221,8 +221,16 @@ type Status struct {
 	SpawnedAt          time.Time
 	ProbeDeadline      time.Time
 	// SpawnDeliveryID is the delivery carried as the boot prompt of the
-	// current spawn; it stays pending until the spawn is confirmed.
+	// current spawn; it stays pending until its frame is seen in the
+	// conversation.
 	SpawnDeliveryID string
+	// BootID names the current spawn's boot prompt: the executor mints it
+	// with the spawn, and the prompt holds its line (BootLine). The spawn
+	// is confirmed once the conversation shows the boot prompt (its
+	// event's frame, or this line), and a conversation the harness chose
+	// the id of is the one whose first message holds it. "" for a status
+	// written before boot ids.
+	BootID string `json:",omitempty"`
 	// SpawnRefused, on a Spawning status with no pane, is why the spawn
 	// was refused before it started (tmux, the launcher, a workdir gone):
 	// a fact the next pass plans on. "" otherwise.
@@ -251,14 +259,15 @@ type Status struct {
 	// only more copies than that are news (a send after a release).
 	MangledDeliveryID string
 	MangledCopies     int
-	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
-	// was spawned; growth past it confirms the resume. -1 when unknown.
-	TranscriptSizeAtSpawn int64
 	// FastFailures counts consecutive deaths within fastFailSeconds of spawn.
 	FastFailures int
 	// ChurnFailures counts consecutive failed runs shorter than
 	// churnSeconds; maxChurnFailures of them retire the conversation id.
+	// Both counts take only the harness's own exits, with the same last
+	// words: LastWords is the last line the harness printed at the death
+	// they last took, "" while they are zero.
 	ChurnFailures int
+	LastWords     string `json:",omitempty"`
 	// Failures counts consecutive failed runs (crashes or failed spawns)
 	// since the last healthy run; it drives backoff and the restart budget.
 	Failures    int

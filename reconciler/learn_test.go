@@ -24,7 +24,7 @@ func codexPolicy() Policy {
 // probed past its deadline, with d-1 as its boot prompt.
 func unconfirmed() desired.Status {
 	st := spawning(desired.SpawnFresh)
-	st.HarnessSessionID, st.IDUnconfirmed, st.TranscriptSizeAtSpawn = "", true, -1
+	st.HarnessSessionID, st.IDUnconfirmed = "", true
 	return st
 }
 

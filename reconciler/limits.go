@@ -147,9 +147,10 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 		return nil, false // a limit that has reset: a banner left on screen, or an old turn
 	}
 	caps := it.p.Harnesses[it.r.Spec.Harness]
+	landed, _ := it.landed()
 	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
 		Kind: string(sc.Limit.Kind), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped, Text: sc.Limit.Text,
-		Seen: seenOf(*sc.Limit), Delivered: it.delivered(it.landed())}}
+		Seen: seenOf(*sc.Limit), Delivered: it.delivered(landed)}}
 	return append(out, answer...), true
 }
 

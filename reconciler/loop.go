@@ -308,7 +308,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		if !owns(rec, p) || p.Draining {
 			return observed.Need{} // only its local agent is looked at
 		}
-		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
+		facts, screen, exit := needsFacts(rec, snap, p), needsScreen(rec, snap, p), needsExit(rec, snap, p)
 		var learn time.Time
 		if rec.Status.IDUnconfirmed && p.Harnesses[rec.Spec.Harness].LearnsSessionID {
 			// Whatever the phase: a conversation the harness started
@@ -316,11 +316,11 @@ func needs(p Policy, now time.Time) observed.Needs {
 			learn = rec.Status.SpawnedAt
 		}
 		if !facts && !screen {
-			return observed.Need{Learn: learn}
+			return observed.Need{Learn: learn, Exit: exit}
 		}
 		// The conversation the item is in, as the planner takes it (a
 		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Exit: exit, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
@@ -341,23 +341,63 @@ func needs(p Policy, now time.Time) observed.Needs {
 // act on, nil when it can act on none: a closed or held item only keeps
 // what its paste or boot prompt in flight delivered, and an item waiting in
 // NeedsAttention or in backoff sends nothing this pass. The frame carries
-// the digest the stored prompt names (desired.FrameOf).
+// the digest the stored prompt names (desired.FrameOf). A spawn whose boot
+// prompt is still to be seen (awaitingBoot) has its boot line looked for
+// too (desired.BootFrame).
 func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 	st := rec.Status
+	var frames []desired.Frame
+	if awaitingBoot(st) {
+		frames = append(frames, desired.BootFrame(st.BootID))
+	}
 	inFlight := st.SendingDeliveryID != "" || st.SpawnDeliveryID != ""
 	switch {
 	case (rec.Spec.Closed || rec.Spec.Held) && !inFlight:
 		return nil
-	case st.Phase == desired.PhaseNeedsAttention && rec.Spec.Generation <= st.AttentionGeneration:
+	case st.Phase == desired.PhaseNeedsAttention && rec.Spec.Generation <= st.AttentionGeneration && !awaitingBoot(st):
 		return nil
 	case st.Phase == desired.PhaseBackingOff && now.Before(st.NextAttempt) && !inFlight:
 		return nil
 	}
-	var frames []desired.Frame
 	for _, d := range rec.Pending {
 		frames = append(frames, desired.FrameOf(d))
 	}
 	return frames
+}
+
+// awaitingBoot reports whether st's spawn waits for its boot prompt to be
+// seen in the conversation: it is being spawned, or needs attention
+// because that prompt was never seen (a dialog held it; the human who
+// answers it lets it through), and it has a boot id to look for.
+func awaitingBoot(st desired.Status) bool {
+	if st.BootID == "" {
+		return false
+	}
+	switch st.Phase {
+	case desired.PhaseSpawning:
+		return true
+	case desired.PhaseNeedsAttention:
+		return st.Reason == string(actions.ReasonSpawnUnconfirmed) || st.Reason == string(actions.ReasonUnconfirmed)
+	}
+	return false
+}
+
+// needsExit reports whether a pass reads what rec's dead agent said last
+// (observed.Need.Exit): an open item whose pane, this loopd's, is dead
+// while it was being spawned or ran, whose death the planner judges by
+// it (a harness's refusal to resume, the last words the churn rule
+// compares).
+func needsExit(rec desired.Record, snap observed.Snapshot, p Policy) bool {
+	if rec.Spec.Closed || rec.Spec.Held {
+		return false
+	}
+	switch rec.Status.Phase {
+	case desired.PhaseSpawning, desired.PhaseRunning:
+	default:
+		return false
+	}
+	pn, ok := snap.Pane(desired.SessionName(rec.Key))
+	return ok && pn.Dead && pn.Owner == p.Owner && p.Owner != ""
 }
 
 // needsFacts reports whether Plan may read rec's disk facts this pass. An
@@ -371,7 +411,7 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 // foreground process is a death that may respawn.
 func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	st := rec.Status
-	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
+	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" || awaitingBoot(st) {
 		return true
 	}
 	if rec.Spec.Closed || rec.Spec.Held {

@@ -142,14 +142,12 @@ func TestPlanWorkspace(t *testing.T) {
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
 					r.Cwd = physical
-					r.TranscriptSize = -1
 					return r
 				}()}},
 		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
 			[]actions.Action{func() actions.ResumeSpawn {
 				r := resume(ev1, actions.ReasonNewEvent)
 				r.Cwd = physical
-				r.TranscriptSize = -1
 				return r
 			}()}},
 		{"pinned_workdir_gone_blocks_never_remade", rec(pinned(func(s *desired.Status) { s.WorkdirRendered = current }), ev1), workdir(observed.Workdir{}), routed(nil),
@@ -157,7 +155,7 @@ func TestPlanWorkspace(t *testing.T) {
 		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
 			workdir(observed.Workdir{Exists: true}), plain(),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: cwd, Rendered: current},
-				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.TranscriptSize = -1; return r }()}},
+				resume(ev1, actions.ReasonNewEvent)}},
 		// Closing.
 		{"close_removes_the_worktree_when_asked", closed(pinned(func(s *desired.Status) { s.Phase = desired.PhaseStopped })), obs(gone()),
 			routed(func(c *schema.Checkout) { c.RemoveOnClose = true }),
@@ -174,7 +172,6 @@ func TestPlanWorkspace(t *testing.T) {
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
 					r.Cwd = physical
-					r.TranscriptSize = -1
 					return r
 				}()}},
 	}

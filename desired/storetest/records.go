@@ -73,7 +73,7 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	exit := 1
 	status := desired.Status{
 		Phase: desired.PhaseRunning, HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3",
-		SpawnMode: desired.SpawnResume, SpawnedAt: t0, LastExitStatus: &exit, TranscriptSizeAtSpawn: -1,
+		SpawnMode: desired.SpawnResume, SpawnedAt: t0, LastExitStatus: &exit, BootID: "b-1",
 		ObservedGeneration: 3,
 	}
 
