@@ -47,6 +47,10 @@ const (
 	ReasonConfirmed        Reason = "confirmed"
 	ReasonAlive            Reason = "alive_at_deadline"
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	// ReasonUnblocked: a spawn that needed attention because its boot
+	// prompt was never seen (a dialog held it) runs: a person answered
+	// the dialog, and the screen is ready.
+	ReasonUnblocked        Reason = "unblocked"
 	ReasonWorkspaceMissing Reason = "workspace_missing"
 	ReasonHarnessUnknown   Reason = "harness_unknown"
 	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
@@ -154,6 +158,9 @@ const (
 	// ReasonSessionLearned: the pass learned the conversation id; the
 	// item's transcript is read by the next pass, a poll period later.
 	ReasonSessionLearned Reason = "session_id_learned"
+	// ReasonIDAmbiguous: more than one conversation fits the spawn; none
+	// is taken, and the id stays unknown.
+	ReasonIDAmbiguous Reason = "id_ambiguous"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -783,6 +790,40 @@ func (a FollowSession) Fields() []Field {
 }
 
 func (a FollowSession) String() string { return Format(a) }
+
+// Ambiguous records that more than one conversation the harness started
+// fits the item's spawn, whose id is still to be learned (Codex): loopd
+// takes none, and journals session.id_ambiguous once for these
+// Candidates (desired.Status.AmbiguousIDs); the id stays unknown.
+type Ambiguous struct {
+	Key        desired.Key
+	Session    string
+	Candidates []string
+}
+
+// Item implements Action.
+func (a Ambiguous) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Ambiguous) Name() string { return "id_ambiguous" }
+
+// Mutates implements Action.
+func (Ambiguous) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a Ambiguous) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyCandidates, strings.Join(a.Candidates, ",")},
+		{journal.KeyReason, string(ReasonIDAmbiguous)}}
+}
+
+func (a Ambiguous) String() string { return Format(a) }
+
+// Apply returns st with the candidates recorded, so that the same ones
+// are journaled once.
+func (a Ambiguous) Apply(st desired.Status) desired.Status {
+	st.AmbiguousIDs = a.Candidates
+	return st
+}
 
 // Release carries out an operator's loopd release (Spec.ReleaseGeneration):
 // the restart budget's counts and NeedsAttention are cleared and the item

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -248,6 +249,13 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.deliver(ctx, r, a)
 	case FollowSession:
 		return e.followSession(ctx, r, a)
+	case Ambiguous:
+		if err := e.put(ctx, r, a.Apply(r.Status)); err != nil {
+			return err
+		}
+		e.record(ctx, slog.LevelWarn, journal.SessionIDAmbiguous, r.Key, "session", a.Session, "candidates", strings.Join(a.Candidates, ","),
+			"reason", string(ReasonIDAmbiguous))
+		return nil
 	case ConfirmDelivery:
 		return e.confirmDelivery(ctx, r, a)
 	case DropDelivery:

@@ -373,6 +373,10 @@ type Status struct {
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
 	IDUnconfirmed bool `json:",omitempty"`
+	// AmbiguousIDs are the conversations, more than one, that last fitted
+	// the spawn of an id still to be learned: none was taken
+	// (session.id_ambiguous, journaled once for them).
+	AmbiguousIDs []string `json:",omitempty"`
 
 	// Host is the host whose executor wrote this status (every write sets
 	// it); "" for a status written before hosts were named. An item whose

@@ -24,6 +24,9 @@ type Screen struct {
 	// conversation that the live screen shows (harness.ResumeRefusal): a
 	// CLI may print it and stay up.
 	Refusal harness.Refusal
+	// Ready is true when the screen shows the harness's input box, empty
+	// and waiting (harness.ScreenReady).
+	Ready bool
 }
 
 // readScreen reads rec's pane with its adapter: the text it captured in an
@@ -50,7 +53,8 @@ func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snap
 		c = capture{text: text, at: now}
 	}
 	kept[pn.PaneID] = c
-	sc := Screen{Blocked: ad.Blocked(c.text), Refusal: harness.ResumeRefusal(ad, c.text, -1, rec.Status.HarnessSessionID)}
+	class, _ := ad.Screen(c.text)
+	sc := Screen{Blocked: ad.Blocked(c.text), Refusal: harness.ResumeRefusal(ad, c.text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
 	if l, ok := ad.Limit(c.text, now); ok {
 		sc.Limit = &l
 	}

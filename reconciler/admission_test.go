@@ -244,6 +244,15 @@ func TestAdmission(t *testing.T) {
 		{"a_crashed_agent_waiting_for_a_start_holds_its_slot", newHost().add(1, probing(), "alive").add(2, run, "dead").
 			add(3, desired.Status{}, "", event(3, ago(time.Minute))), caps(2, 1),
 			map[int]string{1: "wait probing", 2: "record_exit BackingOff; wait starts_in_flight", 3: "queue 1 capacity enter"}},
+		// Issue 21, case 12: a spawn whose screen waits for a person has
+		// started; it holds no start (others waited 66 s and 108 s behind
+		// one trust dialog), and keeps its slot.
+		{"a_blocked_spawn_holds_no_start", newHost().add(1, with(probing(), func(s *desired.Status) { s.Blocked = harness.BlockWorkspaceTrust }), "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), caps(0, 1),
+			map[int]string{1: "wait probing", 2: "fresh_spawn new_event"}},
+		{"a_blocked_spawn_keeps_its_slot", newHost().add(1, with(probing(), func(s *desired.Status) { s.Blocked = harness.BlockWorkspaceTrust }), "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), caps(1, 1),
+			map[int]string{1: "wait probing", 2: "queue 1 capacity enter"}},
 		{"a_resume_that_failed_falls_back_whatever_the_starts", newHost().add(1, probing(), "alive").add(2, spawning(desired.SpawnResume), "dead", ev1).refused(2),
 			caps(1, 1),
 			map[int]string{1: "wait probing", 2: "record_exit Exited; fresh_spawn resume_failed"}},

@@ -187,14 +187,20 @@ func (it itemPlan) markBlocked() []actions.Action {
 
 // needsScreen reports whether a pass reads rec's screen (and the latest
 // turn of its transcript): an open item whose harness runs in its pane
-// and that is being spawned, runs or waits on a usage limit. Only a live
-// agent shows a block or a limit; a dead pane keeps its last frame.
+// and that is being spawned, runs, waits on a usage limit, or needs
+// attention because its spawn's boot prompt was never seen (a dialog held
+// it: awaitingBoot), whose screen says when a person answered it. Only a
+// live agent shows a block or a limit; a dead pane keeps its last frame.
 func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
 	}
 	switch rec.Status.Phase {
 	case desired.PhaseSpawning, desired.PhaseRunning, desired.PhaseRateLimited:
+	case desired.PhaseNeedsAttention:
+		if !awaitingBoot(rec.Status) {
+			return false
+		}
 	default:
 		return false
 	}

@@ -163,31 +163,55 @@ func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Actio
 // learn makes the conversation the harness started for r's current spawn
 // r's conversation, when the harness cannot pin its id (Codex) and the id
 // is unconfirmed: among the conversations the harness started in the
-// item's workdir since the spawn (observed.Observation.Started, oldest
-// first), the first whose first user message ends with the item's
-// desired.AgentBrief, which the executor appends to every fresh spawn's
-// boot prompt and no payload text can follow, and whose id no record
-// names (claimed). It plans a FollowSession from no id to that one and a
-// Wait of a poll period: the pass read no transcript for an id it did not
-// know, so the next one plans on it. nil when there is nothing to learn.
+// item's workdir since the spawn (observed.Observation.Started), the one
+// that fits it (startedBy): its first user message holds the spawn's boot
+// line, and its id no record names (claimed). Exactly one must fit: it
+// plans a FollowSession from no id to that one and a Wait of a poll
+// period (the pass read no transcript for an id it did not know, so the
+// next one plans on it). Two or more are never settled by a guess: an
+// Ambiguous journals them once, and the id stays unknown. nil when there
+// is nothing to learn.
 func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string]bool) []actions.Action {
 	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
 	if !st.IDUnconfirmed || !caps.LearnsSessionID {
 		return nil
 	}
-	brief := desired.AgentBrief(r.Key)
+	var fits []string
 	for _, s := range obs.Started[r.Key] {
-		if s.At.Before(st.SpawnedAt.Truncate(time.Millisecond)) || claimed[s.ID] || !caps.AcceptsSessionID(s.ID) ||
-			!strings.HasSuffix(strings.TrimSpace(s.First), brief) {
-			continue
-		}
-		session := desired.SessionName(r.Key)
-		return []actions.Action{
-			actions.FollowSession{Key: r.Key, Session: session, To: s.ID, Source: actions.SourceRollout},
-			actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonSessionLearned},
+		if !claimed[s.ID] && caps.AcceptsSessionID(s.ID) && startedBy(s, r) {
+			fits = append(fits, s.ID)
 		}
 	}
+	session := desired.SessionName(r.Key)
+	switch {
+	case len(fits) == 1:
+		return []actions.Action{
+			actions.FollowSession{Key: r.Key, Session: session, To: fits[0], Source: actions.SourceRollout},
+			actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonSessionLearned},
+		}
+	case len(fits) > 1 && !slices.Equal(fits, st.AmbiguousIDs):
+		return []actions.Action{actions.Ambiguous{Key: r.Key, Session: session, Candidates: fits}}
+	}
 	return nil
+}
+
+// startedBy reports whether the conversation s was started by r's current
+// spawn: its first user message ends with r's desired.AgentBrief, which
+// the executor appends to every fresh spawn's boot prompt and no payload
+// text can follow, and holds the spawn's boot line
+// (desired.BootLine(Status.BootID)), which names this spawn and no other;
+// a spawn recorded before boot ids is told by the time instead (started
+// at or after it).
+func startedBy(s harness.Started, r desired.Record) bool {
+	st := r.Status
+	first := strings.TrimSpace(s.First)
+	if !strings.HasSuffix(first, desired.AgentBrief(r.Key)) {
+		return false
+	}
+	if st.BootID == "" {
+		return !s.At.Before(st.SpawnedAt.Truncate(time.Millisecond))
+	}
+	return strings.Contains(first, desired.BootLine(st.BootID))
 }
 
 // claimedIDs returns every conversation id records name: recorded,
@@ -258,7 +282,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 // the event again. An operator may have let a boot prompt stuck behind a
 // dialog through by hand, or the daemon may have died between a send and
 // its record. The paste in flight and the boot prompt of a spawn being
-// probed are left to their own confirmation. An open item whose
+// probed are left to their own confirmation (landed). An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
 func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
@@ -275,7 +299,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 	var pending []desired.Delivery
 	for _, d := range r.Pending {
 		inFlight := d.ID == st.SendingDeliveryID || (d.ID == st.SpawnDeliveryID && st.Phase == desired.PhaseSpawning)
-		if inFlight || !frames[d.ID].Whole {
+		if inFlight || !reached(obs, r.Key, d.ID) {
 			pending = append(pending, d)
 			continue
 		}
@@ -442,6 +466,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		// Its next event resumes it, through admission.
 		phase = desired.PhaseIdle
 	case desired.PhaseNeedsAttention:
+		if resumed := it.unblocked(); resumed != nil {
+			return resumed
+		}
 		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 || it.st.Reason == string(actions.ReasonDeliveryStorm) {
 			// A delivery storm ends only with loopd release: a new event
 			// is more of the storm.
@@ -546,6 +573,28 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// unblocked plans the return to Running of an item that needs attention
+// because its spawn's boot prompt was never seen (awaitingBoot: a dialog
+// held it past the confirm timeout), once a person answered the dialog:
+// its harness runs in its pane, and the boot prompt is in the
+// conversation or the screen shows the input box, ready, with nothing
+// blocking it. The boot prompt's event is delivered when it landed
+// (landed), else it is pending again and pasted as any other, after the
+// conversation is looked in (checkConversation): exactly once. nil when
+// the item stays.
+func (it itemPlan) unblocked() []actions.Action {
+	if !awaitingBoot(it.st) || !it.pane.alive || it.foreign || it.process {
+		return nil
+	}
+	booted, _ := it.booted()
+	sc, read := it.obs.Screens[it.r.Key]
+	if !booted && (!read || !sc.Ready || sc.Blocked != "") {
+		return nil
+	}
+	landed, _ := it.landed()
+	return append([]actions.Action{it.markRunning(booted, landed, actions.ReasonUnblocked)}, it.deliver(landed)...)
 }
 
 // choosing reports whether the agent's screen shows a chooser instead of

@@ -83,6 +83,7 @@ var names = []Name{
 	SessionFollowed,
 	SessionForeign,
 	SessionGroupKilled,
+	SessionIDAmbiguous,
 	SessionLimitMenuAnswered,
 	SessionMoved,
 	SessionNeedsAttention,
