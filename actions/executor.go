@@ -394,7 +394,7 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
 	s.Replay -= len(brief) + 2 + len(desired.BootLine(uuid.Nil.String())) + 2 + desired.InstructionsSize(a.Instructions)
-	prompt, err := e.withReplay(ctx, r, s)
+	prompt, replayed, left, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
 	}
@@ -411,14 +411,37 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		// Otherwise the harness chooses the id, and the next passes learn it.
 		id = e.NewID()
 	}
+	replaced := replacement(r.Status, a, replayed, left)
 	if a.Runner != "" {
 		argv, stdin, err := headlessArgv(ad, id, prompt, false)
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, replaced, argv, stdin, ad)
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, ad.FreshArgv(id, prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, replaced, ad.FreshArgv(id, prompt), nil, ad)
+}
+
+// replacement returns what the fresh spawn a records of the conversation
+// it replaces (desired.Status.Replaced, which TalkRule posts one notice
+// for), given st, the status before it, and the events it replays
+// (replayed, and left out for length): nil for a fresh spawn that replaces
+// none (the item's first, or one whose resume was opted out). A fresh
+// spawn that replaces a conversation that never ran, a replacement whose
+// transcript never came (its own spawn died before its prompt), carries
+// that replacement on: it is the same conversation lost.
+func replacement(st desired.Status, a FreshSpawn, replayed, left int) *desired.Replacement {
+	why := a.ResumeFailed
+	if why == "" && a.Reason == ReasonReleased {
+		why = ReasonReleased
+	}
+	if why == "" || !st.HadConversation() {
+		return nil
+	}
+	if prev := st.Replaced; prev != nil && why == ResumeTranscriptMissing && st.SpawnMode == desired.SpawnFresh && st.ConfirmedSessionID == "" {
+		return prev
+	}
+	return &desired.Replacement{From: st.HarnessSessionID, Why: string(why), Event: a.DeliveryID, Replayed: replayed, Left: left}
 }
 
 // newBootID mints the boot id of a spawn (desired.Status.BootID): random,
@@ -453,20 +476,21 @@ func (e *Executor) prompt(ctx context.Context, r *desired.Record, id string) (st
 }
 
 // withReplay returns s's prompt followed by the replay of the item's
-// history (desired.Replay) within s.Replay bytes, when s asks for one.
-func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (string, error) {
+// history (desired.Replay) within s.Replay bytes, when s asks for one, and
+// how many events it replays and leaves out for length.
+func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (prompt string, replayed, left int, err error) {
 	if s.Replay <= 0 {
-		return s.Prompt, nil
+		return s.Prompt, 0, 0, nil
 	}
 	history, err := e.Store.History(ctx, r.Key, desired.ReplayLatest)
 	if err != nil {
-		return "", err // the store names the operation and the item
+		return "", 0, 0, err // the store names the operation and the item
 	}
-	replay := desired.Replay(history, s.Replay-2)
+	replay, n := desired.Replay(history, s.Replay-2)
 	if replay == "" {
-		return s.Prompt, nil
+		return s.Prompt, 0, len(history), nil
 	}
-	return s.Prompt + "\n\n" + replay, nil
+	return s.Prompt + "\n\n" + replay, n, len(history) - n, nil
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
@@ -484,9 +508,9 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, nil, argv, stdin, ad)
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, ad.ResumeArgv(a.ResumeID, prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, nil, ad.ResumeArgv(a.ResumeID, prompt), nil, ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
@@ -494,9 +518,12 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // killed before new-session returns finds the spawn unfinished and redoes it
 // instead of mistaking the old dead pane for the new one. A spawn of the
 // process runner (s.Runner) records its run's id with the intent and
-// starts the run (startRun) instead of a pane, with stdin.
-func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id, boot string, argv []string, stdin []byte, ad harness.Adapter) error {
+// starts the run (startRun) instead of a pane, with stdin. replaced is the
+// conversation a fresh spawn replaces (replacement), nil for none.
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id, boot string, replaced *desired.Replacement,
+	argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, boot, e.Now())
+	st.Replaced = replaced
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by

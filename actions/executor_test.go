@@ -770,3 +770,59 @@ func TestBlockNotHeadlessIsADispatchFailure(t *testing.T) {
 	assert.Equal(t, []string{string(journal.DispatchFailed)}, r.events(t), "logged once")
 	assert.Contains(t, r.log.String(), "has no headless form")
 }
+
+// TestFreshSpawnThatReplacesAConversationNotifiesOnce: a fresh spawn that
+// replaces the conversation an item was in records why and what the new
+// one was given (desired.Status.Replaced), and the outbox gets one notice
+// (issue 21, case 10); the spawn redone after it never ran (its transcript
+// missing, resume_failed reason=transcript_missing) is the same
+// replacement and queues none; a fresh spawn that replaces nothing (the
+// item's first) queues none either.
+func TestFreshSpawnThatReplacesAConversationNotifiesOnce(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.exec.Talk = func(desired.Record) desired.Talk {
+		return desired.Talk{Notify: true, Host: "build-1", Socket: "loopd-test"}
+	}
+	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
+	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	notices := func() []desired.Call {
+		calls, err := r.store.Calls(ctx, desired.CallFilter{WorkItem: r.key.String()})
+		require.NoError(t, err)
+		return slices.DeleteFunc(calls, func(c desired.Call) bool { return c.Kind != desired.CallNotify })
+	}
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Nil(t, r.get(t).Status.Replaced, "the first conversation replaces none")
+	assert.Empty(t, notices())
+
+	old := r.get(t).Status.HarnessSessionID
+	rec = r.get(t)
+	s := r.spawn(rec, rec.Pending[0])
+	s.Respawn, s.Reason = true, actions.ReasonResumeFailed
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: s, ResumeFailed: actions.ResumeNotResumable, AttemptedID: old}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	st := r.get(t).Status
+	require.NotNil(t, st.Replaced)
+	assert.Equal(t, desired.Replacement{From: old, Why: "not_resumable", Event: "d-1"}, *st.Replaced)
+	got := notices()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Body, "the harness said it cannot resume the last one (`not_resumable`, conversation `"+old+"`)")
+	assert.Contains(t, got[0].Body, "was given event d-1")
+
+	// That spawn died before its prompt landed: the next one replaces a
+	// conversation that never ran.
+	rec = r.get(t)
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: s, ResumeFailed: actions.ResumeTranscriptMissing,
+		AttemptedID: rec.Status.HarnessSessionID}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, desired.Replacement{From: old, Why: "not_resumable", Event: "d-1"}, *r.get(t).Status.Replaced)
+	assert.Len(t, notices(), 1, "one notice for one conversation replaced")
+
+	// A resume clears it.
+	rec = r.get(t)
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Nil(t, r.get(t).Status.Replaced)
+}

@@ -373,6 +373,12 @@ type Status struct {
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
 	IDUnconfirmed bool `json:",omitempty"`
+	// Replaced, from a fresh spawn that replaced the conversation the item
+	// was in (one the harness could not resume, one the crash-loop rules
+	// retired, release --fresh) until the next resume, says which, why,
+	// and what the new conversation was given: one notice on the item
+	// tells it (TalkRule).
+	Replaced *Replacement `json:",omitempty"`
 	// AmbiguousIDs are the conversations, more than one, that last fitted
 	// the spawn of an id still to be learned: none was taken
 	// (session.id_ambiguous, journaled once for them).
@@ -393,6 +399,24 @@ type Status struct {
 	// missing again on the same id is then not restored again: the item
 	// starts fresh (reconciler, restoreFirst), never loops.
 	RestoredID string `json:",omitempty"`
+}
+
+// Replacement is a new conversation that replaced the one an item was in,
+// as its fresh spawn recorded it (Status.Replaced).
+type Replacement struct {
+	// From is the conversation replaced; "" when its id was never
+	// learned (a Codex agent that died before loopd learned it).
+	From string
+	// Why is the reason: the resume_failed reason of the fresh spawn
+	// (not_resumable, transcript_missing, crash_loop, …) or "released"
+	// for loopd release --fresh.
+	Why string
+	// Event is the delivery the new conversation booted with, "" for
+	// loopd's own prompt (a nudge that says why it is new).
+	Event string
+	// Replayed is how many of the item's earlier events it was given
+	// again (Replay), Left how many were left out for length.
+	Replayed, Left int
 }
 
 // NeedsHuman returns why the item waits for a human: the reason of

@@ -120,7 +120,11 @@ func TestPlanBringsBackASpawnAPersonUnblocked(t *testing.T) {
 		{"its_input_box_ready_without_the_prompt", stuck(actions.ReasonSpawnUnconfirmed),
 			screen(seen(obs(alive(), noScript), "d-1", harness.Found{}), observed.Screen{Ready: true}),
 			[]actions.Action{mark(false, ""), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
-		{"a_resume_too", func() desired.Status { st := stuck(actions.ReasonUnconfirmed); st.SpawnMode = desired.SpawnResume; return st }(),
+		{"a_resume_too", func() desired.Status {
+			st := stuck(actions.ReasonUnconfirmed)
+			st.SpawnMode = desired.SpawnResume
+			return st
+		}(),
 			screen(bootSeen(obs(alive(), transcript)), observed.Screen{}),
 			[]actions.Action{confirmed, func() actions.MarkRunning { m := mark(true, ""); m.Mode = desired.SpawnResume; return m }(),
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2"}}},
