@@ -193,14 +193,14 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	return res, nil
 }
 
-// hosted returns p with this host's part of it: its name, its lease
-// clock's verdict as of now, its drain flag, and the items whose agents
+// hosted returns p with this host's part of it: its name, whether it may
+// act on its items as of now (Hosting.Valid), its drain flag, and the items whose agents
 // it stopped itself. A dry run, which
 // heartbeats nothing, plans the items whose lease names this host as if
 // its clock were valid.
 func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
 	if h := r.Hosting; h != nil {
-		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Clock.Valid() || dryRun, h.Draining()
+		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Valid() || dryRun, h.Draining()
 		if r.Executor != nil {
 			p.Relinquished = r.Executor.Relinquished()
 		}
@@ -214,7 +214,7 @@ func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
 // is written (Relinquish). A clock never renewed stops nothing.
 func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
 	h := r.Hosting
-	if h == nil || dryRun || !h.Clock.Renewed() || h.Clock.Valid() || len(r.last) == 0 {
+	if h == nil || dryRun || !h.Clock.Renewed() || h.Valid() || len(r.last) == 0 {
 		return
 	}
 	now := r.Now()
