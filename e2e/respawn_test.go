@@ -74,7 +74,7 @@ func TestRespawnResumeFailure(t *testing.T) {
 
 			failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
 			if assert.Len(t, failed, 1) {
-				assert.Equal(t, "pane_died", failed[0].Attrs["reason"])
+				assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 				assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
 				assert.Equal(t, "claude-code", failed[0].Attrs["harness"])
 			}
@@ -349,11 +349,14 @@ func TestRespawnCrashDetectedFast(t *testing.T) {
 // child. A shell can never be a harness's processName, so the test runs it
 // under a copy of /bin/sh named agent-sh (the interpreter on the first line).
 const detachScript = `#!INTERPRETER
-# Started as "agent --session-id|--resume <id> …": write the transcript line
-# Claude Code writes for a prompt, so each spawn is confirmed.
+# Started as "agent --session-id|--resume <id> … -- <prompt>": write the
+# transcript line Claude Code writes for its prompt, so each spawn is
+# confirmed (its boot prompt is in the conversation).
 dir="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"
 mkdir -p "$dir"
-printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$1" >>"$dir/$2.jsonl"
+for prompt; do :; done
+text=$(printf '%s' "$prompt" | sed 's/\\/\\\\/g; s/"/\\"/g; s/	/\\t/g' | awk '{printf "%s%s", (NR>1 ? "\\n" : ""), $0}')
+printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$text" >>"$dir/$2.jsonl"
 [ -e "$0.ran" ] && { sleep 600; exit 0; }
 : >"$0.ran"
 trap '' HUP
