@@ -52,7 +52,7 @@ var (
 	// failure is recorded in the status (the phase the planner chose for
 	// it) and the item's spawn is skipped.
 	ErrWorkspaceFailed = errors.New("workspace failed")
-	// ErrWorkspacePreparing means the item's worktree is being made by a
+	// ErrWorkspacePreparing means the item's clone is being made by a
 	// worker outside the pass: the item's spawn waits for its outcome, which
 	// wakes a pass (Executor.Wake). Not a failure.
 	ErrWorkspacePreparing = errors.New("workspace being prepared")
@@ -65,7 +65,7 @@ const outcomeWriteTimeout = 5 * time.Second
 
 // Executor carries out planned actions against tmux and writes each result
 // back to the store as a status transition. Execute is not safe for
-// concurrent use; the reconcile lock serialises passes. A worktree is made
+// concurrent use; the reconcile lock serialises passes. A clone is made
 // outside the pass, by a goroutine per item (git is serialised per mirror
 // by workspace.Manager), which records its outcome under the reconcile
 // lock and then calls Wake; WaitWorkspaces waits for those goroutines.
@@ -98,7 +98,7 @@ type Executor struct {
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
-	// Workspaces makes and removes the git worktrees of routes with a
+	// Workspaces makes, repairs and removes the git clones of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
 	// Runs starts, reads and stops the runs of the process runner
@@ -985,6 +985,10 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	}
 	kv := append([]any{"session", a.Session}, a.exitAttrs()...)
 	kv = append(kv, "clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures)
+	if a.Phase == desired.PhaseBackingOff && !a.NextAttempt.IsZero() {
+		// When the restart comes, and the backoff it waits.
+		kv = append(kv, "delay", a.Delay, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+	}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
@@ -1064,7 +1068,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 }
 
 // prepareWorkspace makes the item's workdir. A plain directory is made at
-// once (mkdir -p). A git worktree (workspace.Manager.Prepare) is never made
+// once (mkdir -p). A git clone (workspace.Manager.Prepare) is never made
 // inside the pass, whose reconcile lock every other item waits on while a
 // remote stalls: the item goes to Preparing (Status.PrepareStarted, the
 // reason, workspace.preparing) and a worker makes it under ctx, the
@@ -1103,7 +1107,7 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 	return fmt.Errorf("prepare %s: %w", r.Key, ErrWorkspacePreparing)
 }
 
-// prepareInWorker makes the worktree of a and records the outcome on k's
+// prepareInWorker makes the clone of a and records the outcome on k's
 // status, under the reconcile lock, when that status is still the
 // Preparing one of started; then it wakes a pass. The outcome is written
 // with a context that outlives ctx (outcomeWriteTimeout): a stopping
@@ -1128,7 +1132,7 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	unlock, lerr := e.Store.Lock(wctx)
 	if lerr != nil {
 		// The status still says Preparing, with no worker: the next pass
-		// prepares again (workspace_interrupted), and finds the worktree.
+		// prepares again (workspace_interrupted), and finds the clone.
 		fail(errors.Join(err, lerr))
 		return
 	}
@@ -1223,7 +1227,10 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 	kv := []any{"cwd", res.Dir, "reason", string(a.Reason)}
 	if a.Checkout != nil {
 		kv = append(kv, "url", workspace.Mask(a.Checkout.URL), "branch", res.Branch, "commit", res.Commit,
-			"existing", res.Existing, "repaired", res.Repaired)
+			journal.KeyExisting, res.Existing, journal.KeyRepaired, res.Repaired, journal.KeyMigrated, res.Migrated)
+		if len(res.Repairs) > 0 {
+			kv = append(kv, journal.KeyRepairs, strings.Join(res.Repairs, "; "))
+		}
 	}
 	e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, kv...)
 	return nil
@@ -1232,7 +1239,7 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 // workspaceInterrupted records a preparation cut short by a stopping
 // daemon: not a failure of the workspace, so no failure is counted and no
 // backoff set; the item goes Idle and the next start prepares again at
-// once (repairing a half-made worktree).
+// once (repairing what it left).
 func (e *Executor) workspaceInterrupted(ctx context.Context, r *desired.Record, a PrepareWorkspace, cause error) error {
 	st := r.Status
 	st.Phase, st.Reason, st.PrepareStarted = desired.PhaseIdle, string(ReasonWorkspaceInterrupted), time.Time{}
@@ -1282,9 +1289,9 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 	return fmt.Errorf("%w: %s: %s", ErrWorkspaceFailed, r.Key, workspace.Mask(cause.Error()))
 }
 
-// removeWorkspace removes a closed item's worktree when it is clean, or
+// removeWorkspace removes a closed item's clone when it is clean, or
 // keeps it and journals why (workspace.kept); the status records either,
-// so the close is done with the worktree once.
+// so the close is done with the clone once.
 func (e *Executor) removeWorkspace(ctx context.Context, r *desired.Record, a RemoveWorkspace) error {
 	kept, err := "", error(nil)
 	if e.Workspaces == nil {

@@ -679,7 +679,10 @@ func TestWorkspacePreparedOutcome(t *testing.T) {
 	unlock()
 	r.exec.WaitWorkspaces()
 	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
-	assert.Len(t, r.named(t, journal.WorkspacePrepared), 1)
+	// The outcome is only journaled, with the phase that stayed.
+	prepared := r.named(t, journal.WorkspacePrepared)
+	require.Len(t, prepared, 2)
+	assert.Equal(t, string(desired.PhaseStopped), prepared[1].Attrs["phase"])
 }
 
 // TestDropDeliveryTakesItOutForGood: a dropped delivery is no longer

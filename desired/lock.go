@@ -17,37 +17,103 @@ const lockPoll = 50 * time.Millisecond
 // LockFile takes an exclusive flock(2) on the file at path, creating it
 // (mode 0600) when missing, and retries every lockPoll until ctx ends; the
 // error then wraps ErrLocked and ctx's cause. A free lock is taken even when
-// ctx has already ended.
+// ctx has already ended. unlock releases it and leaves the file (TakeLock
+// returns a lock that can remove it).
 //
 // Each call opens its own file description, and flock(2) locks belong to the
 // open file description (flock(2), "NOTES"), so a second caller in the same
 // process is excluded exactly like another process. Closing the descriptor
 // releases the lock, and the kernel does it when the process dies, so a
-// killed daemon never leaves a stale lock. The file itself is never removed:
-// removing it would let two holders lock two different inodes.
+// killed daemon never leaves a stale lock.
 func LockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	l, err := TakeLock(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	fd := int(f.Fd())
+	return l.Unlock, nil
+}
+
+// FileLock is an exclusive flock(2) held on the file at a path (TakeLock).
+type FileLock struct {
+	f    *os.File
+	path string
+	once sync.Once
+}
+
+// TakeLock takes the lock as LockFile does and returns it held. A lock
+// file may be removed by its holder (Remove): a locker that was waiting on
+// the removed file finds, once it holds the lock, that the path no longer
+// names the file it locked, and starts over on the path, so that two
+// holders never lock two files of one path. It returns what LockFile
+// returns.
+func TakeLock(ctx context.Context, path string) (*FileLock, error) {
 	tick := time.NewTicker(lockPoll)
 	defer tick.Stop()
 	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		held, err := flockOrWait(ctx, f, tick.C)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if held && sameFile(f, path) {
+			return &FileLock{f: f, path: path}, nil
+		}
+		// Its holder removed it while this one waited: the path names
+		// another file, or none.
+		f.Close()
+	}
+}
+
+// flockOrWait takes the flock on f, retrying on each tick until ctx ends:
+// the error then wraps ErrLocked and ctx's cause. It reports true once held.
+func flockOrWait(ctx context.Context, f *os.File, tick <-chan time.Time) (bool, error) {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			var once sync.Once
-			return func() { once.Do(func() { f.Close() }) }, nil
+			return true, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("flock: %w", err)
+			return false, fmt.Errorf("flock: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("%w: %w", ErrLocked, context.Cause(ctx))
-		case <-tick.C:
+			return false, fmt.Errorf("%w: %w", ErrLocked, context.Cause(ctx))
+		case <-tick:
 		}
 	}
+}
+
+// sameFile reports whether path names the file f has open (its device
+// and inode).
+func sameFile(f *os.File, path string) bool {
+	open, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	named, err := os.Stat(path)
+	return err == nil && os.SameFile(open, named)
+}
+
+// Unlock releases the lock and leaves the file. A second call does nothing.
+func (l *FileLock) Unlock() { l.once.Do(func() { l.f.Close() }) }
+
+// Remove removes the lock file, while the lock is still held, and then
+// releases it: lockers waiting on it start over on a new file (TakeLock).
+// It removes nothing when the path names another file than the one locked
+// or the lock was released already; the error is the removal's.
+func (l *FileLock) Remove() error {
+	var err error
+	l.once.Do(func() {
+		defer l.f.Close()
+		if sameFile(l.f, l.path) {
+			if err = os.Remove(l.path); errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+		}
+	})
+	return err
 }

@@ -3,7 +3,9 @@ package desired
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,13 +248,17 @@ var (
 
 // OpenSQLite opens (creating when missing) the store at path, a file name,
 // and migrates its schema to the current version. The directory of path is
-// created with mode 0700 when missing. The reconcile lock (Lock) is the file
-// path+".lock". path must not contain '?'.
+// created with mode 0700 when missing. The store's files are its owner's
+// alone (privateFiles). The reconcile lock (Lock) is the file path+".lock".
+// path must not contain '?'.
 func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	if strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlite open %s: path must not contain '?'", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
+	}
+	if err := privateFiles(path); err != nil {
 		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", path+"?"+sqliteParams)
@@ -293,6 +299,45 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		}
 	}
 	return s, nil
+}
+
+// sqliteFiles are the suffixes of the files of the store at a path: the
+// database, its write-ahead log and shared-memory index (WAL mode), and
+// the reconcile lock.
+var sqliteFiles = []string{"", "-wal", "-shm", ".lock"}
+
+// privateFiles makes the store at path readable and writable by its owner
+// alone: the database file is created with mode 0600 when missing, so that
+// SQLite, which makes the -wal and -shm files with the database file's
+// mode (its unix VFS, findCreateFileMode and unixOpenSharedMemory), makes
+// them 0600 too; each of the store's files that exists with more is
+// tightened to 0600. The store holds every event's text and the
+// transcripts copied between hosts.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		if err := f.Close(); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return err
+	}
+	for _, suffix := range sqliteFiles {
+		st, err := os.Stat(path + suffix)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path+suffix, st.Mode().Perm()&0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // incrementalVacuum puts the file in auto_vacuum INCREMENTAL mode

@@ -161,6 +161,40 @@ func lockHolder(path string) {
 	os.Exit(0)
 }
 
+// TestSQLiteFilesArePrivate: the store's files (the database, its -wal
+// and -shm, the reconcile lock) are readable by their owner alone, made so
+// and, for a store made before, tightened so at the next open.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state", "loopd.db")
+	use := func() {
+		s, err := OpenSQLite(ctx, path)
+		require.NoError(t, err)
+		_, err = s.Ingest(ctx, comment(keyAPI, "d-"+strconv.Itoa(int(time.Now().UnixNano())), t0))
+		require.NoError(t, err)
+		unlock, err := s.Lock(ctx)
+		require.NoError(t, err)
+		unlock()
+		// Checked while the store is open, so that -wal and -shm exist.
+		for _, suffix := range sqliteFiles {
+			st, err := os.Stat(path + suffix)
+			require.NoError(t, err, suffix)
+			assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "loopd.db%s", suffix)
+		}
+		require.NoError(t, s.Close())
+	}
+	use()
+
+	// A store left readable by others (before this rule, the database was
+	// made with the umask's 0644).
+	for _, suffix := range sqliteFiles {
+		if _, err := os.Stat(path + suffix); err == nil {
+			require.NoError(t, os.Chmod(path+suffix, 0o644))
+		}
+	}
+	use()
+}
+
 func TestHandEditedSpecRefused(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()

@@ -32,7 +32,7 @@ func TestPlanImplicatesAConversationByItsOwnDeaths(t *testing.T) {
 	}
 	retired := func() actions.RecordExit {
 		e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
-		e.ChurnFailures, e.Retire, e.Words, e.NextAttempt = 0, RetiredFastFailures, boom, t0.Add(4*time.Second)
+		e.ChurnFailures, e.Retire, e.Words, e.NextAttempt, e.Delay = 0, RetiredFastFailures, boom, t0.Add(4*time.Second), 4*time.Second
 		return e
 	}
 	tests := []struct {
@@ -46,17 +46,17 @@ func TestPlanImplicatesAConversationByItsOwnDeaths(t *testing.T) {
 		{"a_death_with_other_last_words_starts_a_new_streak", loop(boom), said(obs(dead(1), transcript), "Error: ENOSPC"),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 3, 1, actions.ReasonCrash)
-				e.Words, e.NextAttempt = "Error: ENOSPC", t0.Add(4*time.Second)
+				e.Words, e.NextAttempt, e.Delay = "Error: ENOSPC", t0.Add(4*time.Second), 4*time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"a_kill_from_outside_is_held_against_nothing", loop(boom), obs(killedBy(9), transcript),
 			[]actions.Action{actions.RecordExit{Key: key, Session: sess, Signal: 9, Phase: desired.PhaseBackingOff, Failures: 3, FastFailures: 2, ChurnFailures: 2,
-				NextAttempt: t0.Add(4 * time.Second), PaneID: "%1", Reason: actions.ReasonCrash},
+				NextAttempt: t0.Add(4 * time.Second), Delay: 4 * time.Second, PaneID: "%1", Reason: actions.ReasonCrash},
 				actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"a_cli_that_exits_on_sigterm_was_killed_too", loop(boom), said(obs(dead(143), transcript), ""),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(143, desired.PhaseBackingOff, 3, 2, actions.ReasonCrash)
-				e.ChurnFailures, e.NextAttempt = 2, t0.Add(4*time.Second)
+				e.ChurnFailures, e.NextAttempt, e.Delay = 2, t0.Add(4*time.Second), 4*time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 	}

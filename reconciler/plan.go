@@ -914,7 +914,7 @@ func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dea
 		if !dead {
 			return []actions.Action{give}
 		}
-		exit.Phase, exit.Reason = desired.PhaseNeedsAttention, actions.ReasonConversationInUse
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonConversationInUse
 		return []actions.Action{exit, give}
 	}
 	exit.Phase, exit.Reason = desired.PhaseExited, actions.ReasonResumeFailed
@@ -975,16 +975,16 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	}
 	switch {
 	case d.Outcome == OutcomeGiveUp:
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonBudgetExhausted
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
 		// a death seen late (no daemon ran) may already have waited it out.
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restarts():
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
 		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":
@@ -993,8 +993,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		// self-heal the policy forbids, and a harness that dies in seconds
 		// would loop. The item needs attention; a new event earns one more
 		// attempt.
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: d.Reason}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, d.Reason
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	default:
 		exit.Phase = desired.PhaseExited
 		if len(it.pending) == 0 {
@@ -1017,8 +1017,9 @@ func ownExit(exit actions.RecordExit) bool {
 // spawn plans the spawn for st: a resume of the recorded id when the
 // decision table allows it, a fresh spawn otherwise. failed, when set, is why
 // a resume just failed; it forces fresh. The workspace comes first
-// (prepare): made before the item's first spawn, or the reason the spawn
-// cannot happen.
+// (prepare): made before the item's first spawn, repaired or made again
+// before a later one, or the reason the spawn cannot happen (a plain
+// workdir that is gone blocks it until it is back).
 func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
@@ -1034,7 +1035,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 		return pre
 	}
 	pre = append(it.reportMoved(w), pre...)
-	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
+	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && w.checkout == nil && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
 	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir)...)

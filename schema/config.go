@@ -207,12 +207,31 @@ type GHWebhook struct {
 	// serve shows at / on this listener (StatusPageOn); Load fills in
 	// true when absent. It takes effect at once on a reload.
 	StatusPage *bool `yaml:"statusPage" json:"statusPage"`
+	// AllowedHosts are host names, besides the listener's own, that a
+	// request to its pages (the status page, /metrics, /healthz, /readyz)
+	// may name in its Host (webhook.OwnHosts): a reverse proxy's public
+	// name, a name Prometheus scrapes by. Read on each request.
+	AllowedHosts []string `yaml:"allowedHosts" json:"allowedHosts"`
+	// MaxConnsPerAddress caps the connections open at once from one
+	// address (webhook.ServerLimits.MaxConnsPerAddress; ConnsPerAddress);
+	// 0 is no bound. Load fills in DefaultMaxConnsPerAddress when absent.
+	MaxConnsPerAddress *int `yaml:"maxConnsPerAddress" json:"maxConnsPerAddress"`
 }
 
 // StatusPageOn reports whether serve shows its status page: statusPage,
 // which Load fills in; unset (a config not filled in by Load) is the
 // default, true.
 func (w GHWebhook) StatusPageOn() bool { return boolValue(w.StatusPage, defaultStatusPage) }
+
+// ConnsPerAddress returns how many connections one address may hold open
+// at once (0: no bound): maxConnsPerAddress, which Load fills in; unset (a
+// config not filled in by Load) is the default, DefaultMaxConnsPerAddress.
+func (w GHWebhook) ConnsPerAddress() int {
+	if w.MaxConnsPerAddress == nil {
+		return DefaultMaxConnsPerAddress
+	}
+	return *w.MaxConnsPerAddress
+}
 
 // Routing maps repositories to harnesses and holds the soft policy.
 type Routing struct {

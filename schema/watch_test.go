@@ -246,7 +246,7 @@ func TestWatcherKeepsRestartOnlyFields(t *testing.T) {
 	stateDir := f.w.Current().StateDir
 
 	changed := strings.Replace(policyConfig("Never", "other"), "\nwebhooks:\n  ghWebhook:\n",
-		"\nstateDir: /elsewhere\nreconcile: {intervalSeconds: 3}\nwebhooks:\n  ghWebhook:\n    listen: 127.0.0.1:9999\n", 1)
+		"\nstateDir: /elsewhere\nreconcile: {intervalSeconds: 3}\nwebhooks:\n  ghWebhook:\n    listen: 127.0.0.1:9999\n    maxConnsPerAddress: 0\n", 1)
 	changed = strings.Replace(changed, "command: claude", "command: /opt/other/claude", 1)
 	require.NoError(t, os.WriteFile(f.path, []byte(changed), 0o600))
 	require.NoError(t, f.w.Reload())
@@ -257,11 +257,13 @@ func TestWatcherKeepsRestartOnlyFields(t *testing.T) {
 	assert.Equal(t, "loopd", cur.Tmux.Socket)
 	assert.Equal(t, "127.0.0.1:8787", cur.Webhooks.GHWebhook.Listen)
 	assert.Equal(t, 10, cur.Reconcile.IntervalSeconds)
+	assert.Equal(t, DefaultMaxConnsPerAddress, cur.Webhooks.GHWebhook.ConnsPerAddress(), "the listener's bounds are set at its start")
 	assert.Equal(t, "claude", cur.Harnesses["claude-code"].Command, "adapters are built once at start")
 	recs := f.log.records(t, "config.reloaded")
 	require.Len(t, recs, 1)
 	assert.Equal(t, "WARN", recs[0]["level"])
-	assert.Equal(t, []any{"stateDir", "tmux.socket", "reconcile.intervalSeconds", "webhooks.ghWebhook.listen", "harnesses"}, recs[0]["restart_required"])
+	assert.Equal(t, []any{"stateDir", "tmux.socket", "reconcile.intervalSeconds", "webhooks.ghWebhook.listen",
+		"webhooks.ghWebhook.maxConnsPerAddress", "harnesses"}, recs[0]["restart_required"])
 }
 
 func TestNewWatcherInvalid(t *testing.T) {

@@ -76,16 +76,31 @@ const storeLock = "loopd.lock"
 // openStore opens cfg's store: the SQLite file in cfg's state dir when
 // store.url is empty, the PostgreSQL database it names otherwise, with the
 // reconcile lock in the state dir (each host reconciles its own items; a
-// daemon and a cron pass of one host exclude each other). An error shows
-// the URL without its password (desired.RedactURL).
-func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
+// daemon and a cron pass of one host exclude each other). The state dir is
+// made, or tightened, first (privateStateDir); warn is told each mode it
+// tightened. An error shows the URL without its password
+// (desired.RedactURL).
+func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (desired.Store, error) {
+	changed, err := privateStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range changed {
+		warn(c)
+	}
 	if cfg.Store.URL == "" {
 		return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
 	return desired.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
+}
+
+// logTightened returns openStore's warn for a command that logs: each mode
+// tightened is a state_dir.tightened line.
+func logTightened(log *slog.Logger) func(tightened) {
+	return func(t tightened) {
+		log.Warn(string(journal.StateDirTightened), journal.KeyPath, t.path,
+			journal.KeyModeWas, fmt.Sprintf("%04o", t.was), journal.KeyModeNow, fmt.Sprintf("%04o", t.now))
+	}
 }
 
 // newApp opens the store and builds the tmux client and harness adapters
@@ -104,7 +119,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("launcher: %w", err)
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, logTightened(log))
 	if err != nil {
 		return nil, err
 	}

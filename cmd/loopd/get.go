@@ -91,7 +91,7 @@ func (g *globals) openStore(ctx context.Context) (*schema.Config, desired.Store,
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,11 +32,17 @@ func (g *globals) readStore(ctx context.Context) (*schema.Config, desired.Store,
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, store, nil
+}
+
+// warnTightened is openStore's warn for a command that does not log: a
+// warning line on its error writer.
+func (g *globals) warnTightened(t tightened) {
+	fmt.Fprintf(g.warnings(), "warning: state dir: %v\n", t)
 }
 
 // warnings returns where a command's warnings go: its error writer, or

@@ -65,6 +65,10 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return err
 	}
 	defer a.store.Close()
+	// What serve would refuse, a pass refuses too.
+	if err := checkSecretFiles(cfg, nil); err != nil {
+		return err
+	}
 	// On a shared store (PostgreSQL) a cron pass is no member: it runs
 	// beside this host's daemon, only on the items that daemon's live
 	// lease holds. With SQLite it is the fleet of one, as the daemon.

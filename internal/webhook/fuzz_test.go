@@ -193,6 +193,9 @@ func subsequence(want []rune, got string) bool {
 // allows, every invisible (Default_Ignorable) code point left in it is one
 // the keep rules allow there (sanitizing the output again changes
 // nothing), and every visible character of the input survives, in order.
+// A markdown body's output holds no link reference definition that GitHub
+// would hide: each was wrapped in its escape (for a body without controls,
+// whose removal can make a definition of text GitHub shows).
 func FuzzSanitize(f *testing.F) {
 	for _, s := range []string{
 		"plain text", "a\x1b[201~b\r\nc\x7f\u0085d\te", "zero\u200bwidth \u202eevil\u202c",
@@ -200,6 +203,7 @@ func FuzzSanitize(f *testing.F) {
 		"\U000E0072\U000E0075\U000E006E tags", "ک\u200cب क\u094d\u200dष", "≩\ufe00 ᠠ\u180b",
 		"<!-- hidden -->shown <!-- open\n\n> <!-- quoted -->\n`<!-- code -->`", "<!--> <!---> ⟦x⟧ <!-- ⟦y⟧ -->",
 		"\xff\xfe invalid", "<!-- unterminated\r\nrest",
+		"[//]: # (hidden)\n[x]: </u v> 'title\nover lines'\n> [q]: /q\n- [l]: /l \"a\\\\\"b\"\n\"t\" [y]: /v",
 	} {
 		f.Add(s)
 	}
@@ -230,6 +234,10 @@ func FuzzSanitize(f *testing.F) {
 			}
 			require.Equal(t, out, reveal(out), "%s: an invisible code point in %q is not one the keep rules allow there", fd.name, out)
 			require.True(t, subsequence(visibleRunes(fd.input(s)), out), "%s: a visible character of %q is missing from %q", fd.name, s, out)
+			if fd.name == "markdown" && journal.StripControls(fd.input(s), journal.NewlineOrTab) == fd.input(s) {
+				_, defs := hiddenMarkup(out)
+				require.Empty(t, defs, "a link reference definition of %q is not marked in %q", s, out)
+			}
 		}
 	})
 }
