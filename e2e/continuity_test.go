@@ -25,7 +25,9 @@ import (
 // conversation: the next event resumes it.
 func exitedAfterBoot(t *testing.T, e *env) string {
 	t.Helper()
-	old := exitedAfterBoot(t, e)
+	old := e.bootRunning(t)
+	e.exitCleanly(t, keyIssue)
+	e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
 	return old
 }
 
