@@ -7,7 +7,6 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/runner"
-	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Run is one run of the process runner as a pass sees it: running, or
@@ -49,7 +48,7 @@ func (o *Observer) readRuns(ctx context.Context, records []desired.Record, snap 
 			if f.Signal != 0 || !f.StatusKnown {
 				status = -1
 			}
-			r.Exit = Exit{Words: tmux.LastWords(out), Refusal: harness.ResumeRefusal(ad, out, status, rec.Status.HarnessSessionID)}
+			r.Exit = Exit{Words: lastWords(out), Refusal: harness.ResumeRefusal(ad, out, status, rec.Status.HarnessSessionID)}
 			if t, ok := ad.(harness.TurnFinder); ok && r.SessionID == "" && rec.Status.BootID != "" {
 				// A run cut short says nothing: the transcript that holds
 				// its boot line is the conversation its turn went into.

@@ -153,5 +153,13 @@ func (o *Observer) readExit(ctx context.Context, rec desired.Record, snap Snapsh
 	if pn.DeadSignal != 0 || !pn.StatusKnown {
 		status = -1
 	}
-	return Exit{Words: tmux.LastWords(tail), Refusal: harness.ResumeRefusal(ad, tail, status, rec.Status.HarnessSessionID)}, true
+	return Exit{Words: lastWords(tail), Refusal: harness.ResumeRefusal(ad, tail, status, rec.Status.HarnessSessionID)}, true
 }
+
+// maxLastWords bounds, in bytes, what an Exit keeps of a dead agent's last
+// line: the churn rule compares them, and the status keeps the last ones.
+const maxLastWords = 256
+
+// lastWords is the last line text shows its agent printed
+// (tmux.LastWords), cut to maxLastWords.
+func lastWords(text string) string { return journal.Clip(tmux.LastWords(text), maxLastWords) }
