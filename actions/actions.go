@@ -153,7 +153,7 @@ const (
 	// new conversation replaces one that is not lost.
 	ReasonConversationInUse Reason = "conversation_in_use"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
-	// delivery about to be sent or booted with (desired.Store.Prompt);
+	// delivery about to be sent or booted with (store.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
 	ReasonPromptUnreadable Reason = "prompt_unreadable"
 )
@@ -293,7 +293,7 @@ type Spawn struct {
 	// DeliveryID is the delivery carried as the boot prompt, "" for a
 	// self-heal nudge or when the event is too long for argv and will be
 	// pasted once the harness runs. The plan holds no prompt bodies: the
-	// executor reads the delivery's (desired.Store.Prompt).
+	// executor reads the delivery's (store.Store.Prompt).
 	DeliveryID string
 	// Prompt is the boot prompt loopd wrote itself (a nudge, a long
 	// event's header line, a limit reset), "" with a DeliveryID.
@@ -440,7 +440,7 @@ func (a ResumeSpawn) String() string { return Format(a) }
 // DeliverPrompt pastes a pending delivery into the live harness, once its
 // screen shows it is ready. The delivery stays pending until its id shows in
 // the transcript (ConfirmDelivery). The executor reads its prompt from the
-// store (desired.Store.Prompt) for the paste: the plan holds no bodies.
+// store (store.Store.Prompt) for the paste: the plan holds no bodies.
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
@@ -502,7 +502,7 @@ func (a ConfirmDelivery) String() string { return Format(a) }
 func (a DeliverPrompt) String() string { return Format(a) }
 
 // DropDelivery takes a pending delivery out for good, never sent
-// (desired.Store.Drop): a push (pull_request.synchronize) whose commit the
+// (store.Store.Drop): a push (pull_request.synchronize) whose commit the
 // item's workdir already holds is the agent's own (ReasonOwnPush).
 type DropDelivery struct {
 	Key        desired.Key

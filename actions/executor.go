@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/store"
 )
 
 // Sentinel errors of the executor, checked with errors.Is.
@@ -71,7 +72,7 @@ const outcomeWriteTimeout = 5 * time.Second
 // lock and then calls Wake; WaitWorkspaces waits for those goroutines.
 type Executor struct {
 	Tmux      tmux.Client
-	Store     desired.Store
+	Store     store.Store
 	Harnesses map[string]harness.Adapter
 	Journal   *journal.Recorder
 	Log       *slog.Logger
@@ -125,10 +126,10 @@ type Executor struct {
 	failedPrepares int
 
 	// Fleet, when set, is the store's lease side: every status write is
-	// fenced by the item's lease generation (desired.Fleet.FencedWrite),
+	// fenced by the item's lease generation (store.Fleet.FencedWrite),
 	// and a draining host releases its leases through it. nil writes
 	// unfenced (one host without leases).
-	Fleet desired.Fleet
+	Fleet store.Fleet
 	// Host is this host's name (host.name), stamped on every status write
 	// (desired.Status.Host); "" without leases.
 	Host string
@@ -192,7 +193,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				// local agent stops, nothing more is written, and the
 				// write is never retried. The next pass reads the lease.
 				reason := ReasonLeaseLapsed
-				if errors.Is(err, desired.ErrFenced) {
+				if errors.Is(err, store.ErrFenced) {
 					reason = ReasonFenced
 				}
 				e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
@@ -334,7 +335,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		st.Host = e.Host
 	}
 	st, calls := desired.TalkRule(*r, st, acked, talk)
-	if err := e.write(ctx, r, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
+	if err := e.write(ctx, r, store.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
 		return err
 	}
 	e.held(r.Key)

@@ -1149,7 +1149,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 // the delivery the previous spawn carried if it is still pending, else the
 // oldest pending delivery, else the re-orientation nudge. A delivery is
 // named by its id, with prompt "": the executor reads its body
-// (desired.Store.Prompt), the plan only knows its size and header line
+// (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
 func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string, size int) {

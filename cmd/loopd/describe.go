@@ -14,6 +14,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // describeEvents is how many of the item's latest journal events describe
@@ -34,20 +35,20 @@ events.`,
 		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cfg, store, err := g.readStore(ctx)
+			cfg, st, err := g.readStore(ctx)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			r, err := resolveItem(ctx, store, args[0])
+			defer st.Close()
+			r, err := resolveItem(ctx, st, args[0])
 			if err != nil {
 				return err
 			}
-			records, err := store.Records(ctx)
+			records, err := st.Records(ctx)
 			if err != nil {
 				return err
 			}
-			events, err := store.Events(ctx, desired.EventFilter{WorkItem: r.Key.String(), Limit: describeEvents})
+			events, err := st.Events(ctx, store.EventFilter{WorkItem: r.Key.String(), Limit: describeEvents})
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
@@ -41,7 +41,7 @@ func ownerOf(cfg *schema.Config) (tmux.Owner, error) {
 // The lock file lives as long as its server or its holder: unlock removes
 // it, still holding the lock, when no server runs on the socket
 // (tmux.ServerListening), and a loopd waiting for it then locks a new file
-// (desired.TakeLock). A server that stops while no loopd runs leaves the
+// (flock.Take). A server that stops while no loopd runs leaves the
 // file until the next loopd on its socket releases it.
 func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait time.Duration) (unlock func(), holder string, err error) {
 	socket, err := tmux.SocketPath(cfg.Tmux.Socket)
@@ -49,11 +49,11 @@ func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait 
 		return nil, "", fmt.Errorf("tmux socket %s: %w", cfg.Tmux.Socket, err)
 	}
 	path := socket + socketLockSuffix
-	// An ended ctx still gets one try (desired.LockFile).
+	// An ended ctx still gets one try (flock.Lock).
 	lockCtx, cancel := context.WithTimeout(ctx, wait)
-	lock, err := desired.TakeLock(lockCtx, path)
+	lock, err := flock.Take(lockCtx, path)
 	cancel()
-	if errors.Is(err, desired.ErrLocked) {
+	if errors.Is(err, flock.ErrLocked) {
 		b, _ := os.ReadFile(path)
 		holder = strings.TrimSpace(string(b))
 		named := holder

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // TestMain fails the run when a test leaves a tmux server or socket
@@ -29,7 +29,7 @@ func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	cfg := &schema.Config{StateDir: filepath.Join(t.TempDir(), "state")}
 	st, err := openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
-	assert.IsType(t, &desired.SQLite{}, st)
+	assert.IsType(t, &sqlstore.SQLite{}, st)
 	assert.FileExists(t, filepath.Join(cfg.StateDir, storeFile))
 	require.NoError(t, st.Close())
 
@@ -37,7 +37,7 @@ func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	st, err = openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
 	defer st.Close()
-	assert.IsType(t, &desired.Postgres{}, st)
+	assert.IsType(t, &sqlstore.Postgres{}, st)
 	unlock, err := st.Lock(ctx)
 	require.NoError(t, err)
 	unlock()

@@ -68,7 +68,7 @@ const (
 	KeyChurnFailures = "churn_failures" // consecutive churn failures
 	KeyRetire        = "retire"         // why the conversation id is retired: fast_failures or churn
 	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
-	KeyDelay         = "delay"          // the backoff the restart of an exit waits (session.exited)
+	KeyDelay         = "delay"          // the backoff before that spawn (a Go duration)
 	KeyUntil         = "until"          // when a wait ends (RFC 3339)
 	KeyGeneration    = "generation"     // the release generation carried out
 	KeyFields        = "fields"         // the status fields clock.bounded brought back

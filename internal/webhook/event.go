@@ -24,11 +24,11 @@ type change struct {
 	closed  *bool     // nil: the payload carries no open/closed state
 	stateAt time.Time // the issue's or pull request's updated_at
 	// snapshot is true when closed is the state the payload carried, not
-	// a close or reopen action (desired.Ingest.Snapshot).
+	// a close or reopen action (store.Ingest.Snapshot).
 	snapshot bool
 	prompt   *PromptInput
 	// headRef is a pull request's head branch when the head is in the
-	// same repository (desired.Ingest.HeadRef); "" for a fork or an issue.
+	// same repository (store.Ingest.HeadRef); "" for a fork or an issue.
 	headRef string
 	// source is what on GitHub the prompt came from, for the reaction that
 	// acknowledges it (desired.Delivery.Source); zero for none.
@@ -54,7 +54,7 @@ type change struct {
 	labels  []string
 	labeled string
 	// headSHA is a pull request's head commit as of stateAt, from a pull
-	// request payload (desired.Ingest.HeadSHA).
+	// request payload (store.Ingest.HeadSHA).
 	headSHA string
 	// commit is the commit the event is about (desired.Delivery.Commit):
 	// a push's new head, a CI failure's head.

@@ -25,6 +25,8 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 var testSecret = []byte("It's a Secret to Everybody")
@@ -86,7 +88,7 @@ func (b *lockedBuffer) String() string {
 // env is a handler over a real SQLite store behind a real HTTP server.
 type env struct {
 	srv      *httptest.Server
-	store    desired.Store
+	store    store.Store
 	cfg      atomic.Pointer[schema.GHWebhook]
 	triggers atomic.Int32
 	logs     *lockedBuffer
@@ -111,7 +113,7 @@ type envOption func(*Options)
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, store.Close()) })
 
@@ -217,7 +219,7 @@ func (e *env) prompt(t *testing.T, rec desired.Record, i int) string {
 
 func (e *env) events(t *testing.T) []journal.Event {
 	t.Helper()
-	evs, err := e.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := e.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return evs
 }
