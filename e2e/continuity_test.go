@@ -31,6 +31,17 @@ func exitedAfterBoot(t *testing.T, e *env) string {
 	return old
 }
 
+// commentAfterAnExit starts a daemon with opts (the fake's knobs), boots
+// issue 1, lets its agent exit and comments on it: the comment's spawn
+// resumes old.
+func commentAfterAnExit(t *testing.T, opts envOpts) (e *env, old, marker, delivery string) {
+	t.Helper()
+	e = newEnv(t, opts)
+	old = exitedAfterBoot(t, e)
+	marker, delivery = e.comment(t)
+	return e, old, marker, delivery
+}
+
 // modes is the session flag and id of every start of the fake CLI, in
 // order ("--session-id <id>", "--resume <id>").
 func modes(t *testing.T, e *env) []string {
@@ -52,13 +63,10 @@ func modes(t *testing.T, e *env) []string {
 // conversation delivers it, once.
 func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{
+	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_BOOT_DELAY": "4s", "FAKECLAUDE_RESUME_KILL_AFTER": "2s", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
 	})
-	old := exitedAfterBoot(t, e)
-
-	marker, delivery := e.comment(t)
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	e.settle(t)
@@ -104,13 +112,10 @@ func TestResumeKilledInItsProbeIsResumedAgain(t *testing.T) {
 // delivered once in the new conversation.
 func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{
+	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
 		Policy:     map[string]any{"resumeProbeSeconds": 1, "confirmTimeoutSeconds": 600},
 	})
-	old := exitedAfterBoot(t, e)
-
-	marker, delivery := e.comment(t)
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
 	require.NotEqual(t, old, r.Status.HarnessSessionID)
@@ -130,13 +135,10 @@ func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 // conversation; once released, the same conversation is resumed.
 func TestBackgroundAgentHoldsTheItem(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{
+	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
 		HarnessEnv: map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
 	})
-	old := exitedAfterBoot(t, e)
-
-	marker, delivery := e.comment(t)
 	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
 	assert.Equal(t, "conversation_in_use", r.Status.Reason)
 	assert.Len(t, r.Pending, 1, "the comment waits")

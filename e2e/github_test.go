@@ -46,21 +46,20 @@ var (
 // announcements returns the comments on issue 1 that carry its announce
 // marker.
 func announcements(srv *ghapitest.Server) []ghapitest.Comment {
-	var out []ghapitest.Comment
-	for _, c := range srv.Comments("Codertocat", "Hello-World", 1) {
-		if strings.Contains(c.Body, "<!-- loopd:announce Codertocat/Hello-World#1 -->") {
-			out = append(out, c)
-		}
-	}
-	return out
+	return commentsWith(srv, "<!-- loopd:announce Codertocat/Hello-World#1 -->")
 }
 
 // notices returns the comments on issue 1 that carry one of its notice
 // markers.
 func notices(srv *ghapitest.Server) []ghapitest.Comment {
+	return commentsWith(srv, "<!-- loopd:notice Codertocat/Hello-World#1 episode=")
+}
+
+// commentsWith returns the comments on issue 1 whose body holds marker.
+func commentsWith(srv *ghapitest.Server, marker string) []ghapitest.Comment {
 	var out []ghapitest.Comment
 	for _, c := range srv.Comments("Codertocat", "Hello-World", 1) {
-		if strings.Contains(c.Body, "<!-- loopd:notice Codertocat/Hello-World#1 episode=") {
+		if strings.Contains(c.Body, marker) {
 			out = append(out, c)
 		}
 	}
