@@ -255,8 +255,9 @@ func TestRespawnSIGHUPTurnsOptOutOn(t *testing.T) {
 	e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.HarnessSessionID == fresh
 	}, waitShort, "the fresh respawn never ran")
+	// The status is written before its journal row: wait for the row.
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "opting out is silent")
-	respawned := e.eventsNamed(t, journal.SessionRespawned, keyIssue)
 	if assert.Len(t, respawned, 1) {
 		assert.Equal(t, "false", respawned[0].Attrs["resumed"])
 		assert.Equal(t, fresh, respawned[0].Attrs["harness_session_id"])
