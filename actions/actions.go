@@ -310,7 +310,11 @@ type Spawn struct {
 	// Runner is schema.RunnerProcess for a headless run of the harness
 	// (the event its prompt, whole), "" for a pane in tmux.
 	Runner string
-	Reason Reason
+	// ProjectSettings is true when the harness may read the settings its
+	// workdir holds itself (reconciler.ProjectSettingsOf); false starts it
+	// with them off (harness.WithProjectSettings).
+	ProjectSettings bool
+	Reason          Reason
 }
 
 func (s Spawn) base() []Field {
@@ -329,6 +333,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
+	}
+	if s.ProjectSettings {
+		f = append(f, Field{"project_settings", "trusted"})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }

@@ -370,8 +370,20 @@ func (e *Executor) adapter(name string) (harness.Adapter, error) {
 	return ad, nil
 }
 
+// spawnAdapter returns the adapter s starts its harness with: its
+// harness's, with the workdir's project settings on or off as s says
+// (harness.WithProjectSettings), for its argv, environment and
+// provisioning alike.
+func (e *Executor) spawnAdapter(s Spawn) (harness.Adapter, error) {
+	ad, err := e.adapter(s.Harness)
+	if err != nil {
+		return nil, err
+	}
+	return harness.WithProjectSettings(ad, s.ProjectSettings), nil
+}
+
 func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -495,7 +507,7 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -601,7 +613,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
-		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
+		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "project_settings", s.ProjectSettings, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }
 

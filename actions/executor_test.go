@@ -178,7 +178,7 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	// is told to mark its own comments.
 	boot := r.get(t).Status.BootID
 	require.NotEmpty(t, boot)
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n[loopd-boot " + boot + "]\n\n" + desired.AgentBrief(r.key)},
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n[loopd-boot " + boot + "]\n\n" + desired.AgentBrief(r.key)},
 		r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
@@ -392,7 +392,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
 	boot := r.get(t).Status.BootID
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", desired.WithBootLine(prompt, boot)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(prompt, boot)}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {

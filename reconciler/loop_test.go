@@ -166,7 +166,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
 	id := r.record(t).Status.HarnessSessionID
 	boot := r.record(t).Status.BootID
-	assert.Equal(t, []string{"claude", "--session-id", id, "--", openedPrompt + "\n\n" + desired.BootLine(boot) + "\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--session-id", id, "--setting-sources", "user", "--strict-mcp-config", "--", openedPrompt + "\n\n" + desired.BootLine(boot) + "\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	opts, ok := r.tmux.Options()
 	require.True(t, ok, "the server is started with its options before the first spawn")
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner}, opts)
@@ -183,7 +183,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--", desired.WithBootLine(desired.NudgePrompt(r.key), r.record(t).Status.BootID)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(desired.NudgePrompt(r.key), r.record(t).Status.BootID)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)

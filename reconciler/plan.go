@@ -1073,6 +1073,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
+		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess

@@ -146,6 +146,7 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
+		orDefault(&r.ProjectSettings, ProjectSettingsUntrusted)
 		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
 		gh.Routing.Repos[key] = r
 	}

@@ -66,6 +66,19 @@ type Ingest struct {
 	// StateAt; it replaces the recorded one (Spec.HeadSHA) unless StateAt
 	// is before the time it was recorded at.
 	HeadSHA string
+	// HeadPusher, with HeadSHA, is the login that pushed that commit (the
+	// sender of pull_request opened or synchronize); "" for a payload of
+	// another action. It becomes Spec.HeadPusher when HeadSHA is the head
+	// recorded after this ingest; a head that moves without one is
+	// recorded with no pusher.
+	HeadPusher string
+	// HeadRepo, when not empty, is a pull request's head repository
+	// (owner/repo) as the payload named it; it replaces the recorded one
+	// (Spec.HeadRepo).
+	HeadRepo string
+	// Author, when not empty, is the login that opened the issue or pull
+	// request (Spec.Author).
+	Author string
 	// Check, when set, makes Delivery a CI failure's prompt: see Check.
 	Check *desired.Check
 	// Journal, when set, is called once inside Ingest's transaction with

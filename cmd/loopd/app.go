@@ -273,6 +273,7 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing = routing
+	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
 	return p
 }
 

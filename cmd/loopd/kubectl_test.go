@@ -401,6 +401,28 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
 	assert.NotContains(t, out, "\x1b")
 	assert.Contains(t, out, "Last exit:")
+
+	// A pull request's head facts, and what its next spawn gets of its
+	// workdir's settings, and why.
+	pr := desired.Key{Owner: "octo-org", Repo: "web", Number: 2}
+	_, err = store.Ingest(context.Background(), openedFromAFork(pr))
+	require.NoError(t, err)
+	out, err = run(t, "", "--config", config, "describe", pr.String())
+	require.NoError(t, err)
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.NotContains(t, out, "\x1b")
+	for _, want := range []string{"Head repo: someone/web\n", "Opened by: someone\n", `Head: aaa pushed by "\x1b]0;pusher"` + "\n",
+		"Project settings: off (route_untrusted)\n"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// openedFromAFork is the ingest of pull request k opened from a fork, its
+// head pushed by a login that holds a terminal escape.
+func openedFromAFork(k desired.Key) store.Ingest {
+	return store.Ingest{DeliveryID: "d-pr", Key: k, Kind: desired.KindPullRequest, Harness: "claude-code",
+		Cwd: "/w/pr", HeadSHA: "aaa", HeadPusher: "\x1b]0;pusher", HeadRepo: "someone/web", Author: "someone", StateAt: time.Now(),
+		Delivery: &desired.Delivery{ID: "d-pr", Event: "pull_request", Action: "opened", Sender: "someone", Prompt: "[loopd] event\nbody"}}
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as

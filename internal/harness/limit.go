@@ -29,10 +29,9 @@ const (
 	// from summary (recommended)"), avoided by provisioning
 	// resumeReturnDismissed.
 	BlockResumeSummary   Block = "resume_summary_chooser"
-	BlockCostNotice      Block = "cost_notice"         // "You've spent $5 on the Anthropic API this session."
-	BlockPolicyUpdate    Block = "policy_update"       // "Updates to Consumer Terms and Policies"
-	BlockMCPApproval     Block = "mcp_server_approval" // a project's new MCP server to approve
-	BlockExternalImports Block = "external_imports"    // "Allow external CLAUDE.md file imports?"
+	BlockCostNotice      Block = "cost_notice"      // "You've spent $5 on the Anthropic API this session."
+	BlockPolicyUpdate    Block = "policy_update"    // "Updates to Consumer Terms and Policies"
+	BlockExternalImports Block = "external_imports" // "Allow external CLAUDE.md file imports?"
 )
 
 // LimitKind says what a usage limit is.

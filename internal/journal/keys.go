@@ -161,6 +161,9 @@ const (
 	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
 	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
 
+	// A workdir's own harness settings (routing.repos.<key>.projectSettings).
+	KeyProjectSettings = "project_settings" // whether a spawn lets the harness read its workdir's own settings
+
 	// Retention (journal.pruned, item.forgotten).
 	KeyRows       = "rows"        // journal rows deleted
 	KeyBefore     = "before"      // the bound a prune deleted the rows before (RFC 3339)

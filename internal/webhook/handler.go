@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -346,10 +345,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	cfg := h.opts.Config()
 	key := c.key.String()
 	route, routed := cfg.Routing.Route(c.key.Owner, c.key.Repo)
-	authorized := func(login string) bool {
-		return slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, login) })
-	}
-	v := filter(c, route, authorized, h.opts.BotLogin())
+	v := filter(c, route, cfg.AuthorizedUsers.Has, h.opts.BotLogin())
 	if v.unhandled {
 		c.prompt, c.unhandled = nil, reasonActionNotHandled
 	}
@@ -386,6 +382,9 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		Snapshot:   c.snapshot,
 		HeadRef:    c.headRef,
 		HeadSHA:    c.headSHA,
+		HeadPusher: c.headPusher,
+		HeadRepo:   c.headRepo,
+		Author:     c.author,
 		NoCreate:   v.noCreate,
 		NewOnly:    v.newOnly,
 	}

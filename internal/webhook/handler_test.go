@@ -1209,6 +1209,47 @@ func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
 	assert.Empty(t, f.onlyRecord(t).Spec.HeadRef)
 }
 
+// TestHeadFactsAreRecordedWhoeverSentThem: a pull request's head
+// repository, its author and who pushed its head are recorded from its
+// payloads (reconciler.ProjectSettingsOf judges by them): the opener
+// pushed the first head, a synchronize's sender the next, even a sender
+// whose events loopd does not act on (a stranger's push moves the head
+// off its trusted pusher); a fork's head repository is its own.
+func TestHeadFactsAreRecordedWhoeverSentThem(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r := e.onlyRecord(t)
+	assert.Equal(t, "Codertocat/Hello-World", r.Spec.HeadRepo)
+	assert.Equal(t, "Codertocat", r.Spec.Author)
+	assert.Equal(t, "Codertocat", r.Spec.HeadPusher)
+
+	push := func(sender, sha string) func(m map[string]any) {
+		return func(m map[string]any) {
+			obj(t, m, "sender")["login"] = sender
+			m["after"] = sha
+			pr := obj(t, m, "pull_request")
+			obj(t, pr, "head")["sha"] = sha
+			pr["updated_at"] = "2030-01-01T00:00:00Z"
+		}
+	}
+	const strangers = "2222222222222222222222222222222222222222"
+	code, _ = e.replay(t, "pull_request", "d-push", derive(t, "pull_request.synchronize.1.json", push("mallory", strangers)))
+	require.Equal(t, http.StatusAccepted, code)
+	r = e.onlyRecord(t)
+	assert.Equal(t, strangers, r.Spec.HeadSHA)
+	assert.Equal(t, "mallory", r.Spec.HeadPusher, "recorded though the stranger's event reaches no agent")
+	assert.Len(t, r.Pending, 1, "the stranger's push queues nothing")
+
+	f := newEnv(t)
+	fork := func(m map[string]any) {
+		obj(t, obj(t, obj(t, m, "pull_request"), "head"), "repo")["full_name"] = "someone/Hello-World"
+	}
+	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, "someone/Hello-World", f.onlyRecord(t).Spec.HeadRepo)
+}
+
 // TestDeliveryCarriesItsSource: each queued delivery names what on GitHub
 // it came from, for the eyes reaction that acknowledges it: a comment's
 // id, a review comment's id, the item itself for an opened event; a

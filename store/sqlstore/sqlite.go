@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 10
+const schemaVersion = 11
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -196,6 +196,14 @@ var migrations = []string{
 	// back. No SQL here: the mode is switched by a VACUUM, which cannot
 	// run in a transaction, before this step (incrementalVacuum).
 	``,
+
+	// v11: what decides whether an item's harness may read its workdir's
+	// own settings (reconciler.ProjectSettingsOf): a pull request's head
+	// repository (Spec.HeadRepo), who opened the item (Spec.Author) and who
+	// pushed its head commit (Spec.HeadPusher).
+	`ALTER TABLE work_items ADD COLUMN head_repo TEXT NOT NULL DEFAULT '';
+	ALTER TABLE work_items ADD COLUMN author TEXT NOT NULL DEFAULT '';
+	ALTER TABLE work_items ADD COLUMN head_pusher TEXT NOT NULL DEFAULT '';`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

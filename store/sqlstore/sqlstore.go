@@ -154,7 +154,10 @@ func inTx(ctx context.Context, db interface {
 //     one of whose Conflicts is claimed (Deduplicated); a queued Check
 //     claims its Claims. Without a delivery, the id is still claimed;
 //   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
-//     before the time of the payload that named the recorded one.
+//     before the time of the payload that named the recorded one, and
+//     Spec.HeadPusher becomes in.HeadPusher, or "" when the head moved
+//     without one (recordHead); in.HeadRepo and in.Author, when set,
+//     replace Spec.HeadRepo and Spec.Author.
 //
 // When in.Journal is set, the events it returns for the result are
 // appended in the same transaction. An ingest that created an item, queued
@@ -225,11 +228,12 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	now := s.now()
 
 	var (
-		closed     bool
-		at, headAt sql.NullInt64
-		head       string
+		closed       bool
+		at, headAt   sql.NullInt64
+		head, pusher string
 	)
-	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at, &head, &headAt)
+	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at, head_pusher FROM work_items WHERE key = ?`, key).
+		Scan(&closed, &at, &head, &headAt, &pusher)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.Check != nil):
 		res.Unknown = true
@@ -304,9 +308,15 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 			}
 		}
 	}
-	if in.HeadSHA != "" && (!headAt.Valid || !in.StateAt.Before(timeFromDB(headAt))) {
-		_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_sha = ?, head_at = ? WHERE key = ?`, in.HeadSHA, timeToDB(in.StateAt), key)
-		if err != nil {
+	if err := recordHead(ctx, tx, in, key, head, pusher, headAt); err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}} {
+		if kv[1] == "" {
+			continue
+		}
+		// The latest payload that names them wins.
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET `+kv[0]+` = ? WHERE key = ?`, kv[1], key); err != nil {
 			return err
 		}
 	}
@@ -325,6 +335,35 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		return err
 	}
 	return nil
+}
+
+// recordHead records in's head commit on the item key, whose recorded
+// head is head, pushed by pusher, named by a payload of headAt: the
+// commit replaces head unless in.StateAt is before headAt, and its pusher
+// is in.HeadPusher, else the recorded one for the same commit, else none
+// (the head moved without a push loopd saw). A push of the recorded head
+// that arrives late still names its pusher.
+func recordHead(ctx context.Context, tx *sql.Tx, in store.Ingest, key, head, pusher string, headAt sql.NullInt64) error {
+	if in.HeadSHA == "" {
+		return nil
+	}
+	same := strings.EqualFold(in.HeadSHA, head)
+	if headAt.Valid && in.StateAt.Before(timeFromDB(headAt)) {
+		if !same || in.HeadPusher == "" {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_pusher = ? WHERE key = ?`, in.HeadPusher, key)
+		return err
+	}
+	switch {
+	case in.HeadPusher != "":
+		pusher = in.HeadPusher
+	case !same:
+		pusher = ""
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_sha = ?, head_at = ?, head_pusher = ? WHERE key = ?`,
+		in.HeadSHA, timeToDB(in.StateAt), pusher, key)
+	return err
 }
 
 // queues reports whether in's delivery is queued on the item key, whose
@@ -440,7 +479,8 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		return nil, err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
-		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, status, r.session_id, r.source, r.at,
+		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
+		status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -462,7 +502,8 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 			reportID, reportSrc sql.NullString
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
-			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()

@@ -74,6 +74,52 @@ func (s suite) headSHA(t *testing.T) {
 	assert.Equal(t, "bbb", get(t, st, keyAPI).Spec.HeadSHA)
 }
 
+// headPusher: who pushed the head is recorded with the commit it pushed;
+// a head that moves with a payload of another action has no pusher, a
+// payload that names the same head keeps it, a late push of the recorded
+// head still names it, and a late push of an older head changes nothing.
+// The head repository and the author follow the latest payload that names
+// them.
+func (s suite) headPusher(t *testing.T) {
+	st, _ := s.open(t)
+	at := func(id, sha, pusher string, d time.Duration) store.Ingest {
+		in := comment(keyAPI, id, t0)
+		in.Kind, in.HeadSHA, in.HeadPusher, in.StateAt = desired.KindPullRequest, sha, pusher, t0.Add(d)
+		return in
+	}
+	opened := at("d1", "aaa", "alice", 0)
+	opened.HeadRepo, opened.Author = "acme/api", "alice"
+	ingest(t, st, opened)
+	r := get(t, st, keyAPI)
+	assert.Equal(t, "alice", r.Spec.HeadPusher)
+	assert.Equal(t, "acme/api", r.Spec.HeadRepo)
+	assert.Equal(t, "alice", r.Spec.Author)
+
+	ingest(t, st, at("d2", "aaa", "", time.Second))
+	assert.Equal(t, "alice", get(t, st, keyAPI).Spec.HeadPusher, "the same head, named by a comment")
+
+	ingest(t, st, at("d3", "bbb", "", 2*time.Second))
+	r = get(t, st, keyAPI)
+	assert.Equal(t, "bbb", r.Spec.HeadSHA)
+	assert.Empty(t, r.Spec.HeadPusher, "a head that moved without its push")
+	assert.Equal(t, "acme/api", r.Spec.HeadRepo, "kept when a payload names none")
+
+	ingest(t, st, at("d4", "BBB", "mallory", time.Second))
+	assert.Equal(t, "mallory", get(t, st, keyAPI).Spec.HeadPusher, "the push of the recorded head, arriving late")
+	ingest(t, st, at("d5", "aaa", "alice", 1500*time.Millisecond))
+	r = get(t, st, keyAPI)
+	assert.Equal(t, "bbb", r.Spec.HeadSHA, "an older push moves nothing")
+	assert.Equal(t, "mallory", r.Spec.HeadPusher)
+
+	fork := at("d6", "ccc", "bob", 3*time.Second)
+	fork.HeadRepo = "bob/api"
+	ingest(t, st, fork)
+	r = get(t, st, keyAPI)
+	assert.Equal(t, "bob", r.Spec.HeadPusher)
+	assert.Equal(t, "bob/api", r.Spec.HeadRepo)
+	assert.Equal(t, "alice", r.Spec.Author)
+}
+
 // check: a CI failure's prompt is queued only on an item the store holds,
 // only for its recorded head commit (or any, while none is recorded), and
 // once per claim: a later delivery whose Conflicts were claimed queues

@@ -71,6 +71,7 @@ func Run(t *testing.T, b Backend) {
 		{"no_create_needs_the_item", s.noCreate},
 		{"new_only_queues_on_a_new_item_only", s.newOnly},
 		{"head_sha_follows_the_newest_payload", s.headSHA},
+		{"head_pusher_goes_with_its_commit", s.headPusher},
 		{"check_queues_once_on_the_head", s.check},
 		{"drop_takes_a_delivery_out_for_good", s.drop},
 		{"close_with_delivery_is_one_change", s.closeWithDelivery},

@@ -485,7 +485,8 @@ func TestScreensThatWaitForAPerson(t *testing.T) {
 	for name, want := range map[string]harness.Block{
 		"cost_threshold":   harness.BlockCostNotice,
 		"policy_update":    harness.BlockPolicyUpdate,
-		"mcp_server":       harness.BlockMCPApproval,
+		"mcp_server":       harness.BlockWorkspaceTrust,
+		"mcp_servers":      harness.BlockWorkspaceTrust,
 		"external_imports": harness.BlockExternalImports,
 	} {
 		t.Run(name, func(t *testing.T) {

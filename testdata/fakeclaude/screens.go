@@ -50,6 +50,13 @@ var screens = map[string][]string{
 		"   3. Continue without using this MCP server", "",
 		" Enter to confirm · Esc to cancel",
 	},
+	"mcp_servers": {
+		" 2 new MCP servers found in this project",
+		" Select any you wish to enable.", "",
+		" ❯ ◉ github",
+		"   ◉ filesystem", "",
+		" Space to select · Enter to confirm · Esc to reject all",
+	},
 	"external_imports": {
 		" Allow external CLAUDE.md file imports?", "",
 		" This project's CLAUDE.md imports files outside the current working directory.", "",
