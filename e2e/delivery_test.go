@@ -208,14 +208,18 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// the Fleet's tables and columns (v8), and without the compact columns of
-// pending deliveries and their index (v7).
+// what a pull request's head decides (v11), without the Fleet's tables and
+// columns (v8 and v9's), and without the compact columns of pending
+// deliveries and their index (v7).
 func downgradeToSchema6(t *testing.T, e *env) {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`DROP TABLE transcripts;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN head_repo;
+		ALTER TABLE work_items DROP COLUMN author;
+		ALTER TABLE work_items DROP COLUMN head_pusher;
+		DROP TABLE transcripts;
 		DROP TABLE hosts;
 		DROP INDEX work_items_by_lease_owner;
 		ALTER TABLE work_items DROP COLUMN lease_owner;

@@ -35,7 +35,7 @@ type Ingest struct {
 	Cwd     string
 	// HeadRef, when not empty, is a pull request's head branch in its own
 	// repository (not a fork's), as the payload named it; it replaces the
-	// recorded one (Spec.HeadRef) without counting as a spec change.
+	// recorded one (desired.Spec.HeadRef) without counting as a spec change.
 	HeadRef string
 	// Delivery, when not nil, is queued for the agent.
 	Delivery *desired.Delivery
@@ -63,23 +63,23 @@ type Ingest struct {
 	// (Exists). A trigger label added again starts nothing new.
 	NewOnly bool
 	// HeadSHA, when not empty, is a pull request's head commit as of
-	// StateAt; it replaces the recorded one (Spec.HeadSHA) unless StateAt
-	// is before the time it was recorded at.
+	// StateAt; it replaces the recorded one (desired.Spec.HeadSHA) unless
+	// StateAt is before the time it was recorded at.
 	HeadSHA string
 	// HeadPusher, with HeadSHA, is the login that pushed that commit (the
 	// sender of pull_request opened or synchronize); "" for a payload of
-	// another action. It becomes Spec.HeadPusher when HeadSHA is the head
-	// recorded after this ingest; a head that moves without one is
-	// recorded with no pusher.
+	// another action. It becomes desired.Spec.HeadPusher when HeadSHA is
+	// the head recorded after this ingest; a head that moves without one
+	// is recorded with no pusher.
 	HeadPusher string
 	// HeadRepo, when not empty, is a pull request's head repository
 	// (owner/repo) as the payload named it; it replaces the recorded one
-	// (Spec.HeadRepo).
+	// (desired.Spec.HeadRepo).
 	HeadRepo string
 	// Author, when not empty, is the login that opened the issue or pull
-	// request (Spec.Author).
+	// request (desired.Spec.Author).
 	Author string
-	// Check, when set, makes Delivery a CI failure's prompt: see Check.
+	// Check, when set, makes Delivery a CI failure's prompt: see desired.Check.
 	Check *desired.Check
 	// Journal, when set, is called once inside Ingest's transaction with
 	// what Ingest did, and the events it returns are appended to the
@@ -151,7 +151,7 @@ type Store interface {
 	// Ingest claims in.DeliveryID and applies in, in one transaction.
 	Ingest(ctx context.Context, in Ingest) (IngestResult, error)
 	// Records returns every work item with its pending deliveries, ordered
-	// by key. The deliveries are compact (Delivery.Compact): a pass holds
+	// by key. The deliveries are compact (desired.Delivery.Compact): a pass holds
 	// no prompt bodies.
 	Records(ctx context.Context) ([]desired.Record, error)
 	// Get returns one work item, its pending deliveries compact; the error
@@ -191,7 +191,7 @@ type Store interface {
 	// error wraps ErrNotFound for an unknown key.
 	SetHeld(ctx context.Context, k desired.Key, held bool) error
 	// Release clears the hold and records a release to carry out
-	// (Spec.ReleaseGeneration, Spec.ReleaseFresh), bumping the generation;
+	// (desired.Spec.ReleaseGeneration and ReleaseFresh), bumping the generation;
 	// the error wraps ErrNotFound for an unknown key.
 	Release(ctx context.Context, k desired.Key, fresh bool) error
 	// Drop records that the pending delivery id of k will never be sent
