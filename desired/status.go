@@ -45,7 +45,8 @@ type SessionState struct {
 	// spawn, kept across resumes.
 	HarnessSessionID string
 	// ConfirmedSessionID is the id the harness itself reported (SessionStart
-	// hook), or the pinned id once its transcript was seen to grow.
+	// hook, a headless run's output), or the pinned id once the
+	// conversation showed the spawn's boot prompt (MarkRunning.Confirmed).
 	ConfirmedSessionID string
 	Session            string // tmux session name
 	PaneID             string // %N of the current pane
