@@ -84,7 +84,9 @@ func TestForgetClosedItem(t *testing.T) {
 	e.mustRecord(t, keyIssue)
 	assert.DirExists(t, clean)
 
-	out = e.mustRun(t, "forget", keyIssue.String(), "--yes")
+	out, errOut, code = e.run(t, "forget", keyIssue.String(), "--yes")
+	require.Zero(t, code, errOut)
+	assert.Empty(t, errOut, "no log lines without --log-level debug")
 	assert.Contains(t, out, keyIssue.String()+" forgotten")
 	assert.Contains(t, out, "worktree "+clean+" removed")
 	assert.NoDirExists(t, clean)

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/workspace"
@@ -102,15 +103,47 @@ var schemaJSON []byte
 
 const schemaURL = "https://github.com/loopd/loopd/schema/loopd.schema.json"
 
-// compiledSchema compiles the embedded schema once. It cannot fail at run
-// time: TestSchemaCompiles covers it.
-var compiledSchema = sync.OnceValue(func() *jsonschema.Schema {
+// schemaDoc is the embedded schema parsed once, for the keys of an object
+// an unknown key is near (knownKeys).
+var schemaDoc = sync.OnceValue(func() any {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
 	if err != nil {
 		panic(fmt.Sprintf("parse embedded %s: %v", schemaURL, err))
 	}
+	return doc
+})
+
+// knownKeys returns the keys the schema at location (a schema URL of the
+// embedded schema with a JSON pointer fragment, RFC 6901, as the
+// validator reports it) names in its properties, sorted; none when
+// location is elsewhere.
+func knownKeys(location string) []string {
+	base, ptr, _ := strings.Cut(location, "#")
+	if base != schemaURL {
+		return nil
+	}
+	node := schemaDoc()
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = m[tok]
+	}
+	m, _ := node.(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	return slices.Sorted(maps.Keys(props))
+}
+
+// compiledSchema compiles the embedded schema once. It cannot fail at run
+// time: TestSchemaCompiles covers it.
+var compiledSchema = sync.OnceValue(func() *jsonschema.Schema {
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemaURL, doc); err != nil {
+	if err := c.AddResource(schemaURL, schemaDoc()); err != nil {
 		panic(fmt.Sprintf("add embedded %s: %v", schemaURL, err))
 	}
 	return c.MustCompile(schemaURL)
@@ -234,7 +267,8 @@ func (t *tree) schemaProblems(verr *jsonschema.ValidationError) []Problem {
 		switch k := e.ErrorKind.(type) {
 		case *kind.AdditionalProperties:
 			for _, name := range k.Properties {
-				problems = append(problems, t.keyProblemAt(child(e.InstanceLocation, name), "unknown key"))
+				msg := "unknown key" + near.DidYouMean(near.Names(name, knownKeys(e.SchemaURL)))
+				problems = append(problems, t.keyProblemAt(child(e.InstanceLocation, name), msg))
 			}
 			return
 		case *kind.PropertyNames:

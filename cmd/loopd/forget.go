@@ -63,7 +63,7 @@ Without --yes it says what it would remove and exits 1, removing nothing.`,
 // with yes false says what it would remove and returns errNotConfirmed
 // with exit code 1.
 func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut io.Writer) error {
-	log, err := g.logger(errOut)
+	log, err := g.verbLogger(errOut)
 	if err != nil {
 		return err
 	}

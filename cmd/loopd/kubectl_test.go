@@ -267,6 +267,9 @@ func TestGetSelectsAndFormats(t *testing.T) {
 	_, err := run(t, "", "--config", config, "get", "--phase", "sleeping")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown phase "sleeping"; valid phases: Idle, Preparing, Queued`)
+	_, err = run(t, "", "--config", config, "get", "--phase", "runing")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown phase "runing"; did you mean Running?`)
 	_, err = run(t, "", "--config", config, "get", "-o", "xml")
 	assert.Error(t, err)
 
