@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
@@ -120,6 +120,16 @@ type Executor struct {
 	// StormWindow is how long a delivery counts for the loop breaker
 	// (desired.Status.Counted); the planner judges the count.
 	StormWindow time.Duration
+	// Channels is the directory of the items' channels (channel.Root):
+	// each spawn's harness is given its item's channel and a fresh token
+	// (harnessEnv); "" gives none.
+	Channels string
+	// Credentials returns what credential an item's route lets its agent
+	// ask for over its channel, read at each spawn; nil hands out none.
+	Credentials func(r desired.Record) AgentCredentials
+	// OpenChannel, when set, is called with the channel directory of each
+	// spawn: loopd serve listens on its socket for the agent's requests.
+	OpenChannel func(k desired.Key, dir string)
 
 	// Wake, when set, asks for a pass once a preparation's outcome is
 	// recorded (reconciler.Reconciler.Trigger).
@@ -266,6 +276,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		e.record(ctx, slog.LevelWarn, journal.SessionIDAmbiguous, r.Key, "session", a.Session, "candidates", strings.Join(a.Candidates, ","),
 			"reason", string(ReasonIDAmbiguous))
 		return nil
+	case TakeReport:
+		return e.takeReport(ctx, r, a)
+	case RefuseReport:
+		return e.refuseReport(ctx, r, a)
 	case ConfirmDelivery:
 		return e.confirmDelivery(ctx, r, a)
 	case DropDelivery:
@@ -546,6 +560,13 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, boot, e.Now())
 	st.Replaced = replaced
+	// The spawn's token goes to its harness alone; its status keeps the
+	// digest, by which a report or request is told to be this spawn's.
+	token, digest, err := channel.NewToken()
+	if err != nil {
+		return err
+	}
+	st.ChannelToken = digest
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
@@ -577,7 +598,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.checkLease("spawn", r.Key); err != nil {
 			return err
 		}
-		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
+		return e.startRun(ctx, r, s, r.Status, token, argv, stdin, ad)
 	}
 	// A harness that outlives kill-session is ended by its process group
 	// first; one still there leaves the spawn unstarted, as a predecessor
@@ -595,11 +616,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.endPredecessor(ctx, r, s); err != nil {
 		return err
 	}
-	env := maps.Clone(ad.Env())
-	if env == nil {
-		env = map[string]string{}
+	env, err := e.harnessEnv(r, ad, s.Session, token, e.RunEnviron)
+	if err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	env["LOOPD_WORK_ITEM"] = r.Key.String()
 	if err := e.checkLease("spawn", r.Key); err != nil {
 		return err
 	}

@@ -83,6 +83,7 @@ func TestForgetClosedItem(t *testing.T) {
 	assert.Contains(t, errOut, "--yes")
 	e.mustRecord(t, keyIssue)
 	assert.DirExists(t, clean)
+	assert.DirExists(t, e.channelDir(keyIssue))
 
 	out, errOut, code = e.run(t, "forget", keyIssue.String(), "--yes")
 	require.Zero(t, code, errOut)
@@ -90,6 +91,7 @@ func TestForgetClosedItem(t *testing.T) {
 	assert.Contains(t, out, keyIssue.String()+" forgotten")
 	assert.Contains(t, out, "worktree "+clean+" removed")
 	assert.NoDirExists(t, clean)
+	assert.NoDirExists(t, e.channelDir(keyIssue), "its channel goes with it")
 
 	out = e.mustRun(t, "forget", dirty.String(), "--yes")
 	assert.Contains(t, out, "worktree "+e.workdir(dirty)+" kept: untracked_files")

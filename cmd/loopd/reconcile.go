@@ -81,6 +81,12 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return a.refuse(ctx, err)
 	}
 	defer unlock()
+	// A failure repeated within the run (a flood of forged reports in an
+	// agent's channel, refused one by one) is one journal row and its
+	// count, as in serve.
+	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
+	defer repeats.FlushAll(context.WithoutCancel(ctx))
+	a.journal = journal.NewRecorder(a.log, repeats.Appender(a.store), time.Now)
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
 	rc.LockWait = o.lockWait
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
