@@ -87,6 +87,7 @@ var names = []Name{
 	SessionFollowed,
 	SessionForeign,
 	SessionGroupKilled,
+	SessionIDAmbiguous,
 	SessionLimitMenuAnswered,
 	SessionMoved,
 	SessionNeedsAttention,
