@@ -76,6 +76,7 @@ var names = []Name{
 	ReconcileFailed,
 	RunUnreadable,
 	ScreenUnreadable,
+	ServeAdopted,
 	ServeListening,
 	ServeRefused,
 	ServeStopped,
