@@ -371,6 +371,9 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 	for _, v := range views {
 		st := v.Status
 		phase := st.Phase
+		if st.Blocked != "" {
+			phase += "/Blocked" // waits for a person; REASON says at what
+		}
 		if v.Spec.Held {
 			phase += " (held)"
 		} else if v.Spec.Closed {
