@@ -22,7 +22,9 @@
 //  6. ping gets 200; events other than the eight below get 202, ignored.
 //  7. The payload is decoded (400 when malformed), into the few fields
 //     the classifiers read (payload), and mapped by the table below;
-//     unhandled actions get 202, ignored.
+//     unhandled actions get 202, ignored. A repository whose owner or name
+//     GitHub could never send (schema.ValidRepository: "..", a slash, too
+//     long) gets 400 with reason bad_repository, before it names anything.
 //  8. The rules that keep loopd from talking to itself and the route's
 //     triggers (filter) drop the prompt of: loopd's own login
 //     (github.botLogin, even when authorized), a Bot account not in

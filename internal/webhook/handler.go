@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ const (
 	reasonBadDeliveryID      = "bad_delivery_id"
 	reasonUnsupportedContent = "unsupported_content_type"
 	reasonMalformedPayload   = "malformed_payload"
+	reasonBadRepository      = "bad_repository" // an owner or repository name GitHub never sends
 	reasonWorkdirFailed      = "workdir_failed"
 	reasonStoreFailed        = "store_failed"
 
@@ -227,6 +229,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.action = p.Action
+	if r := p.Repository; r.Owner.Login != "" && r.Name != "" && !schema.ValidRepository(r.Owner.Login, r.Name) {
+		// A 4xx, not a 5xx: redelivering it cannot help.
+		h.reject(ctx, w, d, reasonBadRepository, "repository "+strconv.Quote(journal.Clip(r.Owner.Login+"/"+r.Name, 200))+" is not a GitHub owner/repo name")
+		return
+	}
 	c, reason, err := classify(p)
 	if err != nil {
 		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())

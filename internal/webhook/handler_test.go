@@ -1182,6 +1182,40 @@ func TestWorkdirFailureIs500(t *testing.T) {
 	assert.Zero(t, e.triggers.Load())
 }
 
+// TestRepositoryGitHubNeverSendsIs4xx: a signed payload whose repository
+// name GitHub could never send ("..", a slash, a space, too long) is
+// refused with 400 and the reason, not 500: a redelivery cannot help, and
+// nothing is stored. The route matches every name ("*"), so only the name
+// rule stands between it and a workdir.
+func TestRepositoryGitHubNeverSendsIs4xx(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Config = func() schema.GHWebhook {
+			cfg := defaultConfig()
+			cfg.Routing.Repos = map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "/srv/agents/{{.Owner}}/{{.Repo}}/{{.Number}}"}}
+			return cfg
+		}
+	})
+	for i, name := range []string{"..", ".", "a/b", "a b", strings.Repeat("r", 101)} {
+		body := derive(t, "issue_comment.created.1.json", func(m map[string]any) { obj(t, m, "repository")["name"] = name })
+		code, msg := e.replay(t, "issue_comment", "d-bad-"+strconv.Itoa(i), body)
+		assert.Equal(t, http.StatusBadRequest, code, name)
+		assert.Contains(t, msg, "not a GitHub owner/repo name", name)
+	}
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, obj(t, m, "repository"), "owner")["login"] = "../etc"
+	})
+	code, _ := e.replay(t, "issue_comment", "d-bad-owner", body)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Empty(t, e.records(t))
+	evs := e.events(t)
+	require.Len(t, evs, 6)
+	for _, ev := range evs {
+		assert.Equal(t, journal.DeliveryRejected, ev.Name)
+		assert.Equal(t, reasonBadRepository, ev.Attrs["reason"])
+	}
+	assert.Zero(t, e.triggers.Load())
+}
+
 func TestSign(t *testing.T) {
 	// The example from GitHub's webhook docs, "Validating webhook deliveries".
 	got := Sign([]byte("It's a Secret to Everybody"), []byte("Hello, World!"))
