@@ -17,11 +17,11 @@ import (
 const maxNoticeDetail = 1000
 
 var announceTemplate = template.Must(template.New("announce").Parse(
-	`An agent is working on this {{.Kind}}: loopd runs it in tmux session ` + "`{{.Session}}`" + ` on host ` + "`{{.Host}}`" + `.
+	`An agent is working on this {{.Kind}}: loopd runs it {{if .Process}}as a process, one headless run per event,{{else}}in tmux session ` + "`{{.Session}}`" + `{{end}} on host ` + "`{{.Host}}`" + `.
 
 Replies here reach the agent: each new comment from an authorized user is passed to it{{if .Acknowledge}}, and a 👀 reaction on a comment means the agent has it{{end}}.
 
-To watch it on {{.Host}}: ` + "`tmux -L {{.Socket}} attach -t ={{.Session}}`" + `
+{{if .Process}}To follow it on {{.Host}}: ` + "`loopd logs {{.Item}}`" + `{{else}}To watch it on {{.Host}}: ` + "`tmux -L {{.Socket}} attach -t ={{.Session}}`" + `{{end}}
 
 {{.Marker}}`))
 
@@ -47,12 +47,14 @@ loopd will not try again by itself. To clear this, run on {{.Host}}:
 {{.Marker}}`))
 
 // AnnounceComment returns the announcement of r's agent as next records
-// it: the session and host it runs on, that replies reach it, and marker.
+// it: the session and host it runs on, that replies reach it, how to watch
+// it, and marker. An agent of the process runner (next.RunID: a run, no
+// tmux session) is followed with loopd logs, not tmux attach.
 func AnnounceComment(r Record, next Status, t Talk, marker string) string {
 	var b strings.Builder
 	_ = announceTemplate.Execute(&b, map[string]any{
 		"Kind": kindText(r.Spec.Kind), "Session": next.Session, "Host": t.Host, "Socket": t.Socket,
-		"Acknowledge": t.Acknowledge, "Marker": marker,
+		"Acknowledge": t.Acknowledge, "Marker": marker, "Process": next.RunID != "", "Item": r.Key.String(),
 	})
 	return b.String()
 }

@@ -120,6 +120,16 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "`tmux -L loopd attach -t =loop-acme-api-42`")
 	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
 
+	// An agent of the process runner has no tmux session to attach to:
+	// its announcement says how to follow its runs.
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Session: "loop-acme-api-42", RunID: "r1", ConfirmedSessionID: "c"}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.Contains(t, body, "as a process, one headless run per event, on host `build-1`")
+	assert.Contains(t, body, "To follow it on build-1: `loopd logs acme/api#42`")
+	assert.NotContains(t, body, "tmux")
+	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
+
 	r.Status = desired.Status{Phase: desired.PhaseSpawning, Announced: true}
 	next := desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed", Screen: "trust `dialog`\nshown",
 		WorkspaceError: "git fetch: exit 128\n@someone fatal: repository not found"}
