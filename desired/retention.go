@@ -35,7 +35,7 @@ type Retention interface {
 	// Forget removes the closed work item k and every row that is its
 	// own, in one transaction: the item (spec, status, lease), its
 	// deliveries (pending or not: their ids are no longer claimed), its
-	// session reports, CI claims, outbox calls and stored transcripts.
+	// session reports, the CI of its commits, outbox calls and stored transcripts.
 	// Its journal rows stay, until PruneEvents ages them out. The error
 	// wraps ErrNotFound for an unknown key and ErrNotClosed for an open
 	// item; either way nothing is removed.
@@ -80,7 +80,7 @@ func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time, batch int)
 
 // ownTables are the tables whose rows belong to one work item, by their
 // work_item column, children of work_items (Forget deletes them first).
-var ownTables = []string{"deliveries", "session_reports", "check_claims", "outbox", "transcripts"}
+var ownTables = []string{"deliveries", "session_reports", "ci_commits", "outbox", "transcripts"}
 
 // Forget implements Retention.
 func (s *sqlStore) Forget(ctx context.Context, k Key) error {

@@ -131,7 +131,9 @@ func inTx(ctx context.Context, db interface {
 }
 
 // Ingest claims in.DeliveryID and applies in, in one transaction:
-//   - a delivery id already claimed makes Duplicate true and changes nothing;
+//   - a delivery id already claimed, or an in.Identity the item already
+//     holds (a replay under another delivery id), makes Duplicate true and
+//     changes nothing;
 //   - an unknown key creates the item (in.Kind, in.Harness, in.Cwd, open,
 //     Generation 1, Status{Phase: PhaseIdle}); an existing item keeps its own
 //     kind, harness and cwd;
@@ -142,14 +144,16 @@ func inTx(ctx context.Context, db interface {
 //     recorded state that is not newer is simply not applied); otherwise
 //     Closed and StateChangedAt take the new values, and StateChanged
 //     reports whether Closed flipped (a new item starts open);
-//   - a snapshot with no in.Delivery, an in.NoCreate and an in.Check for an
+//   - a snapshot with no in.Delivery, an in.NoCreate and an in.CI for an
 //     unknown key change nothing and claim nothing (Unknown);
 //   - in.Delivery, when set, is queued as pending (Queued); its ID must be
 //     in.DeliveryID or empty. It is not queued, and the id is claimed
-//     alone, for an in.NewOnly on an item that existed (Exists), and for
-//     an in.Check whose commit is not the recorded head (StaleCommit) or
-//     one of whose Conflicts is claimed (Deduplicated); a queued Check
-//     claims its Claims. Without a delivery, the id is still claimed;
+//     alone, for an in.NewOnly on an item that existed (Exists), and for a
+//     payload older than the item's last open/closed change (Outdated: an
+//     old event, replayed or late, brings no text). Without a delivery,
+//     the id is still claimed;
+//   - in.CI is recorded with the commit's checks (ingestCI: Collected,
+//     CIReady, StaleCommit, Deduplicated); it queues nothing itself;
 //   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
 //     before the time of the payload that named the recorded one.
 //
@@ -209,8 +213,11 @@ func checkIngest(in Ingest) error {
 
 // ingest is Ingest's transaction; it records what it did in res.
 func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *IngestResult) error {
+	key := in.Key.String()
 	var claimed bool
-	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`, in.DeliveryID).Scan(&claimed)
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)
+		OR EXISTS (SELECT 1 FROM deliveries WHERE work_item = ? AND identity = ? AND identity <> '')`,
+		in.DeliveryID, key, in.Identity).Scan(&claimed)
 	if err != nil {
 		return err
 	}
@@ -218,17 +225,17 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *Inges
 		res.Duplicate = true
 		return nil
 	}
-	key := in.Key.String()
 	now := s.now()
 
 	var (
-		closed     bool
-		at, headAt sql.NullInt64
-		head       string
+		closed                bool
+		at, headAt, flippedAt sql.NullInt64
+		head                  string
 	)
-	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at FROM work_items WHERE key = ?`, key).Scan(&closed, &at, &head, &headAt)
+	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at, flipped_at FROM work_items WHERE key = ?`, key).
+		Scan(&closed, &at, &head, &headAt, &flippedAt)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.Check != nil):
+	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.CI != nil):
 		res.Unknown = true
 		return nil
 	case errors.Is(err, sql.ErrNoRows):
@@ -265,6 +272,16 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *Inges
 			if err != nil {
 				return err
 			}
+			if flips {
+				if _, err := tx.ExecContext(ctx, `UPDATE work_items SET flipped_at = ? WHERE key = ?`, timeToDB(in.StateAt), key); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if in.CI != nil {
+		if err := ingestCI(ctx, tx, in, key, head, now, res); err != nil {
+			return err
 		}
 	}
 
@@ -273,11 +290,7 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *Inges
 	if in.Delivery != nil {
 		d = *in.Delivery
 		d.ID = in.DeliveryID
-		queue, err := queues(ctx, tx, in, key, head, res)
-		if err != nil {
-			return err
-		}
-		if queue {
+		if queues(in, flippedAt, res) {
 			state = "pending"
 			res.Queued = true
 			changed = true
@@ -286,20 +299,11 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *Inges
 	c := Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
 		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
-		prompt_bytes, prompt_header, frame_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		prompt_bytes, prompt_header, frame_digest, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
-		c.Size, c.Header, c.Digest)
+		c.Size, c.Header, c.Digest, in.Identity)
 	if err != nil {
 		return err
-	}
-	if res.Queued && in.Check != nil {
-		for _, c := range in.Check.Claims {
-			_, err := tx.ExecContext(ctx, `INSERT INTO check_claims (work_item, claim, delivery) VALUES (?, ?, ?)
-				ON CONFLICT DO NOTHING`, key, c, d.ID)
-			if err != nil {
-				return err
-			}
-		}
 	}
 	if in.HeadSHA != "" && (!headAt.Valid || !in.StateAt.Before(timeFromDB(headAt))) {
 		_, err := tx.ExecContext(ctx, `UPDATE work_items SET head_sha = ?, head_at = ? WHERE key = ?`, in.HeadSHA, timeToDB(in.StateAt), key)
@@ -324,34 +328,19 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in Ingest, res *Inges
 	return nil
 }
 
-// queues reports whether in's delivery is queued on the item key, whose
-// recorded head commit is head, by the NewOnly and Check rules of Ingest,
-// and records in res why not.
-func queues(ctx context.Context, tx *sql.Tx, in Ingest, key, head string, res *IngestResult) (bool, error) {
-	if in.NewOnly && !res.Created {
+// queues reports whether in's delivery is queued, by the NewOnly rule and
+// the rule of an old event (a payload older than flippedAt, the item's
+// last open/closed change), and records in res why not.
+func queues(in Ingest, flippedAt sql.NullInt64, res *IngestResult) bool {
+	switch {
+	case in.NewOnly && !res.Created:
 		res.Exists = true
-		return false, nil
+		return false
+	case flippedAt.Valid && !in.StateAt.IsZero() && in.StateAt.Before(timeFromDB(flippedAt)):
+		res.Outdated = true
+		return false
 	}
-	c := in.Check
-	if c == nil {
-		return true, nil
-	}
-	if head != "" && !strings.EqualFold(head, c.Commit) {
-		res.StaleCommit = true
-		return false, nil
-	}
-	for _, claim := range c.Conflicts {
-		var claimed bool
-		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM check_claims WHERE work_item = ? AND claim = ?)`, key, claim).Scan(&claimed)
-		if err != nil {
-			return false, err
-		}
-		if claimed {
-			res.Deduplicated = true
-			return false, nil
-		}
-	}
-	return true, nil
+	return true
 }
 
 // Records returns every work item with its pending deliveries in arrival

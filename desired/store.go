@@ -65,26 +65,24 @@ type Ingest struct {
 	// StateAt; it replaces the recorded one (Spec.HeadSHA) unless StateAt
 	// is before the time it was recorded at.
 	HeadSHA string
-	// Check, when set, makes Delivery a CI failure's prompt: see Check.
-	Check *Check
+	// CI, when set, is a check or workflow event of the item's commit:
+	// it is recorded with the commit's other checks (see CI) and queues
+	// nothing itself; Delivery must be nil.
+	CI *CI
+	// Identity is the event's own identity, "" when it has none: a
+	// comment's id with its action and updated_at, a review's id, a check
+	// run's id with its status and conclusion, an issue's or pull
+	// request's action with its updated_at. A signature covers the body,
+	// not the delivery id, so the same body under another delivery id is
+	// a replay: an identity the item already holds is a Duplicate and
+	// claims nothing, as a redelivery.
+	Identity string
 	// Journal, when set, is called once inside Ingest's transaction with
 	// what Ingest did, and the events it returns are appended to the
 	// journal in that same transaction: the change and the journal rows
 	// that record it are stored together or not at all, a redelivery
 	// (Duplicate) included. It must not block or touch the store.
 	Journal func(IngestResult) []journal.Event
-}
-
-// Check is what makes a CI failure one prompt (webhook's CI rule). The
-// item must exist (NoCreate applies); a Commit that is not the recorded
-// head (Spec.HeadSHA, when known) queues nothing (StaleCommit); a Conflicts
-// key already claimed for the item queues nothing (Deduplicated);
-// otherwise the delivery is queued and every Claims key is claimed for the
-// item, in the same transaction.
-type Check struct {
-	Commit    string
-	Claims    []string
-	Conflicts []string
 }
 
 // IngestResult says what Ingest did.
@@ -101,11 +99,20 @@ type IngestResult struct {
 	// Exists means in was NewOnly and the item exists: the id is claimed
 	// and nothing was queued.
 	Exists bool
-	// StaleCommit means in.Check named a commit that is not the item's
-	// head; Deduplicated that one of its Conflicts was claimed. Either
-	// way the id is claimed and nothing was queued.
+	// StaleCommit means in.CI named a commit that is not the item's
+	// head; Deduplicated that the commit's one prompt was already queued.
+	// Either way the id is claimed and nothing was recorded.
 	StaleCommit  bool
 	Deduplicated bool
+	// Collected means in.CI was recorded with its commit's checks, and
+	// CIReady that every suite and run seen of the commit has completed,
+	// with failures: its prompt can be sent now (Store.SendCI).
+	Collected bool
+	CIReady   bool
+	// Outdated means in's payload (StateAt) is older than the item's last
+	// open/closed change: it is an old event, and its delivery was not
+	// queued; its id is claimed.
+	Outdated bool
 }
 
 // EventFilter selects journal rows. Zero fields select everything.
@@ -177,6 +184,20 @@ type Store interface {
 	// (Spec.ReleaseGeneration, Spec.ReleaseFresh), bumping the generation;
 	// the error wraps ErrNotFound for an unknown key.
 	Release(ctx context.Context, k Key, fresh bool) error
+	// Heads returns the open pull request items of owner/repo (compared
+	// case-insensitively) whose recorded head (Spec.HeadSHA) is commit,
+	// in number order: where a check of a fork's pull request goes, which
+	// GitHub names no pull request for.
+	Heads(ctx context.Context, owner, repo, commit string) ([]Key, error)
+	// CICommits returns the commits whose CI (Ingest.CI) collects
+	// failures and has not become a prompt yet, the longest quiet first.
+	CICommits(ctx context.Context) ([]CICommit, error)
+	// SendCI queues d, pending, as the one prompt of the failed checks of
+	// k's commit, in one transaction that ends the commit's collecting,
+	// when it still collects and is still k's head (CIQueued); a commit no
+	// longer the head queues nothing and collects no more (CINotHead); one
+	// that does not collect queues nothing (CIGone).
+	SendCI(ctx context.Context, k Key, commit string, d Delivery) (CISent, error)
 	// Drop records that the pending delivery id of k will never be sent
 	// (the agent's own push): it is no longer pending, and never part of
 	// History. An id that is not a pending delivery of k is skipped. The

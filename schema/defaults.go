@@ -63,6 +63,11 @@ const DefaultMaxDeliveriesPerHour = 30
 // process runner's dispatch timeout).
 const DefaultDispatchTimeoutSeconds = 1800
 
+// DefaultCIQuietSeconds is a route's reactions.ciQuietSeconds when absent:
+// the failed checks of a commit whose suites are not all seen completing
+// go to the agent once no event of the commit came for five minutes.
+const DefaultCIQuietSeconds = 300
+
 // DeliveryStormWindow is the sliding window of the loop breaker
 // (maxDeliveriesPerHour).
 const DeliveryStormWindow = time.Hour
@@ -147,6 +152,7 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
 		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
+		orDefault(&r.Reactions.CIQuietSeconds, DefaultCIQuietSeconds)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)

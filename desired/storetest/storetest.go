@@ -42,7 +42,7 @@ type Backend struct {
 // one subtest per behaviour, each on a new backing store: ingest and its
 // dedupe by delivery id, the open/closed state and its snapshots, the
 // rules that keep an event from creating an item or from being queued (a
-// trigger, a CI failure's head and claims), the head commit, a dropped
+// trigger, a replay, an old event), the CI of a pull request's commit, the head commit, a dropped
 // delivery, refused
 // input, record and delivery order, pending deliveries without their
 // prompts and the prompt read on its own, status writes that mark deliveries
@@ -70,7 +70,10 @@ func Run(t *testing.T, b Backend) {
 		{"no_create_needs_the_item", s.noCreate},
 		{"new_only_queues_on_a_new_item_only", s.newOnly},
 		{"head_sha_follows_the_newest_payload", s.headSHA},
-		{"check_queues_once_on_the_head", s.check},
+		{"ci_collects_per_head_commit", s.ciCollects},
+		{"heads_are_the_open_pull_requests_at_a_commit", s.heads},
+		{"identity_makes_a_replay_a_duplicate", s.identity},
+		{"old_event_after_a_state_change_queues_nothing", s.oldEvent},
 		{"drop_takes_a_delivery_out_for_good", s.drop},
 		{"close_with_delivery_is_one_change", s.closeWithDelivery},
 		{"bad_input_is_refused", s.badInput},

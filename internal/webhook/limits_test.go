@@ -421,6 +421,11 @@ func (blockingStore) Ingest(ctx context.Context, _ desired.Ingest) (desired.Inge
 	return desired.IngestResult{}, fmt.Errorf("ingest: %w", context.Cause(ctx))
 }
 
+func (blockingStore) Heads(ctx context.Context, _, _, _ string) ([]desired.Key, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("heads: %w", context.Cause(ctx))
+}
+
 // BenchmarkStalledConnections measures what 100 stalled hostile
 // connections cost the real handler behind NewServer with
 // DefaultServerLimits (without the bound per address). Each sends the headers of a 20 MiB delivery and
