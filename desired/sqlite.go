@@ -35,7 +35,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 11
+const schemaVersion = 12
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -216,6 +216,19 @@ var migrations = []string{
 		PRIMARY KEY (work_item, commit_sha)
 	) STRICT;
 	CREATE INDEX ci_commits_collecting ON ci_commits (last_at) WHERE state = 'collecting' AND failed > 0;`,
+
+	// v12: the pauses of each installation's GitHub calls that its rate
+	// limits asked for (Pause).
+	`CREATE TABLE github_pauses (
+		installation TEXT NOT NULL CHECK (installation <> ''),
+		kind         TEXT NOT NULL CHECK (kind IN ('secondary', 'primary')),
+		until        INTEGER,
+		since        INTEGER,
+		streak       INTEGER NOT NULL CHECK (streak >= 0),
+		http_status  INTEGER NOT NULL,
+		message      TEXT NOT NULL,
+		PRIMARY KEY (installation, kind)
+	) STRICT;`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

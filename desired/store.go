@@ -173,6 +173,12 @@ type Store interface {
 	UpdateCall(ctx context.Context, c Call) error
 	// Calls returns the calls f selects, in the order they were queued.
 	Calls(ctx context.Context, f CallFilter) ([]Call, error)
+	// PutPause records p, the pause of p.Installation's calls of p.Kind,
+	// replacing the one before; a p with no Until and no Streak removes it.
+	PutPause(ctx context.Context, p Pause) error
+	// Pauses returns the pauses recorded, past ones included, by
+	// installation and kind.
+	Pauses(ctx context.Context) ([]Pause, error)
 	// ReportSession records the session id the item's harness reported
 	// about itself (Claude Code's SessionStart hook); the error wraps
 	// ErrNotFound for an unknown key.

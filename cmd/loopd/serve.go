@@ -147,6 +147,11 @@ func serve(ctx context.Context, g *globals) error {
 	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
 	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
+	if a.github != nil {
+		// The outbox's rate limits, on /metrics as they are held.
+		a.limits = newLimits()
+		reg.MustRegister(a.limits.Collector(time.Now))
+	}
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
 

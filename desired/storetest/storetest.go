@@ -46,7 +46,7 @@ type Backend struct {
 // delivery, refused
 // input, record and delivery order, pending deliveries without their
 // prompts and the prompt read on its own, status writes that mark deliveries
-// delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
+// delivered, the outbox of GitHub calls queued with a status write, the pauses of GitHub calls, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, the journal rows an ingest writes with its
 // change, durability across a reopen, concurrent
 // writers on one and on two handles, the reconcile lock across two
@@ -82,6 +82,7 @@ func Run(t *testing.T, b Backend) {
 		{"pending_come_compact_prompt_reads_the_body", s.compactPending},
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
 		{"outbox_written_with_the_status", s.outboxWrittenWithTheStatus},
+		{"pauses_per_installation_and_kind", s.pauses},
 		{"due_calls_and_updates", s.dueCallsAndUpdates},
 		{"unknown_key_is_not_found", s.unknownKey},
 		{"set_held_bumps_generation", s.setHeld},

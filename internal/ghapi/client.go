@@ -101,7 +101,25 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 	if err != nil {
 		return nil, fmt.Errorf("github client %s: %w", apiURL, err)
 	}
+	// The rate limits are the worker's (Limits), one record per
+	// installation kept in the store: go-github's own would refuse calls
+	// by its memory of an answer, on its own clock.
+	for _, gh := range []*github.Client{c.gh, c.app} {
+		if gh != nil {
+			gh.DisableRateLimitCheck = true
+		}
+	}
 	return c, nil
+}
+
+// Installation names the installation whose rate limits a call of c
+// counts against (Limits): "installation <id>" for a GitHub App's, "token"
+// for a token's.
+func (c *Client) Installation(desired.Call) string {
+	if c.installation != nil {
+		return "installation " + strconv.FormatInt(c.installation.InstallationID(), 10)
+	}
+	return "token"
 }
 
 // Login returns the login the credentials belong to: the token's user
@@ -299,13 +317,19 @@ type Verdict struct {
 	// is GitHub's message, or the error's text.
 	HTTPStatus int
 	Message    string
+	// Limit is the rate limit the call met (Limits), "" for none: a
+	// secondary limit pauses the installation's content writes, a primary
+	// one all its calls.
+	Limit LimitKind
 }
 
 // Classify says whether err, returned by Send, is worth another try and
 // when, from go-github's typed errors: RateLimitError (X-RateLimit-Remaining
-// 0: wait until X-RateLimit-Reset), AbuseRateLimitError (a secondary rate
-// limit: its Retry-After), ErrorResponse (a 5xx is retried; a 403 or 429
-// that carries Retry-After is a rate limit too, as GitHub documents it,
+// 0: a primary limit, wait until X-RateLimit-Reset), AbuseRateLimitError (a
+// secondary rate limit: its Retry-After), ErrorResponse (a 5xx is retried;
+// a 403 or 429 whose message says secondary rate limit, any 429, and any
+// answer that carries Retry-After are a secondary limit too, as GitHub
+// documents them,
 // https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
 // An App's installation token that could not be had is ghinstallation's
 // HTTPError: with GitHub's answer in it, that answer is read as go-github
@@ -328,13 +352,13 @@ func Classify(err error, now time.Time) Verdict {
 	}
 	switch {
 	case errors.As(err, &rl):
-		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response)}
+		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response), Limit: desired.PausePrimary}
 		if !rl.Rate.Reset.IsZero() {
 			v.After = max(rl.Rate.Reset.Sub(now), 0)
 		}
 		return v
 	case errors.As(err, &abuse):
-		v := Verdict{Retry: true, Message: abuse.Message, HTTPStatus: status(abuse.Response)}
+		v := Verdict{Retry: true, Message: abuse.Message, HTTPStatus: status(abuse.Response), Limit: desired.PauseSecondary}
 		if abuse.RetryAfter != nil {
 			v.After = max(*abuse.RetryAfter, 0)
 		}
@@ -345,12 +369,15 @@ func Classify(err error, now time.Time) Verdict {
 		if v.Message == "" {
 			v.Message = http.StatusText(code)
 		}
-		if (code == http.StatusForbidden || code == http.StatusTooManyRequests) && er.Response != nil {
+		limited := code == http.StatusTooManyRequests ||
+			(code == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), "secondary rate limit"))
+		if er.Response != nil {
 			if d, ok := retryAfter(er.Response.Header.Get("Retry-After"), now); ok {
-				v.Retry, v.After = true, d
-			} else if code == http.StatusTooManyRequests {
-				v.Retry = true
+				limited, v.After = true, d
 			}
+		}
+		if limited {
+			v.Retry, v.Limit = true, desired.PauseSecondary
 		}
 		return v
 	case errors.Is(err, errUnknownTarget), errors.Is(err, errUnknownCall):

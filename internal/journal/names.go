@@ -49,6 +49,7 @@ var names = []Name{
 	DispatchTimeout,
 	GitHubConnected,
 	GitHubFailed,
+	GitHubPaused,
 	GitHubPosted,
 	GitHubQueued,
 	GitHubRetry,

@@ -2,8 +2,12 @@
 // GitHub's REST API loopd calls, served over real HTTP (httptest) in the
 // way go-github's own tests do, under a GitHub Enterprise Server path
 // (/api/v3). It keeps the comments and reactions made, records every
-// request (method, path, query, Authorization header, body), and takes
-// injected failures and a hold on comment posts.
+// request (method, path, query, Authorization header, body, time), and
+// misbehaves the way GitHub does on demand: injected failures, a hold on
+// comment posts, a comment post that lands while its answer is lost, a
+// secondary rate limit on content writes (403 or 429, with or without
+// Retry-After) and a primary one on every call, all timed by its own
+// clock (Server.Now), which a test can set apart from the client's.
 package ghapitest
 
 import (
@@ -20,10 +24,37 @@ import (
 	"time"
 )
 
-// Request is one request the server received.
+// Request is one request the server received, at At by the server's
+// clock; Limited is true when a rate limit answered it.
 type Request struct {
 	Method, Path, Query, Auth, Body string
+	At                              time.Time
+	Limited                         bool
 }
+
+// Write reports whether r creates content (POST, PATCH, PUT, DELETE), what
+// GitHub's secondary limits count.
+func (r Request) Write() bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
+
+// SecondaryLimit is GitHub's secondary rate limit on content writes: until
+// Until (by the server's clock), every write is answered Status (403 or
+// 429) with GitHub's message and documentation URL, and with Retry-After
+// when RetryAfter is set (in whole seconds, as GitHub sends it), while
+// x-ratelimit-remaining still shows budget left, as GitHub's answers do;
+// reads still pass.
+type SecondaryLimit struct {
+	Until      time.Time
+	Status     int
+	RetryAfter time.Duration
+}
+
+// secondaryMessage and secondaryDocs are what GitHub answers a secondary
+// rate limit with (GitHub's REST API docs, "Rate limits for the REST API").
+const (
+	secondaryMessage = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. " +
+		"If you reach out to GitHub Support for help, please include the request ID."
+	secondaryDocs = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+)
 
 // Comment is an issue or pull request comment the server holds. Author
 // is its user's login (GitHub's user.login).
@@ -83,12 +114,19 @@ type Server struct {
 	held      chan struct{}
 	// PageSize caps a comment listing's page, whatever per_page asks.
 	pageSize int
+	// now is the server's clock (SetNow); secondary and primaryReset its
+	// rate limits; lose how many comment posts to come land with their
+	// answer lost.
+	now          func() time.Time
+	secondary    SecondaryLimit
+	primaryReset time.Time
+	lose         int
 }
 
 // New starts a server, closed at the end of t.
 func New(t testing.TB) *Server {
 	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation",
-		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100}
+		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.Release()
@@ -112,6 +150,47 @@ func (s *Server) ClearFailures() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures = nil
+}
+
+// SetNow sets the server's clock, which its rate limits and the times of
+// its requests are read by: a fake clock for a benchmark, or one ahead of
+// the client's.
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// Now returns the server's time.
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now()
+}
+
+// LimitWrites answers content writes with the secondary limit l until
+// l.Until; a zero l lifts it.
+func (s *Server) LimitWrites(l SecondaryLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secondary = l
+}
+
+// LimitAll answers every call with the primary rate limit (403,
+// x-ratelimit-remaining 0, x-ratelimit-reset) until reset.
+func (s *Server) LimitAll(reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.primaryReset = reset
+}
+
+// LoseAnswers makes the next n comment posts land (the comment is made)
+// while their answer is lost: the connection closes with no response, as
+// when a network drops it, so the client cannot know the post landed.
+func (s *Server) LoseAnswers(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose = n
 }
 
 // SetPageSize makes comment listings return at most n per page.
@@ -198,10 +277,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	path, ok := strings.CutPrefix(r.URL.Path, "/api/v3")
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), Body: string(body)})
+	req := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), Body: string(body), At: s.now()}
+	s.requests = append(s.requests, req)
 	if !ok {
 		s.mu.Unlock()
 		http.NotFound(w, r)
+		return
+	}
+	if s.limited(w, req) { // unlocks
 		return
 	}
 	for _, f := range s.failures {
@@ -238,7 +321,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], author, in.Body)
 		hold, held := s.hold, s.held
+		lose := s.lose > 0
+		if lose {
+			s.lose--
+		}
 		s.mu.Unlock()
+		if lose {
+			loseAnswer(w)
+			return
+		}
 		if hold != nil {
 			held <- struct{}{}
 			select {
@@ -258,6 +349,56 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 	}
+}
+
+// limited answers req with a rate limit when one holds it, and reports
+// whether it did: the primary limit answers every call, the secondary one
+// content writes. s.mu is held on entry; released when it answered.
+func (s *Server) limited(w http.ResponseWriter, req Request) bool {
+	now := s.now()
+	var (
+		status int
+		header = http.Header{}
+		answer map[string]any
+	)
+	switch l := s.secondary; {
+	case now.Before(s.primaryReset):
+		status = http.StatusForbidden
+		header.Set("X-RateLimit-Limit", "5000")
+		header.Set("X-RateLimit-Remaining", "0")
+		header.Set("X-RateLimit-Reset", strconv.FormatInt(s.primaryReset.Unix(), 10))
+		answer = map[string]any{"message": "API rate limit exceeded for installation ID 1.",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-primary-rate-limits"}
+	case req.Write() && now.Before(l.Until):
+		status = l.Status
+		header.Set("X-RateLimit-Limit", "5000")
+		header.Set("X-RateLimit-Remaining", "4771")
+		header.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Hour).Unix(), 10))
+		if l.RetryAfter > 0 {
+			header.Set("Retry-After", strconv.Itoa(int((l.RetryAfter+time.Second-1)/time.Second)))
+		}
+		answer = map[string]any{"message": secondaryMessage, "documentation_url": secondaryDocs}
+	default:
+		return false
+	}
+	s.requests[len(s.requests)-1].Limited = true
+	s.mu.Unlock()
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	writeJSON(w, status, answer)
+	return true
+}
+
+// loseAnswer closes the connection of w with no response (a 502 where the
+// connection cannot be taken over, which loses the answer too).
+func loseAnswer(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"message": "Bad Gateway"})
+		return
+	}
+	conn.Close()
 }
 
 // listComments answers one page of an item's comments, with GitHub's Link
