@@ -144,7 +144,7 @@ const (
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
-	// delivery about to be sent or booted with (desired.Store.Prompt);
+	// delivery about to be sent or booted with (store.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
 	ReasonPromptUnreadable Reason = "prompt_unreadable"
 )
@@ -281,7 +281,7 @@ type Spawn struct {
 	// DeliveryID is the delivery carried as the boot prompt, "" for a
 	// self-heal nudge or when the event is too long for argv and will be
 	// pasted once the harness runs. The plan holds no prompt bodies: the
-	// executor reads the delivery's (desired.Store.Prompt).
+	// executor reads the delivery's (store.Store.Prompt).
 	DeliveryID string
 	// Prompt is the boot prompt loopd wrote itself (a nudge, a long
 	// event's header line, a limit reset), "" with a DeliveryID.
@@ -298,7 +298,11 @@ type Spawn struct {
 	// Runner is schema.RunnerProcess for a headless run of the harness
 	// (the event its prompt, whole), "" for a pane in tmux.
 	Runner string
-	Reason Reason
+	// ProjectSettings is true when the harness may read the settings its
+	// workdir holds itself (reconciler.ProjectSettingsOf); false starts it
+	// with them off (harness.WithProjectSettings).
+	ProjectSettings bool
+	Reason          Reason
 }
 
 func (s Spawn) base() []Field {
@@ -317,6 +321,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
+	}
+	if s.ProjectSettings {
+		f = append(f, Field{"project_settings", "trusted"})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
@@ -436,7 +443,7 @@ func (a ResumeSpawn) String() string { return Format(a) }
 // DeliverPrompt pastes a pending delivery into the live harness, once its
 // screen shows it is ready. The delivery stays pending until its id shows in
 // the transcript (ConfirmDelivery). The executor reads its prompt from the
-// store (desired.Store.Prompt) for the paste: the plan holds no bodies.
+// store (store.Store.Prompt) for the paste: the plan holds no bodies.
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
@@ -498,7 +505,7 @@ func (a ConfirmDelivery) String() string { return Format(a) }
 func (a DeliverPrompt) String() string { return Format(a) }
 
 // DropDelivery takes a pending delivery out for good, never sent
-// (desired.Store.Drop): a push (pull_request.synchronize) whose commit the
+// (store.Store.Drop): a push (pull_request.synchronize) whose commit the
 // item's workdir already holds is the agent's own (ReasonOwnPush).
 type DropDelivery struct {
 	Key        desired.Key
@@ -654,6 +661,15 @@ type RecordExit struct {
 	FastFailures  int
 	ChurnFailures int
 	NextAttempt   time.Time // zero when no restart is scheduled
+	// Delay is the backoff the restart decision chose for a restart
+	// (Phase BackingOff): NextAttempt is Delay after the death. Zero for a
+	// restart at once, and when none is planned.
+	Delay time.Duration
+	// Attention, with Phase NeedsAttention, is why the item needs it: the
+	// reason of the GiveUp that follows in the same plan. The status takes
+	// it with this write, so that nothing reads NeedsAttention with the
+	// exit's own reason (Reason, which stays the last exit's).
+	Attention Reason
 	// Retire, when set, names the crash-loop rule that retires the item's
 	// session id ("fast_failures" or "churn"): it is never resumed again.
 	Retire Reason
@@ -728,7 +744,8 @@ func (a RecordExit) exitAttrs() []any {
 }
 
 // Apply returns st after the death recorded at now: the phase, the counts
-// and the next attempt the planner decided, the paste in flight given up
+// and the next attempt the planner decided, the reason (Attention in
+// NeedsAttention, else the exit's), the paste in flight given up
 // unless it landed (Delivered), and the conversation id retired when
 // Retire says so.
 func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
@@ -747,6 +764,9 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	st.SpawnRefused = ""
 	st.RunID = "" // a run whose exit is recorded is judged once
 	st.Reason = string(a.Reason)
+	if a.Phase == desired.PhaseNeedsAttention && a.Attention != "" {
+		st.Reason = string(a.Attention)
+	}
 	// A paste in flight died with the pane; unless it landed (Delivered),
 	// it is still pending and goes with the next spawn.
 	st = st.Deliver(a.Delivered).DropSend()

@@ -22,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/store"
 )
 
 // Sentinel errors of the executor, checked with errors.Is.
@@ -69,7 +70,7 @@ const outcomeWriteTimeout = 5 * time.Second
 // lock and then calls Wake; WaitWorkspaces waits for those goroutines.
 type Executor struct {
 	Tmux      tmux.Client
-	Store     desired.Store
+	Store     store.Store
 	Harnesses map[string]harness.Adapter
 	Journal   *journal.Recorder
 	Log       *slog.Logger
@@ -123,10 +124,10 @@ type Executor struct {
 	failedPrepares int
 
 	// Fleet, when set, is the store's lease side: every status write is
-	// fenced by the item's lease generation (desired.Fleet.FencedWrite),
+	// fenced by the item's lease generation (store.Fleet.FencedWrite),
 	// and a draining host releases its leases through it. nil writes
 	// unfenced (one host without leases).
-	Fleet desired.Fleet
+	Fleet store.Fleet
 	// Host is this host's name (host.name), stamped on every status write
 	// (desired.Status.Host); "" without leases.
 	Host string
@@ -190,7 +191,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				// local agent stops, nothing more is written, and the
 				// write is never retried. The next pass reads the lease.
 				reason := ReasonLeaseLapsed
-				if errors.Is(err, desired.ErrFenced) {
+				if errors.Is(err, store.ErrFenced) {
 					reason = ReasonFenced
 				}
 				e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
@@ -325,7 +326,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		st.Host = e.Host
 	}
 	st, calls := desired.TalkRule(*r, st, acked, talk)
-	if err := e.write(ctx, r, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
+	if err := e.write(ctx, r, store.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
 		return err
 	}
 	e.held(r.Key)
@@ -360,8 +361,20 @@ func (e *Executor) adapter(name string) (harness.Adapter, error) {
 	return ad, nil
 }
 
+// spawnAdapter returns the adapter s starts its harness with: its
+// harness's, with the workdir's project settings on or off as s says
+// (harness.WithProjectSettings), for its argv, environment and
+// provisioning alike.
+func (e *Executor) spawnAdapter(s Spawn) (harness.Adapter, error) {
+	ad, err := e.adapter(s.Harness)
+	if err != nil {
+		return nil, err
+	}
+	return harness.WithProjectSettings(ad, s.ProjectSettings), nil
+}
+
 func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -455,7 +468,7 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -563,7 +576,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
-		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
+		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "project_settings", s.ProjectSettings, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }
 
@@ -948,6 +961,10 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	}
 	kv := append([]any{"session", a.Session}, a.exitAttrs()...)
 	kv = append(kv, "clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures)
+	if a.Phase == desired.PhaseBackingOff && !a.NextAttempt.IsZero() {
+		// When the restart comes, and the backoff it waits.
+		kv = append(kv, "delay", a.Delay, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+	}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}

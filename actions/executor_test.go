@@ -27,6 +27,8 @@ import (
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // rig is an executor wired to a stateful tmux fake, a real SQLite store and
@@ -34,7 +36,7 @@ import (
 type rig struct {
 	exec  *actions.Executor
 	tmux  *tmuxtest.Fake
-	store *desired.SQLite
+	store *sqlstore.SQLite
 	key   desired.Key
 	cwd   string
 	// claudeDir is the harness's CLAUDE_CONFIG_DIR.
@@ -48,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", "loopd.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state", "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
@@ -100,7 +102,7 @@ func (r *rig) launchEnv(t *testing.T, session string) map[string]string {
 // ingest queues one delivery for the rig's item and returns the record.
 func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
 	t.Helper()
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
 		Harness: "claude-code", Cwd: r.cwd, Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: prompt}})
 	require.NoError(t, err)
 	return r.get(t)
@@ -125,7 +127,7 @@ func (r *rig) get(t *testing.T) desired.Record {
 
 func (r *rig) events(t *testing.T) []string {
 	t.Helper()
-	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var out []string
 	for _, e := range evs {
@@ -137,7 +139,7 @@ func (r *rig) events(t *testing.T) []string {
 // named returns the journal rows named name, oldest first.
 func (r *rig) named(t *testing.T, name journal.Name) []journal.Event {
 	t.Helper()
-	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var out []journal.Event
 	for _, e := range evs {
@@ -173,7 +175,7 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 
 	sess := desired.SessionName(r.key)
 	// A new conversation is told to mark its own comments.
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
@@ -376,7 +378,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	require.Len(t, failed, 1)
 	assert.Equal(t, "d-9", failed[0].Attrs["delivery"])
 	assert.Equal(t, string(actions.ReasonPromptUnreadable), failed[0].Attrs["reason"])
-	assert.Contains(t, failed[0].Attrs["err"], desired.ErrNoDelivery.Error())
+	assert.Contains(t, failed[0].Attrs["err"], store.ErrNoDelivery.Error())
 
 	// A resume boots with the stored prompt, whole.
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
@@ -385,7 +387,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	s.Respawn = true
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", prompt}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", prompt}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {

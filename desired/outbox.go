@@ -68,21 +68,6 @@ type Call struct {
 	Generation int64
 }
 
-// StatusWrite is one status change of an item (Store.WriteStatus): the new
-// status, the deliveries it marks delivered, and the GitHub calls it
-// queues, written in one transaction.
-type StatusWrite struct {
-	Status    Status
-	Delivered []string
-	Calls     []Call
-}
-
-// CallFilter selects calls (Store.Calls). Zero fields select everything.
-type CallFilter struct {
-	WorkItem string
-	State    CallState
-}
-
 // Talk is what an item's route lets loopd say on GitHub (TalkRule), and the
 // facts its comments name.
 type Talk struct {

@@ -144,7 +144,20 @@ type Spec struct {
 	// payload named it (synchronize moves it); "" when unknown. A CI
 	// failure on another commit is stale.
 	HeadSHA string
-	Closed  bool
+	// HeadRepo is a pull request's head repository, owner/repo as the
+	// newest pull request payload named it; "" for an issue, or when no
+	// such payload was seen (an item an issue_comment made). A head in
+	// another repository than the item's is a fork's.
+	HeadRepo string
+	// Author is the login that opened the issue or pull request, as its
+	// payloads name it; "" when none did.
+	Author string
+	// HeadPusher is the login that pushed HeadSHA: the sender of the
+	// pull_request opened or synchronize payload that named that commit;
+	// "" when no such payload named it (the head moved with a payload of
+	// another action, or the push's delivery was lost).
+	HeadPusher string
+	Closed     bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
 	StateChangedAt time.Time

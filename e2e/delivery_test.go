@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 func trustPromptEnv(t *testing.T) *env {
@@ -162,7 +163,7 @@ func TestPromptStoredBeforeDigestsIsVerifiedByItsMarker(t *testing.T) {
 	// carried a digest.
 	id := uuid.NewString()
 	s := e.openStore(t)
-	_, err := s.Ingest(context.Background(), desired.Ingest{
+	_, err := s.Ingest(context.Background(), store.Ingest{
 		DeliveryID: id, Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(keyIssue),
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat", ReceivedAt: time.Now().UTC(),
 			Prompt: "[loopd] issue_comment.created on " + keyIssue.String() + " by Codertocat (delivery " + id + ")\n" +

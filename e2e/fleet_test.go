@@ -22,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/pgtest"
 	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/store"
 )
 
 // fleetLeaseSeconds is host.leaseSeconds of the fleet tests, the schema's
@@ -687,8 +688,8 @@ func TestFleetOperatorCommands(t *testing.T) {
 
 	_, errOut, code := a.run(t, "drain", "nobody")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, desired.ErrNoHost.Error())
-	assert.NotContains(t, errOut, desired.ErrNotFound.Error())
+	assert.Contains(t, errOut, store.ErrNoHost.Error())
+	assert.NotContains(t, errOut, store.ErrNotFound.Error())
 	out, errOut, code := a.run(t, "drain", "host-a")
 	assert.Equal(t, 1, code, "drain with no taker: %s%s", out, errOut)
 	assert.Contains(t, errOut, "no other live host")

@@ -335,14 +335,41 @@ func readJSONFile(path string, v any) bool {
 	return err == nil && json.Unmarshal(b, v) == nil
 }
 
-// geminiProcessEnv is newGeminiEnv with the process runner and the fake's
-// start log in e.startLog.
+// geminiProcessEnv is newGeminiEnv with the process runner, the workdir's
+// project settings trusted (Gemini runs headless only in a trusted folder;
+// issue 1 gets them), and the fake's start log in e.startLog.
 func geminiProcessEnv(t *testing.T, extra map[string]string) geminiEnv {
 	t.Helper()
 	g := newGeminiEnv(t, extra)
 	g.harness()["env"].(map[string]string)["FAKEGEMINI_START_LOG"] = g.startLog
+	g.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["projectSettings"] = "trusted"
 	g.asProcessRunner(t, 600)
 	return g
+}
+
+// TestProcessRunnerGeminiUntrustedWorkdirNeedsAttention: Gemini refuses a
+// headless run in a folder it does not trust (exit 55), as every workdir
+// is whose project settings are off: the run is named so
+// (exit_cause=untrusted_workdir), its event stays pending, and under
+// restartPolicy Never the item needs attention, not run again by itself.
+func TestProcessRunnerGeminiUntrustedWorkdirNeedsAttention(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, nil)
+	g.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["projectSettings"] = "untrusted"
+	g.policy()["restartPolicy"] = "Never"
+	g.writeConfig(t)
+	g.start(t)
+	d := sendComment(t, g.env, "an event for an untrusted folder "+uuid.NewString())
+	r := g.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	require.NotNil(t, r.Status.LastExitStatus)
+	assert.Equal(t, harness.GeminiExitUntrustedWorkdir, *r.Status.LastExitStatus)
+	failed := deliveriesOf(t, g.env, journal.DispatchFailed, d)
+	require.Len(t, failed, 1)
+	assert.Equal(t, harness.CauseUntrustedWorkdir, failed[0].Attrs["exit_cause"], "%v", failed[0].Attrs)
+	require.Len(t, g.starts(t), 1)
+	g.settle(t)
+	assert.Len(t, g.starts(t), 1, "not run again by itself")
+	assert.Len(t, g.mustRecord(t, keyIssue).Pending, 1, "the event waits")
 }
 
 // geminiStart returns the session flag of a headless start of gemini and
@@ -494,8 +521,11 @@ func TestProcessRunnerGeminiNoAuthUnderNeverNeedsAttention(t *testing.T) {
 	g.writeConfig(t)
 	g.start(t)
 	d := sendComment(t, g.env, "an event no run can take "+uuid.NewString())
-	r := g.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
-	assert.Equal(t, "restart_policy_never", r.Status.Reason)
+	// The pass that records the exit writes NeedsAttention with the run's
+	// reason first, then the restart policy's.
+	g.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseNeedsAttention && r.Status.Reason == "restart_policy_never"
+	}, waitLong, "the item never needed attention under restartPolicy Never")
 	attention := g.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
 	assert.Equal(t, "restart_policy_never", attention[0].Attrs["reason"])
 	require.Len(t, deliveriesOf(t, g.env, journal.DispatchFailed, d), 1)

@@ -13,30 +13,32 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // openStore opens the env's SQLite store; the caller closes it. It may be
 // opened while the daemon runs (WAL).
-func (e *env) openStore(t testing.TB) desired.Store {
+func (e *env) openStore(t testing.TB) store.Store {
 	t.Helper()
 	if e.pgURL != "" {
 		// A reader's own lock file: it never takes the daemon's.
-		s, err := desired.OpenPostgres(context.Background(), e.pgURL, filepath.Join(e.dir, "reader.lock"))
+		s, err := sqlstore.OpenPostgres(context.Background(), e.pgURL, filepath.Join(e.dir, "reader.lock"))
 		require.NoError(t, err)
 		return s
 	}
-	s, err := desired.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
+	s, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	return s
 }
 
-// openFleet opens the store as a desired.Fleet, closed at the end of t.
-func (e *env) openFleet(t testing.TB) desired.Fleet {
+// openFleet opens the store as a store.Fleet, closed at the end of t.
+func (e *env) openFleet(t testing.TB) store.Fleet {
 	t.Helper()
 	s := e.openStore(t)
 	t.Cleanup(func() { s.Close() })
-	f, ok := s.(desired.Fleet)
-	require.True(t, ok, "%T is no desired.Fleet", s)
+	f, ok := s.(store.Fleet)
+	require.True(t, ok, "%T is no store.Fleet", s)
 	return f
 }
 
@@ -72,7 +74,7 @@ func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	s := e.openStore(t)
 	defer s.Close()
 	r, err := s.Get(context.Background(), k)
-	if errors.Is(err, desired.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return desired.Record{}, false
 	}
 	require.NoError(t, err)
@@ -104,7 +106,7 @@ func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 	prompt := webhook.Render(webhook.PromptInput{
 		Event: "issue_comment", Action: "created", WorkItem: k.String(), Sender: "Codertocat", DeliveryID: id, Body: body,
 	})
-	res, err := s.Ingest(context.Background(), desired.Ingest{
+	res, err := s.Ingest(context.Background(), store.Ingest{
 		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: harness, Cwd: e.workdir(k),
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat",
 			Prompt: prompt, ReceivedAt: time.Now().UTC()},
@@ -130,7 +132,7 @@ func (e *env) events(t testing.TB) []journal.Event {
 	t.Helper()
 	s := e.openStore(t)
 	defer s.Close()
-	evs, err := s.Events(context.Background(), desired.EventFilter{})
+	evs, err := s.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return evs
 }

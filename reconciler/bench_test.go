@@ -38,7 +38,7 @@ func BenchmarkPlan(b *testing.B) {
 		obs.Snapshot.Panes[pane.Session] = pane
 		items = append(items, r)
 	}
-	// The store returns the records in key order (desired.Store.Records).
+	// The store returns the records in key order (store.Store.Records).
 	slices.SortFunc(items, func(a, b desired.Record) int { return compareKeys(a.Key, b.Key) })
 	p := testPolicy()
 	// Every item's workdir and checkout are rendered from the routing on

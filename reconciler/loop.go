@@ -14,6 +14,7 @@ import (
 	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/store"
 )
 
 // Reconciler runs reconcile passes: lock, read desired records, observe
@@ -21,7 +22,7 @@ import (
 // requeue. Run loops them on a timer, on triggers (webhook, pane deaths) and
 // at the earliest requeue-after time.
 type Reconciler struct {
-	Store    desired.Store
+	Store    store.Store
 	Observer Observer
 	Watcher  Watcher
 	Executor *actions.Executor
@@ -104,7 +105,7 @@ func (r *Reconciler) triggerChan() chan struct{} {
 
 // Pass runs one reconcile pass under the cross-process lock, waiting for the
 // lock up to LockWait or until ctx ends (the error then wraps
-// desired.ErrLocked). A dry run plans and returns without touching tmux
+// store.ErrLocked). A dry run plans and returns without touching tmux
 // sessions or the store. Every log line and journal row the pass writes
 // carries its reconcile id: the one ctx carries (journal.WithReconcileID),
 // or a new one.

@@ -122,6 +122,12 @@ type Policy struct {
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
 	Routing schema.Routing
+	// AuthorizedUsers are the config's authorizedUsers, and BotLogin
+	// loopd's own login ("" when not configured): who may have opened
+	// and pushed a pull request whose project settings a spawn trusts
+	// (ProjectSettingsOf).
+	AuthorizedUsers schema.Logins
+	BotLogin        string
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

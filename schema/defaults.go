@@ -151,6 +151,7 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
+		orDefault(&r.ProjectSettings, ProjectSettingsUntrusted)
 		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
 		orDefault(&r.Reactions.CIQuietSeconds, DefaultCIQuietSeconds)
 		gh.Routing.Repos[key] = r

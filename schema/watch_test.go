@@ -196,6 +196,25 @@ func TestWatcherReload(t *testing.T) {
 	assert.Equal(t, RestartNever, restartPolicyOf(f.lastChange()))
 }
 
+// TestWatcherReloadsProjectSettings: a route's projectSettings changes
+// live, as the rest of the routing does; absent it is untrusted, and a
+// value outside the two is invalid.
+func TestWatcherReloadsProjectSettings(t *testing.T) {
+	f := newWatchFixture(t)
+	route := func(c *Config) Route { r, _ := c.Webhooks.GHWebhook.Routing.Route("a", "b"); return r }
+	assert.False(t, route(f.w.Current()).TrustsProjectSettings())
+	assert.Equal(t, ProjectSettingsUntrusted, route(f.w.Current()).ProjectSettings)
+
+	require.NoError(t, os.WriteFile(f.path, []byte(minimal+"          projectSettings: trusted\n"), 0o600))
+	require.NoError(t, f.w.Reload())
+	assert.True(t, route(f.w.Current()).TrustsProjectSettings())
+	assert.Empty(t, f.log.records(t, "config.invalid"))
+
+	require.NoError(t, os.WriteFile(f.path, []byte(minimal+"          projectSettings: always\n"), 0o600))
+	assert.ErrorIs(t, f.w.Reload(), ErrInvalid)
+	assert.True(t, route(f.w.Current()).TrustsProjectSettings(), "the last good config stays")
+}
+
 // TestWatcherRefusesAnSSHPasswordURL: a reload to a route whose checkout
 // URL carries an ssh password keeps the last good config, and the error
 // (config.invalid) names the route without the password.

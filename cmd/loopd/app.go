@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loopd/loopd/actions"
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
@@ -25,6 +24,8 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
@@ -49,7 +50,7 @@ const mirrorsDir = "mirrors"
 // app is the wired set of real dependencies one command uses.
 type app struct {
 	log       *slog.Logger
-	store     desired.Store
+	store     store.Store
 	tmux      tmux.Client
 	harnesses map[string]harness.Adapter
 	journal   *journal.Recorder
@@ -66,7 +67,7 @@ type app struct {
 	limits *ghapi.Limits
 	// fleet is the store's lease side and hosting this host among the
 	// hosts sharing it (joinFleet); nil in the commands that run no pass.
-	fleet   desired.Fleet
+	fleet   store.Fleet
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
 	mover *transcript.Mover
@@ -82,8 +83,8 @@ const storeLock = "loopd.lock"
 // daemon and a cron pass of one host exclude each other). The state dir is
 // made, or tightened, first (privateStateDir); warn is told each mode it
 // tightened. An error shows the URL without its password
-// (desired.RedactURL).
-func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (desired.Store, error) {
+// (sqlstore.RedactURL).
+func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (store.Store, error) {
 	changed, err := privateStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -92,9 +93,9 @@ func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (d
 		warn(c)
 	}
 	if cfg.Store.URL == "" {
-		return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
 	}
-	return desired.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
+	return sqlstore.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
 }
 
 // logTightened returns openStore's warn for a command that logs: each mode
@@ -275,6 +276,7 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing = routing
+	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
 	return p
 }
 

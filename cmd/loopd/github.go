@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/doubling"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/perm"
@@ -161,7 +162,7 @@ func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 	w := &ghapi.Worker{
 		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now, Limits: a.limits,
 		Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial, Max: schema.DefaultGitHubBackoffMax,
-		Lock: func(ctx context.Context) (func(), error) { return desired.LockFile(ctx, lock) },
+		Lock: func(ctx context.Context) (func(), error) { return flock.Lock(ctx, lock) },
 	}
 	if a.hosting != nil {
 		// Each call is sent by the host that holds its item.

@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // workItemEnv names the environment variable that tells a hook which work
@@ -120,7 +121,7 @@ and the command exits non-zero.`,
 // item named item. A report that fails a check comes back with the reason
 // (one of the reason constants) and an error saying what failed; an error
 // with no reason is loopd's own (the store).
-func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.Store, item string, stdin io.Reader) (
+func checkSessionStart(ctx context.Context, cfg *schema.Config, st store.Store, item string, stdin io.Reader) (
 	in sessionStartInput, k desired.Key, reason string, err error) {
 	k, err = desired.ParseKey(item)
 	if err == nil && k.String() != item {
@@ -151,8 +152,8 @@ func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.St
 	case !slices.Contains(sessionSources, in.Source):
 		return in, k, reasonUnknownSource, fmt.Errorf("source %q is not one of %s", shown(in.Source), strings.Join(sessionSources, ", "))
 	}
-	r, err := store.Get(ctx, k)
-	if errors.Is(err, desired.ErrNotFound) {
+	r, err := st.Get(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
 		return in, k, reasonUnknownWorkItem, err
 	} else if err != nil {
 		return in, k, "", err

@@ -21,12 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // serveLockFile is the flock a running serve holds in the state dir.
@@ -79,7 +81,7 @@ func serve(ctx context.Context, g *globals) error {
 		logTightened(log)(c)
 	}
 	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
-	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
+	unlock, err := flock.Lock(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", cfg.StateDir, err)
@@ -116,7 +118,7 @@ func serve(ctx context.Context, g *globals) error {
 	// the first's leases and start fresh conversations beside its agents.
 	// A store out of reach is not a refusal: the first pass heartbeats,
 	// and the loop retries.
-	if err := a.hosting.Heartbeat(ctx); errors.Is(err, desired.ErrHostTaken) {
+	if err := a.hosting.Heartbeat(ctx); errors.Is(err, store.ErrHostTaken) {
 		return a.refuse(ctx, fmt.Errorf("%w; give this daemon another host.name, or stop the other one", err))
 	}
 	if err := a.tmux.EnsureServer(ctx, a.serverOptions(cfg)); errors.Is(err, tmux.ErrServerOwned) {
@@ -131,6 +133,16 @@ func serve(ctx context.Context, g *globals) error {
 		// No tmux yet: the loop says tmux.unavailable and retries.
 		log.Warn(string(journal.TmuxUnavailable), "err", err)
 	}
+	// A serve that fails from here on, before it listens (a port taken),
+	// leaves no server behind that it started: one still empty and of its
+	// mark ends, and then its socket's lock file (unlockSocket, deferred
+	// before this, so run after).
+	listening := false
+	defer func() {
+		if !listening {
+			a.stopEmptyServer(ctx)
+		}
+	}()
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
 	watchLog := slog.New(journal.NewHandler(log.Handler(), rows, journal.ConfigReloaded, journal.ConfigInvalid))
@@ -220,12 +232,13 @@ func serve(ctx context.Context, g *globals) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
+	listening = true
 	limits := webhook.DefaultServerLimits
 	limits.MaxConnsPerAddress = hook.ConnsPerAddress()
 	srv := webhook.NewServer(handler, limits)
 	storeShown := "sqlite"
 	if cfg.Store.URL != "" {
-		storeShown = desired.RedactURL(cfg.Store.URL)
+		storeShown = sqlstore.RedactURL(cfg.Store.URL)
 	}
 	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir, journal.KeyHost, a.hosting.Host.Name, journal.KeyStore, storeShown)
@@ -284,7 +297,7 @@ func serve(ctx context.Context, g *globals) error {
 		_ = a.mover.Run(ctx, a.store.Records, schema.TranscriptShipInterval) // ctx's cause, at the end
 	}()
 	listenDone := make(chan struct{})
-	if l, ok := a.store.(desired.Listener); ok {
+	if l, ok := a.store.(store.Listener); ok {
 		// Another host's ingest or lease change wakes a pass within
 		// milliseconds; the resync interval stays the safety net.
 		go func() {
@@ -382,7 +395,7 @@ func (a *app) refuse(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, tmux.ErrServerEnvironment):
 		reason = "server_environment"
-	case errors.Is(err, desired.ErrHostTaken):
+	case errors.Is(err, store.ErrHostTaken):
 		reason = "host_taken"
 	}
 	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", reason, "err", err)

@@ -11,12 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain fails the run when a test leaves a tmux server or socket
+// behind (tmuxtest.Main), and stops the PostgreSQL cluster (pgtest.Main).
+func TestMain(m *testing.M) { os.Exit(tmuxtest.Main(func() int { return pgtest.Main(m) })) }
 
 // TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file
 // in the state dir; a postgres:// URL opens that database, with the
@@ -26,7 +29,7 @@ func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	cfg := &schema.Config{StateDir: filepath.Join(t.TempDir(), "state")}
 	st, err := openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
-	assert.IsType(t, &desired.SQLite{}, st)
+	assert.IsType(t, &sqlstore.SQLite{}, st)
 	assert.FileExists(t, filepath.Join(cfg.StateDir, storeFile))
 	require.NoError(t, st.Close())
 
@@ -34,7 +37,7 @@ func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	st, err = openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
 	defer st.Close()
-	assert.IsType(t, &desired.Postgres{}, st)
+	assert.IsType(t, &sqlstore.Postgres{}, st)
 	unlock, err := st.Lock(ctx)
 	require.NoError(t, err)
 	unlock()

@@ -306,7 +306,7 @@ const (
 // Event is one journal entry. Attrs keys are snake_case, as in the log.
 type Event struct {
 	// ID is the row's id in the journal, growing with each row appended
-	// (desired.EventFilter.AfterID); 0 for an event not read from a store.
+	// (store.EventFilter.AfterID); 0 for an event not read from a store.
 	ID       int64
 	Time     time.Time
 	Name     Name
@@ -427,7 +427,7 @@ func (r *Recorder) keep(rows []Event) {
 
 // Row returns the journal row Record would write for the event, and
 // neither logs it nor writes it: for a store that writes the row in the
-// transaction of the change it records (desired.Ingest.Journal). Log writes
+// transaction of the change it records (store.Ingest.Journal). Log writes
 // the event's line once that transaction has committed.
 func (r *Recorder) Row(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) Event {
 	e, _ := r.event(ctx, level, name, workItem, kv)

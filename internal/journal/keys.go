@@ -67,6 +67,7 @@ const (
 	KeyChurnFailures = "churn_failures" // consecutive churn failures
 	KeyRetire        = "retire"         // why the conversation id is retired: fast_failures or churn
 	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
+	KeyDelay         = "delay"          // the backoff before that spawn (a Go duration)
 	KeyUntil         = "until"          // when a wait ends (RFC 3339)
 	KeyGeneration    = "generation"     // the release generation carried out
 	KeyFields        = "fields"         // the status fields clock.bounded brought back
@@ -164,6 +165,9 @@ const (
 	KeyLog     = "log"     // a run's log file
 	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
 	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
+
+	// A workdir's own harness settings (routing.repos.<key>.projectSettings).
+	KeyProjectSettings = "project_settings" // whether a spawn lets the harness read its workdir's own settings
 
 	// Retention (journal.pruned, item.forgotten).
 	KeyRows       = "rows"        // journal rows deleted

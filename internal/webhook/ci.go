@@ -48,7 +48,7 @@ func (k check) done() bool { return k.action == "completed" || k.status == "comp
 // first of prs whose base is repo and whose head is the check's commit,
 // or, when GitHub names none (a fork's pull request: pull_requests is
 // empty, and a check's head_branch is null), every open pull request item
-// whose recorded head is the commit (byCommit, desired.Store.Heads), never
+// whose recorded head is the commit (byCommit, store.Store.Heads), never
 // one found by a branch name. Every tracked action is recorded, so that
 // the commit's prompt waits for its suites to complete; only a completed
 // failure is named in it. It returns an ignore reason for an action that

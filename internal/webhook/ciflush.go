@@ -8,12 +8,13 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
-// CIStore is the part of desired.Store the CIFlusher uses.
+// CIStore is the part of store.Store the CIFlusher uses.
 type CIStore interface {
 	CICommits(ctx context.Context) ([]desired.CICommit, error)
-	SendCI(ctx context.Context, k desired.Key, commit string, d desired.Delivery) (desired.CISent, error)
+	SendCI(ctx context.Context, k desired.Key, commit string, d desired.Delivery) (store.CISent, error)
 }
 
 // The reasons a commit's failed checks become its prompt (delivery.accepted
@@ -31,7 +32,7 @@ const (
 // and CI failures"): once every check suite and check run seen of the
 // commit has completed, or once no event of it came for its route's
 // reactions.ciQuietSeconds, the failures are rendered as one delivery
-// (Render with PromptInput.Checks) and queued by desired.Store.SendCI, one
+// (Render with PromptInput.Checks) and queued by store.Store.SendCI, one
 // per (item, head commit). A commit that stopped being the head first
 // queues nothing (delivery.ignored reason=stale_commit). Each outcome is
 // journaled. Safe for concurrent use; Kick and Run may be called from
@@ -141,11 +142,11 @@ func (f *CIFlusher) send(ctx context.Context, c desired.CICommit, reason string,
 	}
 	attrs := []any{"delivery", id, "event", ciEvent, "commit", c.Commit}
 	switch sent {
-	case desired.CIQueued:
+	case store.CIQueued:
 		f.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryAccepted, key,
 			append(attrs, "queued", true, "reason", reason, "failed_checks", len(failures)+left)...)
 		f.Trigger()
-	case desired.CINotHead:
+	case store.CINotHead:
 		f.Recorder.Record(ctx, slog.LevelInfo, journal.DeliveryIgnored, key, append(attrs, "reason", reasonStaleCommit)...)
 	}
 	return nil

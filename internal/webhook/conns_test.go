@@ -19,8 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // guarded is a server behind ServerLimits.Listener, with the guard, the
@@ -262,12 +263,12 @@ func TestDeliveryAnsweredUnderAStalledFlood(t *testing.T) {
 // counter of loopd_listener_refused_total.
 func TestListenerRefusalsJournaledFolded(t *testing.T) {
 	ctx := context.Background()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
-	queue := journal.NewAsync(store, 0, log)
+	queue := journal.NewAsync(st, 0, log)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); queue.Run(runCtx) }()
@@ -289,7 +290,7 @@ func TestListenerRefusalsJournaledFolded(t *testing.T) {
 	cut := cuts(conns)
 	require.Eventually(t, func() bool { return cut.Load() == 48 }, time.Minute, 10*time.Millisecond)
 	events := func() []journal.Event {
-		evs, err := store.Events(ctx, desired.EventFilter{})
+		evs, err := st.Events(ctx, store.EventFilter{})
 		require.NoError(t, err)
 		return evs
 	}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // flood is a flood of stalled connections to a server: each sends one
@@ -102,7 +102,7 @@ func (f *flood) keep(d net.Dialer, addr string) {
 // floodHandler is the real handler on a real SQLite store in dir, as
 // serve runs it, logging nowhere.
 func floodHandler(tb testing.TB, dir string) http.Handler {
-	store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, "loopd.db"))
+	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "loopd.db"))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { store.Close() })
 	log := slog.New(slog.DiscardHandler)

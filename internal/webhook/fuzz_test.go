@@ -22,9 +22,10 @@ import (
 	"github.com/google/go-github/v84/github"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // The ways FuzzHandler signs a request, by its sign argument modulo 3.
@@ -40,13 +41,13 @@ const (
 type fuzzStore struct {
 	dir   string
 	n     int
-	store desired.Store
+	store store.Store
 }
 
 func (s *fuzzStore) open(t testing.TB) {
 	t.Helper()
 	s.n++
-	st, err := desired.OpenSQLite(context.Background(), filepath.Join(s.dir, "loopd-"+strconv.Itoa(s.n)+".db"))
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(s.dir, "loopd-"+strconv.Itoa(s.n)+".db"))
 	require.NoError(t, err)
 	s.store = st
 }
@@ -61,7 +62,7 @@ func (s *fuzzStore) empty(t testing.TB) bool {
 	t.Helper()
 	recs, err := s.store.Records(context.Background())
 	require.NoError(t, err)
-	evs, err := s.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := s.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return len(recs) == 0 && len(evs) == 0
 }

@@ -24,6 +24,8 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // stalledLength is the Content-Length of the hostile requests: 20 MiB,
@@ -337,7 +339,7 @@ func TestBudgetFreedAfterRefusal(t *testing.T) {
 
 func TestStoreLockedAnsweredInTime(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loopd.db")
-	store, err := desired.OpenSQLite(context.Background(), path)
+	store, err := sqlstore.OpenSQLite(context.Background(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	e := newEnv(t, func(o *Options) {
@@ -416,9 +418,9 @@ func TestAnswerTimeoutBoundsStoreWait(t *testing.T) {
 // the context to end.
 type blockingStore struct{}
 
-func (blockingStore) Ingest(ctx context.Context, _ desired.Ingest) (desired.IngestResult, error) {
+func (blockingStore) Ingest(ctx context.Context, _ store.Ingest) (store.IngestResult, error) {
 	<-ctx.Done()
-	return desired.IngestResult{}, fmt.Errorf("ingest: %w", context.Cause(ctx))
+	return store.IngestResult{}, fmt.Errorf("ingest: %w", context.Cause(ctx))
 }
 
 func (blockingStore) Heads(ctx context.Context, _, _, _ string) ([]desired.Key, error) {
