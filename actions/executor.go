@@ -62,6 +62,15 @@ var (
 // a stopping daemon, whose context is cancelled by then.
 const outcomeWriteTimeout = 5 * time.Second
 
+// Fleet is the executor's side of the store's leases (store.Fleet has
+// it; its doc comments give each method's contract): the fenced status
+// write, the release of a lease, and the size of a stored transcript.
+type Fleet interface {
+	FencedWrite(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error
+	ReleaseLease(ctx context.Context, k desired.Key, host string, gen int64) error
+	TranscriptSize(ctx context.Context, k desired.Key, id string) (int64, error)
+}
+
 // Executor carries out planned actions against tmux and writes each result
 // back to the store as a status transition. Execute is not safe for
 // concurrent use; the reconcile lock serialises passes. A clone is made
@@ -127,7 +136,7 @@ type Executor struct {
 	// fenced by the item's lease generation (store.Fleet.FencedWrite),
 	// and a draining host releases its leases through it. nil writes
 	// unfenced (one host without leases).
-	Fleet store.Fleet
+	Fleet Fleet
 	// Host is this host's name (host.name), stamped on every status write
 	// (desired.Status.Host); "" without leases.
 	Host string

@@ -197,7 +197,7 @@ func TestRefusedResumeIsRecordedNotFallenBackFrom(t *testing.T) {
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: old}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: old}}
 	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
@@ -270,7 +270,7 @@ func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 	plan := []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}}
@@ -299,7 +299,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one\nline two")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}}
 
 	r.tmux.SetScreen(sess, screen(t, "busy.txt"))
@@ -357,7 +357,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	rec := r.ingest(t, "d-2", prompt)
 	require.Empty(t, rec.Pending[0].Prompt, "the record holds no body")
 	require.Equal(t, len(prompt), rec.Pending[0].Size)
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
@@ -382,7 +382,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 
 	// A resume boots with the stored prompt, whole.
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-2"}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-2"}}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
@@ -395,7 +395,7 @@ func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "draft-typed.txt"))
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
@@ -410,7 +410,7 @@ func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
 	ctx := context.Background()
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	rec.Status = desired.Status{Phase: desired.PhaseSpawning, HarnessSessionID: old, SpawnMode: desired.SpawnResume, SpawnDeliveryID: "d-1", PaneID: "%3"}
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{HarnessSessionID: old, SpawnMode: desired.SpawnResume, SpawnDeliveryID: "d-1", PaneID: "%3"}}
 	sess := desired.SessionName(r.key)
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
@@ -481,7 +481,7 @@ func TestDeliverPromptNeverReachesAShellLeftInThePane(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-3", "[loopd] issue_comment.created\ntouch /tmp/pwned")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	r.tmux.SetForeground(sess, "sh")
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-3"}})
@@ -520,7 +520,7 @@ func TestReleaseIsCarriedOutAndJournaled(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, HarnessSessionID: old, Failures: 11}))
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, SessionState: desired.SessionState{HarnessSessionID: old}, RestartHistory: desired.RestartHistory{Failures: 11}}))
 	require.NoError(t, r.store.Release(context.Background(), r.key, true))
 	rec = r.get(t)
 	sess := desired.SessionName(r.key)
@@ -720,7 +720,7 @@ func TestDeliverPromptPressesEnterOnlyOnceThePasteShows(t *testing.T) {
 			r.tmux.PastedScreen = nil // the CLI has not drawn it yet
 			sess, pane := r.livePane(t)
 			rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one")
-			rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+			rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 			r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 			drawn := make(chan struct{})
 			if tc.shows {

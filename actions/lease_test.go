@@ -148,7 +148,7 @@ func TestFencedWriteStopsTheLocalAgentAndIsNeverRetried(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	f.lease(r.key, "h2") // another host took it over since the pass read it
 	before := r.get(t).Status
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
@@ -184,7 +184,7 @@ func TestNoPasteOnceTheLeaseClockLapsed(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	valid = false // SIGSTOPped past its lease after the plan
 
@@ -218,7 +218,7 @@ func TestStatusWritesCarryTheHostAndShipAfterAVerifiedDelivery(t *testing.T) {
 	sess, _ := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-1"}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-1"}}
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ConfirmDelivery{Key: r.key, Session: sess, DeliveryID: "d-1", Verified: true}})
 	require.Equal(t, 1, res.Applied)
 	assert.Equal(t, "h1", r.get(t).Status.Host)
@@ -234,7 +234,7 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
 			r, m, res, got := runRestore(t, missing, "h2",
-				desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242, Host: "h2"})
+				desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242}, LeaseState: desired.LeaseState{Host: "h2"}})
 			assert.Equal(t, "h1", got.Host)
 			assert.Equal(t, "h2", got.MovedFrom)
 			assert.Zero(t, got.HarnessPID)
@@ -260,7 +260,7 @@ func TestRestoreOfAMissingLocalTranscript(t *testing.T) {
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
 			r, m, res, got := runRestore(t, missing, "",
-				desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, ConfirmedSessionID: id, Host: "h1"})
+				desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: id, ConfirmedSessionID: id}, LeaseState: desired.LeaseState{Host: "h1"}})
 			assert.Equal(t, id, got.RestoredID, "the attempt is remembered")
 			assert.Empty(t, got.MovedFrom)
 			assert.Empty(t, r.named(t, journal.SessionMoved))
@@ -285,7 +285,7 @@ func TestHandoverReleasesOnlyOnceTheAgentIsGone(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.Handover{Key: r.key, Session: sess, Live: true}})
 	require.Equal(t, 1, res.Applied)
 	_, ok := r.tmux.Spec(sess)

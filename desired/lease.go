@@ -5,7 +5,7 @@ import "time"
 // Lease is a work item's ownership by one host. An item is run by its
 // lease's owner only; every status write, outbox entry and transcript
 // append carries the writer's Generation, and the store refuses one whose
-// Generation is not the item's (ErrFenced).
+// Generation is not the item's (store.ErrFenced).
 type Lease struct {
 	// Owner is the host name, "" when no host holds the item.
 	Owner string
@@ -30,7 +30,7 @@ type Host struct {
 	// Instance identifies the daemon that heartbeats under Name: an id
 	// it keeps in its state dir, so that a restart keeps it and another
 	// daemon given the same name (another state dir) has another. Two
-	// live instances never share a name (ErrHostTaken).
+	// live instances never share a name (store.ErrHostTaken).
 	Instance string
 	// Capacity is how many open items the host takes at most
 	// (capacity.maxLiveSessions); 0 means no limit.
@@ -39,10 +39,10 @@ type Host struct {
 	// (host.leaseSeconds).
 	LeaseTTL time.Duration
 	// Draining is set by loopd drain: the host takes no new item and
-	// hands its items back (ReleaseLease) once their agents are stopped.
+	// hands its items back (store.Fleet.ReleaseLease) once their agents are stopped.
 	Draining bool
 	// Heartbeat is the host's last heartbeat, on the store's clock;
-	// Hosts fills it in, Heartbeat sets it.
+	// store.Fleet.Hosts fills it in, Heartbeat sets it.
 	Heartbeat time.Time
 	// Leases is how many items the host holds (Hosts fills it in).
 	Leases int
@@ -51,7 +51,7 @@ type Host struct {
 	Live bool
 }
 
-// NeedsHost reports whether r needs a host to run it (Fleet.Assign's
+// NeedsHost reports whether r needs a host to run it (store.Fleet.Assign's
 // rule): it is open, or closed with an agent that may still run
 // (Status.Phase not Stopped, Exited or empty).
 func (r Record) NeedsHost() bool {

@@ -35,7 +35,7 @@ const ReactionEyes = "eyes"
 
 // Call is one outbound GitHub call in the durable outbox. It is written in
 // the same transaction as the status change that caused it
-// (Store.WriteStatus), and a worker sends it later, so that GitHub's
+// (store.Store.WriteStatus), and a worker sends it later, so that GitHub's
 // latency and outages never hold a reconcile pass.
 type Call struct {
 	ID   int64
@@ -63,7 +63,7 @@ type Call struct {
 	// URL is the posted comment's html_url, when GitHub gave one.
 	URL string
 	// Generation is the item's lease generation the call was queued
-	// under (Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
+	// under (store.Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
 	// whoever holds the item when the call is made.
 	Generation int64
 }

@@ -273,7 +273,7 @@ func TestFleetHostLossMovesItsItemsOnTheirConversations(t *testing.T) {
 	r := f.hosts[1].mustRecord(t, item(moved[0]))
 	owner := f.host(t, r.Lease.Owner)
 	waitDelivered(t, owner, d1, waitLong)
-	assert.Len(t, deliveriesOfItem(t, owner, journal.DispatchDelivered, item(moved[0]), d1), 1, "delivered once")
+	assert.Len(t, waitDeliveriesOfItem(t, owner, journal.DispatchDelivered, item(moved[0]), d1, 1), 1, "delivered once")
 	owner.waitTurn(t, item(moved[0]), ids[moved[0]], after, waitLong, "the event never reached the moved conversation")
 	turns := owner.userTurns(t, item(moved[0]), ids[moved[0]])
 	assert.Equal(t, 1, countContaining(turns, first), "the restored transcript holds the turn from the lost host")

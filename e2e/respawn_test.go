@@ -93,7 +93,7 @@ func TestRespawnResumeFailure(t *testing.T) {
 			e.settle(t)
 			assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, fresh), marker), "delivered once in the new conversation")
 			assert.Zero(t, countContaining(e.userTurns(t, keyIssue, old), marker), "the failed resume wrote nothing")
-			assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
+			assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, delivery, 1), 1)
 		})
 	}
 }
@@ -320,7 +320,7 @@ func TestRespawnDaemonKilledMidRespawnRecovers(t *testing.T) {
 			// The killed agent had taken the comment before its spawn was
 			// marked Running: the respawn must not send it again.
 			assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, id), marker), "the comment is in the conversation once")
-			assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
+			assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, delivery, 1), 1)
 		})
 	}
 }

@@ -170,6 +170,27 @@ func deliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id
 	return out
 }
 
+// waitDeliveries waits until the journal holds at least n events called
+// name for delivery id of issue 1 and returns them: the executor writes a
+// record's status before the events that explain it, so a test that saw
+// the status must wait for the events, not read them once.
+func waitDeliveries(t *testing.T, e *env, name journal.Name, id string, n int) []journal.Event {
+	t.Helper()
+	return waitDeliveriesOfItem(t, e, name, keyIssue, id, n)
+}
+
+// waitDeliveriesOfItem is waitDeliveries for k (any item when k is the
+// zero Key).
+func waitDeliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id string, n int) []journal.Event {
+	t.Helper()
+	var out []journal.Event
+	e.waitFor(t, func() bool {
+		out = deliveriesOfItem(t, e, name, k, id)
+		return len(out) >= n
+	}, waitShort, "journal never had %d × %s for delivery %s", n, name, id)
+	return out
+}
+
 // waitFor waits until cond holds, failing the test after timeout.
 func (e *env) waitFor(t *testing.T, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
 	t.Helper()

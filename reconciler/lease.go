@@ -69,12 +69,20 @@ func (c *LeaseClock) Renewed() bool {
 	return c.renewed
 }
 
+// Fleet is what Hosting asks of the store's hosts and leases
+// (store.Fleet has it; its doc comments give each method's contract).
+type Fleet interface {
+	Heartbeat(ctx context.Context, h desired.Host) error
+	Hosts(ctx context.Context) ([]desired.Host, error)
+	Assign(ctx context.Context) ([]store.LeaseChange, error)
+}
+
 // Hosting is this host among the hosts that share the store
 // (docs/design.md, "Many hosts"): its membership row and heartbeat, its
 // lease clock, the Assign calls that hand out items with no live host,
 // and its drain flag as the store holds it.
 type Hosting struct {
-	Fleet store.Fleet
+	Fleet Fleet
 	// Host is this host's row: Name (host.name), Capacity
 	// (capacity.maxLiveSessions) and LeaseTTL (host.leaseSeconds).
 	Host    desired.Host

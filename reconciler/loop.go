@@ -14,15 +14,22 @@ import (
 	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
-	"github.com/loopd/loopd/store"
 )
+
+// Store is what a pass reads of the store (store.Store has it): every
+// record, under the cross-process reconcile lock. Lock's error wraps
+// store.ErrLocked when ctx ends first.
+type Store interface {
+	Records(ctx context.Context) ([]desired.Record, error)
+	Lock(ctx context.Context) (unlock func(), err error)
+}
 
 // Reconciler runs reconcile passes: lock, read desired records, observe
 // (tmux once, the disk for the items that can use it), plan, execute, and
 // requeue. Run loops them on a timer, on triggers (webhook, pane deaths) and
 // at the earliest requeue-after time.
 type Reconciler struct {
-	Store    store.Store
+	Store    Store
 	Observer Observer
 	Watcher  Watcher
 	Executor *actions.Executor

@@ -372,7 +372,7 @@ func TestNeedsFacts(t *testing.T) {
 func (r *passRig) exited(t *testing.T, id string) desired.Record {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
-	st := desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, SpawnMode: desired.SpawnFresh, SpawnedAt: r.now.Add(-time.Hour), LastExitAt: r.now.Add(-time.Minute)}
+	st := desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: id, SpawnMode: desired.SpawnFresh, SpawnedAt: r.now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{LastExitAt: r.now.Add(-time.Minute)}}
 	require.NoError(t, r.store.PutStatus(context.Background(), r.key, st, "d-1"))
 	return r.record(t)
 }

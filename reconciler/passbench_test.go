@@ -82,8 +82,7 @@ func BenchmarkIdlePass(b *testing.B) {
 		_, err := db.Ingest(ctx, store.Ingest{DeliveryID: d, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: cwd,
 			Delivery: &desired.Delivery{ID: d, Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
 		require.NoError(b, err)
-		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: paneOf[desired.SessionName(k)],
-			SpawnMode: desired.SpawnFresh, SpawnedAt: now.Add(-time.Hour)}
+		st := desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: id, PaneID: paneOf[desired.SessionName(k)], SpawnMode: desired.SpawnFresh, SpawnedAt: now.Add(-time.Hour)}}
 		require.NoError(b, db.PutStatus(ctx, k, st, d))
 		// Its conversation: the event, and the agent's answer.
 		tr, err := ad.Transcript(cwd, id)

@@ -42,8 +42,8 @@ func rec(st desired.Status, pending ...desired.Delivery) desired.Record {
 }
 
 func running() desired.Status {
-	return desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1",
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-time.Hour)}
+	return desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1", SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt},
+		RestartHistory: desired.RestartHistory{LastExitAt: t0.Add(-time.Hour)}}
 }
 
 func spawning(mode desired.SpawnMode) desired.Status {
@@ -248,7 +248,7 @@ func TestPlan(t *testing.T) {
 				return e
 			}(), resume(ev1, actions.ReasonPaneDead)}},
 		// A delivered event is not in the record's pending list at all (the
-		// store's delivery row is the one truth, desired.TestPutStatusMarksDelivered).
+		// store's delivery row is the one truth: storetest case put_status_marks_delivered).
 		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{

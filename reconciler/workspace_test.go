@@ -60,7 +60,7 @@ func TestPlanWorkspace(t *testing.T) {
 		return r
 	}
 	failedBefore := func(failures int, next time.Time) desired.Status {
-		return desired.Status{Phase: desired.PhaseBackingOff, Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}
+		return desired.Status{Phase: desired.PhaseBackingOff, RestartHistory: desired.RestartHistory{Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}}
 	}
 	pinned := func(f func(*desired.Status)) desired.Status {
 		st := running()
@@ -158,7 +158,7 @@ func TestPlanWorkspace(t *testing.T) {
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 3, 4*time.Second), first(current)}},
 		{"failed_workspace_past_the_budget_gives_up_on_the_next_transient_failure", rec(failedBefore(10, t0), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 11, -1), first(current)}},
-		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionGeneration: 3}, ev1), workdir(observed.Workdir{}), routed(nil),
+		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{AttentionGeneration: 3}}, ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
 		{"route_that_does_not_render_needs_attention", rec(idle, ev1), workdir(observed.Workdir{}),
 			routed(func(c *schema.Checkout) { c.URL = "{{.Nope}}" }),

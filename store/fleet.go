@@ -62,7 +62,7 @@ type Fleet interface {
 	// owner, or an owner whose lease expired) to the live, non-draining
 	// host with the most free capacity (Capacity less its leases on open
 	// items; ties by name), bumping each one's Generation. An item
-	// needs a host by Record.NeedsHost. It returns
+	// needs a host by desired.Record.NeedsHost. It returns
 	// the changes made, in key order.
 	Assign(ctx context.Context) ([]LeaseChange, error)
 	// ReleaseLease gives up host's lease of k held under generation gen:

@@ -35,7 +35,7 @@ type Ingest struct {
 	Cwd     string
 	// HeadRef, when not empty, is a pull request's head branch in its own
 	// repository (not a fork's), as the payload named it; it replaces the
-	// recorded one (Spec.HeadRef) without counting as a spec change.
+	// recorded one (desired.Spec.HeadRef) without counting as a spec change.
 	HeadRef string
 	// Delivery, when not nil, is queued for the agent.
 	Delivery *desired.Delivery
@@ -63,21 +63,21 @@ type Ingest struct {
 	// (Exists). A trigger label added again starts nothing new.
 	NewOnly bool
 	// HeadSHA, when not empty, is a pull request's head commit as of
-	// StateAt; it replaces the recorded one (Spec.HeadSHA) unless StateAt
-	// is before the time it was recorded at.
+	// StateAt; it replaces the recorded one (desired.Spec.HeadSHA) unless
+	// StateAt is before the time it was recorded at.
 	HeadSHA string
 	// HeadPusher, with HeadSHA, is the login that pushed that commit (the
 	// sender of pull_request opened or synchronize); "" for a payload of
-	// another action. It becomes Spec.HeadPusher when HeadSHA is the head
-	// recorded after this ingest; a head that moves without one is
-	// recorded with no pusher.
+	// another action. It becomes desired.Spec.HeadPusher when HeadSHA is
+	// the head recorded after this ingest; a head that moves without one
+	// is recorded with no pusher.
 	HeadPusher string
 	// HeadRepo, when not empty, is a pull request's head repository
 	// (owner/repo) as the payload named it; it replaces the recorded one
-	// (Spec.HeadRepo).
+	// (desired.Spec.HeadRepo).
 	HeadRepo string
 	// Author, when not empty, is the login that opened the issue or pull
-	// request (Spec.Author).
+	// request (desired.Spec.Author).
 	Author string
 	// CI, when set, is a check or workflow event of the item's commit:
 	// it is recorded with the commit's other checks (desired.CI) and
@@ -170,7 +170,7 @@ type Store interface {
 	// Ingest claims in.DeliveryID and applies in, in one transaction.
 	Ingest(ctx context.Context, in Ingest) (IngestResult, error)
 	// Records returns every work item with its pending deliveries, ordered
-	// by key. The deliveries are compact (Delivery.Compact): a pass holds
+	// by key. The deliveries are compact (desired.Delivery.Compact): a pass holds
 	// no prompt bodies.
 	Records(ctx context.Context) ([]desired.Record, error)
 	// Get returns one work item, its pending deliveries compact; the error
@@ -216,11 +216,11 @@ type Store interface {
 	// error wraps ErrNotFound for an unknown key.
 	SetHeld(ctx context.Context, k desired.Key, held bool) error
 	// Release clears the hold and records a release to carry out
-	// (Spec.ReleaseGeneration, Spec.ReleaseFresh), bumping the generation;
+	// (desired.Spec.ReleaseGeneration and ReleaseFresh), bumping the generation;
 	// the error wraps ErrNotFound for an unknown key.
 	Release(ctx context.Context, k desired.Key, fresh bool) error
 	// Heads returns the open pull request items of owner/repo (compared
-	// case-insensitively) whose recorded head (Spec.HeadSHA) is commit,
+	// case-insensitively) whose recorded head (desired.Spec.HeadSHA) is commit,
 	// in number order: where a check of a fork's pull request goes, which
 	// GitHub names no pull request for.
 	Heads(ctx context.Context, owner, repo, commit string) ([]desired.Key, error)

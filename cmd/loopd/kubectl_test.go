@@ -75,14 +75,14 @@ func fleetStore(t *testing.T, socket string) (string, store.Store) {
 	}
 	exit := 1
 	require.NoError(t, st.PutStatus(ctx, keyRunning, desired.Status{Phase: desired.PhaseRunning, Reason: "delivered",
-		HarnessSessionID: convID, Session: desired.SessionName(keyRunning), PaneID: "%3", SpawnedAt: now.Add(-time.Minute),
-		Workdir: filepath.Join(dir, "w", "run")}))
+		SessionState:   desired.SessionState{HarnessSessionID: convID, Session: desired.SessionName(keyRunning), PaneID: "%3", SpawnedAt: now.Add(-time.Minute)},
+		WorkspaceState: desired.WorkspaceState{Workdir: filepath.Join(dir, "w", "run")}}))
 	require.NoError(t, st.PutStatus(ctx, keyClosed, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}, "d-"+keyClosed.String()))
 	require.NoError(t, st.PutStatus(ctx, keyStopped, desired.Status{Phase: desired.PhaseStopped, Reason: "exited_clean"}, "d-"+keyStopped.String()))
 	require.NoError(t, st.SetHeld(ctx, keyHeld, true))
 	require.NoError(t, st.PutStatus(ctx, keyHeld, desired.Status{Phase: desired.PhaseStopped, Reason: "held"}, "d-"+keyHeld.String()))
 	require.NoError(t, st.PutStatus(ctx, keyAttended, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop",
-		Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}))
+		RestartHistory: desired.RestartHistory{Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}}))
 	return config, st
 }
 

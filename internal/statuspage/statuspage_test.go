@@ -54,7 +54,7 @@ func fixture(t *testing.T) store.Store {
 	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-2", Key: keyPR, Kind: desired.KindPullRequest, Harness: "claude-code", Cwd: "/srv/agents/2",
 		Closed: &closed, StateAt: now})
 	require.NoError(t, err)
-	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}))
+	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}}))
 	require.NoError(t, st.PutStatus(ctx, keyPR, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}))
 	for _, e := range []journal.Event{
 		{Time: now, Name: journal.DeliveryIgnored, Level: slog.LevelInfo, Attrs: map[string]string{"sender": script, "reason": "unauthorized_sender"}},

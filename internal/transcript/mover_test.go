@@ -140,7 +140,7 @@ func newFixture(t *testing.T) *fixture {
 	f.mover = NewMover(f.store, map[string]harness.Adapter{"claude-code": ad}, "a", rec)
 	id := uuid.NewString()
 	f.rec = desired.Record{Key: keyA, Spec: desired.Spec{Harness: "claude-code"},
-		Status: desired.Status{HarnessSessionID: id, Workdir: work}, Lease: desired.Lease{Owner: "a", Generation: 1}}
+		Status: desired.Status{SessionState: desired.SessionState{HarnessSessionID: id}, WorkspaceState: desired.WorkspaceState{Workdir: work}}, Lease: desired.Lease{Owner: "a", Generation: 1}}
 	tr, err := ad.Transcript(work, id)
 	require.NoError(t, err)
 	f.path = tr.Path

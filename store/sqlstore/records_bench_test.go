@@ -47,13 +47,17 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 		}
 		for n := range items {
 			k := desired.Key{Owner: "acme", Repo: "repo" + fmt.Sprint(n%10), Number: 1 + n}
-			st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n),
-				ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n), Session: desired.SessionName(k),
-				PaneID: "%" + fmt.Sprint(n), SpawnMode: desired.SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),
-				HarnessPID: 40000 + n, HarnessStart: 123456789, TranscriptSizeAtSpawn: 81234, LastExitStatus: &exit,
-				LastExitReason: "pane_dead", LastExitAt: t0.Add(-time.Minute), RetiredSessionIDs: []string{"0b1e4c7d-9f00-7f3c-2a10-5b1e4c7d9f00"},
-				Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n), WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n),
-				Announced: true, Reason: "delivered", ObservedGeneration: 11, DeliveredAt: []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)}}
+			st := desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", ObservedGeneration: 11,
+				SessionState: desired.SessionState{HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n),
+					ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n), Session: desired.SessionName(k),
+					PaneID: "%" + fmt.Sprint(n), SpawnMode: desired.SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),
+					HarnessPID: 40000 + n, HarnessStart: 123456789, TranscriptSizeAtSpawn: 81234},
+				RestartHistory: desired.RestartHistory{LastExitStatus: &exit, LastExitReason: "pane_dead", LastExitAt: t0.Add(-time.Minute),
+					RetiredSessionIDs: []string{"0b1e4c7d-9f00-7f3c-2a10-5b1e4c7d9f00"}},
+				WorkspaceState: desired.WorkspaceState{Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n),
+					WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n)},
+				AttentionState: desired.AttentionState{Announced: true},
+				DeliveryState:  desired.DeliveryState{DeliveredAt: []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)}}}
 			text, err := json.Marshal(st)
 			if err != nil {
 				return err

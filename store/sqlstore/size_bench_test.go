@@ -159,10 +159,14 @@ func fillItems(tb testing.TB, s *SQLite, n int) {
 			if err := s.ingest(ctx, tx, store.Ingest{DeliveryID: fmt.Sprintf("close-%d", i), Key: k, Closed: &closed, StateAt: t0.Add(time.Hour)}, &res); err != nil {
 				return err
 			}
-			st := desired.Status{Phase: desired.PhaseStopped, HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i),
-				ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i), Session: desired.SessionName(k),
-				SpawnMode: desired.SpawnResume, SpawnedAt: t0, LastExitReason: "closed", Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(i),
-				WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(i), Announced: true, Reason: "closed", ObservedGeneration: 5}
+			st := desired.Status{Phase: desired.PhaseStopped, Reason: "closed", ObservedGeneration: 5,
+				SessionState: desired.SessionState{HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i),
+					ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i), Session: desired.SessionName(k),
+					SpawnMode: desired.SpawnResume, SpawnedAt: t0},
+				RestartHistory: desired.RestartHistory{LastExitReason: "closed"},
+				WorkspaceState: desired.WorkspaceState{Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(i),
+					WorkdirRendered: "/w/" + k.Repo + "/issue-" + fmt.Sprint(i)},
+				AttentionState: desired.AttentionState{Announced: true}}
 			text, err := json.Marshal(st)
 			if err != nil {
 				return err

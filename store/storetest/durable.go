@@ -113,7 +113,7 @@ func (s suite) durable(t *testing.T) {
 	ctx := context.Background()
 	web := desired.Key{Owner: "acme", Repo: "web", Number: 1}
 	ingest(t, st, comment(keyAPI, "d1", t0), comment(keyAPI, "d2", t0.Add(time.Second)), stateChange(web, "s1", true, t0))
-	require.NoError(t, st.PutStatus(ctx, keyAPI, desired.Status{Phase: desired.PhaseRunning, SpawnedAt: t0}, "d1"))
+	require.NoError(t, st.PutStatus(ctx, keyAPI, desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: t0}}, "d1"))
 	require.NoError(t, st.SetHeld(ctx, keyAPI, true))
 	require.NoError(t, st.ReportSession(ctx, keyAPI, desired.SessionReport{SessionID: "7f3c", Source: "startup", At: t0}))
 	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: t0, Name: journal.SessionSpawned, WorkItem: keyAPI.String(),
@@ -232,7 +232,7 @@ func (s suite) concurrentWriters(t *testing.T) {
 					id := fmt.Sprintf("%s-%d", k, i)
 					_, err := st.Ingest(ctx, comment(k, id, t0))
 					errs <- err
-					errs <- st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning, SendAttempts: i}, id)
+					errs <- st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning, DeliveryState: desired.DeliveryState{SendAttempts: i}}, id)
 					errs <- st.SetHeld(ctx, k, i%2 == 1)
 					errs <- st.AppendEvent(ctx, journal.Event{Time: t0.Add(time.Duration(i) * time.Second),
 						Name: journal.DispatchDelivered, WorkItem: k.String(), Attrs: map[string]string{"delivery": id}})

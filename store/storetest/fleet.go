@@ -378,7 +378,7 @@ func (s suite) fencedWrites(t *testing.T) {
 	call := desired.Call{Kind: desired.CallAnnounce, Body: "hi <!-- m -->", Marker: "<!-- m -->"}
 
 	require.NoError(t, f.FencedWrite(ctx, k, 1, store.StatusWrite{
-		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 1}, Delivered: []string{"d-1"}, Calls: []desired.Call{call}}))
+		Status: desired.Status{Phase: desired.PhaseRunning, DeliveryState: desired.DeliveryState{SendAttempts: 1}}, Delivered: []string{"d-1"}, Calls: []desired.Call{call}}))
 	r := get(t, st, k)
 	assert.Equal(t, 1, r.Status.SendAttempts)
 	require.Len(t, r.Pending, 1)
@@ -394,9 +394,9 @@ func (s suite) fencedWrites(t *testing.T) {
 	require.Len(t, assign(t, f), 1)
 
 	err = f.FencedWrite(ctx, k, 1, store.StatusWrite{
-		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 9}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}})
+		Status: desired.Status{Phase: desired.PhaseRunning, DeliveryState: desired.DeliveryState{SendAttempts: 9}}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}})
 	assert.ErrorIs(t, err, store.ErrFenced)
-	assert.ErrorIs(t, st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning, SendAttempts: 9}, "d-1b"), store.ErrFenced)
+	assert.ErrorIs(t, st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning, DeliveryState: desired.DeliveryState{SendAttempts: 9}}, "d-1b"), store.ErrFenced)
 	assert.ErrorIs(t, st.WriteStatus(ctx, k, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseIdle}, Calls: []desired.Call{call}}),
 		store.ErrFenced)
 	r = get(t, st, k)
@@ -407,7 +407,7 @@ func (s suite) fencedWrites(t *testing.T) {
 	assert.Len(t, calls, 1, "no refused call was queued")
 
 	require.NoError(t, f.FencedWrite(ctx, k, 3, store.StatusWrite{
-		Status: desired.Status{Phase: desired.PhaseRunning, SendAttempts: 2}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}}))
+		Status: desired.Status{Phase: desired.PhaseRunning, DeliveryState: desired.DeliveryState{SendAttempts: 2}}, Delivered: []string{"d-1b"}, Calls: []desired.Call{call}}))
 	r = get(t, st, k)
 	assert.Equal(t, 2, r.Status.SendAttempts)
 	assert.Empty(t, r.Pending)

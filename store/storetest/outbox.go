@@ -27,7 +27,7 @@ func (s suite) outboxWrittenWithTheStatus(t *testing.T) {
 
 	later := t0.Add(time.Minute)
 	w := store.StatusWrite{
-		Status:    desired.Status{Phase: desired.PhaseRunning, Announced: true},
+		Status:    desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}},
 		Delivered: []string{"d1"},
 		Calls: []desired.Call{
 			{Kind: desired.CallAnnounce, Body: "hello\n<!-- m -->", Marker: "<!-- m -->"},

@@ -73,8 +73,8 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	ingest(t, st, comment(keyAPI, "d1", t0), comment(keyAPI, "d2", t0), comment(keyAPI, "d3", t0), comment(other, "o1", t0))
 	exit := 1
 	status := desired.Status{
-		Phase: desired.PhaseRunning, HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3",
-		SpawnMode: desired.SpawnResume, SpawnedAt: t0, LastExitStatus: &exit, TranscriptSizeAtSpawn: -1,
+		Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3", SpawnMode: desired.SpawnResume, SpawnedAt: t0, TranscriptSizeAtSpawn: -1},
+		RestartHistory:     desired.RestartHistory{LastExitStatus: &exit},
 		ObservedGeneration: 3,
 	}
 
@@ -276,7 +276,7 @@ func (s suite) release(t *testing.T) {
 	ingest(t, st, comment(keyAPI, "d1", t0))
 	require.NoError(t, st.SetHeld(ctx, keyAPI, true))
 	before := get(t, st, keyAPI)
-	status := desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 4}
+	status := desired.Status{Phase: desired.PhaseNeedsAttention, RestartHistory: desired.RestartHistory{Failures: 4}}
 	require.NoError(t, st.PutStatus(ctx, keyAPI, status))
 
 	require.NoError(t, st.Release(ctx, keyAPI, true))

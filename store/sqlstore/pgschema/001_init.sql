@@ -1,4 +1,4 @@
--- The schema of SQLite's version 8 (desired/sqlite.go's migrations), in
+-- The schema of SQLite's version 8 (store/sqlstore/sqlite.go's migrations), in
 -- PostgreSQL's types: booleans as BOOLEAN, integers and times (Unix
 -- nanoseconds, NULL for a zero time) as BIGINT, blobs as BYTEA. The keys
 -- and the columns Records orders by use the "C" collation, so that items
@@ -103,7 +103,7 @@ CREATE TABLE outbox (
 CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
 CREATE INDEX outbox_by_work_item ON outbox (work_item, id);
 
--- The Fleet (desired/fleet.go). lease_ttl is in nanoseconds; heartbeat is
+-- The Fleet (store/fleet.go). lease_ttl is in nanoseconds; heartbeat is
 -- the database's clock.
 CREATE TABLE hosts (
 	name      TEXT COLLATE "C" PRIMARY KEY CHECK (name <> ''),
