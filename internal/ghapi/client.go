@@ -46,7 +46,7 @@ type Client struct {
 	// app authenticates as the App itself (a JWT), for GET /app, and
 	// installation fetches the installation's token; both nil with a token.
 	app          *github.Client
-	installation *ghinstallation.Transport
+	installation *appTransport
 	// configured is Credentials.BotLogin; login the bot login once known
 	// (BotLogin), under mu, and known the same, read without mu (Known).
 	configured string
@@ -60,8 +60,19 @@ type Client struct {
 // WithEnterpriseURLs) authenticated by cred. base is the transport under
 // the authentication (nil: http.DefaultTransport); timeout bounds each
 // request. The error wraps ErrNoCredentials when cred is empty, and names
-// a private key ghinstallation cannot parse.
+// a private key that does not parse.
+//
+// An App's installation token is minted anew TokenRefreshMargin before it
+// expires by GitHub's clock, which the Date of GitHub's answers shows
+// (a local clock minutes off GitHub's neither lets a token run out nor
+// makes GitHub refuse the App's JWT); a call GitHub answers 401 mints
+// another and is sent once more.
 func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Client, error) {
+	return newClient(apiURL, cred, base, timeout, time.Now)
+}
+
+// newClient is New with now the local clock.
+func newClient(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration, now func() time.Time) (*Client, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -80,16 +91,9 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 	case cred.Token != "":
 		c.gh, err = enterprise(github.NewClient(&http.Client{Transport: base, Timeout: timeout}).WithAuthToken(cred.Token))
 	case cred.AppID != 0:
-		itr, ierr := ghinstallation.New(base, cred.AppID, cred.InstallationID, cred.PrivateKey)
-		if ierr != nil {
-			return nil, fmt.Errorf("github app %d: %w", cred.AppID, ierr)
-		}
-		atr, aerr := ghinstallation.NewAppsTransport(base, cred.AppID, cred.PrivateKey)
+		itr, atr, aerr := newAppTransport(base, cred.AppID, cred.InstallationID, cred.PrivateKey, apiURL, now)
 		if aerr != nil {
 			return nil, fmt.Errorf("github app %d: %w", cred.AppID, aerr)
-		}
-		if apiURL != "" {
-			itr.BaseURL, atr.BaseURL = apiURL, apiURL
 		}
 		c.installation = itr
 		if c.gh, err = enterprise(github.NewClient(&http.Client{Transport: itr, Timeout: timeout})); err == nil {

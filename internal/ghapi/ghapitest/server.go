@@ -7,10 +7,14 @@
 // comment posts, a comment post that lands while its answer is lost, a
 // secondary rate limit on content writes (403 or 429, with or without
 // Retry-After) and a primary one on every call, all timed by its own
-// clock (Server.Now), which a test can set apart from the client's.
+// clock (Server.Now), which a test can set apart from the client's and
+// which every answer's Date header shows. As GitHub does, it refuses
+// (401) an App's JWT issued in its future or expired by its clock, and an
+// installation token past its expires_at or revoked (RevokeTokens).
 package ghapitest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,9 +104,12 @@ type Failure struct {
 type Server struct {
 	*httptest.Server
 	// Login is GET /user's login; AppSlug GET /app's slug;
-	// InstallationToken the token POST /app/installations/{id}/access_tokens
-	// hands out.
+	// InstallationToken the first token POST
+	// /app/installations/{id}/access_tokens hands out, each later one
+	// followed by _2, _3…; TokenTTL how long each is valid by the
+	// server's clock (GitHub's is an hour).
 	Login, AppSlug, InstallationToken string
+	TokenTTL                          time.Duration
 
 	mu        sync.Mutex
 	requests  []Request
@@ -121,12 +128,16 @@ type Server struct {
 	secondary    SecondaryLimit
 	primaryReset time.Time
 	lose         int
+	// tokens are the installation tokens handed out, each with its
+	// expires_at, the zero time once revoked.
+	tokens map[string]time.Time
 }
 
 // New starts a server, closed at the end of t.
 func New(t testing.TB) *Server {
 	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation",
-		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now}
+		TokenTTL: time.Hour,
+		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now, tokens: map[string]time.Time{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.Release()
@@ -166,6 +177,24 @@ func (s *Server) Now() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.now()
+}
+
+// RevokeTokens revokes every installation token handed out so far, as
+// GitHub does when an installation's permissions change: a call with one
+// is answered 401.
+func (s *Server) RevokeTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tok := range s.tokens {
+		s.tokens[tok] = time.Time{}
+	}
+}
+
+// Tokens returns how many installation tokens were handed out.
+func (s *Server) Tokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tokens)
 }
 
 // LimitWrites answers content writes with the secondary limit l until
@@ -279,9 +308,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	req := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), Body: string(body), At: s.now()}
 	s.requests = append(s.requests, req)
+	w.Header().Set("Date", req.At.UTC().Format(http.TimeFormat))
 	if !ok {
 		s.mu.Unlock()
 		http.NotFound(w, r)
+		return
+	}
+	if msg := s.unauthorized(req); msg != "" {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
 		return
 	}
 	if s.limited(w, req) { // unlocks
@@ -308,15 +343,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"slug": s.AppSlug, "id": 1})
 	case r.Method == http.MethodPost && accessTokensPath.MatchString(path):
+		tok := s.InstallationToken
+		if n := len(s.tokens); n > 0 {
+			tok += "_" + strconv.Itoa(n+1)
+		}
+		exp := req.At.Add(s.TokenTTL).Truncate(time.Second)
+		s.tokens[tok] = exp
 		s.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"token": s.InstallationToken, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)})
 	case m != nil && r.Method == http.MethodGet:
 		s.listComments(w, r, m[1]+"/"+m[2]+"/"+m[3]) // unlocks
 	case m != nil && r.Method == http.MethodPost:
 		var in struct{ Body string }
 		_ = json.Unmarshal(body, &in)
 		author := s.Login
-		if r.Header.Get("Authorization") == "token "+s.InstallationToken {
+		if _, ok := s.tokens[strings.TrimPrefix(req.Auth, "token ")]; ok {
 			author = s.AppSlug + "[bot]" // what an App's installation posts as
 		}
 		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], author, in.Body)
@@ -349,6 +390,38 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 	}
+}
+
+// unauthorized returns GitHub's message refusing req's credentials by
+// the server's clock, "" when they pass: an App's JWT (Bearer, three
+// parts) must be issued in the past and not be expired, an installation
+// token (token) must be one handed out, unrevoked and not expired. Any
+// other Bearer token passes. s.mu is held.
+func (s *Server) unauthorized(req Request) string {
+	now := s.now()
+	if tok, ok := strings.CutPrefix(req.Auth, "token "); ok {
+		if exp, ok := s.tokens[tok]; !ok || !now.Before(exp) {
+			return "Bad credentials"
+		}
+		return ""
+	}
+	jwt, ok := strings.CutPrefix(req.Auth, "Bearer ")
+	parts := strings.Split(jwt, ".")
+	if !ok || len(parts) != 3 {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct{ Iat, Exp int64 }
+	if err != nil || json.Unmarshal(raw, &claims) != nil {
+		return "A JSON web token could not be decoded"
+	}
+	switch {
+	case time.Unix(claims.Iat, 0).After(now):
+		return "'Issued at' claim ('iat') must be an Integer representing a time in the past."
+	case !time.Unix(claims.Exp, 0).After(now):
+		return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires."
+	}
+	return ""
 }
 
 // limited answers req with a rate limit when one holds it, and reports

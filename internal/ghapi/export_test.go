@@ -1,0 +1,11 @@
+package ghapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// NewAt is New with now as the local clock.
+func NewAt(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration, now func() time.Time) (*Client, error) {
+	return newClient(apiURL, cred, base, timeout, now)
+}
