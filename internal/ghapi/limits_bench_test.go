@@ -87,7 +87,7 @@ func runBlock(b *testing.B, status int, retryAfter time.Duration) blockResult {
 	require.NoError(b, err)
 	w := &ghapi.Worker{Store: st, API: api, Journal: journal.NewRecorder(slog.New(slog.NewTextHandler(io.Discard, nil)), st, clk.Now),
 		Now: clk.Now, Sleep: clk.Sleep, Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial,
-		Max: schema.DefaultGitHubBackoffMax,
+		Max:    schema.DefaultGitHubBackoffMax,
 		Limits: ghapi.NewLimits(schema.DefaultGitHubWriteGap, schema.DefaultGitHubPauseMin, schema.DefaultGitHubPauseMax)}
 
 	opened := 0
