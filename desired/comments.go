@@ -9,7 +9,8 @@ import (
 )
 
 // This file holds every text loopd itself posts on GitHub: the
-// announcement of an agent and the notice of an item that needs attention.
+// announcement of an agent, the notice of an item that needs attention and
+// the one of a fork's pull request that cannot be pushed to.
 // Each ends with its hidden marker (TalkRule), which GitHub does not render.
 
 // maxNoticeDetail bounds, in bytes, a failure's text quoted in a notice
@@ -45,6 +46,21 @@ loopd will not try again by itself. To clear this, run on {{.Host}}:
 (` + "`loopd release --fresh {{.Item}}`" + ` starts a new conversation instead of resuming this one.)
 {{end}}
 {{.Marker}}`))
+
+var forkTemplate = template.Must(template.New("fork").Parse(
+	`This pull request comes from the fork ` + "`{{.Fork}}`" + `, whose owner does not allow edits by maintainers: the agent's changes cannot be pushed to this pull request. They can be proposed in a review or a comment instead; to let them be pushed, the fork's owner can check "Allow edits by maintainers" on this pull request.
+
+{{.Marker}}`))
+
+// ForkComment returns the notice that r, a fork's pull request whose
+// owner does not let maintainers push to its head, cannot be pushed to:
+// the fork it comes from (Spec.HeadRepo, a name the webhook checked), what
+// to do instead, and marker.
+func ForkComment(r Record, marker string) string {
+	var b strings.Builder
+	_ = forkTemplate.Execute(&b, map[string]any{"Fork": oneLine(r.Spec.HeadRepo), "Marker": marker})
+	return b.String()
+}
 
 // AnnounceComment returns the announcement of r's agent as next records
 // it: the session and host it runs on, that replies reach it, how to watch

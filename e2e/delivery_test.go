@@ -204,7 +204,7 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// GitHub's pauses (v13), without deliveries' identities, the items by head
+// a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
 // and CI by commit in place of check claims (v12), without
 // what a pull request's head decides (v11), without the Fleet's tables and
 // columns (v8 and v9's), and without the compact columns of pending
@@ -214,7 +214,8 @@ func downgradeToSchema6(t *testing.T, e *env) {
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`DROP TABLE github_pauses;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN maintainer_can_modify;
+		DROP TABLE github_pauses;
 		DROP TABLE ci_commits;
 		CREATE TABLE check_claims (
 			work_item TEXT NOT NULL REFERENCES work_items (key),

@@ -237,6 +237,51 @@ func TestForkCIReachesTheAgentByItsCommit(t *testing.T) {
 	assert.Equal(t, "5555555555555555555555555555555555555555", unmatched[0].Attrs["commit"])
 }
 
+// TestForkThatCannotBePushedToIsToldOnce: a fork's pull request whose
+// owner does not allow edits by maintainers reaches its agent with the
+// fork named beside the head branch, and GitHub gets, besides the one
+// announcement, one notice that the changes cannot be pushed to it; a
+// later event and a restarted daemon post nothing more.
+func TestForkThatCannotBePushedToIsToldOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	srv, _ := e.withGitHub(t)
+	e.start(t)
+	fork := desired.Key{Owner: keyPR.Owner, Repo: keyPR.Repo, Number: 3}
+	e.deliver(t, "pull_request.opened.5.json", func(m map[string]any) {
+		m["pull_request"].(map[string]any)["maintainer_can_modify"] = false
+	})
+	id := e.waitPhase(t, fork, desired.PhaseRunning, waitLong).Status.HarnessSessionID
+	e.waitTurn(t, fork, id, "head: patch-1\nhead_repo: Octocoders/Hello-World\n", waitLong, "the prompt never named the fork")
+	notices := func() (announce, forks int) {
+		for _, c := range srv.Comments(fork.Owner, fork.Repo, fork.Number) {
+			switch {
+			case strings.Contains(c.Body, "<!-- loopd:announce "+fork.String()+" -->"):
+				announce++
+			case strings.Contains(c.Body, "<!-- loopd:notice "+fork.String()+" fork -->"):
+				forks++
+				assert.Contains(t, c.Body, "the fork `Octocoders/Hello-World`")
+				assert.Contains(t, c.Body, "cannot be pushed to this pull request")
+			}
+		}
+		return announce, forks
+	}
+	e.waitFor(t, func() bool { a, f := notices(); return a == 1 && f == 1 }, waitLong, "no announcement and fork notice")
+
+	control := "can you push? " + uuid.NewString()
+	e.deliver(t, commentFixture, all(withNumber(3), withComment(control), func(m map[string]any) {
+		m["issue"].(map[string]any)["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/3"}
+	}))
+	e.waitTurn(t, fork, id, control, waitLong, "the comment never arrived")
+	e.stop(t)
+	e.start(t)
+	e.waitPhase(t, fork, desired.PhaseRunning, waitLong)
+	e.settle(t)
+	announce, forks := notices()
+	assert.Equal(t, 1, announce)
+	assert.Equal(t, 1, forks, "told once")
+}
+
 // TestLoopBreakerHoldsAStormUntilRelease: with maxDeliveriesPerHour 3,
 // the fourth event in an hour puts the item in NeedsAttention with
 // reason=delivery_storm; a new event does not clear it, its events stay

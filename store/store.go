@@ -79,6 +79,10 @@ type Ingest struct {
 	// Author, when not empty, is the login that opened the issue or pull
 	// request (desired.Spec.Author).
 	Author string
+	// CanModify, when set, is a pull request payload's
+	// maintainer_can_modify; it replaces the recorded one
+	// (desired.Spec.MaintainerCanModify).
+	CanModify *bool
 	// CI, when set, is a check or workflow event of the item's commit:
 	// it is recorded with the commit's other checks (desired.CI) and
 	// queues nothing itself; Delivery must be nil.

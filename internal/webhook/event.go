@@ -61,6 +61,9 @@ type change struct {
 	headSHA    string
 	headPusher string
 	headRepo   string
+	// canModify is a pull request payload's maintainer_can_modify, nil
+	// when it names none (store.Ingest.CanModify).
+	canModify *bool
 	// author is who opened the issue or pull request (store.Ingest.Author).
 	author string
 	// commit is the commit the event is about (desired.Delivery.Commit):
@@ -331,9 +334,17 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	c.prompt.URL = pr.HTMLURL
 	c.prompt.Head = pr.Head.Ref
 	c.headSHA = pr.Head.SHA
-	c.headRepo = pr.Head.Repo.FullName
-	if head := pr.Head; strings.EqualFold(head.Repo.FullName, repo.FullName) && schema.ValidBranch(head.Ref) {
-		c.headRef = head.Ref
+	c.canModify = pr.MaintainerCanModify
+	// A head repository GitHub could not name (schema.ValidRepository) is
+	// none: it reaches no prompt, record or comment. A deleted fork's is
+	// null.
+	if owner, name, ok := strings.Cut(pr.Head.Repo.FullName, "/"); ok && schema.ValidRepository(owner, name) {
+		c.headRepo = pr.Head.Repo.FullName
+	}
+	if desired.ForkHead(c.key, c.headRepo) {
+		c.prompt.HeadRepo = c.headRepo
+	} else if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
+		c.headRef = pr.Head.Ref
 	}
 	return c, nil
 }

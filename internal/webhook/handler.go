@@ -440,6 +440,7 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		HeadPusher: c.headPusher,
 		HeadRepo:   c.headRepo,
 		Author:     c.author,
+		CanModify:  c.canModify,
 		NoCreate:   v.noCreate,
 		NewOnly:    v.newOnly,
 		CI:         c.ci,

@@ -1328,6 +1328,40 @@ func TestHeadFactsAreRecordedWhoeverSentThem(t *testing.T) {
 	assert.Equal(t, "someone/Hello-World", f.onlyRecord(t).Spec.HeadRepo)
 }
 
+// TestForkPullRequestNamesItsHead: a fork's pull request's prompt names
+// the head repository beside its branch (the worktree's origin is the
+// base repository, where a branch of the same name is another branch),
+// and its maintainer_can_modify is recorded as each payload names it; a
+// pull request of the repository itself names no head repository.
+func TestForkPullRequestNamesItsHead(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-fork", fixture(t, "pull_request.opened.5.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r := e.onlyRecord(t)
+	assert.True(t, r.Spec.Fork(r.Key))
+	assert.True(t, r.Spec.MaintainerCanModify)
+	require.Len(t, r.Pending, 1)
+	assert.Contains(t, e.prompt(t, r, 0), "\nhead: patch-1\nhead_repo: Octocoders/Hello-World\nbase: master\n")
+
+	locked := func(m map[string]any) {
+		pr := obj(t, m, "pull_request")
+		pr["maintainer_can_modify"] = false
+		pr["updated_at"] = "2030-01-01T00:00:00Z"
+		m["action"] = "edited"
+	}
+	code, _ = e.replay(t, "pull_request", "d-edit", derive(t, "pull_request.opened.5.json", locked))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.False(t, e.onlyRecord(t).Spec.MaintainerCanModify, "the fork's owner took it back")
+
+	f := newEnv(t)
+	code, _ = f.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r = f.onlyRecord(t)
+	assert.False(t, r.Spec.Fork(r.Key))
+	require.Len(t, r.Pending, 1)
+	assert.NotContains(t, f.prompt(t, r, 0), "head_repo:")
+}
+
 // TestDeliveryCarriesItsSource: each queued delivery names what on GitHub
 // it came from, for the eyes reaction that acknowledges it: a comment's
 // id, a review comment's id, the item itself for an opened event; a

@@ -73,6 +73,8 @@ type pullRequest struct {
 	thread
 	Head branch `json:"head"`
 	Base branch `json:"base"`
+	// MaintainerCanModify is nil when the payload leaves it out.
+	MaintainerCanModify *bool `json:"maintainer_can_modify"`
 }
 
 type branch struct {

@@ -21,6 +21,7 @@ type PromptInput struct {
 	Title    string // issue or pull request title
 	URL      string // html_url of the issue, pull request, comment or review
 	Head     string // pull request head branch
+	HeadRepo string // a fork's pull request's head repository, owner/repo
 	Base     string // pull request base branch
 	Commit   string // head commit after a push (pull_request.synchronize), or of failed checks
 	State    string // review state, e.g. "changes_requested"
@@ -69,6 +70,7 @@ func Render(p PromptInput) string {
 		{"title", p.Title},
 		{"url", p.URL},
 		{"head", p.Head},
+		{"head_repo", p.HeadRepo},
 		{"base", p.Base},
 		{"commit", p.Commit},
 		{"state", p.State},

@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 13
+const schemaVersion = 14
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -240,6 +240,10 @@ var migrations = []string{
 		message      TEXT NOT NULL,
 		PRIMARY KEY (installation, kind)
 	) STRICT;`,
+
+	// v14: whether a fork's pull request lets the base repository's
+	// maintainers push to its head (desired.Spec.MaintainerCanModify).
+	`ALTER TABLE work_items ADD COLUMN maintainer_can_modify INTEGER NOT NULL DEFAULT 0 CHECK (maintainer_can_modify IN (0, 1));`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

@@ -161,7 +161,8 @@ func inTx(ctx context.Context, db interface {
 //     before the time of the payload that named the recorded one, and
 //     Spec.HeadPusher becomes in.HeadPusher, or "" when the head moved
 //     without one (recordHead); in.HeadRepo and in.Author, when set,
-//     replace Spec.HeadRepo and Spec.Author.
+//     replace Spec.HeadRepo and Spec.Author, and in.CanModify, when set,
+//     Spec.MaintainerCanModify.
 //
 // When in.Journal is set, the events it returns for the result are
 // appended in the same transaction. An ingest that created an item, queued
@@ -313,6 +314,11 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	}
 	if err := recordHead(ctx, tx, in, key, head, pusher, headAt); err != nil {
 		return err
+	}
+	if in.CanModify != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET maintainer_can_modify = ? WHERE key = ?`, *in.CanModify, key); err != nil {
+			return err
+		}
 	}
 	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}} {
 		if kv[1] == "" {
@@ -468,7 +474,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
-		status, r.session_id, r.source, r.at,
+		maintainer_can_modify, status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -491,7 +497,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
 			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
-			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()

@@ -78,8 +78,8 @@ func (s suite) headSHA(t *testing.T) {
 // a head that moves with a payload of another action has no pusher, a
 // payload that names the same head keeps it, a late push of the recorded
 // head still names it, and a late push of an older head changes nothing.
-// The head repository and the author follow the latest payload that names
-// them.
+// The head repository, the author and maintainer_can_modify follow the
+// latest payload that names them.
 func (s suite) headPusher(t *testing.T) {
 	st, _ := s.open(t)
 	at := func(id, sha, pusher string, d time.Duration) store.Ingest {
@@ -112,12 +112,19 @@ func (s suite) headPusher(t *testing.T) {
 	assert.Equal(t, "mallory", r.Spec.HeadPusher)
 
 	fork := at("d6", "ccc", "bob", 3*time.Second)
-	fork.HeadRepo = "bob/api"
+	fork.HeadRepo, fork.CanModify = "bob/api", new(true)
 	ingest(t, st, fork)
 	r = get(t, st, keyAPI)
 	assert.Equal(t, "bob", r.Spec.HeadPusher)
 	assert.Equal(t, "bob/api", r.Spec.HeadRepo)
 	assert.Equal(t, "alice", r.Spec.Author)
+	assert.True(t, r.Spec.MaintainerCanModify)
+	ingest(t, st, at("d7", "ccc", "", 4*time.Second))
+	assert.True(t, get(t, st, keyAPI).Spec.MaintainerCanModify, "kept when a payload names none")
+	closed := at("d8", "ccc", "", 5*time.Second)
+	closed.CanModify = new(false)
+	ingest(t, st, closed)
+	assert.False(t, get(t, st, keyAPI).Spec.MaintainerCanModify, "the owner took it back")
 }
 
 // ciEvent is a check run event of keyAPI's commit: run of suite, done or
