@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
@@ -118,6 +118,16 @@ type Executor struct {
 	// StormWindow is how long a delivery counts for the loop breaker
 	// (desired.Status.Counted); the planner judges the count.
 	StormWindow time.Duration
+	// Channels is the directory of the items' channels (channel.Root):
+	// each spawn's harness is given its item's channel and a fresh token
+	// (harnessEnv); "" gives none.
+	Channels string
+	// Credentials returns what credential an item's route lets its agent
+	// ask for over its channel, read at each spawn; nil hands out none.
+	Credentials func(r desired.Record) AgentCredentials
+	// OpenChannel, when set, is called with the channel directory of each
+	// spawn: loopd serve listens on its socket for the agent's requests.
+	OpenChannel func(k desired.Key, dir string)
 
 	// Wake, when set, asks for a pass once a preparation's outcome is
 	// recorded (reconciler.Reconciler.Trigger).
@@ -257,6 +267,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.deliver(ctx, r, a)
 	case FollowSession:
 		return e.followSession(ctx, r, a)
+	case TakeReport:
+		return e.takeReport(ctx, r, a)
+	case RefuseReport:
+		return e.refuseReport(ctx, r, a)
 	case ConfirmDelivery:
 		return e.confirmDelivery(ctx, r, a)
 	case DropDelivery:
@@ -509,6 +523,13 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // starts the run (startRun) instead of a pane, with stdin.
 func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, size, e.Now())
+	// The spawn's token goes to its harness alone; its status keeps the
+	// digest, by which a report or request is told to be this spawn's.
+	token, digest, err := channel.NewToken()
+	if err != nil {
+		return err
+	}
+	st.ChannelToken = digest
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
@@ -540,7 +561,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.checkLease("spawn", r.Key); err != nil {
 			return err
 		}
-		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
+		return e.startRun(ctx, r, s, r.Status, token, argv, stdin, ad)
 	}
 	// A harness that outlives kill-session is ended by its process group
 	// first; one still there leaves the spawn unstarted, as a predecessor
@@ -558,11 +579,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.endPredecessor(ctx, r, s); err != nil {
 		return err
 	}
-	env := maps.Clone(ad.Env())
-	if env == nil {
-		env = map[string]string{}
+	env, err := e.harnessEnv(r, ad, s.Session, token, e.RunEnviron)
+	if err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	env["LOOPD_WORK_ITEM"] = r.Key.String()
 	if err := e.checkLease("spawn", r.Key); err != nil {
 		return err
 	}

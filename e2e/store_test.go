@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/store"
@@ -52,23 +53,41 @@ func (e *env) records(t *testing.T) []desired.Record {
 	return rs
 }
 
-// record returns one work item; ok is false when there is none.
 // waitClearReport waits up to timeout for the SessionStart report that a
 // /clear in k's agent makes (source=clear), and returns the new
-// conversation id it reports.
+// conversation id it reports: in the store once a pass took it, or still
+// in k's channel while no pass ran.
 func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration) string {
 	t.Helper()
 	var id string
 	e.waitFor(t, func() bool {
-		r, _ := e.record(t, k)
-		if r.Report != nil && r.Report.Source == "clear" {
+		if r, _ := e.record(t, k); r.Report != nil && r.Report.Source == "clear" {
 			id = r.Report.SessionID
+		}
+		for _, rep := range e.channelReports(t, k) {
+			if rep.Source == "clear" {
+				id = rep.SessionID
+			}
 		}
 		return id != ""
 	}, timeout, "no SessionStart report of /clear")
 	return id
 }
 
+// channelReports returns the reports k's channel holds, oldest first.
+func (e *env) channelReports(t testing.TB, k desired.Key) []channel.Report {
+	t.Helper()
+	reports, err := channel.ReadReports(e.channelDir(k), 64)
+	require.NoError(t, err)
+	return reports
+}
+
+// channelDir is k's channel directory.
+func (e *env) channelDir(k desired.Key) string {
+	return channel.Dir(channel.Root(e.stateDir), desired.SessionName(k))
+}
+
+// record returns one work item; ok is false when there is none.
 func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	t.Helper()
 	s := e.openStore(t)

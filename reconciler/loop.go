@@ -305,9 +305,11 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // transcript read (needsFacts), only live agents get their screen and the
 // latest turn of their transcript read (needsScreen), and only the frames of the deliveries the
 // pass may act on are looked for (framesToCheck), in the transcript of the
-// conversation the item is in (desired.Record.ConversationID) and in those
-// of the recorded session id and of an id the running harness reported
-// since its spawn (a /clear the pass has not followed yet). An item whose
+// conversation the item is in (Status.HarnessSessionID) and in that of an
+// id the running harness reported since its spawn (a /clear the pass has
+// not followed yet: desired.Record.ReportedConversation), whose transcript
+// is read in any case, for follow. The reports in the channel of an item
+// whose current spawn was given one are read (Need.Reports). An item whose
 // harness cannot pin its conversation id, and whose id is unconfirmed,
 // gets the conversations its harness started since the spawn read
 // (Need.Learn), in any phase.
@@ -323,12 +325,15 @@ func needs(p Policy, now time.Time) observed.Needs {
 			// before it died is still the one to resume.
 			learn = rec.Status.SpawnedAt
 		}
+		// The item's channel, where its current spawn's harness reports;
+		// and a conversation it reported and the planner has not followed
+		// yet, whose transcript says whether it may (follow).
+		reports := rec.Status.ChannelToken != ""
+		reported := rec.ReportedConversation(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)
 		if !facts && !screen {
-			return observed.Need{Learn: learn}
+			return observed.Need{Learn: learn, Reports: reports, Reported: reported}
 		}
-		// The conversation the item is in, as the planner takes it (a
-		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Reports: reports, Reported: reported}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
@@ -336,9 +341,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// be a worktree of.
 		workspaceOf(rec, p).need(&n)
 		n.Commits = pushCommits(rec)
-		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
-			n.Reported = rep.SessionID
-		} else if id := runReported(rec, snap); id != "" {
+		if id := runReported(rec, snap); id != "" && n.Reported == "" {
 			n.Reported = id
 		}
 		return n

@@ -57,17 +57,17 @@ func TestInstallationTokenRefreshedBeforeItExpires(t *testing.T) {
 
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
-			require.Equal(t, 1, srv.Tokens())
+			require.Equal(t, 1, srv.OwnTokens())
 
 			local.Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second)
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
-			assert.Equal(t, 1, srv.Tokens(), "more than the margin left: the same token")
+			assert.Equal(t, 1, srv.OwnTokens(), "more than the margin left: the same token")
 
 			local.Add(20 * time.Second)
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
-			assert.Equal(t, 2, srv.Tokens(), "less than the margin left: a new token")
+			assert.Equal(t, 2, srv.OwnTokens(), "less than the margin left: a new token")
 			reqs := srv.Requests()
 			assert.Equal(t, "token ghs_installation_2", reqs[len(reqs)-1].Auth)
 			assert.Equal(t, 3, srv.Count("POST", reactPath), "no call was refused and sent again")
@@ -90,7 +90,7 @@ func TestUnauthorizedCallMintsATokenAndRetriesOnce(t *testing.T) {
 	notice := desired.Call{Key: keyAPI, Kind: desired.CallNotify, Body: "after a revoke"}
 	_, err = c.Send(ctx, notice)
 	require.NoError(t, err)
-	assert.Equal(t, 2, srv.Tokens())
+	assert.Equal(t, 2, srv.OwnTokens())
 	comments := srv.Comments("acme", "api", 42)
 	require.Len(t, comments, 1)
 	assert.Equal(t, "after a revoke", comments[0].Body)
@@ -102,5 +102,5 @@ func TestUnauthorizedCallMintsATokenAndRetriesOnce(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, ghapi.Verdict{HTTPStatus: 401, Message: "Bad credentials"}, ghapi.Classify(err, time.Now()))
 	assert.Equal(t, before+2, srv.Count("POST", postPath), "sent once more, not again")
-	assert.Equal(t, 3, srv.Tokens())
+	assert.Equal(t, 3, srv.OwnTokens())
 }

@@ -42,6 +42,7 @@ const (
 	KeyAccount            = "account"              // the account a harness's usage counts against
 	KeyKeys               = "keys"                 // the keys sent to a pane
 	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes
+	KeyReport             = "report"               // a report's file name in an item's channel
 
 	// Deliveries.
 	KeyDelivery  = "delivery"  // a delivery id (X-GitHub-Delivery), as in the prompt's header line
@@ -84,7 +85,7 @@ const (
 	KeyRepairs          = "repairs"            // what a repair removed or finished, one text each, "; " between
 	KeyMigrated         = "migrated"           // an older loopd's worktree was made a clone in place
 	KeyClass            = "class"              // a failure's class: transient or permanent
-	KeyOp               = "op"                 // the workspace operation that failed: fetch, clone, mkdir…
+	KeyOp               = "op"                 // an operation: the workspace one that failed (fetch, clone, mkdir…), a channel request's (git, token)
 	KeyCommand          = "command"            // the git command that failed, URLs masked
 	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
 	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
@@ -116,6 +117,9 @@ const (
 	KeyInstallation = "installation" // whose rate limits a call counts against: "installation <id>" or "token"
 	KeyPause        = "pause"        // how long an installation's calls pause (a duration)
 	KeyStreak       = "streak"       // rate limits met in a row without a write going through
+	KeyCredentials  = "credentials"  // what credential a route's agents get: app, token or none (agentCredentials)
+	KeyRepository   = "repository"   // owner/repo a credential is for
+	KeyExpires      = "expires"      // when a credential handed to an agent stops working (RFC 3339)
 
 	// The daemon.
 	KeyAction          = "action"           // a planned action's name, as in the dry run

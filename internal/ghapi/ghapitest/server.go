@@ -1,9 +1,10 @@
 // Package ghapitest is test support: a stateful stand-in for the part of
 // GitHub's REST API loopd calls, served over real HTTP (httptest) in the
 // way go-github's own tests do, under a GitHub Enterprise Server path
-// (/api/v3). It keeps the comments and reactions made, records every
-// request (method, path, query, Authorization header, body, time), and
-// misbehaves the way GitHub does on demand: injected failures, a hold on
+// (/api/v3). It keeps the comments and reactions made and the installation
+// tokens minted (with the repositories and permissions asked for), records
+// every request (method, path, query, Authorization header, body, time),
+// and misbehaves the way GitHub does on demand: injected failures, a hold on
 // comment posts, a comment post that lands while its answer is lost, a
 // secondary rate limit on content writes (403 or 429, with or without
 // Retry-After) and a primary one on every call, all timed by its own
@@ -11,11 +12,17 @@
 // which every answer's Date header shows. As GitHub does, it refuses
 // (401) an App's JWT issued in its future or expired by its clock, and an
 // installation token past its expires_at or revoked (RevokeTokens).
+// GitServer serves git over HTTP behind the tokens it minted, as GitHub
+// does.
 package ghapitest
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,6 +89,16 @@ func (c Comment) MarshalJSON() ([]byte, error) {
 	}{c.Author}})
 }
 
+// Minted is an installation token the server handed out for named
+// repositories: what was asked (repositories, permissions) and when it
+// expires.
+type Minted struct {
+	Token        string
+	Repositories []string
+	Permissions  map[string]string
+	Expires      time.Time
+}
+
 // Reaction is a reaction the server holds: On is the API path it was made
 // on, e.g. /repos/o/r/issues/comments/7/reactions.
 type Reaction struct {
@@ -105,9 +122,10 @@ type Server struct {
 	*httptest.Server
 	// Login is GET /user's login; AppSlug GET /app's slug;
 	// InstallationToken the first token POST
-	// /app/installations/{id}/access_tokens hands out, each later one
-	// followed by _2, _3…; TokenTTL how long each is valid by the
-	// server's clock (GitHub's is an hour).
+	// /app/installations/{id}/access_tokens hands out when no repository
+	// is named (loopd's own), each later one followed by _2, _3…;
+	// TokenTTL how long every token is valid by the server's clock
+	// (GitHub: an hour).
 	Login, AppSlug, InstallationToken string
 	TokenTTL                          time.Duration
 
@@ -117,6 +135,8 @@ type Server struct {
 	reactions []Reaction
 	failures  []*Failure
 	nextID    int64
+	minted    []Minted
+	own       int // loopd's own tokens handed out
 	hold      chan struct{}
 	held      chan struct{}
 	// PageSize caps a comment listing's page, whatever per_page asks.
@@ -128,8 +148,9 @@ type Server struct {
 	secondary    SecondaryLimit
 	primaryReset time.Time
 	lose         int
-	// tokens are the installation tokens handed out, each with its
-	// expires_at, the zero time once revoked.
+	// tokens are the installation tokens handed out, loopd's own and
+	// those minted for named repositories, each with its expires_at, the
+	// zero time once revoked.
 	tokens map[string]time.Time
 }
 
@@ -190,11 +211,12 @@ func (s *Server) RevokeTokens() {
 	}
 }
 
-// Tokens returns how many installation tokens were handed out.
-func (s *Server) Tokens() int {
+// OwnTokens returns how many tokens were handed out with no repository
+// named (loopd's own).
+func (s *Server) OwnTokens() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.tokens)
+	return s.own
 }
 
 // LimitWrites answers content writes with the secondary limit l until
@@ -343,14 +365,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"slug": s.AppSlug, "id": 1})
 	case r.Method == http.MethodPost && accessTokensPath.MatchString(path):
-		tok := s.InstallationToken
-		if n := len(s.tokens); n > 0 {
-			tok += "_" + strconv.Itoa(n+1)
-		}
-		exp := req.At.Add(s.TokenTTL).Truncate(time.Second)
-		s.tokens[tok] = exp
-		s.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)})
+		s.mintToken(w, req) // unlocks
 	case m != nil && r.Method == http.MethodGet:
 		s.listComments(w, r, m[1]+"/"+m[2]+"/"+m[3]) // unlocks
 	case m != nil && r.Method == http.MethodPost:
@@ -474,6 +489,60 @@ func loseAnswer(w http.ResponseWriter) {
 	conn.Close()
 }
 
+// Tokens returns the tokens minted for named repositories, in order.
+func (s *Server) Tokens() []Minted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Minted(nil), s.minted...)
+}
+
+// Scoped returns the token minted for named repositories whose value is
+// token, ok false for none.
+func (s *Server) Scoped(token string) (Minted, bool) {
+	for _, m := range s.Tokens() {
+		if m.Token == token {
+			return m, true
+		}
+	}
+	return Minted{}, false
+}
+
+// mintToken answers POST /app/installations/{id}/access_tokens: with
+// repositories named, a new token of its own, recorded (Tokens), with the
+// repositories and permissions in the answer as GitHub gives them; else
+// loopd's own (InstallationToken, then _2, _3…). Each lasts TokenTTL by
+// the server's clock from req.At. s.mu is held on entry and released.
+func (s *Server) mintToken(w http.ResponseWriter, req Request) {
+	var in struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	_ = json.Unmarshal([]byte(req.Body), &in)
+	exp := req.At.Add(s.TokenTTL).UTC().Truncate(time.Second)
+	if len(in.Repositories) == 0 {
+		tok := s.InstallationToken
+		if s.own > 0 {
+			tok += "_" + strconv.Itoa(s.own+1)
+		}
+		s.own++
+		s.tokens[tok] = exp
+		s.mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339)})
+		return
+	}
+	s.nextID++
+	m := Minted{Token: fmt.Sprintf("ghs_scoped_%d", s.nextID), Repositories: in.Repositories, Permissions: in.Permissions, Expires: exp}
+	s.minted = append(s.minted, m)
+	s.tokens[m.Token] = exp
+	s.mu.Unlock()
+	repos := make([]map[string]string, len(m.Repositories))
+	for i, name := range m.Repositories {
+		repos[i] = map[string]string{"name": name}
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"token": m.Token, "expires_at": m.Expires.Format(time.RFC3339),
+		"permissions": m.Permissions, "repositories": repos})
+}
+
 // listComments answers one page of an item's comments, with GitHub's Link
 // header for the next one. s.mu is held on entry and released.
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request, item string) {
@@ -499,3 +568,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// AppKey returns a GitHub App's private key (PEM, RSA 2048), made once
+// per test binary: the API stand-in takes any App's JWT.
+func AppKey(t testing.TB) []byte {
+	t.Helper()
+	appKeyOnce.Do(func() {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err == nil {
+			appKey = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+		}
+	})
+	if appKey == nil {
+		t.Fatal("generate an App key")
+	}
+	return appKey
+}
+
+var (
+	appKeyOnce sync.Once
+	appKey     []byte
+)
