@@ -91,7 +91,7 @@ func newClient(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 	case cred.Token != "":
 		c.gh, err = enterprise(github.NewClient(&http.Client{Transport: base, Timeout: timeout}).WithAuthToken(cred.Token))
 	case cred.AppID != 0:
-		itr, atr, aerr := newAppTransport(base, cred.AppID, cred.InstallationID, cred.PrivateKey, apiURL, now)
+		itr, atr, aerr := newAppTransport(base, cred.AppID, cred.InstallationID, nil, cred.PrivateKey, apiURL, now)
 		if aerr != nil {
 			return nil, fmt.Errorf("github app %d: %w", cred.AppID, aerr)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	jwt "github.com/golang-jwt/jwt/v4"
+	ghv88 "github.com/google/go-github/v88/github"
 )
 
 // TokenRefreshMargin is how long before its expires_at, by GitHub's clock
@@ -79,29 +80,42 @@ func (s skewSigner) Sign(claims jwt.Claims) (string, error) {
 	return s.rsa.Sign(&c)
 }
 
-// appTransport authenticates as a GitHub App's installation: it keeps one
-// ghinstallation transport per installation token, and starts a new one
-// (a new token) when the token is within TokenRefreshMargin of its
-// expiry by GitHub's clock, or when GitHub refused it (401).
+// appTransport authenticates as a GitHub App's installation: it keeps
+// one installation token, minted through ghinstallation, and mints a new
+// one when the token is within TokenRefreshMargin of its expiry by
+// GitHub's clock, or when GitHub refused it (401). The calls carry the
+// token as ghinstallation's transport sends it (Authorization: token …),
+// through base, so that ghinstallation's own refresh by the local clock
+// never runs.
 type appTransport struct {
 	apps  *ghinstallation.AppsTransport
 	id    int64
+	opts  *ghv88.InstallationTokenOptions
 	clock *serverClock
+	base  http.RoundTripper // clock.observe's
 
 	mu  sync.Mutex
-	cur *ghinstallation.Transport
+	cur *installationToken
 }
 
-// newAppTransport returns the transports of App appID's installation id
-// and of the App itself (its JWT) over base, with baseURL the API's root;
-// the error names a private key that does not parse.
-func newAppTransport(base http.RoundTripper, appID, id int64, key []byte, baseURL string, now func() time.Time) (*appTransport, http.RoundTripper, error) {
+// installationToken is one token minted and its expires_at.
+type installationToken struct {
+	token   string
+	expires time.Time
+}
+
+// newAppTransport returns the transports of App appID's installation id,
+// its tokens asked for with opts (nil: the installation's own reach), and
+// of the App itself (its JWT) over base, with baseURL the API's root and
+// now the local clock; the error names a private key that does not parse.
+func newAppTransport(base http.RoundTripper, appID, id int64, opts *ghv88.InstallationTokenOptions, key []byte, baseURL string, now func() time.Time) (*appTransport, http.RoundTripper, error) {
 	pk, err := jwt.ParseRSAPrivateKeyFromPEM(key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("could not parse private key: %w", err)
 	}
 	clock := &serverClock{now: now}
-	apps, err := ghinstallation.NewAppsTransportWithOptions(clock.observe(base), appID,
+	observed := clock.observe(base)
+	apps, err := ghinstallation.NewAppsTransportWithOptions(observed, appID,
 		ghinstallation.WithSigner(skewSigner{rsa: ghinstallation.NewRSASigner(jwt.SigningMethodRS256, pk), clock: clock}))
 	if err != nil {
 		return nil, nil, err
@@ -109,7 +123,7 @@ func newAppTransport(base http.RoundTripper, appID, id int64, key []byte, baseUR
 	if baseURL != "" {
 		apps.BaseURL = baseURL
 	}
-	t := &appTransport{apps: apps, id: id, clock: clock}
+	t := &appTransport{apps: apps, id: id, opts: opts, clock: clock, base: observed}
 	return t, roundTripper(func(req *http.Request) (*http.Response, error) {
 		return retryUnauthorized(req, apps.RoundTrip, func() {})
 	}), nil
@@ -118,36 +132,43 @@ func newAppTransport(base http.RoundTripper, appID, id int64, key []byte, baseUR
 // InstallationID returns the installation's id.
 func (t *appTransport) InstallationID() int64 { return t.id }
 
-// Token returns the installation's token, minted anew (POST
+// Token returns the installation's token (TokenExpiry).
+func (t *appTransport) Token(ctx context.Context) (string, error) {
+	tok, _, err := t.TokenExpiry(ctx)
+	return tok, err
+}
+
+// TokenExpiry returns the installation's token and its expires_at
+// (GitHub's clock), minted anew (POST
 // /app/installations/{id}/access_tokens) when there is none or it is
 // within TokenRefreshMargin of its expiry by GitHub's clock. A mint GitHub
 // refuses with 401, which a JWT signed before loopd knew GitHub's clock
 // gets, is tried once more. The error is ghinstallation's (its HTTPError
 // carries GitHub's answer).
-func (t *appTransport) Token(ctx context.Context) (string, error) {
-	tr, err := t.current(ctx)
+func (t *appTransport) TokenExpiry(ctx context.Context) (string, time.Time, error) {
+	cur, err := t.current(ctx)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return tr.Token(ctx)
+	return cur.token, cur.expires, nil
 }
 
-// current returns the transport of a token that is not about to expire.
-func (t *appTransport) current(ctx context.Context) (*ghinstallation.Transport, error) {
+// current returns a token that is not about to expire.
+func (t *appTransport) current(ctx context.Context) (*installationToken, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cur != nil {
-		if exp, _, err := t.cur.Expiry(); err == nil && t.clock.Now().Add(TokenRefreshMargin).Before(exp) {
-			return t.cur, nil
-		}
+	if t.cur != nil && t.clock.Now().Add(TokenRefreshMargin).Before(t.cur.expires) {
+		return t.cur, nil
 	}
 	var err error
 	for range 2 {
 		tr := ghinstallation.NewFromAppsTransport(t.apps, t.id)
-		tr.BaseURL = t.apps.BaseURL
-		if _, err = tr.Token(ctx); err == nil {
-			t.cur = tr
-			return tr, nil
+		tr.BaseURL, tr.InstallationTokenOptions = t.apps.BaseURL, t.opts
+		var tok string
+		if tok, err = tr.Token(ctx); err == nil {
+			exp, _, _ := tr.Expiry() // set: Token succeeded
+			t.cur = &installationToken{token: tok, expires: exp}
+			return t.cur, nil
 		}
 		var he *ghinstallation.HTTPError
 		if !errors.As(err, &he) || he.Response == nil || he.Response.StatusCode != http.StatusUnauthorized {
@@ -158,12 +179,12 @@ func (t *appTransport) current(ctx context.Context) (*ghinstallation.Transport, 
 	return nil, err
 }
 
-// drop forgets tr's token, when it is still the current one, so that the
-// next call mints another.
-func (t *appTransport) drop(tr *ghinstallation.Transport) {
+// drop forgets tok, when it is still the current one, so that the next
+// call mints another.
+func (t *appTransport) drop(tok *installationToken) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cur == tr {
+	if t.cur == tok {
 		t.cur = nil
 	}
 }
@@ -172,17 +193,21 @@ func (t *appTransport) drop(tr *ghinstallation.Transport) {
 // refusing a token it revoked or that expired early by loopd's estimate,
 // mints another and sends req once more, when its body can be read again.
 func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var used *ghinstallation.Transport
+	var used *installationToken
 	send := func(r *http.Request) (*http.Response, error) {
-		tr, err := t.current(r.Context())
+		cur, err := t.current(r.Context())
 		if err != nil {
 			if r.Body != nil {
 				r.Body.Close()
 			}
 			return nil, err
 		}
-		used = tr
-		return tr.RoundTrip(r)
+		used = cur
+		r.Header.Set("Authorization", "token "+cur.token)
+		if r.Header.Get("Accept") == "" {
+			r.Header.Set("Accept", "application/vnd.github.v3+json")
+		}
+		return t.base.RoundTrip(r)
 	}
 	return retryUnauthorized(req, send, func() { t.drop(used) })
 }
@@ -191,8 +216,8 @@ func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // sends it once more (its body read again through GetBody); a body that
 // cannot be read again keeps the first answer.
 func retryUnauthorized(req *http.Request, send func(*http.Request) (*http.Response, error), renew func()) (*http.Response, error) {
-	// Each send gets its own copy of the header: the App's transport sets
-	// its Authorization and Accept on the request it is given.
+	// Each send gets its own copy of the header: the transports set their
+	// Authorization and Accept on the request they are given.
 	resp, err := send(req.Clone(req.Context()))
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || (req.Body != nil && req.GetBody == nil) {
 		return resp, err

@@ -104,3 +104,29 @@ func TestUnauthorizedCallMintsATokenAndRetriesOnce(t *testing.T) {
 	assert.Equal(t, before+2, srv.Count("POST", postPath), "sent once more, not again")
 	assert.Equal(t, 3, srv.OwnTokens())
 }
+
+// TestMinterMintsAgainBeforeExpiry: an agent's token is minted anew, as
+// loopd's own is, TokenRefreshMargin before it expires by GitHub's clock,
+// which runs two minutes ahead of loopd's here; before that, the same
+// token is handed out with its expiry.
+func TestMinterMintsAgainBeforeExpiry(t *testing.T) {
+	local := &fakeClock{t: time.Now().Truncate(time.Second)}
+	srv := ghapitest.New(t)
+	srv.SetNow(func() time.Time { return local.Now().Add(2 * time.Minute) })
+	m, err := ghapi.NewMinterAt(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: pemKey}, nil, 5*time.Second, local.Now)
+	require.NoError(t, err)
+	ctx := context.Background()
+	tok, expires, err := m.Token(ctx, "acme", "api")
+	require.NoError(t, err)
+	assert.WithinDuration(t, srv.Now().Add(srv.TokenTTL), expires, time.Second, "GitHub's expires_at")
+
+	local.Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second)
+	again, _, err := m.Token(ctx, "acme", "api")
+	require.NoError(t, err)
+	assert.Equal(t, tok, again)
+	local.Add(20 * time.Second)
+	next, _, err := m.Token(ctx, "acme", "api")
+	require.NoError(t, err)
+	assert.NotEqual(t, tok, next)
+	assert.Len(t, srv.Tokens(), 2)
+}
