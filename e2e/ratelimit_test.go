@@ -75,17 +75,7 @@ func TestSecondaryLimitPausesEveryWrite(t *testing.T) {
 	}, waitLong, "not every issue was announced and acknowledged")
 	e.settle(t)
 
-	var limited int
-	var landed []time.Time
-	for _, r := range srv.Requests() {
-		switch {
-		case !r.Write():
-		case r.Limited:
-			limited++
-		default:
-			landed = append(landed, r.At)
-		}
-	}
+	limited, landed := srv.Writes()
 	pauses := e.eventsNamed(t, journal.GitHubPaused, desired.Key{})
 	assert.Equal(t, len(pauses), limited, "one write into the limit per pause: the first, then one probe each")
 	require.Len(t, landed, 2*len(keys), "an announcement and a reaction each")

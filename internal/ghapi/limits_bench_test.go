@@ -146,12 +146,9 @@ func runBlock(b *testing.B, status int, retryAfter time.Duration) blockResult {
 			}
 		}
 	}
-	var gaps []time.Duration
-	for i := 1; i < len(landed); i++ {
-		gaps = append(gaps, landed[i].Sub(landed[i-1]))
-	}
-	slices.Sort(gaps)
-	r.minGap, r.medianGap = gaps[0], gaps[len(gaps)/2]
+	between := gaps(landed)
+	slices.Sort(between)
+	r.minGap, r.medianGap = between[0], between[len(between)/2]
 	evs, err := st.Events(ctx, store.EventFilter{Names: []string{string(journal.GitHubPaused)}})
 	require.NoError(b, err)
 	r.pauses = len(evs)

@@ -26,21 +26,6 @@ func reactions(n int) []desired.Call {
 	return calls
 }
 
-// writes returns the content writes the server received: those a limit
-// answered, and the others, with their times.
-func writes(srv *ghapitest.Server) (limited int, landed []time.Time) {
-	for _, r := range srv.Requests() {
-		switch {
-		case !r.Write():
-		case r.Limited:
-			limited++
-		default:
-			landed = append(landed, r.At)
-		}
-	}
-	return limited, landed
-}
-
 // gaps returns the gaps between consecutive times.
 func gaps(at []time.Time) []time.Duration {
 	var out []time.Duration
@@ -72,7 +57,7 @@ func TestSecondaryLimitPausesTheInstallation(t *testing.T) {
 	srv.LimitWrites(ghapitest.SecondaryLimit{Until: t0.Add(72 * time.Second), Status: http.StatusForbidden})
 
 	o.drain(t)
-	limited, landed := writes(srv)
+	limited, landed := srv.Writes()
 	assert.Equal(t, 1, limited)
 	assert.Empty(t, landed)
 	require.Len(t, o.pauses(t), 1)
@@ -94,14 +79,14 @@ func TestSecondaryLimitPausesTheInstallation(t *testing.T) {
 	assert.Zero(t, o.drain(t), "nothing is sent while the pause holds")
 	o.clock.set(t0.Add(time.Minute))
 	assert.Equal(t, 1, o.drain(t), "one probe")
-	limited, _ = writes(srv)
+	limited, _ = srv.Writes()
 	assert.Equal(t, 2, limited)
 	assert.Equal(t, t0.Add(3*time.Minute), o.pauses(t)[0].Until, "the limit persists: the pause doubles")
 	assert.Equal(t, 2, o.pauses(t)[0].Streak)
 
 	o.clock.set(t0.Add(3 * time.Minute))
 	assert.Equal(t, 10, o.drain(t))
-	limited, landed = writes(srv)
+	limited, landed = srv.Writes()
 	assert.Equal(t, 2, limited, "at most one probe per pause")
 	require.Len(t, landed, 10)
 	for _, g := range gaps(landed) {
@@ -132,7 +117,7 @@ func TestTooManyRequestsWaitsRetryAfter(t *testing.T) {
 		}
 		o.clock.set(next)
 	}
-	limited, landed := writes(srv)
+	limited, landed := srv.Writes()
 	assert.Equal(t, 3, limited, "at 0, 30 and 60 s")
 	require.Len(t, landed, 5)
 	assert.Equal(t, t0.Add(90*time.Second), landed[0], "the probe after the third pause")
@@ -185,7 +170,7 @@ func TestPauseOutlivesARestart(t *testing.T) {
 	o.worker.Limits = ghapi.NewLimits(time.Second, time.Minute, 30*time.Minute)
 	o.clock.set(t0.Add(30 * time.Second))
 	assert.Zero(t, o.drain(t))
-	limited, _ := writes(srv)
+	limited, _ := srv.Writes()
 	assert.Equal(t, 1, limited)
 }
 

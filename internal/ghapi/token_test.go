@@ -3,7 +3,6 @@ package ghapi_test
 import (
 	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +13,6 @@ import (
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/ghapi/ghapitest"
 )
-
-// fakeClock is a local clock a test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // reactOnAPI is react on keyAPI.
 func reactOnAPI() desired.Call {
@@ -48,7 +29,7 @@ func reactOnAPI() desired.Call {
 func TestInstallationTokenRefreshedBeforeItExpires(t *testing.T) {
 	for _, skew := range []time.Duration{-2 * time.Minute, 0, 2 * time.Minute} {
 		t.Run(skew.String(), func(t *testing.T) {
-			local := &fakeClock{t: time.Now().Truncate(time.Second)}
+			local := &clock{t: time.Now().Truncate(time.Second)}
 			srv := ghapitest.New(t)
 			srv.SetNow(func() time.Time { return local.Now().Add(skew) })
 			c, err := ghapi.NewAt(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: pemKey}, nil, 5*time.Second, local.Now)
@@ -59,12 +40,12 @@ func TestInstallationTokenRefreshedBeforeItExpires(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, srv.OwnTokens())
 
-			local.Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second)
+			local.set(local.Now().Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second))
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
 			assert.Equal(t, 1, srv.OwnTokens(), "more than the margin left: the same token")
 
-			local.Add(20 * time.Second)
+			local.set(local.Now().Add(20 * time.Second))
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
 			assert.Equal(t, 2, srv.OwnTokens(), "less than the margin left: a new token")
@@ -110,7 +91,7 @@ func TestUnauthorizedCallMintsATokenAndRetriesOnce(t *testing.T) {
 // which runs two minutes ahead of loopd's here; before that, the same
 // token is handed out with its expiry.
 func TestMinterMintsAgainBeforeExpiry(t *testing.T) {
-	local := &fakeClock{t: time.Now().Truncate(time.Second)}
+	local := &clock{t: time.Now().Truncate(time.Second)}
 	srv := ghapitest.New(t)
 	srv.SetNow(func() time.Time { return local.Now().Add(2 * time.Minute) })
 	m, err := ghapi.NewMinterAt(srv.APIURL(), ghapi.Credentials{AppID: 12, InstallationID: 34, PrivateKey: pemKey}, nil, 5*time.Second, local.Now)
@@ -120,11 +101,11 @@ func TestMinterMintsAgainBeforeExpiry(t *testing.T) {
 	require.NoError(t, err)
 	assert.WithinDuration(t, srv.Now().Add(srv.TokenTTL), expires, time.Second, "GitHub's expires_at")
 
-	local.Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second)
+	local.set(local.Now().Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second))
 	again, _, err := m.Token(ctx, "acme", "api")
 	require.NoError(t, err)
 	assert.Equal(t, tok, again)
-	local.Add(20 * time.Second)
+	local.set(local.Now().Add(20 * time.Second))
 	next, _, err := m.Token(ctx, "acme", "api")
 	require.NoError(t, err)
 	assert.NotEqual(t, tok, next)

@@ -307,6 +307,21 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// Writes returns the content writes the server received (Request.Write):
+// how many a rate limit answered, and the times of the others, in order.
+func (s *Server) Writes() (limited int, landed []time.Time) {
+	for _, r := range s.Requests() {
+		switch {
+		case !r.Write():
+		case r.Limited:
+			limited++
+		default:
+			landed = append(landed, r.At)
+		}
+	}
+	return limited, landed
+}
+
 // Count returns how many requests had method and a path matching re.
 func (s *Server) Count(method string, re *regexp.Regexp) int {
 	n := 0
