@@ -77,6 +77,7 @@ var names = []Name{
 	ReconcileFailed,
 	RunUnreadable,
 	ScreenUnreadable,
+	ServeAdopted,
 	ServeListening,
 	ServeRefused,
 	ServeStopped,
