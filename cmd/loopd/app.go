@@ -66,6 +66,9 @@ type app struct {
 	// github sends the outbox's calls; nil without a github block, and in
 	// the commands that send nothing.
 	github *ghapi.Client
+	// limits holds the rate limits of the installations github calls
+	// through (outboxWorker), which /metrics and the status page show.
+	limits *ghapi.Limits
 	// fleet is the store's lease side and hosting this host among the
 	// hosts sharing it (joinFleet); nil in the commands that run no pass.
 	fleet   store.Fleet

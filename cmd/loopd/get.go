@@ -181,6 +181,17 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			if err := printCalls(out, failed); err != nil {
 				return err
 			}
+			pauses, err := st.Pauses(ctx)
+			if err != nil {
+				return err
+			}
+			waiting, err := st.Calls(ctx, store.CallFilter{State: desired.CallPending})
+			if err != nil {
+				return err
+			}
+			if err := printPauses(out, pauses, len(waiting), time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	if !o.watch {

@@ -71,6 +71,7 @@ var staticFS embed.FS
 type Store interface {
 	Records(ctx context.Context) ([]desired.Record, error)
 	Events(ctx context.Context, f store.EventFilter) ([]journal.Event, error)
+	Pauses(ctx context.Context) ([]desired.Pause, error)
 }
 
 // Hosts lists the hosts that share the store (store.Fleet has it).
@@ -182,6 +183,9 @@ type indexData struct {
 	Groups   []group
 	Closed   []itemRow
 	Events   []eventRow
+	// Paused are the pauses of GitHub calls that hold now (a rate
+	// limit: ghapi.Limits).
+	Paused []desired.Pause
 }
 
 // page is what every page's layout shows.
@@ -255,9 +259,19 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	pauses, err := h.opts.Store.Pauses(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	p := h.opts.Policy()
 	rows := h.rows(records, p, now)
 	d := indexData{page: page{Title: "loopd status", Host: h.opts.Host, Now: now}, Events: eventRows(events)}
+	for _, pause := range pauses {
+		if pause.Holds(now) {
+			d.Paused = append(d.Paused, pause)
+		}
+	}
 
 	byPhase := map[desired.Phase][]itemRow{}
 	queued := 0

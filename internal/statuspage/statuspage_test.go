@@ -118,6 +118,33 @@ func TestIndexShowsItemsByPhase(t *testing.T) {
 	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
 }
 
+// TestGitHubPauseShown: a pause of GitHub calls that holds is on the
+// index, with its installation, limit, end and GitHub's message (as
+// text); one that ended is not.
+func TestGitHubPauseShown(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	now := time.Now()
+	require.NoError(t, st.PutPause(ctx, desired.Pause{Installation: "installation 77", Kind: desired.PauseSecondary,
+		Until: now.Add(time.Minute), Since: now, Streak: 2, HTTPStatus: 429, Message: "secondary rate limit <b>"}))
+	require.NoError(t, st.PutPause(ctx, desired.Pause{Installation: "token", Kind: desired.PausePrimary,
+		Until: now.Add(-time.Minute), Since: now.Add(-time.Hour), Streak: 1, HTTPStatus: 403}))
+	srv := server(t, st)
+	code, _, body := get(t, srv.URL+"/")
+	require.Equal(t, http.StatusOK, code, body)
+	_, text := statuspagetest.DOM(t, body)
+	for _, want := range []string{"GitHub calls paused", "installation 77", "secondary", "429", "secondary rate limit <b>"} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, "token")
+	assert.Contains(t, body, "secondary rate limit &lt;b&gt;", "GitHub's message is text")
+
+	fresh := fixture(t)
+	_, _, body = get(t, server(t, fresh).URL+"/")
+	_, text = statuspagetest.DOM(t, body)
+	assert.NotContains(t, text, "GitHub calls paused", "nothing when no pause holds")
+}
+
 // Whatever came from GitHub is text: the payload's <script> and <img>
 // become no element of the page, on the index (the journal's sender) and
 // on the item's page (the pending event's sender and action).
@@ -277,6 +304,10 @@ func (failing) Records(context.Context) ([]desired.Record, error) {
 
 func (failing) Events(context.Context, store.EventFilter) ([]journal.Event, error) {
 	return nil, errors.New("sqlite events: disk I/O error")
+}
+
+func (failing) Pauses(context.Context) ([]desired.Pause, error) {
+	return nil, errors.New("sqlite pauses: disk I/O error")
 }
 
 // A webhook path under one of the page's prefixes would make ServeMux
