@@ -181,7 +181,11 @@ type indexData struct {
 	Capacity capacityView
 	Hosts    []hostView
 	Groups   []group
-	Closed   []itemRow
+	// Attention and Blocked count the items that need a person: in
+	// NeedsAttention, and with an agent at a screen only a person can
+	// answer (desired.Status.BlockedBy). The header shows them.
+	Attention, Blocked int
+	Closed             []itemRow
 	Events   []eventRow
 	// Paused are the pauses of GitHub calls that hold now (a rate
 	// limit: ghapi.Limits).
@@ -211,11 +215,22 @@ type hostView struct {
 }
 
 // group is the open items (and the closed ones with an agent still up) of
-// one phase.
+// one phase, or, with Blocked, those whose agent waits at a screen for a
+// person, whatever their phase. Resolve says what a person does about
+// them ("" for a phase that needs no one).
 type group struct {
-	Phase desired.Phase
-	Items []itemRow
+	Phase   desired.Phase
+	Blocked bool
+	Resolve string
+	Items   []itemRow
 }
+
+// resolveAttention and resolveBlocked are what the page tells a person to
+// do about the items that need one.
+const (
+	resolveAttention = "loopd describe ITEM says why; loopd release ITEM once it is fixed"
+	resolveBlocked   = "loopd attach ITEM and answer its screen; loopd sees the screen change by itself"
+)
 
 // itemRow is one item as the tables show it.
 type itemRow struct {
@@ -230,7 +245,8 @@ type itemRow struct {
 	Pending        int
 	Failures       int
 	Reason         string
-	QueuePosition  int // 1 next; 0 when not Queued
+	QueuePosition  int    // 1 next; 0 when not Queued
+	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
 }
 
 // eventRow is one journal row.
@@ -274,6 +290,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 
 	byPhase := map[desired.Phase][]itemRow{}
+	var blocked []itemRow
 	queued := 0
 	for i, rec := range records {
 		if rows[i].QueuePosition > 0 {
@@ -284,10 +301,23 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 			d.Closed = append(d.Closed, rows[i])
 			continue
 		}
+		if rows[i].Blocked != "" && rows[i].Phase != desired.PhaseNeedsAttention {
+			blocked = append(blocked, rows[i])
+			continue
+		}
 		byPhase[rows[i].Phase] = append(byPhase[rows[i].Phase], rows[i])
 	}
+	// What needs a person comes first: NeedsAttention, then the blocked
+	// agents, then every other phase in its order.
+	d.Attention, d.Blocked = len(byPhase[desired.PhaseNeedsAttention]), len(blocked)
+	if d.Attention > 0 {
+		d.Groups = append(d.Groups, group{Phase: desired.PhaseNeedsAttention, Resolve: resolveAttention, Items: byPhase[desired.PhaseNeedsAttention]})
+	}
+	if d.Blocked > 0 {
+		d.Groups = append(d.Groups, group{Blocked: true, Resolve: resolveBlocked, Items: blocked})
+	}
 	for _, ph := range desired.Phases() {
-		if len(byPhase[ph]) > 0 {
+		if len(byPhase[ph]) > 0 && ph != desired.PhaseNeedsAttention {
 			d.Groups = append(d.Groups, group{Phase: ph, Items: byPhase[ph]})
 		}
 	}
@@ -399,6 +429,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Failures:       reconciler.NextFailures(rec, p, now, time.Time{}),
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
+			Blocked:        rec.Status.BlockedBy(),
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,34 @@ func TestIndexShowsItemsByPhase(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
+}
+
+// TestWhatNeedsAPersonComesFirst: NeedsAttention, then the agents
+// blocked at a screen for a person (their own group, whatever their
+// phase), then the other phases; the header counts both, and each of
+// the two groups says what resolves it.
+func TestWhatNeedsAPersonComesFirst(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	blocked, running := desired.Key{Owner: "o", Repo: "r", Number: 3}, desired.Key{Owner: "o", Repo: "r", Number: 4}
+	for i, k := range []desired.Key{blocked, running} {
+		_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-x" + strconv.Itoa(i), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/x"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.PutStatus(ctx, blocked, desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "login_required"}}))
+	require.NoError(t, st.PutStatus(ctx, running, desired.Status{Phase: desired.PhaseRunning}))
+	_, _, body := get(t, server(t, st).URL+"/")
+	_, text := statuspagetest.DOM(t, body)
+	assert.Contains(t, text, "1 need attention")
+	assert.Contains(t, text, "1 blocked")
+	attention, block, run := strings.Index(body, `id="phase-needsattention"`), strings.Index(body, `id="blocked"`), strings.Index(body, `id="phase-running"`)
+	require.True(t, attention >= 0 && block >= 0 && run >= 0, body)
+	assert.Less(t, attention, block, "NeedsAttention first")
+	assert.Less(t, block, run, "then the blocked agents")
+	assert.Less(t, strings.Index(body, "o/r#3"), run, "the blocked item sits in its own group, not under Running")
+	assert.Greater(t, strings.Index(body, "o/r#4"), run)
+	assert.Contains(t, text, resolveAttention)
+	assert.Contains(t, text, resolveBlocked)
 }
 
 // TestGitHubPauseShown: a pause of GitHub calls that holds is on the
