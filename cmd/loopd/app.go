@@ -235,6 +235,10 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 // pass, so that a hot reload takes effect on the next pass.
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	policy := func() reconciler.Policy { return policyOf(current(), capabilities(a.harnesses), a.owner.ID) }
+	if a.hosting != nil {
+		// The row each heartbeat writes says the capacity in force.
+		a.hosting.Capacity = func() int { return current().Capacity.MaxLive() }
+	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
 	channels := channel.Root(cfg.StateDir)
