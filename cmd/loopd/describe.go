@@ -109,6 +109,8 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 		// A process-runner item: a run per event, no tmux session.
 		line("", "Run log", runLogPath(cfg, r))
 		line("", "Logs", "loopd logs "+v.Key)
+	} else if r.Status.Session == "" {
+		line("", "Attach", "- (no session yet)")
 	} else {
 		line("", "Attach", actions.AttachCommand(cfg.Tmux.Socket, st.Session))
 	}

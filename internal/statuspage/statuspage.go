@@ -397,11 +397,14 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 		Harness:     rec.Spec.Harness,
 		Workdir:     rec.Workdir(),
 		HeadRef:     rec.Spec.HeadRef,
-		Attach:      actions.AttachCommand(h.opts.Socket, row.Session),
 		NextAttempt: rec.Status.NextAttempt,
 		Generation:  rec.Spec.Generation,
 		Pending:     rec.Pending,
 		Events:      eventRows(events),
+	}
+	if rec.Status.Session != "" {
+		// An item that never had a session has none to attach to.
+		d.Attach = actions.AttachCommand(h.opts.Socket, row.Session)
 	}
 	d.Process = reconciler.ProcessRunner(rec, p)
 	h.render(w, h.item, http.StatusOK, d)
