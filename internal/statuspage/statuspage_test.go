@@ -117,6 +117,7 @@ func TestIndexShowsItemsByPhase(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
+	assert.Regexp(t, `as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+|as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{2}`, text, "a time says its zone")
 }
 
 // TestWhatNeedsAPersonComesFirst: NeedsAttention, then the agents
