@@ -87,6 +87,16 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 	return out
 }
 
+// maxListedReason bounds, in bytes, a reason as a list of items shows it
+// (ListedReason): four lines of a wide terminal wrapped the longest.
+const maxListedReason = 120
+
+// ListedReason is reason as a list of items shows it (loopd get's table,
+// the status page's groups): cut to 120 bytes on a rune boundary, "…"
+// marking the cut (journal.Clip). The item's own view (describe, its
+// page, -o json) shows it whole.
+func ListedReason(reason string) string { return journal.Clip(reason, maxListedReason) }
+
 // StalePending returns "stale_pending=N since=D" when r is Stopped and its
 // oldest pending event was received more than stale before now, D being
 // that age (2h5m; seconds under a minute); "" otherwise. loopd get always

@@ -503,6 +503,7 @@ var funcs = template.FuncMap{
 		return t.Local().Format("2006-01-02 15:04:05 MST") // every time with its zone
 	},
 	"rfc3339": func(t time.Time) string { return t.Format(time.RFC3339) },
+	"listed":  reconciler.ListedReason,
 	"ago": func(now, t time.Time) string {
 		if t.IsZero() {
 			return "-"
