@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/proc"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+)
+
+// tmuxRun runs one tmux command on socket and returns its output.
+func tmuxRun(t *testing.T, socket string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", socket, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return strings.TrimSpace(string(out))
+}
+
+// TestForeground: in a tmux pane, the harness is the terminal's foreground
+// process, so tmux names the pane after it (pane_current_command), not
+// after bwrap; a shell it leaves behind shows as the shell. Killing the
+// session ends every process of the sandbox.
+func TestForeground(t *testing.T) {
+	f := newFixture(t)
+	socket := tmuxtest.Socket(t, "sandbox")
+	sleep, err := f.host.Resolve("sleep", os.Getenv("PATH"))
+	require.NoError(t, err)
+	f.spec.Program = sleep.Path
+	argv, err := f.host.Argv(f.spec, []string{"sleep", "600"})
+	require.NoError(t, err)
+	tmuxRun(t, socket, append([]string{"new-session", "-d", "-s", "fg", "-x", "80", "-y", "24", "--"}, argv...)...)
+	var current string
+	require.Eventually(t, func() bool {
+		current = tmuxRun(t, socket, "display-message", "-p", "-t", "=fg:", "#{pane_current_command}")
+		return current == "sleep"
+	}, 10*time.Second, 20*time.Millisecond, "pane_current_command %q", current)
+	pane, err := strconv.Atoi(tmuxRun(t, socket, "display-message", "-p", "-t", "=fg:", "#{pane_pid}"))
+	require.NoError(t, err)
+	tree := proc.Descendants([]int{pane})
+	require.Len(t, tree, 3, "bwrap, its init in the sandbox, the harness")
+	var procs []proc.Process
+	for _, pid := range tree {
+		p, err := proc.Lookup(pid)
+		require.NoError(t, err)
+		procs = append(procs, p)
+	}
+
+	tmuxRun(t, socket, "kill-session", "-t", "=fg")
+	assert.Eventually(t, func() bool {
+		for _, p := range procs {
+			if p.Running() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "a process of the sandbox outlived its session")
+}
+
+// TestForegroundShellLeftBehind: a wrapper that runs the CLI as a job of
+// its own and then an interactive shell shows the CLI while it runs and
+// the shell after, as without a sandbox (the zombie-shell guard).
+func TestForegroundShellLeftBehind(t *testing.T) {
+	f := newFixture(t)
+	socket := tmuxtest.Socket(t, "sandbox")
+	sh, err := f.host.Resolve("sh", os.Getenv("PATH"))
+	require.NoError(t, err)
+	f.spec.Program = sh.Path
+	argv, err := f.host.Argv(f.spec, []string{"sh", "-c", "set -m; sleep 2; exec sh -i"})
+	require.NoError(t, err)
+	tmuxRun(t, socket, append([]string{"new-session", "-d", "-s", "z", "-x", "80", "-y", "24", "--"}, argv...)...)
+	// Until Exec takes the foreground the pane shows bwrap, as it showed
+	// the launcher before; from then on, Exec itself for an instant, the
+	// harness and what it leaves.
+	var seen []string
+	require.Eventually(t, func() bool {
+		name := tmuxRun(t, socket, "display-message", "-p", "-t", "=z:", "#{pane_current_command}")
+		if len(seen) == 0 || seen[len(seen)-1] != name {
+			seen = append(seen, name)
+		}
+		return name == "sh" && slices.Contains(seen, "sleep")
+	}, 15*time.Second, 20*time.Millisecond, "seen %v", seen)
+	i := slices.IndexFunc(seen, func(n string) bool { return n != "bwrap" })
+	assert.NotContains(t, seen[i:], "bwrap", "never bwrap once the harness ran: %v", seen)
+	assert.Equal(t, []string{"sleep", "sh"}, seen[len(seen)-2:], "the CLI, then the shell it left: %v", seen)
+}
