@@ -16,6 +16,10 @@ import (
 // are not the system: the operator's files and loopd's live there.
 var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
 
+// SystemPath reports whether p is one of the top-level system paths a
+// sandbox shows whole (/usr, /etc, …).
+func SystemPath(p string) bool { return slices.Contains(systemPaths, p) }
+
 // resolvConf is the resolver's config, which systemd-resolved and
 // resolvconf make a symlink into /run.
 const resolvConf = "/etc/resolv.conf"
