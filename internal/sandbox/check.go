@@ -17,7 +17,7 @@ const probeTimeout = 10 * time.Second
 
 // Check finds bwrap on pathEnv (loopd's PATH) and proves that it makes the
 // namespaces of a sandbox on this machine, by running true in one with
-// the options every spawn gets. It returns the Host that Argv then uses,
+// the options every spawn gets. It returns the Host that Wrap then uses,
 // with exe as loopd's executable: Root as this process runs (root needs no
 // user namespace; any other user does).
 //

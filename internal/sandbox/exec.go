@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/loopd/loopd/internal/proc"
 )
 
 // Exec is the first process inside the sandbox (loopd's Command): when its
@@ -54,4 +56,18 @@ func foreground() error {
 		return fmt.Errorf("set the terminal's foreground group: %w", err)
 	}
 	return nil
+}
+
+// Init returns the sandbox's init process for the pid of its bwrap (a
+// pane's process, a run's harness): bwrap's one child, pid 1 of the
+// sandbox's pid namespace. The kernel ends every other process of the
+// namespace before its init ends (pid_namespaces(7)), so an init that no
+// longer runs means nothing of the sandbox does. It reports false when
+// bwrap has no child (the sandbox not made yet, or gone).
+func Init(bwrap int) (int, bool) {
+	tree := proc.Descendants([]int{bwrap})
+	if len(tree) < 2 {
+		return 0, false
+	}
+	return tree[1], true
 }

@@ -82,11 +82,17 @@ func newFixture(t *testing.T) fixture {
 	return f
 }
 
+// argv is the whole argv that runs harness in the sandbox of f.spec.
+func (f fixture) argv(harness []string) ([]string, error) {
+	wrap, err := f.host.Wrap(f.spec)
+	return append(wrap, harness...), err
+}
+
 // run runs script with sh in the sandbox of f.spec and returns its
 // stdout; it fails the test when sh exits non-zero.
 func (f fixture) run(t *testing.T, script string) string {
 	t.Helper()
-	argv, err := f.host.Argv(f.spec, []string{"sh", "-c", script})
+	argv, err := f.argv([]string{"sh", "-c", script})
 	require.NoError(t, err)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var stdout, stderr bytes.Buffer

@@ -5,7 +5,7 @@
 // config, secrets, tmux socket) or of the other items; a pid namespace of
 // its own; no capabilities; no_new_privs; the host's network.
 //
-// A Spec says what one spawn's sandbox shows; Host.Argv turns it into the
+// A Spec says what one spawn's sandbox shows; Host.Wrap turns it into the
 // bwrap argv put between loopd's launcher and the harness's argv (pure, no
 // file system access). Check finds bwrap and proves it can make the
 // namespaces on this machine (as root, or with a user namespace as any
@@ -119,7 +119,7 @@ type Entry struct {
 	Link string
 }
 
-// Host is what Argv needs of the machine, found once by Layout and Check.
+// Host is what Wrap needs of the machine, found once by Layout and Check.
 type Host struct {
 	// Bwrap is bwrap's absolute path.
 	Bwrap string
@@ -142,12 +142,13 @@ type Host struct {
 // under /tmp among them).
 var privateDirs = []string{"/tmp", "/var/tmp", "/run"}
 
-// Argv returns the bwrap argv that runs argv (the harness's whole argv,
-// argv[0] as configured) in the sandbox s describes: bwrap's own options,
-// then Exe's Command with s.Program, then argv. It reads no file; it
-// returns an error wrapping ErrBadSpec for a Spec it cannot honour.
-func (h Host) Argv(s Spec, argv []string) ([]string, error) {
-	if err := h.check(s, argv); err != nil {
+// Wrap returns the argv that runs the harness's whole argv, put after it
+// (argv[0] as configured), in the sandbox s describes: bwrap's own
+// options, then Exe's Command with s.Program, ending with "--". It reads
+// no file; it returns an error wrapping ErrBadSpec for a Spec it cannot
+// honour.
+func (h Host) Wrap(s Spec) ([]string, error) {
+	if err := h.check(s); err != nil {
 		return nil, err
 	}
 	a := h.options()
@@ -171,8 +172,7 @@ func (h Host) Argv(s Spec, argv []string) ([]string, error) {
 		m.bind(op, b.Source, b.target())
 	}
 	a = append(a, m.args...)
-	a = append(a, "--chdir", s.Workdir, "--", h.Exe, Command, PathFlag, s.Program, "--")
-	return append(a, argv...), nil
+	return append(a, "--chdir", s.Workdir, "--", h.Exe, Command, PathFlag, s.Program, "--"), nil
 }
 
 // options are bwrap's options other than the mounts.
@@ -249,11 +249,8 @@ func shownAt(p, source, target string) string {
 	return filepath.Join(target, strings.TrimPrefix(p, source))
 }
 
-// check refuses what Argv cannot make a sandbox of.
-func (h Host) check(s Spec, argv []string) error {
-	if len(argv) == 0 {
-		return fmt.Errorf("%w: no command", ErrBadSpec)
-	}
+// check refuses what Wrap cannot make a sandbox of.
+func (h Host) check(s Spec) error {
 	if h.Bwrap == "" || h.Exe == "" {
 		return fmt.Errorf("%w: no bwrap or loopd executable", ErrBadSpec)
 	}

@@ -14,8 +14,7 @@ var testHost = Host{
 	System: []Entry{{Path: "/usr"}, {Path: "/bin", Link: "usr/bin"}, {Path: "/lib", Link: "usr/lib"}, {Path: "/etc"}},
 }
 
-func TestArgv(t *testing.T) {
-	harness := []string{"claude", "--session-id", "7f3c0000-0000-4000-8000-000000000000", "--", "hi"}
+func TestWrap(t *testing.T) {
 	base := Spec{Workdir: "/srv/agents/acme/api/42", Program: "/opt/claude/node_modules/@anthropic-ai/claude-code/bin/claude.exe"}
 	root := []string{"/usr/bin/bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"}
 	system := []string{
@@ -23,7 +22,7 @@ func TestArgv(t *testing.T) {
 		"--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
 	}
 	exe := []string{"--ro-bind", "/usr/local/bin/loopd", "/usr/local/bin/loopd"}
-	tail := append([]string{"--chdir", base.Workdir, "--", "/usr/local/bin/loopd", "sandbox-exec", "--path", base.Program, "--"}, harness...)
+	tail := []string{"--chdir", base.Workdir, "--", "/usr/local/bin/loopd", "sandbox-exec", "--path", base.Program, "--"}
 	join := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -127,24 +126,21 @@ func TestArgv(t *testing.T) {
 			if c.spec != nil {
 				s = c.spec(s)
 			}
-			got, err := h.Argv(s, harness)
+			got, err := h.Wrap(s)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, got)
 		})
 	}
 }
 
-func TestArgvRefuses(t *testing.T) {
-	harness := []string{"claude"}
+func TestWrapRefuses(t *testing.T) {
 	ok := Spec{Workdir: "/srv/w", Program: "/usr/bin/claude"}
 	cases := []struct {
 		name string
 		host func(Host) Host
 		spec func(Spec) Spec
-		argv []string
 		want string
 	}{
-		{name: "no_command", argv: []string{}, want: "no command"},
 		{name: "no_workdir", spec: func(s Spec) Spec { s.Workdir = ""; return s }, want: "no workdir"},
 		{name: "no_program", spec: func(s Spec) Spec { s.Program = ""; return s }, want: "no workdir or program"},
 		{name: "no_bwrap", host: func(h Host) Host { h.Bwrap = ""; return h }, want: "no bwrap"},
@@ -164,27 +160,24 @@ func TestArgvRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h, s, argv := testHost, ok, harness
+			h, s := testHost, ok
 			if c.host != nil {
 				h = c.host(h)
 			}
 			if c.spec != nil {
 				s = c.spec(s)
 			}
-			if c.argv != nil {
-				argv = c.argv
-			}
-			_, err := h.Argv(s, argv)
+			_, err := h.Wrap(s)
 			require.ErrorIs(t, err, ErrBadSpec)
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
 }
 
-// TestArgvNeverCarriesTheEnvironment: the harness's environment reaches
+// TestWrapNeverCarriesTheEnvironment: the harness's environment reaches
 // it through execve, never bwrap's --setenv (argv is world-readable).
-func TestArgvNeverCarriesTheEnvironment(t *testing.T) {
-	got, err := testHost.Argv(Spec{Workdir: "/w", Program: "/usr/bin/env"}, []string{"env"})
+func TestWrapNeverCarriesTheEnvironment(t *testing.T) {
+	got, err := testHost.Wrap(Spec{Workdir: "/w", Program: "/usr/bin/env"})
 	require.NoError(t, err)
 	for _, a := range got {
 		assert.NotContains(t, []string{"--setenv", "--unsetenv", "--clearenv"}, a)
