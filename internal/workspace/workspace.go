@@ -178,20 +178,49 @@ func Inspect(dir, mirror string) (Fact, error) {
 	if !ok {
 		return f, nil
 	}
-	common, err := os.ReadFile(filepath.Join(admin, "commondir"))
-	if err != nil {
-		return f, nil
-	}
-	c := strings.TrimSpace(string(common))
-	if !filepath.IsAbs(c) {
-		c = filepath.Join(admin, c)
-	}
-	if !samePath(c, mirror) {
+	c, ok := commonDir(admin)
+	if !ok || !samePath(c, mirror) {
 		return f, nil
 	}
 	f.Worktree = true
 	f.Partial = initializing(admin)
 	return f, nil
+}
+
+// SharedGitDir returns the repository the worktree at dir shares (the
+// common dir of the admin dir its .git file names: its mirror), with every
+// symlink resolved, which git run in the worktree needs whole: a sandbox
+// shows it. It returns "" for a workdir that is no worktree (a plain
+// directory, a repository of its own) and an error when the common dir
+// cannot be resolved.
+func SharedGitDir(dir string) (string, error) {
+	admin, ok := adminDir(dir)
+	if !ok {
+		return "", nil
+	}
+	c, ok := commonDir(admin)
+	if !ok {
+		return "", nil
+	}
+	real, err := filepath.EvalSymlinks(c)
+	if err != nil {
+		return "", fmt.Errorf("git dir of %s: %w", dir, err)
+	}
+	return real, nil
+}
+
+// commonDir returns the repository a worktree's admin dir belongs to, as
+// its commondir file names it.
+func commonDir(admin string) (string, bool) {
+	common, err := os.ReadFile(filepath.Join(admin, "commondir"))
+	if err != nil {
+		return "", false
+	}
+	c := strings.TrimSpace(string(common))
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(admin, c)
+	}
+	return filepath.Clean(c), true
 }
 
 // Busy reports whether mirror's lock (<mirror>.lock, Manager.lock) is

@@ -683,3 +683,24 @@ func TestBusyWhileAPrepareRuns(t *testing.T) {
 		t.Error("busy after the operation ended")
 	}
 }
+
+// TestSharedGitDir: a worktree shares its mirror, which git in it needs
+// whole; a plain directory shares nothing.
+func TestSharedGitDir(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	dir := filepath.Join(t.TempDir(), "w")
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}); err != nil {
+		t.Fatal(err)
+	}
+	mirror, err := filepath.EvalSymlinks(mustMirror(t, m, r.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := workspace.SharedGitDir(dir); err != nil || got != mirror {
+		t.Errorf("SharedGitDir(worktree) = %q, %v; want the mirror %q", got, err, mirror)
+	}
+	if got, err := workspace.SharedGitDir(t.TempDir()); err != nil || got != "" {
+		t.Errorf("SharedGitDir(plain dir) = %q, %v; want none", got, err)
+	}
+}
