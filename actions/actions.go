@@ -15,12 +15,19 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/internal/workspace"
 )
 
 // Reason says why an action was planned. The values are constants so that the
 // dry run, the journal and the tests share one vocabulary.
 type Reason string
+
+// Environment reports whether r, the reason a spawn was refused, says that
+// loopd could not make the harness's environment (provision_failed,
+// sandbox_failed), not that the conversation failed: nothing of it was
+// tried, and a resume keeps it.
+func (r Reason) Environment() bool { return r == ReasonProvisionFailed || r == ReasonSandboxFailed }
 
 // Why an item is spawned, stopped, waited on or given up.
 const (
@@ -102,6 +109,11 @@ const (
 	// dir (harness.Provisioner) could not be written; the spawn is
 	// refused, as any refused spawn.
 	ReasonProvisionFailed Reason = "provision_failed"
+	// ReasonSandboxFailed: the spawn's sandbox could not be made (bwrap
+	// missing or unable to make namespaces, the harness or a bind not
+	// found, the item's harness state not ready); the spawn is refused
+	// as for provision_failed: nothing was tried of the conversation.
+	ReasonSandboxFailed Reason = "sandbox_failed"
 	// ReasonWorkspacePreparing: a worker is making the item's worktree
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
@@ -289,7 +301,12 @@ type Spawn struct {
 	// Runner is schema.RunnerProcess for a headless run of the harness
 	// (the event its prompt, whole), "" for a pane in tmux.
 	Runner string
-	Reason Reason
+	// NoSandbox is true when the route's sandbox.mode is none: the
+	// harness runs as loopd's user with nothing hidden. Binds are the
+	// route's sandbox.binds, shown in the sandbox otherwise.
+	NoSandbox bool
+	Binds     []sandbox.Bind
+	Reason    Reason
 }
 
 func (s Spawn) base() []Field {
@@ -308,6 +325,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
+	}
+	if s.NoSandbox {
+		f = append(f, Field{journal.KeySandbox, sandbox.ModeNone})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }

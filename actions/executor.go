@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +94,10 @@ type Executor struct {
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
+	// Sandbox puts the harness of each spawn of a sandboxed route in a
+	// sandbox of its own (sandboxFor); nil runs every harness as a route
+	// of sandbox none would, and records it so (Status.Sandbox).
+	Sandbox *Sandbox
 	// Workspaces makes and removes the git worktrees of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
@@ -486,6 +489,7 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // starts the run (startRun) instead of a pane, with stdin.
 func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, size, e.Now())
+	st.Sandbox = e.modeOf(s)
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
@@ -510,6 +514,14 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := harness.Provision(ad, s.Cwd); err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
 	}
+	resumes := ""
+	if mode == desired.SpawnResume {
+		resumes = id
+	}
+	sb, err := e.sandboxFor(s, ad, resumes, argv)
+	if err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSandboxFailed), err) // sandbox of <session>: …
+	}
 	if s.Runner != "" {
 		if err := e.endPredecessor(ctx, r, s); err != nil {
 			return err
@@ -517,7 +529,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.checkLease("spawn", r.Key); err != nil {
 			return err
 		}
-		return e.startRun(ctx, r, s, r.Status, argv, stdin, ad)
+		return e.startRun(ctx, r, s, r.Status, append(sb.wrap, argv...), stdin, ad, sb.env)
 	}
 	// A harness that outlives kill-session is ended by its process group
 	// first; one still there leaves the spawn unstarted, as a predecessor
@@ -535,11 +547,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.endPredecessor(ctx, r, s); err != nil {
 		return err
 	}
-	env := maps.Clone(ad.Env())
-	if env == nil {
-		env = map[string]string{}
-	}
-	env["LOOPD_WORK_ITEM"] = r.Key.String()
+	env := harnessEnv(r, ad, sb.env)
 	if err := e.checkLease("spawn", r.Key); err != nil {
 		return err
 	}
@@ -547,7 +555,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	paneID, pid, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
+	paneID, pid, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: append(launcher, sb.wrap...), Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
@@ -665,7 +673,7 @@ func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn,
 	st := r.Status
 	st.SpawnRefused = cause.Error()
 	st.Reason = string(ReasonSpawnRefused)
-	if reason == string(ReasonProvisionFailed) {
+	if Reason(reason).Environment() {
 		// Not the conversation's fault: the planner keeps it (refused).
 		st.Reason = reason
 	}
@@ -681,8 +689,9 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	// carried none that is still in flight.
 	st := a.Apply(r.Status)
 	// The harness's process, by pid and start time, for the next spawn
-	// to wait for (endPredecessor); unknown without /proc.
-	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
+	// to wait for (endPredecessor): in a sandbox, its init, which ends
+	// last; unknown without /proc.
+	if p, err := proc.Lookup(sandboxInit(st, a.PID)); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
 	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"time"
 
@@ -93,15 +92,11 @@ func runID(now time.Time) string { return now.UTC().Format("20060102T150405.0000
 // headless form (harness.Headless), its environment the harness's on top
 // of what every pane gets (RunEnviron), its cwd the item's workdir. A run
 // that cannot be started is a refused spawn, as a pane tmux refused.
-func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, argv []string, stdin []byte, ad harness.Adapter) error {
+func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, argv []string, stdin []byte, ad harness.Adapter, state map[string]string) error {
 	if e.Runs == nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), fmt.Errorf("start run %s: no process runner", st.RunID))
 	}
-	env := maps.Clone(ad.Env())
-	if env == nil {
-		env = map[string]string{}
-	}
-	env["LOOPD_WORK_ITEM"] = r.Key.String()
+	env := harnessEnv(r, ad, state)
 	spec := runner.Spec{Item: s.Session, ID: st.RunID, Cwd: s.Cwd, Argv: argv, Env: launch.Environ(e.RunEnviron, env), Stdin: stdin, Done: e.Wake}
 	if err := e.Runs.Start(ctx, spec); err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err) // start run <id>: …

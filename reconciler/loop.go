@@ -43,6 +43,11 @@ type Reconciler struct {
 	// store: a pass plans only the items it owns (owns), calls Assign
 	// when an item needs a host, and stops the local agents of the others.
 	Hosting *Hosting
+	// Ingest, when set, runs in each pass that is not a dry run, under
+	// the lock and before the records are read: it records what the
+	// items' channels hold (the SessionStart reports of sandboxed
+	// harnesses), so that the pass plans on them.
+	Ingest func(ctx context.Context) error
 
 	// last are the records the latest pass read: a pass whose lease clock
 	// lapsed and that cannot read the store stops their local agents.
@@ -138,6 +143,11 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	defer unlock()
+	if r.Ingest != nil && !dryRun {
+		if err := r.Ingest(ctx); err != nil {
+			return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		}
+	}
 	records, err := r.Store.Records(ctx)
 	if err != nil {
 		r.fence(ctx, dryRun)

@@ -813,11 +813,11 @@ func (it *itemPlan) delivered(id string) string {
 func (it itemPlan) refused() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
-	if st.Reason == string(actions.ReasonProvisionFailed) {
-		// The harness's config dir could not be set up: nothing was
-		// tried of the conversation, which a resume keeps; the failure
-		// counts and backs off until the operator fixes the file.
-		exit.Reason = actions.ReasonProvisionFailed
+	if reason := actions.Reason(st.Reason); reason.Environment() {
+		// The harness's config dir or sandbox could not be set up:
+		// nothing was tried of the conversation, which a resume keeps;
+		// the failure counts and backs off until the operator fixes it.
+		exit.Reason = reason
 		return it.afterExit(exit, true)
 	}
 	if st.SpawnMode == desired.SpawnResume {
@@ -835,7 +835,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
 		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -865,7 +865,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonSessionMissing,
+		actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
 	default:
 		exit.Reason = d.Reason
 	}
@@ -968,6 +969,8 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	if it.process {
 		s.Runner = schema.RunnerProcess
 	}
+	sb := it.p.SandboxOf(key)
+	s.NoSandbox, s.Binds = !sb.Sandboxed(), sb.BindsOf()
 	if why == "" {
 		size := int64(-1)
 		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known && !it.restoring {

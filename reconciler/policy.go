@@ -122,6 +122,9 @@ type Policy struct {
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
 	Routing schema.Routing
+	// Sandbox is the config's top-level sandbox, every route's unless
+	// the route has its own (SandboxOf).
+	Sandbox schema.Sandbox
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

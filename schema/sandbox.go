@@ -51,11 +51,11 @@ func (r Route) SandboxOf(global Sandbox) Sandbox {
 // none ("" is the default, bubblewrap).
 func (s Sandbox) Sandboxed() bool { return s.Mode != sandbox.ModeNone }
 
-// BindsOf returns s's binds as the sandbox takes them.
+// BindsOf returns s's binds as the sandbox takes them, nil for none.
 func (s Sandbox) BindsOf() []sandbox.Bind {
-	out := make([]sandbox.Bind, len(s.Binds))
-	for i, b := range s.Binds {
-		out[i] = sandbox.Bind{Source: b.Path, Write: b.Write}
+	var out []sandbox.Bind
+	for _, b := range s.Binds {
+		out = append(out, sandbox.Bind{Source: b.Path, Write: b.Write})
 	}
 	return out
 }
