@@ -46,6 +46,10 @@ const runsDir = "runs"
 // mirrors the worktrees are made from (routing checkout).
 const mirrorsDir = "mirrors"
 
+// channelsDir is the directory inside the state dir that holds each
+// sandboxed item's channel dir (actions.Sandbox.Channels).
+const channelsDir = "channels"
+
 // app is the wired set of real dependencies one command uses.
 type app struct {
 	log       *slog.Logger
@@ -67,6 +71,8 @@ type app struct {
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
 	mover *transcript.Mover
+	// sandbox makes the sandbox of each spawn of a sandboxed route.
+	sandbox *actions.Sandbox
 }
 
 // storeLock is the reconcile lock's file name inside the state dir when
@@ -104,6 +110,10 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("launcher: %w", err)
 	}
+	sb, err := sandboxOf(ctx, cfg, configPath)
+	if err != nil {
+		return nil, err
+	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -123,6 +133,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		owner:     owner,
 		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
 		runs:      runsOf(cfg, exe),
+		sandbox:   sb,
 	}, nil
 }
 
@@ -203,6 +214,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Owner:     a.owner.ID,
 			PasteWait: schema.DefaultPasteWait,
 			Launcher:  a.launcher,
+			Sandbox:   a.sandbox,
 			Runs:      a.runs,
 			// A run gets what a pane gets of loopd's environment.
 			RunEnviron:  paneenv.Server(os.Environ()),
@@ -213,6 +225,10 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	}
 	// A worktree is made outside the pass; its outcome asks for the next.
 	rc.Executor.Wake = rc.Trigger
+	// What sandboxed harnesses reported through their channels, first.
+	rc.Ingest = func(ctx context.Context) error {
+		return ingestReports(ctx, current(), a.store, a.journal, a.sandbox.Channels)
+	}
 	if h := a.hosting; h != nil {
 		// Only this host's items are planned, every status write is
 		// fenced by its item's lease, and nothing is pasted or spawned
@@ -256,7 +272,7 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner string) reconciler.Policy {
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
-	p.Routing = routing
+	p.Routing, p.Sandbox = routing, cfg.Sandbox
 	return p
 }
 

@@ -21,8 +21,10 @@ func newConfigCmd(g *globals) *cobra.Command {
 		Short: "Validate a config file against schema/loopd.schema.json",
 		Long: `validate loads FILE (default: the config file loopd uses, --config or the search path) and checks it against the JSON
 Schema and the cross-field rules. Every problem is printed with its line and
-key; the exit code is 1 when there is any. It also warns about harness
-commands that are not installed.`,
+key; the exit code is 1 when there is any. When a route runs its agents in a
+sandbox (sandbox.mode bubblewrap, the default), it checks that bubblewrap is
+installed and can make namespaces here, and says what to install or turn on
+when not. It also warns about harness commands that are not installed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.config
@@ -47,6 +49,13 @@ commands that are not installed.`,
 				}
 			}
 			if err := checkRoutes(cfg, adapters); err != nil {
+				return err
+			}
+			sb, err := sandboxOf(cmd.Context(), cfg, path)
+			if err != nil {
+				return err
+			}
+			if err := checkSandbox(cfg, sb); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)

@@ -21,7 +21,7 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 	bin := t.TempDir()
 	claude := filepath.Join(bin, "claude")
 	require.NoError(t, os.WriteFile(claude, []byte("#!/bin/sh\n"), 0o755))
-	t.Setenv("PATH", bin)
+	t.Setenv("PATH", bin+":"+bwrapDir(t))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "with space", "loopd.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -59,7 +59,7 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 // bare name and a comment says it was not found; the file still validates
 // once its placeholder is replaced (a missing command is a warning).
 func TestConfigInitWithoutClaude(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
+	t.Setenv("PATH", t.TempDir()+":"+bwrapDir(t))
 	path := filepath.Join(t.TempDir(), "loopd.yaml")
 	out, err := run(t, "", "config", "init", path, "--state-dir", "/var/lib/loopd")
 	require.NoError(t, err)

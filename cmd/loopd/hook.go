@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
@@ -85,6 +86,11 @@ and the command exits non-zero.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if dir := os.Getenv(actions.ChannelEnv); dir != "" {
+				// In a sandbox, which shows no config or store: the
+				// report waits in the item's channel for the next pass.
+				return dropReport(dir, cmd.InOrStdin(), time.Now())
+			}
 			cfg, store, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -106,14 +112,91 @@ and the command exits non-zero.`,
 			if err != nil {
 				return fmt.Errorf("hook session-start %s: %w", k, err)
 			}
-			if err := store.ReportSession(ctx, k, desired.SessionReport{SessionID: in.SessionID, Source: in.Source, At: now}); err != nil {
-				return err
-			}
-			rec.Record(ctx, slog.LevelInfo, journal.SessionReported, k.String(), "harness_session_id", in.SessionID, "source", in.Source)
-			return nil
+			return recordReport(ctx, store, rec, k, in, now)
 		},
 	})
 	return hook
+}
+
+// recordReport records the checked report in of item k, made at at.
+func recordReport(ctx context.Context, store desired.Store, rec *journal.Recorder, k desired.Key, in sessionStartInput, at time.Time) error {
+	if err := store.ReportSession(ctx, k, desired.SessionReport{SessionID: in.SessionID, Source: in.Source, At: at}); err != nil {
+		return err
+	}
+	rec.Record(ctx, slog.LevelInfo, journal.SessionReported, k.String(), "harness_session_id", in.SessionID, "source", in.Source)
+	return nil
+}
+
+// reportPattern matches the reports dropReport leaves in a channel dir.
+const reportPattern = "session-start.*.json"
+
+// dropReport leaves the hook's input (at most one byte past maxHookInput,
+// so that an oversize one is refused as such) in the channel dir as a
+// report made at now: session-start.<unix ns>.json, whole or not at all
+// (a temporary file renamed), its mtime now.
+func dropReport(dir string, stdin io.Reader, now time.Time) error {
+	data, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
+	if err != nil {
+		return fmt.Errorf("hook session-start: read input: %w", err)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("session-start.%d.json", now.UnixNano()))
+	if err := os.WriteFile(name+".tmp", data, 0o600); err != nil {
+		return fmt.Errorf("hook session-start: %w", err)
+	}
+	if err := os.Chtimes(name+".tmp", now, now); err != nil {
+		return fmt.Errorf("hook session-start: %w", err)
+	}
+	if err := os.Rename(name+".tmp", name); err != nil {
+		return fmt.Errorf("hook session-start: %w", err)
+	}
+	return nil
+}
+
+// ingestReports records the SessionStart reports that sandboxed harnesses
+// left in their items' channel dirs under channels (dropReport), in the
+// order they were made: each is checked as the hook checks one
+// (checkSessionStart), for the item whose channel it lies in, whatever
+// it says of its own, and removed. A report that fails is journaled as
+// session.report_rejected, as the hook does. The pass runs it first
+// (reconciler.Reconciler.Ingest).
+func ingestReports(ctx context.Context, cfg *schema.Config, store desired.Store, rec *journal.Recorder, channels string) error {
+	files, err := filepath.Glob(filepath.Join(channels, "*", reportPattern))
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	records, err := store.Records(ctx)
+	if err != nil {
+		return err
+	}
+	items := map[string]desired.Key{}
+	for _, r := range records {
+		items[desired.SessionName(r.Key)] = r.Key
+	}
+	slices.Sort(files) // by the time in their names
+	for _, f := range files {
+		info, err := os.Stat(f)
+		data, rerr := os.ReadFile(f)
+		if err := errors.Join(err, rerr, os.Remove(f)); err != nil {
+			return fmt.Errorf("session report %s: %w", f, err)
+		}
+		item := ""
+		if k, ok := items[filepath.Base(filepath.Dir(f))]; ok {
+			item = k.String()
+		}
+		in, k, reason, err := checkSessionStart(ctx, cfg, store, item, bytes.NewReader(data))
+		if reason != "" {
+			rec.Record(ctx, slog.LevelWarn, journal.SessionReportRejected, item, "reason", reason,
+				"attempted_session_id", shown(in.SessionID), "source", shown(in.Source), "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := recordReport(ctx, store, rec, k, in, info.ModTime()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSessionStart reads and checks one SessionStart report for the work

@@ -60,6 +60,7 @@ func newRootCmd() *cobra.Command {
 		newHookCmd(g),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
+		newSandboxExecCmd(),
 		newVersionCmd(),
 	)
 	requireSubcommands(root)

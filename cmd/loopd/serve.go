@@ -86,6 +86,9 @@ func serve(ctx context.Context, g *globals) error {
 	if err := checkRoutes(cfg, a.harnesses); err != nil {
 		return err
 	}
+	if err := checkSandbox(cfg, a.sandbox); err != nil {
+		return err
+	}
 	a.github = ghClient
 	// Journal rows of a repeated failure are folded like its log lines; the
 	// recorder newApp made served only the harness checks at start.
@@ -133,7 +136,9 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	// The harnesses are the ones built at start (a reload cannot change
 	// them): a reloaded route must suit them.
-	watcher.Check = func(c *schema.Config) error { return checkRoutes(c, a.harnesses) }
+	watcher.Check = func(c *schema.Config) error {
+		return errors.Join(checkRoutes(c, a.harnesses), checkSandbox(c, a.sandbox))
+	}
 
 	// The rejections of unauthenticated requests are journaled from a
 	// queue, folded by the limiter: their answer never waits on the store.
