@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/testdata/fakecli"
+)
+
+// The tests from inside a sandbox: the fake CLI runs what a comment asks
+// (FAKECLAUDE_PROBE=1: each "PROBE: <command>" line runs with sh -c in the
+// workdir, as an agent runs what a comment talks it into) and writes what
+// became of it to probes.jsonl in the workdir, which the test reads. Each
+// probe is something the agent could do as loopd's user before the
+// sandbox; the same probes with sandbox.mode none show it still can.
+//
+// Other suites use the knob the same way (env.probe): moving another
+// item's branch (the per-item clone), forging a report for another item
+// and running loopd release from inside (the item's channel).
+
+// probeEnv is an env whose fake CLI runs probes.
+func probeEnv(t *testing.T, opts envOpts) *env {
+	t.Helper()
+	if opts.HarnessEnv == nil {
+		opts.HarnessEnv = map[string]string{}
+	}
+	opts.HarnessEnv["FAKECLAUDE_PROBE"] = "1"
+	return newEnv(t, opts)
+}
+
+// probe sends a comment to k's running agent that runs each of cmds, one
+// probe line each, waits until all have run and returns what each got,
+// in order.
+func (e *env) probe(t *testing.T, k desired.Key, cmds ...string) []fakecli.Probe {
+	t.Helper()
+	log := filepath.Join(e.workdir(k), fakecli.ProbeLog)
+	before := len(readJSONLines[fakecli.Probe](t, log))
+	var body strings.Builder
+	body.WriteString("Please run these.\n")
+	for _, c := range cmds {
+		body.WriteString(fakecli.ProbePrefix + c + "\n")
+	}
+	e.deliver(t, commentFixture, func(m map[string]any) {
+		withNumber(k.Number)(m)
+		withComment(body.String())(m)
+	})
+	var got []fakecli.Probe
+	e.waitFor(t, func() bool {
+		got = readJSONLines[fakecli.Probe](t, log)
+		return len(got) >= before+len(cmds)
+	}, waitLong, "the probes never ran")
+	return got[before : before+len(cmds)]
+}
+
+// insideProbes are what an agent tries against loopd and the other items,
+// each named, with what the sandbox must make of it.
+type insideProbe struct {
+	name string
+	cmd  string
+	// refused is true when the probe must fail (a status not 0) and must
+	// not show what it was after (absent).
+	refused bool
+	absent  string
+}
+
+// TestAgentInsideItsSandbox: from inside a sandboxed agent, loopd's
+// process and its environment, the other processes of the host, the tmux
+// socket, the store, another item's workdir and transcript, the config,
+// the secretFile and the operator's home are out of reach; its own
+// workdir and transcript are not. The same probes with sandbox.mode none
+// reach them all (TestAgentWithoutASandbox).
+func TestAgentInsideItsSandbox(t *testing.T) {
+	t.Parallel()
+	e, probes := insideEnv(t, "bubblewrap")
+	for i, p := range e.probe(t, keyIssue, probeCmds(probes)...) {
+		t.Run(probes[i].name, func(t *testing.T) {
+			if probes[i].refused {
+				assert.NotZero(t, p.Status, "%s: %s", p.Cmd, p.Output)
+			} else {
+				assert.Zero(t, p.Status, "%s: %s", p.Cmd, p.Output)
+			}
+			if probes[i].absent != "" {
+				assert.NotContains(t, p.Output, probes[i].absent, p.Cmd)
+			}
+		})
+	}
+}
+
+// TestAgentWithoutASandbox: sandbox.mode none is what it says: the agent
+// reaches what TestAgentInsideItsSandbox shows it cannot.
+func TestAgentWithoutASandbox(t *testing.T) {
+	t.Parallel()
+	e, probes := insideEnv(t, "none")
+	for i, p := range e.probe(t, keyIssue, probeCmds(probes)...) {
+		if probes[i].refused {
+			assert.Zero(t, p.Status, "%s reaches it without a sandbox: %s", p.Cmd, p.Output)
+		}
+	}
+}
+
+func probeCmds(probes []insideProbe) []string {
+	out := make([]string, len(probes))
+	for i, p := range probes {
+		out[i] = p.cmd
+	}
+	return out
+}
+
+// insideEnv boots issues 1 and 2, each with an agent that
+// runs probes, under sandbox mode, with a secretFile and a home of the
+// operator's that holds a key, and returns the env and the probes to run
+// from issue 1's agent.
+func insideEnv(t *testing.T, mode string) (*env, []insideProbe) {
+	e := probeEnv(t, envOpts{})
+	e.config["sandbox"].(map[string]any)["mode"] = mode
+	secret := filepath.Join(e.dir, "secrets", "webhook-secret")
+	require.NoError(t, os.MkdirAll(filepath.Dir(secret), 0o700))
+	require.NoError(t, os.WriteFile(secret, []byte(e.secret+"\n"), 0o600))
+	gh := e.ghWebhook()
+	delete(gh, "secretEnv")
+	gh["secretFile"] = secret
+	home := filepath.Join(e.dir, "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("PRIVATE KEY\n"), 0o600))
+	e.daemonEnv = append(e.daemonEnv, "HOME="+home)
+	e.writeConfig(t)
+	id := e.bootRunning(t)
+	two := issueKey(2)
+	e.deliver(t, "issues.opened.1.json", withNumber(2))
+	other := e.waitPhase(t, two, desired.PhaseRunning, waitLong)
+	e.waitFor(t, func() bool { return len(e.userTurns(t, two, other.Status.HarnessSessionID)) > 0 }, waitLong,
+		"the other item's agent never got its prompt")
+	require.NoError(t, os.WriteFile(filepath.Join(e.workdir(two), "notes.txt"), []byte("the other item's work\n"), 0o644))
+	socket, err := tmux.SocketPath(e.socket)
+	require.NoError(t, err)
+	daemon := strconv.Itoa(e.daemon.Process.Pid)
+	return e, []insideProbe{
+		{name: "own_workdir", cmd: "pwd && echo mine > mine.txt && cat mine.txt"},
+		{name: "own_transcript", cmd: "wc -l " + e.transcriptPath(t, keyIssue, id)},
+		{name: "loopd_environ", cmd: "cat /proc/" + daemon + "/environ", refused: true, absent: e.secret},
+		{name: "loopd_process", cmd: "test -e /proc/" + daemon, refused: true},
+		{name: "host_processes", cmd: "test $(ls /proc | grep -c '^[0-9]') -gt 10", refused: true},
+		{name: "tmux_socket", cmd: "tmux -S " + socket + " list-sessions", refused: true, absent: "loop-"},
+		{name: "tmux_socket_dir", cmd: "ls " + filepath.Dir(socket), refused: true, absent: e.socket},
+		{name: "store", cmd: "cat " + filepath.Join(e.stateDir, "loopd.db"), refused: true, absent: "SQLite"},
+		// Only the mount points of what the sandbox shows in it: the
+		// item's own channel dir.
+		{name: "state_dir", cmd: "ls -A " + e.stateDir + " && test ! -e " + filepath.Join(e.stateDir, "launch"), absent: "loopd.db"},
+		{name: "other_workdir", cmd: "cat " + filepath.Join(e.workdir(two), "notes.txt"), refused: true, absent: "the other item's work"},
+		{name: "other_transcript", cmd: "cat " + e.transcriptPath(t, two, other.Status.HarnessSessionID), refused: true, absent: "user"},
+		{name: "config", cmd: "cat " + e.configPath, refused: true, absent: "authorizedUsers"},
+		{name: "secret_file", cmd: "cat " + secret, refused: true, absent: e.secret},
+		{name: "home", cmd: "cat " + filepath.Join(home, ".ssh", "id_ed25519"), refused: true, absent: "PRIVATE KEY"},
+		{name: "capabilities", cmd: "grep -q '^CapEff:.*[1-9a-f]' /proc/self/status", refused: true},
+	}
+}
