@@ -3,16 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
 )
 
 // writeConfig writes a minimal valid config with its state in dir.
@@ -156,4 +160,61 @@ func mustGetwd(t *testing.T) string {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	return wd
+}
+
+// TestHookSessionStartInASandbox: with $LOOPD_CHANNEL set (a sandboxed
+// harness, which has no config or store) the hook leaves its report in the
+// channel dir and needs no config; the pass records it for the item whose
+// channel holds it, whatever item the report's environment named, checks
+// it as the hook does (a bad one is journaled and not recorded), and
+// removes it.
+func TestHookSessionStartInASandbox(t *testing.T) {
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	cfg, err := schema.Load(config)
+	require.NoError(t, err)
+	ctx := context.Background()
+	mine, other := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}, desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
+	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
+	require.NoError(t, err)
+	defer store.Close()
+	for _, k := range []desired.Key{mine, other} {
+		_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+		require.NoError(t, err)
+	}
+	channels := filepath.Join(dir, "state", channelsDir)
+	channel := filepath.Join(channels, desired.SessionName(mine))
+	require.NoError(t, os.MkdirAll(channel, 0o700))
+
+	t.Setenv(actions.ChannelEnv, channel)
+	t.Setenv(workItemEnv, other.String()) // the agent's to set: not believed
+	input := `{"session_id":"8fb7b7f1-2c48-47de-8203-43547ba09c9d","hook_event_name":"SessionStart","source":"startup"}`
+	out, err := run(t, input, "hook", "session-start", "--config", filepath.Join(dir, "no-such-config.yaml"))
+	require.NoError(t, err, "no config needed")
+	assert.Empty(t, out)
+	_, err = run(t, `{"session_id":"../../etc/passwd","source":"startup"}`, "hook", "session-start")
+	require.NoError(t, err, "checked by the pass, not here")
+	files, err := filepath.Glob(filepath.Join(channel, reportPattern))
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+
+	rec := journal.NewRecorder(slog.New(slog.DiscardHandler), store, time.Now)
+	require.NoError(t, ingestReports(ctx, cfg, store, rec, channels))
+	r, err := store.Get(ctx, mine)
+	require.NoError(t, err)
+	require.NotNil(t, r.Report, "recorded for the channel's item")
+	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", r.Report.SessionID)
+	r, err = store.Get(ctx, other)
+	require.NoError(t, err)
+	assert.Nil(t, r.Report, "never for the item the environment named")
+	events, err := store.Events(ctx, desired.EventFilter{WorkItem: mine.String()})
+	require.NoError(t, err)
+	var names []string
+	for _, ev := range events {
+		names = append(names, string(ev.Name))
+	}
+	assert.ElementsMatch(t, []string{"session.reported", "session.report_rejected"}, names)
+	files, err = filepath.Glob(filepath.Join(channel, reportPattern))
+	require.NoError(t, err)
+	assert.Empty(t, files, "each report is taken once")
 }
