@@ -38,11 +38,14 @@ type Metrics struct {
 	// phases counts the work items in each phase; live and starts are
 	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
-	phases    *prometheus.GaugeVec
-	live      prometheus.Gauge
-	maxLive   prometheus.Gauge
-	starts    prometheus.Gauge
-	maxStarts prometheus.Gauge
+	phases *prometheus.GaugeVec
+	// unsandboxed counts, in each phase, the work items whose agent runs
+	// or will run with no sandbox (Unsandboxed).
+	unsandboxed *prometheus.GaugeVec
+	live        prometheus.Gauge
+	maxLive     prometheus.Gauge
+	starts      prometheus.Gauge
+	maxStarts   prometheus.Gauge
 }
 
 // NewMetrics registers the reconciler's metrics with reg. The gauge of
@@ -70,6 +73,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Duration of one reconcile pass in seconds.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		phases: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_work_items",
 			Help: "Work items, by phase (Queued, Parked and the others), after the last pass."}, []string{"phase"}),
+		unsandboxed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_unsandboxed_work_items",
+			Help: "Work items whose agent runs, or will run, with no sandbox (sandbox.mode none), by phase, after the last pass."}, []string{"phase"}),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_live_sessions",
 			Help: "Work items of this host holding a live agent's slot (Spawning, Running, BackingOff after a crash), after the last pass."}),
 		maxLive: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_max_live_sessions",
@@ -84,10 +89,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
 		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
 		m.oldestAge)
-	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.live, m.maxLive, m.starts, m.maxStarts,
+	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.unsandboxed, m.live, m.maxLive, m.starts, m.maxStarts,
 		m.passErrors, m.resumes, m.latency, m.pending, oldest)
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase))
+		m.unsandboxed.WithLabelValues(string(phase))
 	}
 	return m
 }
@@ -150,7 +156,7 @@ func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
 // fleet sets the fleet's gauges from records as the pass left them, and
 // the capacity from p.
 func (m *Metrics) fleet(records []desired.Record, p Policy) {
-	counts := map[desired.Phase]int{}
+	counts, unsandboxed := map[desired.Phase]int{}, map[desired.Phase]int{}
 	pending := 0
 	var oldest time.Time
 	for _, r := range records {
@@ -169,9 +175,13 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 			phase = desired.PhaseIdle
 		}
 		counts[phase]++
+		if Unsandboxed(r, p) {
+			unsandboxed[phase]++
+		}
 	}
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase)).Set(float64(counts[phase]))
+		m.unsandboxed.WithLabelValues(string(phase)).Set(float64(unsandboxed[phase]))
 	}
 	m.pending.Set(float64(pending))
 	m.mu.Lock()

@@ -80,6 +80,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, eve
 	line("", "Kind", dash(v.Spec.Kind))
 	line("", "Harness", dash(v.Spec.Harness))
 	line("", "Workdir", dash(st.Workdir))
+	line("", "Sandbox", st.Sandbox)
 	line("", "Session", st.Session)
 	if runsAsProcess(cfg, r) {
 		// A process-runner item: a run per event, no tmux session.

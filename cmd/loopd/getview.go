@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/reconciler"
 )
 
@@ -78,6 +79,9 @@ type statusView struct {
 	LastExit                *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
 	Lease                   *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
 	RunID                   string     `json:"runId,omitempty" yaml:"runId,omitempty"`
+	// Sandbox is how the item's agent runs: bubblewrap, or none
+	// (reconciler.Unsandboxed).
+	Sandbox string `json:"sandbox" yaml:"sandbox"`
 }
 
 // exitView is the item's last recorded exit.
@@ -116,7 +120,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				ConversationID: r.ConversationID(nil), ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.Blocked, RunID: st.RunID,
+				Blocked: st.Blocked, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
 			},
 		}
 		if oldest, ok := r.OldestPending(); ok {
@@ -126,6 +130,9 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			v.Status.NextAttempt = utc(st.NextAttempt)
 		}
 		v.Status.LimitUntil = utc(e.LimitUntil)
+		if e.Unsandboxed {
+			v.Status.Sandbox = sandbox.ModeNone
+		}
 		if st.LastExitStatus != nil || st.LastExitReason != "" || !st.LastExitAt.IsZero() {
 			v.Status.LastExit = &exitView{Status: st.LastExitStatus, Reason: st.LastExitReason, At: utc(st.LastExitAt)}
 		}

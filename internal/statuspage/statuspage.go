@@ -226,6 +226,9 @@ type itemRow struct {
 	Failures       int
 	Reason         string
 	QueuePosition  int // 1 next; 0 when not Queued
+	// Unsandboxed is true when the item's agent runs with no sandbox
+	// (reconciler.Unsandboxed): every view of it says so.
+	Unsandboxed bool
 }
 
 // eventRow is one journal row.
@@ -384,6 +387,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Failures:       reconciler.NextFailures(rec, p, now, time.Time{}),
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
+			Unsandboxed:    explained[rec.Key].Unsandboxed,
 		}
 	}
 	return out
