@@ -159,9 +159,11 @@ func TestConfigValidateExample(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	example, err := filepath.Abs(filepath.Join("..", "loopd.example.yaml"))
 	require.NoError(t, err)
-	// An empty PATH: the example's harness command "claude" cannot be
-	// found, which is a warning, not an error.
-	out, errOut, code := e.runEnv(t, []string{"PATH=" + t.TempDir()}, "config", "validate", example)
+	// A PATH of bwrap alone: the example's harness command "claude"
+	// cannot be found, which is a warning, not an error.
+	bwrap, err := exec.LookPath("bwrap")
+	require.NoError(t, err, "the agents' sandbox needs bubblewrap")
+	out, errOut, code := e.runEnv(t, []string{"PATH=" + t.TempDir() + ":" + filepath.Dir(bwrap)}, "config", "validate", example)
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "ok")
 	assert.Contains(t, errOut, "warning: harness claude-code")

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/testdata/fakecli"
 )
@@ -92,10 +96,47 @@ func TestAgentInsideItsSandbox(t *testing.T) {
 			}
 		})
 	}
+	assertSandboxShown(t, e, sandbox.ModeBubblewrap)
+}
+
+// assertSandboxShown checks that loopd get (its table and -o json),
+// describe, the status page and /metrics say how issue 1's agent runs:
+// sandbox none on every view, bubblewrap quietly.
+func assertSandboxShown(t *testing.T, e *env, mode string) {
+	t.Helper()
+	none := mode == sandbox.ModeNone
+	get := e.mustRun(t, "get")
+	assert.Equal(t, none, strings.Contains(get, "sandbox=none"), get)
+	var list struct {
+		Items []struct {
+			Key    string `json:"key"`
+			Status struct {
+				Sandbox string `json:"sandbox"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.mustRun(t, "get", "-o", "json")), &list))
+	require.NotEmpty(t, list.Items)
+	for _, it := range list.Items {
+		assert.Equal(t, mode, it.Status.Sandbox, it.Key)
+	}
+	assert.Regexp(t, `(?m)^Sandbox:\s+`+mode+`$`, e.mustRun(t, "describe", keyIssue.String()))
+	resp, err := http.Get("http://" + e.listen + "/items/Codertocat/Hello-World/1")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, none, strings.Contains(string(page), "no sandbox"), "the status page's tag")
+	want := 0.0
+	if none {
+		want = 2 // issues 1 and 2, Running
+	}
+	assert.Equal(t, want, e.metric(t, `loopd_unsandboxed_work_items{phase="Running"}`))
 }
 
 // TestAgentWithoutASandbox: sandbox.mode none is what it says: the agent
-// reaches what TestAgentInsideItsSandbox shows it cannot.
+// reaches what TestAgentInsideItsSandbox shows it cannot, and every view
+// of the item says so.
 func TestAgentWithoutASandbox(t *testing.T) {
 	t.Parallel()
 	e, probes := insideEnv(t, "none")
@@ -104,6 +145,7 @@ func TestAgentWithoutASandbox(t *testing.T) {
 			assert.Zero(t, p.Status, "%s reaches it without a sandbox: %s", p.Cmd, p.Output)
 		}
 	}
+	assertSandboxShown(t, e, sandbox.ModeNone)
 }
 
 func probeCmds(probes []insideProbe) []string {

@@ -38,7 +38,8 @@ const fleetStarts = 2
 func fleetEnv(t testing.TB, hangup time.Duration) (*env, string) {
 	lockDir := filepath.Join(t.TempDir(), "locks")
 	require.NoError(t, os.MkdirAll(lockDir, 0o755))
-	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()}})
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()},
+		Binds: []string{lockDir}})
 	e.config["capacity"] = map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": fleetStarts}
 	e.writeConfig(t)
 	return e, lockDir

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -64,6 +66,28 @@ func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration
 		}
 		return id != ""
 	}, timeout, "no SessionStart report of /clear")
+	return id
+}
+
+// waitChannelReport waits until a SessionStart report of source is in k's
+// channel dir, where a sandboxed harness's hook leaves it for the next
+// pass, and returns its session id.
+func (e *env) waitChannelReport(t *testing.T, k desired.Key, source string) string {
+	t.Helper()
+	var id string
+	e.waitFor(t, func() bool {
+		files, _ := filepath.Glob(filepath.Join(e.stateDir, "channels", desired.SessionName(k), "session-start.*.json"))
+		for _, f := range files {
+			var in struct {
+				SessionID string `json:"session_id"`
+				Source    string `json:"source"`
+			}
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &in) == nil && in.Source == source {
+				id = in.SessionID
+			}
+		}
+		return id != ""
+	}, waitShort, "no SessionStart report of %s in %s's channel", source, k)
 	return id
 }
 
