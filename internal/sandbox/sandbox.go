@@ -36,6 +36,12 @@ const (
 	ModeNone = "none"
 )
 
+// Starting is what tmux names a pane whose sandbox is still being made
+// (pane_current_command): bwrap leads the terminal's foreground group
+// until Exec, inside, takes it for the harness; a live pane never shows it
+// after (a harness that exits ends bwrap, and the pane).
+const Starting = "bwrap"
+
 // Command is the hidden loopd subcommand the sandbox runs first (Exec), and
 // PathFlag its flag naming the harness's executable.
 const (
@@ -211,8 +217,13 @@ func (h Host) system(m *mounts, private []string) {
 	// write the sysctls in it (measured, bubblewrap 0.8.0). The host's,
 	// read-only, shows the same kernel.
 	m.add("--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys")
-	for _, p := range append(slices.Clone(privateDirs), private...) {
+	for _, p := range privateDirs {
 		m.add("--tmpfs", p)
+	}
+	for _, p := range private {
+		if !slices.Contains(privateDirs, p) { // TMPDIR=/tmp
+			m.add("--tmpfs", p)
+		}
 	}
 }
 
