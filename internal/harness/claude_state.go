@@ -38,7 +38,7 @@ var (
 // dir: made on first use, its .claude.json then seeded from the shared
 // global config without the other workdirs' projects, its settings.json
 // the shared one copied at each spawn, both provisioned with the keys
-// Provision owns; CLAUDE_CONFIG_DIR names the config dir, so that the CLI
+// Provision owns (unless the harness says provision: false); CLAUDE_CONFIG_DIR names the config dir, so that the CLI
 // reads its global config there even when none was set (it reads
 // $HOME/.claude.json then, which the sandbox's private $HOME lacks). A
 // spawn without a sandbox uses the shared dir as it is.
@@ -73,8 +73,10 @@ func (c *claudeCode) ItemState(workdir, _ string, sandboxed bool) (State, error)
 	if err := copyInto(settings, ownSettings); err != nil {
 		return State{}, fmt.Errorf("claude view of %s: %w", workdir, err)
 	}
-	if err := provisionClaude(own, ownSettings, set); err != nil {
-		return State{}, fmt.Errorf("claude view of %s: %w", workdir, err)
+	if c.provisions() {
+		if err := provisionClaude(own, ownSettings, set); err != nil {
+			return State{}, fmt.Errorf("claude view of %s: %w", workdir, err)
+		}
 	}
 	st := State{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}, Binds: []sandbox.Bind{
 		{Source: view, Target: config, Write: true},

@@ -134,13 +134,11 @@ func sharedBinds(shared string, names ...string) []sandbox.Bind {
 }
 
 // copyInto copies the file at from to to (mode 0600) when from exists,
-// replacing to whole; a missing from removes to.
+// replacing to whole (a temporary file renamed); a missing from leaves to
+// as it is, the item's own.
 func copyInto(from, to string) error {
 	in, err := os.Open(from)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.Remove(to); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 		return nil
 	}
 	if err != nil {
