@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,4 +127,37 @@ func TestSpawnRefusedWithoutTheSandbox(t *testing.T) {
 			assert.Contains(t, r.log.String(), "reason=sandbox_failed")
 		})
 	}
+}
+
+// TestMarkRunningRecordsTheSandboxsInit: a sandboxed agent's pane process
+// is bwrap; the process recorded for the next spawn to wait for is the
+// sandbox's init (sandbox.Init), which ends after every other process of
+// the sandbox, never bwrap, which dies first on a hangup.
+func TestMarkRunningRecordsTheSandboxsInit(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed")
+	}
+	cmd := exec.Command(bwrap, "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--", "sleep", "60")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var init int
+	require.Eventually(t, func() bool {
+		var ok bool
+		init, ok = sandbox.Init(cmd.Process.Pid)
+		return ok
+	}, 10*time.Second, 10*time.Millisecond)
+
+	r := newRig(t)
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	id := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, HarnessSessionID: id, SpawnMode: desired.SpawnFresh, PaneID: "%3",
+		Sandbox: sandbox.ModeBubblewrap}
+	sess := desired.SessionName(r.key)
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{
+		actions.MarkRunning{Key: r.key, Session: sess, PaneID: "%3", SessionID: id, Mode: desired.SpawnFresh, Confirmed: true,
+			PID: cmd.Process.Pid, Reason: actions.ReasonConfirmed},
+	})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, init, r.get(t).Status.HarnessPID, "the sandbox's init, not bwrap %d", cmd.Process.Pid)
 }

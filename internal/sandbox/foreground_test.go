@@ -24,19 +24,27 @@ func tmuxRun(t *testing.T, socket string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// spawn starts harness (its argv[0] a program on PATH) in f's sandbox in a
+// new session name of a private tmux server, under the pane commands of
+// prefix, and returns the server's socket.
+func (f fixture) spawn(t *testing.T, name string, prefix []string, harness ...string) string {
+	t.Helper()
+	socket := tmuxtest.Socket(t, "sandbox")
+	program, err := f.host.Resolve(harness[0], os.Getenv("PATH"))
+	require.NoError(t, err)
+	f.spec.Program = program.Path
+	argv, err := f.argv(harness)
+	require.NoError(t, err)
+	tmuxRun(t, socket, slices.Concat([]string{"new-session", "-d", "-s", name, "-x", "80", "-y", "24", "--"}, prefix, argv)...)
+	return socket
+}
+
 // TestForeground: in a tmux pane, the harness is the terminal's foreground
 // process, so tmux names the pane after it (pane_current_command), not
 // after bwrap; a shell it leaves behind shows as the shell. Killing the
 // session ends every process of the sandbox.
 func TestForeground(t *testing.T) {
-	f := newFixture(t)
-	socket := tmuxtest.Socket(t, "sandbox")
-	sleep, err := f.host.Resolve("sleep", os.Getenv("PATH"))
-	require.NoError(t, err)
-	f.spec.Program = sleep.Path
-	argv, err := f.argv([]string{"sleep", "600"})
-	require.NoError(t, err)
-	tmuxRun(t, socket, append([]string{"new-session", "-d", "-s", "fg", "-x", "80", "-y", "24", "--"}, argv...)...)
+	socket := newFixture(t).spawn(t, "fg", nil, "sleep", "600")
 	var current string
 	require.Eventually(t, func() bool {
 		current = tmuxRun(t, socket, "display-message", "-p", "-t", "=fg:", "#{pane_current_command}")
@@ -73,18 +81,11 @@ func TestForeground(t *testing.T) {
 // its own and then an interactive shell shows the CLI while it runs and
 // the shell after, as without a sandbox (the zombie-shell guard).
 func TestForegroundShellLeftBehind(t *testing.T) {
-	f := newFixture(t)
-	socket := tmuxtest.Socket(t, "sandbox")
-	sh, err := f.host.Resolve("sh", os.Getenv("PATH"))
-	require.NoError(t, err)
-	f.spec.Program = sh.Path
-	argv, err := f.argv([]string{"sh", "-c", "set -m; sleep 2; exec sh -i"})
-	require.NoError(t, err)
 	// Under env, as under loopd's launcher: while no process leads the
 	// terminal's foreground group (between a job's end and its shell
 	// taking the terminal back), tmux names the pane after its command,
 	// env here; bwrap shows only when bwrap leads the foreground group.
-	tmuxRun(t, socket, append([]string{"new-session", "-d", "-s", "z", "-x", "80", "-y", "24", "--", "env"}, argv...)...)
+	socket := newFixture(t).spawn(t, "z", []string{"env"}, "sh", "-c", "set -m; sleep 2; exec sh -i")
 	var seen []string
 	require.Eventually(t, func() bool {
 		name := tmuxRun(t, socket, "display-message", "-p", "-t", "=z:", "#{pane_current_command}")

@@ -54,7 +54,7 @@ func TestWrap(t *testing.T) {
 		},
 		{
 			name: "home_and_tmpdir_are_private",
-			spec: func(s Spec) Spec { s.Private = []string{"/root", "/tmp/loopd-tmp"}; return s },
+			spec: func(s Spec) Spec { s.Private = []string{"/root", "/tmp/loopd-tmp", "/tmp"}; return s },
 			want: join(root, system, []string{"--tmpfs", "/root", "--tmpfs", "/tmp/loopd-tmp"}, exe, work, tail),
 		},
 		{
