@@ -53,22 +53,6 @@ func (e *env) records(t *testing.T) []desired.Record {
 }
 
 // record returns one work item; ok is false when there is none.
-// waitClearReport waits up to timeout for the SessionStart report that a
-// /clear in k's agent makes (source=clear), and returns the new
-// conversation id it reports.
-func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration) string {
-	t.Helper()
-	var id string
-	e.waitFor(t, func() bool {
-		r, _ := e.record(t, k)
-		if r.Report != nil && r.Report.Source == "clear" {
-			id = r.Report.SessionID
-		}
-		return id != ""
-	}, timeout, "no SessionStart report of /clear")
-	return id
-}
-
 // waitChannelReport waits until a SessionStart report of source is in k's
 // channel dir, where a sandboxed harness's hook leaves it for the next
 // pass, and returns its session id.
