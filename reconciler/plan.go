@@ -8,7 +8,6 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
-	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 )
@@ -484,13 +483,13 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	if it.pane.stray != "" && phase == desired.PhaseSpawning {
 		// Right after new-session the pane briefly runs a launcher (or the
 		// shell tmux starts the command with) before the harness: judged
-		// from the probe deadline on, and never before a poll period. A
-		// sandbox still being made (its bwrap leads the foreground) is
-		// the harness's start, however long a loaded machine makes it,
-		// up to the confirm timeout.
+		// from the probe deadline on, and never before a poll period.
+		// loopd's own launcher and a sandbox still being made are the
+		// harness's start, however long a loaded machine makes it, up to
+		// the confirm timeout (Policy.starting).
 		judge := maxTime(it.st.ProbeDeadline, it.st.SpawnedAt.Add(it.p.Poll))
 		look := judge
-		if it.pane.stray == sandbox.Starting {
+		if it.p.starting(it.pane.stray) {
 			judge = maxTime(judge, it.st.SpawnedAt.Add(it.p.ConfirmTimeout))
 			look = minTime(judge, it.now.Add(it.p.Poll))
 		}

@@ -538,6 +538,9 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
 		{"sandbox_still_being_made_past_the_probe_is_waited_for", rec(spawning(desired.SpawnFresh), ev1), obs(stray("bwrap"), noScript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
+		{"loopds_launcher_past_the_probe_is_waited_for", rec(spawning(desired.SpawnFresh), ev1), obs(stray("loopd"), noScript),
+			func() Policy { p := testPolicy(); p.Launcher = "loopd"; return p }(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
 		{"sandbox_not_made_within_the_confirm_timeout_is_a_failed_dispatch",
 			rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Minute) }), ev1), obs(stray("bwrap"), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {

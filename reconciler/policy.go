@@ -125,6 +125,11 @@ type Policy struct {
 	// Sandbox is the config's top-level sandbox, every route's unless
 	// the route has its own (SandboxOf).
 	Sandbox schema.Sandbox
+	// Launcher is the name a pane shows while loopd's launcher runs in it
+	// (tmux.CommandName of loopd's executable), before the sandbox and
+	// the harness: a spawn is still starting while it shows it or the
+	// sandbox's (starting), "" when unknown.
+	Launcher string
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

@@ -22,3 +22,12 @@ func (p Policy) SandboxOf(k desired.Key) schema.Sandbox {
 func Unsandboxed(r desired.Record, p Policy) bool {
 	return r.Status.Sandbox == sandbox.ModeNone || !p.SandboxOf(r.Key).Sandboxed()
 }
+
+// starting reports whether a live pane whose foreground process tmux
+// names name is still starting its harness: loopd's launcher (p.Launcher)
+// or the sandbox being made (sandbox.Starting) leads it. Such a spawn is
+// waited for up to the confirm timeout, however long a loaded machine
+// takes; any other name is judged at the probe deadline.
+func (p Policy) starting(name string) bool {
+	return name == sandbox.Starting || p.Launcher != "" && name == p.Launcher
+}

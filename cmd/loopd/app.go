@@ -273,6 +273,9 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing, p.Sandbox = routing, cfg.Sandbox
+	if exe, err := os.Executable(); err == nil {
+		p.Launcher = tmux.CommandName(exe)
+	}
 	return p
 }
 
