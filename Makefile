@@ -74,7 +74,7 @@ check:
 
 bench:
 	$(GO) test -run '^$$' -bench BacklogRSS -benchtime 1x ./e2e
-	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./internal/webhook ./internal/workspace
+	$(GO) test -run '^$$' -bench . -benchmem ./reconciler ./internal/tmux ./observed ./desired ./store/sqlstore ./internal/webhook ./internal/workspace
 	$(GO) test -run '^$$' -bench ServerLoss -benchtime 3x ./e2e
 	$(GO) test -run '^$$' -bench FleetTakeover -benchtime 3x ./e2e
 	$(GO) test -run '^$$' -bench 'KillToRespawn|AcceptedToVerified' -benchtime 20x ./e2e

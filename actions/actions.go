@@ -77,17 +77,25 @@ const (
 	ReasonReleased Reason = "released"
 	// ReasonFirstSpawn: the workspace is made before the item's first
 	// spawn; ReasonWorkspaceRemoved: again for a reopened item whose
-	// worktree was removed at its close; ReasonWorkspacePartial: a
-	// worktree a killed `git worktree add` left half-made is finished.
-	ReasonFirstSpawn       Reason = "first_spawn"
-	ReasonWorkspaceRemoved Reason = "workspace_removed"
-	ReasonWorkspacePartial Reason = "workspace_partial"
+	// clone was removed at its close; ReasonWorkspacePartial: a
+	// worktree a killed `git worktree add` left half-made is finished;
+	// ReasonWorkspaceLegacy: a worktree of the mirror an older loopd made
+	// is migrated to a clone; ReasonWorkspaceLeftover: what a killed git
+	// left in the clone (a lock file no git holds) is removed. With a
+	// checkout, ReasonWorkspaceMissing prepares too: the clone of an item
+	// that had a conversation vanished, and is made again at the same
+	// path; without one, the item needs attention.
+	ReasonFirstSpawn        Reason = "first_spawn"
+	ReasonWorkspaceRemoved  Reason = "workspace_removed"
+	ReasonWorkspacePartial  Reason = "workspace_partial"
+	ReasonWorkspaceLegacy   Reason = "workspace_legacy"
+	ReasonWorkspaceLeftover Reason = "workspace_leftover"
 	// ReasonWorkspaceFailed: the workspace could not be made (a git
 	// command or the workdir's creation failed), or its workdir template
 	// did not render.
 	ReasonWorkspaceFailed Reason = "workspace_failed"
 	// ReasonWorkspaceConflict: the workdir exists with files in it and is
-	// not a worktree of the routed repository; it is never touched.
+	// not a clone of the routed repository; it is never touched.
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
 	// ReasonServerLost: the tmux server the agent ran on is gone (killed,
 	// OOM-killed, its socket deleted); the agent is resumed on a new
@@ -114,14 +122,15 @@ const (
 	// found, the item's harness state not ready); the spawn is refused
 	// as for provision_failed: nothing was tried of the conversation.
 	ReasonSandboxFailed Reason = "sandbox_failed"
-	// ReasonWorkspacePreparing: a worker is making the item's worktree
+	// ReasonWorkspacePreparing: a worker is making the item's clone
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
 	// ReasonWorkspaceInterrupted: a preparation ended with no outcome
 	// recorded (the daemon stopped, or was killed, while it ran); it is
 	// made again, with no failure counted.
 	ReasonWorkspaceInterrupted Reason = "workspace_interrupted"
-	// ReasonWorkspaceReady: the worktree was made; the spawn follows.
+	// ReasonWorkspaceReady: the clone was made or repaired; the spawn
+	// follows.
 	ReasonWorkspaceReady Reason = "workspace_ready"
 	// ReasonDeliveryStorm: the loop breaker; one more delivery would pass
 	// the route's maxDeliveriesPerHour. Only loopd release clears it.
@@ -147,7 +156,7 @@ const (
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
-	// delivery about to be sent or booted with (desired.Store.Prompt);
+	// delivery about to be sent or booted with (store.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
 	ReasonPromptUnreadable Reason = "prompt_unreadable"
 )
@@ -284,7 +293,7 @@ type Spawn struct {
 	// DeliveryID is the delivery carried as the boot prompt, "" for a
 	// self-heal nudge or when the event is too long for argv and will be
 	// pasted once the harness runs. The plan holds no prompt bodies: the
-	// executor reads the delivery's (desired.Store.Prompt).
+	// executor reads the delivery's (store.Store.Prompt).
 	DeliveryID string
 	// Prompt is the boot prompt loopd wrote itself (a nudge, a long
 	// event's header line, a limit reset), "" with a DeliveryID.
@@ -306,7 +315,11 @@ type Spawn struct {
 	// route's sandbox.binds, shown in the sandbox otherwise.
 	NoSandbox bool
 	Binds     []sandbox.Bind
-	Reason    Reason
+	// ProjectSettings is true when the harness may read the settings its
+	// workdir holds itself (reconciler.ProjectSettingsOf); false starts it
+	// with them off (harness.WithProjectSettings).
+	ProjectSettings bool
+	Reason          Reason
 }
 
 func (s Spawn) base() []Field {
@@ -328,6 +341,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.NoSandbox {
 		f = append(f, Field{journal.KeySandbox, sandbox.ModeNone})
+	}
+	if s.ProjectSettings {
+		f = append(f, Field{"project_settings", "trusted"})
 	}
 	return append(f, Field{"reason", string(s.Reason)})
 }
@@ -364,7 +380,7 @@ func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, trans
 		st.Workdir, st.WorkdirRendered = s.Cwd, s.Cwd
 	}
 	if st.Workspace == desired.WorkspaceKept {
-		st.Workspace = "" // a reopened item uses its kept worktree again
+		st.Workspace = "" // a reopened item uses its kept clone again
 	}
 	st.RunID = ""
 	if s.Runner != "" {
@@ -447,7 +463,7 @@ func (a ResumeSpawn) String() string { return Format(a) }
 // DeliverPrompt pastes a pending delivery into the live harness, once its
 // screen shows it is ready. The delivery stays pending until its id shows in
 // the transcript (ConfirmDelivery). The executor reads its prompt from the
-// store (desired.Store.Prompt) for the paste: the plan holds no bodies.
+// store (store.Store.Prompt) for the paste: the plan holds no bodies.
 type DeliverPrompt struct {
 	Key        desired.Key
 	Session    string
@@ -509,7 +525,7 @@ func (a ConfirmDelivery) String() string { return Format(a) }
 func (a DeliverPrompt) String() string { return Format(a) }
 
 // DropDelivery takes a pending delivery out for good, never sent
-// (desired.Store.Drop): a push (pull_request.synchronize) whose commit the
+// (store.Store.Drop): a push (pull_request.synchronize) whose commit the
 // item's workdir already holds is the agent's own (ReasonOwnPush).
 type DropDelivery struct {
 	Key        desired.Key
@@ -665,6 +681,15 @@ type RecordExit struct {
 	FastFailures  int
 	ChurnFailures int
 	NextAttempt   time.Time // zero when no restart is scheduled
+	// Delay is the backoff the restart decision chose for a restart
+	// (Phase BackingOff): NextAttempt is Delay after the death. Zero for a
+	// restart at once, and when none is planned.
+	Delay time.Duration
+	// Attention, with Phase NeedsAttention, is why the item needs it: the
+	// reason of the GiveUp that follows in the same plan. The status takes
+	// it with this write, so that nothing reads NeedsAttention with the
+	// exit's own reason (Reason, which stays the last exit's).
+	Attention Reason
 	// Retire, when set, names the crash-loop rule that retires the item's
 	// session id ("fast_failures" or "churn"): it is never resumed again.
 	Retire Reason
@@ -739,7 +764,8 @@ func (a RecordExit) exitAttrs() []any {
 }
 
 // Apply returns st after the death recorded at now: the phase, the counts
-// and the next attempt the planner decided, the paste in flight given up
+// and the next attempt the planner decided, the reason (Attention in
+// NeedsAttention, else the exit's), the paste in flight given up
 // unless it landed (Delivered), and the conversation id retired when
 // Retire says so.
 func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
@@ -758,6 +784,9 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	st.SpawnRefused = ""
 	st.RunID = "" // a run whose exit is recorded is judged once
 	st.Reason = string(a.Reason)
+	if a.Phase == desired.PhaseNeedsAttention && a.Attention != "" {
+		st.Reason = string(a.Attention)
+	}
 	// A paste in flight died with the pane; unless it landed (Delivered),
 	// it is still pending and goes with the next spawn.
 	st = st.Deliver(a.Delivered).DropSend()
@@ -969,7 +998,7 @@ func (a Block) Fields() []Field {
 
 func (a Block) String() string { return Format(a) }
 
-// CheckoutMode is how a worktree gets its branch (workspace.Mode).
+// CheckoutMode is how a clone gets its branch (workspace.Mode).
 type CheckoutMode string
 
 // The checkout modes.
@@ -978,14 +1007,13 @@ const (
 	// when it exists.
 	CheckoutIssue CheckoutMode = "issue"
 	// CheckoutPullRequest: the pull request's head branch in the same
-	// repository, tracking the remote branch (or loopd/pr-<n> pushing to
-	// it, when another worktree has it checked out).
+	// repository, tracking the remote branch.
 	CheckoutPullRequest CheckoutMode = "pull_request"
 	// CheckoutFork: refs/pull/<n>/head into loopd/pr-<n>.
 	CheckoutFork CheckoutMode = "fork"
 )
 
-// Checkout is the repository and branch a workdir is a worktree of.
+// Checkout is the repository and branch a workdir is a clone of.
 type Checkout struct {
 	// URL is the remote as rendered from the route; it may carry
 	// credentials, so it is shown masked (workspace.Mask).
@@ -997,7 +1025,8 @@ type Checkout struct {
 }
 
 // PrepareWorkspace makes the item's workdir before a spawn: a plain
-// directory, or with Checkout a git worktree (workspace.Manager.Prepare).
+// directory, or with Checkout a git clone (workspace.Manager.Prepare),
+// made, or repaired before a later spawn.
 // The planner decides what a failure leads to before it happens: a
 // permanent one needs attention; a transient one counts Failures (the
 // restart budget) and, with Retry, is retried RetryAfter after it
@@ -1046,7 +1075,7 @@ func (a PrepareWorkspace) Fields() []Field {
 
 func (a PrepareWorkspace) String() string { return Format(a) }
 
-// RemoveWorkspace removes a closed item's worktree when it is clean
+// RemoveWorkspace removes a closed item's clone when it is clean
 // (routing checkout.removeOnClose), or keeps it and says why
 // (workspace.kept). Either way the close is done with it
 // (desired.Status.Workspace).

@@ -64,7 +64,7 @@ func TestParkStopsAnIdleAgentCleanly(t *testing.T) {
 			ctx := context.Background()
 			sess, pane := r.livePane(t)
 			rec := r.ingest(t, "d-1", "[loopd] x\ny")
-			rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane, Failures: 1}
+			rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}, RestartHistory: desired.RestartHistory{Failures: 1}}
 			require.NoError(t, r.store.PutStatus(ctx, r.key, rec.Status, "d-1"))
 			rec = r.get(t)
 			r.tmux.SetScreen(sess, screen(t, tt.screen))

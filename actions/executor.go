@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/store"
 )
 
 // Sentinel errors of the executor, checked with errors.Is.
@@ -48,7 +50,7 @@ var (
 	// failure is recorded in the status (the phase the planner chose for
 	// it) and the item's spawn is skipped.
 	ErrWorkspaceFailed = errors.New("workspace failed")
-	// ErrWorkspacePreparing means the item's worktree is being made by a
+	// ErrWorkspacePreparing means the item's clone is being made by a
 	// worker outside the pass: the item's spawn waits for its outcome, which
 	// wakes a pass (Executor.Wake). Not a failure.
 	ErrWorkspacePreparing = errors.New("workspace being prepared")
@@ -59,15 +61,24 @@ var (
 // a stopping daemon, whose context is cancelled by then.
 const outcomeWriteTimeout = 5 * time.Second
 
+// Fleet is the executor's side of the store's leases (store.Fleet has
+// it; its doc comments give each method's contract): the fenced status
+// write, the release of a lease, and the size of a stored transcript.
+type Fleet interface {
+	FencedWrite(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error
+	ReleaseLease(ctx context.Context, k desired.Key, host string, gen int64) error
+	TranscriptSize(ctx context.Context, k desired.Key, id string) (int64, error)
+}
+
 // Executor carries out planned actions against tmux and writes each result
 // back to the store as a status transition. Execute is not safe for
-// concurrent use; the reconcile lock serialises passes. A worktree is made
+// concurrent use; the reconcile lock serialises passes. A clone is made
 // outside the pass, by a goroutine per item (git is serialised per mirror
 // by workspace.Manager), which records its outcome under the reconcile
 // lock and then calls Wake; WaitWorkspaces waits for those goroutines.
 type Executor struct {
 	Tmux      tmux.Client
-	Store     desired.Store
+	Store     store.Store
 	Harnesses map[string]harness.Adapter
 	Journal   *journal.Recorder
 	Log       *slog.Logger
@@ -98,7 +109,7 @@ type Executor struct {
 	// sandbox of its own (sandboxFor); nil runs every harness as a route
 	// of sandbox none would, and records it so (Status.Sandbox).
 	Sandbox *Sandbox
-	// Workspaces makes and removes the git worktrees of routes with a
+	// Workspaces makes, repairs and removes the git clones of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
 	// Runs starts, reads and stops the runs of the process runner
@@ -125,10 +136,10 @@ type Executor struct {
 	failedPrepares int
 
 	// Fleet, when set, is the store's lease side: every status write is
-	// fenced by the item's lease generation (desired.Fleet.FencedWrite),
+	// fenced by the item's lease generation (store.Fleet.FencedWrite),
 	// and a draining host releases its leases through it. nil writes
 	// unfenced (one host without leases).
-	Fleet desired.Fleet
+	Fleet Fleet
 	// Host is this host's name (host.name), stamped on every status write
 	// (desired.Status.Host); "" without leases.
 	Host string
@@ -192,7 +203,7 @@ func (e *Executor) Execute(ctx context.Context, records []desired.Record, plan [
 				// local agent stops, nothing more is written, and the
 				// write is never retried. The next pass reads the lease.
 				reason := ReasonLeaseLapsed
-				if errors.Is(err, desired.ErrFenced) {
+				if errors.Is(err, store.ErrFenced) {
 					reason = ReasonFenced
 				}
 				e.Log.WarnContext(ctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", err)
@@ -327,7 +338,7 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		st.Host = e.Host
 	}
 	st, calls := desired.TalkRule(*r, st, acked, talk)
-	if err := e.write(ctx, r, desired.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
+	if err := e.write(ctx, r, store.StatusWrite{Status: st, Delivered: delivered, Calls: calls}); err != nil {
 		return err
 	}
 	e.held(r.Key)
@@ -362,8 +373,20 @@ func (e *Executor) adapter(name string) (harness.Adapter, error) {
 	return ad, nil
 }
 
+// spawnAdapter returns the adapter s starts its harness with: its
+// harness's, with the workdir's project settings on or off as s says
+// (harness.WithProjectSettings), for its argv, environment and
+// provisioning alike.
+func (e *Executor) spawnAdapter(s Spawn) (harness.Adapter, error) {
+	ad, err := e.adapter(s.Harness)
+	if err != nil {
+		return nil, err
+	}
+	return harness.WithProjectSettings(ad, s.ProjectSettings), nil
+}
+
 func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -457,7 +480,7 @@ func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
-	ad, err := e.adapter(a.Harness)
+	ad, err := e.spawnAdapter(a.Spawn)
 	if err != nil {
 		return err
 	}
@@ -570,7 +593,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "pane_id", paneID,
-		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "reason", string(s.Reason))
+		"mode", string(mode), "harness_session_id", id, "delivery", s.DeliveryID, "project_settings", s.ProjectSettings, "reason", string(s.Reason))
 	return e.put(ctx, r, st)
 }
 
@@ -956,6 +979,10 @@ func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordEx
 	}
 	kv := append([]any{"session", a.Session}, a.exitAttrs()...)
 	kv = append(kv, "clean", a.Clean, "reason", string(a.Reason), "failures", a.Failures, "fast_failures", a.FastFailures, "churn_failures", a.ChurnFailures)
+	if a.Phase == desired.PhaseBackingOff && !a.NextAttempt.IsZero() {
+		// When the restart comes, and the backoff it waits.
+		kv = append(kv, "delay", a.Delay, "next_attempt", a.NextAttempt.UTC().Format(time.RFC3339))
+	}
 	if a.Foreground != "" {
 		kv = append(kv, "foreground", a.Foreground)
 	}
@@ -1035,7 +1062,7 @@ func (e *Executor) giveUp(ctx context.Context, r *desired.Record, a GiveUp) erro
 }
 
 // prepareWorkspace makes the item's workdir. A plain directory is made at
-// once (mkdir -p). A git worktree (workspace.Manager.Prepare) is never made
+// once (mkdir -p). A git clone (workspace.Manager.Prepare) is never made
 // inside the pass, whose reconcile lock every other item waits on while a
 // remote stalls: the item goes to Preparing (Status.PrepareStarted, the
 // reason, workspace.preparing) and a worker makes it under ctx, the
@@ -1074,7 +1101,7 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 	return fmt.Errorf("prepare %s: %w", r.Key, ErrWorkspacePreparing)
 }
 
-// prepareInWorker makes the worktree of a and records the outcome on k's
+// prepareInWorker makes the clone of a and records the outcome on k's
 // status, under the reconcile lock, when that status is still the
 // Preparing one of started; then it wakes a pass. The outcome is written
 // with a context that outlives ctx (outcomeWriteTimeout): a stopping
@@ -1099,7 +1126,7 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	unlock, lerr := e.Store.Lock(wctx)
 	if lerr != nil {
 		// The status still says Preparing, with no worker: the next pass
-		// prepares again (workspace_interrupted), and finds the worktree.
+		// prepares again (workspace_interrupted), and finds the clone.
 		fail(errors.Join(err, lerr))
 		return
 	}
@@ -1194,7 +1221,10 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 	kv := []any{"cwd", res.Dir, "reason", string(a.Reason)}
 	if a.Checkout != nil {
 		kv = append(kv, "url", workspace.Mask(a.Checkout.URL), "branch", res.Branch, "commit", res.Commit,
-			"existing", res.Existing, "repaired", res.Repaired)
+			journal.KeyExisting, res.Existing, journal.KeyRepaired, res.Repaired, journal.KeyMigrated, res.Migrated)
+		if len(res.Repairs) > 0 {
+			kv = append(kv, journal.KeyRepairs, strings.Join(res.Repairs, "; "))
+		}
 	}
 	e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, kv...)
 	return nil
@@ -1203,7 +1233,7 @@ func (e *Executor) workspaceReady(ctx context.Context, r *desired.Record, a Prep
 // workspaceInterrupted records a preparation cut short by a stopping
 // daemon: not a failure of the workspace, so no failure is counted and no
 // backoff set; the item goes Idle and the next start prepares again at
-// once (repairing a half-made worktree).
+// once (repairing what it left).
 func (e *Executor) workspaceInterrupted(ctx context.Context, r *desired.Record, a PrepareWorkspace, cause error) error {
 	st := r.Status
 	st.Phase, st.Reason, st.PrepareStarted = desired.PhaseIdle, string(ReasonWorkspaceInterrupted), time.Time{}
@@ -1253,9 +1283,9 @@ func (e *Executor) workspaceFailed(ctx context.Context, r *desired.Record, a Pre
 	return fmt.Errorf("%w: %s: %s", ErrWorkspaceFailed, r.Key, workspace.Mask(cause.Error()))
 }
 
-// removeWorkspace removes a closed item's worktree when it is clean, or
+// removeWorkspace removes a closed item's clone when it is clean, or
 // keeps it and journals why (workspace.kept); the status records either,
-// so the close is done with the worktree once.
+// so the close is done with the clone once.
 func (e *Executor) removeWorkspace(ctx context.Context, r *desired.Record, a RemoveWorkspace) error {
 	kept, err := "", error(nil)
 	if e.Workspaces == nil {

@@ -27,6 +27,8 @@ import (
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // rig is an executor wired to a stateful tmux fake, a real SQLite store and
@@ -34,7 +36,7 @@ import (
 type rig struct {
 	exec  *actions.Executor
 	tmux  *tmuxtest.Fake
-	store *desired.SQLite
+	store *sqlstore.SQLite
 	key   desired.Key
 	cwd   string
 	// claudeDir is the harness's CLAUDE_CONFIG_DIR.
@@ -48,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", "loopd.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state", "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
@@ -101,7 +103,7 @@ func (r *rig) launchEnv(t *testing.T, session string) map[string]string {
 // ingest queues one delivery for the rig's item and returns the record.
 func (r *rig) ingest(t *testing.T, id, prompt string) desired.Record {
 	t.Helper()
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
 		Harness: "claude-code", Cwd: r.cwd, Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: prompt}})
 	require.NoError(t, err)
 	return r.get(t)
@@ -126,7 +128,7 @@ func (r *rig) get(t *testing.T) desired.Record {
 
 func (r *rig) events(t *testing.T) []string {
 	t.Helper()
-	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var out []string
 	for _, e := range evs {
@@ -138,7 +140,7 @@ func (r *rig) events(t *testing.T) []string {
 // named returns the journal rows named name, oldest first.
 func (r *rig) named(t *testing.T, name journal.Name) []journal.Event {
 	t.Helper()
-	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var out []journal.Event
 	for _, e := range evs {
@@ -174,7 +176,7 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 
 	sess := desired.SessionName(r.key)
 	// A new conversation is told to mark its own comments.
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
@@ -196,7 +198,7 @@ func TestRefusedResumeIsRecordedNotFallenBackFrom(t *testing.T) {
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: old}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: old}}
 	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
@@ -269,7 +271,7 @@ func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 func TestRespawnNeverRecreatesMissingWorkdir(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 	plan := []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}}
@@ -298,7 +300,7 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one\nline two")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	deliver := []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}}
 
 	r.tmux.SetScreen(sess, screen(t, "busy.txt"))
@@ -356,7 +358,7 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	rec := r.ingest(t, "d-2", prompt)
 	require.Empty(t, rec.Pending[0].Prompt, "the record holds no body")
 	require.Equal(t, len(prompt), rec.Pending[0].Size)
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
@@ -377,16 +379,16 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	require.Len(t, failed, 1)
 	assert.Equal(t, "d-9", failed[0].Attrs["delivery"])
 	assert.Equal(t, string(actions.ReasonPromptUnreadable), failed[0].Attrs["reason"])
-	assert.Contains(t, failed[0].Attrs["err"], desired.ErrNoDelivery.Error())
+	assert.Contains(t, failed[0].Attrs["err"], store.ErrNoDelivery.Error())
 
 	// A resume boots with the stored prompt, whole.
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
-	rec.Status = desired.Status{Phase: desired.PhaseExited, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-2"}
+	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-2"}}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--", prompt}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", prompt}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
@@ -394,7 +396,7 @@ func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-2", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "draft-typed.txt"))
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2"}})
@@ -409,7 +411,7 @@ func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
 	ctx := context.Background()
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	rec.Status = desired.Status{Phase: desired.PhaseSpawning, HarnessSessionID: old, SpawnMode: desired.SpawnResume, SpawnDeliveryID: "d-1", PaneID: "%3"}
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{HarnessSessionID: old, SpawnMode: desired.SpawnResume, SpawnDeliveryID: "d-1", PaneID: "%3"}}
 	sess := desired.SessionName(r.key)
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
@@ -480,7 +482,7 @@ func TestDeliverPromptNeverReachesAShellLeftInThePane(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-3", "[loopd] issue_comment.created\ntouch /tmp/pwned")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	r.tmux.SetForeground(sess, "sh")
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-3"}})
@@ -519,7 +521,7 @@ func TestReleaseIsCarriedOutAndJournaled(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, HarnessSessionID: old, Failures: 11}))
+	require.NoError(t, r.store.PutStatus(context.Background(), r.key, desired.Status{Phase: desired.PhaseNeedsAttention, SessionState: desired.SessionState{HarnessSessionID: old}, RestartHistory: desired.RestartHistory{Failures: 11}}))
 	require.NoError(t, r.store.Release(context.Background(), r.key, true))
 	rec = r.get(t)
 	sess := desired.SessionName(r.key)
@@ -675,7 +677,10 @@ func TestWorkspacePreparedOutcome(t *testing.T) {
 	unlock()
 	r.exec.WaitWorkspaces()
 	assert.Equal(t, desired.PhaseStopped, r.get(t).Status.Phase)
-	assert.Len(t, r.named(t, journal.WorkspacePrepared), 1)
+	// The outcome is only journaled, with the phase that stayed.
+	prepared := r.named(t, journal.WorkspacePrepared)
+	require.Len(t, prepared, 2)
+	assert.Equal(t, string(desired.PhaseStopped), prepared[1].Attrs["phase"])
 }
 
 // TestDropDeliveryTakesItOutForGood: a dropped delivery is no longer
@@ -716,7 +721,7 @@ func TestDeliverPromptPressesEnterOnlyOnceThePasteShows(t *testing.T) {
 			r.tmux.PastedScreen = nil // the CLI has not drawn it yet
 			sess, pane := r.livePane(t)
 			rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one")
-			rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+			rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 			r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 			drawn := make(chan struct{})
 			if tc.shows {

@@ -24,7 +24,7 @@ func TestRecordExitOfAKilledAgent(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseSpawning, PaneID: pane, SpawnDeliveryID: "d-1"}
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{PaneID: pane, SpawnDeliveryID: "d-1"}}
 	r.tmux.SetScreen(sess, "booting\n\x1b[31mpanic: boom\x07\n\n\n")
 	r.tmux.ExitSignal(sess, 9)
 
@@ -56,7 +56,7 @@ func TestRecordExitOfAnExitKeepsTheStatus(t *testing.T) {
 	ctx := context.Background()
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{PaneID: pane}}
 	r.tmux.SetScreen(sess, strings.Repeat("\n", 5))
 	r.tmux.Exit(sess, 3)
 
@@ -86,7 +86,7 @@ func TestRecordExitReadsOnlyThePaneThePassSaw(t *testing.T) {
 	require.NoError(t, err)
 	r.tmux.SetScreen(other, "another item's agent at work")
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{PaneID: pane}}
 
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{
 		actions.RecordExit{Key: r.key, Session: desired.SessionName(r.key), ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1,

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/store"
 )
 
 // Leases (docs/design.md, "Many hosts"): why an item's local agent is
@@ -25,7 +26,7 @@ const (
 	// any item, so it stops its local agents and writes nothing.
 	ReasonLeaseLapsed Reason = "lease_lapsed"
 	// ReasonFenced: the store refused a write under the item's lease
-	// generation (desired.ErrFenced): the lease moved since the pass read
+	// generation (store.ErrFenced): the lease moved since the pass read
 	// it. The write is never retried.
 	ReasonFenced Reason = "fenced"
 	// ReasonHostMoved: the item's conversation moved from another host:
@@ -38,7 +39,7 @@ const (
 )
 
 // ErrLeaseLost means the executor may not act on the item: its write was
-// fenced (the error then also wraps desired.ErrFenced), or this host's
+// fenced (the error then also wraps store.ErrFenced), or this host's
 // lease clock lapsed before a paste, a key or a spawn. Execute stops the
 // item's local agent, with no store write, and skips its later actions.
 var ErrLeaseLost = errors.New("lease lost")
@@ -47,7 +48,7 @@ var ErrLeaseLost = errors.New("lease lost")
 // returns when the store holds no transcript of the conversation: the
 // attempt (and a move) is recorded, the resume skipped, and the next pass
 // plans the fresh spawn that carries the event (transcript_missing).
-// It wraps desired.ErrNoTranscript, which names the cause, so its own
+// It wraps store.ErrNoTranscript, which names the cause, so its own
 // text says only what follows from it.
 var errNoTranscript = errors.New("resume skipped")
 
@@ -59,7 +60,7 @@ type TranscriptMover interface {
 	// (r.Status.HarnessSessionID), under r.Lease.Generation.
 	Ship(ctx context.Context, r desired.Record) error
 	// Restore writes the stored transcript of session id back where r's
-	// harness expects it for cwd; the error wraps desired.ErrNoTranscript
+	// harness expects it for cwd; the error wraps store.ErrNoTranscript
 	// when the store has none.
 	Restore(ctx context.Context, r desired.Record, id, cwd string) error
 }
@@ -180,7 +181,7 @@ func (a RestoreTranscript) Apply(st desired.Status, now time.Time) desired.Statu
 // agent, if any, is stopped as an idle one is parked, and confirmed gone;
 // its transcript is shipped whole; the item is left BackingOff
 // (ReasonDrained) for its next host to resume; and only then is its lease
-// released (desired.Fleet.ReleaseLease). Never two live agents on one
+// released (store.Fleet.ReleaseLease). Never two live agents on one
 // conversation.
 type Handover struct {
 	Key     desired.Key
@@ -239,14 +240,14 @@ func (e *Executor) checkLease(op string, k desired.Key) error {
 
 // write is the one home of status writes (putDelivered calls it): w is
 // stamped with this host (Status.Host) and, with a Fleet, written under
-// r's lease generation (desired.Fleet.FencedWrite); a fenced write wraps
-// desired.ErrFenced and ErrLeaseLost, and is never retried.
-func (e *Executor) write(ctx context.Context, r *desired.Record, w desired.StatusWrite) error {
+// r's lease generation (store.Fleet.FencedWrite); a fenced write wraps
+// store.ErrFenced and ErrLeaseLost, and is never retried.
+func (e *Executor) write(ctx context.Context, r *desired.Record, w store.StatusWrite) error {
 	if e.Fleet == nil {
 		return e.Store.WriteStatus(ctx, r.Key, w)
 	}
 	err := e.Fleet.FencedWrite(ctx, r.Key, r.Lease.Generation, w)
-	if errors.Is(err, desired.ErrFenced) {
+	if errors.Is(err, store.ErrFenced) {
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	}
 	return err // the store names the operation and the item
@@ -334,13 +335,13 @@ func (e *Executor) restoreTranscript(ctx context.Context, r *desired.Record, a R
 	var missing error
 	switch {
 	case a.ResumeID != "" && e.Mover != nil:
-		if err := e.Mover.Restore(ctx, *r, a.ResumeID, a.Cwd); errors.Is(err, desired.ErrNoTranscript) {
+		if err := e.Mover.Restore(ctx, *r, a.ResumeID, a.Cwd); errors.Is(err, store.ErrNoTranscript) {
 			missing = err
 		} else if err != nil {
 			return fmt.Errorf("restore transcript %s: %w", r.Key, err)
 		}
 	case a.From == "":
-		missing = desired.ErrNoTranscript // nothing to restore it from
+		missing = store.ErrNoTranscript // nothing to restore it from
 	}
 	if err := e.put(ctx, r, a.Apply(r.Status, e.Now())); err != nil {
 		return err
@@ -397,7 +398,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 	}
 	e.ship(ctx, r)
 	if err := e.Fleet.ReleaseLease(ctx, r.Key, e.Host, r.Lease.Generation); err != nil {
-		if errors.Is(err, desired.ErrFenced) {
+		if errors.Is(err, store.ErrFenced) {
 			return fmt.Errorf("handover %s: %w: %w", r.Key, ErrLeaseLost, err)
 		}
 		return fmt.Errorf("handover %s: %w", r.Key, err)

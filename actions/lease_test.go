@@ -13,13 +13,15 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // fakeFleet is the lease side of a store, kept in memory over a real
 // SQLite store, with honest semantics: a write is applied only under the
 // item's current generation, and stored transcripts are kept by offset.
 type fakeFleet struct {
-	*desired.SQLite
+	*sqlstore.SQLite
 	mu       sync.Mutex
 	gen      map[desired.Key]int64
 	owner    map[desired.Key]string
@@ -28,7 +30,7 @@ type fakeFleet struct {
 	writes   int
 }
 
-func newFakeFleet(s *desired.SQLite) *fakeFleet {
+func newFakeFleet(s *sqlstore.SQLite) *fakeFleet {
 	return &fakeFleet{SQLite: s, gen: map[desired.Key]int64{}, owner: map[desired.Key]string{}, scripts: map[string][]byte{}}
 }
 
@@ -41,16 +43,16 @@ func (f *fakeFleet) lease(k desired.Key, host string) desired.Lease {
 	return desired.Lease{Owner: host, Generation: f.gen[k]}
 }
 
-func (f *fakeFleet) Heartbeat(context.Context, desired.Host) error         { return nil }
-func (f *fakeFleet) Hosts(context.Context) ([]desired.Host, error)         { return nil, nil }
-func (f *fakeFleet) Assign(context.Context) ([]desired.LeaseChange, error) { return nil, nil }
-func (f *fakeFleet) SetDraining(context.Context, string, bool) error       { return nil }
+func (f *fakeFleet) Heartbeat(context.Context, desired.Host) error       { return nil }
+func (f *fakeFleet) Hosts(context.Context) ([]desired.Host, error)       { return nil, nil }
+func (f *fakeFleet) Assign(context.Context) ([]store.LeaseChange, error) { return nil, nil }
+func (f *fakeFleet) SetDraining(context.Context, string, bool) error     { return nil }
 
 func (f *fakeFleet) ReleaseLease(_ context.Context, k desired.Key, host string, gen int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.owner[k] != host || f.gen[k] != gen {
-		return fmt.Errorf("release %s: %w", k, desired.ErrFenced)
+		return fmt.Errorf("release %s: %w", k, store.ErrFenced)
 	}
 	f.owner[k] = ""
 	f.gen[k]++
@@ -58,11 +60,11 @@ func (f *fakeFleet) ReleaseLease(_ context.Context, k desired.Key, host string, 
 	return nil
 }
 
-func (f *fakeFleet) FencedWrite(ctx context.Context, k desired.Key, gen int64, w desired.StatusWrite) error {
+func (f *fakeFleet) FencedWrite(ctx context.Context, k desired.Key, gen int64, w store.StatusWrite) error {
 	f.mu.Lock()
 	if f.gen[k] != gen {
 		f.mu.Unlock()
-		return fmt.Errorf("write status %s: %w", k, desired.ErrFenced)
+		return fmt.Errorf("write status %s: %w", k, store.ErrFenced)
 	}
 	f.writes++
 	f.mu.Unlock()
@@ -83,10 +85,10 @@ func (f *fakeFleet) AppendTranscript(_ context.Context, k desired.Key, id string
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gen[k] != gen {
-		return desired.ErrFenced
+		return store.ErrFenced
 	}
 	if int64(len(f.scripts[k.String()+"/"+id])) != off {
-		return desired.ErrTranscriptOffset
+		return store.ErrTranscriptOffset
 	}
 	f.scripts[k.String()+"/"+id] = append(f.scripts[k.String()+"/"+id], data...)
 	return nil
@@ -97,12 +99,12 @@ func (f *fakeFleet) Transcript(_ context.Context, k desired.Key, id string) ([]b
 	defer f.mu.Unlock()
 	b, ok := f.scripts[k.String()+"/"+id]
 	if !ok {
-		return nil, desired.ErrNoTranscript
+		return nil, store.ErrNoTranscript
 	}
 	return b, nil
 }
 
-var _ desired.Fleet = (*fakeFleet)(nil)
+var _ store.Fleet = (*fakeFleet)(nil)
 
 // fakeMover records what it was asked to ship and restore.
 type fakeMover struct {
@@ -118,7 +120,7 @@ func (m *fakeMover) Ship(_ context.Context, r desired.Record) error {
 
 func (m *fakeMover) Restore(_ context.Context, _ desired.Record, id, _ string) error {
 	if m.missing {
-		return fmt.Errorf("restore %s: %w", id, desired.ErrNoTranscript)
+		return fmt.Errorf("restore %s: %w", id, store.ErrNoTranscript)
 	}
 	m.restored = append(m.restored, id)
 	return nil
@@ -146,7 +148,7 @@ func TestFencedWriteStopsTheLocalAgentAndIsNeverRetried(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	f.lease(r.key, "h2") // another host took it over since the pass read it
 	before := r.get(t).Status
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
@@ -182,7 +184,7 @@ func TestNoPasteOnceTheLeaseClockLapsed(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
 	valid = false // SIGSTOPped past its lease after the plan
 
@@ -216,7 +218,7 @@ func TestStatusWritesCarryTheHostAndShipAfterAVerifiedDelivery(t *testing.T) {
 	sess, _ := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", SendingDeliveryID: "d-1"}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-1"}}
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ConfirmDelivery{Key: r.key, Session: sess, DeliveryID: "d-1", Verified: true}})
 	require.Equal(t, 1, res.Applied)
 	assert.Equal(t, "h1", r.get(t).Status.Host)
@@ -232,7 +234,7 @@ func TestRestoreTranscriptRecordsTheMove(t *testing.T) {
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
 			r, m, res, got := runRestore(t, missing, "h2",
-				desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242, Host: "h2"})
+				desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: id, PaneID: "%9", HarnessPID: 4242}, LeaseState: desired.LeaseState{Host: "h2"}})
 			assert.Equal(t, "h1", got.Host)
 			assert.Equal(t, "h2", got.MovedFrom)
 			assert.Zero(t, got.HarnessPID)
@@ -258,7 +260,7 @@ func TestRestoreOfAMissingLocalTranscript(t *testing.T) {
 	for _, missing := range []bool{false, true} {
 		t.Run(fmt.Sprint("missing=", missing), func(t *testing.T) {
 			r, m, res, got := runRestore(t, missing, "",
-				desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, ConfirmedSessionID: id, Host: "h1"})
+				desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: id, ConfirmedSessionID: id}, LeaseState: desired.LeaseState{Host: "h1"}})
 			assert.Equal(t, id, got.RestoredID, "the attempt is remembered")
 			assert.Empty(t, got.MovedFrom)
 			assert.Empty(t, r.named(t, journal.SessionMoved))
@@ -283,7 +285,7 @@ func TestHandoverReleasesOnlyOnceTheAgentIsGone(t *testing.T) {
 	sess, pane := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
-	rec.Status = desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
 	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.Handover{Key: r.key, Session: sess, Live: true}})
 	require.Equal(t, 1, res.Applied)
 	_, ok := r.tmux.Spec(sess)

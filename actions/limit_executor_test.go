@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 // limitMenu is Claude Code's usage-limit menu with the cursor on choice
@@ -79,7 +80,7 @@ func TestRateLimitCountsNothingAndDeliversWhatLanded(t *testing.T) {
 	assert.Empty(t, got.Status.SpawnDeliveryID)
 	require.Len(t, got.Pending, 1)
 	assert.Equal(t, "d-2", got.Pending[0].ID)
-	evs, err := r.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var limited bool
 	for _, ev := range evs {
@@ -102,7 +103,7 @@ func TestMarkBlockedJournalsOncePerChange(t *testing.T) {
 		require.Zero(t, res.Failed)
 		assert.Equal(t, b, r.get(t).Status.Blocked)
 	}
-	evs, err := r.store.Events(ctx, desired.EventFilter{})
+	evs, err := r.store.Events(ctx, store.EventFilter{})
 	require.NoError(t, err)
 	var names []journal.Name
 	for _, ev := range evs {

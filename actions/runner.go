@@ -103,7 +103,7 @@ func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st 
 	}
 	e.Log.InfoContext(ctx, string(journal.SessionStarting), "work_item", r.Key.String(), "session", s.Session, "run", st.RunID,
 		"log", e.Runs.LogPath(s.Session, st.RunID), "mode", string(st.SpawnMode), "harness_session_id", st.HarnessSessionID,
-		"delivery", s.DeliveryID, "bytes", len(s.Prompt), "reason", string(s.Reason))
+		"delivery", s.DeliveryID, "bytes", len(s.Prompt), "project_settings", s.ProjectSettings, "reason", string(s.Reason))
 	return nil
 }
 

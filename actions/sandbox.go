@@ -73,8 +73,8 @@ type spawnSandbox struct {
 // its workdir (harness.ItemState: a per-item home, the per-item view of a
 // sandbox) and, unless the route says sandbox none, the sandbox around
 // argv: the workdir read-write, the harness's executable and install dir
-// and loopd's own read-only, the harness's state, what git needs of the
-// workdir, the route's binds, a private $HOME and $TMPDIR, nothing of
+// and loopd's own read-only, the harness's state, the mirror objects its
+// clone borrows read-only (workspace.Borrowed), the route's binds, a private $HOME and $TMPDIR, nothing of
 // loopd's own (Sandbox.Hide, Mask). An executor without a Sandbox runs
 // every spawn as sandbox none, and records it so.
 func (e *Executor) sandboxFor(s Spawn, ad harness.Adapter, resumes string, argv []string) (spawnSandbox, error) {
@@ -111,16 +111,15 @@ func (e *Executor) sandboxFor(s Spawn, ad harness.Adapter, resumes string, argv 
 	if err != nil {
 		return out, fmt.Errorf("sandbox of %s: %w", s.Session, err)
 	}
-	git, err := workspace.SharedGitDir(s.Cwd)
+	// A clone's git needs the mirror's objects it borrows, and only
+	// them: read-only, so that no agent changes what other items borrow.
+	borrowed, err := workspace.Borrowed(s.Cwd)
 	if err != nil {
 		return out, fmt.Errorf("sandbox of %s: %w", s.Session, err)
 	}
 	spec := sandbox.Spec{
-		Workdir: s.Cwd, Program: program.Path, ReadOnly: program.ReadOnly,
+		Workdir: s.Cwd, Program: program.Path, ReadOnly: append(program.ReadOnly, borrowed...),
 		Binds: append(state.Binds, s.Binds...), Hide: e.Sandbox.Hide, Mask: e.Sandbox.Mask,
-	}
-	if git != "" {
-		spec.ReadWrite = append(spec.ReadWrite, git)
 	}
 	for _, name := range []string{"HOME", "TMPDIR"} {
 		if p := filepath.Clean(value(name)); filepath.IsAbs(p) && p != "/" {

@@ -151,8 +151,8 @@ func TestMarkRunningRecordsTheSandboxsInit(t *testing.T) {
 	r := newRig(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	id := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
-	rec.Status = desired.Status{Phase: desired.PhaseSpawning, HarnessSessionID: id, SpawnMode: desired.SpawnFresh, PaneID: "%3",
-		Sandbox: sandbox.ModeBubblewrap}
+	rec.Status = desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{HarnessSessionID: id, SpawnMode: desired.SpawnFresh, PaneID: "%3",
+		Sandbox: sandbox.ModeBubblewrap}}
 	sess := desired.SessionName(r.key)
 	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{
 		actions.MarkRunning{Key: r.key, Session: sess, PaneID: "%3", SessionID: id, Mode: desired.SpawnFresh, Confirmed: true,

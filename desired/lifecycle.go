@@ -166,3 +166,16 @@ func (s Status) Released(generation int64, phase Phase, fresh bool, retire strin
 	}
 	return s
 }
+
+// Clone returns s with its own copies of the slices and the pointer it
+// holds, so that a change to one never shows in the other.
+func (s Status) Clone() Status {
+	s.RetiredSessionIDs = slices.Clone(s.RetiredSessionIDs)
+	s.DeliveredAt = slices.Clone(s.DeliveredAt)
+	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
+	if s.LastExitStatus != nil {
+		v := *s.LastExitStatus
+		s.LastExitStatus = &v
+	}
+	return s
+}

@@ -2,6 +2,7 @@ package desired
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 
 	// pending → sending → delivered
 	sent := base.Send("d2", at, false)
-	assert.Equal(t, Status{Phase: PhaseRunning, SendingDeliveryID: "d2", SentAt: at, SendAttempts: 1}, sent)
+	assert.Equal(t, Status{Phase: PhaseRunning, DeliveryState: DeliveryState{SendingDeliveryID: "d2", SentAt: at, SendAttempts: 1}}, sent)
 	again := sent.Resubmit(at.Add(time.Second)).Send("d2", at.Add(2*time.Second), true)
 	assert.Equal(t, 3, again.SendAttempts, "a resubmit and a repaste are attempts of the same send")
 	assert.Equal(t, 1, again.Send("d3", at, true).SendAttempts, "another delivery starts over")
@@ -55,7 +56,7 @@ func TestStatusRetire(t *testing.T) {
 
 	// The receiver's slice is never written.
 	shared := append(make([]string, 0, 8), "a")
-	owner := Status{RetiredSessionIDs: shared}
+	owner := Status{RestartHistory: RestartHistory{RetiredSessionIDs: shared}}
 	_ = owner.Retire("b")
 	assert.Empty(t, strings.Join(shared[1:cap(shared)], ""), "caller's spare capacity written")
 }
@@ -63,7 +64,7 @@ func TestStatusRetire(t *testing.T) {
 func TestConversationID(t *testing.T) {
 	spawned := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, b := "aaaaaaaa-0000-4000-8000-000000000000", "bbbbbbbb-0000-4000-8000-000000000000"
-	running := Status{Phase: PhaseRunning, HarnessSessionID: a, SpawnedAt: spawned}
+	running := Status{Phase: PhaseRunning, SessionState: SessionState{HarnessSessionID: a, SpawnedAt: spawned}}
 	report := func(id string, at time.Time) *SessionReport {
 		return &SessionReport{SessionID: id, Source: "clear", At: at}
 	}
@@ -140,9 +141,9 @@ func sortedInts(v ...int) []int {
 
 func TestStatusReleased(t *testing.T) {
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	st := Status{Phase: PhaseNeedsAttention, HarnessSessionID: "a", Failures: 11, FastFailures: 2, ChurnFailures: 3, NextAttempt: at}
+	st := Status{Phase: PhaseNeedsAttention, SessionState: SessionState{HarnessSessionID: "a"}, RestartHistory: RestartHistory{Failures: 11, FastFailures: 2, ChurnFailures: 3, NextAttempt: at}}
 	got := st.Released(7, PhaseBackingOff, false, "")
-	assert.Equal(t, Status{Phase: PhaseBackingOff, HarnessSessionID: "a", ChurnFailures: 3, ReleasedGeneration: 7, Reason: "released"}, got,
+	assert.Equal(t, Status{Phase: PhaseBackingOff, SessionState: SessionState{HarnessSessionID: "a"}, RestartHistory: RestartHistory{ChurnFailures: 3}, ReleasedGeneration: 7, Reason: "released"}, got,
 		"the budget's counts go; the churn count is the conversation's and stays")
 	limited := st
 	limited.LimitUntil, limited.LimitSeen = at, SeenLimit{Kind: "usage_limit", Text: "You've hit your limit", Reset: at}
@@ -180,4 +181,42 @@ func TestReleasedLimitsAreKeptWithinTheirBound(t *testing.T) {
 	dated := limit(1 + MaxReleasedLimits)
 	dated.At = t0
 	assert.True(t, st.WasReleased(dated), "an undated release covers the same banner from any line")
+}
+
+// TestStatusCloneSharesNothing: Clone copies every field of Status that
+// refers to memory (a slice, a pointer, a map), those of its groups
+// included, so a status field added later cannot be shared between the
+// store's cache and its callers unnoticed.
+func TestStatusCloneSharesNothing(t *testing.T) {
+	var st Status
+	v := reflect.ValueOf(&st).Elem()
+	fields := reflect.VisibleFields(v.Type())
+	for _, sf := range fields {
+		if sf.Anonymous {
+			continue // a group: its fields are visible too
+		}
+		f := v.FieldByIndex(sf.Index)
+		switch f.Kind() {
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Map, reflect.Interface, reflect.Chan, reflect.Func:
+			t.Fatalf("Status.%s is a %s: Clone does not copy it", sf.Name, f.Kind())
+		}
+	}
+	c := reflect.ValueOf(st.Clone())
+	checked := 0
+	for _, sf := range fields {
+		if sf.Anonymous {
+			continue
+		}
+		switch f := v.FieldByIndex(sf.Index); f.Kind() {
+		case reflect.Slice, reflect.Pointer:
+			checked++
+			assert.NotEqual(t, f.Pointer(), c.FieldByIndex(sf.Index).Pointer(), "Status.%s is shared by Clone", sf.Name)
+			assert.Equal(t, f.Interface(), c.FieldByIndex(sf.Index).Interface(), sf.Name)
+		}
+	}
+	assert.Positive(t, checked, "Status has fields that refer to memory")
 }

@@ -35,7 +35,7 @@ const ReactionEyes = "eyes"
 
 // Call is one outbound GitHub call in the durable outbox. It is written in
 // the same transaction as the status change that caused it
-// (Store.WriteStatus), and a worker sends it later, so that GitHub's
+// (store.Store.WriteStatus), and a worker sends it later, so that GitHub's
 // latency and outages never hold a reconcile pass.
 type Call struct {
 	ID   int64
@@ -63,24 +63,9 @@ type Call struct {
 	// URL is the posted comment's html_url, when GitHub gave one.
 	URL string
 	// Generation is the item's lease generation the call was queued
-	// under (Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
+	// under (store.Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
 	// whoever holds the item when the call is made.
 	Generation int64
-}
-
-// StatusWrite is one status change of an item (Store.WriteStatus): the new
-// status, the deliveries it marks delivered, and the GitHub calls it
-// queues, written in one transaction.
-type StatusWrite struct {
-	Status    Status
-	Delivered []string
-	Calls     []Call
-}
-
-// CallFilter selects calls (Store.Calls). Zero fields select everything.
-type CallFilter struct {
-	WorkItem string
-	State    CallState
 }
 
 // Talk is what an item's route lets loopd say on GitHub (TalkRule), and the

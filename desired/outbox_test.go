@@ -29,51 +29,51 @@ func TestTalkRule(t *testing.T) {
 		episodes  int
 	}{
 		{name: "first_spawn_confirmed_announces", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
-		{name: "first_spawn_after_a_failed_one_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Respawn: true, Failures: 1},
-			next: desired.Status{Phase: desired.PhaseRunning, Respawn: true, ConfirmedSessionID: "c"}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{ConfirmedSessionID: "c"}}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
+		{name: "first_spawn_after_a_failed_one_announces", prev: desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{Respawn: true}, RestartHistory: desired.RestartHistory{Failures: 1}},
+			next: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Respawn: true, ConfirmedSessionID: "c"}}, talk: all, wantKinds: []desired.CallKind{desired.CallAnnounce}, announced: true},
 		{name: "unconfirmed_adoption_waits_for_a_confirmed_spawn", prev: desired.Status{Phase: desired.PhaseBackingOff},
 			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
-		{name: "respawn_never_announces", prev: desired.Status{Phase: desired.PhaseSpawning, Announced: true, Respawn: true},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Respawn: true}, talk: all, announced: true},
-		{name: "release_to_running_never_announces", prev: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 1},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1}, talk: all, announced: true, episodes: 1},
+		{name: "respawn_never_announces", prev: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Respawn: true}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Respawn: true}}, talk: all, announced: true},
+		{name: "release_to_running_never_announces", prev: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Announced: true, Episodes: 1}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true, Episodes: 1}}, talk: all, announced: true, episodes: 1},
 		{name: "announce_off_still_marks_the_first_spawn", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, talk: desired.Talk{Notify: true}, announced: true},
+			next: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{ConfirmedSessionID: "c"}}, talk: desired.Talk{Notify: true}, announced: true},
 		{name: "staying_running_announces_nothing", prev: desired.Status{Phase: desired.PhaseRunning},
 			next: desired.Status{Phase: desired.PhaseRunning}, talk: all},
-		{name: "delivered_comment_is_acknowledged", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true}, delivered: []desired.Delivery{comment, review}, talk: all,
+		{name: "delivered_comment_is_acknowledged", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}}, delivered: []desired.Delivery{comment, review}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallReact}, announced: true},
-		{name: "acknowledge_off", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true}, delivered: []desired.Delivery{comment},
+		{name: "acknowledge_off", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}}, delivered: []desired.Delivery{comment},
 			talk: desired.Talk{Announce: true, Notify: true}, announced: true},
 		{name: "boot_prompt_announced_and_acknowledged", prev: desired.Status{Phase: desired.PhaseSpawning},
-			next: desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, delivered: []desired.Delivery{comment}, talk: all,
+			next: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{ConfirmedSessionID: "c"}}, delivered: []desired.Delivery{comment}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallAnnounce, desired.CallReact}, announced: true},
-		{name: "entering_needs_attention_notifies", prev: desired.Status{Phase: desired.PhaseExited, Announced: true, Episodes: 2},
-			next: desired.Status{Phase: desired.PhaseNeedsAttention, Announced: true, Episodes: 2, Reason: "restart_budget_exhausted", Failures: 10, LastExitStatus: &exit, LastExitReason: "crash"},
+		{name: "entering_needs_attention_notifies", prev: desired.Status{Phase: desired.PhaseExited, AttentionState: desired.AttentionState{Announced: true, Episodes: 2}},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Announced: true, Episodes: 2}, Reason: "restart_budget_exhausted", RestartHistory: desired.RestartHistory{Failures: 10, LastExitStatus: &exit, LastExitReason: "crash"}},
 			talk: all, wantKinds: []desired.CallKind{desired.CallNotify}, announced: true, episodes: 3},
-		{name: "staying_in_needs_attention_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Reason: "a"},
-			next: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Reason: "delivery_storm"}, talk: all, episodes: 1},
+		{name: "staying_in_needs_attention_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Episodes: 1}, Reason: "a"},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Episodes: 1}, Reason: "delivery_storm"}, talk: all, episodes: 1},
 		{name: "a_reason_added_later_is_notified", prev: desired.Status{Phase: desired.PhaseRunning},
 			next: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_storm"}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 1},
 		{name: "without_github_an_episode_is_still_counted", prev: desired.Status{Phase: desired.PhaseSpawning},
 			next: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed"}, episodes: 1},
-		{name: "a_blocked_screen_notifies", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Blocked: "login_required"}, talk: all,
+		{name: "a_blocked_screen_notifies", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true, Blocked: "login_required"}}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallNotify}, announced: true, episodes: 1},
-		{name: "a_blocked_screen_that_comes_back_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1, NoticedBlock: "login_required"},
-			next: desired.Status{Phase: desired.PhaseRunning, Announced: true, Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"}, talk: all,
+		{name: "a_blocked_screen_that_comes_back_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true, Episodes: 1, NoticedBlock: "login_required"}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true, Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"}}, talk: all,
 			announced: true, episodes: 1},
-		{name: "another_blocked_reason_notifies", prev: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, NoticedBlock: "login_required"},
-			next: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "permission_prompt", NoticedBlock: "login_required"}, talk: all,
+		{name: "another_blocked_reason_notifies", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Episodes: 1, NoticedBlock: "login_required"}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "permission_prompt", NoticedBlock: "login_required"}}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 2},
-		{name: "staying_blocked_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"},
-			next: desired.Status{Phase: desired.PhaseRunning, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "login_required"}, talk: all, episodes: 1},
-		{name: "needs_attention_while_blocked_notifies", prev: desired.Status{Phase: desired.PhaseSpawning, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"},
-			next: desired.Status{Phase: desired.PhaseNeedsAttention, Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust", Reason: "spawn_unconfirmed"}, talk: all,
+		{name: "staying_blocked_is_the_same_episode", prev: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "login_required", NoticedBlock: "login_required"}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "login_required"}}, talk: all, episodes: 1},
+		{name: "needs_attention_while_blocked_notifies", prev: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"}},
+			next: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"}, Reason: "spawn_unconfirmed"}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 2},
 	}
 	for _, tt := range tests {
@@ -111,7 +111,7 @@ func TestComments(t *testing.T) {
 	talk := desired.Talk{Announce: true, Acknowledge: true, Notify: true, Host: "build-1", Socket: "loopd"}
 	r := desired.Record{Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest}, Status: desired.Status{Phase: desired.PhaseSpawning},
 		Pending: []desired.Delivery{{ID: "p1"}}}
-	_, calls := desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Session: "loop-acme-api-42", ConfirmedSessionID: "c"}, nil, talk)
+	_, calls := desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Session: "loop-acme-api-42", ConfirmedSessionID: "c"}}, nil, talk)
 	require.Len(t, calls, 1)
 	body := calls[0].Body
 	assert.Contains(t, body, "this pull request")
@@ -120,9 +120,9 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "`tmux -L loopd attach -t =loop-acme-api-42`")
 	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
 
-	r.Status = desired.Status{Phase: desired.PhaseSpawning, Announced: true}
-	next := desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed", Screen: "trust `dialog`\nshown",
-		WorkspaceError: "git fetch: exit 128\n@someone fatal: repository not found"}
+	r.Status = desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true}}
+	next := desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed", AttentionState: desired.AttentionState{Screen: "trust `dialog`\nshown"},
+		WorkspaceState: desired.WorkspaceState{WorkspaceError: "git fetch: exit 128\n@someone fatal: repository not found"}}
 	_, calls = desired.TalkRule(r, next, nil, talk)
 	require.Len(t, calls, 1)
 	body = calls[0].Body
@@ -134,16 +134,16 @@ func TestComments(t *testing.T) {
 	assert.Regexp(t, `\n\n<!-- loopd:notice acme/api#42 episode=1 -->$`, body)
 
 	// A paste that never landed: the status before the give-up says what was tried.
-	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, SendingDeliveryID: "abc", SendAttempts: 3}
+	r.Status = desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "abc", SendAttempts: 3}}
 	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "delivery_unconfirmed"}, nil, talk)
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "It sent event abc 3 times; it never showed in the agent's conversation.")
 
 	// A workspace that could not be made: the agent never ran, and the
 	// notice says what failed instead.
-	r.Status = desired.Status{Phase: desired.PhasePreparing, Announced: true}
-	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "workspace_failed", Failures: 1,
-		WorkspaceError: "git fetch: exit 128"}, nil, talk)
+	r.Status = desired.Status{Phase: desired.PhasePreparing, AttentionState: desired.AttentionState{Announced: true}}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "workspace_failed", RestartHistory: desired.RestartHistory{Failures: 1},
+		WorkspaceState: desired.WorkspaceState{WorkspaceError: "git fetch: exit 128"}}, nil, talk)
 	require.Len(t, calls, 1)
 	body = calls[0].Body
 	assert.NotContains(t, body, "ran the agent")
@@ -151,8 +151,8 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "\n    git fetch: exit 128\n")
 
 	// A crash loop says how many runs failed.
-	r.Status = desired.Status{Phase: desired.PhaseBackingOff, Announced: true}
-	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "budget_exhausted", Failures: 3}, nil, talk)
+	r.Status = desired.Status{Phase: desired.PhaseBackingOff, AttentionState: desired.AttentionState{Announced: true}}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "budget_exhausted", RestartHistory: desired.RestartHistory{Failures: 3}}, nil, talk)
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "It ran the agent 3 times in a row without a healthy run.")
 
@@ -161,16 +161,16 @@ func TestComments(t *testing.T) {
 	storm := talk
 	storm.MaxDeliveries = 2
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true}
-	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: desired.ReasonDeliveryStorm, Screen: "ready",
-		DeliveredAt: []time.Time{at, at.Add(time.Minute)}}, nil, storm)
+	r.Status = desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: desired.ReasonDeliveryStorm, AttentionState: desired.AttentionState{Screen: "ready"},
+		DeliveryState: desired.DeliveryState{DeliveredAt: []time.Time{at, at.Add(time.Minute)}}}, nil, storm)
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "The loop breaker stopped sending events to the agent: 2 reached it within an hour, "+
 		"and one more would be more than the route's maxDeliveriesPerHour (2).")
 
 	// A blocked agent: what clears it is acting on its screen, not a release.
-	r.Status = desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42"}
-	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, Announced: true, Session: "loop-acme-api-42", Blocked: "login_required"}, nil, talk)
+	r.Status = desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Session: "loop-acme-api-42"}}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true, Blocked: "login_required"}, SessionState: desired.SessionState{Session: "loop-acme-api-42"}}, nil, talk)
 	require.Len(t, calls, 1)
 	body = calls[0].Body
 	assert.Contains(t, body, "needs attention: `blocked: login_required`")
@@ -184,7 +184,7 @@ func TestComments(t *testing.T) {
 func TestIsOwnMarker(t *testing.T) {
 	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
 	talk := desired.Talk{Announce: true, Notify: true}
-	_, calls := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseRunning, ConfirmedSessionID: "c"}, nil, talk)
+	_, calls := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{ConfirmedSessionID: "c"}}, nil, talk)
 	require.Len(t, calls, 1)
 	_, notices := desired.TalkRule(desired.Record{Key: key}, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash"}, nil, talk)
 	require.Len(t, notices, 1)

@@ -3,11 +3,11 @@ package desired
 import "strings"
 
 // ReplayLatest is how many of an item's latest delivered events a replay
-// asks the store for (Store.History), besides the opening one.
+// asks the store for (store.Store.History), besides the opening one.
 const ReplayLatest = 8
 
 // Replay returns the text that replays history, the events an item's agent
-// was already given (Store.History: its opening event and its latest ones,
+// was already given (store.Store.History: its opening event and its latest ones,
 // in arrival order), for a fresh conversation that replaces the one that
 // held them: codev's fallback replays its original prompt, and an agent
 // told only "read the issue" starts over.

@@ -121,6 +121,7 @@ func TestPhaseKnown(t *testing.T) {
 }
 
 func TestOldestPending(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
 	t1, t2 := t0, t0.Add(time.Minute)
 	tests := []struct {
 		name    string

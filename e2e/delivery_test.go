@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 func trustPromptEnv(t *testing.T) *env {
@@ -162,7 +163,7 @@ func TestPromptStoredBeforeDigestsIsVerifiedByItsMarker(t *testing.T) {
 	// carried a digest.
 	id := uuid.NewString()
 	s := e.openStore(t)
-	_, err := s.Ingest(context.Background(), desired.Ingest{
+	_, err := s.Ingest(context.Background(), store.Ingest{
 		DeliveryID: id, Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: e.workdir(keyIssue),
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat", ReceivedAt: time.Now().UTC(),
 			Prompt: "[loopd] issue_comment.created on " + keyIssue.String() + " by Codertocat (delivery " + id + ")\n" +
@@ -203,14 +204,18 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// the Fleet's tables and columns (v8), and without the compact columns of
-// pending deliveries and their index (v7).
+// what a pull request's head decides (v11), without the Fleet's tables and
+// columns (v8 and v9's), and without the compact columns of pending
+// deliveries and their index (v7).
 func downgradeToSchema6(t *testing.T, e *env) {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`DROP TABLE transcripts;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN head_repo;
+		ALTER TABLE work_items DROP COLUMN author;
+		ALTER TABLE work_items DROP COLUMN head_pusher;
+		DROP TABLE transcripts;
 		DROP TABLE hosts;
 		DROP INDEX work_items_by_lease_owner;
 		ALTER TABLE work_items DROP COLUMN lease_owner;

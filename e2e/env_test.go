@@ -61,6 +61,9 @@ type env struct {
 	// pgURL is store.url when the env shares a PostgreSQL store (fleet),
 	// "" for its own SQLite file.
 	pgURL string
+	// sharesServer says the tmux socket is another env's (sharedSocket):
+	// that env's cleanup, which stops its daemon first, kills the server.
+	sharesServer bool
 
 	// daemonEnv is added to the environment of `loopd serve` (NAME=value),
 	// after procEnv's.
@@ -197,7 +200,9 @@ func (e *env) cleanup(t testing.TB) {
 	if e.daemon != nil {
 		e.signalDaemon(t, syscall.SIGTERM)
 	}
-	e.killServer(t)
+	if !e.sharesServer {
+		e.killServer(t)
+	}
 	if !t.Failed() {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/pgtest"
 	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/store"
 )
 
 // fleetLeaseSeconds is host.leaseSeconds of the fleet tests, the schema's
@@ -274,7 +275,7 @@ func TestFleetHostLossMovesItsItemsOnTheirConversations(t *testing.T) {
 	r := f.hosts[1].mustRecord(t, item(moved[0]))
 	owner := f.host(t, r.Lease.Owner)
 	waitDelivered(t, owner, d1, waitLong)
-	assert.Len(t, deliveriesOfItem(t, owner, journal.DispatchDelivered, item(moved[0]), d1), 1, "delivered once")
+	assert.Len(t, waitDeliveriesOfItem(t, owner, journal.DispatchDelivered, item(moved[0]), d1, 1), 1, "delivered once")
 	owner.waitTurn(t, item(moved[0]), ids[moved[0]], after, waitLong, "the event never reached the moved conversation")
 	turns := owner.userTurns(t, item(moved[0]), ids[moved[0]])
 	assert.Equal(t, 1, countContaining(turns, first), "the restored transcript holds the turn from the lost host")
@@ -689,8 +690,8 @@ func TestFleetOperatorCommands(t *testing.T) {
 
 	_, errOut, code := a.run(t, "drain", "nobody")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, desired.ErrNoHost.Error())
-	assert.NotContains(t, errOut, desired.ErrNotFound.Error())
+	assert.Contains(t, errOut, store.ErrNoHost.Error())
+	assert.NotContains(t, errOut, store.ErrNotFound.Error())
 	out, errOut, code := a.run(t, "drain", "host-a")
 	assert.Equal(t, 1, code, "drain with no taker: %s%s", out, errOut)
 	assert.Contains(t, errOut, "no other live host")

@@ -210,7 +210,7 @@ func TestGeminiMissingSessionFallsBack(t *testing.T) {
 	require.NotEmpty(t, exited)
 	assert.Equal(t, harness.CauseSessionError, exited[len(exited)-1].Attrs["exit_cause"])
 	assert.Empty(t, g.eventsNamed(t, journal.SessionCrashLoop, keyIssue), "a refused resume is not a crash")
-	assert.Len(t, deliveriesOf(t, g.env, journal.DispatchDelivered, delivery), 1)
+	assert.Len(t, waitDeliveries(t, g.env, journal.DispatchDelivered, delivery, 1), 1)
 }
 
 // TestGeminiStopLeavesNoProcess: closing the issue stops its Gemini agent,

@@ -170,8 +170,8 @@ func TestProcessRunnerCodexLearnsTheIDAndResumes(t *testing.T) {
 	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), first))
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), second), "both turns in the one rollout")
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d2), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d1, 1), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d2, 1), 1)
 	assert.Len(t, e.eventsNamed(t, journal.SessionFollowed, keyIssue), 1)
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 	assert.Empty(t, e.sessions(t), "no tmux session for a process runner item")
@@ -214,7 +214,7 @@ func TestProcessRunnerCodexUnconfirmedUnderCron(t *testing.T) {
 	require.Len(t, followed, 1)
 	assert.Equal(t, "rollout", followed[0].Attrs["source"])
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, id), body))
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d, 1), 1)
 	assert.NotContains(t, e.mustRun(t, "get"), "unconfirmed")
 }
 
@@ -245,7 +245,7 @@ func TestProcessRunnerCodexResumeFailureFallsBackToFresh(t *testing.T) {
 		modes = append(modes, map[bool]string{false: "fresh", true: "resume " + id}[resume])
 	}
 	assert.Equal(t, []string{"fresh", "resume " + first, "fresh"}, modes)
-	failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
 	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
 	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
@@ -306,8 +306,8 @@ func codexOfflineTimeout(t *testing.T, e *env, ad harness.Adapter) {
 		assert.Equal(t, "dispatch_timeout", ex.Attrs["reason"])
 		assert.Equal(t, strconv.Itoa(int(syscall.SIGTERM)), ex.Attrs["signal"], "ended by its timeout")
 	}
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d2), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d1, 1), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d2, 1), 1)
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 	assert.Len(t, e.runLogs(t, keyIssue), 2)
 }
@@ -335,14 +335,41 @@ func readJSONFile(path string, v any) bool {
 	return err == nil && json.Unmarshal(b, v) == nil
 }
 
-// geminiProcessEnv is newGeminiEnv with the process runner and the fake's
-// start log in e.startLog.
+// geminiProcessEnv is newGeminiEnv with the process runner, the workdir's
+// project settings trusted (Gemini runs headless only in a trusted folder;
+// issue 1 gets them), and the fake's start log in e.startLog.
 func geminiProcessEnv(t *testing.T, extra map[string]string) geminiEnv {
 	t.Helper()
 	g := newGeminiEnv(t, extra)
 	g.harness()["env"].(map[string]string)["FAKEGEMINI_START_LOG"] = g.startLog
+	g.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["projectSettings"] = "trusted"
 	g.asProcessRunner(t, 600)
 	return g
+}
+
+// TestProcessRunnerGeminiUntrustedWorkdirNeedsAttention: Gemini refuses a
+// headless run in a folder it does not trust (exit 55), as every workdir
+// is whose project settings are off: the run is named so
+// (exit_cause=untrusted_workdir), its event stays pending, and under
+// restartPolicy Never the item needs attention, not run again by itself.
+func TestProcessRunnerGeminiUntrustedWorkdirNeedsAttention(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, nil)
+	g.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["projectSettings"] = "untrusted"
+	g.policy()["restartPolicy"] = "Never"
+	g.writeConfig(t)
+	g.start(t)
+	d := sendComment(t, g.env, "an event for an untrusted folder "+uuid.NewString())
+	r := g.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	require.NotNil(t, r.Status.LastExitStatus)
+	assert.Equal(t, harness.GeminiExitUntrustedWorkdir, *r.Status.LastExitStatus)
+	failed := waitDeliveries(t, g.env, journal.DispatchFailed, d, 1)
+	require.Len(t, failed, 1)
+	assert.Equal(t, harness.CauseUntrustedWorkdir, failed[0].Attrs["exit_cause"], "%v", failed[0].Attrs)
+	require.Len(t, g.starts(t), 1)
+	g.settle(t)
+	assert.Len(t, g.starts(t), 1, "not run again by itself")
+	assert.Len(t, g.mustRecord(t, keyIssue).Pending, 1, "the event waits")
 }
 
 // geminiStart returns the session flag of a headless start of gemini and
@@ -393,8 +420,8 @@ func TestProcessRunnerGeminiFreshThenResume(t *testing.T) {
 	assert.Equal(t, id, g.runOutputID(t, keyIssue, geminiAdapter(t, g)))
 	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, id), first))
 	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, id), second), "both turns in the one chat file")
-	assert.Len(t, deliveriesOf(t, g.env, journal.DispatchDelivered, d1), 1)
-	assert.Len(t, deliveriesOf(t, g.env, journal.DispatchDelivered, d2), 1)
+	assert.Len(t, waitDeliveries(t, g.env, journal.DispatchDelivered, d1, 1), 1)
+	assert.Len(t, waitDeliveries(t, g.env, journal.DispatchDelivered, d2, 1), 1)
 	respawned := g.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
 	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
 	assert.Empty(t, g.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
@@ -423,7 +450,7 @@ func TestProcessRunnerGeminiRefusedResumeFallsBack(t *testing.T) {
 		modes = append(modes, flag+" "+id)
 	}
 	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
-	failed := g.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	failed := g.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
 	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
 	assert.Equal(t, harness.CauseSessionError, failed[0].Attrs["exit_cause"])
@@ -446,7 +473,7 @@ func geminiNoAuthBudget(t *testing.T, e *env, runs func() int) {
 	assert.Equal(t, 3, r.Status.Failures)
 	loops := e.waitEvent(t, journal.SessionCrashLoop, keyIssue, 1, waitShort)
 	assert.Equal(t, "restart_budget_exhausted", loops[0].Attrs["reason"])
-	failed := deliveriesOf(t, e, journal.DispatchFailed, d)
+	failed := waitDeliveries(t, e, journal.DispatchFailed, d, 1)
 	require.Len(t, failed, 3)
 	for _, f := range failed {
 		assert.Equal(t, harness.CauseAuthMissing, f.Attrs["exit_cause"], "%v", f.Attrs)
@@ -494,11 +521,14 @@ func TestProcessRunnerGeminiNoAuthUnderNeverNeedsAttention(t *testing.T) {
 	g.writeConfig(t)
 	g.start(t)
 	d := sendComment(t, g.env, "an event no run can take "+uuid.NewString())
-	r := g.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
-	assert.Equal(t, "restart_policy_never", r.Status.Reason)
+	// The pass that records the exit writes NeedsAttention with the run's
+	// reason first, then the restart policy's.
+	g.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseNeedsAttention && r.Status.Reason == "restart_policy_never"
+	}, waitLong, "the item never needed attention under restartPolicy Never")
 	attention := g.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
 	assert.Equal(t, "restart_policy_never", attention[0].Attrs["reason"])
-	require.Len(t, deliveriesOf(t, g.env, journal.DispatchFailed, d), 1)
+	require.Len(t, waitDeliveries(t, g.env, journal.DispatchFailed, d, 1), 1)
 	g.settle(t)
 	assert.Len(t, g.starts(t), 1, "not run again by itself")
 	assert.Equal(t, desired.PhaseNeedsAttention, g.mustRecord(t, keyIssue).Status.Phase)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,13 +15,17 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 )
 
 // sharedSocket makes b use a's tmux socket (the default "loopd" makes
-// this easy to do by accident; issue 6, item 5).
+// this easy to do by accident; issue 6, item 5). The server is a's: b's
+// cleanup, which runs first (the later one), leaves it alone, since a's
+// daemon, still running then, would start it again and b's removal of the
+// socket file would leave that one running, out of everyone's reach.
 func sharedSocket(t *testing.T, a, b *env) {
 	t.Helper()
-	b.socket = a.socket
+	b.socket, b.sharesServer = a.socket, true
 	b.config["tmux"] = map[string]any{"socket": a.socket}
 	b.writeConfig(t)
 }
@@ -66,6 +71,50 @@ func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	a.settle(t)
 	assert.Equal(t, pid, a.panePID(t, keyIssue))
 	assert.Equal(t, desired.PhaseRunning, a.mustRecord(t, keyIssue).Status.Phase)
+}
+
+// A serve that fails to start because its port is taken leaves nothing of
+// its start behind: no tmux server of its socket runs (looked for by
+// process, not by socket file) and no lock file is left beside the
+// socket (issue 27, item 5).
+func TestServeOnATakenPortLeavesNoServerOrLock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	e.listen = taken.Addr().String()
+	e.ghWebhook()["listen"] = e.listen
+	e.writeConfig(t)
+
+	_, errOut, code := e.run(t, "serve")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "address already in use")
+	assert.Empty(t, tmuxtest.ServerPIDs(e.socket), "the server serve started is stopped")
+	path, err := tmux.SocketPath(e.socket)
+	require.NoError(t, err)
+	assert.NoFileExists(t, path+".loopd-lock", "and its lock file removed")
+
+	// A server with an agent on it is never stopped so: its agent and its
+	// lock stay.
+	e.listen = freeAddr(t)
+	e.ghWebhook()["listen"] = e.listen
+	e.writeConfig(t)
+	e.start(t)
+	require.Equal(t, http.StatusAccepted, e.replay(t, commentFixture, "", withComment("hello")))
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	pid := e.panePID(t, keyIssue)
+	e.stop(t)
+	require.FileExists(t, path+".loopd-lock", "the server runs on: its lock stays")
+	e.listen = taken.Addr().String()
+	e.ghWebhook()["listen"] = e.listen
+	e.writeConfig(t)
+	_, errOut, code = e.run(t, "serve")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "address already in use")
+	assert.NotEmpty(t, tmuxtest.ServerPIDs(e.socket), "the server with an agent runs on")
+	assert.Equal(t, pid, e.panePID(t, keyIssue), "and its agent")
+	assert.FileExists(t, path+".loopd-lock")
 }
 
 // A session that carries no mark of this loopd (made by hand, or by

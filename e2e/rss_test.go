@@ -18,6 +18,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/store"
 )
 
 // BenchmarkBacklogRSS measures the resident memory of the real `loopd
@@ -85,7 +86,7 @@ func fillHeldBacklog(tb testing.TB, e *env, items, backlog int) {
 		prompt := webhook.Render(webhook.PromptInput{Event: "issue_comment", Action: "created", WorkItem: k.String(),
 			Sender: "octocat", DeliveryID: id, Title: "Flaky build on arm64", URL: "https://github.com/acme/api/issues/" + strconv.Itoa(k.Number),
 			Body: fmt.Sprintf("%s (%d)", body, i)})
-		_, err := s.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: "claude-code",
+		_, err := s.Ingest(context.Background(), store.Ingest{DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: "claude-code",
 			Cwd: e.workdir(k), Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat",
 				Prompt: prompt, ReceivedAt: time.Now().UTC()}})
 		return err

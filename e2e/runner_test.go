@@ -118,7 +118,7 @@ func TestProcessRunnerSurvivesKill9WithOneTurn(t *testing.T) {
 	assert.Equal(t, "0", exits[0].Attrs["exit_status"], "the exit status came from the wrapper's file to the next daemon")
 	assert.Equal(t, "run_done", exits[0].Attrs["reason"])
 	assert.NotEmpty(t, delivered.Attrs["via"])
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d1), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d1, 1), 1)
 	assert.Len(t, e.starts(t), 1, "one start for one event")
 	assert.Equal(t, 1, e.countTurns(t, id, first), "exactly one turn")
 	spawned := e.eventsNamed(t, journal.SessionSpawned, keyIssue)
@@ -184,7 +184,7 @@ func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
 	e.waitFor(t, func() bool { return !harnessProc.Running() && !child.Running() }, waitShort, "the run's group outlived its timeout")
 	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
 	assert.Equal(t, "dispatch_timeout", r.Status.Reason, "its event had reached the conversation: done, ended at its timeout")
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d, 1), 1)
 	exits := e.waitEvent(t, journal.SessionExited, keyIssue, 1, waitShort)
 	require.Len(t, exits, 1)
 	assert.Equal(t, strconv.Itoa(int(syscall.SIGTERM)), exits[0].Attrs["signal"], "SIGTERM ended it")
@@ -219,7 +219,7 @@ func TestProcessRunnerResumeFailureFallsBackToFresh(t *testing.T) {
 		modes = append(modes, flag+" "+id)
 	}
 	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
-	failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
+	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
 	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
 	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
@@ -258,7 +258,7 @@ func TestProcessRunnerUnderCron(t *testing.T) {
 	require.Zero(t, code, errOut)
 	r := e.mustRecord(t, keyIssue)
 	assert.Equal(t, desired.PhaseExited, r.Status.Phase)
-	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, d), 1)
+	assert.Len(t, waitDeliveries(t, e, journal.DispatchDelivered, d, 1), 1)
 	assert.Len(t, e.starts(t), 1)
 }
 

@@ -45,27 +45,36 @@ func fleetEnv(t testing.TB, hangup time.Duration) (*env, string) {
 	return e, lockDir
 }
 
-// startsAtOnce returns the most starts that were in flight at one
-// instant among those started after since: each runs from its
-// session.starting (the daemon's log) to the first of its harness's
-// session.reported (the SessionStart hook's own row) and its
-// session.spawned or session.respawned (the journal).
+// startsAtOnce returns the most harnesses that were starting at one
+// instant among those started after since: each from its process's start
+// (the fake CLI's start log) to the first row after it that says its
+// conversation started, its SessionStart hook's session.reported, or its
+// session.spawned or session.respawned. That lies within the time the
+// daemon's admission counts the start in flight (reconciler's
+// startInFlight: from the spawn's intent, written before the process
+// starts, to the pass that reads the report), so more here would be more
+// there. The daemon's session.starting bounds nothing: it is logged once
+// new-session has returned, which on a loaded machine comes after the
+// harness has started and reported (measured: 90 ms after the report).
 func (e *env) startsAtOnce(t *testing.T, since time.Time) int {
 	t.Helper()
-	type span struct{ from, to time.Time }
-	spans := map[string]*span{}
-	for _, l := range e.daemonLines(t, journal.SessionStarting) {
-		at, item := logField(l, "time"), logField(l, "work_item")
-		from, err := time.Parse(time.RFC3339Nano, at)
-		require.NoError(t, err, "%s", l)
-		if from.After(since) {
-			spans[item] = &span{from: from}
+	type span struct {
+		id       string
+		from, to time.Time
+	}
+	var spans []*span
+	for _, s := range e.starts(t) {
+		if _, id := s.mode(); id != "" && s.Time.After(since) {
+			spans = append(spans, &span{id: id, from: s.Time})
 		}
 	}
-	for _, ev := range e.events(t) {
-		started := ev.Name == journal.SessionReported || ev.Name == journal.SessionRespawned || ev.Name == journal.SessionSpawned
-		if s, ok := spans[ev.WorkItem]; ok && started && ev.Time.After(s.from) && (s.to.IsZero() || ev.Time.Before(s.to)) {
-			s.to = ev.Time
+	events := e.events(t)
+	for _, s := range spans {
+		for _, ev := range events {
+			started := ev.Name == journal.SessionReported || ev.Name == journal.SessionRespawned || ev.Name == journal.SessionSpawned
+			if started && ev.Attrs["harness_session_id"] == s.id && ev.Time.After(s.from) && (s.to.IsZero() || ev.Time.Before(s.to)) {
+				s.to = ev.Time
+			}
 		}
 	}
 	most := 0

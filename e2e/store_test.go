@@ -15,30 +15,32 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // openStore opens the env's SQLite store; the caller closes it. It may be
 // opened while the daemon runs (WAL).
-func (e *env) openStore(t testing.TB) desired.Store {
+func (e *env) openStore(t testing.TB) store.Store {
 	t.Helper()
 	if e.pgURL != "" {
 		// A reader's own lock file: it never takes the daemon's.
-		s, err := desired.OpenPostgres(context.Background(), e.pgURL, filepath.Join(e.dir, "reader.lock"))
+		s, err := sqlstore.OpenPostgres(context.Background(), e.pgURL, filepath.Join(e.dir, "reader.lock"))
 		require.NoError(t, err)
 		return s
 	}
-	s, err := desired.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
+	s, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	return s
 }
 
-// openFleet opens the store as a desired.Fleet, closed at the end of t.
-func (e *env) openFleet(t testing.TB) desired.Fleet {
+// openFleet opens the store as a store.Fleet, closed at the end of t.
+func (e *env) openFleet(t testing.TB) store.Fleet {
 	t.Helper()
 	s := e.openStore(t)
 	t.Cleanup(func() { s.Close() })
-	f, ok := s.(desired.Fleet)
-	require.True(t, ok, "%T is no desired.Fleet", s)
+	f, ok := s.(store.Fleet)
+	require.True(t, ok, "%T is no store.Fleet", s)
 	return f
 }
 
@@ -80,7 +82,7 @@ func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	s := e.openStore(t)
 	defer s.Close()
 	r, err := s.Get(context.Background(), k)
-	if errors.Is(err, desired.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return desired.Record{}, false
 	}
 	require.NoError(t, err)
@@ -112,7 +114,7 @@ func (e *env) ingestComment(t *testing.T, k desired.Key, body string) string {
 	prompt := webhook.Render(webhook.PromptInput{
 		Event: "issue_comment", Action: "created", WorkItem: k.String(), Sender: "Codertocat", DeliveryID: id, Body: body,
 	})
-	res, err := s.Ingest(context.Background(), desired.Ingest{
+	res, err := s.Ingest(context.Background(), store.Ingest{
 		DeliveryID: id, Key: k, Kind: desired.KindIssue, Harness: harness, Cwd: e.workdir(k),
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "Codertocat",
 			Prompt: prompt, ReceivedAt: time.Now().UTC()},
@@ -138,7 +140,7 @@ func (e *env) events(t testing.TB) []journal.Event {
 	t.Helper()
 	s := e.openStore(t)
 	defer s.Close()
-	evs, err := s.Events(context.Background(), desired.EventFilter{})
+	evs, err := s.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return evs
 }
@@ -173,6 +175,27 @@ func deliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id
 			out = append(out, ev)
 		}
 	}
+	return out
+}
+
+// waitDeliveries waits until the journal holds at least n events called
+// name for delivery id of issue 1 and returns them: the executor writes a
+// record's status before the events that explain it, so a test that saw
+// the status must wait for the events, not read them once.
+func waitDeliveries(t *testing.T, e *env, name journal.Name, id string, n int) []journal.Event {
+	t.Helper()
+	return waitDeliveriesOfItem(t, e, name, keyIssue, id, n)
+}
+
+// waitDeliveriesOfItem is waitDeliveries for k (any item when k is the
+// zero Key).
+func waitDeliveriesOfItem(t *testing.T, e *env, name journal.Name, k desired.Key, id string, n int) []journal.Event {
+	t.Helper()
+	var out []journal.Event
+	e.waitFor(t, func() bool {
+		out = deliveriesOfItem(t, e, name, k, id)
+		return len(out) >= n
+	}, waitShort, "journal never had %d × %s for delivery %s", n, name, id)
 	return out
 }
 

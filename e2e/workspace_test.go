@@ -51,13 +51,14 @@ func (e *env) mirrors(t *testing.T) []string {
 	return out
 }
 
-// TestWorkspaceIssueGetsAWorktree: an issue's agent starts in a worktree
-// of the routed repository on loopd/issue-<n> at the base's head, in the
-// physical path when the workdir template goes through a symlink; a
-// second issue of the repository shares the mirror and gets a worktree of
-// its own; an agent killed with SIGKILL resumes in the same worktree, and
-// the file it left there is still there.
-func TestWorkspaceIssueGetsAWorktree(t *testing.T) {
+// TestWorkspaceIssueGetsAClone: an issue's agent starts in a clone of the
+// routed repository on loopd/issue-<n> at the base's head, that borrows
+// the objects of the repository's mirror, in the physical path when the
+// workdir template goes through a symlink; a second issue of the
+// repository shares the mirror and gets a clone of its own; an agent
+// killed with SIGKILL resumes in the same clone, and the file it left
+// there is still there.
+func TestWorkspaceIssueGetsAClone(t *testing.T) {
 	t.Parallel()
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	e := newEnv(t, envOpts{})
@@ -80,10 +81,15 @@ func TestWorkspaceIssueGetsAWorktree(t *testing.T) {
 	e.deliver(t, "issues.opened.1.json", withNumber(3))
 	e.waitPhase(t, second, desired.PhaseRunning, waitLong)
 	assert.Equal(t, "loopd/issue-3", gitIn(t, e.workdir(second), "rev-parse", "--abbrev-ref", "HEAD"))
-	assert.Len(t, e.mirrors(t), 1, "two items of one repository share one mirror")
-	worktrees := gitIn(t, e.mirrors(t)[0], "worktree", "list", "--porcelain")
-	assert.Contains(t, worktrees, "worktree "+dir+"\n")
-	assert.Contains(t, worktrees, "worktree "+e.workdir(second)+"\n")
+	require.Len(t, e.mirrors(t), 1, "two items of one repository share one mirror")
+	mirror := e.mirrors(t)[0]
+	for _, d := range []string{dir, e.workdir(second)} {
+		assert.DirExists(t, filepath.Join(d, ".git"), "a clone of its own")
+		assert.Equal(t, filepath.Join(mirror, "objects")+"\n", readFile(t, filepath.Join(d, ".git", "objects", "info", "alternates")))
+		assert.Equal(t, r.URL, gitIn(t, d, "remote", "get-url", "origin"))
+	}
+	assert.NotContains(t, gitIn(t, mirror, "worktree", "list", "--porcelain"), e.workRoot, "no worktree of the mirror")
+	assert.Empty(t, gitIn(t, mirror, "for-each-ref", "refs/heads"), "the items' branches are their clones'")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "agent-notes.txt"), []byte("work in progress\n"), 0o644))
 	e.killPane(t, keyIssue)
@@ -92,7 +98,7 @@ func TestWorkspaceIssueGetsAWorktree(t *testing.T) {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.SpawnMode == desired.SpawnResume
 	}, waitLong, "the agent did not resume")
 	assert.Equal(t, rec.Status.HarnessSessionID, back.Status.HarnessSessionID, "the same conversation")
-	assert.Equal(t, dir, e.paneField(t, keyIssue, "#{pane_current_path}"), "resumed in the same worktree")
+	assert.Equal(t, dir, e.paneField(t, keyIssue, "#{pane_current_path}"), "resumed in the same clone")
 	b, err := os.ReadFile(filepath.Join(dir, "agent-notes.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "work in progress\n", string(b))
@@ -131,9 +137,9 @@ func TestWorkspacePullRequestChecksOutItsHead(t *testing.T) {
 
 // TestWorkspacePullRequestFromTheIssueBranch is the agent's own pull
 // request: the issue's agent pushed loopd/issue-1 and opened a pull
-// request from it. The pull request's agent starts in a worktree of its
-// own at the pushed head, on loopd/pr-<n>, whose plain `git push` updates
-// the head branch; the issue's worktree stays where it is.
+// request from it. The pull request's agent starts in a clone of its own
+// at the pushed head, on that branch, whose plain `git push` updates it;
+// the issue's clone stays where it is.
 func TestWorkspacePullRequestFromTheIssueBranch(t *testing.T) {
 	t.Parallel()
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
@@ -153,16 +159,16 @@ func TestWorkspacePullRequestFromTheIssueBranch(t *testing.T) {
 	}))
 	e.waitPhase(t, pr, desired.PhaseRunning, waitLong)
 	prDir := e.workdir(pr)
-	assert.Equal(t, "loopd/pr-5", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, "loopd/issue-1", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "HEAD"))
 	assert.Equal(t, head, gitIn(t, prDir, "rev-parse", "HEAD"))
 	assert.Equal(t, "origin/loopd/issue-1", gitIn(t, prDir, "rev-parse", "--abbrev-ref", "@{upstream}"))
-	assert.Equal(t, "loopd/issue-1", gitIn(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"), "the issue's worktree is not moved")
+	assert.Equal(t, "loopd/issue-1", gitIn(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"), "the issue's clone is not moved")
 	assert.Empty(t, e.eventsNamed(t, journal.WorkspaceFailed, pr))
 
 	gitIn(t, prDir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
 	gitIn(t, prDir, "push", "--quiet")
 	assert.Equal(t, gitIn(t, prDir, "rev-parse", "HEAD"), gitIn(t, r.Dir, "rev-parse", "refs/heads/loopd/issue-1"),
-		"a plain git push from the pull request's worktree updates its head branch")
+		"a plain git push from the pull request's clone updates its head branch")
 }
 
 // TestWorkspaceStalledRemoteHoldsNoOtherItem: an issue's remote stalls
@@ -301,12 +307,12 @@ func TestWorkspaceConflictIsLeftUntouched(t *testing.T) {
 	assert.Empty(t, e.starts(t))
 }
 
-// TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired kills the daemon,
-// and the git it ran, while `git worktree add` checks files out (a smudge
-// filter that waits, as a large checkout would): the worktree is left
-// half-made, its admin dir locked "initializing". The next daemon finishes
-// it and starts the agent there; a file put in it meanwhile survives.
-func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
+// TestWorkspaceDaemonKilledDuringCloneIsRepaired kills the daemon, and the
+// git it ran, while the clone's files are checked out (a smudge filter
+// that waits, as a large checkout would): nothing is at the workdir's
+// path, the half-made clone is beside it. The next daemon removes that,
+// makes the clone and starts the agent there.
+func TestWorkspaceDaemonKilledDuringCloneIsRepaired(t *testing.T) {
 	t.Parallel()
 	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
 	e := newEnv(t, envOpts{})
@@ -327,11 +333,10 @@ func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
 	e.waitFor(t, func() bool { return !proc.Alive(pid) }, waitShort, "the filter did not die")
 
 	dir := e.workdir(keyIssue)
-	gitdir := gitIn(t, dir, "rev-parse", "--absolute-git-dir")
-	lock, err := os.ReadFile(filepath.Join(gitdir, "locked"))
-	require.NoError(t, err, "the worktree is half-made")
-	require.Equal(t, "initializing", strings.TrimSpace(string(lock)))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "left-behind.txt"), []byte("keep me\n"), 0o644))
+	assert.NoDirExists(t, dir, "half a clone at the workdir's path")
+	left, err := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".loopd-new-*"))
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the half-made clone beside the workdir")
 
 	e.daemonEnv = nil // no filter now: a checkout goes through
 	e.start(t)
@@ -341,11 +346,38 @@ func TestWorkspaceDaemonKilledDuringWorktreeAddIsRepaired(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "README"))
 	require.NoError(t, err)
 	assert.Equal(t, "hello\n", string(b))
-	b, err = os.ReadFile(filepath.Join(dir, "left-behind.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "keep me\n", string(b))
 	assert.Equal(t, "loopd/issue-1", gitIn(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
-	assert.NoFileExists(t, filepath.Join(gitdir, "locked"))
+	assert.NoDirExists(t, left[0])
+}
+
+// TestWorkspaceVanishedCloneIsMadeAgainAndResumed: the clone of an item
+// whose agent ran is deleted, and the agent dies. loopd makes the clone
+// again at the same path, on the same branch (prepare_workspace
+// reason=workspace_missing), and resumes the same conversation there; a
+// comment sent meanwhile reaches it. Before, the item stayed BackingOff
+// workspace_missing for good, the comment pending.
+func TestWorkspaceVanishedCloneIsMadeAgainAndResumed(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := newEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	id := e.bootRunning(t)
+	dir := e.workdir(keyIssue)
+	require.NoError(t, os.RemoveAll(dir))
+	e.killPane(t, keyIssue)
+	marker, _ := e.comment(t)
+
+	e.waitTurn(t, keyIssue, id, marker, waitLong, "the comment never reached the resumed conversation")
+	back := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Equal(t, id, back.Status.HarnessSessionID, "the same conversation")
+	assert.Equal(t, desired.SpawnResume, back.Status.SpawnMode)
+	assert.Equal(t, dir, back.Status.Workdir)
+	assert.Equal(t, dir, e.paneField(t, keyIssue, "#{pane_current_path}"), "resumed at the same path")
+	assert.Equal(t, "loopd/issue-1", gitIn(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	prepared := e.eventsNamed(t, journal.WorkspacePrepared, keyIssue)
+	require.Len(t, prepared, 2, "made, then made again")
+	assert.Equal(t, "workspace_missing", prepared[1].Attrs["reason"])
+	assert.Len(t, e.starts(t), 2, "one spawn, one resume")
 }
 
 // TestWorkspaceRemoveOnClose: with removeOnClose a closed item's clean

@@ -70,7 +70,7 @@ type Need struct {
 	// "" means the recorded one (desired.Record.Workdir).
 	Workdir string
 	// CheckoutURL, when set, is the repository the workdir should be a
-	// worktree of (Workdir.Worktree says whether it is).
+	// clone of (Workdir.Clone says whether it is).
 	CheckoutURL string
 	// Commits, with Disk, are commits to look for in the history of the
 	// workdir's HEAD (Observation.Holds).
@@ -86,14 +86,20 @@ type Need struct {
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
-// running git: the .git file and the admin dir it names).
+// running git: workspace.Inspect).
 type Workdir struct {
 	Path   string
 	Exists bool
 	Empty  bool // a directory with nothing in it
-	// Worktree is true when it is a worktree of the repository of
-	// Need.CheckoutURL (its common dir is that repository's mirror);
-	// Partial when its `git worktree add` never finished.
+	// Clone is true when it is a clone of the repository of
+	// Need.CheckoutURL that borrows its mirror's objects; Leftover when
+	// a killed git or loopd left something in it to remove (a lock file
+	// no git holds).
+	Clone    bool
+	Leftover bool
+	// Worktree is true when it is a git worktree of that repository's
+	// mirror, as older loopd versions made them; Partial when its `git
+	// worktree add` never finished.
 	Worktree bool
 	Partial  bool
 	// Physical is the path with every symlink resolved, when it exists.
@@ -118,7 +124,7 @@ type Observer struct {
 	// session's transcript is and read the frames in it.
 	Harnesses map[string]harness.Adapter
 	// Mirrors is the directory of the repositories' bare mirrors
-	// (workspace.Manager.Root), against which a worktree is recognized.
+	// (workspace.Manager.Root), against which a clone is recognized.
 	Mirrors string
 	// Owner, when set, is this loopd's owner mark (tmux.Owner.ID): after
 	// the listing, Observe reads which owner claimed the server
@@ -315,8 +321,8 @@ func (o *Observer) readFrames(ctx context.Context, rec desired.Record, ad harnes
 	return all, true
 }
 
-// workdir reads what the disk shows of dir, as a worktree of the mirror of
-// url when url is set.
+// workdir reads what the disk shows of dir, as a clone or a worktree of
+// the mirror of url when url is set.
 func (o *Observer) workdir(dir, url string) (Workdir, error) {
 	mirror := ""
 	if url != "" {
@@ -330,5 +336,6 @@ func (o *Observer) workdir(dir, url string) (Workdir, error) {
 	if err != nil {
 		return Workdir{}, err
 	}
-	return Workdir{Path: dir, Exists: f.Exists, Empty: f.Empty, Worktree: f.Worktree, Partial: f.Partial, Physical: f.Physical, Busy: f.Busy}, nil
+	return Workdir{Path: dir, Exists: f.Exists, Empty: f.Empty, Clone: f.Clone, Leftover: f.Leftover, Worktree: f.Worktree, Partial: f.Partial,
+		Physical: f.Physical, Busy: f.Busy}, nil
 }

@@ -57,7 +57,7 @@ func (r *observerRig) item(t *testing.T, n int, name string, exists bool, id str
 	}
 	return desired.Record{Key: desired.Key{Owner: "acme", Repo: "api", Number: n},
 		Spec:   desired.Spec{Harness: "claude-code", Cwd: cwd},
-		Status: desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id}, Pending: pending}
+		Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: id}}, Pending: pending}
 }
 
 // turn appends a user turn holding text to the transcript of id in rec's

@@ -18,7 +18,7 @@ import (
 // (RateLimited). A BackingOff that no agent's death on this host left
 // behind holds none either: an operator's release
 // (desired.Status.Released) brings an item back through the queue, a
-// worktree that could not be made never had an agent, and an item that
+// clone that could not be made never had an agent, and an item that
 // moved here (host_moved) or that a drain handed over (drained) had its
 // agent on another host, or stopped on purpose, as had one whose agent
 // this host stopped when its lease clock lapsed (lease_lapsed): its
@@ -127,7 +127,7 @@ func LoadOn(records []desired.Record, host string) Load {
 
 // phaseAfter returns the phase and reason st will have once acts are
 // carried out, as far as admission needs them: the phase each action
-// moves the item to (a worktree made outside the pass leaves it
+// moves the item to (a clone made outside the pass leaves it
 // Preparing), and a release's and an exit's reason.
 func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string) {
 	for _, a := range acts {
@@ -162,7 +162,7 @@ func phaseAfter(st desired.Status, acts []actions.Action) (desired.Phase, string
 }
 
 // spawnIndex returns the index of the spawn in an item's plan, -1 when it
-// has none this pass (a worktree made outside the pass comes first: the
+// has none this pass (a clone made outside the pass comes first: the
 // spawn waits for it).
 func spawnIndex(plan []actions.Action) int {
 	for i, a := range plan {

@@ -22,8 +22,7 @@ func BenchmarkPlan(b *testing.B) {
 		Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
 	for i := 0; i < n; i++ {
 		k := desired.Key{Owner: "octo-org", Repo: fmt.Sprintf("repo%d", i%50), Number: i}
-		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, PaneID: fmt.Sprintf("%%%d", i),
-			SpawnMode: desired.SpawnFresh, SpawnedAt: t0.Add(-time.Hour)}
+		st := desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: oldID, PaneID: fmt.Sprintf("%%%d", i), SpawnMode: desired.SpawnFresh, SpawnedAt: t0.Add(-time.Hour)}}
 		pane := tmux.Pane{Session: desired.SessionName(k), PaneID: st.PaneID, StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}
 		r := desired.Record{Key: k, Spec: desired.Spec{Harness: "claude-code", Cwd: fmt.Sprintf("/w/%s/%d", k.Repo, i), Generation: 2}, Status: st}
 		switch i % 10 {
@@ -38,7 +37,7 @@ func BenchmarkPlan(b *testing.B) {
 		obs.Snapshot.Panes[pane.Session] = pane
 		items = append(items, r)
 	}
-	// The store returns the records in key order (desired.Store.Records).
+	// The store returns the records in key order (store.Store.Records).
 	slices.SortFunc(items, func(a, b desired.Record) int { return compareKeys(a.Key, b.Key) })
 	p := testPolicy()
 	// Every item's workdir and checkout are rendered from the routing on

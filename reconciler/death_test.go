@@ -75,6 +75,7 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 0, actions.ReasonCrash)
 				e.NextAttempt = t0
+				e.Delay = 2 * time.Second
 				return e
 			}(), resume(none, actions.ReasonPaneDead)}},
 		{"crash_seen_within_its_backoff_waits_the_rest", rec(with(running(), func(s *desired.Status) { s.SpawnedAt, s.Failures = t0.Add(-30*time.Second), 1 })),
@@ -82,6 +83,7 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 0, actions.ReasonCrash)
 				e.NextAttempt = t0.Add(time.Second)
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBackoff}}},
 		{"resumed_agent_dead_3s_after_spawn_seen_20s_later_degrades", rec(with(running(), func(s *desired.Status) {
@@ -90,6 +92,7 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
 				e.NextAttempt, e.Retire, e.ChurnFailures = t0, RetiredFastFailures, 0
+				e.Delay = 4 * time.Second
 				return e
 			}(), fresh(none, actions.ReasonPaneDead, actions.ResumeCrashLoop)}},
 		{"crash_loop_keeps_its_counts_across_a_long_outage", rec(with(running(), func(s *desired.Status) {
@@ -98,12 +101,13 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 5, 2, actions.ReasonCrash)
 				e.NextAttempt = t0
+				e.Delay = 16 * time.Second
 				return e
 			}(), resume(none, actions.ReasonPaneDead)}},
 		// No pane, no death time: the pass that finds the session gone
 		// stands for the death.
 		{"missing_session_backs_off_from_now", rec(with(running(), func(s *desired.Status) { s.Failures = 1 })), obs(gone(), transcript),
-			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1, NextAttempt: t0.Add(2 * time.Second), Reason: actions.ReasonSessionMissing},
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1, Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), Reason: actions.ReasonSessionMissing},
 				actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 	}
 	for _, tt := range tests {

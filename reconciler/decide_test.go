@@ -78,11 +78,16 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := refusedExit(desired.PhaseBackingOff, 2, 1, 1)
 				e.NextAttempt = t0.Add(2 * time.Second)
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		// The executor's own retry delay never applied the budget.
 		{"spawn_refused_past_the_budget_needs_attention", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 10 }), ev1), obs(gone(), noScript),
-			[]actions.Action{refusedExit(desired.PhaseNeedsAttention, 11, 1, 1), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
+			[]actions.Action{func() actions.RecordExit {
+				e := refusedExit(desired.PhaseNeedsAttention, 11, 1, 1)
+				e.Attention = actions.ReasonBudgetExhausted
+				return e
+			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"refused_spawn_with_its_workdir_gone_blocks", rec(refused(desired.SpawnResume, nil), ev1), func() observed.Observation {
 			o := obs(gone(), transcript)
 			o.MissingWorkdirs[key] = true
@@ -97,6 +102,7 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
 				e.ChurnFailures, e.Retire, e.NextAttempt = 0, RetiredChurn, t0.Add(16*time.Second)
+				e.Delay = 16 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		// A /clear started a new conversation: the old one's churn and
@@ -109,6 +115,7 @@ func TestPlanDecides(t *testing.T) {
 				func() actions.RecordExit {
 					e := exit(137, desired.PhaseBackingOff, 5, 0, actions.ReasonCrash)
 					e.NextAttempt = t0.Add(16 * time.Second)
+					e.Delay = 16 * time.Second
 					return e
 				}(), actions.Wait{Key: key, Until: t0.Add(16 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"fourth_slow_crash_still_resumes", rec(with(running(), func(s *desired.Status) {
@@ -117,6 +124,7 @@ func TestPlanDecides(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 0, actions.ReasonCrash)
 				e.ChurnFailures, e.NextAttempt = 4, t0.Add(2*time.Second)
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 

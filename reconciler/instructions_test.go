@@ -19,8 +19,8 @@ func TestPlanCarriesStandingInstructions(t *testing.T) {
 	const text = "Work on the issue, open a pull request, reply on the issue."
 	p := testPolicy()
 	p.Routing = schema.Routing{Repos: map[string]schema.Route{"octo-org/*": {Harness: "claude-code", Workdir: cwd, Instructions: text}}}
-	exited := desired.Status{Phase: desired.PhaseExited, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess,
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-time.Second)}
+	exited := desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt},
+		RestartHistory: desired.RestartHistory{LastExitAt: t0.Add(-time.Second)}}
 	tests := []struct {
 		name string
 		rec  desired.Record

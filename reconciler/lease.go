@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 // LeaseClock is this host's own reckoning of its leases, on the monotonic
@@ -68,12 +69,20 @@ func (c *LeaseClock) Renewed() bool {
 	return c.renewed
 }
 
+// Fleet is what Hosting asks of the store's hosts and leases
+// (store.Fleet has it; its doc comments give each method's contract).
+type Fleet interface {
+	Heartbeat(ctx context.Context, h desired.Host) error
+	Hosts(ctx context.Context) ([]desired.Host, error)
+	Assign(ctx context.Context) ([]store.LeaseChange, error)
+}
+
 // Hosting is this host among the hosts that share the store
 // (docs/design.md, "Many hosts"): its membership row and heartbeat, its
 // lease clock, the Assign calls that hand out items with no live host,
 // and its drain flag as the store holds it.
 type Hosting struct {
-	Fleet desired.Fleet
+	Fleet Fleet
 	// Host is this host's row: Name (host.name), Capacity
 	// (capacity.maxLiveSessions) and LeaseTTL (host.leaseSeconds).
 	Host    desired.Host
@@ -88,14 +97,14 @@ type Hosting struct {
 	mu       sync.Mutex
 	draining bool
 	known    bool  // draining was read once
-	taken    error // the last heartbeat's desired.ErrHostTaken, nil once one succeeds
+	taken    error // the last heartbeat's store.ErrHostTaken, nil once one succeeds
 }
 
 // Heartbeat writes this host's membership row, which renews every lease
 // it holds, renews the lease clock from the time it started, and reads
 // this host's drain flag back (host.draining when it changed). A
 // heartbeat refused because another live instance holds the name
-// (desired.ErrHostTaken) is journaled (host.taken, once per run of them)
+// (store.ErrHostTaken) is journaled (host.taken, once per run of them)
 // and kept for Taken. The error names the host.
 func (h *Hosting) Heartbeat(ctx context.Context) error {
 	if h.Passive {
@@ -103,7 +112,7 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	}
 	start := h.Clock.Elapsed()
 	err := h.Fleet.Heartbeat(ctx, h.Host)
-	if errors.Is(err, desired.ErrHostTaken) {
+	if errors.Is(err, store.ErrHostTaken) {
 		h.mu.Lock()
 		first := h.taken == nil
 		h.taken = err
@@ -189,7 +198,7 @@ func (h *Hosting) follow(ctx context.Context) error {
 }
 
 // Taken returns the error of the last heartbeat when another live
-// instance holds this host's name (it wraps desired.ErrHostTaken), nil
+// instance holds this host's name (it wraps store.ErrHostTaken), nil
 // otherwise: the daemon then plans nothing, and its lapsed lease clock
 // stops its local agents.
 func (h *Hosting) Taken() error {
@@ -207,7 +216,7 @@ func (h *Hosting) Draining() bool {
 }
 
 // Assign hands every item that needs a host and has no live one to the
-// live host with the most free capacity (desired.Fleet.Assign), and
+// live host with the most free capacity (store.Fleet.Assign), and
 // journals each change: lease.acquired for an item no host held,
 // lease.moved for one taken over. It reports whether any item came to
 // this host. A Passive host assigns nothing.
@@ -263,7 +272,7 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			return
 		}
 		switch {
-		case errors.Is(err, desired.ErrHostTaken):
+		case errors.Is(err, store.ErrHostTaken):
 			wake() // the pass stops planning, and fences
 		case err != nil:
 			left := h.Clock.Remaining()

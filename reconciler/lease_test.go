@@ -13,18 +13,20 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // hostingRig is a Hosting on a real SQLite store, with its journal in
 // the store.
-func hostingRig(t *testing.T, host desired.Host, passive bool) (*Hosting, desired.Fleet, desired.Store) {
+func hostingRig(t *testing.T, host desired.Host, passive bool) (*Hosting, store.Fleet, store.Store) {
 	t.Helper()
-	store, err := desired.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	var fleet desired.Fleet = store
-	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), store, time.Now)
-	return &Hosting{Fleet: fleet, Host: host, Clock: &LeaseClock{Elapsed: Elapsed}, Journal: rec, Passive: passive}, fleet, store
+	t.Cleanup(func() { st.Close() })
+	var fleet store.Fleet = st
+	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), st, time.Now)
+	return &Hosting{Fleet: fleet, Host: host, Clock: &LeaseClock{Elapsed: Elapsed}, Journal: rec, Passive: passive}, fleet, st
 }
 
 // TestHostingPassiveJoinsNothing: a passive Hosting (reconcile --once on a
@@ -33,9 +35,9 @@ func hostingRig(t *testing.T, host desired.Host, passive bool) (*Hosting, desire
 func TestHostingPassiveJoinsNothing(t *testing.T) {
 	ctx := context.Background()
 	ttl := 400 * time.Millisecond
-	h, fleet, store := hostingRig(t, desired.Host{Name: "a", Instance: "cron", LeaseTTL: time.Hour}, true)
+	h, fleet, st := hostingRig(t, desired.Host{Name: "a", Instance: "cron", LeaseTTL: time.Hour}, true)
 	key := desired.Key{Owner: "acme", Repo: "fleet", Number: 1}
-	_, err := store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: t.TempDir(),
+	_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-1", Key: key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: t.TempDir(),
 		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
 	require.NoError(t, err)
 
@@ -47,7 +49,7 @@ func TestHostingPassiveJoinsNothing(t *testing.T) {
 	mine, err := h.Assign(ctx)
 	require.NoError(t, err)
 	assert.False(t, mine)
-	records, err := store.Records(ctx)
+	records, err := st.Records(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, records[0].Lease.Owner, "nothing assigned")
 
@@ -68,14 +70,14 @@ func TestHostingPassiveJoinsNothing(t *testing.T) {
 func TestHostingTaken(t *testing.T) {
 	ctx := context.Background()
 	ttl := 300 * time.Millisecond
-	h, fleet, store := hostingRig(t, desired.Host{Name: "a", Instance: "mine", LeaseTTL: ttl}, false)
+	h, fleet, st := hostingRig(t, desired.Host{Name: "a", Instance: "mine", LeaseTTL: ttl}, false)
 	require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "a", Instance: "other", LeaseTTL: ttl}))
 	for range 2 {
-		require.ErrorIs(t, h.Heartbeat(ctx), desired.ErrHostTaken)
+		require.ErrorIs(t, h.Heartbeat(ctx), store.ErrHostTaken)
 	}
-	require.ErrorIs(t, h.Taken(), desired.ErrHostTaken)
+	require.ErrorIs(t, h.Taken(), store.ErrHostTaken)
 	assert.False(t, h.Clock.Renewed())
-	evs, err := store.Events(ctx, desired.EventFilter{})
+	evs, err := st.Events(ctx, store.EventFilter{})
 	require.NoError(t, err)
 	n := 0
 	for _, ev := range evs {

@@ -16,12 +16,20 @@ import (
 	"github.com/loopd/loopd/observed"
 )
 
+// Store is what a pass reads of the store (store.Store has it): every
+// record, under the cross-process reconcile lock. Lock's error wraps
+// store.ErrLocked when ctx ends first.
+type Store interface {
+	Records(ctx context.Context) ([]desired.Record, error)
+	Lock(ctx context.Context) (unlock func(), err error)
+}
+
 // Reconciler runs reconcile passes: lock, read desired records, observe
 // (tmux once, the disk for the items that can use it), plan, execute, and
 // requeue. Run loops them on a timer, on triggers (webhook, pane deaths) and
 // at the earliest requeue-after time.
 type Reconciler struct {
-	Store    desired.Store
+	Store    Store
 	Observer Observer
 	Watcher  Watcher
 	Executor *actions.Executor
@@ -109,7 +117,7 @@ func (r *Reconciler) triggerChan() chan struct{} {
 
 // Pass runs one reconcile pass under the cross-process lock, waiting for the
 // lock up to LockWait or until ctx ends (the error then wraps
-// desired.ErrLocked). A dry run plans and returns without touching tmux
+// store.ErrLocked). A dry run plans and returns without touching tmux
 // sessions or the store. Every log line and journal row the pass writes
 // carries its reconcile id: the one ctx carries (journal.WithReconcileID),
 // or a new one.

@@ -27,6 +27,8 @@ import (
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // passRig runs whole passes against a stateful tmux fake, a real SQLite
@@ -35,7 +37,7 @@ type passRig struct {
 	rc      *Reconciler
 	watcher *observed.Watcher
 	tmux    *tmuxtest.Fake
-	store   *desired.SQLite
+	store   *sqlstore.SQLite
 	ad      harness.Adapter
 	now     time.Time
 	ids     int
@@ -49,7 +51,7 @@ func newPassRig(t *testing.T) *passRig {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
@@ -104,7 +106,7 @@ func (r *passRig) turn(t *testing.T, id, text string) {
 // opened queues the item's first event, d-1.
 func (r *passRig) opened(t *testing.T) {
 	t.Helper()
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
 		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
 	require.NoError(t, err)
 }
@@ -144,7 +146,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
 	id := r.record(t).Status.HarnessSessionID
-	assert.Equal(t, []string{"claude", "--session-id", id, "--", "[loopd] issues.opened\nfix it\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--session-id", id, "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issues.opened\nfix it\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	opts, ok := r.tmux.Options()
 	require.True(t, ok, "the server is started with its options before the first spawn")
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner}, opts)
@@ -161,7 +163,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--", desired.NudgePrompt(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.NudgePrompt(r.key)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)
@@ -208,7 +210,7 @@ func TestEveryLineOfAPassCarriesItsReconcileID(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &m))
 			logs = append(logs, m)
 		}
-		all, err := r.store.Events(ctx, desired.EventFilter{})
+		all, err := r.store.Events(ctx, store.EventFilter{})
 		require.NoError(t, err)
 		rows, seen = all[seen:], len(all)
 		return logs, rows
@@ -254,13 +256,13 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 	p := testPolicy()
 	p.MaxBootPrompt = 64 << 10 // let a long event reach tmux's argv
 	r.rc.Policy = func() Policy { return p }
-	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+	_, err := r.store.Ingest(ctx, store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
 		Delivery: &desired.Delivery{ID: "d-1", Prompt: "[loopd] issues.opened\n" + strings.Repeat("x", 20<<10)}})
 	require.NoError(t, err)
 
 	res := r.pass(t, false)
 	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
-	events, err := r.store.Events(ctx, desired.EventFilter{WorkItem: r.key.String()})
+	events, err := r.store.Events(ctx, store.EventFilter{WorkItem: r.key.String()})
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	failed := events[len(events)-1]
@@ -289,7 +291,7 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 func TestDryRunChangesNothing(t *testing.T) {
 	r := newPassRig(t)
 	ctx := context.Background()
-	_, err := r.store.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+	_, err := r.store.Ingest(ctx, store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
 		Delivery: &desired.Delivery{ID: "d-1", Prompt: "[loopd] x\ny"}})
 	require.NoError(t, err)
 	before, err := r.store.Records(ctx)
@@ -317,7 +319,7 @@ func TestPassLockWaitBoundsOnlyTheWaitForTheLock(t *testing.T) {
 		require.NoError(t, err)
 		start := time.Now()
 		_, err = r.rc.Pass(t.Context(), false)
-		require.ErrorIs(t, err, desired.ErrLocked)
+		require.ErrorIs(t, err, store.ErrLocked)
 		assert.Equal(t, time.Second, time.Since(start), "the pass waited LockWait for the lock, no more")
 		assert.Empty(t, r.tmux.Sessions())
 
@@ -370,7 +372,7 @@ func TestNeedsFacts(t *testing.T) {
 func (r *passRig) exited(t *testing.T, id string) desired.Record {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
-	st := desired.Status{Phase: desired.PhaseExited, HarnessSessionID: id, SpawnMode: desired.SpawnFresh, SpawnedAt: r.now.Add(-time.Hour), LastExitAt: r.now.Add(-time.Minute)}
+	st := desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: id, SpawnMode: desired.SpawnFresh, SpawnedAt: r.now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{LastExitAt: r.now.Add(-time.Minute)}}
 	require.NoError(t, r.store.PutStatus(context.Background(), r.key, st, "d-1"))
 	return r.record(t)
 }
@@ -378,7 +380,7 @@ func (r *passRig) exited(t *testing.T, id string) desired.Record {
 // event queues one more comment, id.
 func (r *passRig) event(t *testing.T, id, text string) {
 	t.Helper()
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
 		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\n" + text}})
 	require.NoError(t, err)
 }
@@ -421,7 +423,7 @@ func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
 	r := newPassRig(t)
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 	body := "fix the parser"
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
 		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat",
 			Prompt: "[loopd] issues.opened\n" + desired.FrameBegin("d-1") + body + "\n" + desired.FrameEnd("d-1", body+"\n")}})
 	require.NoError(t, err)
@@ -440,7 +442,7 @@ func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
 // events returns the journal rows named name.
 func (r *passRig) events(t *testing.T, name journal.Name) []journal.Event {
 	t.Helper()
-	all, err := r.store.Events(context.Background(), desired.EventFilter{})
+	all, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var out []journal.Event
 	for _, e := range all {

@@ -51,7 +51,7 @@ func TestPlanLoopBack(t *testing.T) {
 	}{
 		{"own_push_is_dropped_not_pasted", rec(running(), push, ev1), held(obs(alive()), "abc1234", true), testPolicy(),
 			[]actions.Action{drop, paste(ev1)}},
-		{"own_push_alone_is_dropped_and_nothing_starts", rec(desired.Status{Phase: desired.PhaseExited, HarnessSessionID: oldID}, push), held(obs(gone()), "abc1234", true), testPolicy(),
+		{"own_push_alone_is_dropped_and_nothing_starts", rec(desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: oldID}}, push), held(obs(gone()), "abc1234", true), testPolicy(),
 			[]actions.Action{drop}},
 		{"anothers_push_is_pasted", rec(running(), push), held(obs(alive()), "abc1234", false), testPolicy(),
 			[]actions.Action{paste(push)}},
@@ -78,7 +78,7 @@ func TestPlanLoopBack(t *testing.T) {
 			s.DeliveredAt = append([]time.Time{t0.Add(-time.Hour), t0.Add(-2 * time.Hour)}, times(2)...)
 		}), ev1), obs(alive()), limit(3),
 			[]actions.Action{paste(ev1)}},
-		{"storm_stops_a_new_spawn_too", rec(with(desired.Status{Phase: desired.PhaseExited, HarnessSessionID: oldID}, storm(3)), ev1), obs(gone()), limit(3),
+		{"storm_stops_a_new_spawn_too", rec(with(desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: oldID}}, storm(3)), ev1), obs(gone()), limit(3),
 			[]actions.Action{giveUp}},
 		{"storm_with_nothing_pending_is_quiet", rec(with(running(), storm(3))), obs(alive()), limit(3), nil},
 		{"storm_waits_for_a_release_even_with_a_new_event", func() desired.Record {
@@ -107,7 +107,7 @@ func TestPlanLoopBack(t *testing.T) {
 // TestPushCommits: observation looks for the commits of pending pushes
 // only, never one in flight nor a CI failure's.
 func TestPushCommits(t *testing.T) {
-	r := rec(desired.Status{SendingDeliveryID: "d-2"},
+	r := rec(desired.Status{DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-2"}},
 		desired.Delivery{ID: "d-1", Event: "pull_request", Action: "synchronize", Commit: "aaa1111"},
 		desired.Delivery{ID: "d-2", Event: "pull_request", Action: "synchronize", Commit: "bbb2222"},
 		desired.Delivery{ID: "d-3", Event: "check_run", Action: "completed", Commit: "ccc3333"},

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/store"
 )
 
 // metered gives the rig's reconciler and executor one set of Metrics, as
@@ -91,7 +92,7 @@ func TestLiveSessionsAreThisHosts(t *testing.T) {
 func TestResumesAndDeliveryLatencyCountedOnce(t *testing.T) {
 	r := newPassRig(t)
 	m := r.metered()
-	_, err := r.store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
+	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
 		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it",
 			ReceivedAt: r.now.Add(-4 * time.Second)}})
 	require.NoError(t, err)

@@ -22,6 +22,8 @@ import (
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // BenchmarkIdlePass times one whole Reconciler.Pass at N = 1,000 running
@@ -44,9 +46,9 @@ func BenchmarkIdlePass(b *testing.B) {
 	require.NoError(b, err)
 	require.NoError(b, os.Symlink(sleep, filepath.Join(bin, "claude")))
 
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
+	db, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "loopd.db"))
 	require.NoError(b, err)
-	b.Cleanup(func() { store.Close() })
+	b.Cleanup(func() { db.Close() })
 	ad, err := harness.New("claude-code", schema.Harness{Command: "claude", Env: map[string]string{"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude")}})
 	require.NoError(b, err)
 
@@ -77,12 +79,11 @@ func BenchmarkIdlePass(b *testing.B) {
 		cwd := filepath.Join(dir, "work", k.Repo, fmt.Sprint(k.Number))
 		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		d := fmt.Sprintf("d-%d", i)
-		_, err := store.Ingest(ctx, desired.Ingest{DeliveryID: d, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: cwd,
+		_, err := db.Ingest(ctx, store.Ingest{DeliveryID: d, Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: cwd,
 			Delivery: &desired.Delivery{ID: d, Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
 		require.NoError(b, err)
-		st := desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: id, PaneID: paneOf[desired.SessionName(k)],
-			SpawnMode: desired.SpawnFresh, SpawnedAt: now.Add(-time.Hour)}
-		require.NoError(b, store.PutStatus(ctx, k, st, d))
+		st := desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: id, PaneID: paneOf[desired.SessionName(k)], SpawnMode: desired.SpawnFresh, SpawnedAt: now.Add(-time.Hour)}}
+		require.NoError(b, db.PutStatus(ctx, k, st, d))
 		// Its conversation: the event, and the agent's answer.
 		tr, err := ad.Transcript(cwd, id)
 		require.NoError(b, err)
@@ -96,11 +97,11 @@ func BenchmarkIdlePass(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hs := map[string]harness.Adapter{"claude-code": ad}
 	p := testPolicy()
-	rec := journal.NewRecorder(log, store, time.Now)
+	rec := journal.NewRecorder(log, db, time.Now)
 	rc := &Reconciler{
-		Store: store, Observer: &observed.Observer{Tmux: e, Harnesses: hs, Owner: testOwner, Log: log},
+		Store: db, Observer: &observed.Observer{Tmux: e, Harnesses: hs, Owner: testOwner, Log: log},
 		Watcher: &observed.Watcher{Tmux: e, Log: log}, Journal: rec, Log: log, Now: time.Now, Policy: func() Policy { return p },
-		Interval: time.Minute, Executor: &actions.Executor{Tmux: e, Store: store, Harnesses: hs, Journal: rec, Log: log, Now: time.Now, Owner: testOwner},
+		Interval: time.Minute, Executor: &actions.Executor{Tmux: e, Store: db, Harnesses: hs, Journal: rec, Log: log, Now: time.Now, Owner: testOwner},
 	}
 	// The first pass captures every screen; the later ones find them
 	// unchanged (observed.Observer).
@@ -131,7 +132,7 @@ func BenchmarkIdlePass(b *testing.B) {
 		list += time.Since(start)
 
 		start = time.Now()
-		recs, err := store.Records(ctx)
+		recs, err := db.Records(ctx)
 		records += time.Since(start)
 		if err != nil {
 			b.Fatal(err)

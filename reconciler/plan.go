@@ -886,16 +886,16 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	}
 	switch {
 	case d.Outcome == OutcomeGiveUp:
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonBudgetExhausted}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonBudgetExhausted
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
 		// a death seen late (no daemon ran) may already have waited it out.
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = h.diedAt(it.now).Add(d.Delay)
 		return []actions.Action{exit, actions.Wait{Key: it.r.Key, Until: exit.NextAttempt, Reason: actions.ReasonBackoff}}
 	case d.Restarts():
-		exit.Phase = desired.PhaseBackingOff
+		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
 		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":
@@ -904,8 +904,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		// self-heal the policy forbids, and a harness that dies in seconds
 		// would loop. The item needs attention; a new event earns one more
 		// attempt.
-		exit.Phase = desired.PhaseNeedsAttention
-		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: d.Reason}}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, d.Reason
+		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	default:
 		exit.Phase = desired.PhaseExited
 		if len(it.pending) == 0 {
@@ -919,8 +919,9 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 // spawn plans the spawn for st: a resume of the recorded id when the
 // decision table allows it, a fresh spawn otherwise. failed, when set, is why
 // a resume just failed; it forces fresh. The workspace comes first
-// (prepare): made before the item's first spawn, or the reason the spawn
-// cannot happen.
+// (prepare): made before the item's first spawn, repaired or made again
+// before a later one, or the reason the spawn cannot happen (a plain
+// workdir that is gone blocks it until it is back).
 func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
@@ -936,7 +937,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 		return pre
 	}
 	pre = append(it.reportMoved(w), pre...)
-	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && it.obs.MissingWorkdirs[key] {
+	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved && w.checkout == nil && it.obs.MissingWorkdirs[key] {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: w.dir}}
 	}
 	return append(pre, it.spawnIn(st, reason, failed, caps, w.dir)...)
@@ -974,6 +975,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
+		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess
@@ -1056,7 +1058,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 // the delivery the previous spawn carried if it is still pending, else the
 // oldest pending delivery, else the re-orientation nudge. A delivery is
 // named by its id, with prompt "": the executor reads its body
-// (desired.Store.Prompt), the plan only knows its size and header line
+// (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
 func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string, size int) {

@@ -42,8 +42,8 @@ func rec(st desired.Status, pending ...desired.Delivery) desired.Record {
 }
 
 func running() desired.Status {
-	return desired.Status{Phase: desired.PhaseRunning, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1",
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-time.Hour)}
+	return desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess, PaneID: "%1", SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt},
+		RestartHistory: desired.RestartHistory{LastExitAt: t0.Add(-time.Hour)}}
 }
 
 func spawning(mode desired.SpawnMode) desired.Status {
@@ -248,7 +248,7 @@ func TestPlan(t *testing.T) {
 				return e
 			}(), resume(ev1, actions.ReasonPaneDead)}},
 		// A delivered event is not in the record's pending list at all (the
-		// store's delivery row is the one truth, desired.TestPutStatusMarksDelivered).
+		// store's delivery row is the one truth: storetest case put_status_marks_delivered).
 		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
 		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
 			[]actions.Action{
@@ -428,6 +428,7 @@ func TestPlan(t *testing.T) {
 			policy(func(p *Policy) { p.Restart = "Never" }),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseNeedsAttention, 1, 1, actions.ReasonSpawnDied)
+				e.Attention = actions.ReasonPolicyNever
 				e.DeliveryID = "d-1"
 				return e
 			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
@@ -435,6 +436,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)
 				e.NextAttempt, e.DeliveryID = t0.Add(2*time.Second), "d-1"
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, Owner: testOwner}}}), testPolicy(),
@@ -476,6 +478,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 3, 0, actions.ReasonCrash)
 				e.NextAttempt, e.Retire, e.ChurnFailures = t0.Add(4*time.Second), RetiredFastFailures, 0
+				e.Delay = 4 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(4 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"retired_id_after_backoff_spawns_fresh", rec(with(running(), func(s *desired.Status) {
@@ -489,7 +492,11 @@ func TestPlan(t *testing.T) {
 		{"backing_off_waits", rec(with(running(), func(s *desired.Status) { s.Phase, s.NextAttempt = desired.PhaseBackingOff, t0.Add(8*time.Second) }), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(8 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"budget_exhausted_needs_attention", rec(with(running(), func(s *desired.Status) { s.Failures = 10 })), obs(dead(1), transcript), testPolicy(),
-			[]actions.Action{exit(1, desired.PhaseNeedsAttention, 11, 0, actions.ReasonBudgetExhausted),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseNeedsAttention, 11, 0, actions.ReasonBudgetExhausted)
+				e.Attention = actions.ReasonBudgetExhausted
+				return e
+			}(),
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"needs_attention_holds_without_new_event", rec(with(running(), func(s *desired.Status) { s.Phase, s.AttentionGeneration = desired.PhaseNeedsAttention, 3 }), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
@@ -528,6 +535,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(-1, desired.PhaseBackingOff, 2, 1, actions.ReasonForegroundNotHarness)
 				e.Clean, e.NextAttempt, e.Foreground = false, t0.Add(2*time.Second), "sh"
+				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"shell_left_after_an_exit_is_replaced_by_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(stray("sh"), transcript), testPolicy(),

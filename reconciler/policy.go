@@ -130,6 +130,12 @@ type Policy struct {
 	// the harness: a spawn is still starting while it shows it or the
 	// sandbox's (starting), "" when unknown.
 	Launcher string
+	// AuthorizedUsers are the config's authorizedUsers, and BotLogin
+	// loopd's own login ("" when not configured): who may have opened
+	// and pushed a pull request whose project settings a spawn trusts
+	// (ProjectSettingsOf).
+	AuthorizedUsers schema.Logins
+	BotLogin        string
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

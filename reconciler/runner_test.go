@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/actions"
@@ -137,18 +138,18 @@ func TestPlanRun(t *testing.T) {
 		{"run_that_failed_keeps_its_event_and_counts_a_failure", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 1 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1,
-					NextAttempt: t0.Add(2 * time.Second), DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
+					Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
 				actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"run_failed_past_the_budget_needs_attention", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 10 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseNeedsAttention, Failures: 11, ChurnFailures: 1,
-					DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
+					DeliveryID: "d-1", Attention: actions.ReasonBudgetExhausted, Reason: actions.ReasonRunFailed},
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"run_failed_under_policy_never_needs_attention_not_a_rerun", rec(runningRun(), ev1), unseen(obs(runSnap(false, 41, ""), grown)),
 			func() Policy { q := processPolicy(600); q.Restart = schema.RestartNever; return q }(),
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 41, Phase: desired.PhaseNeedsAttention, Failures: 1, ChurnFailures: 1,
-					DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
+					DeliveryID: "d-1", Attention: actions.ReasonPolicyNever, Reason: actions.ReasonRunFailed},
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
 		{"run_output_naming_another_conversation_is_followed", rec(runningRun(), ev1),
 			frames(obs(runSnap(false, 0, "5f0c6f0a-9e0b-4a43-8d6b-2b8c0f1d2e3f"), grown)), p,
@@ -228,4 +229,54 @@ func TestLossIgnoresRuns(t *testing.T) {
 	o := obs(gone())
 	o.Snapshot.ServerGone = true
 	require.Equal(t, Loss{}, lossOf(records, o, p))
+}
+
+// TestNeedsAttentionIsWrittenWithItsReason: the exit that takes an item
+// to NeedsAttention writes the give-up's reason with the phase, so that a
+// reader between that write and the GiveUp's (loopd get) never sees
+// NeedsAttention with the exit's own reason, which stays the last exit's
+// (issue 27: restart_policy_never read as run_failed).
+func TestNeedsAttentionIsWrittenWithItsReason(t *testing.T) {
+	never := func(p Policy) Policy { p.Restart = schema.RestartNever; return p }
+	failed := func(n int) func(*desired.Status) { return func(s *desired.Status) { s.Failures = n } }
+	run := func(f func(*desired.Status)) desired.Status {
+		st := withRun(running())
+		st.SpawnMode, st.SpawnDeliveryID = desired.SpawnResume, "d-1"
+		f(&st)
+		return st
+	}
+	pane := func(f func(*desired.Status)) desired.Status { st := spawning(desired.SpawnFresh); f(&st); return st }
+	unseen := func(o observed.Observation) observed.Observation { return seen(o, "d-1", harness.Found{}) }
+	for _, tc := range []struct {
+		name      string
+		st        desired.Status
+		obs       observed.Observation
+		p         Policy
+		attention actions.Reason
+		exit      actions.Reason
+	}{
+		{"run_under_policy_never", run(failed(0)), unseen(obs(runSnap(false, 41, ""), grown)), never(processPolicy(600)),
+			actions.ReasonPolicyNever, actions.ReasonRunFailed},
+		{"run_past_the_budget", run(failed(10)), unseen(obs(runSnap(false, 1, ""), grown)), processPolicy(600),
+			actions.ReasonBudgetExhausted, actions.ReasonRunFailed},
+		{"spawn_under_policy_never", pane(failed(0)), obs(dead(1), transcript), never(testPolicy()),
+			actions.ReasonPolicyNever, actions.ReasonSpawnDied},
+		{"spawn_past_the_budget", pane(failed(10)), obs(dead(1), transcript), testPolicy(),
+			actions.ReasonBudgetExhausted, actions.ReasonSpawnDied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rec(tc.st, ev1)
+			plan := Plan([]desired.Record{r}, tc.obs, tc.p, t0)
+			require.Len(t, plan, 2, "%v", plan)
+			exit, ok := plan[0].(actions.RecordExit)
+			require.True(t, ok, "%v", plan[0])
+			giveUp, ok := plan[1].(actions.GiveUp)
+			require.True(t, ok, "%v", plan[1])
+			assert.Equal(t, tc.attention, giveUp.Reason)
+			st := exit.Apply(r.Status, t0)
+			assert.Equal(t, desired.PhaseNeedsAttention, st.Phase)
+			assert.Equal(t, string(tc.attention), st.Reason, "the status's reason after the exit's write alone")
+			assert.Equal(t, string(tc.exit), st.LastExitReason)
+		})
+	}
 }

@@ -16,8 +16,8 @@ import (
 // route's sandbox (a route's mode over the top-level one, the top-level
 // binds then the route's); the default runs sandboxed with no bind.
 func TestPlanCarriesTheRoutesSandbox(t *testing.T) {
-	exited := desired.Status{Phase: desired.PhaseExited, HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess,
-		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt, LastExitAt: t0.Add(-1)}
+	exited := desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: oldID, ConfirmedSessionID: oldID, Session: sess,
+		SpawnMode: desired.SpawnFresh, SpawnedAt: spawnAt}, RestartHistory: desired.RestartHistory{LastExitAt: t0.Add(-1)}}
 	spawnOf := func(t *testing.T, p Policy, r desired.Record) actions.Spawn {
 		t.Helper()
 		for _, a := range Plan([]desired.Record{r}, obs(gone(), transcript), p, t0) {
@@ -58,8 +58,8 @@ func TestPlanCarriesTheRoutesSandbox(t *testing.T) {
 // when its current spawn was made so; the reason says sandbox=none.
 func TestUnsandboxed(t *testing.T) {
 	p := testPolicy()
-	boxed := rec(desired.Status{Phase: desired.PhaseRunning, Sandbox: sandbox.ModeBubblewrap})
-	was := rec(desired.Status{Phase: desired.PhaseRunning, Sandbox: sandbox.ModeNone})
+	boxed := rec(desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Sandbox: sandbox.ModeBubblewrap}})
+	was := rec(desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Sandbox: sandbox.ModeNone}})
 	assert.False(t, Unsandboxed(boxed, p))
 	assert.True(t, Unsandboxed(was, p), "spawned so before a reload")
 	assert.NotContains(t, Explain([]desired.Record{boxed}, p, t0, 0)[boxed.Key].Reason, "sandbox=")

@@ -14,12 +14,13 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/store"
 )
 
 // eventsNamed returns the journal rows of name.
 func (r *passRig) eventsNamed(t *testing.T, name journal.Name) []journal.Event {
 	t.Helper()
-	all, err := r.store.Events(context.Background(), desired.EventFilter{})
+	all, err := r.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return slices.DeleteFunc(all, func(e journal.Event) bool { return e.Name != name })
 }

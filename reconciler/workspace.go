@@ -73,7 +73,7 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 }
 
 // need is what observation reads of the workdir for w: the directory, and
-// the repository it should be a worktree of.
+// the repository it should be a clone of.
 func (w workspacePlan) need(n *observed.Need) {
 	n.Workdir = w.dir
 	if w.checkout != nil {
@@ -82,18 +82,26 @@ func (w workspacePlan) need(n *observed.Need) {
 }
 
 // prepare returns what comes before a spawn of the item in it: nothing
-// when the workdir is ready; a PrepareWorkspace when it must be made (the
-// item's first spawn, or a reopened item whose worktree was removed at its
-// close, or a half-made worktree to finish, or a preparation that ended
-// with no outcome recorded), carrying the restart decision on a failure
-// (decideRetry); a Wait while an item's preparation is in flight (Preparing,
-// and its mirror's lock held: its worker wakes a pass when done); a GiveUp
-// when the workdir cannot be used (a conflicting directory, a route that
-// does not render). Once the item has spawned, its workdir is never made
-// again (a missing one blocks the respawn, planned by spawn).
+// when the workdir is ready; a PrepareWorkspace when it must be made or
+// repaired (the item's first spawn; a reopened item whose clone was
+// removed at its close; a half-made worktree to finish; a worktree of an
+// older loopd to migrate to a clone; what a killed git left in the clone;
+// the clone of an item that had a conversation, vanished, to make again
+// at the same path and resume there; a preparation that ended with no
+// outcome recorded), carrying the restart decision on a failure
+// (decideRetry), and, for an item that had an agent to bring back, the
+// resume once it is ready (Resume); a Wait while an item's preparation is
+// in flight (Preparing, and its mirror's lock held: its worker wakes a
+// pass when done); a GiveUp when the workdir cannot be used (a
+// conflicting directory before the first spawn, a route that does not
+// render). A plain workdir (no checkout) is never made again once the
+// item has spawned (a missing one blocks the respawn, planned by spawn),
+// nor is a pinned workdir that is not the repository's clone (made
+// before its route had a checkout): it is used as it is.
 func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Action, stop bool) {
 	key := it.r.Key
-	if st.HadConversation() && st.Workspace != desired.WorkspaceRemoved {
+	pinned := st.HadConversation() && st.Workspace != desired.WorkspaceRemoved
+	if pinned && (w.checkout == nil || w.err != nil) {
 		return nil, false
 	}
 	if w.err != nil {
@@ -113,20 +121,31 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 		reason = actions.ReasonWorkspaceRemoved
 	}
 	switch {
+	case !seen && pinned:
+		return nil, false // not observed: the spawn goes on where it is pinned
 	case !seen:
 		// Not observed: Prepare checks again, and never clobbers.
 	case w.checkout != nil && fact.Worktree && fact.Partial:
 		reason = actions.ReasonWorkspacePartial
 	case w.checkout != nil && fact.Worktree:
+		reason = actions.ReasonWorkspaceLegacy
+	case w.checkout != nil && fact.Clone && fact.Leftover:
+		reason = actions.ReasonWorkspaceLeftover
+	case w.checkout != nil && fact.Clone:
 		return nil, false // used as it is, whatever its branch or state
+	case w.checkout != nil && fact.Exists && !fact.Empty && pinned:
+		return nil, false
 	case w.checkout != nil && fact.Exists && !fact.Empty:
 		return []actions.Action{actions.GiveUp{Key: key, Session: it.session, Reason: actions.ReasonWorkspaceConflict, Path: w.dir,
-			Detail: fmt.Sprintf("%s exists and is not a worktree of %s", w.dir, w.checkout.URL)}}, true
+			Detail: fmt.Sprintf("%s exists and is not a clone of %s", w.dir, w.checkout.URL)}}, true
 	case w.checkout == nil && fact.Exists:
 		return nil, false
+	case pinned:
+		reason = actions.ReasonWorkspaceMissing
 	}
 	d := decideRetry(st.Failures, it.p)
-	a := actions.PrepareWorkspace{Key: key, Session: it.session, Dir: w.dir, Checkout: w.checkout, Reason: reason, Failures: d.Failures}
+	a := actions.PrepareWorkspace{Key: key, Session: it.session, Dir: w.dir, Checkout: w.checkout, Reason: reason, Failures: d.Failures,
+		Resume: pinned && hadAgent(st.Phase)}
 	if d.Restarts() {
 		a.Retry, a.RetryAfter = true, d.Delay
 	}

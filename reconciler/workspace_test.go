@@ -60,7 +60,7 @@ func TestPlanWorkspace(t *testing.T) {
 		return r
 	}
 	failedBefore := func(failures int, next time.Time) desired.Status {
-		return desired.Status{Phase: desired.PhaseBackingOff, Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}
+		return desired.Status{Phase: desired.PhaseBackingOff, RestartHistory: desired.RestartHistory{Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}}
 	}
 	pinned := func(f func(*desired.Status)) desired.Status {
 		st := running()
@@ -69,6 +69,32 @@ func TestPlanWorkspace(t *testing.T) {
 			f(&st)
 		}
 		return st
+	}
+	// settled is pinned with the route's rendering recorded (no report).
+	settled := func(f func(*desired.Status)) desired.Status {
+		return pinned(func(s *desired.Status) {
+			s.WorkdirRendered = current
+			if f != nil {
+				f(s)
+			}
+		})
+	}
+	// crashed is an agent that died and is due to restart now.
+	crashed := func(s *desired.Status) {
+		s.Phase, s.NextAttempt, s.LastExitReason = desired.PhaseBackingOff, t0, string(actions.ReasonCrash)
+	}
+	again := func(reason actions.Reason, resume bool) actions.PrepareWorkspace {
+		return actions.PrepareWorkspace{Key: key, Session: sess, Dir: physical, Checkout: issue, Reason: reason, Failures: 1, Retry: true, Resume: resume}
+	}
+	resumed := func(d desired.Delivery, reason actions.Reason) actions.ResumeSpawn {
+		r := resume(d, reason)
+		r.Cwd, r.TranscriptSize = physical, -1
+		return r
+	}
+	released := func(r desired.Record) desired.Record {
+		r.Spec.Generation++
+		r.Spec.ReleaseGeneration = r.Spec.Generation
+		return r
 	}
 	closed := func(st desired.Status) desired.Record {
 		r := rec(st)
@@ -111,18 +137,20 @@ func TestPlanWorkspace(t *testing.T) {
 			[]actions.Action{prep(issue, actions.ReasonWorkspaceInterrupted, 1, 0), first(current)}},
 		{"preparing_half_made_is_finished", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, 0), first(current)}},
-		{"preparing_done_by_another_process_spawns", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
+		{"preparing_done_by_another_process_spawns", rec(desired.Status{Phase: desired.PhasePreparing}, ev1), workdir(observed.Workdir{Exists: true, Clone: true, Physical: current}), routed(nil),
 			[]actions.Action{first(current)}},
 		{"idle_item_prepares_while_another_holds_the_mirror", rec(idle, ev1), workdir(observed.Workdir{Busy: true}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		// Never clobber.
-		{"existing_worktree_is_used_as_it_is", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: current}), routed(nil),
+		{"existing_clone_is_used_as_it_is", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Clone: true, Physical: current}), routed(nil),
 			[]actions.Action{first(current)}},
+		{"worktree_of_an_older_loopd_is_migrated_before_the_first_spawn", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
+			[]actions.Action{prep(issue, actions.ReasonWorkspaceLegacy, 1, 0), first(current)}},
 		{"half_made_worktree_is_finished", rec(idle, ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonWorkspacePartial, 1, 0), first(current)}},
 		{"conflicting_directory_needs_attention_untouched", rec(idle, ev1), workdir(observed.Workdir{Exists: true}), routed(nil),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonWorkspaceConflict, Path: current,
-				Detail: current + " exists and is not a worktree of " + url}}},
+				Detail: current + " exists and is not a clone of " + url}}},
 		// Failures are states: backoff and the restart budget.
 		{"failed_workspace_waits_its_backoff", rec(failedBefore(2, t0.Add(time.Second)), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBackoff}}},
@@ -130,14 +158,14 @@ func TestPlanWorkspace(t *testing.T) {
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 3, 4*time.Second), first(current)}},
 		{"failed_workspace_past_the_budget_gives_up_on_the_next_transient_failure", rec(failedBefore(10, t0), ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{prep(issue, actions.ReasonFirstSpawn, 11, -1), first(current)}},
-		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionGeneration: 3}, ev1), workdir(observed.Workdir{}), routed(nil),
+		{"needs_attention_waits_for_a_new_event", rec(desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{AttentionGeneration: 3}}, ev1), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonNeedsAttention}}},
 		{"route_that_does_not_render_needs_attention", rec(idle, ev1), workdir(observed.Workdir{}),
 			routed(func(c *schema.Checkout) { c.URL = "{{.Nope}}" }),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonWorkspaceFailed, Path: current,
 				Detail: `render checkout url: template: url:1:2: executing "url" at <.Nope>: can't evaluate field Nope in type schema.checkoutData`}}},
 		// Once spawned, the workdir is pinned.
-		{"pinned_workdir_resumes_there_and_reports_a_changed_route", rec(pinned(nil), ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Physical: physical}), routed(nil),
+		{"pinned_workdir_resumes_there_and_reports_a_changed_route", rec(pinned(nil), ev1), workdir(observed.Workdir{Exists: true, Clone: true, Physical: physical}), routed(nil),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: physical, Rendered: current},
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
@@ -145,15 +173,47 @@ func TestPlanWorkspace(t *testing.T) {
 					r.TranscriptSize = -1
 					return r
 				}()}},
-		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
+		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Clone: true}), routed(nil),
 			[]actions.Action{func() actions.ResumeSpawn {
 				r := resume(ev1, actions.ReasonNewEvent)
 				r.Cwd = physical
 				r.TranscriptSize = -1
 				return r
 			}()}},
-		{"pinned_workdir_gone_blocks_never_remade", rec(pinned(func(s *desired.Status) { s.WorkdirRendered = current }), ev1), workdir(observed.Workdir{}), routed(nil),
+		// Repair at any time: before every spawn of a pinned clone, what
+		// a crash or an older loopd left is dealt with, at the same path.
+		{"pinned_clone_gone_is_made_again_at_its_path_and_resumes", rec(settled(nil), ev1), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspaceMissing, false), resumed(ev1, actions.ReasonNewEvent)}},
+		{"crashed_agent_whose_clone_vanished_resumes_once_it_is_made_again", rec(settled(crashed)), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspaceMissing, true), resumed(desired.Delivery{}, actions.ReasonPaneDead)}},
+		{"pinned_empty_directory_is_made_again", rec(settled(nil), ev1), workdir(observed.Workdir{Exists: true, Empty: true}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspaceMissing, false), resumed(ev1, actions.ReasonNewEvent)}},
+		{"stale_lock_in_the_clone_is_removed_before_the_resume", rec(settled(crashed)), workdir(observed.Workdir{Exists: true, Clone: true, Leftover: true}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspaceLeftover, true), resumed(desired.Delivery{}, actions.ReasonPaneDead)}},
+		{"pinned_worktree_of_an_older_loopd_is_migrated_before_the_resume", rec(settled(nil), ev1), workdir(observed.Workdir{Exists: true, Worktree: true}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspaceLegacy, false), resumed(ev1, actions.ReasonNewEvent)}},
+		{"pinned_half_made_worktree_is_finished", rec(settled(nil), ev1), workdir(observed.Workdir{Exists: true, Worktree: true, Partial: true}), routed(nil),
+			[]actions.Action{again(actions.ReasonWorkspacePartial, false), resumed(ev1, actions.ReasonNewEvent)}},
+		{"pinned_directory_that_is_not_a_clone_is_used_as_it_is", rec(settled(nil), ev1), workdir(observed.Workdir{Exists: true}), routed(nil),
+			[]actions.Action{resumed(ev1, actions.ReasonNewEvent)}},
+		{"pinned_workdir_not_observed_is_spawned_there", rec(settled(nil), ev1), obs(gone()), routed(nil),
+			[]actions.Action{resumed(ev1, actions.ReasonNewEvent)}},
+		{"pinned_plain_workdir_gone_blocks_never_remade", rec(settled(nil), ev1), workdir(observed.Workdir{}), plain(),
 			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: physical}}},
+		{"a_rebuild_that_keeps_failing_gives_up_past_the_budget", rec(settled(func(s *desired.Status) {
+			crashed(s)
+			s.Failures, s.LastExitReason = 10, string(actions.ReasonWorkspaceFailed)
+		})), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{func() actions.PrepareWorkspace {
+				a := again(actions.ReasonWorkspaceMissing, true)
+				a.Failures, a.Retry = 11, false
+				return a
+			}(), resumed(desired.Delivery{}, actions.ReasonNewEvent)}},
+		{"release_retries_a_rebuild_that_needs_attention", released(rec(settled(func(s *desired.Status) {
+			s.Phase, s.Reason, s.WorkspaceError, s.AttentionGeneration = desired.PhaseNeedsAttention, string(actions.ReasonWorkspaceFailed), "clone: git fetch: exit 128", 3
+		}))), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 4, Phase: desired.PhaseBackingOff},
+				again(actions.ReasonWorkspaceMissing, true), resumed(desired.Delivery{}, actions.ReasonPaneDead)}},
 		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
 			workdir(observed.Workdir{Exists: true}), plain(),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: cwd, Rendered: current},

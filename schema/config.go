@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -204,18 +206,46 @@ type GHWebhook struct {
 	SecretFile string `yaml:"secretFile" json:"secretFile"`
 	// AuthorizedUsers are the GitHub logins whose events are acted on. It
 	// fails closed: empty authorizes nobody.
-	AuthorizedUsers []string `yaml:"authorizedUsers" json:"authorizedUsers"`
-	Routing         Routing  `yaml:"routing" json:"routing"`
+	AuthorizedUsers Logins  `yaml:"authorizedUsers" json:"authorizedUsers"`
+	Routing         Routing `yaml:"routing" json:"routing"`
 	// StatusPage, when false, turns off the read-only status page that
 	// serve shows at / on this listener (StatusPageOn); Load fills in
 	// true when absent. It takes effect at once on a reload.
 	StatusPage *bool `yaml:"statusPage" json:"statusPage"`
+	// AllowedHosts are host names, besides the listener's own, that a
+	// request to its pages (the status page, /metrics, /healthz, /readyz)
+	// may name in its Host (webhook.OwnHosts): a reverse proxy's public
+	// name, a name Prometheus scrapes by. Read on each request.
+	AllowedHosts []string `yaml:"allowedHosts" json:"allowedHosts"`
+	// MaxConnsPerAddress caps the connections open at once from one
+	// address (webhook.ServerLimits.MaxConnsPerAddress; ConnsPerAddress);
+	// 0 is no bound. Load fills in DefaultMaxConnsPerAddress when absent.
+	MaxConnsPerAddress *int `yaml:"maxConnsPerAddress" json:"maxConnsPerAddress"`
+}
+
+// Logins are GitHub logins (authorizedUsers).
+type Logins []string
+
+// Has reports whether login is one of l, compared case-insensitively, as
+// GitHub compares logins; "" is never one.
+func (l Logins) Has(login string) bool {
+	return login != "" && slices.ContainsFunc(l, func(u string) bool { return strings.EqualFold(u, login) })
 }
 
 // StatusPageOn reports whether serve shows its status page: statusPage,
 // which Load fills in; unset (a config not filled in by Load) is the
 // default, true.
 func (w GHWebhook) StatusPageOn() bool { return boolValue(w.StatusPage, defaultStatusPage) }
+
+// ConnsPerAddress returns how many connections one address may hold open
+// at once (0: no bound): maxConnsPerAddress, which Load fills in; unset (a
+// config not filled in by Load) is the default, DefaultMaxConnsPerAddress.
+func (w GHWebhook) ConnsPerAddress() int {
+	if w.MaxConnsPerAddress == nil {
+		return DefaultMaxConnsPerAddress
+	}
+	return *w.MaxConnsPerAddress
+}
 
 // Routing maps repositories to harnesses and holds the soft policy.
 type Routing struct {
@@ -276,7 +306,26 @@ type Route struct {
 	// it, the run's process group is terminated, then killed. Default
 	// DefaultDispatchTimeoutSeconds.
 	DispatchTimeoutSeconds int `yaml:"dispatchTimeoutSeconds" json:"dispatchTimeoutSeconds"`
+	// ProjectSettings says whether the harness may read the settings its
+	// workdir holds itself (Claude Code's .claude/settings.json, its
+	// .claude/settings.local.json and .mcp.json, Codex's .codex/config.toml,
+	// Gemini's .gemini/): ProjectSettingsUntrusted (default), never, or
+	// ProjectSettingsTrusted, for the items whose workdir is the
+	// repository's own content (reconciler.ProjectSettingsOf says which;
+	// docs/design.md, "Repository content never configures the harness").
+	ProjectSettings string `yaml:"projectSettings" json:"projectSettings"`
 }
+
+// The values of a route's projectSettings (routing.repos.<key>.projectSettings).
+const (
+	ProjectSettingsUntrusted = "untrusted"
+	ProjectSettingsTrusted   = "trusted"
+)
+
+// TrustsProjectSettings reports whether r opts in to project settings
+// (projectSettings: trusted); whether an item of r gets them is
+// reconciler.ProjectSettingsOf's to say.
+func (r Route) TrustsProjectSettings() bool { return r.ProjectSettings == ProjectSettingsTrusted }
 
 // The runners of a route (routing.repos.<key>.runner).
 const (

@@ -46,6 +46,14 @@ const (
 	defaultSandboxMode = sandbox.ModeBubblewrap
 )
 
+// DefaultMaxConnsPerAddress is webhooks.ghWebhook.maxConnsPerAddress when
+// absent, and webhook.DefaultServerLimits' MaxConnsPerAddress: a flood
+// from one address holds at most an eighth of the 256 connections served
+// at once, and a reverse proxy in front of the listener, which opens one
+// connection per request in flight and sends each request whole, stays far
+// below it.
+const DefaultMaxConnsPerAddress = 32
+
 // RetentionEvery is how often serve prunes the journal and gives the
 // freed space back (besides once at start): journal rows are kept for
 // days, so an hour's lag is nothing, and each prune deletes at most an
@@ -150,12 +158,18 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
+		orDefault(&r.ProjectSettings, ProjectSettingsUntrusted)
 		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)
 	orDefault(&gh.Path, defaultWebhookPath)
 	gh.StatusPage = boolOr(gh.StatusPage, defaultStatusPage)
+	if gh.MaxConnsPerAddress == nil {
+		// 0 is a value (no bound), so only an absent key takes the default.
+		n := DefaultMaxConnsPerAddress
+		gh.MaxConnsPerAddress = &n
+	}
 	if gh.SecretFile == "" {
 		orDefault(&gh.SecretEnv, defaultSecretEnv)
 	}

@@ -116,6 +116,7 @@ func TestUnfilledReadsAsTheDefault(t *testing.T) {
 	assert.Equal(t, cfg.Retention.JournalAge(), Retention{}.JournalAge())
 	assert.Equal(t, 30*24*time.Hour, Retention{}.JournalAge())
 	assert.Equal(t, cfg.Webhooks.GHWebhook.StatusPageOn(), GHWebhook{}.StatusPageOn())
+	assert.Equal(t, cfg.Webhooks.GHWebhook.ConnsPerAddress(), GHWebhook{}.ConnsPerAddress())
 	assert.Equal(t, cfg.Harnesses["claude-code"].ProvisionOn(), Harness{}.ProvisionOn())
 	assert.Equal(t, cfg.Webhooks.GHWebhook.Routing.Repos["*"].Reactions.CIFailureOn(), Reactions{}.CIFailureOn())
 	assert.True(t, Harness{}.ProvisionOn())
@@ -123,4 +124,5 @@ func TestUnfilledReadsAsTheDefault(t *testing.T) {
 	days, off := 0, false
 	assert.Equal(t, time.Duration(0), Retention{JournalDays: &days}.JournalAge(), "0 keeps every row")
 	assert.False(t, Harness{Provision: &off}.ProvisionOn())
+	assert.Zero(t, GHWebhook{MaxConnsPerAddress: &days}.ConnsPerAddress(), "0 is no bound")
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/perm"
 )
 
 // MaxInstructions is the largest a route's standing instructions may be,
@@ -43,7 +44,9 @@ func (c *Config) readInstructions(t *tree) []Problem {
 			problems = append(problems, t.keyProblemAt(fileAt, "set instructions or instructionsFile, not both"))
 			continue
 		}
-		text, err := readBounded(c.resolve(r.InstructionsFile), MaxInstructions)
+		// The operator's own words to every agent: no other user may be
+		// able to change them (perm.Trusted).
+		text, err := readTrusted(c.resolve(r.InstructionsFile), MaxInstructions)
 		if err != nil {
 			problems = append(problems, t.problemAt(fileAt, err.Error()))
 			continue
@@ -75,9 +78,14 @@ func instructionsProblem(text []byte) string {
 	return ""
 }
 
-// readBounded reads the file at path, or up to limit+1 bytes of it, so
-// that a file too large is said to be without reading all of it.
-func readBounded(path string, limit int) ([]byte, error) {
+// readTrusted reads the file at path, or up to limit+1 bytes of it, so
+// that a file too large is said to be without reading all of it. No other
+// user may be able to change the file (perm.Trusted): the error of one
+// they can names it.
+func readTrusted(path string, limit int) ([]byte, error) {
+	if err := perm.Trusted(path); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err // open <path>: …

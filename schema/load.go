@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/internal/paneenv"
+	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/workspace"
 )
 
@@ -126,7 +127,12 @@ func Load(path string) (*Config, error) {
 	return Parse(data, path)
 }
 
+// readConfig reads the config file at path, which no other user may be
+// able to change (perm.Trusted: it names the commands loopd runs).
 func readConfig(path string) ([]byte, error) {
+	if err := perm.Trusted(path); err != nil {
+		return nil, fmt.Errorf("config %w", err)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)

@@ -59,7 +59,7 @@ func TestLoadExample(t *testing.T) {
 	assert.Equal(t, 10*time.Second, cfg.Reconcile.Interval())
 	assert.Equal(t, "claude", cfg.Harnesses["claude-code"].Command)
 	gh := cfg.Webhooks.GHWebhook
-	assert.Equal(t, []string{"Codertocat"}, gh.AuthorizedUsers, "the sender of the sample payloads")
+	assert.Equal(t, Logins{"Codertocat"}, gh.AuthorizedUsers, "the sender of the sample payloads")
 	route, ok := gh.Routing.Route("octo-org", "api")
 	require.True(t, ok)
 	assert.Equal(t, "claude-code", route.Harness)

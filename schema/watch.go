@@ -158,6 +158,11 @@ func keepRestartOnly(old, next *Config) []string {
 	keep(&kept, "webhooks.ghWebhook.path", o.Path, &n.Path)
 	keep(&kept, "webhooks.ghWebhook.secretEnv", o.SecretEnv, &n.SecretEnv)
 	keep(&kept, "webhooks.ghWebhook.secretFile", o.SecretFile, &n.SecretFile)
+	// The listener's bounds are set when it starts.
+	if o.ConnsPerAddress() != n.ConnsPerAddress() {
+		n.MaxConnsPerAddress = o.MaxConnsPerAddress
+		kept = append(kept, "webhooks.ghWebhook.maxConnsPerAddress")
+	}
 	// The GitHub client and its credentials are made once at start.
 	if !reflect.DeepEqual(old.GitHub, next.GitHub) {
 		next.GitHub = old.GitHub

@@ -196,6 +196,25 @@ func TestWatcherReload(t *testing.T) {
 	assert.Equal(t, RestartNever, restartPolicyOf(f.lastChange()))
 }
 
+// TestWatcherReloadsProjectSettings: a route's projectSettings changes
+// live, as the rest of the routing does; absent it is untrusted, and a
+// value outside the two is invalid.
+func TestWatcherReloadsProjectSettings(t *testing.T) {
+	f := newWatchFixture(t)
+	route := func(c *Config) Route { r, _ := c.Webhooks.GHWebhook.Routing.Route("a", "b"); return r }
+	assert.False(t, route(f.w.Current()).TrustsProjectSettings())
+	assert.Equal(t, ProjectSettingsUntrusted, route(f.w.Current()).ProjectSettings)
+
+	require.NoError(t, os.WriteFile(f.path, []byte(minimal+"          projectSettings: trusted\n"), 0o600))
+	require.NoError(t, f.w.Reload())
+	assert.True(t, route(f.w.Current()).TrustsProjectSettings())
+	assert.Empty(t, f.log.records(t, "config.invalid"))
+
+	require.NoError(t, os.WriteFile(f.path, []byte(minimal+"          projectSettings: always\n"), 0o600))
+	assert.ErrorIs(t, f.w.Reload(), ErrInvalid)
+	assert.True(t, route(f.w.Current()).TrustsProjectSettings(), "the last good config stays")
+}
+
 // TestWatcherRefusesAnSSHPasswordURL: a reload to a route whose checkout
 // URL carries an ssh password keeps the last good config, and the error
 // (config.invalid) names the route without the password.
@@ -246,7 +265,7 @@ func TestWatcherKeepsRestartOnlyFields(t *testing.T) {
 	stateDir := f.w.Current().StateDir
 
 	changed := strings.Replace(policyConfig("Never", "other"), "\nwebhooks:\n  ghWebhook:\n",
-		"\nstateDir: /elsewhere\nreconcile: {intervalSeconds: 3}\nwebhooks:\n  ghWebhook:\n    listen: 127.0.0.1:9999\n", 1)
+		"\nstateDir: /elsewhere\nreconcile: {intervalSeconds: 3}\nwebhooks:\n  ghWebhook:\n    listen: 127.0.0.1:9999\n    maxConnsPerAddress: 0\n", 1)
 	changed = strings.Replace(changed, "command: claude", "command: /opt/other/claude", 1)
 	require.NoError(t, os.WriteFile(f.path, []byte(changed), 0o600))
 	require.NoError(t, f.w.Reload())
@@ -257,11 +276,13 @@ func TestWatcherKeepsRestartOnlyFields(t *testing.T) {
 	assert.Equal(t, "loopd", cur.Tmux.Socket)
 	assert.Equal(t, "127.0.0.1:8787", cur.Webhooks.GHWebhook.Listen)
 	assert.Equal(t, 10, cur.Reconcile.IntervalSeconds)
+	assert.Equal(t, DefaultMaxConnsPerAddress, cur.Webhooks.GHWebhook.ConnsPerAddress(), "the listener's bounds are set at its start")
 	assert.Equal(t, "claude", cur.Harnesses["claude-code"].Command, "adapters are built once at start")
 	recs := f.log.records(t, "config.reloaded")
 	require.Len(t, recs, 1)
 	assert.Equal(t, "WARN", recs[0]["level"])
-	assert.Equal(t, []any{"stateDir", "tmux.socket", "reconcile.intervalSeconds", "webhooks.ghWebhook.listen", "harnesses"}, recs[0]["restart_required"])
+	assert.Equal(t, []any{"stateDir", "tmux.socket", "reconcile.intervalSeconds", "webhooks.ghWebhook.listen",
+		"webhooks.ghWebhook.maxConnsPerAddress", "harnesses"}, recs[0]["restart_required"])
 }
 
 func TestNewWatcherInvalid(t *testing.T) {

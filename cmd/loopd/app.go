@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loopd/loopd/actions"
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
@@ -25,6 +24,8 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // paneDiedChannel is the tmux wait-for channel the pane-died hook signals.
@@ -53,7 +54,7 @@ const channelsDir = "channels"
 // app is the wired set of real dependencies one command uses.
 type app struct {
 	log       *slog.Logger
-	store     desired.Store
+	store     store.Store
 	tmux      tmux.Client
 	harnesses map[string]harness.Adapter
 	journal   *journal.Recorder
@@ -67,7 +68,7 @@ type app struct {
 	github *ghapi.Client
 	// fleet is the store's lease side and hosting this host among the
 	// hosts sharing it (joinFleet); nil in the commands that run no pass.
-	fleet   desired.Fleet
+	fleet   store.Fleet
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
 	mover *transcript.Mover
@@ -82,16 +83,31 @@ const storeLock = "loopd.lock"
 // openStore opens cfg's store: the SQLite file in cfg's state dir when
 // store.url is empty, the PostgreSQL database it names otherwise, with the
 // reconcile lock in the state dir (each host reconciles its own items; a
-// daemon and a cron pass of one host exclude each other). An error shows
-// the URL without its password (desired.RedactURL).
-func openStore(ctx context.Context, cfg *schema.Config) (desired.Store, error) {
+// daemon and a cron pass of one host exclude each other). The state dir is
+// made, or tightened, first (privateStateDir); warn is told each mode it
+// tightened. An error shows the URL without its password
+// (sqlstore.RedactURL).
+func openStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (store.Store, error) {
+	changed, err := privateStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range changed {
+		warn(c)
+	}
 	if cfg.Store.URL == "" {
-		return desired.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
+		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.StateDir, storeFile))
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+	return sqlstore.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
+}
+
+// logTightened returns openStore's warn for a command that logs: each mode
+// tightened is a state_dir.tightened line.
+func logTightened(log *slog.Logger) func(tightened) {
+	return func(t tightened) {
+		log.Warn(string(journal.StateDirTightened), journal.KeyPath, t.path,
+			journal.KeyModeWas, fmt.Sprintf("%04o", t.was), journal.KeyModeNow, fmt.Sprintf("%04o", t.now))
 	}
-	return desired.OpenPostgres(ctx, cfg.Store.URL, filepath.Join(cfg.StateDir, storeLock))
 }
 
 // newApp opens the store and builds the tmux client and harness adapters
@@ -114,7 +130,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, logTightened(log))
 	if err != nil {
 		return nil, err
 	}
@@ -273,6 +289,7 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing, p.Sandbox = routing, cfg.Sandbox
+	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
 	if exe, err := os.Executable(); err == nil {
 		p.Launcher = tmux.CommandName(exe)
 	}

@@ -21,7 +21,9 @@ func newConfigCmd(g *globals) *cobra.Command {
 		Short: "Validate a config file against schema/loopd.schema.json",
 		Long: `validate loads FILE (default: the config file loopd uses, --config or the search path) and checks it against the JSON
 Schema and the cross-field rules. Every problem is printed with its line and
-key; the exit code is 1 when there is any. When a route runs its agents in a
+key; the exit code is 1 when there is any, and when the config file, an
+instructions file, secretFile or the GitHub App's key file is one other
+users can change (or, for a secret, read). When a route runs its agents in a
 sandbox (sandbox.mode bubblewrap, the default), it checks that bubblewrap is
 installed and can make namespaces here, and says what to install or turn on
 when not. It also warns about harness commands that are not installed.`,
@@ -49,6 +51,9 @@ when not. It also warns about harness commands that are not installed.`,
 				}
 			}
 			if err := checkRoutes(cfg, adapters); err != nil {
+				return err
+			}
+			if err := checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }); err != nil {
 				return err
 			}
 			sb, err := sandboxOf(cmd.Context(), cfg, path)

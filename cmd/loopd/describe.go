@@ -13,7 +13,9 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // describeEvents is how many of the item's latest journal events describe
@@ -34,20 +36,20 @@ events.`,
 		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cfg, store, err := g.readStore(ctx)
+			cfg, st, err := g.readStore(ctx)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			r, err := resolveItem(ctx, store, args[0])
+			defer st.Close()
+			r, err := resolveItem(ctx, st, args[0])
 			if err != nil {
 				return err
 			}
-			records, err := store.Records(ctx)
+			records, err := st.Records(ctx)
 			if err != nil {
 				return err
 			}
-			events, err := store.Events(ctx, desired.EventFilter{WorkItem: r.Key.String(), Limit: describeEvents})
+			events, err := st.Events(ctx, store.EventFilter{WorkItem: r.Key.String(), Limit: describeEvents})
 			if err != nil {
 				return err
 			}
@@ -59,14 +61,15 @@ events.`,
 					view = v
 				}
 			}
-			return describe(cmd.OutOrStdout(), cfg, r, view, events)
+			return describe(cmd.OutOrStdout(), cfg, r, view, reconciler.ProjectSettingsOf(r, policy), events)
 		},
 	}
 }
 
-// describe writes the description of r (its view as get shows it, and its
-// latest journal events) under cfg.
-func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, events []journal.Event) error {
+// describe writes the description of r (its view as get shows it, whether
+// its next spawn gets its workdir's project settings, and its latest
+// journal events) under cfg.
+func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps reconciler.ProjectSettings, events []journal.Event) error {
 	st := v.Status
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	line := func(indent, label, value string) { fmt.Fprintf(tw, "%s%s:\t%s\n", indent, label, value) }
@@ -98,6 +101,25 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, eve
 	if v.Spec.HeadRef != "" {
 		line("  ", "Head ref", v.Spec.HeadRef)
 	}
+	// The head's facts are a payload's text: quoted.
+	if r.Spec.HeadRepo != "" {
+		line("  ", "Head repo", journal.Quote(r.Spec.HeadRepo))
+	}
+	if r.Spec.Author != "" {
+		line("  ", "Opened by", journal.Quote(r.Spec.Author))
+	}
+	if r.Spec.HeadSHA != "" {
+		pusher := "-"
+		if r.Spec.HeadPusher != "" {
+			pusher = journal.Quote(r.Spec.HeadPusher)
+		}
+		line("  ", "Head", journal.Quote(r.Spec.HeadSHA)+" pushed by "+pusher)
+	}
+	settings := "off (" + string(ps.Reason) + ")"
+	if ps.Trusted {
+		settings = "trusted (" + string(ps.Reason) + ")"
+	}
+	line("  ", "Project settings", settings)
 	line("", "Status", "")
 	line("  ", "Phase", st.Phase)
 	line("  ", "Reason", dash(st.Reason))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 // eventsFollowPoll is how often events --follow reads the journal again;
@@ -74,7 +75,7 @@ func runEvents(cmd *cobra.Command, g *globals, args []string, o eventsOptions) e
 	if o.limit < 0 {
 		return fmt.Errorf("--limit %d: want 0 or more", o.limit)
 	}
-	f := desired.EventFilter{Limit: o.limit}
+	f := store.EventFilter{Limit: o.limit}
 	since, err := parseSince(o.since, time.Now())
 	if err != nil {
 		return err
@@ -124,16 +125,16 @@ func runEvents(cmd *cobra.Command, g *globals, args []string, o eventsOptions) e
 // the stored item's key (resolveItem), or, for an item the store does not
 // hold (never created, or forgotten), the key as given when the journal
 // has rows of it. Otherwise the error is resolveItem's.
-func journalItem(ctx context.Context, store desired.Store, arg string) (string, error) {
-	r, err := resolveItem(ctx, store, arg)
+func journalItem(ctx context.Context, st store.Store, arg string) (string, error) {
+	r, err := resolveItem(ctx, st, arg)
 	if err == nil {
 		return r.Key.String(), nil
 	}
-	if !errors.Is(err, desired.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
 	k, _ := desired.ParseKey(arg) // resolveItem parsed it
-	rows, jerr := store.Events(ctx, desired.EventFilter{WorkItem: k.String(), Limit: 1})
+	rows, jerr := st.Events(ctx, store.EventFilter{WorkItem: k.String(), Limit: 1})
 	if jerr != nil {
 		return "", fmt.Errorf("read the journal of %s: %w", k, jerr)
 	}
@@ -164,10 +165,10 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 // followEvents prints, every eventsFollowPoll until ctx ends, the rows f
 // selects that were appended since those in printed, each once. It reads
-// by row id (desired.EventFilter.AfterID), never by time: a row written
+// by row id (store.EventFilter.AfterID), never by time: a row written
 // late with an earlier time (a delivery's rejection kept while the store
 // was failing) is still printed. It returns nil when ctx ends.
-func followEvents(ctx context.Context, store desired.Store, f desired.EventFilter, printed []journal.Event, print func(journal.Event) error) error {
+func followEvents(ctx context.Context, store store.Store, f store.EventFilter, printed []journal.Event, print func(journal.Event) error) error {
 	var top int64
 	for _, e := range printed {
 		top = max(top, e.ID)

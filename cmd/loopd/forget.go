@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // Outcomes of a forgotten item's worktree (journal.KeyWorkspace).
@@ -66,22 +67,22 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	if err != nil {
 		return err
 	}
-	cfg, store, err := g.openStore(ctx)
+	cfg, st, err := g.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	if yes {
 		// No pass acts on the item between the checks and the removal.
 		lockCtx, cancel := context.WithTimeout(ctx, schema.DefaultOnceLockWait)
-		unlock, err := store.Lock(lockCtx)
+		unlock, err := st.Lock(lockCtx)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("forget %s: %w (waited %s)", arg, err, schema.DefaultOnceLockWait)
 		}
 		defer unlock()
 	}
-	r, err := resolveItem(ctx, store, arg)
+	r, err := resolveItem(ctx, st, arg)
 	if err != nil {
 		return err
 	}
@@ -91,10 +92,10 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	}
 	wt := worktreeOf(cfg, r)
 	if !yes {
-		return exitError{code: 1, err: describeForget(ctx, store, wt, r, out)}
+		return exitError{code: 1, err: describeForget(ctx, st, wt, r, out)}
 	}
-	if err := store.Forget(ctx, k); err != nil {
-		if errors.Is(err, desired.ErrNotClosed) {
+	if err := st.Forget(ctx, k); err != nil {
+		if errors.Is(err, store.ErrNotClosed) {
 			return fmt.Errorf("work item %s was reopened: it is kept", k)
 		}
 		return err
@@ -113,7 +114,7 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	if err := errors.Join(werr, runsErr); err != nil {
 		kv = append(kv, journal.KeyErr, err)
 	}
-	journal.NewRecorder(log, store, time.Now).Record(ctx, slog.LevelInfo, journal.ItemForgotten, k.String(), kv...)
+	journal.NewRecorder(log, st, time.Now).Record(ctx, slog.LevelInfo, journal.ItemForgotten, k.String(), kv...)
 	fmt.Fprintf(out, "%s forgotten\n", k)
 	switch {
 	case werr != nil:
@@ -128,7 +129,7 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	}
 	// The rows' pages go back to the file system (SQLite); a failure
 	// here loses nothing, the next prune tries again.
-	if _, err := store.Vacuum(ctx); err != nil {
+	if _, err := st.Vacuum(ctx); err != nil {
 		fmt.Fprintf(errOut, "loopd: warning: %v\n", err)
 	}
 	return nil
@@ -224,8 +225,8 @@ func (w worktree) do(ctx context.Context, remove bool) (outcome, kept string, er
 
 // describeForget writes what forgetting r would remove and keep, and
 // returns errNotConfirmed.
-func describeForget(ctx context.Context, store desired.Store, wt worktree, r desired.Record, out io.Writer) error {
-	calls, err := store.Calls(ctx, desired.CallFilter{WorkItem: r.Key.String()})
+func describeForget(ctx context.Context, st store.Store, wt worktree, r desired.Record, out io.Writer) error {
+	calls, err := st.Calls(ctx, store.CallFilter{WorkItem: r.Key.String()})
 	if err != nil {
 		return err
 	}

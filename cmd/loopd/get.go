@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // getWatchPoll is how often get --watch reads the store again.
@@ -86,12 +87,12 @@ object a line for json, one YAML document each for yaml.`,
 
 // openStore loads the config, which must validate (a command that writes),
 // and opens its store; readStore is the read-only verbs' form.
-func (g *globals) openStore(ctx context.Context) (*schema.Config, desired.Store, error) {
+func (g *globals) openStore(ctx context.Context) (*schema.Config, store.Store, error) {
 	cfg, err := g.load()
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,14 +113,14 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, store, err := g.readStore(ctx)
+	cfg, st, err := g.readStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	var named []desired.Key
 	for _, a := range args {
-		r, err := resolveItem(ctx, store, a)
+		r, err := resolveItem(ctx, st, a)
 		if err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	sel := selection{named: named, phases: phases, all: o.all, stale: o.stale}
 	policy := policyOf(cfg, accounts(cfg), "")
 	read := func() ([]itemView, []bool, error) {
-		records, err := store.Records(ctx)
+		records, err := st.Records(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -163,7 +164,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work items not shown; --all shows them\n", hidden)
 		}
 		if !o.watch {
-			failed, err := store.Calls(ctx, desired.CallFilter{State: desired.CallFailed})
+			failed, err := st.Calls(ctx, store.CallFilter{State: desired.CallFailed})
 			if err != nil {
 				return err
 			}

@@ -75,11 +75,11 @@ func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
 		rec  desired.Record
 		want string
 	}{
-		{"running_for_a_minute_after_three_failures", item(desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Minute), Failures: 3}, desired.Spec{}), "3"},
-		{"running_healthy_for_an_hour", item(desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Hour), Failures: 3}, desired.Spec{}), "0"},
-		{"backing_off", item(desired.Status{Phase: desired.PhaseBackingOff, SpawnedAt: now.Add(-time.Hour), Failures: 3}, desired.Spec{}), "3"},
-		{"release_pending", item(desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 11}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "0"},
-		{"release_carried_out", item(desired.Status{Phase: desired.PhaseNeedsAttention, Failures: 11, ReleasedGeneration: 4}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "11"},
+		{"running_for_a_minute_after_three_failures", item(desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Minute)}, RestartHistory: desired.RestartHistory{Failures: 3}}, desired.Spec{}), "3"},
+		{"running_healthy_for_an_hour", item(desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{Failures: 3}}, desired.Spec{}), "0"},
+		{"backing_off", item(desired.Status{Phase: desired.PhaseBackingOff, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{Failures: 3}}, desired.Spec{}), "3"},
+		{"release_pending", item(desired.Status{Phase: desired.PhaseNeedsAttention, RestartHistory: desired.RestartHistory{Failures: 11}}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "0"},
+		{"release_carried_out", item(desired.Status{Phase: desired.PhaseNeedsAttention, RestartHistory: desired.RestartHistory{Failures: 11}, ReleasedGeneration: 4}, desired.Spec{Generation: 4, ReleaseGeneration: 4}), "11"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
 func TestGetMeasuresADeadRunToItsDeath(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	k := desired.Key{Owner: "o", Repo: "r", Number: 1}
-	rec := desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Hour), Failures: 2}}
+	rec := desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{Failures: 2}}}
 	var out bytes.Buffer
 	require.NoError(t, printRecords(&out, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(),
 		map[desired.Key]time.Time{k: now.Add(-time.Hour + 2*time.Second)}), false, true))
@@ -113,7 +113,7 @@ func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const old, cleared = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1},
-		Status: desired.Status{Phase: desired.PhaseRunning, SpawnedAt: now.Add(-time.Minute), HarnessSessionID: old},
+		Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Minute), HarnessSessionID: old}},
 		Report: &desired.SessionReport{SessionID: cleared, Source: "clear", At: now.Add(-time.Second)}}
 	var out bytes.Buffer
 	require.NoError(t, printRecords(&out, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
@@ -133,9 +133,9 @@ func TestGetShowsBlocksAndUsageLimits(t *testing.T) {
 		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: n}, Spec: desired.Spec{Harness: harness}, Status: st}
 	}
 	records := []desired.Record{
-		item(1, "a", desired.Status{Phase: desired.PhaseRateLimited, Reason: "rate_limited", LimitReset: reset, LimitUntil: reset.Add(time.Minute)}),
+		item(1, "a", desired.Status{Phase: desired.PhaseRateLimited, Reason: "rate_limited", LimitState: desired.LimitState{LimitReset: reset, LimitUntil: reset.Add(time.Minute)}}),
 		item(2, "a2", desired.Status{Phase: desired.PhaseIdle}),
-		item(3, "b", desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", Blocked: "login_required"}),
+		item(3, "b", desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", AttentionState: desired.AttentionState{Blocked: "login_required"}}),
 	}
 	var out bytes.Buffer
 	require.NoError(t, printRecords(&out, itemViews(records, now, schema.DefaultStalePending, p, nil), false, true))

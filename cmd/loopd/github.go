@@ -14,8 +14,10 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/doubling"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -30,10 +32,14 @@ const maxKeyFile = 64 << 10
 // the variable tokenEnv names, which it then removes from this process's
 // environment (nothing loopd starts inherits it), or the App's private key
 // file. Neither is ever logged. An empty variable, or a missing, unreadable,
-// oversized or empty key file, is an error naming the variable or the path.
+// oversized or empty key file, or one that other users can read or change
+// (perm.Secret), is an error naming the variable or the path.
 func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 	g := cfg.GitHub
 	if g.App != nil {
+		if err := perm.Secret(g.App.PrivateKeyFile); err != nil {
+			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile %w", err)
+		}
 		f, err := os.Open(g.App.PrivateKeyFile)
 		if err != nil {
 			return ghapi.Credentials{}, fmt.Errorf("github app: privateKeyFile: %w", err)
@@ -153,7 +159,7 @@ func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 	w := &ghapi.Worker{
 		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now,
 		Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial, Max: schema.DefaultGitHubBackoffMax,
-		Lock: func(ctx context.Context) (func(), error) { return desired.LockFile(ctx, lock) },
+		Lock: func(ctx context.Context) (func(), error) { return flock.Lock(ctx, lock) },
 	}
 	if a.hosting != nil {
 		// Each call is sent by the host that holds its item.

@@ -21,6 +21,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // workItemEnv names the environment variable that tells a hook which work
@@ -119,8 +120,8 @@ and the command exits non-zero.`,
 }
 
 // recordReport records the checked report in of item k, made at at.
-func recordReport(ctx context.Context, store desired.Store, rec *journal.Recorder, k desired.Key, in sessionStartInput, at time.Time) error {
-	if err := store.ReportSession(ctx, k, desired.SessionReport{SessionID: in.SessionID, Source: in.Source, At: at}); err != nil {
+func recordReport(ctx context.Context, st store.Store, rec *journal.Recorder, k desired.Key, in sessionStartInput, at time.Time) error {
+	if err := st.ReportSession(ctx, k, desired.SessionReport{SessionID: in.SessionID, Source: in.Source, At: at}); err != nil {
 		return err
 	}
 	rec.Record(ctx, slog.LevelInfo, journal.SessionReported, k.String(), "harness_session_id", in.SessionID, "source", in.Source)
@@ -159,12 +160,12 @@ func dropReport(dir string, stdin io.Reader, now time.Time) error {
 // it says of its own, and removed. A report that fails is journaled as
 // session.report_rejected, as the hook does. The pass runs it first
 // (reconciler.Reconciler.Ingest).
-func ingestReports(ctx context.Context, cfg *schema.Config, store desired.Store, rec *journal.Recorder, channels string) error {
+func ingestReports(ctx context.Context, cfg *schema.Config, st store.Store, rec *journal.Recorder, channels string) error {
 	files, err := filepath.Glob(filepath.Join(channels, "*", reportPattern))
 	if err != nil || len(files) == 0 {
 		return err
 	}
-	records, err := store.Records(ctx)
+	records, err := st.Records(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func ingestReports(ctx context.Context, cfg *schema.Config, store desired.Store,
 		if k, ok := items[filepath.Base(filepath.Dir(f))]; ok {
 			item = k.String()
 		}
-		in, k, reason, err := checkSessionStart(ctx, cfg, store, item, bytes.NewReader(data))
+		in, k, reason, err := checkSessionStart(ctx, cfg, st, item, bytes.NewReader(data))
 		if reason != "" {
 			rec.Record(ctx, slog.LevelWarn, journal.SessionReportRejected, item, "reason", reason,
 				"attempted_session_id", shown(in.SessionID), "source", shown(in.Source), "err", err)
@@ -192,7 +193,7 @@ func ingestReports(ctx context.Context, cfg *schema.Config, store desired.Store,
 		if err != nil {
 			return err
 		}
-		if err := recordReport(ctx, store, rec, k, in, info.ModTime()); err != nil {
+		if err := recordReport(ctx, st, rec, k, in, info.ModTime()); err != nil {
 			return err
 		}
 	}
@@ -203,7 +204,7 @@ func ingestReports(ctx context.Context, cfg *schema.Config, store desired.Store,
 // item named item. A report that fails a check comes back with the reason
 // (one of the reason constants) and an error saying what failed; an error
 // with no reason is loopd's own (the store).
-func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.Store, item string, stdin io.Reader) (
+func checkSessionStart(ctx context.Context, cfg *schema.Config, st store.Store, item string, stdin io.Reader) (
 	in sessionStartInput, k desired.Key, reason string, err error) {
 	k, err = desired.ParseKey(item)
 	if err == nil && k.String() != item {
@@ -234,8 +235,8 @@ func checkSessionStart(ctx context.Context, cfg *schema.Config, store desired.St
 	case !slices.Contains(sessionSources, in.Source):
 		return in, k, reasonUnknownSource, fmt.Errorf("source %q is not one of %s", shown(in.Source), strings.Join(sessionSources, ", "))
 	}
-	r, err := store.Get(ctx, k)
-	if errors.Is(err, desired.ErrNotFound) {
+	r, err := st.Get(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
 		return in, k, reasonUnknownWorkItem, err
 	} else if err != nil {
 		return in, k, "", err

@@ -17,6 +17,8 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // writeConfig writes a minimal valid config with its state in dir.
@@ -55,11 +57,11 @@ func TestHookSessionStartRecordsTheReport(t *testing.T) {
 	dir := t.TempDir()
 	config := writeConfig(t, dir)
 	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
-	store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
 	require.NoError(t, err)
-	_, err = store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	_, err = st.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
 	require.NoError(t, err)
-	require.NoError(t, store.Close())
+	require.NoError(t, st.Close())
 
 	t.Setenv(workItemEnv, k.String())
 	input := `{"session_id":"8fb7b7f1-2c48-47de-8203-43547ba09c9d","transcript_path":"/x.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"clear"}`
@@ -67,15 +69,15 @@ func TestHookSessionStartRecordsTheReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, out, "a SessionStart hook's stdout would reach the conversation")
 
-	store, err = desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+	st, err = sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
 	require.NoError(t, err)
-	defer store.Close()
-	rec, err := store.Get(context.Background(), k)
+	defer st.Close()
+	rec, err := st.Get(context.Background(), k)
 	require.NoError(t, err)
 	require.NotNil(t, rec.Report)
 	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", rec.Report.SessionID)
 	assert.Equal(t, "clear", rec.Report.Source)
-	events, err := store.Events(context.Background(), desired.EventFilter{WorkItem: k.String()})
+	events, err := st.Events(context.Background(), store.EventFilter{WorkItem: k.String()})
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	assert.Equal(t, "session.reported", string(events[0].Name))
@@ -119,26 +121,26 @@ func TestHookSessionStartRejectsBadReports(t *testing.T) {
 			dir := t.TempDir()
 			config := writeConfig(t, dir)
 			const recorded = "0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a"
-			store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+			st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
 			require.NoError(t, err)
-			_, err = store.Ingest(context.Background(), desired.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+			_, err = st.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
 			require.NoError(t, err)
-			require.NoError(t, store.ReportSession(context.Background(), k, desired.SessionReport{SessionID: recorded, Source: "startup"}))
-			require.NoError(t, store.Close())
+			require.NoError(t, st.ReportSession(context.Background(), k, desired.SessionReport{SessionID: recorded, Source: "startup"}))
+			require.NoError(t, st.Close())
 			t.Setenv(workItemEnv, tt.item)
 
 			_, err = run(t, tt.input, "hook", "session-start", "--config", config)
 
 			require.ErrorIs(t, err, errReportRejected)
 			assert.Contains(t, err.Error(), tt.reason)
-			store, err = desired.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+			st, err = sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
 			require.NoError(t, err)
-			defer store.Close()
-			rec, err := store.Get(context.Background(), k)
+			defer st.Close()
+			rec, err := st.Get(context.Background(), k)
 			require.NoError(t, err)
 			require.NotNil(t, rec.Report)
 			assert.Equal(t, recorded, rec.Report.SessionID, "the recorded id is kept")
-			events, err := store.Events(context.Background(), desired.EventFilter{})
+			events, err := st.Events(context.Background(), store.EventFilter{})
 			require.NoError(t, err)
 			require.Len(t, events, 1)
 			assert.Equal(t, journal.SessionReportRejected, events[0].Name)
@@ -175,11 +177,11 @@ func TestHookSessionStartInASandbox(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	mine, other := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}, desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
 	require.NoError(t, err)
-	defer store.Close()
+	defer st.Close()
 	for _, k := range []desired.Key{mine, other} {
-		_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+		_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
 		require.NoError(t, err)
 	}
 	channels := filepath.Join(dir, "state", channelsDir)
@@ -198,16 +200,16 @@ func TestHookSessionStartInASandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, 2)
 
-	rec := journal.NewRecorder(slog.New(slog.DiscardHandler), store, time.Now)
-	require.NoError(t, ingestReports(ctx, cfg, store, rec, channels))
-	r, err := store.Get(ctx, mine)
+	rec := journal.NewRecorder(slog.New(slog.DiscardHandler), st, time.Now)
+	require.NoError(t, ingestReports(ctx, cfg, st, rec, channels))
+	r, err := st.Get(ctx, mine)
 	require.NoError(t, err)
 	require.NotNil(t, r.Report, "recorded for the channel's item")
 	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", r.Report.SessionID)
-	r, err = store.Get(ctx, other)
+	r, err = st.Get(ctx, other)
 	require.NoError(t, err)
 	assert.Nil(t, r.Report, "never for the item the environment named")
-	events, err := store.Events(ctx, desired.EventFilter{WorkItem: mine.String()})
+	events, err := st.Events(ctx, store.EventFilter{WorkItem: mine.String()})
 	require.NoError(t, err)
 	var names []string
 	for _, ev := range events {

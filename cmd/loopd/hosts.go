@@ -21,17 +21,18 @@ import (
 	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // errNoFleet means the store cfg opens cannot share work items between
-// hosts (it does not implement desired.Fleet).
-var errNoFleet = errors.New("store does not implement desired.Fleet (host membership and leases)")
+// hosts (it does not implement store.Fleet).
+var errNoFleet = errors.New("store does not implement store.Fleet (host membership and leases)")
 
 // fleetOf returns store's lease side; the error names the store's type.
-func fleetOf(store desired.Store) (desired.Fleet, error) {
-	f, ok := store.(desired.Fleet)
+func fleetOf(st store.Store) (store.Fleet, error) {
+	f, ok := st.(store.Fleet)
 	if !ok {
-		return nil, fmt.Errorf("%w: %T", errNoFleet, store)
+		return nil, fmt.Errorf("%w: %T", errNoFleet, st)
 	}
 	return f, nil
 }
@@ -81,7 +82,7 @@ func hostInstance(stateDir string) (string, error) {
 // capacity (capacity.maxLiveSessions, 0 for none) and lease TTL
 // (host.leaseSeconds), its lease clock, and the Mover that copies its
 // items' transcripts to the store and back. The store must implement
-// desired.Fleet. A passive host heartbeats and assigns nothing
+// store.Fleet. A passive host heartbeats and assigns nothing
 // (reconciler.Hosting.Passive).
 func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	fleet, err := fleetOf(a.store)
@@ -129,7 +130,7 @@ lease lapsed); a daemon that heartbeats under NAME again joins anew.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Listing reads, and works from an invalid config (readStore);
 			// forgetting writes, and needs a valid one.
-			var store desired.Store
+			var store store.Store
 			var err error
 			if forget != "" {
 				_, store, err = g.openStore(cmd.Context())
@@ -218,11 +219,11 @@ var errNoTaker = errors.New("no other live host that is not draining can take it
 
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
-	cfg, store, err := g.openStore(ctx)
+	cfg, st, err := g.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	host, err := cfg.Host.HostName()
 	if err != nil {
 		return fmt.Errorf("host name: %w", err)
@@ -230,7 +231,7 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	if len(args) == 1 {
 		host = args[0]
 	}
-	fleet, err := fleetOf(store)
+	fleet, err := fleetOf(st)
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,7 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
 	if !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name == host }) {
-		return exitError{code: 1, err: fmt.Errorf("drain %s: %w (see loopd hosts)", host, desired.ErrNoHost)}
+		return exitError{code: 1, err: fmt.Errorf("drain %s: %w (see loopd hosts)", host, store.ErrNoHost)}
 	}
 	if !o.undo && !o.force && !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name != host && h.Live && !h.Draining }) {
 		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, errNoTaker)}
@@ -251,7 +252,7 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 		fmt.Fprintf(out, "host %s is back in service\n", host)
 		return nil
 	}
-	held, err := heldBy(ctx, store, host)
+	held, err := heldBy(ctx, st, host)
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
@@ -262,7 +263,7 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	t := time.NewTicker(o.poll)
 	defer t.Stop()
 	for {
-		left, err := unmoved(ctx, store, fleet, host, held)
+		left, err := unmoved(ctx, st, fleet, host, held)
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("drain %s: %w", host, err)
 		}
@@ -284,7 +285,7 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 }
 
 // heldBy returns the keys of the items whose lease names host.
-func heldBy(ctx context.Context, store desired.Store, host string) ([]desired.Key, error) {
+func heldBy(ctx context.Context, store store.Store, host string) ([]desired.Key, error) {
 	records, err := store.Records(ctx)
 	if err != nil {
 		return nil, err
@@ -302,7 +303,7 @@ func heldBy(ctx context.Context, store desired.Store, host string) ([]desired.Ke
 // an item needs no wait once another live host holds it, or once it needs
 // no host (desired.Record.NeedsHost); a released item no host holds yet
 // still waits.
-func unmoved(ctx context.Context, store desired.Store, fleet desired.Fleet, host string, keys []desired.Key) ([]desired.Key, error) {
+func unmoved(ctx context.Context, store store.Store, fleet store.Fleet, host string, keys []desired.Key) ([]desired.Key, error) {
 	hosts, err := fleet.Hosts(ctx)
 	if err != nil {
 		return nil, err

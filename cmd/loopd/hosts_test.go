@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/store"
 )
 
 // TestFleetOfRefusesAStoreWithoutLeases: serve and reconcile run only on a
-// store that implements desired.Fleet, and say which store did not.
+// store that implements store.Fleet, and say which store did not.
 func TestFleetOfRefusesAStoreWithoutLeases(t *testing.T) {
-	_, err := fleetOf(struct{ desired.Store }{})
+	_, err := fleetOf(struct{ store.Store }{})
 	require.ErrorIs(t, err, errNoFleet)
 	assert.Contains(t, err.Error(), "struct")
 }

@@ -10,37 +10,38 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // itemNotFoundError is resolveItem's error for a key the store does not
-// hold, in any case: errors.Is(err, desired.ErrNotFound) holds.
+// hold, in any case: errors.Is(err, store.ErrNotFound) holds.
 type itemNotFoundError struct{ key desired.Key }
 
 func (e itemNotFoundError) Error() string { return "work item " + e.key.String() + " not found" }
 
-func (e itemNotFoundError) Is(target error) bool { return target == desired.ErrNotFound }
+func (e itemNotFoundError) Is(target error) bool { return target == store.ErrNotFound }
 
 // resolveItem returns the record of the work item arg names, owner/repo#N
 // matched the way routing matches it: owner and repo case-insensitively
 // (GitHub's names are case-insensitive), the stored spelling wins an exact
 // match. Every verb that takes a work item resolves it here and then uses
 // the record's Key. The error wraps desired.ErrBadKey for text that is no
-// key and desired.ErrNotFound (saying "work item owner/repo#N not found")
+// key and store.ErrNotFound (saying "work item owner/repo#N not found")
 // for a key the store does not hold; a key that matches two stored
 // spellings is an error that names both.
-func resolveItem(ctx context.Context, store desired.Store, arg string) (desired.Record, error) {
+func resolveItem(ctx context.Context, st store.Store, arg string) (desired.Record, error) {
 	k, err := desired.ParseKey(arg)
 	if err != nil {
 		return desired.Record{}, err
 	}
-	r, err := store.Get(ctx, k)
+	r, err := st.Get(ctx, k)
 	if err == nil {
 		return r, nil
 	}
-	if !errors.Is(err, desired.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		return desired.Record{}, fmt.Errorf("read work item %s: %w", k, err)
 	}
-	records, err := store.Records(ctx)
+	records, err := st.Records(ctx)
 	if err != nil {
 		return desired.Record{}, fmt.Errorf("read work item %s: %w", k, err)
 	}

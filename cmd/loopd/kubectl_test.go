@@ -23,6 +23,8 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // The items of fleetStore, spelled as GitHub spells them.
@@ -41,7 +43,7 @@ const convID = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 // running one with a pending event, a closed one, a held one, a stopped
 // one and one that needs attention. It returns the config's path and the
 // store, open.
-func fleetStore(t *testing.T, socket string) (string, desired.Store) {
+func fleetStore(t *testing.T, socket string) (string, store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -53,13 +55,13 @@ func fleetStore(t *testing.T, socket string) (string, desired.Store) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 	}
-	store, err := desired.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { st.Close() })
 	now := time.Now()
 	closed := true
 	for i, k := range []desired.Key{keyRunning, keyClosed, keyHeld, keyStopped, keyAttended} {
-		in := desired.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code",
+		in := store.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code",
 			Cwd: filepath.Join(dir, "w", k.Repo), Delivery: &desired.Delivery{ID: "d-" + k.String(), Event: "issue_comment",
 				Action: "created", Sender: "octocat", Prompt: "[loopd] event\nbody", ReceivedAt: now.Add(time.Duration(i) * time.Second)}}
 		if k == keyClosed {
@@ -68,65 +70,65 @@ func fleetStore(t *testing.T, socket string) (string, desired.Store) {
 		if k == keyAttended {
 			in.Delivery.Sender = "evil\x1b[2Jsender" // a terminal escape, as untrusted text may hold
 		}
-		_, err := store.Ingest(ctx, in)
+		_, err := st.Ingest(ctx, in)
 		require.NoError(t, err)
 	}
 	exit := 1
-	require.NoError(t, store.PutStatus(ctx, keyRunning, desired.Status{Phase: desired.PhaseRunning, Reason: "delivered",
-		HarnessSessionID: convID, Session: desired.SessionName(keyRunning), PaneID: "%3", SpawnedAt: now.Add(-time.Minute),
-		Workdir: filepath.Join(dir, "w", "run")}))
-	require.NoError(t, store.PutStatus(ctx, keyClosed, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}, "d-"+keyClosed.String()))
-	require.NoError(t, store.PutStatus(ctx, keyStopped, desired.Status{Phase: desired.PhaseStopped, Reason: "exited_clean"}, "d-"+keyStopped.String()))
-	require.NoError(t, store.SetHeld(ctx, keyHeld, true))
-	require.NoError(t, store.PutStatus(ctx, keyHeld, desired.Status{Phase: desired.PhaseStopped, Reason: "held"}, "d-"+keyHeld.String()))
-	require.NoError(t, store.PutStatus(ctx, keyAttended, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop",
-		Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}))
-	return config, store
+	require.NoError(t, st.PutStatus(ctx, keyRunning, desired.Status{Phase: desired.PhaseRunning, Reason: "delivered",
+		SessionState:   desired.SessionState{HarnessSessionID: convID, Session: desired.SessionName(keyRunning), PaneID: "%3", SpawnedAt: now.Add(-time.Minute)},
+		WorkspaceState: desired.WorkspaceState{Workdir: filepath.Join(dir, "w", "run")}}))
+	require.NoError(t, st.PutStatus(ctx, keyClosed, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}, "d-"+keyClosed.String()))
+	require.NoError(t, st.PutStatus(ctx, keyStopped, desired.Status{Phase: desired.PhaseStopped, Reason: "exited_clean"}, "d-"+keyStopped.String()))
+	require.NoError(t, st.SetHeld(ctx, keyHeld, true))
+	require.NoError(t, st.PutStatus(ctx, keyHeld, desired.Status{Phase: desired.PhaseStopped, Reason: "held"}, "d-"+keyHeld.String()))
+	require.NoError(t, st.PutStatus(ctx, keyAttended, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop",
+		RestartHistory: desired.RestartHistory{Failures: 11, LastExitStatus: &exit, LastExitReason: "crashed", LastExitAt: now}}))
+	return config, st
 }
 
 // TestResolveItemIgnoresCase: a key is found whatever its case, as the
 // store spells it; an unknown one is ErrNotFound in loopd's words.
 func TestResolveItemIgnoresCase(t *testing.T) {
-	_, store := fleetStore(t, "")
+	_, st := fleetStore(t, "")
 	ctx := context.Background()
 	for _, arg := range []string{"Codertocat/Hello-World#8", "codertocat/hello-world#8", "CODERTOCAT/HELLO-WORLD#8"} {
-		r, err := resolveItem(ctx, store, arg)
+		r, err := resolveItem(ctx, st, arg)
 		require.NoError(t, err, arg)
 		assert.Equal(t, keyRunning, r.Key, arg)
 	}
-	_, err := resolveItem(ctx, store, "codertocat/hello-world#10")
-	require.ErrorIs(t, err, desired.ErrNotFound)
+	_, err := resolveItem(ctx, st, "codertocat/hello-world#10")
+	require.ErrorIs(t, err, store.ErrNotFound)
 	assert.EqualError(t, err, "work item codertocat/hello-world#10 not found")
-	_, err = resolveItem(ctx, store, "codertocat/hello-world")
+	_, err = resolveItem(ctx, st, "codertocat/hello-world")
 	assert.ErrorIs(t, err, desired.ErrBadKey)
 
 	// Two spellings stored (a repository renamed in case): the exact one
 	// wins, any other is ambiguous, never a guess.
 	renamed := desired.Key{Owner: "codertocat", Repo: "hello-world", Number: 8}
-	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d-renamed", Key: renamed, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
+	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-renamed", Key: renamed, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
 	require.NoError(t, err)
-	r, err := resolveItem(ctx, store, "codertocat/hello-world#8")
+	r, err := resolveItem(ctx, st, "codertocat/hello-world#8")
 	require.NoError(t, err)
 	assert.Equal(t, renamed, r.Key)
-	_, err = resolveItem(ctx, store, "CoderToCat/Hello-World#8")
+	_, err = resolveItem(ctx, st, "CoderToCat/Hello-World#8")
 	assert.EqualError(t, err, "work item CoderToCat/Hello-World#8 is ambiguous: it matches Codertocat/Hello-World#8 and codertocat/hello-world#8; give the exact key")
 }
 
 // Hold and release take a key in any case; an unknown item is "not
 // found", never the store's error.
 func TestHoldAndReleaseIgnoreCase(t *testing.T) {
-	config, store := fleetStore(t, "")
+	config, st := fleetStore(t, "")
 	ctx := context.Background()
 	out, err := run(t, "", "--config", config, "hold", "codertocat/hello-world#8")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "Codertocat/Hello-World#8 held")
-	r, err := store.Get(ctx, keyRunning)
+	r, err := st.Get(ctx, keyRunning)
 	require.NoError(t, err)
 	assert.True(t, r.Spec.Held)
 
 	_, err = run(t, "", "--config", config, "release", "CODERTOCAT/hello-world#8")
 	require.NoError(t, err)
-	r, err = store.Get(ctx, keyRunning)
+	r, err = st.Get(ctx, keyRunning)
 	require.NoError(t, err)
 	assert.False(t, r.Spec.Held)
 
@@ -134,7 +136,7 @@ func TestHoldAndReleaseIgnoreCase(t *testing.T) {
 		_, err := run(t, "", "--config", config, verb, "codertocat/hello-world#80")
 		require.Error(t, err, verb)
 		assert.EqualError(t, err, "work item codertocat/hello-world#80 not found", verb)
-		assert.ErrorIs(t, err, desired.ErrNotFound, verb)
+		assert.ErrorIs(t, err, store.ErrNotFound, verb)
 	}
 }
 
@@ -399,6 +401,28 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	assert.Contains(t, out, `"evil\x1b[2Jsender"`)
 	assert.NotContains(t, out, "\x1b")
 	assert.Contains(t, out, "Last exit:")
+
+	// A pull request's head facts, and what its next spawn gets of its
+	// workdir's settings, and why.
+	pr := desired.Key{Owner: "octo-org", Repo: "web", Number: 2}
+	_, err = store.Ingest(context.Background(), openedFromAFork(pr))
+	require.NoError(t, err)
+	out, err = run(t, "", "--config", config, "describe", pr.String())
+	require.NoError(t, err)
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.NotContains(t, out, "\x1b")
+	for _, want := range []string{"Head repo: someone/web\n", "Opened by: someone\n", `Head: aaa pushed by "\x1b]0;pusher"` + "\n",
+		"Project settings: off (route_untrusted)\n"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// openedFromAFork is the ingest of pull request k opened from a fork, its
+// head pushed by a login that holds a terminal escape.
+func openedFromAFork(k desired.Key) store.Ingest {
+	return store.Ingest{DeliveryID: "d-pr", Key: k, Kind: desired.KindPullRequest, Harness: "claude-code",
+		Cwd: "/w/pr", HeadSHA: "aaa", HeadPusher: "\x1b]0;pusher", HeadRepo: "someone/web", Author: "someone", StateAt: time.Now(),
+		Delivery: &desired.Delivery{ID: "d-pr", Event: "pull_request", Action: "opened", Sender: "someone", Prompt: "[loopd] event\nbody"}}
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/schema"
 )
@@ -36,17 +37,23 @@ func ownerOf(cfg *schema.Config) (tmux.Owner, error) {
 // dir into it for whoever finds it held. A held lock gives an error
 // wrapping errServerTaken and naming the holder's state dir, with holder
 // set to it ("" when the holder wrote none yet).
+//
+// The lock file lives as long as its server or its holder: unlock removes
+// it, still holding the lock, when no server runs on the socket
+// (tmux.ServerListening), and a loopd waiting for it then locks a new file
+// (flock.Take). A server that stops while no loopd runs leaves the
+// file until the next loopd on its socket releases it.
 func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait time.Duration) (unlock func(), holder string, err error) {
 	socket, err := tmux.SocketPath(cfg.Tmux.Socket)
 	if err != nil {
 		return nil, "", fmt.Errorf("tmux socket %s: %w", cfg.Tmux.Socket, err)
 	}
 	path := socket + socketLockSuffix
-	// An ended ctx still gets one try (desired.LockFile).
+	// An ended ctx still gets one try (flock.Lock).
 	lockCtx, cancel := context.WithTimeout(ctx, wait)
-	unlock, err = desired.LockFile(lockCtx, path)
+	lock, err := flock.Take(lockCtx, path)
 	cancel()
-	if errors.Is(err, desired.ErrLocked) {
+	if errors.Is(err, flock.ErrLocked) {
 		b, _ := os.ReadFile(path)
 		holder = strings.TrimSpace(string(b))
 		named := holder
@@ -58,6 +65,12 @@ func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait 
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("lock tmux socket %s: %w", socket, err)
+	}
+	unlock = func() {
+		if !tmux.ServerListening(cfg.Tmux.Socket) {
+			_ = lock.Remove() // a file left is only untidy: the next one takes it
+		}
+		lock.Unlock()
 	}
 	if err := os.WriteFile(path, []byte(owner.StateDir+"\n"), 0o600); err != nil {
 		unlock()
@@ -71,4 +84,16 @@ func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait 
 func serverTaken(cfg *schema.Config, other string) error {
 	return fmt.Errorf("%w: tmux server %s is owned by the loopd of state dir %s; give this one another tmux.socket, "+
 		"or stop that loopd and end its server (tmux -L %s kill-server)", errServerTaken, cfg.Tmux.Socket, other, cfg.Tmux.Socket)
+}
+
+// stopEmptyServer ends the tmux server when it holds no session and
+// carries this loopd's mark (tmux.Client.StopEmptyServer), within
+// shutdownGrace, even when ctx has ended: what a serve that failed to
+// start leaves of its own start.
+func (a *app) stopEmptyServer(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if _, err := a.tmux.StopEmptyServer(ctx, a.owner); err != nil {
+		a.log.Warn(string(journal.TmuxUnavailable), "err", err)
+	}
 }

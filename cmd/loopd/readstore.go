@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // readStore loads the config and opens its store for a command that only
@@ -19,7 +19,7 @@ import (
 // their defaults). The config returned is then that unchecked one. A file
 // that cannot be read, or that is not YAML at all, is still an error:
 // nothing in it says where the store is.
-func (g *globals) readStore(ctx context.Context) (*schema.Config, desired.Store, error) {
+func (g *globals) readStore(ctx context.Context) (*schema.Config, store.Store, error) {
 	cfg, err := g.load()
 	if errors.Is(err, schema.ErrInvalid) {
 		unchecked, uerr := schema.LoadUnchecked(g.config)
@@ -32,11 +32,17 @@ func (g *globals) readStore(ctx context.Context) (*schema.Config, desired.Store,
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := openStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, store, nil
+}
+
+// warnTightened is openStore's warn for a command that does not log: a
+// warning line on its error writer.
+func (g *globals) warnTightened(t tightened) {
+	fmt.Fprintf(g.warnings(), "warning: state dir: %v\n", t)
 }
 
 // warnings returns where a command's warnings go: its error writer, or

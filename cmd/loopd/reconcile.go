@@ -16,6 +16,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // reconcileOpts are the flags of loopd reconcile.
@@ -65,6 +66,10 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return err
 	}
 	defer a.store.Close()
+	// What serve would refuse, a pass refuses too.
+	if err := checkSecretFiles(cfg, nil); err != nil {
+		return err
+	}
 	// On a shared store (PostgreSQL) a cron pass is no member: it runs
 	// beside this host's daemon, only on the items that daemon's live
 	// lease holds. With SQLite it is the fleet of one, as the daemon.
@@ -88,7 +93,7 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	for pass := 0; pass < maxOncePasses; pass++ {
 		res, err := rc.Pass(ctx, o.dryRun)
 		if err != nil {
-			if errors.Is(err, desired.ErrLocked) {
+			if errors.Is(err, store.ErrLocked) {
 				return fmt.Errorf("%w (waited %s)", err, o.lockWait)
 			}
 			return err
@@ -109,7 +114,7 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 	var queued []desired.Call
 	if o.dryRun {
 		// Nothing is sent: the dry run shows what the outbox holds to send.
-		if queued, err = a.store.Calls(ctx, desired.CallFilter{State: desired.CallPending}); err != nil {
+		if queued, err = a.store.Calls(ctx, store.CallFilter{State: desired.CallPending}); err != nil {
 			return err
 		}
 	} else {

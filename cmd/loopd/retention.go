@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // retain prunes the journal (pruneJournal) once at once and then every
@@ -15,7 +15,7 @@ import (
 // the config current returns then, so that a reload takes effect at the
 // next prune. A failure is journaled and waits for the next prune: at
 // most one try an hour.
-func retain(ctx context.Context, store desired.Retention, rec *journal.Recorder, current func() *schema.Config, now func() time.Time) {
+func retain(ctx context.Context, store store.Retention, rec *journal.Recorder, current func() *schema.Config, now func() time.Time) {
 	t := time.NewTicker(schema.RetentionEvery)
 	defer t.Stop()
 	for {
@@ -29,12 +29,12 @@ func retain(ctx context.Context, store desired.Retention, rec *journal.Recorder,
 }
 
 // pruneJournal deletes the journal rows older than age before now, in
-// batches (desired.DefaultPruneBatch), then gives the freed space back
+// batches (store.DefaultPruneBatch), then gives the freed space back
 // (Vacuum), and journals journal.pruned with the rows removed and the
 // bytes freed, when there were any. age 0 keeps every row (and vacuums
 // nothing). A failure is journaled as journal.prune_failed with the
 // rows a failed prune removed before it.
-func pruneJournal(ctx context.Context, store desired.Retention, rec *journal.Recorder, age time.Duration, now time.Time) {
+func pruneJournal(ctx context.Context, store store.Retention, rec *journal.Recorder, age time.Duration, now time.Time) {
 	if age <= 0 {
 		return
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // TestPruneJournal: rows older than the age go and journal.pruned says how
@@ -24,17 +26,17 @@ import (
 func TestPruneJournal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "loopd.db")
-	store, err := desired.OpenSQLite(ctx, path)
+	st, err := sqlstore.OpenSQLite(ctx, path)
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { st.Close() })
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, at := range []time.Time{now.Add(-40 * 24 * time.Hour), now.Add(-31 * 24 * time.Hour), now.Add(-29 * 24 * time.Hour)} {
-		require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: at, Name: journal.ItemHeld, WorkItem: "acme/api#1"}))
+		require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: at, Name: journal.ItemHeld, WorkItem: "acme/api#1"}))
 	}
 	var log bytes.Buffer
-	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&log, nil)), store, func() time.Time { return now })
+	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&log, nil)), st, func() time.Time { return now })
 	names := func() []journal.Name {
-		evs, err := store.Events(ctx, desired.EventFilter{})
+		evs, err := st.Events(ctx, store.EventFilter{})
 		require.NoError(t, err)
 		var out []journal.Name
 		for _, e := range evs {
@@ -43,18 +45,18 @@ func TestPruneJournal(t *testing.T) {
 		return out
 	}
 
-	pruneJournal(ctx, store, rec, 0, now)
+	pruneJournal(ctx, st, rec, 0, now)
 	assert.Len(t, names(), 3, "0 keeps every row")
 
-	pruneJournal(ctx, store, rec, 30*24*time.Hour, now)
+	pruneJournal(ctx, st, rec, 30*24*time.Hour, now)
 	assert.Equal(t, []journal.Name{journal.ItemHeld, journal.JournalPruned}, names())
-	evs, err := store.Events(ctx, desired.EventFilter{Limit: 1})
+	evs, err := st.Events(ctx, store.EventFilter{Limit: 1})
 	require.NoError(t, err)
 	assert.Equal(t, "2", evs[0].Attrs[journal.KeyRows])
 	assert.Equal(t, "2026-04-01T12:00:00Z", evs[0].Attrs[journal.KeyBefore])
 
-	require.NoError(t, store.Close())
-	pruneJournal(ctx, store, rec, 30*24*time.Hour, now)
+	require.NoError(t, st.Close())
+	pruneJournal(ctx, st, rec, 30*24*time.Hour, now)
 	assert.Contains(t, log.String(), "msg="+string(journal.JournalPruneFailed))
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,11 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // serveLockFile is the flock a running serve holds in the state dir.
@@ -67,12 +72,16 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	hook := cfg.Webhooks.GHWebhook
 	// One daemon per state dir: a second would double every wake-up and
-	// race the first for the same panes.
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err) // mkdir <dir>: …
+	// race the first for the same panes. The dir is its owner's alone.
+	changed, err := privateStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, c := range changed {
+		logTightened(log)(c)
 	}
 	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
-	unlock, err := desired.LockFile(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
+	unlock, err := flock.Lock(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", cfg.StateDir, err)
@@ -112,7 +121,7 @@ func serve(ctx context.Context, g *globals) error {
 	// the first's leases and start fresh conversations beside its agents.
 	// A store out of reach is not a refusal: the first pass heartbeats,
 	// and the loop retries.
-	if err := a.hosting.Heartbeat(ctx); errors.Is(err, desired.ErrHostTaken) {
+	if err := a.hosting.Heartbeat(ctx); errors.Is(err, store.ErrHostTaken) {
 		return a.refuse(ctx, fmt.Errorf("%w; give this daemon another host.name, or stop the other one", err))
 	}
 	if err := a.tmux.EnsureServer(ctx, a.serverOptions(cfg)); errors.Is(err, tmux.ErrServerOwned) {
@@ -127,6 +136,16 @@ func serve(ctx context.Context, g *globals) error {
 		// No tmux yet: the loop says tmux.unavailable and retries.
 		log.Warn(string(journal.TmuxUnavailable), "err", err)
 	}
+	// A serve that fails from here on, before it listens (a port taken),
+	// leaves no server behind that it started: one still empty and of its
+	// mark ends, and then its socket's lock file (unlockSocket, deferred
+	// before this, so run after).
+	listening := false
+	defer func() {
+		if !listening {
+			a.stopEmptyServer(ctx)
+		}
+	}()
 	// The watcher reports reloads through its logger; this one also puts
 	// them in the journal, so loopd events shows them.
 	watchLog := slog.New(journal.NewHandler(log.Handler(), rows, journal.ConfigReloaded, journal.ConfigInvalid))
@@ -166,20 +185,24 @@ func serve(ctx context.Context, g *globals) error {
 			return configured
 		}
 	}
+	// Unauthenticated requests' rejections, and the listener's refusals.
+	rejected := journal.NewRecorder(log, repeats.Appender(rejections), time.Now)
+	refused := webhook.Refusals(rejected, webhookMetrics)
 	mux := http.NewServeMux()
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
 		Secret:     []byte(secret),
 		Config:     func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
 		Store:      a.store,
 		Recorder:   a.journal,
-		Rejections: journal.NewRecorder(log, repeats.Appender(rejections), time.Now),
+		Rejections: rejected,
 		Metrics:    webhookMetrics,
 		Trigger:    rc.Trigger,
 		Log:        log,
 		BotLogin:   botLogin,
 	}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	// The listener's own pages answer GET (and HEAD) only.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := a.store.Records(r.Context()); err != nil {
 			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -190,19 +213,28 @@ func serve(ctx context.Context, g *globals) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if err := a.registerStatusPage(mux, cfg, watcher.Current, rc); err != nil {
 		return err
 	}
+	// Everything but the webhook's path answers only its own Host names
+	// (a page whose DNS name rebinds to the listener reads nothing).
+	own := webhook.OwnHosts{Listen: hook.Listen, Hostname: hostname(),
+		Allowed: func() []string { return watcher.Current().Webhooks.GHWebhook.AllowedHosts }}
+	handler := own.Guard(mux, func(r *http.Request) bool { _, pattern := mux.Handler(r); return pattern == hook.Path },
+		func(r *http.Request) { refused(webhook.ReasonHostNotAllowed, r.RemoteAddr) })
 
 	ln, err := net.Listen("tcp", hook.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
-	srv := webhook.NewServer(mux, webhook.DefaultServerLimits)
+	listening = true
+	limits := webhook.DefaultServerLimits
+	limits.MaxConnsPerAddress = hook.ConnsPerAddress()
+	srv := webhook.NewServer(handler, limits)
 	storeShown := "sqlite"
 	if cfg.Store.URL != "" {
-		storeShown = desired.RedactURL(cfg.Store.URL)
+		storeShown = sqlstore.RedactURL(cfg.Store.URL)
 	}
 	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir, journal.KeyHost, a.hosting.Host.Name, journal.KeyStore, storeShown)
@@ -261,7 +293,7 @@ func serve(ctx context.Context, g *globals) error {
 		_ = a.mover.Run(ctx, a.store.Records, schema.TranscriptShipInterval) // ctx's cause, at the end
 	}()
 	listenDone := make(chan struct{})
-	if l, ok := a.store.(desired.Listener); ok {
+	if l, ok := a.store.(store.Listener); ok {
 		// Another host's ingest or lease change wakes a pass within
 		// milliseconds; the resync interval stays the safety net.
 		go func() {
@@ -282,7 +314,7 @@ func serve(ctx context.Context, g *globals) error {
 	go func() { loopDone <- rc.Run(ctx) }()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(webhook.DefaultServerLimits.Listener(ln)) }()
+	go func() { serveErr <- srv.Serve(limits.Listener(ln, refused)) }()
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
@@ -353,7 +385,7 @@ func (a *app) refuse(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, tmux.ErrServerEnvironment):
 		reason = "server_environment"
-	case errors.Is(err, desired.ErrHostTaken):
+	case errors.Is(err, store.ErrHostTaken):
 		reason = "host_taken"
 	}
 	a.journal.Record(ctx, slog.LevelError, journal.ServeRefused, "", "reason", reason, "err", err)
@@ -392,14 +424,47 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	return cfg, secret, nil
 }
 
+// checkSecretFiles checks the files cfg takes its secrets from (secretFile
+// and the GitHub App's privateKeyFile) as their readers do (perm.Secret),
+// without reading them: for config validate and reconcile --once, which
+// read neither or only the key, so that they say what serve would refuse.
+// A secretFile whose path names an unset variable (${CREDENTIALS_DIRECTORY}
+// outside its unit) cannot be checked; cannot, when not nil, is told why.
+func checkSecretFiles(cfg *schema.Config, cannot func(error)) error {
+	// Each file, named as its reader names it.
+	files := map[string]string{}
+	switch path, err := cfg.SecretFilePath(os.LookupEnv); {
+	case err != nil:
+		if cannot != nil {
+			cannot(fmt.Errorf("webhook secret: %w; its file's mode is not checked", err))
+		}
+	case path != "":
+		files["webhook secret: secretFile"] = path
+	}
+	if g := cfg.GitHub; g != nil && g.App != nil {
+		files["github app: privateKeyFile"] = g.App.PrivateKeyFile
+	}
+	var problems []error
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := perm.Secret(files[name]); err != nil {
+			problems = append(problems, fmt.Errorf("%s %w", name, err))
+		}
+	}
+	return errors.Join(problems...)
+}
+
 // maxSecretFile caps the bytes read from a secret file; GitHub's webhook
 // secrets are short strings.
 const maxSecretFile = 64 << 10
 
 // readSecretFile returns the content of path less one trailing newline
 // (as echo and most editors leave one, "\n" or "\r\n"). A missing,
-// unreadable, oversized or empty file is an error naming path.
+// unreadable, oversized or empty file is an error naming path, and so is
+// one that other users can read or change (perm.Secret).
 func readSecretFile(path string) (string, error) {
+	if err := perm.Secret(path); err != nil {
+		return "", fmt.Errorf("webhook secret: secretFile %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("webhook secret: secretFile: %w", err)

@@ -11,12 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/internal/tmux/tmuxtest"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain fails the run when a test leaves a tmux server or socket
+// behind (tmuxtest.Main), and stops the PostgreSQL cluster (pgtest.Main).
+func TestMain(m *testing.M) { os.Exit(tmuxtest.Main(func() int { return pgtest.Main(m) })) }
 
 // TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file
 // in the state dir; a postgres:// URL opens that database, with the
@@ -24,17 +27,17 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func TestOpenStoreSelectsTheBackend(t *testing.T) {
 	ctx := context.Background()
 	cfg := &schema.Config{StateDir: filepath.Join(t.TempDir(), "state")}
-	st, err := openStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
-	assert.IsType(t, &desired.SQLite{}, st)
+	assert.IsType(t, &sqlstore.SQLite{}, st)
 	assert.FileExists(t, filepath.Join(cfg.StateDir, storeFile))
 	require.NoError(t, st.Close())
 
 	cfg = &schema.Config{StateDir: filepath.Join(t.TempDir(), "state"), Store: schema.Store{URL: pgtest.URL(t)}}
-	st, err = openStore(ctx, cfg)
+	st, err = openStore(ctx, cfg, func(tightened) {})
 	require.NoError(t, err)
 	defer st.Close()
-	assert.IsType(t, &desired.Postgres{}, st)
+	assert.IsType(t, &sqlstore.Postgres{}, st)
 	unlock, err := st.Lock(ctx)
 	require.NoError(t, err)
 	unlock()
@@ -58,7 +61,7 @@ func TestStoreURLPasswordNeverShown(t *testing.T) {
 
 	cfg, err := schema.Load(config)
 	require.NoError(t, err)
-	_, err = openStore(context.Background(), cfg)
+	_, err = openStore(context.Background(), cfg, func(tightened) {})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), pw)
 	assert.Contains(t, err.Error(), "xxxxx")

@@ -10,7 +10,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 )
 
-// Outbox is the part of desired.Store the worker uses.
+// Outbox is the part of store.Store the worker uses.
 type Outbox interface {
 	DueCalls(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
 	UpdateCall(ctx context.Context, c desired.Call) error
@@ -46,7 +46,7 @@ type Worker struct {
 	Lock func(ctx context.Context) (unlock func(), err error)
 	// Due, when set, reads the due calls instead of Store.DueCalls: with
 	// several hosts, only the calls of the items this host holds
-	// (desired.Fleet.DueCallsFor), so that a call is sent by its item's
+	// (store.Fleet.DueCallsFor), so that a call is sent by its item's
 	// host alone.
 	Due func(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/ghapi/ghapitest"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // clock is a settable clock.
@@ -28,7 +30,7 @@ func (c *clock) Now() time.Time { return c.now }
 // outbox is a real SQLite store holding keyAPI, a worker draining it into
 // srv with a clock the test moves, and the calls queued.
 type outbox struct {
-	store  *desired.SQLite
+	store  *sqlstore.SQLite
 	worker *ghapi.Worker
 	clock  *clock
 }
@@ -36,18 +38,18 @@ type outbox struct {
 func newOutbox(t *testing.T, srv *ghapitest.Server, calls ...desired.Call) outbox {
 	t.Helper()
 	ctx := context.Background()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	_, err = store.Ingest(ctx, desired.Ingest{DeliveryID: "d1", Key: keyAPI, Kind: desired.KindIssue, Harness: "h", Cwd: "/w",
+	t.Cleanup(func() { st.Close() })
+	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d1", Key: keyAPI, Kind: desired.KindIssue, Harness: "h", Cwd: "/w",
 		Delivery: &desired.Delivery{Event: "issues", Action: "opened", Sender: "octocat", Prompt: "p"}})
 	require.NoError(t, err)
-	require.NoError(t, store.WriteStatus(ctx, keyAPI, desired.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning}, Calls: calls}))
+	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning}, Calls: calls}))
 	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w := &ghapi.Worker{Store: store, API: tokenClient(t, srv), Journal: journal.NewRecorder(log, store, clk.Now), Now: clk.Now,
+	w := &ghapi.Worker{Store: st, API: tokenClient(t, srv), Journal: journal.NewRecorder(log, st, clk.Now), Now: clk.Now,
 		Tries: 4, Initial: 2 * time.Second, Max: time.Minute}
-	return outbox{store: store, worker: w, clock: clk}
+	return outbox{store: st, worker: w, clock: clk}
 }
 
 func (o outbox) drain(t *testing.T) int {
@@ -59,7 +61,7 @@ func (o outbox) drain(t *testing.T) int {
 
 func (o outbox) calls(t *testing.T) []desired.Call {
 	t.Helper()
-	calls, err := o.store.Calls(context.Background(), desired.CallFilter{})
+	calls, err := o.store.Calls(context.Background(), store.CallFilter{})
 	require.NoError(t, err)
 	return calls
 }
@@ -67,7 +69,7 @@ func (o outbox) calls(t *testing.T) []desired.Call {
 // events returns the journal's github.* rows as name and attrs.
 func (o outbox) events(t *testing.T) []journal.Event {
 	t.Helper()
-	evs, err := o.store.Events(context.Background(), desired.EventFilter{WorkItem: keyAPI.String()})
+	evs, err := o.store.Events(context.Background(), store.EventFilter{WorkItem: keyAPI.String()})
 	require.NoError(t, err)
 	return evs
 }
@@ -247,7 +249,7 @@ func eventNames(evs []journal.Event) []journal.Name {
 }
 
 // TestWorkerSendsOnlyWhatDueGives: with several hosts the worker reads
-// the due calls through Due (desired.Fleet.DueCallsFor: this host's
+// the due calls through Due (store.Fleet.DueCallsFor: this host's
 // items only), and sends nothing Due leaves out.
 func TestWorkerSendsOnlyWhatDueGives(t *testing.T) {
 	srv := ghapitest.New(t)

@@ -38,6 +38,10 @@ type base struct {
 	stopGroup bool
 	// provision is false when cfg.Provision opts out of Provision.
 	provision bool
+	// projectSettings is true when the CLI may read the settings its
+	// workdir holds itself (ProjectSettingsGate); false, the default,
+	// starts it with them off.
+	projectSettings bool
 }
 
 // shells are process names that can never stand for a harness: a wrapper

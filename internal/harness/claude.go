@@ -55,6 +55,9 @@ var claudeDialogs = []struct {
 	reason  Block
 }{
 	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, BlockWorkspaceTrust},
+	// A project's .mcp.json server to approve, when project settings are
+	// trusted (never with --strict-mcp-config).
+	{[]string{"New MCP server found in this project", "Continue without using this MCP server"}, BlockWorkspaceTrust},
 	{[]string{"Resume session", "⌕"}, BlockResumePicker},
 	{[]string{"Bypass Permissions mode", "Yes, I accept"}, BlockBypassConsent},
 	{[]string{"Do you want to use this API key?"}, BlockAPIKey},
@@ -66,6 +69,23 @@ var claudeDialogs = []struct {
 	{[]string{"Choose the text style"}, BlockOnboarding},
 }
 
+// claudeSettingsFlags are the flags that choose which settings Claude Code
+// reads, which the adapter sets itself (claudeOwnSettings): extraArgs must
+// not widen them to the workdir's.
+var claudeSettingsFlags = []string{"--setting-sources"}
+
+// claudeOwnSettings are the flags that keep a workdir's own settings from
+// configuring Claude Code 2.1.197 (docs/design.md, "Repository content
+// never configures the harness"): only the user settings of the config
+// dir, none of the project's .claude/settings.json and
+// .claude/settings.local.json (their hooks, statusLine, env and MCP
+// approvals), nor its .claude/ commands, skills, agents and CLAUDE.md; and
+// only the MCP servers of --mcp-config (extraArgs), none of .mcp.json or
+// of the config's own. Measured: with them, a project SessionStart hook,
+// a local one and a .mcp.json server all stay unstarted, in the TUI and
+// with -p, while the hook of --settings still runs.
+var claudeOwnSettings = []string{"--setting-sources", "user", "--strict-mcp-config"}
+
 type claudeCode struct {
 	base
 	// settings is the --settings JSON that installs the SessionStart hook,
@@ -75,6 +95,9 @@ type claudeCode struct {
 
 func newClaudeCode(b base) (*claudeCode, error) {
 	if err := b.refuseFlags(claudeSessionFlags); err != nil {
+		return nil, err
+	}
+	if err := b.refuseFlags(claudeSettingsFlags); err != nil {
 		return nil, err
 	}
 	b.pass = append(b.pass, claudePass...)
@@ -123,12 +146,32 @@ func (c *claudeCode) WithSessionStartHook(command string) Adapter {
 	return &cp
 }
 
-// FreshArgv is [command --session-id id [--settings hook] extraArgs... -- prompt].
+// WithProjectSettings returns a copy whose spawns leave out
+// claudeOwnSettings when trusted: Claude Code then reads the workdir's
+// project and local settings and its .mcp.json, as it does by default.
+func (c *claudeCode) WithProjectSettings(trusted bool) Adapter {
+	cp := *c
+	cp.projectSettings = trusted
+	return &cp
+}
+
+// ownSettings is claudeOwnSettings, or nothing when the workdir's project
+// settings are trusted.
+func (c *claudeCode) ownSettings() []string {
+	if c.projectSettings {
+		return nil
+	}
+	return claudeOwnSettings
+}
+
+// FreshArgv is [command --session-id id [--settings hook]
+// [--setting-sources user --strict-mcp-config] extraArgs... -- prompt].
 func (c *claudeCode) FreshArgv(id, prompt string) []string {
 	return c.argv("--session-id", id, prompt)
 }
 
-// ResumeArgv is [command --resume id [--settings hook] extraArgs... -- prompt].
+// ResumeArgv is [command --resume id [--settings hook]
+// [--setting-sources user --strict-mcp-config] extraArgs... -- prompt].
 func (c *claudeCode) ResumeArgv(id, prompt string) []string {
 	return c.argv("--resume", id, prompt)
 }
@@ -141,6 +184,7 @@ func (c *claudeCode) argv(flag, id, prompt string) []string {
 	if c.settings != "" {
 		argv = append(argv, "--settings", c.settings)
 	}
+	argv = append(argv, c.ownSettings()...)
 	argv = append(argv, c.extra...)
 	if prompt != "" {
 		argv = append(argv, "--", prompt)

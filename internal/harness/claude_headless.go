@@ -7,12 +7,15 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
-// HeadlessArgv is [command -p --session-id id extraArgs... --output-format
-// json -- prompt] for a new conversation, and the same with --resume id for
-// one that goes on (Claude Code 2.1.197, docs/reference/harness-cli-facts.md
-// "Headless turns": both turns go into the one transcript <id>.jsonl). The
-// SessionStart hook is left out: a headless turn is judged by its
-// transcript when it ends. --output-format json comes after extraArgs, so
+// HeadlessArgv is [command -p --session-id id [--setting-sources user
+// --strict-mcp-config] extraArgs... --output-format json -- prompt] for a
+// new conversation, and the same with --resume id for one that goes on
+// (Claude Code 2.1.197, docs/reference/harness-cli-facts.md "Headless
+// turns": both turns go into the one transcript <id>.jsonl). The
+// workdir's own settings are off as for the TUI (claudeOwnSettings): -p
+// skips the workspace trust dialog, so without the flags it would run
+// them in any workdir (measured). The SessionStart hook is left out: a
+// headless turn is judged by its transcript when it ends. --output-format json comes after extraArgs, so
 // that its result object, which names the conversation the turn went into,
 // is what the run's log holds (HeadlessSessionID). A prompt over
 // schema.DefaultMaxBootPrompt bytes goes on stdin instead of argv, where
@@ -22,7 +25,8 @@ func (c *claudeCode) HeadlessArgv(id, prompt string, resume bool) ([]string, []b
 	if resume {
 		flag = "--resume"
 	}
-	argv := append([]string{c.command, "-p", flag, id}, c.extra...)
+	argv := append([]string{c.command, "-p", flag, id}, c.ownSettings()...)
+	argv = append(argv, c.extra...)
 	argv = append(argv, "--output-format", "json")
 	if len(prompt) > schema.DefaultMaxBootPrompt {
 		return argv, []byte(prompt)

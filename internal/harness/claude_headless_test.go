@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,14 +25,17 @@ func TestClaudeHeadlessArgv(t *testing.T) {
 		argv         []string
 		stdin        []byte
 	}{
-		{"fresh", "-hi", false, []string{"claude", "-p", "--session-id", id, "--model", "opus", "--output-format", "json", "--", "-hi"}, nil},
-		{"resume", "next", true, []string{"claude", "-p", "--resume", id, "--model", "opus", "--output-format", "json", "--", "next"}, nil},
-		{"large_prompt_on_stdin", big, true, []string{"claude", "-p", "--resume", id, "--model", "opus", "--output-format", "json"}, []byte(big)},
+		{"fresh", "-hi", false, []string{"claude", "-p", "--session-id", id, "--setting-sources", "user", "--strict-mcp-config", "--model", "opus", "--output-format", "json", "--", "-hi"}, nil},
+		{"resume", "next", true, []string{"claude", "-p", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--model", "opus", "--output-format", "json", "--", "next"}, nil},
+		{"large_prompt_on_stdin", big, true, []string{"claude", "-p", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--model", "opus", "--output-format", "json"}, []byte(big)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			argv, stdin := h.HeadlessArgv(id, tc.prompt, tc.resume)
 			assert.Equal(t, tc.argv, argv)
 			assert.Equal(t, tc.stdin, stdin)
+			// Trusted, the workdir's own settings are -p's default.
+			argv, _ = WithProjectSettings(h.(Adapter), true).(Headless).HeadlessArgv(id, tc.prompt, tc.resume)
+			assert.Equal(t, slices.DeleteFunc(slices.Clone(tc.argv), isOwnSettings), argv)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,39 +27,39 @@ func TestClaudeArgv(t *testing.T) {
 		{
 			name:       "prompt_after_double_dash",
 			prompt:     "fix issue 42",
-			wantFresh:  []string{"claude", "--session-id", testID, "--", "fix issue 42"},
-			wantResume: []string{"claude", "--resume", testID, "--", "fix issue 42"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "fix issue 42"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "fix issue 42"},
 		},
 		{
 			name:       "extra_args_before_prompt",
 			extra:      []string{"--verbose", "--settings", "s.json"},
 			prompt:     "hi there",
-			wantFresh:  []string{"claude", "--session-id", testID, "--verbose", "--settings", "s.json", "--", "hi there"},
-			wantResume: []string{"claude", "--resume", testID, "--verbose", "--settings", "s.json", "--", "hi there"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--verbose", "--settings", "s.json", "--", "hi there"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--verbose", "--settings", "s.json", "--", "hi there"},
 		},
 		{
 			name:       "prompt_starting_with_dash",
 			prompt:     "--resume --session-id -p",
-			wantFresh:  []string{"claude", "--session-id", testID, "--", "--resume --session-id -p"},
-			wantResume: []string{"claude", "--resume", testID, "--", "--resume --session-id -p"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "--resume --session-id -p"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "--resume --session-id -p"},
 		},
 		{
 			name:       "slash_command_prompt_stays_one_element",
 			prompt:     "/exit",
-			wantFresh:  []string{"claude", "--session-id", testID, "--", "/exit"},
-			wantResume: []string{"claude", "--resume", testID, "--", "/exit"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "/exit"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "/exit"},
 		},
 		{
 			name:       "multiline_prompt",
 			prompt:     "line one\nline two;",
-			wantFresh:  []string{"claude", "--session-id", testID, "--", "line one\nline two;"},
-			wantResume: []string{"claude", "--resume", testID, "--", "line one\nline two;"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "line one\nline two;"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--", "line one\nline two;"},
 		},
 		{
 			name:       "empty_prompt_omits_double_dash",
 			extra:      []string{"--verbose"},
-			wantFresh:  []string{"claude", "--session-id", testID, "--verbose"},
-			wantResume: []string{"claude", "--resume", testID, "--verbose"},
+			wantFresh:  []string{"claude", "--session-id", testID, "--setting-sources", "user", "--strict-mcp-config", "--verbose"},
+			wantResume: []string{"claude", "--resume", testID, "--setting-sources", "user", "--strict-mcp-config", "--verbose"},
 		},
 	}
 	for _, tt := range tests {
@@ -67,9 +68,17 @@ func TestClaudeArgv(t *testing.T) {
 			assert.True(t, a.SupportsResume())
 			assert.Equal(t, tt.wantFresh, a.FreshArgv(testID, tt.prompt))
 			assert.Equal(t, tt.wantResume, a.ResumeArgv(testID, tt.prompt))
+			// Trusted, the workdir's own settings are Claude Code's default.
+			trusted := WithProjectSettings(a, true)
+			assert.Equal(t, slices.DeleteFunc(slices.Clone(tt.wantFresh), isOwnSettings), trusted.FreshArgv(testID, tt.prompt))
+			assert.Equal(t, slices.DeleteFunc(slices.Clone(tt.wantResume), isOwnSettings), trusted.ResumeArgv(testID, tt.prompt))
+			assert.Equal(t, tt.wantFresh, WithProjectSettings(trusted, false).FreshArgv(testID, tt.prompt))
 		})
 	}
 }
+
+// isOwnSettings reports whether arg is one of claudeOwnSettings.
+func isOwnSettings(arg string) bool { return slices.Contains(claudeOwnSettings, arg) }
 
 func TestClaudeArgvNeverBothFlags(t *testing.T) {
 	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{ExtraArgs: []string{"--verbose"}})
@@ -332,6 +341,7 @@ func TestClaudeScreenCaptured(t *testing.T) {
 		"blocked-picker.txt":        BlockResumePicker,
 		"blocked-picker-search.txt": BlockResumePicker,
 		"blocked-trust.txt":         BlockWorkspaceTrust,
+		"blocked-mcp-server.txt":    BlockWorkspaceTrust,
 		"draft-typed.txt":           DraftReason,
 		"draft-pasted.txt":          DraftReason,
 	}
@@ -388,7 +398,12 @@ func TestClaudeSessionStartHookSettings(t *testing.T) {
 	hooked := r.WithSessionStartHook(`'/usr/bin/loopd' hook session-start --config '/etc/loopd.yaml'`)
 
 	settings := `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"'/usr/bin/loopd' hook session-start --config '/etc/loopd.yaml'"}]}]}}`
-	assert.Equal(t, []string{"claude", "--session-id", testID, "--settings", settings, "--verbose", "--", "p q"}, hooked.FreshArgv(testID, "p q"))
-	assert.Equal(t, []string{"claude", "--resume", testID, "--settings", settings, "--verbose", "--", "p q"}, hooked.ResumeArgv(testID, "p q"))
-	assert.Equal(t, []string{"claude", "--session-id", testID, "--verbose", "--", "p q"}, a.FreshArgv(testID, "p q"), "the original is unchanged")
+	own := claudeOwnSettings
+	assert.Equal(t, slices.Concat([]string{"claude", "--session-id", testID, "--settings", settings}, own, []string{"--verbose", "--", "p q"}), hooked.FreshArgv(testID, "p q"))
+	assert.Equal(t, slices.Concat([]string{"claude", "--resume", testID, "--settings", settings}, own, []string{"--verbose", "--", "p q"}), hooked.ResumeArgv(testID, "p q"))
+	assert.Equal(t, slices.Concat([]string{"claude", "--session-id", testID}, own, []string{"--verbose", "--", "p q"}), a.FreshArgv(testID, "p q"), "the original is unchanged")
+	// The hook stays when the project settings are trusted, and the copy
+	// made from the hooked adapter keeps it.
+	assert.Equal(t, []string{"claude", "--session-id", testID, "--settings", settings, "--verbose", "--", "p q"},
+		WithProjectSettings(hooked, true).FreshArgv(testID, "p q"))
 }

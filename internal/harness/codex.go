@@ -60,6 +60,16 @@ var codexDialogs = []struct {
 }{
 	{[]string{"Working directory · resume", "Use session directory"}, BlockResumeChooser},
 	{[]string{"Welcome to Codex", "Sign in with ChatGPT"}, BlockLoginRequired},
+	// The folder dialog of a git workdir (or one with .codex/) that the
+	// config does not trust (blocked-folder-trust.txt), and the one it
+	// shows instead once the config marks it untrusted
+	// (blocked-folder-restricted.txt). loopd answers neither: the first's
+	// highlighted choice trusts the folder.
+	{[]string{"Folder access", "Trust and continue"}, BlockWorkspaceTrust},
+	{[]string{"Folder access", "Open restricted"}, BlockWorkspaceTrust},
+	// A trusted workdir's new hooks, before they run or not
+	// (blocked-hooks-review.txt); its MCP servers start after it.
+	{[]string{"Hooks need review", "Continue without trusting"}, BlockWorkspaceTrust},
 }
 
 // codexInputBox is the input box's first line: "› " at the start of a
@@ -75,6 +85,47 @@ const codexEmptyBox = "? for shortcuts"
 
 type codex struct {
 	base
+}
+
+// WithProjectSettings returns a copy whose spawns trust the workdir in
+// Codex's config when trusted (Provision): Codex 0.171.0 then loads its
+// .codex/config.toml (its MCP servers at once, and its hooks once
+// reviewed or with --dangerously-bypass-hook-trust). Otherwise Codex
+// disables "untrusted project-local configuration" (measured, TUI and
+// exec alike), and Provision takes back a trust the config holds for the
+// workdir.
+func (c *codex) WithProjectSettings(trusted bool) Adapter {
+	cp := *c
+	cp.projectSettings = trusted
+	return &cp
+}
+
+// Provision sets projects."<physical workdir>".trust_level = "trusted" in
+// <CODEX_HOME>/config.toml when the workdir's project settings are
+// trusted, and removes a "trusted" one otherwise (codexTrust): Codex
+// trusts a project only by that key in the user config (a -c override of
+// it counts for nothing; a parent directory's trust is not inherited by
+// a git workdir: measured on 0.171.0). A workdir of "" is left alone. It
+// returns an error wrapping ErrBadSettings for a config.toml where the
+// workdir's entry has a form loopd does not edit, which it leaves as it
+// is.
+func (c *codex) Provision(workdir string) error {
+	if workdir == "" {
+		return nil
+	}
+	dir, err := physicalDir(workdir)
+	if err != nil {
+		return fmt.Errorf("provision codex config: %w", err)
+	}
+	home, err := c.home(dir)
+	if err != nil {
+		return fmt.Errorf("provision codex config: %w", err)
+	}
+	path := filepath.Join(home, "config.toml")
+	if err := codexTrust(path, filepath.Clean(dir), c.projectSettings); err != nil {
+		return fmt.Errorf("provision codex config %s: %w", path, err)
+	}
+	return nil
 }
 
 func newCodex(b base) (*codex, error) {

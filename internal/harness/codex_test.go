@@ -229,15 +229,18 @@ func TestCodexSessionsStarted(t *testing.T) {
 func TestCodexScreenCaptured(t *testing.T) {
 	a := newTestAdapter(t, AdapterCodex, schema.Harness{})
 	testCapturedScreens(t, a, "testdata/codex-0.171.0", map[string]capturedScreen{
-		"ready-empty":          {ScreenReady, ""},
-		"ready-working":        {ScreenReady, ""},
-		"ready-after-paste":    {ScreenReady, ""},
-		"ready-ctrl-c-once":    {ScreenReady, ""},
-		"limit-usage":          {ScreenReady, ""},
-		"draft-typed":          {ScreenDraft, DraftReason},
-		"draft-pasted-working": {ScreenDraft, DraftReason},
-		"blocked-login":        {ScreenBlocked, BlockLoginRequired},
-		"blocked-resume-cwd":   {ScreenBlocked, BlockResumeChooser},
+		"ready-empty":               {ScreenReady, ""},
+		"ready-working":             {ScreenReady, ""},
+		"ready-after-paste":         {ScreenReady, ""},
+		"ready-ctrl-c-once":         {ScreenReady, ""},
+		"limit-usage":               {ScreenReady, ""},
+		"draft-typed":               {ScreenDraft, DraftReason},
+		"draft-pasted-working":      {ScreenDraft, DraftReason},
+		"blocked-login":             {ScreenBlocked, BlockLoginRequired},
+		"blocked-resume-cwd":        {ScreenBlocked, BlockResumeChooser},
+		"blocked-folder-trust":      {ScreenBlocked, BlockWorkspaceTrust},
+		"blocked-folder-restricted": {ScreenBlocked, BlockWorkspaceTrust},
+		"blocked-hooks-review":      {ScreenBlocked, BlockWorkspaceTrust},
 	})
 	assert.Equal(t, ScreenBusy, func() Screen { s, _ := a.Screen(""); return s }(), "a blank screen is still starting")
 }

@@ -32,21 +32,42 @@ import (
 var geminiSessionFlags = []string{
 	"--session-id", "-r", "--resume", "--session-file", "--list-sessions", "--delete-session",
 	"-p", "--prompt", "-i", "--prompt-interactive", "-w", "--worktree", "--acp", "--experimental-acp", "--",
+	// The workspace's trust is the adapter's (geminiTrustEnv).
+	"--skip-trust",
 }
+
+// geminiTrustEnv is the variable by which Gemini 0.61.0 takes the
+// workspace's trust from its environment, before its trusted folders, an
+// IDE's word and its folder-trust dialog (checkPathTrust): "false" runs
+// the folder untrusted, without its .gemini/settings.json (hooks, MCP
+// servers, tools.discoveryCommand), its skills, agents, policies and
+// .gemini/.env, and with only the auth variables of its .env; "true"
+// trusts it. The adapter always sets it (WithProjectSettings).
+// --skip-trust sets it to "true" only after the settings are loaded, so
+// that in the TUI it loads the workspace's skills but not its settings
+// (measured).
+const geminiTrustEnv = "GEMINI_CLI_TRUST_WORKSPACE"
 
 // Gemini's exit codes (packages/cli ExitCodes): FATAL_AUTHENTICATION_ERROR
 // when no auth method is set, FATAL_INPUT_ERROR for a session that cannot
 // be resumed or started ("Error resuming session: …", "Error starting
-// session: Session ID … already exists").
+// session: Session ID … already exists"),
+// FATAL_UNTRUSTED_WORKSPACE when a headless run finds its folder
+// untrusted.
 const (
-	GeminiExitNoAuth     = 41
-	GeminiExitInputError = 42
+	GeminiExitNoAuth           = 41
+	GeminiExitInputError       = 42
+	GeminiExitUntrustedWorkdir = 55
 )
 
 // The causes an adapter gives an exit status (ExitCause).
 const (
 	CauseAuthMissing  = "auth_missing"  // the CLI has no auth method (Gemini exit 41)
 	CauseSessionError = "session_error" // the CLI could not resume or start the conversation (Gemini exit 42)
+	// CauseUntrustedWorkdir: the CLI refuses to run headless in a workdir
+	// it does not trust (Gemini exit 55), as every workdir is whose
+	// project settings are off.
+	CauseUntrustedWorkdir = "untrusted_workdir"
 )
 
 // geminiPlaceholder is the empty input box's placeholder; geminiInput the
@@ -87,6 +108,9 @@ type gemini struct {
 func newGemini(b base) (*gemini, error) {
 	if err := b.refuseFlags(geminiSessionFlags); err != nil {
 		return nil, err
+	}
+	if _, ok := b.env[geminiTrustEnv]; ok || slices.Contains(b.pass, geminiTrustEnv) {
+		return nil, fmt.Errorf("env: %s is set by the adapter: %w", geminiTrustEnv, ErrBadConfig)
 	}
 	b.pass = append(b.pass, geminiPass...)
 	// Gemini ignores tmux kill-session: its launcher ignores SIGHUP, and
@@ -167,8 +191,24 @@ func (g *gemini) HeadlessSessionID(output []byte) string {
 var geminiPass = []string{"GEMINI_CLI_HOME"}
 
 // Env is the harness env, on top of loopd's values of passEnv and
-// geminiPass.
-func (g *gemini) Env() map[string]string { return g.paneEnv() }
+// geminiPass, with geminiTrustEnv "false", or "true" when the workdir's
+// project settings are trusted (WithProjectSettings).
+func (g *gemini) Env() map[string]string {
+	env := g.paneEnv()
+	env[geminiTrustEnv] = strconv.FormatBool(g.projectSettings)
+	return env
+}
+
+// WithProjectSettings returns a copy whose spawns trust the workdir
+// (geminiTrustEnv "true") when trusted, and run it untrusted otherwise.
+// Untrusted, Gemini 0.61.0 also refuses its privileged approval modes
+// (auto_edit, yolo) and asks before a git command, and a headless run
+// exits 55 (CauseUntrustedWorkdir).
+func (g *gemini) WithProjectSettings(trusted bool) Adapter {
+	cp := *g
+	cp.projectSettings = trusted
+	return &cp
+}
 
 // sharedConfigDir is Gemini's global dir as the pane sees it:
 // $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (Storage.getGlobalGeminiDir),
@@ -287,10 +327,13 @@ func (g *gemini) Account() string {
 	return AdapterGemini + ":" + dir
 }
 
-// ExitCause names Gemini's exit statuses 41 (no auth method) and 42 (the
-// conversation could not be resumed or started); "" for any other.
+// ExitCause names Gemini's exit statuses 41 (no auth method), 42 (the
+// conversation could not be resumed or started) and 55 (a headless run in
+// an untrusted workdir); "" for any other.
 func (g *gemini) ExitCause(status int) string {
 	switch status {
+	case GeminiExitUntrustedWorkdir:
+		return CauseUntrustedWorkdir
 	case GeminiExitNoAuth:
 		return CauseAuthMissing
 	case GeminiExitInputError:

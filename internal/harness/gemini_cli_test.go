@@ -73,7 +73,7 @@ func testGeminiCLI(t *testing.T, bin string, real bool) {
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".gemini"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".gemini", "settings.json"),
 		[]byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600))
-	a, err := New("gemini", schema.Harness{Command: bin, ExtraArgs: []string{"--skip-trust"}, Env: map[string]string{
+	a, err := New("gemini", schema.Harness{Command: bin, Env: map[string]string{
 		"GEMINI_CLI_HOME": home, "GEMINI_API_KEY": "offline-dummy", "FAKEGEMINI_AUTH": "1",
 	}})
 	require.NoError(t, err)

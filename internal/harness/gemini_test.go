@@ -17,12 +17,19 @@ import (
 )
 
 func TestGeminiArgv(t *testing.T) {
-	a := newTestAdapter(t, AdapterGemini, schema.Harness{ExtraArgs: []string{"--skip-trust"}})
+	a := newTestAdapter(t, AdapterGemini, schema.Harness{ExtraArgs: []string{"--approval-mode", "auto_edit"}})
 	id := "7f3c5a44-1b2e-4c3d-9e8f-0a1b2c3d4e5f"
-	assert.Equal(t, []string{"gemini", "--session-id", id, "--skip-trust", "--prompt-interactive=-x first; --resume"},
+	assert.Equal(t, []string{"gemini", "--session-id", id, "--approval-mode", "auto_edit", "--prompt-interactive=-x first; --resume"},
 		a.FreshArgv(id, "-x first; --resume"))
-	assert.Equal(t, []string{"gemini", "--resume", id, "--skip-trust", "--prompt-interactive=hi"}, a.ResumeArgv(id, "hi"))
-	assert.Equal(t, []string{"gemini", "--resume", id, "--skip-trust"}, a.ResumeArgv(id, ""))
+	assert.Equal(t, []string{"gemini", "--resume", id, "--approval-mode", "auto_edit", "--prompt-interactive=hi"}, a.ResumeArgv(id, "hi"))
+	assert.Equal(t, []string{"gemini", "--resume", id, "--approval-mode", "auto_edit"}, a.ResumeArgv(id, ""))
+	// The workdir is untrusted unless its project settings are.
+	assert.Equal(t, "false", a.Env()["GEMINI_CLI_TRUST_WORKSPACE"])
+	trusted := WithProjectSettings(a, true)
+	assert.Equal(t, "true", trusted.Env()["GEMINI_CLI_TRUST_WORKSPACE"])
+	assert.Equal(t, a.FreshArgv(id, "x"), trusted.FreshArgv(id, "x"), "the trust is in the environment, not argv")
+	assert.Equal(t, "false", a.Env()["GEMINI_CLI_TRUST_WORKSPACE"], "the original is unchanged")
+	assert.Equal(t, CauseUntrustedWorkdir, ExitCause(a, 55))
 	assert.True(t, a.SupportsResume())
 	assert.True(t, a.ValidSessionID(id))
 	for _, bad := range []string{"1", "latest", "--yolo", strings.ToUpper(id), "00000000-0000-0000-0000-000000000000"} {
@@ -37,15 +44,15 @@ func TestGeminiArgv(t *testing.T) {
 	h, ok := a.(Headless)
 	require.True(t, ok)
 	argv, stdin := h.HeadlessArgv(id, "-x event", true)
-	assert.Equal(t, []string{"gemini", "--resume", id, "--skip-trust", "--output-format", "json"}, argv)
+	assert.Equal(t, []string{"gemini", "--resume", id, "--approval-mode", "auto_edit", "--output-format", "json"}, argv)
 	assert.Equal(t, "-x event", string(stdin))
 	argv, _ = h.HeadlessArgv(id, "e", false)
-	assert.Equal(t, []string{"gemini", "--session-id", id, "--skip-trust", "--output-format", "json"}, argv)
+	assert.Equal(t, []string{"gemini", "--session-id", id, "--approval-mode", "auto_edit", "--output-format", "json"}, argv)
 	assert.Equal(t, id, h.HeadlessSessionID([]byte("Loaded cached credentials.\n{\n  \"session_id\": \""+id+"\",\n  \"response\": \"OK.\"\n}\n")))
 	assert.Empty(t, h.HeadlessSessionID([]byte(`{"session_id": "../x"}`)))
 	assert.Empty(t, h.HeadlessSessionID([]byte("Please set an Auth method")))
 
-	for _, arg := range []string{"--resume", "-r", "--session-id=x", "-p", "--prompt-interactive", "-w", "--list-sessions", "--"} {
+	for _, arg := range []string{"--resume", "-r", "--session-id=x", "-p", "--prompt-interactive", "-w", "--list-sessions", "--", "--skip-trust"} {
 		_, err := New("gemini", schema.Harness{Command: "gemini", ExtraArgs: []string{arg}})
 		assert.ErrorIs(t, err, ErrBadConfig, arg)
 	}

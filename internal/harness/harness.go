@@ -183,6 +183,32 @@ func StopsProcessGroup(a Adapter) bool {
 	return ok && g.StopsProcessGroup()
 }
 
+// ProjectSettingsGate is implemented by adapters whose CLI reads settings
+// from its workdir that can run code as loopd's user the moment it starts
+// (hooks, MCP servers, tool discovery): Claude Code's .claude/ and
+// .mcp.json, Codex's .codex/config.toml, Gemini's .gemini/. Every adapter
+// New makes starts its CLI with them off, and provisions no trust mark
+// that would turn them on (docs/design.md, "Repository content never
+// configures the harness").
+type ProjectSettingsGate interface {
+	// WithProjectSettings returns a copy of the adapter whose spawns let
+	// the CLI read the workdir's own settings when trusted is true, and
+	// keep them off otherwise: in argv, environment and provisioning
+	// alike.
+	WithProjectSettings(trusted bool) Adapter
+}
+
+// WithProjectSettings returns a with its workdir's project settings on
+// (trusted) or off (ProjectSettingsGate); an adapter that cannot say
+// (a custom harness: its CLI's settings are the operator's to set) is
+// returned as it is.
+func WithProjectSettings(a Adapter, trusted bool) Adapter {
+	if g, ok := a.(ProjectSettingsGate); ok {
+		return g.WithProjectSettings(trusted)
+	}
+	return a
+}
+
 // Provisioner is implemented by adapters whose CLI needs settings in its
 // config dir before it runs under loopd (Claude Code: onboarding done, the
 // workdir trusted, the auto-updater off; Gemini: session retention off).

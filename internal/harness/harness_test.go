@@ -84,6 +84,10 @@ func TestNew(t *testing.T) {
 		{name: "extra_args_session_id_equals", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--session-id=x"}}, wantErr: ErrBadConfig},
 		{name: "extra_args_print", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"-p"}}, wantErr: ErrBadConfig},
 		{name: "extra_args_double_dash", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_setting_sources", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--setting-sources", "user,project"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_setting_sources_equals", harness: "claude-code", cfg: schema.Harness{Command: "claude", ExtraArgs: []string{"--setting-sources=project"}}, wantErr: ErrBadConfig},
+		{name: "extra_args_skip_trust", harness: "gemini", cfg: schema.Harness{Command: "gemini", ExtraArgs: []string{"--skip-trust"}}, wantErr: ErrBadConfig},
+		{name: "env_sets_gemini_trust", harness: "gemini", cfg: schema.Harness{Command: "gemini", Env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}}, wantErr: ErrBadConfig},
 		{name: "custom_without_fresh_args", harness: "custom", cfg: schema.Harness{Command: "agent"}, wantErr: ErrBadConfig},
 		{name: "custom_template_syntax", harness: "custom", cfg: schema.Harness{Command: "agent", FreshArgs: []string{"{{.Prompt"}}, wantErr: ErrBadConfig},
 		{name: "custom_template_unknown_field", harness: "custom", cfg: schema.Harness{Command: "agent", FreshArgs: []string{"{{.Title}}"}}, wantErr: ErrBadConfig},
@@ -113,7 +117,7 @@ func TestNewCopiesConfig(t *testing.T) {
 	cfg.Env["A"] = "2"
 	a.Env()["A"] = "3"
 
-	assert.Equal(t, []string{"claude", "--session-id", "id", "--verbose"}, a.FreshArgv("id", ""))
+	assert.Equal(t, []string{"claude", "--session-id", "id", "--setting-sources", "user", "--strict-mcp-config", "--verbose"}, a.FreshArgv("id", ""))
 	assert.Equal(t, "1", a.Env()["A"])
 }
 

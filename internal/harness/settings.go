@@ -60,27 +60,11 @@ func mergeSettings(path string, lock bool, set ...setting) error {
 		}
 		defer unlock()
 	}
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		path = target // a settings file kept with the user's dotfiles
-	} else if link, lerr := os.Readlink(path); lerr == nil {
-		// A link to a file not made yet: the file is made where it points.
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(path), link)
-		}
-		path = link
+	path, b, mode, err := readSettingsFile(path)
+	if err != nil {
+		return err
 	}
 	doc := map[string]any{}
-	mode := fs.FileMode(0o600)
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if info, err := os.Stat(path); err == nil {
-			mode = info.Mode().Perm()
-		}
-	}
 	if len(bytes.TrimSpace(b)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
@@ -106,14 +90,47 @@ func mergeSettings(path string, lock bool, set ...setting) error {
 	if err != nil {
 		return err
 	}
+	return writeSettingsFile(path, append(out, '\n'), mode)
+}
+
+// readSettingsFile returns the file a settings file path names (a symlink
+// followed: the file it names, made or not yet), its bytes (none for a
+// missing file) and its mode (0600 for a missing one).
+func readSettingsFile(path string) (string, []byte, fs.FileMode, error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target // a settings file kept with the user's dotfiles
+	} else if link, lerr := os.Readlink(path); lerr == nil {
+		// A link to a file not made yet: the file is made where it points.
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(path), link)
+		}
+		path = link
+	}
+	mode := fs.FileMode(0o600)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, nil, mode, nil
+	case err != nil:
+		return "", nil, 0, err
+	}
+	if info, err := os.Stat(path); err == nil {
+		mode = info.Mode().Perm()
+	}
+	return path, b, mode, nil
+}
+
+// writeSettingsFile writes data to path atomically: a temporary file in
+// its directory (made 0700 if missing), with mode, renamed over it.
+func writeSettingsFile(path string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".settings-*.json")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".settings-*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(append(out, '\n'))
+	_, err = tmp.Write(data)
 	err = errors.Join(err, tmp.Chmod(mode), tmp.Close())
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)

@@ -31,6 +31,13 @@ const (
 	DeliveryIgnored Name = "delivery.ignored"
 	// DeliveryRejected: a request refused (unsigned, malformed, store failed).
 	DeliveryRejected Name = "delivery.rejected"
+	// StateDirTightened: the state dir, or a file or directory in it, let
+	// other users in; its mode was tightened (log only).
+	StateDirTightened Name = "state_dir.tightened"
+	// ListenerRefused: the listener cut a connection before any request of
+	// it was read (too many from its address, shed under pressure), or
+	// refused a request to its own pages whose Host names another site.
+	ListenerRefused Name = "listener.refused"
 
 	// SessionStarting: tmux started a harness's pane (log only).
 	SessionStarting Name = "session.starting"
@@ -113,9 +120,9 @@ const (
 	// WorkspaceMissing: the item's workdir is gone; the item is blocked.
 	WorkspaceMissing Name = "workspace.missing"
 	// WorkspacePrepared: an item's workdir was made (or found) before a
-	// spawn: a plain directory or a git worktree.
+	// spawn, or repaired: a plain directory or a git clone.
 	WorkspacePrepared Name = "workspace.prepared"
-	// WorkspacePreparing: an item's worktree is being made by a worker,
+	// WorkspacePreparing: an item's clone is being made by a worker,
 	// outside the reconcile pass.
 	WorkspacePreparing Name = "workspace.preparing"
 	// WorkspaceInterrupted: an item's preparation was cut short because
@@ -124,9 +131,9 @@ const (
 	// WorkspaceFailed: a workspace operation failed (git's command, exit
 	// status and stderr tail, credentials masked).
 	WorkspaceFailed Name = "workspace.failed"
-	// WorkspaceKept: a closed item's worktree was not removed, and why.
+	// WorkspaceKept: a closed item's clone was not removed, and why.
 	WorkspaceKept Name = "workspace.kept"
-	// WorkspaceRemoved: a closed item's clean worktree was removed.
+	// WorkspaceRemoved: a closed item's clean clone was removed.
 	WorkspaceRemoved Name = "workspace.removed"
 	// WorkspacePinned: the route renders another workdir than the one the
 	// item's conversation lives in; the pinned one stays.
@@ -158,7 +165,7 @@ const (
 	// ItemReleased: a pass carried out an operator's release.
 	ItemReleased Name = "item.released"
 	// ItemForgotten: an operator removed a closed item's record (loopd
-	// forget), with its worktree when it was clean.
+	// forget), with its clone when it was clean.
 	ItemForgotten Name = "item.forgotten"
 
 	// ConfigReloaded: the config file was reloaded.
@@ -295,7 +302,7 @@ const (
 // Event is one journal entry. Attrs keys are snake_case, as in the log.
 type Event struct {
 	// ID is the row's id in the journal, growing with each row appended
-	// (desired.EventFilter.AfterID); 0 for an event not read from a store.
+	// (store.EventFilter.AfterID); 0 for an event not read from a store.
 	ID       int64
 	Time     time.Time
 	Name     Name
@@ -416,7 +423,7 @@ func (r *Recorder) keep(rows []Event) {
 
 // Row returns the journal row Record would write for the event, and
 // neither logs it nor writes it: for a store that writes the row in the
-// transaction of the change it records (desired.Ingest.Journal). Log writes
+// transaction of the change it records (store.Ingest.Journal). Log writes
 // the event's line once that transaction has committed.
 func (r *Recorder) Row(ctx context.Context, level slog.Level, name Name, workItem string, kv ...any) Event {
 	e, _ := r.event(ctx, level, name, workItem, kv)

@@ -68,6 +68,7 @@ const (
 	KeyChurnFailures = "churn_failures" // consecutive churn failures
 	KeyRetire        = "retire"         // why the conversation id is retired: fast_failures or churn
 	KeyNextAttempt   = "next_attempt"   // when the next spawn may run (RFC 3339)
+	KeyDelay         = "delay"          // the backoff before that spawn (a Go duration)
 	KeyUntil         = "until"          // when a wait ends (RFC 3339)
 	KeyGeneration    = "generation"     // the release generation carried out
 	KeyFields        = "fields"         // the status fields clock.bounded brought back
@@ -76,13 +77,15 @@ const (
 	// Workspaces (the workdir is KeyCwd).
 	KeyConfigCwd        = "config_cwd"         // the workdir the current route renders, not applied to a pinned item
 	KeyURL              = "url"                // a repository's URL, credentials masked
-	KeyBranch           = "branch"             // the branch a worktree is on
+	KeyBranch           = "branch"             // the branch a workdir is on
 	KeyBase             = "base"               // the remote branch an issue branch starts from
-	KeyCommit           = "commit"             // a commit: a worktree's HEAD, a push's new head
-	KeyExisting         = "existing"           // the workdir already was a worktree, used as it is
-	KeyRepaired         = "repaired"           // a half-made worktree was finished
+	KeyCommit           = "commit"             // a commit: a workdir's HEAD, a push's new head
+	KeyExisting         = "existing"           // the workdir already was a clone, used as it is
+	KeyRepaired         = "repaired"           // what a kill left in or beside the workdir was removed or finished
+	KeyRepairs          = "repairs"            // what a repair removed or finished, one text each, "; " between
+	KeyMigrated         = "migrated"           // an older loopd's worktree was made a clone in place
 	KeyClass            = "class"              // a failure's class: transient or permanent
-	KeyOp               = "op"                 // the workspace operation that failed: fetch, worktree add, mkdir…
+	KeyOp               = "op"                 // the workspace operation that failed: fetch, clone, mkdir…
 	KeyCommand          = "command"            // the git command that failed, URLs masked
 	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
 	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
@@ -118,6 +121,8 @@ const (
 	KeyWebhookPath     = "webhook_path"     // the URL path of the webhook
 	KeySocket          = "socket"           // the tmux -L socket
 	KeyStateDir        = "state_dir"        // loopd's state dir
+	KeyModeWas         = "mode_was"         // a file's permission bits before loopd tightened them, octal
+	KeyModeNow         = "mode_now"         // the same file's bits after, octal
 	KeyCommands        = "commands"         // the tmux commands of one invocation
 	KeyDuration        = "duration"         // how long a tmux invocation took
 	KeyDeferred        = "deferred"         // a row RecordLater kept for Flush
@@ -156,9 +161,12 @@ const (
 	KeyTimeout = "timeout" // a route's dispatchTimeoutSeconds (a duration)
 	KeyKilled  = "killed"  // a run outlived SIGTERM and was killed with SIGKILL
 
+	// A workdir's own harness settings (routing.repos.<key>.projectSettings).
+	KeyProjectSettings = "project_settings" // whether a spawn lets the harness read its workdir's own settings
+
 	// Retention (journal.pruned, item.forgotten).
 	KeyRows       = "rows"        // journal rows deleted
 	KeyBefore     = "before"      // the bound a prune deleted the rows before (RFC 3339)
 	KeyFreedBytes = "freed_bytes" // bytes the store gave back to the file system
-	KeyWorkspace  = "workspace"   // what became of a forgotten item's worktree: removed, kept or none
+	KeyWorkspace  = "workspace"   // what became of a forgotten item's workdir: removed, kept or none
 )

@@ -41,6 +41,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // LastEvents is how many journal rows the index page shows, newest first.
@@ -66,13 +67,13 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Store is what the page reads of the store (desired.Store has it).
+// Store is what the page reads of the store (store.Store has it).
 type Store interface {
 	Records(ctx context.Context) ([]desired.Record, error)
-	Events(ctx context.Context, f desired.EventFilter) ([]journal.Event, error)
+	Events(ctx context.Context, f store.EventFilter) ([]journal.Event, error)
 }
 
-// Hosts lists the hosts that share the store (desired.Fleet has it).
+// Hosts lists the hosts that share the store (store.Fleet has it).
 type Hosts interface {
 	Hosts(ctx context.Context) ([]desired.Host, error)
 }
@@ -252,7 +253,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	events, err := h.opts.Store.Events(ctx, desired.EventFilter{Limit: LastEvents})
+	events, err := h.opts.Store.Events(ctx, store.EventFilter{Limit: LastEvents})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -341,7 +342,7 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := records[i]
-	events, err := h.opts.Store.Events(ctx, desired.EventFilter{WorkItem: rec.Key.String(), Limit: TimelineEvents})
+	events, err := h.opts.Store.Events(ctx, store.EventFilter{WorkItem: rec.Key.String(), Limit: TimelineEvents})
 	if err != nil {
 		h.fail(w, r, err)
 		return

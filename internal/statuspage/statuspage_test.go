@@ -20,6 +20,8 @@ import (
 	"github.com/loopd/loopd/internal/statuspage/statuspagetest"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // script is what a hostile payload puts where the page shows GitHub's
@@ -37,22 +39,22 @@ var (
 // fixture is a real SQLite store holding two items: issue 1 with a
 // pending event whose sender and action hold script, and a closed pull
 // request 2; and journal rows, one of them with a prompt attribute.
-func fixture(t *testing.T) desired.Store {
+func fixture(t *testing.T) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
-	_, err = st.Ingest(ctx, desired.Ingest{DeliveryID: "d-1", Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/1",
+	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-1", Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/1",
 		Delivery: &desired.Delivery{ID: "d-1", Event: "issue_comment", Action: script, Sender: script,
 			Prompt: "[loopd event]\n" + promptMarker + " " + script, ReceivedAt: now}})
 	require.NoError(t, err)
 	closed := true
-	_, err = st.Ingest(ctx, desired.Ingest{DeliveryID: "d-2", Key: keyPR, Kind: desired.KindPullRequest, Harness: "claude-code", Cwd: "/srv/agents/2",
+	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-2", Key: keyPR, Kind: desired.KindPullRequest, Harness: "claude-code", Cwd: "/srv/agents/2",
 		Closed: &closed, StateAt: now})
 	require.NoError(t, err)
-	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}))
+	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}}))
 	require.NoError(t, st.PutStatus(ctx, keyPR, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}))
 	for _, e := range []journal.Event{
 		{Time: now, Name: journal.DeliveryIgnored, Level: slog.LevelInfo, Attrs: map[string]string{"sender": script, "reason": "unauthorized_sender"}},
@@ -273,7 +275,7 @@ func (failing) Records(context.Context) ([]desired.Record, error) {
 	return nil, errors.New("sqlite records: open /var/lib/loopd/state/loopd.db: disk I/O error")
 }
 
-func (failing) Events(context.Context, desired.EventFilter) ([]journal.Event, error) {
+func (failing) Events(context.Context, store.EventFilter) ([]journal.Event, error) {
 	return nil, errors.New("sqlite events: disk I/O error")
 }
 

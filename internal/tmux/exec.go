@@ -161,6 +161,48 @@ func (e *Exec) ServerOwner(ctx context.Context) (Owner, error) {
 	return Owner{ID: id, StateDir: dir}, nil
 }
 
+// StopEmptyServer runs kill-server under an if-shell -F that holds when
+// the server has no session (the session loop #{S:…} expands to nothing;
+// tmux 3.3a has no server_sessions) and carries owner's mark; otherwise
+// it prints a marker, and the server runs on. The client returns before
+// the server has exited: it waits, polling every stopPoll until ctx ends,
+// until the socket refuses connections (ServerListening). kill-server
+// leaves the socket file (tmux 3.3a), which the next server takes over.
+func (e *Exec) StopEmptyServer(ctx context.Context, owner Owner) (bool, error) {
+	if err := CheckOwnerID(owner.ID); err != nil {
+		return false, fmt.Errorf("stop server %s: %w", e.socket, err)
+	}
+	empty := "#{&&:#{==:#{S:x},},#{==:#{" + serverOwnerOption + "}," + owner.ID + "}}"
+	out, err := e.run(ctx, nil, []string{"if-shell", "-F", empty, "kill-server", "display-message -p " + serverKeptMarker})
+	if errors.Is(err, ErrNoSession) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stop server %s: %w", e.socket, err)
+	}
+	if strings.Contains(string(out), serverKeptMarker) {
+		return false, nil
+	}
+	tick := time.NewTicker(stopPoll)
+	defer tick.Stop()
+	for ServerListening(e.socket) {
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("stop server %s: %w", e.socket, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+	return true, nil
+}
+
+// stopPoll is how often StopEmptyServer looks whether the server it ended
+// is gone.
+const stopPoll = 10 * time.Millisecond
+
+// serverKeptMarker is what StopEmptyServer's invocation prints when the
+// server is not to be ended.
+const serverKeptMarker = "loopd-server-kept"
+
 // scrubEnv returns the set-environment commands that turn the global
 // environment shown by show-environment -g (NAME=value lines; "-NAME" marks
 // a variable removed) into want (NAME=value entries), less PWD, which tmux

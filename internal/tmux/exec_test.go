@@ -261,3 +261,19 @@ func TestExecEnsureServerRefusesAServerStartedDirty(t *testing.T) {
 	clean2, _ := execOn(t)
 	require.NoError(t, clean2.EnsureServer(t.Context(), tmux.ServerOptions{EnvAllowed: allowed}))
 }
+
+// ServerListening tells a running server from none, and from the socket
+// file that kill-server leaves behind (tmux 3.3a).
+func TestServerListening(t *testing.T) {
+	e := tmuxtest.NewExec(t)
+	assert.False(t, tmux.ServerListening(e.Socket()), "no socket file")
+	require.NoError(t, e.EnsureServer(t.Context(), tmux.ServerOptions{Owner: owner}))
+	assert.True(t, tmux.ServerListening(e.Socket()))
+	stopped, err := e.StopEmptyServer(t.Context(), owner)
+	require.NoError(t, err)
+	require.True(t, stopped)
+	path, err := tmux.SocketPath(e.Socket())
+	require.NoError(t, err)
+	require.FileExists(t, path, "kill-server leaves the socket file")
+	assert.False(t, tmux.ServerListening(e.Socket()), "a socket file with no server")
+}

@@ -1,11 +1,16 @@
 package tmux
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // The user options that carry the owner marks (tmux(1), "OPTIONS": an option
@@ -89,6 +94,25 @@ func SocketPath(name string) (string, error) {
 		dir = resolved
 	}
 	return filepath.Join(dir, name), nil
+}
+
+// ServerListening reports whether a tmux server accepts connections on the
+// socket named name (SocketPath), as a tmux client finds its server: a
+// socket file with no server behind it (kill-server leaves one, tmux 3.3a)
+// refuses them, and a missing one is no server. A connect that fails
+// otherwise (a server too busy to accept within a second, say) counts as
+// a server, so that no caller takes a running one for gone.
+func ServerListening(name string) bool {
+	path, err := SocketPath(name)
+	if err != nil {
+		return false
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist)
 }
 
 // CheckOwnerID reports why id cannot be an owner mark (NewOwner makes

@@ -180,6 +180,12 @@ type Client interface {
 	// ServerOwner returns the owner that claimed the server; the zero Owner
 	// when none did or no server runs.
 	ServerOwner(ctx context.Context) (Owner, error)
+	// StopEmptyServer ends the server when it holds no session and carries
+	// owner's mark, checked and done in one tmux invocation, so that no
+	// session made meanwhile is lost, and returns once it is gone. It
+	// reports whether it ended one; no server running is false and no
+	// error.
+	StopEmptyServer(ctx context.Context, owner Owner) (bool, error)
 	// NewSession creates the session and returns its pane id ("%N") and
 	// the pane's process id (the launcher, which execs the harness in
 	// place, so the harness's pid). It returns ErrSessionExists when the name is taken and ErrCommandTooLong

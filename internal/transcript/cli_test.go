@@ -241,7 +241,7 @@ func moveConversation(t *testing.T, bin string, config func(*testing.T, *host, s
 	// Host a is lost: its agents die with it, after their last write.
 	a.stop()
 	r := desired.Record{Key: keyA, Spec: desired.Spec{Harness: "h"},
-		Status: desired.Status{HarnessSessionID: id, Workdir: a.work}, Lease: desired.Lease{Owner: "a", Generation: 1}}
+		Status: desired.Status{SessionState: desired.SessionState{HarnessSessionID: id}, WorkspaceState: desired.WorkspaceState{Workdir: a.work}}, Lease: desired.Lease{Owner: "a", Generation: 1}}
 	require.NoError(t, a.mover.Ship(t.Context(), r))
 	src, err := a.ad.Transcript(a.work, id)
 	require.NoError(t, err)

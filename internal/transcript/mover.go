@@ -25,6 +25,7 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // ChunkSize bounds one append to the store, in bytes: a transcript that
@@ -62,7 +63,7 @@ const (
 // transcript, to tell a rewritten file from a grown one.
 const tailSize = 256
 
-// Store is the part of a store (desired.Fleet) that keeps the copies of
+// Store is the part of a store (store.Fleet) that keeps the copies of
 // the transcripts.
 type Store interface {
 	TranscriptSize(ctx context.Context, k desired.Key, id string) (int64, error)
@@ -151,7 +152,7 @@ func (m *Mover) state(k copyKey) *copyState {
 // (ErrRewritten), is not appended from. Ship journals each failure
 // (transcript.ship_failed, one per episode for those two) and returns it;
 // the caller need not journal it again. The error wraps
-// desired.ErrFenced when the lease moved, and desired.ErrTranscriptOffset
+// store.ErrFenced when the lease moved, and store.ErrTranscriptOffset
 // when the store holds another size than this host thought (the next
 // Ship reads it again).
 func (m *Mover) Ship(ctx context.Context, r desired.Record) error {
@@ -164,7 +165,7 @@ func (m *Mover) Ship(ctx context.Context, r desired.Record) error {
 	defer s.Unlock()
 	err := m.ship(ctx, r, a, id, s)
 	if err != nil {
-		if !errors.Is(err, desired.ErrFenced) && !errors.Is(err, ErrShrunk) && !errors.Is(err, ErrRewritten) {
+		if !errors.Is(err, store.ErrFenced) && !errors.Is(err, ErrShrunk) && !errors.Is(err, ErrRewritten) {
 			// What the store holds is read again next time.
 			s.known, s.tail = false, nil
 		}
@@ -307,9 +308,9 @@ func (m *Mover) journalShip(ctx context.Context, r desired.Record, a harness.Ada
 			journal.KeyHarness, a.Name(), journal.KeyHarnessSessionID, id, journal.KeyPath, s.path,
 			journal.KeyBytes, size, journal.KeyStored, s.stored, journal.KeyErr, err)
 		return
-	case errors.Is(err, desired.ErrFenced):
+	case errors.Is(err, store.ErrFenced):
 		reason = reasonFenced
-	case errors.Is(err, desired.ErrTranscriptOffset):
+	case errors.Is(err, store.ErrTranscriptOffset):
 		reason = reasonOffset
 	case errors.Is(err, errLocal):
 		reason = reasonUnreadable
@@ -373,17 +374,17 @@ func (m *Mover) shipAll(ctx context.Context, rs []desired.Record) {
 // that is then renamed into place. A local transcript at that path at
 // least as long as what would be written is kept as it is (never
 // overwritten). It journals transcript.restored. The error wraps
-// desired.ErrNoTranscript when the store holds none, or when r's harness
+// store.ErrNoTranscript when the store holds none, or when r's harness
 // cannot say where the transcript goes (harness.ErrNoTranscriptRule, an
 // id it refuses): the item then starts fresh. Restore's own failures are
 // left to the caller to journal.
 func (m *Mover) Restore(ctx context.Context, r desired.Record, id, cwd string) error {
 	a := m.harnesses[r.Spec.Harness]
 	if a == nil {
-		return fmt.Errorf("restore transcript %s of %s: harness %q: %w: %w", id, r.Key, r.Spec.Harness, harness.ErrNoTranscriptRule, desired.ErrNoTranscript)
+		return fmt.Errorf("restore transcript %s of %s: harness %q: %w: %w", id, r.Key, r.Spec.Harness, harness.ErrNoTranscriptRule, store.ErrNoTranscript)
 	}
 	if !a.ValidSessionID(id) {
-		return fmt.Errorf("restore transcript %q of %s: %w: %w", id, r.Key, harness.ErrInvalidSessionID, desired.ErrNoTranscript)
+		return fmt.Errorf("restore transcript %q of %s: %w: %w", id, r.Key, harness.ErrInvalidSessionID, store.ErrNoTranscript)
 	}
 	data, err := m.store.Transcript(ctx, r.Key, id)
 	if err != nil {
@@ -391,7 +392,7 @@ func (m *Mover) Restore(ctx context.Context, r desired.Record, id, cwd string) e
 	}
 	path, out, err := harness.RestoreTarget(a, cwd, id, data, m.now())
 	if errors.Is(err, harness.ErrNoTranscriptRule) {
-		return fmt.Errorf("restore transcript of %s: %w: %w", r.Key, err, desired.ErrNoTranscript)
+		return fmt.Errorf("restore transcript of %s: %w: %w", r.Key, err, store.ErrNoTranscript)
 	}
 	if err != nil {
 		return fmt.Errorf("restore transcript of %s: %w", r.Key, err)

@@ -21,9 +21,10 @@ import (
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
-// fakeStore keeps transcript copies as desired.Fleet does: an append must
+// fakeStore keeps transcript copies as store.Fleet does: an append must
 // start at the stored size (ErrTranscriptOffset) and carry the item's
 // lease generation (ErrFenced); an unknown item is ErrNotFound.
 type fakeStore struct {
@@ -58,11 +59,11 @@ func (s *fakeStore) AppendTranscript(_ context.Context, k desired.Key, id string
 	cur, ok := s.gen[k]
 	switch {
 	case !ok:
-		return fmt.Errorf("append transcript %s: %w", k, desired.ErrNotFound)
+		return fmt.Errorf("append transcript %s: %w", k, store.ErrNotFound)
 	case off != int64(len(s.data[copyKey{k, id}])):
-		return fmt.Errorf("append transcript %s at %d: %w", k, off, desired.ErrTranscriptOffset)
+		return fmt.Errorf("append transcript %s at %d: %w", k, off, store.ErrTranscriptOffset)
 	case gen != cur:
-		return fmt.Errorf("append transcript %s: %w", k, desired.ErrFenced)
+		return fmt.Errorf("append transcript %s: %w", k, store.ErrFenced)
 	}
 	s.data[copyKey{k, id}] = append(s.data[copyKey{k, id}], data...)
 	s.appends = append(s.appends, len(data))
@@ -77,7 +78,7 @@ func (s *fakeStore) Transcript(_ context.Context, k desired.Key, id string) ([]b
 	}
 	b, ok := s.data[copyKey{k, id}]
 	if !ok {
-		return nil, fmt.Errorf("transcript %s %s: %w", k, id, desired.ErrNoTranscript)
+		return nil, fmt.Errorf("transcript %s %s: %w", k, id, store.ErrNoTranscript)
 	}
 	return bytes.Clone(b), nil
 }
@@ -139,7 +140,7 @@ func newFixture(t *testing.T) *fixture {
 	f.mover = NewMover(f.store, map[string]harness.Adapter{"claude-code": ad}, "a", rec)
 	id := uuid.NewString()
 	f.rec = desired.Record{Key: keyA, Spec: desired.Spec{Harness: "claude-code"},
-		Status: desired.Status{HarnessSessionID: id, Workdir: work}, Lease: desired.Lease{Owner: "a", Generation: 1}}
+		Status: desired.Status{SessionState: desired.SessionState{HarnessSessionID: id}, WorkspaceState: desired.WorkspaceState{Workdir: work}}, Lease: desired.Lease{Owner: "a", Generation: 1}}
 	tr, err := ad.Transcript(work, id)
 	require.NoError(t, err)
 	f.path = tr.Path
@@ -232,7 +233,7 @@ func TestShipIsFenced(t *testing.T) {
 	f.store.gen[keyA] = 2 // the lease moved
 	f.write(t, userLine("one"))
 	err := f.mover.Ship(t.Context(), f.rec)
-	require.ErrorIs(t, err, desired.ErrFenced)
+	require.ErrorIs(t, err, store.ErrFenced)
 	assert.Empty(t, f.store.stored(keyA, f.id()))
 	failed := f.events.named(journal.TranscriptShipFailed)
 	require.Len(t, failed, 1)
@@ -251,7 +252,7 @@ func TestShipReadsTheStoredSizeAgainAfterAnOffsetMismatch(t *testing.T) {
 	require.NoError(t, f.store.AppendTranscript(ctx, keyA, f.id(), int64(len(first)), []byte(second), 1))
 	third := userLine("three")
 	f.write(t, third)
-	require.ErrorIs(t, f.mover.Ship(ctx, f.rec), desired.ErrTranscriptOffset)
+	require.ErrorIs(t, f.mover.Ship(ctx, f.rec), store.ErrTranscriptOffset)
 	require.NoError(t, f.mover.Ship(ctx, f.rec))
 	assert.Equal(t, first+second+third, string(f.store.stored(keyA, f.id())))
 }
@@ -280,7 +281,7 @@ func TestShipWithoutATranscriptRuleCopiesNothing(t *testing.T) {
 	assert.Zero(t, f.store.sizes)
 	require.NoError(t, f.store.AppendTranscript(t.Context(), keyA, f.id(), 0, []byte(userLine("one")), 1))
 	err = f.mover.Restore(t.Context(), f.rec, f.id(), f.work)
-	require.ErrorIs(t, err, desired.ErrNoTranscript)
+	require.ErrorIs(t, err, store.ErrNoTranscript)
 	require.ErrorIs(t, err, harness.ErrNoTranscriptRule)
 }
 
@@ -368,11 +369,11 @@ func TestRestoreKeepsALocalCopyAtLeastAsLong(t *testing.T) {
 func TestRestoreWithNothingStored(t *testing.T) {
 	f := newFixture(t)
 	err := f.mover.Restore(t.Context(), f.rec, f.id(), f.work)
-	require.ErrorIs(t, err, desired.ErrNoTranscript)
+	require.ErrorIs(t, err, store.ErrNoTranscript)
 	assert.NoFileExists(t, f.path)
 	// An id the harness refuses never names a file.
 	err = f.mover.Restore(t.Context(), f.rec, "../../etc/passwd", f.work)
-	require.ErrorIs(t, err, desired.ErrNoTranscript)
+	require.ErrorIs(t, err, store.ErrNoTranscript)
 	require.ErrorIs(t, err, harness.ErrInvalidSessionID)
 }
 

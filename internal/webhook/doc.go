@@ -62,7 +62,7 @@
 //
 // Every handled payload also carries the item's state ("open" or "closed"
 // as of updated_at). GitHub never retries a failed delivery, so that state
-// is applied as a snapshot (desired.Ingest.Snapshot) with the staleness rule
+// is applied as a snapshot (store.Ingest.Snapshot) with the staleness rule
 // of a close or reopen: a comment after a lost reopen opens the item again,
 // one after a lost close closes it. The comment's prompt is queued either
 // way; on a closed item it waits until the item is reopened.

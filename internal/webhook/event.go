@@ -24,11 +24,11 @@ type change struct {
 	closed  *bool     // nil: the payload carries no open/closed state
 	stateAt time.Time // the issue's or pull request's updated_at
 	// snapshot is true when closed is the state the payload carried, not
-	// a close or reopen action (desired.Ingest.Snapshot).
+	// a close or reopen action (store.Ingest.Snapshot).
 	snapshot bool
 	prompt   *PromptInput
 	// headRef is a pull request's head branch when the head is in the
-	// same repository (desired.Ingest.HeadRef); "" for a fork or an issue.
+	// same repository (store.Ingest.HeadRef); "" for a fork or an issue.
 	headRef string
 	// source is what on GitHub the prompt came from, for the reaction that
 	// acknowledges it (desired.Delivery.Source); zero for none.
@@ -54,8 +54,15 @@ type change struct {
 	labels  []string
 	labeled string
 	// headSHA is a pull request's head commit as of stateAt, from a pull
-	// request payload (desired.Ingest.HeadSHA).
-	headSHA string
+	// request payload (store.Ingest.HeadSHA); headPusher is who pushed
+	// it, the sender of an opened or synchronize action, "" for another
+	// action (store.Ingest.HeadPusher); headRepo is the head's
+	// repository, owner/repo (store.Ingest.HeadRepo).
+	headSHA    string
+	headPusher string
+	headRepo   string
+	// author is who opened the issue or pull request (store.Ingest.Author).
+	author string
 	// commit is the commit the event is about (desired.Delivery.Commit):
 	// a push's new head, a CI failure's head.
 	commit string
@@ -189,6 +196,13 @@ func classifyPullRequest(e *payload) (change, string, error) {
 	if err != nil {
 		return change{}, "", err
 	}
+	if action == "opened" || action == "synchronize" {
+		// The sender of these pushed the head they name: the opener its
+		// first head, the pusher a new one. Recorded whoever sent it, so
+		// that a push by a sender loopd does not act on still moves the
+		// head off its trusted pusher (reconciler.ProjectSettingsOf).
+		c.headPusher = e.Sender.Login
+	}
 	if action == "synchronize" {
 		c.prompt.Commit = e.After
 		c.commit = e.After
@@ -282,6 +296,7 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	c.prompt.URL = pr.HTMLURL
 	c.prompt.Head = pr.Head.Ref
 	c.headSHA = pr.Head.SHA
+	c.headRepo = pr.Head.Repo.FullName
 	if head := pr.Head; strings.EqualFold(head.Repo.FullName, repo.FullName) && schema.ValidBranch(head.Ref) {
 		c.headRef = head.Ref
 	}
@@ -308,6 +323,7 @@ func start(repo repository, t thread, kind desired.Kind, sender user) (change, e
 		kind:       kind,
 		sender:     sender.Login,
 		senderType: sender.Type,
+		author:     t.User.Login,
 		stateAt:    updated,
 		prompt:     &PromptInput{},
 	}

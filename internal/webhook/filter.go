@@ -25,12 +25,12 @@ type verdict struct {
 	// its state snapshot alone (change.unhandled).
 	unhandled bool
 	// noCreate queues the prompt only on an item loopd holds
-	// (desired.Ingest.NoCreate); unknown is the reason an event for an
+	// (store.Ingest.NoCreate); unknown is the reason an event for an
 	// item loopd does not hold is ignored.
 	noCreate bool
 	unknown  string
 	// newOnly queues the prompt only when it creates the item
-	// (desired.Ingest.NewOnly): a trigger label added to an item that
+	// (store.Ingest.NewOnly): a trigger label added to an item that
 	// runs starts nothing new.
 	newOnly bool
 }

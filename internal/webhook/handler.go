@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // DefaultMaxBody is the body cap in bytes when Options.MaxBody is 0: 25 MiB,
@@ -83,9 +83,9 @@ var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // Ingester applies one delivery to the desired state in one transaction,
 // with the journal rows in.Journal returns for its result, and returns once
-// that transaction is committed. desired.Store satisfies it.
+// that transaction is committed. store.Store satisfies it.
 type Ingester interface {
-	Ingest(ctx context.Context, in desired.Ingest) (desired.IngestResult, error)
+	Ingest(ctx context.Context, in store.Ingest) (store.IngestResult, error)
 }
 
 // Options configures a Handler.
@@ -345,10 +345,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	cfg := h.opts.Config()
 	key := c.key.String()
 	route, routed := cfg.Routing.Route(c.key.Owner, c.key.Repo)
-	authorized := func(login string) bool {
-		return slices.ContainsFunc(cfg.AuthorizedUsers, func(u string) bool { return strings.EqualFold(u, login) })
-	}
-	v := filter(c, route, authorized, h.opts.BotLogin())
+	v := filter(c, route, cfg.AuthorizedUsers.Has, h.opts.BotLogin())
 	if v.unhandled {
 		c.prompt, c.unhandled = nil, reasonActionNotHandled
 	}
@@ -374,7 +371,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		h.fail(ctx, w, d, key, reasonWorkdirFailed, err)
 		return
 	}
-	in := desired.Ingest{
+	in := store.Ingest{
 		DeliveryID: d.id,
 		Key:        c.key,
 		Kind:       c.kind,
@@ -385,6 +382,9 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		Snapshot:   c.snapshot,
 		HeadRef:    c.headRef,
 		HeadSHA:    c.headSHA,
+		HeadPusher: c.headPusher,
+		HeadRepo:   c.headRepo,
+		Author:     c.author,
 		NoCreate:   v.noCreate,
 		NewOnly:    v.newOnly,
 	}
@@ -408,7 +408,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	}
 	// The journal row goes in the delivery's own transaction: the
 	// delivery and its row are stored together or not at all.
-	in.Journal = func(res desired.IngestResult) []journal.Event {
+	in.Journal = func(res store.IngestResult) []journal.Event {
 		o := ingested(d, key, c, v, res)
 		return []journal.Event{h.opts.Recorder.Row(ctx, o.level, o.name, key, o.kv...)}
 	}
@@ -444,7 +444,7 @@ func ignored(code int, d delivery, reason string) outcome {
 
 // ingested returns the outcome of the change c of delivery d on the item
 // key, under the verdict v, from what the store did with it (res).
-func ingested(d delivery, key string, c change, v verdict, res desired.IngestResult) outcome {
+func ingested(d delivery, key string, c change, v verdict, res store.IngestResult) outcome {
 	switch {
 	case res.Duplicate:
 		return outcome{code: http.StatusOK, msg: "duplicate delivery; nothing changed", level: slog.LevelInfo,

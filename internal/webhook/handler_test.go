@@ -25,6 +25,8 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 var testSecret = []byte("It's a Secret to Everybody")
@@ -86,7 +88,7 @@ func (b *lockedBuffer) String() string {
 // env is a handler over a real SQLite store behind a real HTTP server.
 type env struct {
 	srv      *httptest.Server
-	store    desired.Store
+	store    store.Store
 	cfg      atomic.Pointer[schema.GHWebhook]
 	triggers atomic.Int32
 	logs     *lockedBuffer
@@ -111,7 +113,7 @@ type envOption func(*Options)
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, store.Close()) })
 
@@ -217,7 +219,7 @@ func (e *env) prompt(t *testing.T, rec desired.Record, i int) string {
 
 func (e *env) events(t *testing.T) []journal.Event {
 	t.Helper()
-	evs, err := e.store.Events(context.Background(), desired.EventFilter{})
+	evs, err := e.store.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	return evs
 }
@@ -1205,6 +1207,47 @@ func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
 	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
 	require.Equal(t, http.StatusAccepted, code)
 	assert.Empty(t, f.onlyRecord(t).Spec.HeadRef)
+}
+
+// TestHeadFactsAreRecordedWhoeverSentThem: a pull request's head
+// repository, its author and who pushed its head are recorded from its
+// payloads (reconciler.ProjectSettingsOf judges by them): the opener
+// pushed the first head, a synchronize's sender the next, even a sender
+// whose events loopd does not act on (a stranger's push moves the head
+// off its trusted pusher); a fork's head repository is its own.
+func TestHeadFactsAreRecordedWhoeverSentThem(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r := e.onlyRecord(t)
+	assert.Equal(t, "Codertocat/Hello-World", r.Spec.HeadRepo)
+	assert.Equal(t, "Codertocat", r.Spec.Author)
+	assert.Equal(t, "Codertocat", r.Spec.HeadPusher)
+
+	push := func(sender, sha string) func(m map[string]any) {
+		return func(m map[string]any) {
+			obj(t, m, "sender")["login"] = sender
+			m["after"] = sha
+			pr := obj(t, m, "pull_request")
+			obj(t, pr, "head")["sha"] = sha
+			pr["updated_at"] = "2030-01-01T00:00:00Z"
+		}
+	}
+	const strangers = "2222222222222222222222222222222222222222"
+	code, _ = e.replay(t, "pull_request", "d-push", derive(t, "pull_request.synchronize.1.json", push("mallory", strangers)))
+	require.Equal(t, http.StatusAccepted, code)
+	r = e.onlyRecord(t)
+	assert.Equal(t, strangers, r.Spec.HeadSHA)
+	assert.Equal(t, "mallory", r.Spec.HeadPusher, "recorded though the stranger's event reaches no agent")
+	assert.Len(t, r.Pending, 1, "the stranger's push queues nothing")
+
+	f := newEnv(t)
+	fork := func(m map[string]any) {
+		obj(t, obj(t, obj(t, m, "pull_request"), "head"), "repo")["full_name"] = "someone/Hello-World"
+	}
+	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, "someone/Hello-World", f.onlyRecord(t).Spec.HeadRepo)
 }
 
 // TestDeliveryCarriesItsSource: each queued delivery names what on GitHub

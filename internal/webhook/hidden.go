@@ -13,6 +13,7 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 	"golang.org/x/text/unicode/rangetable"
 )
 
@@ -29,6 +30,9 @@ const (
 	// HTML comment, which GitHub's markdown does not show.
 	commentLabel      = "hidden HTML comment: "
 	unterminatedLabel = "hidden HTML comment, unterminated, so GitHub shows nothing from here on: "
+	// definitionLabel starts the escape that wraps a link reference
+	// definition, which GitHub's markdown parses and does not show.
+	definitionLabel = "hidden link reference definition: "
 )
 
 // formatTable holds the sets that Unicode's Default_Ignorable_Code_Point is
@@ -264,14 +268,23 @@ func tags(s string) string {
 	return b.String()
 }
 
-// gfm parses markdown as GitHub does: CommonMark with the GFM extensions.
-var gfm = goldmark.New(goldmark.WithExtensions(extension.GFM)).Parser()
+// gfm parses markdown as GitHub does: CommonMark with the GFM extensions,
+// its link reference definitions read by linkDefinitions.
+var gfm = goldmark.New(
+	goldmark.WithParser(parser.NewParser(
+		parser.WithBlockParsers(parser.DefaultBlockParsers()...),
+		parser.WithInlineParsers(parser.DefaultInlineParsers()...),
+		parser.WithParagraphTransformers(util.Prioritized(linkDefinitions{}, 100)),
+	)),
+	goldmark.WithExtensions(extension.GFM),
+).Parser()
 
 // span is a byte range [start, end) of a body.
 type span struct {
 	start, end   int
 	unterminated bool // an HTML comment that never ends: it hides the rest of the body
 	quoted       bool // an HTML comment that opens inside a block quote
+	definition   bool // a link reference definition, not an HTML comment
 }
 
 // rawHTML is a segment of raw HTML of a markdown body, and whether it
@@ -292,15 +305,24 @@ func inQuote(n ast.Node) bool {
 }
 
 // htmlComments returns the HTML comments of the markdown s that GitHub does
-// not show, in order. Only raw HTML counts: an HTML block, or an inline
-// comment; "<!--" in a code span, a code block or plain text is shown as
-// text. A comment opened in an HTML block and not closed by "-->" in later
-// raw HTML hides everything after it, as the browser reads the rest of the
-// page as the comment. A comment is quoted when it opens in a block quote.
+// not show, in order (hiddenMarkup).
 func htmlComments(s string) []span {
 	if !strings.Contains(s, "<!--") {
 		return nil
 	}
+	comments, _ := hiddenMarkup(s)
+	return comments
+}
+
+// hiddenMarkup returns what of the markdown s GitHub parses and does not
+// show, each in order: its HTML comments and its link reference
+// definitions (linkDefinitions). Only raw HTML counts as a comment: an HTML
+// block, or an inline comment; "<!--" in a code span, a code block, a link
+// reference definition or plain text is shown as text. A comment opened in
+// an HTML block and not closed by "-->" in later raw HTML hides everything
+// after it, as the browser reads the rest of the page as the comment. A
+// comment is quoted when it opens in a block quote.
+func hiddenMarkup(s string) (comments, definitions []span) {
 	src := []byte(s)
 	var raw []rawHTML
 	doc := gfm.Parse(text.NewReader(src), parser.WithContext(parser.NewContext()))
@@ -324,12 +346,15 @@ func htmlComments(s string) []span {
 					raw = append(raw, rawHTML{n.Segments.At(i), q})
 				}
 			}
+		case *ast.LinkReferenceDefinition:
+			if l := n.Lines(); l.Len() > 0 {
+				definitions = append(definitions, span{start: l.At(0).Start, end: l.At(l.Len() - 1).Stop, definition: true, quoted: inQuote(n)})
+			}
 		}
 		return ast.WalkContinue, nil
 	})
 	slices.SortFunc(raw, func(a, b rawHTML) int { return a.Start - b.Start })
 
-	var out []span
 	open, quoted := -1, false
 	for _, seg := range raw {
 		for pos := max(seg.Start, 0); pos < seg.Stop; {
@@ -344,7 +369,7 @@ func htmlComments(s string) []span {
 				// "abrupt-closing-of-empty-comment").
 				for _, empty := range []string{">", "->"} {
 					if strings.HasPrefix(s[pos:seg.Stop], empty) {
-						out = append(out, span{start: open, end: pos + len(empty), quoted: quoted})
+						comments = append(comments, span{start: open, end: pos + len(empty), quoted: quoted})
 						open, pos = -1, pos+len(empty)
 						break
 					}
@@ -355,14 +380,14 @@ func htmlComments(s string) []span {
 			if end < 0 {
 				break
 			}
-			out = append(out, span{start: open, end: pos + end, quoted: quoted})
+			comments = append(comments, span{start: open, end: pos + end, quoted: quoted})
 			open, pos = -1, pos+end
 		}
 	}
 	if open >= 0 {
-		out = append(out, span{start: open, end: len(s), unterminated: true, quoted: quoted})
+		comments = append(comments, span{start: open, end: len(s), unterminated: true, quoted: quoted})
 	}
-	return out
+	return comments, definitions
 }
 
 // commentEnd returns the index just past the first "-->" or "--!>" (both
@@ -378,28 +403,52 @@ func commentEnd(s string) int {
 }
 
 // revealMarkdown is reveal for a markdown body, which also shows each HTML
-// comment GitHub hides, wrapped in an escape that says so
-// (⟦hidden HTML comment: <!-- … -->⟧). Inside it, "⟦" and "⟧" are written
-// as ⟦U+27E6⟧ and ⟦U+27E7⟧, so the comment cannot end its escape early.
-// The comments are found in s as given; clean (removing controls) is applied
-// to each part before it is shown.
+// comment and each link reference definition GitHub hides, wrapped in an
+// escape that says so (⟦hidden HTML comment: <!-- … -->⟧,
+// ⟦hidden link reference definition: [//]: # (…)⟧). Inside it, "⟦" and "⟧"
+// are written as ⟦U+27E6⟧ and ⟦U+27E7⟧, so the hidden text cannot end its
+// escape early. The markup is found in s as given (hiddenMarkup); clean
+// (removing controls) is applied to each part before it is shown.
 func revealMarkdown(s string, clean func(string) string) string {
-	comments := htmlComments(s)
-	if len(comments) == 0 {
+	if !strings.Contains(s, "<!--") && !strings.Contains(s, "]:") {
+		return reveal(clean(s))
+	}
+	hidden := merge(hiddenMarkup(s))
+	if len(hidden) == 0 {
 		return reveal(clean(s))
 	}
 	brackets := strings.NewReplacer(escapeOpen, escapeOpen+"U+27E6"+escapeClose, escapeClose, escapeOpen+"U+27E7"+escapeClose)
 	var b strings.Builder
 	at := 0
-	for _, c := range comments {
-		b.WriteString(reveal(clean(s[at:c.start])))
+	for _, h := range hidden {
+		b.WriteString(reveal(clean(s[at:h.start])))
 		label := commentLabel
-		if c.unterminated {
+		switch {
+		case h.definition:
+			label = definitionLabel
+		case h.unterminated:
 			label = unterminatedLabel
 		}
-		b.WriteString(escapeOpen + label + reveal(brackets.Replace(clean(s[c.start:c.end]))) + escapeClose)
-		at = c.end
+		b.WriteString(escapeOpen + label + reveal(brackets.Replace(clean(s[h.start:h.end]))) + escapeClose)
+		at = h.end
 	}
 	b.WriteString(reveal(clean(s[at:])))
 	return b.String()
+}
+
+// merge returns the spans of both lists in order, a span that starts inside
+// an earlier one taken into it (a definition inside an unterminated
+// comment).
+func merge(a, b []span) []span {
+	all := slices.Concat(a, b)
+	slices.SortStableFunc(all, func(x, y span) int { return x.start - y.start })
+	var out []span
+	for _, sp := range all {
+		if n := len(out); n > 0 && sp.start < out[n-1].end {
+			out[n-1].end = max(out[n-1].end, sp.end)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // ingestConcurrency is the number of deliveries BenchmarkIngestHTTP keeps
@@ -37,7 +39,7 @@ const ingestConcurrency = 32
 func BenchmarkIngestHTTP(b *testing.B) {
 	dir := b.TempDir()
 	syncs := fdatasyncRate(b, dir, 200)
-	store, err := desired.OpenSQLite(context.Background(), filepath.Join(dir, fmt.Sprintf("loopd-%d.db", b.N)))
+	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, fmt.Sprintf("loopd-%d.db", b.N)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func BenchmarkIngestHTTP(b *testing.B) {
 
 // benchIngestHTTP is BenchmarkIngestHTTP's run over store; syncs is the
 // fdatasync rate its ratio is reported against.
-func benchIngestHTTP(b *testing.B, store desired.Store, syncs float64) {
+func benchIngestHTTP(b *testing.B, store store.Store, syncs float64) {
 	body, err := os.ReadFile(filepath.Join(fixturesDir, "issue_comment.created.1.json"))
 	if err != nil {
 		b.Fatal(err)

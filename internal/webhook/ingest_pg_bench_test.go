@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/pgtest"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func BenchmarkIngestHTTPPostgres(b *testing.B) {
 	url := pgtest.URL(b)
 	syncs := fdatasyncRate(b, os.TempDir(), 200)
-	store, err := desired.OpenPostgres(context.Background(), url, filepath.Join(b.TempDir(), "loopd.lock"))
+	store, err := sqlstore.OpenPostgres(context.Background(), url, filepath.Join(b.TempDir(), "loopd.lock"))
 	if err != nil {
 		b.Fatal(err)
 	}

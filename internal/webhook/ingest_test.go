@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // storeEnv is newEnv over a store whose file the test can also open, as
@@ -22,7 +22,7 @@ import (
 func storeEnv(t *testing.T, opts ...envOption) (*env, *sql.DB) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "loopd.db")
-	store, err := desired.OpenSQLite(context.Background(), path)
+	store, err := sqlstore.OpenSQLite(context.Background(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	e := newEnv(t, append([]envOption{func(o *Options) {

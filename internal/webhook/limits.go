@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/loopd/loopd/schema"
 )
 
 // GitHub waits 10 s for the answer to a delivery, then records it as failed
@@ -65,8 +67,18 @@ type ServerLimits struct {
 	// MaxHeaderBytes caps a request's headers.
 	MaxHeaderBytes int
 	// MaxConns caps the connections served at once (Listener); a
-	// connection past it waits in the kernel's accept queue.
+	// connection past it waits for a slot, or takes one of a connection
+	// that has waited ShedAfter for its headers.
 	MaxConns int
+	// MaxConnsPerAddress caps the connections open at once from one
+	// address (an IPv4 address, an IPv6 /64); one past it is closed at its
+	// accept. 0: no bound.
+	MaxConnsPerAddress int
+	// ShedAfter is how long a connection may wait for a request's headers
+	// (from its accept, or the end of its last request) before it is cut
+	// for a new connection while MaxConns are open: the header timeout
+	// under pressure, where ReadHeader is the one without.
+	ShedAfter time.Duration
 }
 
 // DefaultServerLimits are the limits of `loopd serve`:
@@ -87,29 +99,45 @@ type ServerLimits struct {
 //     authenticated (headers read, body chunks, a goroutine each) is bounded
 //     by connections × (MaxHeaderBytes + net/http's 4 KiB of slack and
 //     buffers), about 10 MB, however many connections it opens; GitHub
-//     opens one per delivery, so 256 at once is far beyond a real burst.
+//     opens one per delivery, so 256 at once is far beyond a real burst;
+//   - MaxConnsPerAddress schema.DefaultMaxConnsPerAddress, 32 (serve takes
+//     webhooks.ghWebhook.maxConnsPerAddress): one address holds an eighth
+//     of the slots;
+//   - ShedAfter 1 s: GitHub sends a delivery's headers with its first
+//     bytes, a round trip after it connects, so under pressure a
+//     connection that has sent none for a second is a stalled one, and
+//     1,000 stalled connections from many addresses cost a real delivery
+//     a few rounds of 256 (docs/performance.md).
 var DefaultServerLimits = ServerLimits{
-	ReadHeader:     10 * time.Second,
-	Read:           15 * time.Second,
-	Write:          20 * time.Second,
-	Idle:           30 * time.Second,
-	MaxHeaderBytes: 16 << 10,
-	MaxConns:       256,
+	ReadHeader:         10 * time.Second,
+	Read:               15 * time.Second,
+	Write:              20 * time.Second,
+	Idle:               30 * time.Second,
+	MaxHeaderBytes:     16 << 10,
+	MaxConns:           256,
+	MaxConnsPerAddress: schema.DefaultMaxConnsPerAddress,
+	ShedAfter:          time.Second,
 }
 
-// Listener returns ln limited to l.MaxConns connections at once
-// (golang.org/x/net/netutil.LimitListener); with MaxConns 0, ln itself.
-// A flood of connections then waits in the accept queue instead of
-// growing the process: it can delay real deliveries, never exhaust memory.
-func (l ServerLimits) Listener(ln net.Listener) net.Listener {
-	if l.MaxConns <= 0 {
+// Listener returns ln within l's bounds of connections (MaxConns,
+// MaxConnsPerAddress, ShedAfter; connGuard); with MaxConns 0 and
+// MaxConnsPerAddress 0, ln itself. A flood of connections then costs the
+// slots it may hold, never the process's memory, and a real delivery from
+// another address gets a slot while it lasts. refused, when not nil, is
+// called with the reason and the remote address of each connection the
+// bounds cut (Refusals). Serve it with a server of NewServer, whose
+// ConnState hook tells the guard which connections wait for headers.
+func (l ServerLimits) Listener(ln net.Listener, refused func(reason, remoteAddr string)) net.Listener {
+	if l.MaxConns <= 0 && l.MaxConnsPerAddress <= 0 {
 		return ln
 	}
-	return netutil.LimitListener(ln, l.MaxConns)
+	return &connGuard{Listener: ln, limits: l, refused: refused, now: time.Now,
+		open: map[*guardedConn]struct{}{}, byAddr: map[netip.Addr]int{},
+		changed: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // NewServer returns an http.Server that serves h within limits l; its
-// BaseContext and connection handling are net/http's defaults.
+// BaseContext is net/http's default.
 func NewServer(h http.Handler, l ServerLimits) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -118,6 +146,7 @@ func NewServer(h http.Handler, l ServerLimits) *http.Server {
 		WriteTimeout:      l.Write,
 		IdleTimeout:       l.Idle,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ConnState:         connState,
 	}
 }
 

@@ -15,6 +15,8 @@ type Metrics struct {
 	// constants; "" when none applies). Both label sets are bounded: no
 	// value comes from the request.
 	deliveries *prometheus.CounterVec
+	// refused counts the listener's refusals by reason (listener.refused).
+	refused *prometheus.CounterVec
 }
 
 // NewMetrics registers the receiver's metrics with reg. The accepted and
@@ -25,7 +27,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Webhook requests answered, by outcome (accepted, duplicate, ignored, rejected) and reason."},
 			[]string{"outcome", "reason"}),
 	}
-	reg.MustRegister(m.deliveries)
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loopd_listener_refused_total",
+		Help: "Connections the listener cut before any request (conns_per_address, shed) and requests to its own pages refused for their Host (host_not_allowed), by reason."},
+		[]string{"reason"})
+	reg.MustRegister(m.deliveries, m.refused)
+	for reason := range refusalErr {
+		m.refused.WithLabelValues(reason)
+	}
 	for _, name := range []journal.Name{journal.DeliveryAccepted, journal.DeliveryDuplicate} {
 		m.deliveries.WithLabelValues(outcomeOf(name), "")
 	}
@@ -45,4 +53,13 @@ func (m *Metrics) count(name journal.Name, reason string) {
 		return
 	}
 	m.deliveries.WithLabelValues(outcomeOf(name), reason).Inc()
+}
+
+// refusal counts one refusal of the listener for reason. A nil m counts
+// nothing.
+func (m *Metrics) refusal(reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(reason).Inc()
 }

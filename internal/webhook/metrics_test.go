@@ -16,9 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // TestDeliveriesCountedByOutcomeAndReason sends one request of each
@@ -158,10 +159,10 @@ func TestRejectionAnsweredWhileTheStoreIsStalled(t *testing.T) {
 // count when the repeats are flushed; every one is answered 401.
 func TestBadSignatureFloodJournalBounded(t *testing.T) {
 	ctx := context.Background()
-	store, err := desired.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "loopd.db"))
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, store.Close()) })
-	srv, repeats, queue := rejectionServer(t, store)
+	t.Cleanup(func() { assert.NoError(t, st.Close()) })
+	srv, repeats, queue := rejectionServer(t, st)
 	body := fixture(t, "issue_comment.created.1.json")
 	const flood = 300
 
@@ -169,7 +170,7 @@ func TestBadSignatureFloodJournalBounded(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, badSignature(t, srv.Client(), srv.URL, body))
 	}
 	events := func() []journal.Event {
-		evs, err := store.Events(ctx, desired.EventFilter{})
+		evs, err := st.Events(ctx, store.EventFilter{})
 		require.NoError(t, err)
 		return evs
 	}

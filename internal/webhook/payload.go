@@ -58,6 +58,8 @@ type thread struct {
 	Body      string           `json:"body"`
 	HTMLURL   string           `json:"html_url"`
 	Labels    []named          `json:"labels"`
+	// User is who opened the issue or pull request.
+	User user `json:"user"`
 }
 
 type issue struct {

@@ -54,8 +54,9 @@ type PromptInput struct {
 // Text a reader of GitHub does not see is shown as a visible escape:
 // invisible code points (Tag characters, zero-width characters, bidi
 // controls …) become ⟦hidden U+200B⟧ or ⟦hidden tags "…"⟧ outside emoji
-// and joining-script sequences (reveal), and each HTML comment of the body
-// is wrapped as ⟦hidden HTML comment: <!-- … -->⟧ (revealMarkdown). Every
+// and joining-script sequences (reveal), and each HTML comment and link
+// reference definition of the body is wrapped as ⟦hidden HTML comment:
+// <!-- … -->⟧ or ⟦hidden link reference definition: …⟧ (revealMarkdown). Every
 // visible character is kept byte for byte and nothing is truncated.
 func Render(p PromptInput) string {
 	id := sanitizeLine(p.DeliveryID)
@@ -106,7 +107,8 @@ func sanitize(s string) string {
 }
 
 // sanitizeMarkdown is sanitize for a markdown body: it also shows the HTML
-// comments GitHub hides (revealMarkdown). The comments are found in the
+// comments and link reference definitions GitHub hides (revealMarkdown).
+// They are found in the
 // body as GitHub parses it, before any control is removed, since removing
 // one can change what a line is (a line holding only a control is a
 // paragraph line to GitHub, a blank line once stripped, which turns the

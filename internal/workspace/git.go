@@ -29,13 +29,14 @@ const (
 // exit status (-1 when it did not run to an exit, e.g. a timeout), the last
 // lines of its stderr (masked), and the class of the failure.
 type Error struct {
-	Op      string // what loopd was doing, e.g. "fetch", "worktree add", "mkdir"
+	Op      string // what loopd was doing, e.g. "fetch", "clone", "mkdir"
 	Command string // the command as run, credentials masked
 	Exit    int
 	Stderr  string // last lines of stderr, credentials masked
 	Class   Class
-	// Reason is a short snake_case cause: git_failed, timeout, conflict,
-	// mkdir_failed, bad_url, or ReasonCancelled.
+	// Reason is a short snake_case cause: git_failed, timeout, bad_url,
+	// mkdir_failed, clone_failed, migrate_failed, repair_failed,
+	// remove_failed, inspect_failed, lock_failed, or ReasonCancelled.
 	Reason string
 	Err    error
 }
@@ -248,6 +249,11 @@ var permanentMessages = []string{
 // killed when loopd dies (sysProcAttr). A failure is an
 // *Error for op, classified from stderr.
 func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ...string) ([]byte, error) {
+	return m.runInput(ctx, op, dir, env, nil, args...)
+}
+
+// runInput is run with stdin as git's standard input (nil: none).
+func (m *Manager) runInput(ctx context.Context, op, dir string, env []string, stdin []byte, args ...string) ([]byte, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, m.timeout())
 	defer cancel()
@@ -264,7 +270,9 @@ func (m *Manager) run(ctx context.Context, op, dir string, env []string, args ..
 		"LC_ALL=C", // the messages classify reads
 	)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = nil
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = sysProcAttr()

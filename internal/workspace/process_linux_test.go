@@ -3,7 +3,6 @@ package workspace_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -120,39 +119,21 @@ func TestPrepareOverHTTPKeepsTheTokenOffEveryCommandLine(t *testing.T) {
 }
 
 // TestMirrorLockOutlivesAKilledDaemon kills, with SIGKILL, a process whose
-// Manager is inside `git worktree add` (its post-checkout hook sleeps), as
-// a daemon killed mid-operation: the kernel kills that git with it, and
-// the hook git started, still running, keeps the mirror's lock, so a
-// second Manager's operation on the mirror waits until the hook is gone.
+// Manager is checking a clone out (a smudge filter that waits), as a
+// daemon killed mid-operation: the kernel kills that git with it, and the
+// filter git started, still running, keeps the mirror's lock, so a second
+// Manager's operation on the mirror waits until the filter is gone.
 func TestMirrorLockOutlivesAKilledDaemon(t *testing.T) {
-	if os.Getenv("LOOPD_WS_CHILD_ROOT") != "" {
-		m := &workspace.Manager{Root: os.Getenv("LOOPD_WS_CHILD_ROOT")}
-		_, err := m.Prepare(context.Background(), workspace.Checkout{URL: os.Getenv("LOOPD_WS_CHILD_URL"),
-			Dir: os.Getenv("LOOPD_WS_CHILD_DIR"), Mode: workspace.ModeIssue, Branch: "slow"})
-		fmt.Println(err)
-		os.Exit(0)
-	}
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	prepareAsChild()
+	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
 	m := newManager(t)
 	ctx := context.Background()
 	first := filepath.Join(t.TempDir(), "first")
-	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: first, Mode: workspace.ModeIssue, Branch: "b"})
-	if err != nil {
+	if _, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: first, Mode: workspace.ModeIssue, Branch: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	mark := filepath.Join(t.TempDir(), "hook")
-	hook := "#!/bin/sh\necho $PPID > " + mark + ".git\n: > " + mark + ".started\nsleep 2\n: > " + mark + ".done\n"
-	if err := os.WriteFile(filepath.Join(res.Mirror, "hooks", "post-checkout"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	child := exec.Command(os.Args[0], "-test.run=^TestMirrorLockOutlivesAKilledDaemon$")
-	child.Env = append(os.Environ(), "LOOPD_WS_CHILD_ROOT="+m.Root, "LOOPD_WS_CHILD_URL="+r.URL,
-		"LOOPD_WS_CHILD_DIR="+filepath.Join(t.TempDir(), "slow"))
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	mark := filepath.Join(t.TempDir(), "filter")
+	child := slowChild(t, "TestMirrorLockOutlivesAKilledDaemon", m.Root, r.URL, filepath.Join(t.TempDir(), "slow"), mark)
 	waitFor(t, mark+".started")
 	child.Process.Kill()
 
@@ -161,24 +142,24 @@ func TestMirrorLockOutlivesAKilledDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	hookRan := make(chan bool, 1) // whether the hook still ran when git died
+	filterRan := make(chan bool, 1) // whether the filter still ran when git died
 	go func() {
 		for proc.Alive(pid) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		hookRan <- !exists(mark + ".done")
+		filterRan <- !exists(mark + ".done")
 	}()
 
 	kept, err := (&workspace.Manager{Root: m.Root}).Remove(ctx, r.URL, first)
-	hookDone := exists(mark + ".done")
+	filterDone := exists(mark + ".done")
 	if err != nil || kept != "" {
 		t.Fatalf("Remove = %q, %v", kept, err)
 	}
-	if !<-hookRan {
+	if !<-filterRan {
 		t.Error("the killed daemon's git outlived it")
 	}
-	if !hookDone {
-		t.Error("the second Manager took the mirror's lock while the killed daemon's hook still ran")
+	if !filterDone {
+		t.Error("the second Manager took the mirror's lock while the killed daemon's filter still ran")
 	}
 }
 

@@ -1,23 +1,30 @@
-// Package workspace makes and removes the git worktrees work items run in,
+// Package workspace makes and removes the git workdirs work items run in,
 // with the real git CLI: one bare mirror per repository under the state
-// dir, fetched before each worktree is made from it with `git worktree
-// add`. Every git command runs with GIT_TERMINAL_PROMPT=0 (a missing
-// credential fails at once), ssh in batch mode, a timeout, and one
-// operation at a time per mirror (a lock file beside it). Failures are
-// *Error values that carry the command and the tail of its stderr with
-// every URL's credentials masked, classified Transient or Permanent.
+// dir, fetched before each workdir is made from it, and per item a clone
+// of its own that borrows the mirror's objects (objects/info/alternates)
+// and has its own refs, index, config and objects for its own commits, so
+// that an agent in one can move no other item's branch (Prepare,
+// Borrowed). Worktrees of the mirror, which older versions made, are
+// migrated to clones in place. Every git command runs with
+// GIT_TERMINAL_PROMPT=0 (a missing credential fails at once), ssh in
+// batch mode, a timeout, and one operation at a time per mirror (a lock
+// file beside it). loopd's own git in a workdir reads it through a view
+// that leaves out the workdir's config and hooks, which are the agent's
+// (inWorkdir). Failures are *Error values that carry the command and the
+// tail of its stderr with every URL's credentials masked, classified
+// Transient or Permanent.
 //
 // Credentials are git's own (ssh-agent, credential helpers). A URL that
-// carries them is never stored in the mirror's config nor put on git's
-// command line, nor given to git at all: the mirror's remote holds the URL
-// without them (Public), and loopd's own fetch hands an http(s) URL's user
-// name and password to git through a credential helper that reads them
-// from that git's environment (Credentials), which other users cannot
-// read. A password in any other URL (ssh) is refused (ErrPasswordInURL).
+// carries them is never stored in the mirror's or a clone's config nor
+// put on git's command line, nor given to git at all: the remotes hold
+// the URL without them (Public), and loopd's own fetch hands an http(s)
+// URL's user name and password to git through a credential helper that
+// reads them from that git's environment (Credentials), which other users
+// cannot read. A password in any other URL (ssh) is refused
+// (ErrPasswordInURL).
 package workspace
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -28,7 +35,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,9 +43,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrConflict means the workdir exists, is not a worktree of the routed
-// repository, and holds files: it is never touched.
-var ErrConflict = errors.New("workdir exists and is not a worktree of the repository")
+// ErrConflict means the workdir exists, is neither a clone nor a worktree
+// of the routed repository, and holds files: it is never touched.
+var ErrConflict = errors.New("workdir exists and is not a clone of the repository")
 
 // DefaultTimeout bounds every git command.
 const DefaultTimeout = 5 * time.Minute
@@ -74,19 +80,18 @@ func (m *Manager) timeout() time.Duration {
 	return m.Timeout
 }
 
-// Mode is how a worktree gets its branch.
+// Mode is how a clone gets its branch.
 type Mode string
 
 // The modes of a checkout.
 const (
 	// ModeIssue: a new branch Branch from Base (the remote's default
-	// branch when empty), or Branch itself when it already exists.
+	// branch when empty), or from the remote's Branch when it exists.
 	ModeIssue Mode = "issue"
 	// ModePullRequest: the pull request's head branch Branch, in the same
-	// repository, tracking the remote branch; when another worktree has
-	// Branch checked out (the agent's own issue branch), the local branch
-	// loopd/pr-<PR> instead, whose plain pull and push go to Branch
-	// (Manager.sharedHead).
+	// repository, tracking the remote branch; also when it is another
+	// item's issue branch (the agent's own pull request): each clone has
+	// its branches to itself.
 	ModePullRequest Mode = "pull_request"
 	// ModeFork: refs/pull/<PR>/head fetched into the local branch Branch
 	// (loopd/pr-<PR>), for a fork, or a pull request whose head is not
@@ -94,7 +99,7 @@ const (
 	ModeFork Mode = "fork"
 )
 
-// Checkout is one worktree to make.
+// Checkout is one workdir to make.
 type Checkout struct {
 	URL    string // the remote, as configured (may carry credentials)
 	Dir    string // the workdir
@@ -127,14 +132,26 @@ type Fact struct {
 	Exists bool
 	// Empty is true for a directory with nothing in it.
 	Empty bool
-	// Worktree is true when the workdir is a worktree of the mirror asked
-	// about (its .git file names an admin dir whose common dir is the
-	// mirror).
+	// Clone is true when the workdir is a clone of the mirror asked about:
+	// its .git is a directory (not a symlink) whose
+	// objects/info/alternates names the mirror's objects dir.
+	Clone bool
+	// Worktree is true when the workdir is a git worktree of the mirror
+	// asked about, as loopd made them before clones (its .git file names
+	// an admin dir <mirror>/worktrees/<name> whose common dir is the
+	// mirror); Prepare migrates it to a clone. A migration cut short
+	// before its new .git was in place shows as a Worktree too.
 	Worktree bool
 	// Partial is true for such a worktree whose `git worktree add` never
 	// finished (its admin dir is still locked "initializing"): a daemon
 	// killed halfway.
 	Partial bool
+	// Leftover is true for a clone that holds what a killed git or
+	// loopd left in it: a git lock file (index.lock, HEAD.lock, a ref's)
+	// that no git process holds (staleLocks), or the parts of a
+	// migration cut short after its new .git was in place. Prepare
+	// removes them.
+	Leftover bool
 	// Physical is the workdir with every symlink resolved, when it exists.
 	Physical string
 	// Busy is true when a workspace operation holds the mirror's lock now
@@ -143,8 +160,16 @@ type Fact struct {
 	Busy bool
 }
 
-// Inspect returns the Fact of dir, as a worktree of mirror ("" for a plain
-// workdir). An error means dir could not be read.
+// The names a migration (Manager.migrate) gives, inside the workdir, to
+// the clone's .git it is making and to the worktree's .git file while the
+// first replaces the second.
+const (
+	migratingGit    = ".loopd-git-new"
+	migratedGitfile = ".loopd-gitfile-old"
+)
+
+// Inspect returns the Fact of dir, as a clone or a worktree of mirror (""
+// for a plain workdir). An error means dir could not be read.
 func Inspect(dir, mirror string) (Fact, error) {
 	f := Fact{Busy: mirror != "" && Busy(mirror)}
 	info, err := os.Stat(dir)
@@ -174,12 +199,18 @@ func Inspect(dir, mirror string) (Fact, error) {
 	if mirror == "" {
 		return f, nil
 	}
-	admin, ok := adminDir(dir)
-	if !ok {
+	gitdir := filepath.Join(dir, ".git")
+	if info, err := os.Lstat(gitdir); err == nil && info.IsDir() {
+		if !borrows(gitdir, filepath.Join(mirror, "objects")) {
+			return f, nil
+		}
+		f.Clone = true
+		f.Leftover = len(staleLocks(gitdir, []string{f.Physical})) > 0 ||
+			exists(filepath.Join(dir, migratedGitfile)) || exists(filepath.Join(dir, migratingGit))
 		return f, nil
 	}
-	c, ok := commonDir(admin)
-	if !ok || !samePath(c, mirror) {
+	admin, ok := worktreeAdmin(dir, mirror)
+	if !ok {
 		return f, nil
 	}
 	f.Worktree = true
@@ -187,40 +218,25 @@ func Inspect(dir, mirror string) (Fact, error) {
 	return f, nil
 }
 
-// SharedGitDir returns the repository the worktree at dir shares (the
-// common dir of the admin dir its .git file names: its mirror), with every
-// symlink resolved, which git run in the worktree needs whole: a sandbox
-// shows it. It returns "" for a workdir that is no worktree (a plain
-// directory, a repository of its own) and an error when the common dir
-// cannot be resolved.
-func SharedGitDir(dir string) (string, error) {
-	admin, ok := adminDir(dir)
-	if !ok {
-		return "", nil
-	}
-	c, ok := commonDir(admin)
-	if !ok {
-		return "", nil
-	}
-	real, err := filepath.EvalSymlinks(c)
+// borrows reports whether the git dir gitdir borrows the objects dir
+// objects (a line of its objects/info/alternates names it).
+func borrows(gitdir, objects string) bool {
+	b, err := os.ReadFile(filepath.Join(gitdir, "objects", "info", "alternates"))
 	if err != nil {
-		return "", fmt.Errorf("git dir of %s: %w", dir, err)
+		return false
 	}
-	return real, nil
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && filepath.IsAbs(l) && samePath(l, objects) {
+			return true
+		}
+	}
+	return false
 }
 
-// commonDir returns the repository a worktree's admin dir belongs to, as
-// its commondir file names it.
-func commonDir(admin string) (string, bool) {
-	common, err := os.ReadFile(filepath.Join(admin, "commondir"))
-	if err != nil {
-		return "", false
-	}
-	c := strings.TrimSpace(string(common))
-	if !filepath.IsAbs(c) {
-		c = filepath.Join(admin, c)
-	}
-	return filepath.Clean(c), true
+// exists reports whether path names anything (a symlink included).
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // Busy reports whether mirror's lock (<mirror>.lock, Manager.lock) is
@@ -239,32 +255,6 @@ func Busy(mirror string) bool {
 	return false
 }
 
-// adminDir returns the admin dir (<mirror>/worktrees/<name>) the .git file
-// of dir names.
-func adminDir(dir string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, ".git"))
-	if err != nil {
-		return "", false
-	}
-	g, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
-	if !ok {
-		return "", false
-	}
-	g = strings.TrimSpace(g)
-	if !filepath.IsAbs(g) {
-		g = filepath.Join(dir, g)
-	}
-	return g, true
-}
-
-// initializing reports whether admin is locked "initializing", which `git
-// worktree add` writes first and removes once its checkout is done (git
-// 2.39 builtin/worktree.c, add_worktree).
-func initializing(admin string) bool {
-	b, err := os.ReadFile(filepath.Join(admin, "locked"))
-	return err == nil && strings.TrimSpace(string(b)) == "initializing"
-}
-
 func samePath(a, b string) bool {
 	ra, err1 := filepath.EvalSymlinks(a)
 	rb, err2 := filepath.EvalSymlinks(b)
@@ -279,253 +269,211 @@ type Result struct {
 	Dir    string // the physical path of the workdir
 	Mirror string
 	Branch string
-	Commit string // HEAD of the worktree
-	// Existing is true when the workdir already was a worktree of the
+	Commit string // HEAD of the workdir
+	// Existing is true when the workdir already was a clone of the
 	// repository and was used as it is.
 	Existing bool
-	// Repaired is true when a half-made worktree was finished.
+	// Migrated is true when the workdir was a worktree of the mirror
+	// (an older loopd's) and is a clone now.
+	Migrated bool
+	// Repaired is true when Prepare removed or finished what a killed
+	// git or loopd had left (Repairs says what).
 	Repaired bool
+	// Repairs says what was repaired, one short text each: a lock file
+	// removed, a half-made clone or worktree removed or finished, a
+	// worktree registration pruned.
+	Repairs []string
 }
 
-// Prepare makes c.Dir a worktree of c.URL's repository: the mirror is made
-// when missing and fetched, stale worktree entries are pruned, and the
-// worktree is added on the branch c asks for. A workdir that already is a
-// worktree of the repository is used as it is, whatever its branch or
-// state; one left half-made by a killed `git worktree add` is finished
-// (stale index.lock removed, its checkout completed, which keeps every
-// untracked file). A workdir that exists with files in it and is not such
-// a worktree fails with ErrConflict, untouched. Errors are *Error, or wrap
-// ErrConflict.
+// Prepare makes c.Dir a clone of c.URL's repository that borrows the
+// objects of the repository's mirror (objects/info/alternates), on the
+// branch c asks for (makeClone): the mirror is made when missing and
+// fetched first. A workdir that already is such a clone is used as it
+// is, whatever its branch or state; a git worktree of the mirror, as
+// older loopd versions made them, is migrated to a clone in place,
+// keeping its branch, index, untracked files and per-worktree state
+// (migrate), after one left half-made by a killed `git worktree add` is
+// finished (repair). A workdir that exists with files in it and is
+// neither fails with ErrConflict, untouched.
+//
+// It repairs what a killed git or loopd left, under the mirror's lock
+// and only in what is loopd's: lock files no git holds in the mirror and
+// in the clone (staleLocks), the mirror's worktree registrations whose
+// directory is gone (unlocked when git's interrupted add left them locked
+// "initializing", then pruned) or that a migration replaced, and the
+// temporary dirs of an interrupted clone, removal or migration of
+// c.Dir. Errors are *Error, or wrap ErrConflict.
 func (m *Manager) Prepare(ctx context.Context, c Checkout) (Result, error) {
 	mirror, err := Mirror(m.Root, c.URL)
 	if err != nil {
 		return Result{}, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
 	}
 	res := Result{Mirror: mirror, Branch: c.Branch}
-	f, err := Inspect(c.Dir, mirror)
-	if err != nil {
-		return res, &Error{Op: "inspect", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
-	}
-	if f.Exists && !f.Empty && !f.Worktree {
-		return res, fmt.Errorf("prepare %s: %w", c.Dir, ErrConflict)
-	}
 	ctx, unlock, err := m.lock(ctx, mirror)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	if f.Worktree && !f.Partial {
-		res.Existing = true
-		return m.finish(ctx, res, c.Dir)
+	f, err := Inspect(c.Dir, mirror)
+	if err != nil {
+		return res, &Error{Op: "inspect", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
 	}
-	if f.Partial {
-		if err := m.repair(ctx, c.Dir); err != nil {
+	if f.Exists && !f.Empty && !f.Clone && !f.Worktree {
+		return res, fmt.Errorf("prepare %s: %w", c.Dir, ErrConflict)
+	}
+	env, made, err := m.ensureMirror(ctx, mirror, c.URL, &res)
+	if err != nil {
+		return res, err
+	}
+	if err := m.pruneRegistrations(ctx, mirror, &res); err != nil {
+		return res, err
+	}
+	if err := sweep(c.Dir, &res); err != nil {
+		return res, err
+	}
+	fetch := func() error {
+		_, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "--prune", "origin")
+		return err
+	}
+	switch {
+	case f.Clone:
+		res.Existing = true
+		if made {
+			// The clone outlived its mirror: its objects come back
+			// with the fetch.
+			if err := fetch(); err != nil {
+				return res, err
+			}
+		}
+		if err := tidy(c.Dir, &res); err != nil {
 			return res, err
 		}
-		res.Repaired = true
+		if err := lend(mirror, f.Physical); err != nil {
+			return res, &Error{Op: "lend", Command: "-", Exit: -1, Class: fsClass(err), Reason: "clone_failed", Err: err}
+		}
+		return m.finish(ctx, res, c.Dir)
+	case f.Worktree:
+		if f.Partial {
+			if err := m.repair(ctx, c.Dir); err != nil {
+				return res, err
+			}
+			res.Repairs = append(res.Repairs, "finished the checkout of an interrupted git worktree add")
+		}
+		if err := m.migrate(ctx, mirror, c); err != nil {
+			return res, err
+		}
+		res.Migrated = true
 		return m.finish(ctx, res, c.Dir)
 	}
-	env, err := m.ensureMirror(ctx, mirror, c.URL)
+	if err := fetch(); err != nil {
+		return res, err
+	}
+	s, err := m.startOf(ctx, mirror, env, c)
 	if err != nil {
 		return res, err
 	}
-	if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "--prune", "origin"); err != nil {
-		return res, err
-	}
-	// A worktree whose directory is gone (a daemon killed before git made
-	// it, or removed by hand) still holds its branch: prune its entry.
-	if _, err := m.run(ctx, "worktree prune", mirror, nil, "worktree", "prune"); err != nil {
-		return res, err
-	}
-	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
-		return res, mkdirError(filepath.Dir(c.Dir), err)
-	}
-	args, err := m.addArgs(ctx, mirror, env, c)
-	if err != nil {
-		return res, err
-	}
-	if _, err := m.run(ctx, "worktree add", mirror, nil, args...); err != nil {
+	if err := m.makeClone(ctx, mirror, c, s); err != nil {
 		return res, err
 	}
 	return m.finish(ctx, res, c.Dir)
 }
 
-// finish fills res from the worktree at dir.
+// finish fills res from the clone at dir.
 func (m *Manager) finish(ctx context.Context, res Result, dir string) (Result, error) {
+	res.Repaired = len(res.Repairs) > 0
 	phys, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return res, &Error{Op: "resolve", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
 	}
 	res.Dir = phys
-	out, err := m.run(ctx, "rev-parse", phys, nil, "rev-parse", "HEAD")
-	if err == nil {
-		res.Commit = strings.TrimSpace(string(out))
-	}
-	if out, err := m.run(ctx, "branch", phys, nil, "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
-		res.Branch = strings.TrimSpace(string(out))
+	// HEAD's commit, then its branch ("HEAD" when detached).
+	if out, err := m.inWorkdir(ctx, "rev-parse", phys, nil, "rev-parse", "HEAD", "--abbrev-ref", "HEAD"); err == nil {
+		if f := strings.Fields(string(out)); len(f) == 2 {
+			res.Commit = f[0]
+			if f[1] != "HEAD" {
+				res.Branch = f[1]
+			}
+		}
 	}
 	return res, nil
 }
 
-// repair finishes a worktree whose `git worktree add` was killed: a stale
-// index.lock goes (no git runs in a worktree that was never handed to an
-// agent), the checkout git started is completed with `git reset --hard`
-// (as add itself runs it: tracked files only, every untracked file stays),
-// and the "initializing" lock is removed. A worktree killed before its HEAD
-// was written holds nothing but its .git file: it is removed and pruned,
-// and made again by the caller's next attempt.
-func (m *Manager) repair(ctx context.Context, dir string) error {
-	admin, _ := adminDir(dir)
-	_ = os.Remove(filepath.Join(admin, "index.lock"))
-	if _, err := m.run(ctx, "repair", dir, nil, "rev-parse", "--verify", "--quiet", "HEAD"); err != nil {
-		entries, _ := os.ReadDir(dir)
-		if len(entries) == 1 && entries[0].Name() == ".git" {
-			os.Remove(filepath.Join(dir, ".git"))
-			os.RemoveAll(admin)
-		}
-		return err
-	}
-	if _, err := m.run(ctx, "repair", dir, nil, "reset", "--quiet", "--hard", "--no-recurse-submodules"); err != nil {
-		return err
-	}
-	if err := os.Remove(filepath.Join(admin, "locked")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &Error{Op: "repair", Command: "-", Exit: -1, Class: Transient, Reason: "repair_failed", Err: err}
-	}
-	return nil
+// mirrorConfig is what ensureMirror keeps in every mirror's config besides
+// its origin: repository format 1 with extensions.preciousObjects, under
+// which git refuses to delete any object (git-config(1); measured with
+// git 2.39: `git prune` and `git repack -d` die, and `git gc` skips both),
+// since the clones borrow the mirror's objects and git cannot see their
+// refs; and no automatic gc or maintenance after a fetch. loopd itself
+// never runs gc on a mirror.
+var mirrorConfig = [][2]string{
+	{"core.repositoryformatversion", "1"},
+	{"extensions.preciousobjects", "true"},
+	{"gc.auto", "0"},
+	{"maintenance.auto", "false"},
 }
 
-// ensureMirror makes the bare mirror of rawURL when missing and points its
-// origin at the URL without credentials; it returns the environment that
-// gives loopd's own fetch the URL's credentials (Credentials).
-func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string) ([]string, error) {
+// ensureMirror makes the bare mirror of rawURL when missing (made reports
+// it), removes the lock files no git holds in it (staleLocks: a fetch
+// killed with the daemon leaves a ref's), and writes the config it must
+// have (mirrorConfig, its origin fetching the URL without credentials)
+// where it differs, so that a Prepare writes no config once the mirror is
+// set. It returns the environment that gives loopd's own fetch the URL's
+// credentials (Credentials).
+func (m *Manager) ensureMirror(ctx context.Context, mirror, rawURL string, res *Result) (env []string, made bool, err error) {
 	pub, err := Public(rawURL)
 	if err != nil {
-		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+		return nil, false, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
 	}
 	if _, err := os.Stat(filepath.Join(mirror, "HEAD")); err != nil {
 		if err := os.MkdirAll(m.Root, 0o700); err != nil {
-			return nil, mkdirError(m.Root, err)
+			return nil, false, mkdirError(m.Root, err)
 		}
 		tmp, err := os.MkdirTemp(m.Root, ".new-")
 		if err != nil {
-			return nil, mkdirError(m.Root, err)
+			return nil, false, mkdirError(m.Root, err)
 		}
 		defer os.RemoveAll(tmp)
 		if _, err := m.run(ctx, "init", tmp, nil, "init", "--quiet", "--bare", "."); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := os.Rename(tmp, mirror); err != nil {
-			return nil, &Error{Op: "init", Command: "-", Exit: -1, Class: Transient, Reason: "mirror_failed", Err: err}
+			return nil, false, &Error{Op: "init", Command: "-", Exit: -1, Class: Transient, Reason: "mirror_failed", Err: err}
 		}
+		made = true
 	}
-	for _, kv := range [][2]string{
-		{"remote.origin.url", pub},
-		{"remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"},
-	} {
-		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
-			return nil, err
-		}
+	removed, err := removeStale(mirror, mirror, m.mirrorDirs(mirror))
+	for _, r := range removed {
+		res.Repairs = append(res.Repairs, "removed the mirror's stale "+r)
 	}
-	env, err := Credentials(rawURL)
 	if err != nil {
-		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+		return nil, made, err
 	}
-	return env, nil
-}
-
-// addArgs returns the `git worktree add` arguments for c, fetching a fork's
-// pull request head first.
-func (m *Manager) addArgs(ctx context.Context, mirror string, env []string, c Checkout) ([]string, error) {
-	has := func(ref string) bool { return m.has(ctx, mirror, ref) }
-	switch c.Mode {
-	case ModePullRequest:
-		local, remote := "refs/heads/"+c.Branch, "refs/remotes/origin/"+c.Branch
-		shared, err := m.checkedOut(ctx, mirror, local)
-		if err != nil {
-			return nil, err
-		}
-		if shared {
-			return m.sharedHead(ctx, mirror, c)
-		}
-		if has(local) && has(remote) && !m.isAncestor(ctx, mirror, remote, local) {
-			if err := m.catchUp(ctx, mirror, c.Branch, local, remote); err != nil {
-				return nil, err
-			}
-		}
-		if has(local) {
-			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
-		}
-		return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, remote}, nil
-	case ModeFork:
-		// The fork's head, fetched afresh each time into a ref of the
-		// mirror's own (a force-pushed fork moves it), then as for a
-		// pull request of the same repository.
-		local, remote := "refs/heads/"+c.Branch, "refs/remotes/origin/pull/"+strconv.Itoa(c.PR)
-		if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin", "+refs/pull/"+strconv.Itoa(c.PR)+"/head:"+remote); err != nil {
-			return nil, err
-		}
-		if has(local) && !m.isAncestor(ctx, mirror, remote, local) {
-			if err := m.catchUp(ctx, mirror, c.Branch, local, remote); err != nil {
-				return nil, err
-			}
-		}
-		if has(local) {
-			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
-		}
-		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, remote}, nil
-	default:
-		switch {
-		case has("refs/heads/" + c.Branch):
-			if err := m.upstream(ctx, mirror, c.Branch, false); err != nil {
-				return nil, err
-			}
-			return []string{"worktree", "add", "--quiet", c.Dir, c.Branch}, nil
-		case has("refs/remotes/origin/" + c.Branch):
-			// The agent pushed the branch from an earlier worktree.
-			return []string{"worktree", "add", "--quiet", "--track", "-b", c.Branch, c.Dir, "refs/remotes/origin/" + c.Branch}, nil
-		}
-		base, err := m.base(ctx, mirror, env, c.Base)
-		if err != nil {
-			return nil, err
-		}
-		if err := m.upstream(ctx, mirror, c.Branch, true); err != nil {
-			return nil, err
-		}
-		return []string{"worktree", "add", "--quiet", "--no-track", "-b", c.Branch, c.Dir, base}, nil
+	out, err := m.run(ctx, "config", mirror, nil, "config", "--local", "--list")
+	if err != nil {
+		return nil, made, err
 	}
-}
-
-// upstream makes origin's branch of the same name the upstream of an
-// issue's local branch (branch.<b>.remote origin, branch.<b>.merge
-// refs/heads/<b>), so that a plain `git push` in its worktree creates or
-// updates that branch on the remote (git-push(1): push.default "simple",
-// git's default, pushes to an upstream of the same name and refuses a
-// branch with none), and a plain `git pull` pulls it once it is there. A
-// new branch gets it always: written before the worktree is added, as
-// `--no-track` leaves a branch's config alone, so a daemon killed between
-// the two leaves a worktree that pushes right. An existing branch gets it
-// only when it has no upstream (one made before loopd set it): one set
-// by someone else is theirs. Only the branch's own keys are written.
-func (m *Manager) upstream(ctx context.Context, mirror, branch string, replace bool) error {
-	if !replace {
-		_, err := m.run(ctx, "config", mirror, nil, "config", "--get-all", "branch."+branch+".merge")
-		var e *Error
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &e) || e.Exit != 1:
-			return err // exit 1 is "no such key" (git-config(1))
+	have := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			have[k] = append(have[k], v)
 		}
 	}
-	for _, kv := range [][2]string{
-		{"branch." + branch + ".remote", "origin"},
-		{"branch." + branch + ".merge", "refs/heads/" + branch},
-	} {
+	want := append(slices.Clone(mirrorConfig),
+		[2]string{"remote.origin.url", pub},
+		[2]string{"remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"})
+	for _, kv := range want {
+		if slices.Equal(have[kv[0]], []string{kv[1]}) {
+			continue
+		}
 		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
-			return err
+			return nil, made, err
 		}
 	}
-	return nil
+	env, err = Credentials(rawURL)
+	if err != nil {
+		return nil, made, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	return env, made, nil
 }
 
 // has reports whether ref names a commit in mirror.
@@ -539,96 +487,6 @@ func (m *Manager) has(ctx context.Context, mirror, ref string) bool {
 func (m *Manager) isAncestor(ctx context.Context, mirror, a, b string) bool {
 	_, err := m.run(ctx, "merge-base", mirror, nil, "merge-base", "--is-ancestor", a, b)
 	return err == nil
-}
-
-// catchUp brings the local branch of a pull request, which does not hold
-// the PR's head (remote), to that head before a worktree is made of it:
-// the PR's head is what the agent must work on, not a branch an earlier,
-// removed worktree left behind. A local branch behind the head moves to it;
-// one with commits the head lacks (the PR was force-pushed) is kept under
-// <branch>.loopd-<its commit>, so nothing is lost, and the branch is made
-// again from the head. A branch checked out in another worktree is left
-// alone: git refuses both.
-func (m *Manager) catchUp(ctx context.Context, mirror, branch, local, remote string) error {
-	if shared, err := m.checkedOut(ctx, mirror, local); err != nil || shared {
-		return err // another worktree's: the add reports it
-	}
-	if m.isAncestor(ctx, mirror, local, remote) {
-		_, err := m.run(ctx, "branch", mirror, nil, "branch", "--force", branch, remote)
-		return err
-	}
-	out, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--short=8", local)
-	if err != nil {
-		return err
-	}
-	if _, err := m.run(ctx, "branch", mirror, nil, "branch", "--move", branch, branch+".loopd-"+strings.TrimSpace(string(out))); err != nil {
-		return err
-	}
-	return nil
-}
-
-// checkedOut reports whether a worktree of mirror has the local branch ref
-// (refs/heads/…) checked out; git refuses to check it out in a second one.
-func (m *Manager) checkedOut(ctx context.Context, mirror, ref string) (bool, error) {
-	list, err := m.run(ctx, "worktree list", mirror, nil, "worktree", "list", "--porcelain")
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(strings.Split(string(list), "\n"), "branch "+ref), nil
-}
-
-// sharedHead returns the `git worktree add` arguments for a pull request
-// whose head branch c.Branch another worktree has checked out: the agent
-// pushed its issue branch and opened a pull request from it. git checks a
-// branch out in one worktree only, and the issue's worktree is never moved,
-// so the pull request gets a branch of its own, loopd/pr-<c.PR>, at the
-// head (caught up like any pull request branch, catchUp), set up so that a
-// plain `git pull` and `git push` in it go to the head branch:
-//   - its upstream is origin/<c.Branch> (branch.<b>.remote and .merge:
-//     pull, status and @{upstream});
-//   - it pushes to a remote of its own, loopd-pr-<c.PR>, with the public
-//     URL and the push refspec refs/heads/loopd/pr-<n>:refs/heads/<c.Branch>
-//     (branch.<b>.pushRemote; git-push(1): a remote's push refspecs win over
-//     push.default, whose "simple" refuses a branch whose upstream has
-//     another name). Origin's config is left alone: the issue's worktree
-//     pushes as before. The remote has no fetch refspec, since two remotes
-//     that map to one tracking ref make git's tracking ambiguous; so its
-//     push leaves origin/<c.Branch> behind until the next fetch.
-//
-// Both worktrees push to one remote branch without force, so git's
-// fast-forward rule refuses the push of the one that is behind until it
-// pulls the other's commits. The config is written before the worktree is
-// added, so a daemon killed between the two leaves a worktree that pushes
-// right when it is used as it is.
-func (m *Manager) sharedHead(ctx context.Context, mirror string, c Checkout) ([]string, error) {
-	pub, err := Public(c.URL)
-	if err != nil {
-		return nil, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
-	}
-	n := strconv.Itoa(c.PR)
-	own, pushRemote := "loopd/pr-"+n, "loopd-pr-"+n
-	local, remote := "refs/heads/"+own, "refs/remotes/origin/"+c.Branch
-	for _, kv := range [][2]string{
-		{"remote." + pushRemote + ".url", pub},
-		{"remote." + pushRemote + ".push", local + ":refs/heads/" + c.Branch},
-		{"branch." + own + ".remote", "origin"},
-		{"branch." + own + ".merge", "refs/heads/" + c.Branch},
-		{"branch." + own + ".pushRemote", pushRemote},
-	} {
-		if _, err := m.run(ctx, "config", mirror, nil, "config", "--replace-all", kv[0], kv[1]); err != nil {
-			return nil, err
-		}
-	}
-	if m.has(ctx, mirror, local) && !m.isAncestor(ctx, mirror, remote, local) {
-		// Left by an earlier, removed worktree of the pull request.
-		if err := m.catchUp(ctx, mirror, own, local, remote); err != nil {
-			return nil, err
-		}
-	}
-	if m.has(ctx, mirror, local) {
-		return []string{"worktree", "add", "--quiet", c.Dir, own}, nil
-	}
-	return []string{"worktree", "add", "--quiet", "--no-track", "-b", own, c.Dir, remote}, nil
 }
 
 // base returns the ref an issue branch starts from: origin's branch base,
@@ -646,103 +504,6 @@ func (m *Manager) base(ctx context.Context, mirror string, env []string, base st
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-// Why a worktree is kept at close (workspace.kept reason=…).
-const (
-	KeptDirty     = "uncommitted_changes"
-	KeptUntracked = "untracked_files"
-	KeptUnpushed  = "unpushed_commits"
-	KeptNotOurs   = "not_a_worktree"
-	// KeptIgnored: files git ignores (build output, logs, notes) are the
-	// agent's work too, and `git worktree remove` would delete them.
-	KeptIgnored = "ignored_files"
-	// KeptReflog: a commit only the worktree's HEAD reflog still holds
-	// (made on a detached HEAD, say) would become unreachable with it.
-	KeptReflog = "unreachable_commits"
-)
-
-// maxReflog bounds the HEAD reflog entries Remove looks through.
-const maxReflog = 1000
-
-// Remove removes the worktree dir of rawURL's mirror with `git worktree
-// remove`, only when it is clean: no uncommitted change, no untracked or
-// ignored file, no commit that no remote branch of the mirror holds, in
-// HEAD or in the worktree's HEAD reflog (at most maxReflog entries), which
-// goes with the worktree. It returns the reason it kept it instead (""
-// when removed, or when dir is gone).
-func (m *Manager) Remove(ctx context.Context, rawURL, dir string) (kept string, err error) {
-	return m.remove(ctx, rawURL, dir, true)
-}
-
-// Kept returns the reason Remove would keep the worktree dir of rawURL's
-// mirror ("" when it would remove it, or when dir is gone), from the same
-// checks under the same lock, and removes nothing.
-func (m *Manager) Kept(ctx context.Context, rawURL, dir string) (string, error) {
-	return m.remove(ctx, rawURL, dir, false)
-}
-
-// remove is Remove, and Kept when do is false.
-func (m *Manager) remove(ctx context.Context, rawURL, dir string, do bool) (kept string, err error) {
-	mirror, err := Mirror(m.Root, rawURL)
-	if err != nil {
-		return "", &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
-	}
-	ctx, unlock, err := m.lock(ctx, mirror)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	f, err := Inspect(dir, mirror)
-	switch {
-	case err != nil:
-		return "", &Error{Op: "inspect", Command: "-", Exit: -1, Class: fsClass(err), Reason: "inspect_failed", Err: err}
-	case !f.Exists:
-		return "", nil
-	case !f.Worktree:
-		return KeptNotOurs, nil
-	}
-	out, err := m.run(ctx, "status", dir, nil, "status", "--porcelain", "--untracked-files=all", "--ignored")
-	if err != nil {
-		return "", err
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		switch {
-		case strings.HasPrefix(l, "??"):
-			return KeptUntracked, nil
-		case strings.HasPrefix(l, "!!"):
-			return KeptIgnored, nil
-		case l != "":
-			return KeptDirty, nil
-		}
-	}
-	out, err = m.run(ctx, "rev-list", dir, nil, "rev-list", "--max-count=1", "HEAD", "--not", "--remotes")
-	if err != nil {
-		return "", err
-	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return KeptUnpushed, nil
-	}
-	logged, err := m.run(ctx, "reflog", dir, nil, "rev-list", "--walk-reflogs", "--max-count="+strconv.Itoa(maxReflog), "HEAD")
-	if err != nil {
-		return "", err
-	}
-	if commits := strings.Fields(string(logged)); len(commits) > 0 {
-		out, err = m.run(ctx, "rev-list", dir, nil, append(append([]string{"rev-list", "--max-count=1"}, commits...), "--not", "--remotes")...)
-		if err != nil {
-			return "", err
-		}
-		if len(bytes.TrimSpace(out)) > 0 {
-			return KeptReflog, nil
-		}
-	}
-	if !do {
-		return "", nil
-	}
-	if _, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical); err != nil {
-		return "", err
-	}
-	return "", nil
 }
 
 // lock takes the mirror's lock: one operation at a time per mirror, in
@@ -842,7 +603,8 @@ func fsClass(err error) Class {
 var commitName = regexp.MustCompile(`^[0-9a-fA-F]{7,64}$`)
 
 // Holds reports whether the git repository or worktree at dir holds commit
-// in its HEAD's history (git merge-base --is-ancestor commit HEAD): true
+// in its HEAD's history (git merge-base --is-ancestor commit HEAD, run
+// through a view of the repository, inWorkdir): true
 // when HEAD is commit or descends from it. A commit git does not know
 // (another's push, not fetched there) is not held. The error is a git
 // failure other than that, or a commit that is not hex.
@@ -850,7 +612,7 @@ func (m *Manager) Holds(ctx context.Context, dir, commit string) (bool, error) {
 	if !commitName.MatchString(commit) {
 		return false, fmt.Errorf("holds %s in %s: not a commit id", commit, dir)
 	}
-	_, err := m.run(ctx, "merge-base", dir, nil, "merge-base", "--is-ancestor", commit, "HEAD")
+	_, err := m.inWorkdir(ctx, "merge-base", dir, nil, "merge-base", "--is-ancestor", commit, "HEAD")
 	var e *Error
 	switch {
 	case err == nil:

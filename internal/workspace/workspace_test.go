@@ -3,6 +3,8 @@ package workspace_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,6 +140,36 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// isClone checks that dir is a clone of its own that borrows mirror's
+// objects: a .git directory, alternates naming the mirror's objects, and
+// no registration in the mirror.
+func isClone(t *testing.T, dir, mirror string) {
+	t.Helper()
+	info, err := os.Lstat(filepath.Join(dir, ".git"))
+	if err != nil || !info.IsDir() {
+		t.Fatalf("%s/.git is not a directory: %v", dir, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ".git", "objects", "info", "alternates"))
+	if err != nil || strings.TrimSpace(string(b)) != physical(t, mirror)+"/objects" {
+		t.Errorf("alternates = %q, %v; want the mirror's objects", b, err)
+	}
+	if got := workspacetest.Git(t, mirror, "worktree", "list", "--porcelain"); strings.Contains(got, dir) {
+		t.Errorf("%s is registered as a worktree of the mirror:\n%s", dir, got)
+	}
+	if f, err := workspace.Inspect(dir, mirror); err != nil || !f.Clone || f.Worktree {
+		t.Errorf("Inspect = %+v, %v; want a clone", f, err)
+	}
+}
+
+func physical(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestPrepareIssuePullRequestFork(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
@@ -160,40 +192,56 @@ func TestPrepareIssuePullRequestFork(t *testing.T) {
 		if res.Branch != tc.branch || res.Commit != tc.head || res.Existing {
 			t.Errorf("Prepare %s = %+v, want branch %s at %s", c.Mode, res, tc.branch, tc.head)
 		}
+		isClone(t, c.Dir, res.Mirror)
+		if got := workspacetest.Git(t, c.Dir, "remote", "get-url", "origin"); got != r.URL {
+			t.Errorf("%s: origin is %q, want the repository's URL", c.Mode, got)
+		}
+		if got := workspacetest.Git(t, c.Dir, "count-objects", "-v"); !strings.Contains(got, "count: 0\n") || !strings.Contains(got, "in-pack: 0\n") {
+			t.Errorf("%s: the clone copied objects instead of borrowing them:\n%s", c.Mode, got)
+		}
+		if st := workspacetest.Git(t, c.Dir, "status", "--porcelain"); st != "" {
+			t.Errorf("%s: status = %q, want clean", c.Mode, st)
+		}
 	}
 	if got := workspacetest.Git(t, base, "-C", filepath.Join(base, r.PRBranch), "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/"+r.PRBranch {
 		t.Errorf("pull request branch tracks %q", got)
 	}
-	mirrors, _ := os.ReadDir(m.Root)
-	n := 0
-	for _, e := range mirrors {
-		if e.IsDir() {
-			n++
-		}
+	mirrors, _ := filepath.Glob(filepath.Join(m.Root, "*.git"))
+	if len(mirrors) != 1 {
+		t.Errorf("%d mirrors for one repository, want 1", len(mirrors))
 	}
-	if n != 1 {
-		t.Errorf("%d mirrors for one repository, want 1", n)
+	for _, kv := range [][2]string{{"extensions.preciousObjects", "true"}, {"core.repositoryformatversion", "1"}, {"gc.auto", "0"}} {
+		if got := workspacetest.Git(t, base, "-C", mirrors[0], "config", kv[0]); got != kv[1] {
+			t.Errorf("mirror %s = %q, want %q", kv[0], got, kv[1])
+		}
 	}
 }
 
-func TestPrepareUsesAnExistingWorktreeAsItIs(t *testing.T) {
+// cloned returns a remote, a Manager and the Checkout of an issue's clone
+// on loopd/issue-1, made at a new workdir.
+func cloned(t *testing.T) (*workspacetest.Remote, *workspace.Manager, workspace.Checkout) {
+	t.Helper()
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
-	if _, err := m.Prepare(ctx, c); err != nil {
+	c := workspace.Checkout{URL: r.URL, Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}
+	if _, err := m.Prepare(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
+	return r, m, c
+}
+
+func TestPrepareUsesAnExistingCloneAsItIs(t *testing.T) {
+	_, m, c := cloned(t)
+	ctx, dir := context.Background(), c.Dir
 	os.WriteFile(filepath.Join(dir, "README"), []byte("changed by the agent\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644)
 	workspacetest.Git(t, dir, "checkout", "--quiet", "-b", "elsewhere")
 	res, err := m.Prepare(ctx, c)
-	if err != nil || !res.Existing || res.Branch != "elsewhere" {
-		t.Fatalf("Prepare again = %+v, %v; want the worktree used as it is", res, err)
+	if err != nil || !res.Existing || res.Branch != "elsewhere" || res.Repaired {
+		t.Fatalf("Prepare again = %+v, %v; want the clone used as it is", res, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "README")); string(b) != "changed by the agent\n" {
-		t.Errorf("README = %q: the worktree was reset", b)
+		t.Errorf("README = %q: the clone was reset", b)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
 		t.Errorf("untracked file gone: %v", err)
@@ -213,48 +261,176 @@ func TestPrepareNeverTouchesAConflictingDirectory(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("conflicting dir changed: %v", entries)
 	}
-	// An empty directory is not a conflict: the worktree goes in it.
+	// An empty directory is not a conflict: the clone goes in it.
 	empty := t.TempDir()
-	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: empty, Mode: workspace.ModeIssue, Branch: "b"}); err != nil {
+	if res, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: empty, Mode: workspace.ModeIssue, Branch: "b"}); err != nil {
 		t.Errorf("Prepare in an empty dir: %v", err)
+	} else {
+		isClone(t, empty, res.Mirror)
+	}
+	// A repository of its own is not the mirror's clone either.
+	own := t.TempDir()
+	workspacetest.Git(t, own, "init", "--quiet")
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: own, Mode: workspace.ModeIssue, Branch: "b"}); !errors.Is(err, workspace.ErrConflict) {
+		t.Errorf("Prepare on a repository of its own = %v, want ErrConflict", err)
+	}
+}
+
+// newLegacy returns a remote, a Manager and a worktree of the remote's
+// mirror at a new workdir named name, on branch (legacyWorktree), and the
+// mirror.
+func newLegacy(t *testing.T, name, branch string) (*workspacetest.Remote, *workspace.Manager, string, string) {
+	t.Helper()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	dir := filepath.Join(t.TempDir(), name)
+	return r, m, dir, legacyWorktree(t, m, r, dir, branch)
+}
+
+// legacyWorktree makes dir what loopd made before clones: a git worktree
+// of the repository's mirror on a new branch with its upstream in the
+// mirror's config, and returns the mirror.
+func legacyWorktree(t *testing.T, m *workspace.Manager, r *workspacetest.Remote, dir, branch string) string {
+	t.Helper()
+	// A clone elsewhere makes and fetches the mirror.
+	res, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: filepath.Join(t.TempDir(), "seed"), Mode: workspace.ModeIssue, Branch: "seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workspacetest.Git(t, res.Mirror, "worktree", "add", "--quiet", "--no-track", "-b", branch, dir, "refs/remotes/origin/"+r.Default)
+	workspacetest.Git(t, res.Mirror, "config", "branch."+branch+".remote", "origin")
+	workspacetest.Git(t, res.Mirror, "config", "branch."+branch+".merge", "refs/heads/"+branch)
+	return res.Mirror
+}
+
+// TestPrepareMigratesAWorktreeToAClone: a worktree an older loopd made,
+// with a staged change, an edit, an untracked file, a commit of its own
+// and a second branch it checked out before, becomes a clone at the same
+// path, with the same status, branches and upstream; its registration and
+// its branches leave the mirror, whose objects it borrows.
+func TestPrepareMigratesAWorktreeToAClone(t *testing.T) {
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-5")
+	ctx := context.Background()
+	workspacetest.Git(t, dir, "checkout", "--quiet", "-b", "side")
+	os.WriteFile(filepath.Join(dir, "side.txt"), []byte("side\n"), 0o644)
+	workspacetest.Git(t, dir, "add", "side.txt")
+	workspacetest.Git(t, dir, "commit", "--quiet", "-m", "side")
+	side := workspacetest.Git(t, dir, "rev-parse", "HEAD")
+	workspacetest.Git(t, dir, "checkout", "--quiet", "loopd/issue-5")
+	os.WriteFile(filepath.Join(dir, "fix.txt"), []byte("fix\n"), 0o644)
+	workspacetest.Git(t, dir, "add", "fix.txt")
+	workspacetest.Git(t, dir, "commit", "--quiet", "-m", "fix")
+	head := workspacetest.Git(t, dir, "rev-parse", "HEAD")
+	os.WriteFile(filepath.Join(dir, "staged.txt"), []byte("staged\n"), 0o644)
+	workspacetest.Git(t, dir, "add", "staged.txt")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("edited\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o644)
+	status := workspacetest.Git(t, dir, "status", "--porcelain")
+
+	if f, _ := workspace.Inspect(dir, mirror); !f.Worktree || f.Clone {
+		t.Fatalf("Inspect before = %+v, want a worktree", f)
+	}
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-5"})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if !res.Migrated || res.Branch != "loopd/issue-5" || res.Commit != head {
+		t.Errorf("Prepare = %+v, want migrated on loopd/issue-5 at %s", res, head)
+	}
+	isClone(t, dir, mirror)
+	if got := workspacetest.Git(t, dir, "status", "--porcelain"); got != status {
+		t.Errorf("status after migration:\n%s\nwant:\n%s", got, status)
+	}
+	if got := workspacetest.Git(t, dir, "rev-parse", "side"); got != side {
+		t.Errorf("branch side = %q, want %s", got, side)
+	}
+	if got := workspacetest.Git(t, dir, "for-each-ref", "--format=%(upstream)", "refs/heads/loopd/issue-5"); got != "refs/remotes/origin/loopd/issue-5" {
+		t.Errorf("upstream = %q", got)
+	}
+	if got := workspacetest.Git(t, dir, "rev-list", "--walk-reflogs", "HEAD"); !strings.Contains(got, side) {
+		t.Errorf("HEAD's reflog lost the side branch's commit:\n%s", got)
+	}
+	if got := workspacetest.Git(t, mirror, "for-each-ref", "refs/heads/loopd/issue-5", "refs/heads/side"); got != "" {
+		t.Errorf("the migrated branches are still the mirror's: %q", got)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(mirror, "worktrees")); len(entries) != 0 {
+		t.Errorf("registrations left: %v", entries)
+	}
+	for _, name := range []string{".loopd-git-new", ".loopd-gitfile-old"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s left in the workdir", name)
+		}
+	}
+	// The agent commits and pushes from the clone as before.
+	workspacetest.Git(t, dir, "commit", "--quiet", "-m", "staged")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got, want := workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/loopd/issue-5"), workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != want {
+		t.Errorf("the remote's branch is %s after a plain push, want %s", got, want)
+	}
+}
+
+// TestPrepareFinishesAMigrationCutShort: a migration cut short between its
+// two renames leaves no .git; one cut short after them leaves the old .git
+// file beside the new .git. The next Prepare finishes both.
+func TestPrepareFinishesAMigrationCutShort(t *testing.T) {
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-6")
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o644)
+	// Between the renames: the .git file is aside, the new .git not in place.
+	if err := os.Rename(filepath.Join(dir, ".git"), filepath.Join(dir, ".loopd-gitfile-old")); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".loopd-git-new", "objects"), 0o755)
+	if f, _ := workspace.Inspect(dir, mirror); !f.Worktree {
+		t.Fatalf("Inspect = %+v, want the worktree being migrated", f)
+	}
+	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-6"}
+	if res, err := m.Prepare(ctx, c); err != nil || !res.Migrated || res.Branch != "loopd/issue-6" {
+		t.Fatalf("Prepare = %+v, %v", res, err)
+	}
+	isClone(t, dir, mirror)
+	if got := workspacetest.Git(t, dir, "status", "--porcelain"); got != "?? notes.txt" {
+		t.Errorf("status = %q", got)
+	}
+	// After the renames: the old .git file is still there.
+	os.WriteFile(filepath.Join(dir, ".loopd-gitfile-old"), []byte("gitdir: /nowhere\n"), 0o644)
+	if f, _ := workspace.Inspect(dir, mirror); !f.Clone || !f.Leftover {
+		t.Fatalf("Inspect = %+v, want a clone with a leftover", f)
+	}
+	res, err := m.Prepare(ctx, c)
+	if err != nil || !res.Existing || !res.Repaired {
+		t.Fatalf("Prepare = %+v, %v; want the leftover removed", res, err)
+	}
+	if got := workspacetest.Git(t, dir, "status", "--porcelain"); got != "?? notes.txt" {
+		t.Errorf("status = %q", got)
 	}
 }
 
 // TestPrepareRepairsAHalfMadeWorktree leaves what a daemon killed inside
-// `git worktree add` leaves (the admin dir still locked "initializing", a
-// stale index.lock, a checkout not done), plus a file written since, and
-// checks that the next Prepare finishes it and keeps the file.
+// an older loopd's `git worktree add` leaves (the admin dir still locked
+// "initializing", a stale index.lock, a checkout not done), plus a file
+// written since, and checks that the next Prepare finishes it, keeps the
+// file and makes it a clone.
 func TestPrepareRepairsAHalfMadeWorktree(t *testing.T) {
-	r := workspacetest.NewRemote(t, workspacetest.Options{})
-	m := newManager(t)
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-3")
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
-	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-3"}
-	if _, err := m.Prepare(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	Halve(t, dir)
 	os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("mine\n"), 0o644)
-	f, _ := workspace.Inspect(dir, mustMirror(t, m, r.URL))
+	f, _ := workspace.Inspect(dir, mirror)
 	if !f.Worktree || !f.Partial {
 		t.Fatalf("Inspect = %+v, want a partial worktree", f)
 	}
-	res, err := m.Prepare(ctx, c)
-	if err != nil || !res.Repaired {
-		t.Fatalf("Prepare = %+v, %v; want repaired", res, err)
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-3"})
+	if err != nil || !res.Repaired || !res.Migrated {
+		t.Fatalf("Prepare = %+v, %v; want repaired and migrated", res, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "README")); err != nil || string(b) != "hello\n" {
 		t.Errorf("README = %q, %v: checkout not finished", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "kept.txt")); err != nil {
-		t.Errorf("the repair lost a file: %v", err)
-	}
 	if st := workspacetest.Git(t, dir, "status", "--porcelain"); st != "?? kept.txt" {
 		t.Errorf("status after repair = %q", st)
 	}
-	if f, _ := workspace.Inspect(dir, mustMirror(t, m, r.URL)); f.Partial {
-		t.Error("still partial after repair")
-	}
+	isClone(t, dir, mirror)
 }
 
 // Halve turns the worktree at dir into what a `git worktree add` killed
@@ -269,28 +445,281 @@ func Halve(t *testing.T, dir string) {
 	os.WriteFile(filepath.Join(gitdir, "locked"), []byte("initializing"), 0o644)
 }
 
-func mustMirror(t *testing.T, m *workspace.Manager, url string) string {
-	t.Helper()
-	p, err := workspace.Mirror(m.Root, url)
-	if err != nil {
-		t.Fatal(err)
+// TestPrepareUnlocksARegistrationLeftInitializing: an older loopd's `git
+// worktree add` killed before it made the directory leaves the mirror a
+// registration locked "initializing" with no directory, on which every
+// later add at that path failed ("missing but locked worktree"), retried
+// as transient until the budget was spent. Prepare unlocks and prunes it,
+// and makes the clone there.
+func TestPrepareUnlocksARegistrationLeftInitializing(t *testing.T) {
+	r, m, dir, mirror := newLegacy(t, "w", "loopd/issue-8")
+	gitdir := workspacetest.Git(t, dir, "rev-parse", "--absolute-git-dir")
+	os.WriteFile(filepath.Join(gitdir, "locked"), []byte("initializing"), 0o644)
+	os.RemoveAll(dir)
+	res, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-8"})
+	if err != nil || !res.Repaired || res.Branch != "loopd/issue-8" {
+		t.Fatalf("Prepare = %+v, %v; want the registration pruned and the clone made", res, err)
 	}
-	return p
+	isClone(t, dir, mirror)
+	if _, err := os.Stat(gitdir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the registration is still there: %v", err)
+	}
 }
 
-func TestPreparePrunesAWorktreeWhoseDirectoryIsGone(t *testing.T) {
+// TestPrepareRebuildsAVanishedWorkdir: a clone whose directory vanished is
+// made again at the same path on its branch, from the pushed branch; a
+// worktree of an older loopd whose directory vanished is made again as a
+// clone from the branch it left in the mirror, its unpushed commit there.
+func TestPrepareRebuildsAVanishedWorkdir(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "w")
+	base := t.TempDir()
+	dir := filepath.Join(base, "w")
 	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-4"}
 	if _, err := m.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "pushed")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	pushed := workspacetest.Git(t, dir, "rev-parse", "HEAD")
 	os.RemoveAll(dir)
 	res, err := m.Prepare(ctx, c)
-	if err != nil || res.Branch != "loopd/issue-4" {
-		t.Fatalf("Prepare after the dir was removed = %+v, %v", res, err)
+	if err != nil || res.Branch != "loopd/issue-4" || res.Commit != pushed || res.Dir != physical(t, base)+"/w" {
+		t.Fatalf("Prepare after the dir vanished = %+v, %v; want loopd/issue-4 at %s", res, err, pushed)
+	}
+	isClone(t, dir, res.Mirror)
+
+	legacy := filepath.Join(base, "legacy")
+	mirror := legacyWorktree(t, m, r, legacy, "loopd/issue-9")
+	workspacetest.Git(t, legacy, "commit", "--quiet", "--allow-empty", "-m", "never pushed")
+	unpushed := workspacetest.Git(t, legacy, "rev-parse", "HEAD")
+	os.RemoveAll(legacy)
+	res, err = m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: legacy, Mode: workspace.ModeIssue, Branch: "loopd/issue-9"})
+	if err != nil || res.Commit != unpushed {
+		t.Fatalf("Prepare of the vanished worktree = %+v, %v; want its branch at %s", res, err, unpushed)
+	}
+	isClone(t, legacy, mirror)
+}
+
+// TestPrepareRemovesAnInterruptedClone kills, with SIGKILL, a process whose
+// Manager is checking a clone out (a smudge filter that waits, as a large
+// checkout would): nothing is at the workdir's path, the half-made clone
+// is beside it; the next Prepare removes it and makes the clone.
+func TestPrepareRemovesAnInterruptedClone(t *testing.T) {
+	prepareAsChild()
+	r := workspacetest.NewRemote(t, workspacetest.Options{Filter: "slow"})
+	m := newManager(t)
+	mark := filepath.Join(t.TempDir(), "filter")
+	dir := filepath.Join(t.TempDir(), "w")
+	child := slowChild(t, "TestPrepareRemovesAnInterruptedClone", m.Root, r.URL, dir, mark)
+	waitFor(t, mark+".started")
+	child.Process.Kill()
+	child.Wait()
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workdir's path holds something after the kill: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".w.loopd-new-*"))
+	if len(left) != 1 {
+		t.Fatalf("half-made clones beside the workdir: %v", left)
+	}
+	res, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "slow"})
+	if err != nil || !res.Repaired {
+		t.Fatalf("Prepare = %+v, %v; want the leftover removed", res, err)
+	}
+	isClone(t, dir, res.Mirror)
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".w.loopd-*")); len(left) != 0 {
+		t.Errorf("left beside the workdir: %v", left)
+	}
+}
+
+// prepareAsChild is what slowChild's process does, in place of its test:
+// one Prepare, as a daemon would run it, then exit.
+func prepareAsChild() {
+	if os.Getenv("LOOPD_WS_CHILD_ROOT") == "" {
+		return
+	}
+	m := &workspace.Manager{Root: os.Getenv("LOOPD_WS_CHILD_ROOT")}
+	_, err := m.Prepare(context.Background(), workspace.Checkout{URL: os.Getenv("LOOPD_WS_CHILD_URL"),
+		Dir: os.Getenv("LOOPD_WS_CHILD_DIR"), Mode: workspace.ModeIssue, Branch: "slow"})
+	fmt.Println(err)
+	os.Exit(0)
+}
+
+// slowChild starts this test binary as a daemon would run Prepare, with a
+// global git config whose smudge filter "slow" writes mark.git (its git's
+// pid), mark.started, sleeps 2 s, writes mark.done and copies its input.
+func slowChild(t *testing.T, test, root, url, dir, mark string) *exec.Cmd {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "gitconfig")
+	filter := "echo $PPID > " + mark + ".git; : > " + mark + ".started; sleep 2; : > " + mark + ".done; cat"
+	if err := os.WriteFile(config, []byte("[filter \"slow\"]\n\tsmudge = \""+filter+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	child.Env = append(os.Environ(), "LOOPD_WS_CHILD_ROOT="+root, "LOOPD_WS_CHILD_URL="+url,
+		"LOOPD_WS_CHILD_DIR="+dir, "GIT_CONFIG_GLOBAL="+config)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	return child
+}
+
+// TestPrepareRemovesStaleLocks: a git killed in the clone leaves its
+// index.lock (and a ref's lock), and every later `git commit` there fails
+// "File exists"; a fetch killed in the mirror leaves a ref's lock there.
+// Inspect shows the clone's as a leftover, and Prepare removes them, but
+// never one a process holds open or while a git runs in the clone.
+func TestPrepareRemovesStaleLocks(t *testing.T) {
+	r, m, c := cloned(t)
+	ctx, dir := context.Background(), c.Dir
+	mirror, _ := workspace.Mirror(m.Root, r.URL)
+	index := filepath.Join(dir, ".git", "index.lock")
+	ref := filepath.Join(dir, ".git", "refs", "heads", "loopd", "issue-1.lock")
+	mirrorRef := filepath.Join(mirror, "refs", "remotes", "origin", r.Default+".lock")
+	for _, p := range []string{index, ref, mirrorRef} {
+		os.WriteFile(p, nil, 0o644)
+	}
+	if err := gitErr(dir, "commit", "--quiet", "--allow-empty", "-m", "x"); err == nil {
+		t.Fatal("git commit with a stale index.lock succeeded: the test shows nothing")
+	}
+
+	// Held open by a process: not stale.
+	held, err := os.Open(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("sleep", "60")
+	holder.ExtraFiles = []*os.File{held}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	if f, _ := workspace.Inspect(dir, mirror); f.Leftover {
+		t.Errorf("Inspect = %+v: a lock held open is no leftover", f)
+	}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(index); err != nil {
+		t.Errorf("Prepare removed a lock a process holds: %v", err)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+
+	// A git at work in the clone: not stale either.
+	stdin, busy := blockedGit(t, dir)
+	if f, _ := workspace.Inspect(dir, mirror); f.Leftover {
+		t.Errorf("Inspect = %+v while a git runs in the clone", f)
+	}
+	stdin.Close()
+	busy.Wait()
+
+	f, _ := workspace.Inspect(dir, mirror)
+	if !f.Clone || !f.Leftover {
+		t.Fatalf("Inspect = %+v, want a clone with a leftover", f)
+	}
+	res, err := m.Prepare(ctx, c)
+	if err != nil || !res.Existing || !res.Repaired {
+		t.Fatalf("Prepare = %+v, %v; want the stale locks removed", res, err)
+	}
+	for _, p := range []string{index, ref, mirrorRef} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there: %v", p, err)
+		}
+	}
+	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "after the repair")
+	workspacetest.Git(t, mirror, "fetch", "--quiet", "origin")
+}
+
+// blockedGit starts a git that works in dir until its stdin is closed.
+func blockedGit(t *testing.T, dir string) (io.WriteCloser, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command("git", "hash-object", "--stdin")
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Wait until it is git that runs there (not the child before exec).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", cmd.Process.Pid)); cwd == physical(t, dir) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid)); strings.TrimSpace(string(comm)) == "git" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("git never ran in the clone")
+		}
+	}
+	return stdin, cmd
+}
+
+// TestPullRequestUpstreamSurvivesAFailedSetup: a same-repository pull
+// request's setup that fails halfway (a lock file a concurrent git holds,
+// after the branch's upstream is written) leaves nothing at the workdir,
+// and the retry's clone tracks the head branch; a local branch of the
+// mirror that an older loopd's `worktree add --track -b`, cut short by a
+// config.lock, left without an upstream gets one too. Before, the retry
+// checked that branch out without an upstream, and the agent's plain
+// `git push` failed.
+func TestPullRequestUpstreamSurvivesAFailedSetup(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	ctx := context.Background()
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	once := filepath.Join(t.TempDir(), "failed")
+	wrapper := filepath.Join(t.TempDir(), "git")
+	script := "#!/bin/sh\ncase \"$*\" in *'checkout '*)\n  if [ ! -e " + once + " ]; then : > " + once +
+		"; echo \"fatal: Unable to create '.git/index.lock': File exists.\" >&2; exit 128; fi;;\nesac\nexec " + gitPath + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &workspace.Manager{Root: filepath.Join(t.TempDir(), "mirrors"), Git: wrapper}
+	dir := filepath.Join(t.TempDir(), "pr")
+	c := workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModePullRequest, Branch: r.PRBranch, PR: 3}
+	_, err = m.Prepare(ctx, c)
+	if workspace.ClassOf(err) != workspace.Transient || !strings.Contains(fmt.Sprint(err), "index.lock") {
+		t.Fatalf("first Prepare = %v, want the transient lock failure", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed setup left something at the workdir: %v", err)
+	}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := workspacetest.Git(t, dir, "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/"+r.PRBranch {
+		t.Errorf("after the retry the branch tracks %q, want origin/%s", got, r.PRBranch)
+	}
+
+	// What the old retry left: the mirror's local branch, no upstream.
+	m = newManager(t)
+	seed := filepath.Join(t.TempDir(), "seed")
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: seed, Mode: workspace.ModeIssue, Branch: "seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workspacetest.Git(t, res.Mirror, "branch", "--no-track", r.PRBranch, "refs/remotes/origin/"+r.PRBranch)
+	dir = filepath.Join(t.TempDir(), "pr")
+	c.Dir = dir
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := workspacetest.Git(t, dir, "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/"+r.PRBranch {
+		t.Errorf("made from the branch the old retry left, it tracks %q", got)
+	}
+	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got, want := workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/"+r.PRBranch), workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != want {
+		t.Errorf("a plain git push left the head branch at %s, want %s", got, want)
 	}
 }
 
@@ -306,15 +735,29 @@ func TestRemove(t *testing.T) {
 		}
 		return dir
 	}
+	commit := func(dir, name string) {
+		os.WriteFile(filepath.Join(dir, name), []byte(name+"\n"), 0o644)
+		workspacetest.Git(t, dir, "add", name)
+		workspacetest.Git(t, dir, "commit", "--quiet", "-m", name)
+	}
 	clean := prepare("clean")
+	pushed := prepare("pushed")
+	commit(pushed, "p.txt")
+	workspacetest.Git(t, pushed, "push", "--quiet")
 	dirty := prepare("dirty")
 	os.WriteFile(filepath.Join(dirty, "README"), []byte("edited\n"), 0o644)
 	untracked := prepare("untracked")
 	os.WriteFile(filepath.Join(untracked, "new.txt"), []byte("new\n"), 0o644)
 	unpushed := prepare("unpushed")
-	os.WriteFile(filepath.Join(unpushed, "c.txt"), []byte("c\n"), 0o644)
-	workspacetest.Git(t, unpushed, "add", "c.txt")
-	workspacetest.Git(t, unpushed, "commit", "--quiet", "-m", "local")
+	commit(unpushed, "c.txt")
+	// A commit on another local branch of the clone goes with the clone.
+	otherBranch := prepare("other-branch")
+	workspacetest.Git(t, otherBranch, "checkout", "--quiet", "-b", "spike")
+	commit(otherBranch, "spike.txt")
+	workspacetest.Git(t, otherBranch, "checkout", "--quiet", "loopd/other-branch")
+	stashed := prepare("stashed")
+	os.WriteFile(filepath.Join(stashed, "README"), []byte("stash me\n"), 0o644)
+	workspacetest.Git(t, stashed, "stash", "--quiet")
 	ignored := prepare("ignored")
 	os.WriteFile(filepath.Join(ignored, ".gitignore"), []byte("*.log\n"), 0o644)
 	workspacetest.Git(t, ignored, "add", ".gitignore")
@@ -323,17 +766,31 @@ func TestRemove(t *testing.T) {
 	os.WriteFile(filepath.Join(ignored, "build.log"), []byte("the agent's notes\n"), 0o644)
 	reflogOnly := prepare("reflog")
 	workspacetest.Git(t, reflogOnly, "checkout", "--quiet", "--detach")
-	os.WriteFile(filepath.Join(reflogOnly, "d.txt"), []byte("d\n"), 0o644)
-	workspacetest.Git(t, reflogOnly, "add", "d.txt")
-	workspacetest.Git(t, reflogOnly, "commit", "--quiet", "-m", "detached")
+	commit(reflogOnly, "d.txt")
 	workspacetest.Git(t, reflogOnly, "checkout", "--quiet", "loopd/reflog")
+	// Pushed from another workdir, and fetched by the mirror since.
+	elsewhere := prepare("elsewhere")
+	commit(elsewhere, "e.txt")
+	other := filepath.Join(t.TempDir(), "other")
+	workspacetest.Git(t, base, "clone", "--quiet", elsewhere, other)
+	workspacetest.Git(t, other, "push", "--quiet", r.URL, "HEAD:refs/heads/loopd/elsewhere-copy")
+	mirror, _ := workspace.Mirror(m.Root, r.URL)
+	workspacetest.Git(t, mirror, "fetch", "--quiet", "origin")
+	subs := prepare("submodules")
+	os.MkdirAll(filepath.Join(subs, ".git", "modules", "lib"), 0o755)
+	legacy := filepath.Join(base, "legacy")
+	legacyWorktree(t, m, r, legacy, "loopd/legacy")
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "x"), nil, 0o644)
 	for _, tc := range []struct{ dir, kept string }{
-		{clean, ""}, {dirty, workspace.KeptDirty}, {untracked, workspace.KeptUntracked},
-		{unpushed, workspace.KeptUnpushed}, {ignored, workspace.KeptIgnored}, {reflogOnly, workspace.KeptReflog},
+		{clean, ""}, {pushed, ""}, {elsewhere, ""}, {legacy, ""}, {dirty, workspace.KeptDirty}, {untracked, workspace.KeptUntracked},
+		{unpushed, workspace.KeptUnpushed}, {otherBranch, workspace.KeptUnpushed}, {stashed, workspace.KeptUnpushed},
+		{ignored, workspace.KeptIgnored}, {reflogOnly, workspace.KeptReflog}, {subs, workspace.KeptSubmodules},
 		{plain, workspace.KeptNotOurs}, {filepath.Join(base, "gone"), ""},
 	} {
+		if kept, err := m.Kept(ctx, r.URL, tc.dir); err != nil || kept != tc.kept {
+			t.Errorf("Kept %s = %q, %v; want %q", filepath.Base(tc.dir), kept, err, tc.kept)
+		}
 		kept, err := m.Remove(ctx, r.URL, tc.dir)
 		if err != nil || kept != tc.kept {
 			t.Errorf("Remove %s = %q, %v; want %q", filepath.Base(tc.dir), kept, err, tc.kept)
@@ -343,23 +800,16 @@ func TestRemove(t *testing.T) {
 			t.Errorf("%s: gone=%v, want %v", filepath.Base(tc.dir), gone, tc.kept == "")
 		}
 	}
-	// A removed worktree comes back on its branch.
-	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: clean, Mode: workspace.ModeIssue, Branch: "loopd/clean"})
-	if err != nil || res.Branch != "loopd/clean" {
+	if left, _ := filepath.Glob(filepath.Join(base, ".*.loopd-*")); len(left) != 0 {
+		t.Errorf("left beside the workdirs: %v", left)
+	}
+	if b, err := workspace.Borrowed(clean); err != nil || b != nil {
+		t.Errorf("Borrowed of a removed clone = %v, %v", b, err)
+	}
+	// A removed clone comes back on its branch.
+	res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: pushed, Mode: workspace.ModeIssue, Branch: "loopd/pushed"})
+	if err != nil || res.Branch != "loopd/pushed" || res.Commit != workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/loopd/pushed") {
 		t.Errorf("Prepare after Remove = %+v, %v", res, err)
-	}
-}
-
-func TestMakeDirClassifiesPermissionAsPermanent(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root may create anything")
-	}
-	ro := t.TempDir()
-	os.Chmod(ro, 0o555)
-	t.Cleanup(func() { os.Chmod(ro, 0o755) })
-	err := workspace.MakeDir(filepath.Join(ro, "a", "b"))
-	if workspace.ClassOf(err) != workspace.Permanent {
-		t.Errorf("MakeDir under a read-only dir: %v, class %s", err, workspace.ClassOf(err))
 	}
 }
 
@@ -378,28 +828,25 @@ func TestPrepareUnderAFileIsPermanent(t *testing.T) {
 	}
 }
 
-// A pull request's worktree is made at the PR's head even when a local
-// branch of that name was left behind by an earlier, removed worktree: one
-// behind the head moves to it; one the PR's force-push left aside is kept
-// under another name, nothing lost.
-func TestPreparePullRequestCatchesUpWithItsHead(t *testing.T) {
+// A pull request's clone is made at the PR's head, also after a
+// force-push; a local branch of that name that an older loopd's worktree
+// left in the mirror is used only when it holds the head (the agent's
+// unpushed work on top), and is left alone otherwise.
+func TestPreparePullRequestStartsAtItsHead(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
 	ctx := context.Background()
 	base := t.TempDir()
 	c := workspace.Checkout{URL: r.URL, Mode: workspace.ModePullRequest, Branch: r.PRBranch}
-	prepareAndRemove := func(dir string) workspace.Result {
+	prepare := func(dir string) workspace.Result {
 		c.Dir = filepath.Join(base, dir)
 		res, err := m.Prepare(ctx, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if kept, err := m.Remove(ctx, r.URL, c.Dir); err != nil || kept != "" {
-			t.Fatalf("Remove = %q, %v", kept, err)
-		}
 		return res
 	}
-	old := prepareAndRemove("first").Commit
+	old := prepare("first")
 
 	// The PR is force-pushed: its head no longer holds the old commit.
 	work := t.TempDir()
@@ -407,35 +854,46 @@ func TestPreparePullRequestCatchesUpWithItsHead(t *testing.T) {
 	workspacetest.Git(t, work, "commit", "--quiet", "--amend", "-m", "rewritten")
 	workspacetest.Git(t, work, "push", "--quiet", "--force", "origin", r.PRBranch)
 	rewritten := workspacetest.Git(t, work, "rev-parse", "HEAD")
-
-	res := prepareAndRemove("second")
-	if res.Commit != rewritten {
-		t.Errorf("after a force-push the worktree is at %s, want the PR's head %s", res.Commit, rewritten)
+	if res := prepare("second"); res.Commit != rewritten {
+		t.Errorf("after a force-push the clone is at %s, want the PR's head %s", res.Commit, rewritten)
 	}
-	mirror, err := workspace.Mirror(m.Root, r.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := workspacetest.Git(t, base, "-C", mirror, "for-each-ref", "--format=%(objectname)", "refs/heads/"+r.PRBranch+".loopd-*"); got == "" {
-		t.Error("the old local branch was not kept")
-	} else if !strings.HasPrefix(got, old[:8]) && got != old {
-		t.Errorf("kept branch at %s, want %s", got, old)
+	// The old commit, on no ref of the mirror's since the fetch moved the
+	// head, is still there for the first clone: not even a gc that prunes
+	// at once removes it (preciousObjects).
+	workspacetest.Git(t, old.Mirror, "gc", "--quiet", "--prune=now")
+	if err := gitErr(old.Dir, "cat-file", "-e", old.Commit+"^{commit}"); err != nil {
+		t.Errorf("the first clone's commit is gone from the mirror after gc: %v", err)
 	}
 
-	// A plain push on top: the local branch, behind, moves to the head.
-	workspacetest.Git(t, work, "commit", "--quiet", "--allow-empty", "-m", "more")
-	workspacetest.Git(t, work, "push", "--quiet", "origin", r.PRBranch)
-	if res := prepareAndRemove("third"); res.Commit != workspacetest.Git(t, work, "rev-parse", "HEAD") {
-		t.Errorf("after a push the worktree is at %s, want the PR's head", res.Commit)
+	// Left by an older loopd: a local branch behind the head, one beside
+	// it (the old head), and one ahead of it (the agent's unpushed work).
+	for _, tc := range []struct{ name, left, want string }{
+		{"behind", r.DefaultHead, rewritten},
+		{"beside", old.Commit, rewritten},
+		{"ahead", "", ""},
+	} {
+		if tc.name == "ahead" {
+			tmp := prepare("tmp").Dir
+			tc.left = workspacetest.Git(t, tmp, "commit-tree", "-p", rewritten, "-m", "the agent's", rewritten+"^{tree}")
+			workspacetest.Git(t, tmp, "push", "--quiet", old.Mirror, tc.left+":refs/heads/ahead-tmp")
+			tc.want = tc.left
+		}
+		workspacetest.Git(t, old.Mirror, "branch", "--force", r.PRBranch, tc.left)
+		if res := prepare(tc.name); res.Commit != tc.want {
+			t.Errorf("with a left branch %s the head the clone is at %s, want %s", tc.name, res.Commit, tc.want)
+		}
+		if got := workspacetest.Git(t, old.Mirror, "rev-parse", "refs/heads/"+r.PRBranch); got != tc.left {
+			t.Errorf("the left branch %s moved to %s", tc.name, got)
+		}
 	}
 }
 
 // TestPreparePullRequestFromTheIssueBranch is the agent's own pull
-// request: the issue's worktree has loopd/issue-1 checked out, the agent
+// request: the issue's clone has loopd/issue-1 checked out, the agent
 // pushed it and opened a pull request whose head is that branch. The pull
-// request gets a worktree of its own at the head, on loopd/pr-<n>, whose
-// plain `git pull` and `git push` go to the head branch; the issue's
-// worktree is never moved, and its own push still goes to its branch.
+// request gets a clone of its own on the head branch, whose plain `git
+// pull` and `git push` go to it; the issue's clone is never moved, and its
+// own push still goes to its branch.
 func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
@@ -456,20 +914,20 @@ func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Prepare the pull request from the issue's branch: %v", err)
 	}
-	if res.Branch != "loopd/pr-5" || res.Commit != pushed || res.Existing {
-		t.Errorf("Prepare = %+v, want loopd/pr-5 at the pushed head %s", res, pushed)
+	if res.Branch != "loopd/issue-1" || res.Commit != pushed || res.Existing {
+		t.Errorf("Prepare = %+v, want loopd/issue-1 at the pushed head %s", res, pushed)
 	}
 	if got := workspacetest.Git(t, prDir, "rev-parse", "--abbrev-ref", "@{upstream}"); got != "origin/loopd/issue-1" {
 		t.Errorf("the pull request's branch tracks %q, want origin/loopd/issue-1", got)
 	}
 	if got := workspacetest.Git(t, issueDir, "rev-parse", "--abbrev-ref", "HEAD"); got != "loopd/issue-1" {
-		t.Errorf("the issue's worktree is on %q now", got)
+		t.Errorf("the issue's clone is on %q now", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(issueDir, "draft.txt")); err != nil || string(b) != "the agent's draft\n" {
 		t.Errorf("the issue's untracked draft: %q, %v", b, err)
 	}
 
-	// A plain push from the pull request's worktree updates the head branch
+	// A plain push from the pull request's clone updates the head branch
 	// on the remote, and creates no branch of its own there.
 	os.WriteFile(filepath.Join(prDir, "review.txt"), []byte("review fix\n"), 0o644)
 	workspacetest.Git(t, prDir, "add", "review.txt")
@@ -483,21 +941,21 @@ func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
 		t.Errorf("git push made a branch on the remote: %q", got)
 	}
 
-	// The issue's worktree, behind now, is refused a push that would drop
+	// The issue's clone, behind now, is refused a push that would drop
 	// the pull request's commit (git's own fast-forward rule), pulls it,
-	// and pushes on top; the pull request's worktree pulls that in.
+	// and pushes on top; the pull request's clone pulls that in.
 	if err := gitErr(issueDir, "push", "--quiet", "origin", "loopd/issue-1"); err == nil {
-		t.Error("a push from the issue's worktree, behind, was not refused")
+		t.Error("a push from the issue's clone, behind, was not refused")
 	}
-	workspacetest.Git(t, issueDir, "pull", "--quiet", "--no-rebase", "origin", "loopd/issue-1")
+	workspacetest.Git(t, issueDir, "pull", "--quiet", "--no-rebase")
 	workspacetest.Git(t, issueDir, "commit", "--quiet", "--allow-empty", "-m", "more")
-	workspacetest.Git(t, issueDir, "push", "--quiet", "origin", "loopd/issue-1")
+	workspacetest.Git(t, issueDir, "push", "--quiet")
 	workspacetest.Git(t, prDir, "pull", "--quiet", "--no-rebase")
 	if got, want := workspacetest.Git(t, prDir, "rev-parse", "HEAD"), workspacetest.Git(t, issueDir, "rev-parse", "HEAD"); got != want {
-		t.Errorf("git pull in the pull request's worktree is at %s, want %s", got, want)
+		t.Errorf("git pull in the pull request's clone is at %s, want %s", got, want)
 	}
 
-	// Prepared again (a restart), the worktree is used as it is.
+	// Prepared again (a restart), the clone is used as it is.
 	if res, err := m.Prepare(ctx, workspace.Checkout{URL: r.URL, Dir: prDir, Mode: workspace.ModePullRequest, Branch: "loopd/issue-1", PR: 5}); err != nil || !res.Existing {
 		t.Errorf("Prepare again = %+v, %v", res, err)
 	}
@@ -507,8 +965,9 @@ func TestPreparePullRequestFromTheIssueBranch(t *testing.T) {
 // of the same name as its upstream, so a plain `git push` (git's default
 // push.default, simple) creates it on the remote and then updates it, and
 // a plain `git pull` pulls it. Made again from the pushed branch, or from
-// a local branch made before the upstream was set, it tracks the same;
-// an upstream someone else set is kept, and no other branch's keys move.
+// a branch an older loopd left in the mirror without an upstream, it
+// tracks the same; an upstream someone set on such a branch is kept. No
+// Prepare writes the mirror's config once it is set.
 func TestIssueBranchPushesPlainly(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
@@ -520,8 +979,14 @@ func TestIssueBranchPushesPlainly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another branch's keys, which the issue's Prepare must leave alone.
-	workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.other.merge", "refs/heads/elsewhere")
+	mirrorConfig := func() string {
+		b, err := os.ReadFile(filepath.Join(res.Mirror, "config"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	config := mirrorConfig()
 	// upstream is the branch's upstream as git reads it from the config
 	// (for-each-ref shows it before the remote has the branch, which
 	// @{upstream} does not).
@@ -561,21 +1026,22 @@ func TestIssueBranchPushesPlainly(t *testing.T) {
 		t.Errorf("plain git pull is at %s, want %s", got, theirs)
 	}
 
-	// Made again from the pushed branch (the local one deleted), it still
-	// tracks it.
+	// Made again from the pushed branch, it still tracks it.
 	if kept, err := m.Remove(ctx, r.URL, dir); err != nil || kept != "" {
 		t.Fatalf("Remove = %q, %v", kept, err)
 	}
-	workspacetest.Git(t, base, "-C", res.Mirror, "branch", "--quiet", "-D", "loopd/issue-7")
 	if _, err := m.Prepare(ctx, issue); err != nil {
 		t.Fatal(err)
 	}
 	if got := upstream(); got != "refs/remotes/origin/loopd/issue-7" {
 		t.Errorf("made again from the remote branch, it tracks %q", got)
 	}
+	if got := mirrorConfig(); got != config {
+		t.Errorf("Prepare wrote the mirror's config:\n%s\nwas:\n%s", got, config)
+	}
 
-	// A local branch with no upstream (made before loopd set one) gets it;
-	// one someone set to another branch keeps theirs.
+	// A branch an older loopd left in the mirror with no upstream gets
+	// it; one someone set to another branch keeps theirs.
 	for _, tc := range []struct{ merge, want string }{
 		{"", "refs/remotes/origin/loopd/issue-7"},
 		{"refs/heads/" + r.Default, "refs/remotes/origin/" + r.Default},
@@ -583,7 +1049,7 @@ func TestIssueBranchPushesPlainly(t *testing.T) {
 		if kept, err := m.Remove(ctx, r.URL, dir); err != nil || kept != "" {
 			t.Fatalf("Remove = %q, %v", kept, err)
 		}
-		workspacetest.Git(t, base, "-C", res.Mirror, "config", "--remove-section", "branch.loopd/issue-7")
+		workspacetest.Git(t, base, "-C", res.Mirror, "branch", "--quiet", "--force", "--no-track", "loopd/issue-7", theirs)
 		if tc.merge != "" {
 			workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.loopd/issue-7.remote", "origin")
 			workspacetest.Git(t, base, "-C", res.Mirror, "config", "branch.loopd/issue-7.merge", tc.merge)
@@ -592,11 +1058,9 @@ func TestIssueBranchPushesPlainly(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := upstream(); got != tc.want {
-			t.Errorf("existing branch with upstream %q tracks %q, want %q", tc.merge, got, tc.want)
+			t.Errorf("left branch with upstream %q tracks %q, want %q", tc.merge, got, tc.want)
 		}
-	}
-	if got := workspacetest.Git(t, base, "-C", res.Mirror, "config", "--get-all", "branch.other.merge"); got != "refs/heads/elsewhere" {
-		t.Errorf("another branch's upstream is %q now", got)
+		workspacetest.Git(t, base, "-C", res.Mirror, "branch", "--quiet", "-D", "loopd/issue-7")
 	}
 }
 
@@ -684,23 +1148,43 @@ func TestBusyWhileAPrepareRuns(t *testing.T) {
 	}
 }
 
-// TestSharedGitDir: a worktree shares its mirror, which git in it needs
-// whole; a plain directory shares nothing.
-func TestSharedGitDir(t *testing.T) {
+// TestCloneConfigQuotesTheBranch: a branch name git allows with a double
+// quote in it (a pull request's head may have one) is written into the
+// clone's config quoted: it tracks its remote branch.
+func TestCloneConfigQuotesTheBranch(t *testing.T) {
 	r := workspacetest.NewRemote(t, workspacetest.Options{})
 	m := newManager(t)
 	dir := filepath.Join(t.TempDir(), "w")
-	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: "loopd/issue-1"}); err != nil {
+	const branch = `agent/"quoted"-1`
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModeIssue, Branch: branch}); err != nil {
 		t.Fatal(err)
 	}
-	mirror, err := filepath.EvalSymlinks(mustMirror(t, m, r.URL))
-	if err != nil {
+	if got := workspacetest.Git(t, dir, "for-each-ref", "--format=%(upstream)", "refs/heads/"+branch); got != "refs/remotes/origin/"+branch {
+		t.Errorf("upstream = %q", got)
+	}
+	if got := workspacetest.Git(t, dir, "config", "remote.origin.url"); got != r.URL {
+		t.Errorf("origin = %q", got)
+	}
+}
+
+// TestMigratedPullRequestWorktreeStillPushesToItsHead: the worktree an
+// older loopd made for the agent's own pull request is on loopd/pr-<n>,
+// whose push remote sends it to the head branch (worktrees could not share
+// the head branch). Migrated, its plain `git push` still updates the head.
+func TestMigratedPullRequestWorktreeStillPushesToItsHead(t *testing.T) {
+	r, m, dir, mirror := newLegacy(t, "pr-5", "loopd/pr-5")
+	workspacetest.Git(t, mirror, "config", "--replace-all", "branch.loopd/pr-5.merge", "refs/heads/"+r.PRBranch)
+	workspacetest.Git(t, mirror, "config", "branch.loopd/pr-5.pushRemote", "loopd-pr-5")
+	workspacetest.Git(t, mirror, "config", "remote.loopd-pr-5.url", r.URL)
+	workspacetest.Git(t, mirror, "config", "remote.loopd-pr-5.push", "refs/heads/loopd/pr-5:refs/heads/"+r.PRBranch)
+	workspacetest.Git(t, dir, "reset", "--quiet", "--hard", r.PRHead)
+	if _, err := m.Prepare(context.Background(), workspace.Checkout{URL: r.URL, Dir: dir, Mode: workspace.ModePullRequest, Branch: r.PRBranch, PR: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := workspace.SharedGitDir(dir); err != nil || got != mirror {
-		t.Errorf("SharedGitDir(worktree) = %q, %v; want the mirror %q", got, err, mirror)
-	}
-	if got, err := workspace.SharedGitDir(t.TempDir()); err != nil || got != "" {
-		t.Errorf("SharedGitDir(plain dir) = %q, %v; want none", got, err)
+	isClone(t, dir, mirror)
+	workspacetest.Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "review fix")
+	workspacetest.Git(t, dir, "push", "--quiet")
+	if got, want := workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/"+r.PRBranch), workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != want {
+		t.Errorf("the head branch is at %s after a plain push, want %s", got, want)
 	}
 }

@@ -31,10 +31,19 @@
 //     The prompt /clear starts a new conversation under a new id and runs
 //     the SessionStart hooks with "source": "clear".
 //     SIGHUP and SIGTERM exit with 128+signal, as the real CLI does.
-//   - --settings <json or file> with hooks.SessionStart commands runs each
-//     through sh -c at start, with {"session_id", "transcript_path", "cwd",
+//   - The SessionStart hooks of the settings it reads run through sh -c at
+//     start, with {"session_id", "transcript_path", "cwd",
 //     "hook_event_name": "SessionStart", "source": "startup" or "resume"}
-//     on stdin, as Claude Code does ("clear" after /clear).
+//     on stdin, as Claude Code does ("clear" after /clear), in the TUI and
+//     with -p: the user settings (<config>/settings.json), the project's
+//     .claude/settings.json and .claude/settings.local.json (each unless
+//     --setting-sources leaves its source out), and --settings <json or
+//     file>. The project's .mcp.json servers start when a settings file it
+//     read enables them (enableAllProjectMcpServers, enabledMcpjsonServers)
+//     and neither --strict-mcp-config nor --setting-sources without
+//     "project" turns them off; those of --mcp-config always. A -p turn
+//     waits up to 5 s for its servers to end; the TUI ends them when it
+//     exits.
 //   - Otherwise it behaves like -p: it answers one prompt (the positional
 //     one, or stdin) on stdout and exits 1 offline (0 logged in). The user
 //     line goes into the transcript first, the answer after
@@ -344,6 +353,15 @@ func (s store) path(id string) string {
 	return t.Path
 }
 
+// configDir is the CLI's config dir: CLAUDE_CONFIG_DIR, else ~/.claude.
+func (s store) configDir() string {
+	if dir := os.Getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		return dir
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".claude")
+}
+
 // conversation reports whether id has a resumable transcript here.
 func (s store) conversation(id string) bool {
 	t, err := s.adapter.Transcript(s.cwd, id)
@@ -506,6 +524,15 @@ func printMode(inv invocation, k knobs, st store) int {
 		fmt.Fprintln(os.Stderr, "Error: Input must be provided either through stdin or as a prompt argument when using --print")
 		return 1
 	}
+	// -p skips the workspace trust dialog and reads the settings all the
+	// same (measured): its SessionStart hooks and MCP servers start first.
+	settings := loadedSettings(inv, st)
+	source := "startup"
+	if inv.resume {
+		source = "resume"
+	}
+	runSessionStartHooks(settings, s.id, st.path(s.id), source)
+	defer fakecli.StopServers(startMCPServers(inv, st, settings), mcpWait)
 	if k.childPIDFile != "" {
 		// A tool the turn runs: a child in the CLI's own process group.
 		child := exec.Command("sleep", "3600")
@@ -591,6 +618,10 @@ type tui struct {
 	reply     <-chan time.Time // the running turn's answer
 	fail      <-chan time.Time // a failing resume's exit
 	failText  string
+	// settings are the settings files the session read at its start, and
+	// mcp the MCP servers it started then.
+	settings []settingsFile
+	mcp      []*exec.Cmd
 }
 
 // exitCode ends the loop; message is printed after the terminal is
@@ -624,6 +655,7 @@ func runTUI(inv invocation, k knobs, st store) int {
 	}
 	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
 	end := u.loop(term)
+	fakecli.StopServers(u.mcp, 0)
 	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)
@@ -707,7 +739,9 @@ func (u *tui) start() (exitCode, bool) {
 	if u.inv.resume {
 		source = "resume"
 	}
-	runSessionStartHooks(u.inv.settings, u.sess.id, u.store.path(u.sess.id), source)
+	u.settings = loadedSettings(u.inv, u.store)
+	runSessionStartHooks(u.settings, u.sess.id, u.store.path(u.sess.id), source)
+	u.mcp = startMCPServers(u.inv, u.store, u.settings)
 	if u.inv.hasPrompt {
 		return u.submit(u.inv.prompt)
 	}
@@ -788,7 +822,7 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		// hooks with source "clear", as Claude Code does; its transcript
 		// is created at its first prompt.
 		u.sess, u.history, u.replies = &session{store: u.store, id: uuid.NewString()}, nil, nil
-		runSessionStartHooks(u.inv.settings, u.sess.id, u.store.path(u.sess.id), "clear")
+		runSessionStartHooks(u.settings, u.sess.id, u.store.path(u.sess.id), "clear")
 		return exitCode{}, false
 	}
 	if u.knobs.mangle {

@@ -63,6 +63,13 @@ type invocation struct {
 	hasPrompt    bool
 	settings     string // --settings value: a JSON text or a file name
 	outputFormat string // --output-format value (print mode): text, json or stream-json
+	// sources are the --setting-sources values (user, project, local);
+	// nil when the flag is not given: all three.
+	sources []string
+	// strictMCP is --strict-mcp-config; mcpConfigs the --mcp-config values
+	// (JSON texts or file names).
+	strictMCP  bool
+	mcpConfigs []string
 }
 
 // looksLikeOption is commander's test for "this argument is an option, not
@@ -112,14 +119,22 @@ func parseArgs(args []string) (invocation, error) {
 				value, hasValue = args[i], true
 			}
 		case variadic:
-			if !hasValue {
+			var values []string
+			if hasValue {
+				values = append(values, value)
+			} else {
 				if i+1 >= len(args) {
 					return invocation{}, fmt.Errorf("error: option '%s' argument missing", name)
 				}
 				i++
+				values = append(values, args[i])
 			}
 			for i+1 < len(args) && !looksLikeOption(args[i+1]) {
 				i++
+				values = append(values, args[i])
+			}
+			if name == "--mcp-config" {
+				inv.mcpConfigs = append(inv.mcpConfigs, values...)
 			}
 		}
 		switch name {
@@ -135,6 +150,10 @@ func parseArgs(args []string) (invocation, error) {
 			inv.print = true
 		case "--settings":
 			inv.settings = value
+		case "--setting-sources":
+			inv.sources = strings.Split(value, ",")
+		case "--strict-mcp-config":
+			inv.strictMCP = true
 		case "--output-format":
 			inv.outputFormat = value
 		case "-h", "--help":

@@ -56,6 +56,11 @@
 //     "message":"Reconnecting... waiting for network …"} and waits until a
 //     signal ends it, as the real CLI does offline (measured: it writes the
 //     rollout, then waits forever; a SIGTERM to its group ends it).
+//   - A project's own config counts only when CODEX_HOME's config.toml
+//     trusts the cwd (project.go): its MCP servers start, its hooks run
+//     with --dangerously-bypass-hook-trust. In a git workdir or one with
+//     .codex/ that the config does not trust, the TUI first shows the
+//     folder dialog, which waits for Enter.
 //
 // Environment knobs:
 //
@@ -73,6 +78,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -101,7 +107,8 @@ var valued = map[string]bool{"-c": true, "--config": true, "-m": true, "--model"
 	"-s": true, "--sandbox": true, "-a": true, "--ask-for-approval": true, "-C": true, "--cd": true}
 
 // flags are the options without a value.
-var flags = map[string]bool{"--no-daemon": true, "--json": true, "--skip-git-repo-check": true, "--ephemeral": true}
+var flags = map[string]bool{"--no-daemon": true, "--json": true, "--skip-git-repo-check": true, "--ephemeral": true,
+	"--dangerously-bypass-hook-trust": true}
 
 // invocation is a parsed argv.
 type invocation struct {
@@ -113,6 +120,9 @@ type invocation struct {
 	json      bool
 	skipGit   bool
 	provider  bool // -c model_provider=… given
+	// bypassHookTrust is --dangerously-bypass-hook-trust: a trusted
+	// project's hooks run unreviewed.
+	bypassHookTrust bool
 }
 
 // parseArgs reads argv the way clap reads codex's: options anywhere before
@@ -139,6 +149,7 @@ func parseArgs(args []string) (invocation, error) {
 		case flags[a]:
 			inv.json = inv.json || a == "--json"
 			inv.skipGit = inv.skipGit || a == "--skip-git-repo-check"
+			inv.bypassHookTrust = inv.bypassHookTrust || a == "--dangerously-bypass-hook-trust"
 		case len(a) > 1 && a[0] == '-' && a != "-":
 			return inv, fmt.Errorf("error: unexpected argument '%s' found", a)
 		default:
@@ -350,6 +361,9 @@ func runExec(inv invocation, st store) int {
 		}
 		prompt = string(b)
 	}
+	if trustLevel(st.home, st.cwd) == "trusted" {
+		defer fakecli.StopServers(readProject(st.cwd).start(inv.bypassHookTrust), 5*time.Second)
+	}
 	sess := &session{store: st, started: time.Now(), exec: true}
 	if inv.resume {
 		path, _ := st.find(inv.id)
@@ -417,6 +431,8 @@ const (
 	showChooser                    // the "Working directory · resume" chooser
 	showChat                       // the conversation and input box
 	showNothing                    // blank, before a failing resume exits
+	showFolder                     // the folder dialog of a workdir the config does not trust
+	showHooks                      // the review of a trusted project's hooks
 )
 
 // tui is the interactive mode.
@@ -429,6 +445,15 @@ type tui struct {
 	lastCtrlC time.Time
 	fail      <-chan time.Time
 	failText  string
+	// trust is the trust_level the config gives the cwd, asked whether
+	// the folder dialog was answered, and servers the project's MCP
+	// servers started.
+	trust   string
+	asked   bool
+	servers []*exec.Cmd
+	// reviewed is set once the hooks' review was answered, and runHooks
+	// when it trusted them.
+	reviewed, runHooks bool
 }
 
 type exitCode struct {
@@ -442,8 +467,9 @@ func runTUI(inv invocation, st store) int {
 		fmt.Fprintln(os.Stderr, "fakecodex:", err)
 		return 1
 	}
-	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}}
+	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}, trust: trustLevel(st.home, st.cwd)}
 	end := u.loop(term)
+	fakecli.StopServers(u.servers, 0)
 	term.Close()
 	if end.message != "" {
 		fmt.Fprint(os.Stderr, end.message)
@@ -459,6 +485,19 @@ func (u *tui) start() (exitCode, bool) {
 	case !u.inv.provider:
 		u.state = showLogin
 		return exitCode{}, false
+	case !u.asked && askFolder(u.sess.cwd, u.trust):
+		u.state = showFolder
+		return exitCode{}, false
+	}
+	if u.trust == "trusted" {
+		p := readProject(u.sess.cwd)
+		if len(p.hooks) > 0 && !u.inv.bypassHookTrust && !u.reviewed {
+			u.state = showHooks
+			return exitCode{}, false
+		}
+		u.servers = p.start(u.inv.bypassHookTrust || u.runHooks)
+	}
+	switch {
 	case u.inv.sub == "resume":
 		path, cwd := u.sess.find(u.inv.id)
 		if path == "" {
@@ -555,6 +594,21 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 		u.lastCtrlC = now
 		return exitCode{}, false
 	}
+	if u.state == showHooks && (strings.HasSuffix(string(u.ed.Buf), "2") || strings.HasSuffix(string(u.ed.Buf), "3")) {
+		// "2. Trust all and continue", "3. Continue without trusting".
+		u.reviewed, u.runHooks = true, strings.HasSuffix(string(u.ed.Buf), "2")
+		u.ed.Buf = u.ed.Buf[:0]
+		return u.start()
+	}
+	if ev.Kind == faketerm.Submit && u.state == showFolder {
+		// The highlighted choice: "Trust and continue", or "Open
+		// restricted" for a folder the config marks untrusted.
+		u.asked = true
+		if u.trust == "" {
+			u.trust = "trusted"
+		}
+		return u.start()
+	}
 	if ev.Kind != faketerm.Submit || u.state != showChat || strings.TrimSpace(ev.Text) == "" {
 		return exitCode{}, false
 	}
@@ -586,6 +640,18 @@ func (u *tui) draw() {
 		lines = []string{"", "  Welcome to Codex, OpenAI's command-line coding agent", "", "  Choose how you want to use Codex.", "",
 			"> 1. Sign in with ChatGPT", "     Usage included with Plus, Pro, Business, and Enterprise plans",
 			"  2. Sign in with Device Code", "  3. Sign in another way", "", "  Press enter to continue"}
+	case showHooks:
+		lines = []string{"", "  Hooks need review", "  Hooks can run outside the sandbox after you trust them.", "",
+			"› 1. Review hooks", "  2. Trust all and continue", "  3. Continue without trusting (hooks won't run)", "", "  enter confirm · esc skip"}
+	case showFolder:
+		lines = []string{"", "  Folder access", "  " + u.sess.cwd, ""}
+		if u.trust == "untrusted" {
+			lines = append(lines, "  Config, hooks, and exec policies from untrusted folders stay disabled.", "",
+				"› 1. Open restricted", "  2. Back to Agent Command Center", "", "  enter continue · esc back")
+		} else {
+			lines = append(lines, "  Trust this folder? Codex can read, edit, and run files here, subject to your permission settings.", "",
+				"› 1. Trust and continue", "  2. Back to Agent Command Center", "", "  enter continue · esc back")
+		}
 	case showChooser:
 		lines = []string{"", "  Working directory · resume", "  Session = latest cwd recorded in the resumed session",
 			"  Current = your current working directory", "", "› 1. Use session directory", "  2. Use current directory",

@@ -36,8 +36,15 @@
 //     prints the answer ("OK.", or with --output-format json
 //     {"session_id", "response", "stats"}) and exits 0. The prompt is
 //     stdin, then the -p value and the query.
+//   - A headless run of a folder that is not trusted
+//     (GEMINI_CLI_TRUST_WORKSPACE=true or --skip-trust) exits 55 after the
+//     auth check; a folder trusted by GEMINI_CLI_TRUST_WORKSPACE=true runs
+//     the SessionStart hooks, tools.discoveryCommand and MCP servers of its
+//     .gemini/settings.json at start, in the TUI and headless alike
+//     (workspace.go).
 //   - Otherwise it runs a TUI: the folder-trust dialog first (when
-//     FAKEGEMINI_TRUST_PROMPT=1 and no --skip-trust; Enter trusts), the
+//     FAKEGEMINI_TRUST_PROMPT=1 and neither GEMINI_CLI_TRUST_WORKSPACE nor
+//     --skip-trust decides the trust; Enter trusts), the
 //     auth dialog forever without auth, else the input box
 //     (" >   Type your message or @path/to/file") with bracketed paste. The
 //     -i/--prompt-interactive value is submitted at start. Ctrl-C twice
@@ -46,7 +53,7 @@
 // Environment knobs:
 //
 //	FAKEGEMINI_AUTH=1               an auth method is set (the real CLI needs a key or a login)
-//	FAKEGEMINI_TRUST_PROMPT=1       show the folder-trust dialog (unless --skip-trust)
+//	FAKEGEMINI_TRUST_PROMPT=1       show the folder-trust dialog (unless the trust is decided)
 //	FAKEGEMINI_RESUME_FAIL_DELAY    Go duration before a failing resume exits (default 500ms; the real CLI: ~2s)
 //	FAKEGEMINI_PID_FILE             file to which the launcher and the child each append their pid as a line
 //	FAKEGEMINI_START_LOG            file to which each start of the child appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
@@ -414,8 +421,9 @@ func run() int {
 	if isHeadless {
 		return headless(inv, sess, st, authed)
 	}
-	trust := os.Getenv("FAKEGEMINI_TRUST_PROMPT") == "1" && !inv.skipTrust
-	return runTUI(inv, sess, authed, trust)
+	_, decided := trusted(inv)
+	defer fakecli.StopServers(startWorkspace(st.cwd), 0)
+	return runTUI(inv, sess, authed, os.Getenv("FAKEGEMINI_TRUST_PROMPT") == "1" && !decided)
 }
 
 // headless runs one turn, as gemini does with -p, a query, or a stdin that
@@ -432,6 +440,13 @@ func headless(inv invocation, sess *session, st store, authed bool) int {
 		fmt.Fprintln(os.Stderr, msg)
 		return harness.GeminiExitNoAuth
 	}
+	if ok, _ := trusted(inv); !ok {
+		fmt.Fprintln(os.Stderr, untrustedText)
+		return exitUntrusted
+	}
+	// A headless turn waits for its MCP servers a while before it ends
+	// them.
+	defer fakecli.StopServers(startWorkspace(st.cwd), 5*time.Second)
 	var parts []string
 	if !faketerm.IsTerminal(os.Stdin) {
 		b, _ := io.ReadAll(os.Stdin)

@@ -67,6 +67,7 @@ func RunConformance(t *testing.T, d Driver) {
 		{"wait_for_keeps_an_unawaited_signal", s.waitForPending},
 		{"wait_for_ends_with_ctx", s.waitForCtx},
 		{"server_is_claimed_by_one_owner", s.serverOwner},
+		{"only_an_empty_server_of_its_owner_stops", s.stopEmpty},
 		{"foreign_sessions_are_never_touched", s.foreign},
 		{"guard_needs_the_foreground_command", s.foreground},
 	} {
@@ -452,6 +453,43 @@ func (s suite) serverOwner(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, own, got, "the claim stands")
 	require.NoError(t, c.EnsureServer(ctx, tmux.ServerOptions{PaneDiedChannel: died, Owner: own}), "the owner may ensure again")
+}
+
+// stopEmpty checks StopEmptyServer: no server is no stop; a server with
+// a session, or claimed by another owner, runs on; the owner's empty one
+// ends, and with it its mark.
+func (s suite) stopEmpty(t *testing.T) {
+	c := s.d.NewClient(t)
+	ctx := t.Context()
+	stopped, err := c.StopEmptyServer(ctx, own)
+	require.NoError(t, err)
+	assert.False(t, stopped, "no server runs")
+	require.NoError(t, c.EnsureServer(ctx, tmux.ServerOptions{PaneDiedChannel: died, Owner: own}))
+	s.spawn(t, c, "loop-a", nil)
+	stopped, err = c.StopEmptyServer(ctx, own)
+	require.NoError(t, err)
+	assert.False(t, stopped, "a session runs")
+	panes, err := c.ListPanes(ctx)
+	require.NoError(t, err)
+	require.Len(t, panes, 1, "the session lives on")
+	require.NoError(t, c.KillSession(ctx, "loop-a", own.ID))
+	stopped, err = c.StopEmptyServer(ctx, other)
+	require.NoError(t, err)
+	assert.False(t, stopped, "another owner's")
+	got, err := c.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, own, got, "the server runs on with its mark")
+	stopped, err = c.StopEmptyServer(ctx, own)
+	require.NoError(t, err)
+	assert.True(t, stopped)
+	got, err = c.ServerOwner(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, got, "the server and its mark are gone")
+	stopped, err = c.StopEmptyServer(ctx, own)
+	require.NoError(t, err)
+	assert.False(t, stopped)
+	_, err = c.StopEmptyServer(ctx, tmux.Owner{ID: "not an owner"})
+	assert.Error(t, err, "an invalid mark is refused")
 }
 
 // foreign spawns a session of another owner and one with no mark (as made

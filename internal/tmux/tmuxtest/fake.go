@@ -68,7 +68,7 @@ type fakePane struct {
 var _ tmux.Client = (*Fake)(nil)
 
 // fakeVerbs are the names FailNext accepts: the tmux.Client methods.
-var fakeVerbs = []string{"EnsureServer", "ServerOwner", "NewSession", "ListPanes", "Kick", "Paste",
+var fakeVerbs = []string{"EnsureServer", "ServerOwner", "StopEmptyServer", "NewSession", "ListPanes", "Kick", "Paste",
 	"SendKeys", "CapturePane", "KillSession", "WaitFor"}
 
 // NewFake returns a Fake with no server running.
@@ -133,6 +133,25 @@ func (f *Fake) ServerOwner(ctx context.Context) (tmux.Owner, error) {
 		return tmux.Owner{}, err
 	}
 	return f.owner, nil
+}
+
+// StopEmptyServer ends the server (KillServer) when it runs with no
+// session and owner's mark, and reports whether it did.
+func (f *Fake) StopEmptyServer(ctx context.Context, owner tmux.Owner) (bool, error) {
+	if err := tmux.CheckOwnerID(owner.ID); err != nil {
+		return false, fmt.Errorf("stop server: %w", err)
+	}
+	f.mu.Lock()
+	if err := f.begin("StopEmptyServer"); err != nil {
+		f.mu.Unlock()
+		return false, err
+	}
+	stop := f.running && len(f.sessions) == 0 && f.owner.ID == owner.ID
+	f.mu.Unlock()
+	if stop {
+		f.KillServer()
+	}
+	return stop, nil
 }
 
 // fakePIDBase is where the fake's pane pids start: above Linux's largest

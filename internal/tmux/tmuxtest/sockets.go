@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,30 +65,40 @@ func Socket(t testing.TB, label string) string {
 	return socket
 }
 
-// KillServer kills the tmux server on socket, if one runs, waits up to
-// paneExitWait for the processes of its panes and their descendants to
-// exit (tmux hangs them up;
-// the real CLIs save files as they go), and removes the socket file, which
-// kill-server leaves behind (tmux 3.3a), with the files loopd keeps beside
-// it, named after it (serve's lock, "<socket>.loopd-lock").
+// KillServer kills the tmux servers on socket, found by process as well
+// as by socket file (servers): kill-server for one its socket file
+// reaches, SIGTERM for one whose file is gone (tmux then ends as
+// kill-server ends it), SIGKILL for one still running after paneExitWait.
+// It waits up to paneExitWait for the servers and the processes of their
+// panes with their descendants to exit (tmux hangs them up; the real CLIs
+// save files as they go), and removes the socket file, which kill-server
+// leaves behind (tmux 3.3a), with the files loopd keeps beside it, named
+// after it (serve's lock, "<socket>.loopd-lock").
 func KillServer(socket string) {
+	running := serversOn(socket)
 	var pids []int
-	if out, err := exec.Command("tmux", "-L", socket, "list-panes", "-a", "-F", "#{pane_pid}").Output(); err == nil {
-		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
+	for _, s := range running {
+		pids = append(pids, s.PID)
 	}
-	// The panes' processes with theirs: a CLI run as a job of its own
-	// outlives its pane's shell by its hangup delay.
+	// The servers' processes with theirs: the panes, and a CLI run as a
+	// job of its own, which outlives its pane's shell by its hangup delay.
 	pids = proc.Descendants(pids)
 	// It fails when no server runs; the files may be there all the same.
 	_ = exec.Command("tmux", "-L", socket, "kill-server").Run()
+	for _, s := range running {
+		if s.fileGone() && s.Running() {
+			_ = syscall.Kill(s.PID, syscall.SIGTERM)
+		}
+	}
 	deadline := time.Now().Add(paneExitWait)
 	for _, pid := range pids {
 		for proc.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, s := range running {
+		if s.Running() {
+			_ = syscall.Kill(s.PID, syscall.SIGKILL)
 		}
 	}
 	path, err := tmux.SocketPath(socket)
@@ -102,27 +113,50 @@ func KillServer(socket string) {
 }
 
 // Sweep kills the servers and removes the socket files (and the files
-// beside them) that test processes no longer running left in tmux's socket
-// directory (teardown.Stale), and those of this process's pid, which a
-// dead process that had the same pid left when Sweep runs before this one
-// made any. It returns the socket names it swept, sorted. SocketName calls
-// it once per process.
+// beside them) that test processes no longer running left (teardown.Stale),
+// and those of this process's pid, which a dead process that had the same
+// pid left when Sweep runs before this one made any: the files in tmux's
+// socket directory, and the live servers found by process (servers), whose
+// socket file may be gone, by their socket's name or their TMPDIR. It
+// returns the socket names it swept, sorted. SocketName calls it once per
+// process.
 func Sweep() ([]string, error) {
-	names, err := socketNames(func(name string) bool { return teardown.Stale(name) || teardown.Own(name) })
+	match := func(name string) bool { return teardown.Stale(name) || teardown.Own(name) }
+	names, err := socketNames(match)
 	if err != nil {
 		return nil, err
 	}
+	// A TMPDIR of this pid may be this process's own by now.
+	names = union(names, serverNames(match, teardown.Stale))
 	for _, name := range names {
 		KillServer(name)
 	}
 	return names, nil
 }
 
-// Leftovers returns, sorted, the names of the files in tmux's socket
-// directory that this process made and has not removed: a socket or a
-// file beside one whose KillServer never ran.
+// Leftovers returns, sorted, the socket names of what this process made
+// and has not removed: a socket or a file beside one in tmux's socket
+// directory whose KillServer never ran, and a live server found by process
+// (servers) whose socket is of this process's names or whose TMPDIR is
+// this process's own (teardown.Main), its socket file deleted or not.
 func Leftovers() ([]string, error) {
-	return socketNames(teardown.Own)
+	names, err := socketNames(teardown.Own)
+	if err != nil {
+		return nil, err
+	}
+	return union(names, serverNames(teardown.Own, teardown.Own)), nil
+}
+
+// union returns the names of a and b, each once, sorted.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, n := range b {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // socketNames returns, sorted, the names of the sockets in tmux's socket
@@ -152,8 +186,10 @@ func socketNames(match func(name string) bool) ([]string, error) {
 // every temporary directory of the run in one that is removed at the end
 // and on an interrupt (teardown.Main), kills this process's servers on an
 // interrupt, and, at the end, fails the run (code 1) when a server or
-// socket file of this process is left, naming and removing it. It returns
-// the exit code. TestMain calls it: os.Exit(tmuxtest.Main(m.Run)).
+// socket file of this process is left (Leftovers: a server found by
+// process counts, its socket file deleted or not), naming and removing
+// it. It returns the exit code. TestMain calls it:
+// os.Exit(tmuxtest.Main(m.Run)).
 func Main(run func() int) int {
 	sweepFirst()
 	code := teardown.Main(func() int {
@@ -169,12 +205,34 @@ func Main(run func() int) int {
 		return max(code, 1)
 	}
 	if len(left) > 0 {
+		shown := make([]string, len(left))
+		for i, name := range left {
+			shown[i] = describe(name)
+		}
 		fmt.Fprintf(os.Stderr, "tmuxtest: the tests left %d tmux servers or socket files behind (now removed): %s\n",
-			len(left), strings.Join(left, " "))
+			len(left), strings.Join(shown, " "))
 		killOwn()
 		return max(code, 1)
 	}
 	return code
+}
+
+// describe returns the socket name with what runs on it: "name (server
+// 1234)", "name (server 1234, socket file deleted)", or the name alone
+// for files with no server.
+func describe(name string) string {
+	var parts []string
+	for _, s := range serversOn(name) {
+		part := "server " + strconv.Itoa(s.PID)
+		if s.fileGone() {
+			part += ", socket file deleted"
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return name
+	}
+	return name + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // killOwn kills every server of this process and removes its files.

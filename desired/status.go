@@ -1,0 +1,237 @@
+package desired
+
+import "time"
+
+// Status is the observed state of a work item as the executor last wrote it.
+// Its fields come in groups, each a struct embedded in Status, so that
+// st.PaneID reads SessionState's field: the session, the deliveries in
+// flight, the restart history, the host lease, the usage limits, the
+// workdir and attention. The groups are embedded without a name of their
+// own in JSON (the stored text) and YAML (inline), so both keep the flat
+// shape of one object.
+type Status struct {
+	Phase  Phase
+	Reason string // why the item is in this phase
+	// ReleasedGeneration is the Spec.ReleaseGeneration the last release
+	// action carried out; a greater one is a release still to do.
+	ReleasedGeneration int64
+	// FreshRequested is true from a release --fresh until the next fresh
+	// spawn: the item is not resumed.
+	FreshRequested bool
+	// ObservedGeneration is the Spec.Generation the last pass acted on.
+	ObservedGeneration int64
+	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
+	// place in it when no event is pending (reconciler, queueOrder).
+	QueuedAt time.Time `json:",omitzero"`
+	// ActiveSeenAt is when a park found the agent not idle on its screen
+	// (a turn running, text in the input box, a dialog): its idle time
+	// counts from then on (reconciler, idleSince).
+	ActiveSeenAt time.Time `json:",omitzero"`
+
+	SessionState   `yaml:",inline"`
+	DeliveryState  `yaml:",inline"`
+	RestartHistory `yaml:",inline"`
+	LeaseState     `yaml:",inline"`
+	LimitState     `yaml:",inline"`
+	WorkspaceState `yaml:",inline"`
+	AttentionState `yaml:",inline"`
+}
+
+// SessionState is the status of the item's current spawn (Status.SessionState):
+// its tmux session and pane, the harness process in it, and the
+// conversation it runs.
+type SessionState struct {
+	// HarnessSessionID is the pinned conversation id: minted at each fresh
+	// spawn, kept across resumes.
+	HarnessSessionID string
+	// ConfirmedSessionID is the id the harness itself reported (SessionStart
+	// hook), or the pinned id once its transcript was seen to grow.
+	ConfirmedSessionID string
+	Session            string // tmux session name
+	PaneID             string // %N of the current pane
+	SpawnMode          SpawnMode
+	SpawnedAt          time.Time
+	ProbeDeadline      time.Time
+	// SpawnDeliveryID is the delivery carried as the boot prompt of the
+	// current spawn; it stays pending until the spawn is confirmed.
+	SpawnDeliveryID string
+	// SpawnRefused, on a Spawning status with no pane, is why the spawn
+	// was refused before it started (tmux, the launcher, a workdir gone):
+	// a fact the next pass plans on. "" otherwise.
+	SpawnRefused string
+	// HarnessPID is the process of the last harness seen running in the
+	// item's pane, and HarnessStart its start time (clock ticks since
+	// boot, /proc/<pid>/stat field 22), which tells it from a later
+	// process given the same pid. A respawn waits until that process is
+	// gone, or kills it, so that two agents never run one conversation
+	// (internal/proc). Zero when not known.
+	HarnessPID   int    `json:",omitempty"`
+	HarnessStart uint64 `json:",omitempty"`
+	// Sandbox is how the current spawn runs its harness: "bubblewrap",
+	// in a sandbox of its own, or "none", as loopd's user with nothing
+	// hidden (the route's sandbox.mode, internal/sandbox); "" before any
+	// spawn.
+	Sandbox string `json:",omitempty"`
+	// RunID names the run of the process runner that the current spawn
+	// started (internal/runner: its pid, exit and log files under the
+	// state dir); "" for a tmux spawn. A later daemon finds the run, and
+	// what became of it, by it.
+	RunID string `json:",omitempty"`
+	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
+	// was spawned; growth past it confirms the resume. -1 when unknown.
+	TranscriptSizeAtSpawn int64
+	// Respawn is true when the current spawn replaced an earlier session
+	// of the item (its logs say session.respawned, not session.spawned).
+	Respawn bool
+	// IDUnconfirmed is true from a fresh spawn of a harness that cannot
+	// start a conversation under an id chosen in advance (Codex) until
+	// loopd learns the id the harness chose (docs/design.md, "Learning a
+	// conversation id"); HarnessSessionID is "" meanwhile. A death in that
+	// window is a fresh spawn (resume_failed reason=id_unknown), and a
+	// delivery is verified only once the id is known.
+	IDUnconfirmed bool `json:",omitempty"`
+}
+
+// DeliveryState is the status of the item's deliveries to its live
+// harness (Status.DeliveryState): the one in flight, the last found
+// mangled, and when the latest reached the conversation.
+type DeliveryState struct {
+	// SendingDeliveryID is the delivery last pasted into the live harness
+	// and not yet seen in its transcript; SentAt is when, SendAttempts how
+	// many times it was sent or submitted.
+	SendingDeliveryID string
+	SentAt            time.Time
+	SendAttempts      int
+	// MangledDeliveryID is the last delivery whose frame the conversation
+	// was found to hold mangled, and MangledCopies in how many messages;
+	// only more copies than that are news (a send after a release).
+	MangledDeliveryID string
+	MangledCopies     int
+	// DeliveredAt holds when the item's latest deliveries reached its
+	// conversation, oldest first, those within schema.DeliveryStormWindow
+	// of the latest only (Counted): the facts of the loop breaker.
+	DeliveredAt []time.Time `json:",omitempty"`
+}
+
+// RestartHistory is the status of the item's recent runs
+// (Status.RestartHistory): the failure counts that drive backoff and the
+// crash-loop rules, the last exit, and the conversation ids those rules
+// retired.
+type RestartHistory struct {
+	// FastFailures counts consecutive deaths within fastFailSeconds of spawn.
+	FastFailures int
+	// ChurnFailures counts consecutive failed runs shorter than
+	// churnSeconds; maxChurnFailures of them retire the conversation id.
+	ChurnFailures int
+	// Failures counts consecutive failed runs (crashes or failed spawns)
+	// since the last healthy run; it drives backoff and the restart budget.
+	Failures    int
+	NextAttempt time.Time
+	// LastExitStatus is the last run's exit status, nil when it had none:
+	// the session was missing, or a signal ended it (LastExitSignal).
+	LastExitStatus *int
+	// LastExitSignal is the signal that ended the last run, 0 if none.
+	LastExitSignal int
+	LastExitReason string
+	LastExitAt     time.Time
+	// RetiredSessionIDs lists ids retired by the crash-loop rules (fast
+	// failures, churn) or by release --fresh; they are never resumed
+	// again. At most RetiredSessionIDsMax, newest last (Retire).
+	RetiredSessionIDs []string
+}
+
+// LeaseState is the status's side of the item's host lease (Record.Lease,
+// Status.LeaseState): the host that wrote it and what moved with the item
+// from another host.
+type LeaseState struct {
+	// Host is the host whose executor wrote this status (every write sets
+	// it); "" for a status written before hosts were named. An item whose
+	// status another host wrote, and that had an agent or a conversation,
+	// moved to this host (reconciler, the moved-item path).
+	Host string `json:",omitempty"`
+	// MovedFrom is the host an item's conversation last moved from, as the
+	// host that took it over recorded with its transcript's restore; the
+	// resume that follows tells the agent (desired.MovedPrompt).
+	MovedFrom string `json:",omitempty"`
+	// RestoredID is the conversation id whose stored transcript this item
+	// last tried to write back (actions.RestoreTranscript), whether the
+	// store held one or not; a confirmed spawn clears it. A transcript
+	// missing again on the same id is then not restored again: the item
+	// starts fresh (reconciler, restoreFirst), never loops.
+	RestoredID string `json:",omitempty"`
+}
+
+// LimitState is the status of the usage limits the item's harness
+// reported (Status.LimitState), and of the ones operators released.
+type LimitState struct {
+	// LimitReset is the reset of the usage limit the harness last
+	// reported, and LimitUntil that reset plus the margin: until then
+	// every item on the same account is held from spawns and deliveries
+	// (reconciler, limitHolds). LimitDefault is true when the harness
+	// named no readable reset and a bounded default stands for it.
+	LimitReset   time.Time `json:",omitzero"`
+	LimitUntil   time.Time `json:",omitzero"`
+	LimitDefault bool      `json:",omitempty"`
+	// LimitSeen is the usage limit the item last took, or the one its
+	// screen showed when an operator released it (Released then): the
+	// same limit seen again is not taken again (reconciler, limitHolds).
+	LimitSeen SeenLimit `json:",omitzero"`
+	// ReleasedLimits are the usage limits operators released on the item,
+	// oldest first, at most MaxReleasedLimits: none of them is taken again,
+	// however often the agent shows or quotes it (reconciler, newLimit).
+	ReleasedLimits []SeenLimit `json:",omitempty"`
+}
+
+// WorkspaceState is the status of the item's workdir (Status.WorkspaceState):
+// the one pinned at its first spawn, its preparation, and what its close
+// did.
+type WorkspaceState struct {
+	// Workdir is the physical path (symlinks resolved) the item's first
+	// spawn ran in, pinned from then on: Claude Code finds a conversation
+	// to resume by it. "" before the first spawn (and for items spawned
+	// before it was recorded: Spec.Cwd then stands for it, Record.Workdir).
+	Workdir string
+	// WorkdirRendered is the workdir the route rendered when Workdir was
+	// pinned; WorkdirReported is a later rendering already reported
+	// (workspace.pinned) as not applied.
+	WorkdirRendered string
+	WorkdirReported string
+	// Workspace is what the close of the item did to its worktree:
+	// WorkspaceRemoved or WorkspaceKept; "" while it is in use.
+	Workspace string
+	// WorkspaceError is the last failed workspace operation (the git
+	// command, its exit status, the tail of its stderr, credentials
+	// masked), until the workspace is ready.
+	WorkspaceError string
+	// PrepareStarted, in PhasePreparing, is when the preparation in flight
+	// was handed to its worker; its outcome is recorded only on the status
+	// that still names it (a close, a hold or a release since then wins).
+	PrepareStarted time.Time
+}
+
+// AttentionState is what needs a human on the item and what loopd said
+// of it on GitHub (Status.AttentionState; TalkRule).
+type AttentionState struct {
+	// AttentionGeneration is Spec.Generation when the item entered
+	// NeedsAttention; a newer delivery clears it.
+	AttentionGeneration int64
+	// Announced is true once the item's first spawn was confirmed running,
+	// whether or not its route announced it (Talk): no later spawn is a
+	// first one.
+	Announced bool `json:",omitempty"`
+	// Episodes counts the item's entries into NeedsAttention, and the
+	// blocked screens noticed; each is one episode, and one notice (Talk).
+	Episodes int `json:",omitempty"`
+	// NoticedBlock is the last blocked reason an episode was counted for
+	// (TalkRule); a release clears it.
+	NoticedBlock string `json:",omitempty"`
+	// Screen is what the harness's pane showed when the item last needed
+	// attention (a dialog's reason, or the screen class), "" if unread.
+	Screen string `json:",omitempty"`
+	// Blocked is what the harness's screen last showed that keeps the
+	// agent from working until a human acts (a harness.Block code:
+	// login_required, workspace_trust, permission_prompt, …); "" when
+	// nothing does. It does not change the phase: a logged-out agent
+	// still takes its events.
+	Blocked string `json:",omitempty"`
+}
