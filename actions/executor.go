@@ -534,16 +534,18 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
-	if err := harness.Provision(ad, s.Cwd); err != nil {
-		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
-	}
 	resumes := ""
 	if mode == desired.SpawnResume {
 		resumes = id
 	}
+	// The item's harness state first: a per-item home gets the shared
+	// config copied in (Codex), which provisioning then edits.
 	sb, err := e.sandboxFor(s, ad, resumes, argv)
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSandboxFailed), err) // sandbox of <session>: …
+	}
+	if err := harness.Provision(ad, s.Cwd); err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
 	}
 	if s.Runner != "" {
 		if err := e.endPredecessor(ctx, r, s); err != nil {

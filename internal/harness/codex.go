@@ -101,8 +101,9 @@ func (c *codex) WithProjectSettings(trusted bool) Adapter {
 }
 
 // Provision sets projects."<physical workdir>".trust_level = "trusted" in
-// <CODEX_HOME>/config.toml when the workdir's project settings are
-// trusted, and removes a "trusted" one otherwise (codexTrust): Codex
+// the item's own <CODEX_HOME>/config.toml (home; made by ItemState, which
+// copies the shared config.toml over it at each spawn, so it runs after
+// it) when the workdir's project settings are trusted, and removes a "trusted" one otherwise (codexTrust): Codex
 // trusts a project only by that key in the user config (a -c override of
 // it counts for nothing; a parent directory's trust is not inherited by
 // a git workdir: measured on 0.171.0). A workdir of "" is left alone. It
