@@ -16,6 +16,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/internal/workspace/workspacetest"
 	"github.com/loopd/loopd/testdata/fakecli"
 )
 
@@ -203,4 +204,59 @@ func insideEnv(t *testing.T, mode string) (*env, []insideProbe) {
 		{name: "home", cmd: "cat " + filepath.Join(home, ".ssh", "id_ed25519"), refused: true, absent: "PRIVATE KEY"},
 		{name: "capabilities", cmd: "grep -q '^CapEff:.*[1-9a-f]' /proc/self/status", refused: true},
 	}
+}
+
+// TestAgentGitInItsSandboxedClone: in its sandbox, git works in the
+// agent's clone whole (the history it borrows from the mirror reads; it
+// commits and branches), while the mirror's objects it borrows are
+// read-only, and the mirror's refs and config and the other item's clone
+// are not there at all.
+func TestAgentGitInItsSandboxedClone(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	e := probeEnv(t, envOpts{})
+	e.withCheckout(t, r.URL, nil)
+	e.bootRunning(t)
+	two := issueKey(2)
+	e.deliver(t, "issues.opened.1.json", withNumber(2))
+	e.waitPhase(t, two, desired.PhaseRunning, waitLong)
+	require.Len(t, e.mirrors(t), 1)
+	mirror := e.mirrors(t)[0]
+	objects := filepath.Join(mirror, "objects")
+	const commit = "git -c user.name=agent -c user.email=agent@example.com commit --quiet -m agent-work"
+	got := e.probe(t, keyIssue,
+		"git log --format=%H -1 "+r.DefaultHead,
+		"echo work > work.txt && git add work.txt && "+commit+" && git log --format=%s -1",
+		"git branch agent-topic && git branch --list agent-topic",
+		"touch "+filepath.Join(objects, "agent-was-here"),
+		"ls "+filepath.Join(mirror, "refs"),
+		"cat "+filepath.Join(mirror, "config"),
+		"ls -A "+e.workdir(two),
+	)
+	for i, want := range []struct {
+		name, output string
+		refused      bool
+	}{
+		{"reads_borrowed_history", r.DefaultHead, false},
+		{"commits", "agent-work", false},
+		{"branches", "agent-topic", false},
+		{"mirror_objects_read_only", "", true},
+		{"mirror_refs", "", true},
+		{"mirror_config", "", true},
+		{"other_clone", "", true},
+	} {
+		t.Run(want.name, func(t *testing.T) {
+			p := got[i]
+			if want.refused {
+				assert.NotZero(t, p.Status, "%s: %s", p.Cmd, p.Output)
+			} else {
+				assert.Zero(t, p.Status, "%s: %s", p.Cmd, p.Output)
+				assert.Contains(t, p.Output, want.output, p.Cmd)
+			}
+		})
+	}
+	dir := e.workdir(keyIssue)
+	assert.Equal(t, "agent-work", gitIn(t, dir, "log", "--format=%s", "-1"), "the commit is the clone's")
+	assert.NoFileExists(t, filepath.Join(objects, "agent-was-here"))
+	assert.Empty(t, gitIn(t, mirror, "for-each-ref", "refs/heads"), "no branch reached the mirror")
 }
