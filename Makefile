@@ -95,7 +95,11 @@ chaos:
 chaos-short:
 	LOOPD_CHAOS=short $(GO) test -count=1 -v -timeout 10m -run '^TestChaos' ./e2e
 
-demo: build
+# demo says so before it builds: a cold build compiles SQLite and prints
+# nothing for minutes.
+demo:
+	@echo "demo: building loopd and the fake CLI first (a cold build takes a few minutes)"
+	@$(MAKE) --no-print-directory build
 	./scripts/demo.sh
 
 # claude installs the pinned Claude Code CLI from the npm registry into

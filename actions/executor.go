@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
@@ -121,6 +122,16 @@ type Executor struct {
 	// StormWindow is how long a delivery counts for the loop breaker
 	// (desired.Status.Counted); the planner judges the count.
 	StormWindow time.Duration
+	// Channels is the directory of the items' channels (channel.Root):
+	// each spawn's harness is given its item's channel and a fresh token
+	// (harnessEnv); "" gives none.
+	Channels string
+	// Credentials returns what credential an item's route lets its agent
+	// ask for over its channel, read at each spawn; nil hands out none.
+	Credentials func(r desired.Record) AgentCredentials
+	// OpenChannel, when set, is called with the channel directory of each
+	// spawn: loopd serve listens on its socket for the agent's requests.
+	OpenChannel func(k desired.Key, dir string)
 
 	// Wake, when set, asks for a pass once a preparation's outcome is
 	// recorded (reconciler.Reconciler.Trigger).
@@ -260,6 +271,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.deliver(ctx, r, a)
 	case FollowSession:
 		return e.followSession(ctx, r, a)
+	case TakeReport:
+		return e.takeReport(ctx, r, a)
+	case RefuseReport:
+		return e.refuseReport(ctx, r, a)
 	case ConfirmDelivery:
 		return e.confirmDelivery(ctx, r, a)
 	case DropDelivery:
@@ -513,6 +528,13 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, size, e.Now())
 	st.Sandbox = e.modeOf(s)
+	// The spawn's token goes to its harness alone; its status keeps the
+	// digest, by which a report or request is told to be this spawn's.
+	token, digest, err := channel.NewToken()
+	if err != nil {
+		return err
+	}
+	st.ChannelToken = digest
 	if r.Status.Workdir == "" {
 		// The conversation starts here: its workdir is pinned with every
 		// symlink resolved, since the harness finds the conversation by
@@ -554,7 +576,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.checkLease("spawn", r.Key); err != nil {
 			return err
 		}
-		return e.startRun(ctx, r, s, r.Status, append(sb.wrap, argv...), stdin, ad, sb.env)
+		return e.startRun(ctx, r, s, r.Status, token, append(sb.wrap, argv...), stdin, ad, sb.env)
 	}
 	// A harness that outlives kill-session is ended by its process group
 	// first; one still there leaves the spawn unstarted, as a predecessor
@@ -572,7 +594,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.endPredecessor(ctx, r, s); err != nil {
 		return err
 	}
-	env := harnessEnv(r, ad, sb.env)
+	env, err := e.harnessEnv(r, ad, sb.env, s.Session, token, e.RunEnviron)
+	if err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
+	}
 	if err := e.checkLease("spawn", r.Key); err != nil {
 		return err
 	}

@@ -2,12 +2,12 @@ package actions
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/internal/workspace"
@@ -25,18 +25,7 @@ type Sandbox struct {
 	// (schema.Config.Hidden): its state dir, the dirs of its config and
 	// secrets, or those files themselves.
 	Hide, Mask []string
-	// Channels holds one channel dir per item (ChannelDir): the one
-	// place under the state dir its sandbox shows it, writable, where
-	// its harness's hooks leave their reports.
-	Channels string
 }
-
-// ChannelEnv names the variable that gives a sandboxed harness its item's
-// channel dir.
-const ChannelEnv = "LOOPD_CHANNEL"
-
-// ChannelDir is the channel dir of the item whose session is session.
-func (sb *Sandbox) ChannelDir(session string) string { return filepath.Join(sb.Channels, session) }
 
 // modeOf is how the executor runs the harness of s: in a sandbox unless
 // the route says none or the executor has no Sandbox.
@@ -45,19 +34,6 @@ func (e *Executor) modeOf(s Spawn) string {
 		return sandbox.ModeNone
 	}
 	return sandbox.ModeBubblewrap
-}
-
-// harnessEnv is the environment a harness gets on top of what every pane
-// gets: its adapter's (harness.Adapter.Env), its item's state (a per-item
-// home), and LOOPD_WORK_ITEM.
-func harnessEnv(r *desired.Record, ad harness.Adapter, state map[string]string) map[string]string {
-	env := maps.Clone(ad.Env())
-	if env == nil {
-		env = map[string]string{}
-	}
-	maps.Copy(env, state)
-	env["LOOPD_WORK_ITEM"] = r.Key.String()
-	return env
 }
 
 // spawnSandbox is what a spawn runs in: the argv put before the harness's
@@ -74,7 +50,8 @@ type spawnSandbox struct {
 // sandbox) and, unless the route says sandbox none, the sandbox around
 // argv: the workdir read-write, the harness's executable and install dir
 // and loopd's own read-only, the harness's state, the mirror objects its
-// clone borrows read-only (workspace.Borrowed), the route's binds, a private $HOME and $TMPDIR, nothing of
+// clone borrows read-only (workspace.Borrowed), the item's channel
+// read-write, the route's binds, a private $HOME and $TMPDIR, nothing of
 // loopd's own (Sandbox.Hide, Mask). An executor without a Sandbox runs
 // every spawn as sandbox none, and records it so.
 func (e *Executor) sandboxFor(s Spawn, ad harness.Adapter, resumes string, argv []string) (spawnSandbox, error) {
@@ -133,19 +110,10 @@ func (e *Executor) sandboxFor(s Spawn, ad harness.Adapter, resumes string, argv 
 			return out, fmt.Errorf("sandbox of %s: bind: %w", s.Session, err) // stat <path>: …
 		}
 	}
-	if sb := e.Sandbox; sb.Channels != "" {
-		// A fresh dir per spawn: what an earlier spawn left is gone.
-		spec.Channel = sb.ChannelDir(s.Session)
-		if err := os.RemoveAll(spec.Channel); err != nil {
-			return out, fmt.Errorf("sandbox of %s: %w", s.Session, err)
-		}
-		if err := os.MkdirAll(spec.Channel, 0o700); err != nil {
-			return out, fmt.Errorf("sandbox of %s: %w", s.Session, err)
-		}
-		if out.env == nil {
-			out.env = map[string]string{}
-		}
-		out.env[ChannelEnv] = spec.Channel
+	if e.Channels != "" {
+		// The item's channel, which harnessEnv makes before the
+		// harness starts: its reports and its socket.
+		spec.Channel = channel.Dir(e.Channels, s.Session)
 	}
 	if out.wrap, err = h.Wrap(spec); err != nil {
 		return out, fmt.Errorf("sandbox of %s: %w", s.Session, err)

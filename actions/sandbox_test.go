@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/schema"
@@ -38,8 +39,9 @@ func sandboxRig(t *testing.T) (*rig, string) {
 	state := filepath.Join(filepath.Dir(r.claudeDir), "state")
 	r.exec.Sandbox = &actions.Sandbox{
 		Host: sandbox.Host{Bwrap: "/usr/bin/bwrap", Exe: "/opt/loopd", Root: true, System: []sandbox.Entry{{Path: "/usr"}, {Path: "/etc"}}},
-		Hide: []string{state}, Channels: filepath.Join(state, "channels"),
+		Hide: []string{state},
 	}
+	r.exec.Channels = channel.Root(state)
 	return r, cli
 }
 
@@ -67,10 +69,12 @@ func TestSpawnInASandbox(t *testing.T) {
 	for _, want := range [][]string{{"--bind", r.cwd, r.cwd}, {"--ro-bind", cli, cli}, {"--bind", cache, cache}} {
 		assert.True(t, slices.ContainsFunc(windows(wrap, 3), func(w []string) bool { return slices.Equal(w, want) }), "%q in %q", want, wrap)
 	}
-	channel := r.exec.Sandbox.ChannelDir(sess)
-	assert.DirExists(t, channel)
+	dir := channel.Dir(r.exec.Channels, sess)
+	assert.DirExists(t, dir)
+	assert.True(t, slices.ContainsFunc(windows(wrap, 3), func(w []string) bool { return slices.Equal(w, []string{"--bind", dir, dir}) }),
+		"the item's channel, writable, in %q", wrap)
 	env := r.launchEnv(t, sess)
-	assert.Equal(t, channel, env[actions.ChannelEnv])
+	assert.Equal(t, dir, env[channel.EnvDir])
 	assert.Equal(t, r.claudeDir, env["CLAUDE_CONFIG_DIR"])
 	assert.Equal(t, sandbox.ModeBubblewrap, r.get(t).Status.Sandbox)
 }

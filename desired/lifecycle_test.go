@@ -61,7 +61,7 @@ func TestStatusRetire(t *testing.T) {
 	assert.Empty(t, strings.Join(shared[1:cap(shared)], ""), "caller's spare capacity written")
 }
 
-func TestConversationID(t *testing.T) {
+func TestReportedConversation(t *testing.T) {
 	spawned := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, b := "aaaaaaaa-0000-4000-8000-000000000000", "bbbbbbbb-0000-4000-8000-000000000000"
 	running := Status{Phase: PhaseRunning, SessionState: SessionState{HarnessSessionID: a, SpawnedAt: spawned}}
@@ -76,23 +76,23 @@ func TestConversationID(t *testing.T) {
 		rep  *SessionReport
 		want string
 	}{
-		{"no_report", running, nil, a},
-		{"report_of_the_recorded_id", running, report(a, spawned.Add(time.Second)), a},
+		{"no_report", running, nil, ""},
+		{"report_of_the_recorded_id", running, report(a, spawned.Add(time.Second)), ""},
 		{"clear_while_running", running, report(b, spawned.Add(time.Minute)), b},
 		// The agent was killed a second after /clear, before a pass
 		// followed the report: the death does not undo it.
 		{"clear_then_killed", with(running, func(s *Status) { s.Phase, s.LastExitAt = PhaseBackingOff, spawned.Add(61*time.Second) }), report(b, spawned.Add(time.Minute)), b},
 		{"clear_then_stopped", with(running, func(s *Status) { s.Phase = PhaseStopped }), report(b, spawned.Add(time.Minute)), b},
-		{"report_of_an_earlier_spawn", running, report(b, spawned.Add(-time.Second)), a},
-		{"report_after_the_recorded_death", with(running, func(s *Status) { s.Phase, s.LastExitAt = PhaseExited, spawned.Add(time.Minute) }), report(b, spawned.Add(2*time.Minute)), a},
-		{"spawn_being_confirmed_keeps_its_id", with(running, func(s *Status) { s.Phase = PhaseSpawning }), report(b, spawned.Add(time.Second)), a},
-		{"id_the_harness_refuses", running, report("not-an-id", spawned.Add(time.Minute)), a},
+		{"report_of_an_earlier_spawn", running, report(b, spawned.Add(-time.Second)), ""},
+		{"report_after_the_recorded_death", with(running, func(s *Status) { s.Phase, s.LastExitAt = PhaseExited, spawned.Add(time.Minute) }), report(b, spawned.Add(2*time.Minute)), ""},
+		{"spawn_being_confirmed_keeps_its_id", with(running, func(s *Status) { s.Phase = PhaseSpawning }), report(b, spawned.Add(time.Second)), ""},
+		{"id_the_harness_refuses", running, report("not-an-id", spawned.Add(time.Minute)), ""},
 		{"nothing_recorded", Status{Phase: PhaseIdle}, report(b, spawned), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Record{Status: tt.st, Report: tt.rep}
-			assert.Equal(t, tt.want, r.ConversationID(uuidOnly))
+			assert.Equal(t, tt.want, r.ReportedConversation(uuidOnly))
 		})
 	}
 }

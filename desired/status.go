@@ -77,6 +77,11 @@ type SessionState struct {
 	// state dir); "" for a tmux spawn. A later daemon finds the run, and
 	// what became of it, by it.
 	RunID string `json:",omitempty"`
+	// ChannelToken is the SHA-256 (internal/channel.Digest) of the token
+	// the current spawn was given for the item's channel: a report or a
+	// request that carries another token is not from this spawn. "" for
+	// a spawn that was given none (before loopd had channels).
+	ChannelToken string `json:",omitempty"`
 	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
 	// was spawned; growth past it confirms the resume. -1 when unknown.
 	TranscriptSizeAtSpawn int64

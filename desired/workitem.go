@@ -346,28 +346,29 @@ func (r Record) ReportSinceSpawn() *SessionReport {
 	return r.Report
 }
 
-// ConversationID returns the id of the conversation r's harness is in: the
-// one answer every decision about the item starts from (what to resume,
-// which transcript to read, what a release or a fresh fallback retires).
-// It is the recorded Status.HarnessSessionID, unless the harness reported
-// another id (Report) since the current spawn and not after the death
-// recorded for it: Claude Code's /clear starts a new conversation and its
-// SessionStart hook reports the new id, and an agent killed before a pass
-// followed that report is in the new one. A spawn still being confirmed
-// keeps its id (its own report confirms it or not). accepts says whether
-// an id may be the harness's (reconciler.Capabilities.AcceptsSessionID);
-// a report of an id it refuses is ignored.
-func (r Record) ConversationID(accepts func(id string) bool) string {
+// ReportedConversation returns the id of the conversation r's harness
+// reported it is in (Report), when that is another than the recorded
+// Status.HarnessSessionID, the report was made since the current spawn and
+// not after the death recorded for it, and accepts takes the id
+// (reconciler.Capabilities.AcceptsSessionID); "" otherwise. Claude Code's
+// /clear starts a new conversation and its SessionStart hook reports the
+// new id, and an agent killed before a pass followed that report is in
+// the new one. A spawn still being confirmed keeps its id (its own report
+// confirms it or not). Whether the item follows the id is the planner's
+// rule (reconciler's follow: only to a conversation whose transcript
+// appeared in the item's own harness state since the spawn); until it
+// does, the recorded id is the conversation the item is in.
+func (r Record) ReportedConversation(accepts func(id string) bool) string {
 	st, rep := r.Status, r.Report
 	switch {
 	case rep == nil, st.HarnessSessionID == "", rep.SessionID == st.HarnessSessionID, st.Phase == PhaseSpawning:
-		return st.HarnessSessionID
+		return ""
 	case r.ReportSinceSpawn() == nil:
-		return st.HarnessSessionID // a report of an earlier spawn
+		return "" // a report of an earlier spawn
 	case st.LastExitAt.After(st.SpawnedAt) && rep.At.After(st.LastExitAt):
-		return st.HarnessSessionID // made after this spawn's recorded death
+		return "" // made after this spawn's recorded death
 	case accepts != nil && !accepts(rep.SessionID):
-		return st.HarnessSessionID
+		return ""
 	}
 	return rep.SessionID
 }

@@ -91,7 +91,7 @@ func TestReconcileOnceDetailedExitcode(t *testing.T) {
 	}, waitShort, "cron passes never settled on Running")
 	out, _, code := e.run(t, "reconcile", "--once", "--dry-run", "--detailed-exitcode")
 	assert.Equal(t, 0, code)
-	assert.Empty(t, strings.TrimSpace(out), "nothing planned")
+	assert.Equal(t, "No changes.\n", out, "nothing planned")
 	r, _ := e.record(t, keyIssue)
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), body))
 	assert.Len(t, e.argvLog(t), 1, "one process start in all")
@@ -175,12 +175,16 @@ func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	r := startWithComment(t, e, "first comment "+uuid.NewString())
 	id := r.Status.HarnessSessionID
 
-	e.mustRun(t, "hold", keyIssue.String())
+	out, errOut, code := e.run(t, "hold", keyIssue.String())
+	require.Zero(t, code, errOut)
+	assert.Equal(t, keyIssue.String()+" held; the next pass stops its session\n", out, "one line for a person")
+	assert.Empty(t, errOut, "no log lines without --log-level debug")
 	held := e.waitPhase(t, keyIssue, desired.PhaseStopped, waitShort)
 	assert.True(t, held.Spec.Held)
 	e.waitFor(t, func() bool { return !e.hasSession(t, keyIssue) }, waitShort, "hold did not stop the session")
 	e.waitEvent(t, journal.SessionStopped, keyIssue, 1, waitShort)
-	assert.Len(t, e.eventsNamed(t, journal.ItemHeld, keyIssue), 1)
+	assert.Equal(t, keyIssue.String()+" already held\n", e.mustRun(t, "hold", keyIssue.String()))
+	assert.Len(t, e.eventsNamed(t, journal.ItemHeld, keyIssue), 1, "a second hold journals nothing")
 
 	// The agent is gone, and even restartPolicy Always does not bring it
 	// back, nor does a new event.

@@ -115,14 +115,17 @@ func TestClearThenKillResumesTheNewConversation(t *testing.T) {
 		e.sendKeys(t, keyIssue, "Enter")
 	}
 	type1("/clear")
-	// In its sandbox the hook leaves the report in the item's channel;
-	// the next pass records it, before it plans.
-	b := e.waitChannelReport(t, keyIssue, "clear")
+	b := e.waitClearReport(t, keyIssue, waitShort)
 	require.NotEqual(t, a, b)
 	type1("a note after the clear")
 	e.waitFor(t, func() bool { return len(e.userTurns(t, keyIssue, b)) == 1 }, waitShort, "the new conversation has no turn")
 	e.killPane(t, keyIssue)
 	e.waitFor(t, func() bool { return e.panePID(t, keyIssue) == 0 }, waitShort, "the agent did not die")
+
+	plan := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, plan, "follow_session work_item="+keyIssue.String())
+	assert.Contains(t, plan, "resume_id="+b, "the dry run resumes the conversation the agent was in:\n%s", plan)
+	assert.NotContains(t, plan, "resume_id="+a)
 
 	e.mustRun(t, "reconcile", "--once")
 	starts := e.waitStarts(t, 2, waitShort)

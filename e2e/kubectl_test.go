@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,13 +66,15 @@ func TestReadVerbsOnALiveItem(t *testing.T) {
 	assert.Equal(t, keyIssue.String(), row.WorkItem)
 	assert.Equal(t, delivery, row.Attrs["delivery"])
 
-	// logs: the pane as tmux captures it, history included.
+	// logs: the pane as tmux captures it, history included, each line's
+	// padding and the empty rows below the last trimmed.
 	e.settle(t)
 	logs := e.mustRun(t, "logs", key)
 	screen, err := e.tmux(t, "capture-pane", "-p", "-J", "-S", "-", "-t", paneTarget(keyIssue))
 	require.NoError(t, err)
 	assert.NotEmpty(t, strings.TrimSpace(logs))
-	assert.Equal(t, screen, logs)
+	trimmed := regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(screen, "")
+	assert.Equal(t, strings.TrimRight(trimmed, "\n")+"\n", logs)
 
 	// attach: a tmux that only shows the argv it was given.
 	bin := t.TempDir()

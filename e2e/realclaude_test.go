@@ -174,9 +174,7 @@ func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
 		e.sendKeys(t, keyIssue, "Enter")
 	}
 	typeLine("/clear")
-	// In its sandbox the hook leaves the report in the item's channel;
-	// the next pass records it, before it plans.
-	b := e.waitChannelReport(t, keyIssue, "clear")
+	b := e.waitClearReport(t, keyIssue, waitLong)
 	require.NotEqual(t, a, b)
 	note := "a note after the clear " + uuid.NewString()
 	typeLine(note)
@@ -184,6 +182,8 @@ func TestRealClaudeClearThenKillResumesTheNewConversation(t *testing.T) {
 	e.killPane(t, keyIssue)
 	e.waitFor(t, func() bool { return e.panePID(t, keyIssue) == 0 }, waitShort, "the agent did not die")
 
+	plan := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, plan, "resume_id="+b, "the dry run resumes the conversation the agent was in:\n%s", plan)
 	e.mustRun(t, "reconcile", "--once")
 	e.waitFor(t, func() bool { return strings.Contains(e.paneStartCommand(t, keyIssue), "--resume "+b) }, waitLong,
 		"the resume does not take the conversation after /clear: %q", e.paneStartCommand(t, keyIssue))

@@ -83,11 +83,15 @@ func TestForgetClosedItem(t *testing.T) {
 	assert.Contains(t, errOut, "--yes")
 	e.mustRecord(t, keyIssue)
 	assert.DirExists(t, clean)
+	assert.DirExists(t, e.channelDir(keyIssue))
 
-	out = e.mustRun(t, "forget", keyIssue.String(), "--yes")
+	out, errOut, code = e.run(t, "forget", keyIssue.String(), "--yes")
+	require.Zero(t, code, errOut)
+	assert.Empty(t, errOut, "no log lines without --log-level debug")
 	assert.Contains(t, out, keyIssue.String()+" forgotten")
 	assert.Contains(t, out, "worktree "+clean+" removed")
 	assert.NoDirExists(t, clean)
+	assert.NoDirExists(t, e.channelDir(keyIssue), "its channel goes with it")
 
 	out = e.mustRun(t, "forget", dirty.String(), "--yes")
 	assert.Contains(t, out, "worktree "+e.workdir(dirty)+" kept: untracked_files")

@@ -80,8 +80,9 @@ type insideProbe struct {
 // process and its environment, the other processes of the host, the tmux
 // socket, the store, another item's workdir and transcript, the config,
 // the secretFile and the operator's home are out of reach; its own
-// workdir and transcript are not. The same probes with sandbox.mode none
-// reach them all (TestAgentWithoutASandbox).
+// workdir and transcript are not, and no verb of loopd's works from
+// inside. The same probes with sandbox.mode none reach them all
+// (TestAgentWithoutASandbox).
 func TestAgentInsideItsSandbox(t *testing.T) {
 	t.Parallel()
 	e, probes := insideEnv(t, "bubblewrap")
@@ -203,6 +204,9 @@ func insideEnv(t *testing.T, mode string) (*env, []insideProbe) {
 		{name: "secret_file", cmd: "cat " + secret, refused: true, absent: e.secret},
 		{name: "home", cmd: "cat " + filepath.Join(home, ".ssh", "id_ed25519"), refused: true, absent: "PRIVATE KEY"},
 		{name: "capabilities", cmd: "grep -q '^CapEff:.*[1-9a-f]' /proc/self/status", refused: true},
+		// loopd's executable is there (its hook runs it), its config and
+		// store are not: no verb of loopd's works from inside.
+		{name: "loopd_verbs", cmd: loopdBin + " get --config " + e.configPath, refused: true, absent: keyIssue.String()},
 	}
 }
 

@@ -133,3 +133,44 @@ func TestSecretFile(t *testing.T) {
 	require.NotZero(t, code)
 	assert.Contains(t, out+errOut, "secretFile "+secretPath+" is empty")
 }
+
+// TestDaemonEnvironHoldsNoSecret: unsetting a variable leaves it in the
+// block the kernel shows in /proc/<pid>/environ, which root reads (and an
+// agent running as root with it). loopd serve, started with the webhook
+// secret, a GitHub token and a harness's API key in its environment, under
+// configured names, re-executes itself without them: its environ holds
+// none, and it still verifies deliveries with the secret, calls GitHub
+// with the token, and hands the key to its harness. Its pid does not
+// change.
+func TestDaemonEnvironHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	// The secret's variable is secretEnv's (LOOPD_E2E_SECRET), the
+	// token's tokenEnv's: configured names, not the defaults.
+	e := newEnv(t, envOpts{})
+	e.harness()["passEnv"] = []string{"E2E_HARNESS_KEY"}
+	e.writeConfig(t)
+	srv, token := e.withGitHub(t)
+	const harnessKey = "sk-e2e-harness-key"
+	e.daemonEnv = append(e.daemonEnv, "E2E_HARNESS_KEY="+harnessKey)
+	e.start(t)
+	pid := e.daemon.Process.Pid
+
+	require.Equal(t, http.StatusAccepted, e.replay(t, "issues.opened.1.json", "", nil), "the secret verifies deliveries")
+	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	e.waitPosted(t, 1)
+	assert.Contains(t, srv.Requests()[0].Auth, token, "the token reaches GitHub")
+
+	environ := procFile(t, pid, "environ")
+	for _, s := range []string{e.secret, token, harnessKey} {
+		assert.NotContains(t, environ, s, "loopd's /proc/%d/environ", pid)
+	}
+	for _, name := range []string{secretEnv + "=", gitHubTokenEnv + "=", "E2E_HARNESS_KEY="} {
+		assert.NotContains(t, environ, "\n"+name, "not even the name")
+	}
+	assert.Contains(t, environ, "\nPATH=", "the rest of the environment is kept")
+	assert.NotContains(t, procFile(t, pid, "cmdline"), e.secret)
+	agent := procFile(t, e.panePID(t, keyIssue), "environ")
+	assert.Contains(t, agent, "\nE2E_HARNESS_KEY="+harnessKey+"\n", "passEnv still reaches the harness")
+	assert.NotContains(t, agent, e.secret)
+	assert.NotContains(t, agent, token)
+}

@@ -301,16 +301,20 @@ func TestServerLostWhileDaemonDownMidSpawn(t *testing.T) {
 	k := issueKey(1)
 	id := before[k]
 
-	// The agent crashes; the daemon starts its resume, and is killed
-	// before it can confirm it.
-	starting := len(e.daemonLines(t, journal.SessionStarting))
+	// The agent crashes; the daemon starts its resume, records the new
+	// pane and its process, and is killed before it can confirm it. (Its
+	// session.starting line comes before that record, whose write can
+	// take tens of milliseconds on a loaded machine: a kill on the line
+	// could land before it.)
 	out, err := e.tmux(t, "list-panes", "-t", "="+desired.SessionName(k)+":", "-F", "#{pane_pid}")
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(out))
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return len(e.daemonLines(t, journal.SessionStarting)) > starting },
-		waitLong, 5*time.Millisecond, "no respawn started")
+	e.waitRecord(t, k, func(r desired.Record) bool {
+		st := r.Status
+		return st.Phase == desired.PhaseSpawning && st.PaneID != "" && st.HarnessPID != 0 && st.HarnessPID != pid
+	}, waitLong, "no respawn recorded with its pane and process")
 	e.kill9(t)
 	require.Equal(t, desired.PhaseSpawning, e.mustRecord(t, k).Status.Phase,
 		"the daemon must die before it confirms the respawn")

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/store"
@@ -54,29 +53,41 @@ func (e *env) records(t *testing.T) []desired.Record {
 	return rs
 }
 
-// record returns one work item; ok is false when there is none.
-// waitChannelReport waits until a SessionStart report of source is in k's
-// channel dir, where a sandboxed harness's hook leaves it for the next
-// pass, and returns its session id.
-func (e *env) waitChannelReport(t *testing.T, k desired.Key, source string) string {
+// waitClearReport waits up to timeout for the SessionStart report that a
+// /clear in k's agent makes (source=clear), and returns the new
+// conversation id it reports: in the store once a pass took it, or still
+// in k's channel while no pass ran.
+func (e *env) waitClearReport(t *testing.T, k desired.Key, timeout time.Duration) string {
 	t.Helper()
 	var id string
 	e.waitFor(t, func() bool {
-		files, _ := filepath.Glob(filepath.Join(e.stateDir, "channels", desired.SessionName(k), "session-start.*.json"))
-		for _, f := range files {
-			var in struct {
-				SessionID string `json:"session_id"`
-				Source    string `json:"source"`
-			}
-			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &in) == nil && in.Source == source {
-				id = in.SessionID
+		if r, _ := e.record(t, k); r.Report != nil && r.Report.Source == "clear" {
+			id = r.Report.SessionID
+		}
+		for _, rep := range e.channelReports(t, k) {
+			if rep.Source == "clear" {
+				id = rep.SessionID
 			}
 		}
 		return id != ""
-	}, waitShort, "no SessionStart report of %s in %s's channel", source, k)
+	}, timeout, "no SessionStart report of /clear")
 	return id
 }
 
+// channelReports returns the reports k's channel holds, oldest first.
+func (e *env) channelReports(t testing.TB, k desired.Key) []channel.Report {
+	t.Helper()
+	reports, err := channel.ReadReports(e.channelDir(k), 64)
+	require.NoError(t, err)
+	return reports
+}
+
+// channelDir is k's channel directory.
+func (e *env) channelDir(k desired.Key) string {
+	return channel.Dir(channel.Root(e.stateDir), desired.SessionName(k))
+}
+
+// record returns one work item; ok is false when there is none.
 func (e *env) record(t testing.TB, k desired.Key) (desired.Record, bool) {
 	t.Helper()
 	s := e.openStore(t)

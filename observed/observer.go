@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/runner"
@@ -20,7 +22,7 @@ import (
 type Observation struct {
 	Snapshot Snapshot
 	// Transcripts holds, per item, the transcript of the conversation it
-	// is in (Need.Conversation) in its cwd. A missing entry means "not
+	// is in (Status.HarnessSessionID) in its cwd. A missing entry means "not
 	// known".
 	Transcripts map[desired.Key]harness.Transcript
 	// MissingWorkdirs lists the items whose workdir does not exist.
@@ -45,6 +47,33 @@ type Observation struct {
 	// its harness started in its workdir since then, oldest first
 	// (harness.SessionLearner). A missing entry means "not read".
 	Started map[desired.Key][]harness.Started
+	// Reports holds, per item whose Need named Reports, the report files
+	// its channel holds, oldest first, at most MaxReports
+	// (channel.ReadReports). A missing entry means "none read".
+	Reports map[desired.Key][]channel.Report
+	// Reported holds, per item, the transcripts of the conversations its
+	// harness reported other than the recorded one (Need.Reported and
+	// those of the Reports read), by id, where the item's own harness
+	// keeps them for its workdir (harness.Adapter.Transcript). A missing
+	// id means "not read".
+	Reported map[desired.Key]map[string]harness.Transcript
+}
+
+// MaxReports bounds the report files one pass reads of one item's
+// channel: a harness reports a few times a session, and an agent that
+// floods its channel gets them read and refused a few at a time.
+const MaxReports = 16
+
+// WithTranscript returns o with tr as the transcript of the conversation
+// k is in (Transcripts), for the rest of a plan that followed k to another
+// conversation; o itself is not changed.
+func (o Observation) WithTranscript(k desired.Key, tr harness.Transcript) Observation {
+	o.Transcripts = maps.Clone(o.Transcripts)
+	if o.Transcripts == nil {
+		o.Transcripts = map[desired.Key]harness.Transcript{}
+	}
+	o.Transcripts[k] = tr
+	return o
 }
 
 // Need is what one pass reads from disk for one item. The zero Need reads
@@ -53,18 +82,18 @@ type Need struct {
 	// Disk reads whether the item's workdir exists and the transcript of
 	// its conversation.
 	Disk bool
-	// Conversation is the session id of the conversation the item is in
-	// (desired.Record.ConversationID), whose transcript Transcripts holds;
-	// "" means the recorded one.
-	Conversation string
 	// Frames are the delivery frames to look for in the item's
 	// conversation; they are looked for only with Disk, and only when the
 	// harness can read its transcripts.
 	Frames []desired.Frame
 	// Reported, when not empty, is a session id whose transcript is part of
 	// the conversation too: the running harness reported it since its
-	// spawn, and no pass has followed it yet.
+	// spawn, and no pass has followed it yet. Its transcript is read into
+	// Observation.Reported, with or without Disk.
 	Reported string
+	// Reports reads the report files of the item's channel
+	// (Observation.Reports).
+	Reports bool
 	// Workdir, with Disk, is the workdir the planner will use (rendered
 	// from the current config before the first spawn, pinned after);
 	// "" means the recorded one (desired.Record.Workdir).
@@ -136,6 +165,9 @@ type Observer struct {
 	// Runs reads the runs of the process runner (Snapshot.Runs); nil
 	// reads none.
 	Runs *runner.Runner
+	// Channels is the directory of the items' channels (channel.Root),
+	// whose reports Need.Reports reads; "" reads none.
+	Channels string
 	// Watcher, when set, is given each snapshot (Watcher.Track), so that
 	// it watches the processes of the live panes for their deaths.
 	Watcher *Watcher
@@ -183,12 +215,19 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
-		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}}
+		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{},
+		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
-	var confirm []string
+	var confirm, channels []string
 	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
+		if need.Reports && o.Channels != "" {
+			dir := channel.Dir(o.Channels, desired.SessionName(rec.Key))
+			channels = append(channels, dir)
+			o.readReports(ctx, rec, dir, &obs)
+		}
+		o.readReported(ctx, rec, need, &obs)
 		if !need.Learn.IsZero() {
 			o.readStarted(ctx, rec, need.Learn, &obs)
 		}
@@ -216,10 +255,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 				}
 			}
 		}
-		id := need.Conversation
-		if id == "" {
-			id = rec.Status.HarnessSessionID
-		}
+		id := rec.Status.HarnessSessionID
 		ad, ok := o.Harnesses[rec.Spec.Harness]
 		if !ok || id == "" || !ad.ValidSessionID(id) {
 			continue
@@ -244,8 +280,55 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	}
 	if o.Watcher != nil {
 		o.Watcher.TrackTranscripts(confirm)
+		o.Watcher.TrackChannels(channels)
 	}
 	return obs, nil
+}
+
+// readReports reads the report files of rec's channel dir; a channel that
+// cannot be read is logged (channel.failed) and left unread.
+func (o *Observer) readReports(ctx context.Context, rec desired.Record, dir string, obs *Observation) {
+	reports, err := channel.ReadReports(dir, MaxReports)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.ChannelFailed), "work_item", rec.Key.String(), "path", dir, "err", err)
+		return
+	}
+	if len(reports) > 0 {
+		obs.Reports[rec.Key] = reports
+	}
+}
+
+// readReported reads the transcripts of the conversations rec's harness
+// reported other than the recorded one (need.Reported, and the ids of the
+// reports just read) in rec's workdir, each at most once, when the
+// adapter accepts the id; one that cannot be read is logged
+// (transcript.unreadable) and left out.
+func (o *Observer) readReported(ctx context.Context, rec desired.Record, need Need, obs *Observation) {
+	ad, ok := o.Harnesses[rec.Spec.Harness]
+	if !ok || rec.Workdir() == "" {
+		return
+	}
+	ids := []string{need.Reported}
+	for _, r := range obs.Reports[rec.Key] {
+		ids = append(ids, r.SessionID)
+	}
+	for _, id := range ids {
+		if id == "" || id == rec.Status.HarnessSessionID || !ad.ValidSessionID(id) {
+			continue
+		}
+		if _, done := obs.Reported[rec.Key][id]; done {
+			continue
+		}
+		tr, err := ad.Transcript(rec.Workdir(), id)
+		if err != nil {
+			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "harness_session_id", id, "err", err)
+			continue
+		}
+		if obs.Reported[rec.Key] == nil {
+			obs.Reported[rec.Key] = map[string]harness.Transcript{}
+		}
+		obs.Reported[rec.Key][id] = tr
+	}
 }
 
 // readStarted reads the conversations rec's harness started in its

@@ -162,25 +162,43 @@ func TestObserverTmuxError(t *testing.T) {
 	assert.False(t, called)
 }
 
-// TestObserverReadsTheConversationTheItemIsIn: with Need.Conversation set
-// (a /clear the planner takes before its decisions), the item's transcript
-// is that conversation's, and frames are still found in the recorded one.
-func TestObserverReadsTheConversationTheItemIsIn(t *testing.T) {
+// TestObserverReadsTheReportedTranscript: the transcript of a conversation
+// the harness reported (Need.Reported), where the item's own harness keeps
+// it for its workdir, is read into Observation.Reported whether or not the
+// pass reads the disk; the item's own transcript stays the recorded
+// conversation's; an id the adapter rejects is never turned into a path.
+func TestObserverReadsTheReportedTranscript(t *testing.T) {
 	r := newObserverRig(t)
 	d1, d2 := framed("d-1", "before the clear"), framed("d-2", "after the clear")
 	rec := r.item(t, 1, "a", true, idA, d1, d2)
 	r.turn(t, rec, idA, d1.Prompt)
 	r.turn(t, rec, idB, d2.Prompt)
-	var seen []observed.Snapshot
-	needs := needsOf(map[int]observed.Need{1: {Disk: true, Conversation: idB, Frames: []desired.Frame{desired.FrameOf(d1), desired.FrameOf(d2)}}}, &seen)
-
-	o, err := r.o.Observe(t.Context(), []desired.Record{rec}, needs, now)
-	require.NoError(t, err)
 	want, err := r.ad.Transcript(rec.Spec.Cwd, idB)
 	require.NoError(t, err)
-	assert.Equal(t, want.Path, o.Transcripts[rec.Key].Path, "the transcript of the conversation the item is in")
-	assert.True(t, o.Frames[rec.Key]["d-1"].Whole, "found in the recorded conversation")
-	assert.True(t, o.Frames[rec.Key]["d-2"].Whole, "found in the new one")
+	recorded, err := r.ad.Transcript(rec.Spec.Cwd, idA)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		need observed.Need
+		want map[string]harness.Transcript
+	}{
+		{"with_disk", observed.Need{Disk: true, Reported: idB, Frames: []desired.Frame{desired.FrameOf(d1), desired.FrameOf(d2)}}, map[string]harness.Transcript{idB: want}},
+		{"without_disk", observed.Need{Reported: idB}, map[string]harness.Transcript{idB: want}},
+		{"invalid_id", observed.Need{Reported: "../" + idB}, nil},
+		{"none", observed.Need{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []observed.Snapshot
+			o, err := r.o.Observe(t.Context(), []desired.Record{rec}, needsOf(map[int]observed.Need{1: tc.need}, &seen), now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.Reported[rec.Key])
+			if tc.need.Disk {
+				assert.Equal(t, recorded.Path, o.Transcripts[rec.Key].Path, "the transcript of the conversation the item is in")
+				assert.True(t, o.Frames[rec.Key]["d-1"].Whole, "found in the recorded conversation")
+				assert.True(t, o.Frames[rec.Key]["d-2"].Whole, "found in the reported one")
+			}
+		})
+	}
 }
 
 // TestObserverReadsScreensOfWhatIsNeeded: an item whose Need asks for its

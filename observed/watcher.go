@@ -12,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 )
@@ -61,6 +62,8 @@ type Watcher struct {
 	noNotify bool // inotify is missing: TrackTranscripts does nothing
 	files    map[string]bool
 	dirs     map[string]bool
+	// channels are the channel directories TrackChannels was given.
+	channels map[string]bool
 	// notifying is closed once notify is made, for Watch to listen.
 	notifying chan struct{}
 }
@@ -86,7 +89,7 @@ func (w *Watcher) init() {
 		}
 		w.procs = map[int]*os.File{}
 		w.died = make(chan struct{}, 1)
-		w.files, w.dirs = map[string]bool{}, map[string]bool{}
+		w.files, w.dirs, w.channels = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		w.notifying = make(chan struct{})
 		f, err := w.PidfdOpen(os.Getpid())
 		if err != nil {
@@ -150,31 +153,68 @@ func (w *Watcher) TrackTranscripts(paths []string) {
 	w.init()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped || w.noNotify || (w.notify == nil && len(paths) == 0) {
+	if !w.notifyOn(len(paths) > 0) {
 		return
+	}
+	files, dirs := make(map[string]bool, len(paths)), map[string]bool{}
+	for _, p := range paths {
+		files[p], dirs[filepath.Dir(p)] = true, true
+	}
+	w.watchDirs(w.dirs, dirs)
+	w.files = files
+}
+
+// TrackChannels watches the channel directories dirs (channel.Dir) and
+// stops watching the others, so that a report a harness drops into its
+// channel (channel.WriteReport, a rename into place) wakes a pass at
+// once. Without inotify, and after Watch has returned, it does nothing;
+// the resync interval covers it.
+func (w *Watcher) TrackChannels(dirs []string) {
+	w.init()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.notifyOn(len(dirs) > 0) {
+		return
+	}
+	want := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		want[d] = true
+	}
+	w.watchDirs(w.channels, want)
+}
+
+// notifyOn reports whether the inotify watcher is there to be given
+// directories, making it on first use when some are to be watched (want);
+// w.mu is held.
+func (w *Watcher) notifyOn(want bool) bool {
+	if w.stopped || w.noNotify || (w.notify == nil && !want) {
+		return false
 	}
 	if w.notify == nil {
 		n, err := fsnotify.NewWatcher()
 		if err != nil {
 			w.Log.Warn(string(journal.TranscriptWatchFailed), "err", err)
 			w.noNotify = true
-			return
+			return false
 		}
 		w.notify = n
 		close(w.notifying)
 	}
-	files, dirs := make(map[string]bool, len(paths)), map[string]bool{}
-	for _, p := range paths {
-		files[p], dirs[filepath.Dir(p)] = true, true
-	}
-	for d := range w.dirs {
-		if !dirs[d] {
+	return true
+}
+
+// watchDirs makes have, a set of watched directories, the set want: it
+// stops watching those no longer wanted and watches the new ones (one that
+// is not there yet is left for a later call); w.mu is held.
+func (w *Watcher) watchDirs(have, want map[string]bool) {
+	for d := range have {
+		if !want[d] {
 			_ = w.notify.Remove(d)
-			delete(w.dirs, d)
+			delete(have, d)
 		}
 	}
-	for d := range dirs {
-		if w.dirs[d] {
+	for d := range want {
+		if have[d] {
 			continue
 		}
 		if err := w.notify.Add(d); err != nil {
@@ -182,15 +222,18 @@ func (w *Watcher) TrackTranscripts(paths []string) {
 			w.Log.Debug(string(journal.TranscriptWatchFailed), "path", d, "err", err)
 			continue
 		}
-		w.dirs[d] = true
+		have[d] = true
 	}
-	w.files = files
 }
 
-// written reports whether ev wrote a transcript TrackTranscripts watches.
+// written reports whether ev wrote a transcript TrackTranscripts watches,
+// or put a report into a channel TrackChannels watches.
 func (w *Watcher) written(ev fsnotify.Event) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ev.Has(fsnotify.Create) && w.channels[filepath.Dir(ev.Name)] && channel.IsReport(filepath.Base(ev.Name)) {
+		return true
+	}
 	return ev.Has(fsnotify.Write|fsnotify.Create) && w.files[ev.Name]
 }
 
@@ -218,8 +261,9 @@ func (w *Watcher) signal() {
 	}
 }
 
-// Watch calls wake after each pane death and each write to a transcript
-// TrackTranscripts watches, until ctx ends; then it stops watching every
+// Watch calls wake after each pane death, each write to a transcript
+// TrackTranscripts watches and each report put into a channel
+// TrackChannels watches, until ctx ends; then it stops watching every
 // process and transcript and returns. A death of a process Track watches
 // kicks the server, then wakes. Meanwhile it waits on the pane-died channel
 // (tmux wait-for), and, without pidfds and with KickEvery set, kicks the

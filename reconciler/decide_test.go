@@ -109,7 +109,7 @@ func TestPlanDecides(t *testing.T) {
 		// fast failures are not charged to it; the budget's count stays.
 		{"clear_after_four_slow_crashes_does_not_retire_the_new_conversation", cleared(rec(with(running(), func(s *desired.Status) {
 			s.SpawnMode, s.SpawnedAt, s.Failures, s.ChurnFailures = desired.SpawnResume, t0.Add(-20*time.Second), 4, 4
-		})), t0.Add(-time.Second)), obs(dead(137), transcript),
+		})), t0.Add(-time.Second)), reported(obs(dead(137), transcript), clearedID, appeared),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
 				func() actions.RecordExit {
@@ -131,7 +131,7 @@ func TestPlanDecides(t *testing.T) {
 		// Which conversation the item is in is taken before every decision:
 		// /clear reported B, the agent was killed a second later, before a
 		// pass followed the report (tried with the real CLI).
-		{"clear_then_killed_resumes_the_new_conversation", cleared(rec(running()), t0.Add(-time.Second)), obs(dead(137), transcript),
+		{"clear_then_killed_resumes_the_new_conversation", cleared(rec(running()), t0.Add(-time.Second)), reported(obs(dead(137), transcript), clearedID, appeared),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
 				func() actions.RecordExit {
@@ -141,15 +141,19 @@ func TestPlanDecides(t *testing.T) {
 				}(),
 				func() actions.ResumeSpawn {
 					r := resume(none, actions.ReasonPaneDead)
-					r.ResumeID = clearedID
+					r.ResumeID, r.TranscriptSize = clearedID, appeared.Size
 					return r
 				}()}},
 		{"clear_then_exit_recorded_resumes_the_new_conversation_on_the_next_event", cleared(rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.LastExitAt = desired.PhaseExited, t0.Add(-time.Second)
-		}), ev1), t0.Add(-2*time.Second)), obs(dead(0), transcript),
+		}), ev1), t0.Add(-2*time.Second)), reported(obs(dead(0), transcript), clearedID, appeared),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
-				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.ResumeID = clearedID; return r }()}},
+				func() actions.ResumeSpawn {
+					r := resume(ev1, actions.ReasonNewEvent)
+					r.ResumeID, r.TranscriptSize = clearedID, appeared.Size
+					return r
+				}()}},
 
 		// loopd release is a spec change the planner carries out.
 		{"release_on_a_running_item_keeps_it_running_without_adopting_it", released(rec(running()), false), obs(alive()),
@@ -164,7 +168,7 @@ func TestPlanDecides(t *testing.T) {
 				f.Prompt = freshNudge(key, desired.KindIssue, actions.ReasonReleased)
 				return replaying(f)
 			}()}},
-		{"release_fresh_after_clear_retires_the_conversation_the_agent_is_in", cleared(released(rec(running(), ev1), true), t0.Add(-time.Second)), obs(dead(1), transcript),
+		{"release_fresh_after_clear_retires_the_conversation_the_agent_is_in", cleared(released(rec(running(), ev1), true), t0.Add(-time.Second)), reported(obs(dead(1), transcript), clearedID, appeared),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
 				release(true, clearedID, desired.PhaseBackingOff), fresh(ev1, actions.ReasonReleased, "")}},

@@ -46,6 +46,13 @@ type planCase struct {
 		Exists bool  `yaml:"exists"`
 		Size   int64 `yaml:"size"`
 	} `yaml:"transcripts"`
+	// Reported are, per item, the transcripts of the conversations its
+	// harness reported, by id (observed.Observation.Reported).
+	Reported map[string]map[string]struct {
+		Exists  bool      `yaml:"exists"`
+		Size    int64     `yaml:"size"`
+		ModTime time.Time `yaml:"modtime"`
+	} `yaml:"reported"`
 	MissingWorkdirs []string `yaml:"missingWorkdirs"`
 }
 
@@ -111,6 +118,15 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 		k, err := desired.ParseKey(item)
 		require.NoError(t, err)
 		obs.Transcripts[k] = harness.Transcript{Known: true, Exists: tr.Exists, Size: tr.Size}
+	}
+	obs.Reported = map[desired.Key]map[string]harness.Transcript{}
+	for item, byID := range c.Reported {
+		k, err := desired.ParseKey(item)
+		require.NoError(t, err)
+		obs.Reported[k] = map[string]harness.Transcript{}
+		for id, tr := range byID {
+			obs.Reported[k][id] = harness.Transcript{Known: true, Exists: tr.Exists, Size: tr.Size, ModTime: tr.ModTime}
+		}
 	}
 	for _, item := range c.MissingWorkdirs {
 		k, err := desired.ParseKey(item)

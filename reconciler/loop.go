@@ -51,11 +51,6 @@ type Reconciler struct {
 	// store: a pass plans only the items it owns (owns), calls Assign
 	// when an item needs a host, and stops the local agents of the others.
 	Hosting *Hosting
-	// Ingest, when set, runs in each pass that is not a dry run, under
-	// the lock and before the records are read: it records what the
-	// items' channels hold (the SessionStart reports of sandboxed
-	// harnesses), so that the pass plans on them.
-	Ingest func(ctx context.Context) error
 
 	// last are the records the latest pass read: a pass whose lease clock
 	// lapsed and that cannot read the store stops their local agents.
@@ -151,11 +146,6 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	defer unlock()
-	if r.Ingest != nil && !dryRun {
-		if err := r.Ingest(ctx); err != nil {
-			return PassResult{}, fmt.Errorf("reconcile: %w", err)
-		}
-	}
 	records, err := r.Store.Records(ctx)
 	if err != nil {
 		r.fence(ctx, dryRun)
@@ -315,9 +305,11 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // transcript read (needsFacts), only live agents get their screen and the
 // latest turn of their transcript read (needsScreen), and only the frames of the deliveries the
 // pass may act on are looked for (framesToCheck), in the transcript of the
-// conversation the item is in (desired.Record.ConversationID) and in those
-// of the recorded session id and of an id the running harness reported
-// since its spawn (a /clear the pass has not followed yet). An item whose
+// conversation the item is in (Status.HarnessSessionID) and in that of an
+// id the running harness reported since its spawn (a /clear the pass has
+// not followed yet: desired.Record.ReportedConversation), whose transcript
+// is read in any case, for follow. The reports in the channel of an item
+// whose current spawn was given one are read (Need.Reports). An item whose
 // harness cannot pin its conversation id, and whose id is unconfirmed,
 // gets the conversations its harness started since the spawn read
 // (Need.Learn), in any phase.
@@ -333,12 +325,15 @@ func needs(p Policy, now time.Time) observed.Needs {
 			// before it died is still the one to resume.
 			learn = rec.Status.SpawnedAt
 		}
+		// The item's channel, where its current spawn's harness reports;
+		// and a conversation it reported and the planner has not followed
+		// yet, whose transcript says whether it may (follow).
+		reports := rec.Status.ChannelToken != ""
+		reported := rec.ReportedConversation(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)
 		if !facts && !screen {
-			return observed.Need{Learn: learn}
+			return observed.Need{Learn: learn, Reports: reports, Reported: reported}
 		}
-		// The conversation the item is in, as the planner takes it (a
-		// reported /clear the pass has not followed yet included).
-		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Conversation: rec.ConversationID(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)}
+		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Reports: reports, Reported: reported}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
@@ -346,9 +341,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		// be a worktree of.
 		workspaceOf(rec, p).need(&n)
 		n.Commits = pushCommits(rec)
-		if rep := rec.ReportSinceSpawn(); rep != nil && rep.SessionID != rec.Status.HarnessSessionID {
-			n.Reported = rep.SessionID
-		} else if id := runReported(rec, snap); id != "" {
+		if id := runReported(rec, snap); id != "" && n.Reported == "" {
 			n.Reported = id
 		}
 		return n

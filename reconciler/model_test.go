@@ -308,10 +308,7 @@ func (w *world) observe(records []desired.Record) observed.Observation {
 		}
 		dir := r.Workdir()
 		o.Workdirs[r.Key] = observed.Workdir{Path: dir, Exists: true, Physical: dir}
-		id := n.Conversation
-		if id == "" {
-			id = r.Status.HarnessSessionID
-		}
+		id := r.Status.HarnessSessionID
 		if id == "" {
 			continue
 		}
@@ -321,7 +318,7 @@ func (w *world) observe(records []desired.Record) observed.Observation {
 			continue
 		}
 		found := map[string]harness.Found{}
-		for _, conv := range []string{id, r.Status.HarnessSessionID, n.Reported} {
+		for _, conv := range []string{id, n.Reported} {
 			for _, turn := range w.convs[conv] {
 				for _, f := range n.Frames {
 					if f.ID == turn {

@@ -49,9 +49,10 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 type across struct {
 	loss  Loss
 	holds map[string]limitHold
-	// claimed are the conversation ids the records name (claimedIDs): a
-	// conversation learned for one item is never another's.
-	claimed map[string]bool
+	// claimed are the conversation ids the records name, with the items
+	// that name each (claimedIDs): a conversation learned or followed for
+	// one item is never another's.
+	claimed map[string][]desired.Key
 }
 
 // acrossOf settles across for items. Only the agents of the items this
@@ -94,7 +95,11 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	}
 	plans := make([][]actions.Action, len(mine))
 	for i, r := range mine {
-		plans[i] = planRecord(*r, obs, p, now, x)
+		// The reports in the item's channel count from here on, for its
+		// own plan and for admission (a start its report ended).
+		taken, rec := takeReports(*r, obs, p, now)
+		mine[i] = &rec // a copy: Plan never writes its input
+		plans[i] = append(taken, planRecord(rec, obs, p, now, x)...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
@@ -125,8 +130,8 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 	if learned := learn(r, obs, p, now, x.claimed); learned != nil {
 		return learned
 	}
-	var out []actions.Action
-	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){follow, release, dropOwnPushes, checkConversation} {
+	out, r, obs := follow(r, obs, p, x.claimed)
+	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -143,21 +148,52 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 	return append(out, planItem(r, obs, p, now, loss, holds)...)
 }
 
-// follow makes the conversation the harness reported (ConversationID) the
-// item's, before anything is decided on it: a FollowSession when the
-// harness reported another id since its spawn (Claude Code's /clear starts
-// a new conversation), so that a resume, a release or a fresh fallback
-// takes the conversation the agent is actually in, even when the agent
-// died before a pass saw the report.
-func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
+// follow makes the conversation the harness reported
+// (desired.Record.ReportedConversation) the item's, before anything is
+// decided on it, when it may be the item's (followable): a FollowSession,
+// and the new conversation's transcript stands for the item's in the rest
+// of the plan (observed.Observation.WithTranscript), so that a resume, a
+// release or a fresh fallback takes the conversation the agent is actually
+// in, even when the agent died before a pass saw the report. One that may
+// not be (yet) leaves the item in its recorded conversation.
+func follow(r desired.Record, obs observed.Observation, p Policy, claimed map[string][]desired.Key) ([]actions.Action, desired.Record, observed.Observation) {
 	st := r.Status
-	to := r.ConversationID(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
-	if to == st.HarnessSessionID {
-		return nil, r, false
+	to := r.ReportedConversation(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
+	tr, read := obs.Reported[r.Key][to]
+	if to == "" || !followable(r, to, tr, read, claimed) {
+		return nil, r, obs
 	}
 	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
 	r.Status = r.Status.Follow(to)
-	return []actions.Action{a}, r, false
+	return []actions.Action{a}, r, obs.WithTranscript(r.Key, tr)
+}
+
+// followable reports whether item r may move to the conversation id its
+// harness reported, whose transcript where the item's own harness keeps
+// them for its workdir is tr (read false: not read this pass). A report is
+// the agent's word, and the agent is untrusted: it could name a
+// conversation it never had, another item's (two items may share a
+// workdir), one retired for good, or one planted by hand. The transcript
+// is the harness's own trace, so the item moves only to a conversation
+// whose transcript appeared in the item's own harness state since its
+// spawn (known, with a turn, last written no earlier than the spawn's
+// second: some file systems keep whole seconds), that the item never
+// retired, and that no other record names (claimed). Until the
+// transcript appears (Claude Code writes it at the first prompt after a
+// /clear) the report waits in the store, and each pass looks again.
+func followable(r desired.Record, id string, tr harness.Transcript, read bool, claimed map[string][]desired.Key) bool {
+	switch {
+	case !read || !tr.Known || !tr.Exists || tr.ModTime.Before(r.Status.SpawnedAt.Truncate(time.Second)):
+		return false
+	case slices.Contains(r.Status.RetiredSessionIDs, id):
+		return false
+	}
+	for _, k := range claimed[id] {
+		if k != r.Key {
+			return false
+		}
+	}
+	return true
 }
 
 // learn makes the conversation the harness started for r's current spawn
@@ -170,14 +206,14 @@ func follow(r desired.Record, _ observed.Observation, p Policy) ([]actions.Actio
 // names (claimed). It plans a FollowSession from no id to that one and a
 // Wait of a poll period: the pass read no transcript for an id it did not
 // know, so the next one plans on it. nil when there is nothing to learn.
-func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string]bool) []actions.Action {
+func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
 	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
 	if !st.IDUnconfirmed || !caps.LearnsSessionID {
 		return nil
 	}
 	brief := desired.AgentBrief(r.Key)
 	for _, s := range obs.Started[r.Key] {
-		if s.At.Before(st.SpawnedAt.Truncate(time.Millisecond)) || claimed[s.ID] || !caps.AcceptsSessionID(s.ID) ||
+		if s.At.Before(st.SpawnedAt.Truncate(time.Millisecond)) || len(claimed[s.ID]) > 0 || !caps.AcceptsSessionID(s.ID) ||
 			!strings.HasSuffix(strings.TrimSpace(s.First), brief) {
 			continue
 		}
@@ -190,20 +226,22 @@ func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, 
 	return nil
 }
 
-// claimedIDs returns every conversation id records name: recorded,
-// confirmed, reported or retired.
-func claimedIDs(records []desired.Record) map[string]bool {
-	ids := map[string]bool{}
+// claimedIDs returns every conversation id records name (recorded,
+// confirmed, reported or retired), with the items that name it.
+func claimedIDs(records []desired.Record) map[string][]desired.Key {
+	ids := map[string][]desired.Key{}
 	for _, r := range records {
 		st := r.Status
-		for _, id := range append([]string{st.HarnessSessionID, st.ConfirmedSessionID}, st.RetiredSessionIDs...) {
-			ids[id] = true
-		}
+		names := append([]string{st.HarnessSessionID, st.ConfirmedSessionID}, st.RetiredSessionIDs...)
 		if r.Report != nil {
-			ids[r.Report.SessionID] = true
+			names = append(names, r.Report.SessionID)
+		}
+		for _, id := range names {
+			if id != "" && !slices.Contains(ids[id], r.Key) {
+				ids[id] = append(ids[id], r.Key)
+			}
 		}
 	}
-	delete(ids, "")
 	return ids
 }
 

@@ -115,7 +115,18 @@ func obs(s observed.Snapshot, tr ...harness.Transcript) observed.Observation {
 	return o
 }
 
+// reported adds to o the transcript tr of conversation id, which the
+// item's harness reported, as the observer reads it where the item's own
+// harness keeps it.
+func reported(o observed.Observation, id string, tr harness.Transcript) observed.Observation {
+	o.Reported = map[desired.Key]map[string]harness.Transcript{key: {id: tr}}
+	return o
+}
+
 var (
+	// appeared is the transcript of a conversation that appeared a second
+	// ago, since every spawn of these tests.
+	appeared   = harness.Transcript{Known: true, Exists: true, Size: 120, ModTime: t0.Add(-time.Second)}
 	transcript = harness.Transcript{Known: true, Exists: true, Size: 100}
 	grown      = harness.Transcript{Known: true, Exists: true, Size: 250}
 	noScript   = harness.Transcript{Known: true, Exists: false}
@@ -371,10 +382,16 @@ func TestPlan(t *testing.T) {
 			r := rec(running(), ev1)
 			r.Report = &desired.SessionReport{SessionID: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear", At: t0.Add(-time.Second)}
 			return r
-		}(), obs(alive()), testPolicy(),
+		}(), reported(obs(alive()), "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", appeared), testPolicy(),
 			[]actions.Action{
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear"},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+		{"running_harness_reporting_a_new_id_without_its_transcript_is_not_followed_yet", func() desired.Record {
+			r := rec(running(), ev1)
+			r.Report = &desired.SessionReport{SessionID: "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", Source: "clear", At: t0.Add(-time.Second)}
+			return r
+		}(), reported(obs(alive()), "9a9a9a9a-1b4d-4c8e-9f00-0123456789ab", noScript), testPolicy(),
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"report_of_an_id_the_harness_refuses_is_not_followed", func() desired.Record {
 			// Written by hand or by an old hook: not a canonical UUID, so
 			// Claude Code would open its picker on --resume.

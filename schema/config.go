@@ -306,6 +306,14 @@ type Route struct {
 	// it, the run's process group is terminated, then killed. Default
 	// DefaultDispatchTimeoutSeconds.
 	DispatchTimeoutSeconds int `yaml:"dispatchTimeoutSeconds" json:"dispatchTimeoutSeconds"`
+	// AgentCredentials is what credential the route's agents may ask loopd
+	// for, at the moment of use, to push to their repository and open or
+	// update its pull request: AgentCredentialsApp, AgentCredentialsToken
+	// or AgentCredentialsNone; "" is the default (Credentials).
+	AgentCredentials string `yaml:"agentCredentials" json:"agentCredentials,omitempty"`
+	// AgentGH gives the agents' gh a token too (GH_TOKEN, asked of loopd
+	// at each run of gh), besides git's credential.
+	AgentGH bool `yaml:"agentGH" json:"agentGH,omitempty"`
 	// ProjectSettings says whether the harness may read the settings its
 	// workdir holds itself (Claude Code's .claude/settings.json, its
 	// .claude/settings.local.json and .mcp.json, Codex's .codex/config.toml,
@@ -314,6 +322,36 @@ type Route struct {
 	// repository's own content (reconciler.ProjectSettingsOf says which;
 	// docs/design.md, "Repository content never configures the harness").
 	ProjectSettings string `yaml:"projectSettings" json:"projectSettings"`
+}
+
+// The values of a route's agentCredentials.
+const (
+	// AgentCredentialsApp: an installation token of github.app scoped to
+	// the item's repository (contents, pull requests and issues), minted
+	// when asked and again once it expires.
+	AgentCredentialsApp = "app"
+	// AgentCredentialsToken: loopd's own token (github.tokenEnv), which
+	// cannot be scoped: it reaches whatever the token reaches.
+	AgentCredentialsToken = "token"
+	// AgentCredentialsNone: no credential.
+	AgentCredentialsNone = "none"
+)
+
+// Credentials returns what credential r's agents get under the github
+// block g: agentCredentials when set; else AgentCredentialsApp with a
+// GitHub App and AgentCredentialsNone otherwise (a plain token reaches an
+// agent only when the route says agentCredentials: token). A route
+// without a checkout gets none: there is no repository to push to.
+func (r Route) Credentials(g *GitHub) string {
+	switch {
+	case r.Checkout == nil:
+		return AgentCredentialsNone
+	case r.AgentCredentials != "":
+		return r.AgentCredentials
+	case g != nil && g.App != nil:
+		return AgentCredentialsApp
+	}
+	return AgentCredentialsNone
 }
 
 // The values of a route's projectSettings (routing.repos.<key>.projectSettings).
@@ -359,8 +397,12 @@ type GitHub struct {
 	// DefaultGitHubAPIURL.
 	APIURL string `yaml:"apiURL" json:"apiURL"`
 	// TokenEnv names the environment variable that holds the token; default
-	// LOOPD_GITHUB_TOKEN when App is not set. loopd unsets it once read.
+	// LOOPD_GITHUB_TOKEN when neither App nor TokenFile is set. loopd
+	// unsets it once read, and re-executes itself without it.
 	TokenEnv string `yaml:"tokenEnv" json:"tokenEnv,omitempty"`
+	// TokenFile is a file holding the token (a systemd credential),
+	// instead of TokenEnv; see TokenFilePath.
+	TokenFile string `yaml:"tokenFile" json:"tokenFile,omitempty"`
 	// App authenticates as a GitHub App installation instead of a token.
 	App *GitHubApp `yaml:"app" json:"app,omitempty"`
 	// BotLogin is the GitHub login loopd and its agents post as: a comment

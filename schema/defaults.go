@@ -175,9 +175,10 @@ func (c *Config) applyDefaults(dir string) {
 	}
 	if g := c.GitHub; g != nil {
 		orDefault(&g.APIURL, DefaultGitHubAPIURL)
-		if g.App == nil {
+		switch {
+		case g.App == nil && g.TokenFile == "":
 			orDefault(&g.TokenEnv, defaultGitHubTokenEnv)
-		} else if g.App.PrivateKeyFile != "" {
+		case g.App != nil && g.App.PrivateKeyFile != "":
 			g.App.PrivateKeyFile = c.resolve(g.App.PrivateKeyFile)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/paneenv"
 	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/workspace"
@@ -102,15 +103,47 @@ var schemaJSON []byte
 
 const schemaURL = "https://github.com/loopd/loopd/schema/loopd.schema.json"
 
-// compiledSchema compiles the embedded schema once. It cannot fail at run
-// time: TestSchemaCompiles covers it.
-var compiledSchema = sync.OnceValue(func() *jsonschema.Schema {
+// schemaDoc is the embedded schema parsed once, for the keys of an object
+// an unknown key is near (knownKeys).
+var schemaDoc = sync.OnceValue(func() any {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
 	if err != nil {
 		panic(fmt.Sprintf("parse embedded %s: %v", schemaURL, err))
 	}
+	return doc
+})
+
+// knownKeys returns the keys the schema at location (a schema URL of the
+// embedded schema with a JSON pointer fragment, RFC 6901, as the
+// validator reports it) names in its properties, sorted; none when
+// location is elsewhere.
+func knownKeys(location string) []string {
+	base, ptr, _ := strings.Cut(location, "#")
+	if base != schemaURL {
+		return nil
+	}
+	node := schemaDoc()
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = m[tok]
+	}
+	m, _ := node.(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	return slices.Sorted(maps.Keys(props))
+}
+
+// compiledSchema compiles the embedded schema once. It cannot fail at run
+// time: TestSchemaCompiles covers it.
+var compiledSchema = sync.OnceValue(func() *jsonschema.Schema {
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemaURL, doc); err != nil {
+	if err := c.AddResource(schemaURL, schemaDoc()); err != nil {
 		panic(fmt.Sprintf("add embedded %s: %v", schemaURL, err))
 	}
 	return c.MustCompile(schemaURL)
@@ -234,7 +267,8 @@ func (t *tree) schemaProblems(verr *jsonschema.ValidationError) []Problem {
 		switch k := e.ErrorKind.(type) {
 		case *kind.AdditionalProperties:
 			for _, name := range k.Properties {
-				problems = append(problems, t.keyProblemAt(child(e.InstanceLocation, name), "unknown key"))
+				msg := "unknown key" + near.DidYouMean(near.Names(name, knownKeys(e.SchemaURL)))
+				problems = append(problems, t.keyProblemAt(child(e.InstanceLocation, name), msg))
 			}
 			return
 		case *kind.PropertyNames:
@@ -322,8 +356,9 @@ func (c *Config) resolve(path string) string {
 	return filepath.Join(c.dir, path)
 }
 
-// secretFileVar is a ${NAME} reference in webhooks.ghWebhook.secretFile.
-var secretFileVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// credentialFileVar is a ${NAME} reference in a credential file's path
+// (webhooks.ghWebhook.secretFile, github.tokenFile).
+var credentialFileVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // SecretFilePath returns webhooks.ghWebhook.secretFile with each ${NAME}
 // replaced by lookup's value of NAME, then resolved against the config
@@ -333,12 +368,26 @@ var secretFileVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // "" when secretFile is not set, and an error naming a variable that
 // lookup does not have or that is empty.
 func (c *Config) SecretFilePath(lookup func(string) (string, bool)) (string, error) {
-	raw := c.Webhooks.GHWebhook.SecretFile
+	return c.credentialFile("webhooks.ghWebhook.secretFile", c.Webhooks.GHWebhook.SecretFile, lookup)
+}
+
+// TokenFilePath is SecretFilePath for github.tokenFile
+// ("${CREDENTIALS_DIRECTORY}/github-token"); "" without one.
+func (c *Config) TokenFilePath(lookup func(string) (string, bool)) (string, error) {
+	if c.GitHub == nil {
+		return "", nil
+	}
+	return c.credentialFile("github.tokenFile", c.GitHub.TokenFile, lookup)
+}
+
+// credentialFile is the path of the credential file whose config key is
+// key and whose raw value is raw, as SecretFilePath says.
+func (c *Config) credentialFile(key, raw string, lookup func(string) (string, bool)) (string, error) {
 	if raw == "" {
 		return "", nil
 	}
 	var missing []string
-	path := secretFileVar.ReplaceAllStringFunc(raw, func(ref string) string {
+	path := credentialFileVar.ReplaceAllStringFunc(raw, func(ref string) string {
 		name := ref[2 : len(ref)-1]
 		v, ok := lookup(name)
 		if !ok || v == "" {
@@ -347,9 +396,37 @@ func (c *Config) SecretFilePath(lookup func(string) (string, bool)) (string, err
 		return v
 	})
 	if len(missing) > 0 {
-		return "", fmt.Errorf("webhooks.ghWebhook.secretFile %q: environment variable %s is not set", raw, strings.Join(missing, ", "))
+		return "", fmt.Errorf("%s %q: environment variable %s is not set", key, raw, strings.Join(missing, ", "))
 	}
 	return c.resolve(path), nil
+}
+
+// keyProblem is a problem of one key of a route.
+type keyProblem struct{ key, message string }
+
+// credentialProblems are the problems of route r's agentCredentials and
+// agentGH under c's github block: an App's token needs github.app, loopd's
+// own token github.tokenEnv, and either a checkout (the repository git
+// pushes to); agentGH needs one of them.
+func (c *Config) credentialProblems(r Route) []keyProblem {
+	var out []keyProblem
+	switch r.AgentCredentials {
+	case AgentCredentialsApp:
+		if c.GitHub == nil || c.GitHub.App == nil {
+			out = append(out, keyProblem{"agentCredentials", "app needs github.app: an installation token is minted by a GitHub App"})
+		}
+	case AgentCredentialsToken:
+		if c.GitHub == nil || c.GitHub.App != nil {
+			out = append(out, keyProblem{"agentCredentials", "token hands out loopd's own token (github.tokenEnv); with github.app use app, which is scoped to the item's repository"})
+		}
+	}
+	if r.AgentCredentials != "" && r.AgentCredentials != AgentCredentialsNone && r.Checkout == nil {
+		out = append(out, keyProblem{"agentCredentials", "needs checkout: the credential is for the repository git pushes to"})
+	}
+	if r.AgentGH && r.Credentials(c.GitHub) == AgentCredentialsNone {
+		out = append(out, keyProblem{"agentGH", "gh gets the agent's credential: the route gives none (agentCredentials)"})
+	}
+	return out
 }
 
 // adapters are the values of harnesses.<name>.adapter (the schema's enum).
@@ -431,6 +508,9 @@ func (c *Config) check(t *tree) []Problem {
 		if _, err := r.RenderWorkdir("owner", "repo", 1, "issue"); err != nil {
 			add(t.problemAt(child(at, "workdir"), err.Error()))
 		}
+		for _, p := range c.credentialProblems(r) {
+			add(t.problemAt(child(at, p.key), p.message))
+		}
 		if c := r.Checkout; c != nil {
 			if u, err := c.RenderURL("owner", "repo"); err != nil {
 				add(t.problemAt(child(child(at, "checkout"), "url"), err.Error()))
@@ -456,6 +536,9 @@ func (c *Config) check(t *tree) []Problem {
 		at := []string{"github"}
 		if g.App != nil && g.TokenEnv != "" {
 			add(t.keyProblemAt(child(at, "app"), "set app or tokenEnv, not both"))
+		}
+		if g.TokenFile != "" && (g.App != nil || g.TokenEnv != "") {
+			add(t.keyProblemAt(child(at, "tokenFile"), "set one of app, tokenEnv and tokenFile"))
 		}
 		switch {
 		case g.TokenEnv != "" && g.TokenEnv == gh.SecretEnv:

@@ -167,18 +167,18 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "unknown_key_top_level",
 			src:  "stateDir: ./s\nstatedir: ./t\n",
-			want: []string{"c.yaml:2:1: statedir: unknown key"},
+			want: []string{"c.yaml:2:1: statedir: unknown key; did you mean stateDir?"},
 		},
 		{
 			name: "unknown_key_nested",
 			src:  minimal + "      tmux:\n        restartPolicy: Never\n        resumeOnRespan: false\n",
-			want: []string{"c.yaml:14:9: webhooks.ghWebhook.routing.tmux.resumeOnRespan: unknown key"},
+			want: []string{"c.yaml:14:9: webhooks.ghWebhook.routing.tmux.resumeOnRespan: unknown key; did you mean resumeOnRespawn?"},
 		},
 		{
 			name: "unknown_keys_in_map_entries",
 			src:  "harnesses:\n  a:\n    adapter: cursor\n    command: x\n    comand: y\n  b:\n    adapter: cursor\n    command: x\n    args: [1]\n",
 			want: []string{
-				"c.yaml:5:5: harnesses.a.comand: unknown key",
+				"c.yaml:5:5: harnesses.a.comand: unknown key; did you mean command?",
 				"c.yaml:9:5: harnesses.b.args: unknown key",
 			},
 		},

@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loopd/loopd/actions"
+	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
@@ -46,10 +48,6 @@ const runsDir = "runs"
 // mirrorsDir is the directory inside the state dir that holds the bare
 // mirrors the worktrees are made from (routing checkout).
 const mirrorsDir = "mirrors"
-
-// channelsDir is the directory inside the state dir that holds each
-// sandboxed item's channel dir (actions.Sandbox.Channels).
-const channelsDir = "channels"
 
 // app is the wired set of real dependencies one command uses.
 type app struct {
@@ -114,7 +112,7 @@ func logTightened(log *slog.Logger) func(tightened) {
 // for cfg. A harness whose command cannot be found is journaled
 // and kept: its spawns fail and back off, visibly, until it is installed.
 func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
-	hook, err := sessionStartHook(configPath)
+	hook, err := sessionStartHook()
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +197,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	policy := func() reconciler.Policy { return policyOf(current(), caps, a.owner.ID) }
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
+	channels := channel.Root(cfg.StateDir)
 	// The planner's and the executor's deadlines are spans of monotonic
 	// time: a step of the wall clock moves none of them.
 	now := reconciler.SteadyClock(time.Now, reconciler.Elapsed)
@@ -206,9 +205,11 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	// live panes' processes (pidfds); without pidfds it kicks tmux every
 	// DefaultReapKick instead.
 	watcher := &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log}
+	observer := &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs,
+		Channels: channels, Owner: a.owner.ID, Watcher: watcher, Log: a.log}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
-		Observer: &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs, Owner: a.owner.ID, Watcher: watcher, Log: a.log},
+		Observer: observer,
 		Watcher:  watcher,
 		Journal:  a.journal,
 		Log:      a.log,
@@ -237,14 +238,12 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Workspaces:  workspaces,
 			StormWindow: schema.DeliveryStormWindow,
 			Talk:        talk(current, hostname()),
+			Channels:    channels,
+			Credentials: agentCredentials(current),
 		},
 	}
 	// A worktree is made outside the pass; its outcome asks for the next.
 	rc.Executor.Wake = rc.Trigger
-	// What sandboxed harnesses reported through their channels, first.
-	rc.Ingest = func(ctx context.Context) error {
-		return ingestReports(ctx, current(), a.store, a.journal, a.sandbox.Channels)
-	}
 	if h := a.hosting; h != nil {
 		// Only this host's items are planned, every status write is
 		// fenced by its item's lease, and nothing is pasted or spawned
@@ -256,6 +255,26 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		}
 	}
 	return rc
+}
+
+// agentCredentials returns what credential an item's agent may ask for
+// under the config current returns (read at each spawn, so that a reload
+// applies to the next one): its route's (schema.Route.Credentials), for the
+// repository of its checkout URL, with gh when agentGH says so.
+func agentCredentials(current func() *schema.Config) func(desired.Record) actions.AgentCredentials {
+	return func(r desired.Record) actions.AgentCredentials {
+		cfg := current()
+		route, ok := cfg.Webhooks.GHWebhook.Routing.Route(r.Key.Owner, r.Key.Repo)
+		mode := route.Credentials(cfg.GitHub)
+		if !ok || mode == schema.AgentCredentialsNone {
+			return actions.AgentCredentials{Mode: schema.AgentCredentialsNone}
+		}
+		url, err := route.Checkout.RenderURL(r.Key.Owner, r.Key.Repo)
+		if err != nil {
+			return actions.AgentCredentials{Mode: schema.AgentCredentialsNone}
+		}
+		return actions.AgentCredentials{Mode: mode, URL: url, GH: route.AgentGH}
+	}
 }
 
 // serverOptions are the options loopd's tmux server runs with; they claim
@@ -273,6 +292,11 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	}
 	cfg, err := g.load()
 	if err != nil {
+		return nil, nil, err
+	}
+	// A pass may read the GitHub token (the outbox's drain), and starts
+	// agents: no secret stays in its /proc/<pid>/environ.
+	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
 		return nil, nil, err
 	}
 	a, err := newApp(ctx, cfg, g.config, log)

@@ -17,8 +17,9 @@ import (
 	"github.com/loopd/loopd/schema"
 )
 
-// execve replaces the process with argv (syscall.Exec); tests replace it
-// to see the argv.
+// execve replaces the process with argv (syscall.Exec): attach's tmux,
+// and loopd itself without its secrets (scrubEnviron). Tests replace it
+// to see the argv, and so that no command replaces the test binary.
 var execve = syscall.Exec
 
 func newAttachCmd(g *globals) *cobra.Command {

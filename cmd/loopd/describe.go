@@ -66,9 +66,29 @@ events.`,
 	}
 }
 
+// credentialsShown says what credential k's agent may ask loopd for
+// (schema.Route.Credentials), and whether its gh gets it too: "app",
+// "token (unscoped: every repository the token reaches)", "none".
+func credentialsShown(cfg *schema.Config, k desired.Key) string {
+	route, ok := cfg.Webhooks.GHWebhook.Routing.Route(k.Owner, k.Repo)
+	mode := route.Credentials(cfg.GitHub)
+	switch {
+	case !ok:
+		return schema.AgentCredentialsNone
+	case mode == schema.AgentCredentialsToken:
+		mode += " (unscoped: every repository the token reaches)"
+	case mode == schema.AgentCredentialsApp:
+		mode += " (an installation token of this repository alone)"
+	}
+	if route.AgentGH && route.Credentials(cfg.GitHub) != schema.AgentCredentialsNone {
+		mode += ", gh too"
+	}
+	return mode
+}
+
 // describe writes the description of r (its view as get shows it, whether
-// its next spawn gets its workdir's project settings, and its latest
-// journal events) under cfg.
+// its next spawn gets its workdir's project settings, what credential its
+// agent may ask for, and its latest journal events) under cfg.
 func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps reconciler.ProjectSettings, events []journal.Event) error {
 	st := v.Status
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
@@ -82,6 +102,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	line("", "Name", v.Key)
 	line("", "Kind", dash(v.Spec.Kind))
 	line("", "Harness", dash(v.Spec.Harness))
+	line("", "Credentials", credentialsShown(cfg, r.Key))
 	line("", "Workdir", dash(st.Workdir))
 	line("", "Sandbox", st.Sandbox)
 	line("", "Session", st.Session)

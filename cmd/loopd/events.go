@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/store"
 )
 
@@ -268,12 +269,10 @@ func printEvent(w io.Writer, e journal.Event, format string) error {
 // has, with the names of its family when there are some.
 func unknownEventType(t string) error {
 	msg := fmt.Sprintf("unknown event type %q", t)
-	if near := journal.Near(t); len(near) > 0 {
-		names := make([]string, len(near))
-		for i, n := range near {
-			names[i] = string(n)
-		}
-		msg += "; did you mean one of " + strings.Join(names, ", ") + "?"
+	var names []string
+	for _, n := range journal.Near(t) {
+		names = append(names, string(n))
 	}
+	msg += near.DidYouMean(names)
 	return errors.New(msg + " (docs/design.md, \"Events\", lists them all)")
 }

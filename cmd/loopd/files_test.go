@@ -112,3 +112,25 @@ func TestCommandsRefuseSecretsOthersCanRead(t *testing.T) {
 		require.NoError(t, os.Chmod(file, 0o600))
 	}
 }
+
+// A github.tokenFile that another user can read is refused as a
+// secretFile is, by config validate, serve and reconcile --once.
+func TestCommandsRefuseATokenFileOthersCanRead(t *testing.T) {
+	dir := t.TempDir()
+	config, _, key := withKeys(t, dir)
+	token := filepath.Join(dir, "github-token")
+	require.NoError(t, os.WriteFile(token, []byte("ghp_x\n"), 0o600))
+	data, err := os.ReadFile(config)
+	require.NoError(t, err)
+	cfg := strings.Replace(string(data), "app: {appID: 1, installationID: 2, privateKeyFile: "+key+"}", "tokenFile: "+token, 1)
+	require.NoError(t, os.WriteFile(config, []byte(cfg), 0o600))
+	out, err := run(t, "", "config", "validate", config)
+	require.NoError(t, err, out)
+
+	require.NoError(t, os.Chmod(token, 0o644))
+	for _, args := range [][]string{{"config", "validate", config}, {"serve", "--config", config}, {"reconcile", "--once", "--config", config}} {
+		_, err := run(t, "", args...)
+		require.ErrorIs(t, err, perm.ErrUnsafe, "%v", args)
+		assert.Contains(t, err.Error(), token+": mode 0644", "%v", args)
+	}
+}

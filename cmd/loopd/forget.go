@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
@@ -63,7 +64,7 @@ Without --yes it says what it would remove and exits 1, removing nothing.`,
 // with yes false says what it would remove and returns errNotConfirmed
 // with exit code 1.
 func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut io.Writer) error {
-	log, err := g.logger(errOut)
+	log, err := g.verbLogger(errOut)
 	if err != nil {
 		return err
 	}
@@ -104,14 +105,17 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	// meanwhile keeps its worktree, and one made anew by a later event
 	// finds none to resume in before this is done.
 	outcome, kept, werr := wt.remove(ctx)
-	// The process runner's files of the item's runs (pid, exit, log).
+	// The process runner's files of the item's runs (pid, exit, log), and
+	// the item's channel.
 	session := desired.SessionName(k)
-	runsErr := os.RemoveAll(runsOf(cfg, "").ItemDir(session))
+	filesErr := os.RemoveAll(runsOf(cfg, "").ItemDir(session))
+	// Its channel: reports no pass will take, the socket of a dead spawn.
+	filesErr = errors.Join(filesErr, channel.Remove(channel.Root(cfg.StateDir), session))
 	kv := []any{journal.KeyCwd, wt.dir, journal.KeyWorkspace, outcome}
 	if kept != "" {
 		kv = append(kv, journal.KeyReason, kept)
 	}
-	if err := errors.Join(werr, runsErr); err != nil {
+	if err := errors.Join(werr, filesErr); err != nil {
 		kv = append(kv, journal.KeyErr, err)
 	}
 	journal.NewRecorder(log, st, time.Now).Record(ctx, slog.LevelInfo, journal.ItemForgotten, k.String(), kv...)
@@ -124,8 +128,8 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	case outcome == worktreeKept:
 		fmt.Fprintf(out, "worktree %s kept: %s; remove it yourself once nothing in it is needed\n", wt.dir, kept)
 	}
-	if runsErr != nil {
-		fmt.Fprintf(out, "its process runs' files kept: %v\n", runsErr)
+	if filesErr != nil {
+		fmt.Fprintf(out, "its process runs' or channel's files kept: %v\n", filesErr)
 	}
 	// The rows' pages go back to the file system (SQLite); a failure
 	// here loses nothing, the next prune tries again.

@@ -43,6 +43,10 @@ func TestCurrentVersion(t *testing.T) {
 		{name: "devel_clean_tree", info: &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "feedface"}, {Key: "vcs.modified", Value: "false"}}},
 			want: buildVersion{Version: "(devel)", Commit: "feedface", Go: "go1.99.1"}},
+		{name: "untagged_describe_is_the_commit", version: "abc1234-dirty", commit: "abc1234def56-dirty", info: stamped,
+			want: buildVersion{Version: "(devel)", Commit: "abc1234def56-dirty", Go: "go1.99.1"}},
+		{name: "a_tag_past_a_commit_stays", version: "v1.2.0-3-gabc1234", commit: "abc1234def56", info: stamped,
+			want: buildVersion{Version: "v1.2.0-3-gabc1234", Commit: "abc1234def56", Go: "go1.99.1"}},
 		{name: "nothing_known", want: buildVersion{Version: "(devel)", Commit: "unknown", Go: runtime.Version()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,11 +89,13 @@ func TestEveryGroupRefusesAnUnknownSubcommand(t *testing.T) {
 			assert.Contains(t, err.Error(), "Did you mean this?\n\t"+sub, typo)
 		})
 	}
-	for _, args := range [][]string{{"config", "valdate", "x"}, {"hook", "sesion-start"}} {
+	for _, args := range [][]string{{"config", "valdate", "x"}, {"hook", "sesion-start"}, {"status"}, {"list"}} {
 		_, err := run(t, "", args...)
 		require.Error(t, err, args)
 		assert.Contains(t, err.Error(), "Did you mean this?", args)
 	}
+	_, err := run(t, "", "status")
+	assert.ErrorContains(t, err, "Did you mean this?\n\tget", "what other tools call their listing")
 	// A group without a subcommand prints its help and fails; bare loopd
 	// only prints its help.
 	out, err := run(t, "", "config")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/reconciler"
@@ -38,8 +39,10 @@ type getOptions struct {
 func newGetCmd(g *globals) *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
-		Use:   "get [WORK_ITEM...]",
-		Short: "List work items: key, host, session, phase, session id, pending count",
+		Use: "get [WORK_ITEM...]",
+		// What other tools call listing their work, for "Did you mean".
+		SuggestFor: []string{"status", "list", "ls", "ps"},
+		Short:      "List work items: key, host, session, phase, session id, pending count",
 		Long: `get lists the work items, or the ones named (owner/repo#N, case ignored).
 Closed items and stopped ones are left out unless --all is given, they are
 named, or --phase asks for their phase; a held item, and one whose events
@@ -212,7 +215,8 @@ func (s selection) hidesFinished() bool {
 }
 
 // parsePhases returns the phases named in list, case ignored; the error
-// for a name that is no phase lists the valid ones.
+// for a name that is no phase suggests a near miss (near.Names), else
+// lists the valid ones.
 func parsePhases(list []string) (map[desired.Phase]bool, error) {
 	if len(list) == 0 {
 		return nil, nil
@@ -224,6 +228,9 @@ func parsePhases(list []string) (map[desired.Phase]bool, error) {
 			valid := make([]string, 0, len(desired.Phases()))
 			for _, p := range desired.Phases() {
 				valid = append(valid, string(p))
+			}
+			if miss := near.DidYouMean(near.Names(strings.TrimSpace(name), valid)); miss != "" {
+				return nil, fmt.Errorf("unknown phase %q%s", name, miss)
 			}
 			return nil, fmt.Errorf("unknown phase %q; valid phases: %s", name, strings.Join(valid, ", "))
 		}

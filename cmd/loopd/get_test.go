@@ -107,8 +107,9 @@ func TestGetMeasuresADeadRunToItsDeath(t *testing.T) {
 	assert.Equal(t, "2", strings.Fields(lines[1][col:])[0])
 }
 
-// loopd get names the conversation the item is in: after a /clear no pass
-// has followed yet, the new one.
+// loopd get names the conversation the item is in: after a /clear, the
+// recorded one until a pass follows the report (its transcript must appear
+// first: reconciler's follow).
 func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const old, cleared = "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -117,8 +118,8 @@ func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
 		Report: &desired.SessionReport{SessionID: cleared, Source: "clear", At: now.Add(-time.Second)}}
 	var out bytes.Buffer
 	require.NoError(t, printRecords(&out, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
-	assert.Contains(t, out.String(), cleared)
-	assert.NotContains(t, out.String(), old)
+	assert.Contains(t, out.String(), old)
+	assert.NotContains(t, out.String(), cleared)
 }
 
 // TestGetShowsBlocksAndUsageLimits: a blocked item says why, and every

@@ -117,7 +117,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			Status: statusView{
 				Phase: string(st.Phase), Reason: e.Reason,
 				Session: desired.SessionName(r.Key), PaneID: st.PaneID,
-				ConversationID: r.ConversationID(nil), ConversationUnconfirmed: st.IDUnconfirmed,
+				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
 				Blocked: st.Blocked, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,

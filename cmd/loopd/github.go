@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/credential"
 	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/ghapi"
@@ -29,11 +30,12 @@ const outboxLockFile = "outbox.lock"
 const maxKeyFile = 64 << 10
 
 // gitHubCredentials reads the credentials cfg.GitHub names: the token in
-// the variable tokenEnv names, which it then removes from this process's
-// environment (nothing loopd starts inherits it), or the App's private key
-// file. Neither is ever logged. An empty variable, or a missing, unreadable,
-// oversized or empty key file, or one that other users can read or change
-// (perm.Secret), is an error naming the variable or the path.
+// the file tokenFile names, or in the variable tokenEnv names, which it
+// then removes from this process's environment (nothing loopd starts
+// inherits it), or the App's private key file. Neither is ever logged. An
+// empty variable, or a missing, unreadable, oversized or empty file, or
+// one that other users can read or change (perm.Secret), is an error
+// naming the variable or the path.
 func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 	g := cfg.GitHub
 	if g.App != nil {
@@ -56,6 +58,17 @@ func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 		}
 		return ghapi.Credentials{AppID: g.App.AppID, InstallationID: g.App.InstallationID, PrivateKey: key}, nil
 	}
+	path, err := cfg.TokenFilePath(os.LookupEnv)
+	if err != nil {
+		return ghapi.Credentials{}, fmt.Errorf("github: %w", err)
+	}
+	if path != "" {
+		token, err := readCredentialFile("github", "tokenFile", "a token with Issues and Pull requests write access", path)
+		if err != nil {
+			return ghapi.Credentials{}, err
+		}
+		return ghapi.Credentials{Token: token}, nil
+	}
 	token := os.Getenv(g.TokenEnv)
 	if token == "" {
 		return ghapi.Credentials{}, fmt.Errorf("github: environment variable %s is empty; set it to a token with Issues and Pull requests write access", g.TokenEnv)
@@ -67,18 +80,36 @@ func gitHubCredentials(cfg *schema.Config) (ghapi.Credentials, error) {
 }
 
 // gitHubClient builds the client of cfg's github block from its
-// credentials; nil, and no error, when the config has none (loopd then
-// only listens). A key ghinstallation cannot parse is an error at start.
-func gitHubClient(cfg *schema.Config) (*ghapi.Client, error) {
+// credentials, and returns them too; nil, and no error, when the config
+// has none (loopd then only listens). A key ghinstallation cannot parse is
+// an error at start.
+func gitHubClient(cfg *schema.Config) (*ghapi.Client, ghapi.Credentials, error) {
 	if cfg.GitHub == nil {
-		return nil, nil
+		return nil, ghapi.Credentials{}, nil
 	}
 	cred, err := gitHubCredentials(cfg)
 	if err != nil {
-		return nil, err
+		return nil, ghapi.Credentials{}, err
 	}
 	cred.BotLogin = cfg.GitHub.BotLogin
-	return ghapi.New(cfg.GitHub.APIURL, cred, http.DefaultTransport, schema.DefaultGitHubCallTimeout)
+	c, err := ghapi.New(cfg.GitHub.APIURL, cred, http.DefaultTransport, schema.DefaultGitHubCallTimeout)
+	return c, cred, err
+}
+
+// credentialBroker is what answers the agents' requests for credentials
+// under the config current returns, with loopd's GitHub credentials cred:
+// an App's installation tokens scoped to each item's repository, or the
+// token itself where a route hands it out (agentCredentials: token).
+func (a *app) credentialBroker(cfg *schema.Config, current func() *schema.Config, cred ghapi.Credentials) (*credential.Broker, error) {
+	b := &credential.Broker{Get: a.store.Get, Config: current, Token: cred.Token, Journal: a.journal}
+	if cred.AppID != 0 {
+		m, err := ghapi.NewMinter(cfg.GitHub.APIURL, cred, http.DefaultTransport, schema.DefaultGitHubCallTimeout)
+		if err != nil {
+			return nil, err
+		}
+		b.Minter = m
+	}
+	return b, nil
 }
 
 // connectGitHub is serve's start check of the credentials
@@ -197,7 +228,7 @@ func (a *app) drainOnce(ctx context.Context, cfg *schema.Config) {
 	if cfg.GitHub == nil {
 		return
 	}
-	client, err := gitHubClient(cfg)
+	client, _, err := gitHubClient(cfg)
 	if err != nil {
 		a.journal.Record(ctx, slog.LevelWarn, journal.GitHubFailed, "", "reason", "no_credentials", "err", err)
 		return

@@ -46,9 +46,28 @@ func TestGitHubCredentials(t *testing.T) {
 	cred, err = gitHubCredentials(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), cred.AppID)
-	_, err = gitHubClient(cfg)
+	_, _, err = gitHubClient(cfg)
 	require.Error(t, err, "a key ghinstallation cannot parse stops serve at start")
 	assert.NotContains(t, err.Error(), "not a key")
+}
+
+// The token from github.tokenFile, a systemd credential: ${NAME} expanded,
+// one trailing newline dropped; an empty file names the path.
+func TestGitHubTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CREDENTIALS_DIRECTORY", dir)
+	path := filepath.Join(dir, "github-token")
+	require.NoError(t, os.WriteFile(path, []byte("ghp_from_a_file\n"), 0o600))
+	cfg := &schema.Config{GitHub: &schema.GitHub{APIURL: schema.DefaultGitHubAPIURL, TokenFile: "${CREDENTIALS_DIRECTORY}/github-token"}}
+	cred, err := gitHubCredentials(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, "ghp_from_a_file", cred.Token)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, err = gitHubCredentials(cfg)
+	require.ErrorContains(t, err, "github: tokenFile "+path+" is empty")
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	_, err = gitHubCredentials(cfg)
+	require.ErrorContains(t, err, "environment variable CREDENTIALS_DIRECTORY is not set")
 }
 
 // TestPrintCalls: loopd get lists the calls given up, with GitHub's status

@@ -32,7 +32,7 @@ under the reconcile lock, and journals item.released.`
 		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			log, err := g.logger(cmd.ErrOrStderr())
+			log, err := g.verbLogger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -47,6 +47,10 @@ under the reconcile lock, and journals item.released.`
 			}
 			k := r.Key
 			if hold {
+				if r.Spec.Held {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s already held\n", k)
+					return nil
+				}
 				if err := store.SetHeld(ctx, k, true); err != nil {
 					return err
 				}

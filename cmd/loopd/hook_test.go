@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/actions"
-	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/store"
-	"github.com/loopd/loopd/store/sqlstore"
+	"github.com/loopd/loopd/internal/channel"
 )
 
 // writeConfig writes a minimal valid config with its state in dir.
@@ -53,170 +47,75 @@ func run(t *testing.T, in string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestHookSessionStartRecordsTheReport(t *testing.T) {
-	dir := t.TempDir()
-	config := writeConfig(t, dir)
-	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
-	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+// agentEnv makes the test process look like an agent's, as a sandbox
+// shows it: its channel and token, no config anywhere it could find one
+// ($LOOPD_CONFIG names a file that is not there, the cwd and $HOME are
+// empty), and no state dir.
+func agentEnv(t *testing.T, item string) (dir, token string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "channel")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	token, _, err := channel.NewToken()
 	require.NoError(t, err)
-	_, err = st.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
+	empty := t.TempDir()
+	t.Chdir(empty)
+	t.Setenv("HOME", empty)
+	t.Setenv("XDG_CONFIG_HOME", empty)
+	t.Setenv(configEnv, filepath.Join(empty, "no-such", "loopd.yaml"))
+	t.Setenv(channel.EnvDir, dir)
+	t.Setenv(channel.EnvToken, token)
+	t.Setenv(channel.EnvWorkItem, item)
+	return dir, token
+}
 
-	t.Setenv(workItemEnv, k.String())
+// The hook runs where a sandboxed agent does: no config, no store. It
+// drops the input into the item's channel with the spawn's token, prints
+// nothing (Claude Code would add it to the conversation), and the report
+// reads back as the pass reads it.
+func TestHookSessionStartDropsTheReportInTheChannel(t *testing.T) {
+	dir, token := agentEnv(t, "octo-org/api#3")
 	input := `{"session_id":"8fb7b7f1-2c48-47de-8203-43547ba09c9d","transcript_path":"/x.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"clear"}`
-	out, err := run(t, input, "hook", "session-start", "--config", config)
+	out, err := run(t, input, "hook", "session-start")
 	require.NoError(t, err)
 	assert.Empty(t, out, "a SessionStart hook's stdout would reach the conversation")
 
-	st, err = sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
+	reports, err := channel.ReadReports(dir, 16)
 	require.NoError(t, err)
-	defer st.Close()
-	rec, err := st.Get(context.Background(), k)
-	require.NoError(t, err)
-	require.NotNil(t, rec.Report)
-	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", rec.Report.SessionID)
-	assert.Equal(t, "clear", rec.Report.Source)
-	events, err := st.Events(context.Background(), store.EventFilter{WorkItem: k.String()})
-	require.NoError(t, err)
-	require.Len(t, events, 1)
-	assert.Equal(t, "session.reported", string(events[0].Name))
+	require.Len(t, reports, 1)
+	r := reports[0]
+	assert.Equal(t, "octo-org/api#3", r.WorkItem)
+	assert.Equal(t, channel.Digest(token), r.TokenDigest)
+	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", r.SessionID)
+	assert.Equal(t, "clear", r.Source)
+	assert.Empty(t, r.Problem)
+	assert.WithinDuration(t, time.Now(), r.ModTime, time.Minute)
 }
 
-// TestHookSessionStartRejectsBadReports: a report that fails a check is
-// journaled as session.report_rejected with its reason and never replaces
-// the conversation id already recorded.
-func TestHookSessionStartRejectsBadReports(t *testing.T) {
-	const good = "8fb7b7f1-2c48-47de-8203-43547ba09c9d"
-	report := func(id, source string) string {
-		return `{"session_id":"` + id + `","transcript_path":"/x.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"` + source + `"}`
-	}
-	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
-	tests := []struct {
-		name, item, input, reason string
-	}{
-		{"not_a_uuid", k.String(), report("not-a-uuid", "startup"), reasonInvalidSession},
-		{"uppercase_uuid", k.String(), report(strings.ToUpper(good), "startup"), reasonInvalidSession},
-		{"nil_uuid", k.String(), report("00000000-0000-0000-0000-000000000000", "startup"), reasonInvalidSession},
-		{"uuid_of_another_variant", k.String(), report("11111111-2222-3333-4444-555555555555", "compact"), reasonInvalidSession},
-		{"item_not_in_canonical_form", "octo-org/api#03", report(good, "startup"), reasonBadWorkItem},
-		{"uuid_without_dashes", k.String(), report(strings.ReplaceAll(good, "-", ""), "startup"), reasonInvalidSession},
-		{"flag_shaped_id", k.String(), report("--verbose", "startup"), reasonInvalidSession},
-		{"empty_id", k.String(), report("", "startup"), reasonInvalidSession},
-		{"no_id", k.String(), `{"source":"startup"}`, reasonInvalidSession},
-		{"huge_id", k.String(), report(strings.Repeat("a", 60<<10), "startup"), reasonInvalidSession},
-		{"huge_input", k.String(), report(good, "startup") + strings.Repeat(" ", 64<<10), reasonInputTooLarge},
-		{"wrong_source", k.String(), report(good, "evil"), reasonUnknownSource},
-		{"no_source", k.String(), `{"session_id":"` + good + `"}`, reasonUnknownSource},
-		{"wrong_hook_event", k.String(), `{"session_id":"` + good + `","source":"startup","hook_event_name":"Stop"}`, reasonWrongHookEvent},
-		{"not_json", k.String(), `not json`, reasonMalformedInput},
-		{"not_an_object", k.String(), `["` + good + `"]`, reasonMalformedInput},
-		{"second_object_after_it", k.String(), report(good, "startup") + `{"session_id":"x"}`, reasonMalformedInput},
-		{"unknown_item", "octo-org/api#9", report(good, "startup"), reasonUnknownWorkItem},
-		{"no_work_item", "", report(good, "startup"), reasonBadWorkItem},
-		{"malformed_work_item", "octo-org/api#3; rm -rf", report(good, "startup"), reasonBadWorkItem},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			config := writeConfig(t, dir)
-			const recorded = "0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a"
-			st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
-			require.NoError(t, err)
-			_, err = st.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
-			require.NoError(t, err)
-			require.NoError(t, st.ReportSession(context.Background(), k, desired.SessionReport{SessionID: recorded, Source: "startup"}))
-			require.NoError(t, st.Close())
-			t.Setenv(workItemEnv, tt.item)
+// A hook that loopd did not start (no channel in its environment) fails
+// and writes nothing; one whose input is too long still reports, for the
+// pass to refuse.
+func TestHookSessionStartOutsideLoopd(t *testing.T) {
+	dir, _ := agentEnv(t, "octo-org/api#3")
+	t.Setenv(channel.EnvToken, "")
+	_, err := run(t, `{"session_id":"x","source":"startup"}`, "hook", "session-start")
+	require.ErrorIs(t, err, errNoChannel)
+	reports, err := channel.ReadReports(dir, 16)
+	require.NoError(t, err)
+	assert.Empty(t, reports)
 
-			_, err = run(t, tt.input, "hook", "session-start", "--config", config)
-
-			require.ErrorIs(t, err, errReportRejected)
-			assert.Contains(t, err.Error(), tt.reason)
-			st, err = sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "state", storeFile))
-			require.NoError(t, err)
-			defer st.Close()
-			rec, err := st.Get(context.Background(), k)
-			require.NoError(t, err)
-			require.NotNil(t, rec.Report)
-			assert.Equal(t, recorded, rec.Report.SessionID, "the recorded id is kept")
-			events, err := st.Events(context.Background(), store.EventFilter{})
-			require.NoError(t, err)
-			require.Len(t, events, 1)
-			assert.Equal(t, journal.SessionReportRejected, events[0].Name)
-			assert.Equal(t, tt.reason, events[0].Attrs["reason"])
-			assert.LessOrEqual(t, len(events[0].Attrs["attempted_session_id"]), maxShownValue+len("…"))
-		})
-	}
+	_, token := agentEnv(t, "octo-org/api#3")
+	_, err = run(t, strings.Repeat(" ", 2*channel.MaxInput), "hook", "session-start")
+	require.NoError(t, err)
+	reports, err = channel.ReadReports(os.Getenv(channel.EnvDir), 16)
+	require.NoError(t, err)
+	require.Len(t, reports, 1)
+	assert.Equal(t, channel.ProblemTooLarge, reports[0].Problem)
+	assert.Equal(t, channel.Digest(token), reports[0].TokenDigest)
 }
 
-func TestSessionStartHookQuotesPaths(t *testing.T) {
-	assert.Equal(t, `'it'\''s'`, shellQuote("it's"))
-	hook, err := sessionStartHook("conf dir/loopd.yaml")
+func TestSessionStartHookNamesNoConfig(t *testing.T) {
+	hook, err := sessionStartHook()
 	require.NoError(t, err)
-	assert.True(t, strings.HasSuffix(hook, " hook session-start --config '"+filepath.Join(mustGetwd(t), "conf dir/loopd.yaml")+"'"), hook)
-}
-
-func mustGetwd(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	return wd
-}
-
-// TestHookSessionStartInASandbox: with $LOOPD_CHANNEL set (a sandboxed
-// harness, which has no config or store) the hook leaves its report in the
-// channel dir and needs no config; the pass records it for the item whose
-// channel holds it, whatever item the report's environment named, checks
-// it as the hook does (a bad one is journaled and not recorded), and
-// removes it.
-func TestHookSessionStartInASandbox(t *testing.T) {
-	dir := t.TempDir()
-	config := writeConfig(t, dir)
-	cfg, err := schema.Load(config)
-	require.NoError(t, err)
-	ctx := context.Background()
-	mine, other := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}, desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "state", storeFile))
-	require.NoError(t, err)
-	defer st.Close()
-	for _, k := range []desired.Key{mine, other} {
-		_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-" + k.String(), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/w"})
-		require.NoError(t, err)
-	}
-	channels := filepath.Join(dir, "state", channelsDir)
-	channel := filepath.Join(channels, desired.SessionName(mine))
-	require.NoError(t, os.MkdirAll(channel, 0o700))
-
-	t.Setenv(actions.ChannelEnv, channel)
-	t.Setenv(workItemEnv, other.String()) // the agent's to set: not believed
-	input := `{"session_id":"8fb7b7f1-2c48-47de-8203-43547ba09c9d","hook_event_name":"SessionStart","source":"startup"}`
-	out, err := run(t, input, "hook", "session-start", "--config", filepath.Join(dir, "no-such-config.yaml"))
-	require.NoError(t, err, "no config needed")
-	assert.Empty(t, out)
-	_, err = run(t, `{"session_id":"../../etc/passwd","source":"startup"}`, "hook", "session-start")
-	require.NoError(t, err, "checked by the pass, not here")
-	files, err := filepath.Glob(filepath.Join(channel, reportPattern))
-	require.NoError(t, err)
-	require.Len(t, files, 2)
-
-	rec := journal.NewRecorder(slog.New(slog.DiscardHandler), st, time.Now)
-	require.NoError(t, ingestReports(ctx, cfg, st, rec, channels))
-	r, err := st.Get(ctx, mine)
-	require.NoError(t, err)
-	require.NotNil(t, r.Report, "recorded for the channel's item")
-	assert.Equal(t, "8fb7b7f1-2c48-47de-8203-43547ba09c9d", r.Report.SessionID)
-	r, err = st.Get(ctx, other)
-	require.NoError(t, err)
-	assert.Nil(t, r.Report, "never for the item the environment named")
-	events, err := st.Events(ctx, store.EventFilter{WorkItem: mine.String()})
-	require.NoError(t, err)
-	var names []string
-	for _, ev := range events {
-		names = append(names, string(ev.Name))
-	}
-	assert.ElementsMatch(t, []string{"session.reported", "session.report_rejected"}, names)
-	files, err = filepath.Glob(filepath.Join(channel, reportPattern))
-	require.NoError(t, err)
-	assert.Empty(t, files, "each report is taken once")
+	assert.True(t, strings.HasSuffix(hook, "' hook session-start"), hook)
+	assert.NotContains(t, hook, "--config", "an agent reads its argv: the config path is no business of it")
 }

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 	"github.com/loopd/loopd/store/sqlstore"
 )
@@ -267,6 +267,9 @@ func TestGetSelectsAndFormats(t *testing.T) {
 	_, err := run(t, "", "--config", config, "get", "--phase", "sleeping")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown phase "sleeping"; valid phases: Idle, Preparing, Queued`)
+	_, err = run(t, "", "--config", config, "get", "--phase", "runing")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown phase "runing"; did you mean Running?`)
 	_, err = run(t, "", "--config", config, "get", "-o", "xml")
 	assert.Error(t, err)
 
@@ -378,6 +381,7 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	for _, want := range []string{
 		"Name: Codertocat/Hello-World#8\n",
 		"Harness: claude-code\n",
+		"Credentials: none\n",
 		"Session: " + desired.SessionName(keyRunning) + "\n",
 		"Attach: tmux -L loopd-describe attach -t =" + desired.SessionName(keyRunning) + "\n",
 		"Transcript: /",
@@ -425,14 +429,40 @@ func openedFromAFork(k desired.Key) store.Ingest {
 		Delivery: &desired.Delivery{ID: "d-pr", Event: "pull_request", Action: "opened", Sender: "someone", Prompt: "[loopd] event\nbody"}}
 }
 
+// describe says what credential an item's agent may ask for: an App's
+// token scoped to the repository, loopd's own unscoped token only where
+// the route says so, or none.
+func TestDescribeShowsTheAgentsCredentials(t *testing.T) {
+	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 1}
+	route := schema.Route{Harness: "claude-code", Workdir: "/w/{{.Number}}", Checkout: &schema.Checkout{URL: "https://github.com/{{.Owner}}/{{.Repo}}.git"}}
+	cfg := func(gh *schema.GitHub, r schema.Route) *schema.Config {
+		return &schema.Config{GitHub: gh, Webhooks: schema.Webhooks{GHWebhook: schema.GHWebhook{Routing: schema.Routing{Repos: map[string]schema.Route{"octo-org/*": r}}}}}
+	}
+	app, token := &schema.GitHub{App: &schema.GitHubApp{AppID: 1}}, &schema.GitHub{TokenEnv: "LOOPD_GITHUB_TOKEN"}
+	withGH := route
+	withGH.AgentGH = true
+	withToken := route
+	withToken.AgentCredentials = schema.AgentCredentialsToken
+	noCheckout := route
+	noCheckout.Checkout = nil
+	assert.Equal(t, "app (an installation token of this repository alone)", credentialsShown(cfg(app, route), k))
+	assert.Equal(t, "app (an installation token of this repository alone), gh too", credentialsShown(cfg(app, withGH), k))
+	assert.Equal(t, "none", credentialsShown(cfg(token, route), k), "a plain token only when the route says so")
+	assert.Equal(t, "token (unscoped: every repository the token reaches)", credentialsShown(cfg(token, withToken), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, noCheckout), k), "nothing to push to")
+	assert.Equal(t, "none", credentialsShown(cfg(nil, route), k))
+	assert.Equal(t, "none", credentialsShown(cfg(app, route), desired.Key{Owner: "acme", Repo: "x", Number: 1}), "no route")
+}
+
 // attach execs tmux attach on loopd's socket with the exact session as
 // target; an item without a session is an error that says so.
 func TestAttachExecsTheExactSession(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
 	var got []string
+	prev := execve
 	execve = func(bin string, argv, env []string) error { got = append([]string{bin}, argv...); return nil }
-	t.Cleanup(func() { execve = syscall.Exec })
+	t.Cleanup(func() { execve = prev })
 
 	_, err := run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
 	require.Error(t, err)
@@ -452,7 +482,8 @@ func TestAttachExecsTheExactSession(t *testing.T) {
 	assert.Equal(t, []string{"tmux", "-L", ex.Socket(), "attach", "-t", "=" + session}, got[1:])
 }
 
-// logs prints the agent's whole pane, its scrollback included.
+// logs prints the agent's whole pane, its scrollback included, its lines
+// trimmed; --tail N the last N.
 func TestLogsPrintsTheScreenWithHistory(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
@@ -467,8 +498,14 @@ func TestLogsPrintsTheScreenWithHistory(t *testing.T) {
 
 	out, err := run(t, "", "--config", config, "logs", "codertocat/hello-world#8")
 	require.NoError(t, err)
-	assert.Contains(t, out, "line 1\n", "the scrollback, not only the screen")
-	assert.Contains(t, out, "line 200\ndone")
+	assert.True(t, strings.HasPrefix(out, "line 1\n"), "the scrollback, not only the screen")
+	assert.True(t, strings.HasSuffix(out, "line 200\ndone\n"), "no empty screen lines after the last: %q", out[max(0, len(out)-40):])
+	for _, l := range strings.Split(out, "\n") {
+		require.Equal(t, strings.TrimRight(l, " "), l, "no line padded to the screen's width")
+	}
+	out, err = run(t, "", "--config", config, "logs", "--tail", "3", "codertocat/hello-world#8")
+	require.NoError(t, err)
+	assert.Equal(t, "line 199\nline 200\ndone\n", out)
 
 	_, err = run(t, "", "--config", config, "logs", "octo-org/api#3")
 	require.Error(t, err)
@@ -613,4 +650,41 @@ func TestProcessItemBetweenRuns(t *testing.T) {
 	_, err = run(t, "", "--config", config, "logs", keyRunning.String())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "runs as a process and has no run now")
+}
+
+// logs --follow prints the pane's lines as they scroll into its history,
+// each once (the screen it printed first is not printed again), until
+// interrupted, and then exits 0.
+func TestLogsFollowPrintsLinesAsTheyScroll(t *testing.T) {
+	ex := tmuxtest.NewExec(t)
+	config, _ := fleetStore(t, ex.Socket())
+	session := desired.SessionName(keyRunning)
+	gate := filepath.Join(t.TempDir(), "go")
+	_, _, err := ex.NewSession(context.Background(), tmux.NewSession{Name: session, Height: 10,
+		Argv: []string{"sh", "-c", `seq 1 20 | sed 's/^/line /'; while [ ! -e "$1" ]; do sleep 0.05; done; seq 100 140 | sed 's/^/line /'; sleep 60`, "sh", gate}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		screen, err := ex.CapturePane(context.Background(), "="+session+":", false)
+		return err == nil && strings.Contains(screen, "line 20")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := newRootCmd()
+	var out syncBuffer
+	cmd.SetArgs([]string{"--config", config, "logs", "-f", "codertocat/hello-world#8"})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "line 20\n") }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "line 125\n") }, 10*time.Second, 20*time.Millisecond,
+		"the lines that scrolled off: %q", out.String())
+	cancel()
+	require.NoError(t, <-done, "an interrupt ends --follow with success")
+	got := out.String()
+	for _, l := range []string{"line 1\n", "line 15\n", "line 20\n", "line 100\n", "line 125\n"} {
+		assert.Equal(t, 1, strings.Count("\n"+got, "\n"+l), "%q once in %q", l, got)
+	}
 }

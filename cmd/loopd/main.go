@@ -16,6 +16,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		os.Exit(1)
 	}
+	// What the exec before this one kept out of the environment block
+	// (scrubEnviron), back in Go's copy of it.
+	if err := takeInherited(); err != nil {
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCmd().ExecuteContext(ctx)

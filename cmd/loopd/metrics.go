@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime/debug"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -12,12 +14,19 @@ import (
 // registerMetrics registers with reg the collectors serve exports on
 // /metrics: the Go runtime's and the process's, the reconciler's (which
 // the executor feeds too), the webhook receiver's, and the count of
-// rejection rows the journal queue dropped (rejections.Dropped).
+// rejection rows the journal queue dropped (rejections.Dropped), and
+// loopd_build_info, 1 with the binary's version, commit and Go version as
+// labels (the Prometheus convention for build facts).
 // contrib/prometheus and contrib/grafana use their names.
 func registerMetrics(reg prometheus.Registerer, rejections *journal.Async) (*reconciler.Metrics, *webhook.Metrics) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "loopd_journal_rejections_dropped_total",
 		Help: "Journal rows of rejected webhook requests dropped: their queue was full, or the store refused them."},
 		func() float64 { return float64(rejections.Dropped()) }))
+	v := currentVersion(debug.ReadBuildInfo())
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_build_info",
+		Help: "Always 1; the labels say which build of loopd this is."}, []string{"version", "commit", "go"})
+	build.WithLabelValues(v.Version, v.Commit, v.Go).Set(1)
+	reg.MustRegister(build)
 	return reconciler.NewMetrics(reg), webhook.NewMetrics(reg)
 }

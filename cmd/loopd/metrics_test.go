@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
@@ -214,4 +216,24 @@ func TestMetricsFollowPrometheusNaming(t *testing.T) {
 	require.NoError(t, err)
 	problems = slices.DeleteFunc(problems, func(p promlint.Problem) bool { return !strings.HasPrefix(p.Metric, "loopd_") })
 	assert.Empty(t, problems)
+}
+
+// TestBuildInfoSaysWhichBuild: /metrics has loopd_build_info, 1, labelled
+// with the same version, commit and Go version loopd version prints.
+func TestBuildInfoSaysWhichBuild(t *testing.T) {
+	names, reg := exported(t)
+	require.ElementsMatch(t, []string{"version", "commit", "go"}, names["loopd_build_info"])
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	v := currentVersion(debug.ReadBuildInfo())
+	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "loopd_build_info" })
+	require.GreaterOrEqual(t, i, 0)
+	require.Len(t, mfs[i].GetMetric(), 1)
+	m := mfs[i].GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	assert.Equal(t, map[string]string{"version": v.Version, "commit": v.Commit, "go": v.Go}, labels)
+	assert.Equal(t, 1.0, m.GetGauge().GetValue())
 }

@@ -59,3 +59,13 @@ func TestPrintPlanTyped(t *testing.T) {
 		"park work_item=acme/api#42 session=loop-acme-api-42 pane_id=%3 idle_for=30s reason=idle\n"+
 		"github_call work_item=acme/api#42 call=react call_id=3 attempts=2 next_attempt=2026-05-01T12:00:07Z http_status=502 err=\"Bad Gateway\"\n", text.String())
 }
+
+// TestEmptyPlanSaysNoChanges: a dry run with nothing to do says so in
+// text, and is an empty list in json and yaml.
+func TestEmptyPlanSaysNoChanges(t *testing.T) {
+	for format, want := range map[string]string{"text": "No changes.\n", "json": "[]\n", "yaml": "[]\n"} {
+		var out bytes.Buffer
+		require.NoError(t, printPlan(&out, format, reconciler.PassResult{}, nil))
+		assert.Equal(t, want, out.String(), format)
+	}
+}

@@ -81,6 +81,12 @@ func reconcileOnce(ctx context.Context, g *globals, o *reconcileOpts, out io.Wri
 		return a.refuse(ctx, err)
 	}
 	defer unlock()
+	// A failure repeated within the run (a flood of forged reports in an
+	// agent's channel, refused one by one) is one journal row and its
+	// count, as in serve.
+	repeats := journal.NewLimiter(journal.DefaultRepeatWindow, journal.DefaultMaxFailures, time.Now)
+	defer repeats.FlushAll(context.WithoutCancel(ctx))
+	a.journal = journal.NewRecorder(a.log, repeats.Appender(a.store), time.Now)
 	rc := a.reconciler(cfg, func() *schema.Config { return cfg })
 	rc.LockWait = o.lockWait
 	// With resumeProbeSeconds 0 a spawn is due for its probe at once: the
@@ -174,7 +180,7 @@ type planEntry struct {
 // yet (github_call), in format; a call tried before shows its last try's
 // answer (http_status, 0 when none came, and err). The text form is each
 // line's name and fields in logfmt (actions.FormatFields), as an action's
-// String is.
+// String is, or "No changes." for an empty plan and outbox.
 func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []desired.Call) error {
 	type line struct {
 		name   string
@@ -197,6 +203,10 @@ func printPlan(w io.Writer, format string, res reconciler.PassResult, queued []d
 		lines = append(lines, line{name: "github_call", fields: f})
 	}
 	if format == "text" {
+		if len(lines) == 0 {
+			_, err := fmt.Fprintln(w, "No changes.")
+			return err
+		}
 		for _, l := range lines {
 			if _, err := fmt.Fprintln(w, actions.FormatFields(l.name, l.fields)); err != nil {
 				return err

@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/go-github/v84/github"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/webhook"
 )
 
@@ -44,16 +47,23 @@ replays a redelivery.`,
 			if url == "" {
 				url = "http://" + hook.Listen + hook.Path
 			}
+			// Every file's event first: a name that tells none stops the
+			// run before anything is sent.
+			events := make([]string, len(files))
+			for i, file := range files {
+				if events[i] = o.event; events[i] == "" {
+					if events[i], err = eventOfFile(file); err != nil {
+						return err
+					}
+				}
+			}
 			client := &http.Client{Timeout: 30 * time.Second}
-			for _, file := range files {
+			for i, file := range files {
 				body, err := os.ReadFile(file)
 				if err != nil {
 					return err
 				}
-				event := o.event
-				if event == "" {
-					event, _, _ = strings.Cut(filepath.Base(file), ".")
-				}
+				event := events[i]
 				id := o.deliveryID
 				if id == "" {
 					id = uuid.NewString()
@@ -77,4 +87,18 @@ replays a redelivery.`,
 	cmd.Flags().StringVar(&o.event, "event", "", "X-GitHub-Event (default: from the file name)")
 	cmd.Flags().StringVar(&o.deliveryID, "delivery-id", "", "X-GitHub-Delivery (default: a new GUID)")
 	return cmd
+}
+
+// eventOfFile returns the event type a payload file's name gives
+// (<event>.<action>.<n>.json, as octokit/webhooks names its examples): the
+// part before the first dot, which must be an event GitHub sends (the
+// names go-github knows). Anything else is an error saying to name the
+// file so or give --event, never a request of an event no one sends.
+func eventOfFile(file string) (string, error) {
+	event, _, _ := strings.Cut(filepath.Base(file), ".")
+	if slices.Contains(github.MessageTypes(), event) {
+		return event, nil
+	}
+	return "", fmt.Errorf("%s: cannot tell its event: %q is no GitHub event%s; name the file <event>.<action>.<n>.json or give --event",
+		file, event, near.DidYouMean(near.Names(event, github.MessageTypes())))
 }

@@ -57,7 +57,8 @@ func newRootCmd() *cobra.Command {
 		newHoldCmd(g, false),
 		newForgetCmd(g),
 		newReplayCmd(g),
-		newHookCmd(g),
+		newHookCmd(),
+		newCredentialCmd(),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
 		newSandboxExecCmd(),
@@ -71,11 +72,38 @@ func newRootCmd() *cobra.Command {
 // logged with a pass's context carries its reconcile_id
 // (journal.WithPassID).
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
+	level, err := g.level()
+	if err != nil {
+		return nil, err
+	}
+	return g.loggerAt(w, level)
+}
+
+// verbLogger is the logger of a command that prints its own line for a
+// person (hold, release, forget): its info lines, the journal rows it
+// writes among them, show only at --log-level debug; warnings and errors
+// always.
+func (g *globals) verbLogger(w io.Writer) (*slog.Logger, error) {
+	level, err := g.level()
+	if err != nil {
+		return nil, err
+	}
+	if level > slog.LevelDebug {
+		level = max(level, slog.LevelWarn)
+	}
+	return g.loggerAt(w, level)
+}
+
+func (g *globals) level() (slog.Level, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
 		// slog's own error names no valid value.
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
+	return level, nil
+}
+
+func (g *globals) loggerAt(w io.Writer, level slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(g.logFormat) {
 	case "text":

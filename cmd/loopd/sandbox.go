@@ -48,7 +48,6 @@ func sandboxOf(ctx context.Context, cfg *schema.Config, configPath string) (*act
 	sb := &actions.Sandbox{}
 	sb.Host, sb.Err = sandbox.Check(ctx, exe, os.Getenv("PATH"))
 	sb.Hide, sb.Mask = cfg.Hidden(configPath, os.LookupEnv)
-	sb.Channels = filepath.Join(cfg.StateDir, channelsDir)
 	if socket, err := tmux.SocketPath(cfg.Tmux.Socket); err == nil {
 		sb.Hide = append(sb.Hide, filepath.Dir(socket))
 	}

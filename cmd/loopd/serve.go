@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/perm"
@@ -66,7 +67,7 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	// The GitHub credentials are read, and the token's variable unset,
 	// before anything is started that could inherit them.
-	ghClient, err := gitHubClient(cfg)
+	ghClient, ghCred, err := gitHubClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -166,6 +167,25 @@ func serve(ctx context.Context, g *globals) error {
 	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
+	// Each item's agent asks for its credential over its channel's
+	// socket, which serve listens on from the agent's spawn (and, for the
+	// agents it adopts, from now) until it stops.
+	broker, err := a.credentialBroker(cfg, watcher.Current, ghCred)
+	if err != nil {
+		return err
+	}
+	// They stop with serve, whichever way it returns (a port taken at
+	// start included), before it waits for their requests in flight.
+	channelsCtx, stopChannels := context.WithCancel(ctx)
+	channels := newChannelServer(channelsCtx, broker, a.journal, log)
+	defer channels.Wait()
+	defer stopChannels()
+	rc.Executor.OpenChannel = channels.Open
+	if records, err := a.store.Records(ctx); err == nil {
+		channels.OpenAll(records, channel.Root(cfg.StateDir))
+	} else {
+		log.Warn(string(journal.ChannelFailed), "err", err)
+	}
 
 	// The login whose comments are never delivered to an agent: the
 	// configured one, or the one the credentials belong to, asked at start
@@ -395,11 +415,16 @@ func (a *app) refuse(ctx context.Context, err error) error {
 // loadWithSecret loads the config and the webhook secret: the content of
 // secretFile when it is set, else the env var secretEnv names, which it
 // then removes from this process's environment so that nothing loopd
-// starts inherits it. An empty secret is an error, since it would
+// starts inherits it. Before that, a loopd whose environment holds a
+// secret re-executes itself without it (scrubEnviron). An empty secret is an error, since it would
 // authenticate nothing. The secret itself is never logged.
 func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	cfg, err := g.load()
 	if err != nil {
+		return nil, "", err
+	}
+	// Then no secret stays in this process's /proc/<pid>/environ.
+	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
 		return nil, "", err
 	}
 	path, err := cfg.SecretFilePath(os.LookupEnv)
@@ -407,7 +432,7 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 		return nil, "", fmt.Errorf("webhook secret: %w", err)
 	}
 	if path != "" {
-		secret, err := readSecretFile(path)
+		secret, err := readCredentialFile("webhook secret", "secretFile", "the secret configured on GitHub", path)
 		if err != nil {
 			return nil, "", err
 		}
@@ -424,22 +449,28 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	return cfg, secret, nil
 }
 
-// checkSecretFiles checks the files cfg takes its secrets from (secretFile
-// and the GitHub App's privateKeyFile) as their readers do (perm.Secret),
-// without reading them: for config validate and reconcile --once, which
-// read neither or only the key, so that they say what serve would refuse.
-// A secretFile whose path names an unset variable (${CREDENTIALS_DIRECTORY}
-// outside its unit) cannot be checked; cannot, when not nil, is told why.
+// checkSecretFiles checks the files cfg takes its secrets from (secretFile,
+// github.tokenFile and the GitHub App's privateKeyFile) as their readers do
+// (perm.Secret), without reading them: for config validate and reconcile
+// --once, which read neither or only the key, so that they say what serve
+// would refuse. A file whose path names an unset variable
+// (${CREDENTIALS_DIRECTORY} outside its unit) cannot be checked; cannot,
+// when not nil, is told why.
 func checkSecretFiles(cfg *schema.Config, cannot func(error)) error {
 	// Each file, named as its reader names it.
 	files := map[string]string{}
-	switch path, err := cfg.SecretFilePath(os.LookupEnv); {
-	case err != nil:
-		if cannot != nil {
-			cannot(fmt.Errorf("webhook secret: %w; its file's mode is not checked", err))
+	for _, f := range []struct {
+		what, key string
+		path      func(lookup func(string) (string, bool)) (string, error)
+	}{{"webhook secret", "secretFile", cfg.SecretFilePath}, {"github", "tokenFile", cfg.TokenFilePath}} {
+		switch path, err := f.path(os.LookupEnv); {
+		case err != nil:
+			if cannot != nil {
+				cannot(fmt.Errorf("%s: %w; its file's mode is not checked", f.what, err))
+			}
+		case path != "":
+			files[f.what+": "+f.key] = path
 		}
-	case path != "":
-		files["webhook secret: secretFile"] = path
 	}
 	if g := cfg.GitHub; g != nil && g.App != nil {
 		files["github app: privateKeyFile"] = g.App.PrivateKeyFile
@@ -453,36 +484,38 @@ func checkSecretFiles(cfg *schema.Config, cannot func(error)) error {
 	return errors.Join(problems...)
 }
 
-// maxSecretFile caps the bytes read from a secret file; GitHub's webhook
-// secrets are short strings.
+// maxSecretFile caps the bytes read from a credential file; GitHub's
+// webhook secrets and tokens are short strings.
 const maxSecretFile = 64 << 10
 
-// readSecretFile returns the content of path less one trailing newline
-// (as echo and most editors leave one, "\n" or "\r\n"). A missing,
-// unreadable, oversized or empty file is an error naming path, and so is
-// one that other users can read or change (perm.Secret).
-func readSecretFile(path string) (string, error) {
+// readCredentialFile returns the content of path, the file the config key
+// names (secretFile, tokenFile) for what (the webhook secret, github),
+// which should hold fill, less one trailing newline (as echo and most
+// editors leave one, "\n" or "\r\n"). A missing, unreadable, oversized or
+// empty file is an error naming path, and so is one that other users can
+// read or change (perm.Secret).
+func readCredentialFile(what, key, fill, path string) (string, error) {
 	if err := perm.Secret(path); err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile %w", err)
+		return "", fmt.Errorf("%s: %s %w", what, key, err)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile: %w", err)
+		return "", fmt.Errorf("%s: %s: %w", what, key, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: secretFile: %w", err) // read <path>: …
+		return "", fmt.Errorf("%s: %s: %w", what, key, err) // read <path>: …
 	}
 	if len(data) > maxSecretFile {
-		return "", fmt.Errorf("webhook secret: secretFile %s: larger than %d bytes", path, maxSecretFile)
+		return "", fmt.Errorf("%s: %s %s: larger than %d bytes", what, key, path, maxSecretFile)
 	}
 	secret, ok := strings.CutSuffix(string(data), "\r\n")
 	if !ok {
 		secret = strings.TrimSuffix(secret, "\n")
 	}
 	if secret == "" {
-		return "", fmt.Errorf("webhook secret: secretFile %s is empty; write the secret configured on GitHub into it", path)
+		return "", fmt.Errorf("%s: %s %s is empty; write %s into it", what, key, path, fill)
 	}
 	return secret, nil
 }

@@ -20,8 +20,8 @@ func (t tightened) String() string {
 // privateStateDir makes the state dir dir with mode 0700, or tightens it to
 // 0700, and takes group and others' access from every file and directory
 // directly in it (the store and its -wal and -shm, the locks, the host id,
-// the launch, runs and mirrors directories: 0600 and 0700 as loopd makes
-// them), and returns what it tightened. The state dir holds every event's
+// the launch, runs, channels and mirrors directories: 0600 and 0700 as
+// loopd makes them), and returns what it tightened. The state dir holds every event's
 // text, the transcripts copied between hosts and the mirrors of every
 // repository loopd fetched; what loopd writes deeper is made 0600 in 0700
 // directories, and git's own files in the mirrors keep git's modes under

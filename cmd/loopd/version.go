@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -36,7 +37,7 @@ func (v buildVersion) String() string {
 
 // currentVersion returns the version of this binary: the -X values when
 // set, else what info holds (nil: nothing known), "unknown" for what
-// neither says.
+// neither says; a version that is only the commit is "(devel)".
 func currentVersion(info *debug.BuildInfo, ok bool) buildVersion {
 	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version()}
 	if ok {
@@ -66,13 +67,21 @@ func currentVersion(info *debug.BuildInfo, ok bool) buildVersion {
 			v.Go = info.GoVersion
 		}
 	}
-	if v.Version == "" {
+	if v.Version == "" || isCommitName(v.Version, v.Commit) {
 		v.Version = "(devel)"
 	}
 	if v.Commit == "" {
 		v.Commit = "unknown"
 	}
 	return v
+}
+
+// isCommitName reports whether version only names commit: git describe
+// --always (the Makefile's VERSION) gives an untagged commit's abbreviated
+// hash, which is no version, and the line would say the commit twice.
+func isCommitName(version, commit string) bool {
+	version, commit = strings.TrimSuffix(version, "-dirty"), strings.TrimSuffix(commit, "-dirty")
+	return len(version) >= 7 && strings.HasPrefix(commit, version)
 }
 
 func newVersionCmd() *cobra.Command {

@@ -60,10 +60,23 @@ const (
 	SessionNeedsAttention Name = "session.needs_attention"
 	// SessionAdopted: a live pane the record did not account for is the item's.
 	SessionAdopted Name = "session.adopted"
-	// SessionReported: the harness reported its session id (SessionStart).
+	// SessionReported: the harness reported its session id (SessionStart),
+	// through the item's channel.
 	SessionReported Name = "session.reported"
-	// SessionReportRejected: a SessionStart report failed its checks.
+	// SessionReportRejected: a report in an item's channel failed its
+	// checks (another item's, an earlier spawn's, malformed …); it was
+	// removed and changed nothing.
 	SessionReportRejected Name = "session.report_rejected"
+
+	// ChannelFailed: an item's channel could not be read, listened on or
+	// served (log only).
+	ChannelFailed Name = "channel.failed"
+	// CredentialIssued: an agent was handed a credential over its
+	// channel (credentials=app|token, repository, expires).
+	CredentialIssued Name = "credential.issued"
+	// CredentialRefused: an agent asked for a credential it does not get
+	// (reason=not_this_spawn|no_credentials|other_repository|mint_failed…).
+	CredentialRefused Name = "credential.refused"
 	// SessionFollowed: the item now follows the id its harness reported.
 	SessionFollowed Name = "session.followed"
 	// SessionPredecessorKilled: a spawn killed the item's previous harness,

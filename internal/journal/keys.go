@@ -43,6 +43,7 @@ const (
 	KeyKeys               = "keys"                 // the keys sent to a pane
 	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes
 	KeySandbox            = "sandbox"              // how a spawn runs its harness: bubblewrap, or none
+	KeyReport             = "report"               // a report's file name in an item's channel
 
 	// Deliveries.
 	KeyDelivery  = "delivery"  // a delivery id (X-GitHub-Delivery), as in the prompt's header line
@@ -85,7 +86,7 @@ const (
 	KeyRepairs          = "repairs"            // what a repair removed or finished, one text each, "; " between
 	KeyMigrated         = "migrated"           // an older loopd's worktree was made a clone in place
 	KeyClass            = "class"              // a failure's class: transient or permanent
-	KeyOp               = "op"                 // the workspace operation that failed: fetch, clone, mkdir…
+	KeyOp               = "op"                 // an operation: the workspace one that failed (fetch, clone, mkdir…), a channel request's (git, token)
 	KeyCommand          = "command"            // the git command that failed, URLs masked
 	KeyStderr           = "stderr"             // the last lines of a command's stderr, masked
 	KeyFailuresOnError  = "failures_on_error"  // the failure count a failed prepare_workspace records
@@ -104,13 +105,16 @@ const (
 	KeyStaleState    = "stale_state"    // the delivery's state was older than the recorded one
 
 	// Calls to GitHub's REST API (the outbox).
-	KeyCall       = "call"        // what a call does: announce, react or notify
-	KeyCallID     = "call_id"     // a call's id in the outbox
-	KeyHTTPStatus = "http_status" // GitHub's HTTP status code, 0 when none came
-	KeyAttempts   = "attempts"    // the tries of a call so far
-	KeyFound      = "found"       // the comment was already on GitHub (its marker was found)
-	KeyLogin      = "login"       // a GitHub login
-	KeyAPIURL     = "api_url"     // GitHub's REST API base URL
+	KeyCall        = "call"        // what a call does: announce, react or notify
+	KeyCallID      = "call_id"     // a call's id in the outbox
+	KeyHTTPStatus  = "http_status" // GitHub's HTTP status code, 0 when none came
+	KeyAttempts    = "attempts"    // the tries of a call so far
+	KeyFound       = "found"       // the comment was already on GitHub (its marker was found)
+	KeyLogin       = "login"       // a GitHub login
+	KeyAPIURL      = "api_url"     // GitHub's REST API base URL
+	KeyCredentials = "credentials" // what credential a route's agents get: app, token or none (agentCredentials)
+	KeyRepository  = "repository"  // owner/repo a credential is for
+	KeyExpires     = "expires"     // when a credential handed to an agent stops working (RFC 3339)
 
 	// The daemon.
 	KeyAction          = "action"           // a planned action's name, as in the dry run

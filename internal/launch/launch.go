@@ -207,3 +207,10 @@ func Exec(envFile string, argv []string) error {
 	}
 	return nil
 }
+
+// ShellQuote quotes s as one word for sh: single quotes, with each ' written
+// as '\”. The command lines loopd hands a harness to run (its
+// SessionStart hook, git's credential helper) name loopd's executable so.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -373,7 +373,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 	out := make([]itemRow, len(records))
 	for i, rec := range records {
 		phase := cmp.Or(rec.Status.Phase, desired.PhaseIdle)
-		id := desired.ConversationLabel(rec.ConversationID(nil), rec.Status.IDUnconfirmed)
+		id := desired.ConversationLabel(rec.Status.HarnessSessionID, rec.Status.IDUnconfirmed)
 		out[i] = itemRow{
 			Key:            rec.Key.String(),
 			URL:            itemURL(rec.Key),

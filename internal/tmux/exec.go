@@ -373,6 +373,40 @@ func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (st
 	return string(out), nil
 }
 
+// HistorySize returns the number of lines in target's history (the
+// scrollback above the screen, #{history_size}) and the screen's height in
+// lines (#{pane_height}).
+func (e *Exec) HistorySize(ctx context.Context, target string) (history, height int, err error) {
+	if err := CheckTarget(target); err != nil {
+		return 0, 0, fmt.Errorf("history of %s: %w", target, err)
+	}
+	out, err := e.run(ctx, nil, []string{"display-message", "-p", "-t", target, "#{history_size} #{pane_height}"})
+	if err != nil {
+		return 0, 0, fmt.Errorf("history of %s: %w", target, err)
+	}
+	if _, err := fmt.Sscan(string(out), &history, &height); err != nil {
+		return 0, 0, fmt.Errorf("history of %s: %q: %w", target, out, err)
+	}
+	return history, height, nil
+}
+
+// CaptureNewest runs capture-pane -p -J for the newest n lines of target's
+// history (-S -n -E -1: the lines just above the screen); n ≤ 0 captures
+// nothing.
+func (e *Exec) CaptureNewest(ctx context.Context, target string, n int) (string, error) {
+	if n <= 0 {
+		return "", nil
+	}
+	if err := CheckTarget(target); err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	out, err := e.run(ctx, nil, []string{"capture-pane", "-p", "-J", "-t", target, "-S", strconv.Itoa(-n), "-E", "-1"})
+	if err != nil {
+		return "", fmt.Errorf("capture %s: %w", target, err)
+	}
+	return string(out), nil
+}
+
 // KillSession runs kill-session -t =name behind an if-shell that checks
 // the session's owner mark in the same invocation.
 func (e *Exec) KillSession(ctx context.Context, name, owner string) error {

@@ -114,15 +114,15 @@ func NewMover(store Store, harnesses map[string]harness.Adapter, host string, re
 	return &Mover{store: store, harnesses: harnesses, host: host, rec: rec, now: time.Now, copies: map[copyKey]*copyState{}}
 }
 
-// conversation returns r's harness and the id of the conversation its
-// harness is in (Record.ConversationID), ok false when there is none to
-// copy.
+// conversation returns r's harness and the id of the conversation it is
+// in (Status.HarnessSessionID, which a reported /clear moves once the
+// planner follows it), ok false when there is none to copy.
 func (m *Mover) conversation(r desired.Record) (harness.Adapter, string, bool) {
 	a := m.harnesses[r.Spec.Harness]
 	if a == nil {
 		return nil, "", false
 	}
-	id := r.ConversationID(a.ValidSessionID)
+	id := r.Status.HarnessSessionID
 	return a, id, id != "" && a.ValidSessionID(id)
 }
 
@@ -139,8 +139,7 @@ func (m *Mover) state(k copyKey) *copyState {
 }
 
 // Ship appends to the store what it lacks of r's current transcript: the
-// conversation's (Record.ConversationID, Status.HarnessSessionID unless
-// the harness reported another), found where r's harness writes it for
+// conversation's (Status.HarnessSessionID), found where r's harness writes it for
 // r's workdir, under r.Lease.Generation. It copies whole lines only (a
 // line being written waits for the next Ship), from the stored size on,
 // in appends of at most ChunkSize bytes. The stored size is read once and

@@ -257,18 +257,25 @@ func TestShipReadsTheStoredSizeAgainAfterAnOffsetMismatch(t *testing.T) {
 	assert.Equal(t, first+second+third, string(f.store.stored(keyA, f.id())))
 }
 
-func TestShipFollowsTheReportedConversation(t *testing.T) {
+// A conversation the harness reported (/clear) is shipped once the
+// planner followed it (Status.HarnessSessionID): the report alone is the
+// agent's word, and the recorded conversation is shipped until then.
+func TestShipFollowsTheFollowedConversation(t *testing.T) {
 	f := newFixture(t)
-	// /clear started another conversation, which the harness reported.
 	other := uuid.NewString()
 	f.rec.Status.Phase, f.rec.Status.SpawnedAt = desired.PhaseRunning, time.Now().Add(-time.Minute)
 	f.rec.Report = &desired.SessionReport{SessionID: other, At: time.Now()}
 	tr, err := f.ad.Transcript(f.work, other)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Dir(tr.Path), 0o700))
-	require.NoError(t, os.WriteFile(tr.Path, []byte(userLine("after clear")), 0o600))
+	line := userLine("after clear")
+	require.NoError(t, os.WriteFile(tr.Path, []byte(line), 0o600))
 	require.NoError(t, f.mover.Ship(t.Context(), f.rec))
-	assert.Equal(t, userLine("after clear")[:40], string(f.store.stored(keyA, other))[:40])
+	assert.Empty(t, f.store.stored(keyA, other), "not followed yet")
+
+	f.rec.Status = f.rec.Status.Follow(other)
+	require.NoError(t, f.mover.Ship(t.Context(), f.rec))
+	assert.Equal(t, line, string(f.store.stored(keyA, other)))
 }
 
 func TestShipWithoutATranscriptRuleCopiesNothing(t *testing.T) {

@@ -1,13 +1,19 @@
 // Package ghapitest is test support: a stateful stand-in for the part of
 // GitHub's REST API loopd calls, served over real HTTP (httptest) in the
 // way go-github's own tests do, under a GitHub Enterprise Server path
-// (/api/v3). It keeps the comments and reactions made, records every
-// request (method, path, query, Authorization header, body), and takes
-// injected failures and a hold on comment posts.
+// (/api/v3). It keeps the comments and reactions made and the installation
+// tokens minted (with the repositories and permissions asked for), records
+// every request (method, path, query, Authorization header, body), and
+// takes injected failures and a hold on comment posts. GitServer serves
+// git over HTTP behind the tokens it minted, as GitHub does.
 package ghapitest
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,6 +53,16 @@ func (c Comment) MarshalJSON() ([]byte, error) {
 	}{c.Author}})
 }
 
+// Minted is an installation token the server handed out for named
+// repositories: what was asked (repositories, permissions) and when it
+// expires.
+type Minted struct {
+	Token        string
+	Repositories []string
+	Permissions  map[string]string
+	Expires      time.Time
+}
+
 // Reaction is a reaction the server holds: On is the API path it was made
 // on, e.g. /repos/o/r/issues/comments/7/reactions.
 type Reaction struct {
@@ -70,8 +86,11 @@ type Server struct {
 	*httptest.Server
 	// Login is GET /user's login; AppSlug GET /app's slug;
 	// InstallationToken the token POST /app/installations/{id}/access_tokens
-	// hands out.
+	// hands out when no repository is named (loopd's own).
 	Login, AppSlug, InstallationToken string
+	// TokenTTL is how long a token minted for named repositories lasts
+	// (GitHub: an hour); ghinstallation mints again a minute before.
+	TokenTTL time.Duration
 
 	mu        sync.Mutex
 	requests  []Request
@@ -79,6 +98,7 @@ type Server struct {
 	reactions []Reaction
 	failures  []*Failure
 	nextID    int64
+	minted    []Minted
 	hold      chan struct{}
 	held      chan struct{}
 	// PageSize caps a comment listing's page, whatever per_page asks.
@@ -87,7 +107,7 @@ type Server struct {
 
 // New starts a server, closed at the end of t.
 func New(t testing.TB) *Server {
-	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation",
+	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation", TokenTTL: time.Hour,
 		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
@@ -225,8 +245,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"slug": s.AppSlug, "id": 1})
 	case r.Method == http.MethodPost && accessTokensPath.MatchString(path):
-		s.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"token": s.InstallationToken, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		s.mintToken(w, body) // unlocks
 	case m != nil && r.Method == http.MethodGet:
 		s.listComments(w, r, m[1]+"/"+m[2]+"/"+m[3]) // unlocks
 	case m != nil && r.Method == http.MethodPost:
@@ -260,6 +279,53 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Tokens returns the tokens minted for named repositories, in order.
+func (s *Server) Tokens() []Minted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Minted(nil), s.minted...)
+}
+
+// Scoped returns the token minted for named repositories whose value is
+// token, ok false for none.
+func (s *Server) Scoped(token string) (Minted, bool) {
+	for _, m := range s.Tokens() {
+		if m.Token == token {
+			return m, true
+		}
+	}
+	return Minted{}, false
+}
+
+// mintToken answers POST /app/installations/{id}/access_tokens: with
+// repositories named, a new token of its own, recorded (Tokens), lasting
+// TokenTTL, with the repositories and permissions in the answer as GitHub
+// gives them; else InstallationToken for an hour. s.mu is held on entry
+// and released.
+func (s *Server) mintToken(w http.ResponseWriter, body []byte) {
+	var in struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	_ = json.Unmarshal(body, &in)
+	if len(in.Repositories) == 0 {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]any{"token": s.InstallationToken, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		return
+	}
+	s.nextID++
+	m := Minted{Token: fmt.Sprintf("ghs_scoped_%d", s.nextID), Repositories: in.Repositories, Permissions: in.Permissions,
+		Expires: time.Now().Add(s.TokenTTL).UTC().Truncate(time.Second)}
+	s.minted = append(s.minted, m)
+	s.mu.Unlock()
+	repos := make([]map[string]string, len(m.Repositories))
+	for i, name := range m.Repositories {
+		repos[i] = map[string]string{"name": name}
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"token": m.Token, "expires_at": m.Expires.Format(time.RFC3339),
+		"permissions": m.Permissions, "repositories": repos})
+}
+
 // listComments answers one page of an item's comments, with GitHub's Link
 // header for the next one. s.mu is held on entry and released.
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request, item string) {
@@ -285,3 +351,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// AppKey returns a GitHub App's private key (PEM, RSA 2048), made once
+// per test binary: the API stand-in takes any App's JWT.
+func AppKey(t testing.TB) []byte {
+	t.Helper()
+	appKeyOnce.Do(func() {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err == nil {
+			appKey = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+		}
+	})
+	if appKey == nil {
+		t.Fatal("generate an App key")
+	}
+	return appKey
+}
+
+var (
+	appKeyOnce sync.Once
+	appKey     []byte
+)

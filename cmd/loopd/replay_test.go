@@ -1,0 +1,60 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReplayRefusesAFileWhoseEventItCannotTell: replay takes the event from
+// the file's name; a name that is no GitHub event (payload.json) is refused
+// before anything is sent, with a near miss suggested, and --event names it
+// instead.
+func TestReplayRefusesAFileWhoseEventItCannotTell(t *testing.T) {
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "github-webhooks", "issue_comment.created.1.json"))
+	require.NoError(t, err)
+	named := filepath.Join(dir, "issue_comment.created.1.json")
+	unnamed := filepath.Join(dir, "payload.json")
+	typo := filepath.Join(dir, "isue_comment.created.1.json")
+	for _, f := range []string{named, unnamed, typo} {
+		require.NoError(t, os.WriteFile(f, body, 0o600))
+	}
+	var mu sync.Mutex
+	var events []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		events = append(events, r.Header.Get("X-GitHub-Event"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	replay := func(args ...string) error {
+		t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cret") // loopd takes it out of its environment once read
+		_, err := run(t, "", append([]string{"--config", config, "replay", "--url", srv.URL}, args...)...)
+		return err
+	}
+	sent := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), events...)
+	}
+
+	err = replay(named, unnamed)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `cannot tell its event: "payload" is no GitHub event; name the file <event>.<action>.<n>.json or give --event`)
+	assert.Empty(t, sent(), "nothing sent: the bad name is found first")
+
+	assert.ErrorContains(t, replay(typo), `"isue_comment" is no GitHub event; did you mean issue_comment?`)
+
+	require.NoError(t, replay(named))
+	require.NoError(t, replay("--event", "issue_comment", unnamed))
+	assert.Equal(t, []string{"issue_comment", "issue_comment"}, sent())
+}

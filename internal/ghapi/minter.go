@@ -1,0 +1,102 @@
+package ghapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	ghv88 "github.com/google/go-github/v88/github"
+)
+
+// agentPermissions are what an agent's installation token may do in its
+// repository: push its branch (contents), open or update its pull request
+// (pull_requests), and comment on the issue or pull request (issues), all
+// write. Metadata, read, comes with any token. Nothing else: no workflows
+// (a push that changes .github/workflows is refused), no administration.
+// The names and levels are GitHub's (POST
+// /app/installations/{installation_id}/access_tokens, "permissions").
+func agentPermissions() *ghv88.InstallationPermissions {
+	write := "write"
+	return &ghv88.InstallationPermissions{Contents: &write, PullRequests: &write, Issues: &write}
+}
+
+// Minter mints a GitHub App installation's tokens for agents, each scoped
+// to one repository (POST /app/installations/{id}/access_tokens with
+// repositories and agentPermissions), and keeps each until a minute before it
+// expires (ghinstallation.Transport.Token), when it mints another. A token
+// lasts an hour. It is safe for concurrent use.
+type Minter struct {
+	apiURL  string
+	cred    Credentials
+	base    http.RoundTripper
+	timeout time.Duration
+
+	mu sync.Mutex
+	// repos holds the transport of each repository asked for, by
+	// "owner/repo" in lower case (GitHub's names ignore case).
+	repos map[string]*ghinstallation.Transport
+}
+
+// NewMinter returns a Minter of the App installation cred names (AppID,
+// InstallationID, PrivateKey), at apiURL (https://api.github.com, or a
+// GitHub Enterprise Server's https://HOST/api/v3), over base (nil:
+// http.DefaultTransport), each request bounded by timeout. The error wraps
+// ErrNoCredentials when cred names no App.
+func NewMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Minter, error) {
+	if cred.AppID == 0 {
+		return nil, fmt.Errorf("github token minter: %w: no App", ErrNoCredentials)
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if apiURL == "" {
+		apiURL = "https://api.github.com"
+	}
+	return &Minter{apiURL: strings.TrimRight(apiURL, "/"), cred: cred, base: base, timeout: timeout, repos: map[string]*ghinstallation.Transport{}}, nil
+}
+
+// Token returns an installation token that reaches owner/repo alone, with
+// agentPermissions, and when it expires: the one minted before while it
+// has more than a minute left, else a new one. The error is GitHub's
+// refusal (a repository the installation does not cover, a permission the
+// App lacks: 422) or the request's, as ghinstallation wraps it.
+func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Time, error) {
+	tr, err := m.transport(owner, repo)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	tok, err := tr.Token(ctx)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("github app %d: token for %s/%s: %w", m.cred.AppID, owner, repo, err)
+	}
+	expires, _, err := tr.Expiry()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("github app %d: token for %s/%s: %w", m.cred.AppID, owner, repo, err)
+	}
+	return tok, expires, nil
+}
+
+// transport returns the installation transport of owner/repo, made on
+// first use: its own, since ghinstallation keeps one token per transport
+// and shares its App transport's fields while it refreshes.
+func (m *Minter) transport(owner, repo string) (*ghinstallation.Transport, error) {
+	key := strings.ToLower(owner + "/" + repo)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if tr, ok := m.repos[key]; ok {
+		return tr, nil
+	}
+	tr, err := ghinstallation.New(m.base, m.cred.AppID, m.cred.InstallationID, m.cred.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("github app %d: %w", m.cred.AppID, err)
+	}
+	tr.BaseURL = m.apiURL
+	tr.Client = &http.Client{Transport: m.base, Timeout: m.timeout}
+	tr.InstallationTokenOptions = &ghv88.InstallationTokenOptions{Repositories: []string{repo}, Permissions: agentPermissions()}
+	m.repos[key] = tr
+	return tr, nil
+}
