@@ -436,14 +436,15 @@ func dash(s string) string {
 	return s
 }
 
-// accounts returns the account of each harness of cfg
-// (harness.Adapter.Account), the one capability get needs: which items a
-// usage limit holds. A harness whose adapter cannot be made is left out.
+// accounts returns the capabilities of each harness of cfg that get needs:
+// its account (harness.Adapter.Account: which items a usage limit holds)
+// and whether its command is missing (the reason's err=). A harness whose
+// adapter cannot be made is left out.
 func accounts(cfg *schema.Config) map[string]reconciler.Capabilities {
 	out := map[string]reconciler.Capabilities{}
 	for name, h := range cfg.Harnesses {
 		if ad, err := harness.New(name, h); err == nil {
-			out[name] = reconciler.Capabilities{Account: ad.Account()}
+			out[name] = reconciler.Capabilities{Account: ad.Account(), Missing: missing(ad)}
 		}
 	}
 	return out

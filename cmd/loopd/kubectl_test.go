@@ -163,14 +163,18 @@ func TestEventsOfAnItemIgnoreCase(t *testing.T) {
 
 // events --type keeps the names given, --limit the newest of them, and -o
 // json prints one typed object a line that the documented schema accepts.
-// An event type no event has is an error that suggests its family's
-// names: a typo under --follow would otherwise show nothing, forever.
+// An event type no event has is an error that suggests the name it is a
+// near miss of, else its family's names: a typo under --follow would
+// otherwise show nothing, forever.
 func TestEventsUnknownTypeIsAnError(t *testing.T) {
 	config, _ := fleetStore(t, "")
 	_, err := run(t, "", "--config", config, "events", "--type", "session.exited,session.exitd")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown event type "session.exitd"`)
-	assert.Contains(t, err.Error(), string(journal.SessionExited))
+	assert.Contains(t, err.Error(), `unknown event type "session.exitd"; did you mean session.exited?`, "a near miss: just its name")
+	_, err = run(t, "", "--config", config, "events", "--type", "session.frobnicated")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "did you mean one of ", "no near miss: its family")
+	assert.Contains(t, err.Error(), string(journal.SessionSpawned))
 	_, err = run(t, "", "--config", config, "events", "--type", "bogus")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown event type "bogus"`)
