@@ -56,6 +56,9 @@ const (
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
 	ReasonWorkspaceMissing Reason = "workspace_missing"
 	ReasonHarnessUnknown   Reason = "harness_unknown"
+	// ReasonHarnessMissing: the harness's command cannot be found or run
+	// (harness.LookCommand); nothing is spawned until it can.
+	ReasonHarnessMissing   Reason = "harness_missing"
 	ReasonAwaitingStart    Reason = "awaiting_harness_start" // no session-start report yet
 	ReasonAwaitingDelivery Reason = "awaiting_delivery"      // pasted, not yet in the transcript
 	ReasonUnconfirmedSend  Reason = "delivery_unconfirmed"   // never showed in the transcript

@@ -37,6 +37,9 @@ var (
 	// Block for it returns it, and so does an action the planner could not
 	// have planned for such an item.
 	ErrUnknownHarness = errors.New("unknown harness")
+	// ErrHarnessMissing means the item's harness command cannot be found
+	// or run: a Block for it returns it.
+	ErrHarnessMissing = errors.New("harness command missing")
 	// ErrNotHeadless means the item's route runs its agents as processes
 	// and its harness has no headless form: a Block for it returns it.
 	ErrNotHeadless = errors.New("harness has no headless form")
@@ -1394,6 +1397,9 @@ func (e *Executor) block(ctx context.Context, r *desired.Record, reason Reason, 
 	case ReasonNotHeadless:
 		err = fmt.Errorf("%s: %w: %q", r.Key, ErrNotHeadless, detail)
 		name = journal.DispatchFailed
+	case ReasonHarnessMissing:
+		err = fmt.Errorf("%s: %w: %s", r.Key, ErrHarnessMissing, detail)
+		name = journal.HarnessMissing
 	case ReasonSessionForeign:
 		err = fmt.Errorf("%s: %w (%s)", r.Key, ErrSessionForeign, detail)
 		name = journal.SessionForeign

@@ -966,6 +966,9 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 	if !ok {
 		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: it.r.Spec.Harness}}
 	}
+	if caps.Missing != "" {
+		return []actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessMissing, Detail: caps.Missing}}
+	}
 	if until, held := it.held(); held {
 		return it.waitHeld(until)
 	}

@@ -206,6 +206,25 @@ func TestPlan(t *testing.T) {
 		{"first_event_fresh_spawn_creates_workdir", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()), testPolicy(),
 			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn { s := spawnOf(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }()}}},
 		{"idle_without_event_does_nothing", rec(desired.Status{}), obs(gone()), testPolicy(), nil},
+		{"first_event_for_a_missing_harness_is_blocked_before_anything", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()),
+			policy(func(p *Policy) {
+				c := p.Harnesses["claude-code"]
+				c.Missing = `harness claude-code: command "/x/claude": not found`
+				p.Harnesses = map[string]Capabilities{"claude-code": c}
+			}),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessMissing, Detail: `harness claude-code: command "/x/claude": not found`}}},
+		{"crash_with_the_harness_gone_records_the_exit_and_spawns_nothing", rec(running(), ev1), obs(dead(1), transcript),
+			policy(func(p *Policy) {
+				c := p.Harnesses["claude-code"]
+				c.Missing = "gone"
+				p.Harnesses = map[string]Capabilities{"claude-code": c}
+			}),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt = t0
+				return e
+			}(), actions.Block{Key: key, Reason: actions.ReasonHarnessMissing, Detail: "gone"}}},
+
 		{"running_alive_pastes_the_oldest_pending_event", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"paste_waits_for_the_harness_start_report", rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1), obs(alive()),

@@ -33,6 +33,12 @@ type Capabilities struct {
 	// Headless is true when the adapter has a headless form
 	// (harness.Headless), which the process runner needs.
 	Headless bool
+	// Missing says why the harness's command cannot be found or run now
+	// (harness.LookCommand's error, naming the command and where it was
+	// looked for); "" when it can. The planner spawns nothing for such a
+	// harness: its items are blocked with harness_missing, no conversation
+	// retired, until a pass finds the command.
+	Missing string
 }
 
 // AcceptsSessionID reports whether id may be the harness's conversation id:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/sandbox"
@@ -33,7 +34,8 @@ type Explanation struct {
 // one, next_attempt=T for a BackingOff one, workspace_error=… when its
 // worktree failed, workdir_pinned=… when the route now renders another
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
-// desired.Status.LastExit), blocked reason=… when its screen shows a
+// desired.Status.LastExit), err=… naming the command of a harness_missing
+// item's harness while it is still missing, blocked reason=… when its screen shows a
 // dialog, rate_limited reset=T until=T when a usage limit on its account
 // holds it, sandbox=none when its agent runs with no sandbox
 // (Unsandboxed), and stale_pending=N since=D when it is Stopped with
@@ -67,6 +69,9 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		}
 		if last := st.LastExit(); last != "" {
 			reason += " " + last
+		}
+		if caps := p.Harnesses[r.Spec.Harness]; caps.Missing != "" && st.Reason == string(actions.ReasonHarnessMissing) {
+			reason += " err=" + journal.Quote(caps.Missing)
 		}
 		if st.Blocked != "" && st.Phase != desired.PhaseStopped { // a stopped item's screen is gone
 			reason += " blocked reason=" + st.Blocked

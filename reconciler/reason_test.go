@@ -75,3 +75,18 @@ func TestStalePendingFlag(t *testing.T) {
 	assert.Equal(t, "stale_pending=1 since=30s", StalePending(rec, now, 10*time.Second))
 	assert.Empty(t, StalePending(rec, now, time.Minute))
 }
+
+// A harness_missing item says which command is missing while it still is;
+// once found, only the stored reason stays until the next spawn replaces
+// it.
+func TestReasonNamesAMissingHarness(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: desired.Spec{Harness: "claude-code"},
+		Status: desired.Status{Phase: desired.PhaseIdle, Reason: "harness_missing"}}
+	p := testPolicy()
+	c := p.Harnesses["claude-code"]
+	c.Missing = `harness claude-code: command "/x/claude": not found`
+	p.Harnesses = map[string]Capabilities{"claude-code": c}
+	assert.Equal(t, `harness_missing err="harness claude-code: command \"/x/claude\": not found"`, Explain([]desired.Record{r}, p, now, time.Hour)[r.Key].Reason)
+	assert.Equal(t, "harness_missing", Explain([]desired.Record{r}, testPolicy(), now, time.Hour)[r.Key].Reason)
+}

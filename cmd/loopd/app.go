@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -153,7 +155,10 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 
 // buildHarnesses makes the adapters; those whose CLI can report its session
 // id at start get hook as their session-start command. A command that
-// cannot be found is journaled as harness.missing and kept.
+// cannot be found is journaled as harness.missing and kept (its items are
+// blocked with harness_missing until it is there, Capabilities.Missing);
+// when no harness a route uses can be found, nothing could ever run and
+// it is an error naming each.
 func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *journal.Recorder) (map[string]harness.Adapter, error) {
 	names := make([]string, 0, len(cfg.Harnesses))
 	for name := range cfg.Harnesses {
@@ -174,10 +179,50 @@ func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *j
 		}
 		out[name] = ad
 	}
+	if missing := missingRouteHarnesses(cfg, out); len(missing) > 0 && len(missing) == len(routeHarnesses(cfg)) {
+		return nil, fmt.Errorf("no route can run an agent: %w", errors.Join(missing...))
+	}
 	return out, nil
 }
 
-// capabilities is what the planner needs of the adapters.
+// routeHarnesses returns the names of the harnesses cfg's routes use,
+// sorted.
+func routeHarnesses(cfg *schema.Config) []string {
+	var names []string
+	for _, route := range cfg.Webhooks.GHWebhook.Routing.Repos {
+		if !slices.Contains(names, route.Harness) {
+			names = append(names, route.Harness)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// missingRouteHarnesses returns, for each harness a route of cfg uses
+// whose command cannot be found or run (harness.LookCommand), its error.
+func missingRouteHarnesses(cfg *schema.Config, adapters map[string]harness.Adapter) []error {
+	var out []error
+	for _, name := range routeHarnesses(cfg) {
+		if ad, ok := adapters[name]; ok {
+			if err := harness.LookCommand(ad); err != nil {
+				out = append(out, err)
+			}
+		}
+	}
+	return out
+}
+
+// missing is Capabilities.Missing of ad: why its command cannot be found
+// or run now (harness.LookCommand), "" when it can.
+func missing(ad harness.Adapter) string {
+	if err := harness.LookCommand(ad); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// capabilities is what the planner needs of the adapters, its commands
+// looked up anew on each call (a missing one may be installed since).
 func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabilities {
 	out := make(map[string]reconciler.Capabilities, len(h))
 	for name, ad := range h {
@@ -185,7 +230,7 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 		_, headless := ad.(harness.Headless)
 		_, learns := ad.(harness.SessionLearner)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless}
+			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless, Missing: missing(ad)}
 	}
 	return out
 }
@@ -193,8 +238,7 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 // reconciler wires a Reconciler whose policy is read from current on every
 // pass, so that a hot reload takes effect on the next pass.
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
-	caps := capabilities(a.harnesses)
-	policy := func() reconciler.Policy { return policyOf(current(), caps, a.owner.ID) }
+	policy := func() reconciler.Policy { return policyOf(current(), capabilities(a.harnesses), a.owner.ID) }
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
 	channels := channel.Root(cfg.StateDir)

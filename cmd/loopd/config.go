@@ -23,10 +23,12 @@ func newConfigCmd(g *globals) *cobra.Command {
 Schema and the cross-field rules. Every problem is printed with its line and
 key; the exit code is 1 when there is any, and when the config file, an
 instructions file, secretFile or the GitHub App's key file is one other
-users can change (or, for a secret, read). When a route runs its agents in a
-sandbox (sandbox.mode bubblewrap, the default), it checks that bubblewrap is
-installed and can make namespaces here, and says what to install or turn on
-when not. It also warns about harness commands that are not installed.`,
+users can change (or, for a secret, read), and when a harness a route uses
+has a command that cannot be found or run (named with where it was looked
+for); a missing one no route uses is a warning. When a route runs its
+agents in a sandbox (sandbox.mode bubblewrap, the default), it checks that
+bubblewrap is installed and can make namespaces here, and says what to
+install or turn on when not.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.config
@@ -46,11 +48,14 @@ when not. It also warns about harness commands that are not installed.`,
 					return err // harness <name>: …
 				}
 				adapters[name] = ad
-				if err := harness.LookCommand(ad); err != nil {
-					fmt.Fprintf(os.Stderr, "warning: %v\n", err)
+			}
+			used := routeHarnesses(cfg)
+			for _, name := range slices.Sorted(maps.Keys(adapters)) {
+				if err := harness.LookCommand(adapters[name]); err != nil && !slices.Contains(used, name) {
+					fmt.Fprintf(os.Stderr, "warning: %v (no route uses it)\n", err)
 				}
 			}
-			if err := checkRoutes(cfg, adapters); err != nil {
+			if err := errors.Join(append(missingRouteHarnesses(cfg, adapters), checkRoutes(cfg, adapters))...); err != nil {
 				return err
 			}
 			if err := checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -56,10 +57,13 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 }
 
 // TestConfigInitWithoutClaude: with no claude on PATH the command is the
-// bare name and a comment says it was not found; the file still validates
-// once its placeholder is replaced (a missing command is a warning).
+// bare name and a comment says it was not found; with its placeholder
+// replaced the file validates once claude is installed, and until then
+// validate names the missing command.
 func TestConfigInitWithoutClaude(t *testing.T) {
-	t.Setenv("PATH", t.TempDir()+":"+bwrapDir(t))
+	bin := t.TempDir()
+	// bwrap stays: the config's agents run sandboxed.
+	t.Setenv("PATH", bin+":"+bwrapDir(t))
 	path := filepath.Join(t.TempDir(), "loopd.yaml")
 	out, err := run(t, "", "config", "init", path, "--state-dir", "/var/lib/loopd")
 	require.NoError(t, err)
@@ -71,6 +75,10 @@ func TestConfigInitWithoutClaude(t *testing.T) {
 	assert.Contains(t, string(b), "CLAUDE_CONFIG_DIR: /var/lib/loopd/claude\n")
 
 	edit(t, path, schema.PlaceholderLogin, "octocat")
+	_, err = run(t, "", "config", "validate", path)
+	require.ErrorIs(t, err, harness.ErrCommandNotFound)
+	assert.ErrorContains(t, err, `harness claude-code: command "claude" not on PATH "`+os.Getenv("PATH")+`"`)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"), 0o755))
 	_, err = run(t, "", "config", "validate", path)
 	require.NoError(t, err)
 }

@@ -266,12 +266,21 @@ func printEvent(w io.Writer, e journal.Event, format string) error {
 }
 
 // unknownEventType is the error of events --type given a name no event
-// has, with the names of its family when there are some.
+// has, with the name it is a near miss of, else the names of its family
+// when there are some.
 func unknownEventType(t string) error {
 	msg := fmt.Sprintf("unknown event type %q", t)
-	var names []string
+	var all, family []string
+	for _, n := range journal.Names() {
+		all = append(all, string(n))
+	}
 	for _, n := range journal.Near(t) {
-		names = append(names, string(n))
+		family = append(family, string(n))
+	}
+	// A near miss by itself (near.Names), else the typo's family.
+	names := near.Names(t, all)
+	if len(names) == 0 {
+		names = family
 	}
 	msg += near.DidYouMean(names)
 	return errors.New(msg + " (docs/design.md, \"Events\", lists them all)")

@@ -7,9 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -34,6 +35,8 @@ type getOptions struct {
 	phases []string
 	all    bool
 	stale  time.Duration
+	// noHeaders leaves the table's header out.
+	noHeaders bool
 }
 
 func newGetCmd(g *globals) *cobra.Command {
@@ -75,6 +78,7 @@ object a line for json, one YAML document each for yaml.`,
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, print what changes until interrupted")
 	cmd.Flags().StringSliceVar(&o.phases, "phase", nil, "only items in these phases (case ignored; may repeat or be a comma list)")
 	cmd.Flags().BoolVarP(&o.all, "all", "A", false, "include closed and stopped items")
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "leave out the table's header")
 	cmd.Flags().DurationVar(&o.stale, "stale-pending", schema.DefaultStalePending,
 		"flag Stopped items whose oldest pending event is older than this")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(getFormats, cobra.ShellCompDirectiveNoFileComp))
@@ -150,13 +154,16 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	list := pick(views, shown)
-	print := printViews
+	// One table for the list and the rows --watch prints after it, so that
+	// they line up under the header.
+	tab := &table{}
+	print := func() error { return printViews(out, tab, list, o.output, !o.noHeaders) }
 	if o.watch && (o.output == "json" || o.output == "yaml") {
 		// A stream from the first line on: one WorkItem a line (a YAML
 		// document each), never a list before the changes.
-		print = printChanged
+		print = func() error { return printChanged(out, tab, list, o.output) }
 	}
-	if err := print(out, list, o.output); err != nil {
+	if err := print(); err != nil {
 		return err
 	}
 	if o.output == "" || o.output == "wide" {
@@ -179,7 +186,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 	if !o.watch {
 		return nil
 	}
-	return watchViews(ctx, out, o.output, views, shown, read)
+	return watchViews(ctx, out, tab, o.output, views, shown, read)
 }
 
 // selection is which work items get shows.
@@ -252,10 +259,10 @@ func pick(views []itemView, shown []bool) []itemView {
 
 // printViews writes views in format: "" (the table), wide, name, json or
 // yaml (a WorkItemList).
-func printViews(w io.Writer, views []itemView, format string) error {
+func printViews(w io.Writer, tab *table, views []itemView, format string, header bool) error {
 	switch format {
 	case "", "wide":
-		return printRecords(w, views, format == "wide", true)
+		return printRecords(w, tab, views, format == "wide", header)
 	case "name":
 		for _, v := range views {
 			fmt.Fprintln(w, v.Key)
@@ -280,7 +287,7 @@ func printViews(w io.Writer, views []itemView, format string) error {
 // and prints those that changed since the last print, as kubectl get
 // --watch does: an item shown before that is no longer shown (closed, say)
 // is printed once more, with what it became. It returns when ctx ends.
-func watchViews(ctx context.Context, w io.Writer, format string, views []itemView, shown []bool,
+func watchViews(ctx context.Context, w io.Writer, tab *table, format string, views []itemView, shown []bool,
 	read func() ([]itemView, []bool, error)) error {
 	last := map[string]string{}  // the fingerprint of each item printed
 	visible := map[string]bool{} // the items shown at the last read
@@ -314,7 +321,7 @@ func watchViews(ctx context.Context, w io.Writer, format string, views []itemVie
 			}
 		}
 		remember(views, shown)
-		if err := printChanged(w, changed, format); err != nil {
+		if err := printChanged(w, tab, changed, format); err != nil {
 			return err
 		}
 	}
@@ -322,13 +329,13 @@ func watchViews(ctx context.Context, w io.Writer, format string, views []itemVie
 
 // printChanged writes the items --watch found changed: table rows with no
 // header, names, one JSON object a line, or one YAML document each.
-func printChanged(w io.Writer, views []itemView, format string) error {
+func printChanged(w io.Writer, tab *table, views []itemView, format string) error {
 	if len(views) == 0 {
 		return nil
 	}
 	switch format {
 	case "", "wide":
-		return printRecords(w, views, format == "wide", false)
+		return printRecords(w, tab, views, format == "wide", false)
 	case "json":
 		enc := json.NewEncoder(w)
 		for _, v := range views {
@@ -346,20 +353,20 @@ func printChanged(w io.Writer, views []itemView, format string) error {
 		}
 		return nil
 	}
-	return printViews(w, views, format)
+	return printViews(w, tab, views, format, false)
 }
 
 // printRecords writes views as get's table, one line per item, with the
 // header when header is true; wide adds the harness, pane, workdir and
 // lease expiry before the reason.
-func printRecords(w io.Writer, views []itemView, wide, header bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) error {
+	var rows [][]string
 	if header {
-		head := "WORK ITEM\tHOST\tSESSION\tPHASE\tSESSION ID\tPENDING\tFAILURES\t"
+		head := []string{"WORK ITEM", "HOST", "SESSION", "PHASE", "SESSION ID", "PENDING", "FAILURES"}
 		if wide {
-			head += "HARNESS\tPANE\tWORKDIR\tLEASE EXPIRES\t"
+			head = append(head, "HARNESS", "PANE", "WORKDIR", "LEASE EXPIRES")
 		}
-		fmt.Fprintln(tw, head+"REASON")
+		rows = append(rows, append(head, "REASON"))
 	}
 	for _, v := range views {
 		st := v.Status
@@ -380,13 +387,45 @@ func printRecords(w io.Writer, views []itemView, wide, header bool) error {
 				host += " (lapsed)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t", v.Key, host, st.Session, phase, id, st.Pending, st.Failures)
+		row := []string{v.Key, host, st.Session, phase, id, strconv.Itoa(st.Pending), strconv.Itoa(st.Failures)}
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
+			row = append(row, v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
 		}
-		fmt.Fprintln(tw, st.Reason)
+		rows = append(rows, append(row, st.Reason))
 	}
-	return tw.Flush()
+	return tab.write(w, rows)
+}
+
+// table lays rows out in columns two spaces apart, as kubectl's tables,
+// and keeps each column's width from one write to the next, so that rows
+// written later (get --watch) line up under the header written first; a
+// wider cell widens its column from then on. The last column is not
+// padded.
+type table struct {
+	widths []int // in runes
+}
+
+func (t *table) write(w io.Writer, rows [][]string) error {
+	for _, row := range rows {
+		for i, cell := range row {
+			if i == len(t.widths) {
+				t.widths = append(t.widths, 0)
+			}
+			t.widths[i] = max(t.widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for i, cell := range row {
+			b.WriteString(cell)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", t.widths[i]-utf8.RuneCountInString(cell)+2))
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // dash returns s, or "-" for "".
@@ -397,14 +436,15 @@ func dash(s string) string {
 	return s
 }
 
-// accounts returns the account of each harness of cfg
-// (harness.Adapter.Account), the one capability get needs: which items a
-// usage limit holds. A harness whose adapter cannot be made is left out.
+// accounts returns the capabilities of each harness of cfg that get needs:
+// its account (harness.Adapter.Account: which items a usage limit holds)
+// and whether its command is missing (the reason's err=). A harness whose
+// adapter cannot be made is left out.
 func accounts(cfg *schema.Config) map[string]reconciler.Capabilities {
 	out := map[string]reconciler.Capabilities{}
 	for name, h := range cfg.Harnesses {
 		if ad, err := harness.New(name, h); err == nil {
-			out[name] = reconciler.Capabilities{Account: ad.Account()}
+			out[name] = reconciler.Capabilities{Account: ad.Account(), Missing: missing(ad)}
 		}
 	}
 	return out

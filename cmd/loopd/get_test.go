@@ -46,7 +46,7 @@ func TestGetFlagsStalePendingWhileStopped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, itemViews([]desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+			require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			var reason string
@@ -84,7 +84,7 @@ func TestGetShowsTheFailureCountTheNextDecisionUses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, printRecords(&out, itemViews([]desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+			require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{tt.rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			require.Len(t, lines, 2)
 			col := strings.Index(lines[0], "FAILURES")
@@ -100,7 +100,7 @@ func TestGetMeasuresADeadRunToItsDeath(t *testing.T) {
 	k := desired.Key{Owner: "o", Repo: "r", Number: 1}
 	rec := desired.Record{Key: k, Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Hour)}, RestartHistory: desired.RestartHistory{Failures: 2}}}
 	var out bytes.Buffer
-	require.NoError(t, printRecords(&out, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(),
+	require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(),
 		map[desired.Key]time.Time{k: now.Add(-time.Hour + 2*time.Second)}), false, true))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	col := strings.Index(lines[0], "FAILURES")
@@ -117,7 +117,7 @@ func TestGetShowsTheConversationTheItemIsIn(t *testing.T) {
 		Status: desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{SpawnedAt: now.Add(-time.Minute), HarnessSessionID: old}},
 		Report: &desired.SessionReport{SessionID: cleared, Source: "clear", At: now.Add(-time.Second)}}
 	var out bytes.Buffer
-	require.NoError(t, printRecords(&out, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+	require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
 	assert.Contains(t, out.String(), old)
 	assert.NotContains(t, out.String(), cleared)
 }
@@ -139,7 +139,7 @@ func TestGetShowsBlocksAndUsageLimits(t *testing.T) {
 		item(3, "b", desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", AttentionState: desired.AttentionState{Blocked: "login_required"}}),
 	}
 	var out bytes.Buffer
-	require.NoError(t, printRecords(&out, itemViews(records, now, schema.DefaultStalePending, p, nil), false, true))
+	require.NoError(t, printRecords(&out, &table{}, itemViews(records, now, schema.DefaultStalePending, p, nil), false, true))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 4)
 	held := "rate_limited reset=" + reset.Local().Format(time.RFC3339) + " until=" + reset.Add(time.Minute).Local().Format(time.RFC3339)
@@ -162,7 +162,7 @@ func TestGetShowsTheQueuePosition(t *testing.T) {
 	}
 	var out bytes.Buffer
 	recs := []desired.Record{item(1, desired.PhaseRunning, time.Hour), item(2, desired.PhaseQueued, time.Minute), item(3, desired.PhaseQueued, 2*time.Minute)}
-	require.NoError(t, printRecords(&out, itemViews(recs, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+	require.NoError(t, printRecords(&out, &table{}, itemViews(recs, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 4)
 	assert.NotContains(t, lines[1], "position=")

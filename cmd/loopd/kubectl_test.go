@@ -163,14 +163,18 @@ func TestEventsOfAnItemIgnoreCase(t *testing.T) {
 
 // events --type keeps the names given, --limit the newest of them, and -o
 // json prints one typed object a line that the documented schema accepts.
-// An event type no event has is an error that suggests its family's
-// names: a typo under --follow would otherwise show nothing, forever.
+// An event type no event has is an error that suggests the name it is a
+// near miss of, else its family's names: a typo under --follow would
+// otherwise show nothing, forever.
 func TestEventsUnknownTypeIsAnError(t *testing.T) {
 	config, _ := fleetStore(t, "")
 	_, err := run(t, "", "--config", config, "events", "--type", "session.exited,session.exitd")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown event type "session.exitd"`)
-	assert.Contains(t, err.Error(), string(journal.SessionExited))
+	assert.Contains(t, err.Error(), `unknown event type "session.exitd"; did you mean session.exited?`, "a near miss: just its name")
+	_, err = run(t, "", "--config", config, "events", "--type", "session.frobnicated")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "did you mean one of ", "no near miss: its family")
+	assert.Contains(t, err.Error(), string(journal.SessionSpawned))
 	_, err = run(t, "", "--config", config, "events", "--type", "bogus")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown event type "bogus"`)
@@ -333,7 +337,7 @@ func TestGetJSONFollowsItsSchema(t *testing.T) {
 }
 
 // get --watch prints an item again when it changes, without the header,
-// and ends with its context.
+// its columns under the header's, and ends with its context.
 func TestGetWatchPrintsChanges(t *testing.T) {
 	config, store := fleetStore(t, "")
 	out, wait := runBackground(t, "--config", config, "get", "--watch")
@@ -346,6 +350,26 @@ func TestGetWatchPrintsChanges(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(more, "\n"), "one row: %q", more)
 	assert.Contains(t, more, "octo-org/web#1")
 	assert.NotContains(t, more, "WORK ITEM")
+	head := strings.SplitN(first, "\n", 2)[0]
+	for _, col := range []string{"PHASE", "PENDING", "REASON"} {
+		i := strings.Index(head, col)
+		require.Positive(t, i, col)
+		assert.Equal(t, " ", more[i-1:i], "the row's %s starts where the header's does: %q under %q", col, more, head)
+		assert.NotEqual(t, " ", more[i:i+1], "the row's %s starts where the header's does: %q under %q", col, more, head)
+	}
+}
+
+// get --no-headers prints the rows only, as kubectl's.
+func TestGetNoHeaders(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	with, err := run(t, "", "--config", config, "get")
+	require.NoError(t, err)
+	without, err := run(t, "", "--config", config, "get", "--no-headers")
+	require.NoError(t, err)
+	head, rows, _ := strings.Cut(with, "\n")
+	assert.True(t, strings.HasPrefix(head, "WORK ITEM"), head)
+	assert.NotContains(t, without, "WORK ITEM")
+	assert.Equal(t, strings.Count(rows, "\n"), strings.Count(without, "\n"), "every row still: %q", without)
 }
 
 // get --watch -o json is a stream of WorkItem objects, one a line, from

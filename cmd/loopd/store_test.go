@@ -23,7 +23,29 @@ func TestMain(m *testing.M) {
 	// A command that finds a secret in its environment re-executes itself
 	// (scrubEnviron): here that would run the test binary again.
 	execve = func(string, []string, []string) error { return nil }
-	os.Exit(tmuxtest.Main(func() int { return pgtest.Main(m) }))
+	os.Exit(tmuxtest.Main(func() int { return withCLIs(func() int { return pgtest.Main(m) }) }))
+}
+
+// withCLIs runs run with a stub of each harness command the tests'
+// configs name (claude, codex, gemini, cursor-agent: scripts that exit 0)
+// first on PATH, as on a machine where they are installed: a route whose
+// harness command is missing is refused (missingRouteHarnesses). A test
+// that wants one missing sets its own PATH.
+func withCLIs(run func() int) int {
+	bin, err := os.MkdirTemp("", "loopd-test-clis-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(bin)
+	for _, name := range []string{"claude", "codex", "gemini", "cursor-agent"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return run()
 }
 
 // TestOpenStoreSelectsTheBackend: an empty store.url opens the SQLite file

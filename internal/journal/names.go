@@ -3,8 +3,6 @@ package journal
 import (
 	"slices"
 	"strings"
-
-	"github.com/loopd/loopd/internal/near"
 )
 
 // Names returns every event name, sorted: the names `loopd events --type`
@@ -17,23 +15,12 @@ func Known(s string) bool {
 	return found
 }
 
-// Near returns the names s is a near miss of (near.Names: within two
-// edits, nearest first), for a suggestion after a typo; when none is, the
-// names that share s's family (the part before the first dot: "session"
-// of "session.spwnd"); none when no family matches.
+// Near returns the names that share s's family (the part before the
+// first dot: "session" of "session.exitd"), for a suggestion after a
+// typo; none when no family matches.
 func Near(s string) []Name {
-	all := make([]string, len(names))
-	for i, n := range names {
-		all[i] = string(n)
-	}
-	var out []Name
-	for _, n := range near.Names(s, all) {
-		out = append(out, names[slices.Index(all, n)])
-	}
-	if len(out) > 0 {
-		return out
-	}
 	family, _, _ := strings.Cut(s, ".")
+	var out []Name
 	for _, n := range names {
 		if f, _, _ := strings.Cut(string(n), "."); f == family {
 			out = append(out, n)
@@ -45,13 +32,10 @@ func Near(s string) []Name {
 // names is every Name constant, sorted by value.
 var names = []Name{
 	ActionFailed,
-	ChannelFailed,
 	ClockBounded,
 	ConfigInvalid,
 	ConfigReloaded,
 	ConfigWatchFailed,
-	CredentialIssued,
-	CredentialRefused,
 	DeliveryAccepted,
 	DeliveryDuplicate,
 	DeliveryIgnored,
