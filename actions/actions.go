@@ -54,6 +54,10 @@ const (
 	ReasonConfirmed        Reason = "confirmed"
 	ReasonAlive            Reason = "alive_at_deadline"
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	// ReasonUnblocked: a spawn that needed attention because its boot
+	// prompt was never seen (a dialog held it) runs: a person answered
+	// the dialog, and the screen is ready.
+	ReasonUnblocked        Reason = "unblocked"
 	ReasonWorkspaceMissing Reason = "workspace_missing"
 	ReasonHarnessUnknown   Reason = "harness_unknown"
 	// ReasonHarnessMissing: the harness's command cannot be found or run
@@ -158,6 +162,11 @@ const (
 	// ReasonNotHeadless: the route runs its agents as processes, and the
 	// harness's adapter has no headless form.
 	ReasonNotHeadless Reason = "harness_not_headless"
+	// ReasonConversationInUse: the harness refused to resume the
+	// conversation because it runs elsewhere (harness.RefusalInUse:
+	// Claude Code's background agent). The item waits for a human; no
+	// new conversation replaces one that is not lost.
+	ReasonConversationInUse Reason = "conversation_in_use"
 	// ReasonPromptUnreadable: the store could not give the prompt of the
 	// delivery about to be sent or booted with (store.Store.Prompt);
 	// nothing was sent, and the next pass tries again.
@@ -173,6 +182,9 @@ const (
 	// ReasonSessionLearned: the pass learned the conversation id; the
 	// item's transcript is read by the next pass, a poll period later.
 	ReasonSessionLearned Reason = "session_id_learned"
+	// ReasonIDAmbiguous: more than one conversation fits the spawn; none
+	// is taken, and the id stays unknown.
+	ReasonIDAmbiguous Reason = "id_ambiguous"
 )
 
 // How a delivery was confirmed, the via of dispatch.delivered.
@@ -190,12 +202,12 @@ const (
 	ResumeInvalidID         Reason = "invalid_session_id"
 	ResumeUnsupported       Reason = "unsupported_harness"
 	ResumeCrashLoop         Reason = "crash_loop"
-	ResumeSpawnFailed       Reason = "spawn_failed"
-	ResumePaneDied          Reason = "pane_died"
 	ResumeTranscriptMissing Reason = "transcript_missing"
-	// ResumeRunFailed: a headless resume ended with the conversation not
-	// resumed (its transcript did not grow: "No conversation found").
-	ResumeRunFailed Reason = "run_failed"
+	// ResumeNotResumable: the harness said itself that it cannot resume
+	// the conversation (harness.RefusalNotResumable: its own message or
+	// exit status, on a dead pane's last words, a live screen or a run's
+	// output). No other death abandons a conversation.
+	ResumeNotResumable Reason = "not_resumable"
 	// ResumeIDUnknown: the harness cannot pin its conversation id and the
 	// agent died before loopd learned it, so there is no id to resume.
 	ResumeIDUnknown Reason = "id_unknown"
@@ -354,12 +366,12 @@ func (s Spawn) tail() []Field {
 // Apply returns st with the spawn recorded as the executor writes it
 // before it starts the harness: Spawning in conversation id (mode fresh or
 // resume) at now, with no pane yet, DeliveryID carried as its boot prompt,
-// transcriptSize the transcript's size in bytes before it (-1 when
-// unknown), the workdir pinned to Cwd at the item's first spawn (the
-// executor pins the physical path), and a new run id for a spawn of the
-// process runner.
-func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, transcriptSize int64, now time.Time) desired.Status {
+// boot the boot id its prompt names (desired.BootLine), the workdir pinned
+// to Cwd at the item's first spawn (the executor pins the physical path),
+// and a new run id for a spawn of the process runner.
+func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id, boot string, now time.Time) desired.Status {
 	st = st.Carry(s.DeliveryID)
+	st.BootID = boot
 	st.Phase = desired.PhaseSpawning
 	st.Session = s.Session
 	st.PaneID = ""
@@ -370,7 +382,6 @@ func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id string, trans
 	st.SpawnMode = mode
 	st.SpawnedAt = now
 	st.ProbeDeadline = now.Add(s.Probe)
-	st.TranscriptSizeAtSpawn = transcriptSize
 	st.SpawnRefused = ""
 	st.Blocked = "" // the new agent's screen says again
 	st.Respawn = s.Respawn
@@ -438,13 +449,6 @@ func (a FreshSpawn) String() string { return Format(a) }
 type ResumeSpawn struct {
 	Spawn
 	ResumeID string
-	// TranscriptSize is the transcript's size in bytes before the resume,
-	// -1 when the harness cannot tell; growth past it confirms the resume.
-	TranscriptSize int64
-	// Restored is true when a RestoreTranscript of the same plan wrote the
-	// stored transcript back before the resume: its stored size stands for
-	// the size before the resume when TranscriptSize is -1.
-	Restored bool
 }
 
 // Item implements Action.
@@ -696,6 +700,12 @@ type RecordExit struct {
 	// Retire, when set, names the crash-loop rule that retires the item's
 	// session id ("fast_failures" or "churn"): it is never resumed again.
 	Retire Reason
+	// Implicated is true when the death counted against the conversation
+	// (the harness's own exit, reconciler.History.Own), and Words its last
+	// words then, which the next such death must repeat to count on
+	// (desired.Status.LastWords).
+	Implicated bool
+	Words      string
 	// DeliveryID is the boot delivery of a spawn that died before running;
 	// it stays pending and dispatch.failed is logged.
 	DeliveryID string
@@ -783,6 +793,12 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	st.LastExitReason = string(a.Reason)
 	st.LastExitAt = now
 	st.Failures, st.FastFailures, st.ChurnFailures = a.Failures, a.FastFailures, a.ChurnFailures
+	switch {
+	case a.FastFailures == 0 && a.ChurnFailures == 0:
+		st.LastWords = ""
+	case a.Implicated:
+		st.LastWords = a.Words
+	}
 	st.NextAttempt = a.NextAttempt
 	st.SpawnRefused = ""
 	st.RunID = "" // a run whose exit is recorded is judged once
@@ -826,6 +842,40 @@ func (a FollowSession) Fields() []Field {
 }
 
 func (a FollowSession) String() string { return Format(a) }
+
+// Ambiguous records that more than one conversation the harness started
+// fits the item's spawn, whose id is still to be learned (Codex): loopd
+// takes none, and journals session.id_ambiguous once for these
+// Candidates (desired.Status.AmbiguousIDs); the id stays unknown.
+type Ambiguous struct {
+	Key        desired.Key
+	Session    string
+	Candidates []string
+}
+
+// Item implements Action.
+func (a Ambiguous) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (Ambiguous) Name() string { return "id_ambiguous" }
+
+// Mutates implements Action.
+func (Ambiguous) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a Ambiguous) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyCandidates, strings.Join(a.Candidates, ",")},
+		{journal.KeyReason, string(ReasonIDAmbiguous)}}
+}
+
+func (a Ambiguous) String() string { return Format(a) }
+
+// Apply returns st with the candidates recorded, so that the same ones
+// are journaled once.
+func (a Ambiguous) Apply(st desired.Status) desired.Status {
+	st.AmbiguousIDs = a.Candidates
+	return st
+}
 
 // Release carries out an operator's loopd release (Spec.ReleaseGeneration):
 // the restart budget's counts and NeedsAttention are cleared and the item

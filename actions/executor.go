@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/harness"
@@ -274,6 +276,13 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.deliver(ctx, r, a)
 	case FollowSession:
 		return e.followSession(ctx, r, a)
+	case Ambiguous:
+		if err := e.put(ctx, r, a.Apply(r.Status)); err != nil {
+			return err
+		}
+		e.record(ctx, slog.LevelWarn, journal.SessionIDAmbiguous, r.Key, "session", a.Session, "candidates", strings.Join(a.Candidates, ","),
+			"reason", string(ReasonIDAmbiguous))
+		return nil
 	case TakeReport:
 		return e.takeReport(ctx, r, a)
 	case RefuseReport:
@@ -415,7 +424,7 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 		kv := []any{"harness", a.Harness, "attempted_session_id", a.AttemptedID, "reason", string(a.ResumeFailed)}
 		// The exit that ended the resume, named by the adapter (Gemini's
 		// 42 session_error, 41 auth_missing), whether a pane's or a run's.
-		if st := r.Status.LastExitStatus; st != nil && (a.ResumeFailed == ResumePaneDied || a.ResumeFailed == ResumeRunFailed) {
+		if st := r.Status.LastExitStatus; st != nil && a.ResumeFailed == ResumeNotResumable {
 			if cause := e.exitCause(r, *st); cause != "" {
 				kv = append(kv, "exit_cause", cause)
 			}
@@ -427,31 +436,60 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	}
 	s := a.Spawn
 	brief := desired.AgentBrief(r.Key)
-	s.Replay -= len(brief) + 2 + desired.InstructionsSize(a.Instructions)
-	prompt, err := e.withReplay(ctx, r, s)
+	s.Replay -= len(brief) + 2 + len(desired.BootLine(uuid.Nil.String())) + 2 + desired.InstructionsSize(a.Instructions)
+	prompt, replayed, left, err := e.withReplay(ctx, r, s)
 	if err != nil {
 		return err
 	}
 	// The operator's standing instructions follow loopd's header line,
 	// before any text from GitHub.
 	prompt = desired.WithInstructions(prompt, a.Instructions)
-	// A new conversation is told how to mark what it posts on GitHub, so
-	// that its own comments never come back to it as events.
-	prompt += "\n\n" + brief
+	// The boot line names this spawn; a new conversation is then told how
+	// to mark what it posts on GitHub, so that its own comments never come
+	// back to it as events, and no payload text comes after that.
+	boot := newBootID()
+	prompt = desired.WithBootLine(prompt, boot) + "\n\n" + brief
 	id := ""
 	if !a.Unpinned {
 		// Otherwise the harness chooses the id, and the next passes learn it.
 		id = e.NewID()
 	}
+	replaced := replacement(r.Status, a, replayed, left)
 	if a.Runner != "" {
 		argv, stdin, err := headlessArgv(ad, id, prompt, false)
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, replaced, argv, stdin, ad)
 	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, -1, ad.FreshArgv(id, prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnFresh, id, boot, replaced, ad.FreshArgv(id, prompt), nil, ad)
 }
+
+// replacement returns what the fresh spawn a records of the conversation
+// it replaces (desired.Status.Replaced, which TalkRule posts one notice
+// for), given st, the status before it, and the events it replays
+// (replayed, and left out for length): nil for a fresh spawn that replaces
+// none (the item's first, or one whose resume was opted out). A fresh
+// spawn that replaces a conversation that never ran, a replacement whose
+// transcript never came (its own spawn died before its prompt), carries
+// that replacement on: it is the same conversation lost.
+func replacement(st desired.Status, a FreshSpawn, replayed, left int) *desired.Replacement {
+	why := a.ResumeFailed
+	if why == "" && a.Reason == ReasonReleased {
+		why = ReasonReleased
+	}
+	if why == "" || !st.HadConversation() {
+		return nil
+	}
+	if prev := st.Replaced; prev != nil && why == ResumeTranscriptMissing && st.SpawnMode == desired.SpawnFresh && st.ConfirmedSessionID == "" {
+		return prev
+	}
+	return &desired.Replacement{From: st.HarnessSessionID, Why: string(why), Event: a.DeliveryID, Replayed: replayed, Left: left}
+}
+
+// newBootID mints the boot id of a spawn (desired.Status.BootID): random,
+// so that no payload can hold its line.
+func newBootID() string { return uuid.NewString() }
 
 // bootPrompt returns s with the prompt it boots with: the prompt of its
 // delivery, read from the store now (the plan holds no bodies), or the
@@ -481,20 +519,21 @@ func (e *Executor) prompt(ctx context.Context, r *desired.Record, id string) (st
 }
 
 // withReplay returns s's prompt followed by the replay of the item's
-// history (desired.Replay) within s.Replay bytes, when s asks for one.
-func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (string, error) {
+// history (desired.Replay) within s.Replay bytes, when s asks for one, and
+// how many events it replays and leaves out for length.
+func (e *Executor) withReplay(ctx context.Context, r *desired.Record, s Spawn) (prompt string, replayed, left int, err error) {
 	if s.Replay <= 0 {
-		return s.Prompt, nil
+		return s.Prompt, 0, 0, nil
 	}
 	history, err := e.Store.History(ctx, r.Key, desired.ReplayLatest)
 	if err != nil {
-		return "", err // the store names the operation and the item
+		return "", 0, 0, err // the store names the operation and the item
 	}
-	replay := desired.Replay(history, s.Replay-2)
+	replay, n := desired.Replay(history, s.Replay-2)
 	if replay == "" {
-		return s.Prompt, nil
+		return s.Prompt, 0, len(history), nil
 	}
-	return s.Prompt + "\n\n" + replay, nil
+	return s.Prompt + "\n\n" + replay, n, len(history) - n, nil
 }
 
 func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeSpawn) error {
@@ -505,21 +544,16 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 	if a.Spawn, err = e.bootPrompt(ctx, r, a.Spawn); err != nil {
 		return err
 	}
+	boot := newBootID()
+	prompt := desired.WithBootLine(a.Prompt, boot)
 	if a.Runner != "" {
-		argv, stdin, err := headlessArgv(ad, a.ResumeID, a.Prompt, true)
+		argv, stdin, err := headlessArgv(ad, a.ResumeID, prompt, true)
 		if err != nil {
 			return err
 		}
-		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, argv, stdin, ad)
+		return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, nil, argv, stdin, ad)
 	}
-	if a.Restored && a.TranscriptSize < 0 && e.Fleet != nil {
-		// The transcript restored in this pass is the stored one: its
-		// growth past that size confirms the resume.
-		if size, err := e.Fleet.TranscriptSize(ctx, r.Key, a.ResumeID); err == nil && size > 0 {
-			a.TranscriptSize = size
-		}
-	}
-	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, ad.ResumeArgv(a.ResumeID, a.Prompt), nil, ad)
+	return e.spawn(ctx, r, a.Spawn, desired.SpawnResume, a.ResumeID, boot, nil, ad.ResumeArgv(a.ResumeID, prompt), nil, ad)
 }
 
 // spawn records the intent, replaces a dead session and starts the harness.
@@ -527,9 +561,12 @@ func (e *Executor) resumeSpawn(ctx context.Context, r *desired.Record, a ResumeS
 // killed before new-session returns finds the spawn unfinished and redoes it
 // instead of mistaking the old dead pane for the new one. A spawn of the
 // process runner (s.Runner) records its run's id with the intent and
-// starts the run (startRun) instead of a pane, with stdin.
-func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id string, size int64, argv []string, stdin []byte, ad harness.Adapter) error {
-	st := s.Apply(r.Status, mode, id, size, e.Now())
+// starts the run (startRun) instead of a pane, with stdin. replaced is the
+// conversation a fresh spawn replaces (replacement), nil for none.
+func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode desired.SpawnMode, id, boot string, replaced *desired.Replacement,
+	argv []string, stdin []byte, ad harness.Adapter) error {
+	st := s.Apply(r.Status, mode, id, boot, e.Now())
+	st.Replaced = replaced
 	st.Sandbox = e.modeOf(s)
 	// The spawn's token goes to its harness alone; its status keeps the
 	// digest, by which a report or request is told to be this spawn's.

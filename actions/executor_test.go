@@ -175,8 +175,12 @@ func TestFreshSpawnRecordsIntentThenPane(t *testing.T) {
 	require.Equal(t, actions.Result{Applied: 2}, res)
 
 	sess := desired.SessionName(r.key)
-	// A new conversation is told to mark its own comments.
-	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	// The prompt names its spawn (the boot line), and a new conversation
+	// is told to mark its own comments.
+	boot := r.get(t).Status.BootID
+	require.NotEmpty(t, boot)
+	assert.Equal(t, []string{"claude", "--session-id", r.ids[0], "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issue_comment.created\nhello\n\n[loopd-boot " + boot + "]\n\n" + desired.AgentBrief(r.key)},
+		r.tmux.Argv(sess))
 	assert.Contains(t, desired.AgentBrief(r.key), "<!-- loopd:agent "+r.key.String()+" -->")
 	assert.Equal(t, map[string]string{"LOOPD_WORK_ITEM": r.key.String(), "DISABLE_AUTOUPDATER": "1",
 		"CLAUDE_CONFIG_DIR": r.claudeDir}, r.launchEnv(t, sess), "the harness env and the work item, through the file")
@@ -203,7 +207,7 @@ func TestRefusedResumeIsRecordedNotFallenBackFrom(t *testing.T) {
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
 
-	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old, TranscriptSize: 10}})
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: old}})
 	assert.Equal(t, actions.Result{Failed: 1, Retry: true, Replan: true}, res, "the next pass decides at once")
 
 	assert.Empty(t, r.tmux.Sessions(), "no fallback spawned by the executor")
@@ -386,9 +390,10 @@ func TestSendsReadTheStoredPrompt(t *testing.T) {
 	rec.Status = desired.Status{Phase: desired.PhaseExited, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}, DeliveryState: desired.DeliveryState{SendingDeliveryID: "d-2"}}
 	s := r.spawn(rec, rec.Pending[0])
 	s.Respawn = true
-	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID, TranscriptSize: 10}})
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}})
 	require.Equal(t, actions.Result{Applied: 1}, res)
-	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", prompt}, r.tmux.Argv(sess))
+	boot := r.get(t).Status.BootID
+	assert.Equal(t, []string{"claude", "--resume", rec.Status.HarnessSessionID, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(prompt, boot)}, r.tmux.Argv(sess))
 }
 
 func TestDeliverPromptLeavesAnOperatorsDraftAlone(t *testing.T) {
@@ -770,4 +775,60 @@ func TestBlockNotHeadlessIsADispatchFailure(t *testing.T) {
 	assert.Equal(t, "harness_not_headless", rec.Status.Reason)
 	assert.Equal(t, []string{string(journal.DispatchFailed)}, r.events(t), "logged once")
 	assert.Contains(t, r.log.String(), "has no headless form")
+}
+
+// TestFreshSpawnThatReplacesAConversationNotifiesOnce: a fresh spawn that
+// replaces the conversation an item was in records why and what the new
+// one was given (desired.Status.Replaced), and the outbox gets one notice
+// (issue 21, case 10); the spawn redone after it never ran (its transcript
+// missing, resume_failed reason=transcript_missing) is the same
+// replacement and queues none; a fresh spawn that replaces nothing (the
+// item's first) queues none either.
+func TestFreshSpawnThatReplacesAConversationNotifiesOnce(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.exec.Talk = func(desired.Record) desired.Talk {
+		return desired.Talk{Notify: true, Host: "build-1", Socket: "loopd-test"}
+	}
+	require.NoError(t, os.MkdirAll(r.cwd, 0o755))
+	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
+	notices := func() []desired.Call {
+		calls, err := r.store.Calls(ctx, store.CallFilter{WorkItem: r.key.String()})
+		require.NoError(t, err)
+		return slices.DeleteFunc(calls, func(c desired.Call) bool { return c.Kind != desired.CallNotify })
+	}
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Nil(t, r.get(t).Status.Replaced, "the first conversation replaces none")
+	assert.Empty(t, notices())
+
+	old := r.get(t).Status.HarnessSessionID
+	rec = r.get(t)
+	s := r.spawn(rec, rec.Pending[0])
+	s.Respawn, s.Reason = true, actions.ReasonResumeFailed
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: s, ResumeFailed: actions.ResumeNotResumable, AttemptedID: old}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	st := r.get(t).Status
+	require.NotNil(t, st.Replaced)
+	assert.Equal(t, desired.Replacement{From: old, Why: "not_resumable", Event: "d-1"}, *st.Replaced)
+	got := notices()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Body, "the harness said it cannot resume the last one (`not_resumable`, conversation `"+old+"`)")
+	assert.Contains(t, got[0].Body, "was given event d-1")
+
+	// That spawn died before its prompt landed: the next one replaces a
+	// conversation that never ran.
+	rec = r.get(t)
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: s, ResumeFailed: actions.ResumeTranscriptMissing,
+		AttemptedID: rec.Status.HarnessSessionID}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, desired.Replacement{From: old, Why: "not_resumable", Event: "d-1"}, *r.get(t).Status.Replaced)
+	assert.Len(t, notices(), 1, "one notice for one conversation replaced")
+
+	// A resume clears it.
+	rec = r.get(t)
+	res = r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.ResumeSpawn{Spawn: s, ResumeID: rec.Status.HarnessSessionID}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Nil(t, r.get(t).Status.Replaced)
 }

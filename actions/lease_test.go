@@ -316,7 +316,7 @@ func runRestore(t *testing.T, missing bool, from string, st desired.Status) (*ri
 	id := st.HarnessSessionID
 	plan := []actions.Action{
 		actions.RestoreTranscript{Key: r.key, Session: desired.SessionName(r.key), ResumeID: id, Cwd: r.cwd, From: from, To: "h1", Resume: true},
-		actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id, TranscriptSize: -1, Restored: from == ""},
+		actions.ResumeSpawn{Spawn: r.spawn(rec, desired.Delivery{}), ResumeID: id},
 	}
 	res := r.exec.Execute(context.Background(), []desired.Record{rec}, plan)
 	return r, m, res, r.get(t).Status

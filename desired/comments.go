@@ -9,7 +9,8 @@ import (
 )
 
 // This file holds every text loopd itself posts on GitHub: the
-// announcement of an agent and the notice of an item that needs attention.
+// announcement of an agent, the notice of an item that needs attention,
+// and the notice of a conversation replaced.
 // Each ends with its hidden marker (TalkRule), which GitHub does not render.
 
 // maxNoticeDetail bounds, in bytes, a failure's text quoted in a notice
@@ -104,6 +105,50 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 		"Kind": kindText(r.Spec.Kind), "Reason": oneLine(next.NeedsHuman()), "Tried": tried, "Detail": detail,
 		"Blocked": next.Phase != PhaseNeedsAttention, "Session": next.Session, "Socket": t.Socket,
 		"Host": t.Host, "Item": r.Key.String(), "Marker": marker,
+	})
+	return b.String()
+}
+
+var replacedTemplate = template.Must(template.New("replaced").Parse(
+	`The agent on this {{.Kind}} is in a new conversation: {{.Why}} (` + "`{{.Reason}}`" + `{{if .From}}, conversation ` + "`{{.From}}`" + `{{end}}).
+
+The new conversation was given {{.Given}}. What the old one knew beyond that is lost to it: its work in the workspace stays, and the agent was told to read this {{.Kind}} and its comments again.
+
+{{.Marker}}`))
+
+// replacedWhy says, for a notice, why a conversation was replaced, by the
+// reason its fresh spawn recorded (Replacement.Why).
+var replacedWhy = map[string]string{
+	"not_resumable":      "the harness said it cannot resume the last one",
+	"transcript_missing": "the last one's transcript is gone",
+	"crash_loop":         "the agent kept exiting the same way soon after each resume, so the crash-loop rules retired the last one",
+	"released":           "an operator asked for it (loopd release --fresh)",
+	"id_unknown":         "the agent died before loopd learned the last one's id",
+	"resume_chooser":     "resuming the last one opened a chooser instead of the conversation",
+}
+
+// ReplacedComment returns the notice that r's agent is in a new
+// conversation, as x records it: why the last one was replaced, and what
+// the new one was given (its event or loopd's prompt, and the item's
+// events replayed), and marker.
+func ReplacedComment(r Record, x Replacement, marker string) string {
+	why, ok := replacedWhy[x.Why]
+	if !ok {
+		why = "the last one could not be resumed"
+	}
+	given := "loopd's prompt that says why it is new"
+	if x.Event != "" {
+		given = "event " + x.Event
+	}
+	switch {
+	case x.Replayed > 0 && x.Left > 0:
+		given += ", and " + strconv.Itoa(x.Replayed) + " of the item's earlier events again (" + strconv.Itoa(x.Left) + " left out for length)"
+	case x.Replayed > 0:
+		given += ", and the item's " + strconv.Itoa(x.Replayed) + " earlier event(s) again"
+	}
+	var b strings.Builder
+	_ = replacedTemplate.Execute(&b, map[string]any{
+		"Kind": kindText(r.Spec.Kind), "Why": why, "Reason": oneLine(x.Why), "From": oneLine(x.From), "Given": given, "Marker": marker,
 	})
 	return b.String()
 }

@@ -52,11 +52,45 @@ func BodyDigest(body string) string {
 // Frame is what a stored prompt says about the framed body of its delivery:
 // the delivery id and the digest its end line carries. Digest is "" for a
 // prompt rendered before digests (or one without a frame at all): such a
-// delivery is found by its marker alone.
+// delivery is found by its marker alone. Boot is true for the boot frame
+// of a spawn (BootFrame), whose ID is the spawn's boot id.
 type Frame struct {
 	ID     string
 	Digest string
+	Boot   bool
 }
+
+// The boot frame of a spawn: every boot prompt loopd starts a harness
+// with, whatever else it holds (an event, a nudge, a limit's or a move's
+// prompt, a long event's header line), holds one line that names the
+// spawn, BootLine(Status.BootID):
+//
+//	[loopd-boot <boot id>]
+//
+// The boot id is random, minted by the executor for each spawn, so no
+// payload can hold it. The line seen in a user message of the
+// conversation is the one proof that the spawn's boot prompt reached it:
+// a boot prompt without an event (a nudge) is delivered by it, and the
+// conversation a spawn started is the one whose first message holds it.
+
+// BootMarker returns the text that names boot id in its line.
+func BootMarker(id string) string { return "loopd-boot " + id }
+
+// BootLine returns the line, without a newline, that a boot prompt holds
+// to name its spawn's boot id.
+func BootLine(id string) string { return "[" + BootMarker(id) + "]" }
+
+// WithBootLine returns prompt with the boot line of boot id after it, on
+// a line of its own.
+func WithBootLine(prompt, id string) string {
+	if prompt == "" {
+		return BootLine(id)
+	}
+	return prompt + "\n\n" + BootLine(id)
+}
+
+// BootFrame returns the frame of boot id: whole wherever its line is.
+func BootFrame(id string) Frame { return Frame{ID: id, Boot: true} }
 
 // FrameOf returns the frame of delivery d as its stored prompt carries it:
 // read from d.Prompt, or, for a compact delivery (Delivery.Compact), the
@@ -105,6 +139,12 @@ const (
 // Check reports what text, one user message as a transcript stores it,
 // shows of f. A frame without a digest is whole wherever its marker is.
 func (f Frame) Check(text string) Seen {
+	if f.Boot {
+		if strings.Contains(text, BootLine(f.ID)) {
+			return SeenWhole
+		}
+		return SeenNone
+	}
 	if f.Digest == "" {
 		if strings.Contains(text, DeliveryMarker(f.ID)) {
 			return SeenWhole

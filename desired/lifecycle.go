@@ -127,7 +127,7 @@ func (s Status) Retire(id string) Status {
 func (s Status) Follow(id string) Status {
 	s.HarnessSessionID, s.ConfirmedSessionID = id, id
 	s.IDUnconfirmed = false
-	s.FastFailures, s.ChurnFailures = 0, 0
+	s.FastFailures, s.ChurnFailures, s.LastWords = 0, 0, ""
 	return s
 }
 
@@ -167,15 +167,20 @@ func (s Status) Released(generation int64, phase Phase, fresh bool, retire strin
 	return s
 }
 
-// Clone returns s with its own copies of the slices and the pointer it
+// Clone returns s with its own copies of the slices and the pointers it
 // holds, so that a change to one never shows in the other.
 func (s Status) Clone() Status {
 	s.RetiredSessionIDs = slices.Clone(s.RetiredSessionIDs)
 	s.DeliveredAt = slices.Clone(s.DeliveredAt)
 	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
+	s.AmbiguousIDs = slices.Clone(s.AmbiguousIDs)
 	if s.LastExitStatus != nil {
 		v := *s.LastExitStatus
 		s.LastExitStatus = &v
+	}
+	if s.Replaced != nil {
+		x := *s.Replaced
+		s.Replaced = &x
 	}
 	return s
 }

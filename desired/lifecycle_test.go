@@ -105,7 +105,8 @@ func TestReplay(t *testing.T) {
 	opening, mid, last := ev("d1", "open it"), ev("d2", strings.Repeat("m", 300)), ev("d3", "latest")
 	history := []Delivery{opening, mid, last}
 
-	all := Replay(history, 8<<10)
+	all, n := Replay(history, 8<<10)
+	assert.Equal(t, 3, n)
 	require.True(t, strings.HasPrefix(all, "[loopd] The events of this work item"), "loopd's line comes first: %q", all)
 	assert.Equal(t, []int{strings.Index(all, opening.Prompt), strings.Index(all, mid.Prompt), strings.Index(all, last.Prompt)},
 		sortedInts(strings.Index(all, opening.Prompt), strings.Index(all, mid.Prompt), strings.Index(all, last.Prompt)), "oldest first")
@@ -116,15 +117,20 @@ func TestReplay(t *testing.T) {
 
 	// Too small for the middle event: the opening one and the latest stay
 	// whole, the middle one is left out and counted; none is cut.
-	small := Replay(history, len(opening.Prompt)+len(last.Prompt)+200)
+	small, n := Replay(history, len(opening.Prompt)+len(last.Prompt)+200)
+	assert.Equal(t, 2, n)
 	assert.LessOrEqual(t, len(small), len(opening.Prompt)+len(last.Prompt)+200)
 	assert.Contains(t, small, opening.Prompt)
 	assert.Contains(t, small, last.Prompt)
 	assert.NotContains(t, small, DeliveryMarker("d2"))
 	assert.Contains(t, small, "(1 left out for length)")
 
-	assert.Empty(t, Replay(nil, 8<<10))
-	assert.Empty(t, Replay(history, 10), "nothing fits")
+	none, n := Replay(nil, 8<<10)
+	assert.Empty(t, none)
+	assert.Zero(t, n)
+	none, n = Replay(history, 10)
+	assert.Empty(t, none, "nothing fits")
+	assert.Zero(t, n)
 }
 
 func sortedInts(v ...int) []int {

@@ -105,7 +105,12 @@ type Talk struct {
 //     blocked (Status.Blocked: a screen that waits for a person) is an
 //     episode too, once per blocked reason until a release
 //     (next.NoticedBlock), so a screen that comes and goes with each
-//     prompt posts one notice, not one per prompt.
+//     prompt posts one notice, not one per prompt;
+//   - a new conversation that replaces the one the item was in
+//     (next.Replaced, recorded by its fresh spawn) is an episode too, and
+//     queues one notice that says why and what the new conversation was
+//     given (ReplacedComment); the same replacement written again (a
+//     spawn the daemon redid) queues none.
 func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
 	prev := r.Status
 	var calls []Call
@@ -139,6 +144,14 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 			marker := noticeMarker(r.Key, next.Episodes)
 			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker,
 				Body: NoticeComment(r, next, t, marker)})
+		}
+	}
+	if next.Replaced != nil && (prev.Replaced == nil || *prev.Replaced != *next.Replaced) {
+		next.Episodes++
+		if t.Notify {
+			marker := noticeMarker(r.Key, next.Episodes)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker,
+				Body: ReplacedComment(r, *next.Replaced, marker)})
 		}
 	}
 	return next, calls

@@ -18,6 +18,7 @@ func TestTalkRule(t *testing.T) {
 	comment := desired.Delivery{ID: "d1", Source: desired.Source{Kind: desired.SourceIssueComment, ID: 99}}
 	review := desired.Delivery{ID: "d2"} // a review body: no source, no reaction
 	exit := 1
+	replaced := desired.Replacement{From: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", Why: "not_resumable", Replayed: 2, Left: 1}
 	tests := []struct {
 		name      string
 		prev      desired.Status
@@ -75,6 +76,17 @@ func TestTalkRule(t *testing.T) {
 		{name: "needs_attention_while_blocked_notifies", prev: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"}},
 			next: desired.Status{Phase: desired.PhaseNeedsAttention, AttentionState: desired.AttentionState{Episodes: 1, Blocked: "workspace_trust", NoticedBlock: "workspace_trust"}, Reason: "spawn_unconfirmed"}, talk: all,
 			wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 2},
+		// Issue 21, case 10: one notice when a conversation is replaced.
+		{name: "a_replaced_conversation_notifies", prev: desired.Status{Phase: desired.PhaseExited, AttentionState: desired.AttentionState{Announced: true, Episodes: 1}},
+			next: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true, Episodes: 1}, SessionState: desired.SessionState{Replaced: &replaced}}, talk: all,
+			wantKinds: []desired.CallKind{desired.CallNotify}, announced: true, episodes: 2},
+		{name: "another_replacement_is_news", prev: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Episodes: 2}, SessionState: desired.SessionState{Replaced: &replaced}},
+			next: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Episodes: 2}, SessionState: desired.SessionState{Replaced: &desired.Replacement{From: replaced.From, Why: replaced.Why, Event: "d1"}}},
+			talk: all, wantKinds: []desired.CallKind{desired.CallNotify}, episodes: 3},
+		{name: "a_replacement_kept_is_no_news", prev: desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Episodes: 2}, SessionState: desired.SessionState{Replaced: &replaced}},
+			next: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Episodes: 2}, SessionState: desired.SessionState{Replaced: &replaced}}, talk: all, episodes: 2},
+		{name: "a_replacement_without_github_is_counted", prev: desired.Status{Phase: desired.PhaseExited},
+			next: desired.Status{Phase: desired.PhaseSpawning, SessionState: desired.SessionState{Replaced: &replaced}}, episodes: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +179,21 @@ func TestComments(t *testing.T) {
 	require.Len(t, calls, 1)
 	assert.Contains(t, calls[0].Body, "The loop breaker stopped sending events to the agent: 2 reached it within an hour, "+
 		"and one more would be more than the route's maxDeliveriesPerHour (2).")
+
+	// A conversation replaced: why, and what the new one was given.
+	r.Status = desired.Status{Phase: desired.PhaseExited, AttentionState: desired.AttentionState{Announced: true}}
+	x := desired.Replacement{From: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", Why: "not_resumable", Event: "d-9", Replayed: 3, Left: 1}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Replaced: &x}}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.Contains(t, body, "is in a new conversation: the harness said it cannot resume the last one (`not_resumable`, conversation `7f3c2a9e-1b4d-4c8e-9f00-0123456789ab`).")
+	assert.Contains(t, body, "The new conversation was given event d-9, and 3 of the item's earlier events again (1 left out for length).")
+	assert.Regexp(t, `\n\n<!-- loopd:notice acme/api#42 episode=1 -->$`, body)
+	x = desired.Replacement{From: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", Why: "released"}
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Replaced: &x}}, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Contains(t, calls[0].Body, "an operator asked for it (loopd release --fresh)")
+	assert.Contains(t, calls[0].Body, "was given loopd's prompt that says why it is new.")
 
 	// A blocked agent: what clears it is acting on its screen, not a release.
 	r.Status = desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Announced: true}, SessionState: desired.SessionState{Session: "loop-acme-api-42"}}

@@ -19,11 +19,11 @@ const ReplayLatest = 8
 // prompt is never cut (a cut frame would read as a mangled event): the
 // result holds at most max bytes, taking the opening event first, then the
 // latest events from the newest back; an event that does not fit is left
-// out, and the text says how many were. It returns "" when history is
-// empty or nothing fits.
-func Replay(history []Delivery, max int) string {
+// out, and the text says how many were. It returns the text and how many
+// events it replays; "" and 0 when history is empty or nothing fits.
+func Replay(history []Delivery, max int) (string, int) {
 	if len(history) == 0 {
-		return ""
+		return "", 0
 	}
 	intro := func(kept int) string { return replayIntro(len(history) - kept) }
 	// Reserve room for the longest intro.
@@ -40,7 +40,7 @@ func Replay(history []Delivery, max int) string {
 		take(i)
 	}
 	if kept == 0 {
-		return ""
+		return "", 0
 	}
 	var b strings.Builder
 	b.WriteString(intro(kept))
@@ -52,5 +52,5 @@ func Replay(history []Delivery, max int) string {
 			}
 		}
 	}
-	return b.String()
+	return b.String(), kept
 }

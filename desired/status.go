@@ -45,7 +45,8 @@ type SessionState struct {
 	// spawn, kept across resumes.
 	HarnessSessionID string
 	// ConfirmedSessionID is the id the harness itself reported (SessionStart
-	// hook), or the pinned id once its transcript was seen to grow.
+	// hook, a headless run's output), or the pinned id once the
+	// conversation showed the spawn's boot prompt (MarkRunning.Confirmed).
 	ConfirmedSessionID string
 	Session            string // tmux session name
 	PaneID             string // %N of the current pane
@@ -53,8 +54,16 @@ type SessionState struct {
 	SpawnedAt          time.Time
 	ProbeDeadline      time.Time
 	// SpawnDeliveryID is the delivery carried as the boot prompt of the
-	// current spawn; it stays pending until the spawn is confirmed.
+	// current spawn; it stays pending until its frame is seen in the
+	// conversation.
 	SpawnDeliveryID string
+	// BootID names the current spawn's boot prompt: the executor mints it
+	// with the spawn, and the prompt holds its line (BootLine). The spawn
+	// is confirmed once the conversation shows the boot prompt (its
+	// event's frame, or this line), and a conversation the harness chose
+	// the id of is the one whose first message holds it. "" for a status
+	// written before boot ids.
+	BootID string `json:",omitempty"`
 	// SpawnRefused, on a Spawning status with no pane, is why the spawn
 	// was refused before it started (tmux, the launcher, a workdir gone):
 	// a fact the next pass plans on. "" otherwise.
@@ -82,9 +91,6 @@ type SessionState struct {
 	// request that carries another token is not from this spawn. "" for
 	// a spawn that was given none (before loopd had channels).
 	ChannelToken string `json:",omitempty"`
-	// TranscriptSizeAtSpawn is the transcript's size in bytes when a resume
-	// was spawned; growth past it confirms the resume. -1 when unknown.
-	TranscriptSizeAtSpawn int64
 	// Respawn is true when the current spawn replaced an earlier session
 	// of the item (its logs say session.respawned, not session.spawned).
 	Respawn bool
@@ -95,6 +101,34 @@ type SessionState struct {
 	// window is a fresh spawn (resume_failed reason=id_unknown), and a
 	// delivery is verified only once the id is known.
 	IDUnconfirmed bool `json:",omitempty"`
+	// Replaced, from a fresh spawn that replaced the conversation the item
+	// was in (one the harness could not resume, one the crash-loop rules
+	// retired, release --fresh) until the next resume, says which, why,
+	// and what the new conversation was given: one notice on the item
+	// tells it (TalkRule).
+	Replaced *Replacement `json:",omitempty"`
+	// AmbiguousIDs are the conversations, more than one, that last fitted
+	// the spawn of an id still to be learned: none was taken
+	// (session.id_ambiguous, journaled once for them).
+	AmbiguousIDs []string `json:",omitempty"`
+}
+
+// Replacement is a new conversation that replaced the one an item was in,
+// as its fresh spawn recorded it (SessionState.Replaced).
+type Replacement struct {
+	// From is the conversation replaced; "" when its id was never
+	// learned (a Codex agent that died before loopd learned it).
+	From string
+	// Why is the reason: the resume_failed reason of the fresh spawn
+	// (not_resumable, transcript_missing, crash_loop, …) or "released"
+	// for loopd release --fresh.
+	Why string
+	// Event is the delivery the new conversation booted with, "" for
+	// loopd's own prompt (a nudge that says why it is new).
+	Event string
+	// Replayed is how many of the item's earlier events it was given
+	// again (Replay), Left how many were left out for length.
+	Replayed, Left int
 }
 
 // DeliveryState is the status of the item's deliveries to its live
@@ -127,7 +161,11 @@ type RestartHistory struct {
 	FastFailures int
 	// ChurnFailures counts consecutive failed runs shorter than
 	// churnSeconds; maxChurnFailures of them retire the conversation id.
+	// Both counts take only the harness's own exits, with the same last
+	// words: LastWords is the last line the harness printed at the death
+	// they last took, "" while they are zero.
 	ChurnFailures int
+	LastWords     string `json:",omitempty"`
 	// Failures counts consecutive failed runs (crashes or failed spawns)
 	// since the last healthy run; it drives backoff and the restart budget.
 	Failures    int

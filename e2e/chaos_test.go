@@ -43,6 +43,12 @@ type chaosScale struct {
 	// agents get; the tmux server is killed once, after half the daemon
 	// kills.
 	daemonKills, agentKills int
+	// bootKills are SIGKILLs of a resumed agent before its boot prompt is
+	// in its conversation (the fake writes it chaosBootDelay after its
+	// start), probeKills of an agent inside its probe window
+	// (resumeProbeSeconds after its start), and flightLosses kills of the
+	// tmux server while the daemon runs and a spawn is in flight.
+	bootKills, probeKills, flightLosses int
 	// uptime bounds the daemon's run between a restart and its next kill
 	// (uniform); down bounds how long it then stays down.
 	uptimeMin, uptimeMax time.Duration
@@ -59,10 +65,10 @@ type chaosScale struct {
 // items, 1,000 deliveries, 100 daemon kills), short is CI's (about 2 min on
 // a 2-core machine).
 var chaosScales = map[string]chaosScale{
-	"short": {items: 8, deliveries: 200, daemonKills: 20, agentKills: 8,
+	"short": {items: 8, deliveries: 200, daemonKills: 20, agentKills: 8, bootKills: 4, probeKills: 4, flightLosses: 1,
 		uptimeMin: 300 * time.Millisecond, uptimeMax: 2 * time.Second, downMax: 300 * time.Millisecond,
 		sendGap: 800 * time.Millisecond, drain: 2 * time.Minute},
-	"long": {items: 20, deliveries: 1000, daemonKills: 100, agentKills: 40,
+	"long": {items: 20, deliveries: 1000, daemonKills: 100, agentKills: 40, bootKills: 16, probeKills: 16, flightLosses: 2,
 		uptimeMin: 300 * time.Millisecond, uptimeMax: 2500 * time.Millisecond, downMax: 300 * time.Millisecond,
 		sendGap: 500 * time.Millisecond, drain: 5 * time.Minute},
 }
@@ -71,10 +77,19 @@ var chaosScales = map[string]chaosScale{
 // sends a busy repository's events concurrently.
 const chaosSenders = 4
 
-// chaosMaxAgentKills bounds the kills of one item's agent, below the
-// restart budget (10 consecutive failed runs), so that a kill is a crash
-// to heal, never the end of the item.
-const chaosMaxAgentKills = 4
+// chaosMaxAgentKills bounds the kills of one item's agent, of every kind,
+// below the restart budget (10 consecutive failed runs), so that a kill is
+// a crash to heal, never the end of the item.
+const chaosMaxAgentKills = 8
+
+// chaosBootDelay is how long the fake CLI waits after its start before it
+// writes its boot prompt (FAKECLAUDE_BOOT_DELAY; the real one took 1.2–7.8
+// s on a resume): the window of a kill during a resume's boot.
+const chaosBootDelay = 800 * time.Millisecond
+
+// chaosProbe is the suite's resumeProbeSeconds, the window of a kill
+// inside the probe.
+const chaosProbe = time.Second
 
 // chaosDelivery is one delivery the suite sends, and what came of it.
 type chaosDelivery struct {
@@ -129,10 +144,12 @@ func TestChaosDaemonKills(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	e, lockDir := fleetEnv(t, 100*time.Millisecond)
+	e.harnessEnv["FAKECLAUDE_BOOT_DELAY"] = chaosBootDelay.String()
 	// The suite is about delivery, not the crash-loop rules: an agent
 	// killed soon after its spawn is no fast failure, and every item
 	// takes as many deliveries as the run sends it.
 	e.policy()["fastFailSeconds"] = 1
+	e.policy()["resumeProbeSeconds"] = int(chaosProbe / time.Second)
 	e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"].(map[string]any)["maxDeliveriesPerHour"] = 1000
 	e.writeConfig(t)
 	e.start(t)
@@ -173,7 +190,8 @@ func TestChaosDaemonKills(t *testing.T) {
 	}
 
 	// The faults, on this goroutine: the env's helpers may fail the test.
-	counts := chaosCounts{}
+	counts := chaosCounts{items: sc.items}
+	downLoss := false // the server killed while the daemon was down
 	killed := map[desired.Key]int{}
 	lastKill := map[desired.Key]time.Time{}
 	began := time.Now()
@@ -190,16 +208,33 @@ func TestChaosDaemonKills(t *testing.T) {
 				}
 				nextAgent = time.Now().Add(agentEvery)
 			}
+			// The young agents: a resume still before its boot prompt, any
+			// spawn inside its probe, and the server lost under a spawn.
+			young := e.chaosYoung(t, sc.items)
+			if k, ok := young.pick(rng, true, chaosBootDelay, killed); ok && counts.bootKills < sc.bootKills && syscall.Kill(young.pid[k], syscall.SIGKILL) == nil {
+				counts.bootKills++
+				killed[k]++
+			} else if k, ok := young.pick(rng, false, chaosProbe, killed); ok && counts.probeKills < sc.probeKills && rng.IntN(4) == 0 &&
+				syscall.Kill(young.pid[k], syscall.SIGKILL) == nil {
+				counts.probeKills++
+				killed[k]++
+			} else if young.inFlight(chaosProbe) && counts.flightLosses < sc.flightLosses && counts.daemonKills >= sc.daemonKills/4 {
+				if _, err := e.tmux(t, "kill-server"); err == nil {
+					counts.flightLosses++
+					counts.serverKills++
+				}
+			}
 			time.Sleep(min(time.Until(killAt), 20*time.Millisecond))
 		}
 		e.kill9(t)
 		counts.daemonKills++
-		if counts.serverKills == 0 && counts.daemonKills >= sc.daemonKills/2 {
+		if !downLoss && counts.daemonKills >= sc.daemonKills/2 {
 			// The server goes while the daemon is down: the restarted
 			// daemon finds every agent gone at once.
-			_, err := e.tmux(t, "kill-server")
-			require.NoError(t, err, "tmux kill-server")
-			counts.serverKills++
+			if _, err := e.tmux(t, "kill-server"); err == nil {
+				counts.serverKills++
+			}
+			downLoss = true
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(sc.downMax) + 1)))
 		e.start(t)
@@ -218,13 +253,13 @@ func TestChaosDaemonKills(t *testing.T) {
 			counts.duringFaults++
 		}
 	}
-	counts.items = sc.items
 	t.Logf("chaos %s (seed %d):\n%s", name, seed, counts.table())
 	assert.True(t, drained, "some items still had events pending %s after the last fault", sc.drain)
 	assert.Zero(t, counts.lost, "accepted deliveries missing from their item's conversation: %v", counts.lostIDs)
 	assert.Zero(t, counts.doubled, "deliveries in more than one user turn: %v", counts.doubledIDs)
 	assert.Zero(t, counts.mangled, "deliveries that reached an agent mangled")
 	assert.Zero(t, counts.unexplained, "conversation changes the journal does not explain: %v", counts.unexplainedItems)
+	assert.Zero(t, counts.abandoned, "resumable conversations abandoned for a fresh one: %v", counts.abandonedItems)
 	assert.Zero(t, counts.late, "answers slower than GitHub's %s", githubTimeout)
 	assert.Empty(t, overlaps(t, lockDir), "two agents ran one conversation at once")
 	assert.Equal(t, sc.deliveries, counts.accepted, "every delivery was accepted once redelivered")
@@ -328,6 +363,71 @@ func (e *env) chaosKillAgent(t *testing.T, rng *rand.Rand, items int, killed map
 	return true
 }
 
+// chaosYoungAgents are the live agents of the run's items that started
+// lately, by their pane's process and the fake's start log.
+type chaosYoungAgents struct {
+	pid    map[desired.Key]int
+	age    map[desired.Key]time.Duration
+	resume map[desired.Key]bool
+}
+
+// chaosYoung returns the live agents of issues 1..items and how long ago
+// each started, and whether as a resume.
+func (e *env) chaosYoung(t *testing.T, items int) chaosYoungAgents {
+	y := chaosYoungAgents{pid: map[desired.Key]int{}, age: map[desired.Key]time.Duration{}, resume: map[desired.Key]bool{}}
+	out, err := e.tmux(t, "list-panes", "-a", "-F", "#{session_name} #{pane_dead} #{pane_pid}")
+	if err != nil {
+		return y // no server at this moment
+	}
+	live := map[int]string{}
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) == 3 && f[1] == "0" {
+			pid, _ := strconv.Atoi(f[2])
+			live[pid] = f[0]
+		}
+	}
+	sessions := map[string]desired.Key{}
+	for n := 1; n <= items; n++ {
+		sessions[desired.SessionName(issueKey(n))] = issueKey(n)
+	}
+	for _, s := range e.starts(t) {
+		k, ok := sessions[live[s.PID]]
+		if !ok {
+			continue
+		}
+		flag, _ := s.mode()
+		y.pid[k], y.age[k], y.resume[k] = s.PID, time.Since(s.Time), flag == "--resume"
+	}
+	return y
+}
+
+// inFlight reports whether an agent started less than within ago: its
+// spawn is in flight.
+func (y chaosYoungAgents) inFlight(within time.Duration) bool {
+	for _, age := range y.age {
+		if age < within {
+			return true
+		}
+	}
+	return false
+}
+
+// pick returns a random agent started less than within ago (a resume when
+// resume is set) whose item has not had chaosMaxAgentKills kills.
+func (y chaosYoungAgents) pick(rng *rand.Rand, resume bool, within time.Duration, killed map[desired.Key]int) (desired.Key, bool) {
+	var candidates []desired.Key
+	for k, age := range y.age {
+		if age < within && (!resume || y.resume[k]) && killed[k] < chaosMaxAgentKills {
+			candidates = append(candidates, k)
+		}
+	}
+	if len(candidates) == 0 {
+		return desired.Key{}, false
+	}
+	slices.SortFunc(candidates, func(a, b desired.Key) int { return a.Number - b.Number })
+	return candidates[rng.IntN(len(candidates))], true
+}
+
 // chaosDrain waits up to sc.drain until every item runs with no event
 // pending or in flight, and reports whether they all did.
 func (e *env) chaosDrain(t *testing.T, sc chaosScale) bool {
@@ -360,11 +460,15 @@ type chaosCounts struct {
 	// agent before the last fault.
 	duringFaults                          int
 	conversations, explained, unexplained int
+	// abandoned counts the fresh starts whose previous conversation's
+	// transcript was intact and whose death was no refusal of the
+	// harness's (session.resume_failed reason=not_resumable).
+	abandoned                             int
 	daemonKills, agentKills, serverKills  int
+	bootKills, probeKills, flightLosses   int
 	overlaps                              int
-
-	lostIDs, doubledIDs []string
-	unexplainedItems    []string
+	lostIDs, doubledIDs, unexplainedItems []string
+	abandonedItems                        []string
 }
 
 // frameBegin finds the begin line of every delivery frame in a message
@@ -454,6 +558,47 @@ func (c *chaosCounts) tally(t *testing.T, e *env, deliveries []*chaosDelivery, l
 		}
 	}
 	c.overlaps = len(overlaps(t, lockDir))
+	c.tallyAbandoned(t, e)
+}
+
+// tallyAbandoned counts the fresh starts of the fake CLI, after an item's
+// first, whose previous conversation (the one the item's start before it
+// ran) holds a turn, with no session.resume_failed reason=not_resumable
+// for it: a resumable conversation abandoned. A start names its item by
+// the brief of a fresh conversation (desired.AgentMarker), a resume by the
+// conversation it resumes.
+func (c *chaosCounts) tallyAbandoned(t *testing.T, e *env) {
+	refused := map[string]bool{}
+	for _, ev := range e.events(t) {
+		if ev.Name == journal.SessionResumeFailed && ev.Attrs["reason"] == "not_resumable" {
+			refused[ev.Attrs["attempted_session_id"]] = true
+		}
+	}
+	item := map[string]desired.Key{} // conversation → item
+	last := map[desired.Key]string{} // item → the conversation of its latest start
+	for _, s := range e.starts(t) {
+		flag, id := s.mode()
+		if flag == "--resume" {
+			if k, ok := item[id]; ok {
+				last[k] = id
+			}
+			continue
+		}
+		var k desired.Key
+		for n := 1; n <= c.items; n++ {
+			if strings.Contains(s.Argv[len(s.Argv)-1], desired.AgentMarker(issueKey(n))) {
+				k = issueKey(n)
+			}
+		}
+		if k == (desired.Key{}) {
+			continue
+		}
+		if prev, ok := last[k]; ok && !refused[prev] && len(e.transcriptLines(t, k, prev)) > 0 {
+			c.abandoned++
+			c.abandonedItems = append(c.abandonedItems, k.String()+" "+prev)
+		}
+		item[id], last[k] = k, id
+	}
 }
 
 // frameSeen is desired.Frame.Check for delivery id in text, with the
@@ -528,10 +673,14 @@ func (c *chaosCounts) table() string {
 		{"conversations", c.conversations},
 		{"conversation changes explained", c.explained},
 		{"conversation changes unexplained", c.unexplained},
+		{"resumable conversations abandoned", c.abandoned},
 		{"agents overlapping on one conversation", c.overlaps},
 		{"daemon kills (SIGKILL)", c.daemonKills},
 		{"agent kills (SIGKILL)", c.agentKills},
+		{"  resumes killed before their boot prompt", c.bootKills},
+		{"  agents killed inside their probe", c.probeKills},
 		{"tmux server kills", c.serverKills},
+		{"  of them while spawns were in flight", c.flightLosses},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%d\t\n", r.name, r.n)

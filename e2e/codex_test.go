@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -211,4 +213,80 @@ func TestCodexTwoItemsInOneWorkdirNeverShareARollout(t *testing.T) {
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, a.Status.HarnessSessionID), one))
 	assert.Zero(t, countContaining(codexMessages(t, e, ad, keyIssue, a.Status.HarnessSessionID), three))
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, other, b.Status.HarnessSessionID), three))
+}
+
+// TestCodexTwoRolloutsThatFitAreNotGuessed (issue 21, case 6): two
+// rollouts that both fit a spawn whose id is still to be learned (each
+// opens with its boot line and the agent's brief) are not settled by a
+// guess: session.id_ambiguous names both, once, and the item goes on with
+// its id unknown. A rollout that holds another spawn's boot line fits
+// none. Once only one fits, its id is learned.
+func TestCodexTwoRolloutsThatFitAreNotGuessed(t *testing.T) {
+	t.Parallel()
+	// Logged out: the CLI stops at its login screen and writes no rollout
+	// of its own.
+	e, _ := newCodexEnv(t, fakeCodexBin, true, nil)
+	e.start(t)
+	sendComment(t, e, "first "+uuid.NewString())
+	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseSpawning && r.Status.IDUnconfirmed && r.Status.BootID != ""
+	}, waitLong, "the spawn never started")
+	brief := "\n\n" + desired.AgentBrief(keyIssue)
+	line := desired.BootLine(r.Status.BootID)
+	ids, paths := plantRollouts(t, filepath.Join(e.dir, "codex"), r.Workdir(), line+brief, line+brief, desired.BootLine(uuid.NewString())+brief)
+	a, b := ids[0], ids[1]
+
+	amb := e.waitEvent(t, journal.SessionIDAmbiguous, keyIssue, 1, waitLong)
+	assert.ElementsMatch(t, []string{a, b}, strings.Split(amb[0].Attrs["candidates"], ","))
+	e.settle(t)
+	assert.Len(t, e.eventsNamed(t, journal.SessionIDAmbiguous, keyIssue), 1, "the same ambiguity is journaled once")
+	st := e.mustRecord(t, keyIssue).Status
+	assert.True(t, st.IDUnconfirmed, "no id taken")
+	assert.Empty(t, st.HarnessSessionID)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionFollowed, keyIssue))
+
+	require.NoError(t, os.Remove(paths[1]))
+	e.waitRecord(t, keyIssue, func(r desired.Record) bool {
+		return !r.Status.IDUnconfirmed && r.Status.HarnessSessionID == a
+	}, waitLong, "the one rollout left that fits was never learned")
+	followed := e.waitEvent(t, journal.SessionFollowed, keyIssue, 1, waitShort)
+	assert.Equal(t, a, followed[0].Attrs["harness_session_id"])
+	assert.Equal(t, "rollout", followed[0].Attrs["source"])
+}
+
+// plantRollouts writes rollouts of Codex 0.171.0's shape under home
+// (CODEX_HOME), one per first user message in firsts, each for a
+// conversation started now in workdir, and returns their paths (ids[i]'s
+// at paths[i]). They appear at once, by the rename of the year directory
+// that holds them, so that no pass sees some of them without the others;
+// home must hold no rollout of this year yet.
+func plantRollouts(t *testing.T, home, workdir string, firsts ...string) (ids, paths []string) {
+	t.Helper()
+	cwd, err := filepath.EvalSymlinks(workdir)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	stamp := now.Format("2006-01-02T15:04:05.000Z")
+	staging := filepath.Join(home, "planting")
+	day := now.Format("2006/01/02")
+	require.NoError(t, os.MkdirAll(filepath.Join(staging, day), 0o700))
+	for _, first := range firsts {
+		id := uuid.Must(uuid.NewV7()).String()
+		var data []byte
+		for _, l := range []map[string]any{
+			{"timestamp": stamp, "type": "session_meta", "payload": map[string]any{"id": id, "timestamp": stamp, "cwd": cwd, "originator": "codex-tui"}},
+			{"timestamp": stamp, "type": "event_msg", "payload": map[string]any{"type": "user_message", "message": first}},
+		} {
+			b, err := json.Marshal(l)
+			require.NoError(t, err)
+			data = append(append(data, b...), '\n')
+		}
+		name := filepath.Join(day, "rollout-"+now.Format("2006-01-02T15-04-05")+"-"+id+".jsonl")
+		require.NoError(t, os.WriteFile(filepath.Join(staging, name), data, 0o600))
+		ids, paths = append(ids, id), append(paths, filepath.Join(home, "sessions", name))
+	}
+	year := now.Format("2006")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "sessions"), 0o700))
+	require.NoDirExists(t, filepath.Join(home, "sessions", year))
+	require.NoError(t, os.Rename(filepath.Join(staging, year), filepath.Join(home, "sessions", year)))
+	return ids, paths
 }

@@ -202,7 +202,7 @@ func TestGeminiMissingSessionFallsBack(t *testing.T) {
 		"the fallback never got the comment")
 	failed := g.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
 	if assert.Len(t, failed, 1) {
-		assert.Equal(t, "pane_died", failed[0].Attrs["reason"])
+		assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 		assert.Equal(t, harness.CauseSessionError, failed[0].Attrs["exit_cause"])
 		assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
 	}

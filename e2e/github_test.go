@@ -46,9 +46,20 @@ var (
 // announcements returns the comments on issue 1 that carry its announce
 // marker.
 func announcements(srv *ghapitest.Server) []ghapitest.Comment {
+	return commentsWith(srv, "<!-- loopd:announce Codertocat/Hello-World#1 -->")
+}
+
+// notices returns the comments on issue 1 that carry one of its notice
+// markers.
+func notices(srv *ghapitest.Server) []ghapitest.Comment {
+	return commentsWith(srv, "<!-- loopd:notice Codertocat/Hello-World#1 episode=")
+}
+
+// commentsWith returns the comments on issue 1 whose body holds marker.
+func commentsWith(srv *ghapitest.Server, marker string) []ghapitest.Comment {
 	var out []ghapitest.Comment
 	for _, c := range srv.Comments("Codertocat", "Hello-World", 1) {
-		if strings.Contains(c.Body, "<!-- loopd:announce Codertocat/Hello-World#1 -->") {
+		if strings.Contains(c.Body, marker) {
 			out = append(out, c)
 		}
 	}
@@ -64,9 +75,9 @@ func (e *env) waitPosted(t *testing.T, n int) []journal.Event {
 // TestAnnounceOnceAndAcknowledge: the first spawn of an item is announced
 // once, with its session and host, through the configured API URL and the
 // token as a bearer; the opened event and a later comment get an eyes
-// reaction once they reached the agent; a crash with a resume fallback, a
-// release and a daemon restart announce nothing more; the token reaches no
-// pane.
+// reaction once they reached the agent; a crash with a resume fallback
+// posts one notice of the conversation replaced, and it, a release and a
+// daemon restart announce nothing more; the token reaches no pane.
 func TestAnnounceOnceAndAcknowledge(t *testing.T) {
 	t.Parallel()
 	// Every resume fails: a crash is followed by a fresh fallback.
@@ -117,8 +128,13 @@ func TestAnnounceOnceAndAcknowledge(t *testing.T) {
 	e.settle(t)
 
 	assert.Len(t, announcements(srv), 1, "announced once")
-	assert.Equal(t, 1, srv.Count("POST", issueComments), "one comment posted in all")
-	assert.Len(t, e.eventsNamed(t, journal.GitHubQueued, keyIssue), 3, "announce and two reactions, nothing more")
+	assert.Equal(t, 2, srv.Count("POST", issueComments), "the announcement and the notice of the conversation replaced, in all")
+	queued := e.eventsNamed(t, journal.GitHubQueued, keyIssue)
+	var kinds []string
+	for _, ev := range queued {
+		kinds = append(kinds, ev.Attrs["call"])
+	}
+	assert.Equal(t, []string{"announce", "react", "react", "notify"}, kinds, "announce, two reactions and one notice, nothing more")
 
 	// The token is the daemon's: no pane's environment holds it.
 	pid := e.panePID(t, keyIssue)
@@ -200,15 +216,7 @@ func TestNeedsAttentionNotice(t *testing.T) {
 	srv.Fail(ghapitest.Failure{Method: "POST", Path: anyReaction, Status: http.StatusNotFound, Body: `{"message":"Not Found"}`, Times: 1})
 	stuckAtTrustDialog(t, e, "please look "+uuid.NewString())
 	e.waitPosted(t, 2)
-	notices := func() []ghapitest.Comment {
-		var out []ghapitest.Comment
-		for _, c := range srv.Comments("Codertocat", "Hello-World", 1) {
-			if strings.Contains(c.Body, "<!-- loopd:notice Codertocat/Hello-World#1 episode=") {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	notices := func() []ghapitest.Comment { return notices(srv) }
 	require.Len(t, notices(), 2)
 	// The dialog is noticed at once, with what clears it: acting on the
 	// screen.

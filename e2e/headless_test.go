@@ -221,7 +221,7 @@ func TestProcessRunnerCodexUnconfirmedUnderCron(t *testing.T) {
 // TestProcessRunnerCodexResumeFailureFallsBackToFresh: an exec resume that
 // Codex refuses ("no rollout found for thread id", exit 1) falls back to a
 // fresh exec that carries the same event (session.resume_failed
-// reason=run_failed), and a rollout gone before the next event is a fresh
+// reason=not_resumable), and a rollout gone before the next event is a fresh
 // exec at once (reason=transcript_missing); each event lands once, in the
 // new conversation, and no failure is counted.
 func TestProcessRunnerCodexResumeFailureFallsBackToFresh(t *testing.T) {
@@ -247,7 +247,7 @@ func TestProcessRunnerCodexResumeFailureFallsBackToFresh(t *testing.T) {
 	assert.Equal(t, []string{"fresh", "resume " + first, "fresh"}, modes)
 	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
-	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
 	assert.Equal(t, 1, countContaining(codexMessages(t, e, ad, keyIssue, second), body), "the fallback carried the event, once")
 	assert.Zero(t, countContaining(codexMessages(t, e, ad, keyIssue, first), body))
@@ -430,7 +430,7 @@ func TestProcessRunnerGeminiFreshThenResume(t *testing.T) {
 // TestProcessRunnerGeminiRefusedResumeFallsBack: a headless resume that
 // Gemini refuses (exit 42, "Error resuming session") falls back to a fresh
 // run that carries the same event, journaled as session.resume_failed
-// reason=run_failed exit_cause=session_error; no failure is counted.
+// reason=not_resumable exit_cause=session_error; no failure is counted.
 func TestProcessRunnerGeminiRefusedResumeFallsBack(t *testing.T) {
 	t.Parallel()
 	g := geminiProcessEnv(t, map[string]string{"FAKEGEMINI_RESUME_FAIL": "1"})
@@ -452,7 +452,7 @@ func TestProcessRunnerGeminiRefusedResumeFallsBack(t *testing.T) {
 	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
 	failed := g.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
-	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 	assert.Equal(t, harness.CauseSessionError, failed[0].Attrs["exit_cause"])
 	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
 	assert.Equal(t, 1, countContaining(g.turns(t, keyIssue, second), body), "the fallback carried the event, once")
@@ -616,14 +616,14 @@ func TestRealGeminiProcessRunnerNoAuthNeedsAttention(t *testing.T) {
 	geminiNoAuthBudget(t, e, func() int { return len(e.runLogs(t, keyIssue)) })
 }
 
-// TestRealGeminiProcessRunnerFailedResumeGoesFresh: under restartPolicy
-// Never, a run that exits 41 needs attention, and is not run again by
-// itself. Then a conversation whose chat file exists (hand-made as the
-// reference does, which the real CLI accepts) is resumed headless for the
-// next event; without an auth method the resume exits 41
-// (session.resume_failed reason=run_failed exit_cause=auth_missing), and a
-// fresh run under a new id carries the same event.
-func TestRealGeminiProcessRunnerFailedResumeGoesFresh(t *testing.T) {
+// TestRealGeminiProcessRunnerResumeWithoutAuthKeepsTheConversation: under
+// restartPolicy Never, a run that exits 41 needs attention, and is not run
+// again by itself. Then a conversation whose chat file exists (hand-made
+// as the reference does, which the real CLI accepts) is resumed headless
+// for the next event; without an auth method the resume exits 41
+// (exit_cause=auth_missing), which is no refusal to resume: the
+// conversation is kept, not replaced, and the item needs attention again.
+func TestRealGeminiProcessRunnerResumeWithoutAuthKeepsTheConversation(t *testing.T) {
 	e, home := newRealGeminiEnv(t, map[string]any{"restartPolicy": "Never"})
 	t.Parallel()
 	e.asProcessRunner(t, 600)
@@ -646,23 +646,20 @@ func TestRealGeminiProcessRunnerFailedResumeGoesFresh(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tr.Exists, "loopd counts the hand-made chat file as resumable")
 
-	d := sendComment(t, e, "the second event "+uuid.NewString())
-	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitLong)
-	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
-	assert.Equal(t, harness.CauseAuthMissing, failed[0].Attrs["exit_cause"])
-	assert.Equal(t, id, failed[0].Attrs["attempted_session_id"])
+	sendComment(t, e, "the second event "+uuid.NewString())
 	e.waitFor(t, func() bool {
-		return len(e.runLogs(t, keyIssue)) == 3 && e.mustRecord(t, keyIssue).Status.Phase == desired.PhaseNeedsAttention
-	}, waitLong, "the fallback never ran")
+		return len(e.runLogs(t, keyIssue)) == 2 && e.mustRecord(t, keyIssue).Status.Phase == desired.PhaseNeedsAttention
+	}, waitLong, "the resume never ran")
+	e.settle(t)
 	starting := e.daemonLines(t, journal.SessionStarting)
-	require.Len(t, starting, 3)
-	assert.Equal(t, []string{"fresh", "resume", "fresh"}, []string{logField(starting[0], "mode"), logField(starting[1], "mode"), logField(starting[2], "mode")})
+	require.Len(t, starting, 2)
+	assert.Equal(t, []string{"fresh", "resume"}, []string{logField(starting[0], "mode"), logField(starting[1], "mode")})
 	assert.Equal(t, id, logField(starting[1], "harness_session_id"))
-	fresh := logField(starting[2], "harness_session_id")
-	assert.NotEqual(t, id, fresh)
-	assert.Equal(t, logField(starting[1], "delivery"), logField(starting[2], "delivery"), "the fallback carried the resume's event")
-	assert.Contains(t, []string{d, logField(starting[0], "delivery")}, logField(starting[2], "delivery"))
-	assert.Equal(t, fresh, e.mustRecord(t, keyIssue).Status.HarnessSessionID)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "no auth is no refusal to resume")
+	assert.Equal(t, id, e.mustRecord(t, keyIssue).Status.HarnessSessionID)
+	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
+	require.NotEmpty(t, exits)
+	assert.Equal(t, harness.CauseAuthMissing, exits[len(exits)-1].Attrs["exit_cause"])
 	assert.Empty(t, e.eventsNamed(t, journal.DispatchDelivered, keyIssue), "offline, nothing reached a conversation")
 }
 

@@ -74,7 +74,7 @@ func TestRespawnResumeFailure(t *testing.T) {
 
 			failed := e.eventsNamed(t, journal.SessionResumeFailed, keyIssue)
 			if assert.Len(t, failed, 1) {
-				assert.Equal(t, "pane_died", failed[0].Attrs["reason"])
+				assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 				assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
 				assert.Equal(t, "claude-code", failed[0].Attrs["harness"])
 			}
@@ -255,8 +255,9 @@ func TestRespawnSIGHUPTurnsOptOutOn(t *testing.T) {
 	e.waitRecord(t, keyIssue, func(r desired.Record) bool {
 		return r.Status.Phase == desired.PhaseRunning && r.Status.HarnessSessionID == fresh
 	}, waitShort, "the fresh respawn never ran")
+	// The status is written before its journal row: wait for the row.
+	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "opting out is silent")
-	respawned := e.eventsNamed(t, journal.SessionRespawned, keyIssue)
 	if assert.Len(t, respawned, 1) {
 		assert.Equal(t, "false", respawned[0].Attrs["resumed"])
 		assert.Equal(t, fresh, respawned[0].Attrs["harness_session_id"])
@@ -351,11 +352,14 @@ func TestRespawnCrashDetectedFast(t *testing.T) {
 // child. A shell can never be a harness's processName, so the test runs it
 // under a copy of /bin/sh named agent-sh (the interpreter on the first line).
 const detachScript = `#!INTERPRETER
-# Started as "agent --session-id|--resume <id> …": write the transcript line
-# Claude Code writes for a prompt, so each spawn is confirmed.
+# Started as "agent --session-id|--resume <id> … -- <prompt>": write the
+# transcript line Claude Code writes for its prompt, so each spawn is
+# confirmed (its boot prompt is in the conversation).
 dir="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"
 mkdir -p "$dir"
-printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$1" >>"$dir/$2.jsonl"
+for prompt; do :; done
+text=$(printf '%s' "$prompt" | sed 's/\\/\\\\/g; s/"/\\"/g; s/	/\\t/g' | awk '{printf "%s%s", (NR>1 ? "\\n" : ""), $0}')
+printf '{"type":"user","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n' "$text" >>"$dir/$2.jsonl"
 [ -e "$0.ran" ] && { sleep 600; exit 0; }
 : >"$0.ran"
 trap '' HUP

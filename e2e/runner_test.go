@@ -195,7 +195,7 @@ func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
 // TestProcessRunnerResumeFailureFallsBackToFresh: a headless resume that
 // fails in a moment ("No conversation found", exit 1) falls back to a
 // fresh run that carries the same event, through the decision table
-// (session.resume_failed reason=run_failed), and the event is delivered
+// (session.resume_failed reason=not_resumable: the CLI's own refusal), and the event is delivered
 // once, in the new conversation.
 func TestProcessRunnerResumeFailureFallsBackToFresh(t *testing.T) {
 	t.Parallel()
@@ -221,7 +221,7 @@ func TestProcessRunnerResumeFailureFallsBackToFresh(t *testing.T) {
 	assert.Equal(t, []string{"--session-id " + first, "--resume " + first, "--session-id " + second}, modes)
 	failed := e.waitEvent(t, journal.SessionResumeFailed, keyIssue, 1, waitShort)
 	require.Len(t, failed, 1)
-	assert.Equal(t, "run_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, "not_resumable", failed[0].Attrs["reason"])
 	assert.Equal(t, first, failed[0].Attrs["attempted_session_id"])
 	assert.Equal(t, 1, countContaining(e.userTurns(t, keyIssue, second), body), "the fallback carried the event, once")
 	assert.Zero(t, countContaining(e.userTurns(t, keyIssue, first), body))

@@ -47,6 +47,10 @@ type Observation struct {
 	// its harness started in its workdir since then, oldest first
 	// (harness.SessionLearner). A missing entry means "not read".
 	Started map[desired.Key][]harness.Started
+	// Exits holds, per item whose Need asked for it (Need.Exit), what its
+	// dead pane shows its harness said last. A missing entry means "not
+	// read".
+	Exits map[desired.Key]Exit
 	// Reports holds, per item whose Need named Reports, the report files
 	// its channel holds, oldest first, at most MaxReports
 	// (channel.ReadReports). A missing entry means "none read".
@@ -57,6 +61,14 @@ type Observation struct {
 	// keeps them for its workdir (harness.Adapter.Transcript). A missing
 	// id means "not read".
 	Reported map[desired.Key]map[string]harness.Transcript
+}
+
+// Exit is what a dead agent said last, as its adapter reads it: the last
+// line it printed, and its refusal to resume its conversation, if that is
+// what it said (harness.ResumeRefusal).
+type Exit struct {
+	Words   string
+	Refusal harness.Refusal
 }
 
 // MaxReports bounds the report files one pass reads of one item's
@@ -112,6 +124,9 @@ type Need struct {
 	// started in its workdir since then (Observation.Started), for a
 	// harness that cannot pin its conversation id.
 	Learn time.Time
+	// Exit reads the item's dead pane for what its harness said last
+	// (Observation.Exits).
+	Exit bool
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -215,7 +230,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
-		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{},
+		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}, Exits: map[desired.Key]Exit{},
 		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
 	var confirm, channels []string
@@ -234,6 +249,11 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		if need.Screen {
 			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
 				obs.Screens[rec.Key] = sc
+			}
+		}
+		if need.Exit {
+			if x, ok := o.readExit(ctx, rec, snap); ok {
+				obs.Exits[rec.Key] = x
 			}
 		}
 		if !need.Disk {

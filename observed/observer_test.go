@@ -331,3 +331,29 @@ func TestObserverReadsALatestTurnOnceUntilItsTranscriptChanges(t *testing.T) {
 	require.NotNil(t, observe(), "kept while unchanged")
 	assert.Equal(t, 2, ad.reads)
 }
+
+// TestObserverReadsWhatADeadAgentSaidLast: a dead pane is read only when
+// its Need asks (Exit), for its last line and its refusal to resume the
+// item's recorded conversation; a live screen that prints a refusal and a
+// signal's death are read too, and a pane nobody asked about is not.
+func TestObserverReadsWhatADeadAgentSaidLast(t *testing.T) {
+	r := newObserverRig(t)
+	for n := 1; n <= 3; n++ {
+		spawn(t, r.f, fmt.Sprintf("loop-acme-api-%d", n), "claude", "hi")
+	}
+	r.f.SetScreen("loop-acme-api-1", "No conversation found with session ID: "+idA)
+	r.f.Exit("loop-acme-api-1", 1)
+	r.f.SetScreen("loop-acme-api-2", "❯ fix it\nError: Maximum call stack size exceeded")
+	r.f.ExitSignal("loop-acme-api-2", 9)
+	r.f.SetScreen("loop-acme-api-3", "No conversation found with session ID: "+idC)
+	a, b, c := r.item(t, 1, "a", true, idA), r.item(t, 2, "b", true, idB), r.item(t, 3, "c", true, idC)
+	var seen []observed.Snapshot
+	o, err := r.o.Observe(t.Context(), []desired.Record{a, b, c}, needsOf(map[int]observed.Need{
+		1: {Exit: true}, 2: {Exit: true}, 3: {Screen: true},
+	}, &seen), now)
+	require.NoError(t, err)
+	assert.Equal(t, observed.Exit{Words: "No conversation found with session ID: " + idA, Refusal: harness.RefusalNotResumable}, o.Exits[a.Key])
+	assert.Equal(t, observed.Exit{Words: "Error: Maximum call stack size exceeded"}, o.Exits[b.Key])
+	assert.Equal(t, harness.RefusalNotResumable, o.Screens[c.Key].Refusal, "a live CLI that prints its refusal")
+	assert.NotContains(t, o.Exits, c.Key, "a live pane has no last words")
+}

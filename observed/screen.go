@@ -7,6 +7,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/tmux"
 )
 
 // Screen is what an item's live pane and the latest turn of its
@@ -19,6 +20,13 @@ type Screen struct {
 	// none. The screen's wins: it is what the CLI shows now, menu
 	// included.
 	Limit *harness.Limit
+	// Refusal is the CLI's refusal to resume the item's recorded
+	// conversation that the live screen shows (harness.ResumeRefusal): a
+	// CLI may print it and stay up.
+	Refusal harness.Refusal
+	// Ready is true when the screen shows the harness's input box, empty
+	// and waiting (harness.ScreenReady).
+	Ready bool
 }
 
 // readScreen reads rec's pane with its adapter: the text it captured in an
@@ -45,7 +53,8 @@ func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snap
 		c = capture{text: text, at: now}
 	}
 	kept[pn.PaneID] = c
-	sc := Screen{Blocked: ad.Blocked(c.text)}
+	class, _ := ad.Screen(c.text)
+	sc := Screen{Blocked: ad.Blocked(c.text), Refusal: harness.ResumeRefusal(ad, c.text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
 	if l, ok := ad.Limit(c.text, now); ok {
 		sc.Limit = &l
 	}
@@ -120,3 +129,37 @@ type turnLimit struct {
 	found bool
 	limit harness.Limit
 }
+
+// readExit reads rec's dead pane, as it still shows (remain-on-exit), for
+// what its harness said last (tmux.Tail): its last line (tmux.LastWords)
+// and its refusal to resume the recorded conversation, with the exit
+// status when it has one. It reports false when there is no dead pane to
+// read or the capture failed, which is logged.
+func (o *Observer) readExit(ctx context.Context, rec desired.Record, snap Snapshot) (Exit, bool) {
+	ad, ok := o.Harnesses[rec.Spec.Harness]
+	if !ok {
+		return Exit{}, false
+	}
+	pn, ok := snap.Pane(desired.SessionName(rec.Key))
+	if !ok || !pn.Dead {
+		return Exit{}, false
+	}
+	tail, err := tmux.Tail(ctx, o.Tmux, pn.PaneID)
+	if err != nil {
+		o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
+		return Exit{}, false
+	}
+	status := pn.DeadStatus
+	if pn.DeadSignal != 0 || !pn.StatusKnown {
+		status = -1
+	}
+	return Exit{Words: lastWords(tail), Refusal: harness.ResumeRefusal(ad, tail, status, rec.Status.HarnessSessionID)}, true
+}
+
+// maxLastWords bounds, in bytes, what an Exit keeps of a dead agent's last
+// line: the churn rule compares them, and the status keeps the last ones.
+const maxLastWords = 256
+
+// lastWords is the last line text shows its agent printed
+// (tmux.LastWords), cut to maxLastWords.
+func lastWords(text string) string { return journal.Clip(tmux.LastWords(text), maxLastWords) }

@@ -91,9 +91,12 @@ func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int
 // loopd's own probe: a start reported is no longer in flight, while its
 // resume stays unverified until the probe window has passed
 // (itemPlan.planAlive). A harness that reports nothing (no SessionStart
-// hook) is in flight until its spawn is confirmed and the item Running.
+// hook) is in flight until its spawn is confirmed and the item Running. A
+// spawn whose screen waits for a person (Status.Blocked: a trust dialog,
+// a login) has started too: it is out of flight, so that it holds no
+// start from the others until its confirm timeout.
 func startInFlight(phase desired.Phase, r desired.Record) bool {
-	return phase == desired.PhaseSpawning && r.ReportSinceSpawn() == nil
+	return phase == desired.PhaseSpawning && r.ReportSinceSpawn() == nil && r.Status.Blocked == ""
 }
 
 // Load is what the host runs once a pass is done: how many items hold a

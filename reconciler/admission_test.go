@@ -85,8 +85,24 @@ func (h *host) unmade(n int) *host {
 }
 
 // grown makes item n's transcript grow past its size at spawn.
-func (h *host) grown(n int) *host {
+// booted makes item n's boot prompt (its boot line, bootID) show in its
+// conversation.
+func (h *host) booted(n int) *host {
 	h.obs.Transcripts[itemKey(n)] = harness.Transcript{Known: true, Exists: true, Size: 250}
+	if h.obs.Frames == nil {
+		h.obs.Frames = map[desired.Key]map[string]harness.Found{}
+	}
+	h.obs.Frames[itemKey(n)] = map[string]harness.Found{bootID: {Whole: true}}
+	return h
+}
+
+// refused makes item n's dead agent have refused to resume its
+// conversation.
+func (h *host) refused(n int) *host {
+	if h.obs.Exits == nil {
+		h.obs.Exits = map[desired.Key]observed.Exit{}
+	}
+	h.obs.Exits[itemKey(n)] = observed.Exit{Refusal: harness.RefusalNotResumable}
 	return h
 }
 
@@ -218,7 +234,7 @@ func TestAdmission(t *testing.T) {
 		{"a_crashed_agent_waits_only_for_a_start_not_yet_reported", newHost().add(1, probing(), "alive").reported(1, ago(5*time.Second)).
 			add(2, probing(), "alive").add(3, run, "dead"), caps(0, 2),
 			map[int]string{1: "wait probing", 2: "wait probing", 3: "record_exit BackingOff; resume_spawn pane_dead"}},
-		{"a_spawn_confirmed_in_the_pass_frees_its_start", newHost().add(1, spawning(desired.SpawnResume), "alive").grown(1).
+		{"a_spawn_confirmed_in_the_pass_frees_its_start", newHost().add(1, spawning(desired.SpawnResume), "alive").booted(1).
 			add(2, desired.Status{}, "", event(2, ago(time.Minute))).
 			with(1, func(r *desired.Record) { r.Pending = nil; r.Status.SpawnDeliveryID = "" }), caps(0, 1),
 			map[int]string{1: "mark_running", 2: "fresh_spawn new_event"}},
@@ -228,7 +244,16 @@ func TestAdmission(t *testing.T) {
 		{"a_crashed_agent_waiting_for_a_start_holds_its_slot", newHost().add(1, probing(), "alive").add(2, run, "dead").
 			add(3, desired.Status{}, "", event(3, ago(time.Minute))), caps(2, 1),
 			map[int]string{1: "wait probing", 2: "record_exit BackingOff; wait starts_in_flight", 3: "queue 1 capacity enter"}},
-		{"a_resume_that_failed_falls_back_whatever_the_starts", newHost().add(1, probing(), "alive").add(2, spawning(desired.SpawnResume), "dead", ev1),
+		// Issue 21, case 12: a spawn whose screen waits for a person has
+		// started; it holds no start (others waited 66 s and 108 s behind
+		// one trust dialog), and keeps its slot.
+		{"a_blocked_spawn_holds_no_start", newHost().add(1, with(probing(), func(s *desired.Status) { s.Blocked = harness.BlockWorkspaceTrust }), "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), caps(0, 1),
+			map[int]string{1: "wait probing", 2: "fresh_spawn new_event"}},
+		{"a_blocked_spawn_keeps_its_slot", newHost().add(1, with(probing(), func(s *desired.Status) { s.Blocked = harness.BlockWorkspaceTrust }), "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), caps(1, 1),
+			map[int]string{1: "wait probing", 2: "queue 1 capacity enter"}},
+		{"a_resume_that_failed_falls_back_whatever_the_starts", newHost().add(1, probing(), "alive").add(2, spawning(desired.SpawnResume), "dead", ev1).refused(2),
 			caps(1, 1),
 			map[int]string{1: "wait probing", 2: "record_exit Exited; fresh_spawn resume_failed"}},
 		{"a_release_brings_an_item_back_through_the_queue", newHost().add(1, run, "alive").

@@ -99,7 +99,7 @@ func TestWallClockStepDoesNotTimeOutASpawn(t *testing.T) {
 	assert.Equal(t, actions.ReasonAwaitingConfirm, res.Plan[0].(actions.Wait).Reason)
 	assert.Equal(t, desired.PhaseSpawning, r.record(t).Status.Phase)
 
-	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.boot(t, id)
 	mono += time.Second
 	res = r.pass(t, false)
 	require.Equal(t, []string{"mark_running"}, names(res.Plan))
@@ -116,7 +116,7 @@ func TestStoredDeadlineAheadOfTheClockIsBounded(t *testing.T) {
 	r := newPassRig(t)
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 	r.opened(t)
-	r.turn(t, old, "[loopd] issues.opened\nfix it")
+	r.turn(t, old, openedPrompt)
 	st := r.exited(t, old).Status
 	st.Phase, st.Failures, st.NextAttempt = desired.PhaseBackingOff, 3, r.now.Add(time.Hour)
 	st.SpawnedAt, st.LastExitAt = r.now.Add(50*time.Minute), r.now.Add(59*time.Minute)

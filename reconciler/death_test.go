@@ -33,21 +33,21 @@ func TestDecideRestartFromTheDeath(t *testing.T) {
 	}{
 		// codev: a resumed agent died 3 s after its spawn while the daemon
 		// was down for 20 s.
-		{"death_3s_after_spawn_seen_20s_later_is_fast", History{SpawnedAt: ago(23 * time.Second), DiedAt: ago(20 * time.Second), Failures: 2, FastFailures: 2},
+		{"death_3s_after_spawn_seen_20s_later_is_fast", History{Own: true, SameWords: true, SpawnedAt: ago(23 * time.Second), DiedAt: ago(20 * time.Second), Failures: 2, FastFailures: 2},
 			Decision{Outcome: OutcomeRetire, Retired: RetiredFastFailures, Delay: 4 * time.Second, Failures: 3, Reason: actions.ReasonCrash}},
-		{"outage_longer_than_healthy_reset_keeps_a_crash_loops_counts", History{SpawnedAt: ago(11*time.Minute + 3*time.Second), DiedAt: ago(11 * time.Minute), Failures: 4, FastFailures: 1},
+		{"outage_longer_than_healthy_reset_keeps_a_crash_loops_counts", History{Own: true, SameWords: true, SpawnedAt: ago(11*time.Minute + 3*time.Second), DiedAt: ago(11 * time.Minute), Failures: 4, FastFailures: 1},
 			Decision{Outcome: OutcomeRestart, Delay: 16 * time.Second, Failures: 5, FastFailures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
-		{"healthy_run_seen_late_resets", History{SpawnedAt: ago(time.Hour), DiedAt: ago(30 * time.Minute), Failures: 3, FastFailures: 2},
+		{"healthy_run_seen_late_resets", History{Own: true, SameWords: true, SpawnedAt: ago(time.Hour), DiedAt: ago(30 * time.Minute), Failures: 3, FastFailures: 2},
 			Decision{Outcome: OutcomeRestart, Failures: 1, Reason: actions.ReasonCrash}},
-		{"unknown_death_time_is_now", History{SpawnedAt: ago(20 * time.Second), Failures: 1, FastFailures: 1},
+		{"unknown_death_time_is_now", History{Own: true, SameWords: true, SpawnedAt: ago(20 * time.Second), Failures: 1, FastFailures: 1},
 			Decision{Outcome: OutcomeRestart, Delay: 2 * time.Second, Failures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 		// tmux shows whole seconds: the death counts at the end of its
 		// second, here 15.5 s after the spawn.
-		{"death_counts_at_the_end_of_its_second", History{SpawnedAt: ago(16*time.Second + 500*time.Millisecond), DiedAt: ago(2 * time.Second), Failures: 1, FastFailures: 1},
+		{"death_counts_at_the_end_of_its_second", History{Own: true, SameWords: true, SpawnedAt: ago(16*time.Second + 500*time.Millisecond), DiedAt: ago(2 * time.Second), Failures: 1, FastFailures: 1},
 			Decision{Outcome: OutcomeRestart, Delay: 2 * time.Second, Failures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
-		{"death_time_after_now_is_now", History{SpawnedAt: ago(10 * time.Second), DiedAt: now.Add(10 * time.Second), Failures: 1, FastFailures: 1},
+		{"death_time_after_now_is_now", History{Own: true, SameWords: true, SpawnedAt: ago(10 * time.Second), DiedAt: now.Add(10 * time.Second), Failures: 1, FastFailures: 1},
 			Decision{Outcome: OutcomeRestart, Delay: 2 * time.Second, Failures: 2, FastFailures: 2, ChurnFailures: 1, Reason: actions.ReasonCrash}},
-		{"death_time_before_the_spawn_is_the_spawn", History{SpawnedAt: ago(10 * time.Second), DiedAt: ago(time.Minute)},
+		{"death_time_before_the_spawn_is_the_spawn", History{Own: true, SameWords: true, SpawnedAt: ago(10 * time.Second), DiedAt: ago(time.Minute)},
 			Decision{Outcome: OutcomeRestart, Failures: 1, FastFailures: 1, ChurnFailures: 1, Reason: actions.ReasonCrash}},
 	}
 	for _, tt := range tests {
@@ -107,7 +107,7 @@ func TestPlanCountsFromTheDeath(t *testing.T) {
 		// No pane, no death time: the pass that finds the session gone
 		// stands for the death.
 		{"missing_session_backs_off_from_now", rec(with(running(), func(s *desired.Status) { s.Failures = 1 })), obs(gone(), transcript),
-			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1, Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), Reason: actions.ReasonSessionMissing},
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 2, Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), Reason: actions.ReasonSessionMissing},
 				actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 	}
 	for _, tt := range tests {

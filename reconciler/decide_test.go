@@ -55,28 +55,35 @@ func TestPlanDecides(t *testing.T) {
 	}{
 		// A spawn that tmux refused: the executor recorded the fact, the
 		// planner decides what follows.
-		{"resume_spawn_refused_falls_back_to_fresh", rec(refused(desired.SpawnResume, nil), ev1), obs(gone(), transcript),
-			[]actions.Action{refusedExit(desired.PhaseExited, 0, 0, 0), fresh(ev1, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)}},
+		// tmux's refusal is no word of the harness's: the resume is a
+		// crash of the same conversation, counted and tried again, and the
+		// conversation is kept.
+		{"resume_spawn_refused_keeps_the_conversation", rec(refused(desired.SpawnResume, nil), ev1), obs(gone(), transcript),
+			[]actions.Action{func() actions.RecordExit {
+				e := refusedExit(desired.PhaseBackingOff, 1, 0, 0)
+				e.NextAttempt = t0
+				return e
+			}(), resume(ev1, actions.ReasonNewEvent)}},
 		// A config dir that could not be provisioned says nothing of the
 		// conversation: the resume is tried again, not given up for fresh.
 		{"resume_refused_for_its_provisioning_keeps_the_conversation", rec(refused(desired.SpawnResume, func(s *desired.Status) {
 			s.Reason = string(actions.ReasonProvisionFailed)
 		}), ev1), obs(gone(), transcript),
 			[]actions.Action{func() actions.RecordExit {
-				e := refusedExit(desired.PhaseBackingOff, 1, 1, 1)
+				e := refusedExit(desired.PhaseBackingOff, 1, 0, 0)
 				e.NextAttempt, e.Reason = t0, actions.ReasonProvisionFailed
 				return e
 			}(), resume(ev1, actions.ReasonNewEvent)}},
 		{"fresh_spawn_refused_is_retried_at_once_after_a_healthy_run", rec(refused(desired.SpawnFresh, nil), ev1), obs(gone(), noScript),
 			[]actions.Action{func() actions.RecordExit {
-				e := refusedExit(desired.PhaseBackingOff, 1, 1, 1)
+				e := refusedExit(desired.PhaseBackingOff, 1, 0, 0)
 				e.NextAttempt = t0
 				return e
 			}(),
 				fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"fresh_spawn_refused_backs_off_through_the_restart_decision", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 1 }), ev1), obs(gone(), noScript),
 			[]actions.Action{func() actions.RecordExit {
-				e := refusedExit(desired.PhaseBackingOff, 2, 1, 1)
+				e := refusedExit(desired.PhaseBackingOff, 2, 0, 0)
 				e.NextAttempt = t0.Add(2 * time.Second)
 				e.Delay = 2 * time.Second
 				return e
@@ -84,7 +91,7 @@ func TestPlanDecides(t *testing.T) {
 		// The executor's own retry delay never applied the budget.
 		{"spawn_refused_past_the_budget_needs_attention", rec(refused(desired.SpawnFresh, func(s *desired.Status) { s.Failures = 10 }), ev1), obs(gone(), noScript),
 			[]actions.Action{func() actions.RecordExit {
-				e := refusedExit(desired.PhaseNeedsAttention, 11, 1, 1)
+				e := refusedExit(desired.PhaseNeedsAttention, 11, 0, 0)
 				e.Attention = actions.ReasonBudgetExhausted
 				return e
 			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
@@ -92,7 +99,11 @@ func TestPlanDecides(t *testing.T) {
 			o := obs(gone(), transcript)
 			o.MissingWorkdirs[key] = true
 			return o
-		}(), []actions.Action{refusedExit(desired.PhaseExited, 0, 0, 0), actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: cwd}}},
+		}(), []actions.Action{func() actions.RecordExit {
+			e := refusedExit(desired.PhaseBackingOff, 1, 0, 0)
+			e.NextAttempt = t0
+			return e
+		}(), actions.Block{Key: key, Reason: actions.ReasonWorkspaceMissing, Detail: cwd}}},
 
 		// The churn rule: a conversation that dies about 20 s after each
 		// resume is retired on the fifth such run.
@@ -141,7 +152,7 @@ func TestPlanDecides(t *testing.T) {
 				}(),
 				func() actions.ResumeSpawn {
 					r := resume(none, actions.ReasonPaneDead)
-					r.ResumeID, r.TranscriptSize = clearedID, appeared.Size
+					r.ResumeID = clearedID
 					return r
 				}()}},
 		{"clear_then_exit_recorded_resumes_the_new_conversation_on_the_next_event", cleared(rec(with(running(), func(s *desired.Status) {
@@ -151,7 +162,7 @@ func TestPlanDecides(t *testing.T) {
 				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: "clear"},
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
-					r.ResumeID, r.TranscriptSize = clearedID, appeared.Size
+					r.ResumeID = clearedID
 					return r
 				}()}},
 

@@ -21,8 +21,11 @@
 //     When it replaces a resume, it names the attempted id and the reason
 //     (session.resume_failed).
 //   - resume_spawn: resume the recorded conversation in the recorded cwd.
-//   - mark_running: the spawn held: alive at its probe deadline and, for a
-//     resume, confirmed by transcript growth or by the harness's own report.
+//   - mark_running: the spawn held: alive at its probe deadline and its
+//     boot prompt in the conversation (its event's frame, or its boot
+//     line: booted); never on the harness's report, which says only that
+//     its CLI runs. Also an item back from NeedsAttention once a person
+//     answered the dialog that held its boot prompt (unblocked).
 //   - deliver_prompt: paste a pending event into the live harness.
 //   - confirm_delivery: the event's whole frame is in the conversation:
 //     the paste in flight landed (via=paste), or an event is found there
@@ -36,8 +39,11 @@
 //     when an event's frame reached the conversation mangled.
 //   - block: a respawn found its workdir gone; the event stays pending.
 //   - follow_session: the harness reported another conversation id since
-//     its spawn (Claude Code's /clear); planned before anything else, so
-//     every decision takes the conversation the agent is in.
+//     its spawn (Claude Code's /clear), or loopd learned the one a Codex
+//     spawn started; planned before anything else, so every decision
+//     takes the conversation the agent is in.
+//   - id_ambiguous: more than one conversation fits a spawn whose id is
+//     still to be learned; none is taken, and the id stays unknown.
 //   - release: an operator's loopd release (a spec change) carried out
 //     under the reconcile lock: counts and NeedsAttention cleared, the
 //     item left running or brought back, or (--fresh) its id retired.
@@ -55,9 +61,12 @@
 //   - report_workdir: the route now renders another workdir than the one
 //     the conversation is pinned to; reported once, never applied.
 //
-// The resume/fresh decision table is the planner's alone, the row for a
-// spawn tmux refused included: the executor records the refusal in the
-// status and the next pass plans the fallback.
+// The resume/fresh decision table is the planner's alone: a conversation
+// is replaced only on the harness's own word (its refusal, read by the
+// observer off a dead pane, a live screen or a run's output, or a missing
+// transcript); a spawn tmux refused, a signal or a crash is a crash of the
+// same conversation, resumed again (the executor records a refusal in the
+// status and the next pass plans on it).
 //
 // The probe never sleeps inside a pass: a spawn records its deadline and the
 // loop requeues the item for that time. The restart decision

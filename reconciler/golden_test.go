@@ -41,6 +41,9 @@ type planCase struct {
 		PaneID string `yaml:"paneId"`
 		Dead   bool   `yaml:"dead"`
 		Status *int   `yaml:"status"`
+		// Words is what a dead pane shows its harness printed last, read
+		// by the Claude Code adapter as the Observer reads it.
+		Words string `yaml:"words"`
 	} `yaml:"panes"`
 	Transcripts map[string]struct {
 		Exists bool  `yaml:"exists"`
@@ -102,7 +105,10 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 		}
 		items = append(items, desired.Record{Key: k, Spec: it.Spec, Status: it.Status, Pending: it.Pending, Report: it.Report})
 	}
+	claude, err := harness.New(harness.AdapterClaudeCode, schema.Harness{Command: "claude"})
+	require.NoError(t, err)
 	snap := observed.Snapshot{Panes: map[string]tmux.Pane{}}
+	exits := map[desired.Key]observed.Exit{}
 	for _, p := range c.Panes {
 		k, err := desired.ParseKey(p.Item)
 		require.NoError(t, err)
@@ -112,8 +118,17 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 			pane.DeadStatus = *p.Status
 		}
 		snap.Panes[pane.Session] = pane
+		if p.Words != "" {
+			id := ""
+			for _, it := range items {
+				if it.Key == k {
+					id = it.Status.HarnessSessionID
+				}
+			}
+			exits[k] = observed.Exit{Words: tmux.LastWords(p.Words), Refusal: harness.ResumeRefusal(claude, p.Words, pane.DeadStatus, id)}
+		}
 	}
-	obs := observed.Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}}
+	obs := observed.Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{}, Exits: exits}
 	for item, tr := range c.Transcripts {
 		k, err := desired.ParseKey(item)
 		require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestPlanLeases(t *testing.T) {
 	hostMoved := func() actions.ResumeSpawn {
 		s := spawnOf(desired.Delivery{}, actions.ReasonHostMoved)
 		s.Prompt = movedNudge
-		return actions.ResumeSpawn{Spawn: s, ResumeID: oldID, TranscriptSize: -1, Restored: true}
+		return actions.ResumeSpawn{Spawn: s, ResumeID: oldID}
 	}
 
 	tests := []struct {
@@ -85,7 +85,7 @@ func TestPlanLeases(t *testing.T) {
 			[]actions.Action{actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, From: there, To: here},
 				actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonHostMoved}}},
 		{"moved_item_resumes_after_a_restore_that_held", leased(rec(movedBack(), ev1), here), obs(gone(), transcript), hosted(true, false),
-			[]actions.Action{func() actions.ResumeSpawn { r := hostMoved(); r.TranscriptSize, r.Restored = 100, false; return r }()}},
+			[]actions.Action{func() actions.ResumeSpawn { r := hostMoved(); return r }()}},
 		{"moved_item_whose_transcript_the_store_lacked_goes_fresh_with_its_event", leased(rec(movedBack(), ev1), here), obs(gone(), noScript), hosted(true, false),
 			[]actions.Action{func() actions.FreshSpawn {
 				f := fresh(ev1, actions.ReasonHostMoved, actions.ResumeTranscriptMissing)
@@ -97,7 +97,7 @@ func TestPlanLeases(t *testing.T) {
 		{"own_item_with_its_transcript_missing_restores_it_then_resumes", leased(rec(exited(), ev1), here), obs(gone(), noScript), hosted(true, false),
 			[]actions.Action{
 				actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, To: here, Resume: true},
-				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: -1, Restored: true}}},
+				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
 		{"own_item_whose_restore_was_tried_goes_fresh_with_its_event", leased(rec(func() desired.Status {
 			st := exited()
 			st.RestoredID = oldID
@@ -111,7 +111,7 @@ func TestPlanLeases(t *testing.T) {
 		}(), ev1), here), obs(gone(), noScript), hosted(true, false),
 			[]actions.Action{
 				actions.RestoreTranscript{Key: key, Session: sess, ResumeID: oldID, Cwd: cwd, To: here, Resume: true},
-				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: -1, Restored: true}}},
+				actions.ResumeSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
 		{"without_leases_a_missing_transcript_goes_fresh", rec(exited(), ev1), obs(gone(), noScript), testPolicy(),
 			[]actions.Action{fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"closed_moved_item_is_stopped_as_usual", leased(func() desired.Record {

@@ -24,7 +24,7 @@ func codexPolicy() Policy {
 // probed past its deadline, with d-1 as its boot prompt.
 func unconfirmed() desired.Status {
 	st := spawning(desired.SpawnFresh)
-	st.HarnessSessionID, st.IDUnconfirmed, st.TranscriptSizeAtSpawn = "", true, -1
+	st.HarnessSessionID, st.IDUnconfirmed = "", true
 	return st
 }
 
@@ -40,15 +40,18 @@ const (
 	otherID   = "01a22e7f-9e38-7150-9d65-6f6f26796326"
 )
 
-// bootOf is the first user message of a conversation that a fresh spawn of
-// k started: its boot prompt, which ends with k's brief.
-func bootOf(k desired.Key) string { return ev1Text + "\n\n" + desired.AgentBrief(k) }
+// bootOf is the first user message of a conversation that the fresh spawn
+// boot of k started: its boot prompt, which holds its boot line and ends
+// with k's brief.
+func bootOf(k desired.Key, boot string) string {
+	return ev1Text + "\n\n" + desired.BootLine(boot) + "\n\n" + desired.AgentBrief(k)
+}
 
 func TestPlanLearnsTheConversationID(t *testing.T) {
 	with := func(st desired.Status, f func(*desired.Status)) desired.Status { f(&st); return st }
 	spawnAt := unconfirmed().SpawnedAt
 	other := desired.Key{Owner: "octo-org", Repo: "api", Number: 4}
-	mine := harness.Started{ID: learnedID, At: spawnAt.Add(300 * time.Millisecond), First: bootOf(key)}
+	mine := harness.Started{ID: learnedID, At: spawnAt.Add(300 * time.Millisecond), First: bootOf(key, bootID)}
 	learned := []actions.Action{
 		actions.FollowSession{Key: key, Session: sess, To: learnedID, Source: actions.SourceRollout},
 		actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonSessionLearned},
@@ -73,13 +76,25 @@ func TestPlanLearnsTheConversationID(t *testing.T) {
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonSpawnUnconfirmed}}},
 		{"rollout_of_this_spawn_is_learned", rec(unconfirmed(), ev1), started(obs(alive()), mine), learned},
 		{"rollout_learned_when_the_agent_already_died", rec(unconfirmed(), ev1), started(obs(dead(1)), mine), learned},
-		{"rollout_started_before_the_spawn_is_not_this_one", rec(unconfirmed(), ev1),
-			started(obs(alive()), harness.Started{ID: learnedID, At: spawnAt.Add(-time.Second), First: bootOf(key)}),
+		{"rollout_of_an_earlier_spawn_is_not_this_one", rec(unconfirmed(), ev1),
+			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(time.Second), First: bootOf(key, "boot-0")}),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingSessionID}}},
+		// Issue 21, case 6: two rollouts that both hold this spawn's boot
+		// line are never settled by a guess.
+		{"two_rollouts_that_fit_are_not_guessed", rec(unconfirmed(), ev1),
+			started(obs(alive()), mine, harness.Started{ID: otherID, At: spawnAt.Add(time.Second), First: bootOf(key, bootID)}),
+			[]actions.Action{actions.Ambiguous{Key: key, Session: sess, Candidates: []string{learnedID, otherID}}}},
+		{"the_same_ambiguity_is_journaled_once_and_the_id_stays_unknown", rec(with(unconfirmed(), func(s *desired.Status) {
+			s.AmbiguousIDs = []string{learnedID, otherID}
+		}), ev1), started(obs(alive()), mine, harness.Started{ID: otherID, At: spawnAt.Add(time.Second), First: bootOf(key, bootID)}),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingSessionID}}},
+		{"a_spawn_recorded_before_boot_ids_is_told_by_the_time", rec(with(unconfirmed(), func(s *desired.Status) { s.BootID = "" }), ev1),
+			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(-time.Second), First: ev1Text + "\n\n" + desired.AgentBrief(key)},
+				harness.Started{ID: learnedID, At: spawnAt.Add(time.Second), First: ev1Text + "\n\n" + desired.AgentBrief(key)}), learned},
 		{"rollout_of_another_item_in_the_same_cwd_is_not_this_one", rec(unconfirmed(), ev1),
-			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(time.Millisecond), First: bootOf(other)}, mine), learned},
+			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(time.Millisecond), First: bootOf(other, "boot-4")}, mine), learned},
 		{"brief_quoted_before_the_boot_prompt_does_not_count", rec(unconfirmed(), ev1),
-			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(time.Millisecond), First: desired.AgentBrief(key) + "\n\n" + bootOf(other)}),
+			started(obs(alive()), harness.Started{ID: otherID, At: spawnAt.Add(time.Millisecond), First: desired.AgentBrief(key) + "\n\n" + bootOf(other, "boot-4")}),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingSessionID}}},
 		{"death_before_the_id_is_learned_is_fresh_id_unknown", rec(with(unconfirmed(), func(s *desired.Status) { s.Phase, s.SpawnDeliveryID = desired.PhaseRunning, "" }), ev2),
 			obs(dead(1)),
@@ -129,10 +144,10 @@ func TestPlanNeverLearnsOneRolloutForTwoItems(t *testing.T) {
 	k2 := desired.Key{Owner: "octo-org", Repo: "api", Number: 43}
 	a := rec(unconfirmed(), ev1)
 	b := rec(unconfirmed(), ev1)
-	b.Key = k2
+	b.Key, b.Status.BootID = k2, "boot-2"
 	at := a.Status.SpawnedAt
 	// Both read the same two rollouts of the shared workdir.
-	both := []harness.Started{{ID: otherID, At: at.Add(time.Millisecond), First: bootOf(k2)}, {ID: learnedID, At: at.Add(2 * time.Millisecond), First: bootOf(key)}}
+	both := []harness.Started{{ID: otherID, At: at.Add(time.Millisecond), First: bootOf(k2, "boot-2")}, {ID: learnedID, At: at.Add(2 * time.Millisecond), First: bootOf(key, bootID)}}
 	snap := alive()
 	p2 := snap.Panes[sess]
 	p2.Session, p2.PaneID = desired.SessionName(k2), "%2"

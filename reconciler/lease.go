@@ -93,6 +93,13 @@ type Hosting struct {
 	// daemon. Heartbeat writes nothing and takes the lease clock from
 	// the daemon's last heartbeat; Assign assigns nothing.
 	Passive bool
+	// Solo is set when this host is its store's only possible member
+	// (SQLite: the state dir's lock admits one daemon, and the cron pass
+	// of that state dir is the same host, name and instance): no other
+	// host can ever take its items, so its lease clock lapsing (the store
+	// held locked by a backup or a sqlite3 shell past the lease) stops
+	// none of its agents (Valid). It re-acquires at the next heartbeat.
+	Solo bool
 
 	mu       sync.Mutex
 	draining bool
@@ -195,6 +202,13 @@ func (h *Hosting) follow(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Valid reports whether this host may act on the items it holds now: its
+// lease clock is valid, or it is its store's only member (Solo) and a
+// heartbeat succeeded once, since no other host can have taken them.
+func (h *Hosting) Valid() bool {
+	return h.Clock.Valid() || h.Solo && h.Clock.Renewed()
 }
 
 // Taken returns the error of the last heartbeat when another live

@@ -90,3 +90,24 @@ func TestHostingTaken(t *testing.T) {
 	assert.NoError(t, h.Taken())
 	assert.True(t, h.Clock.Valid())
 }
+
+// TestSoloHostStaysValidPastItsLease: a host that is its store's only
+// possible member (SQLite) may act on its items while its lease clock has
+// lapsed, once a heartbeat succeeded (issue 21, case 11: the store held
+// locked 12 s stopped the only host's agents); a host of a shared store
+// may not, and neither may a solo one never renewed.
+func TestSoloHostStaysValidPastItsLease(t *testing.T) {
+	var now time.Duration
+	clock := func() *LeaseClock { return &LeaseClock{Elapsed: func() time.Duration { return now }} }
+	shared, solo := &Hosting{Clock: clock()}, &Hosting{Clock: clock(), Solo: true}
+	assert.False(t, solo.Valid(), "never renewed: a daemon just started adopts, it does not act")
+	for _, h := range []*Hosting{shared, solo} {
+		h.Clock.Renew(0, 15*time.Second)
+	}
+	now = 5 * time.Second
+	assert.True(t, shared.Valid())
+	assert.True(t, solo.Valid())
+	now = 13 * time.Second // past the lease less its margin
+	assert.False(t, shared.Valid(), "another host may take the items")
+	assert.True(t, solo.Valid(), "no other host can")
+}

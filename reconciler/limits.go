@@ -147,9 +147,10 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 		return nil, false // a limit that has reset: a banner left on screen, or an old turn
 	}
 	caps := it.p.Harnesses[it.r.Spec.Harness]
+	landed, _ := it.landed()
 	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
 		Kind: string(sc.Limit.Kind), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped, Text: sc.Limit.Text,
-		Seen: seenOf(*sc.Limit), Delivered: it.delivered(it.landed())}}
+		Seen: seenOf(*sc.Limit), Delivered: it.delivered(landed)}}
 	return append(out, answer...), true
 }
 
@@ -186,14 +187,20 @@ func (it itemPlan) markBlocked() []actions.Action {
 
 // needsScreen reports whether a pass reads rec's screen (and the latest
 // turn of its transcript): an open item whose harness runs in its pane
-// and that is being spawned, runs or waits on a usage limit. Only a live
-// agent shows a block or a limit; a dead pane keeps its last frame.
+// and that is being spawned, runs, waits on a usage limit, or needs
+// attention because its spawn's boot prompt was never seen (a dialog held
+// it: awaitingBoot), whose screen says when a person answered it. Only a
+// live agent shows a block or a limit; a dead pane keeps its last frame.
 func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	if rec.Spec.Closed || rec.Spec.Held {
 		return false
 	}
 	switch rec.Status.Phase {
 	case desired.PhaseSpawning, desired.PhaseRunning, desired.PhaseRateLimited:
+	case desired.PhaseNeedsAttention:
+		if !awaitingBoot(rec.Status) {
+			return false
+		}
 	default:
 		return false
 	}

@@ -201,14 +201,14 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	return res, nil
 }
 
-// hosted returns p with this host's part of it: its name, its lease
-// clock's verdict as of now, its drain flag, and the items whose agents
+// hosted returns p with this host's part of it: its name, whether it may
+// act on its items as of now (Hosting.Valid), its drain flag, and the items whose agents
 // it stopped itself. A dry run, which
 // heartbeats nothing, plans the items whose lease names this host as if
 // its clock were valid.
 func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
 	if h := r.Hosting; h != nil {
-		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Clock.Valid() || dryRun, h.Draining()
+		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Valid() || dryRun, h.Draining()
 		if r.Executor != nil {
 			p.Relinquished = r.Executor.Relinquished()
 		}
@@ -222,7 +222,7 @@ func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
 // is written (Relinquish). A clock never renewed stops nothing.
 func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
 	h := r.Hosting
-	if h == nil || dryRun || !h.Clock.Renewed() || h.Clock.Valid() || len(r.last) == 0 {
+	if h == nil || dryRun || !h.Clock.Renewed() || h.Valid() || len(r.last) == 0 {
 		return
 	}
 	now := r.Now()
@@ -318,7 +318,7 @@ func needs(p Policy, now time.Time) observed.Needs {
 		if !owns(rec, p) || p.Draining {
 			return observed.Need{} // only its local agent is looked at
 		}
-		facts, screen := needsFacts(rec, snap, p), needsScreen(rec, snap, p)
+		facts, screen, exit := needsFacts(rec, snap, p), needsScreen(rec, snap, p), needsExit(rec, snap, p)
 		var learn time.Time
 		if rec.Status.IDUnconfirmed && p.Harnesses[rec.Spec.Harness].LearnsSessionID {
 			// Whatever the phase: a conversation the harness started
@@ -331,9 +331,9 @@ func needs(p Policy, now time.Time) observed.Needs {
 		reports := rec.Status.ChannelToken != ""
 		reported := rec.ReportedConversation(p.Harnesses[rec.Spec.Harness].AcceptsSessionID)
 		if !facts && !screen {
-			return observed.Need{Learn: learn, Reports: reports, Reported: reported}
+			return observed.Need{Learn: learn, Exit: exit, Reports: reports, Reported: reported}
 		}
-		n := observed.Need{Disk: true, Screen: screen, Learn: learn, Reports: reports, Reported: reported}
+		n := observed.Need{Disk: true, Screen: screen, Exit: exit, Learn: learn, Reports: reports, Reported: reported}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
@@ -352,23 +352,63 @@ func needs(p Policy, now time.Time) observed.Needs {
 // act on, nil when it can act on none: a closed or held item only keeps
 // what its paste or boot prompt in flight delivered, and an item waiting in
 // NeedsAttention or in backoff sends nothing this pass. The frame carries
-// the digest the stored prompt names (desired.FrameOf).
+// the digest the stored prompt names (desired.FrameOf). A spawn whose boot
+// prompt is still to be seen (awaitingBoot) has its boot line looked for
+// too (desired.BootFrame).
 func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 	st := rec.Status
+	var frames []desired.Frame
+	if awaitingBoot(st) {
+		frames = append(frames, desired.BootFrame(st.BootID))
+	}
 	inFlight := st.SendingDeliveryID != "" || st.SpawnDeliveryID != ""
 	switch {
 	case (rec.Spec.Closed || rec.Spec.Held) && !inFlight:
 		return nil
-	case st.Phase == desired.PhaseNeedsAttention && rec.Spec.Generation <= st.AttentionGeneration:
+	case st.Phase == desired.PhaseNeedsAttention && rec.Spec.Generation <= st.AttentionGeneration && !awaitingBoot(st):
 		return nil
 	case st.Phase == desired.PhaseBackingOff && now.Before(st.NextAttempt) && !inFlight:
 		return nil
 	}
-	var frames []desired.Frame
 	for _, d := range rec.Pending {
 		frames = append(frames, desired.FrameOf(d))
 	}
 	return frames
+}
+
+// awaitingBoot reports whether st's spawn waits for its boot prompt to be
+// seen in the conversation: it is being spawned, or needs attention
+// because that prompt was never seen (a dialog held it; the human who
+// answers it lets it through), and it has a boot id to look for.
+func awaitingBoot(st desired.Status) bool {
+	if st.BootID == "" {
+		return false
+	}
+	switch st.Phase {
+	case desired.PhaseSpawning:
+		return true
+	case desired.PhaseNeedsAttention:
+		return st.Reason == string(actions.ReasonSpawnUnconfirmed) || st.Reason == string(actions.ReasonUnconfirmed)
+	}
+	return false
+}
+
+// needsExit reports whether a pass reads what rec's dead agent said last
+// (observed.Need.Exit): an open item whose pane, this loopd's, is dead
+// while it was being spawned or ran, whose death the planner judges by
+// it (a harness's refusal to resume, the last words the churn rule
+// compares).
+func needsExit(rec desired.Record, snap observed.Snapshot, p Policy) bool {
+	if rec.Spec.Closed || rec.Spec.Held {
+		return false
+	}
+	switch rec.Status.Phase {
+	case desired.PhaseSpawning, desired.PhaseRunning:
+	default:
+		return false
+	}
+	pn, ok := snap.Pane(desired.SessionName(rec.Key))
+	return ok && pn.Dead && pn.Owner == p.Owner && p.Owner != ""
 }
 
 // needsFacts reports whether Plan may read rec's disk facts this pass. An
@@ -382,7 +422,7 @@ func framesToCheck(rec desired.Record, now time.Time) []desired.Frame {
 // foreground process is a death that may respawn.
 func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	st := rec.Status
-	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
+	if st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" || awaitingBoot(st) {
 		return true
 	}
 	if rec.Spec.Closed || rec.Spec.Held {

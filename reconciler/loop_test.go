@@ -103,11 +103,30 @@ func (r *passRig) turn(t *testing.T, id, text string) {
 	require.NoError(t, err)
 }
 
+// boot appends the prompt the item's pane was started with (its last
+// argument) to the transcript of id as one user turn, as the harness does
+// with its positional prompt: the boot prompt lands.
+func (r *passRig) boot(t *testing.T, id string) {
+	t.Helper()
+	argv := r.tmux.Argv(desired.SessionName(r.key))
+	require.NotEmpty(t, argv)
+	r.turn(t, id, argv[len(argv)-1])
+}
+
+// framed is the prompt of delivery id with body, framed as ingest renders
+// it (desired.FrameBegin, FrameEnd) after its header line.
+func framed(header, id, body string) string {
+	return header + "\n" + desired.FrameBegin(id) + body + "\n" + desired.FrameEnd(id, body+"\n")
+}
+
+// openedPrompt is the prompt of the item's first event, d-1.
+var openedPrompt = framed("[loopd] issues.opened", "d-1", "fix it")
+
 // opened queues the item's first event, d-1.
 func (r *passRig) opened(t *testing.T) {
 	t.Helper()
 	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
-		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: openedPrompt}})
 	require.NoError(t, err)
 }
 
@@ -119,7 +138,7 @@ func (r *passRig) running(t *testing.T) string {
 	r.opened(t)
 	r.pass(t, false)
 	id := r.record(t).Status.HarnessSessionID
-	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.boot(t, id)
 	r.now = r.now.Add(6 * time.Second)
 	r.pass(t, false)
 	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
@@ -146,12 +165,13 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.Equal(t, []string{"prepare_workspace", "fresh_spawn"}, names(res.Plan))
 	assert.Equal(t, 5*time.Second, res.RequeueAfter, "the probe is requeued, never slept on")
 	id := r.record(t).Status.HarnessSessionID
-	assert.Equal(t, []string{"claude", "--session-id", id, "--setting-sources", "user", "--strict-mcp-config", "--", "[loopd] issues.opened\nfix it\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
+	boot := r.record(t).Status.BootID
+	assert.Equal(t, []string{"claude", "--session-id", id, "--setting-sources", "user", "--strict-mcp-config", "--", openedPrompt + "\n\n" + desired.BootLine(boot) + "\n\n" + desired.AgentBrief(r.key)}, r.tmux.Argv(sess))
 	opts, ok := r.tmux.Options()
 	require.True(t, ok, "the server is started with its options before the first spawn")
 	assert.Equal(t, tmux.ServerOptions{PaneDiedChannel: "loopd-pane-died", HistoryLimit: 2000, Owner: testServerOwner}, opts)
 
-	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.boot(t, id)
 	r.now = r.now.Add(6 * time.Second)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"mark_running"}, names(res.Plan))
@@ -163,7 +183,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.NudgePrompt(r.key)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(desired.NudgePrompt(r.key), r.record(t).Status.BootID)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)
@@ -171,7 +191,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	require.Equal(t, []string{"wait"}, names(res.Plan))
 	assert.Equal(t, actions.ReasonAwaitingConfirm, res.Plan[0].(actions.Wait).Reason, "alive is not proof")
 
-	r.turn(t, id, desired.NudgePrompt(r.key))
+	r.boot(t, id)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"mark_running"}, names(res.Plan))
 	rec = r.record(t)
@@ -381,18 +401,20 @@ func (r *passRig) exited(t *testing.T, id string) desired.Record {
 func (r *passRig) event(t *testing.T, id, text string) {
 	t.Helper()
 	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: id, Key: r.key, Kind: desired.KindIssue,
-		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\n" + text}})
+		Delivery: &desired.Delivery{ID: id, Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: framed("[loopd] issue_comment.created", id, text)}})
 	require.NoError(t, err)
 }
 
 // A resume that tmux refuses is recorded by the executor; the very next
-// pass (requeued at once) plans the fresh fallback with the same event.
-func TestRefusedResumeFallsBackToFreshOnTheNextPass(t *testing.T) {
+// pass (requeued at once) counts it as a crash of the same conversation
+// and resumes it again with the same event: tmux's refusal (issue 21,
+// case 3: "server exited unexpectedly") says nothing of the conversation.
+func TestRefusedResumeIsResumedAgainOnTheNextPass(t *testing.T) {
 	r := newPassRig(t)
 	old := "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"
 	r.opened(t)
 	r.exited(t, old)
-	r.turn(t, old, "[loopd] issues.opened\nfix it")
+	r.turn(t, old, openedPrompt)
 	r.event(t, "d-2", "and the docs")
 	sess := desired.SessionName(r.key)
 
@@ -405,16 +427,16 @@ func TestRefusedResumeFallsBackToFreshOnTheNextPass(t *testing.T) {
 	assert.Empty(t, r.tmux.Sessions())
 
 	res = r.pass(t, false)
-	require.Equal(t, []string{"record_exit", "fresh_spawn"}, names(res.Plan))
+	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
 	argv := r.tmux.Argv(sess)
 	require.NotEmpty(t, argv)
-	assert.Equal(t, []string{"--session-id", "00000000-0000-4000-8000-000000000001"}, argv[1:3], "the fallback is fresh under a new id")
+	assert.Equal(t, []string{"--resume", old}, argv[1:3], "the same conversation")
 	assert.Contains(t, argv[len(argv)-1], "and the docs", "with the same event")
-	failed := r.events(t, journal.SessionResumeFailed)
-	require.Len(t, failed, 1)
-	assert.Equal(t, "spawn_failed", failed[0].Attrs["reason"])
-	assert.Equal(t, old, failed[0].Attrs["attempted_session_id"])
-	assert.Len(t, r.record(t).Pending, 1, "pending until the spawn is confirmed")
+	assert.Empty(t, r.events(t, journal.SessionResumeFailed), "no conversation abandoned")
+	st := r.record(t).Status
+	assert.Equal(t, 1, st.Failures, "counted as a failure")
+	assert.Equal(t, old, st.HarnessSessionID)
+	assert.Len(t, r.record(t).Pending, 1, "pending until its frame is in the conversation")
 }
 
 // A fresh spawn that replaces a conversation replays the item's opening
@@ -434,7 +456,7 @@ func TestFreshFallbackReplaysTheItemsEvents(t *testing.T) {
 	require.Equal(t, []string{"fresh_spawn"}, names(res.Plan))
 	prompt := r.tmux.Argv(desired.SessionName(r.key))
 	boot := prompt[len(prompt)-1]
-	assert.True(t, strings.HasPrefix(boot, "[loopd] issue_comment.created\nand the docs"), "the event first: %q", boot)
+	assert.True(t, strings.HasPrefix(boot, "[loopd] issue_comment.created\n"+desired.FrameBegin("d-2")+"and the docs"), "the event first: %q", boot)
 	assert.Equal(t, desired.SeenWhole, desired.FrameOf(desired.Delivery{ID: "d-1", Prompt: boot}).Check(boot), "the opening event replayed whole")
 	assert.LessOrEqual(t, len(boot), schema.DefaultMaxBootPrompt)
 }

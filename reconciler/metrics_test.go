@@ -93,14 +93,14 @@ func TestResumesAndDeliveryLatencyCountedOnce(t *testing.T) {
 	r := newPassRig(t)
 	m := r.metered()
 	_, err := r.store.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: r.key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: r.cwd,
-		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it",
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: openedPrompt,
 			ReceivedAt: r.now.Add(-4 * time.Second)}})
 	require.NoError(t, err)
 	sess := desired.SessionName(r.key)
 
 	r.pass(t, false)
 	id := r.record(t).Status.HarnessSessionID
-	r.turn(t, id, "[loopd] issues.opened\nfix it")
+	r.boot(t, id)
 	r.now = r.now.Add(6 * time.Second)
 	r.pass(t, false)
 	r.pass(t, false)
@@ -114,7 +114,7 @@ func TestResumesAndDeliveryLatencyCountedOnce(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	r.pass(t, false) // resume_spawn
 	r.now = r.now.Add(6 * time.Second)
-	r.turn(t, id, desired.NudgePrompt(r.key))
+	r.boot(t, id)
 	r.pass(t, false) // mark_running, verified
 	require.Equal(t, desired.PhaseRunning, r.record(t).Status.Phase)
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "resumed")))
@@ -123,8 +123,15 @@ func TestResumesAndDeliveryLatencyCountedOnce(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	r.tmux.FailNext("NewSession", errors.New("tmux: server exited unexpectedly"))
 	r.pass(t, false) // the resume is refused
-	r.pass(t, false) // fresh fallback
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "spawn_failed")))
+	r.pass(t, false) // a failure: tmux's refusal is no word of the harness
+	r.now = r.now.Add(2 * time.Second)
+	r.pass(t, false) // resumed again after the backoff
+	require.Equal(t, []string{"--resume", id}, r.tmux.Argv(sess)[1:3])
+	r.now = r.now.Add(time.Second)
+	r.tmux.SetScreen(sess, "No conversation found with session ID: "+id)
+	r.tmux.Exit(sess, 1)
+	r.pass(t, false) // the harness's refusal: fresh fallback
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "not_resumable")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.resumes.WithLabelValues("claude-code", "resumed")), "counted once")
 }
 

@@ -73,14 +73,21 @@ func TestPlanModel(t *testing.T) {
 
 // modelAgent is a fake harness process in a pane.
 type modelAgent struct {
+	key  desired.Key
 	conv string // the conversation it runs
-	// boot is the boot prompt not yet in the conversation: a delivery id,
-	// or a nudge's name; "" once it landed.
-	boot string
+	// boot is what the boot prompt not yet in the conversation holds: the
+	// delivery it carries, if any, and its spawn's boot id; nil once it
+	// landed.
+	boot []string
+	// resumed is true for a resume's agent, and reported once it made its
+	// SessionStart report (which says it runs, not that its boot prompt
+	// landed).
+	resumed, reported bool
 	// failResume is a resume that does not hold: the agent exits at its
-	// first tick, its conversation untouched.
-	failResume bool
-	draft      string // a delivery pasted into the input box, not submitted
+	// first tick, its conversation untouched; refuses is true when it
+	// says so itself (its conversation is missing).
+	failResume, refuses bool
+	draft               string // a delivery pasted into the input box, not submitted
 }
 
 // modelPane is one pane of the fake tmux server.
@@ -93,6 +100,9 @@ type modelPane struct {
 	known  bool // the exit status is known (tmux reaped the child)
 	diedAt time.Time
 	agent  *modelAgent
+	// refused is true for a pane whose agent died refusing to resume its
+	// conversation (harness.RefusalNotResumable on its last words).
+	refused bool
 }
 
 // world is the fake world: the store's records, the tmux server and the
@@ -250,8 +260,10 @@ func (w *world) kill(session string) {
 }
 
 // tick lets every agent make progress: a resume that does not hold exits;
-// a boot prompt lands in the conversation (unless the world is not quiet
-// and it takes one more tick); tmux reaps what it had not.
+// a resumed agent reports its start (SessionStart), before or after its
+// boot prompt lands; a boot prompt lands in the conversation (unless the
+// world is not quiet and it takes one more tick); tmux reaps what it had
+// not.
 func (w *world) tick() {
 	for _, s := range slices.Sorted(maps.Keys(w.panes)) {
 		pn := w.panes[s]
@@ -261,12 +273,18 @@ func (w *world) tick() {
 			w.logf("tmux reaps %s", s)
 		case a == nil:
 		case a.failResume:
-			pn.dead, pn.agent, pn.status, pn.known, pn.diedAt = true, nil, 1, true, w.now
-			w.logf("resume fails %s", s)
-		case a.boot != "" && (w.quiet || w.rng.IntN(3) > 0):
-			w.land(a, a.boot)
-			w.logf("boot prompt lands %s %s in %s", s, a.boot, a.conv)
-			a.boot = ""
+			pn.dead, pn.agent, pn.status, pn.known, pn.diedAt, pn.refused = true, nil, 1, true, w.now, a.refuses
+			w.logf("resume fails %s (refused=%t)", s, a.refuses)
+		case a.resumed && !a.reported && (w.quiet || w.rng.IntN(2) == 0):
+			a.reported = true
+			w.recs[a.key].Report = &desired.SessionReport{SessionID: a.conv, Source: "resume", At: w.now}
+			w.logf("session start reported %s %s", s, a.conv)
+		case len(a.boot) > 0 && (w.quiet || w.rng.IntN(3) > 0):
+			for _, id := range a.boot {
+				w.land(a, id)
+			}
+			w.logf("boot prompt lands %s %v in %s", s, a.boot, a.conv)
+			a.boot = nil
 		}
 	}
 }
@@ -280,7 +298,7 @@ func (w *world) land(a *modelAgent, id string) {
 // or a status to be reaped.
 func (w *world) agentsBusy() bool {
 	for _, pn := range w.panes {
-		if (pn.dead && !pn.known) || (pn.agent != nil && (pn.agent.boot != "" || pn.agent.failResume)) {
+		if (pn.dead && !pn.known) || (pn.agent != nil && (len(pn.agent.boot) > 0 || pn.agent.failResume)) {
 			return true
 		}
 	}
@@ -299,10 +317,13 @@ func (w *world) observe(records []desired.Record) observed.Observation {
 		snap.Panes[s] = p
 	}
 	o := observed.Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
-		Workdirs: map[desired.Key]observed.Workdir{}, Frames: map[desired.Key]map[string]harness.Found{}}
+		Workdirs: map[desired.Key]observed.Workdir{}, Frames: map[desired.Key]map[string]harness.Found{}, Exits: map[desired.Key]observed.Exit{}}
 	need := needs(w.p, w.now)
 	for _, r := range records {
 		n := need(r, snap)
+		if pn := w.panes[desired.SessionName(r.Key)]; n.Exit && pn != nil && pn.refused {
+			o.Exits[r.Key] = observed.Exit{Refusal: harness.RefusalNotResumable}
+		}
 		if !n.Disk {
 			continue
 		}
@@ -334,8 +355,8 @@ func (w *world) observe(records []desired.Record) observed.Observation {
 
 // pass runs one reconcile pass, the daemon killed before action crash of
 // the plan (-1: never), or within it at point within (1 or 2, for a spawn
-// or a paste). It reports whether the pass was settled: nothing to change
-// and nothing to wait for.
+// or a paste). It reports whether the pass was settled: nothing it did
+// changed the world, and nothing to wait for.
 func (w *world) pass(crash, within int) (settled bool, err error) {
 	records := make([]desired.Record, 0, len(w.keys))
 	w.before = map[desired.Key]desired.Status{}
@@ -344,12 +365,15 @@ func (w *world) pass(crash, within int) (settled bool, err error) {
 		w.before[k] = w.recs[k].Status
 	}
 	plan := Plan(records, w.observe(records), w.p, w.now)
+	// Settled: nothing to wait for, and nothing to change but a paste
+	// refused at a draft, which waits for a human.
 	settled = true
 	for _, a := range plan {
 		if wt, ok := a.(actions.Wait); a.Mutates() || (ok && !wt.Until.IsZero()) {
 			settled = false
 		}
 	}
+	drafts := 0
 	if spawns(plan) {
 		w.serverGone = false // Watcher.EnsureServer
 	}
@@ -368,6 +392,9 @@ func (w *world) pass(crash, within int) (settled bool, err error) {
 		if errors.Is(err, errCrash) {
 			return false, nil
 		}
+		if errors.Is(err, errDraft) {
+			drafts++
+		}
 		if errors.Is(err, errModel) {
 			failed[k] = true
 			continue
@@ -376,6 +403,9 @@ func (w *world) pass(crash, within int) (settled bool, err error) {
 			return false, err
 		}
 	}
+	if !settled && drafts > 0 {
+		settled = drafts == mutating(plan)
+	}
 	return settled, nil
 }
 
@@ -383,17 +413,32 @@ func (w *world) pass(crash, within int) (settled bool, err error) {
 // action.
 var errCrash = errors.New("daemon killed")
 
+// errDraft is what a paste refused at a draft in the input box returns: it
+// is refused again at every pass until a human acts.
+var errDraft = fmt.Errorf("input box holds a draft: %w", errModel)
+
+// mutating counts the actions of plan that change the world.
+func mutating(plan []actions.Action) int {
+	n := 0
+	for _, a := range plan {
+		if a.Mutates() {
+			n++
+		}
+	}
+	return n
+}
+
 // apply carries out a as the executor does, writing r (the store) with
 // the same transitions; crash kills the daemon within a spawn or a paste.
 func (w *world) apply(r *desired.Record, a actions.Action, crash bool) error {
 	switch a := a.(type) {
 	case actions.FreshSpawn:
-		return w.spawn(r, a.Spawn, desired.SpawnFresh, w.newID(), -1, crash)
+		return w.spawn(r, a.Spawn, desired.SpawnFresh, w.newID(), crash)
 	case actions.ResumeSpawn:
 		if w.retired[a.ResumeID] || r.Status.Retired(a.ResumeID) {
 			return fmt.Errorf("%s resumes the retired conversation %s", a.Key, a.ResumeID)
 		}
-		return w.spawn(r, a.Spawn, desired.SpawnResume, a.ResumeID, a.TranscriptSize, crash)
+		return w.spawn(r, a.Spawn, desired.SpawnResume, a.ResumeID, crash)
 	case actions.MarkRunning:
 		return w.put(r, a.Apply(r.Status), a.DeliveryID)
 	case actions.DeliverPrompt:
@@ -422,8 +467,13 @@ func (w *world) apply(r *desired.Record, a actions.Action, crash bool) error {
 }
 
 // put writes st as Executor.putDelivered does: with delivery id, when set,
-// delivered and counted for the loop breaker.
+// delivered and counted for the loop breaker. A delivery is delivered only
+// once it is in a conversation: the planner marks none on any other word
+// (a start report, a spawn that lives, a transcript that grew).
 func (w *world) put(r *desired.Record, st desired.Status, id string) error {
+	if id != "" && !w.reached(id) {
+		return fmt.Errorf("%s: delivery %s marked delivered, but it is in no conversation", r.Key, id)
+	}
 	if id != "" {
 		st = st.Deliver(id).Counted(w.now, schema.DeliveryStormWindow)
 		r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == id })
@@ -432,9 +482,19 @@ func (w *world) put(r *desired.Record, st desired.Status, id string) error {
 	return nil
 }
 
+// reached reports whether delivery id is in some conversation.
+func (w *world) reached(id string) bool {
+	for _, turns := range w.convs {
+		if slices.Contains(turns, id) {
+			return true
+		}
+	}
+	return false
+}
+
 // spawn records the spawn's intent, replaces the item's session and starts
 // a fake agent in conversation id, as Executor.spawn does.
-func (w *world) spawn(r *desired.Record, s actions.Spawn, mode desired.SpawnMode, id string, size int64, crash bool) error {
+func (w *world) spawn(r *desired.Record, s actions.Spawn, mode desired.SpawnMode, id string, crash bool) error {
 	prev := r.Status
 	// Only release --fresh replaces a live agent, or a spawn in flight.
 	if pn := w.panes[s.Session]; pn != nil && !pn.dead && !prev.FreshRequested {
@@ -443,20 +503,21 @@ func (w *world) spawn(r *desired.Record, s actions.Spawn, mode desired.SpawnMode
 		}
 		return fmt.Errorf("%s spawns a second agent over its live one in pane %s", r.Key, pn.id)
 	}
-	r.Status = s.Apply(prev, mode, id, size, w.now)
+	w.n++
+	boot := "boot-" + strconv.Itoa(w.n)
+	r.Status = s.Apply(prev, mode, id, boot, w.now)
 	if crash && w.rng.IntN(2) == 0 {
 		w.logf("daemon killed after the intent")
 		return errCrash
 	}
 	delete(w.panes, s.Session)
-	w.n++
-	a := &modelAgent{conv: id, boot: s.DeliveryID}
-	if a.boot == "" {
-		a.boot = "nudge-" + strconv.Itoa(w.n)
+	a := &modelAgent{key: r.Key, conv: id, boot: []string{boot}, resumed: mode == desired.SpawnResume}
+	if s.DeliveryID != "" {
+		a.boot = []string{s.DeliveryID, boot}
 	}
 	if mode == desired.SpawnResume {
 		_, exists := w.convs[id]
-		a.failResume = !exists || (!w.quiet && w.rng.IntN(4) == 0)
+		a.failResume, a.refuses = !exists || (!w.quiet && w.rng.IntN(4) == 0), !exists
 	}
 	pn := &modelPane{id: "%" + strconv.Itoa(w.n), pid: 1000 + w.n, agent: a}
 	w.panes[s.Session] = pn
@@ -477,7 +538,7 @@ func (w *world) screen(pn *modelPane) harness.Screen {
 		return harness.ScreenReady // a dead CLI's input box stays drawn
 	case a.draft != "":
 		return harness.ScreenDraft
-	case a.boot != "":
+	case len(a.boot) > 0:
 		return harness.ScreenBusy
 	}
 	return harness.ScreenReady
@@ -498,6 +559,8 @@ func (w *world) deliver(r *desired.Record, a actions.DeliverPrompt, crash bool) 
 		pn.agent.draft = ""
 		r.Status = r.Status.Resubmit(w.now)
 		return nil
+	case sc == harness.ScreenDraft:
+		return errDraft
 	case sc != harness.ScreenReady, a.Retry && !a.Repaste:
 		return errModel // not ready
 	}
@@ -550,12 +613,17 @@ func (w *world) check() error {
 }
 
 // checkEnd is run once the world is quiet and settled: a delivery still
-// pending waits for a human.
+// pending waits for a human, as does an input box that holds text nobody
+// submitted (loopd never pastes over a draft, Executor.deliver: a lost
+// Enter on the last send it gave up on leaves one).
 func (w *world) checkEnd() error {
 	for _, k := range w.keys {
 		r := w.recs[k]
 		st := r.Status
 		if len(r.Pending) == 0 || st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseStopped || st.Blocked != "" {
+			continue
+		}
+		if pn := w.panes[desired.SessionName(k)]; pn != nil && pn.agent != nil && pn.agent.draft != "" {
 			continue
 		}
 		return fmt.Errorf("%s settled in %s (%s) with %d deliveries pending", k, st.Phase, st.Reason, len(r.Pending))

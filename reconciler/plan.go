@@ -199,31 +199,55 @@ func followable(r desired.Record, id string, tr harness.Transcript, read bool, c
 // learn makes the conversation the harness started for r's current spawn
 // r's conversation, when the harness cannot pin its id (Codex) and the id
 // is unconfirmed: among the conversations the harness started in the
-// item's workdir since the spawn (observed.Observation.Started, oldest
-// first), the first whose first user message ends with the item's
-// desired.AgentBrief, which the executor appends to every fresh spawn's
-// boot prompt and no payload text can follow, and whose id no record
-// names (claimed). It plans a FollowSession from no id to that one and a
-// Wait of a poll period: the pass read no transcript for an id it did not
-// know, so the next one plans on it. nil when there is nothing to learn.
+// item's workdir since the spawn (observed.Observation.Started), the one
+// that fits it (startedBy): its first user message holds the spawn's boot
+// line, and its id no record names (claimed). Exactly one must fit: it
+// plans a FollowSession from no id to that one and a Wait of a poll
+// period (the pass read no transcript for an id it did not know, so the
+// next one plans on it). Two or more are never settled by a guess: an
+// Ambiguous journals them once, and the id stays unknown. nil when there
+// is nothing to learn.
 func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
 	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
 	if !st.IDUnconfirmed || !caps.LearnsSessionID {
 		return nil
 	}
-	brief := desired.AgentBrief(r.Key)
+	var fits []string
 	for _, s := range obs.Started[r.Key] {
-		if s.At.Before(st.SpawnedAt.Truncate(time.Millisecond)) || len(claimed[s.ID]) > 0 || !caps.AcceptsSessionID(s.ID) ||
-			!strings.HasSuffix(strings.TrimSpace(s.First), brief) {
-			continue
-		}
-		session := desired.SessionName(r.Key)
-		return []actions.Action{
-			actions.FollowSession{Key: r.Key, Session: session, To: s.ID, Source: actions.SourceRollout},
-			actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonSessionLearned},
+		if len(claimed[s.ID]) == 0 && caps.AcceptsSessionID(s.ID) && startedBy(s, r) {
+			fits = append(fits, s.ID)
 		}
 	}
+	session := desired.SessionName(r.Key)
+	switch {
+	case len(fits) == 1:
+		return []actions.Action{
+			actions.FollowSession{Key: r.Key, Session: session, To: fits[0], Source: actions.SourceRollout},
+			actions.Wait{Key: r.Key, Until: now.Add(p.Poll), Reason: actions.ReasonSessionLearned},
+		}
+	case len(fits) > 1 && !slices.Equal(fits, st.AmbiguousIDs):
+		return []actions.Action{actions.Ambiguous{Key: r.Key, Session: session, Candidates: fits}}
+	}
 	return nil
+}
+
+// startedBy reports whether the conversation s was started by r's current
+// spawn: its first user message ends with r's desired.AgentBrief, which
+// the executor appends to every fresh spawn's boot prompt and no payload
+// text can follow, and holds the spawn's boot line
+// (desired.BootLine(Status.BootID)), which names this spawn and no other;
+// a spawn recorded before boot ids is told by the time instead (started
+// at or after it).
+func startedBy(s harness.Started, r desired.Record) bool {
+	st := r.Status
+	first := strings.TrimSpace(s.First)
+	if !strings.HasSuffix(first, desired.AgentBrief(r.Key)) {
+		return false
+	}
+	if st.BootID == "" {
+		return !s.At.Before(st.SpawnedAt.Truncate(time.Millisecond))
+	}
+	return strings.Contains(first, desired.BootLine(st.BootID))
 }
 
 // claimedIDs returns every conversation id records name (recorded,
@@ -296,7 +320,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 // the event again. An operator may have let a boot prompt stuck behind a
 // dialog through by hand, or the daemon may have died between a send and
 // its record. The paste in flight and the boot prompt of a spawn being
-// probed are left to their own confirmation. An open item whose
+// probed are left to their own confirmation (landed). An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
 func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
@@ -313,7 +337,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 	var pending []desired.Delivery
 	for _, d := range r.Pending {
 		inFlight := d.ID == st.SendingDeliveryID || (d.ID == st.SpawnDeliveryID && st.Phase == desired.PhaseSpawning)
-		if inFlight || !frames[d.ID].Whole {
+		if inFlight || !reached(obs, r.Key, d.ID) {
 			pending = append(pending, d)
 			continue
 		}
@@ -461,7 +485,8 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		if it.pane.exists || it.st.Phase != desired.PhaseStopped {
 			// An event already in the conversation stays delivered; one
 			// that had not landed stays pending for when the item runs again.
-			out = append(out, actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: it.landed()})
+			landed, _ := it.landed()
+			out = append(out, actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: landed})
 		}
 		return append(out, it.closeWorkspace()...)
 	}
@@ -479,6 +504,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		// Its next event resumes it, through admission.
 		phase = desired.PhaseIdle
 	case desired.PhaseNeedsAttention:
+		if resumed := it.unblocked(); resumed != nil {
+			return resumed
+		}
 		if r.Spec.Generation <= it.st.AttentionGeneration || len(it.pending) == 0 || it.st.Reason == string(actions.ReasonDeliveryStorm) {
 			// A delivery storm ends only with loopd release: a new event
 			// is more of the storm.
@@ -543,20 +571,29 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 	st := it.st
 	switch {
 	case phase == desired.PhaseSpawning:
-		if st.SpawnMode == desired.SpawnResume && it.choosing() {
-			return it.resumeChooser()
+		booted, _ := it.booted()
+		if st.SpawnMode == desired.SpawnResume && !booted {
+			if it.choosing() {
+				return it.resumeChooser()
+			}
+			if sc, ok := it.obs.Screens[it.r.Key]; ok && sc.Refusal != "" {
+				// A CLI that stays up printing its refusal refused as
+				// one that exits on it does.
+				exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, PaneID: it.ownPaneID()}
+				return it.refusedResume(sc.Refusal, exit, false)
+			}
 		}
 		if it.now.Before(st.ProbeDeadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: st.ProbeDeadline, Reason: actions.ReasonProbing}}
 		}
-		// A resume must prove it brought the conversation back; a fresh
-		// spawn must show its boot prompt in the transcript (a trust
-		// dialog holds both alive with nothing done).
-		confirmed, unconfirmed := it.confirmed(), actions.ReasonUnconfirmed
-		if st.SpawnMode != desired.SpawnResume {
-			confirmed, unconfirmed = it.freshConfirmed(), actions.ReasonSpawnUnconfirmed
-		}
-		if !confirmed {
+		// A spawn, fresh or resumed, holds once its boot prompt is in the
+		// conversation (a trust dialog holds it alive with nothing done;
+		// the harness's report says only that its CLI runs).
+		if !booted {
+			unconfirmed := actions.ReasonSpawnUnconfirmed
+			if st.SpawnMode == desired.SpawnResume {
+				unconfirmed = actions.ReasonUnconfirmed
+			}
 			giveUpAt := st.SpawnedAt.Add(it.p.ConfirmTimeout)
 			if !it.now.Before(giveUpAt) {
 				return []actions.Action{actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: unconfirmed}}
@@ -567,11 +604,8 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 			}
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), giveUpAt), Reason: waiting}}
 		}
-		reason := actions.ReasonAlive
-		if confirmed {
-			reason = actions.ReasonConfirmed
-		}
-		return append([]actions.Action{it.markRunning(confirmed, st.SpawnDeliveryID, reason)}, it.deliver(st.SpawnDeliveryID)...)
+		landed, _ := it.landed()
+		return append([]actions.Action{it.markRunning(true, landed, actions.ReasonConfirmed)}, it.deliver(landed)...)
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
 		if st.SendingDeliveryID != "" {
 			return it.confirmSend()
@@ -586,6 +620,28 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// unblocked plans the return to Running of an item that needs attention
+// because its spawn's boot prompt was never seen (awaitingBoot: a dialog
+// held it past the confirm timeout), once a person answered the dialog:
+// its harness runs in its pane, and the boot prompt is in the
+// conversation or the screen shows the input box, ready, with nothing
+// blocking it. The boot prompt's event is delivered when it landed
+// (landed), else it is pending again and pasted as any other, after the
+// conversation is looked in (checkConversation): exactly once. nil when
+// the item stays.
+func (it itemPlan) unblocked() []actions.Action {
+	if !awaitingBoot(it.st) || !it.pane.alive || it.foreign || it.process {
+		return nil
+	}
+	booted, _ := it.booted()
+	sc, read := it.obs.Screens[it.r.Key]
+	if !booted && (!read || !sc.Ready || sc.Blocked != "") {
+		return nil
+	}
+	landed, _ := it.landed()
+	return append([]actions.Action{it.markRunning(booted, landed, actions.ReasonUnblocked)}, it.deliver(landed)...)
 }
 
 // choosing reports whether the agent's screen shows a chooser instead of
@@ -653,14 +709,14 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 func (it itemPlan) confirmSend() []actions.Action {
 	st, key := it.st, it.r.Key
 	id := st.SendingDeliveryID
-	tr, ok := it.obs.Transcripts[key]
+	landed, verified := it.landed()
 	pending := slices.ContainsFunc(it.pending, func(d desired.Delivery) bool { return d.ID == id })
 	repaste := !it.now.Before(st.SentAt.Add(it.p.DeliveryConfirm))
 	switch {
-	case it.landed() == id || (!ok || !tr.Known) && !st.IDUnconfirmed || !pending:
+	case landed == id || !pending:
 		// An id still to be learned has no transcript to read yet: the
 		// send is verified once it is known, never before.
-		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: it.landed() == id, Via: actions.ViaPaste}}
+		return []actions.Action{actions.ConfirmDelivery{Key: key, Session: it.session, DeliveryID: id, Verified: landed == id && verified, Via: actions.ViaPaste}}
 	case it.now.Before(st.SentAt.Add(it.p.Poll)):
 		return []actions.Action{actions.Wait{Key: key, Until: st.SentAt.Add(it.p.Poll), Reason: actions.ReasonAwaitingDelivery}}
 	case repaste && st.SendAttempts >= it.p.MaxSendAttempts:
@@ -672,66 +728,74 @@ func (it itemPlan) confirmSend() []actions.Action {
 	}
 }
 
-// confirmed reports whether the current resume is confirmed: the harness
-// reported the pinned id since the spawn, or the transcript grew past its
-// size at spawn. A harness whose transcript cannot be read is judged by the
-// probe alone.
-func (it itemPlan) confirmed() bool {
-	st := it.st
-	if rep := it.r.ReportSinceSpawn(); rep != nil && rep.SessionID == st.HarnessSessionID {
-		return true
-	}
-	return it.freshConfirmed()
+// reached reports whether the conversation of item k, as the pass read it
+// (observed.Observation.Frames), holds frame id whole: a delivery's frame
+// or a spawn's boot line (desired.BootFrame). It is the one test of
+// "delivered" (landed, booted and checkConversation ask it): a harness's
+// report (the SessionStart hook) says that its CLI runs, never that a
+// prompt reached the conversation.
+func reached(obs observed.Observation, k desired.Key, id string) bool {
+	return id != "" && obs.Frames[k][id].Whole
 }
 
-// freshConfirmed reports whether the spawn's prompt reached the transcript
-// (for a fresh spawn, whose transcript the first prompt creates, that it
-// exists), or the transcript cannot be read. A conversation id still to be
-// learned confirms nothing: its transcript is not known yet.
-func (it itemPlan) freshConfirmed() bool {
-	if it.st.IDUnconfirmed {
-		return false
-	}
-	grew, known := it.transcriptGrew()
-	return grew || !known
-}
-
-// transcriptGrew reports whether the transcript grew past its size at
-// spawn (-1 for a fresh spawn), and whether it can be read at all.
-func (it itemPlan) transcriptGrew() (grew, known bool) {
+// unverifiable reports whether nothing of the item's conversation can be
+// seen: its harness has no transcript to read (harness.Transcript.Known
+// false) and its id is not one still to be learned, whose transcript is
+// only unknown yet.
+func (it itemPlan) unverifiable() bool {
 	tr, ok := it.obs.Transcripts[it.r.Key]
-	if !ok || !tr.Known {
-		return false, false
-	}
-	return tr.Exists && tr.Size > it.st.TranscriptSizeAtSpawn, true
+	return (!ok || !tr.Known) && !it.st.IDUnconfirmed
 }
 
-// landed answers "did the event in flight reach the conversation?", for
-// pastes and boot prompts alike: it returns the paste in flight
-// (SendingDeliveryID) when its frame shows whole in the conversation, else
-// the boot prompt of the current spawn (SpawnDeliveryID) when its frame
-// shows whole or, where the frames could not be read, the transcript grew
-// since the spawn; "" when neither reached it. An event that landed is
-// delivered, never sent again; one that did not stays pending.
-func (it itemPlan) landed() string {
-	frames, read := it.obs.Frames[it.r.Key]
-	if id := it.st.SendingDeliveryID; id != "" && frames[id].Whole {
-		return id
-	}
-	id := it.st.SpawnDeliveryID
-	if id == "" {
-		return ""
-	}
-	if read {
-		if frames[id].Whole {
-			return id
+// landed answers "did the event in flight reach the conversation?", the
+// one rule by which the planner marks an event delivered, for a paste and
+// for the boot prompt of a fresh spawn or of a resume alike: it returns
+// the paste in flight (SendingDeliveryID) when its frame shows whole in
+// the conversation (reached), else the boot prompt's event
+// (SpawnDeliveryID) when the boot prompt landed (booted); "" when neither
+// did. verified is false only where nothing of the conversation can be
+// seen (unverifiable): the paste in flight then counts as landed once
+// sent, and the boot prompt once its spawn lives past its probe. An event
+// that landed is delivered, never sent again; one that did not stays
+// pending and goes with the next spawn or paste.
+func (it itemPlan) landed() (id string, verified bool) {
+	st := it.st
+	if id := st.SendingDeliveryID; id != "" {
+		switch {
+		case reached(it.obs, it.r.Key, id):
+			return id, true
+		case it.unverifiable():
+			return id, false
 		}
-		return ""
 	}
-	if grew, _ := it.transcriptGrew(); grew {
-		return id
+	if id := st.SpawnDeliveryID; id != "" {
+		if ok, verified := it.booted(); ok {
+			return id, verified
+		}
 	}
-	return ""
+	return "", false
+}
+
+// booted reports whether the current spawn's boot prompt reached the
+// conversation: the frame of the event it carries (SpawnDeliveryID), or,
+// booting with no event (a nudge, a usage limit's or a move's prompt, a
+// long event's header line), its boot line (Status.BootID); where nothing
+// can be seen (unverifiable, or a spawn recorded before boot ids), once
+// the spawn lives past its probe deadline, and then verified is false.
+// A spawn is confirmed by it, fresh or resumed, and nothing else.
+func (it itemPlan) booted() (ok, verified bool) {
+	st := it.st
+	boot := st.SpawnDeliveryID
+	if boot == "" {
+		boot = st.BootID
+	}
+	switch {
+	case reached(it.obs, it.r.Key, boot):
+		return true, true
+	case it.unverifiable() || boot == "":
+		return it.pane.alive && !it.now.Before(st.ProbeDeadline), false
+	}
+	return false, false
 }
 
 // planDown handles a session that is missing or whose pane is dead.
@@ -765,21 +829,21 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 			return it.spawn(st, actions.ReasonSpawnInterrupted, "")
 		}
 		exit := it.exit(actions.ReasonSpawnDied)
-		landed := it.landed() != ""
-		if landed {
-			// The boot prompt reached the transcript before the pane died:
-			// the event was delivered and must not be sent again.
-			exit.Delivered = it.delivered(it.landed())
+		// The boot prompt that reached the transcript before the pane
+		// died was delivered and must not be sent again.
+		landed, _ := it.landed()
+		exit.Delivered = it.delivered(landed)
+		if booted, _ := it.booted(); st.SpawnMode == desired.SpawnResume && !booted && !exit.Clean {
+			if refusal := it.said().Refusal; refusal != "" {
+				return it.refusedResume(refusal, exit, true)
+			}
+			// Not the harness's word (a signal, an OOM kill, a crash with
+			// other last words): a crash of this same conversation, which
+			// is counted, backed off and resumed again with its event.
+			exit.Reason, exit.DeliveryID = actions.ReasonCrash, st.SpawnDeliveryID
+			return it.afterExit(exit, true)
 		}
-		if st.SpawnMode == desired.SpawnResume && !it.confirmed() && !exit.Clean {
-			// The resume did not hold: a state transition, not a failure
-			// of the dispatch. Fall back to fresh with the same event.
-			exit.Phase = desired.PhaseExited
-			exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
-			exit.Reason = actions.ReasonResumeFailed
-			return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumePaneDied)...)
-		}
-		if st.SpawnMode == desired.SpawnResume || landed {
+		if st.SpawnMode == desired.SpawnResume || landed != "" {
 			// A confirmed resume, or a fresh spawn whose prompt landed, that
 			// died is a crash of a running session.
 			exit.Reason = actions.ReasonCrash
@@ -799,7 +863,8 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		exit := it.exit(reason)
 		// The paste in flight that reached the conversation before the
 		// death is delivered, not to be sent again.
-		exit.Delivered = it.delivered(it.landed())
+		landed, _ := it.landed()
+		exit.Delivered = it.delivered(landed)
 		return it.afterExit(exit, false)
 	case desired.PhasePreparing:
 		// The spawn that was planned after the preparation, once it is done.
@@ -837,7 +902,8 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 func (it itemPlan) lost() []actions.Action {
 	st := it.st
 	exit := it.exit(it.loss)
-	exit.Delivered = it.delivered(it.landed())
+	landed, _ := it.landed()
+	exit.Delivered = it.delivered(landed)
 	exit.Phase, exit.NextAttempt = desired.PhaseBackingOff, it.now
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
 	return append([]actions.Action{exit}, it.spawn(st, it.loss, "")...)
@@ -853,26 +919,54 @@ func (it *itemPlan) delivered(id string) string {
 }
 
 // refused plans what follows a spawn that was refused before it started
-// (Status.SpawnRefused, recorded by the executor): a refused resume falls
-// back to fresh with the same event, as a resume that died does; a refused
-// fresh spawn is a failed dispatch, which counts as a failure and backs off
-// through the restart decision like any other.
+// (Status.SpawnRefused, recorded by the executor): a failed dispatch,
+// resume or fresh, which counts as a failure and backs off through the
+// restart decision like any other. tmux's refusal (a lost server, a kill
+// of the old session that failed) is no word of the harness's: a refused
+// resume keeps its conversation and is tried again.
 func (it itemPlan) refused() []actions.Action {
-	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
-	if reason := actions.Reason(st.Reason); reason.Environment() {
+	if reason := actions.Reason(it.st.Reason); reason.Environment() {
 		// The harness's config dir or sandbox could not be set up:
-		// nothing was tried of the conversation, which a resume keeps;
-		// the failure counts and backs off until the operator fixes it.
+		// nothing was tried of the conversation; the failure counts
+		// and backs off until the operator fixes it.
 		exit.Reason = reason
-		return it.afterExit(exit, true)
-	}
-	if st.SpawnMode == desired.SpawnResume {
-		exit.Phase = desired.PhaseExited
-		exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
-		return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeSpawnFailed)...)
 	}
 	return it.afterExit(exit, true)
+}
+
+// said is what the item's dead agent said last: its dead pane's
+// (observed.Observation.Exits), or its ended run's output.
+func (it itemPlan) said() observed.Exit {
+	if it.process {
+		return it.run.Exit
+	}
+	return it.obs.Exits[it.r.Key]
+}
+
+// refusedResume plans a resume whose harness refused it (harness.Refusal,
+// its own word: a dead pane's last words or exit status, a live screen, a
+// run's output), with exit the death or the stop recorded first, the
+// counts as they were: nothing of the conversation failed. A conversation
+// the harness cannot resume is replaced by a fresh spawn with the same
+// event (session.resume_failed reason=not_resumable); one that runs
+// elsewhere (a background agent) is not lost, so it is never replaced:
+// the item needs a human (conversation_in_use). dead is false for a live
+// agent that shows its refusal: the fresh spawn kills its session first,
+// and one that runs elsewhere keeps its pane.
+func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dead bool) []actions.Action {
+	st := it.st
+	exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
+	if r == harness.RefusalInUse {
+		give := actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: actions.ReasonConversationInUse}
+		if !dead {
+			return []actions.Action{give}
+		}
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonConversationInUse
+		return []actions.Action{exit, give}
+	}
+	exit.Phase, exit.Reason = desired.PhaseExited, actions.ReasonResumeFailed
+	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeNotResumable)...)
 }
 
 // restartReason names why a scheduled restart happens, from the reason
@@ -882,7 +976,8 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
 		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonWorkspaceFailed,
+		actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -907,13 +1002,17 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // in a hot loop.
 func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
 	st := it.st
+	words := it.said().Words
 	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
-		Clean: exit.Clean && !spawnFailed}
+		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords}
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
+	if h.Own {
+		exit.Implicated, exit.Words = true, words
+	}
 	switch exit.Reason {
 	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonSessionMissing,
-		actions.ReasonForegroundNotHarness, actions.ReasonRunFailed:
+		actions.ReasonForegroundNotHarness, actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 	default:
 		exit.Reason = d.Reason
 	}
@@ -952,6 +1051,15 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		// Not self-healed, but an event is waiting: it resumes the session.
 		return append([]actions.Action{exit}, it.spawn(next, actions.ReasonNewEvent, "")...)
 	}
+}
+
+// ownExit reports whether exit is a failure of the harness's own
+// (History.Own): an exit status other than 0 that it chose, with no signal, and not the 128+N a CLI exits
+// with on signal N (Claude Code on SIGHUP and SIGTERM), nor the -1 of a
+// death with no status (a session found missing, a pane left with a
+// shell, a refused spawn, a run whose group was killed).
+func ownExit(exit actions.RecordExit) bool {
+	return !exit.Clean && !exit.Killed() && exit.ExitStatus >= 0 && (exit.ExitStatus <= 128 || exit.ExitStatus > 128+64)
 }
 
 // spawn plans the spawn for st: a resume of the recorded id when the
@@ -1024,16 +1132,12 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	sb := it.p.SandboxOf(key)
 	s.NoSandbox, s.Binds = !sb.Sandboxed(), sb.BindsOf()
 	if why == "" {
-		size := int64(-1)
-		if tr, ok := it.obs.Transcripts[key]; ok && tr.Known && !it.restoring {
-			size = tr.Size
-		}
 		if reason == actions.ReasonHostMoved {
 			// The restored conversation says which events landed on the
 			// old host: the others are pasted after the resume holds.
 			s.DeliveryID, s.Prompt = "", desired.MovedPrompt(key, st.MovedFrom, it.p.Host)
 		}
-		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID, TranscriptSize: size, Restored: it.restoring}
+		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID}
 	}
 	silent := why == silentFresh || why == actions.ReasonReleased
 	if why == silentFresh {

@@ -33,6 +33,8 @@ var (
 	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: ev1Text}.Compact()
 	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}.Compact()
 	nudge   = desired.NudgePrompt(key)
+	// bootID is the boot id of the spawn a test status is in (spawning).
+	bootID  = "boot-1"
 	spawnAt = t0.Add(-time.Minute)
 )
 
@@ -49,7 +51,7 @@ func running() desired.Status {
 func spawning(mode desired.SpawnMode) desired.Status {
 	st := running()
 	st.Phase, st.SpawnMode, st.SpawnedAt, st.ProbeDeadline = desired.PhaseSpawning, mode, t0.Add(-6*time.Second), t0.Add(-time.Second)
-	st.ConfirmedSessionID, st.TranscriptSizeAtSpawn, st.SpawnDeliveryID = "", 100, "d-1"
+	st.ConfirmedSessionID, st.SpawnDeliveryID, st.BootID = "", "d-1", bootID
 	return st
 }
 
@@ -76,6 +78,16 @@ func seen(o observed.Observation, id string, f harness.Found) observed.Observati
 	o.Frames = map[desired.Key]map[string]harness.Found{key: frames}
 	return o
 }
+
+// refusing records what the item's dead agent said last: its refusal to
+// resume its conversation, in words (observed.Exit).
+func refusing(o observed.Observation, r harness.Refusal, words string) observed.Observation {
+	o.Exits = map[desired.Key]observed.Exit{key: {Refusal: r, Words: words}}
+	return o
+}
+
+// noConversation is Claude Code's refusal of a resume of oldID.
+var noConversation = "No conversation found with session ID: " + oldID
 
 func alive() observed.Snapshot {
 	return observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", PID: 10, StatusKnown: true, CurrentCommand: "claude", Owner: testOwner}}}
@@ -149,7 +161,7 @@ func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
 }
 
 func resume(delivery desired.Delivery, reason actions.Reason) actions.ResumeSpawn {
-	return actions.ResumeSpawn{Spawn: spawnOf(delivery, reason), ResumeID: oldID, TranscriptSize: 100}
+	return actions.ResumeSpawn{Spawn: spawnOf(delivery, reason), ResumeID: oldID}
 }
 
 // fresh is the fresh respawn that replaces the conversation oldID, with
@@ -179,12 +191,14 @@ func replaying(f actions.FreshSpawn) actions.FreshSpawn {
 }
 
 // exit is the RecordExit of a run shorter than the churn window (every run
-// in these tests is), seen in the item's pane %1: a failure counts one
-// churn failure; a clean exit and a failed resume leave the count at zero.
+// in these tests is), seen in the item's pane %1: a failure the harness
+// exited with itself counts one churn failure (Implicated); a clean exit,
+// a failed resume and a death by signal (status 128+N) leave the count at
+// zero.
 func exit(status int, phase desired.Phase, failures, fast int, reason actions.Reason) actions.RecordExit {
 	e := actions.RecordExit{Key: key, Session: sess, ExitStatus: status, Clean: status == 0, Phase: phase, Failures: failures, FastFailures: fast, PaneID: "%1", Reason: reason}
-	if reason != actions.ReasonCleanExit && reason != actions.ReasonResumeFailed {
-		e.ChurnFailures = 1
+	if reason != actions.ReasonCleanExit && reason != actions.ReasonResumeFailed && ownExit(e) {
+		e.ChurnFailures, e.Implicated = 1, true
 	}
 	return e
 }
@@ -307,10 +321,10 @@ func TestPlan(t *testing.T) {
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
 				resume(ev2, actions.ReasonNewEvent)}},
 		{"resume_fallback_skips_an_event_already_in_the_old_conversation", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnDeliveryID = "" }), ev1, ev2),
-			seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
+			refusing(seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), harness.RefusalNotResumable, noConversation), testPolicy(),
 			[]actions.Action{
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
-				exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev2, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+				exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev2, actions.ReasonResumeFailed, actions.ResumeNotResumable)}},
 		// Found by TestPlanModel: the release of an agent that died with its
 		// paste landed but not yet confirmed booted the resume with it again.
 		{"release_of_a_dead_agent_confirms_its_landed_paste", func() desired.Record {
@@ -381,16 +395,34 @@ func TestPlan(t *testing.T) {
 		// The probe is a state transition.
 		{"probe_window_waits_until_deadline", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ProbeDeadline = t0.Add(3 * time.Second) }), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(3 * time.Second), Reason: actions.ReasonProbing}}},
-		{"resume_alive_and_transcript_grown_is_running", rec(spawning(desired.SpawnResume), ev1, ev2), obs(alive(), grown), testPolicy(),
+		{"resume_alive_with_its_boot_prompt_in_the_transcript_is_running", rec(spawning(desired.SpawnResume), ev1, ev2),
+			seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-2"}}},
-		{"resume_confirmed_by_session_start_report", func() desired.Record {
+		// Issue 21, case 1: the SessionStart report says the CLI runs, and a
+		// transcript that grew says it wrote something; neither says the
+		// boot prompt is in the conversation.
+		{"session_start_report_does_not_deliver_the_boot_prompt", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "resume", At: t0.Add(-5 * time.Second)}
 			return r
-		}(), obs(alive(), transcript), testPolicy(),
-			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
+		}(), seen(obs(alive(), grown), "d-1", harness.Found{}), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
+		{"resume_with_a_nudge_runs_once_its_boot_line_is_seen", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnDeliveryID = "" })),
+			seen(obs(alive(), grown), bootID, harness.Found{Whole: true}), testPolicy(),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnResume, Confirmed: true, Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
+		{"resume_with_a_nudge_not_yet_seen_waits", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnDeliveryID = "" })),
+			seen(obs(alive(), grown), bootID, harness.Found{}), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
+		{"harness_without_a_transcript_runs_on_its_probe_unverified", func() desired.Record {
+			r := rec(spawning(desired.SpawnFresh), ev1)
+			r.Spec.Harness = "cursor"
+			return r
+		}(), obs(alive()), policy(func(p *Policy) {
+			p.Harnesses["cursor"] = Capabilities{ValidSessionID: isUUID, ProcessNames: []string{"claude"}}
+		}),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
 		{"report_from_before_the_spawn_does_not_confirm", func() desired.Record {
 			r := rec(spawning(desired.SpawnResume), ev1)
 			r.Report = &desired.SessionReport{SessionID: oldID, Source: "startup", At: t0.Add(-time.Hour)}
@@ -429,32 +461,55 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"resume_unconfirmed_past_timeout_needs_attention", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), transcript), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonUnconfirmed}}},
-		{"fresh_alive_with_its_prompt_in_the_transcript_is_running", rec(spawning(desired.SpawnFresh), ev1), obs(alive(), grown), testPolicy(),
+		{"fresh_alive_with_its_prompt_in_the_transcript_is_running", rec(spawning(desired.SpawnFresh), ev1), seen(obs(alive(), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, Confirmed: true, DeliveryID: "d-1", Respawn: true, PID: 10, Reason: actions.ReasonConfirmed}}},
 		{"fresh_alive_without_transcript_waits", rec(spawning(desired.SpawnFresh), ev1), obs(alive(), noScript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonAwaitingConfirm}}},
 		{"fresh_stuck_behind_a_dialog_needs_attention", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-3 * time.Minute) }), ev1), obs(alive(), noScript), testPolicy(),
 			[]actions.Action{actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonSpawnUnconfirmed}}},
-		{"resume_pane_died_in_probe_falls_back_to_fresh_with_same_event", rec(spawning(desired.SpawnResume), ev2, ev1), obs(dead(1), transcript), testPolicy(),
-			[]actions.Action{exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
-		{"resume_session_missing_in_probe_falls_back", rec(spawning(desired.SpawnResume), ev1), obs(gone(), transcript), testPolicy(),
-			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonResumeFailed},
-				fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
-		{"resume_dying_after_window_but_unconfirmed_is_failed", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ProbeDeadline = t0.Add(-time.Minute) }), ev1), obs(dead(1), transcript), testPolicy(),
-			[]actions.Action{exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+		// Go fresh only on the harness's own word (issue 21, cases 2 and 3).
+		{"resume_refused_by_its_harness_falls_back_to_fresh_with_same_event", rec(spawning(desired.SpawnResume), ev2, ev1),
+			refusing(obs(dead(1), transcript), harness.RefusalNotResumable, noConversation), testPolicy(),
+			[]actions.Action{exit(1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed), fresh(ev1, actions.ReasonResumeFailed, actions.ResumeNotResumable)}},
+		{"resume_killed_by_a_signal_in_the_probe_is_resumed_again", rec(spawning(desired.SpawnResume), ev2, ev1),
+			obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, DeadSignal: 9, StatusKnown: true, Owner: testOwner}}}, transcript), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, Signal: 9, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, DeliveryID: "d-1", PaneID: "%1",
+				Reason: actions.ReasonCrash}, resume(ev1, actions.ReasonPaneDead)}},
+		{"resume_exiting_without_a_refusal_is_resumed_again", rec(spawning(desired.SpawnResume), ev1), refusing(obs(dead(1), transcript), "", "Error: out of memory"), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonCrash)
+				e.NextAttempt, e.DeliveryID, e.Words = t0, "d-1", "Error: out of memory"
+				return e
+			}(), resume(ev1, actions.ReasonPaneDead)}},
+		{"resume_in_use_by_a_background_agent_waits_for_a_human", rec(spawning(desired.SpawnResume), ev1),
+			refusing(obs(dead(1), transcript), harness.RefusalInUse, "Session "+oldID+" is currently running as a background agent (x)."), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseNeedsAttention, PaneID: "%1", Reason: actions.ReasonSpawnDied,
+				Attention: actions.ReasonConversationInUse},
+				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonConversationInUse}}},
+		{"resume_refused_on_a_live_screen_falls_back_to_fresh", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.ProbeDeadline = t0.Add(3 * time.Second) }), ev1),
+			func() observed.Observation {
+				o := obs(alive(), transcript)
+				o.Screens = map[desired.Key]observed.Screen{key: {Refusal: harness.RefusalNotResumable}}
+				return o
+			}(), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, PaneID: "%1", Reason: actions.ReasonResumeFailed},
+				fresh(ev1, actions.ReasonResumeFailed, actions.ResumeNotResumable)}},
+		{"resume_session_missing_in_probe_is_resumed_again", rec(spawning(desired.SpawnResume), ev1), obs(gone(), transcript), testPolicy(),
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, DeliveryID: "d-1", Reason: actions.ReasonCrash},
+				resume(ev1, actions.ReasonPaneDead)}},
 		{"fresh_spawn_died_keeps_delivery_pending_and_retries", rec(spawning(desired.SpawnFresh), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonSpawnDied)
 				e.NextAttempt, e.DeliveryID = t0, "d-1"
 				return e
 			}(), resume(ev1, actions.ReasonNewEvent)}},
-		{"resume_died_after_its_prompt_landed_is_not_sent_again", rec(spawning(desired.SpawnResume), ev1), obs(dead(1), grown), testPolicy(),
+		{"resume_died_after_its_prompt_landed_is_not_sent_again", rec(spawning(desired.SpawnResume), ev1), seen(obs(dead(1), grown), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonCrash)
 				e.NextAttempt, e.Delivered = t0, "d-1"
 				return e
-			}(), actions.ResumeSpawn{Spawn: spawnOf(none, actions.ReasonPaneDead), ResumeID: oldID, TranscriptSize: 250}}},
-		{"fresh_spawn_died_after_its_prompt_landed_resumes_it", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.TranscriptSizeAtSpawn = -1 }), ev1, ev2), obs(dead(1), transcript), testPolicy(),
+			}(), actions.ResumeSpawn{Spawn: spawnOf(none, actions.ReasonPaneDead), ResumeID: oldID}}},
+		{"fresh_spawn_died_after_its_prompt_landed_resumes_it", rec(spawning(desired.SpawnFresh), ev1, ev2), seen(obs(dead(1), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 1, 1, actions.ReasonCrash)
 				e.NextAttempt, e.Delivered = t0, "d-1"
@@ -506,7 +561,7 @@ func TestPlan(t *testing.T) {
 		{"never_policy_waits_for_event", rec(running()), obs(dead(1), transcript), policy(func(p *Policy) { p.Restart = "Never" }),
 			[]actions.Action{exit(1, desired.PhaseExited, 1, 0, actions.ReasonPolicyNever)}},
 		{"missing_session_counts_as_crash", rec(running()), obs(gone(), transcript), testPolicy(),
-			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, ChurnFailures: 1, NextAttempt: t0, Reason: actions.ReasonSessionMissing},
+			[]actions.Action{actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, Reason: actions.ReasonSessionMissing},
 				resume(none, actions.ReasonSessionMissing)}},
 		{"third_fast_failure_retires_id_and_goes_fresh", rec(with(running(), func(s *desired.Status) {
 			s.SpawnedAt, s.Failures, s.FastFailures = t0.Add(-2*time.Second), 2, 2
@@ -569,7 +624,7 @@ func TestPlan(t *testing.T) {
 			}()}},
 		{"shell_left_in_a_crash_loop_backs_off", rec(with(running(), func(s *desired.Status) { s.Failures = 1; s.SpawnedAt = t0.Add(-5 * time.Second) })), obs(stray("sh"), transcript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
-				e := exit(-1, desired.PhaseBackingOff, 2, 1, actions.ReasonForegroundNotHarness)
+				e := exit(-1, desired.PhaseBackingOff, 2, 0, actions.ReasonForegroundNotHarness)
 				e.Clean, e.NextAttempt, e.Foreground = false, t0.Add(2*time.Second), "sh"
 				e.Delay = 2 * time.Second
 				return e
@@ -595,16 +650,16 @@ func TestPlan(t *testing.T) {
 			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"fresh_spawn_left_with_a_shell_after_the_probe_is_a_failed_dispatch", rec(spawning(desired.SpawnFresh), ev1), obs(stray("sh"), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
-				e := exit(-1, desired.PhaseBackingOff, 1, 1, actions.ReasonSpawnDied)
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonSpawnDied)
 				e.Clean, e.NextAttempt, e.DeliveryID, e.Foreground = false, t0, "d-1", "sh"
 				return e
 			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
-		{"resume_left_with_a_shell_after_the_probe_falls_back_to_fresh", rec(spawning(desired.SpawnResume), ev1), obs(stray("sh"), transcript), testPolicy(),
+		{"resume_left_with_a_shell_after_the_probe_is_resumed_again", rec(spawning(desired.SpawnResume), ev1), obs(stray("sh"), transcript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
-				e := exit(-1, desired.PhaseExited, 0, 0, actions.ReasonResumeFailed)
-				e.Clean, e.Foreground = false, "sh"
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.Clean, e.Foreground, e.NextAttempt, e.DeliveryID = false, "sh", t0, "d-1"
 				return e
-			}(), fresh(ev1, actions.ReasonResumeFailed, actions.ResumePaneDied)}},
+			}(), resume(ev1, actions.ReasonPaneDead)}},
 		{"closed_item_with_a_shell_left_is_stopped", func() desired.Record { r := rec(running()); r.Spec.Closed = true; return r }(), obs(stray("sh")), testPolicy(),
 			[]actions.Action{actions.StopSession{Key: key, Session: sess, Reason: actions.ReasonClosed}}},
 
@@ -643,7 +698,7 @@ func TestPlan(t *testing.T) {
 				s := spawnOf(none, actions.ReasonNewEvent)
 				s.Prompt = "[loopd] header line\n[loopd] This event is long; its full text follows as the next message."
 				return s
-			}(), ResumeID: oldID, TranscriptSize: 100}}},
+			}(), ResumeID: oldID}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,16 @@ type History struct {
 	ChurnFailures int // consecutive failed runs shorter than the churn window before this exit
 	Failures      int // consecutive failed runs before this exit
 	Clean         bool
+	// Own is true when the harness ended the run itself with an exit
+	// status of its own choosing: not a signal (nor a shell's 128+N for
+	// one), not a session found missing or a pane left with a shell, not
+	// a refused spawn or a lost server. Only such a death can implicate
+	// the conversation (the fast-failure and churn rules).
+	Own bool
+	// SameWords is true when the harness's last words are those of the
+	// death the fast-failure and churn counts last took
+	// (desired.Status.LastWords), or the counts took none.
+	SameWords bool
 }
 
 // diedAt is when the run ended, as late as the facts allow, so that a
@@ -94,7 +104,8 @@ func (d Decision) Restarts() bool { return d.Outcome == OutcomeRestart || d.Outc
 
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
-// fast-failure and churn retirement, backoff. The run is measured from
+// fast-failure and churn retirement (of the harness's own exits only:
+// History.Own, SameWords), backoff. The run is measured from
 // spawn to death (History.diedAt), however late a pass saw the death; Delay
 // counts from the death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
@@ -105,15 +116,26 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 		// for the next event.
 		return Decision{Outcome: OutcomeWait, Failures: failures, FastFailures: fast, ChurnFailures: churn, Reason: actions.ReasonCleanExit}
 	}
-	if ran < p.FastFail {
-		fast++
-	} else {
-		fast = 0
+	// The fast-failure and churn counts judge the conversation: only the
+	// harness's own exits, dying the same way each time, implicate it. A
+	// kill from outside (a signal, an OOM kill, a lost session) is a crash
+	// of the same conversation, counted against the budget and backed off
+	// but never held against the conversation; an own exit with other last
+	// words starts a new streak. A run that lasted the window clears them.
+	if h.Own && !h.SameWords {
+		fast, churn = 0, 0
 	}
-	if ran < p.ChurnWindow {
-		churn++
-	} else {
+	switch {
+	case ran >= p.FastFail:
+		fast = 0
+	case h.Own:
+		fast++
+	}
+	switch {
+	case ran >= p.ChurnWindow:
 		churn = 0
+	case h.Own:
+		churn++
 	}
 	failures++
 	d := Decision{Failures: failures, FastFailures: fast, ChurnFailures: churn, Reason: actions.ReasonCrash}

@@ -142,10 +142,7 @@ func (it itemPlan) runInFlight(phase desired.Phase) []actions.Action {
 	if it.now.Before(st.ProbeDeadline) {
 		return []actions.Action{actions.Wait{Key: key, Until: minTime(st.ProbeDeadline, look.Until), Reason: actions.ReasonProbing}}
 	}
-	confirmed := it.freshConfirmed()
-	if st.SpawnMode == desired.SpawnResume {
-		confirmed = it.confirmed()
-	}
+	confirmed, _ := it.booted()
 	reason := actions.ReasonConfirmed
 	if !confirmed {
 		if giveUpAt := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.now.Before(giveUpAt) {
@@ -153,7 +150,8 @@ func (it itemPlan) runInFlight(phase desired.Phase) []actions.Action {
 		}
 		reason = actions.ReasonAlive
 	}
-	return []actions.Action{it.runRunning(confirmed, it.landed(), reason), look}
+	landed, _ := it.landed()
+	return []actions.Action{it.runRunning(confirmed, landed, reason), look}
 }
 
 // runRunning is the MarkRunning of the item's run: session.spawned or
@@ -183,7 +181,7 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 	}
 	st := it.st
 	exit := it.exit(actions.ReasonRunFailed)
-	if landed := it.landed(); landed != "" || st.SpawnDeliveryID == "" {
+	if landed, _ := it.landed(); landed != "" || st.SpawnDeliveryID == "" {
 		if phase == desired.PhaseSpawning {
 			// The spawn held: it ran its turn.
 			pre = append(pre, it.runRunning(true, it.delivered(landed), actions.ReasonConfirmed))
@@ -205,12 +203,16 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 		next.Failures, next.FastFailures, next.ChurnFailures = 0, 0, 0
 		return append(out, it.spawn(next, actions.ReasonNewEvent, "")...)
 	}
-	if st.SpawnMode == desired.SpawnResume && !it.confirmed() && !exit.Clean {
-		// The resume did not hold: a state transition, not a failure of
-		// the dispatch. Fresh, with the same event.
-		exit.Phase, exit.Reason = desired.PhaseExited, actions.ReasonResumeFailed
-		exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
-		return append(append(pre, exit), it.spawn(st, actions.ReasonResumeFailed, actions.ResumeRunFailed)...)
+	if refusal := it.run.Exit.Refusal; st.SpawnMode == desired.SpawnResume && refusal != "" && !exit.Clean {
+		// The harness said it cannot resume the conversation: not a
+		// failure of the dispatch (refusedResume).
+		return append(pre, it.refusedResume(refusal, exit, true)...)
+	}
+	// Any other end (a crash, a signal, the dispatch timeout) is a crash
+	// of this same conversation: counted, backed off, and resumed again
+	// with its event, in the conversation the run went into.
+	if st.Reason == string(actions.ReasonDispatchTimeout) {
+		exit.Reason = actions.ReasonDispatchTimeout
 	}
 	exit.DeliveryID = st.SpawnDeliveryID
 	return append(pre, it.afterExit(exit, true)...)

@@ -49,6 +49,14 @@ func runSnap(running bool, status int, sessionID string) observed.Snapshot {
 	return observed.Snapshot{Panes: map[string]observed.Pane{}, Runs: map[string]observed.Run{sess: {Fact: f, SessionID: sessionID}}}
 }
 
+// saying gives the ended run r1 of snap what it said last (observed.Exit).
+func saying(snap observed.Snapshot, x observed.Exit) observed.Snapshot {
+	r := snap.Runs[sess]
+	r.Exit = x
+	snap.Runs[sess] = r
+	return snap
+}
+
 // runSpawn is spawnOf for a run: the event whole, runner=process.
 func runSpawn(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
 	s := spawnOf(delivery, reason)
@@ -84,11 +92,11 @@ func TestPlanRun(t *testing.T) {
 		{"first_event_starts_a_fresh_run", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(gone()), p,
 			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn { s := runSpawn(ev1, actions.ReasonNewEvent); s.Respawn = false; return s }()}}},
 		{"next_event_resumes_when_a_transcript_exists", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(gone(), transcript), p,
-			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: 100}}},
+			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
 		{"next_event_without_a_transcript_is_fresh", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1), obs(gone(), noScript), p,
 			[]actions.Action{replaying(actions.FreshSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeFailed: actions.ResumeTranscriptMissing, AttemptedID: oldID})}},
 		{"a_large_event_runs_whole", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), bigEv), obs(gone(), transcript), p,
-			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(bigEv, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: 100}}},
+			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(bigEv, actions.ReasonNewEvent), ResumeID: oldID}}},
 		{"nothing_pending_at_rest_does_nothing", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited })), obs(gone()), p, nil},
 		{"nothing_pending_in_backoff_rests", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseBackingOff })), obs(gone()), p,
 			[]actions.Action{actions.Rest{Key: key, Session: sess, Reason: actions.ReasonNothingToRun}}},
@@ -122,7 +130,7 @@ func TestPlanRun(t *testing.T) {
 		{"run_ended_with_its_event_in_the_conversation_is_done_whatever_its_exit", rec(runningRun(), ev1, ev2), frames(obs(runSnap(false, 1, oldID), grown)), p,
 			[]actions.Action{confirm,
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseExited, Reason: actions.ReasonRunDone},
-				actions.ResumeSpawn{Spawn: runSpawn(ev2, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: 250}}},
+				actions.ResumeSpawn{Spawn: runSpawn(ev2, actions.ReasonNewEvent), ResumeID: oldID}}},
 		{"run_that_ended_in_its_probe_window_is_spawned_then_done", rec(withRun(spawning(desired.SpawnResume)), ev1), frames(obs(runSnap(false, 0, ""), grown)), p,
 			[]actions.Action{mark(true, "d-1", actions.ReasonConfirmed),
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 0, Clean: true, Phase: desired.PhaseExited, Reason: actions.ReasonRunDone}}},
@@ -131,24 +139,43 @@ func TestPlanRun(t *testing.T) {
 		{"run_stopped_at_its_timeout_after_its_event_landed_says_so", rec(with(runningRun(), func(s *desired.Status) { s.Reason = string(actions.ReasonDispatchTimeout) }), ev1),
 			frames(obs(runSnap(false, -1, ""), grown)), p,
 			[]actions.Action{confirm, actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonDispatchTimeout}}},
-		{"resume_run_that_did_not_resume_falls_back_to_fresh_with_the_event", rec(withRun(spawning(desired.SpawnResume)), ev1), obs(runSnap(false, 1, ""), transcript), p,
+		{"resume_run_its_harness_refused_falls_back_to_fresh_with_the_event", rec(withRun(spawning(desired.SpawnResume)), ev1),
+			obs(saying(runSnap(false, 1, ""), observed.Exit{Refusal: harness.RefusalNotResumable, Words: noConversation}), transcript), p,
 			[]actions.Action{
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseExited, Reason: actions.ReasonResumeFailed},
-				replaying(actions.FreshSpawn{Spawn: runSpawn(ev1, actions.ReasonResumeFailed), ResumeFailed: actions.ResumeRunFailed, AttemptedID: oldID})}},
+				replaying(actions.FreshSpawn{Spawn: runSpawn(ev1, actions.ReasonResumeFailed), ResumeFailed: actions.ResumeNotResumable, AttemptedID: oldID})}},
+		// Issue 21, case 4: a run stopped at its timeout is a crash of the
+		// same conversation, never a failed resume: it is resumed again,
+		// in the conversation its turn went into when it named one.
+		{"resume_run_stopped_at_its_timeout_keeps_its_conversation", rec(with(withRun(spawning(desired.SpawnResume)), func(s *desired.Status) {
+			s.Reason = string(actions.ReasonDispatchTimeout)
+		}), ev1), unseen(obs(runSnap(false, -1, ""), transcript)), p,
+			[]actions.Action{
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, DeliveryID: "d-1",
+					Reason: actions.ReasonDispatchTimeout},
+				actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
+		{"resume_run_stopped_at_its_timeout_follows_the_conversation_it_went_into", rec(with(withRun(spawning(desired.SpawnResume)), func(s *desired.Status) {
+			s.Reason = string(actions.ReasonDispatchTimeout)
+		}), ev1), unseen(obs(runSnap(false, -1, clearedID), transcript)), p,
+			[]actions.Action{
+				actions.FollowSession{Key: key, Session: sess, From: oldID, To: clearedID, Source: SourceHeadless},
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, DeliveryID: "d-1",
+					Reason: actions.ReasonDispatchTimeout},
+				actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: clearedID}}},
 		{"run_that_failed_keeps_its_event_and_counts_a_failure", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 1 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1,
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseBackingOff, Failures: 2, ChurnFailures: 1, Implicated: true,
 					Delay: 2 * time.Second, NextAttempt: t0.Add(2 * time.Second), DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
 				actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
 		{"run_failed_past_the_budget_needs_attention", rec(with(runningRun(), func(s *desired.Status) { s.Failures = 10 }), ev1), unseen(obs(runSnap(false, 1, ""), grown)), p,
 			[]actions.Action{
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseNeedsAttention, Failures: 11, ChurnFailures: 1,
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: 1, Phase: desired.PhaseNeedsAttention, Failures: 11, ChurnFailures: 1, Implicated: true,
 					DeliveryID: "d-1", Attention: actions.ReasonBudgetExhausted, Reason: actions.ReasonRunFailed},
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonBudgetExhausted}}},
 		{"run_failed_under_policy_never_needs_attention_not_a_rerun", rec(runningRun(), ev1), unseen(obs(runSnap(false, 41, ""), grown)),
 			func() Policy { q := processPolicy(600); q.Restart = schema.RestartNever; return q }(),
 			[]actions.Action{
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: 41, Phase: desired.PhaseNeedsAttention, Failures: 1, ChurnFailures: 1,
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: 41, Phase: desired.PhaseNeedsAttention, Failures: 1, ChurnFailures: 1, Implicated: true,
 					DeliveryID: "d-1", Attention: actions.ReasonPolicyNever, Reason: actions.ReasonRunFailed},
 				actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
 		{"run_output_naming_another_conversation_is_followed", rec(runningRun(), ev1),
@@ -158,21 +185,21 @@ func TestPlanRun(t *testing.T) {
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: 0, Clean: true, Phase: desired.PhaseExited, Reason: actions.ReasonRunDone}}},
 		{"run_whose_files_are_gone_ended_unseen", rec(runningRun(), ev1), unseen(obs(gone(), grown)), p,
 			[]actions.Action{
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, ChurnFailures: 1,
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1,
 					NextAttempt: t0, DeliveryID: "d-1", Reason: actions.ReasonRunFailed},
-				actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID, TranscriptSize: 250}}},
+				actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
 
 		// A start the daemon did not see through.
 		{"run_recorded_without_a_pid_file_waits_a_poll", rec(withRun(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnedAt = t0.Add(-500 * time.Millisecond) })), ev1),
 			obs(gone(), transcript), p,
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(500 * time.Millisecond), Reason: actions.ReasonProbing}}},
 		{"run_recorded_without_a_pid_file_is_started_again", rec(withRun(spawning(desired.SpawnResume)), ev1), obs(gone(), transcript), p,
-			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonSpawnInterrupted), ResumeID: oldID, TranscriptSize: 100}}},
-		{"run_refused_at_start_falls_back_to_fresh", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnRefused = "start run r1: chdir: no such file" }), ev1),
+			[]actions.Action{actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonSpawnInterrupted), ResumeID: oldID}}},
+		{"run_refused_at_start_keeps_its_conversation", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.SpawnRefused = "start run r1: chdir: no such file" }), ev1),
 			obs(gone(), transcript), p,
 			[]actions.Action{
-				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseExited, Reason: actions.ReasonSpawnRefused},
-				replaying(actions.FreshSpawn{Spawn: runSpawn(ev1, actions.ReasonResumeFailed), ResumeFailed: actions.ResumeSpawnFailed, AttemptedID: oldID})}},
+				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: t0, Reason: actions.ReasonSpawnRefused},
+				actions.ResumeSpawn{Spawn: runSpawn(ev1, actions.ReasonNewEvent), ResumeID: oldID}}},
 
 		// Stops.
 		{"close_stops_the_run_in_flight", func() desired.Record { r := rec(runningRun(), ev1); r.Spec.Closed = true; return r }(),

@@ -88,7 +88,7 @@ func TestPlanWorkspace(t *testing.T) {
 	}
 	resumed := func(d desired.Delivery, reason actions.Reason) actions.ResumeSpawn {
 		r := resume(d, reason)
-		r.Cwd, r.TranscriptSize = physical, -1
+		r.Cwd = physical
 		return r
 	}
 	released := func(r desired.Record) desired.Record {
@@ -170,14 +170,12 @@ func TestPlanWorkspace(t *testing.T) {
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
 					r.Cwd = physical
-					r.TranscriptSize = -1
 					return r
 				}()}},
 		{"changed_route_reported_once", rec(pinned(func(s *desired.Status) { s.WorkdirReported = current }), ev1), workdir(observed.Workdir{Exists: true, Clone: true}), routed(nil),
 			[]actions.Action{func() actions.ResumeSpawn {
 				r := resume(ev1, actions.ReasonNewEvent)
 				r.Cwd = physical
-				r.TranscriptSize = -1
 				return r
 			}()}},
 		// Repair at any time: before every spawn of a pinned clone, what
@@ -217,7 +215,7 @@ func TestPlanWorkspace(t *testing.T) {
 		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
 			workdir(observed.Workdir{Exists: true}), plain(),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: cwd, Rendered: current},
-				func() actions.ResumeSpawn { r := resume(ev1, actions.ReasonNewEvent); r.TranscriptSize = -1; return r }()}},
+				resume(ev1, actions.ReasonNewEvent)}},
 		// Closing.
 		{"close_removes_the_worktree_when_asked", closed(pinned(func(s *desired.Status) { s.Phase = desired.PhaseStopped })), obs(gone()),
 			routed(func(c *schema.Checkout) { c.RemoveOnClose = true }),
@@ -234,7 +232,6 @@ func TestPlanWorkspace(t *testing.T) {
 				func() actions.ResumeSpawn {
 					r := resume(ev1, actions.ReasonNewEvent)
 					r.Cwd = physical
-					r.TranscriptSize = -1
 					return r
 				}()}},
 	}

@@ -109,6 +109,8 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 		Clock:   &reconciler.LeaseClock{Elapsed: reconciler.Elapsed},
 		Journal: a.journal,
 		Passive: passive,
+		// SQLite is a fleet of one: no other host can take the items.
+		Solo: cfg.Store.URL == "",
 	}
 	return nil
 }

@@ -49,16 +49,23 @@ const claudeBusy = "esc to interrupt"
 // ("Do you want to proceed?", "Do you want to make this edit to …?",
 // "Do you want to create …?", their first choice "1. Yes"); the login and
 // onboarding screens are those of a first run ("Select login method",
-// the theme picker "Choose the text style").
+// the theme picker "Choose the text style"); the others are the CLI's own
+// texts (its strings), listed in docs/design.md ("Screens that wait for
+// a human") with what loopd does at each.
 var claudeDialogs = []struct {
 	markers []string
 	reason  Block
 }{
 	{[]string{"Accessing workspace:", "Yes, I trust this folder"}, BlockWorkspaceTrust},
-	// A project's .mcp.json server to approve, when project settings are
-	// trusted (never with --strict-mcp-config).
+	// A project's .mcp.json servers to approve (one, or several), when
+	// project settings are trusted (never with --strict-mcp-config).
 	{[]string{"New MCP server found in this project", "Continue without using this MCP server"}, BlockWorkspaceTrust},
+	{[]string{"new MCP servers found in this project", "Select any you wish to enable."}, BlockWorkspaceTrust},
 	{[]string{"Resume session", "⌕"}, BlockResumePicker},
+	{[]string{"Resume from summary (recommended)", "Resume full session as-is"}, BlockResumeSummary},
+	{[]string{"You've spent $5 on the Anthropic API this session.", "Got it, thanks!"}, BlockCostNotice},
+	{[]string{"Updates to Consumer Terms and Policies"}, BlockPolicyUpdate},
+	{[]string{"Allow external CLAUDE.md file imports?"}, BlockExternalImports},
 	{[]string{"Bypass Permissions mode", "Yes, I accept"}, BlockBypassConsent},
 	{[]string{"Do you want to use this API key?"}, BlockAPIKey},
 	{[]string{claudeLimitMenuTitle, claudeLimitWait}, BlockUsageLimitMenu},

@@ -3,7 +3,13 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/schema"
 )
 
@@ -34,14 +40,16 @@ func (c *claudeCode) HeadlessArgv(id, prompt string, resume bool) ([]string, []b
 	return append(argv, "--", prompt), nil
 }
 
-// HeadlessSessionID returns the session_id of the last result object in
-// output (claude -p --output-format json prints one {"type":"result", …,
-// "session_id": …} line on stdout), "" when there is none. Public reports
-// of older versions say that -p --resume wrote each turn under a new id:
-// the result names the one the turn went into.
 // CheckHeadlessArgs is nil: the headless form takes the TUI's flags.
 func (c *claudeCode) CheckHeadlessArgs() error { return nil }
 
+// HeadlessSessionID returns the session_id of the last JSON line of output
+// that names one: the result object claude -p --output-format json prints
+// at the end ({"type":"result", …, "session_id": …}), or, of a run cut
+// short, the newest line of its partial output that names one (the
+// stream-json form's lines do); "" when there is none. Public reports of
+// older versions say that -p --resume wrote each turn under a new id: the
+// output names the one the turn went into.
 func (c *claudeCode) HeadlessSessionID(output []byte) string {
 	lines := bytes.Split(output, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -50,12 +58,47 @@ func (c *claudeCode) HeadlessSessionID(output []byte) string {
 			continue
 		}
 		var r struct {
-			Type      string `json:"type"`
 			SessionID string `json:"session_id"`
 		}
-		if json.Unmarshal(line, &r) == nil && r.Type == "result" && r.SessionID != "" {
+		if json.Unmarshal(line, &r) == nil && r.SessionID != "" {
 			return r.SessionID
 		}
 	}
 	return ""
+}
+
+// TurnConversation returns the conversation of the physical cwd whose
+// transcript, written at or after since, holds boot in a user line, the
+// newest of them: the conversation a headless turn went into when its
+// output names none (a run stopped at its timeout, of a CLI that writes a
+// resumed turn under a new id). "" when no transcript holds it.
+func (c *claudeCode) TurnConversation(cwd string, since time.Time, boot desired.Frame) (string, error) {
+	dir, err := physicalDir(cwd)
+	if err != nil {
+		return "", fmt.Errorf("turn conversation in %s: %w", cwd, err)
+	}
+	config, err := c.configDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("turn conversation in %s: %w", cwd, err)
+	}
+	paths, err := filepath.Glob(filepath.Join(config, "projects", projectDirName(dir), "*.jsonl"))
+	if err != nil {
+		return "", fmt.Errorf("turn conversation in %s: %w", cwd, err)
+	}
+	best, bestAt := "", time.Time{}
+	for _, path := range paths {
+		id := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		info, err := os.Stat(path)
+		if err != nil || !c.ValidSessionID(id) || info.ModTime().Before(since) || !info.ModTime().After(bestAt) {
+			continue
+		}
+		found, err := c.TranscriptFrames(Transcript{Known: true, Exists: true, Path: path}, []desired.Frame{boot})
+		if err != nil {
+			return "", fmt.Errorf("turn conversation in %s: %w", cwd, err)
+		}
+		if found[boot.ID].Whole {
+			best, bestAt = id, info.ModTime()
+		}
+	}
+	return best, nil
 }

@@ -15,6 +15,14 @@ var (
 	// finished first run: without it the CLI shows its theme picker and
 	// login screen, and offline it exits at a connectivity preflight.
 	claudeOnboarded = setting{[]string{"hasCompletedOnboarding"}, true}
+	// claudeResumeReturnDismissed is the global config's answer "Don't
+	// ask me again" to the resume-return chooser ("Resume from summary
+	// (recommended)"), which 2.1.x shows on a resume of a conversation
+	// older than CLAUDE_CODE_RESUME_THRESHOLD_MINUTES (70) and longer than
+	// 100k tokens, behind a server flag; the CLI reads it before the
+	// chooser and shows none (its strings; anthropics/claude-code#62811).
+	// A resume then loads the whole conversation, as loopd asked.
+	claudeResumeReturnDismissed = setting{[]string{"resumeReturnDismissed"}, true}
 	// claudeNoAutoUpdate is the user settings' (settings.json) variable
 	// that turns the auto-updater off, which otherwise installs a newer
 	// version from the TUI. 2.1.197 moves a global "autoUpdates": false to
@@ -31,8 +39,9 @@ func claudeTrusted(dir string) setting {
 }
 
 // Provision merges into the config dir the pane's claude reads
-// (claudeConfigFiles) the keys of claudeOnboarded and claudeTrusted for
-// the physical workdir (none for ""), and claudeNoAutoUpdate. It keeps
+// (claudeConfigFiles) the keys of claudeOnboarded,
+// claudeResumeReturnDismissed and claudeTrusted for the physical workdir
+// (none for ""), and claudeNoAutoUpdate. It keeps
 // every other key, writes a file only when a key is missing or differs,
 // and takes .claude.json's lock as the CLI does (mergeSettings). It
 // returns an error wrapping ErrBadSettings for a file that is not a plain
@@ -53,7 +62,7 @@ func (c *claudeCode) Provision(workdir string) error {
 // claudeOwned returns the keys Provision sets in the global config for a
 // spawn in workdir, and the physical workdir ("" for none).
 func claudeOwned(workdir string) ([]setting, string, error) {
-	set := []setting{claudeOnboarded}
+	set := []setting{claudeOnboarded, claudeResumeReturnDismissed}
 	if workdir == "" {
 		return set, "", nil
 	}

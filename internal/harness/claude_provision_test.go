@@ -151,6 +151,7 @@ func TestClaudeProvision(t *testing.T) {
 	assert.Equal(t, map[string]any{
 		"oauthAccount":           map[string]any{"emailAddress": "me@example.com"},
 		"hasCompletedOnboarding": true,
+		"resumeReturnDismissed":  true,
 		"projects": map[string]any{
 			"/elsewhere": map[string]any{"hasTrustDialogAccepted": false},
 			real:         map[string]any{"hasTrustDialogAccepted": true},
@@ -175,14 +176,15 @@ func TestClaudeProvisionFiles(t *testing.T) {
 	home := t.TempDir()
 	a := newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"HOME": home}})
 	require.NoError(t, Provision(a, ""))
-	assert.Equal(t, map[string]any{"hasCompletedOnboarding": true}, readJSON(t, filepath.Join(home, ".claude.json")))
+	assert.Equal(t, map[string]any{"hasCompletedOnboarding": true, "resumeReturnDismissed": true}, readJSON(t, filepath.Join(home, ".claude.json")))
 	assert.FileExists(t, filepath.Join(home, ".claude", "settings.json"))
 
 	config := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(config, ".config.json"), []byte(`{"theme":"dark"}`), 0o600))
 	a = newTestAdapter(t, AdapterClaudeCode, schema.Harness{Env: map[string]string{"CLAUDE_CONFIG_DIR": config}})
 	require.NoError(t, Provision(a, ""))
-	assert.Equal(t, map[string]any{"theme": "dark", "hasCompletedOnboarding": true}, readJSON(t, filepath.Join(config, ".config.json")))
+	assert.Equal(t, map[string]any{"theme": "dark", "hasCompletedOnboarding": true, "resumeReturnDismissed": true},
+		readJSON(t, filepath.Join(config, ".config.json")))
 	assert.NoFileExists(t, filepath.Join(config, ".claude.json"))
 }
 

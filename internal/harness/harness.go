@@ -147,6 +147,16 @@ type Headless interface {
 	CheckHeadlessArgs() error
 }
 
+// TurnFinder is implemented by headless adapters that can tell, from the
+// transcripts alone, which conversation a headless turn went into: for a
+// run whose output names none (stopped at its timeout).
+type TurnFinder interface {
+	// TurnConversation returns the id of the conversation of the
+	// physical cwd, written at or after since, whose user lines hold the
+	// frame boot (the run's boot line), the newest of them; "" for none.
+	TurnConversation(cwd string, since time.Time, boot desired.Frame) (string, error)
+}
+
 // SessionLearner is implemented by adapters whose CLI cannot start a
 // conversation under an id chosen in advance (Codex): a fresh spawn's id
 // is unconfirmed until loopd learns it from the files the CLI writes at

@@ -25,6 +25,13 @@ const (
 	BlockResumeChooser  Block = "resume_cwd_chooser" // Codex's "Working directory · resume" chooser: the resume did not take
 	BlockBypassConsent  Block = "bypass_consent"     // the bypass-permissions consent dialog
 	BlockAPIKey         Block = "api_key_approval"   // "Do you want to use this API key?"
+	// BlockResumeSummary is Claude Code's resume-return chooser ("Resume
+	// from summary (recommended)"), avoided by provisioning
+	// resumeReturnDismissed.
+	BlockResumeSummary   Block = "resume_summary_chooser"
+	BlockCostNotice      Block = "cost_notice"      // "You've spent $5 on the Anthropic API this session."
+	BlockPolicyUpdate    Block = "policy_update"    // "Updates to Consumer Terms and Policies"
+	BlockExternalImports Block = "external_imports" // "Allow external CLAUDE.md file imports?"
 )
 
 // LimitKind says what a usage limit is.

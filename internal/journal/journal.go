@@ -79,6 +79,10 @@ const (
 	CredentialRefused Name = "credential.refused"
 	// SessionFollowed: the item now follows the id its harness reported.
 	SessionFollowed Name = "session.followed"
+	// SessionIDAmbiguous: more than one conversation the harness started
+	// fits the spawn of an item whose id is still to be learned (Codex):
+	// none is taken, and the id stays unknown.
+	SessionIDAmbiguous Name = "session.id_ambiguous"
 	// SessionPredecessorKilled: a spawn killed the item's previous harness,
 	// which had not exited within its grace (log only).
 	SessionPredecessorKilled Name = "session.predecessor_killed"

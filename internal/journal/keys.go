@@ -23,6 +23,7 @@ const (
 	KeyAttemptedSessionID = "attempted_session_id" // a conversation id that could not be resumed, or a rejected report's
 	KeyRetiredSessionID   = "retired_session_id"   // a conversation id retired, never resumed again
 	KeyFrom               = "from"                 // the conversation id follow_session leaves
+	KeyCandidates         = "candidates"           // the conversation ids that fit one spawn, comma-separated (session.id_ambiguous)
 	KeySource             = "source"               // SessionStart source: startup, resume, clear, compact; rollout for a learned id
 	KeyMode               = "mode"                 // spawn mode: fresh or resume
 	KeyResumed            = "resumed"              // a respawn resumed its conversation

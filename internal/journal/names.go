@@ -84,6 +84,7 @@ var names = []Name{
 	SessionFollowed,
 	SessionForeign,
 	SessionGroupKilled,
+	SessionIDAmbiguous,
 	SessionLimitMenuAnswered,
 	SessionMoved,
 	SessionNeedsAttention,

@@ -63,3 +63,21 @@ func tailOf(text string, lines, maxBytes int) string {
 	}
 	return out
 }
+
+// deadLine starts the line tmux adds to a dead pane (remain-on-exit):
+// "Pane is dead (status 1, Mon Dec  1 12:00:00 2026)".
+const deadLine = "Pane is dead ("
+
+// LastWords returns the last line of a dead pane's Tail that its own
+// process printed, tmux's "Pane is dead (…)" line left out (it names the
+// time of the death, so no two deaths share it); "" for none. Two deaths
+// of one harness that end on the same LastWords died the same way.
+func LastWords(tail string) string {
+	lines := strings.Split(tail, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, deadLine) {
+			return l
+		}
+	}
+	return ""
+}

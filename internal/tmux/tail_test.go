@@ -32,3 +32,18 @@ func TestTailOf(t *testing.T) {
 		})
 	}
 }
+
+// TestLastWords: a dead pane's last words are its process's last line,
+// never tmux's own "Pane is dead" line, which names the death's time.
+func TestLastWords(t *testing.T) {
+	for _, tc := range []struct{ tail, want string }{
+		{"fakeclaude: simulated crash after 2s\nPane is dead (status 1, Thu Jan  1 12:00:00 2026)", "fakeclaude: simulated crash after 2s"},
+		{"a\n  b  \n\nPane is dead (signal 9, Thu Jan  1 12:00:00 2026)\n", "b"},
+		{"Pane is dead (status 1, Thu Jan  1 12:00:00 2026)", ""},
+		{"", ""},
+	} {
+		if got := LastWords(tc.tail); got != tc.want {
+			t.Errorf("LastWords(%q) = %q, want %q", tc.tail, got, tc.want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 				SessionState: desired.SessionState{HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n),
 					ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n), Session: desired.SessionName(k),
 					PaneID: "%" + fmt.Sprint(n), SpawnMode: desired.SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),
-					HarnessPID: 40000 + n, HarnessStart: 123456789, TranscriptSizeAtSpawn: 81234},
+					HarnessPID: 40000 + n, HarnessStart: 123456789},
 				RestartHistory: desired.RestartHistory{LastExitStatus: &exit, LastExitReason: "pane_dead", LastExitAt: t0.Add(-time.Minute),
 					RetiredSessionIDs: []string{"0b1e4c7d-9f00-7f3c-2a10-5b1e4c7d9f00"}},
 				WorkspaceState: desired.WorkspaceState{Workdir: "/w/" + k.Repo + "/issue-" + fmt.Sprint(n),

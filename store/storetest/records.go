@@ -73,7 +73,7 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	ingest(t, st, comment(keyAPI, "d1", t0), comment(keyAPI, "d2", t0), comment(keyAPI, "d3", t0), comment(other, "o1", t0))
 	exit := 1
 	status := desired.Status{
-		Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3", SpawnMode: desired.SpawnResume, SpawnedAt: t0, TranscriptSizeAtSpawn: -1},
+		Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3", SpawnMode: desired.SpawnResume, SpawnedAt: t0, BootID: "b-1"},
 		RestartHistory:     desired.RestartHistory{LastExitStatus: &exit},
 		ObservedGeneration: 3,
 	}

@@ -75,6 +75,17 @@
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
 //	FAKECLAUDE_PROBE=1            run each line of a submitted prompt that starts with "PROBE: " through sh -c in the cwd, before the answer, as an
 //	                              agent runs what a comment talks it into; each appends {"cmd", "output", "status"} to probes.jsonl in the cwd
+//	FAKECLAUDE_BOOT_DELAY         Go duration the TUI waits after its start (and its SessionStart hooks) before it submits its positional prompt, busy meanwhile (the real CLI: 1.2–7.8 s on a resume)
+//	FAKECLAUDE_RESUME_KILL_AFTER  Go duration after which a resumed TUI sends itself SIGKILL (a death by signal in the probe window)
+//	FAKECLAUDE_REFUSE_ALIVE=1     a resume prints "No conversation found with session ID: <id>" and stays up, never exiting (as gemini-cli#14941 did)
+//	FAKECLAUDE_BACKGROUND_AGENT=1 a resume prints "Error: Session <id> is currently running as a background agent (…)" and exits 1, TUI or print mode
+//	FAKECLAUDE_SCREEN             a dialog that waits for a person, shown at start until Enter, before the positional prompt is submitted: resume_summary
+//	                              (the resume-return chooser, on a resume only, unless .claude.json says resumeReturnDismissed or the conversation is
+//	                              younger than CLAUDE_CODE_RESUME_THRESHOLD_MINUTES, default 70), cost_threshold, policy_update, mcp_server, external_imports
+//	FAKECLAUDE_ONCE_DIR           directory in which FAKECLAUDE_RESUME_KILL_AFTER, FAKECLAUDE_REFUSE_ALIVE and FAKECLAUDE_BACKGROUND_AGENT take a marker
+//	                              per conversation id: each applies to the first resume of a conversation only
+//	FAKECLAUDE_HEADLESS_NEW_ID=1  print mode: a resumed turn is written under a new id, the old conversation copied in first, and the result names
+//	                              the new id (older CLIs did, anthropics/claude-code#4926)
 package main
 
 import (
@@ -146,6 +157,13 @@ type knobs struct {
 	echo            bool
 	probe           bool
 	childPIDFile    string
+	bootDelay       time.Duration
+	resumeKillAfter time.Duration
+	refuseAlive     bool
+	backgroundAgent bool
+	screen          string
+	onceDir         string
+	headlessNewID   bool
 }
 
 // reply is the answer to prompt outside a usage limit.
@@ -197,6 +215,14 @@ func readKnobs() (knobs, error) {
 		permission:      os.Getenv("FAKECLAUDE_PERMISSION_PROMPT") == "1",
 		echo:            os.Getenv("FAKECLAUDE_ECHO") == "1",
 		probe:           os.Getenv("FAKECLAUDE_PROBE") == "1",
+		refuseAlive:     os.Getenv("FAKECLAUDE_REFUSE_ALIVE") == "1",
+		backgroundAgent: os.Getenv("FAKECLAUDE_BACKGROUND_AGENT") == "1",
+		screen:          os.Getenv("FAKECLAUDE_SCREEN"),
+		onceDir:         os.Getenv("FAKECLAUDE_ONCE_DIR"),
+		headlessNewID:   os.Getenv("FAKECLAUDE_HEADLESS_NEW_ID") == "1",
+	}
+	if _, ok := screens[k.screen]; k.screen != "" && !ok {
+		return knobs{}, fmt.Errorf("FAKECLAUDE_SCREEN: %q is no screen of the fake's", k.screen)
 	}
 	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
 		secs, err := strconv.ParseInt(v, 10, 64)
@@ -224,6 +250,8 @@ func readKnobs() (knobs, error) {
 		"FAKECLAUDE_REPLY_DELAY":       &k.replyDelay,
 		"FAKECLAUDE_CRASH_AFTER":       &k.crashAfter,
 		"FAKECLAUDE_HANGUP_DELAY":      &k.hangupDelay,
+		"FAKECLAUDE_BOOT_DELAY":        &k.bootDelay,
+		"FAKECLAUDE_RESUME_KILL_AFTER": &k.resumeKillAfter,
 	} {
 		if v := os.Getenv(name); v != "" {
 			var err error
@@ -505,6 +533,13 @@ func printMode(inv invocation, k knobs, st store) int {
 		time.Sleep(k.resumeFailDelay)
 		fmt.Fprintf(os.Stderr, "No conversation found with session ID: %s\n", inv.resumeValue)
 		return 1
+	case inv.resume && k.backgroundAgent && k.once("background_agent", inv.resumeValue):
+		fmt.Fprint(os.Stderr, backgroundAgentRefusal(inv.resumeValue))
+		return 1
+	case inv.resume && k.headlessNewID:
+		// The turn goes into a new conversation that starts as a copy of
+		// the one resumed.
+		s.forkFrom, s.id = s.path(inv.resumeValue), uuid.NewString()
 	case inv.resume:
 		s.resume(inv)
 	case inv.cont:
@@ -597,6 +632,8 @@ const (
 	showNothing                       // blank, before a failing resume exits
 	showLimitMenu                     // the usage-limit menu, below the conversation
 	showPermission                    // a tool's permission dialog
+	showScreen                        // the dialog FAKECLAUDE_SCREEN names
+	showRefusal                       // a refusal to resume, printed by a TUI that stays up
 )
 
 // tui is the interactive mode.
@@ -618,6 +655,7 @@ type tui struct {
 	reply     <-chan time.Time // the running turn's answer
 	fail      <-chan time.Time // a failing resume's exit
 	failText  string
+	boot      <-chan time.Time // the positional prompt's late submission (FAKECLAUDE_BOOT_DELAY)
 	// settings are the settings files the session read at its start, and
 	// mcp the MCP servers it started then.
 	settings []settingsFile
@@ -654,6 +692,10 @@ func runTUI(inv invocation, k knobs, st store) int {
 		return 1
 	}
 	u := &tui{inv: inv, knobs: k, store: st, out: os.Stdout, state: showTrust}
+	if inv.resume && k.resumeKillAfter > 0 && k.once("resume_kill", inv.resumeValue) {
+		// A death by signal: no exit status, no last words.
+		time.AfterFunc(k.resumeKillAfter, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	}
 	end := u.loop(term)
 	fakecli.StopServers(u.mcp, 0)
 	term.Close()
@@ -697,6 +739,11 @@ func (u *tui) loop(term *faketerm.TUI) exitCode {
 			}
 		case <-u.fail:
 			return exitCode{1, u.failText}
+		case <-u.boot:
+			u.boot, u.busy = nil, false
+			if end, done := u.submit(u.inv.prompt); done {
+				return end
+			}
 		case <-crash:
 			return exitCode{1, fmt.Sprintf("fakeclaude: simulated crash after %s\n", u.knobs.crashAfter)}
 		case sig := <-term.Signals:
@@ -722,6 +769,12 @@ func (u *tui) start() (exitCode, bool) {
 	case u.inv.resume && (u.knobs.resumeFail || !u.store.conversation(u.inv.resumeValue)):
 		u.failLater(fmt.Sprintf("No conversation found with session ID: %s\n", u.inv.resumeValue))
 		return exitCode{}, false
+	case u.inv.resume && u.knobs.backgroundAgent && u.knobs.once("background_agent", u.inv.resumeValue):
+		u.failLater(backgroundAgentRefusal(u.inv.resumeValue))
+		return exitCode{}, false
+	case u.inv.resume && u.knobs.refuseAlive && u.knobs.once("refuse_alive", u.inv.resumeValue):
+		u.state, u.sess = showRefusal, nil
+		return exitCode{}, false
 	case u.inv.resume:
 		u.sess.resume(u.inv)
 	case u.inv.cont:
@@ -742,10 +795,24 @@ func (u *tui) start() (exitCode, bool) {
 	u.settings = loadedSettings(u.inv, u.store)
 	runSessionStartHooks(u.settings, u.sess.id, u.store.path(u.sess.id), source)
 	u.mcp = startMCPServers(u.inv, u.store, u.settings)
-	if u.inv.hasPrompt {
-		return u.submit(u.inv.prompt)
+	if u.showsScreen() {
+		u.state = showScreen
+		return exitCode{}, false
 	}
-	return exitCode{}, false
+	return u.bootPrompt()
+}
+
+// bootPrompt submits the positional prompt, at once or after
+// FAKECLAUDE_BOOT_DELAY (busy meanwhile).
+func (u *tui) bootPrompt() (exitCode, bool) {
+	switch {
+	case !u.inv.hasPrompt:
+		return exitCode{}, false
+	case u.knobs.bootDelay > 0:
+		u.busy, u.boot = true, time.After(u.knobs.bootDelay)
+		return exitCode{}, false
+	}
+	return u.submit(u.inv.prompt)
 }
 
 func (u *tui) failLater(text string) {
@@ -773,6 +840,9 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 	switch u.state {
 	case showTrust:
 		return u.start()
+	case showScreen:
+		u.state = showChat
+		return u.bootPrompt()
 	case showChat:
 		if strings.TrimSpace(ev.Text) != "" {
 			return u.submit(ev.Text)
@@ -893,6 +963,10 @@ func (u *tui) draw() {
 		lines = u.chatLines(w)
 	case showLimitMenu, showPermission:
 		lines = append(u.chatLines(w), u.menuLines()...)
+	case showScreen:
+		lines = append([]string{strings.Repeat("─", w)}, screens[u.knobs.screen]...)
+	case showRefusal:
+		lines = []string{"No conversation found with session ID: " + u.inv.resumeValue}
 	}
 	if len(lines) > h {
 		lines = lines[len(lines)-h:]

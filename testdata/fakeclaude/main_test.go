@@ -501,3 +501,136 @@ func TestProbe(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []fakecli.Probe{{Cmd: "echo out; echo err >&2; exit 3", Output: "out\nerr\n", Status: 3}, {Cmd: "pwd", Output: real + "\n"}}, got)
 }
+
+// TestScreensThatWaitForAPerson: each dialog FAKECLAUDE_SCREEN shows is
+// read by the claude-code adapter as the Block docs/design.md lists for it
+// ("Screens that wait for a human"), holds the positional prompt until
+// Enter, and then submits it.
+func TestScreensThatWaitForAPerson(t *testing.T) {
+	f := newFixture(t)
+	for name, want := range map[string]harness.Block{
+		"cost_threshold":   harness.BlockCostNotice,
+		"policy_update":    harness.BlockPolicyUpdate,
+		"mcp_server":       harness.BlockWorkspaceTrust,
+		"mcp_servers":      harness.BlockWorkspaceTrust,
+		"external_imports": harness.BlockExternalImports,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			id := uuid.NewString()
+			sess, dir := f.spawn(t, map[string]string{"FAKECLAUDE_SCREEN": name}, f.adapter.FreshArgv(id, "behind the dialog"))
+			require.Eventually(t, func() bool { return f.adapter.Blocked(f.Capture(sess)) == want }, wait, tick, f.History(sess))
+			prompts, _ := turns(t, f.adapter, dir, id)
+			assert.Empty(t, prompts, "nothing is submitted behind the dialog")
+			f.Must(t, "send-keys", "-t", "="+sess+":", "Enter")
+			f.waitTurns(t, dir, id, "behind the dialog")
+			assert.Empty(t, f.adapter.Blocked(f.Capture(sess)))
+		})
+	}
+}
+
+// TestResumeSummaryChooser: the resume-return chooser shows on a resume of
+// a conversation older than CLAUDE_CODE_RESUME_THRESHOLD_MINUTES (70 by
+// default), as Claude Code 2.1.x shows it behind its server flag, and
+// never when the global config says resumeReturnDismissed (what loopd
+// provisions) or the threshold is not reached.
+func TestResumeSummaryChooser(t *testing.T) {
+	f := newFixture(t)
+	old := func(t *testing.T) (string, string, string) {
+		id := uuid.NewString()
+		sess, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "long ago"))
+		f.waitTurns(t, dir, id, "long ago")
+		f.Must(t, "kill-session", "-t", "="+sess)
+		tr, err := f.adapter.Transcript(dir, id)
+		require.NoError(t, err)
+		then := time.Now().Add(-3 * time.Hour)
+		require.NoError(t, os.Chtimes(tr.Path, then, then))
+		return id, sess, dir
+	}
+	t.Run("shown_on_an_old_conversation", func(t *testing.T) {
+		id, sess, dir := old(t)
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_SCREEN": "resume_summary"}, f.adapter.ResumeArgv(id, "again"))
+		require.Eventually(t, func() bool { return f.adapter.Blocked(f.Capture(sess)) == harness.BlockResumeSummary }, wait, tick, f.History(sess))
+		prompts, _ := turns(t, f.adapter, dir, id)
+		assert.Equal(t, []string{"long ago"}, prompts, "the resume's prompt waits behind the chooser")
+	})
+	t.Run("not_past_the_threshold", func(t *testing.T) {
+		id, sess, dir := old(t)
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_SCREEN": "resume_summary", "CLAUDE_CODE_RESUME_THRESHOLD_MINUTES": "600"},
+			f.adapter.ResumeArgv(id, "again"))
+		f.waitTurns(t, dir, id, "long ago", "again")
+	})
+	t.Run("dismissed_in_the_global_config", func(t *testing.T) {
+		id, sess, dir := old(t)
+		require.NoError(t, harness.Provision(f.adapter, dir), "what loopd writes before every spawn")
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_SCREEN": "resume_summary"}, f.adapter.ResumeArgv(id, "again"))
+		f.waitTurns(t, dir, id, "long ago", "again")
+	})
+}
+
+// TestResumeKnobs: the knobs that make a resume late, killed, refused by
+// a CLI that stays up, or held by a background agent, as issue 21
+// measured the real CLI doing.
+func TestResumeKnobs(t *testing.T) {
+	f := newFixture(t)
+	started := func(t *testing.T) (string, string, string) {
+		id := uuid.NewString()
+		sess, dir := f.spawn(t, nil, f.adapter.FreshArgv(id, "first"))
+		f.waitTurns(t, dir, id, "first")
+		f.Must(t, "kill-session", "-t", "="+sess)
+		return id, sess, dir
+	}
+	t.Run("boot_prompt_written_late", func(t *testing.T) {
+		t.Parallel()
+		id, sess, dir := started(t)
+		begin := time.Now()
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_BOOT_DELAY": "1s"}, f.adapter.ResumeArgv(id, "late"))
+		require.Eventually(t, func() bool { return f.screen(sess) == harness.ScreenBusy }, wait, tick)
+		f.waitTurns(t, dir, id, "first", "late")
+		assert.GreaterOrEqual(t, time.Since(begin), time.Second)
+	})
+	t.Run("killed_by_a_signal_once", func(t *testing.T) {
+		t.Parallel()
+		id, sess, dir := started(t)
+		env := map[string]string{"FAKECLAUDE_RESUME_KILL_AFTER": "200ms", "FAKECLAUDE_BOOT_DELAY": "2s", "FAKECLAUDE_ONCE_DIR": t.TempDir()}
+		f.spawnIn(t, sess, dir, env, f.adapter.ResumeArgv(id, "second"))
+		require.Eventually(t, func() bool {
+			_, _ = f.Run("run-shell", "true")
+			return strings.TrimSpace(f.Must(t, "display-message", "-p", "-t", "="+sess+":", "#{pane_dead}:#{pane_dead_signal}")) == "1:9"
+		}, wait, tick, "killed by SIGKILL")
+		f.Must(t, "kill-session", "-t", "="+sess)
+		f.spawnIn(t, sess, dir, env, f.adapter.ResumeArgv(id, "third"))
+		f.waitTurns(t, dir, id, "first", "third")
+	})
+	t.Run("refusal_printed_by_a_live_cli", func(t *testing.T) {
+		t.Parallel()
+		id, sess, dir := started(t)
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1"}, f.adapter.ResumeArgv(id, "second"))
+		require.Eventually(t, func() bool {
+			return harness.ResumeRefusal(f.adapter, f.Capture(sess), -1, id) == harness.RefusalNotResumable
+		}, wait, tick, f.History(sess))
+		assert.Equal(t, "0", strings.TrimSpace(f.Must(t, "display-message", "-p", "-t", "="+sess+":", "#{pane_dead}")), "it stays up")
+	})
+	t.Run("background_agent_refusal", func(t *testing.T) {
+		t.Parallel()
+		id, sess, dir := started(t)
+		f.spawnIn(t, sess, dir, map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "50ms"}, f.adapter.ResumeArgv(id, "second"))
+		assert.Equal(t, "1", f.waitDead(t, sess))
+		assert.Equal(t, harness.RefusalInUse, harness.ResumeRefusal(f.adapter, f.History(sess), 1, id))
+		code, _, stderr := runFake(t, dir, f.config, "", []string{"FAKECLAUDE_BACKGROUND_AGENT=1"}, "-p", "--resume", id, "--", "x")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, harness.RefusalInUse, harness.ResumeRefusal(f.adapter, stderr, 1, id))
+	})
+	t.Run("headless_turn_under_a_new_id", func(t *testing.T) {
+		t.Parallel()
+		id, _, dir := started(t)
+		code, stdout, _ := runFake(t, dir, f.config, "", []string{"FAKECLAUDE_HEADLESS_NEW_ID=1"}, "-p", "--resume", id, "--output-format", "json", "--", "second")
+		assert.Equal(t, 0, code)
+		moved := f.adapter.(harness.Headless).HeadlessSessionID([]byte(stdout))
+		require.NotEqual(t, id, moved)
+		prompts, _ := turns(t, f.adapter, dir, moved)
+		assert.Equal(t, []string{"first", "second"}, prompts, "the new id holds the conversation and the turn")
+		prompts, _ = turns(t, f.adapter, dir, id)
+		assert.Equal(t, []string{"first"}, prompts)
+	})
+}
