@@ -643,9 +643,8 @@ func TestPlan(t *testing.T) {
 		{"sandbox_not_made_within_the_confirm_timeout_is_a_failed_dispatch",
 			rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Minute) }), ev1), obs(stray("bwrap"), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
-				e := exit(-1, desired.PhaseBackingOff, 1, 1, actions.ReasonSpawnDied)
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonSpawnDied)
 				e.Clean, e.NextAttempt, e.DeliveryID, e.Foreground = false, t0, "d-1", "bwrap"
-				e.FastFailures, e.ChurnFailures = 0, 1
 				return e
 			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"fresh_spawn_left_with_a_shell_after_the_probe_is_a_failed_dispatch", rec(spawning(desired.SpawnFresh), ev1), obs(stray("sh"), noScript), testPolicy(),
