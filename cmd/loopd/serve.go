@@ -258,6 +258,7 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir, journal.KeyHost, a.hosting.Host.Name, journal.KeyStore, storeShown)
+	a.journalAdopted(ctx)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -518,4 +519,25 @@ func readCredentialFile(what, key, fill, path string) (string, error) {
 		return "", fmt.Errorf("%s: %s %s is empty; write %s into it", what, key, path, fill)
 	}
 	return secret, nil
+}
+
+// journalAdopted records serve.adopted with how many live agents of this
+// loopd run on its tmux server at start (a restart: they ran on while no
+// daemon watched, and are watched again); nothing when there are none or
+// tmux cannot be read (the first pass says why).
+func (a *app) journalAdopted(ctx context.Context) {
+	panes, err := a.tmux.ListPanes(ctx)
+	if err != nil {
+		return
+	}
+	var sessions []string
+	for _, p := range panes {
+		if !p.Dead && p.Owner == a.owner.ID {
+			sessions = append(sessions, p.Session)
+		}
+	}
+	if len(sessions) > 0 {
+		a.journal.Record(ctx, slog.LevelInfo, journal.ServeAdopted, "", journal.KeyAdopted, len(sessions),
+			journal.KeySession, strings.Join(sessions, ","))
+	}
 }

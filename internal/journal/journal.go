@@ -195,6 +195,9 @@ const (
 
 	// ServeListening: serve accepts webhook deliveries (log only).
 	ServeListening Name = "serve.listening"
+	// ServeAdopted: serve started with agents of its own still running on
+	// its tmux server (a restart): it watches them again, nothing spawned.
+	ServeAdopted Name = "serve.adopted"
 	// ServeStopped: serve shut down (log only).
 	ServeStopped Name = "serve.stopped"
 	// ServeRefused: serve or reconcile --once found the tmux server or its

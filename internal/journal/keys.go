@@ -126,6 +126,7 @@ const (
 	KeyWebhookPath     = "webhook_path"     // the URL path of the webhook
 	KeySocket          = "socket"           // the tmux -L socket
 	KeyStateDir        = "state_dir"        // loopd's state dir
+	KeyAdopted         = "adopted"          // live agents a start found on its server and watches again (serve.adopted)
 	KeyModeWas         = "mode_was"         // a file's permission bits before loopd tightened them, octal
 	KeyModeNow         = "mode_now"         // the same file's bits after, octal
 	KeyCommands        = "commands"         // the tmux commands of one invocation

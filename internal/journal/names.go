@@ -73,6 +73,7 @@ var names = []Name{
 	ReconcileFailed,
 	RunUnreadable,
 	ScreenUnreadable,
+	ServeAdopted,
 	ServeListening,
 	ServeRefused,
 	ServeStopped,
