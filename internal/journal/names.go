@@ -32,10 +32,13 @@ func Near(s string) []Name {
 // names is every Name constant, sorted by value.
 var names = []Name{
 	ActionFailed,
+	ChannelFailed,
 	ClockBounded,
 	ConfigInvalid,
 	ConfigReloaded,
 	ConfigWatchFailed,
+	CredentialIssued,
+	CredentialRefused,
 	DeliveryAccepted,
 	DeliveryDuplicate,
 	DeliveryIgnored,
