@@ -340,7 +340,8 @@ func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status
 // putDelivered writes st with delivery id, when not "", taken through its
 // last transition (desired.Status.Deliver) and recorded delivered in the
 // same write: the delivery's own record is the truth of it. verified says
-// the conversation showed it. Every status write passes here, so the GitHub
+// the conversation showed it. A write that changes the phase stamps
+// Status.PhaseSince. Every status write passes here, so the GitHub
 // calls the change causes (desired.TalkRule: the announcement, the
 // acknowledgement of a verified delivery, the notice of NeedsAttention)
 // are queued in the same write. The in-memory copy follows, so that the
@@ -350,6 +351,9 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		delivered []string
 		acked     []desired.Delivery
 	)
+	if st.Phase != r.Status.Phase {
+		st.PhaseSince = e.Now()
+	}
 	if id != "" {
 		st = st.Deliver(id).Counted(e.Now(), e.StormWindow)
 		delivered = append(delivered, id)

@@ -10,8 +10,12 @@ import "time"
 // own in JSON (the stored text) and YAML (inline), so both keep the flat
 // shape of one object.
 type Status struct {
-	Phase  Phase
-	Reason string // why the item is in this phase
+	Phase Phase
+	// PhaseSince is when the item entered Phase: set by the status write
+	// that changed it (actions.Executor); zero for a record written before
+	// loopd kept it, or never written by a pass.
+	PhaseSince time.Time `json:",omitzero"`
+	Reason     string    // why the item is in this phase
 	// ReleasedGeneration is the Spec.ReleaseGeneration the last release
 	// action carried out; a greater one is a release still to do.
 	ReleasedGeneration int64
