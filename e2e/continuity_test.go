@@ -63,9 +63,11 @@ func modes(t *testing.T, e *env) []string {
 // conversation delivers it, once.
 func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_BOOT_DELAY": "4s", "FAKECLAUDE_RESUME_KILL_AFTER": "2s", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_BOOT_DELAY": "4s", "FAKECLAUDE_RESUME_KILL_AFTER": "2s", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
+		Binds:      []string{once},
 	})
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
@@ -88,9 +90,11 @@ func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 // again, never replaced by a fresh one.
 func TestResumeKilledInItsProbeIsResumedAgain(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e := newEnv(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_RESUME_KILL_AFTER": "500ms", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_RESUME_KILL_AFTER": "500ms", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 2},
+		Binds:      []string{once},
 	})
 	old := e.bootRunning(t)
 	e.killPane(t, keyIssue)
@@ -112,9 +116,11 @@ func TestResumeKilledInItsProbeIsResumedAgain(t *testing.T) {
 // delivered once in the new conversation.
 func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1, "confirmTimeoutSeconds": 600},
+		Binds:      []string{once},
 	})
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
@@ -135,9 +141,11 @@ func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 // conversation; once released, the same conversation is resumed.
 func TestBackgroundAgentHoldsTheItem(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
+		Binds:      []string{once},
 	})
 	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
 	assert.Equal(t, "conversation_in_use", r.Status.Reason)
