@@ -79,7 +79,9 @@ func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
 	failed := deliveriesOf(t, e, journal.DispatchFailed, delivery)
 	if assert.Len(t, failed, 1, "the killed resume's boot prompt failed, and stayed pending") {
-		assert.Equal(t, "9", failed[0].Attrs["signal"])
+		// The CLI's SIGKILL inside its sandbox reaches the pane as
+		// bwrap's exit status 128+9 ("Sandbox").
+		assert.Equal(t, "137", failed[0].Attrs["exit_status"])
 	}
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "no conversation abandoned")
 }
@@ -335,7 +337,9 @@ func TestStormOfKillsKeepsEveryConversation(t *testing.T) {
 		killed := map[desired.Key]int{}
 		for i := 1; i <= stormItems; i++ {
 			k := issueKey(i)
-			killed[k] = e.panePID(t, k)
+			// A pid of 0 would be a kill of this test's own process group:
+			// the pane must be live first.
+			e.waitFor(t, func() bool { killed[k] = e.panePID(t, k); return killed[k] > 0 }, waitLong, "no live pane to kill for %s", k)
 			require.NoError(t, syscall.Kill(killed[k], syscall.SIGKILL), "kill %d of %s", round+1, k)
 		}
 		for k, pid := range killed {
