@@ -334,13 +334,17 @@ func TestStormOfKillsKeepsEveryConversation(t *testing.T) {
 	resumed := 0
 	for round := range stormKillsEach {
 		// Each round kills every agent at once, then waits for them all.
+		// The harness each item had, as recorded (in a sandbox, its
+		// init, not the pane's bwrap): a new one is the respawn.
 		killed := map[desired.Key]int{}
 		for i := 1; i <= stormItems; i++ {
 			k := issueKey(i)
 			// A pid of 0 would be a kill of this test's own process group:
 			// the pane must be live first.
-			e.waitFor(t, func() bool { killed[k] = e.panePID(t, k); return killed[k] > 0 }, waitLong, "no live pane to kill for %s", k)
-			require.NoError(t, syscall.Kill(killed[k], syscall.SIGKILL), "kill %d of %s", round+1, k)
+			var pane int
+			e.waitFor(t, func() bool { pane = e.panePID(t, k); return pane > 0 }, waitLong, "no live pane to kill for %s", k)
+			killed[k] = e.mustRecord(t, k).Status.HarnessPID
+			require.NoError(t, syscall.Kill(pane, syscall.SIGKILL), "kill %d of %s", round+1, k)
 		}
 		for k, pid := range killed {
 			r := e.waitRecord(t, k, func(r desired.Record) bool {
