@@ -282,3 +282,14 @@ type AttentionState struct {
 	// still takes its events.
 	Blocked string `json:",omitempty"`
 }
+
+// BlockedBy returns what keeps the item's agent waiting for a person
+// (AttentionState.Blocked), "" when nothing does or the item is Stopped
+// (its screen is gone): the one test of "blocked" that get, the status
+// page and /metrics show.
+func (s Status) BlockedBy() string {
+	if s.Phase == PhaseStopped {
+		return ""
+	}
+	return s.Blocked
+}

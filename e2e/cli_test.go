@@ -218,6 +218,9 @@ func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	assert.True(t, ok, "release resumes: %q", log[1])
 	assert.Equal(t, id, got)
 	assert.Len(t, e.eventsNamed(t, journal.ItemReleased, keyIssue), 1)
+	starts := e.daemonLines(t, journal.SessionStarting)
+	require.Len(t, starts, 2)
+	assert.Contains(t, starts[1], " reason=released ", "brought back by the release, not by a death")
 }
 
 func TestSecondServeOnOneStateDirIsRefused(t *testing.T) {

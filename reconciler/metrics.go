@@ -38,7 +38,8 @@ type Metrics struct {
 	// phases counts the work items in each phase; live and starts are
 	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
-	phases *prometheus.GaugeVec
+	phases  *prometheus.GaugeVec
+	blocked *prometheus.GaugeVec
 	// unsandboxed counts, in each phase, the work items whose agent runs
 	// or will run with no sandbox (Unsandboxed).
 	unsandboxed *prometheus.GaugeVec
@@ -73,6 +74,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Duration of one reconcile pass in seconds.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		phases: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_work_items",
 			Help: "Work items, by phase (Queued, Parked and the others), after the last pass."}, []string{"phase"}),
+		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_blocked_sessions",
+			Help: "Work items whose agent waits at a screen for a person (login_required, workspace_trust, …), by that reason, after the last pass."},
+			[]string{"reason"}),
 		unsandboxed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_unsandboxed_work_items",
 			Help: "Work items whose agent runs, or will run, with no sandbox (sandbox.mode none), by phase, after the last pass."}, []string{"phase"}),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_live_sessions",
@@ -89,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
 		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
 		m.oldestAge)
-	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.unsandboxed, m.live, m.maxLive, m.starts, m.maxStarts,
+	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.blocked, m.unsandboxed, m.live, m.maxLive, m.starts, m.maxStarts,
 		m.passErrors, m.resumes, m.latency, m.pending, oldest)
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase))
@@ -157,6 +161,7 @@ func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
 // the capacity from p.
 func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	counts, unsandboxed := map[desired.Phase]int{}, map[desired.Phase]int{}
+	blocked := map[string]int{}
 	pending := 0
 	var oldest time.Time
 	for _, r := range records {
@@ -175,6 +180,9 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 			phase = desired.PhaseIdle
 		}
 		counts[phase]++
+		if by := r.Status.BlockedBy(); by != "" {
+			blocked[by]++
+		}
 		if Unsandboxed(r, p) {
 			unsandboxed[phase]++
 		}
@@ -182,6 +190,10 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase)).Set(float64(counts[phase]))
 		m.unsandboxed.WithLabelValues(string(phase)).Set(float64(unsandboxed[phase]))
+	}
+	m.blocked.Reset() // a reason nothing shows any more goes
+	for reason, n := range blocked {
+		m.blocked.WithLabelValues(reason).Set(float64(n))
 	}
 	m.pending.Set(float64(pending))
 	m.mu.Lock()

@@ -181,6 +181,17 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			if err := printCalls(out, failed); err != nil {
 				return err
 			}
+			pauses, err := st.Pauses(ctx)
+			if err != nil {
+				return err
+			}
+			waiting, err := st.Calls(ctx, store.CallFilter{State: desired.CallPending})
+			if err != nil {
+				return err
+			}
+			if err := printPauses(out, pauses, len(waiting), time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	if !o.watch {
@@ -371,6 +382,9 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 	for _, v := range views {
 		st := v.Status
 		phase := st.Phase
+		if st.Blocked != "" {
+			phase += "/Blocked" // waits for a person; REASON says at what
+		}
 		if v.Spec.Held {
 			phase += " (held)"
 		} else if v.Spec.Closed {

@@ -197,3 +197,17 @@ func TestShortAge(t *testing.T) {
 		assert.Equal(t, want, shortAge(d), d.String())
 	}
 }
+
+// An agent that waits at a screen for a person says so in the phase
+// column: Running/Blocked, the reason column saying at what.
+func TestGetShowsABlockedAgentInItsPhase(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: desired.Spec{Harness: "claude-code"},
+		Status: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "login_required"}}}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, strings.Fields(lines[1]), "Running/Blocked")
+	assert.Contains(t, lines[1], "blocked reason=login_required")
+}

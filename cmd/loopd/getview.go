@@ -126,7 +126,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.Blocked, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
+				Blocked: st.BlockedBy(), RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
 			},
 		}
 		v.age = "-"

@@ -165,6 +165,11 @@ func serve(ctx context.Context, g *globals) error {
 	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
 	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
+	if a.github != nil {
+		// The outbox's rate limits, on /metrics as they are held.
+		a.limits = newLimits()
+		reg.MustRegister(a.limits.Collector(time.Now))
+	}
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
 	// Each item's agent asks for its credential over its channel's
@@ -209,6 +214,9 @@ func serve(ctx context.Context, g *globals) error {
 	rejected := journal.NewRecorder(log, repeats.Appender(rejections), time.Now)
 	refused := webhook.Refusals(rejected, webhookMetrics)
 	mux := http.NewServeMux()
+	// The failed checks of a commit go to its agent as one prompt, once
+	// its suites complete or it has been quiet for a while.
+	ci := webhook.NewCIFlusher(a.store, func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook }, a.journal, rc.Trigger)
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
 		Secret:     []byte(secret),
 		Config:     func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
@@ -217,6 +225,7 @@ func serve(ctx context.Context, g *globals) error {
 		Rejections: rejected,
 		Metrics:    webhookMetrics,
 		Trigger:    rc.Trigger,
+		CIReady:    ci.Kick,
 		Log:        log,
 		BotLogin:   botLogin,
 	}))
@@ -331,6 +340,11 @@ func serve(ctx context.Context, g *globals) error {
 		defer close(retainDone)
 		retain(ctx, a.store, a.journal, watcher.Current, time.Now)
 	}()
+	ciDone := make(chan struct{})
+	go func() {
+		defer close(ciDone)
+		ci.Run(ctx)
+	}()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -353,6 +367,7 @@ func serve(ctx context.Context, g *globals) error {
 	<-shipDone
 	<-rejectionsDone
 	<-retainDone
+	<-ciDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	rejections.Drain(shutdownCtx)

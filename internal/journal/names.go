@@ -52,6 +52,7 @@ var names = []Name{
 	DispatchTimeout,
 	GitHubConnected,
 	GitHubFailed,
+	GitHubPaused,
 	GitHubPosted,
 	GitHubQueued,
 	GitHubRetry,
