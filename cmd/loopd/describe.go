@@ -104,6 +104,7 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	line("", "Harness", dash(v.Spec.Harness))
 	line("", "Credentials", credentialsShown(cfg, r.Key))
 	line("", "Workdir", dash(st.Workdir))
+	line("", "Sandbox", st.Sandbox)
 	line("", "Session", st.Session)
 	if runsAsProcess(cfg, r) {
 		// A process-runner item: a run per event, no tmux session.

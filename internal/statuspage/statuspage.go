@@ -247,6 +247,9 @@ type itemRow struct {
 	Reason         string
 	QueuePosition  int    // 1 next; 0 when not Queued
 	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
+	// Unsandboxed is true when the item's agent runs with no sandbox
+	// (reconciler.Unsandboxed): every view of it says so.
+	Unsandboxed bool
 }
 
 // eventRow is one journal row.
@@ -433,6 +436,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
 			Blocked:        rec.Status.BlockedBy(),
+			Unsandboxed:    explained[rec.Key].Unsandboxed,
 		}
 	}
 	return out
