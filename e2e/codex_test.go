@@ -233,7 +233,11 @@ func TestCodexTwoRolloutsThatFitAreNotGuessed(t *testing.T) {
 	}, waitLong, "the spawn never started")
 	brief := "\n\n" + desired.AgentBrief(keyIssue)
 	line := desired.BootLine(r.Status.BootID)
-	ids, paths := plantRollouts(t, filepath.Join(e.dir, "codex"), r.Workdir(), line+brief, line+brief, desired.BootLine(uuid.NewString())+brief)
+	// The item's own Codex home, under the shared one: the one it reads.
+	homes, err := filepath.Glob(filepath.Join(e.dir, "codex", "loopd-items", "*"))
+	require.NoError(t, err)
+	require.Len(t, homes, 1, "one item, one home")
+	ids, paths := plantRollouts(t, homes[0], r.Workdir(), line+brief, line+brief, desired.BootLine(uuid.NewString())+brief)
 	a, b := ids[0], ids[1]
 
 	amb := e.waitEvent(t, journal.SessionIDAmbiguous, keyIssue, 1, waitLong)

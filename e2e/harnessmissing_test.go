@@ -36,7 +36,7 @@ func TestMissingHarnessIsNamedAndHeals(t *testing.T) {
 	missing := e.waitEvent(t, journal.HarnessMissing, keyIssue, 1, waitShort)
 	assert.Contains(t, missing[0].Attrs["detail"], cmd, "the journal names the command")
 	assert.Contains(t, e.mustRun(t, "get", keyIssue.String()), "harness_missing err=", "get names it")
-	assert.Contains(t, e.mustRun(t, "get", keyIssue.String()), cmd)
+	assert.Contains(t, e.mustRun(t, "describe", keyIssue.String()), cmd, "describe gives the command whole")
 	e.settle(t)
 	r := e.mustRecord(t, keyIssue)
 	assert.False(t, e.hasSession(t, keyIssue), "no pane")

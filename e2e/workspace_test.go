@@ -507,7 +507,8 @@ func TestWorkdirPinnedAfterFirstSpawn(t *testing.T) {
 	repos["*"].(map[string]any)["workdir"] = moved
 	e.writeConfig(t)
 	e.reload(t)
-	assert.Contains(t, e.mustRun(t, "get"), "workdir_pinned="+e.workdir(keyIssue)+" config_workdir="+filepath.Join(e.dir, "moved", "1"))
+	// describe gives the reason whole (get's list cuts a long one).
+	assert.Contains(t, e.mustRun(t, "describe", keyIssue.String()), "workdir_pinned="+e.workdir(keyIssue)+" config_workdir="+filepath.Join(e.dir, "moved", "1"))
 
 	e.killPane(t, keyIssue)
 	ev := e.waitEvent(t, journal.WorkspacePinned, keyIssue, 1, waitLong)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,10 +49,23 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // spawn starts argv (the adapter's, so the grammar is loopd's) in session
-// name, in dir, with the adapter's environment.
+// name, in dir, with the environment loopd gives it: the adapter's, and
+// the item's own Codex home (harness.ItemState), where loopd's adapter
+// looks for the item's rollouts.
 func (f *fixture) spawn(t *testing.T, name, dir string, argv []string) {
 	t.Helper()
-	f.Spawn(t, name, dir, f.adapter.Env(), argv)
+	f.spawnWithHomeOf(t, name, dir, dir, argv)
+}
+
+// spawnWithHomeOf is spawn in dir with the Codex home of the item whose
+// workdir is item.
+func (f *fixture) spawnWithHomeOf(t *testing.T, name, dir, item string, argv []string) {
+	t.Helper()
+	st, err := harness.ItemState(f.adapter, item, "", false)
+	require.NoError(t, err)
+	env := maps.Clone(f.adapter.Env())
+	maps.Copy(env, st.Env)
+	f.Spawn(t, name, dir, env, argv)
 }
 
 func (f *fixture) waitScreen(t *testing.T, name string, want harness.Screen) {
@@ -126,9 +140,10 @@ func TestTUIFreshPasteResume(t *testing.T) {
 	}, wait, tick)
 	assert.Contains(t, f.Capture("resumed"), "› -first prompt", "the history is shown")
 
-	// From another cwd: the chooser, which waits.
+	// From another cwd with the same home (the real CLI's case; loopd
+	// gives each workdir its own home): the chooser, which waits.
 	other := t.TempDir()
-	f.spawn(t, "chooser", other, argv(ad.ResumeArgv(s.ID, "third")))
+	f.spawnWithHomeOf(t, "chooser", other, dir, argv(ad.ResumeArgv(s.ID, "third")))
 	f.waitScreen(t, "chooser", harness.ScreenBlocked)
 	_, why := ad.Screen(f.Capture("chooser"))
 	assert.Equal(t, harness.BlockResumeChooser, why)
