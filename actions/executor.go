@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -62,11 +63,6 @@ var (
 	ErrWorkspacePreparing = errors.New("workspace being prepared")
 )
 
-// outcomeWriteTimeout bounds the wait for the reconcile lock and the store
-// when a preparation's worker records its outcome, also on the way out of
-// a stopping daemon, whose context is cancelled by then.
-const outcomeWriteTimeout = 5 * time.Second
-
 // Fleet is the executor's side of the store's leases (store.Fleet has
 // it; its doc comments give each method's contract): the fenced status
 // write, the release of a lease, and the size of a stored transcript.
@@ -102,7 +98,7 @@ type Executor struct {
 	// in the harness's input box (its screen class becomes ScreenDraft),
 	// which comes before Enter: Claude Code takes an Enter in the same
 	// burst as a long paste as a newline, and one that comes after the
-	// paste is drawn as a submit. The pane is captured every PastePoll
+	// paste is drawn as a submit. The pane is captured every schema.PastePoll
 	// until then; a paste that does not show within PasteWait gets no
 	// Enter (dispatch.failed reason=paste_not_shown), and the planner's
 	// retry of the send in flight takes over. schema.DefaultPasteWait in
@@ -654,7 +650,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 // conversation. tmux kill-server and kill-session send it SIGHUP, and
 // Claude Code 2.1.197 runs on for 40–150 ms after it (measured), writing
 // its transcript, while a new server and pane start in less. It waits up
-// to PredecessorGrace, then kills the process group and waits as long
+// to schema.PredecessorGrace, then kills the process group and waits as long
 // again (proc.Process.End). A process still there after that leaves the
 // spawn unstarted, retried by the next pass (spawn_interrupted), and is
 // journaled (dispatch.failed reason=predecessor_running); it never runs
@@ -664,7 +660,7 @@ func (e *Executor) endPredecessor(ctx context.Context, r *desired.Record, s Spaw
 	if old.PID == 0 {
 		return nil
 	}
-	killed, err := old.End(ctx, PredecessorGrace, predecessorPoll)
+	killed, err := old.End(ctx, schema.PredecessorGrace, schema.PredecessorPoll)
 	if killed {
 		e.Log.InfoContext(ctx, string(journal.SessionPredecessorKilled), "work_item", r.Key.String(), "session", s.Session, "pid", old.PID)
 	}
@@ -703,7 +699,7 @@ func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session stri
 			p = proc.Process{PID: pn.PID} // gone: only its group can be left
 		}
 		// SIGHUP first, the hangup the pane's terminal sends.
-		killed, err := p.EndGroup(ctx, syscall.SIGHUP, PredecessorGrace, groupPoll)
+		killed, err := p.EndGroup(ctx, syscall.SIGHUP, schema.PredecessorGrace, schema.GroupPoll)
 		if killed {
 			e.Log.InfoContext(ctx, string(journal.SessionGroupKilled), "work_item", r.Key.String(), "session", session, "pid", pn.PID)
 		}
@@ -715,19 +711,6 @@ func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session stri
 	}
 	return nil
 }
-
-// groupPoll is how often endGroup looks for the group's processes (a
-// walk of /proc).
-const groupPoll = 20 * time.Millisecond
-
-// PredecessorGrace is how long a spawn waits for the previous harness of
-// its item to exit by itself (it was sent SIGHUP with its terminal) before
-// it kills it, and then again for the kill to take: Claude Code exits 40–150
-// ms after SIGHUP (measured), so this is a few times that.
-const PredecessorGrace = 500 * time.Millisecond
-
-// predecessorPoll is how often endPredecessor looks at /proc.
-const predecessorPoll = 5 * time.Millisecond
 
 // exitCause is what the item's harness says exit status means
 // (harness.ExitCause), "" for nothing or an unknown status (-1).
@@ -881,11 +864,6 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	return e.submit(ctx, r, ad, a, target, "paste")
 }
 
-// PastePoll is how often the executor captures a pane while it waits for
-// a paste to show (Executor.PasteWait): a capture costs 2–6 ms of tmux
-// (docs/performance.md).
-const PastePoll = 10 * time.Millisecond
-
 // awaitPaste captures target until ad reads its input box as holding text
 // (ScreenDraft), for at most PasteWait. The box was empty before the paste
 // (deliver checks), so the text is the paste. It returns ErrNotReady when
@@ -903,7 +881,7 @@ func (e *Executor) awaitPaste(ctx context.Context, ad harness.Adapter, target st
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("%w (the paste did not show in the input box within %s)", ErrNotReady, e.PasteWait)
 		}
-		t := time.NewTimer(PastePoll)
+		t := time.NewTimer(schema.PastePoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -1155,7 +1133,7 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 // prepareInWorker makes the clone of a and records the outcome on k's
 // status, under the reconcile lock, when that status is still the
 // Preparing one of started; then it wakes a pass. The outcome is written
-// with a context that outlives ctx (outcomeWriteTimeout): a stopping
+// with a context that outlives ctx (schema.OutcomeWriteTimeout): a stopping
 // daemon records that it cut the preparation short (workspaceInterrupted),
 // counting no failure. A status that moved on meanwhile (a close, a hold,
 // a release) keeps its phase: the outcome is only journaled, and the next
@@ -1169,7 +1147,7 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	}()
 	c := a.Checkout
 	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
 	defer cancel()
 	fail := func(cause error) {
 		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)

@@ -14,10 +14,8 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/schema"
 )
-
-// logsPoll is how often logs --follow looks for new lines.
-const logsPoll = 500 * time.Millisecond
 
 // logsOpts are the flags of loopd logs.
 type logsOpts struct {
@@ -128,7 +126,7 @@ func (o logsOpts) pane(ctx context.Context, ex *tmux.Exec, target string, w io.W
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(logsPoll):
+		case <-time.After(schema.LogsPoll):
 		}
 		now, _, err := ex.HistorySize(ctx, target)
 		if ctx.Err() != nil {
@@ -185,7 +183,7 @@ func (o logsOpts) runLog(ctx context.Context, path string, w io.Writer) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(logsPoll):
+		case <-time.After(schema.LogsPoll):
 		}
 		if _, err := io.Copy(w, f); err != nil {
 			return fmt.Errorf("run log: %w", err)

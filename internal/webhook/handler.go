@@ -124,7 +124,7 @@ type Options struct {
 	// request whose body does not fit gets 503 with Retry-After.
 	BodyBudget int64
 	// AnswerTimeout bounds the handler's work on one request, counted from
-	// the end of its headers; 0 means DefaultAnswerTimeout.
+	// the end of its headers; 0 means schema.WebhookAnswerTimeout.
 	AnswerTimeout time.Duration
 	// BotLogin returns the GitHub login loopd and its agents post as
 	// (github.botLogin, or the login the credentials belong to, resolved
@@ -152,7 +152,7 @@ func New(opts Options) *Handler {
 		opts.BodyBudget = DefaultBodyBudget
 	}
 	if opts.AnswerTimeout <= 0 {
-		opts.AnswerTimeout = DefaultAnswerTimeout
+		opts.AnswerTimeout = schema.WebhookAnswerTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
