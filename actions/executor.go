@@ -326,18 +326,39 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 
 // put writes st and keeps the in-memory copy in step.
 func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status) error {
-	return e.putDelivered(ctx, r, st, "", false)
+	return e.putDelivered(ctx, r, st, mark{})
 }
 
-// putDelivered writes st with delivery id, when not "", taken through its
-// last transition (desired.Status.Deliver) and recorded delivered in the
-// same write: the delivery's own record is the truth of it. verified says
-// the conversation showed it. Every status write passes here, so the GitHub
+// mark is the delivery a status write marks delivered: its id ("" for
+// none), how it reached the conversation (via: boot_prompt, paste, resubmit,
+// transcript, …), the session, and whether the conversation showed it.
+// first, when set, journals what else the write changed, ahead of the
+// delivery's line (a spawn's session.spawned: the session before what
+// reached it).
+type mark struct {
+	id, via, session string
+	verified         bool
+	first            func()
+}
+
+// viaTranscript marks delivery id of session found in the conversation's
+// transcript: the answer of an action that ends what was in flight.
+func viaTranscript(id, session string) mark {
+	return mark{id: id, via: "transcript", session: session, verified: true}
+}
+
+// putDelivered writes st with m's delivery, when it names one, taken
+// through its last transition (desired.Status.Deliver) and recorded
+// delivered in the same write: the delivery's own record is the truth of
+// it, and dispatch.delivered is journaled here, once the write is done, and
+// nowhere else. m.verified says the conversation showed it. Every status
+// write passes here, so the GitHub
 // calls the change causes (desired.TalkRule: the announcement, the
 // acknowledgement of a verified delivery, the notice of NeedsAttention)
 // are queued in the same write. The in-memory copy follows, so that the
 // item's later actions see it delivered.
-func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string, verified bool) error {
+func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, m mark) error {
+	id, verified := m.id, m.verified
 	var (
 		delivered []string
 		acked     []desired.Delivery
@@ -371,6 +392,12 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 	r.Status = st
 	if id != "" {
 		r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == id })
+	}
+	if m.first != nil {
+		m.first()
+	}
+	if id != "" {
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", id, "via", m.via, "session", m.session, "verified", verified)
 	}
 	if verified && id != "" {
 		// The conversation holds the event: its copy in the store does
@@ -751,27 +778,23 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
-		return err
-	}
-	follow := e.logOrAttach(a)
-	switch {
-	case a.Reason == ReasonAdopted:
-		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
-	case a.Respawn:
-		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
-		if a.Mode == desired.SpawnResume && e.Meter != nil {
-			e.Meter.Resumed(r.Spec.Harness)
+	spawned := func() {
+		follow := e.logOrAttach(a)
+		switch {
+		case a.Reason == ReasonAdopted:
+			e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
+		case a.Respawn:
+			e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+				"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
+			if a.Mode == desired.SpawnResume && e.Meter != nil {
+				e.Meter.Resumed(r.Spec.Harness)
+			}
+		default:
+			e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
+				"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 		}
-	default:
-		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	}
-	if a.DeliveryID != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
-	}
-	return nil
+	return e.putDelivered(ctx, r, st, mark{id: a.DeliveryID, via: "boot_prompt", session: a.Session, verified: a.Confirmed, first: spawned})
 }
 
 func (e *Executor) followSession(ctx context.Context, r *desired.Record, a FollowSession) error {
@@ -944,11 +967,7 @@ func promptBytes(r *desired.Record, id string) int {
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
 	st := r.Status
 	st.Reason = "delivered"
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Verified); err != nil {
-		return err
-	}
-	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
-	return nil
+	return e.putDelivered(ctx, r, st, mark{id: a.DeliveryID, via: a.Via, session: a.Session, verified: a.Verified})
 }
 
 // drop takes a pending delivery out for good (Store.Drop) and journals
@@ -983,11 +1002,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	}
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
-	if err := e.putDelivered(ctx, r, a.Apply(r.Status), a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status), viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
-	}
-	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, "session", a.Session, "reason", string(a.Reason))
 	return nil
@@ -996,11 +1012,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
 	retired := r.Status.HarnessSessionID
 	output := e.lastWords(ctx, a.PaneID)
-	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
-	}
-	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	level := slog.LevelWarn
 	if a.Clean {

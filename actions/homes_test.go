@@ -1,0 +1,55 @@
+package actions_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// usesIn returns, for each use of the selector sel (pkg.Name) in the
+// package's non-test files, the function it is in ("" at package level).
+func usesIn(t *testing.T, sel string) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	pkg, name, _ := strings.Cut(sel, ".")
+	var funcs []string
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, _ := decl.(*ast.FuncDecl)
+			ast.Inspect(decl, func(n ast.Node) bool {
+				s, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := s.X.(*ast.Ident); ok && x.Name == pkg && s.Sel.Name == name {
+					in := ""
+					if fn != nil {
+						in = fn.Name.Name
+					}
+					funcs = append(funcs, in)
+				}
+				return true
+			})
+		}
+	}
+	return funcs
+}
+
+// TestDeliveredIsJournaledWhereItIsMarked: dispatch.delivered is journaled
+// in one place, the status write that marks a delivery (putDelivered), so
+// that no action can mark one without the line, or write the line twice.
+func TestDeliveredIsJournaledWhereItIsMarked(t *testing.T) {
+	assert.Equal(t, []string{"putDelivered"}, usesIn(t, "journal.DispatchDelivered"))
+}
