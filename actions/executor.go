@@ -809,12 +809,12 @@ func (e *Executor) followSession(ctx context.Context, r *desired.Record, a Follo
 
 // paneTarget is the tmux target of an agent's pane: its pane id when the
 // pass read one, else the session's active pane by exact name
-// ("=session:", tmux(1) TARGETS).
+// (tmux.Target).
 func paneTarget(paneID, session string) string {
 	if paneID != "" {
 		return paneID
 	}
-	return "=" + session + ":"
+	return tmux.Target(session)
 }
 
 // readPane returns r's adapter, the tmux target of its agent's pane
@@ -1386,7 +1386,7 @@ func (e *Executor) screenOf(ctx context.Context, r *desired.Record, session stri
 	if err != nil {
 		return ""
 	}
-	text, err := e.Tmux.CapturePane(ctx, "="+session+":", false)
+	text, err := e.Tmux.CapturePane(ctx, tmux.Target(session), false)
 	if err != nil {
 		return ""
 	}

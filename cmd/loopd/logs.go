@@ -56,7 +56,7 @@ agent's is, shows nothing new until it scrolls).`,
 				return o.runLog(ctx, runLogPath(cfg, r), out)
 			}
 			ex := tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler))
-			target := "=" + desired.SessionName(r.Key) + ":"
+			target := tmux.Target(desired.SessionName(r.Key))
 			err = o.pane(ctx, ex, target, out)
 			if errors.Is(err, tmux.ErrNoSession) {
 				return noSession(cfg, r)
