@@ -1,7 +1,8 @@
 // Package fakecli is what the fake harness CLIs in testdata (fakeclaude,
 // fakecodex, fakegemini) share that is not their terminal (faketerm): the
-// files of JSON lines they write (transcripts, start logs, pid files),
-// and the physical cwd they name projects after.
+// event loop of their TUI (Loop), the files of JSON lines they write
+// (transcripts, start logs, pid files), and the physical cwd they name
+// projects after.
 // Their tests share fakeclitest.
 package fakecli
 

@@ -443,7 +443,7 @@ type tui struct {
 	ed        faketerm.Editor
 	history   []string
 	lastCtrlC time.Time
-	fail      <-chan time.Time
+	events    *fakecli.Loop[exitCode] // its timer: a failing resume's exit
 	failText  string
 	// trust is the trust_level the config gives the cwd, asked whether
 	// the folder dialog was answered, and servers the project's MCP
@@ -505,7 +505,8 @@ func (u *tui) start() (exitCode, bool) {
 			if d, err := time.ParseDuration(os.Getenv("FAKECODEX_RESUME_FAIL_DELAY")); err == nil {
 				delay = d
 			}
-			u.state, u.fail = showNothing, time.After(delay)
+			u.state = showNothing
+			u.events.After(delay, func() (exitCode, bool) { return exitCode{1, u.failText}, true })
 			u.failText = fmt.Sprintf("ERROR: No saved session found with ID %s. Run `codex resume` without an ID to choose from existing sessions.\n", u.inv.id)
 			return exitCode{}, false
 		}
@@ -556,33 +557,12 @@ func readHistory(path string) []string {
 }
 
 func (u *tui) loop(term *faketerm.TUI) exitCode {
-	input := term.Input
+	u.events = &fakecli.Loop[exitCode]{Term: term, Feed: u.ed.Feed, Handle: u.handle, Draw: u.draw,
+		Signal: func(sig os.Signal) exitCode { return exitCode{faketerm.SignalStatus(sig), ""} }}
 	if end, done := u.start(); done {
 		return end
 	}
-	u.draw()
-	for {
-		select {
-		case b, ok := <-input:
-			if !ok {
-				input = nil // the terminal is gone; wait for a signal
-				continue
-			}
-			for _, ev := range u.ed.Feed(b) {
-				if end, done := u.handle(ev); done {
-					return end
-				}
-			}
-		case <-u.fail:
-			return exitCode{1, u.failText}
-		case sig := <-term.Signals:
-			if sig == syscall.SIGWINCH {
-				break
-			}
-			return exitCode{faketerm.SignalStatus(sig), ""}
-		}
-		u.draw()
-	}
+	return u.events.Run()
 }
 
 func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
