@@ -2,30 +2,21 @@ package actions_test
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/srctest"
 )
 
 // usesIn returns, for each use of the selector sel (pkg.Name) in the
 // package's non-test files, the function it is in ("" at package level).
 func usesIn(t *testing.T, sel string) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
 	pkg, name, _ := strings.Cut(sel, ".")
 	var funcs []string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
+	for _, f := range srctest.Package(t, ".") {
 		for _, decl := range f.Decls {
 			fn, _ := decl.(*ast.FuncDecl)
 			ast.Inspect(decl, func(n ast.Node) bool {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/srctest"
 )
 
 // docAction is an item of doc.go's list of actions: "//   - name, name2:".
@@ -32,15 +34,8 @@ func TestDocListsEveryAction(t *testing.T) {
 		}
 	}
 
-	files, err := filepath.Glob(filepath.Join("..", "actions", "*.go"))
-	require.NoError(t, err)
 	var names, types, applied, unapplied []string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
+	for _, f := range srctest.Package(t, filepath.Join("..", "actions")) {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Recv == nil {

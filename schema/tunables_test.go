@@ -2,15 +2,14 @@ package schema
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
+	"path"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/srctest"
 )
 
 // stayingDurations are the package-level durations that keep their home
@@ -29,28 +28,11 @@ var stayingDurations = map[string]string{
 // poll or interval) in schema/defaults.go, but for stayingDurations: a
 // tunable defined beside its use is a second home of the tunables.
 func TestDurationTunablesLiveHere(t *testing.T) {
-	root := ".."
 	var found []string
 	seen := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			// Test support (tmuxtest, pgtest, storetest, …) times tests, not loopd.
-			if rel == "testdata" || rel == "e2e" || rel == "schema" || strings.HasSuffix(d.Name(), "test") ||
-				strings.HasPrefix(d.Name(), ".") && rel != "." {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
+	srctest.Walk(t, "..", func(file string, f *ast.File) {
+		if strings.HasPrefix(file, "schema/") {
+			return
 		}
 		for _, decl := range f.Decls {
 			g, ok := decl.(*ast.GenDecl)
@@ -63,17 +45,15 @@ func TestDurationTunablesLiveHere(t *testing.T) {
 					if !usesTimeUnit(v) {
 						continue
 					}
-					name := filepath.ToSlash(filepath.Dir(rel)) + "." + vs.Names[min(i, len(vs.Names)-1)].Name
+					name := path.Dir(file) + "." + vs.Names[min(i, len(vs.Names)-1)].Name
 					seen[name] = true
 					if _, ok := stayingDurations[name]; !ok {
-						found = append(found, name+" ("+rel+")")
+						found = append(found, name+" ("+file+")")
 					}
 				}
 			}
 		}
-		return nil
 	})
-	require.NoError(t, err)
 	assert.Empty(t, found, "duration tunables outside schema/defaults.go: move them there, with their unit and source")
 	for name := range stayingDurations {
 		assert.True(t, seen[name], "%s is listed as staying but is gone: take it off the list", name)
