@@ -124,9 +124,6 @@ var (
 	limitMenuChoices = []string{"Stop and wait for limit to reset", "Switch to extra usage", "Upgrade your plan"}
 )
 
-// lastWords is how long the TUI stays after its last output.
-const lastWords = 50 * time.Millisecond
-
 // spaceRuns is what FAKECLAUDE_MANGLE folds.
 var spaceRuns = regexp.MustCompile(` {2,}`)
 
@@ -253,8 +250,8 @@ func readKnobs() (knobs, error) {
 func main() {
 	code := run()
 	if code != 0 {
-		// Let tmux draw the error before the pane dies (see lastWords).
-		time.Sleep(lastWords)
+		// Let tmux draw the error before the pane dies.
+		time.Sleep(fakecli.LastWords)
 	}
 	os.Exit(code)
 }
@@ -681,15 +678,7 @@ func runTUI(inv invocation, k knobs, st store) int {
 		time.AfterFunc(k.resumeKillAfter, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
 	}
 	end := u.loop(term)
-	fakecli.StopServers(u.mcp, 0)
-	term.Close()
-	if end.message != "" {
-		fmt.Fprint(os.Stderr, end.message)
-	}
-	// tmux 3.3a can drop what a pane printed just before its process
-	// exited (about 1 run in 20 here); the real CLI's slower teardown
-	// hides that, so the fake lingers a moment too.
-	time.Sleep(lastWords)
+	fakecli.CloseTUI(term, u.mcp, end.message)
 	return end.code
 }
 

@@ -1,7 +1,9 @@
 package fakecli
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -76,4 +78,22 @@ func (l *Loop[E]) Run() E {
 		}
 		l.Draw()
 	}
+}
+
+// LastWords is how long a fake stays after its last output: tmux 3.3a can
+// drop what a pane printed just before its process exited (about 1 run in
+// 20 here); the real CLI's slower teardown hides that, so the fake lingers
+// a moment too.
+const LastWords = 50 * time.Millisecond
+
+// CloseTUI ends a fake's TUI after its loop: the MCP servers it started
+// stopped (waiting for none), the terminal restored, message printed on
+// stderr, and LastWords waited.
+func CloseTUI(term *faketerm.TUI, servers []*exec.Cmd, message string) {
+	StopServers(servers, 0)
+	term.Close()
+	if message != "" {
+		fmt.Fprint(os.Stderr, message)
+	}
+	time.Sleep(LastWords)
 }

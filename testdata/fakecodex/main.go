@@ -99,9 +99,6 @@ const (
 	emptyFooter = "  ← for agents · ? for shortcuts"
 )
 
-// lastWords is how long the TUI stays after its last output.
-const lastWords = 50 * time.Millisecond
-
 // valued are the options that take a value.
 var valued = map[string]bool{"-c": true, "--config": true, "-m": true, "--model": true, "-p": true, "--profile": true,
 	"-s": true, "--sandbox": true, "-a": true, "--ask-for-approval": true, "-C": true, "--cd": true}
@@ -469,12 +466,7 @@ func runTUI(inv invocation, st store) int {
 	}
 	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}, trust: trustLevel(st.home, st.cwd)}
 	end := u.loop(term)
-	fakecli.StopServers(u.servers, 0)
-	term.Close()
-	if end.message != "" {
-		fmt.Fprint(os.Stderr, end.message)
-	}
-	time.Sleep(lastWords)
+	fakecli.CloseTUI(term, u.servers, end.message)
 	return end.code
 }
 
