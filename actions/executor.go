@@ -351,8 +351,9 @@ func viaTranscript(id, session string) mark {
 // through its last transition (desired.Status.Deliver) and recorded
 // delivered in the same write: the delivery's own record is the truth of
 // it, and dispatch.delivered is journaled here, once the write is done, and
-// nowhere else. m.verified says the conversation showed it. Every status
-// write passes here, so the GitHub
+// nowhere else. m.verified says the conversation showed it. A write that
+// changes the phase stamps Status.PhaseSince. Every status write passes
+// here, so the GitHub
 // calls the change causes (desired.TalkRule: the announcement, the
 // acknowledgement of a verified delivery, the notice of NeedsAttention)
 // are queued in the same write. The in-memory copy follows, so that the
@@ -363,6 +364,9 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 		delivered []string
 		acked     []desired.Delivery
 	)
+	if st.Phase != r.Status.Phase {
+		st.PhaseSince = e.Now()
+	}
 	if id != "" {
 		st = st.Deliver(id).Counted(e.Now(), e.StormWindow)
 		delivered = append(delivered, id)

@@ -439,6 +439,24 @@ func TestMarkRunningDeliversBootEventAndRecordExitRetires(t *testing.T) {
 	assert.Contains(t, r.log.String(), `attach="tmux -L loopd-test attach -t =`+sess+`"`)
 }
 
+// A status write that changes the phase stamps PhaseSince with the
+// executor's clock; one that keeps the phase keeps the stamp.
+func TestPhaseChangeStampsPhaseSince(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	sess := desired.SessionName(r.key)
+	exit := func(status int) actions.RecordExit {
+		return actions.RecordExit{Key: r.key, Session: sess, ExitStatus: status, Phase: desired.PhaseBackingOff, Failures: 1, NextAttempt: r.now.Add(time.Minute), Reason: actions.ReasonCrash}
+	}
+	require.Equal(t, actions.Result{Applied: 1}, r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{exit(1)}))
+	entered := r.now
+	assert.Equal(t, entered, r.get(t).Status.PhaseSince, "BackingOff entered now")
+	r.now = r.now.Add(30 * time.Second)
+	require.Equal(t, actions.Result{Applied: 1}, r.exec.Execute(ctx, []desired.Record{r.get(t)}, []actions.Action{exit(2)}))
+	assert.Equal(t, entered, r.get(t).Status.PhaseSince, "still BackingOff: the stamp stays")
+}
+
 func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()

@@ -10,7 +10,8 @@ import (
 
 // This file holds every text loopd itself posts on GitHub: the
 // announcement of an agent, the notice of an item that needs attention,
-// and the notice of a conversation replaced.
+// the notice of a conversation replaced, and the one of a fork's pull
+// request that cannot be pushed to.
 // Each ends with its hidden marker (TalkRule), which GitHub does not render.
 
 // maxNoticeDetail bounds, in bytes, a failure's text quoted in a notice
@@ -18,11 +19,11 @@ import (
 const maxNoticeDetail = 1000
 
 var announceTemplate = template.Must(template.New("announce").Parse(
-	`An agent is working on this {{.Kind}}: loopd runs it in tmux session ` + "`{{.Session}}`" + ` on host ` + "`{{.Host}}`" + `.
+	`An agent is working on this {{.Kind}}: loopd runs it {{if .Process}}as a process, one headless run per event,{{else}}in tmux session ` + "`{{.Session}}`" + `{{end}} on host ` + "`{{.Host}}`" + `.
 
 Replies here reach the agent: each new comment from an authorized user is passed to it{{if .Acknowledge}}, and a 👀 reaction on a comment means the agent has it{{end}}.
 
-To watch it on {{.Host}}: ` + "`tmux -L {{.Socket}} attach -t ={{.Session}}`" + `
+{{if .Process}}To follow it on {{.Host}}: ` + "`loopd logs {{.Item}}`" + `{{else}}To watch it on {{.Host}}: ` + "`tmux -L {{.Socket}} attach -t ={{.Session}}`" + `{{end}}
 
 {{.Marker}}`))
 
@@ -47,13 +48,30 @@ loopd will not try again by itself. To clear this, run on {{.Host}}:
 {{end}}
 {{.Marker}}`))
 
+var forkTemplate = template.Must(template.New("fork").Parse(
+	`This pull request comes from the fork ` + "`{{.Fork}}`" + `, whose owner does not allow edits by maintainers: the agent's changes cannot be pushed to this pull request. They can be proposed in a review or a comment instead; to let them be pushed, the fork's owner can check "Allow edits by maintainers" on this pull request.
+
+{{.Marker}}`))
+
+// ForkComment returns the notice that r, a fork's pull request whose
+// owner does not let maintainers push to its head, cannot be pushed to:
+// the fork it comes from (Spec.HeadRepo, a name the webhook checked), what
+// to do instead, and marker.
+func ForkComment(r Record, marker string) string {
+	var b strings.Builder
+	_ = forkTemplate.Execute(&b, map[string]any{"Fork": oneLine(r.Spec.HeadRepo), "Marker": marker})
+	return b.String()
+}
+
 // AnnounceComment returns the announcement of r's agent as next records
-// it: the session and host it runs on, that replies reach it, and marker.
+// it: the session and host it runs on, that replies reach it, how to watch
+// it, and marker. An agent of the process runner (next.RunID: a run, no
+// tmux session) is followed with loopd logs, not tmux attach.
 func AnnounceComment(r Record, next Status, t Talk, marker string) string {
 	var b strings.Builder
 	_ = announceTemplate.Execute(&b, map[string]any{
 		"Kind": kindText(r.Spec.Kind), "Session": next.Session, "Host": t.Host, "Socket": t.Socket,
-		"Acknowledge": t.Acknowledge, "Marker": marker,
+		"Acknowledge": t.Acknowledge, "Marker": marker, "Process": next.RunID != "", "Item": r.Key.String(),
 	})
 	return b.String()
 }

@@ -94,6 +94,12 @@ type Talk struct {
 //     conversation, a release or a restarted daemon finds Announced set
 //     and queues none. A pane adopted unconfirmed (an operator answered a
 //     dialog by hand) is not yet announced: the next confirmed spawn is;
+//   - at that same first confirmed run, a fork's pull request
+//     (Spec.Fork) whose owner does not let maintainers push to its head
+//     (Spec.MaintainerCanModify false) queues, when t.Notify, one notice
+//     that the agent's changes cannot be pushed to it (ForkComment): the
+//     agent's worktree has no branch a push would reach. A fork that
+//     took the permission back later gets no notice;
 //   - each delivered delivery with a Source gets an eyes reaction when
 //     t.Acknowledge;
 //   - each entry into NeedsAttention from another phase is a new episode
@@ -120,6 +126,10 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 			marker := announceMarker(r.Key)
 			calls = append(calls, Call{Key: r.Key, Kind: CallAnnounce, Marker: marker,
 				Body: AnnounceComment(r, next, t, marker)})
+		}
+		if t.Notify && r.Spec.Fork(r.Key) && !r.Spec.MaintainerCanModify {
+			marker := forkMarker(r.Key)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: ForkComment(r, marker)})
 		}
 	}
 	if t.Acknowledge {
@@ -170,16 +180,22 @@ func announceMarker(k Key) string {
 	return "<!-- loopd:" + markerAnnounce + " " + k.String() + " -->"
 }
 
+// forkMarker is the hidden marker of the notice that a fork's pull
+// request cannot be pushed to: one per item, ever.
+func forkMarker(k Key) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " fork -->"
+}
+
 // noticeMarker is the hidden marker of an item's notice of episode.
 func noticeMarker(k Key, episode int) string {
 	return "<!-- loopd:" + markerNotice + " " + k.String() + " episode=" + strconv.Itoa(episode) + " -->"
 }
 
 // ownMarker matches the text inside an HTML comment that is one of loopd's
-// own markers (announceMarker, noticeMarker), in any case, with any
-// whitespace around and between its parts.
+// own markers (announceMarker, noticeMarker, forkMarker), in any case,
+// with any whitespace around and between its parts.
 var ownMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*(?:` + markerAnnounce + `|` + markerNotice +
-	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+episode\s*=\s*[0-9]+)?\s*$`)
+	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+episode\s*=\s*[0-9]+|\s+fork)?\s*$`)
 
 // IsOwnMarker reports whether comment, the whole of an HTML comment
 // ("<!--" … "-->"), is one of loopd's own markers (an announcement's or a

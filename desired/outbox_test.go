@@ -132,6 +132,16 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "`tmux -L loopd attach -t =loop-acme-api-42`")
 	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
 
+	// An agent of the process runner has no tmux session to attach to:
+	// its announcement says how to follow its runs.
+	_, calls = desired.TalkRule(r, desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Session: "loop-acme-api-42", RunID: "r1", ConfirmedSessionID: "c"}}, nil, talk)
+	require.Len(t, calls, 1)
+	body = calls[0].Body
+	assert.Contains(t, body, "as a process, one headless run per event, on host `build-1`")
+	assert.Contains(t, body, "To follow it on build-1: `loopd logs acme/api#42`")
+	assert.NotContains(t, body, "tmux")
+	assert.Regexp(t, `\n\n<!-- loopd:announce acme/api#42 -->$`, body)
+
 	r.Status = desired.Status{Phase: desired.PhaseSpawning, AttentionState: desired.AttentionState{Announced: true}}
 	next := desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "spawn_unconfirmed", AttentionState: desired.AttentionState{Screen: "trust `dialog`\nshown"},
 		WorkspaceState: desired.WorkspaceState{WorkspaceError: "git fetch: exit 128\n@someone fatal: repository not found"}}
@@ -203,6 +213,51 @@ func TestComments(t *testing.T) {
 	assert.Contains(t, body, "needs attention: `blocked: login_required`")
 	assert.Contains(t, body, "\n    tmux -L loopd attach -t =loop-acme-api-42\n")
 	assert.NotContains(t, body, "loopd release")
+}
+
+// TestTalkRuleTellsAForkItCannotBePushedTo: the first confirmed run of a
+// fork's pull request whose owner does not let maintainers push
+// (Spec.MaintainerCanModify false) queues one notice beside the
+// announcement, naming the fork and saying the changes cannot be pushed;
+// a respawn queues none again, and neither does a fork that lets
+// maintainers push, a pull request of the repository itself, or an item
+// loopd may not post on.
+func TestTalkRuleTellsAForkItCannotBePushedTo(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	talk := desired.Talk{Announce: true, Notify: true, Host: "build-1", Socket: "loopd"}
+	fork := desired.Spec{Kind: desired.KindPullRequest, HeadRepo: "Bob/api"}
+	running := desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{Session: "loop-acme-api-42", ConfirmedSessionID: "c"}}
+	spawning := desired.Record{Key: key, Spec: fork, Status: desired.Status{Phase: desired.PhaseSpawning}}
+
+	next, calls := desired.TalkRule(spawning, running, nil, talk)
+	require.Len(t, calls, 2)
+	assert.Equal(t, desired.CallAnnounce, calls[0].Kind)
+	notice := calls[1]
+	assert.Equal(t, desired.CallNotify, notice.Kind)
+	assert.Equal(t, "<!-- loopd:notice acme/api#42 fork -->", notice.Marker)
+	assert.True(t, desired.IsOwnMarker(notice.Marker))
+	assert.Contains(t, notice.Body, "the fork `Bob/api`")
+	assert.Contains(t, notice.Body, "cannot be pushed to this pull request")
+	assert.Contains(t, notice.Body, "in a review or a comment")
+	assert.Regexp(t, `\n\n<!-- loopd:notice acme/api#42 fork -->$`, notice.Body)
+
+	respawned := spawning
+	respawned.Status = next
+	respawned.Status.Phase = desired.PhaseSpawning
+	_, calls = desired.TalkRule(respawned, running, nil, talk)
+	assert.Empty(t, calls, "once per item")
+
+	for name, r := range map[string]desired.Record{
+		"maintainers may push": {Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest, HeadRepo: "bob/api", MaintainerCanModify: true}},
+		"the repository's own": {Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest, HeadRepo: "ACME/api"}},
+		"head unknown":         {Key: key, Spec: desired.Spec{Kind: desired.KindPullRequest}},
+	} {
+		_, calls = desired.TalkRule(r, running, nil, talk)
+		require.Len(t, calls, 1, name)
+		assert.Equal(t, desired.CallAnnounce, calls[0].Kind, name)
+	}
+	_, calls = desired.TalkRule(spawning, running, nil, desired.Talk{Announce: true})
+	require.Len(t, calls, 1, "no notices without a GitHub client")
 }
 
 // TestIsOwnMarker: the markers loopd ends its announcements and notices

@@ -10,8 +10,12 @@ import "time"
 // own in JSON (the stored text) and YAML (inline), so both keep the flat
 // shape of one object.
 type Status struct {
-	Phase  Phase
-	Reason string // why the item is in this phase
+	Phase Phase
+	// PhaseSince is when the item entered Phase: set by the status write
+	// that changed it (actions.Executor); zero for a record written before
+	// loopd kept it, or never written by a pass.
+	PhaseSince time.Time `json:",omitzero"`
+	Reason     string    // why the item is in this phase
 	// ReleasedGeneration is the Spec.ReleaseGeneration the last release
 	// action carried out; a greater one is a release still to do.
 	ReleasedGeneration int64
@@ -270,4 +274,15 @@ type AttentionState struct {
 	// nothing does. It does not change the phase: a logged-out agent
 	// still takes its events.
 	Blocked string `json:",omitempty"`
+}
+
+// BlockedBy returns what keeps the item's agent waiting for a person
+// (AttentionState.Blocked), "" when nothing does or the item is Stopped
+// (its screen is gone): the one test of "blocked" that get, the status
+// page and /metrics show.
+func (s Status) BlockedBy() string {
+	if s.Phase == PhaseStopped {
+		return ""
+	}
+	return s.Blocked
 }

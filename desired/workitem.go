@@ -151,7 +151,7 @@ type Spec struct {
 	// HeadRepo is a pull request's head repository, owner/repo as the
 	// newest pull request payload named it; "" for an issue, or when no
 	// such payload was seen (an item an issue_comment made). A head in
-	// another repository than the item's is a fork's.
+	// another repository than the item's is a fork's (Fork).
 	HeadRepo string
 	// Author is the login that opened the issue or pull request, as its
 	// payloads name it; "" when none did.
@@ -161,7 +161,13 @@ type Spec struct {
 	// "" when no such payload named it (the head moved with a payload of
 	// another action, or the push's delivery was lost).
 	HeadPusher string
-	Closed     bool
+	// MaintainerCanModify is the newest pull request payload's
+	// maintainer_can_modify: the owner of a fork's head lets the base
+	// repository's maintainers, loopd's App among them, push to it
+	// (GitHub's docs, "Allowing changes to a pull request branch created
+	// from a fork"). Meaningful for a fork only (Fork).
+	MaintainerCanModify bool
+	Closed              bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
 	StateChangedAt time.Time
@@ -174,6 +180,21 @@ type Spec struct {
 	ReleaseFresh      bool
 	// Generation grows by one with every spec change or new delivery.
 	Generation int64
+}
+
+// Fork reports whether s is a pull request whose head repository
+// (HeadRepo, as a payload named it) is a fork's (ForkHead). An issue, and
+// a pull request whose head repository no payload named, are not.
+func (s Spec) Fork(k Key) bool {
+	return s.Kind == KindPullRequest && ForkHead(k, s.HeadRepo)
+}
+
+// ForkHead reports whether headRepo, a pull request's head repository
+// (owner/repo), is another repository than the one of k, the pull request,
+// compared case-insensitively as GitHub does; "" (none named, or a
+// deleted fork) is not.
+func ForkHead(k Key, headRepo string) bool {
+	return headRepo != "" && !strings.EqualFold(headRepo, k.Owner+"/"+k.Repo)
 }
 
 // Phase is where a work item stands in the state machine of docs/design.md.

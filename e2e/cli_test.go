@@ -215,6 +215,9 @@ func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	assert.True(t, ok, "release resumes: %q", log[1])
 	assert.Equal(t, id, got)
 	assert.Len(t, e.eventsNamed(t, journal.ItemReleased, keyIssue), 1)
+	starts := e.daemonLines(t, journal.SessionStarting)
+	require.Len(t, starts, 2)
+	assert.Contains(t, starts[1], " reason=released ", "brought back by the release, not by a death")
 }
 
 func TestSecondServeOnOneStateDirIsRefused(t *testing.T) {
@@ -286,4 +289,21 @@ func opened(pid int, path string) bool {
 		}
 	}
 	return false
+}
+
+// TestRestartSaysHowManyAgentsItAdopted: a restart finds its agents still
+// running and says so, once, with their sessions; a start with none says
+// nothing.
+func TestRestartSaysHowManyAgentsItAdopted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := startWithComment(t, e, "before the restart "+uuid.NewString())
+	assert.Empty(t, e.eventsNamed(t, journal.ServeAdopted, desired.Key{}), "a first start adopts nothing")
+	e.stop(t)
+	require.True(t, e.hasSession(t, keyIssue), "the agent outlives its daemon")
+	e.start(t)
+	adopted := e.waitEvent(t, journal.ServeAdopted, desired.Key{}, 1, waitShort)
+	require.Len(t, adopted, 1)
+	assert.Equal(t, "1", adopted[0].Attrs[journal.KeyAdopted])
+	assert.Equal(t, r.Status.Session, adopted[0].Attrs[journal.KeySession])
 }

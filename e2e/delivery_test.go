@@ -208,6 +208,8 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
+// a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
+// and CI by commit in place of check claims (v12), without
 // what a pull request's head decides (v11), without the Fleet's tables and
 // columns (v8 and v9's), and without the compact columns of pending
 // deliveries and their index (v7).
@@ -216,7 +218,20 @@ func downgradeToSchema6(t *testing.T, e *env) {
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN head_repo;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN maintainer_can_modify;
+		DROP TABLE github_pauses;
+		DROP TABLE ci_commits;
+		CREATE TABLE check_claims (
+			work_item TEXT NOT NULL REFERENCES work_items (key),
+			claim     TEXT NOT NULL,
+			delivery  TEXT NOT NULL,
+			PRIMARY KEY (work_item, claim)
+		) STRICT;
+		DROP INDEX work_items_by_head;
+		ALTER TABLE work_items DROP COLUMN flipped_at;
+		DROP INDEX deliveries_by_identity;
+		ALTER TABLE deliveries DROP COLUMN identity;
+		ALTER TABLE work_items DROP COLUMN head_repo;
 		ALTER TABLE work_items DROP COLUMN author;
 		ALTER TABLE work_items DROP COLUMN head_pusher;
 		DROP TABLE transcripts;

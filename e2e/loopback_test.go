@@ -121,11 +121,12 @@ func TestOwnActionsNeverReachTheAgent(t *testing.T) {
 }
 
 // TestCIFailureReachesThePullRequestsAgent: a failed check run on the head
-// of a pull request that has an agent is one prompt to it, naming the
-// check, its conclusion, the commit and the details URL; a success, its
-// check suite, a redelivery under a new id and a failure on a commit that
-// is no longer the head send nothing, and a failure on a pull request
-// without an agent starts none.
+// of a pull request that has an agent is one prompt to it once the
+// commit's checks are done, naming the check, its conclusion, the commit
+// and the details URL; a later success and the check suite of that
+// commit, a replay of the failure under a new delivery id, a redelivery
+// and a failure on a commit that is no longer the head send nothing, and
+// a failure on a pull request without an agent starts none.
 func TestCIFailureReachesThePullRequestsAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -147,17 +148,18 @@ func TestCIFailureReachesThePullRequestsAgent(t *testing.T) {
 		}
 	}
 	e.deliver(t, "check_run.completed.1.json", ci("check_run.completed.1.json", "failure", head, 9))
-	failure := e.deliver(t, "check_run.completed.1.json", ci("check_run.completed.1.json", "failure", head, 2))
-	e.waitTurn(t, keyPR, id, "(delivery "+failure+")", waitLong, "the CI failure never reached the agent")
+	e.deliver(t, "check_run.completed.1.json", ci("check_run.completed.1.json", "failure", head, 2))
+	prompt := desired.CIDeliveryID(keyPR, head)
+	e.waitTurn(t, keyPR, id, "(delivery "+prompt+")", waitLong, "the CI failure never reached the agent")
 	turn := e.userTurns(t, keyPR, id)[1]
-	for _, want := range []string{"check_run.completed on Codertocat/Hello-World#2 by github-actions[bot]", "check: Octocoders-linter", "conclusion: failure", "commit: " + head, "url: https://octocoders.io"} {
+	for _, want := range []string{"ci.failed on Codertocat/Hello-World#2 by github-actions[bot]", "failed_checks: 1",
+		"check: Octocoders-linter", "conclusion: failure", "commit: " + head, "url: https://octocoders.io"} {
 		assert.Contains(t, turn, want)
 	}
 
-	e.deliver(t, "check_run.completed.2.json", nil)                                                                                           // success
-	e.deliver(t, "check_suite.completed.1.json", ci("check_suite.completed.1.json", "failure", head, 2))                                      // its suite
-	e.deliver(t, "check_run.completed.1.json", ci("check_run.completed.1.json", "failure", head, 2))                                          // redelivered under a new id
-	require.Equal(t, http.StatusOK, e.replay(t, "check_run.completed.1.json", failure, ci("check_run.completed.1.json", "failure", head, 2))) // the same id
+	e.deliver(t, "check_run.completed.2.json", nil)                                                                                                    // a success of that commit
+	e.deliver(t, "check_suite.completed.1.json", ci("check_suite.completed.1.json", "failure", head, 2))                                               // its suite
+	require.Equal(t, http.StatusOK, e.replay(t, "check_run.completed.1.json", uuid.NewString(), ci("check_run.completed.1.json", "failure", head, 2))) // replayed under a new id
 	const next = "4444444444444444444444444444444444444444"
 	e.deliver(t, "pull_request.synchronize.1.json", func(m map[string]any) {
 		m["after"] = next
@@ -176,16 +178,108 @@ func TestCIFailureReachesThePullRequestsAgent(t *testing.T) {
 	e.waitTurn(t, keyPR, id, control, waitLong, "the comment after the checks never arrived")
 
 	turns := e.userTurns(t, keyPR, id)
-	assert.Equal(t, 1, countContaining(turns, "check_run.completed"), "one prompt for the failure")
+	assert.Equal(t, 1, countContaining(turns, "ci.failed"), "one prompt for the failure")
 	assert.Zero(t, countContaining(turns, "check_suite"))
 	assert.Len(t, turns, 4, "opening, the failure, the push, the comment")
 	_, ok := e.record(t, desired.Key{Owner: keyPR.Owner, Repo: keyPR.Repo, Number: 9})
 	assert.False(t, ok, "CI never starts an agent")
 	reasons := e.ignoredReasons(t)
-	for _, want := range []string{"no_work_item", "check_not_failed", "check_already_sent", "stale_commit"} {
+	for _, want := range []string{"no_work_item", "check_already_sent", "stale_commit"} {
 		assert.Contains(t, reasons, want)
 	}
-	assert.Equal(t, 2, count(reasons, "check_already_sent"), "the suite and the redelivery")
+	assert.Equal(t, 2, count(reasons, "check_already_sent"), "the success and the suite")
+	assert.Len(t, e.eventsNamed(t, journal.DeliveryDuplicate, keyPR), 1, "the replay")
+}
+
+// TestForkCIReachesTheAgentByItsCommit: the checks of a fork's pull
+// request, which GitHub sends with pull_requests empty (and a check's
+// head_branch null), reach its agent by their commit, as one prompt once
+// the workflow's suite completes; the workflow run's own completion after
+// it sends nothing more, and checks of a commit no item has as its head
+// are journaled with the commit.
+func TestForkCIReachesTheAgentByItsCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.start(t)
+	fork := desired.Key{Owner: keyPR.Owner, Repo: keyPR.Repo, Number: 3}
+	e.deliver(t, "pull_request.opened.5.json", nil)
+	id := e.waitPhase(t, fork, desired.PhaseRunning, waitLong).Status.HarnessSessionID
+	e.waitFor(t, func() bool { return len(e.userTurns(t, fork, id)) == 1 }, waitLong, "the opening prompt never arrived")
+
+	for _, f := range []string{"workflow_run.requested.1.json", "check_run.created.1.json", "check_run.completed.3.json",
+		"check_suite.completed.2.json", "workflow_run.completed.2.json"} {
+		e.deliver(t, f, nil)
+	}
+	const sha = "d6fde92930d4715a2b49857d24b940956b26d2d3"
+	prompt := desired.CIDeliveryID(fork, sha)
+	e.waitTurn(t, fork, id, "(delivery "+prompt+")", waitLong, "the fork's CI failure never reached the agent")
+	e.deliver(t, "check_run.completed.3.json", func(m map[string]any) {
+		m["check_run"].(map[string]any)["head_sha"] = "5555555555555555555555555555555555555555"
+	})
+	control := "what failed? " + uuid.NewString()
+	e.deliver(t, commentFixture, all(withNumber(3), withComment(control), func(m map[string]any) {
+		m["issue"].(map[string]any)["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/3"}
+	}))
+	e.waitTurn(t, fork, id, control, waitLong, "the comment after the checks never arrived")
+
+	turns := e.userTurns(t, fork, id)
+	assert.Len(t, turns, 3, "the opening, the one CI prompt, the comment")
+	assert.Equal(t, 1, countContaining(turns, "ci.failed on Codertocat/Hello-World#3 by github-actions[bot]"))
+	assert.Contains(t, turns[1], "check: test\nconclusion: failure")
+	assert.Contains(t, turns[1], "1 test failed")
+	var unmatched []journal.Event
+	for _, ev := range e.events(t) {
+		if ev.Name == journal.DeliveryIgnored && ev.Attrs["reason"] == "no_pull_request" {
+			unmatched = append(unmatched, ev)
+		}
+	}
+	require.Len(t, unmatched, 1)
+	assert.Equal(t, "5555555555555555555555555555555555555555", unmatched[0].Attrs["commit"])
+}
+
+// TestForkThatCannotBePushedToIsToldOnce: a fork's pull request whose
+// owner does not allow edits by maintainers reaches its agent with the
+// fork named beside the head branch, and GitHub gets, besides the one
+// announcement, one notice that the changes cannot be pushed to it; a
+// later event and a restarted daemon post nothing more.
+func TestForkThatCannotBePushedToIsToldOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	srv, _ := e.withGitHub(t)
+	e.start(t)
+	fork := desired.Key{Owner: keyPR.Owner, Repo: keyPR.Repo, Number: 3}
+	e.deliver(t, "pull_request.opened.5.json", func(m map[string]any) {
+		m["pull_request"].(map[string]any)["maintainer_can_modify"] = false
+	})
+	id := e.waitPhase(t, fork, desired.PhaseRunning, waitLong).Status.HarnessSessionID
+	e.waitTurn(t, fork, id, "head: patch-1\nhead_repo: Octocoders/Hello-World\n", waitLong, "the prompt never named the fork")
+	notices := func() (announce, forks int) {
+		for _, c := range srv.Comments(fork.Owner, fork.Repo, fork.Number) {
+			switch {
+			case strings.Contains(c.Body, "<!-- loopd:announce "+fork.String()+" -->"):
+				announce++
+			case strings.Contains(c.Body, "<!-- loopd:notice "+fork.String()+" fork -->"):
+				forks++
+				assert.Contains(t, c.Body, "the fork `Octocoders/Hello-World`")
+				assert.Contains(t, c.Body, "cannot be pushed to this pull request")
+			}
+		}
+		return announce, forks
+	}
+	e.waitFor(t, func() bool { a, f := notices(); return a == 1 && f == 1 }, waitLong, "no announcement and fork notice")
+
+	control := "can you push? " + uuid.NewString()
+	e.deliver(t, commentFixture, all(withNumber(3), withComment(control), func(m map[string]any) {
+		m["issue"].(map[string]any)["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/3"}
+	}))
+	e.waitTurn(t, fork, id, control, waitLong, "the comment never arrived")
+	e.stop(t)
+	e.start(t)
+	e.waitPhase(t, fork, desired.PhaseRunning, waitLong)
+	e.settle(t)
+	announce, forks := notices()
+	assert.Equal(t, 1, announce)
+	assert.Equal(t, 1, forks, "told once")
 }
 
 // TestLoopBreakerHoldsAStormUntilRelease: with maxDeliveriesPerHour 3,

@@ -111,9 +111,15 @@ func (e *env) comment(t *testing.T) (marker, deliveryID string) {
 	return marker, sendComment(t, e, "please look again "+marker)
 }
 
-// withComment sets the payload's comment body.
+// withComment sets the payload's comment body, and makes the comment's
+// updated_at its own: the same fixture sent again with another body is
+// another comment (an edit's time), not a replay of the first (an event's
+// identity is its comment's id, action and updated_at).
 func withComment(body string) func(map[string]any) {
-	return func(m map[string]any) { m["comment"].(map[string]any)["body"] = body }
+	return func(m map[string]any) {
+		c := m["comment"].(map[string]any)
+		c["body"], c["updated_at"] = body, time.Now().UTC().Format(time.RFC3339Nano)
+	}
 }
 
 // withNumber sets the issue or pull request number of the payload.

@@ -208,7 +208,9 @@ func TestProcessRunnerUnderCron(t *testing.T) {
 
 	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	if harnessProc.Running() {
-		assert.True(t, strings.HasPrefix(out, "wait "), "the run in flight is waited for:\n%s", out)
+		// The pass may first mark the run running (its id reported), then
+		// waits for it; it never starts it again.
+		assert.Regexp(t, `(?m)^wait `, out, "the run in flight is waited for")
 		assert.NotContains(t, out, "_spawn", "and not started again:\n%s", out)
 	}
 	run := e.mustRecord(t, keyIssue).Status.RunID
@@ -257,4 +259,27 @@ func TestRealClaudeProcessRunnerFreshThenResume(t *testing.T) {
 	}
 	respawned := e.waitEvent(t, journal.SessionRespawned, keyIssue, 1, waitShort)
 	assert.Equal(t, "true", respawned[0].Attrs["resumed"])
+}
+
+// TestProcessRunnerAnnouncementSaysLogs: the announcement of an agent of
+// the process runner, which has no tmux session, tells people to follow
+// it with loopd logs, and names no tmux attach command; it is posted once
+// across the item's runs.
+func TestProcessRunnerAnnouncementSaysLogs(t *testing.T) {
+	t.Parallel()
+	e := processEnv(t, 600, nil)
+	srv, _ := e.withGitHub(t)
+	e.start(t)
+	d1 := sendComment(t, e, "first event")
+	waitDelivered(t, e, d1, waitLong)
+	e.waitFor(t, func() bool { return len(announcements(srv)) == 1 }, waitLong, "the agent was never announced")
+	body := announcements(srv)[0].Body
+	assert.Contains(t, body, "as a process, one headless run per event")
+	assert.Contains(t, body, "`loopd logs "+keyIssue.String()+"`")
+	assert.NotContains(t, body, "tmux")
+
+	d2 := sendComment(t, e, "second event")
+	waitDelivered(t, e, d2, waitLong)
+	e.settle(t)
+	assert.Len(t, announcements(srv), 1, "announced once")
 }

@@ -172,7 +172,7 @@ func TestPlanDecides(t *testing.T) {
 		{"release_of_needs_attention_resumes_with_the_nudge", released(rec(with(running(), func(s *desired.Status) {
 			s.Phase, s.Failures, s.AttentionGeneration = desired.PhaseNeedsAttention, 11, 3
 		})), false), obs(dead(1), transcript),
-			[]actions.Action{release(false, "", desired.PhaseBackingOff), resume(none, actions.ReasonPaneDead)}},
+			[]actions.Action{release(false, "", desired.PhaseBackingOff), resume(none, actions.ReasonReleased)}},
 		{"release_fresh_replaces_a_live_agent_with_a_new_conversation", released(rec(running()), true), obs(alive(), transcript),
 			[]actions.Action{release(true, oldID, desired.PhaseBackingOff), func() actions.FreshSpawn {
 				f := fresh(none, actions.ReasonReleased, "")

@@ -94,6 +94,11 @@ type Hosting struct {
 	// daemon. Heartbeat writes nothing and takes the lease clock from
 	// the daemon's last heartbeat; Assign assigns nothing.
 	Passive bool
+	// Capacity, when set, is read at each heartbeat for the row's
+	// Capacity (a hot reload of capacity.maxLiveSessions shows in loopd
+	// hosts and on the status page from the next heartbeat on); nil
+	// keeps Host.Capacity.
+	Capacity func() int
 	// Solo is set when this host is its store's only possible member
 	// (SQLite: the state dir's lock admits one daemon, and the cron pass
 	// of that state dir is the same host, name and instance): no other
@@ -119,7 +124,11 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 		return h.follow(ctx)
 	}
 	start := h.Clock.Elapsed()
-	err := h.Fleet.Heartbeat(ctx, h.Host)
+	row := h.Host
+	if h.Capacity != nil {
+		row.Capacity = h.Capacity()
+	}
+	err := h.Fleet.Heartbeat(ctx, row)
 	if errors.Is(err, store.ErrHostTaken) {
 		h.mu.Lock()
 		first := h.taken == nil

@@ -111,3 +111,23 @@ func TestSoloHostStaysValidPastItsLease(t *testing.T) {
 	assert.False(t, shared.Valid(), "another host may take the items")
 	assert.True(t, solo.Valid(), "no other host can")
 }
+
+// TestHeartbeatWritesTheCapacityInForce: a hot reload of
+// capacity.maxLiveSessions reaches the host's row at the next heartbeat
+// (loopd hosts and the status page read it there).
+func TestHeartbeatWritesTheCapacityInForce(t *testing.T) {
+	ctx := context.Background()
+	h, fleet, _ := hostingRig(t, desired.Host{Name: "a", Instance: "daemon", Capacity: 10, LeaseTTL: time.Hour}, false)
+	capacity := 10
+	h.Capacity = func() int { return capacity }
+	require.NoError(t, h.Heartbeat(ctx))
+	hosts, err := fleet.Hosts(ctx)
+	require.NoError(t, err)
+	require.Len(t, hosts, 1)
+	assert.Equal(t, 10, hosts[0].Capacity)
+	capacity = 3 // the reload
+	require.NoError(t, h.Heartbeat(ctx))
+	hosts, err = fleet.Hosts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, hosts[0].Capacity)
+}

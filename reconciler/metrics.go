@@ -39,6 +39,7 @@ type Metrics struct {
 	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
 	phases    *prometheus.GaugeVec
+	blocked   *prometheus.GaugeVec
 	live      prometheus.Gauge
 	maxLive   prometheus.Gauge
 	starts    prometheus.Gauge
@@ -70,6 +71,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Duration of one reconcile pass in seconds.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		phases: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_work_items",
 			Help: "Work items, by phase (Queued, Parked and the others), after the last pass."}, []string{"phase"}),
+		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_blocked_sessions",
+			Help: "Work items whose agent waits at a screen for a person (login_required, workspace_trust, …), by that reason, after the last pass."},
+			[]string{"reason"}),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_live_sessions",
 			Help: "Work items of this host holding a live agent's slot (Spawning, Running, BackingOff after a crash), after the last pass."}),
 		maxLive: prometheus.NewGauge(prometheus.GaugeOpts{Name: "loopd_max_live_sessions",
@@ -84,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
 		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
 		m.oldestAge)
-	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.live, m.maxLive, m.starts, m.maxStarts,
+	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.blocked, m.live, m.maxLive, m.starts, m.maxStarts,
 		m.passErrors, m.resumes, m.latency, m.pending, oldest)
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase))
@@ -151,6 +155,7 @@ func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
 // the capacity from p.
 func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	counts := map[desired.Phase]int{}
+	blocked := map[string]int{}
 	pending := 0
 	var oldest time.Time
 	for _, r := range records {
@@ -169,9 +174,16 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 			phase = desired.PhaseIdle
 		}
 		counts[phase]++
+		if by := r.Status.BlockedBy(); by != "" {
+			blocked[by]++
+		}
 	}
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase)).Set(float64(counts[phase]))
+	}
+	m.blocked.Reset() // a reason nothing shows any more goes
+	for reason, n := range blocked {
+		m.blocked.WithLabelValues(reason).Set(float64(n))
 	}
 	m.pending.Set(float64(pending))
 	m.mu.Lock()

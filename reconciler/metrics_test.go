@@ -86,6 +86,24 @@ func TestLiveSessionsAreThisHosts(t *testing.T) {
 	assert.Equal(t, 3.0, testutil.ToFloat64(m.live), "one loopd with no fleet: every item")
 }
 
+// TestBlockedSessionsByReason: an agent waiting at a screen for a person
+// counts under its reason; a stopped one does not (its screen is gone),
+// and a reason no item shows any more leaves the export.
+func TestBlockedSessionsByReason(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	item := func(n int, phase desired.Phase, blocked string) desired.Record {
+		return desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: n},
+			Status: desired.Status{Phase: phase, AttentionState: desired.AttentionState{Blocked: blocked}}}
+	}
+	m.fleet([]desired.Record{item(1, desired.PhaseRunning, "login_required"), item(2, desired.PhaseNeedsAttention, "login_required"),
+		item(3, desired.PhaseRunning, "workspace_trust"), item(4, desired.PhaseStopped, "login_required"), item(5, desired.PhaseRunning, "")}, Policy{})
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.blocked.WithLabelValues("login_required")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.blocked.WithLabelValues("workspace_trust")))
+	m.fleet([]desired.Record{item(3, desired.PhaseRunning, "workspace_trust")}, Policy{})
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "loopd_blocked_sessions"), "login_required is gone")
+}
+
 // TestResumesAndDeliveryLatencyCountedOnce carries an item through its
 // first event, a crash and a verified resume, and a failed resume that
 // falls back to fresh, and reads the counters the executor fed.

@@ -872,7 +872,13 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}
 		}
-		return it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")
+		why := restartReason(actions.Reason(st.LastExitReason))
+		if st.Reason == string(actions.ReasonReleased) {
+			// Brought back by loopd release (desired.Status.Released), not
+			// by its last exit.
+			why = actions.ReasonReleased
+		}
+		return it.spawn(st, why, "")
 	default: // Idle, Exited: only an event brings it back.
 		if len(it.pending) == 0 {
 			return nil

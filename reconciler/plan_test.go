@@ -335,7 +335,7 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{
 				actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseBackingOff},
 				actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript},
-				resume(ev2, actions.ReasonPaneDead)}},
+				resume(ev2, actions.ReasonReleased)}},
 		{"restart_that_lost_the_send_record_confirms_instead_of_pasting", rec(running(), ev1), seen(obs(alive(), transcript), "d-1", harness.Found{Whole: true}), testPolicy(),
 			[]actions.Action{actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript}}},
 		{"restart_that_lost_the_spawn_record_boots_with_the_next_event", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1, ev2),

@@ -74,7 +74,7 @@ func ProjectSettingsOf(r desired.Record, p Policy) ProjectSettings {
 		return ProjectSettings{Trusted: true, Reason: ProjectSettingsIssue}
 	case r.Spec.HeadRepo == "":
 		return no(ProjectSettingsHeadUnknown)
-	case !strings.EqualFold(r.Spec.HeadRepo, r.Key.Owner+"/"+r.Key.Repo) || r.Spec.HeadRef == "":
+	case r.Spec.Fork(r.Key) || r.Spec.HeadRef == "":
 		return no(ProjectSettingsFork)
 	case !p.authorized(r.Spec.Author):
 		return no(ProjectSettingsAuthor)

@@ -68,8 +68,8 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if caps := p.Harnesses[r.Spec.Harness]; caps.Missing != "" && st.Reason == string(actions.ReasonHarnessMissing) {
 			reason += " err=" + journal.Quote(caps.Missing)
 		}
-		if st.Blocked != "" && st.Phase != desired.PhaseStopped { // a stopped item's screen is gone
-			reason += " blocked reason=" + st.Blocked
+		if by := st.BlockedBy(); by != "" {
+			reason += " blocked reason=" + by
 		}
 		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
 			e.LimitUntil = until

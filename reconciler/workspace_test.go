@@ -211,7 +211,7 @@ func TestPlanWorkspace(t *testing.T) {
 			s.Phase, s.Reason, s.WorkspaceError, s.AttentionGeneration = desired.PhaseNeedsAttention, string(actions.ReasonWorkspaceFailed), "clone: git fetch: exit 128", 3
 		}))), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 4, Phase: desired.PhaseBackingOff},
-				again(actions.ReasonWorkspaceMissing, true), resumed(desired.Delivery{}, actions.ReasonPaneDead)}},
+				again(actions.ReasonWorkspaceMissing, true), resumed(desired.Delivery{}, actions.ReasonReleased)}},
 		{"item_spawned_before_pinning_keeps_its_ingested_workdir", rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseExited }), ev1),
 			workdir(observed.Workdir{Exists: true}), plain(),
 			[]actions.Action{actions.ReportWorkdir{Key: key, Pinned: cwd, Rendered: current},

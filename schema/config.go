@@ -435,6 +435,20 @@ type Reactions struct {
 	// work item becomes one prompt to its agent. Load fills in true when
 	// absent (CIFailureOn).
 	CIFailure *bool `yaml:"ciFailure" json:"ciFailure"`
+	// CIQuietSeconds is how long the failed checks of a commit wait for
+	// more of its checks when not every suite and run seen has completed
+	// (a webhook not sent check suites, a check that never ends): past it
+	// with no event of the commit, its failures are sent as they are.
+	// Default DefaultCIQuietSeconds.
+	CIQuietSeconds int `yaml:"ciQuietSeconds" json:"ciQuietSeconds"`
+}
+
+// CIQuiet returns CIQuietSeconds as a duration, the default when absent.
+func (r Reactions) CIQuiet() time.Duration {
+	if r.CIQuietSeconds <= 0 {
+		return seconds(DefaultCIQuietSeconds)
+	}
+	return seconds(r.CIQuietSeconds)
 }
 
 // MaxDeliveries returns MaxDeliveriesPerHour, or its default when unset.

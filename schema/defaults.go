@@ -63,6 +63,11 @@ const DefaultMaxDeliveriesPerHour = 30
 // process runner's dispatch timeout).
 const DefaultDispatchTimeoutSeconds = 1800
 
+// DefaultCIQuietSeconds is a route's reactions.ciQuietSeconds when absent:
+// the failed checks of a commit whose suites are not all seen completing
+// go to the agent once no event of the commit came for five minutes.
+const DefaultCIQuietSeconds = 300
+
 // DeliveryStormWindow is the sliding window of the loop breaker
 // (maxDeliveriesPerHour).
 const DeliveryStormWindow = time.Hour
@@ -148,6 +153,7 @@ func (c *Config) applyDefaults(dir string) {
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
 		orDefault(&r.ProjectSettings, ProjectSettingsUntrusted)
 		r.Reactions.CIFailure = boolOr(r.Reactions.CIFailure, defaultCIFailure)
+		orDefault(&r.Reactions.CIQuietSeconds, DefaultCIQuietSeconds)
 		gh.Routing.Repos[key] = r
 	}
 	orDefault(&gh.Listen, defaultListen)
@@ -233,11 +239,11 @@ const (
 	// pass to finish (--lock-wait).
 	DefaultOnceLockWait = 30 * time.Second
 	// DefaultGitHubTries bounds the attempts of one GitHub call that keeps
-	// failing with a 5xx, a rate limit or a network error; the waits
+	// failing with a 5xx or a network error (a rate limit is no try); the waits
 	// between them grow from DefaultGitHubBackoffInitial, doubling, to
 	// DefaultGitHubBackoffMax, unless GitHub names a longer one
-	// (Retry-After, X-RateLimit-Reset). With these, a call is given up
-	// about 8 minutes after its first try.
+	// (Retry-After). With these, a call is given up about 8 minutes after
+	// its first try.
 	DefaultGitHubTries          = 8
 	DefaultGitHubBackoffInitial = 2 * time.Second
 	DefaultGitHubBackoffMax     = 5 * time.Minute
@@ -252,6 +258,19 @@ const (
 	// DefaultGitHubPoll is how often serve's worker looks for due calls in
 	// the outbox.
 	DefaultGitHubPoll = time.Second
+	// DefaultGitHubWriteGap is the least time between two content writes
+	// (a comment, a reaction) of one installation: GitHub asks for a
+	// second between content-creating requests, and at most 80 a minute,
+	// which a second apart stays under (REST API docs, "Best practices for
+	// using the REST API").
+	DefaultGitHubWriteGap = time.Second
+	// DefaultGitHubPauseMin is how long an installation's content writes
+	// pause after a secondary rate limit that named no Retry-After ("wait
+	// for at least one minute"), doubling while the limit persists, up to
+	// DefaultGitHubPauseMax (REST API docs, "Rate limits for the REST
+	// API"). A Retry-After named is waited as it is.
+	DefaultGitHubPauseMin = time.Minute
+	DefaultGitHubPauseMax = 30 * time.Minute
 	// DefaultOnceDrain bounds the time reconcile --once spends sending the
 	// calls its passes queued before it exits.
 	DefaultOnceDrain = 30 * time.Second

@@ -101,11 +101,21 @@ func (r Routing) Route(owner, repo string) (Route, bool) {
 }
 
 // GitHub name shapes (https://docs.github.com/en/repositories/creating-and-managing-repositories/about-repositories):
-// owners are letters, digits and hyphens; repositories also allow '.' and '_'.
+// owners are letters, digits and hyphens, at most 39 of them (a user's or
+// an organization's login); repositories also allow '.' and '_', at most
+// 100 characters, and are never "." or "..".
 var (
-	ownerName = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
-	repoName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	ownerName = regexp.MustCompile(`^[A-Za-z0-9-]{1,39}$`)
+	repoName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 )
+
+// ValidRepository reports whether owner/repo is a repository name GitHub
+// could send: anything else in a signed payload is refused before it names
+// a directory, a URL or a work item (webhook), and never climbs out of a
+// directory ("..", "/").
+func ValidRepository(owner, repo string) bool {
+	return ownerName.MatchString(owner) && repoName.MatchString(repo) && repo != "." && repo != ".."
+}
 
 // workdirData is what a workdir template sees.
 type workdirData struct {
@@ -153,7 +163,7 @@ func workdirPerItem(key string, r Route) bool {
 // expanded. owner and repo must be GitHub names, so that they can never
 // climb out of the directory ("..", "/").
 func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (string, error) {
-	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
+	if !ValidRepository(owner, repo) {
 		return "", fmt.Errorf("render workdir for %s/%s: not a GitHub owner/repo name", owner, repo)
 	}
 	tmpl, err := parsed("workdir", r.Workdir)
@@ -181,7 +191,7 @@ type checkoutData struct {
 // RenderURL renders the checkout's URL template for owner/repo. owner and
 // repo must be GitHub names.
 func (c Checkout) RenderURL(owner, repo string) (string, error) {
-	if !ownerName.MatchString(owner) || !repoName.MatchString(repo) || repo == "." || repo == ".." {
+	if !ValidRepository(owner, repo) {
 		return "", fmt.Errorf("render checkout url for %s/%s: not a GitHub owner/repo name", owner, repo)
 	}
 	u, err := render("url", c.URL, checkoutData{Owner: owner, Repo: repo})

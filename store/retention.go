@@ -30,7 +30,8 @@ type Retention interface {
 	// Forget removes the closed work item k and every row that is its
 	// own, in one transaction: the item (spec, status, lease), its
 	// deliveries (pending or not: their ids are no longer claimed), its
-	// session reports, CI claims, outbox calls and stored transcripts.
+	// session reports, the CI of its commits, outbox calls and stored
+	// transcripts.
 	// Its journal rows stay, until PruneEvents ages them out. The error
 	// wraps ErrNotFound for an unknown key and ErrNotClosed for an open
 	// item; either way nothing is removed.

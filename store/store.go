@@ -79,8 +79,22 @@ type Ingest struct {
 	// Author, when not empty, is the login that opened the issue or pull
 	// request (desired.Spec.Author).
 	Author string
-	// Check, when set, makes Delivery a CI failure's prompt: see desired.Check.
-	Check *desired.Check
+	// CanModify, when set, is a pull request payload's
+	// maintainer_can_modify; it replaces the recorded one
+	// (desired.Spec.MaintainerCanModify).
+	CanModify *bool
+	// CI, when set, is a check or workflow event of the item's commit:
+	// it is recorded with the commit's other checks (desired.CI) and
+	// queues nothing itself; Delivery must be nil.
+	CI *desired.CI
+	// Identity is the event's own identity, "" when it has none: a
+	// comment's id with its action and updated_at, a review's id, a check
+	// run's id with its status and conclusion, an issue's or pull
+	// request's action with its updated_at. A signature covers the body,
+	// not the delivery id, so the same body under another delivery id is
+	// a replay: an identity the item already holds is a Duplicate and
+	// claims nothing, as a redelivery.
+	Identity string
 	// Journal, when set, is called once inside Ingest's transaction with
 	// what Ingest did, and the events it returns are appended to the
 	// journal in that same transaction: the change and the journal rows
@@ -103,11 +117,20 @@ type IngestResult struct {
 	// Exists means in was NewOnly and the item exists: the id is claimed
 	// and nothing was queued.
 	Exists bool
-	// StaleCommit means in.Check named a commit that is not the item's
-	// head; Deduplicated that one of its Conflicts was claimed. Either
-	// way the id is claimed and nothing was queued.
+	// StaleCommit means in.CI named a commit that is not the item's
+	// head; Deduplicated that the commit's one prompt was already queued.
+	// Either way the id is claimed and nothing was recorded.
 	StaleCommit  bool
 	Deduplicated bool
+	// Collected means in.CI was recorded with its commit's checks, and
+	// CIReady that every suite and run seen of the commit has completed,
+	// with failures: its prompt can be sent now (Store.SendCI).
+	Collected bool
+	CIReady   bool
+	// Outdated means in's payload (StateAt) is older than the item's last
+	// open/closed change: it is an old event, and its delivery was not
+	// queued; its id is claimed.
+	Outdated bool
 }
 
 // EventFilter selects journal rows. Zero fields select everything.
@@ -183,6 +206,12 @@ type Store interface {
 	UpdateCall(ctx context.Context, c desired.Call) error
 	// Calls returns the calls f selects, in the order they were queued.
 	Calls(ctx context.Context, f CallFilter) ([]desired.Call, error)
+	// PutPause records p, the pause of p.Installation's calls of p.Kind,
+	// replacing the one before; a p with no Until and no Streak removes it.
+	PutPause(ctx context.Context, p desired.Pause) error
+	// Pauses returns the pauses recorded, past ones included, by
+	// installation and kind.
+	Pauses(ctx context.Context) ([]desired.Pause, error)
 	// ReportSession records the session id the item's harness reported
 	// about itself (Claude Code's SessionStart hook); the error wraps
 	// ErrNotFound for an unknown key.
@@ -194,6 +223,20 @@ type Store interface {
 	// (desired.Spec.ReleaseGeneration and ReleaseFresh), bumping the generation;
 	// the error wraps ErrNotFound for an unknown key.
 	Release(ctx context.Context, k desired.Key, fresh bool) error
+	// Heads returns the open pull request items of owner/repo (compared
+	// case-insensitively) whose recorded head (desired.Spec.HeadSHA) is commit,
+	// in number order: where a check of a fork's pull request goes, which
+	// GitHub names no pull request for.
+	Heads(ctx context.Context, owner, repo, commit string) ([]desired.Key, error)
+	// CICommits returns the commits whose CI (Ingest.CI) collects
+	// failures and has not become a prompt yet, the longest quiet first.
+	CICommits(ctx context.Context) ([]desired.CICommit, error)
+	// SendCI queues d, pending, as the one prompt of the failed checks of
+	// k's commit, in one transaction that ends the commit's collecting,
+	// when it still collects and is still k's head (CIQueued); a commit no
+	// longer the head queues nothing and collects no more (CINotHead); one
+	// that does not collect queues nothing (CIGone).
+	SendCI(ctx context.Context, k desired.Key, commit string, d desired.Delivery) (CISent, error)
 	// Drop records that the pending delivery id of k will never be sent
 	// (the agent's own push): it is no longer pending, and never part of
 	// History. An id that is not a pending delivery of k is skipped. The
@@ -211,3 +254,18 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// CISent is what Store.SendCI did.
+type CISent int
+
+// The outcomes of SendCI.
+const (
+	// CIQueued: the prompt is queued, the commit's one.
+	CIQueued CISent = iota
+	// CINotHead: the commit is no longer the item's head; it is marked
+	// stale and nothing is queued.
+	CINotHead
+	// CIGone: nothing collects for the commit any more (sent, stale, the
+	// item forgotten): nothing is queued.
+	CIGone
+)

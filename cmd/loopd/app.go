@@ -66,6 +66,9 @@ type app struct {
 	// github sends the outbox's calls; nil without a github block, and in
 	// the commands that send nothing.
 	github *ghapi.Client
+	// limits holds the rate limits of the installations github calls
+	// through (outboxWorker), which /metrics and the status page show.
+	limits *ghapi.Limits
 	// fleet is the store's lease side and hosting this host among the
 	// hosts sharing it (joinFleet); nil in the commands that run no pass.
 	fleet   store.Fleet
@@ -232,6 +235,10 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 // pass, so that a hot reload takes effect on the next pass.
 func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *reconciler.Reconciler {
 	policy := func() reconciler.Policy { return policyOf(current(), capabilities(a.harnesses), a.owner.ID) }
+	if a.hosting != nil {
+		// The row each heartbeat writes says the capacity in force.
+		a.hosting.Capacity = func() int { return current().Capacity.MaxLive() }
+	}
 	mirrors := filepath.Join(cfg.StateDir, mirrorsDir)
 	workspaces := &workspace.Manager{Root: mirrors}
 	channels := channel.Root(cfg.StateDir)

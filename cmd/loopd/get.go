@@ -178,6 +178,17 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			if err := printCalls(out, failed); err != nil {
 				return err
 			}
+			pauses, err := st.Pauses(ctx)
+			if err != nil {
+				return err
+			}
+			waiting, err := st.Calls(ctx, store.CallFilter{State: desired.CallPending})
+			if err != nil {
+				return err
+			}
+			if err := printPauses(out, pauses, len(waiting), time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	if !o.watch {
@@ -359,7 +370,7 @@ func printChanged(w io.Writer, tab *table, views []itemView, format string) erro
 func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) error {
 	var rows [][]string
 	if header {
-		head := []string{"WORK ITEM", "HOST", "SESSION", "PHASE", "SESSION ID", "PENDING", "FAILURES"}
+		head := []string{"WORK ITEM", "HOST", "SESSION", "PHASE", "AGE", "SESSION ID", "PENDING", "FAILURES"}
 		if wide {
 			head = append(head, "HARNESS", "PANE", "WORKDIR", "LEASE EXPIRES")
 		}
@@ -368,6 +379,9 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 	for _, v := range views {
 		st := v.Status
 		phase := st.Phase
+		if st.Blocked != "" {
+			phase += "/Blocked" // waits for a person; REASON says at what
+		}
 		if v.Spec.Held {
 			phase += " (held)"
 		} else if v.Spec.Closed {
@@ -384,13 +398,32 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 				host += " (lapsed)"
 			}
 		}
-		row := []string{v.Key, host, st.Session, phase, id, strconv.Itoa(st.Pending), strconv.Itoa(st.Failures)}
+		row := []string{v.Key, host, st.Session, phase, v.age, id, strconv.Itoa(st.Pending), strconv.Itoa(st.Failures)}
 		if wide {
 			row = append(row, v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
 		}
 		rows = append(rows, append(row, st.Reason))
 	}
 	return tab.write(w, rows)
+}
+
+// shortAge writes d as kubectl's AGE column does (its
+// duration.ShortHumanDuration): seconds under two minutes, then minutes,
+// hours under two days, days under two years, then years; a negative d
+// (a clock stepped back) is 0s.
+func shortAge(d time.Duration) string {
+	switch s := int64(max(d, 0) / time.Second); {
+	case s < 120:
+		return strconv.FormatInt(s, 10) + "s"
+	case s < 60*60:
+		return strconv.FormatInt(s/60, 10) + "m"
+	case s < 48*60*60:
+		return strconv.FormatInt(s/3600, 10) + "h"
+	case s < 2*365*24*60*60:
+		return strconv.FormatInt(s/86400, 10) + "d"
+	default:
+		return strconv.FormatInt(s/(365*86400), 10) + "y"
+	}
 }
 
 // table lays rows out in columns two spaces apart, as kubectl's tables,

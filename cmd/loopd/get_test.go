@@ -169,3 +169,45 @@ func TestGetShowsTheQueuePosition(t *testing.T) {
 	assert.True(t, strings.HasSuffix(lines[2], "capacity position=2"), lines[2])
 	assert.True(t, strings.HasSuffix(lines[3], "capacity position=1"), lines[3])
 }
+
+// The AGE column is how long the item has been in its phase, as kubectl
+// writes an age; "-" when the record does not say.
+func TestGetShowsTheAgeOfThePhase(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	k := func(n int) desired.Key { return desired.Key{Owner: "o", Repo: "r", Number: n} }
+	recs := []desired.Record{
+		{Key: k(1), Spec: desired.Spec{Harness: "claude-code"}, Status: desired.Status{Phase: desired.PhaseRunning, PhaseSince: now.Add(-5*time.Minute - 10*time.Second)}},
+		{Key: k(2), Spec: desired.Spec{Harness: "claude-code"}, Status: desired.Status{Phase: desired.PhaseIdle}},
+	}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, &table{}, itemViews(recs, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3)
+	col := strings.Index(lines[0], "AGE")
+	require.Positive(t, col)
+	assert.Equal(t, "5m", strings.Fields(lines[1][col:])[0])
+	assert.Equal(t, "-", strings.Fields(lines[2][col:])[0])
+}
+
+func TestShortAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second: "0s", 45 * time.Second: "45s", 119 * time.Second: "119s", 2 * time.Minute: "2m", 59 * time.Minute: "59m",
+		time.Hour: "1h", 47 * time.Hour: "47h", 48 * time.Hour: "2d", 400 * 24 * time.Hour: "400d", 3 * 365 * 24 * time.Hour: "3y",
+	} {
+		assert.Equal(t, want, shortAge(d), d.String())
+	}
+}
+
+// An agent that waits at a screen for a person says so in the phase
+// column: Running/Blocked, the reason column saying at what.
+func TestGetShowsABlockedAgentInItsPhase(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: desired.Spec{Harness: "claude-code"},
+		Status: desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "login_required"}}}
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, &table{}, itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil), false, true))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, strings.Fields(lines[1]), "Running/Blocked")
+	assert.Contains(t, lines[1], "blocked reason=login_required")
+}

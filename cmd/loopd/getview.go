@@ -40,6 +40,10 @@ type itemView struct {
 	Number     int        `json:"number" yaml:"number"`
 	Spec       specView   `json:"spec" yaml:"spec"`
 	Status     statusView `json:"status" yaml:"status"`
+	// age is get's AGE column: how long the item has been in its phase at
+	// the read (shortAge), "-" when that is not known. It is no field of
+	// the object, and no change for --watch.
+	age string
 }
 
 // specView is the desired state of an item (desired.Spec).
@@ -57,6 +61,8 @@ type specView struct {
 // as get's columns are.
 type statusView struct {
 	Phase string `json:"phase" yaml:"phase"`
+	// PhaseSince is when the item entered its phase (get's AGE column).
+	PhaseSince time.Time `json:"phaseSince,omitzero" yaml:"phaseSince,omitempty"`
 	// Reason is get's REASON column (reconciler.Explain).
 	Reason  string `json:"reason" yaml:"reason"`
 	Session string `json:"session" yaml:"session"`
@@ -111,13 +117,17 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			Spec: specView{Kind: string(r.Spec.Kind), Harness: r.Spec.Harness, Closed: r.Spec.Closed, Held: r.Spec.Held,
 				ReleasePending: r.ReleasePending(), Generation: r.Spec.Generation, HeadRef: r.Spec.HeadRef},
 			Status: statusView{
-				Phase: string(st.Phase), Reason: e.Reason,
+				Phase: string(st.Phase), PhaseSince: utc(st.PhaseSince), Reason: e.Reason,
 				Session: desired.SessionName(r.Key), PaneID: st.PaneID,
 				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.Blocked, RunID: st.RunID,
+				Blocked: st.BlockedBy(), RunID: st.RunID,
 			},
+		}
+		v.age = "-"
+		if !st.PhaseSince.IsZero() {
+			v.age = shortAge(now.Sub(st.PhaseSince))
 		}
 		if oldest, ok := r.OldestPending(); ok {
 			v.Status.OldestPending = utc(oldest)

@@ -187,8 +187,11 @@ func refused(err error) bool {
 // outboxWorker returns the worker that drains a's outbox into GitHub.
 func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 	lock := filepath.Join(cfg.StateDir, outboxLockFile)
+	if a.limits == nil {
+		a.limits = newLimits()
+	}
 	w := &ghapi.Worker{
-		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now,
+		Store: a.store, API: a.github, Journal: a.journal, Now: time.Now, Limits: a.limits,
 		Tries: schema.DefaultGitHubTries, Initial: schema.DefaultGitHubBackoffInitial, Max: schema.DefaultGitHubBackoffMax,
 		Lock: func(ctx context.Context) (func(), error) { return flock.Lock(ctx, lock) },
 	}
@@ -200,6 +203,13 @@ func (a *app) outboxWorker(cfg *schema.Config) *ghapi.Worker {
 		}
 	}
 	return w
+}
+
+// newLimits returns the rate limits of the outbox's installations, with
+// GitHub's documented waits (schema's DefaultGitHubWriteGap,
+// DefaultGitHubPauseMin, DefaultGitHubPauseMax).
+func newLimits() *ghapi.Limits {
+	return ghapi.NewLimits(schema.DefaultGitHubWriteGap, schema.DefaultGitHubPauseMin, schema.DefaultGitHubPauseMax)
 }
 
 // talk returns what an item may say on GitHub under the config current
@@ -262,6 +272,29 @@ func printCalls(w io.Writer, calls []desired.Call) error {
 	fmt.Fprintln(tw, "WORK ITEM\tCALL\tTRIES\tHTTP STATUS\tMESSAGE")
 	for _, c := range calls {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", c.Key, c.Kind, c.Attempts, c.HTTPStatus, journal.Quote(c.Error))
+	}
+	return tw.Flush()
+}
+
+// printPauses writes the pauses of GitHub calls that hold at now (a rate
+// limit GitHub answered: ghapi.Limits), with how many calls wait in the
+// outbox, under a heading; nothing when none holds.
+func printPauses(w io.Writer, pauses []desired.Pause, waiting int, now time.Time) error {
+	var held []desired.Pause
+	for _, p := range pauses {
+		if p.Holds(now) {
+			held = append(held, p)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nGITHUB CALLS PAUSED (%d waiting)\n", waiting)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTALLATION\tLIMIT\tUNTIL\tLEFT\tSTREAK\tHTTP STATUS\tMESSAGE")
+	for _, p := range held {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", p.Installation, p.Kind, p.Until.UTC().Format(time.RFC3339),
+			p.Until.Sub(now).Round(time.Second), p.Streak, p.HTTPStatus, journal.Quote(p.Message))
 	}
 	return tw.Flush()
 }

@@ -81,6 +81,22 @@ func TestPrintCalls(t *testing.T) {
 	assert.Equal(t, "\nGITHUB CALLS GIVEN UP\nWORK ITEM    CALL   TRIES  HTTP STATUS  MESSAGE\nacme/api#42  react  1      404          \"Not Found\"\n", out.String())
 }
 
+// TestPrintPauses: loopd get lists the pauses of GitHub calls that still
+// hold, with how many calls wait; nothing when none holds.
+func TestPrintPauses(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	over := desired.Pause{Installation: "installation 9", Kind: desired.PausePrimary, Until: now.Add(-time.Second), Streak: 1}
+	require.NoError(t, printPauses(&out, []desired.Pause{over}, 3, now))
+	assert.Empty(t, out.String())
+	held := desired.Pause{Installation: "token", Kind: desired.PauseSecondary, Until: now.Add(41 * time.Second), Streak: 2,
+		HTTPStatus: 403, Message: "You have exceeded a secondary rate limit"}
+	require.NoError(t, printPauses(&out, []desired.Pause{over, held}, 3, now))
+	assert.Equal(t, "\nGITHUB CALLS PAUSED (3 waiting)\n"+
+		"INSTALLATION  LIMIT      UNTIL                 LEFT  STREAK  HTTP STATUS  MESSAGE\n"+
+		"token         secondary  2026-05-01T12:00:41Z  41s   2       403          \"You have exceeded a secondary rate limit\"\n", out.String())
+}
+
 // TestPrintPlanCall: the dry run's github_call line shows a call tried
 // before with its last answer (http_status, err), so an operator sees why
 // it waits; a call never tried shows none.

@@ -97,15 +97,11 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	if err != nil {
 		return err
 	}
-	capacity := 0
-	if n := cfg.Capacity.MaxLiveSessions; n != nil {
-		capacity = *n
-	}
 	a.fleet = fleet
 	a.mover = transcript.NewMover(fleet, a.harnesses, name, a.journal)
 	a.hosting = &reconciler.Hosting{
 		Fleet:   fleet,
-		Host:    desired.Host{Name: name, Instance: instance, Capacity: capacity, LeaseTTL: cfg.Host.LeaseTTL()},
+		Host:    desired.Host{Name: name, Instance: instance, Capacity: cfg.Capacity.MaxLive(), LeaseTTL: cfg.Host.LeaseTTL()},
 		Clock:   &reconciler.LeaseClock{Elapsed: reconciler.Elapsed},
 		Journal: a.journal,
 		Passive: passive,

@@ -160,6 +160,11 @@ func serve(ctx context.Context, g *globals) error {
 	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
 	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
+	if a.github != nil {
+		// The outbox's rate limits, on /metrics as they are held.
+		a.limits = newLimits()
+		reg.MustRegister(a.limits.Collector(time.Now))
+	}
 	rc := a.reconciler(cfg, watcher.Current)
 	rc.Metrics, rc.Executor.Meter = reconcileMetrics, reconcileMetrics
 	// Each item's agent asks for its credential over its channel's
@@ -204,6 +209,9 @@ func serve(ctx context.Context, g *globals) error {
 	rejected := journal.NewRecorder(log, repeats.Appender(rejections), time.Now)
 	refused := webhook.Refusals(rejected, webhookMetrics)
 	mux := http.NewServeMux()
+	// The failed checks of a commit go to its agent as one prompt, once
+	// its suites complete or it has been quiet for a while.
+	ci := webhook.NewCIFlusher(a.store, func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook }, a.journal, rc.Trigger)
 	mux.Handle(hook.Path, webhook.New(webhook.Options{
 		Secret:     []byte(secret),
 		Config:     func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook },
@@ -212,6 +220,7 @@ func serve(ctx context.Context, g *globals) error {
 		Rejections: rejected,
 		Metrics:    webhookMetrics,
 		Trigger:    rc.Trigger,
+		CIReady:    ci.Kick,
 		Log:        log,
 		BotLogin:   botLogin,
 	}))
@@ -253,6 +262,7 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	log.Info(string(journal.ServeListening), "addr", ln.Addr().String(), "webhook_path", hook.Path,
 		"socket", cfg.Tmux.Socket, "state_dir", cfg.StateDir, journal.KeyHost, a.hosting.Host.Name, journal.KeyStore, storeShown)
+	a.journalAdopted(ctx)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -325,6 +335,11 @@ func serve(ctx context.Context, g *globals) error {
 		defer close(retainDone)
 		retain(ctx, a.store, a.journal, watcher.Current, time.Now)
 	}()
+	ciDone := make(chan struct{})
+	go func() {
+		defer close(ciDone)
+		ci.Run(ctx)
+	}()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- rc.Run(ctx) }()
 
@@ -347,6 +362,7 @@ func serve(ctx context.Context, g *globals) error {
 	<-shipDone
 	<-rejectionsDone
 	<-retainDone
+	<-ciDone
 	// The counts and deferred rows still pending, while the store is open.
 	repeats.FlushAll(shutdownCtx)
 	rejections.Drain(shutdownCtx)
@@ -499,4 +515,25 @@ func readCredentialFile(what, key, fill, path string) (string, error) {
 		return "", fmt.Errorf("%s: %s %s is empty; write %s into it", what, key, path, fill)
 	}
 	return secret, nil
+}
+
+// journalAdopted records serve.adopted with how many live agents of this
+// loopd run on its tmux server at start (a restart: they ran on while no
+// daemon watched, and are watched again); nothing when there are none or
+// tmux cannot be read (the first pass says why).
+func (a *app) journalAdopted(ctx context.Context) {
+	panes, err := a.tmux.ListPanes(ctx)
+	if err != nil {
+		return
+	}
+	var sessions []string
+	for _, p := range panes {
+		if !p.Dead && p.Owner == a.owner.ID {
+			sessions = append(sessions, p.Session)
+		}
+	}
+	if len(sessions) > 0 {
+		a.journal.Record(ctx, slog.LevelInfo, journal.ServeAdopted, "", journal.KeyAdopted, len(sessions),
+			journal.KeySession, strings.Join(sessions, ","))
+	}
 }

@@ -46,7 +46,7 @@ type Client struct {
 	// app authenticates as the App itself (a JWT), for GET /app, and
 	// installation fetches the installation's token; both nil with a token.
 	app          *github.Client
-	installation *ghinstallation.Transport
+	installation *appTransport
 	// configured is Credentials.BotLogin; login the bot login once known
 	// (BotLogin), under mu, and known the same, read without mu (Known).
 	configured string
@@ -60,8 +60,19 @@ type Client struct {
 // WithEnterpriseURLs) authenticated by cred. base is the transport under
 // the authentication (nil: http.DefaultTransport); timeout bounds each
 // request. The error wraps ErrNoCredentials when cred is empty, and names
-// a private key ghinstallation cannot parse.
+// a private key that does not parse.
+//
+// An App's installation token is minted anew TokenRefreshMargin before it
+// expires by GitHub's clock, which the Date of GitHub's answers shows
+// (a local clock minutes off GitHub's neither lets a token run out nor
+// makes GitHub refuse the App's JWT); a call GitHub answers 401 mints
+// another and is sent once more.
 func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Client, error) {
+	return newClient(apiURL, cred, base, timeout, time.Now)
+}
+
+// newClient is New with now the local clock.
+func newClient(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration, now func() time.Time) (*Client, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -80,16 +91,9 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 	case cred.Token != "":
 		c.gh, err = enterprise(github.NewClient(&http.Client{Transport: base, Timeout: timeout}).WithAuthToken(cred.Token))
 	case cred.AppID != 0:
-		itr, ierr := ghinstallation.New(base, cred.AppID, cred.InstallationID, cred.PrivateKey)
-		if ierr != nil {
-			return nil, fmt.Errorf("github app %d: %w", cred.AppID, ierr)
-		}
-		atr, aerr := ghinstallation.NewAppsTransport(base, cred.AppID, cred.PrivateKey)
+		itr, atr, aerr := newAppTransport(base, cred.AppID, cred.InstallationID, nil, cred.PrivateKey, apiURL, now)
 		if aerr != nil {
 			return nil, fmt.Errorf("github app %d: %w", cred.AppID, aerr)
-		}
-		if apiURL != "" {
-			itr.BaseURL, atr.BaseURL = apiURL, apiURL
 		}
 		c.installation = itr
 		if c.gh, err = enterprise(github.NewClient(&http.Client{Transport: itr, Timeout: timeout})); err == nil {
@@ -101,7 +105,25 @@ func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.D
 	if err != nil {
 		return nil, fmt.Errorf("github client %s: %w", apiURL, err)
 	}
+	// The rate limits are the worker's (Limits), one record per
+	// installation kept in the store: go-github's own would refuse calls
+	// by its memory of an answer, on its own clock.
+	for _, gh := range []*github.Client{c.gh, c.app} {
+		if gh != nil {
+			gh.DisableRateLimitCheck = true
+		}
+	}
 	return c, nil
+}
+
+// Installation names the installation whose rate limits a call of c
+// counts against (Limits): "installation <id>" for a GitHub App's, "token"
+// for a token's.
+func (c *Client) Installation(desired.Call) string {
+	if c.installation != nil {
+		return "installation " + strconv.FormatInt(c.installation.InstallationID(), 10)
+	}
+	return "token"
 }
 
 // Login returns the login the credentials belong to: the token's user
@@ -299,13 +321,19 @@ type Verdict struct {
 	// is GitHub's message, or the error's text.
 	HTTPStatus int
 	Message    string
+	// Limit is the rate limit the call met (Limits), "" for none: a
+	// secondary limit pauses the installation's content writes, a primary
+	// one all its calls.
+	Limit LimitKind
 }
 
 // Classify says whether err, returned by Send, is worth another try and
 // when, from go-github's typed errors: RateLimitError (X-RateLimit-Remaining
-// 0: wait until X-RateLimit-Reset), AbuseRateLimitError (a secondary rate
-// limit: its Retry-After), ErrorResponse (a 5xx is retried; a 403 or 429
-// that carries Retry-After is a rate limit too, as GitHub documents it,
+// 0: a primary limit, wait until X-RateLimit-Reset), AbuseRateLimitError (a
+// secondary rate limit: its Retry-After), ErrorResponse (a 5xx is retried;
+// a 403 or 429 whose message says secondary rate limit, any 429, and any
+// answer that carries Retry-After are a secondary limit too, as GitHub
+// documents them,
 // https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
 // An App's installation token that could not be had is ghinstallation's
 // HTTPError: with GitHub's answer in it, that answer is read as go-github
@@ -328,13 +356,13 @@ func Classify(err error, now time.Time) Verdict {
 	}
 	switch {
 	case errors.As(err, &rl):
-		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response)}
+		v := Verdict{Retry: true, Message: rl.Message, HTTPStatus: status(rl.Response), Limit: desired.PausePrimary}
 		if !rl.Rate.Reset.IsZero() {
 			v.After = max(rl.Rate.Reset.Sub(now), 0)
 		}
 		return v
 	case errors.As(err, &abuse):
-		v := Verdict{Retry: true, Message: abuse.Message, HTTPStatus: status(abuse.Response)}
+		v := Verdict{Retry: true, Message: abuse.Message, HTTPStatus: status(abuse.Response), Limit: desired.PauseSecondary}
 		if abuse.RetryAfter != nil {
 			v.After = max(*abuse.RetryAfter, 0)
 		}
@@ -345,12 +373,15 @@ func Classify(err error, now time.Time) Verdict {
 		if v.Message == "" {
 			v.Message = http.StatusText(code)
 		}
-		if (code == http.StatusForbidden || code == http.StatusTooManyRequests) && er.Response != nil {
+		limited := code == http.StatusTooManyRequests ||
+			(code == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), "secondary rate limit"))
+		if er.Response != nil {
 			if d, ok := retryAfter(er.Response.Header.Get("Retry-After"), now); ok {
-				v.Retry, v.After = true, d
-			} else if code == http.StatusTooManyRequests {
-				v.Retry = true
+				limited, v.After = true, d
 			}
+		}
+		if limited {
+			v.Retry, v.Limit = true, desired.PauseSecondary
 		}
 		return v
 	case errors.Is(err, errUnknownTarget), errors.Is(err, errUnknownCall):

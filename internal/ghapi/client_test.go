@@ -53,6 +53,9 @@ func TestSendMakesTheExactRequests(t *testing.T) {
 
 	got := srv.Requests()
 	require.Len(t, got, 6)
+	for i := range got {
+		got[i].At = time.Time{} // the server's clock
+	}
 	want := []ghapitest.Request{
 		{Method: "GET", Path: "/user"},
 		{Method: "GET", Path: "/repos/acme/api/issues/42/comments", Query: "per_page=100"},
@@ -264,13 +267,22 @@ func TestClassify(t *testing.T) {
 	}{
 		{"bad_gateway", &github.ErrorResponse{Response: resp(502), Message: "Bad Gateway"}, ghapi.Verdict{Retry: true, HTTPStatus: 502, Message: "Bad Gateway"}},
 		{"forbidden_with_retry_after", &github.ErrorResponse{Response: resp(403, "Retry-After", "60"), Message: "slow down"},
-			ghapi.Verdict{Retry: true, After: time.Minute, HTTPStatus: 403, Message: "slow down"}},
-		{"too_many_requests", &github.ErrorResponse{Response: resp(429)}, ghapi.Verdict{Retry: true, HTTPStatus: 429, Message: "Too Many Requests"}},
+			ghapi.Verdict{Retry: true, After: time.Minute, HTTPStatus: 403, Message: "slow down", Limit: desired.PauseSecondary}},
+		{"too_many_requests", &github.ErrorResponse{Response: resp(429)},
+			ghapi.Verdict{Retry: true, HTTPStatus: 429, Message: "Too Many Requests", Limit: desired.PauseSecondary}},
+		{"too_many_requests_with_retry_after", &github.ErrorResponse{Response: resp(429, "retry-after", "30")},
+			ghapi.Verdict{Retry: true, After: after, HTTPStatus: 429, Message: "Too Many Requests", Limit: desired.PauseSecondary}},
+		{"secondary_message_without_retry_after", &github.ErrorResponse{Response: resp(403),
+			Message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."},
+			ghapi.Verdict{Retry: true, HTTPStatus: 403, Message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+				Limit: desired.PauseSecondary}},
+		{"unavailable_with_retry_after", &github.ErrorResponse{Response: resp(503, "Retry-After", "30"), Message: "busy"},
+			ghapi.Verdict{Retry: true, After: after, HTTPStatus: 503, Message: "busy", Limit: desired.PauseSecondary}},
 		{"primary_rate_limit", &github.RateLimitError{Response: resp(403), Message: "API rate limit exceeded",
 			Rate: github.Rate{Reset: github.Timestamp{Time: now.Add(90 * time.Second)}}},
-			ghapi.Verdict{Retry: true, After: 90 * time.Second, HTTPStatus: 403, Message: "API rate limit exceeded"}},
+			ghapi.Verdict{Retry: true, After: 90 * time.Second, HTTPStatus: 403, Message: "API rate limit exceeded", Limit: desired.PausePrimary}},
 		{"secondary_rate_limit", &github.AbuseRateLimitError{Response: resp(403), Message: "secondary", RetryAfter: &after},
-			ghapi.Verdict{Retry: true, After: after, HTTPStatus: 403, Message: "secondary"}},
+			ghapi.Verdict{Retry: true, After: after, HTTPStatus: 403, Message: "secondary", Limit: desired.PauseSecondary}},
 		{"forbidden_for_good", &github.ErrorResponse{Response: resp(403), Message: "Resource not accessible by integration"},
 			ghapi.Verdict{HTTPStatus: 403, Message: "Resource not accessible by integration"}},
 		{"unauthorized", &github.ErrorResponse{Response: resp(401), Message: "Bad credentials"}, ghapi.Verdict{HTTPStatus: 401, Message: "Bad credentials"}},

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	ghv88 "github.com/google/go-github/v88/github"
 )
 
@@ -26,19 +25,21 @@ func agentPermissions() *ghv88.InstallationPermissions {
 
 // Minter mints a GitHub App installation's tokens for agents, each scoped
 // to one repository (POST /app/installations/{id}/access_tokens with
-// repositories and agentPermissions), and keeps each until a minute before it
-// expires (ghinstallation.Transport.Token), when it mints another. A token
-// lasts an hour. It is safe for concurrent use.
+// repositories and agentPermissions), and keeps each until
+// TokenRefreshMargin before it expires by GitHub's clock, when it mints
+// another, as Client does its own. A token lasts an hour. It is safe for
+// concurrent use.
 type Minter struct {
 	apiURL  string
 	cred    Credentials
 	base    http.RoundTripper
 	timeout time.Duration
+	now     func() time.Time
 
 	mu sync.Mutex
 	// repos holds the transport of each repository asked for, by
 	// "owner/repo" in lower case (GitHub's names ignore case).
-	repos map[string]*ghinstallation.Transport
+	repos map[string]*appTransport
 }
 
 // NewMinter returns a Minter of the App installation cred names (AppID,
@@ -47,6 +48,11 @@ type Minter struct {
 // http.DefaultTransport), each request bounded by timeout. The error wraps
 // ErrNoCredentials when cred names no App.
 func NewMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Minter, error) {
+	return newMinter(apiURL, cred, base, timeout, time.Now)
+}
+
+// newMinter is NewMinter with now the local clock.
+func newMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration, now func() time.Time) (*Minter, error) {
 	if cred.AppID == 0 {
 		return nil, fmt.Errorf("github token minter: %w: no App", ErrNoCredentials)
 	}
@@ -56,12 +62,12 @@ func NewMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 	if apiURL == "" {
 		apiURL = "https://api.github.com"
 	}
-	return &Minter{apiURL: strings.TrimRight(apiURL, "/"), cred: cred, base: base, timeout: timeout, repos: map[string]*ghinstallation.Transport{}}, nil
+	return &Minter{apiURL: strings.TrimRight(apiURL, "/"), cred: cred, base: base, timeout: timeout, now: now, repos: map[string]*appTransport{}}, nil
 }
 
 // Token returns an installation token that reaches owner/repo alone, with
 // agentPermissions, and when it expires: the one minted before while it
-// has more than a minute left, else a new one. The error is GitHub's
+// has more than TokenRefreshMargin left, else a new one. The error is GitHub's
 // refusal (a repository the installation does not cover, a permission the
 // App lacks: 422) or the request's, as ghinstallation wraps it.
 func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Time, error) {
@@ -69,11 +75,9 @@ func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Ti
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	tok, err := tr.Token(ctx)
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("github app %d: token for %s/%s: %w", m.cred.AppID, owner, repo, err)
-	}
-	expires, _, err := tr.Expiry()
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	tok, expires, err := tr.TokenExpiry(ctx)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("github app %d: token for %s/%s: %w", m.cred.AppID, owner, repo, err)
 	}
@@ -81,22 +85,20 @@ func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Ti
 }
 
 // transport returns the installation transport of owner/repo, made on
-// first use: its own, since ghinstallation keeps one token per transport
-// and shares its App transport's fields while it refreshes.
-func (m *Minter) transport(owner, repo string) (*ghinstallation.Transport, error) {
+// first use: its own, since each keeps one token and GitHub's clock as
+// its answers show it.
+func (m *Minter) transport(owner, repo string) (*appTransport, error) {
 	key := strings.ToLower(owner + "/" + repo)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if tr, ok := m.repos[key]; ok {
 		return tr, nil
 	}
-	tr, err := ghinstallation.New(m.base, m.cred.AppID, m.cred.InstallationID, m.cred.PrivateKey)
+	opts := &ghv88.InstallationTokenOptions{Repositories: []string{repo}, Permissions: agentPermissions()}
+	tr, _, err := newAppTransport(m.base, m.cred.AppID, m.cred.InstallationID, opts, m.cred.PrivateKey, m.apiURL, m.now)
 	if err != nil {
 		return nil, fmt.Errorf("github app %d: %w", m.cred.AppID, err)
 	}
-	tr.BaseURL = m.apiURL
-	tr.Client = &http.Client{Transport: m.base, Timeout: m.timeout}
-	tr.InstallationTokenOptions = &ghv88.InstallationTokenOptions{Repositories: []string{repo}, Permissions: agentPermissions()}
 	m.repos[key] = tr
 	return tr, nil
 }

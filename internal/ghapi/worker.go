@@ -14,11 +14,15 @@ import (
 type Outbox interface {
 	DueCalls(ctx context.Context, now time.Time, limit int) ([]desired.Call, error)
 	UpdateCall(ctx context.Context, c desired.Call) error
+	PutPause(ctx context.Context, p desired.Pause) error
+	Pauses(ctx context.Context) ([]desired.Pause, error)
 }
 
-// Sender makes one call (Client.Send).
+// Sender makes one call (Client.Send), and names the installation whose
+// rate limits it counts against (Client.Installation).
 type Sender interface {
 	Send(ctx context.Context, c desired.Call) (Sent, error)
+	Installation(c desired.Call) string
 }
 
 // Worker drains the outbox: it sends each due call, records the outcome
@@ -26,15 +30,22 @@ type Sender interface {
 // github.failed). A call that failed in a way worth retrying (Classify)
 // waits, in the store, until its next attempt: the larger of the backoff
 // (Initial, doubling, at most Max; cenkalti/backoff) and the wait GitHub
-// named; after Tries tries it is given up. Nothing it does holds a
-// reconcile pass, and a daemon killed mid-call finds the call pending
-// after a restart (an announcement or notice then looks for its marker
-// before posting).
+// named; after Tries tries it is given up. A call that met a rate limit is
+// no try: its installation pauses (Limits; journaled github.paused, the
+// pause kept in the store), every call of it waits, untouched, until the
+// pause ends, and then they go one at a time, Limits.Gap apart. Nothing it
+// does holds a reconcile pass, and a daemon killed mid-call finds the call
+// pending after a restart (an announcement or notice then looks for its
+// marker before posting).
 type Worker struct {
 	Store   Outbox
 	API     Sender
 	Journal *journal.Recorder
 	Now     func() time.Time
+	// Limits holds the rate limits of the installations the calls go
+	// through; Sleep waits between two writes (nil: a timer on ctx).
+	Limits *Limits
+	Sleep  func(ctx context.Context, d time.Duration) error
 	// Tries bounds the tries of one call; Initial and Max bound the
 	// backoff between them (schema.DefaultGitHubTries,
 	// DefaultGitHubBackoffInitial, DefaultGitHubBackoffMax in the daemon).
@@ -67,6 +78,11 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		}
 		defer unlock()
 	}
+	pauses, err := w.Store.Pauses(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w.Limits.Load(pauses) // another loopd's, or this one's before a restart
 	tried := 0
 	seen := map[int64]bool{}
 	for ctx.Err() == nil {
@@ -77,11 +93,20 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		progress := false
 		for _, c := range due {
 			if seen[c.ID] {
-				continue // retried at once (no wait asked): next drain
+				continue // retried at once (no wait asked), or paused: next drain
 			}
-			seen[c.ID], progress = true, true
+			seen[c.ID] = true
+			installation := w.API.Installation(c)
+			wait, _, ok := w.Limits.Admit(installation, w.Now())
+			if !ok {
+				continue // its installation pauses: the call waits as it is
+			}
+			if err := w.sleep(ctx, wait); err != nil {
+				return tried, err
+			}
+			progress = true
 			tried++
-			if err := w.send(ctx, c); err != nil {
+			if err := w.send(ctx, c, installation); err != nil {
 				return tried, err
 			}
 		}
@@ -90,6 +115,24 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		}
 	}
 	return tried, ctx.Err()
+}
+
+// sleep waits d (Sleep), or returns ctx's error when it ends first.
+func (w *Worker) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if w.Sleep != nil {
+		return w.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // due reads the calls due now, at most drainBatch (Due, or the store's).
@@ -118,13 +161,19 @@ func (w *Worker) Run(ctx context.Context, poll time.Duration) {
 	}
 }
 
-// send makes one try at c and records its outcome.
-func (w *Worker) send(ctx context.Context, c desired.Call) error {
+// send makes one try at c, a call of installation, and records its
+// outcome.
+func (w *Worker) send(ctx context.Context, c desired.Call, installation string) error {
 	c.Attempts++
 	sent, err := w.API.Send(ctx, c)
 	now := w.Now()
 	k := c.Key.String()
 	if err == nil {
+		for _, p := range w.Limits.Wrote(installation, now, !sent.Found) {
+			if err := w.Store.PutPause(ctx, p); err != nil {
+				return err
+			}
+		}
 		c.State, c.DoneAt, c.NextAttempt = desired.CallPosted, now, time.Time{}
 		c.HTTPStatus, c.Error, c.URL = sent.HTTPStatus, "", sent.URL
 		if err := w.Store.UpdateCall(ctx, c); err != nil {
@@ -142,6 +191,9 @@ func (w *Worker) send(ctx context.Context, c desired.Call) error {
 	}
 	v := Classify(err, now)
 	c.HTTPStatus, c.Error = v.HTTPStatus, v.Message
+	if v.Limit != "" {
+		return w.limited(ctx, c, installation, v, now)
+	}
 	kv := []any{"call", string(c.Kind), "call_id", c.ID, "http_status", v.HTTPStatus, "attempts", c.Attempts, "err", v.Message}
 	if v.Retry && c.Attempts < w.Tries {
 		c.NextAttempt = now.Add(max(w.delay(c.Attempts), v.After))
@@ -160,6 +212,26 @@ func (w *Worker) send(ctx context.Context, c desired.Call) error {
 		return err
 	}
 	w.Journal.Record(ctx, slog.LevelError, journal.GitHubFailed, k, append(kv, "reason", reason)...)
+	return nil
+}
+
+// limited records that c, a call of installation, met the rate limit v
+// names: its installation pauses (kept in the store, journaled
+// github.paused), and c, which this answer does not count as a try, is
+// due again when the pause ends.
+func (w *Worker) limited(ctx context.Context, c desired.Call, installation string, v Verdict, now time.Time) error {
+	p := w.Limits.Limited(installation, v, now)
+	if err := w.Store.PutPause(ctx, p); err != nil {
+		return err
+	}
+	c.Attempts--
+	c.NextAttempt = p.Until
+	if err := w.Store.UpdateCall(ctx, c); err != nil {
+		return err
+	}
+	w.Journal.Record(ctx, slog.LevelWarn, journal.GitHubPaused, c.Key.String(), "installation", installation,
+		"limit", string(p.Kind), "until", p.Until.UTC().Format(time.RFC3339Nano), "pause", p.Until.Sub(now).String(),
+		"streak", p.Streak, "call", string(c.Kind), "call_id", c.ID, "http_status", v.HTTPStatus, "err", v.Message)
 	return nil
 }
 

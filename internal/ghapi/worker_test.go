@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,29 @@ import (
 	"github.com/loopd/loopd/store/sqlstore"
 )
 
-// clock is a settable clock.
-type clock struct{ now time.Time }
+// clock is a settable clock, read by the worker and the server alike.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *clock) Now() time.Time { return c.now }
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// Sleep moves the clock on by d, as the worker's wait between two writes.
+func (c *clock) Sleep(_ context.Context, d time.Duration) error {
+	c.set(c.Now().Add(d))
+	return nil
+}
 
 // outbox is a real SQLite store holding keyAPI, a worker draining it into
 // srv with a clock the test moves, and the calls queued.
@@ -45,10 +65,12 @@ func newOutbox(t *testing.T, srv *ghapitest.Server, calls ...desired.Call) outbo
 		Delivery: &desired.Delivery{Event: "issues", Action: "opened", Sender: "octocat", Prompt: "p"}})
 	require.NoError(t, err)
 	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning}, Calls: calls}))
-	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	srv.SetNow(clk.Now)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := &ghapi.Worker{Store: st, API: tokenClient(t, srv), Journal: journal.NewRecorder(log, st, clk.Now), Now: clk.Now,
-		Tries: 4, Initial: 2 * time.Second, Max: time.Minute}
+		Tries: 4, Initial: 2 * time.Second, Max: time.Minute, Limits: ghapi.NewLimits(time.Second, time.Minute, 30*time.Minute),
+		Sleep: clk.Sleep}
 	return outbox{store: st, worker: w, clock: clk}
 }
 
@@ -95,11 +117,11 @@ func TestWorkerRetries502(t *testing.T) {
 	assert.Equal(t, 1, c.Attempts)
 	assert.Equal(t, 502, c.HTTPStatus)
 	assert.Equal(t, "Bad Gateway", c.Error)
-	assert.Equal(t, o.clock.now.Add(2*time.Second), c.NextAttempt)
+	assert.Equal(t, o.clock.Now().Add(2*time.Second), c.NextAttempt)
 
-	o.clock.now = o.clock.now.Add(time.Second)
+	o.clock.set(o.clock.Now().Add(time.Second))
 	assert.Zero(t, o.drain(t), "not due before its backoff")
-	o.clock.now = o.clock.now.Add(time.Second)
+	o.clock.set(o.clock.Now().Add(time.Second))
 	assert.Equal(t, 1, o.drain(t))
 	c = o.calls(t)[0]
 	assert.Equal(t, desired.CallPosted, c.State)
@@ -120,28 +142,28 @@ func TestWorkerHonoursRetryAfter(t *testing.T) {
 	srv.Fail(ghapitest.Failure{Method: "POST", Path: reactPath, Status: http.StatusForbidden, Header: http.Header{"Retry-After": {"60"}},
 		Body: `{"message":"You have exceeded a secondary rate limit"}`, Times: 1})
 	o := newOutbox(t, srv, react)
-	t0 := o.clock.now
+	t0 := o.clock.Now()
 
 	assert.Equal(t, 1, o.drain(t))
 	c := o.calls(t)[0]
 	assert.Equal(t, desired.CallPending, c.State)
 	assert.Equal(t, 403, c.HTTPStatus)
 	assert.Equal(t, t0.Add(time.Minute), c.NextAttempt)
-	o.clock.now = t0.Add(59 * time.Second)
+	o.clock.set(t0.Add(59 * time.Second))
 	assert.Zero(t, o.drain(t))
 
 	reset := t0.Add(5 * time.Minute).Truncate(time.Second)
 	srv.Fail(ghapitest.Failure{Method: "POST", Path: reactPath, Status: http.StatusTooManyRequests,
 		Header: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(reset.Unix(), 10)}},
 		Body:   `{"message":"API rate limit exceeded"}`, Times: 1})
-	o.clock.now = t0.Add(time.Minute)
+	o.clock.set(t0.Add(time.Minute))
 	assert.Equal(t, 1, o.drain(t))
 	c = o.calls(t)[0]
 	assert.Equal(t, desired.CallPending, c.State)
 	assert.Equal(t, 429, c.HTTPStatus)
 	assert.Equal(t, reset, c.NextAttempt)
 
-	o.clock.now = reset
+	o.clock.set(reset)
 	assert.Equal(t, 1, o.drain(t))
 	assert.Equal(t, desired.CallPosted, o.calls(t)[0].State)
 	assert.Equal(t, []ghapitest.Reaction{{On: "/repos/acme/api/issues/comments/7/reactions", Content: "eyes"}}, srv.Reactions())
@@ -156,7 +178,7 @@ func TestWorkerNoRetryOn404(t *testing.T) {
 	o := newOutbox(t, srv, react)
 
 	assert.Equal(t, 1, o.drain(t))
-	o.clock.now = o.clock.now.Add(time.Hour)
+	o.clock.set(o.clock.Now().Add(time.Hour))
 	assert.Zero(t, o.drain(t))
 	c := o.calls(t)[0]
 	assert.Equal(t, desired.CallFailed, c.State)
@@ -185,8 +207,8 @@ func TestWorkerGivesUpAfterTries(t *testing.T) {
 		if c.State != desired.CallPending {
 			break
 		}
-		waits = append(waits, c.NextAttempt.Sub(o.clock.now))
-		o.clock.now = c.NextAttempt
+		waits = append(waits, c.NextAttempt.Sub(o.clock.Now()))
+		o.clock.set(c.NextAttempt)
 	}
 	assert.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}, waits)
 	c := o.calls(t)[0]

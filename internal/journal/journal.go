@@ -167,9 +167,13 @@ const (
 	// GitHubPosted: GitHub took a call from the outbox (or already had the
 	// comment: found=true, its marker was there).
 	GitHubPosted Name = "github.posted"
-	// GitHubRetry: a call failed in a way worth trying again (a 5xx, a
-	// rate limit, no answer); it waits until next_attempt.
+	// GitHubRetry: a call failed in a way worth trying again (a 5xx, no
+	// answer); it waits until next_attempt.
 	GitHubRetry Name = "github.retry"
+	// GitHubPaused: a call met a rate limit (limit=secondary|primary): the
+	// installation's calls pause until `until`, and the call, which it
+	// does not count as a try, goes again then.
+	GitHubPaused Name = "github.paused"
 	// GitHubFailed: a call was given up (a 4xx other than a rate limit, or
 	// out of tries), with GitHub's status and message.
 	GitHubFailed Name = "github.failed"
@@ -195,6 +199,9 @@ const (
 
 	// ServeListening: serve accepts webhook deliveries (log only).
 	ServeListening Name = "serve.listening"
+	// ServeAdopted: serve started with agents of its own still running on
+	// its tmux server (a restart): it watches them again, nothing spawned.
+	ServeAdopted Name = "serve.adopted"
 	// ServeStopped: serve shut down (log only).
 	ServeStopped Name = "serve.stopped"
 	// ServeRefused: serve or reconcile --once found the tmux server or its

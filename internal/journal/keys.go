@@ -36,7 +36,7 @@ const (
 	KeyScreen             = "screen"               // what the pane's screen shows (ready, dialog, draft…)
 	KeyForeground         = "foreground"           // the pane's foreground process
 	KeyRelease            = "release"              // the command that releases an item
-	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded
+	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded; a GitHub rate limit's: secondary, primary
 	KeyReset              = "reset"                // when a usage limit resets (RFC 3339)
 	KeyDefaultReset       = "default_reset"        // the reset was unreadable: a bounded default stands for it
 	KeyResetCapped        = "reset_capped"         // the reset named lay past the longest hold: the bound stands for it
@@ -103,18 +103,24 @@ const (
 	KeyClosed        = "closed"         // the item's state after the delivery
 	KeyStateChanged  = "state_changed"  // the delivery changed the item's state
 	KeyStaleState    = "stale_state"    // the delivery's state was older than the recorded one
+	KeyCICollected   = "ci_collected"   // a check's failure was recorded with its commit's checks
+	KeyCIReady       = "ci_ready"       // every check of the commit seen has completed: its prompt goes now
+	KeyFailedChecks  = "failed_checks"  // the failed checks a commit's one prompt names
 
 	// Calls to GitHub's REST API (the outbox).
-	KeyCall        = "call"        // what a call does: announce, react or notify
-	KeyCallID      = "call_id"     // a call's id in the outbox
-	KeyHTTPStatus  = "http_status" // GitHub's HTTP status code, 0 when none came
-	KeyAttempts    = "attempts"    // the tries of a call so far
-	KeyFound       = "found"       // the comment was already on GitHub (its marker was found)
-	KeyLogin       = "login"       // a GitHub login
-	KeyAPIURL      = "api_url"     // GitHub's REST API base URL
-	KeyCredentials = "credentials" // what credential a route's agents get: app, token or none (agentCredentials)
-	KeyRepository  = "repository"  // owner/repo a credential is for
-	KeyExpires     = "expires"     // when a credential handed to an agent stops working (RFC 3339)
+	KeyCall         = "call"         // what a call does: announce, react or notify
+	KeyCallID       = "call_id"      // a call's id in the outbox
+	KeyHTTPStatus   = "http_status"  // GitHub's HTTP status code, 0 when none came
+	KeyAttempts     = "attempts"     // the tries of a call so far
+	KeyFound        = "found"        // the comment was already on GitHub (its marker was found)
+	KeyLogin        = "login"        // a GitHub login
+	KeyAPIURL       = "api_url"      // GitHub's REST API base URL
+	KeyInstallation = "installation" // whose rate limits a call counts against: "installation <id>" or "token"
+	KeyPause        = "pause"        // how long an installation's calls pause (a duration)
+	KeyStreak       = "streak"       // rate limits met in a row without a write going through
+	KeyCredentials  = "credentials"  // what credential a route's agents get: app, token or none (agentCredentials)
+	KeyRepository   = "repository"   // owner/repo a credential is for
+	KeyExpires      = "expires"      // when a credential handed to an agent stops working (RFC 3339)
 
 	// The daemon.
 	KeyAction          = "action"           // a planned action's name, as in the dry run
@@ -125,6 +131,7 @@ const (
 	KeyWebhookPath     = "webhook_path"     // the URL path of the webhook
 	KeySocket          = "socket"           // the tmux -L socket
 	KeyStateDir        = "state_dir"        // loopd's state dir
+	KeyAdopted         = "adopted"          // live agents a start found on its server and watches again (serve.adopted)
 	KeyModeWas         = "mode_was"         // a file's permission bits before loopd tightened them, octal
 	KeyModeNow         = "mode_now"         // the same file's bits after, octal
 	KeyCommands        = "commands"         // the tmux commands of one invocation

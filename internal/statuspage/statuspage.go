@@ -71,6 +71,7 @@ var staticFS embed.FS
 type Store interface {
 	Records(ctx context.Context) ([]desired.Record, error)
 	Events(ctx context.Context, f store.EventFilter) ([]journal.Event, error)
+	Pauses(ctx context.Context) ([]desired.Pause, error)
 }
 
 // Hosts lists the hosts that share the store (store.Fleet has it).
@@ -180,8 +181,15 @@ type indexData struct {
 	Capacity capacityView
 	Hosts    []hostView
 	Groups   []group
-	Closed   []itemRow
+	// Attention and Blocked count the items that need a person: in
+	// NeedsAttention, and with an agent at a screen only a person can
+	// answer (desired.Status.BlockedBy). The header shows them.
+	Attention, Blocked int
+	Closed             []itemRow
 	Events   []eventRow
+	// Paused are the pauses of GitHub calls that hold now (a rate
+	// limit: ghapi.Limits).
+	Paused []desired.Pause
 }
 
 // page is what every page's layout shows.
@@ -207,11 +215,22 @@ type hostView struct {
 }
 
 // group is the open items (and the closed ones with an agent still up) of
-// one phase.
+// one phase, or, with Blocked, those whose agent waits at a screen for a
+// person, whatever their phase. Resolve says what a person does about
+// them ("" for a phase that needs no one).
 type group struct {
-	Phase desired.Phase
-	Items []itemRow
+	Phase   desired.Phase
+	Blocked bool
+	Resolve string
+	Items   []itemRow
 }
+
+// resolveAttention and resolveBlocked are what the page tells a person to
+// do about the items that need one.
+const (
+	resolveAttention = "loopd describe ITEM says why; loopd release ITEM once it is fixed"
+	resolveBlocked   = "loopd attach ITEM and answer its screen; loopd sees the screen change by itself"
+)
 
 // itemRow is one item as the tables show it.
 type itemRow struct {
@@ -226,7 +245,8 @@ type itemRow struct {
 	Pending        int
 	Failures       int
 	Reason         string
-	QueuePosition  int // 1 next; 0 when not Queued
+	QueuePosition  int    // 1 next; 0 when not Queued
+	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
 }
 
 // eventRow is one journal row.
@@ -255,11 +275,22 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	pauses, err := h.opts.Store.Pauses(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	p := h.opts.Policy()
 	rows := h.rows(records, p, now)
 	d := indexData{page: page{Title: "loopd status", Host: h.opts.Host, Now: now}, Events: eventRows(events)}
+	for _, pause := range pauses {
+		if pause.Holds(now) {
+			d.Paused = append(d.Paused, pause)
+		}
+	}
 
 	byPhase := map[desired.Phase][]itemRow{}
+	var blocked []itemRow
 	queued := 0
 	for i, rec := range records {
 		if rows[i].QueuePosition > 0 {
@@ -270,10 +301,23 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 			d.Closed = append(d.Closed, rows[i])
 			continue
 		}
+		if rows[i].Blocked != "" && rows[i].Phase != desired.PhaseNeedsAttention {
+			blocked = append(blocked, rows[i])
+			continue
+		}
 		byPhase[rows[i].Phase] = append(byPhase[rows[i].Phase], rows[i])
 	}
+	// What needs a person comes first: NeedsAttention, then the blocked
+	// agents, then every other phase in its order.
+	d.Attention, d.Blocked = len(byPhase[desired.PhaseNeedsAttention]), len(blocked)
+	if d.Attention > 0 {
+		d.Groups = append(d.Groups, group{Phase: desired.PhaseNeedsAttention, Resolve: resolveAttention, Items: byPhase[desired.PhaseNeedsAttention]})
+	}
+	if d.Blocked > 0 {
+		d.Groups = append(d.Groups, group{Blocked: true, Resolve: resolveBlocked, Items: blocked})
+	}
 	for _, ph := range desired.Phases() {
-		if len(byPhase[ph]) > 0 {
+		if len(byPhase[ph]) > 0 && ph != desired.PhaseNeedsAttention {
 			d.Groups = append(d.Groups, group{Phase: ph, Items: byPhase[ph]})
 		}
 	}
@@ -385,6 +429,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Failures:       reconciler.NextFailures(rec, p, now, time.Time{}),
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
+			Blocked:        rec.Status.BlockedBy(),
 		}
 	}
 	return out

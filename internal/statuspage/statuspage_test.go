@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,61 @@ func TestIndexShowsItemsByPhase(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
+}
+
+// TestWhatNeedsAPersonComesFirst: NeedsAttention, then the agents
+// blocked at a screen for a person (their own group, whatever their
+// phase), then the other phases; the header counts both, and each of
+// the two groups says what resolves it.
+func TestWhatNeedsAPersonComesFirst(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	blocked, running := desired.Key{Owner: "o", Repo: "r", Number: 3}, desired.Key{Owner: "o", Repo: "r", Number: 4}
+	for i, k := range []desired.Key{blocked, running} {
+		_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-x" + strconv.Itoa(i), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/x"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.PutStatus(ctx, blocked, desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "login_required"}}))
+	require.NoError(t, st.PutStatus(ctx, running, desired.Status{Phase: desired.PhaseRunning}))
+	_, _, body := get(t, server(t, st).URL+"/")
+	_, text := statuspagetest.DOM(t, body)
+	assert.Contains(t, text, "1 need attention")
+	assert.Contains(t, text, "1 blocked")
+	attention, block, run := strings.Index(body, `id="phase-needsattention"`), strings.Index(body, `id="blocked"`), strings.Index(body, `id="phase-running"`)
+	require.True(t, attention >= 0 && block >= 0 && run >= 0, body)
+	assert.Less(t, attention, block, "NeedsAttention first")
+	assert.Less(t, block, run, "then the blocked agents")
+	assert.Less(t, strings.Index(body, "o/r#3"), run, "the blocked item sits in its own group, not under Running")
+	assert.Greater(t, strings.Index(body, "o/r#4"), run)
+	assert.Contains(t, text, resolveAttention)
+	assert.Contains(t, text, resolveBlocked)
+}
+
+// TestGitHubPauseShown: a pause of GitHub calls that holds is on the
+// index, with its installation, limit, end and GitHub's message (as
+// text); one that ended is not.
+func TestGitHubPauseShown(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	now := time.Now()
+	require.NoError(t, st.PutPause(ctx, desired.Pause{Installation: "installation 77", Kind: desired.PauseSecondary,
+		Until: now.Add(time.Minute), Since: now, Streak: 2, HTTPStatus: 429, Message: "secondary rate limit <b>"}))
+	require.NoError(t, st.PutPause(ctx, desired.Pause{Installation: "token", Kind: desired.PausePrimary,
+		Until: now.Add(-time.Minute), Since: now.Add(-time.Hour), Streak: 1, HTTPStatus: 403}))
+	srv := server(t, st)
+	code, _, body := get(t, srv.URL+"/")
+	require.Equal(t, http.StatusOK, code, body)
+	_, text := statuspagetest.DOM(t, body)
+	for _, want := range []string{"GitHub calls paused", "installation 77", "secondary", "429", "secondary rate limit <b>"} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, "token")
+	assert.Contains(t, body, "secondary rate limit &lt;b&gt;", "GitHub's message is text")
+
+	fresh := fixture(t)
+	_, _, body = get(t, server(t, fresh).URL+"/")
+	_, text = statuspagetest.DOM(t, body)
+	assert.NotContains(t, text, "GitHub calls paused", "nothing when no pause holds")
 }
 
 // Whatever came from GitHub is text: the payload's <script> and <img>
@@ -277,6 +333,10 @@ func (failing) Records(context.Context) ([]desired.Record, error) {
 
 func (failing) Events(context.Context, store.EventFilter) ([]journal.Event, error) {
 	return nil, errors.New("sqlite events: disk I/O error")
+}
+
+func (failing) Pauses(context.Context) ([]desired.Pause, error) {
+	return nil, errors.New("sqlite pauses: disk I/O error")
 }
 
 // A webhook path under one of the page's prefixes would make ServeMux

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,17 +14,25 @@ import (
 // CI failure's prompt carries; the rest is left out and counted.
 const MaxCIOutput = 4 << 10
 
-// ciFailure is a check that failed on a pull request's head commit.
-type ciFailure struct {
-	check      string // the check run's name, the workflow's, or the suite's app
-	conclusion string // failure or timed_out
+// MaxCIChecks is the most failed checks one commit's prompt names; the
+// others are counted.
+const MaxCIChecks = 20
+
+// check is what a check or workflow event says of one check of a commit.
+type check struct {
+	action     string // the payload's action
+	status     string // queued, in_progress, completed…
+	name       string // the check run's name, the workflow's, or the suite's app
+	conclusion string // success, failure, timed_out… once completed
 	commit     string // the head commit it ran on
 	url        string // where its details are shown
 	output     string // the check run's output (title, summary, text), uncut
 	suite      int64  // the check suite it belongs to; 0 when unknown
-	// rollup is true for a check suite or a workflow run, which sum up
-	// the check runs of one suite.
-	rollup bool
+	run        int64  // the check run; 0 for a check suite or a workflow run
+	// tracked are the actions of the event that say something of the
+	// commit's checks: the others (rerequested, requested_action) are
+	// not handled.
+	tracked []string
 }
 
 // failed reports whether a completed check's conclusion is a failure loopd
@@ -31,87 +40,70 @@ type ciFailure struct {
 // neutral, cancelled, timed_out, action_required, stale, skipped).
 func failed(conclusion string) bool { return conclusion == "failure" || conclusion == "timed_out" }
 
-// claims returns the keys that make f one prompt per (item, head commit,
-// check name), the rule of desired.Check: a check run is a duplicate of an
-// earlier one of the same name, or of a roll-up of its suite (a check
-// suite or a workflow run) already prompted; a roll-up is a duplicate of
-// any prompt of its suite. So GitHub Actions' check run, check suite and
-// workflow run of one failed job give one prompt, two failed jobs of one
-// workflow two, and a redelivery under a new id none. Every key names the
-// commit, since the claims are per item.
-func (f ciFailure) claims() (claims, conflicts []string) {
-	check := f.commit + " check " + f.check
-	ran, rolled := "", ""
-	if f.suite != 0 {
-		id := strconv.FormatInt(f.suite, 10)
-		ran, rolled = f.commit+" suite-ran "+id, f.commit+" suite "+id
-	}
-	if f.rollup {
-		if f.suite == 0 {
-			return []string{check}, []string{check}
-		}
-		return []string{rolled}, []string{ran, rolled}
-	}
-	claims, conflicts = []string{check}, []string{check}
-	if f.suite != 0 {
-		claims, conflicts = append(claims, ran), append(conflicts, rolled)
-	}
-	return claims, conflicts
-}
+// done reports whether the event says its check completed.
+func (k check) done() bool { return k.action == "completed" || k.status == "completed" }
 
-// ciChange turns a completed check of repository repo into the change of
-// the pull request it ran for: the first of prs whose base is repo and
-// whose head is the check's commit. It returns an ignore reason for a
-// check still running, one that did not fail, one with no such pull
-// request (GitHub lists none for a fork's), and one that ran on a commit
-// that is no longer its pull request's head.
-func ciChange(action string, repo repository, sender user, prs []prRef, f ciFailure) (change, string, error) {
+// ciChange turns a check or workflow event of repository repo into the
+// change of the pull request items it is about (desired.Ingest.CI): the
+// first of prs whose base is repo and whose head is the check's commit,
+// or, when GitHub names none (a fork's pull request: pull_requests is
+// empty, and a check's head_branch is null), every open pull request item
+// whose recorded head is the commit (byCommit, store.Store.Heads), never
+// one found by a branch name. Every tracked action is recorded, so that
+// the commit's prompt waits for its suites to complete; only a completed
+// failure is named in it. It returns an ignore reason for an action that
+// says nothing of the checks, and for a listed pull request whose head
+// moved on.
+func ciChange(k check, repo repository, sender user, prs []prRef) (change, string, error) {
 	owner, name := repo.Owner.Login, repo.Name
 	switch {
 	case owner == "" || name == "":
 		return change{}, "", fmt.Errorf("%w: no repository owner or name", errIncomplete)
-	case action != "completed":
+	case !slices.Contains(k.tracked, k.action):
 		return change{}, reasonActionNotHandled, nil
-	case !failed(f.conclusion):
-		return change{}, reasonCINotFailed, nil
-	case f.commit == "":
+	case k.commit == "":
 		return change{}, "", fmt.Errorf("%w: no head_sha", errIncomplete)
 	}
-	var pr *prRef
-	stale := false
-	for i, p := range prs {
+	commit := strings.ToLower(k.commit)
+	number, stale := 0, false
+	for _, p := range prs {
 		if p.Number <= 0 || !strings.EqualFold(p.Base.Repo.Name, name) {
 			continue
 		}
-		if !strings.EqualFold(p.Head.SHA, f.commit) {
+		if !strings.EqualFold(p.Head.SHA, commit) {
 			stale = true
 			continue
 		}
-		pr = &prs[i]
+		number = p.Number
 		break
 	}
-	switch {
-	case pr == nil && stale:
+	if number == 0 && stale {
 		return change{}, reasonStaleCommit, nil
-	case pr == nil:
-		return change{}, reasonNoPullRequest, nil
 	}
 	who := sender.Login
 	if who == "" {
-		who = f.check
+		who = k.name
 	}
-	out, cut := cutOutput(f.output)
+	ev := &desired.CI{Commit: commit, Suite: k.suite, Run: k.run, Done: k.done()}
+	reason := reasonCINotCompleted
+	if ev.Done {
+		reason = reasonCINotFailed
+	}
+	if ev.Done && failed(k.conclusion) {
+		out, cut := cutOutput(k.output)
+		ev.Failure = &desired.CIFailure{Check: k.name, Conclusion: k.conclusion, URL: k.url, Output: out, OutputCut: cut,
+			Suite: k.suite, Run: k.run, Rollup: k.run == 0, Sender: who}
+		reason = ""
+	}
 	c := change{
-		key:        desired.Key{Owner: owner, Repo: name, Number: pr.Number},
+		key:        desired.Key{Owner: owner, Repo: name, Number: number},
+		byCommit:   number == 0,
 		kind:       desired.KindPullRequest,
 		sender:     who,
 		senderType: sender.Type,
-		commit:     f.commit,
-		ci:         &f,
-		prompt: &PromptInput{
-			Check: f.check, Conclusion: f.conclusion, Commit: f.commit, Head: pr.Head.Ref,
-			URL: f.url, Body: out, OutputCut: cut,
-		},
+		commit:     commit,
+		ci:         ev,
+		ciQuiet:    reason,
 	}
 	return c, "", nil
 }
@@ -141,9 +133,11 @@ func classifyCheckRun(e *payload) (change, string, error) {
 	if url == "" {
 		url = run.HTMLURL
 	}
-	f := ciFailure{check: run.Name, conclusion: run.Conclusion, commit: run.HeadSHA, url: url,
-		output: strings.Join(out, "\n\n"), suite: run.CheckSuite.ID}
-	return ciChange(e.Action, e.Repository, e.Sender, run.PullRequests, f)
+	k := check{action: e.Action, status: run.Status, name: run.Name, conclusion: run.Conclusion, commit: run.HeadSHA, url: url,
+		output: strings.Join(out, "\n\n"), suite: run.CheckSuite.ID, run: run.ID, tracked: []string{"created", "completed"}}
+	c, reason, err := ciChange(k, e.Repository, e.Sender, run.PullRequests)
+	c.identity = identity("check_run", e.Action, id(run.ID), run.Status, run.Conclusion)
+	return c, reason, err
 }
 
 func classifyCheckSuite(e *payload) (change, string, error) {
@@ -152,11 +146,14 @@ func classifyCheckSuite(e *payload) (change, string, error) {
 	if name == "" {
 		name = s.App.Slug
 	}
-	f := ciFailure{check: name, conclusion: s.Conclusion, commit: s.HeadSHA, suite: s.ID, rollup: true}
-	if u := e.Repository.HTMLURL; u != "" && f.commit != "" {
-		f.url = u + "/commit/" + f.commit + "/checks"
+	k := check{action: e.Action, status: s.Status, name: name, conclusion: s.Conclusion, commit: s.HeadSHA, suite: s.ID,
+		tracked: []string{"requested", "completed"}}
+	if u := e.Repository.HTMLURL; u != "" && k.commit != "" {
+		k.url = u + "/commit/" + k.commit + "/checks"
 	}
-	return ciChange(e.Action, e.Repository, e.Sender, s.PullRequests, f)
+	c, reason, err := ciChange(k, e.Repository, e.Sender, s.PullRequests)
+	c.identity = identity("check_suite", e.Action, id(s.ID), s.Status, s.Conclusion, stamp(s.UpdatedAt))
+	return c, reason, err
 }
 
 func classifyWorkflowRun(e *payload) (change, string, error) {
@@ -165,7 +162,9 @@ func classifyWorkflowRun(e *payload) (change, string, error) {
 	if name == "" {
 		name = e.Workflow.Name
 	}
-	f := ciFailure{check: name, conclusion: w.Conclusion, commit: w.HeadSHA, url: w.HTMLURL,
-		suite: w.CheckSuiteID, rollup: true}
-	return ciChange(e.Action, e.Repository, e.Sender, w.PullRequests, f)
+	k := check{action: e.Action, status: w.Status, name: name, conclusion: w.Conclusion, commit: w.HeadSHA, url: w.HTMLURL,
+		suite: w.CheckSuiteID, tracked: []string{"requested", "in_progress", "completed"}}
+	c, reason, err := ciChange(k, e.Repository, e.Sender, w.PullRequests)
+	c.identity = identity("workflow_run", e.Action, id(w.ID), strconv.Itoa(w.RunAttempt), w.Status, w.Conclusion)
+	return c, reason, err
 }

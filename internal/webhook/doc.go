@@ -22,7 +22,9 @@
 //  6. ping gets 200; events other than the eight below get 202, ignored.
 //  7. The payload is decoded (400 when malformed), into the few fields
 //     the classifiers read (payload), and mapped by the table below;
-//     unhandled actions get 202, ignored.
+//     unhandled actions get 202, ignored. A repository whose owner or name
+//     GitHub could never send (schema.ValidRepository: "..", a slash, too
+//     long) gets 400 with reason bad_repository, before it names anything.
 //  8. The rules that keep loopd from talking to itself and the route's
 //     triggers (filter) drop the prompt of: loopd's own login
 //     (github.botLogin, even when authorized), a Bot account not in
@@ -83,22 +85,38 @@
 //	pull_request_review_comment  created           prompt: file path, diff hunk, comment body
 //	issues, pull_request         labeled           with a trigger label (trigger.labels): prompt as
 //	                                               opened, starting the item; else state only
-//	check_run                    completed         failure or timed_out: prompt: check, conclusion,
-//	                                               head commit, details URL, output (4 KiB)
-//	check_suite, workflow_run    completed         failure or timed_out: prompt as check_run, once
-//	                                               per suite with its check runs
+//	check_run                    created           recorded with its commit's checks, no prompt
+//	check_run                    completed         recorded; failure or timed_out: named in the
+//	                                               commit's one prompt (CIFlusher)
+//	check_suite                  requested         recorded with its commit's checks, no prompt
+//	workflow_run                 requested,        recorded with its commit's checks, no prompt
+//	                             in_progress
+//	check_suite, workflow_run    completed         recorded; failure or timed_out: in the
+//	                                               commit's prompt when no check run of the
+//	                                               suite failed
 //
-// A CI failure (reactions.ciFailure, default on) goes to the first pull
-// request of the payload's pull_requests whose base is the repository and
-// whose head is the check's commit; it never creates a work item, and
-// authorizedUsers does not apply to it (no person wrote it; the item was
-// started by an authorized sender). A commit that is not the pull
-// request's head, as the payload or the newest pull request payload loopd
-// stored shows it (desired.Spec.HeadSHA), is stale and ignored. It is one
-// prompt per (item, head commit, check name): a check suite or workflow
-// run is a duplicate of a check run of its suite already sent and the
-// other way round, and a redelivery under a new id is a duplicate too
-// (ciFailure.claims, desired.Check).
+// A check or workflow event (reactions.ciFailure, default on) goes to the
+// first pull request of the payload's pull_requests whose base is the
+// repository and whose head is the check's commit, or, when GitHub names
+// none (a fork's pull request: pull_requests is empty, a check's
+// head_branch null), to every open pull request item whose recorded head
+// is the commit (store.Store.Heads), never by a branch name; a commit no
+// item has is ignored (no_pull_request) and journaled with the commit. It
+// never creates a work item, and authorizedUsers does not apply to it (no
+// person wrote it; the item was started by an authorized sender). A commit
+// that is not the pull request's head, as the payload or the newest pull
+// request payload loopd stored shows it (desired.Spec.HeadSHA), is stale
+// and ignored. The events are recorded per (item, commit) and queue no
+// prompt themselves: the failed checks of one commit become one prompt
+// (CIFlusher) once every check run and suite seen has completed, or after
+// the route's reactions.ciQuietSeconds with no event of the commit; later
+// events of that commit are check_already_sent, and a new head re-arms.
+//
+// Every event's own identity (a comment's id, action and updated_at; a
+// review's id; a check run's id, status and conclusion; an item's action
+// and updated_at) is stored with it: the same signed body under a new
+// delivery id is a duplicate (200), as a redelivery. A payload older than
+// the item's last open/closed change queues no text (older_than_state).
 //
 // Every other action of these events queues nothing; its state snapshot
 // alone applies, and it is answered ignored when that changes nothing

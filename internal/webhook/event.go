@@ -61,13 +61,25 @@ type change struct {
 	headSHA    string
 	headPusher string
 	headRepo   string
+	// canModify is a pull request payload's maintainer_can_modify, nil
+	// when it names none (store.Ingest.CanModify).
+	canModify *bool
 	// author is who opened the issue or pull request (store.Ingest.Author).
 	author string
 	// commit is the commit the event is about (desired.Delivery.Commit):
-	// a push's new head, a CI failure's head.
+	// a push's new head, a check's commit.
 	commit string
-	// ci, when set, makes the change a CI failure's prompt (ciRule).
-	ci *ciFailure
+	// ci, when set, makes the change a check or workflow event of its
+	// commit (desired.Ingest.CI), which queues no prompt itself (ciChange);
+	// ciQuiet is the reason it is reported ignored when it names no
+	// failure. byCommit says GitHub named no pull request: the change goes
+	// to the items whose head is commit (store.Store.Heads), and key
+	// has no number.
+	ci       *desired.CI
+	ciQuiet  string
+	byCommit bool
+	// identity is the event's own identity (desired.Ingest.Identity).
+	identity string
 }
 
 // stateOnly turns the change of a payload whose action loopd does not act
@@ -105,6 +117,7 @@ var classifiers = map[string]classifier{
 
 func classifyIssueComment(e *payload) (change, string, error) {
 	c, err := fromIssue(e.Repository, e.Issue, e.Sender)
+	c.identity = commentIdentity("issue_comment", e.Action, e.Comment)
 	if e.Action != "created" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
@@ -119,8 +132,29 @@ func classifyIssueComment(e *payload) (change, string, error) {
 	return c, "", nil
 }
 
+// commentIdentity is the identity of a comment's event: its id, action
+// and updated_at (an edit changes it).
+func commentIdentity(event, action string, cm comment) string {
+	return identity(event, action, id(cm.ID), stamp(cm.UpdatedAt))
+}
+
+// itemIdentity is the identity of an issue's or pull request's own
+// action: its updated_at, with the label it added or removed and the head
+// a push made; "" when the payload has no issue or pull request.
+func itemIdentity(event string, e *payload) string {
+	var at github.Timestamp
+	switch {
+	case e.Issue != nil:
+		at = e.Issue.UpdatedAt
+	case e.PullRequest != nil:
+		at = e.PullRequest.UpdatedAt
+	}
+	return identity(event, e.Action, stamp(at), e.Label.Name, e.After)
+}
+
 func classifyReview(e *payload) (change, string, error) {
 	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
+	c.identity = identity("pull_request_review", e.Action, id(e.Review.ID))
 	if e.Action != "submitted" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
@@ -143,6 +177,7 @@ func classifyReview(e *payload) (change, string, error) {
 
 func classifyReviewComment(e *payload) (change, string, error) {
 	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
+	c.identity = commentIdentity("pull_request_review_comment", e.Action, e.Comment)
 	if e.Action != "created" {
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
@@ -169,12 +204,14 @@ func classifyIssues(e *payload) (change, string, error) {
 		return change{}, reasonActionNotHandled, nil
 	default:
 		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
+		c.identity = itemIdentity("issues", e)
 		return stateOnly(c, err, reasonActionNotHandled)
 	}
 	c, err := fromIssue(e.Repository, e.Issue, e.Sender)
 	if err != nil {
 		return change{}, "", err
 	}
+	c.identity = itemIdentity("issues", e)
 	c.prompt.Title = e.Issue.Title
 	c.prompt.URL = e.Issue.HTMLURL
 	c.prompt.Body = e.Issue.Body
@@ -188,6 +225,7 @@ func classifyIssues(e *payload) (change, string, error) {
 func classifyPullRequest(e *payload) (change, string, error) {
 	action := e.Action
 	c, err := fromPullRequest(e.Repository, e.PullRequest, e.Sender)
+	c.identity = itemIdentity("pull_request", e)
 	switch action {
 	case "opened", "reopened", "ready_for_review", "synchronize", "closed", "labeled":
 	default:
@@ -296,9 +334,17 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	c.prompt.URL = pr.HTMLURL
 	c.prompt.Head = pr.Head.Ref
 	c.headSHA = pr.Head.SHA
-	c.headRepo = pr.Head.Repo.FullName
-	if head := pr.Head; strings.EqualFold(head.Repo.FullName, repo.FullName) && schema.ValidBranch(head.Ref) {
-		c.headRef = head.Ref
+	c.canModify = pr.MaintainerCanModify
+	// A head repository GitHub could not name (schema.ValidRepository) is
+	// none: it reaches no prompt, record or comment. A deleted fork's is
+	// null.
+	if owner, name, ok := strings.Cut(pr.Head.Repo.FullName, "/"); ok && schema.ValidRepository(owner, name) {
+		c.headRepo = pr.Head.Repo.FullName
+	}
+	if desired.ForkHead(c.key, c.headRepo) {
+		c.prompt.HeadRepo = c.headRepo
+	} else if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
+		c.headRef = pr.Head.Ref
 	}
 	return c, nil
 }

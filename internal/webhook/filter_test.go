@@ -55,9 +55,9 @@ func TestFilter(t *testing.T) {
 		{"trigger_label_added_starts", change{sender: "alice", labeled: "agent", opening: true, prompt: &PromptInput{}}, labels, verdict{newOnly: true}},
 		{"other_label_added_is_state_only", change{sender: "alice", labeled: "bug", opening: true, prompt: &PromptInput{}}, labels, verdict{unhandled: true}},
 		{"label_added_by_a_stranger", change{sender: "mallory", labeled: "agent", prompt: &PromptInput{}}, labels, verdict{drop: reasonUnauthorizedSender}},
-		{"ci_ignores_senders", change{sender: "github-actions[bot]", senderType: "Bot", ci: &ciFailure{}}, schema.Route{}, verdict{noCreate: true, unknown: reasonNoWorkItem}},
-		{"ci_with_triggers_still_reaches_its_item", change{sender: "mallory", ci: &ciFailure{}}, mention, verdict{noCreate: true, unknown: reasonNoWorkItem}},
-		{"ci_reaction_off", change{sender: "x", ci: &ciFailure{}}, schema.Route{Reactions: schema.Reactions{CIFailure: &off}}, verdict{drop: reasonCIReactionOff}},
+		{"ci_ignores_senders", change{sender: "github-actions[bot]", senderType: "Bot", ci: &desired.CI{}}, schema.Route{}, verdict{noCreate: true, unknown: reasonNoWorkItem}},
+		{"ci_with_triggers_still_reaches_its_item", change{sender: "mallory", ci: &desired.CI{}}, mention, verdict{noCreate: true, unknown: reasonNoWorkItem}},
+		{"ci_reaction_off", change{sender: "x", ci: &desired.CI{}}, schema.Route{Reactions: schema.Reactions{CIFailure: &off}}, verdict{drop: reasonCIReactionOff}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, filter(tc.c, tc.route, authorized, "loopd-bot"))
@@ -126,46 +126,6 @@ func TestAgentMarked(t *testing.T) {
 	}
 }
 
-// TestCIClaims: a check run, its suite and its workflow run give one
-// prompt; two failed checks of one suite give two; a redelivery none.
-func TestCIClaims(t *testing.T) {
-	type event struct {
-		name string
-		f    ciFailure
-		want bool // prompted
-	}
-	run := func(name string) ciFailure { return ciFailure{check: name, commit: "abc", suite: 7} }
-	rollup := func(name string) ciFailure { return ciFailure{check: name, commit: "abc", suite: 7, rollup: true} }
-	for _, tc := range []struct {
-		name   string
-		events []event
-	}{
-		{"run_then_suite_then_workflow", []event{{"run", run("build"), true}, {"suite", rollup("GitHub Actions"), false}, {"workflow", rollup("CI"), false}}},
-		{"suite_first", []event{{"suite", rollup("GitHub Actions"), true}, {"run", run("build"), false}}},
-		{"two_jobs_of_one_workflow", []event{{"build", run("build"), true}, {"test", run("test"), true}, {"workflow", rollup("CI"), false}}},
-		{"redelivery_under_a_new_id", []event{{"run", run("build"), true}, {"again", run("build"), false}}},
-		{"another_commit", []event{{"run", run("build"), true}, {"next", ciFailure{check: "build", commit: "def", suite: 8}, true}}},
-		{"a_suite_of_another_app", []event{{"run", run("build"), true}, {"other", ciFailure{check: "lint", commit: "abc", suite: 9, rollup: true}, true}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			claimed := map[string]bool{}
-			for _, ev := range tc.events {
-				claims, conflicts := ev.f.claims()
-				dup := false
-				for _, c := range conflicts {
-					dup = dup || claimed[c]
-				}
-				assert.Equal(t, ev.want, !dup, ev.name)
-				if !dup {
-					for _, c := range claims {
-						claimed[c] = true
-					}
-				}
-			}
-		})
-	}
-}
-
 // TestOwnCommentsNeverQueued: loopd's own login (even when authorized), an
 // unlisted bot and a comment carrying the agent marker queue nothing; each
 // is journaled with its reason. A comment by a listed bot is queued.
@@ -180,7 +140,7 @@ func TestOwnCommentsNeverQueued(t *testing.T) {
 		return derive(t, "issue_comment.created.1.json", func(m map[string]any) {
 			s := obj(t, m, "sender")
 			s["login"], s["type"] = login, typ
-			obj(t, m, "comment")["body"] = body
+			newComment(t, m, body)
 			obj(t, m, "comment")["performed_via_github_app"] = map[string]any{"id": 1, "slug": "loopd"}
 		})
 	}
@@ -219,7 +179,7 @@ func TestTriggers(t *testing.T) {
 		e.cfg.Store(&cfg)
 	}
 	comment := func(body string) []byte {
-		return derive(t, "issue_comment.created.1.json", func(m map[string]any) { obj(t, m, "comment")["body"] = body })
+		return derive(t, "issue_comment.created.1.json", func(m map[string]any) { newComment(t, m, body) })
 	}
 	lastReason := func(e *env) string { evs := e.events(t); return evs[len(evs)-1].Attrs["reason"] }
 
@@ -249,17 +209,21 @@ func TestTriggers(t *testing.T) {
 		e.replay(t, "issue_comment", "d-1", comment("before the label"))
 		assert.Empty(t, e.records(t))
 		assert.Equal(t, reasonNotLabelled, lastReason(e))
-		labeled := func(label string) []byte {
-			return derive(t, "issues.labeled.1.json", func(m map[string]any) { obj(t, m, "label")["name"] = label })
+		labeled := func(label, at string) []byte {
+			return derive(t, "issues.labeled.1.json", func(m map[string]any) {
+				obj(t, m, "label")["name"] = label
+				obj(t, m, "issue")["updated_at"] = at
+			})
 		}
-		e.replay(t, "issues", "d-bug", labeled("bug"))
+		e.replay(t, "issues", "d-bug", labeled("bug", "2030-01-01T00:00:00Z"))
 		assert.Empty(t, e.records(t))
-		code, _ := e.replay(t, "issues", "d-agent", labeled("agent"))
+		code, _ := e.replay(t, "issues", "d-agent", labeled("agent", "2030-01-01T00:00:01Z"))
 		assert.Equal(t, http.StatusAccepted, code)
 		rec := e.onlyRecord(t)
 		require.Len(t, rec.Pending, 1)
 		assert.Contains(t, e.prompt(t, rec, 0), "issues.labeled on Codertocat/Hello-World#1")
-		e.replay(t, "issues", "d-again", labeled("agent"))
+		// Labelled again (after the label was taken off).
+		e.replay(t, "issues", "d-again", labeled("agent", "2030-01-01T00:00:02Z"))
 		assert.Equal(t, reasonStarted, lastReason(e))
 		e.replay(t, "issue_comment", "d-2", comment("after the label"))
 		var ids []string
@@ -278,129 +242,4 @@ func TestTriggers(t *testing.T) {
 		assert.Equal(t, http.StatusAccepted, code)
 		assert.Len(t, e.onlyRecord(t).Pending, 1)
 	})
-}
-
-// ciPayload derives a failed check of event for pull request 2 on commit
-// sha, whose head the payload says is head.
-func ciPayload(t *testing.T, event, conclusion, sha, head string) []byte {
-	t.Helper()
-	fixtures := map[string]string{"check_run": "check_run.completed.1.json", "check_suite": "check_suite.completed.1.json", "workflow_run": "workflow_run.completed.1.json"}
-	return derive(t, fixtures[event], func(m map[string]any) {
-		o := obj(t, m, event)
-		o["conclusion"], o["head_sha"] = conclusion, sha
-		if event == "workflow_run" {
-			o["name"] = "CI"
-			o["check_suite_id"] = 118578147
-			m["repository"] = fixtureRepository(t)
-		}
-		prs := o["pull_requests"].([]any)
-		require.NotEmpty(t, prs)
-		pr := prs[0].(map[string]any)
-		obj(t, pr, "head")["sha"] = head
-		obj(t, obj(t, pr, "base"), "repo")["name"] = "Hello-World"
-		m["sender"] = map[string]any{"login": "github-actions[bot]", "type": "Bot", "id": 41898282}
-	})
-}
-
-// fixtureRepository returns the repository object of the fixtures' pull
-// request.
-func fixtureRepository(t *testing.T) any {
-	var repo any
-	derive(t, "pull_request.opened.1.json", func(m map[string]any) { repo = m["repository"] })
-	return repo
-}
-
-const headSHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
-
-// TestCIFailures: a failed check on the head of a pull request loopd holds
-// becomes one prompt (naming the check, its conclusion, the commit and
-// the details URL, the output framed and cut at 4 KiB), whoever sent it;
-// a success, a check on an older commit, the suite of a prompted run and a
-// redelivery under a new id queue nothing, and CI never creates an item.
-func TestCIFailures(t *testing.T) {
-	e := newEnv(t)
-	code, _ := e.replay(t, "check_run", "c-0", ciPayload(t, "check_run", "failure", headSHA, headSHA))
-	assert.Equal(t, http.StatusAccepted, code)
-	assert.Empty(t, e.records(t), "CI never creates an item")
-
-	e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
-	require.Equal(t, headSHA, e.onlyRecord(t).Spec.HeadSHA)
-	failedRun := derive(t, "check_run.completed.1.json", func(m map[string]any) {
-		o := obj(t, m, "check_run")
-		o["conclusion"] = "timed_out"
-		obj(t, o, "output")["text"] = strings.Repeat("é", MaxCIOutput) + "\x1b[201~"
-		m["sender"] = map[string]any{"login": "github-actions[bot]", "type": "Bot", "id": 41898282}
-	})
-	code, _ = e.replay(t, "check_run", "c-1", failedRun)
-	assert.Equal(t, http.StatusAccepted, code)
-	rec := e.onlyRecord(t)
-	require.Len(t, rec.Pending, 2)
-	d := rec.Pending[1]
-	d.Prompt = e.prompt(t, rec, 1)
-	assert.Equal(t, headSHA, d.Commit)
-	assert.True(t, strings.HasPrefix(d.Prompt, "[loopd] check_run.completed on Codertocat/Hello-World#2 by github-actions[bot] (delivery c-1)\n"), d.Prompt)
-	for _, want := range []string{"check: Octocoders-linter\n", "conclusion: timed_out\n", "commit: " + headSHA + "\n", "url: https://octocoders.io\n", "output_cut: "} {
-		assert.Contains(t, d.Prompt, want)
-	}
-	assert.NotContains(t, d.Prompt, "\x1b")
-	assert.Less(t, len(d.Prompt), MaxCIOutput+1024)
-	assert.Equal(t, desired.SeenWhole, desired.FrameOf(d).Check(d.Prompt), "the prompt is one whole frame")
-
-	for _, tc := range []struct {
-		name, event, id string
-		body            []byte
-		reason          string
-	}{
-		{"success", "check_run", "c-2", ciPayload(t, "check_run", "success", headSHA, headSHA), reasonCINotFailed},
-		{"its_suite", "check_suite", "c-3", ciPayload(t, "check_suite", "failure", headSHA, headSHA), reasonCIDuplicate},
-		{"its_workflow_run", "workflow_run", "c-4", ciPayload(t, "workflow_run", "failure", headSHA, headSHA), reasonCIDuplicate},
-		{"redelivered_under_a_new_id", "check_run", "c-5", failedRun, reasonCIDuplicate},
-		{"older_commit_per_payload", "check_run", "c-6", ciPayload(t, "check_run", "failure", "1111111111111111111111111111111111111111", headSHA), reasonStaleCommit},
-		{"another_pull_request", "check_run", "c-7", ciPayload(t, "check_run", "failure", "2222222222222222222222222222222222222222", "2222222222222222222222222222222222222222"), reasonNoWorkItem},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			body := tc.body
-			if tc.name == "another_pull_request" {
-				body = derive(t, "check_run.completed.1.json", func(m map[string]any) {
-					o := obj(t, m, "check_run")
-					o["conclusion"], o["head_sha"] = "failure", "2222222222222222222222222222222222222222"
-					pr := o["pull_requests"].([]any)[0].(map[string]any)
-					pr["number"] = 99
-					obj(t, pr, "head")["sha"] = "2222222222222222222222222222222222222222"
-				})
-			}
-			code, _ := e.replay(t, tc.event, tc.id, body)
-			assert.Equal(t, http.StatusAccepted, code)
-			evs := e.events(t)
-			assert.Equal(t, tc.reason, evs[len(evs)-1].Attrs["reason"])
-			assert.Len(t, e.onlyRecord(t).Pending, 2)
-		})
-	}
-
-	// A push moves the head: a failure on the old head is stale even when
-	// the check's payload still lists it as the pull request's head.
-	push := derive(t, "pull_request.synchronize.1.json", func(m map[string]any) {
-		obj(t, obj(t, m, "pull_request"), "head")["sha"] = "3333333333333333333333333333333333333333"
-		m["after"] = "3333333333333333333333333333333333333333"
-		obj(t, m, "pull_request")["updated_at"] = "2030-01-01T00:00:00Z"
-	})
-	e.replay(t, "pull_request", "d-push", push)
-	require.Equal(t, "3333333333333333333333333333333333333333", e.onlyRecord(t).Spec.HeadSHA)
-	body := derive(t, "check_run.completed.1.json", func(m map[string]any) {
-		o := obj(t, m, "check_run")
-		o["conclusion"], o["name"] = "failure", "tests"
-	})
-	e.replay(t, "check_run", "c-8", body)
-	evs := e.events(t)
-	assert.Equal(t, reasonStaleCommit, evs[len(evs)-1].Attrs["reason"])
-
-	off := false
-	cfg := defaultConfig()
-	r := cfg.Routing.Repos["Codertocat/Hello-World"]
-	r.Reactions.CIFailure = &off
-	cfg.Routing.Repos["Codertocat/Hello-World"] = r
-	e.cfg.Store(&cfg)
-	e.replay(t, "check_run", "c-9", ciPayload(t, "check_run", "failure", "3333333333333333333333333333333333333333", "3333333333333333333333333333333333333333"))
-	evs = e.events(t)
-	assert.Equal(t, reasonCIReactionOff, evs[len(evs)-1].Attrs["reason"])
 }

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ const (
 	reasonBadDeliveryID      = "bad_delivery_id"
 	reasonUnsupportedContent = "unsupported_content_type"
 	reasonMalformedPayload   = "malformed_payload"
+	reasonBadRepository      = "bad_repository" // an owner or repository name GitHub never sends
 	reasonWorkdirFailed      = "workdir_failed"
 	reasonStoreFailed        = "store_failed"
 
@@ -56,6 +58,7 @@ const (
 	reasonUnauthorizedSender = "unauthorized_sender"
 	reasonNoRoute            = "no_route"
 	reasonStaleState         = "stale_state"
+	reasonOutdated           = "older_than_state" // a payload older than the item's last open/closed change
 
 	// delivery.ignored: loopd does not talk to itself (filter).
 	reasonOwnLogin    = "own_login"    // sent by github.botLogin
@@ -69,12 +72,13 @@ const (
 	reasonStarted     = "already_started"
 
 	// delivery.ignored: CI reactions (ciChange, filter).
-	reasonCINotFailed   = "check_not_failed"   // success, neutral, cancelled, skipped…
-	reasonNoPullRequest = "no_pull_request"    // no pull request of this repository has the commit as its head
-	reasonStaleCommit   = "stale_commit"       // not the pull request's head commit any more
-	reasonNoWorkItem    = "no_work_item"       // CI never starts an agent
-	reasonCIReactionOff = "ci_reaction_off"    // reactions.ciFailure is false
-	reasonCIDuplicate   = "check_already_sent" // the same check on the same commit was prompted
+	reasonCINotFailed    = "check_not_failed"    // success, neutral, cancelled, skipped…
+	reasonCINotCompleted = "check_not_completed" // created, requested, in progress: recorded, nothing to say yet
+	reasonNoPullRequest  = "no_pull_request"     // no open pull request item of this repository has the commit as its head
+	reasonStaleCommit    = "stale_commit"        // not the pull request's head commit any more
+	reasonNoWorkItem     = "no_work_item"        // CI never starts an agent
+	reasonCIReactionOff  = "ci_reaction_off"     // reactions.ciFailure is false
+	reasonCIDuplicate    = "check_already_sent"  // the commit's failed checks were prompted
 )
 
 // deliveryIDPattern bounds X-GitHub-Delivery (a GUID from GitHub) before it
@@ -83,9 +87,11 @@ var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // Ingester applies one delivery to the desired state in one transaction,
 // with the journal rows in.Journal returns for its result, and returns once
-// that transaction is committed. store.Store satisfies it.
+// that transaction is committed; Heads names the open pull request items
+// whose head is a commit (store.Store.Heads). store.Store satisfies it.
 type Ingester interface {
 	Ingest(ctx context.Context, in store.Ingest) (store.IngestResult, error)
+	Heads(ctx context.Context, owner, repo, commit string) ([]desired.Key, error)
 }
 
 // Options configures a Handler.
@@ -126,6 +132,10 @@ type Options struct {
 	// AnswerTimeout bounds the handler's work on one request, counted from
 	// the end of its headers; 0 means schema.WebhookAnswerTimeout.
 	AnswerTimeout time.Duration
+	// CIReady is called, without blocking, after an ingest that completed
+	// a commit's checks with failures (desired.IngestResult.CIReady): its
+	// prompt can go out now (CIFlusher.Kick). Nil means none.
+	CIReady func()
 	// BotLogin returns the GitHub login loopd and its agents post as
 	// (github.botLogin, or the login the credentials belong to, resolved
 	// by serve at start); it is called once per request. A change sent by
@@ -159,6 +169,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.Trigger == nil {
 		opts.Trigger = func() {}
+	}
+	if opts.CIReady == nil {
+		opts.CIReady = func() {}
 	}
 	if opts.BotLogin == nil {
 		opts.BotLogin = func() string { return "" }
@@ -227,6 +240,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.action = p.Action
+	if r := p.Repository; r.Owner.Login != "" && r.Name != "" && !schema.ValidRepository(r.Owner.Login, r.Name) {
+		// A 4xx, not a 5xx: redelivering it cannot help.
+		h.reject(ctx, w, d, reasonBadRepository, "repository "+strconv.Quote(journal.Clip(r.Owner.Login+"/"+r.Name, 200))+" is not a GitHub owner/repo name")
+		return
+	}
 	c, reason, err := classify(p)
 	if err != nil {
 		h.reject(ctx, w, d, reasonMalformedPayload, err.Error())
@@ -340,8 +358,48 @@ func (h *Handler) refused(r *http.Request, reason string, err error) {
 }
 
 // ingest applies an authorized, routed change in one store transaction and
-// answers with its outcome.
+// answers with its outcome. A check GitHub names no pull request for
+// (change.byCommit) goes to every open pull request item whose head is its
+// commit (Ingester.Heads), each in a transaction of its own: the first
+// under the delivery's id, each further one under the id and its number
+// (a form no X-GitHub-Delivery has), so that a redelivery is a duplicate
+// on every item. The answer is the most severe of theirs. A commit no
+// item has as its head is ignored (no_pull_request) and journaled with
+// it.
 func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery, c change) {
+	if !c.byCommit {
+		o := h.apply(ctx, d, c)
+		reply(w, o.code, o.msg)
+		return
+	}
+	keys, err := h.opts.Store.Heads(ctx, c.key.Owner, c.key.Repo, c.commit)
+	if err != nil {
+		o := h.storeFailed(ctx, d, "", err)
+		reply(w, o.code, o.msg)
+		return
+	}
+	if len(keys) == 0 {
+		o := h.ignored(ctx, http.StatusAccepted, d, "", reasonNoPullRequest, "commit", c.commit)
+		reply(w, o.code, o.msg)
+		return
+	}
+	code, msgs := 0, make([]string, 0, len(keys))
+	for i, k := range keys {
+		one, dd := c, d
+		one.key, one.byCommit = k, false
+		if i > 0 {
+			dd.id = d.id + "/" + strconv.Itoa(k.Number)
+		}
+		o := h.apply(ctx, dd, one)
+		code = max(code, o.code)
+		msgs = append(msgs, o.msg)
+	}
+	reply(w, code, strings.Join(msgs, "; "))
+}
+
+// apply ingests the change c of delivery d on its one item, records the
+// outcome and returns it.
+func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 	cfg := h.opts.Config()
 	key := c.key.String()
 	route, routed := cfg.Routing.Route(c.key.Owner, c.key.Repo)
@@ -351,8 +409,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	}
 	if v.drop != "" {
 		if c.closed == nil {
-			h.ignore(ctx, w, http.StatusAccepted, d, key, v.drop)
-			return
+			return h.ignored(ctx, http.StatusAccepted, d, key, v.drop)
 		}
 		// Whoever closed or reopened the item, or commented on it, it is
 		// closed or open on GitHub: the state applies to an item loopd
@@ -363,13 +420,11 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		v.noCreate, v.unknown = true, v.drop
 	}
 	if !routed {
-		h.ignore(ctx, w, http.StatusAccepted, d, key, reasonNoRoute)
-		return
+		return h.ignored(ctx, http.StatusAccepted, d, key, reasonNoRoute)
 	}
 	cwd, err := route.RenderWorkdir(c.key.Owner, c.key.Repo, c.key.Number, string(c.kind))
 	if err != nil {
-		h.fail(ctx, w, d, key, reasonWorkdirFailed, err)
-		return
+		return h.fail(ctx, d, key, reasonWorkdirFailed, err)
 	}
 	in := store.Ingest{
 		DeliveryID: d.id,
@@ -385,8 +440,11 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 		HeadPusher: c.headPusher,
 		HeadRepo:   c.headRepo,
 		Author:     c.author,
+		CanModify:  c.canModify,
 		NoCreate:   v.noCreate,
 		NewOnly:    v.newOnly,
+		CI:         c.ci,
+		Identity:   c.identity,
 	}
 	if c.prompt != nil {
 		p := *c.prompt
@@ -401,10 +459,6 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 			Commit:     c.commit,
 			Source:     c.source,
 		}
-		if c.ci != nil {
-			claims, conflicts := c.ci.claims()
-			in.Check = &desired.Check{Commit: c.ci.commit, Claims: claims, Conflicts: conflicts}
-		}
 	}
 	// The journal row goes in the delivery's own transaction: the
 	// delivery and its row are stored together or not at all.
@@ -414,8 +468,7 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	}
 	res, err := h.opts.Store.Ingest(ctx, in)
 	if err != nil {
-		h.storeFailed(ctx, w, d, key, err)
-		return
+		return h.storeFailed(ctx, d, key, err)
 	}
 	o := ingested(d, key, c, v, res)
 	h.opts.Recorder.Log(ctx, o.level, o.name, key, o.kv...)
@@ -423,7 +476,10 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 	if o.name == journal.DeliveryAccepted {
 		h.opts.Trigger()
 	}
-	reply(w, o.code, o.msg)
+	if res.CIReady {
+		h.opts.CIReady()
+	}
+	return o
 }
 
 // outcome is the answer to one delivery and the event that records it.
@@ -462,6 +518,11 @@ func ingested(d delivery, key string, c change, v verdict, res store.IngestResul
 		return ignored(http.StatusAccepted, d, reasonStaleCommit)
 	case res.Deduplicated:
 		return ignored(http.StatusAccepted, d, reasonCIDuplicate)
+	case res.Collected && c.ciQuiet != "":
+		// Recorded with its commit's checks: it names no failure.
+		return ignored(http.StatusAccepted, d, c.ciQuiet)
+	case res.Outdated && !res.StateChanged:
+		return ignored(http.StatusAccepted, d, reasonOutdated)
 	case res.Exists && !res.StateChanged:
 		return ignored(http.StatusAccepted, d, reasonStarted)
 	case res.StaleState && !res.Queued && !res.Created:
@@ -469,6 +530,11 @@ func ingested(d delivery, key string, c change, v verdict, res store.IngestResul
 	}
 	attrs := d.attrs("queued", res.Queued, "created", res.Created,
 		"state_changed", res.StateChanged, "stale_state", res.StaleState)
+	if res.Collected {
+		// A failure, kept with its commit's other checks until they are
+		// done (CIFlusher).
+		attrs = append(attrs, "ci_collected", true, "commit", c.commit, "ci_ready", res.CIReady)
+	}
 	if res.StateChanged {
 		attrs = append(attrs, "closed", *c.closed)
 	}
@@ -492,34 +558,42 @@ func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, d delivery,
 	reply(w, code, msg)
 }
 
-// fail answers 500 to a delivery loopd could not route to a work item (its
-// workdir did not render), so GitHub shows the failure and the operator can
-// redeliver it, and records delivery.rejected.
-func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, d delivery, key, reason string, err error) {
+// fail records delivery.rejected for a delivery loopd could not route to
+// a work item (its workdir did not render) and returns its answer, 500, so
+// that GitHub shows the failure and the operator can redeliver it.
+func (h *Handler) fail(ctx context.Context, d delivery, key, reason string, err error) outcome {
 	h.opts.Recorder.Record(ctx, slog.LevelError, journal.DeliveryRejected, key, d.attrs("reason", reason, "err", err)...)
 	h.opts.Metrics.count(journal.DeliveryRejected, reason)
-	reply(w, http.StatusInternalServerError, "delivery not stored: "+reason)
+	return outcome{code: http.StatusInternalServerError, msg: "delivery not stored: " + reason}
 }
 
-// storeFailed answers 503 to a delivery the store did not take (locked by
-// another process past AnswerTimeout or its busy timeout, full, broken),
-// so GitHub shows the failure and the operator can redeliver it. The
-// rejection is logged at once and journaled later (Recorder.RecordLater):
-// the journal is that same store, and a second wait on it would take the
-// answer past GitHub's deadline.
-func (h *Handler) storeFailed(ctx context.Context, w http.ResponseWriter, d delivery, key string, err error) {
+// storeFailed records a delivery the store did not take (locked by another
+// process past AnswerTimeout or its busy timeout, full, broken) and returns
+// its answer, 503, so that GitHub shows the failure and the operator can
+// redeliver it. The rejection is logged at once and journaled later
+// (Recorder.RecordLater): the journal is that same store, and a second
+// wait on it would take the answer past GitHub's deadline.
+func (h *Handler) storeFailed(ctx context.Context, d delivery, key string, err error) outcome {
 	h.opts.Recorder.RecordLater(ctx, slog.LevelError, journal.DeliveryRejected, key,
 		d.attrs("reason", reasonStoreFailed, "err", err)...)
 	h.opts.Metrics.count(journal.DeliveryRejected, reasonStoreFailed)
-	reply(w, http.StatusServiceUnavailable, "delivery not stored: "+reasonStoreFailed)
+	return outcome{code: http.StatusServiceUnavailable, msg: "delivery not stored: " + reasonStoreFailed}
 }
 
 // ignore answers code and records delivery.ignored with reason.
 func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, code int, d delivery, key, reason string) {
+	o := h.ignored(ctx, code, d, key, reason)
+	reply(w, o.code, o.msg)
+}
+
+// ignored records delivery.ignored with reason and the attributes kv, and
+// returns the answer, code.
+func (h *Handler) ignored(ctx context.Context, code int, d delivery, key, reason string, kv ...any) outcome {
 	o := ignored(code, d, reason)
+	o.kv = append(o.kv, kv...)
 	h.opts.Recorder.Record(ctx, o.level, o.name, key, o.kv...)
 	h.opts.Metrics.count(o.name, o.reason)
-	reply(w, o.code, o.msg)
+	return o
 }
 
 // reply writes a one-line text/plain answer; GitHub shows it in the

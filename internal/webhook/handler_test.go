@@ -59,6 +59,38 @@ func derive(t *testing.T, name string, edit func(m map[string]any)) []byte {
 	return b
 }
 
+// commentIDs numbers the comments tests derive from one fixture
+// (newComment).
+var commentIDs atomic.Int64
+
+// newComment makes the comment of payload m a new one with body: a comment
+// id of its own, so that it is not a replay of the fixture's comment (an
+// event's identity: desired.Ingest.Identity).
+func newComment(t *testing.T, m map[string]any, body string) {
+	t.Helper()
+	c := obj(t, m, "comment")
+	c["id"], c["body"] = 900000000+commentIDs.Add(1), body
+}
+
+// comments returns n comments of issue_comment.created.1.json, each with
+// an id of its own (newComment), signed with testSecret: n deliveries
+// that are no replays of each other.
+func comments(tb testing.TB, n int) (bodies [][]byte, sigs []string) {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixturesDir, "issue_comment.created.1.json"))
+	require.NoError(tb, err)
+	var m map[string]any
+	require.NoError(tb, json.Unmarshal(raw, &m))
+	c := m["comment"].(map[string]any)
+	for range n {
+		c["id"] = 900000000 + commentIDs.Add(1)
+		b, err := json.Marshal(m)
+		require.NoError(tb, err)
+		bodies, sigs = append(bodies, b), append(sigs, Sign(testSecret, b))
+	}
+	return bodies, sigs
+}
+
 // obj returns m[key] as an object, for editing nested fixture JSON.
 func obj(t *testing.T, m map[string]any, key string) map[string]any {
 	t.Helper()
@@ -303,6 +335,7 @@ func TestFixtureOutcomes(t *testing.T) {
 	closes := map[string]bool{"issues.closed": true, "pull_request.closed": true}
 	handled := map[string]bool{"issues": true, "issue_comment": true, "pull_request": true, "pull_request_review": true}
 	ci := map[string]bool{"check_run": true, "check_suite": true, "workflow_run": true}
+	namesItsPR := map[string]bool{"check_run.completed.1.json": true, "check_run.completed.2.json": true, "check_suite.completed.1.json": true}
 
 	names, err := filepath.Glob(filepath.Join(fixturesDir, "*.json"))
 	require.NoError(t, err)
@@ -353,12 +386,13 @@ func TestFixtureOutcomes(t *testing.T) {
 				assert.Equal(t, want, ev.Attrs["reason"])
 				assert.Zero(t, e.triggers.Load())
 			case ci[event]:
-				// The fixtures' checks succeeded, but for one, which failed
-				// on a pull request loopd holds no item for.
+				// No item holds their commits: those that name a pull
+				// request of their repository go to no work item, the
+				// others (a fork's, octo-org's run) to no pull request.
 				assert.Equal(t, http.StatusAccepted, code)
 				assert.Empty(t, e.records(t))
-				want := reasonCINotFailed
-				if name == "check_run.completed.1.json" {
+				want := reasonNoPullRequest
+				if namesItsPR[name] {
 					want = reasonNoWorkItem
 				}
 				assert.Equal(t, want, e.onlyEvent(t).Attrs["reason"])
@@ -590,7 +624,9 @@ func issueState(t *testing.T, state, updated string) func(m map[string]any) {
 
 // TestStateSnapshotHeals replays a lost close or reopen: GitHub never
 // retries it, and the next comment's issue.state brings the item back in
-// line. A snapshot older than the recorded state is ignored.
+// line. A snapshot older than the recorded state is ignored; a comment
+// older than the item's last open/closed change is an old event, whose
+// text is not queued either (older_than_state).
 func TestStateSnapshotHeals(t *testing.T) {
 	closeAt := func(t *testing.T, updated string) []byte {
 		return derive(t, "issues.opened.1.json", func(m map[string]any) {
@@ -604,6 +640,7 @@ func TestStateSnapshotHeals(t *testing.T) {
 		comment    func(t *testing.T, m map[string]any)
 		wantClosed bool
 		wantStale  bool
+		wantOld    bool
 	}{
 		{
 			name: "comment_after_lost_reopen_reopens", closeFirst: "2024-01-01T00:00:00Z",
@@ -618,7 +655,7 @@ func TestStateSnapshotHeals(t *testing.T) {
 		{
 			name: "older_comment_snapshot_ignored", closeFirst: "2024-01-02T00:00:00Z",
 			comment:    func(t *testing.T, m map[string]any) { issueState(t, "open", "2024-01-01T00:00:00Z")(m) },
-			wantClosed: true, wantStale: true,
+			wantClosed: true, wantStale: true, wantOld: true,
 		},
 		{
 			name: "comment_in_the_second_of_the_close_ignored", closeFirst: "2024-01-02T00:00:00Z",
@@ -642,10 +679,16 @@ func TestStateSnapshotHeals(t *testing.T) {
 			assert.Equal(t, http.StatusAccepted, code)
 			rec := e.onlyRecord(t)
 			assert.Equal(t, tt.wantClosed, rec.Spec.Closed)
-			require.Len(t, rec.Pending, 2, "the comment is queued; on a closed item it waits for a reopen")
-			assert.Equal(t, "d-comment", rec.Pending[1].ID)
 			evs := e.events(t)
 			last := evs[len(evs)-1]
+			if tt.wantOld {
+				assert.Len(t, rec.Pending, 1, "an old event queues no text")
+				assert.Equal(t, journal.DeliveryIgnored, last.Name)
+				assert.Equal(t, reasonOutdated, last.Attrs["reason"])
+				return
+			}
+			require.Len(t, rec.Pending, 2, "the comment is queued; on a closed item it waits for a reopen")
+			assert.Equal(t, "d-comment", rec.Pending[1].ID)
 			assert.Equal(t, journal.DeliveryAccepted, last.Name)
 			assert.Equal(t, strconv.FormatBool(tt.wantStale), last.Attrs["stale_state"])
 			assert.Equal(t, strconv.FormatBool(!tt.wantStale), last.Attrs["state_changed"])
@@ -719,6 +762,7 @@ func TestStrangersCommentHealsStateOnly(t *testing.T) {
 	stranger := func(state, updated string) []byte {
 		return derive(t, "issue_comment.created.1.json", func(m map[string]any) {
 			obj(t, m, "sender")["login"] = "passer-by"
+			newComment(t, m, "passing by")
 			issueState(t, state, updated)(m)
 		})
 	}
@@ -1184,6 +1228,40 @@ func TestWorkdirFailureIs500(t *testing.T) {
 	assert.Zero(t, e.triggers.Load())
 }
 
+// TestRepositoryGitHubNeverSendsIs4xx: a signed payload whose repository
+// name GitHub could never send ("..", a slash, a space, too long) is
+// refused with 400 and the reason, not 500: a redelivery cannot help, and
+// nothing is stored. The route matches every name ("*"), so only the name
+// rule stands between it and a workdir.
+func TestRepositoryGitHubNeverSendsIs4xx(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Config = func() schema.GHWebhook {
+			cfg := defaultConfig()
+			cfg.Routing.Repos = map[string]schema.Route{"*": {Harness: "claude-code", Workdir: "/srv/agents/{{.Owner}}/{{.Repo}}/{{.Number}}"}}
+			return cfg
+		}
+	})
+	for i, name := range []string{"..", ".", "a/b", "a b", strings.Repeat("r", 101)} {
+		body := derive(t, "issue_comment.created.1.json", func(m map[string]any) { obj(t, m, "repository")["name"] = name })
+		code, msg := e.replay(t, "issue_comment", "d-bad-"+strconv.Itoa(i), body)
+		assert.Equal(t, http.StatusBadRequest, code, name)
+		assert.Contains(t, msg, "not a GitHub owner/repo name", name)
+	}
+	body := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, obj(t, m, "repository"), "owner")["login"] = "../etc"
+	})
+	code, _ := e.replay(t, "issue_comment", "d-bad-owner", body)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Empty(t, e.records(t))
+	evs := e.events(t)
+	require.Len(t, evs, 6)
+	for _, ev := range evs {
+		assert.Equal(t, journal.DeliveryRejected, ev.Name)
+		assert.Equal(t, reasonBadRepository, ev.Attrs["reason"])
+	}
+	assert.Zero(t, e.triggers.Load())
+}
+
 func TestSign(t *testing.T) {
 	// The example from GitHub's webhook docs, "Validating webhook deliveries".
 	got := Sign([]byte("It's a Secret to Everybody"), []byte("Hello, World!"))
@@ -1248,6 +1326,40 @@ func TestHeadFactsAreRecordedWhoeverSentThem(t *testing.T) {
 	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
 	require.Equal(t, http.StatusAccepted, code)
 	assert.Equal(t, "someone/Hello-World", f.onlyRecord(t).Spec.HeadRepo)
+}
+
+// TestForkPullRequestNamesItsHead: a fork's pull request's prompt names
+// the head repository beside its branch (the worktree's origin is the
+// base repository, where a branch of the same name is another branch),
+// and its maintainer_can_modify is recorded as each payload names it; a
+// pull request of the repository itself names no head repository.
+func TestForkPullRequestNamesItsHead(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-fork", fixture(t, "pull_request.opened.5.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r := e.onlyRecord(t)
+	assert.True(t, r.Spec.Fork(r.Key))
+	assert.True(t, r.Spec.MaintainerCanModify)
+	require.Len(t, r.Pending, 1)
+	assert.Contains(t, e.prompt(t, r, 0), "\nhead: patch-1\nhead_repo: Octocoders/Hello-World\nbase: master\n")
+
+	locked := func(m map[string]any) {
+		pr := obj(t, m, "pull_request")
+		pr["maintainer_can_modify"] = false
+		pr["updated_at"] = "2030-01-01T00:00:00Z"
+		m["action"] = "edited"
+	}
+	code, _ = e.replay(t, "pull_request", "d-edit", derive(t, "pull_request.opened.5.json", locked))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.False(t, e.onlyRecord(t).Spec.MaintainerCanModify, "the fork's owner took it back")
+
+	f := newEnv(t)
+	code, _ = f.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	r = f.onlyRecord(t)
+	assert.False(t, r.Spec.Fork(r.Key))
+	require.Len(t, r.Pending, 1)
+	assert.NotContains(t, f.prompt(t, r, 0), "head_repo:")
 }
 
 // TestDeliveryCarriesItsSource: each queued delivery names what on GitHub

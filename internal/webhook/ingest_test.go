@@ -81,8 +81,11 @@ func TestAcceptedRowCommitsWithTheDelivery(t *testing.T) {
 // answer goes out before the commit that holds it.
 func TestConcurrentDeliveriesAnsweredAfterTheirCommit(t *testing.T) {
 	e, db := storeEnv(t)
-	body := fixture(t, "issue_comment.created.1.json")
 	const ids, clients = 32, 32
+	bodies := make([][]byte, ids) // a comment of its own per id
+	for i := range bodies {
+		bodies[i] = derive(t, "issue_comment.created.1.json", func(m map[string]any) { newComment(t, m, "please look") })
+	}
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
@@ -98,7 +101,7 @@ func TestConcurrentDeliveriesAnsweredAfterTheirCommit(t *testing.T) {
 					return
 				}
 				id := fmt.Sprintf("d-%d", n%ids)
-				resp, err := Replay(context.Background(), e.srv.Client(), e.srv.URL, testSecret, "issue_comment", id, body)
+				resp, err := Replay(context.Background(), e.srv.Client(), e.srv.URL, testSecret, "issue_comment", id, bodies[n%ids])
 				if err != nil {
 					mu.Lock()
 					problems = append(problems, id+": "+err.Error())

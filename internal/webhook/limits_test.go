@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/store"
 	"github.com/loopd/loopd/store/sqlstore"
@@ -420,6 +421,11 @@ type blockingStore struct{}
 func (blockingStore) Ingest(ctx context.Context, _ store.Ingest) (store.IngestResult, error) {
 	<-ctx.Done()
 	return store.IngestResult{}, fmt.Errorf("ingest: %w", context.Cause(ctx))
+}
+
+func (blockingStore) Heads(ctx context.Context, _, _, _ string) ([]desired.Key, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("heads: %w", context.Cause(ctx))
 }
 
 // BenchmarkStalledConnections measures what 100 stalled hostile

@@ -34,7 +34,10 @@ func TestDeliveriesCountedByOutcomeAndReason(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	code, _ = e.replay(t, "issue_comment", "d-1", comment)
 	require.Equal(t, http.StatusOK, code)
-	stranger := derive(t, "issue_comment.created.1.json", func(m map[string]any) { obj(t, m, "sender")["login"] = "mallory" })
+	stranger := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		obj(t, m, "sender")["login"] = "mallory"
+		newComment(t, m, "hi")
+	})
 	code, _ = e.replay(t, "issue_comment", "d-2", stranger)
 	require.Equal(t, http.StatusAccepted, code)
 	code, _ = e.replay(t, "issue_comment", "d-3", []byte(`{"action": "created", "issue": {`))

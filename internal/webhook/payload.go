@@ -73,6 +73,8 @@ type pullRequest struct {
 	thread
 	Head branch `json:"head"`
 	Base branch `json:"base"`
+	// MaintainerCanModify is nil when the payload leaves it out.
+	MaintainerCanModify *bool `json:"maintainer_can_modify"`
 }
 
 type branch struct {
@@ -84,14 +86,16 @@ type branch struct {
 // comment is an issue comment or a review comment (with a path and a
 // diff hunk).
 type comment struct {
-	ID       int64  `json:"id"`
-	HTMLURL  string `json:"html_url"`
-	Body     string `json:"body"`
-	Path     string `json:"path"`
-	DiffHunk string `json:"diff_hunk"`
+	ID        int64            `json:"id"`
+	HTMLURL   string           `json:"html_url"`
+	Body      string           `json:"body"`
+	Path      string           `json:"path"`
+	DiffHunk  string           `json:"diff_hunk"`
+	UpdatedAt github.Timestamp `json:"updated_at"`
 }
 
 type review struct {
+	ID      int64  `json:"id"`
 	State   string `json:"state"`
 	HTMLURL string `json:"html_url"`
 	Body    string `json:"body"`
@@ -110,7 +114,9 @@ type prRef struct {
 }
 
 type checkRun struct {
+	ID         int64  `json:"id"`
 	Name       string `json:"name"`
+	Status     string `json:"status"`
 	Conclusion string `json:"conclusion"`
 	HeadSHA    string `json:"head_sha"`
 	DetailsURL string `json:"details_url"`
@@ -127,9 +133,11 @@ type checkRun struct {
 }
 
 type checkSuite struct {
-	ID         int64  `json:"id"`
-	Conclusion string `json:"conclusion"`
-	HeadSHA    string `json:"head_sha"`
+	ID         int64            `json:"id"`
+	Status     string           `json:"status"`
+	Conclusion string           `json:"conclusion"`
+	HeadSHA    string           `json:"head_sha"`
+	UpdatedAt  github.Timestamp `json:"updated_at"`
 	App        struct {
 		Name string `json:"name"`
 		Slug string `json:"slug"`
@@ -138,7 +146,10 @@ type checkSuite struct {
 }
 
 type workflowRun struct {
+	ID           int64   `json:"id"`
 	Name         string  `json:"name"`
+	Status       string  `json:"status"`
+	RunAttempt   int     `json:"run_attempt"`
 	Conclusion   string  `json:"conclusion"`
 	HeadSHA      string  `json:"head_sha"`
 	HTMLURL      string  `json:"html_url"`

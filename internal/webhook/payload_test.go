@@ -74,7 +74,7 @@ func sameAsJSON(t *testing.T, file, path string, v reflect.Value, j any, set map
 			return
 		}
 		require.False(t, v.IsNil(), "%s %s", file, path)
-		if v.Elem().NumField() == 0 {
+		if v.Elem().Kind() == reflect.Struct && v.Elem().NumField() == 0 {
 			return
 		}
 		sameAsJSON(t, file, path, v.Elem(), j, set)
@@ -105,18 +105,21 @@ func sameAsJSON(t *testing.T, file, path string, v reflect.Value, j any, set map
 	case reflect.Int, reflect.Int64:
 		f, _ := j.(float64)
 		assert.Equal(t, int64(f), v.Int(), "%s %s", file, path)
+	case reflect.Bool:
+		b, _ := j.(bool)
+		assert.Equal(t, b, v.Bool(), "%s %s", file, path)
 	default:
 		t.Fatalf("%s: no check for %s", path, v.Kind())
 	}
 }
 
 // isLeaf reports whether a field of typ holds a value rather than fields:
-// a string, a number, a timestamp or a presence marker (a pointer to an
-// empty struct).
+// a string, a number, a boolean, a timestamp, a presence marker (a pointer
+// to an empty struct) or a pointer to a value.
 func isLeaf(typ reflect.Type) bool {
 	switch typ.Kind() {
 	case reflect.Pointer:
-		return typ.Elem().NumField() == 0
+		return typ.Elem().Kind() != reflect.Struct || typ.Elem().NumField() == 0
 	case reflect.Struct:
 		return typ == timestampType
 	case reflect.Slice:
@@ -125,14 +128,13 @@ func isLeaf(typ reflect.Type) bool {
 	return true
 }
 
-// leafPaths lists the paths of typ's fields that hold a value: strings,
-// numbers, timestamps and presence markers (a pointer to an empty struct).
+// leafPaths lists the paths of typ's fields that hold a value (isLeaf).
 func leafPaths(typ reflect.Type, path string) []string {
 	switch {
 	case typ == timestampType:
 		return []string{path}
 	case typ.Kind() == reflect.Pointer:
-		if typ.Elem().NumField() == 0 {
+		if isLeaf(typ) {
 			return []string{path}
 		}
 		return leafPaths(typ.Elem(), path)

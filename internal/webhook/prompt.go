@@ -18,20 +18,22 @@ type PromptInput struct {
 	Sender     string // sender login
 	DeliveryID string // X-GitHub-Delivery
 
-	Title      string // issue or pull request title
-	URL        string // html_url of the issue, pull request, comment or review
-	Head       string // pull request head branch
-	Base       string // pull request base branch
-	Commit     string // head commit after a push (pull_request.synchronize), or a failed check's
-	Check      string // the name of a failed check (check_run, check_suite, workflow_run)
-	Conclusion string // a failed check's conclusion: failure or timed_out
-	State      string // review state, e.g. "changes_requested"
-	Path       string // file of a review comment
-	DiffHunk   string // diff hunk a review comment refers to
-	Body       string // issue, pull request, comment or review body; a failed check's output
-	// OutputCut is how many bytes of a failed check's output were left out
-	// (MaxCIOutput); 0 shows nothing.
-	OutputCut int
+	Title    string // issue or pull request title
+	URL      string // html_url of the issue, pull request, comment or review
+	Head     string // pull request head branch
+	HeadRepo string // a fork's pull request's head repository, owner/repo
+	Base     string // pull request base branch
+	Commit   string // head commit after a push (pull_request.synchronize), or of failed checks
+	State    string // review state, e.g. "changes_requested"
+	Path     string // file of a review comment
+	DiffHunk string // diff hunk a review comment refers to
+	Body     string // issue, pull request, comment or review body
+	// Checks, when not empty, are the failed checks of one commit
+	// (CIFlusher), each with its conclusion, details URL and output; they
+	// take the place of the body. ChecksLeftOut counts those past
+	// MaxCIChecks.
+	Checks        []desired.CIFailure
+	ChecksLeftOut int
 }
 
 // Render returns the prompt for p. It is pure and stable: the same input
@@ -68,9 +70,8 @@ func Render(p PromptInput) string {
 		{"title", p.Title},
 		{"url", p.URL},
 		{"head", p.Head},
+		{"head_repo", p.HeadRepo},
 		{"base", p.Base},
-		{"check", p.Check},
-		{"conclusion", p.Conclusion},
 		{"commit", p.Commit},
 		{"state", p.State},
 		{"path", p.Path},
@@ -82,12 +83,36 @@ func Render(p PromptInput) string {
 	if p.DiffHunk != "" {
 		b.WriteString("diff_hunk:\n" + endLine(sanitize(p.DiffHunk)))
 	}
-	if p.OutputCut > 0 {
-		b.WriteString("output_cut: " + strconv.Itoa(p.OutputCut) + " bytes left out\n")
+	if len(p.Checks) > 0 {
+		writeChecks(&b, p.Checks, p.ChecksLeftOut)
+	} else {
+		b.WriteString("body:\n" + endLine(sanitizeMarkdown(p.Body)))
 	}
-	b.WriteString("body:\n" + endLine(sanitizeMarkdown(p.Body)))
 	b.WriteString(desired.FrameEnd(id, b.String()[start:]))
 	return b.String()
+}
+
+// writeChecks writes the failed checks of one commit, each as a check
+// line, its conclusion and details URL, and its output as a markdown body
+// (sanitized as any body), then how many more failed and were left out.
+func writeChecks(b *strings.Builder, checks []desired.CIFailure, leftOut int) {
+	b.WriteString("failed_checks: " + strconv.Itoa(len(checks)+leftOut) + "\n")
+	for _, f := range checks {
+		b.WriteString("check: " + sanitizeLine(f.Check) + "\n")
+		b.WriteString("conclusion: " + sanitizeLine(f.Conclusion) + "\n")
+		if f.URL != "" {
+			b.WriteString("url: " + sanitizeLine(f.URL) + "\n")
+		}
+		if f.OutputCut > 0 {
+			b.WriteString("output_cut: " + strconv.Itoa(f.OutputCut) + " bytes left out\n")
+		}
+		if f.Output != "" {
+			b.WriteString("output:\n" + endLine(sanitizeMarkdown(f.Output)))
+		}
+	}
+	if leftOut > 0 {
+		b.WriteString("checks_left_out: " + strconv.Itoa(leftOut) + " more failed checks are not shown\n")
+	}
 }
 
 // endLine returns s ending in exactly one added '\n' unless it already ends

@@ -47,7 +47,7 @@ func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time, batch int)
 
 // ownTables are the tables whose rows belong to one work item, by their
 // work_item column, children of work_items (Forget deletes them first).
-var ownTables = []string{"deliveries", "session_reports", "check_claims", "outbox", "transcripts"}
+var ownTables = []string{"deliveries", "session_reports", "ci_commits", "outbox", "transcripts"}
 
 // Forget implements Retention.
 func (s *sqlStore) Forget(ctx context.Context, k desired.Key) error {

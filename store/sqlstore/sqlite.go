@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 11
+const schemaVersion = 14
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -116,7 +116,7 @@ var migrations = []string{
 	// v5: a pull request's head commit and the time of the payload that
 	// named it (Spec.HeadSHA), the commit a delivery is about
 	// (Delivery.Commit), and the CI failures already prompted per item
-	// (Ingest.Check).
+	// (the claims that v11 replaces).
 	`ALTER TABLE work_items ADD COLUMN head_sha TEXT NOT NULL DEFAULT '';
 	ALTER TABLE work_items ADD COLUMN head_at INTEGER;
 	ALTER TABLE deliveries ADD COLUMN commit_sha TEXT NOT NULL DEFAULT '';
@@ -204,6 +204,46 @@ var migrations = []string{
 	`ALTER TABLE work_items ADD COLUMN head_repo TEXT NOT NULL DEFAULT '';
 	ALTER TABLE work_items ADD COLUMN author TEXT NOT NULL DEFAULT '';
 	ALTER TABLE work_items ADD COLUMN head_pusher TEXT NOT NULL DEFAULT '';`,
+
+	// v12: GitHub as it behaves. Each delivery's own identity
+	// (store.Ingest.Identity), one per item, so that a replay under another
+	// delivery id changes nothing; the time of each item's last
+	// open/closed change (store.Ingest's old events); the items by head commit
+	// (store.Store.Heads); and the CI of each pull request item's commit
+	// (store.Ingest.CI), which replaces the claims of one prompt per check.
+	`ALTER TABLE deliveries ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX deliveries_by_identity ON deliveries (work_item, identity) WHERE identity <> '';
+	ALTER TABLE work_items ADD COLUMN flipped_at INTEGER;
+	CREATE INDEX work_items_by_head ON work_items (head_sha) WHERE head_sha <> '';
+	DROP TABLE check_claims;
+	CREATE TABLE ci_commits (
+		work_item  TEXT NOT NULL REFERENCES work_items (key),
+		commit_sha TEXT NOT NULL,
+		state      TEXT NOT NULL CHECK (state IN ('collecting', 'sent', 'stale')),
+		checks     TEXT NOT NULL,
+		failed     INTEGER NOT NULL CHECK (failed >= 0),
+		last_at    INTEGER,
+		delivery   TEXT NOT NULL,
+		PRIMARY KEY (work_item, commit_sha)
+	) STRICT;
+	CREATE INDEX ci_commits_collecting ON ci_commits (last_at) WHERE state = 'collecting' AND failed > 0;`,
+
+	// v13: the pauses of each installation's GitHub calls that its rate
+	// limits asked for (desired.Pause).
+	`CREATE TABLE github_pauses (
+		installation TEXT NOT NULL CHECK (installation <> ''),
+		kind         TEXT NOT NULL CHECK (kind IN ('secondary', 'primary')),
+		until        INTEGER,
+		since        INTEGER,
+		streak       INTEGER NOT NULL CHECK (streak >= 0),
+		http_status  INTEGER NOT NULL,
+		message      TEXT NOT NULL,
+		PRIMARY KEY (installation, kind)
+	) STRICT;`,
+
+	// v14: whether a fork's pull request lets the base repository's
+	// maintainers push to its head (desired.Spec.MaintainerCanModify).
+	`ALTER TABLE work_items ADD COLUMN maintainer_can_modify INTEGER NOT NULL DEFAULT 0 CHECK (maintainer_can_modify IN (0, 1));`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

@@ -134,7 +134,9 @@ func inTx(ctx context.Context, db interface {
 }
 
 // Ingest claims in.DeliveryID and applies in, in one transaction:
-//   - a delivery id already claimed makes Duplicate true and changes nothing;
+//   - a delivery id already claimed, or an in.Identity the item already
+//     holds (a replay under another delivery id), makes Duplicate true and
+//     changes nothing;
 //   - an unknown key creates the item (in.Kind, in.Harness, in.Cwd, open,
 //     Generation 1, Status{Phase: PhaseIdle}); an existing item keeps its own
 //     kind, harness and cwd;
@@ -145,19 +147,22 @@ func inTx(ctx context.Context, db interface {
 //     recorded state that is not newer is simply not applied); otherwise
 //     Closed and StateChangedAt take the new values, and StateChanged
 //     reports whether Closed flipped (a new item starts open);
-//   - a snapshot with no in.Delivery, an in.NoCreate and an in.Check for an
+//   - a snapshot with no in.Delivery, an in.NoCreate and an in.CI for an
 //     unknown key change nothing and claim nothing (Unknown);
 //   - in.Delivery, when set, is queued as pending (Queued); its ID must be
 //     in.DeliveryID or empty. It is not queued, and the id is claimed
-//     alone, for an in.NewOnly on an item that existed (Exists), and for
-//     an in.Check whose commit is not the recorded head (StaleCommit) or
-//     one of whose Conflicts is claimed (Deduplicated); a queued Check
-//     claims its Claims. Without a delivery, the id is still claimed;
+//     alone, for an in.NewOnly on an item that existed (Exists), and for a
+//     payload older than the item's last open/closed change (Outdated: an
+//     old event, replayed or late, brings no text). Without a delivery,
+//     the id is still claimed;
+//   - in.CI is recorded with the commit's checks (ingestCI: Collected,
+//     CIReady, StaleCommit, Deduplicated); it queues nothing itself;
 //   - in.HeadSHA, when set, becomes Spec.HeadSHA unless in.StateAt is
 //     before the time of the payload that named the recorded one, and
 //     Spec.HeadPusher becomes in.HeadPusher, or "" when the head moved
 //     without one (recordHead); in.HeadRepo and in.Author, when set,
-//     replace Spec.HeadRepo and Spec.Author.
+//     replace Spec.HeadRepo and Spec.Author, and in.CanModify, when set,
+//     Spec.MaintainerCanModify.
 //
 // When in.Journal is set, the events it returns for the result are
 // appended in the same transaction. An ingest that created an item, queued
@@ -215,8 +220,11 @@ func checkIngest(in store.Ingest) error {
 
 // ingest is Ingest's transaction; it records what it did in res.
 func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res *store.IngestResult) error {
+	key := in.Key.String()
 	var claimed bool
-	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`, in.DeliveryID).Scan(&claimed)
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)
+		OR EXISTS (SELECT 1 FROM deliveries WHERE work_item = ? AND identity = ? AND identity <> '')`,
+		in.DeliveryID, key, in.Identity).Scan(&claimed)
 	if err != nil {
 		return err
 	}
@@ -224,18 +232,17 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		res.Duplicate = true
 		return nil
 	}
-	key := in.Key.String()
 	now := s.now()
 
 	var (
-		closed       bool
-		at, headAt   sql.NullInt64
-		head, pusher string
+		closed                bool
+		at, headAt, flippedAt sql.NullInt64
+		head, pusher          string
 	)
-	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at, head_pusher FROM work_items WHERE key = ?`, key).
-		Scan(&closed, &at, &head, &headAt, &pusher)
+	err = tx.QueryRowContext(ctx, `SELECT closed, state_changed_at, head_sha, head_at, head_pusher, flipped_at FROM work_items WHERE key = ?`, key).
+		Scan(&closed, &at, &head, &headAt, &pusher, &flippedAt)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.Check != nil):
+	case errors.Is(err, sql.ErrNoRows) && ((in.Snapshot && in.Delivery == nil) || in.NoCreate || in.CI != nil):
 		res.Unknown = true
 		return nil
 	case errors.Is(err, sql.ErrNoRows):
@@ -272,6 +279,16 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 			if err != nil {
 				return err
 			}
+			if flips {
+				if _, err := tx.ExecContext(ctx, `UPDATE work_items SET flipped_at = ? WHERE key = ?`, timeToDB(in.StateAt), key); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if in.CI != nil {
+		if err := ingestCI(ctx, tx, in, key, head, now, res); err != nil {
+			return err
 		}
 	}
 
@@ -280,11 +297,7 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	if in.Delivery != nil {
 		d = *in.Delivery
 		d.ID = in.DeliveryID
-		queue, err := queues(ctx, tx, in, key, head, res)
-		if err != nil {
-			return err
-		}
-		if queue {
+		if queues(in, flippedAt, res) {
 			state = "pending"
 			res.Queued = true
 			changed = true
@@ -293,23 +306,19 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	c := desired.Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
 		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
-		prompt_bytes, prompt_header, frame_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		prompt_bytes, prompt_header, frame_digest, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
-		c.Size, c.Header, c.Digest)
+		c.Size, c.Header, c.Digest, in.Identity)
 	if err != nil {
 		return err
 	}
-	if res.Queued && in.Check != nil {
-		for _, c := range in.Check.Claims {
-			_, err := tx.ExecContext(ctx, `INSERT INTO check_claims (work_item, claim, delivery) VALUES (?, ?, ?)
-				ON CONFLICT DO NOTHING`, key, c, d.ID)
-			if err != nil {
-				return err
-			}
-		}
-	}
 	if err := recordHead(ctx, tx, in, key, head, pusher, headAt); err != nil {
 		return err
+	}
+	if in.CanModify != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET maintainer_can_modify = ? WHERE key = ?`, *in.CanModify, key); err != nil {
+			return err
+		}
 	}
 	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}} {
 		if kv[1] == "" {
@@ -366,34 +375,19 @@ func recordHead(ctx context.Context, tx *sql.Tx, in store.Ingest, key, head, pus
 	return err
 }
 
-// queues reports whether in's delivery is queued on the item key, whose
-// recorded head commit is head, by the NewOnly and Check rules of Ingest,
-// and records in res why not.
-func queues(ctx context.Context, tx *sql.Tx, in store.Ingest, key, head string, res *store.IngestResult) (bool, error) {
-	if in.NewOnly && !res.Created {
+// queues reports whether in's delivery is queued, by the NewOnly rule and
+// the rule of an old event (a payload older than flippedAt, the item's
+// last open/closed change), and records in res why not.
+func queues(in store.Ingest, flippedAt sql.NullInt64, res *store.IngestResult) bool {
+	switch {
+	case in.NewOnly && !res.Created:
 		res.Exists = true
-		return false, nil
+		return false
+	case flippedAt.Valid && !in.StateAt.IsZero() && in.StateAt.Before(timeFromDB(flippedAt)):
+		res.Outdated = true
+		return false
 	}
-	c := in.Check
-	if c == nil {
-		return true, nil
-	}
-	if head != "" && !strings.EqualFold(head, c.Commit) {
-		res.StaleCommit = true
-		return false, nil
-	}
-	for _, claim := range c.Conflicts {
-		var claimed bool
-		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM check_claims WHERE work_item = ? AND claim = ?)`, key, claim).Scan(&claimed)
-		if err != nil {
-			return false, err
-		}
-		if claimed {
-			res.Deduplicated = true
-			return false, nil
-		}
-	}
-	return true, nil
+	return true
 }
 
 // Records returns every work item with its pending deliveries in arrival
@@ -480,7 +474,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
-		status, r.session_id, r.source, r.at,
+		maintainer_can_modify, status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -503,7 +497,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
 			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
-			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()

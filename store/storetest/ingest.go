@@ -217,12 +217,14 @@ func (s suite) stateSnapshot(t *testing.T) {
 			wantClosed: true, wantAt: t2, wantPending: 2,
 		},
 		{
+			// A comment older than the close is an old event: its state is
+			// stale and its text is not queued (a replay after a close).
 			name: "older_snapshot_ignored",
 			steps: []step{
 				{in: explicit("close", true, t2), want: store.IngestResult{Created: true, StateChanged: true}},
-				{in: snapshot("c", false, t1), want: store.IngestResult{Queued: true, StaleState: true}},
+				{in: snapshot("c", false, t1), want: store.IngestResult{Outdated: true, StaleState: true}},
 			},
-			wantClosed: true, wantAt: t2, wantPending: 1,
+			wantClosed: true, wantAt: t2, wantPending: 0,
 		},
 		{
 			// "Close with comment": the comment, made in the same second,
@@ -246,9 +248,9 @@ func (s suite) stateSnapshot(t *testing.T) {
 			name: "same_state_older_snapshot_changes_nothing",
 			steps: []step{
 				{in: explicit("close", true, t2), want: store.IngestResult{Created: true, StateChanged: true}},
-				{in: snapshot("c", true, t1), want: store.IngestResult{Queued: true}},
+				{in: snapshot("c", true, t1), want: store.IngestResult{Outdated: true}},
 			},
-			wantClosed: true, wantAt: t2, wantPending: 1,
+			wantClosed: true, wantAt: t2, wantPending: 0,
 		},
 		{
 			name: "same_state_newer_snapshot_moves_the_time",

@@ -131,3 +131,29 @@ func (s suite) dueCallsAndUpdates(t *testing.T) {
 	a.ID = 1 << 40
 	require.ErrorIs(t, st.UpdateCall(ctx, a), store.ErrNotFound)
 }
+
+// pauses: a pause is recorded per installation and kind, replaced by the
+// next of the same, seen by another handle, and removed by one with no
+// Until and no Streak.
+func (s suite) pauses(t *testing.T) {
+	st, another := s.open(t)
+	ctx := context.Background()
+	secondary := desired.Pause{Installation: "installation 7", Kind: desired.PauseSecondary, Until: t0.Add(time.Minute),
+		Since: t0, Streak: 1, HTTPStatus: 403, Message: "You have exceeded a secondary rate limit"}
+	primary := desired.Pause{Installation: "installation 7", Kind: desired.PausePrimary, Until: t0.Add(time.Hour), Since: t0,
+		Streak: 1, HTTPStatus: 403, Message: "API rate limit exceeded"}
+	token := desired.Pause{Installation: "token", Kind: desired.PauseSecondary, Until: t0.Add(time.Second), Since: t0, Streak: 1}
+	require.NoError(t, st.PutPause(ctx, secondary))
+	require.NoError(t, st.PutPause(ctx, primary))
+	require.NoError(t, st.PutPause(ctx, token))
+	secondary.Until, secondary.Streak = t0.Add(3*time.Minute), 2
+	require.NoError(t, st.PutPause(ctx, secondary))
+	got, err := another().Pauses(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []desired.Pause{primary, secondary, token}, got)
+
+	require.NoError(t, st.PutPause(ctx, desired.Pause{Installation: "installation 7", Kind: desired.PauseSecondary}))
+	got, err = st.Pauses(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []desired.Pause{primary, token}, got)
+}

@@ -49,7 +49,7 @@ func (s suite) pruneEvents(t *testing.T) {
 
 // forgetItem: Forget refuses an open item and an unknown key and removes
 // nothing then; on a closed item it removes the item and every row of
-// its own (deliveries, session report, CI claims, outbox calls, stored
+// its own (deliveries, session report, the CI of its commits, outbox calls, stored
 // transcripts), so that its delivery ids are free again and the key can
 // be made anew; other items and the journal stay.
 func (s suite) forgetItem(t *testing.T) {
@@ -59,10 +59,10 @@ func (s suite) forgetItem(t *testing.T) {
 	opened := comment(keyAPI, "d1", t0)
 	opened.Kind = desired.KindPullRequest
 	ingest(t, st, opened, comment(keyAPI, "d2", t0), comment(other, "o1", t0))
-	ci := comment(keyAPI, "c1", t0)
-	ci.Delivery.Event = "check_run"
-	ci.Check = &desired.Check{Claims: []string{"check:lint"}, Conflicts: []string{"check:lint"}}
-	ingest(t, st, ci)
+	ingest(t, st, ciEvent("c1", "aaa", 7, 1, true, "lint"))
+	sent, err := st.SendCI(ctx, keyAPI, "aaa", desired.Delivery{ID: desired.CIDeliveryID(keyAPI, "aaa"), Prompt: "lint failed"})
+	require.NoError(t, err)
+	require.Equal(t, store.CIQueued, sent)
 	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
 		Delivered: []string{"d1"}, Calls: []desired.Call{{Kind: desired.CallAnnounce, Body: "hi", Marker: "m"}}}))
 	require.NoError(t, st.WriteStatus(ctx, other, store.StatusWrite{Status: desired.Status{Phase: desired.PhaseRunning},
@@ -82,7 +82,7 @@ func (s suite) forgetItem(t *testing.T) {
 	require.NoError(t, st.Forget(ctx, keyAPI))
 
 	h := another()
-	_, err := h.Get(ctx, keyAPI)
+	_, err = h.Get(ctx, keyAPI)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	assert.ErrorIs(t, st.Forget(ctx, keyAPI), store.ErrNotFound, "forgotten once")
 	recs := records(t, h)
@@ -105,10 +105,9 @@ func (s suite) forgetItem(t *testing.T) {
 	again := get(t, h, keyAPI)
 	assert.Nil(t, again.Report)
 	assert.Equal(t, desired.Status{Phase: desired.PhaseIdle}, again.Status)
-	ci.DeliveryID, ci.Delivery.ID = "c2", "c2"
-	res, err = h.Ingest(ctx, ci)
+	res, err = h.Ingest(ctx, ciEvent("c1", "aaa", 7, 1, true, "lint"))
 	require.NoError(t, err)
-	assert.True(t, res.Queued, "the old item's CI claims are gone")
+	assert.Equal(t, store.IngestResult{Collected: true, CIReady: true}, res, "the old item's CI is gone: its prompt no longer counts")
 	if isFleet {
 		n, err := fleet.TranscriptSize(ctx, keyAPI, "s1")
 		require.NoError(t, err)

@@ -43,11 +43,11 @@ type Backend struct {
 // one subtest per behaviour, each on a new backing store: ingest and its
 // dedupe by delivery id, the open/closed state and its snapshots, the
 // rules that keep an event from creating an item or from being queued (a
-// trigger, a CI failure's head and claims), the head commit, a dropped
+// trigger, a replay, an old event), the CI of a pull request's commit, the head commit, a dropped
 // delivery, refused
 // input, record and delivery order, pending deliveries without their
 // prompts and the prompt read on its own, status writes that mark deliveries
-// delivered, the outbox of GitHub calls queued with a status write, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
+// delivered, the outbox of GitHub calls queued with a status write, the pauses of GitHub calls, unknown keys, the hold, a release, an item's history, session reports, hand-edited statuses,
 // the journal and its filters, the journal rows an ingest writes with its
 // change, durability across a reopen, concurrent
 // writers on one and on two handles, the reconcile lock across two
@@ -72,7 +72,10 @@ func Run(t *testing.T, b Backend) {
 		{"new_only_queues_on_a_new_item_only", s.newOnly},
 		{"head_sha_follows_the_newest_payload", s.headSHA},
 		{"head_pusher_goes_with_its_commit", s.headPusher},
-		{"check_queues_once_on_the_head", s.check},
+		{"ci_collects_per_head_commit", s.ciCollects},
+		{"heads_are_the_open_pull_requests_at_a_commit", s.heads},
+		{"identity_makes_a_replay_a_duplicate", s.identity},
+		{"old_event_after_a_state_change_queues_nothing", s.oldEvent},
 		{"drop_takes_a_delivery_out_for_good", s.drop},
 		{"close_with_delivery_is_one_change", s.closeWithDelivery},
 		{"bad_input_is_refused", s.badInput},
@@ -81,6 +84,7 @@ func Run(t *testing.T, b Backend) {
 		{"pending_come_compact_prompt_reads_the_body", s.compactPending},
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
 		{"outbox_written_with_the_status", s.outboxWrittenWithTheStatus},
+		{"pauses_per_installation_and_kind", s.pauses},
 		{"due_calls_and_updates", s.dueCallsAndUpdates},
 		{"unknown_key_is_not_found", s.unknownKey},
 		{"set_held_bumps_generation", s.setHeld},

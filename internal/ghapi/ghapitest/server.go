@@ -3,15 +3,24 @@
 // way go-github's own tests do, under a GitHub Enterprise Server path
 // (/api/v3). It keeps the comments and reactions made and the installation
 // tokens minted (with the repositories and permissions asked for), records
-// every request (method, path, query, Authorization header, body), and
-// takes injected failures and a hold on comment posts. GitServer serves
-// git over HTTP behind the tokens it minted, as GitHub does.
+// every request (method, path, query, Authorization header, body, time),
+// and misbehaves the way GitHub does on demand: injected failures, a hold on
+// comment posts, a comment post that lands while its answer is lost, a
+// secondary rate limit on content writes (403 or 429, with or without
+// Retry-After) and a primary one on every call, all timed by its own
+// clock (Server.Now), which a test can set apart from the client's and
+// which every answer's Date header shows. As GitHub does, it refuses
+// (401) an App's JWT issued in its future or expired by its clock, and an
+// installation token past its expires_at or revoked (RevokeTokens).
+// GitServer serves git over HTTP behind the tokens it minted, as GitHub
+// does.
 package ghapitest
 
 import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -26,10 +35,37 @@ import (
 	"time"
 )
 
-// Request is one request the server received.
+// Request is one request the server received, at At by the server's
+// clock; Limited is true when a rate limit answered it.
 type Request struct {
 	Method, Path, Query, Auth, Body string
+	At                              time.Time
+	Limited                         bool
 }
+
+// Write reports whether r creates content (POST, PATCH, PUT, DELETE), what
+// GitHub's secondary limits count.
+func (r Request) Write() bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
+
+// SecondaryLimit is GitHub's secondary rate limit on content writes: until
+// Until (by the server's clock), every write is answered Status (403 or
+// 429) with GitHub's message and documentation URL, and with Retry-After
+// when RetryAfter is set (in whole seconds, as GitHub sends it), while
+// x-ratelimit-remaining still shows budget left, as GitHub's answers do;
+// reads still pass.
+type SecondaryLimit struct {
+	Until      time.Time
+	Status     int
+	RetryAfter time.Duration
+}
+
+// secondaryMessage and secondaryDocs are what GitHub answers a secondary
+// rate limit with (GitHub's REST API docs, "Rate limits for the REST API").
+const (
+	secondaryMessage = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. " +
+		"If you reach out to GitHub Support for help, please include the request ID."
+	secondaryDocs = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+)
 
 // Comment is an issue or pull request comment the server holds. Author
 // is its user's login (GitHub's user.login).
@@ -85,12 +121,13 @@ type Failure struct {
 type Server struct {
 	*httptest.Server
 	// Login is GET /user's login; AppSlug GET /app's slug;
-	// InstallationToken the token POST /app/installations/{id}/access_tokens
-	// hands out when no repository is named (loopd's own).
+	// InstallationToken the first token POST
+	// /app/installations/{id}/access_tokens hands out when no repository
+	// is named (loopd's own), each later one followed by _2, _3…;
+	// TokenTTL how long every token is valid by the server's clock
+	// (GitHub: an hour).
 	Login, AppSlug, InstallationToken string
-	// TokenTTL is how long a token minted for named repositories lasts
-	// (GitHub: an hour); ghinstallation mints again a minute before.
-	TokenTTL time.Duration
+	TokenTTL                          time.Duration
 
 	mu        sync.Mutex
 	requests  []Request
@@ -99,16 +136,29 @@ type Server struct {
 	failures  []*Failure
 	nextID    int64
 	minted    []Minted
+	own       int // loopd's own tokens handed out
 	hold      chan struct{}
 	held      chan struct{}
 	// PageSize caps a comment listing's page, whatever per_page asks.
 	pageSize int
+	// now is the server's clock (SetNow); secondary and primaryReset its
+	// rate limits; lose how many comment posts to come land with their
+	// answer lost.
+	now          func() time.Time
+	secondary    SecondaryLimit
+	primaryReset time.Time
+	lose         int
+	// tokens are the installation tokens handed out, loopd's own and
+	// those minted for named repositories, each with its expires_at, the
+	// zero time once revoked.
+	tokens map[string]time.Time
 }
 
 // New starts a server, closed at the end of t.
 func New(t testing.TB) *Server {
-	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation", TokenTTL: time.Hour,
-		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100}
+	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation",
+		TokenTTL: time.Hour,
+		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now, tokens: map[string]time.Time{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.Release()
@@ -132,6 +182,66 @@ func (s *Server) ClearFailures() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures = nil
+}
+
+// SetNow sets the server's clock, which its rate limits and the times of
+// its requests are read by: a fake clock for a benchmark, or one ahead of
+// the client's.
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// Now returns the server's time.
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now()
+}
+
+// RevokeTokens revokes every installation token handed out so far, as
+// GitHub does when an installation's permissions change: a call with one
+// is answered 401.
+func (s *Server) RevokeTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tok := range s.tokens {
+		s.tokens[tok] = time.Time{}
+	}
+}
+
+// OwnTokens returns how many tokens were handed out with no repository
+// named (loopd's own).
+func (s *Server) OwnTokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own
+}
+
+// LimitWrites answers content writes with the secondary limit l until
+// l.Until; a zero l lifts it.
+func (s *Server) LimitWrites(l SecondaryLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secondary = l
+}
+
+// LimitAll answers every call with the primary rate limit (403,
+// x-ratelimit-remaining 0, x-ratelimit-reset) until reset.
+func (s *Server) LimitAll(reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.primaryReset = reset
+}
+
+// LoseAnswers makes the next n comment posts land (the comment is made)
+// while their answer is lost: the connection closes with no response, as
+// when a network drops it, so the client cannot know the post landed.
+func (s *Server) LoseAnswers(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose = n
 }
 
 // SetPageSize makes comment listings return at most n per page.
@@ -197,6 +307,21 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// Writes returns the content writes the server received (Request.Write):
+// how many a rate limit answered, and the times of the others, in order.
+func (s *Server) Writes() (limited int, landed []time.Time) {
+	for _, r := range s.Requests() {
+		switch {
+		case !r.Write():
+		case r.Limited:
+			limited++
+		default:
+			landed = append(landed, r.At)
+		}
+	}
+	return limited, landed
+}
+
 // Count returns how many requests had method and a path matching re.
 func (s *Server) Count(method string, re *regexp.Regexp) int {
 	n := 0
@@ -218,10 +343,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	path, ok := strings.CutPrefix(r.URL.Path, "/api/v3")
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), Body: string(body)})
+	req := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), Body: string(body), At: s.now()}
+	s.requests = append(s.requests, req)
+	w.Header().Set("Date", req.At.UTC().Format(http.TimeFormat))
 	if !ok {
 		s.mu.Unlock()
 		http.NotFound(w, r)
+		return
+	}
+	if msg := s.unauthorized(req); msg != "" {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+		return
+	}
+	if s.limited(w, req) { // unlocks
 		return
 	}
 	for _, f := range s.failures {
@@ -245,19 +380,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"slug": s.AppSlug, "id": 1})
 	case r.Method == http.MethodPost && accessTokensPath.MatchString(path):
-		s.mintToken(w, body) // unlocks
+		s.mintToken(w, req) // unlocks
 	case m != nil && r.Method == http.MethodGet:
 		s.listComments(w, r, m[1]+"/"+m[2]+"/"+m[3]) // unlocks
 	case m != nil && r.Method == http.MethodPost:
 		var in struct{ Body string }
 		_ = json.Unmarshal(body, &in)
 		author := s.Login
-		if r.Header.Get("Authorization") == "token "+s.InstallationToken {
+		if _, ok := s.tokens[strings.TrimPrefix(req.Auth, "token ")]; ok {
 			author = s.AppSlug + "[bot]" // what an App's installation posts as
 		}
 		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], author, in.Body)
 		hold, held := s.hold, s.held
+		lose := s.lose > 0
+		if lose {
+			s.lose--
+		}
 		s.mu.Unlock()
+		if lose {
+			loseAnswer(w)
+			return
+		}
 		if hold != nil {
 			held <- struct{}{}
 			select {
@@ -279,6 +422,88 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// unauthorized returns GitHub's message refusing req's credentials by
+// the server's clock, "" when they pass: an App's JWT (Bearer, three
+// parts) must be issued in the past and not be expired, an installation
+// token (token) must be one handed out, unrevoked and not expired. Any
+// other Bearer token passes. s.mu is held.
+func (s *Server) unauthorized(req Request) string {
+	now := s.now()
+	if tok, ok := strings.CutPrefix(req.Auth, "token "); ok {
+		if exp, ok := s.tokens[tok]; !ok || !now.Before(exp) {
+			return "Bad credentials"
+		}
+		return ""
+	}
+	jwt, ok := strings.CutPrefix(req.Auth, "Bearer ")
+	parts := strings.Split(jwt, ".")
+	if !ok || len(parts) != 3 {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct{ Iat, Exp int64 }
+	if err != nil || json.Unmarshal(raw, &claims) != nil {
+		return "A JSON web token could not be decoded"
+	}
+	switch {
+	case time.Unix(claims.Iat, 0).After(now):
+		return "'Issued at' claim ('iat') must be an Integer representing a time in the past."
+	case !time.Unix(claims.Exp, 0).After(now):
+		return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires."
+	}
+	return ""
+}
+
+// limited answers req with a rate limit when one holds it, and reports
+// whether it did: the primary limit answers every call, the secondary one
+// content writes. s.mu is held on entry; released when it answered.
+func (s *Server) limited(w http.ResponseWriter, req Request) bool {
+	now := s.now()
+	var (
+		status int
+		header = http.Header{}
+		answer map[string]any
+	)
+	switch l := s.secondary; {
+	case now.Before(s.primaryReset):
+		status = http.StatusForbidden
+		header.Set("X-RateLimit-Limit", "5000")
+		header.Set("X-RateLimit-Remaining", "0")
+		header.Set("X-RateLimit-Reset", strconv.FormatInt(s.primaryReset.Unix(), 10))
+		answer = map[string]any{"message": "API rate limit exceeded for installation ID 1.",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-primary-rate-limits"}
+	case req.Write() && now.Before(l.Until):
+		status = l.Status
+		header.Set("X-RateLimit-Limit", "5000")
+		header.Set("X-RateLimit-Remaining", "4771")
+		header.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Hour).Unix(), 10))
+		if l.RetryAfter > 0 {
+			header.Set("Retry-After", strconv.Itoa(int((l.RetryAfter+time.Second-1)/time.Second)))
+		}
+		answer = map[string]any{"message": secondaryMessage, "documentation_url": secondaryDocs}
+	default:
+		return false
+	}
+	s.requests[len(s.requests)-1].Limited = true
+	s.mu.Unlock()
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	writeJSON(w, status, answer)
+	return true
+}
+
+// loseAnswer closes the connection of w with no response (a 502 where the
+// connection cannot be taken over, which loses the answer too).
+func loseAnswer(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"message": "Bad Gateway"})
+		return
+	}
+	conn.Close()
+}
+
 // Tokens returns the tokens minted for named repositories, in order.
 func (s *Server) Tokens() []Minted {
 	s.mu.Lock()
@@ -298,25 +523,32 @@ func (s *Server) Scoped(token string) (Minted, bool) {
 }
 
 // mintToken answers POST /app/installations/{id}/access_tokens: with
-// repositories named, a new token of its own, recorded (Tokens), lasting
-// TokenTTL, with the repositories and permissions in the answer as GitHub
-// gives them; else InstallationToken for an hour. s.mu is held on entry
-// and released.
-func (s *Server) mintToken(w http.ResponseWriter, body []byte) {
+// repositories named, a new token of its own, recorded (Tokens), with the
+// repositories and permissions in the answer as GitHub gives them; else
+// loopd's own (InstallationToken, then _2, _3…). Each lasts TokenTTL by
+// the server's clock from req.At. s.mu is held on entry and released.
+func (s *Server) mintToken(w http.ResponseWriter, req Request) {
 	var in struct {
 		Repositories []string          `json:"repositories"`
 		Permissions  map[string]string `json:"permissions"`
 	}
-	_ = json.Unmarshal(body, &in)
+	_ = json.Unmarshal([]byte(req.Body), &in)
+	exp := req.At.Add(s.TokenTTL).UTC().Truncate(time.Second)
 	if len(in.Repositories) == 0 {
+		tok := s.InstallationToken
+		if s.own > 0 {
+			tok += "_" + strconv.Itoa(s.own+1)
+		}
+		s.own++
+		s.tokens[tok] = exp
 		s.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"token": s.InstallationToken, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339)})
 		return
 	}
 	s.nextID++
-	m := Minted{Token: fmt.Sprintf("ghs_scoped_%d", s.nextID), Repositories: in.Repositories, Permissions: in.Permissions,
-		Expires: time.Now().Add(s.TokenTTL).UTC().Truncate(time.Second)}
+	m := Minted{Token: fmt.Sprintf("ghs_scoped_%d", s.nextID), Repositories: in.Repositories, Permissions: in.Permissions, Expires: exp}
 	s.minted = append(s.minted, m)
+	s.tokens[m.Token] = exp
 	s.mu.Unlock()
 	repos := make([]map[string]string, len(m.Repositories))
 	for i, name := range m.Repositories {
