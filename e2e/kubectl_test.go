@@ -58,7 +58,7 @@ func TestReadVerbsOnALiveItem(t *testing.T) {
 	var row struct {
 		Name     string
 		WorkItem string `json:"work_item"`
-		Attrs    map[string]string
+		Attrs    map[string]any
 	}
 	lines := strings.Split(strings.TrimSpace(follow.out.String()), "\n")
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &row))

@@ -233,12 +233,12 @@ func ctxOr(ctx context.Context, err error) error {
 // eventJSON is events -o json: one journal row with typed values
 // (schema/events.schema.json).
 type eventJSON struct {
-	ID       int64             `json:"id"`
-	Time     time.Time         `json:"time"`
-	Level    string            `json:"level"`
-	Name     string            `json:"name"`
-	WorkItem *string           `json:"work_item"` // null for a daemon-wide event
-	Attrs    map[string]string `json:"attrs"`
+	ID       int64          `json:"id"`
+	Time     time.Time      `json:"time"`
+	Level    string         `json:"level"`
+	Name     string         `json:"name"`
+	WorkItem *string        `json:"work_item"` // null for a daemon-wide event
+	Attrs    map[string]any `json:"attrs"`     // journal.Typed
 }
 
 // printEvent writes e as its logfmt line, or with format json as one JSON
@@ -248,12 +248,12 @@ func printEvent(w io.Writer, e journal.Event, format string) error {
 		_, err := fmt.Fprintln(w, e.String())
 		return err
 	}
-	j := eventJSON{ID: e.ID, Time: e.Time.UTC(), Level: e.Level.String(), Name: string(e.Name), Attrs: e.Attrs}
+	j := eventJSON{ID: e.ID, Time: e.Time.UTC(), Level: e.Level.String(), Name: string(e.Name), Attrs: make(map[string]any, len(e.Attrs))}
 	if e.WorkItem != "" {
 		j.WorkItem = &e.WorkItem
 	}
-	if j.Attrs == nil {
-		j.Attrs = map[string]string{}
+	for k, v := range e.Attrs {
+		j.Attrs[k] = journal.Typed(k, v)
 	}
 	b, err := json.Marshal(j)
 	if err != nil {

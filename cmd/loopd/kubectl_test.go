@@ -190,7 +190,7 @@ func TestEventsTypeLimitAndJSON(t *testing.T) {
 			item = ""
 		}
 		require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: t0.Add(time.Duration(i) * time.Second), Name: name, Level: 0, WorkItem: item,
-			Attrs: map[string]string{"exit_status": "1", "n": string(rune('a' + i))}}))
+			Attrs: map[string]string{"exit_status": "1", "clean": "false", "n": string(rune('a' + i))}}))
 	}
 	out, err := run(t, "", "--config", config, "events", "--type", "session.exited,SESSION.RESPAWNED", "--limit", "2")
 	require.NoError(t, err)
@@ -214,6 +214,10 @@ func TestEventsTypeLimitAndJSON(t *testing.T) {
 	assert.IsType(t, float64(0), first["id"], "a number")
 	assert.Equal(t, keyRunning.String(), first["work_item"])
 	assert.Nil(t, last["work_item"], "null for a daemon-wide event")
+	attrs := first["attrs"].(map[string]any)
+	assert.Equal(t, 1.0, attrs["exit_status"], "a count or status is a number")
+	assert.Equal(t, false, attrs["clean"], "a yes or no is a boolean")
+	assert.Equal(t, "a", attrs["n"], "anything else is text")
 	at, err := time.Parse(time.RFC3339Nano, first["time"].(string))
 	require.NoError(t, err)
 	assert.WithinDuration(t, t0, at, time.Millisecond)

@@ -1,5 +1,10 @@
 package journal
 
+import (
+	"slices"
+	"strconv"
+)
+
 // The attribute keys of log lines, journal rows and the dry run's fields
 // (actions.Field), snake_case: one key per concept, and one concept per
 // key. A key that names an id of a role (resume_id, retired_session_id)
@@ -181,3 +186,32 @@ const (
 	KeyFreedBytes = "freed_bytes" // bytes the store gave back to the file system
 	KeyWorkspace  = "workspace"   // what became of a forgotten item's workdir: removed, kept or none
 )
+
+// The keys whose values are integers and booleans: events -o json gives
+// them as JSON numbers and booleans (Typed); every other value is text.
+var (
+	intKeys = []string{KeyRepeated, KeyReplay, KeyBytes, KeyAttempt, KeyPending, KeyExitStatus, KeySignal, KeyFailures,
+		KeyFastFailures, KeyChurnFailures, KeyGeneration, KeyFailuresOnError, KeyHTTPStatus, KeyAttempts, KeyStreak,
+		KeyAdopted, KeyDropped, KeyItems, KeyLive, KeyPID, KeyLeaseGen, KeyPosition, KeyMaxLive, KeyStarts, KeyMaxStarts,
+		KeyStored, KeyRows, KeyFreedBytes}
+	boolKeys = []string{KeyResumed, KeyConfirmed, KeyVerified, KeyClean, KeyFresh, KeyQueued, KeyCreated, KeyClosed,
+		KeyStateChanged, KeyStaleState, KeyKept, KeyKilled, KeyProjectSettings}
+)
+
+// Typed returns the value of attribute key as JSON has it: an int64 for
+// a key of a count, a size, a status or a process id, a bool for a key of
+// a yes or no, and value itself for any other key or a value that does
+// not parse as its key's type.
+func Typed(key, value string) any {
+	switch {
+	case slices.Contains(intKeys, key):
+		if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+			return n
+		}
+	case slices.Contains(boolKeys, key):
+		if b, err := strconv.ParseBool(value); err == nil {
+			return b
+		}
+	}
+	return value
+}

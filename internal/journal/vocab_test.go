@@ -320,3 +320,13 @@ func TestNamesListsEveryName(t *testing.T) {
 	assert.False(t, journal.Known("session.exitd"))
 	assert.Contains(t, journal.Near("session.exitd"), journal.SessionExited)
 }
+
+// Typed gives counts and yes-or-no attributes their JSON types, and leaves
+// text, and a value that does not parse as its key's type, as written.
+func TestTyped(t *testing.T) {
+	assert.Equal(t, int64(3), journal.Typed(journal.KeyFailures, "3"))
+	assert.Equal(t, int64(-1), journal.Typed(journal.KeyExitStatus, "-1"))
+	assert.Equal(t, true, journal.Typed(journal.KeyConfirmed, "true"))
+	assert.Equal(t, "1234567", journal.Typed(journal.KeyDelivery, "1234567"), "an id that looks like a number stays text")
+	assert.Equal(t, "many", journal.Typed(journal.KeyPending, "many"))
+}

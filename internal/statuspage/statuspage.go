@@ -186,7 +186,7 @@ type indexData struct {
 	// answer (desired.Status.BlockedBy). The header shows them.
 	Attention, Blocked int
 	Closed             []itemRow
-	Events   []eventRow
+	Events             []eventRow
 	// Paused are the pauses of GitHub calls that hold now (a rate
 	// limit: ghapi.Limits).
 	Paused []desired.Pause
