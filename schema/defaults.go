@@ -395,6 +395,26 @@ const (
 	// ShutdownGrace bounds serve's shutdown: the HTTP requests in flight,
 	// and the journal rows and repeat counts still to write.
 	ShutdownGrace = 5 * time.Second
+	// GitHubTokenRefreshMargin is how long before its expires_at, by
+	// GitHub's clock, an App's installation token is replaced by a new one
+	// (internal/ghapi): a call never starts on a token about to expire.
+	// ghinstallation's own margin is one minute by the local clock, which a
+	// clock two minutes behind GitHub's turns into a token used a minute
+	// after it expired.
+	GitHubTokenRefreshMargin = 5 * time.Minute
+	// GitHubJWTBackdate and GitHubJWTLifetime are the App's JWT's iat and
+	// exp around GitHub's time (internal/ghapi; ghinstallation's values,
+	// there on the local clock): GitHub refuses a JWT issued in its future
+	// or expired, and one whose exp is more than ten minutes ahead
+	// (GitHub's docs, "Generating a JSON Web Token (JWT) for a GitHub
+	// App").
+	GitHubJWTBackdate = 30 * time.Second
+	GitHubJWTLifetime = 2 * time.Minute
+	// CIFlushMaxWait is the longest the webhook's CI flusher (CIFlusher.Run)
+	// waits between two flushes when no quiet period ends sooner: a commit
+	// recorded by another loopd (several hosts share the store) is looked
+	// at within it.
+	CIFlushMaxWait = 30 * time.Second
 	// JournalFlushEvery is how often serve writes what the journal layer
 	// holds back: the counts of folded repeats (journal.Limiter) and the
 	// rows that a failing store made wait (journal.Recorder.RecordLater).
