@@ -15,12 +15,19 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/internal/workspace"
 )
 
 // Reason says why an action was planned. The values are constants so that the
 // dry run, the journal and the tests share one vocabulary.
 type Reason string
+
+// Environment reports whether r, the reason a spawn was refused, says that
+// loopd could not make the harness's environment (provision_failed,
+// sandbox_failed), not that the conversation failed: nothing of it was
+// tried, and a resume keeps it.
+func (r Reason) Environment() bool { return r == ReasonProvisionFailed || r == ReasonSandboxFailed }
 
 // Why an item is spawned, stopped, waited on or given up.
 const (
@@ -117,6 +124,11 @@ const (
 	// dir (harness.Provisioner) could not be written; the spawn is
 	// refused, as any refused spawn.
 	ReasonProvisionFailed Reason = "provision_failed"
+	// ReasonSandboxFailed: the spawn's sandbox could not be made (bwrap
+	// missing or unable to make namespaces, the harness or a bind not
+	// found, the item's harness state not ready); the spawn is refused
+	// as for provision_failed: nothing was tried of the conversation.
+	ReasonSandboxFailed Reason = "sandbox_failed"
 	// ReasonWorkspacePreparing: a worker is making the item's clone
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
@@ -313,6 +325,11 @@ type Spawn struct {
 	// Runner is schema.RunnerProcess for a headless run of the harness
 	// (the event its prompt, whole), "" for a pane in tmux.
 	Runner string
+	// NoSandbox is true when the route's sandbox.mode is none: the
+	// harness runs as loopd's user with nothing hidden. Binds are the
+	// route's sandbox.binds, shown in the sandbox otherwise.
+	NoSandbox bool
+	Binds     []sandbox.Bind
 	// ProjectSettings is true when the harness may read the settings its
 	// workdir holds itself (reconciler.ProjectSettingsOf); false starts it
 	// with them off (harness.WithProjectSettings).
@@ -336,6 +353,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
+	}
+	if s.NoSandbox {
+		f = append(f, Field{journal.KeySandbox, sandbox.ModeNone})
 	}
 	if s.ProjectSettings {
 		f = append(f, Field{"project_settings", "trusted"})

@@ -35,16 +35,18 @@ const CredentialCommand = "credential"
 
 // harnessEnv returns the environment r's harness gets for the spawn of
 // session, on top of what every pane gets: the adapter's (its config env,
-// passEnv and what the adapter needs), the work item, and, with a channel
+// passEnv and what the adapter needs), the item's harness state (state:
+// a per-item home, harness.ItemState), the work item, and, with a channel
 // root, the item's channel (made if need be, channel.Prepare) and the
 // spawn's token, with the git configuration that makes git ask loopd for
 // the credential the route allows (credentialEnv). base is the PATH the
 // harness starts with, for gh.
-func (e *Executor) harnessEnv(r *desired.Record, ad harness.Adapter, session, token string, base []string) (map[string]string, error) {
+func (e *Executor) harnessEnv(r *desired.Record, ad harness.Adapter, state map[string]string, session, token string, base []string) (map[string]string, error) {
 	env := maps.Clone(ad.Env())
 	if env == nil {
 		env = map[string]string{}
 	}
+	maps.Copy(env, state)
 	env[channel.EnvWorkItem] = r.Key.String()
 	if e.Channels == "" {
 		return env, nil

@@ -107,6 +107,10 @@ type Executor struct {
 	// Launcher starts every harness through "loopd launch", which gives it
 	// its environment from a private file: no value is ever in tmux's argv.
 	Launcher launch.Launcher
+	// Sandbox puts the harness of each spawn of a sandboxed route in a
+	// sandbox of its own (sandboxFor); nil runs every harness as a route
+	// of sandbox none would, and records it so (Status.Sandbox).
+	Sandbox *Sandbox
 	// Workspaces makes, repairs and removes the git clones of routes with a
 	// checkout.
 	Workspaces *workspace.Manager
@@ -590,6 +594,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	argv []string, stdin []byte, ad harness.Adapter) error {
 	st := s.Apply(r.Status, mode, id, boot, e.Now())
 	st.Replaced = replaced
+	st.Sandbox = e.modeOf(s)
 	// The spawn's token goes to its harness alone; its status keeps the
 	// digest, by which a report or request is told to be this spawn's.
 	token, digest, err := channel.NewToken()
@@ -618,6 +623,16 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 			return e.spawnRefused(ctx, r, s, string(ReasonWorkspaceMissing), err) // stat <cwd>: …
 		}
 	}
+	resumes := ""
+	if mode == desired.SpawnResume {
+		resumes = id
+	}
+	// The item's harness state first: a per-item home gets the shared
+	// config copied in (Codex), which provisioning then edits.
+	sb, err := e.sandboxFor(s, ad, resumes, argv)
+	if err != nil {
+		return e.spawnRefused(ctx, r, s, string(ReasonSandboxFailed), err) // sandbox of <session>: …
+	}
 	if err := harness.Provision(ad, s.Cwd); err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonProvisionFailed), err) // provision … <path>: …
 	}
@@ -628,7 +643,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.checkLease("spawn", r.Key); err != nil {
 			return err
 		}
-		return e.startRun(ctx, r, s, r.Status, token, argv, stdin, ad)
+		return e.startRun(ctx, r, s, r.Status, token, append(sb.wrap, argv...), stdin, ad, sb.env)
 	}
 	// A harness that outlives kill-session is ended by its process group
 	// first; one still there leaves the spawn unstarted, as a predecessor
@@ -646,7 +661,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err := e.endPredecessor(ctx, r, s); err != nil {
 		return err
 	}
-	env, err := e.harnessEnv(r, ad, s.Session, token, e.RunEnviron)
+	env, err := e.harnessEnv(r, ad, sb.env, s.Session, token, e.RunEnviron)
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
@@ -657,7 +672,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	paneID, pid, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: launcher, Argv: argv, Owner: e.Owner})
+	paneID, pid, err := e.Tmux.NewSession(ctx, tmux.NewSession{Name: s.Session, Dir: s.Cwd, Launcher: append(launcher, sb.wrap...), Argv: argv, Owner: e.Owner})
 	if err != nil {
 		// No launcher will read it.
 		_ = os.Remove(envFile)
@@ -762,7 +777,7 @@ func (e *Executor) spawnRefused(ctx context.Context, r *desired.Record, s Spawn,
 	st := r.Status
 	st.SpawnRefused = cause.Error()
 	st.Reason = string(ReasonSpawnRefused)
-	if reason == string(ReasonProvisionFailed) {
+	if Reason(reason).Environment() {
 		// Not the conversation's fault: the planner keeps it (refused).
 		st.Reason = reason
 	}
@@ -778,8 +793,9 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	// carried none that is still in flight.
 	st := a.Apply(r.Status)
 	// The harness's process, by pid and start time, for the next spawn
-	// to wait for (endPredecessor); unknown without /proc.
-	if p, err := proc.Lookup(a.PID); a.PID > 0 && err == nil {
+	// to wait for (endPredecessor): in a sandbox, its init, which ends
+	// last; unknown without /proc.
+	if p, err := proc.Lookup(sandboxInit(st, a.PID)); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
 	spawned := func() {

@@ -82,13 +82,14 @@ func newRig(t *testing.T) *rig {
 var rigOwner = tmux.NewOwner("/srv/loopd/state").ID
 
 // launchEnv returns the environment session's launcher would give the
-// harness: the env file named in its launcher argv, which must still be
-// there (the Fake runs no launcher) and private.
+// harness: the env file named in its launcher argv (followed by a
+// sandbox's, if any), which must still be there (the Fake runs no
+// launcher) and private.
 func (r *rig) launchEnv(t *testing.T, session string) map[string]string {
 	t.Helper()
 	spec, ok := r.tmux.Spec(session)
 	require.True(t, ok, "no session %s", session)
-	require.Len(t, spec.Launcher, 5)
+	require.GreaterOrEqual(t, len(spec.Launcher), 5)
 	require.Equal(t, []string{"/opt/loopd", "launch", "--env-file"}, spec.Launcher[:3])
 	require.Equal(t, "--", spec.Launcher[4])
 	info, err := os.Stat(spec.Launcher[3])

@@ -81,14 +81,15 @@ func runID(now time.Time) string { return now.UTC().Format("20060102T150405.0000
 
 // startRun starts the headless run of a spawn whose intent (phase
 // Spawning, st.RunID) is recorded: argv and stdin are the adapter's
-// headless form (harness.Headless), its environment the harness's on top
-// of what every pane gets (RunEnviron), its cwd the item's workdir. A run
+// headless form (harness.Headless) after the sandbox's wrapper, its
+// environment the harness's with the item's harness state (harnessEnv) on
+// top of what every pane gets (RunEnviron), its cwd the item's workdir. A run
 // that cannot be started is a refused spawn, as a pane tmux refused.
-func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, token string, argv []string, stdin []byte, ad harness.Adapter) error {
+func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, token string, argv []string, stdin []byte, ad harness.Adapter, state map[string]string) error {
 	if e.Runs == nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), fmt.Errorf("start run %s: no process runner", st.RunID))
 	}
-	env, err := e.harnessEnv(r, ad, s.Session, token, e.RunEnviron)
+	env, err := e.harnessEnv(r, ad, state, s.Session, token, e.RunEnviron)
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}

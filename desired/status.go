@@ -78,6 +78,11 @@ type SessionState struct {
 	// (internal/proc). Zero when not known.
 	HarnessPID   int    `json:",omitempty"`
 	HarnessStart uint64 `json:",omitempty"`
+	// Sandbox is how the current spawn runs its harness: "bubblewrap",
+	// in a sandbox of its own, or "none", as loopd's user with nothing
+	// hidden (the route's sandbox.mode, internal/sandbox); "" before any
+	// spawn.
+	Sandbox string `json:",omitempty"`
 	// RunID names the run of the process runner that the current spawn
 	// started (internal/runner: its pid, exit and log files under the
 	// state dir); "" for a tmux spawn. A later daemon finds the run, and

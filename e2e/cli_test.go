@@ -159,18 +159,21 @@ func TestConfigValidateExample(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	example, err := filepath.Abs(filepath.Join("..", "loopd.example.yaml"))
 	require.NoError(t, err)
-	// A PATH without the example's harness command "claude": the route
-	// that uses it could run nothing, which is an error naming where the
-	// command was looked for.
-	empty := t.TempDir()
-	out, errOut, code := e.runEnv(t, []string{"PATH=" + empty}, "config", "validate", example)
+	// A PATH without the example's harness command "claude" (bwrap
+	// stays: the example's agents run sandboxed): the route that uses it
+	// could run nothing, which is an error naming where the command was
+	// looked for.
+	bwrap, err := exec.LookPath("bwrap")
+	require.NoError(t, err, "the agents' sandbox needs bubblewrap")
+	path := t.TempDir() + ":" + filepath.Dir(bwrap)
+	out, errOut, code := e.runEnv(t, []string{"PATH=" + path}, "config", "validate", example)
 	assert.Equal(t, 1, code, errOut)
 	assert.NotContains(t, out, "ok")
-	assert.Contains(t, errOut, `harness claude-code: command "claude" not on PATH "`+empty+`"`)
+	assert.Contains(t, errOut, `harness claude-code: command "claude" not on PATH "`+path+`"`)
 	// With it installed, the example is valid.
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"), 0o755))
-	out, errOut, code = e.runEnv(t, []string{"PATH=" + bin}, "config", "validate", example)
+	out, errOut, code = e.runEnv(t, []string{"PATH=" + bin + ":" + filepath.Dir(bwrap)}, "config", "validate", example)
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "ok")
 }

@@ -63,9 +63,11 @@ func modes(t *testing.T, e *env) []string {
 // conversation delivers it, once.
 func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_BOOT_DELAY": "4s", "FAKECLAUDE_RESUME_KILL_AFTER": "2s", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_BOOT_DELAY": "4s", "FAKECLAUDE_RESUME_KILL_AFTER": "2s", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
+		Binds:      []string{once},
 	})
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
@@ -77,7 +79,9 @@ func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	assert.Len(t, deliveriesOf(t, e, journal.DispatchDelivered, delivery), 1)
 	failed := deliveriesOf(t, e, journal.DispatchFailed, delivery)
 	if assert.Len(t, failed, 1, "the killed resume's boot prompt failed, and stayed pending") {
-		assert.Equal(t, "9", failed[0].Attrs["signal"])
+		// The CLI's SIGKILL inside its sandbox reaches the pane as
+		// bwrap's exit status 128+9 ("Sandbox").
+		assert.Equal(t, "137", failed[0].Attrs["exit_status"])
 	}
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "no conversation abandoned")
 }
@@ -88,9 +92,11 @@ func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 // again, never replaced by a fresh one.
 func TestResumeKilledInItsProbeIsResumedAgain(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e := newEnv(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_RESUME_KILL_AFTER": "500ms", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_RESUME_KILL_AFTER": "500ms", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 2},
+		Binds:      []string{once},
 	})
 	old := e.bootRunning(t)
 	e.killPane(t, keyIssue)
@@ -112,9 +118,11 @@ func TestResumeKilledInItsProbeIsResumedAgain(t *testing.T) {
 // delivered once in the new conversation.
 func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_REFUSE_ALIVE": "1", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1, "confirmTimeoutSeconds": 600},
+		Binds:      []string{once},
 	})
 	waitDelivered(t, e, delivery, waitLong)
 	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
@@ -135,9 +143,11 @@ func TestLiveCLIRefusingTheResumeIsReplacedAtOnce(t *testing.T) {
 // conversation; once released, the same conversation is resumed.
 func TestBackgroundAgentHoldsTheItem(t *testing.T) {
 	t.Parallel()
+	once := t.TempDir() // the sandbox shows it (Binds)
 	e, old, marker, delivery := commentAfterAnExit(t, envOpts{
-		HarnessEnv: map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms", "FAKECLAUDE_ONCE_DIR": t.TempDir()},
+		HarnessEnv: map[string]string{"FAKECLAUDE_BACKGROUND_AGENT": "1", "FAKECLAUDE_RESUME_FAIL_DELAY": "100ms", "FAKECLAUDE_ONCE_DIR": once},
 		Policy:     map[string]any{"resumeProbeSeconds": 1},
+		Binds:      []string{once},
 	})
 	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
 	assert.Equal(t, "conversation_in_use", r.Status.Reason)
@@ -324,11 +334,17 @@ func TestStormOfKillsKeepsEveryConversation(t *testing.T) {
 	resumed := 0
 	for round := range stormKillsEach {
 		// Each round kills every agent at once, then waits for them all.
+		// The harness each item had, as recorded (in a sandbox, its
+		// init, not the pane's bwrap): a new one is the respawn.
 		killed := map[desired.Key]int{}
 		for i := 1; i <= stormItems; i++ {
 			k := issueKey(i)
-			killed[k] = e.panePID(t, k)
-			require.NoError(t, syscall.Kill(killed[k], syscall.SIGKILL), "kill %d of %s", round+1, k)
+			// A pid of 0 would be a kill of this test's own process group:
+			// the pane must be live first.
+			var pane int
+			e.waitFor(t, func() bool { pane = e.panePID(t, k); return pane > 0 }, waitLong, "no live pane to kill for %s", k)
+			killed[k] = e.mustRecord(t, k).Status.HarnessPID
+			require.NoError(t, syscall.Kill(pane, syscall.SIGKILL), "kill %d of %s", round+1, k)
 		}
 		for k, pid := range killed {
 			r := e.waitRecord(t, k, func(r desired.Record) bool {

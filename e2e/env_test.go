@@ -35,6 +35,9 @@ type envOpts struct {
 	// ProcessName is the harness's processName (the pane's foreground
 	// process while it runs); default none.
 	ProcessName string
+	// Binds are more host paths the agents' sandbox shows, writable
+	// (sandbox.binds), besides fakeDir.
+	Binds []string
 }
 
 // env is one isolated loopd installation: config, state dir, workdir root,
@@ -49,6 +52,9 @@ type env struct {
 	listen     string // host:port of the webhook server
 	secret     string
 	startLog   string // FAKECLAUDE_START_LOG: every start of the fake CLI
+	// fakeDir holds the files the fake CLIs write for the test to read
+	// (startLog among them): the agents' sandbox shows it, writable.
+	fakeDir    string
 	harnessCmd string
 	harnessEnv map[string]string
 	config     map[string]any // as last written
@@ -85,13 +91,15 @@ func newEnv(t testing.TB, opts envOpts) *env {
 		socket:     tmuxtest.SocketName("e2e"),
 		listen:     freeAddr(t),
 		secret:     "e2e-" + uuid.NewString(),
-		startLog:   filepath.Join(dir, "starts.log"),
+		fakeDir:    filepath.Join(dir, "fake"),
+		startLog:   filepath.Join(dir, "fake", "starts.log"),
 		harnessCmd: opts.Harness,
 	}
 	if e.harnessCmd == "" {
 		e.harnessCmd = fakeClaudeBin
 	}
 	require.NoError(t, os.MkdirAll(e.workRoot, 0o755))
+	require.NoError(t, os.MkdirAll(e.fakeDir, 0o755))
 	// The Claude config dir starts empty: loopd provisions it (onboarding
 	// done, each workdir trusted) before every spawn.
 	require.NoError(t, os.MkdirAll(e.claudeDir, 0o755))
@@ -110,8 +118,13 @@ func newEnv(t testing.TB, opts envOpts) *env {
 	if interval == 0 {
 		interval = 1
 	}
+	binds := []map[string]any{{"path": e.fakeDir, "write": true}}
+	for _, b := range opts.Binds {
+		binds = append(binds, map[string]any{"path": b, "write": true})
+	}
 	e.config = map[string]any{
 		"stateDir":  e.stateDir,
+		"sandbox":   map[string]any{"binds": binds},
 		"tmux":      map[string]any{"socket": e.socket},
 		"reconcile": map[string]any{"intervalSeconds": interval},
 		"harnesses": map[string]any{
@@ -142,6 +155,10 @@ func newEnv(t testing.TB, opts envOpts) *env {
 	t.Cleanup(func() { e.cleanup(t) })
 	return e
 }
+
+// fakeFile is the path of a file named name in fakeDir, where the fake
+// CLIs may write from inside their sandbox.
+func (e *env) fakeFile(name string) string { return filepath.Join(e.fakeDir, name) }
 
 // freeAddr returns a loopback host:port that was free a moment ago.
 func freeAddr(t testing.TB) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ func newFleet(t testing.TB, n, leaseSeconds int, opts envOpts) *fleet {
 		opts.HarnessEnv = map[string]string{}
 	}
 	opts.HarnessEnv["FAKECLAUDE_LOCK_DIR"] = f.lockDir
+	opts.Binds = append(slices.Clone(opts.Binds), f.lockDir)
 	for i := range n {
 		e := newEnv(t, opts)
 		e.workRoot = workRoot

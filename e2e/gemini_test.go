@@ -32,7 +32,7 @@ type geminiEnv struct {
 func newGeminiEnv(t *testing.T, extra map[string]string) geminiEnv {
 	t.Helper()
 	e := newEnv(t, envOpts{})
-	g := geminiEnv{env: e, home: filepath.Join(e.dir, "gemini-home"), pids: filepath.Join(e.dir, "gemini.pids")}
+	g := geminiEnv{env: e, home: filepath.Join(e.dir, "gemini-home"), pids: e.fakeFile("gemini.pids")}
 	env := map[string]string{"GEMINI_CLI_HOME": g.home, "FAKEGEMINI_AUTH": "1", "FAKEGEMINI_PID_FILE": g.pids,
 		"FAKEGEMINI_RESUME_FAIL_DELAY": "100ms"}
 	for k, v := range extra {
@@ -52,7 +52,9 @@ func newGeminiEnv(t *testing.T, extra map[string]string) geminiEnv {
 }
 
 // endAll kills every process of the fake still running, by the pids it
-// logged, each checked to be the fake's.
+// logged, each checked to be the fake's: in its sandbox the fake ends with
+// its pane, and the pids it logs are the sandbox's, which killFake finds
+// to name none of its processes on the host.
 func (g geminiEnv) endAll(t *testing.T) {
 	b, err := os.ReadFile(g.pids)
 	if err != nil {
@@ -101,15 +103,18 @@ func (g geminiEnv) turns(t *testing.T, k desired.Key, id string) []string {
 	return out
 }
 
-// started returns the processes the fake started, by pid and start time.
-func (g geminiEnv) started(t *testing.T) []proc.Process {
+// started returns the processes the fake started for k's pane, by the
+// host's pid (hostPID: the fake logs its sandbox's) and start time.
+func (g geminiEnv) started(t *testing.T, k desired.Key) []proc.Process {
 	t.Helper()
 	b, err := os.ReadFile(g.pids)
 	require.NoError(t, err)
+	pane := g.panePID(t, k)
 	var ps []proc.Process
 	for _, f := range strings.Fields(string(b)) {
 		pid, err := strconv.Atoi(f)
 		require.NoError(t, err)
+		pid = hostPID(t, pane, pid)
 		p, err := proc.Lookup(pid)
 		if err != nil {
 			p = proc.Process{PID: pid} // gone already
@@ -159,7 +164,7 @@ func TestGeminiResumesAfterKill(t *testing.T) {
 	marker, delivery := g.comment(t)
 	g.waitFor(t, func() bool { return countContaining(g.turns(t, keyIssue, id), marker) == 1 }, waitShort, "the comment never reached the chat file")
 	g.waitFor(t, func() bool { return len(deliveriesOf(t, g.env, journal.DispatchDelivered, delivery)) == 1 }, waitShort, "not verified")
-	first := g.started(t)
+	first := g.started(t, keyIssue)
 	require.Len(t, first, 2, "a launcher and its child")
 
 	g.killPane(t, keyIssue)
@@ -215,7 +220,7 @@ func TestGeminiStopLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	g := newGeminiEnv(t, nil)
 	g.bootGemini(t)
-	ps := g.started(t)
+	ps := g.started(t, keyIssue)
 	require.Len(t, ps, 2, "a launcher and its child")
 	require.Len(t, stillRunning(ps), 2)
 	closeIssue(t, g.env, "2030-01-01T00:00:00Z")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/proc"
 )
 
 // processStart is one start of the fake CLI, one line of its start log
@@ -176,4 +178,28 @@ func killFake(pid int, bin string) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// hostPID returns the host's pid of the process that a sandbox knows as
+// pid (what the fake CLIs log of themselves: their pid namespace's),
+// looked for among root and what descends from it, by the NSpid line of
+// /proc/<pid>/status (the pid in each namespace, the host's first); pid
+// itself when none is its (a harness run with sandbox.mode none).
+func hostPID(t testing.TB, root, pid int) int {
+	t.Helper()
+	for _, p := range proc.Descendants([]int{root}) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if ns, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(ns)
+				if len(f) > 1 && f[len(f)-1] == strconv.Itoa(pid) {
+					return p
+				}
+			}
+		}
+	}
+	return pid
 }

@@ -666,10 +666,14 @@ func TestRealGeminiProcessRunnerResumeWithoutAuthKeepsTheConversation(t *testing
 // handMadeChat writes a chat file of conversation id for the project of
 // workdir, as the reference does (harness-cli-facts.md, section 3): the
 // metadata line and one user message, in the chats dir of the slug that
-// the CLI registered for workdir in projects.json.
+// the CLI registered for workdir in projects.json of the item's own
+// config dir (its GEMINI_CLI_HOME under home's loopd-items).
 func handMadeChat(t *testing.T, home, workdir, id string) {
 	t.Helper()
-	config := filepath.Join(home, ".gemini")
+	items, err := filepath.Glob(filepath.Join(home, ".gemini", "loopd-items", "*", ".gemini"))
+	require.NoError(t, err)
+	require.Len(t, items, 1, "the item's own config dir")
+	config := items[0]
 	var reg struct {
 		Projects map[string]string `json:"projects"`
 	}

@@ -199,6 +199,9 @@ func TestForkPullRequestRunsNoneOfItsSettings(t *testing.T) {
 					HarnessEnv: map[string]string{"HOME": t.TempDir()}}
 			}
 			p := newPlantedRemote(t)
+			// The settings run inside the agents' sandbox: it shows them
+			// where their markers go.
+			opts.Binds = []string{p.same, p.fork}
 			e := newEnv(t, opts)
 			same, fork := projectSettingsEnv(t, e, p, tc.runner)
 			tc.check(t, e, p, same, fork)

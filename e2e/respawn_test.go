@@ -382,6 +382,11 @@ func TestRespawnUnknownExitStatusIsNotClean(t *testing.T) {
 	script := filepath.Join(dir, "agent")
 	require.NoError(t, os.WriteFile(script, []byte(strings.Replace(detachScript, "INTERPRETER", interp, 1)), 0o755))
 	e := newEnv(t, envOpts{Harness: script, ProcessName: "agent-sh"})
+	// Without a sandbox: in one, the pane's process is bwrap, which holds
+	// the terminal until the sandbox ends, so a harness inside cannot let
+	// go of it; the state under test is tmux's.
+	e.config["sandbox"].(map[string]any)["mode"] = "none"
+	e.writeConfig(t)
 	e.start(t)
 	e.deliver(t, "issues.opened.1.json", nil)
 	e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,11 +32,39 @@ func processEnv(t *testing.T, timeout int, harnessEnv map[string]string) *env {
 }
 
 // killRuns kills what is left of the runs of every item: a test that
-// failed midway leaves no process behind.
+// failed midway leaves no process behind. A run's sandbox ends with its
+// wrapper's group.
 func (e *env) killRuns(t testing.TB) {
-	for _, s := range e.starts(t) {
-		killFake(s.PID, e.harnessCmd)
+	files, _ := filepath.Glob(filepath.Join(e.stateDir, "runs", "*", "*.pid"))
+	for _, f := range files {
+		var rec struct {
+			Wrapper int `json:"wrapper_pid"`
+		}
+		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &rec) == nil && rec.Wrapper > 0 {
+			killFake(rec.Wrapper, loopdBin)
+		}
 	}
+}
+
+// runStart waits for the first start of the fake CLI in a run of issue 1
+// and returns it with the host's pid of its process (hostPID under the
+// run's wrapper) and the pid the run's pid file records for the harness
+// (its sandbox's bwrap).
+func (e *env) runStart(t *testing.T) (processStart, proc.Process, int) {
+	t.Helper()
+	start := e.waitStarts(t, 1, waitShort)[0]
+	var rec struct {
+		Wrapper int `json:"wrapper_pid"`
+		Harness int `json:"harness_pid"`
+	}
+	e.waitFor(t, func() bool {
+		run := e.mustRecord(t, keyIssue).Status.RunID
+		b, err := os.ReadFile(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), run+".pid"))
+		return run != "" && err == nil && json.Unmarshal(b, &rec) == nil
+	}, waitShort, "no pid file of the run")
+	p, err := proc.Lookup(hostPID(t, rec.Wrapper, start.PID))
+	require.NoError(t, err)
+	return start, p, rec.Harness
 }
 
 // countTurns returns how many user turns of conversation id of issue 1
@@ -58,22 +87,24 @@ func TestProcessRunnerSurvivesKill9WithOneTurn(t *testing.T) {
 	e.start(t)
 	first := "first event " + strconv.FormatInt(time.Now().UnixNano(), 36)
 	d1 := sendComment(t, e, first)
-	start := e.waitStarts(t, 1, waitShort)[0]
+	start, harnessProc, _ := e.runStart(t)
 	flag, id := start.mode()
 	require.Equal(t, "--session-id", flag, "%q", start.Argv)
 	assert.Contains(t, start.Argv, "-p")
 	e.waitFor(t, func() bool { return e.countTurns(t, id, first) == 1 }, waitShort, "the run's turn never reached the transcript")
-	harnessProc, err := proc.Lookup(start.PID)
-	require.NoError(t, err)
 	require.True(t, harnessProc.Running())
 
 	e.kill9(t)
 	assert.True(t, harnessProc.Running(), "the run outlived the daemon's kill -9")
 	r := e.mustRecord(t, keyIssue)
 	require.NotEmpty(t, r.Status.RunID)
-	pid, err := os.ReadFile(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), r.Status.RunID+".pid"))
+	b, err := os.ReadFile(filepath.Join(e.stateDir, "runs", desired.SessionName(keyIssue), r.Status.RunID+".pid"))
 	require.NoError(t, err)
-	assert.Contains(t, string(pid), `"harness_pid":`+strconv.Itoa(start.PID))
+	var rec struct {
+		Harness int `json:"harness_pid"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.Contains(t, proc.Descendants([]int{rec.Harness}), harnessProc.PID, "the harness runs in the sandbox the pid file names")
 
 	e.start(t)
 	delivered := waitDelivered(t, e, d1, waitLong)
@@ -120,14 +151,17 @@ func TestProcessRunnerSurvivesKill9WithOneTurn(t *testing.T) {
 // which had reached the conversation, is not run again.
 func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
 	t.Parallel()
-	childFile := filepath.Join(t.TempDir(), "child.pid")
-	e := processEnv(t, 1, map[string]string{"FAKECLAUDE_REPLY_DELAY": "1h", "FAKECLAUDE_CHILD_PID_FILE": childFile})
+	// Long enough for the run to reach its turn and start its tool on a
+	// loaded machine, sandbox included; a run cut short before its turn is
+	// a failed run, and run again.
+	e := processEnv(t, 3, map[string]string{"FAKECLAUDE_REPLY_DELAY": "1h"})
+	childFile := e.fakeFile("child.pid")
+	e.harness()["env"].(map[string]string)["FAKECLAUDE_CHILD_PID_FILE"] = childFile
+	e.writeConfig(t)
 	e.start(t)
 	body := "a turn that never ends " + strconv.FormatInt(time.Now().UnixNano(), 36)
 	d := sendComment(t, e, body)
-	start := e.waitStarts(t, 1, waitShort)[0]
-	harnessProc, err := proc.Lookup(start.PID)
-	require.NoError(t, err)
+	_, harnessProc, runPID := e.runStart(t)
 	var child proc.Process
 	e.waitFor(t, func() bool {
 		b, err := os.ReadFile(childFile)
@@ -136,14 +170,17 @@ func TestProcessRunnerTimeoutEndsTheRunsGroup(t *testing.T) {
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		require.NoError(t, err)
-		child, err = proc.Lookup(n)
+		child, err = proc.Lookup(hostPID(t, harnessProc.PID, n))
 		return err == nil
 	}, waitShort, "the harness's tool never started")
 
 	timeouts := e.waitEvent(t, journal.DispatchTimeout, keyIssue, 1, waitShort)
-	assert.Equal(t, d, timeouts[0].Attrs["delivery"])
-	assert.Equal(t, "1s", timeouts[0].Attrs["timeout"])
-	assert.Equal(t, strconv.Itoa(start.PID), timeouts[0].Attrs["pid"])
+	// The run's event: named when the timeout came before the spawn was
+	// confirmed, "" once confirmed delivered (then the event is no longer
+	// the run's to carry).
+	assert.Contains(t, []string{d, ""}, timeouts[0].Attrs["delivery"])
+	assert.Equal(t, "3s", timeouts[0].Attrs["timeout"])
+	assert.Equal(t, strconv.Itoa(runPID), timeouts[0].Attrs["pid"], "the run's pid, its sandbox's")
 	e.waitFor(t, func() bool { return !harnessProc.Running() && !child.Running() }, waitShort, "the run's group outlived its timeout")
 	r := e.waitPhase(t, keyIssue, desired.PhaseExited, waitShort)
 	assert.Equal(t, "dispatch_timeout", r.Status.Reason, "its event had reached the conversation: done, ended at its timeout")
@@ -202,9 +239,7 @@ func TestProcessRunnerUnderCron(t *testing.T) {
 	_, errOut, code := e.run(t, "reconcile", "--once")
 	require.Zero(t, code, errOut)
 	assert.Less(t, time.Since(began), 3*time.Second, "--once did not wait for the run")
-	start := e.waitStarts(t, 1, waitShort)[0]
-	harnessProc, err := proc.Lookup(start.PID)
-	require.NoError(t, err)
+	_, harnessProc, _ := e.runStart(t)
 
 	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
 	if harnessProc.Running() {

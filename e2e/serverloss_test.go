@@ -38,7 +38,8 @@ const fleetStarts = 2
 func fleetEnv(t testing.TB, hangup time.Duration) (*env, string) {
 	lockDir := filepath.Join(t.TempDir(), "locks")
 	require.NoError(t, os.MkdirAll(lockDir, 0o755))
-	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()}})
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_LOCK_DIR": lockDir, "FAKECLAUDE_HANGUP_DELAY": hangup.String()},
+		Binds: []string{lockDir}})
 	e.config["capacity"] = map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": fleetStarts}
 	e.writeConfig(t)
 	return e, lockDir
@@ -107,13 +108,24 @@ func issueKey(n int) desired.Key {
 	return k
 }
 
-// bootFleet opens issues 1..n and waits until each runs; it returns each
-// item's conversation id.
+// bootFleet opens issues 1..n and waits until each runs with its opening
+// prompt in its transcript (a conversation to come back to: an agent
+// killed before it wrote one starts fresh); it returns each item's
+// conversation id.
 func (e *env) bootFleet(t testing.TB, n int) map[desired.Key]string {
 	for i := 1; i <= n; i++ {
 		e.deliver(t, "issues.opened.1.json", withNumber(i))
 	}
-	return e.waitFleet(t, n, nil)
+	ids := e.waitFleet(t, n, nil)
+	require.Eventually(t, func() bool {
+		for k, id := range ids {
+			if len(e.userTurns(t, k, id)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, waitLong, tick, "an opening prompt never reached its transcript")
+	return ids
 }
 
 // waitFleet waits until issues 1..n are all Running in a pane that is not

@@ -25,7 +25,7 @@ func (e *env) workdir(k desired.Key) string {
 
 // transcriptPath returns where the harness keeps conversation id of k, by
 // the adapter's own path rule.
-func (e *env) transcriptPath(t *testing.T, k desired.Key, id string) string {
+func (e *env) transcriptPath(t testing.TB, k desired.Key, id string) string {
 	t.Helper()
 	ad, err := harness.New("claude-code", schema.Harness{Command: e.harnessCmd, Env: e.harnessEnv})
 	require.NoError(t, err)
@@ -36,7 +36,7 @@ func (e *env) transcriptPath(t *testing.T, k desired.Key, id string) string {
 
 // transcriptLines returns the parsed JSON lines of conversation id of k;
 // none when the file does not exist yet.
-func (e *env) transcriptLines(t *testing.T, k desired.Key, id string) []map[string]any {
+func (e *env) transcriptLines(t testing.TB, k desired.Key, id string) []map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(e.transcriptPath(t, k, id))
 	if errors.Is(err, os.ErrNotExist) {
@@ -59,7 +59,7 @@ func (e *env) transcriptLines(t *testing.T, k desired.Key, id string) []map[stri
 
 // userTurns returns the text of every user message of conversation id of
 // k, in order. Content is a string, or text blocks that are joined.
-func (e *env) userTurns(t *testing.T, k desired.Key, id string) []string {
+func (e *env) userTurns(t testing.TB, k desired.Key, id string) []string {
 	t.Helper()
 	var out []string
 	for _, l := range e.transcriptLines(t, k, id) {

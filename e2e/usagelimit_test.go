@@ -104,13 +104,14 @@ func TestUsageLimitHoldsTheAccountAndEachItemResumesItsConversation(t *testing.T
 // reset" and chooses that, and nothing else is ever chosen.
 func TestUsageLimitMenuIsAnsweredWait(t *testing.T) {
 	t.Parallel()
-	menuLog := filepath.Join(t.TempDir(), "menu.log")
+	menuDir := t.TempDir() // the sandbox shows it (Binds)
+	menuLog := filepath.Join(menuDir, "menu.log")
 	e := newEnv(t, envOpts{HarnessEnv: map[string]string{
 		"FAKECLAUDE_LIMIT_UNTIL":       strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10),
 		"FAKECLAUDE_LIMIT_FORM":        "menu",
 		"FAKECLAUDE_LIMIT_MENU_CURSOR": "3",
 		"FAKECLAUDE_MENU_LOG":          menuLog,
-	}})
+	}, Binds: []string{menuDir}})
 	e.start(t)
 	commentOn(t, e, keyIssue.Number, "fix it "+uuid.NewString())
 	r := e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
@@ -155,8 +156,9 @@ func TestLoginRequiredIsShownAsBlockedAtOnce(t *testing.T) {
 // permission dialog is named at once, and loopd sends it no key.
 func TestPermissionPromptIsShownAsBlockedAndNeverAnswered(t *testing.T) {
 	t.Parallel()
-	menuLog := filepath.Join(t.TempDir(), "menu.log")
-	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_PERMISSION_PROMPT": "1", "FAKECLAUDE_MENU_LOG": menuLog}})
+	menuDir := t.TempDir() // the sandbox shows it (Binds)
+	menuLog := filepath.Join(menuDir, "menu.log")
+	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_PERMISSION_PROMPT": "1", "FAKECLAUDE_MENU_LOG": menuLog}, Binds: []string{menuDir}})
 	e.start(t)
 	commentOn(t, e, keyIssue.Number, "run the tests "+uuid.NewString())
 	ev := e.waitEvent(t, journal.SessionBlocked, keyIssue, 1, waitShort)[0]
@@ -246,7 +248,8 @@ func TestUsageLimitMenuOfAPassedResetIsALimit(t *testing.T) {
 		time.Sleep(now.Truncate(time.Minute).Add(61 * time.Second).Sub(now))
 	}
 	until := time.Now().Add(7 * time.Second)
-	menuLog := filepath.Join(t.TempDir(), "menu.log")
+	menuDir := t.TempDir() // the sandbox shows it (Binds)
+	menuLog := filepath.Join(menuDir, "menu.log")
 	e := newEnv(t, envOpts{
 		HarnessEnv: map[string]string{
 			"FAKECLAUDE_LIMIT_UNTIL": strconv.FormatInt(until.Unix(), 10),
@@ -254,6 +257,7 @@ func TestUsageLimitMenuOfAPassedResetIsALimit(t *testing.T) {
 			"FAKECLAUDE_MENU_LOG":    menuLog,
 		},
 		Policy: map[string]any{"usageLimitMarginSeconds": 1},
+		Binds:  []string{menuDir},
 	})
 	e.start(t)
 	d1 := commentOn(t, e, keyIssue.Number, "first "+uuid.NewString())

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,14 @@ func newZombieEnv(t *testing.T, cli, processName string) *env {
 	e := newEnv(t, envOpts{Policy: map[string]any{"resumeProbeSeconds": 2}})
 	wrapper := filepath.Join(e.dir, "zombie-wrapper")
 	require.NoError(t, os.WriteFile(wrapper, fmt.Appendf(nil, zombieWrapper, cli), 0o755))
+	// The wrapper runs the CLI by its path, which the sandbox shows as
+	// it shows any bind (an npm install's whole node_modules tree).
+	cliDir := cli
+	if i := strings.Index(cli, "/node_modules/"); i >= 0 {
+		cliDir = cli[:i+len("/node_modules")]
+	}
+	sb := e.config["sandbox"].(map[string]any)
+	sb["binds"] = append(sb["binds"].([]map[string]any), map[string]any{"path": cliDir})
 	h := e.harness()
 	h["command"] = wrapper
 	if processName != "" {

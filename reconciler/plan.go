@@ -550,8 +550,17 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		// Right after new-session the pane briefly runs a launcher (or the
 		// shell tmux starts the command with) before the harness: judged
 		// from the probe deadline on, and never before a poll period.
-		if judge := maxTime(it.st.ProbeDeadline, it.st.SpawnedAt.Add(it.p.Poll)); it.now.Before(judge) {
-			return []actions.Action{actions.Wait{Key: r.Key, Until: judge, Reason: actions.ReasonProbing}}
+		// loopd's own launcher and a sandbox still being made are the
+		// harness's start, however long a loaded machine makes it, up to
+		// the confirm timeout (Policy.starting).
+		judge := maxTime(it.st.ProbeDeadline, it.st.SpawnedAt.Add(it.p.Poll))
+		look := judge
+		if it.p.starting(it.pane.stray) {
+			judge = maxTime(judge, it.st.SpawnedAt.Add(it.p.ConfirmTimeout))
+			look = minTime(judge, it.now.Add(it.p.Poll))
+		}
+		if it.now.Before(judge) {
+			return []actions.Action{actions.Wait{Key: r.Key, Until: look, Reason: actions.ReasonProbing}}
 		}
 	}
 	return it.planDown(phase)
@@ -923,10 +932,11 @@ func (it *itemPlan) delivered(id string) string {
 // resume keeps its conversation and is tried again.
 func (it itemPlan) refused() []actions.Action {
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
-	if it.st.Reason == string(actions.ReasonProvisionFailed) {
-		// The harness's config dir could not be set up: the failure
-		// counts and backs off until the operator fixes the file.
-		exit.Reason = actions.ReasonProvisionFailed
+	if reason := actions.Reason(it.st.Reason); reason.Environment() {
+		// The harness's config dir or sandbox could not be set up:
+		// nothing was tried of the conversation; the failure counts
+		// and backs off until the operator fixes it.
+		exit.Reason = reason
 	}
 	return it.afterExit(exit, true)
 }
@@ -972,8 +982,8 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
 		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonWorkspaceFailed, actions.ReasonRunFailed,
-		actions.ReasonDispatchTimeout:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonWorkspaceFailed,
+		actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -1007,8 +1017,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		exit.Implicated, exit.Words = true, words
 	}
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSessionMissing, actions.ReasonForegroundNotHarness,
-		actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
+	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonSessionMissing,
+		actions.ReasonForegroundNotHarness, actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 	default:
 		exit.Reason = d.Reason
 	}
@@ -1125,6 +1135,8 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	if it.process {
 		s.Runner = schema.RunnerProcess
 	}
+	sb := it.p.SandboxOf(key)
+	s.NoSandbox, s.Binds = !sb.Sandboxed(), sb.BindsOf()
 	if why == "" {
 		if reason == actions.ReasonHostMoved {
 			// The restored conversation says which events landed on the

@@ -635,6 +635,18 @@ func TestPlan(t *testing.T) {
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(3 * time.Second), Reason: actions.ReasonProbing}}},
 		{"no_probe_window_still_gives_the_launcher_a_poll_period", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt, s.ProbeDeadline = t0, t0 }), ev1), obs(stray("loopd"), noScript), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
+		{"sandbox_still_being_made_past_the_probe_is_waited_for", rec(spawning(desired.SpawnFresh), ev1), obs(stray("bwrap"), noScript), testPolicy(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
+		{"loopds_launcher_past_the_probe_is_waited_for", rec(spawning(desired.SpawnFresh), ev1), obs(stray("loopd"), noScript),
+			func() Policy { p := testPolicy(); p.Launcher = "loopd"; return p }(),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonProbing}}},
+		{"sandbox_not_made_within_the_confirm_timeout_is_a_failed_dispatch",
+			rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Minute) }), ev1), obs(stray("bwrap"), noScript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonSpawnDied)
+				e.Clean, e.NextAttempt, e.DeliveryID, e.Foreground = false, t0, "d-1", "bwrap"
+				return e
+			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
 		{"fresh_spawn_left_with_a_shell_after_the_probe_is_a_failed_dispatch", rec(spawning(desired.SpawnFresh), ev1), obs(stray("sh"), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonSpawnDied)

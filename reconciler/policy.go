@@ -128,6 +128,14 @@ type Policy struct {
 	// checkout are rendered from it until its first spawn. Empty: every
 	// item keeps the workdir it was ingested with, as a plain directory.
 	Routing schema.Routing
+	// Sandbox is the config's top-level sandbox, every route's unless
+	// the route has its own (SandboxOf).
+	Sandbox schema.Sandbox
+	// Launcher is the name a pane shows while loopd's launcher runs in it
+	// (tmux.CommandName of loopd's executable), before the sandbox and
+	// the harness: a spawn is still starting while it shows it or the
+	// sandbox's (starting), "" when unknown.
+	Launcher string
 	// AuthorizedUsers are the config's authorizedUsers, and BotLogin
 	// loopd's own login ("" when not configured): who may have opened
 	// and pushed a pull request whose project settings a spawn trusts

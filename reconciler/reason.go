@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/sandbox"
 )
 
 // Explanation is what explains an item's phase to an operator, as loopd
@@ -22,6 +23,9 @@ type Explanation struct {
 	// LimitUntil is when the usage limit holding an open, unheld item
 	// lets it go (LimitsHeld); zero when none holds it.
 	LimitUntil time.Time
+	// Unsandboxed is true when the item's agent runs, or will run, with
+	// no sandbox (Unsandboxed): the reason says sandbox=none.
+	Unsandboxed bool
 }
 
 // Explain returns, by key, the explanation of each of records at now.
@@ -33,8 +37,9 @@ type Explanation struct {
 // desired.Status.LastExit), err=… naming the command of a harness_missing
 // item's harness while it is still missing, blocked reason=… when its screen shows a
 // dialog, rate_limited reset=T until=T when a usage limit on its account
-// holds it, and stale_pending=N since=D when it is Stopped with events
-// pending longer than stale. records are every item (the queue and the
+// holds it, sandbox=none when its agent runs with no sandbox
+// (Unsandboxed), and stale_pending=N since=D when it is Stopped with
+// events pending longer than stale. records are every item (the queue and the
 // limits are worked out over all of them, once); p is the current
 // policy. An item with nothing to say has the zero Explanation.
 func Explain(records []desired.Record, p Policy, now time.Time, stale time.Duration) map[desired.Key]Explanation {
@@ -78,6 +83,9 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 			}
 			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
 		}
+		if e.Unsandboxed = Unsandboxed(r, p); e.Unsandboxed {
+			reason += " " + journal.KeySandbox + "=" + sandbox.ModeNone
+		}
 		if flag := StalePending(r, now, stale); flag != "" {
 			reason = strings.TrimSpace(reason + " " + flag)
 		}
@@ -86,6 +94,16 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 	}
 	return out
 }
+
+// maxListedReason bounds, in bytes, a reason as a list of items shows it
+// (ListedReason): four lines of a wide terminal wrapped the longest.
+const maxListedReason = 120
+
+// ListedReason is reason as a list of items shows it (loopd get's table,
+// the status page's groups): cut to 120 bytes on a rune boundary, "…"
+// marking the cut (journal.Clip). The item's own view (describe, its
+// page, -o json) shows it whole.
+func ListedReason(reason string) string { return journal.Clip(reason, maxListedReason) }
 
 // StalePending returns "stale_pending=N since=D" when r is Stopped and its
 // oldest pending event was received more than stale before now, D being

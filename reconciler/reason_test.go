@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,12 @@ func TestReasonNamesAMissingHarness(t *testing.T) {
 	p.Harnesses = map[string]Capabilities{"claude-code": c}
 	assert.Equal(t, `harness_missing err="harness claude-code: command \"/x/claude\": not found"`, Explain([]desired.Record{r}, p, now, time.Hour)[r.Key].Reason)
 	assert.Equal(t, "harness_missing", Explain([]desired.Record{r}, testPolicy(), now, time.Hour)[r.Key].Reason)
+}
+
+// A list cuts a long reason; the item's own view keeps it whole.
+func TestListedReasonCutsALongOne(t *testing.T) {
+	long := "workspace_failed workspace_error=" + strings.Repeat("x", 300)
+	got := ListedReason(long)
+	assert.Equal(t, long[:maxListedReason]+"…", got)
+	assert.Equal(t, "crash_loop", ListedReason("crash_loop"))
 }

@@ -30,6 +30,9 @@ type Config struct {
 	Host   Host    `yaml:"host" json:"host"`
 	// Retention says what loopd forgets, and when.
 	Retention Retention `yaml:"retention" json:"retention"`
+	// Sandbox is every route's sandbox unless the route has its own
+	// (Route.SandboxOf).
+	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 
 	// dir is the config file's absolute directory, against which relative
 	// paths are resolved.
@@ -285,6 +288,9 @@ type Route struct {
 	// one headless run of the harness per event (docs/design.md, "The
 	// process runner").
 	Runner string `yaml:"runner" json:"runner"`
+	// Sandbox, when set, overrides the top-level sandbox's mode and adds
+	// binds for this route's agents (SandboxOf).
+	Sandbox *Sandbox `yaml:"sandbox" json:"sandbox,omitempty"`
 	// Instructions are the route's standing instructions: the operator's
 	// text telling the agent what to do with the events (work on the
 	// issue, open a pull request, reply on the issue). A new conversation

@@ -1,6 +1,11 @@
 package schema
 
-import "time"
+import (
+	"os"
+	"time"
+
+	"github.com/loopd/loopd/internal/sandbox"
+)
 
 // This file is the one home of loopd's tunables: the default of every
 // config key, and the fixed values that behave like tunables but are not
@@ -37,6 +42,8 @@ const (
 	defaultLeaseSeconds      = 15
 	// defaultJournalDays is retention.journalDays': a month of events.
 	defaultJournalDays = 30
+	// defaultSandboxMode is sandbox.mode's: every agent in a sandbox.
+	defaultSandboxMode = sandbox.ModeBubblewrap
 )
 
 // DefaultMaxConnsPerAddress is webhooks.ghWebhook.maxConnsPerAddress when
@@ -146,8 +153,13 @@ func (c *Config) applyDefaults(dir string) {
 		h.Provision = boolOr(h.Provision, defaultProvision)
 		c.Harnesses[name] = h
 	}
+	orDefault(&c.Sandbox.Mode, defaultSandboxMode)
+	// Without $HOME a "~/" bind is a relative path like any other.
+	home, _ := os.UserHomeDir()
+	c.resolveBinds(&c.Sandbox, home)
 	gh := &c.Webhooks.GHWebhook
 	for key, r := range gh.Routing.Repos {
+		c.resolveBinds(r.Sandbox, home)
 		orDefault(&r.MaxDeliveriesPerHour, DefaultMaxDeliveriesPerHour)
 		orDefault(&r.Runner, RunnerTmux)
 		orDefault(&r.DispatchTimeoutSeconds, DefaultDispatchTimeoutSeconds)
@@ -292,10 +304,11 @@ const (
 
 // Timings of loopd's parts that are not config keys: each part reads its
 // own here (the part named in each comment). A few stay with their
-// package: journal.DefaultRepeatWindow and workspace.DefaultTimeout
-// (schema imports those packages), the leaf packages' polls
-// (internal/flock's lockPoll, internal/tmux's stopPoll), the HTTP server's
-// webhook.DefaultServerLimits and store/sqlstore's busyTimeout.
+// package: journal.DefaultRepeatWindow, workspace.DefaultTimeout and
+// internal/sandbox's probeTimeout (schema imports those packages), the
+// leaf packages' polls (internal/flock's lockPoll, internal/tmux's
+// stopPoll), the HTTP server's webhook.DefaultServerLimits and
+// store/sqlstore's busyTimeout.
 // TestDurationTunablesLiveHere holds the rest here.
 const (
 	// RunStopGrace is how long actions' StopRun waits for a run's process

@@ -223,7 +223,7 @@ func Parse(data []byte, path string) (*Config, error) {
 		return nil, invalid(path, yamlProblems(err))
 	}
 	cfg.applyDefaults(dir)
-	if problems := append(cfg.check(t), cfg.readInstructions(t)...); len(problems) > 0 {
+	if problems := append(append(cfg.check(t), cfg.checkSandbox(t, path)...), cfg.readInstructions(t)...); len(problems) > 0 {
 		return nil, invalid(path, problems)
 	}
 	return &cfg, nil

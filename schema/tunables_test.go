@@ -17,6 +17,7 @@ import (
 var stayingDurations = map[string]string{
 	"internal/journal.DefaultRepeatWindow": "schema imports journal",
 	"internal/workspace.DefaultTimeout":    "schema imports workspace",
+	"internal/sandbox.probeTimeout":        "schema imports sandbox",
 	"internal/flock.lockPoll":              "a leaf package",
 	"internal/tmux.stopPoll":               "a leaf package",
 	"internal/webhook.DefaultServerLimits": "the HTTP server's limits, one contract of webhook",

@@ -110,6 +110,9 @@ webhooks:
 YAML
 cfg=(--config "$work/loopd.yaml")
 
+# Each agent runs in a sandbox made with bubblewrap (sandbox.mode's default).
+command -v bwrap >/dev/null 2>&1 ||
+	die "the demo runs each agent in a sandbox made with bubblewrap, which is not installed: apt-get install bubblewrap"
 echo "everything lives in $work; the paths below are relative to it"
 say "harness: $claude"
 "$loopd" config validate "${cfg[@]}" | fit

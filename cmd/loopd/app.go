@@ -75,6 +75,8 @@ type app struct {
 	hosting *reconciler.Hosting
 	// mover copies transcripts to the store and back (nil: none).
 	mover *transcript.Mover
+	// sandbox makes the sandbox of each spawn of a sandboxed route.
+	sandbox *actions.Sandbox
 }
 
 // storeLock is the reconcile lock's file name inside the state dir when
@@ -114,7 +116,7 @@ func logTightened(log *slog.Logger) func(tightened) {
 // newApp opens the store and builds the tmux client and harness adapters
 // for cfg. A harness whose command cannot be found is journaled
 // and kept: its spawns fail and back off, visibly, until it is installed.
-func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, error) {
+func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
 	hook, err := sessionStartHook()
 	if err != nil {
 		return nil, err
@@ -126,6 +128,10 @@ func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, er
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("launcher: %w", err)
+	}
+	sb, err := sandboxOf(ctx, cfg, configPath)
+	if err != nil {
+		return nil, err
 	}
 	store, err := openStore(ctx, cfg, logTightened(log))
 	if err != nil {
@@ -146,6 +152,7 @@ func newApp(ctx context.Context, cfg *schema.Config, log *slog.Logger) (*app, er
 		owner:     owner,
 		launcher:  launch.Launcher{Exe: exe, Dir: filepath.Join(cfg.StateDir, launchDir)},
 		runs:      runsOf(cfg, exe),
+		sandbox:   sb,
 	}, nil
 }
 
@@ -275,6 +282,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 			Owner:     a.owner.ID,
 			PasteWait: schema.DefaultPasteWait,
 			Launcher:  a.launcher,
+			Sandbox:   a.sandbox,
 			Runs:      a.runs,
 			// A run gets what a pane gets of loopd's environment.
 			RunEnviron:  paneenv.Server(os.Environ()),
@@ -342,7 +350,7 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
 		return nil, nil, err
 	}
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,8 +363,11 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner string) reconciler.Policy {
 	routing := cfg.Webhooks.GHWebhook.Routing
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
-	p.Routing = routing
+	p.Routing, p.Sandbox = routing, cfg.Sandbox
 	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
+	if exe, err := os.Executable(); err == nil {
+		p.Launcher = tmux.CommandName(exe)
+	}
 	return p
 }
 

@@ -25,7 +25,10 @@ key; the exit code is 1 when there is any, and when the config file, an
 instructions file, secretFile or the GitHub App's key file is one other
 users can change (or, for a secret, read), and when a harness a route uses
 has a command that cannot be found or run (named with where it was looked
-for); a missing one no route uses is a warning.`,
+for); a missing one no route uses is a warning. When a route runs its
+agents in a sandbox (sandbox.mode bubblewrap, the default), it checks that
+bubblewrap is installed and can make namespaces here, and says what to
+install or turn on when not.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.config
@@ -56,6 +59,13 @@ for); a missing one no route uses is a warning.`,
 				return err
 			}
 			if err := checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }); err != nil {
+				return err
+			}
+			sb, err := sandboxOf(cmd.Context(), cfg, path)
+			if err != nil {
+				return err
+			}
+			if err := checkSandbox(cfg, sb); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)

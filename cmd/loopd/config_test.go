@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/sandbox"
 )
 
 // TestConfigValidateNamesTheHarnessOnce: a harness the adapter refuses (a
@@ -82,4 +84,39 @@ func TestServeRefusesARouteItsHarnessCannotServe(t *testing.T) {
 	_, err = run(t, "", "serve", "--config", path)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `routing.repos.*: runner process needs a harness with a headless form; "cur" has none`)
+}
+
+// bwrapDir is the directory of bwrap, for a test that narrows PATH and
+// validates a config whose agents run sandboxed; it skips the test (fails
+// it under CI) without bubblewrap.
+func bwrapDir(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bwrap is not installed (apt-get install bubblewrap)")
+		}
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	return filepath.Dir(p)
+}
+
+// TestConfigValidateNeedsBubblewrap: where bwrap is missing, a config whose
+// agents run sandboxed (the default) is refused with the package to
+// install; one whose every route says sandbox none is not.
+func TestConfigValidateNeedsBubblewrap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "loopd.yaml")
+	config := "harnesses:\n  claude-code:\n    command: /bin/true\nwebhooks:\n  ghWebhook:\n    authorizedUsers: [octocat]\n    routing:\n      repos:\n        \"*\":\n          harness: claude-code\n          workdir: /srv/{{.Number}}\n"
+	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
+	t.Setenv("PATH", t.TempDir())
+	_, err := run(t, "", "config", "validate", path)
+	require.ErrorIs(t, err, sandbox.ErrMissing)
+	assert.Contains(t, err.Error(), "apt-get install bubblewrap")
+	assert.Contains(t, err.Error(), "sandbox.mode: none")
+
+	require.NoError(t, os.WriteFile(path, []byte("sandbox: {mode: none}\n"+config), 0o600))
+	out, err := run(t, "", "config", "validate", path)
+	require.NoError(t, err)
+	assert.Contains(t, out, "ok")
 }

@@ -22,7 +22,7 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 	bin := t.TempDir()
 	claude := filepath.Join(bin, "claude")
 	require.NoError(t, os.WriteFile(claude, []byte("#!/bin/sh\n"), 0o755))
-	t.Setenv("PATH", bin)
+	t.Setenv("PATH", bin+":"+bwrapDir(t))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "with space", "loopd.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -62,7 +62,8 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 // validate names the missing command.
 func TestConfigInitWithoutClaude(t *testing.T) {
 	bin := t.TempDir()
-	t.Setenv("PATH", bin)
+	// bwrap stays: the config's agents run sandboxed.
+	t.Setenv("PATH", bin+":"+bwrapDir(t))
 	path := filepath.Join(t.TempDir(), "loopd.yaml")
 	out, err := run(t, "", "config", "init", path, "--state-dir", "/var/lib/loopd")
 	require.NoError(t, err)
@@ -76,7 +77,7 @@ func TestConfigInitWithoutClaude(t *testing.T) {
 	edit(t, path, schema.PlaceholderLogin, "octocat")
 	_, err = run(t, "", "config", "validate", path)
 	require.ErrorIs(t, err, harness.ErrCommandNotFound)
-	assert.ErrorContains(t, err, `harness claude-code: command "claude" not on PATH "`+bin+`"`)
+	assert.ErrorContains(t, err, `harness claude-code: command "claude" not on PATH "`+os.Getenv("PATH")+`"`)
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"), 0o755))
 	_, err = run(t, "", "config", "validate", path)
 	require.NoError(t, err)

@@ -104,11 +104,14 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	line("", "Harness", dash(v.Spec.Harness))
 	line("", "Credentials", credentialsShown(cfg, r.Key))
 	line("", "Workdir", dash(st.Workdir))
+	line("", "Sandbox", st.Sandbox)
 	line("", "Session", st.Session)
 	if runsAsProcess(cfg, r) {
 		// A process-runner item: a run per event, no tmux session.
 		line("", "Run log", runLogPath(cfg, r))
 		line("", "Logs", "loopd logs "+v.Key)
+	} else if r.Status.Session == "" {
+		line("", "Attach", "- (no session yet)")
 	} else {
 		line("", "Attach", actions.AttachCommand(cfg.Tmux.Socket, st.Session))
 	}

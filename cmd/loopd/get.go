@@ -402,7 +402,7 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 		if wide {
 			row = append(row, v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
 		}
-		rows = append(rows, append(row, st.Reason))
+		rows = append(rows, append(row, reconciler.ListedReason(st.Reason)))
 	}
 	return tab.write(w, rows)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/reconciler"
 )
 
@@ -84,6 +85,9 @@ type statusView struct {
 	LastExit                *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
 	Lease                   *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
 	RunID                   string     `json:"runId,omitempty" yaml:"runId,omitempty"`
+	// Sandbox is how the item's agent runs: bubblewrap, or none
+	// (reconciler.Unsandboxed).
+	Sandbox string `json:"sandbox" yaml:"sandbox"`
 }
 
 // exitView is the item's last recorded exit.
@@ -122,7 +126,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.BlockedBy(), RunID: st.RunID,
+				Blocked: st.BlockedBy(), RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
 			},
 		}
 		v.age = "-"
@@ -136,6 +140,9 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			v.Status.NextAttempt = utc(st.NextAttempt)
 		}
 		v.Status.LimitUntil = utc(e.LimitUntil)
+		if e.Unsandboxed {
+			v.Status.Sandbox = sandbox.ModeNone
+		}
 		if st.LastExitStatus != nil || st.LastExitReason != "" || !st.LastExitAt.IsZero() {
 			v.Status.LastExit = &exitView{Status: st.LastExitStatus, Reason: st.LastExitReason, At: utc(st.LastExitAt)}
 		}

@@ -442,6 +442,7 @@ func TestDescribeShowsTheItem(t *testing.T) {
 	out, err = run(t, "", "--config", config, "describe", pr.String())
 	require.NoError(t, err)
 	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.Contains(t, out, "Attach: - (no session yet)", "no session ever: nothing to attach to")
 	assert.NotContains(t, out, "\x1b")
 	for _, want := range []string{"Head repo: someone/web\n", "Opened by: someone\n", `Head: aaa pushed by "\x1b]0;pusher"` + "\n",
 		"Project settings: off (route_untrusted)\n"} {

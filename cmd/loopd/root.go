@@ -61,6 +61,7 @@ func newRootCmd() *cobra.Command {
 		newCredentialCmd(),
 		newLaunchCmd(),
 		newRunHarnessCmd(),
+		newSandboxExecCmd(),
 		newVersionCmd(),
 	)
 	requireSubcommands(root)

@@ -88,12 +88,15 @@ func serve(ctx context.Context, g *globals) error {
 		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", cfg.StateDir, err)
 	}
 	defer unlock()
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return err
 	}
 	defer a.store.Close()
 	if err := checkRoutes(cfg, a.harnesses); err != nil {
+		return err
+	}
+	if err := checkSandbox(cfg, a.sandbox); err != nil {
 		return err
 	}
 	a.github = ghClient
@@ -153,7 +156,9 @@ func serve(ctx context.Context, g *globals) error {
 	}
 	// The harnesses are the ones built at start (a reload cannot change
 	// them): a reloaded route must suit them.
-	watcher.Check = func(c *schema.Config) error { return checkRoutes(c, a.harnesses) }
+	watcher.Check = func(c *schema.Config) error {
+		return errors.Join(checkRoutes(c, a.harnesses), checkSandbox(c, a.sandbox))
+	}
 
 	// The rejections of unauthenticated requests are journaled from a
 	// queue, folded by the limiter: their answer never waits on the store.

@@ -48,20 +48,34 @@ func claudeTrusted(dir string) setting {
 // JSON object, which it leaves as it is, and ErrSettingsLocked when the
 // CLI held the lock too long.
 func (c *claudeCode) Provision(workdir string) error {
-	set := []setting{claudeOnboarded, claudeResumeReturnDismissed}
-	cwd := ""
-	if workdir != "" {
-		dir, err := physicalDir(workdir)
-		if err != nil {
-			return fmt.Errorf("provision claude config: %w", err)
-		}
-		cwd = dir
-		set = append(set, claudeTrusted(filepath.Clean(dir)))
+	set, cwd, err := claudeOwned(workdir)
+	if err != nil {
+		return fmt.Errorf("provision claude config: %w", err)
 	}
 	global, settings, err := c.claudeConfigFiles(cwd)
 	if err != nil {
 		return fmt.Errorf("provision claude config: %w", err)
 	}
+	return provisionClaude(global, settings, set)
+}
+
+// claudeOwned returns the keys Provision sets in the global config for a
+// spawn in workdir, and the physical workdir ("" for none).
+func claudeOwned(workdir string) ([]setting, string, error) {
+	set := []setting{claudeOnboarded, claudeResumeReturnDismissed}
+	if workdir == "" {
+		return set, "", nil
+	}
+	dir, err := physicalDir(workdir)
+	if err != nil {
+		return nil, "", err
+	}
+	return append(set, claudeTrusted(filepath.Clean(dir))), dir, nil
+}
+
+// provisionClaude merges set into the global config file global and
+// claudeNoAutoUpdate into the user settings file settings.
+func provisionClaude(global, settings string, set []setting) error {
 	if err := mergeSettings(global, true, set...); err != nil {
 		return fmt.Errorf("provision claude config %s: %w", global, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/sandbox"
 )
 
 // The Codex adapter follows the CLI of @openai/codex 0.171.0: its --help,
@@ -100,8 +101,9 @@ func (c *codex) WithProjectSettings(trusted bool) Adapter {
 }
 
 // Provision sets projects."<physical workdir>".trust_level = "trusted" in
-// <CODEX_HOME>/config.toml when the workdir's project settings are
-// trusted, and removes a "trusted" one otherwise (codexTrust): Codex
+// the item's own <CODEX_HOME>/config.toml (home; made by ItemState, which
+// copies the shared config.toml over it at each spawn, so it runs after
+// it) when the workdir's project settings are trusted, and removes a "trusted" one otherwise (codexTrust): Codex
 // trusts a project only by that key in the user config (a -c override of
 // it counts for nothing; a parent directory's trust is not inherited by
 // a git workdir: measured on 0.171.0). A workdir of "" is left alone. It
@@ -245,10 +247,79 @@ func (c *codex) HeadlessSessionID(output []byte) string {
 // codexPass.
 func (c *codex) Env() map[string]string { return c.paneEnv() }
 
-// home is the directory Codex keeps its sessions and login in: CODEX_HOME
-// as the pane sees it (taken against cwd when relative), else
-// $HOME/.codex.
-func (c *codex) home(cwd string) (string, error) { return c.dirOf("CODEX_HOME", ".codex", cwd) }
+// sharedHome is the directory Codex keeps its login and config in:
+// CODEX_HOME as the pane sees it (taken against cwd when relative), else
+// $HOME/.codex. The conversations made before items had homes of their
+// own are in its sessions too.
+func (c *codex) sharedHome(cwd string) (string, error) { return c.dirOf("CODEX_HOME", ".codex", cwd) }
+
+// home is the item's own CODEX_HOME for the physical workdir dir (itemDir
+// in the shared home), where its sessions go: Codex files them by day
+// (sessions/YYYY/MM/DD), so no bind could give an item only its own.
+func (c *codex) home(dir string) (string, error) {
+	shared, err := c.sharedHome(dir)
+	if err != nil {
+		return "", err
+	}
+	return itemDir(shared, dir), nil
+}
+
+// codexShared are the files of the shared home each item's home links to:
+// the login. Codex replaces auth.json by a rename when it refreshes it
+// (measured on 0.171.0: a bind of it fails with EBUSY), so a refreshed
+// login lands in the item's home and is adopted at its next spawn
+// (linkShared).
+var codexShared = []string{"auth.json"}
+
+// codexConfig is the operator's config.toml, copied into each item's home
+// at each spawn: Codex may write it, which must not change another item's.
+const codexConfig = "config.toml"
+
+// ItemState makes the item's own CODEX_HOME (home) for a spawn in workdir
+// in any mode: the shared login linked, the shared config.toml copied, and
+// the rollout of id, when only the shared sessions hold it (a conversation
+// made before), linked in. A sandbox shows the item's home and the shared
+// login, writable.
+func (c *codex) ItemState(workdir, id string, sandboxed bool) (State, error) {
+	dir, err := physicalDir(workdir)
+	if err != nil {
+		return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+	}
+	shared, err := c.sharedHome(dir)
+	if err != nil {
+		return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+	}
+	home := itemDir(shared, dir)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+	}
+	if err := linkShared(home, shared, codexShared...); err != nil {
+		return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+	}
+	if err := copyInto(filepath.Join(shared, codexConfig), filepath.Join(home, codexConfig)); err != nil {
+		return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+	}
+	if id != "" && c.ValidSessionID(id) {
+		old, err := findRollout(filepath.Join(shared, "sessions"), id)
+		if err != nil {
+			return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+		}
+		if rel, ok := strings.CutPrefix(old, shared+"/"); ok {
+			mine, err := findRollout(filepath.Join(home, "sessions"), id)
+			if err == nil && mine == "" {
+				err = linkConversation(shared, home, rel)
+			}
+			if err != nil {
+				return State{}, fmt.Errorf("codex home of %s: %w", workdir, err)
+			}
+		}
+	}
+	st := State{Env: map[string]string{"CODEX_HOME": home}}
+	if sandboxed {
+		st.Binds = append([]sandbox.Bind{{Source: home, Write: true}}, sharedBinds(shared, codexShared...)...)
+	}
+	return st, nil
+}
 
 // codexMeta is the part of a rollout's first line, its session_meta, that
 // loopd reads.
@@ -280,9 +351,11 @@ func readMeta(path string) (codexMeta, bool, error) {
 	return m, true, nil
 }
 
-// Transcript reports the rollout <CODEX_HOME or $HOME/.codex>/sessions/
-// YYYY/MM/DD/rollout-<start>-<id>.jsonl. Codex looks a resume's id up in
-// every day's directory, so all are searched. It exists when its first
+// Transcript reports the rollout <home>/sessions/YYYY/MM/DD/rollout-
+// <start>-<id>.jsonl in the item's home, else in the shared one (a
+// conversation made before items had homes, which ItemState links in
+// for its resume). Codex looks a resume's id up in every day's
+// directory, so all are searched. It exists when its first
 // line is the session_meta of id and the cwd it was last run in
 // (codexSession) is the physical cwd: a rollout of another cwd opens
 // Codex's chooser, which loopd never answers. It returns
@@ -301,6 +374,13 @@ func (c *codex) Transcript(cwd, id string) (Transcript, error) {
 	}
 	sessions := filepath.Join(home, "sessions")
 	path, err := findRollout(sessions, id)
+	if err == nil && path == "" {
+		shared, serr := c.sharedHome(dir)
+		if serr != nil {
+			return Transcript{}, fmt.Errorf("transcript %s: %w", id, serr)
+		}
+		path, err = findRollout(filepath.Join(shared, "sessions"), id)
+	}
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
@@ -805,7 +885,7 @@ func (c *codex) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 	return lim, ok, nil
 }
 
-// Account is the directory Codex keeps its login in (CODEX_HOME as the
+// Account is the shared directory Codex keeps its login in (CODEX_HOME as the
 // pane sees it, else $HOME/.codex): harnesses that share it share one
 // account, and so its usage limits.
 func (c *codex) Account() string {

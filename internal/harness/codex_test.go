@@ -127,7 +127,16 @@ func TestCodexTranscript(t *testing.T) {
 	noHome := newTestAdapter(t, AdapterCodex, schema.Harness{})
 	tr, err = noHome.Transcript(cwd, codexID)
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(tr.Path, filepath.Join(home, ".codex", "sessions")), tr.Path)
+	assert.True(t, strings.HasPrefix(tr.Path, filepath.Join(home, ".codex", itemsDir)), "the item's own home: %s", tr.Path)
+}
+
+// itemHome is the item's own home under home for the workdir cwd, as the
+// adapters name it (itemDir of the physical cwd).
+func itemHome(t *testing.T, home, cwd string) string {
+	t.Helper()
+	dir, err := physicalDir(cwd)
+	require.NoError(t, err)
+	return itemDir(home, dir)
 }
 
 func TestCodexTranscriptFrames(t *testing.T) {
@@ -198,13 +207,15 @@ func TestCodexSessionsStarted(t *testing.T) {
 
 	const before, mine, later, other = "01a22e7f-0000-7000-8000-000000000001", "01a22e7f-0000-7000-8000-000000000002",
 		"01a22e7f-0000-7000-8000-000000000003", "01a22e7f-0000-7000-8000-000000000004"
-	writeRollout(t, home, cwd, before, spawn.Add(-time.Second))
-	writeRollout(t, home, cwd, later, spawn.Add(2*time.Second)) // the next day's directory
-	writeRollout(t, home, cwd, mine, spawn.Add(300*time.Millisecond))
-	writeRollout(t, home, elsewhere, other, spawn.Add(time.Second))
+	own := itemHome(t, home, cwd)
+	writeRollout(t, own, cwd, before, spawn.Add(-time.Second))
+	writeRollout(t, own, cwd, later, spawn.Add(2*time.Second)) // the next day's directory
+	writeRollout(t, own, cwd, mine, spawn.Add(300*time.Millisecond))
+	writeRollout(t, own, elsewhere, other, spawn.Add(time.Second))
+	writeRollout(t, home, cwd, "01a22e7f-0000-7000-8000-000000000006", spawn.Add(time.Second)) // another home's
 	// A session started in the TUI but with no prompt yet has no rollout;
 	// one that is empty is torn, and skipped.
-	require.NoError(t, os.WriteFile(filepath.Join(home, "sessions", "2026", "11", "30", "rollout-2026-11-30T23-59-59-01a22e7f-0000-7000-8000-000000000005.jsonl"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(own, "sessions", "2026", "11", "30", "rollout-2026-11-30T23-59-59-01a22e7f-0000-7000-8000-000000000005.jsonl"), nil, 0o600))
 
 	got, err = l.SessionsStarted(cwd, spawn)
 	require.NoError(t, err)

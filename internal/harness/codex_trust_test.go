@@ -75,9 +75,11 @@ func TestCodexTrust(t *testing.T) {
 	assert.ErrorIs(t, codexTrust(filepath.Join(t.TempDir(), "c.toml"), `/srv/a"b`, true), ErrBadSettings)
 }
 
-// TestCodexProvision: an adapter trusts its physical workdir in
-// CODEX_HOME's config.toml only when the workdir's project settings are
-// trusted, and takes a trust it finds back otherwise.
+// TestCodexProvision: an adapter trusts its physical workdir in the
+// item's own CODEX_HOME's config.toml (the shared one copied in at each
+// spawn, ItemState) only when the workdir's project settings are trusted,
+// and takes a trust it finds back otherwise; the shared config.toml is
+// the operator's, never edited.
 func TestCodexProvision(t *testing.T) {
 	home := t.TempDir()
 	work, err := filepath.EvalSymlinks(t.TempDir())
@@ -85,20 +87,34 @@ func TestCodexProvision(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "link")
 	require.NoError(t, os.Symlink(work, link))
 	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
-	config := filepath.Join(home, "config.toml")
+	shared := filepath.Join(home, "config.toml")
+	const user = "model = \"o3\"\n"
 	table := "[projects.\"" + work + "\"]\n"
+	require.NoError(t, os.WriteFile(shared, []byte(user), 0o600))
+	spawn := func(a Adapter) string {
+		t.Helper()
+		st, err := ItemState(a, link, "", false)
+		require.NoError(t, err)
+		require.NoError(t, Provision(a, link))
+		require.NotEqual(t, home, st.Env["CODEX_HOME"], "the item's own home")
+		b, err := os.ReadFile(filepath.Join(st.Env["CODEX_HOME"], "config.toml"))
+		require.NoError(t, err)
+		return string(b)
+	}
 
-	require.NoError(t, Provision(WithProjectSettings(a, true), link))
-	b, err := os.ReadFile(config)
+	assert.Equal(t, user+"\n"+table+"trust_level = \"trusted\"\n", spawn(WithProjectSettings(a, true)), "the physical path, as Codex names it")
+	b, err := os.ReadFile(shared)
 	require.NoError(t, err)
-	assert.Equal(t, table+"trust_level = \"trusted\"\n", string(b), "the physical path, as Codex names it")
+	assert.Equal(t, user, string(b), "the shared config is left as it is")
 
-	require.NoError(t, Provision(a, link))
-	b, err = os.ReadFile(config)
+	require.NoError(t, os.WriteFile(shared, []byte(user+"\n"+table+"trust_level = \"trusted\"\n"), 0o600))
+	assert.Equal(t, user+"\n"+table, spawn(a), "an untrusted spawn takes a trust found in the config back")
+
+	offHome := t.TempDir()
+	off := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": offHome}, Provision: new(bool)})
+	st, err := ItemState(WithProjectSettings(off, true), link, "", false)
 	require.NoError(t, err)
-	assert.Equal(t, table, string(b), "an untrusted spawn takes the trust back")
-
-	off := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": t.TempDir()}, Provision: new(bool)})
 	require.NoError(t, Provision(WithProjectSettings(off, true), link))
-	assert.NoFileExists(t, filepath.Join(off.Env()["CODEX_HOME"], "config.toml"), "provision: false writes nothing")
+	assert.NoFileExists(t, filepath.Join(st.Env["CODEX_HOME"], "config.toml"), "provision: false writes nothing")
+	assert.NoFileExists(t, filepath.Join(offHome, "config.toml"))
 }

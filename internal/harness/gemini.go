@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/sandbox"
 )
 
 // The Gemini adapter follows the CLI of @google/gemini-cli 0.61.0: its
@@ -209,9 +210,11 @@ func (g *gemini) WithProjectSettings(trusted bool) Adapter {
 	return &cp
 }
 
-// configDir is Gemini's global dir as the pane sees it:
-// $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (Storage.getGlobalGeminiDir).
-func (g *gemini) configDir() (string, error) {
+// sharedConfigDir is Gemini's global dir as the pane sees it:
+// $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (Storage.getGlobalGeminiDir),
+// which holds the login and the settings, and the conversations made
+// before items had homes of their own.
+func (g *gemini) sharedConfigDir() (string, error) {
 	home := g.getenv("GEMINI_CLI_HOME")
 	if home == "" {
 		home = g.getenv("HOME")
@@ -222,10 +225,102 @@ func (g *gemini) configDir() (string, error) {
 	return filepath.Join(home, ".gemini"), nil
 }
 
-// Account is the config dir that holds the CLI's login: harnesses that
-// share it share one account.
+// configDir is the global dir of the item in the physical workdir dir:
+// <home>/.gemini of its own GEMINI_CLI_HOME (itemDir in the shared dir),
+// where its projects.json and tmp/<slug>/chats go, which no bind could
+// split per item.
+func (g *gemini) configDir(dir string) (string, error) {
+	shared, err := g.sharedConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(itemDir(shared, dir), ".gemini"), nil
+}
+
+// geminiShared are the files of the shared config dir each item's links
+// to: the login (Gemini writes oauth_creds.json in place) and the
+// settings, where Provision turns retention off.
+var geminiShared = []string{"oauth_creds.json", "google_accounts.json", "settings.json"}
+
+// ItemState makes the item's own GEMINI_CLI_HOME for a spawn in workdir
+// in any mode: its .gemini with the shared login and settings linked, and
+// the chat file of id, when only the shared dir holds it (a conversation
+// made before), linked into the project the item's Gemini finds. A
+// sandbox shows the item's home and the shared files, writable.
+func (g *gemini) ItemState(workdir, id string, sandboxed bool) (State, error) {
+	dir, err := physicalDir(workdir)
+	if err != nil {
+		return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+	}
+	shared, err := g.sharedConfigDir()
+	if err != nil {
+		return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+	}
+	config, err := g.configDir(dir)
+	if err != nil {
+		return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+	}
+	if err := os.MkdirAll(config, 0o700); err != nil {
+		return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+	}
+	if err := linkShared(config, shared, geminiShared...); err != nil {
+		return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+	}
+	if id != "" {
+		if err := geminiAdopt(shared, config, dir, id); err != nil {
+			return State{}, fmt.Errorf("gemini home of %s: %w", workdir, err)
+		}
+	}
+	home := filepath.Dir(config)
+	st := State{Env: map[string]string{"GEMINI_CLI_HOME": home}}
+	if sandboxed {
+		st.Binds = append([]sandbox.Bind{{Source: home, Write: true}}, sharedBinds(shared, geminiShared...)...)
+	}
+	return st, nil
+}
+
+// geminiAdopt links the chat files of id in dir's project of the shared
+// config dir into dir's project of the item's config dir, claimed as
+// Gemini claims one, when the item's has none of them.
+func geminiAdopt(shared, config, dir, id string) error {
+	if !SessionIDPattern.MatchString(id) || len(id) < 8 {
+		return nil
+	}
+	pattern := "session-*-" + id[:8] + ".jsonl"
+	old, err := geminiSlug(shared, dir)
+	if err != nil || old == "" {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(shared, "tmp", old, "chats", pattern))
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	slug, err := geminiSlug(config, dir)
+	if err == nil && slug == "" {
+		slug, err = geminiClaimSlug(config, dir)
+	}
+	if err != nil {
+		return err
+	}
+	if mine, _ := filepath.Glob(filepath.Join(config, "tmp", slug, "chats", pattern)); len(mine) > 0 {
+		return nil
+	}
+	chats := filepath.Join(config, "tmp", slug, "chats")
+	if err := os.MkdirAll(chats, 0o700); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.Link(f, filepath.Join(chats, filepath.Base(f))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Account is the shared config dir that holds the CLI's login: harnesses
+// that share it share one account.
 func (g *gemini) Account() string {
-	dir, err := g.configDir()
+	dir, err := g.sharedConfigDir()
 	if err != nil {
 		return g.base.Account()
 	}
@@ -250,7 +345,9 @@ func (g *gemini) ExitCause(status int) string {
 // Transcript reports the chat file of id in the project of the physical
 // cwd: <config>/tmp/<slug>/chats/session-<time>-<id[:8]>.jsonl whose first
 // line names id as its sessionId, the slug read from <config>/projects.json
-// (geminiSlug). It exists when it holds a message Gemini would resume
+// (geminiSlug), in the item's config dir, else in the shared one (a
+// conversation made before items had homes, which ItemState links in for
+// its resume). It exists when it holds a message Gemini would resume
 // (geminiResumable): a TUI writes the file at start, before any prompt.
 // When several files hold id (a resume writes into the one it found, but
 // an interrupted one can leave another), the resumable one written last
@@ -264,13 +361,29 @@ func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	config, err := g.configDir()
+	config, err := g.configDir(dir)
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	slug, err := geminiSlug(config, dir)
+	t, err := geminiTranscript(config, dir, id)
+	if err == nil && t.Path == "" {
+		shared, serr := g.sharedConfigDir()
+		if serr != nil {
+			return Transcript{}, fmt.Errorf("transcript %s: %w", id, serr)
+		}
+		t, err = geminiTranscript(shared, dir, id)
+	}
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// geminiTranscript is Transcript of id in config's project of dir.
+func geminiTranscript(config, dir, id string) (Transcript, error) {
+	slug, err := geminiSlug(config, dir)
+	if err != nil {
+		return Transcript{}, err
 	}
 	t := Transcript{Known: true}
 	if slug == "" {
@@ -348,7 +461,7 @@ func (g *gemini) RestoreTarget(cwd, id string, data []byte, now time.Time) (stri
 	if err != nil {
 		return "", nil, err
 	}
-	config, err := g.configDir()
+	config, err := g.configDir(dir)
 	if err != nil {
 		return "", nil, err
 	}
@@ -739,7 +852,8 @@ func (g *gemini) Limit(text string, now time.Time) (Limit, bool) {
 // interrupted resume that leaves such a file loses the conversation.
 var geminiRetention = []string{"general", "sessionRetention", "enabled"}
 
-// Provision makes sure Gemini's user settings (<config>/settings.json)
+// Provision makes sure Gemini's shared user settings (<config>/settings.json
+// of the shared config dir, which every item's links to: ItemState)
 // turn session retention off (geminiRetention), whatever the workdir, so that no conversation
 // loopd resumes is ever pruned. It merges the one key into the file and
 // keeps every other key; it writes nothing when the file already says so.
@@ -747,7 +861,7 @@ var geminiRetention = []string{"general", "sessionRetention", "enabled"}
 // rewriting it would lose what the user wrote (Gemini accepts comments in
 // it; loopd does not rewrite such a file).
 func (g *gemini) Provision(string) error {
-	config, err := g.configDir()
+	config, err := g.sharedConfigDir()
 	if err != nil {
 		return fmt.Errorf("provision gemini settings: %w", err)
 	}

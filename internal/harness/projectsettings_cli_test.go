@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,20 +65,30 @@ func plantedWorkdir(t *testing.T) planted {
 func (p planted) written(names []string) []string { return harnesstest.Written(p.markers, names...) }
 
 // run is one start of a CLI in a planted workdir: the adapter copy that
-// starts it (trusted or not), provisioned for the workdir, and the id of
-// its conversation where the CLI takes one.
+// starts it (trusted or not), provisioned for the workdir, the
+// environment it starts with (the adapter's and its item state's), and
+// the id of its conversation where the CLI takes one.
 type run struct {
 	p       planted
 	adapter Adapter
+	env     map[string]string
 	id      string
 }
 
-// newRun provisions base's copy with the project settings trusted or not
-// in a new planted workdir.
+// newRun makes the item state of base's copy with the project settings
+// trusted or not in a new planted workdir, then provisions it, as a spawn
+// does.
 func newRun(t *testing.T, base Adapter, trusted bool) run {
 	t.Helper()
 	r := run{p: plantedWorkdir(t), adapter: WithProjectSettings(base, trusted), id: uuid.NewString()}
+	st, err := ItemState(r.adapter, r.p.work, "", false)
+	require.NoError(t, err)
 	require.NoError(t, Provision(r.adapter, r.p.work))
+	r.env = maps.Clone(r.adapter.Env())
+	if r.env == nil {
+		r.env = map[string]string{}
+	}
+	maps.Copy(r.env, st.Env)
 	return r
 }
 
@@ -86,7 +97,7 @@ func newRun(t *testing.T, base Adapter, trusted bool) run {
 func (r run) headless(t *testing.T, home, prompt string, resume bool) (<-chan struct{}, string) {
 	t.Helper()
 	argv, stdin := r.adapter.(Headless).HeadlessArgv(r.id, prompt, resume)
-	return runHeadless(t, r.p.work, home, r.adapter.Env(), argv, stdin)
+	return runHeadless(t, r.p.work, home, r.env, argv, stdin)
 }
 
 // projectSettingsWait bounds each wait: on two busy cores the real CLIs
@@ -185,8 +196,8 @@ func testClaudeProjectSettings(t *testing.T, bin string, _ bool) {
 		return len(userPrompts(tr.Path))
 	}
 	off, on := newRun(t, hooked, false), newRun(t, hooked, true)
-	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv(off.id, "first"))
-	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv(on.id, "first"))
+	x.spawn("off", off.p.work, off.env, off.adapter.FreshArgv(off.id, "first"))
+	x.spawn("on", on.p.work, on.env, on.adapter.FreshArgv(on.id, "first"))
 	offP, onP := newRun(t, hooked, false), newRun(t, hooked, true)
 	offCmd, offOut := offP.headless(t, home, "first", false)
 	onCmd, _ := onP.headless(t, home, "first", false)
@@ -205,7 +216,7 @@ func testClaudeProjectSettings(t *testing.T, bin string, _ bool) {
 
 		// The same conversation resumed runs them no more.
 		x.must("kill-session", "-t", "=off")
-		x.spawn("off-resumed", off.p.work, off.adapter.Env(), off.adapter.ResumeArgv(off.id, "second"))
+		x.spawn("off-resumed", off.p.work, off.env, off.adapter.ResumeArgv(off.id, "second"))
 		eventually(t, func() bool { return turns(off) >= 2 && len(reportsOf(off.id)) >= 2 }, func() string {
 			return fmt.Sprintf("the resume never took its prompt, or loopd's hook never reported it:\n%s", x.capture("off-resumed", true))
 		})
@@ -246,8 +257,8 @@ func testCodexProjectSettings(t *testing.T, bin string, _ bool) {
 	require.NoError(t, err)
 	off, on := newRun(t, base, false), newRun(t, base, true)
 	offX, onX := newRun(t, base, false), newRun(t, base, true)
-	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv("", "first"))
-	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv("", "first"))
+	x.spawn("off", off.p.work, off.env, off.adapter.FreshArgv("", "first"))
+	x.spawn("on", on.p.work, on.env, on.adapter.FreshArgv("", "first"))
 	_, offOut := offX.headless(t, home, "first", false)
 	onX.headless(t, home, "first", false)
 	blocked := func(name string) bool {
@@ -307,8 +318,8 @@ func testGeminiProjectSettings(t *testing.T, bin string, _ bool) {
 	require.NoError(t, err)
 	off, on := newRun(t, base, false), newRun(t, base, true)
 	offH, onH := newRun(t, base, false), newRun(t, base, true)
-	x.spawn("off", off.p.work, off.adapter.Env(), off.adapter.FreshArgv(off.id, ""))
-	x.spawn("on", on.p.work, on.adapter.Env(), on.adapter.FreshArgv(on.id, ""))
+	x.spawn("off", off.p.work, off.env, off.adapter.FreshArgv(off.id, ""))
+	x.spawn("on", on.p.work, on.env, on.adapter.FreshArgv(on.id, ""))
 	offDone, offOut := offH.headless(t, home, "first", false)
 	onH.headless(t, home, "first", false)
 

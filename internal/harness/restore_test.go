@@ -88,8 +88,8 @@ func TestCodexRestoreTarget(t *testing.T) {
 	now := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
 	path, out, err := RestoreTarget(b, workB, codexID, data, now)
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(homeB, "sessions", "2026", "11", "30", "rollout-2026-11-30T22-07-25-"+codexID+".jsonl"), path,
-		"named after the session's start, as codex names it")
+	assert.Equal(t, filepath.Join(itemHome(t, homeB, workB), "sessions", "2026", "11", "30", "rollout-2026-11-30T22-07-25-"+codexID+".jsonl"), path,
+		"in the item's own home, named after the session's start, as codex names it")
 	require.True(t, bytes.HasPrefix(out, data), "the stored copy goes on by offset")
 	added := string(out[len(data):])
 	require.Equal(t, 1, strings.Count(added, "\n"))
@@ -162,12 +162,13 @@ func TestCodexRestoreTarget(t *testing.T) {
 func TestGeminiRestoreTarget(t *testing.T) {
 	home := t.TempDir()
 	a := newTestAdapter(t, AdapterGemini, schema.Harness{Env: map[string]string{"GEMINI_CLI_HOME": home}})
-	config := filepath.Join(home, ".gemini")
 	id := "7f3c5a44-1b2e-4c3d-9e8f-0a1b2c3d4e5f"
 	parent, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	work := filepath.Join(parent, "My Repo.git")
 	require.NoError(t, os.MkdirAll(work, 0o700))
+	// The item's own config dir.
+	config := filepath.Join(itemHome(t, filepath.Join(home, ".gemini"), work), ".gemini")
 	src := filepath.Join(t.TempDir(), "chat.jsonl")
 	chatFile(t, src, id, geminiContext, geminiUser("earlier"))
 	data, err := os.ReadFile(src)

@@ -48,6 +48,7 @@ const (
 	KeyAccount            = "account"              // the account a harness's usage counts against
 	KeyKeys               = "keys"                 // the keys sent to a pane
 	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes
+	KeySandbox            = "sandbox"              // how a spawn runs its harness: bubblewrap, or none
 	KeyReport             = "report"               // a report's file name in an item's channel
 
 	// Deliveries.

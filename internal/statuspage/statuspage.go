@@ -247,6 +247,9 @@ type itemRow struct {
 	Reason         string
 	QueuePosition  int    // 1 next; 0 when not Queued
 	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
+	// Unsandboxed is true when the item's agent runs with no sandbox
+	// (reconciler.Unsandboxed): every view of it says so.
+	Unsandboxed bool
 }
 
 // eventRow is one journal row.
@@ -397,11 +400,14 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 		Harness:     rec.Spec.Harness,
 		Workdir:     rec.Workdir(),
 		HeadRef:     rec.Spec.HeadRef,
-		Attach:      actions.AttachCommand(h.opts.Socket, row.Session),
 		NextAttempt: rec.Status.NextAttempt,
 		Generation:  rec.Spec.Generation,
 		Pending:     rec.Pending,
 		Events:      eventRows(events),
+	}
+	if rec.Status.Session != "" {
+		// An item that never had a session has none to attach to.
+		d.Attach = actions.AttachCommand(h.opts.Socket, row.Session)
 	}
 	d.Process = reconciler.ProcessRunner(rec, p)
 	h.render(w, h.item, http.StatusOK, d)
@@ -430,6 +436,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
 			Blocked:        rec.Status.BlockedBy(),
+			Unsandboxed:    explained[rec.Key].Unsandboxed,
 		}
 	}
 	return out
@@ -497,9 +504,10 @@ var funcs = template.FuncMap{
 		if t.IsZero() {
 			return "-"
 		}
-		return t.Local().Format("2006-01-02 15:04:05")
+		return t.Local().Format("2006-01-02 15:04:05 MST") // every time with its zone
 	},
 	"rfc3339": func(t time.Time) string { return t.Format(time.RFC3339) },
+	"listed":  reconciler.ListedReason,
 	"ago": func(now, t time.Time) string {
 		if t.IsZero() {
 			return "-"

@@ -55,7 +55,7 @@ func fixture(t *testing.T) store.Store {
 	_, err = st.Ingest(ctx, store.Ingest{DeliveryID: "d-2", Key: keyPR, Kind: desired.KindPullRequest, Harness: "claude-code", Cwd: "/srv/agents/2",
 		Closed: &closed, StateAt: now})
 	require.NoError(t, err)
-	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab"}}))
+	require.NoError(t, st.PutStatus(ctx, keyIssue, desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "crash_loop", SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", Session: desired.SessionName(keyIssue)}}))
 	require.NoError(t, st.PutStatus(ctx, keyPR, desired.Status{Phase: desired.PhaseStopped, Reason: "closed"}))
 	for _, e := range []journal.Event{
 		{Time: now, Name: journal.DeliveryIgnored, Level: slog.LevelInfo, Attrs: map[string]string{"sender": script, "reason": "unauthorized_sender"}},
@@ -117,6 +117,7 @@ func TestIndexShowsItemsByPhase(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.Contains(t, body, `href="/items/Codertocat/Hello-World/1"`)
+	assert.Regexp(t, `as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+|as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{2}`, text, "a time says its zone")
 }
 
 // TestWhatNeedsAPersonComesFirst: NeedsAttention, then the agents
@@ -216,6 +217,7 @@ func TestItemPage(t *testing.T) {
 		want     string
 	}{
 		{name: "item", path: "/items/Codertocat/Hello-World/1", code: http.StatusOK, want: "session.crash_loop"},
+		{name: "an_item_that_never_had_a_session_offers_no_attach", path: itemURL(keyPR), code: http.StatusOK, want: "attachnone: no session yet"},
 		{name: "other_case_redirects_to_the_item", path: "/items/codertocat/HELLO-WORLD/1", code: http.StatusFound,
 			location: "/items/Codertocat/Hello-World/1"},
 		{name: "unknown_item", path: "/items/Codertocat/Hello-World/8", code: http.StatusNotFound,

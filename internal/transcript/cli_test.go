@@ -3,6 +3,7 @@ package transcript
 import (
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +96,13 @@ func (h *host) tmux(args ...string) {
 func (h *host) spawn(name string, argv []string) {
 	h.t.Helper()
 	args := []string{"new-session", "-d", "-s", name, "-x", "120", "-y", "40", "-c", h.work, "-e", "HOME=" + h.home}
-	for k, v := range h.ad.Env() {
+	// The item's own state, as the executor gives a spawn without a
+	// sandbox (a per-item CODEX_HOME, GEMINI_CLI_HOME).
+	state, err := harness.ItemState(h.ad, h.work, "", false)
+	require.NoError(h.t, err)
+	env := h.ad.Env()
+	maps.Copy(env, state.Env)
+	for k, v := range env {
 		args = append(args, "-e", k+"="+v)
 	}
 	h.tmux(append(append(args, "--"), argv...)...)

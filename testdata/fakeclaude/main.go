@@ -73,6 +73,8 @@
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
 //	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
+//	FAKECLAUDE_PROBE=1            run each line of a submitted prompt that starts with "PROBE: " through sh -c in the cwd, before the answer, as an
+//	                              agent runs what a comment talks it into; each appends {"cmd", "output", "status"} to probes.jsonl in the cwd
 //	FAKECLAUDE_BOOT_DELAY         Go duration the TUI waits after its start (and its SessionStart hooks) before it submits its positional prompt, busy meanwhile (the real CLI: 1.2–7.8 s on a resume)
 //	FAKECLAUDE_RESUME_KILL_AFTER  Go duration after which a resumed TUI sends itself SIGKILL (a death by signal in the probe window)
 //	FAKECLAUDE_REFUSE_ALIVE=1     a resume prints "No conversation found with session ID: <id>" and stays up, never exiting (as gemini-cli#14941 did)
@@ -150,6 +152,7 @@ type knobs struct {
 	menuLog         string
 	permission      bool
 	echo            bool
+	probe           bool
 	childPIDFile    string
 	bootDelay       time.Duration
 	resumeKillAfter time.Duration
@@ -170,6 +173,15 @@ func (k knobs) reply(prompt string) string {
 		return strings.TrimSpace(quoted)
 	}
 	return loggedIn
+}
+
+// runProbes runs the probes of prompt (fakecli.RunProbes) with the probe
+// knob on.
+func (k knobs) runProbes(prompt string) error {
+	if !k.probe {
+		return nil
+	}
+	return fakecli.RunProbes(prompt)
 }
 
 // limited reports whether a prompt submitted at now hits the usage limit.
@@ -199,6 +211,7 @@ func readKnobs() (knobs, error) {
 		childPIDFile:    os.Getenv("FAKECLAUDE_CHILD_PID_FILE"),
 		permission:      os.Getenv("FAKECLAUDE_PERMISSION_PROMPT") == "1",
 		echo:            os.Getenv("FAKECLAUDE_ECHO") == "1",
+		probe:           os.Getenv("FAKECLAUDE_PROBE") == "1",
 		refuseAlive:     os.Getenv("FAKECLAUDE_REFUSE_ALIVE") == "1",
 		backgroundAgent: os.Getenv("FAKECLAUDE_BACKGROUND_AGENT") == "1",
 		screen:          os.Getenv("FAKECLAUDE_SCREEN"),
@@ -568,6 +581,10 @@ func printMode(inv invocation, k knobs, st store) int {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
+	if err := k.runProbes(prompt); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		return 1
+	}
 	time.Sleep(k.replyDelay)
 	if err := s.answer(k.reply(prompt)); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
@@ -851,6 +868,9 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		return exitCode{}, false
 	}
 	if err := u.sess.user(text); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	if err := u.knobs.runProbes(text); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.history = append(u.history, text)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/testdata/fakecli"
 	"github.com/loopd/loopd/testdata/fakecli/fakeclitest"
 )
 
@@ -474,6 +475,31 @@ func TestHeadlessForm(t *testing.T) {
 	assert.Equal(t, id, h.HeadlessSessionID([]byte(out.String())))
 	_, answers = turns(t, a, dir, id)
 	assert.Equal(t, 2, answers, "both turns in the one transcript")
+}
+
+// TestProbe: with FAKECLAUDE_PROBE=1 each "PROBE: " line of a prompt runs
+// in the cwd, its output and status in probes.jsonl there; without it,
+// nothing runs.
+func TestProbe(t *testing.T) {
+	config, dir := t.TempDir(), t.TempDir()
+	prompt := "hello\nPROBE: echo out; echo err >&2; exit 3\nnot a PROBE: line\nPROBE: pwd"
+	code, _, _ := runFake(t, dir, config, "", nil, "--session-id", uuid.NewString(), "--", prompt)
+	require.Equal(t, 0, code)
+	assert.NoFileExists(t, filepath.Join(dir, fakecli.ProbeLog), "off by default")
+
+	code, _, _ = runFake(t, dir, config, "", []string{"FAKECLAUDE_PROBE=1"}, "--session-id", uuid.NewString(), "--", prompt)
+	require.Equal(t, 0, code)
+	b, err := os.ReadFile(filepath.Join(dir, fakecli.ProbeLog))
+	require.NoError(t, err)
+	var got []fakecli.Probe
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var p fakecli.Probe
+		require.NoError(t, json.Unmarshal([]byte(line), &p))
+		got = append(got, p)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []fakecli.Probe{{Cmd: "echo out; echo err >&2; exit 3", Output: "out\nerr\n", Status: 3}, {Cmd: "pwd", Output: real + "\n"}}, got)
 }
 
 // TestScreensThatWaitForAPerson: each dialog FAKECLAUDE_SCREEN shows is

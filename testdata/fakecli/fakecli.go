@@ -1,8 +1,8 @@
 // Package fakecli is what the fake harness CLIs in testdata (fakeclaude,
 // fakecodex, fakegemini) share that is not their terminal (faketerm): the
 // event loop of their TUI (Loop), the files of JSON lines they write
-// (transcripts, start logs, pid files), and the physical cwd they name
-// projects after.
+// (transcripts, start logs, pid files), the physical cwd they name
+// projects after, and the probes a prompt can make them run.
 // Their tests share fakeclitest.
 package fakecli
 
@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -56,4 +58,46 @@ func PhysicalCwd() (string, error) {
 		return "", err
 	}
 	return filepath.EvalSymlinks(wd)
+}
+
+// ProbePrefix starts a line of a prompt that a fake CLI run with its probe
+// knob (FAKECLAUDE_PROBE=1) runs as a shell command, as an agent runs what
+// a comment talks it into: the tests from inside a sandbox send such
+// lines and read what became of them (ProbeLog).
+const ProbePrefix = "PROBE: "
+
+// ProbeLog is the file in the cwd (the item's workdir) to which each probe
+// appends its Probe as a line.
+const ProbeLog = "probes.jsonl"
+
+// Probe is what one probe ran and got: its command, its stdout and stderr
+// together, and its exit status (-1 when it could not run).
+type Probe struct {
+	Cmd    string `json:"cmd"`
+	Output string `json:"output"`
+	Status int    `json:"status"`
+}
+
+// RunProbes runs each line of prompt that starts with ProbePrefix through
+// sh -c in the cwd, one after the other, and appends its Probe to ProbeLog.
+func RunProbes(prompt string) error {
+	for _, line := range strings.Split(prompt, "\n") {
+		cmd, ok := strings.CutPrefix(line, ProbePrefix)
+		if !ok {
+			continue
+		}
+		out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+		p := Probe{Cmd: cmd, Output: string(out)}
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			p.Status = exit.ExitCode()
+		case err != nil:
+			p.Status, p.Output = -1, err.Error()
+		}
+		if err := AppendJSONLine(ProbeLog, p, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
