@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/runner"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -62,11 +63,6 @@ var (
 	ErrWorkspacePreparing = errors.New("workspace being prepared")
 )
 
-// outcomeWriteTimeout bounds the wait for the reconcile lock and the store
-// when a preparation's worker records its outcome, also on the way out of
-// a stopping daemon, whose context is cancelled by then.
-const outcomeWriteTimeout = 5 * time.Second
-
 // Fleet is the executor's side of the store's leases (store.Fleet has
 // it; its doc comments give each method's contract): the fenced status
 // write, the release of a lease, and the size of a stored transcript.
@@ -102,7 +98,7 @@ type Executor struct {
 	// in the harness's input box (its screen class becomes ScreenDraft),
 	// which comes before Enter: Claude Code takes an Enter in the same
 	// burst as a long paste as a newline, and one that comes after the
-	// paste is drawn as a submit. The pane is captured every PastePoll
+	// paste is drawn as a submit. The pane is captured every schema.PastePoll
 	// until then; a paste that does not show within PasteWait gets no
 	// Enter (dispatch.failed reason=paste_not_shown), and the planner's
 	// retry of the send in flight takes over. schema.DefaultPasteWait in
@@ -334,19 +330,40 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 
 // put writes st and keeps the in-memory copy in step.
 func (e *Executor) put(ctx context.Context, r *desired.Record, st desired.Status) error {
-	return e.putDelivered(ctx, r, st, "", false)
+	return e.putDelivered(ctx, r, st, mark{})
 }
 
-// putDelivered writes st with delivery id, when not "", taken through its
-// last transition (desired.Status.Deliver) and recorded delivered in the
-// same write: the delivery's own record is the truth of it. verified says
-// the conversation showed it. A write that changes the phase stamps
-// Status.PhaseSince. Every status write passes here, so the GitHub
+// mark is the delivery a status write marks delivered: its id ("" for
+// none), how it reached the conversation (via: boot_prompt, paste, resubmit,
+// transcript, …), the session, and whether the conversation showed it.
+// first, when set, journals what else the write changed, ahead of the
+// delivery's line (a spawn's session.spawned: the session before what
+// reached it).
+type mark struct {
+	id, via, session string
+	verified         bool
+	first            func()
+}
+
+// viaTranscript marks delivery id of session found in the conversation's
+// transcript: the answer of an action that ends what was in flight.
+func viaTranscript(id, session string) mark {
+	return mark{id: id, via: "transcript", session: session, verified: true}
+}
+
+// putDelivered writes st with m's delivery, when it names one, taken
+// through its last transition (desired.Status.Deliver) and recorded
+// delivered in the same write: the delivery's own record is the truth of
+// it, and dispatch.delivered is journaled here, once the write is done, and
+// nowhere else. m.verified says the conversation showed it. A write that
+// changes the phase stamps Status.PhaseSince. Every status write passes
+// here, so the GitHub
 // calls the change causes (desired.TalkRule: the announcement, the
 // acknowledgement of a verified delivery, the notice of NeedsAttention)
 // are queued in the same write. The in-memory copy follows, so that the
 // item's later actions see it delivered.
-func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, id string, verified bool) error {
+func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desired.Status, m mark) error {
+	id, verified := m.id, m.verified
 	var (
 		delivered []string
 		acked     []desired.Delivery
@@ -383,6 +400,12 @@ func (e *Executor) putDelivered(ctx context.Context, r *desired.Record, st desir
 	r.Status = st
 	if id != "" {
 		r.Pending = slices.DeleteFunc(slices.Clone(r.Pending), func(d desired.Delivery) bool { return d.ID == id })
+	}
+	if m.first != nil {
+		m.first()
+	}
+	if id != "" {
+		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", id, "via", m.via, "session", m.session, "verified", verified)
 	}
 	if verified && id != "" {
 		// The conversation holds the event: its copy in the store does
@@ -673,7 +696,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 // conversation. tmux kill-server and kill-session send it SIGHUP, and
 // Claude Code 2.1.197 runs on for 40–150 ms after it (measured), writing
 // its transcript, while a new server and pane start in less. It waits up
-// to PredecessorGrace, then kills the process group and waits as long
+// to schema.PredecessorGrace, then kills the process group and waits as long
 // again (proc.Process.End). A process still there after that leaves the
 // spawn unstarted, retried by the next pass (spawn_interrupted), and is
 // journaled (dispatch.failed reason=predecessor_running); it never runs
@@ -683,7 +706,7 @@ func (e *Executor) endPredecessor(ctx context.Context, r *desired.Record, s Spaw
 	if old.PID == 0 {
 		return nil
 	}
-	killed, err := old.End(ctx, PredecessorGrace, predecessorPoll)
+	killed, err := old.End(ctx, schema.PredecessorGrace, schema.PredecessorPoll)
 	if killed {
 		e.Log.InfoContext(ctx, string(journal.SessionPredecessorKilled), "work_item", r.Key.String(), "session", s.Session, "pid", old.PID)
 	}
@@ -722,7 +745,7 @@ func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session stri
 			p = proc.Process{PID: pn.PID} // gone: only its group can be left
 		}
 		// SIGHUP first, the hangup the pane's terminal sends.
-		killed, err := p.EndGroup(ctx, syscall.SIGHUP, PredecessorGrace, groupPoll)
+		killed, err := p.EndGroup(ctx, syscall.SIGHUP, schema.PredecessorGrace, schema.GroupPoll)
 		if killed {
 			e.Log.InfoContext(ctx, string(journal.SessionGroupKilled), "work_item", r.Key.String(), "session", session, "pid", pn.PID)
 		}
@@ -734,19 +757,6 @@ func (e *Executor) endGroup(ctx context.Context, r *desired.Record, session stri
 	}
 	return nil
 }
-
-// groupPoll is how often endGroup looks for the group's processes (a
-// walk of /proc).
-const groupPoll = 20 * time.Millisecond
-
-// PredecessorGrace is how long a spawn waits for the previous harness of
-// its item to exit by itself (it was sent SIGHUP with its terminal) before
-// it kills it, and then again for the kill to take: Claude Code exits 40–150
-// ms after SIGHUP (measured), so this is a few times that.
-const PredecessorGrace = 500 * time.Millisecond
-
-// predecessorPoll is how often endPredecessor looks at /proc.
-const predecessorPoll = 5 * time.Millisecond
 
 // exitCause is what the item's harness says exit status means
 // (harness.ExitCause), "" for nothing or an unknown status (-1).
@@ -788,27 +798,23 @@ func (e *Executor) markRunning(ctx context.Context, r *desired.Record, a MarkRun
 	if p, err := proc.Lookup(sandboxInit(st, a.PID)); a.PID > 0 && err == nil {
 		st.HarnessPID, st.HarnessStart = p.PID, p.Start
 	}
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Confirmed); err != nil {
-		return err
-	}
-	follow := e.logOrAttach(a)
-	switch {
-	case a.Reason == ReasonAdopted:
-		e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
-	case a.Respawn:
-		e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
-		if a.Mode == desired.SpawnResume && e.Meter != nil {
-			e.Meter.Resumed(r.Spec.Harness)
+	spawned := func() {
+		follow := e.logOrAttach(a)
+		switch {
+		case a.Reason == ReasonAdopted:
+			e.record(ctx, slog.LevelInfo, journal.SessionAdopted, r.Key, "session", a.Session, "pane_id", a.PaneID, "harness_session_id", st.HarnessSessionID)
+		case a.Respawn:
+			e.record(ctx, slog.LevelInfo, journal.SessionRespawned, r.Key, append([]any{"session", a.Session, "resumed", a.Mode == desired.SpawnResume,
+				"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
+			if a.Mode == desired.SpawnResume && e.Meter != nil {
+				e.Meter.Resumed(r.Spec.Harness)
+			}
+		default:
+			e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
+				"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 		}
-	default:
-		e.record(ctx, slog.LevelInfo, journal.SessionSpawned, r.Key, append([]any{"session", a.Session,
-			"harness_session_id", st.HarnessSessionID, "confirmed", a.Confirmed}, follow...)...)
 	}
-	if a.DeliveryID != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", "boot_prompt", "session", a.Session)
-	}
-	return nil
+	return e.putDelivered(ctx, r, st, mark{id: a.DeliveryID, via: "boot_prompt", session: a.Session, verified: a.Confirmed, first: spawned})
 }
 
 func (e *Executor) followSession(ctx context.Context, r *desired.Record, a FollowSession) error {
@@ -823,12 +829,12 @@ func (e *Executor) followSession(ctx context.Context, r *desired.Record, a Follo
 
 // paneTarget is the tmux target of an agent's pane: its pane id when the
 // pass read one, else the session's active pane by exact name
-// ("=session:", tmux(1) TARGETS).
+// (tmux.Target).
 func paneTarget(paneID, session string) string {
 	if paneID != "" {
 		return paneID
 	}
-	return "=" + session + ":"
+	return tmux.Target(session)
 }
 
 // readPane returns r's adapter, the tmux target of its agent's pane
@@ -901,11 +907,6 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	return e.submit(ctx, r, ad, a, target, "paste")
 }
 
-// PastePoll is how often the executor captures a pane while it waits for
-// a paste to show (Executor.PasteWait): a capture costs 2–6 ms of tmux
-// (docs/performance.md).
-const PastePoll = 10 * time.Millisecond
-
 // awaitPaste captures target until ad reads its input box as holding text
 // (ScreenDraft), for at most PasteWait. The box was empty before the paste
 // (deliver checks), so the text is the paste. It returns ErrNotReady when
@@ -923,7 +924,7 @@ func (e *Executor) awaitPaste(ctx context.Context, ad harness.Adapter, target st
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("%w (the paste did not show in the input box within %s)", ErrNotReady, e.PasteWait)
 		}
-		t := time.NewTimer(PastePoll)
+		t := time.NewTimer(schema.PastePoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -986,11 +987,7 @@ func promptBytes(r *desired.Record, id string) int {
 func (e *Executor) confirmDelivery(ctx context.Context, r *desired.Record, a ConfirmDelivery) error {
 	st := r.Status
 	st.Reason = "delivered"
-	if err := e.putDelivered(ctx, r, st, a.DeliveryID, a.Verified); err != nil {
-		return err
-	}
-	e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.DeliveryID, "via", a.Via, "session", a.Session, "verified", a.Verified)
-	return nil
+	return e.putDelivered(ctx, r, st, mark{id: a.DeliveryID, via: a.Via, session: a.Session, verified: a.Verified})
 }
 
 // drop takes a pending delivery out for good (Store.Drop) and journals
@@ -1025,11 +1022,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 	}
 	// Whatever was in flight ends with the session; what did not land is
 	// still pending.
-	if err := e.putDelivered(ctx, r, a.Apply(r.Status), a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status), viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
-	}
-	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, "session", a.Session, "reason", string(a.Reason))
 	return nil
@@ -1038,11 +1032,8 @@ func (e *Executor) stop(ctx context.Context, r *desired.Record, a StopSession) e
 func (e *Executor) recordExit(ctx context.Context, r *desired.Record, a RecordExit) error {
 	retired := r.Status.HarnessSessionID
 	output := e.lastWords(ctx, a.PaneID)
-	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, a.Apply(r.Status, e.Now()), viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
-	}
-	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	level := slog.LevelWarn
 	if a.Clean {
@@ -1175,7 +1166,7 @@ func (e *Executor) prepareWorkspace(ctx context.Context, r *desired.Record, a Pr
 // prepareInWorker makes the clone of a and records the outcome on k's
 // status, under the reconcile lock, when that status is still the
 // Preparing one of started; then it wakes a pass. The outcome is written
-// with a context that outlives ctx (outcomeWriteTimeout): a stopping
+// with a context that outlives ctx (schema.OutcomeWriteTimeout): a stopping
 // daemon records that it cut the preparation short (workspaceInterrupted),
 // counting no failure. A status that moved on meanwhile (a close, a hold,
 // a release) keeps its phase: the outcome is only journaled, and the next
@@ -1189,7 +1180,7 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	}()
 	c := a.Checkout
 	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
 	defer cancel()
 	fail := func(cause error) {
 		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)
@@ -1415,7 +1406,7 @@ func (e *Executor) screenOf(ctx context.Context, r *desired.Record, session stri
 	if err != nil {
 		return ""
 	}
-	text, err := e.Tmux.CapturePane(ctx, "="+session+":", false)
+	text, err := e.Tmux.CapturePane(ctx, tmux.Target(session), false)
 	if err != nil {
 		return ""
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -382,7 +383,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 	// the lease goes, or the lease stays.
 	old := proc.Process{PID: r.Status.HarnessPID, Start: r.Status.HarnessStart}
 	if old.PID != 0 {
-		if _, err := old.End(ctx, PredecessorGrace, predecessorPoll); err != nil {
+		if _, err := old.End(ctx, schema.PredecessorGrace, schema.PredecessorPoll); err != nil {
 			e.record(ctx, slog.LevelError, journal.SessionStopUnconfirmed, r.Key, journal.KeySession, a.Session, journal.KeyPID, old.PID,
 				journal.KeyReason, string(ReasonDrained), journal.KeyErr, err)
 			return fmt.Errorf("handover %s: %w", r.Key, err)

@@ -22,11 +22,8 @@ func (e *Executor) rateLimit(ctx context.Context, r *desired.Record, a RateLimit
 	st.NextAttempt = a.Until
 	st.Reason = string(ReasonRateLimited)
 	st = st.Deliver(a.Delivered).DropInFlight()
-	if err := e.putDelivered(ctx, r, st, a.Delivered, true); err != nil {
+	if err := e.putDelivered(ctx, r, st, viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
-	}
-	if a.Delivered != "" {
-		e.record(ctx, slog.LevelInfo, journal.DispatchDelivered, r.Key, "delivery", a.Delivered, "via", "transcript", "verified", true, "session", a.Session)
 	}
 	kv := []any{"session", a.Session, "harness", a.Harness, "account", a.Account, "limit", a.Kind,
 		"reset", a.Reset.UTC().Format(time.RFC3339), "until", a.Until.UTC().Format(time.RFC3339), "default_reset", a.Default,

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/launch"
 	"github.com/loopd/loopd/internal/runner"
+	"github.com/loopd/loopd/schema"
 )
 
 // StopRun ends a run of the process runner with its process group
@@ -74,15 +75,6 @@ func (a Rest) Fields() []Field {
 
 func (a Rest) String() string { return Format(a) }
 
-// RunStopGrace is how long StopRun waits for a run's process group to be
-// gone after SIGTERM, and then again after SIGKILL. Claude Code exits 40–150
-// ms after a signal (measured on 2.1.197); a run that ignores SIGTERM
-// holds the pass this long.
-const RunStopGrace = 2 * time.Second
-
-// runStopPoll is how often StopRun looks at /proc.
-const runStopPoll = 10 * time.Millisecond
-
 // runID names a new run: its start time in UTC, which sorts as runs
 // start (runner.Start keeps the newest logs by it).
 func runID(now time.Time) string { return now.UTC().Format("20060102T150405.000000000Z") }
@@ -130,7 +122,7 @@ func (e *Executor) stopRun(ctx context.Context, r *desired.Record, a StopRun) er
 	if err != nil {
 		return fmt.Errorf("stop run %s of %s: %w", a.Run, r.Key, err)
 	}
-	killed, err := e.Runs.Stop(ctx, a.Session, f, RunStopGrace, runStopPoll)
+	killed, err := e.Runs.Stop(ctx, a.Session, f, schema.RunStopGrace, schema.RunStopPoll)
 	e.record(ctx, slog.LevelError, journal.DispatchTimeout, r.Key, "session", a.Session, "run", a.Run, "delivery", a.DeliveryID,
 		"timeout", a.Timeout, "pid", f.PID, "killed", killed, "log", f.Log, "reason", string(a.Reason))
 	if err != nil {
@@ -153,7 +145,7 @@ func (e *Executor) endRun(ctx context.Context, r *desired.Record, session string
 	if err != nil {
 		return err
 	}
-	_, err = e.Runs.Stop(ctx, session, f, RunStopGrace, runStopPoll)
+	_, err = e.Runs.Stop(ctx, session, f, schema.RunStopGrace, schema.RunStopPoll)
 	return err
 }
 

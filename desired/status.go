@@ -22,8 +22,6 @@ type Status struct {
 	// FreshRequested is true from a release --fresh until the next fresh
 	// spawn: the item is not resumed.
 	FreshRequested bool
-	// ObservedGeneration is the Spec.Generation the last pass acted on.
-	ObservedGeneration int64
 	// QueuedAt, in PhaseQueued, is when the item entered the queue: its
 	// place in it when no event is pending (reconciler, queueOrder).
 	QueuedAt time.Time `json:",omitzero"`

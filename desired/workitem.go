@@ -47,7 +47,11 @@ func ParseKey(s string) (Key, error) {
 	return Key{Owner: s[:slash], Repo: s[slash+1 : hash], Number: n}, nil
 }
 
-// SessionName returns the tmux session name for k: "loop-" and a slug of the
+// SessionPrefix starts the name of every session that loopd owns
+// (SessionName); observed leaves other sessions on the server alone.
+const SessionPrefix = "loop-"
+
+// SessionName returns the tmux session name for k: SessionPrefix and a slug of the
 // key over [a-z0-9-]. The mapping is injective: whenever the slug had to change
 // a character (case, '/', '#', '.', '_' or anything else outside [a-z0-9-]) or
 // could be ambiguous, "--" and the first 8 hex digits of the SHA-256 of the
@@ -84,13 +88,13 @@ func sessionName(k Key) string {
 	plain := k.Owner + "-" + k.Repo + "-" + strconv.Itoa(k.Number)
 	slug := slugify(plain)
 	if slug == plain && !strings.Contains(k.Owner, "-") && !strings.Contains(k.Repo, "-") {
-		return "loop-" + slug
+		return SessionPrefix + slug
 	}
 	// "--" never occurs in a plain name nor in a slug, so a hashed name can
 	// not equal a plain one: with a single '-', acme/_#22 would end in the
 	// all-digit hash 14435996 and take acme/22#14435996's plain name.
 	sum := sha256.Sum256([]byte(k.String()))
-	return "loop-" + slug + "--" + hex.EncodeToString(sum[:4])
+	return SessionPrefix + slug + "--" + hex.EncodeToString(sum[:4])
 }
 
 // slugify lowercases s, turns every run of characters outside [a-z0-9]

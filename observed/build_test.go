@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
 )
 
@@ -24,6 +25,22 @@ func TestBuildKeepsFirstPane(t *testing.T) {
 		"loop-a": {Session: "loop-a", PaneID: "%4"},
 		"loop-b": {Session: "loop-b", PaneID: "%5"},
 	}, ownerListed: true}, s)
+}
+
+// The sessions observed are the ones desired names, plain or hashed, with
+// the one prefix: a session named for a work item is never left unseen.
+func TestBuildKeepsEverySessionDesiredNames(t *testing.T) {
+	at := time.Unix(100, 0)
+	var panes []tmux.Pane
+	for i, k := range []desired.Key{{Owner: "acme", Repo: "api", Number: 1}, {Owner: "Octo-Org", Repo: "a.b", Number: 2}} {
+		panes = append(panes, tmux.Pane{Session: desired.SessionName(k), PaneID: fmt.Sprintf("%%%d", i)})
+	}
+	panes = append(panes, tmux.Pane{Session: "loo-acme-api-1", PaneID: "%9"})
+	s := build(panes, at)
+	assert.Len(t, s.Panes, 2)
+	for _, p := range panes[:2] {
+		assert.Contains(t, s.Panes, p.Session)
+	}
 }
 
 func BenchmarkBuild(b *testing.B) {

@@ -19,12 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
 )
-
-// SessionPrefix starts the name of every session that loopd owns; other
-// sessions on the server are not observed.
-const SessionPrefix = "loop-"
 
 // Pane is one pane as tmux lists it (tmux.Pane): its session, liveness,
 // exit status, death time, foreground process and owner mark.
@@ -111,7 +108,8 @@ func (s Snapshot) unreaped() bool {
 	return false
 }
 
-// build keeps the first pane of each loopd session. ListPanes lists a
+// build keeps the first pane of each loopd session (desired.SessionPrefix;
+// other sessions on the server are not observed). ListPanes lists a
 // session's panes in index order, so the first is pane 0 of its first
 // window.
 func build(panes []Pane, now time.Time) Snapshot {
@@ -120,7 +118,7 @@ func build(panes []Pane, now time.Time) Snapshot {
 		s.serverOwner, s.ownerListed = panes[0].ServerOwner, true
 	}
 	for _, p := range panes {
-		if !strings.HasPrefix(p.Session, SessionPrefix) {
+		if !strings.HasPrefix(p.Session, desired.SessionPrefix) {
 			continue
 		}
 		if _, ok := s.Panes[p.Session]; !ok {

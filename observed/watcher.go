@@ -15,6 +15,7 @@ import (
 	"github.com/loopd/loopd/internal/channel"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/schema"
 )
 
 // Watcher supervises loopd's tmux server for the reconcile loop: it starts
@@ -67,11 +68,6 @@ type Watcher struct {
 	// notifying is closed once notify is made, for Watch to listen.
 	notifying chan struct{}
 }
-
-// waitRetry is how long Watch waits before it waits on the pane-died
-// channel again after a failed wait (no server yet, say); the loop's
-// resync interval covers the gap.
-const waitRetry = time.Second
 
 // EnsureServer starts the tmux server with w.Server and claims it for
 // w.Server.Owner (tmux.Client.EnsureServer). It returns tmux.ErrServerOwned,
@@ -334,7 +330,7 @@ func (w *Watcher) waitHook(ctx context.Context, ch string, wake func()) {
 				return
 			}
 			w.Log.Debug(string(journal.PaneDiedWaitFailed), "err", err)
-			t := time.NewTimer(waitRetry)
+			t := time.NewTimer(schema.PaneDiedWaitRetry)
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -60,6 +60,34 @@
 //     (checkout.removeOnClose), or kept with the reason journaled.
 //   - report_workdir: the route now renders another workdir than the one
 //     the conversation is pinned to; reported once, never applied.
+//   - drop_delivery: a pending event taken out for good, never sent: a
+//     push whose commit the workdir already holds is the agent's own.
+//   - take_report, refuse_report: a report the harness made about itself
+//     through the item's channel (its SessionStart hook) is recorded as the
+//     item's latest, or, not the current spawn's own, removed and journaled.
+//   - rate_limit: the harness reported a usage limit; the item waits,
+//     RateLimited, for its reset, with no failure counted.
+//   - answer_limit_menu: the usage-limit menu answered with its choice
+//     that waits for the reset, never one that spends money.
+//   - blocked, unblocked: the screen shows (or no longer shows) what keeps
+//     the agent from working until a human acts; nothing else changes.
+//   - queue: the item needs an agent but is not admitted now (capacity, or
+//     starts in flight); Queued, its events pending.
+//   - park: an agent idle long enough, its input box empty, is stopped;
+//     Parked, its next event resumes the same conversation.
+//   - stop_run, rest: a run of the process runner ended with its group; a
+//     process-runner item with nothing to run is put at rest until its
+//     next event.
+//   - relinquish: the local agent of an item this host does not hold (its
+//     lease is another's) is stopped, with no store write.
+//   - restore_transcript: the stored transcript written back where the
+//     harness reads it, before a resume on a host that lacks it.
+//   - handover: a draining host stops an item's agent, ships its
+//     transcript and releases its lease for the next host.
+//
+// Every action type of package actions is in this list
+// (TestDocListsEveryAction); wait is the only one the executor does not
+// apply.
 //
 // The resume/fresh decision table is the planner's alone: a conversation
 // is replaced only on the harness's own word (its refusal, read by the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -328,23 +329,18 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 	}
 }
 
-// expirySlack is how long after another host's leases lapse, by this
-// host's clock, its next Assign runs: room for a store clock a little
-// ahead.
-const expirySlack = 50 * time.Millisecond
-
 // nextBeat is how long until this host's next heartbeat and Assign: every,
 // or sooner when another host that holds leases stopped heartbeating, so
 // that its items are taken over as soon as its leases lapse (its last
-// heartbeat plus its TTL, plus expirySlack), not up to every later.
+// heartbeat plus its TTL, plus schema.LeaseExpirySlack), not up to every later.
 func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.Host) time.Duration {
 	next := every
 	for _, o := range hosts {
 		if o.Name == self || o.Leases == 0 {
 			continue
 		}
-		if d := o.Heartbeat.Add(o.LeaseTTL).Sub(now) + expirySlack; d < next {
-			next = max(d, expirySlack)
+		if d := o.Heartbeat.Add(o.LeaseTTL).Sub(now) + schema.LeaseExpirySlack; d < next {
+			next = max(d, schema.LeaseExpirySlack)
 		}
 	}
 	return next

@@ -14,6 +14,7 @@ import (
 	"github.com/loopd/loopd/internal/doubling"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 )
 
 // Store is what a pass reads of the store (store.Store has it): every
@@ -286,17 +287,10 @@ func requeueAfter(plan []actions.Action, res actions.Result, p Policy, now time.
 	return best, found
 }
 
-// PassRetryInitial is the wait before the retry of a failed pass; each
-// further failure in a row doubles it, up to the resync interval. tmux
-// still exiting after kill-server fails a pass for a moment (1 kill-server
-// in 14 in issue 10's runs, where the retry then waited the whole 10 s
-// interval).
-const PassRetryInitial = 100 * time.Millisecond
-
-// passRetry is the backoff of failed passes: PassRetryInitial doubling up
+// passRetry is the backoff of failed passes: schema.PassRetryInitial doubling up
 // to max (cenkalti/backoff, no jitter), never giving up.
 func passRetry(max time.Duration) *backoff.ExponentialBackOff {
-	return doubling.New(min(PassRetryInitial, max), max)
+	return doubling.New(min(schema.PassRetryInitial, max), max)
 }
 
 // needs is the rule of which item can use which disk fact this pass
@@ -446,7 +440,7 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 // Run reconciles until ctx ends: a pass at start, then after every trigger,
 // every Interval, and at each pass's requeue-after time. A failed pass is
 // journaled (reconcile.failed with retry_after) and retried after
-// PassRetryInitial, doubling up to Interval (passRetry), or at an earlier
+// schema.PassRetryInitial, doubling up to Interval (passRetry), or at an earlier
 // trigger. Failures never stop the loop. The
 // Watcher starts the tmux server first and turns each pane death into a
 // trigger until Run returns; Run also waits for the Executor's workspace

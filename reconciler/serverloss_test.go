@@ -14,6 +14,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -59,7 +60,7 @@ func TestPassAfterServerLossResumesWithoutAFailure(t *testing.T) {
 }
 
 // TestRunRetriesAFailedPassSoon: a pass that fails (tmux still exiting) is
-// retried after PassRetryInitial, doubling, not after the resync interval.
+// retried after schema.PassRetryInitial, doubling, not after the resync interval.
 func TestRunRetriesAFailedPassSoon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newPassRig(t)
@@ -77,18 +78,18 @@ func TestRunRetriesAFailedPassSoon(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, 1, lists(), "the first pass failed at its listing")
 
-		time.Sleep(PassRetryInitial)
+		time.Sleep(schema.PassRetryInitial)
 		synctest.Wait()
 		assert.Equal(t, 2, lists(), "the retry failed again")
-		time.Sleep(2 * PassRetryInitial)
+		time.Sleep(2 * schema.PassRetryInitial)
 		synctest.Wait()
 		assert.Equal(t, 3, lists(), "the third pass ran, backed off, long before the interval")
 		assert.Less(t, time.Since(start), time.Second)
 
 		failed := r.eventsNamed(t, journal.ReconcileFailed)
 		require.Len(t, failed, 2, "each failure is journaled (serve's journal.Limiter folds repeats)")
-		assert.Equal(t, PassRetryInitial.String(), failed[0].Attrs["retry_after"])
-		assert.Equal(t, (2 * PassRetryInitial).String(), failed[1].Attrs["retry_after"], "doubling")
+		assert.Equal(t, schema.PassRetryInitial.String(), failed[0].Attrs["retry_after"])
+		assert.Equal(t, (2 * schema.PassRetryInitial).String(), failed[1].Attrs["retry_after"], "doubling")
 		cancel()
 		require.NoError(t, <-done)
 	})

@@ -301,3 +301,135 @@ const (
 	// is cut to it (session.rate_limited reset_capped=true).
 	MaxUsageLimitHold = 7 * 24 * time.Hour
 )
+
+// Timings of loopd's parts that are not config keys: each part reads its
+// own here (the part named in each comment). A few stay with their
+// package: journal.DefaultRepeatWindow, workspace.DefaultTimeout and
+// internal/sandbox's probeTimeout (schema imports those packages), the
+// leaf packages' polls (internal/flock's lockPoll, internal/tmux's
+// stopPoll), the HTTP server's webhook.DefaultServerLimits and
+// store/sqlstore's busyTimeout.
+// TestDurationTunablesLiveHere holds the rest here.
+const (
+	// RunStopGrace is how long actions' StopRun waits for a run's process
+	// group to be gone after SIGTERM, and then again after SIGKILL. Claude
+	// Code exits 40–150 ms after a signal (measured on 2.1.197); a run that
+	// ignores SIGTERM holds the pass this long. RunStopPoll is how often
+	// StopRun looks at /proc meanwhile.
+	RunStopGrace = 2 * time.Second
+	RunStopPoll  = 10 * time.Millisecond
+	// OutcomeWriteTimeout bounds the wait for the reconcile lock and the
+	// store when a workspace preparation's worker (actions) records its
+	// outcome, also on the way out of a stopping daemon, whose context is
+	// cancelled by then.
+	OutcomeWriteTimeout = 5 * time.Second
+	// PredecessorGrace is how long a spawn (actions) waits for the previous
+	// harness of its item to exit by itself (it was sent SIGHUP with its
+	// terminal) before it kills it, and then again for the kill to take; a
+	// process group's stop waits as long after SIGHUP and after SIGKILL.
+	// Claude Code exits 40–150 ms after SIGHUP (measured), so this is a few
+	// times that. PredecessorPoll is how often the wait for a predecessor
+	// looks at /proc, GroupPoll how often a group's stop walks /proc for
+	// the group's processes.
+	PredecessorGrace = 500 * time.Millisecond
+	PredecessorPoll  = 5 * time.Millisecond
+	GroupPoll        = 20 * time.Millisecond
+	// PastePoll is how often the executor (actions) captures a pane while
+	// it waits for a paste to show (DefaultPasteWait): a capture costs 2–6
+	// ms of tmux (docs/performance.md).
+	PastePoll = 10 * time.Millisecond
+	// LeaseExpirySlack is how long after another host's leases lapse, by
+	// this host's clock, the reconciler's next Assign runs: room for a
+	// store clock a little ahead.
+	LeaseExpirySlack = 50 * time.Millisecond
+	// PassRetryInitial is the wait before the reconciler retries a failed
+	// pass; each further failure in a row doubles it, up to the resync
+	// interval. tmux still exiting after kill-server fails a pass for a
+	// moment (1 kill-server in 14 in issue 10's runs, where the retry then
+	// waited the whole 10 s interval).
+	PassRetryInitial = 100 * time.Millisecond
+	// PaneDiedWaitRetry is how long observed's Watch waits before it waits
+	// on the pane-died channel again after a failed wait (no server yet,
+	// say); the loop's resync interval covers the gap.
+	PaneDiedWaitRetry = time.Second
+	// WebhookAnswerTimeout bounds the webhook handler's work on one
+	// delivery, counted from the moment its headers are read: 8 s, well
+	// under GitHub's 10 s ("Handling failed webhook deliveries"), so that a
+	// delivery the store cannot take in time still gets its 5xx answer
+	// before GitHub gives up (and the operator can redeliver it).
+	WebhookAnswerTimeout = 8 * time.Second
+	// ChannelRequestTimeout bounds one request on a channel's socket
+	// (internal/channel), from accept to answer: it may wait for GitHub to
+	// mint a token.
+	ChannelRequestTimeout = time.Minute
+	// RunStartWait bounds how long the process runner's Start waits for
+	// the wrapper's pid file: the wrapper writes it within milliseconds of
+	// its start.
+	RunStartWait = 10 * time.Second
+	// RunLeftoverGrace is how long the process runner's wrapper waits,
+	// after the harness exited and the rest of its group got SIGTERM,
+	// before it sends SIGKILL to what is left (proc.EndOwnGroup);
+	// RunLeftoverPoll is how often it looks.
+	RunLeftoverGrace = 2 * time.Second
+	RunLeftoverPoll  = 20 * time.Millisecond
+	// StaleResetClock is how far in the past a usage limit's reset given
+	// as a clock time alone may be and still be read as today's, already
+	// passed (internal/harness): a banner left on the screen after its
+	// reset. A session window is 5 hours, so a clock time further past
+	// than this is tomorrow's (shown at 11pm, "resets 1:20am" is the next
+	// day).
+	StaleResetClock = 12 * time.Hour
+	// SettingsLockStale, SettingsLockWait and SettingsLockPoll are the
+	// settings lock's (internal/harness): Claude Code 2.1.197 saves
+	// .claude.json under the lock of the npm package proper-lockfile, a
+	// directory named "<file>.lock" made with mkdir, whose holder touches
+	// it every half stale period and which others may take over once it is
+	// older than the stale period (its default, 10 s). loopd waits for it
+	// at most SettingsLockWait, looking every SettingsLockPoll.
+	SettingsLockStale = 10 * time.Second
+	SettingsLockWait  = 2 * time.Second
+	SettingsLockPoll  = 20 * time.Millisecond
+	// GetWatchPoll is how often loopd get --watch reads the store again.
+	GetWatchPoll = time.Second
+	// LogsPoll is how often loopd logs --follow looks for new lines.
+	LogsPoll = 500 * time.Millisecond
+	// EventsFollowPoll is how often loopd events --follow reads the
+	// journal again.
+	EventsFollowPoll = 500 * time.Millisecond
+	// DrainPoll is how often loopd hosts drain looks whether the drained
+	// host's items moved (--poll).
+	DrainPoll = 500 * time.Millisecond
+	// ReplayAnswerTimeout is how long loopd replay waits for each answer.
+	ReplayAnswerTimeout = 30 * time.Second
+	// StartLockWait is how long serve waits, at start, for the state dir's
+	// lock and the tmux socket's lock: a loopd that is stopping lets go of
+	// them within it, a running one does not.
+	StartLockWait = time.Second
+	// ShutdownGrace bounds serve's shutdown: the HTTP requests in flight,
+	// and the journal rows and repeat counts still to write.
+	ShutdownGrace = 5 * time.Second
+	// GitHubTokenRefreshMargin is how long before its expires_at, by
+	// GitHub's clock, an App's installation token is replaced by a new one
+	// (internal/ghapi): a call never starts on a token about to expire.
+	// ghinstallation's own margin is one minute by the local clock, which a
+	// clock two minutes behind GitHub's turns into a token used a minute
+	// after it expired.
+	GitHubTokenRefreshMargin = 5 * time.Minute
+	// GitHubJWTBackdate and GitHubJWTLifetime are the App's JWT's iat and
+	// exp around GitHub's time (internal/ghapi; ghinstallation's values,
+	// there on the local clock): GitHub refuses a JWT issued in its future
+	// or expired, and one whose exp is more than ten minutes ahead
+	// (GitHub's docs, "Generating a JSON Web Token (JWT) for a GitHub
+	// App").
+	GitHubJWTBackdate = 30 * time.Second
+	GitHubJWTLifetime = 2 * time.Minute
+	// CIFlushMaxWait is the longest the webhook's CI flusher (CIFlusher.Run)
+	// waits between two flushes when no quiet period ends sooner: a commit
+	// recorded by another loopd (several hosts share the store) is looked
+	// at within it.
+	CIFlushMaxWait = 30 * time.Second
+	// JournalFlushEvery is how often serve writes what the journal layer
+	// holds back: the counts of folded repeats (journal.Limiter) and the
+	// rows that a failing store made wait (journal.Recorder.RecordLater).
+	JournalFlushEvery = 5 * time.Second
+)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/internal/channel"
+	"github.com/loopd/loopd/schema"
 )
 
 // maxCredentialInput caps what the credential helper reads of git's
@@ -70,7 +71,7 @@ func credentialHelper(ctx context.Context, op string, getenv func(string) string
 		}
 		req = channel.Request{Token: token, Op: channel.OpGit, Protocol: attrs["protocol"], Host: attrs["host"], Path: attrs["path"]}
 	}
-	ctx, cancel := context.WithTimeout(ctx, channel.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, schema.ChannelRequestTimeout)
 	defer cancel()
 	a, err := channel.Ask(ctx, dir, req)
 	if errors.Is(err, channel.ErrNoDaemon) {

@@ -16,17 +16,15 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/near"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
-// eventsFollowPoll is how often events --follow reads the journal again;
-// followWindow is how many ids before the newest seen it reads again, so
-// that a row given a lower id but committed later (concurrent writers on
-// PostgreSQL) is still printed, once.
-const (
-	eventsFollowPoll = 500 * time.Millisecond
-	followWindow     = 256
-)
+// followWindow is how many ids before the newest seen events --follow
+// reads again (every schema.EventsFollowPoll), so that a row given a lower
+// id but committed later (concurrent writers on PostgreSQL) is still
+// printed, once.
+const followWindow = 256
 
 // eventsOptions are events' flags.
 type eventsOptions struct {
@@ -164,7 +162,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// followEvents prints, every eventsFollowPoll until ctx ends, the rows f
+// followEvents prints, every schema.EventsFollowPoll until ctx ends, the rows f
 // selects that were appended since those in printed, each once. It reads
 // by row id (store.EventFilter.AfterID), never by time: a row written
 // late with an earlier time (a delivery's rejection kept while the store
@@ -209,7 +207,7 @@ func followEvents(ctx context.Context, store store.Store, f store.EventFilter, p
 			return ctxOr(ctx, err)
 		}
 	}
-	tick := time.NewTicker(eventsFollowPoll)
+	tick := time.NewTicker(schema.EventsFollowPoll)
 	defer tick.Stop()
 	for {
 		select {

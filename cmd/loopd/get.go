@@ -25,9 +25,6 @@ import (
 	"github.com/loopd/loopd/store"
 )
 
-// getWatchPoll is how often get --watch reads the store again.
-const getWatchPoll = time.Second
-
 // getOptions are get's flags.
 type getOptions struct {
 	output string
@@ -294,7 +291,7 @@ func printViews(w io.Writer, tab *table, views []itemView, format string, header
 	return fmt.Errorf("-o %q: want one of %s", format, strings.Join(getFormats, ", "))
 }
 
-// watchViews is get --watch: every getWatchPoll it reads the items again
+// watchViews is get --watch: every schema.GetWatchPoll it reads the items again
 // and prints those that changed since the last print, as kubectl get
 // --watch does: an item shown before that is no longer shown (closed, say)
 // is printed once more, with what it became. It returns when ctx ends.
@@ -310,7 +307,7 @@ func watchViews(ctx context.Context, w io.Writer, tab *table, format string, vie
 		}
 	}
 	remember(views, shown)
-	tick := time.NewTicker(getWatchPoll)
+	tick := time.NewTicker(schema.GetWatchPoll)
 	defer tick.Stop()
 	for {
 		select {

@@ -184,7 +184,7 @@ type drainOpts struct {
 }
 
 func newDrainCmd(g *globals) *cobra.Command {
-	o := &drainOpts{poll: 500 * time.Millisecond}
+	o := &drainOpts{poll: schema.DrainPoll}
 	cmd := &cobra.Command{
 		Use:   "drain [HOST]",
 		Short: "Move a host's items to the other hosts, or (--undo) take it back into service",

@@ -246,7 +246,7 @@ func TestEventsFollow(t *testing.T) {
 	require.NoError(t, store.AppendEvent(ctx, journal.Event{Time: old.Add(time.Second), Name: journal.DeliveryRejected,
 		Attrs: map[string]string{"reason": "bad_signature"}}))
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "reason=bad_signature") }, 5*time.Second, 20*time.Millisecond)
-	time.Sleep(2 * eventsFollowPoll) // more polls: nothing twice
+	time.Sleep(2 * schema.EventsFollowPoll) // more polls: nothing twice
 	require.NoError(t, wait.stop())
 	got := out.String()
 	assert.Equal(t, 1, strings.Count(got, "session.exited"), got)
@@ -655,7 +655,7 @@ func runBackground(t *testing.T, args ...string) (*syncBuffer, background) {
 		}
 	})}
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	go func() { time.Sleep(2 * eventsFollowPoll); close(b.begun) }()
+	go func() { time.Sleep(2 * schema.EventsFollowPoll); close(b.begun) }()
 	t.Cleanup(func() { _ = b.stop() })
 	return out, b
 }

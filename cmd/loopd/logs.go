@@ -14,10 +14,8 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
+	"github.com/loopd/loopd/schema"
 )
-
-// logsPoll is how often logs --follow looks for new lines.
-const logsPoll = 500 * time.Millisecond
 
 // logsOpts are the flags of loopd logs.
 type logsOpts struct {
@@ -58,7 +56,7 @@ agent's is, shows nothing new until it scrolls).`,
 				return o.runLog(ctx, runLogPath(cfg, r), out)
 			}
 			ex := tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler))
-			target := "=" + desired.SessionName(r.Key) + ":"
+			target := tmux.Target(desired.SessionName(r.Key))
 			err = o.pane(ctx, ex, target, out)
 			if errors.Is(err, tmux.ErrNoSession) {
 				return noSession(cfg, r)
@@ -128,7 +126,7 @@ func (o logsOpts) pane(ctx context.Context, ex *tmux.Exec, target string, w io.W
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(logsPoll):
+		case <-time.After(schema.LogsPoll):
 		}
 		now, _, err := ex.HistorySize(ctx, target)
 		if ctx.Err() != nil {
@@ -185,7 +183,7 @@ func (o logsOpts) runLog(ctx context.Context, path string, w io.Writer) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(logsPoll):
+		case <-time.After(schema.LogsPoll):
 		}
 		if _, err := io.Copy(w, f); err != nil {
 			return fmt.Errorf("run log: %w", err)

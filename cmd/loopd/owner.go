@@ -88,10 +88,10 @@ func serverTaken(cfg *schema.Config, other string) error {
 
 // stopEmptyServer ends the tmux server when it holds no session and
 // carries this loopd's mark (tmux.Client.StopEmptyServer), within
-// shutdownGrace, even when ctx has ended: what a serve that failed to
+// schema.ShutdownGrace, even when ctx has ended: what a serve that failed to
 // start leaves of its own start.
 func (a *app) stopEmptyServer(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.ShutdownGrace)
 	defer cancel()
 	if _, err := a.tmux.StopEmptyServer(ctx, a.owner); err != nil {
 		a.log.Warn(string(journal.TmuxUnavailable), "err", err)

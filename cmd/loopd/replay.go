@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/go-github/v84/github"
 	"github.com/google/uuid"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/webhook"
+	"github.com/loopd/loopd/schema"
 )
 
 // replayOpts are the flags of loopd replay.
@@ -57,7 +57,7 @@ replays a redelivery.`,
 					}
 				}
 			}
-			client := &http.Client{Timeout: 30 * time.Second}
+			client := &http.Client{Timeout: schema.ReplayAnswerTimeout}
 			for i, file := range files {
 				body, err := os.ReadFile(file)
 				if err != nil {

@@ -81,7 +81,7 @@ func serve(ctx context.Context, g *globals) error {
 	for _, c := range changed {
 		logTightened(log)(c)
 	}
-	lockCtx, cancel := context.WithTimeout(ctx, startLockWait)
+	lockCtx, cancel := context.WithTimeout(ctx, schema.StartLockWait)
 	unlock, err := flock.Lock(lockCtx, filepath.Join(cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
@@ -113,7 +113,7 @@ func serve(ctx context.Context, g *globals) error {
 	// and kill each other's agents. The socket lock keeps a second serve
 	// out while this one runs; the server's owner mark keeps out any loopd
 	// of another state dir for as long as the server lives.
-	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, startLockWait)
+	unlockSocket, _, err := lockSocket(ctx, cfg, a.owner, schema.StartLockWait)
 	if err != nil {
 		return a.refuse(ctx, err)
 	}
@@ -357,7 +357,7 @@ func serve(ctx context.Context, g *globals) error {
 			return fmt.Errorf("serve http: %w", err)
 		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), schema.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-loopDone
@@ -378,32 +378,18 @@ func serve(ctx context.Context, g *globals) error {
 	return nil
 }
 
-// startLockWait is how long serve waits, at start, for the state dir's
-// lock and the tmux socket's lock: a loopd that is stopping lets go of
-// them within it, a running one does not.
-const startLockWait = time.Second
-
-// shutdownGrace bounds serve's shutdown: the HTTP requests in flight, and
-// the journal rows and repeat counts still to write.
-const shutdownGrace = 5 * time.Second
-
-// journalFlushEvery is how often serve writes what the journal layer holds
-// back: the counts of folded repeats (journal.Limiter) and the rows that a
-// failing store made wait (journal.Recorder.RecordLater).
-const journalFlushEvery = 5 * time.Second
-
-// flushJournal writes both every journalFlushEvery until ctx ends, on one
+// flushJournal writes both every schema.JournalFlushEvery until ctx ends, on one
 // ticker. A store that still fails keeps the deferred rows for the next
 // tick; the failure itself was logged when the row was deferred.
 func flushJournal(ctx context.Context, repeats *journal.Limiter, rec *journal.Recorder, log *slog.Logger) {
-	t := time.NewTicker(journalFlushEvery)
+	t := time.NewTicker(schema.JournalFlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fctx, cancel := context.WithTimeout(ctx, journalFlushEvery)
+			fctx, cancel := context.WithTimeout(ctx, schema.JournalFlushEvery)
 			repeats.Flush(fctx)
 			if err := rec.Flush(fctx); err != nil {
 				log.Debug(string(journal.JournalAppendFailed), "err", err, "deferred", true)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
 )
 
 // SocketName is the unix socket loopd serve listens on in each channel
@@ -64,10 +65,6 @@ type Answer struct {
 
 // maxRequest caps a request line, in bytes.
 const maxRequest = 4 << 10
-
-// RequestTimeout bounds one request on a channel's socket, from accept to
-// answer: it may wait for GitHub to mint a token.
-const RequestTimeout = time.Minute
 
 // inDir calls f with a path that names name in the directory dir, short
 // whatever dir's length: a unix socket's path is at most 107 bytes
@@ -157,7 +154,7 @@ func Ask(ctx context.Context, dir string, req Request) (Answer, error) {
 type Handler func(ctx context.Context, req Request) Answer
 
 // Serve answers the requests on ln with handle, each connection in its
-// own goroutine and within RequestTimeout, until ctx ends or ln is
+// own goroutine and within schema.ChannelRequestTimeout, until ctx ends or ln is
 // closed; it closes ln and waits for the requests in flight before it
 // returns. A request that is not one JSON line of at most 4 KiB is
 // answered Refused and not handed on.
@@ -181,9 +178,9 @@ func Serve(ctx context.Context, ln net.Listener, handle Handler, log *slog.Logge
 // answer reads one request from conn and writes handle's answer.
 func answer(ctx context.Context, conn net.Conn, handle Handler) {
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, schema.ChannelRequestTimeout)
 	defer cancel()
-	_ = conn.SetDeadline(time.Now().Add(RequestTimeout))
+	_ = conn.SetDeadline(time.Now().Add(schema.ChannelRequestTimeout))
 	line, err := bufio.NewReaderSize(io.LimitReader(conn, maxRequest), maxRequest).ReadBytes('\n')
 	var req Request
 	a := Answer{Refused: "malformed request"}

@@ -176,7 +176,7 @@ func TestScopedTokenPushesToItsOwnRepositoryOnly(t *testing.T) {
 	}
 }
 
-// An installation token that expired (within ghapi.TokenRefreshMargin of
+// An installation token that expired (within schema.GitHubTokenRefreshMargin of
 // its end) is minted again at the next request.
 func TestExpiredTokenIsMintedAgain(t *testing.T) {
 	r := newRig(t, true)

@@ -62,7 +62,7 @@ type Client struct {
 // request. The error wraps ErrNoCredentials when cred is empty, and names
 // a private key that does not parse.
 //
-// An App's installation token is minted anew TokenRefreshMargin before it
+// An App's installation token is minted anew schema.GitHubTokenRefreshMargin before it
 // expires by GitHub's clock, which the Date of GitHub's answers shows
 // (a local clock minutes off GitHub's neither lets a token run out nor
 // makes GitHub refuse the App's JWT); a call GitHub answers 401 mints

@@ -26,7 +26,7 @@ func agentPermissions() *ghv88.InstallationPermissions {
 // Minter mints a GitHub App installation's tokens for agents, each scoped
 // to one repository (POST /app/installations/{id}/access_tokens with
 // repositories and agentPermissions), and keeps each until
-// TokenRefreshMargin before it expires by GitHub's clock, when it mints
+// schema.GitHubTokenRefreshMargin before it expires by GitHub's clock, when it mints
 // another, as Client does its own. A token lasts an hour. It is safe for
 // concurrent use.
 type Minter struct {
@@ -67,7 +67,7 @@ func newMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 
 // Token returns an installation token that reaches owner/repo alone, with
 // agentPermissions, and when it expires: the one minted before while it
-// has more than TokenRefreshMargin left, else a new one. The error is GitHub's
+// has more than schema.GitHubTokenRefreshMargin left, else a new one. The error is GitHub's
 // refusal (a repository the installation does not cover, a permission the
 // App lacks: 422) or the request's, as ghinstallation wraps it.
 func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Time, error) {

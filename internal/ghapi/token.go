@@ -13,23 +13,8 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	jwt "github.com/golang-jwt/jwt/v4"
 	ghv88 "github.com/google/go-github/v88/github"
-)
 
-// TokenRefreshMargin is how long before its expires_at, by GitHub's clock
-// (serverClock), an App's installation token is replaced by a new one:
-// a call never starts on a token about to expire. ghinstallation's own
-// margin is one minute by the local clock, which a clock two minutes
-// behind GitHub's turns into a token used a minute after it expired.
-const TokenRefreshMargin = 5 * time.Minute
-
-// jwtBackdate and jwtLifetime are the App's JWT's iat and exp around
-// GitHub's time (ghinstallation's values, there on the local clock):
-// GitHub refuses a JWT issued in its future or expired, and one whose exp
-// is more than ten minutes ahead (GitHub's docs, "Generating a JSON Web
-// Token (JWT) for a GitHub App").
-const (
-	jwtBackdate = 30 * time.Second
-	jwtLifetime = 2 * time.Minute
+	"github.com/loopd/loopd/schema"
 )
 
 // serverClock is GitHub's time as loopd sees it: the local clock (now)
@@ -75,14 +60,14 @@ func (s skewSigner) Sign(claims jwt.Claims) (string, error) {
 		return "", fmt.Errorf("app jwt: unexpected claims %T", claims)
 	}
 	c := *rc
-	iat := s.clock.Now().Add(-jwtBackdate).Truncate(time.Second)
-	c.IssuedAt, c.ExpiresAt = jwt.NewNumericDate(iat), jwt.NewNumericDate(iat.Add(jwtLifetime))
+	iat := s.clock.Now().Add(-schema.GitHubJWTBackdate).Truncate(time.Second)
+	c.IssuedAt, c.ExpiresAt = jwt.NewNumericDate(iat), jwt.NewNumericDate(iat.Add(schema.GitHubJWTLifetime))
 	return s.rsa.Sign(&c)
 }
 
 // appTransport authenticates as a GitHub App's installation: it keeps
 // one installation token, minted through ghinstallation, and mints a new
-// one when the token is within TokenRefreshMargin of its expiry by
+// one when the token is within schema.GitHubTokenRefreshMargin of its expiry by
 // GitHub's clock, or when GitHub refused it (401). The calls carry the
 // token as ghinstallation's transport sends it (Authorization: token …),
 // through base, so that ghinstallation's own refresh by the local clock
@@ -141,7 +126,7 @@ func (t *appTransport) Token(ctx context.Context) (string, error) {
 // TokenExpiry returns the installation's token and its expires_at
 // (GitHub's clock), minted anew (POST
 // /app/installations/{id}/access_tokens) when there is none or it is
-// within TokenRefreshMargin of its expiry by GitHub's clock. A mint GitHub
+// within schema.GitHubTokenRefreshMargin of its expiry by GitHub's clock. A mint GitHub
 // refuses with 401, which a JWT signed before loopd knew GitHub's clock
 // gets, is tried once more. The error is ghinstallation's (its HTTPError
 // carries GitHub's answer).
@@ -157,7 +142,7 @@ func (t *appTransport) TokenExpiry(ctx context.Context) (string, time.Time, erro
 func (t *appTransport) current(ctx context.Context) (*installationToken, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cur != nil && t.clock.Now().Add(TokenRefreshMargin).Before(t.cur.expires) {
+	if t.cur != nil && t.clock.Now().Add(schema.GitHubTokenRefreshMargin).Before(t.cur.expires) {
 		return t.cur, nil
 	}
 	var err error

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/ghapi"
 	"github.com/loopd/loopd/internal/ghapi/ghapitest"
+	"github.com/loopd/loopd/schema"
 )
 
 // reactOnAPI is react on keyAPI.
@@ -24,7 +25,7 @@ func reactOnAPI() desired.Call {
 // TestInstallationTokenRefreshedBeforeItExpires: with GitHub's clock two
 // minutes ahead of loopd's, two behind, or the same, the App's first call
 // gets a token (the JWT's times follow GitHub's Date), a call while the
-// token has more than TokenRefreshMargin left by GitHub's clock uses it,
+// token has more than schema.GitHubTokenRefreshMargin left by GitHub's clock uses it,
 // and one with less mints a new one first: no call is refused.
 func TestInstallationTokenRefreshedBeforeItExpires(t *testing.T) {
 	for _, skew := range []time.Duration{-2 * time.Minute, 0, 2 * time.Minute} {
@@ -40,7 +41,7 @@ func TestInstallationTokenRefreshedBeforeItExpires(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, srv.OwnTokens())
 
-			local.set(local.Now().Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second))
+			local.set(local.Now().Add(srv.TokenTTL - schema.GitHubTokenRefreshMargin - 10*time.Second))
 			_, err = c.Send(ctx, reactOnAPI())
 			require.NoError(t, err)
 			assert.Equal(t, 1, srv.OwnTokens(), "more than the margin left: the same token")
@@ -87,7 +88,7 @@ func TestUnauthorizedCallMintsATokenAndRetriesOnce(t *testing.T) {
 }
 
 // TestMinterMintsAgainBeforeExpiry: an agent's token is minted anew, as
-// loopd's own is, TokenRefreshMargin before it expires by GitHub's clock,
+// loopd's own is, schema.GitHubTokenRefreshMargin before it expires by GitHub's clock,
 // which runs two minutes ahead of loopd's here; before that, the same
 // token is handed out with its expiry.
 func TestMinterMintsAgainBeforeExpiry(t *testing.T) {
@@ -101,7 +102,7 @@ func TestMinterMintsAgainBeforeExpiry(t *testing.T) {
 	require.NoError(t, err)
 	assert.WithinDuration(t, srv.Now().Add(srv.TokenTTL), expires, time.Second, "GitHub's expires_at")
 
-	local.set(local.Now().Add(srv.TokenTTL - ghapi.TokenRefreshMargin - 10*time.Second))
+	local.set(local.Now().Add(srv.TokenTTL - schema.GitHubTokenRefreshMargin - 10*time.Second))
 	again, _, err := m.Token(ctx, "acme", "api")
 	require.NoError(t, err)
 	assert.Equal(t, tok, again)

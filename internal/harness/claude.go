@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -237,22 +236,9 @@ func (c *claudeCode) Transcript(cwd, id string) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t := Transcript{Known: true, Path: filepath.Join(config, "projects", projectDirName(dir), id+".jsonl")}
-	f, err := os.Open(t.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil
-	}
+	t, err := readTranscript(Transcript{Known: true, Path: filepath.Join(config, "projects", projectDirName(dir), id+".jsonl")}, hasTurn)
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
-	}
-	t.Size, t.ModTime = info.Size(), info.ModTime()
-	if t.Exists, err = hasTurn(f); err != nil {
-		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
 	}
 	return t, nil
 }

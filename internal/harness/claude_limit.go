@@ -3,9 +3,6 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -191,19 +188,9 @@ func (c *claudeCode) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 	if !tr.Known || !tr.Exists {
 		return Limit{}, false, nil
 	}
-	f, err := os.Open(tr.Path)
+	tail, err := readTail(tr.Path, claudeTail)
 	if err != nil {
-		return Limit{}, false, fmt.Errorf("read transcript %s: %w", tr.Path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return Limit{}, false, fmt.Errorf("read transcript %s: %w", tr.Path, err)
-	}
-	off := max(0, info.Size()-claudeTail)
-	tail := make([]byte, info.Size()-off)
-	if _, err := f.ReadAt(tail, off); err != nil && err != io.EOF {
-		return Limit{}, false, fmt.Errorf("read transcript %s: %w", tr.Path, err)
+		return Limit{}, false, err
 	}
 	var last []byte
 	for _, line := range bytes.Split(tail, []byte("\n")) {

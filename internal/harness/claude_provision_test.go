@@ -110,7 +110,7 @@ func TestMergeSettingsRefusesWhatItCannotKeep(t *testing.T) {
 func TestSettingsLockTakesOverAStaleLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".claude.json")
 	require.NoError(t, os.Mkdir(path+".lock", 0o700))
-	old := time.Now().Add(-settingsLockStale - time.Second)
+	old := time.Now().Add(-schema.SettingsLockStale - time.Second)
 	require.NoError(t, os.Chtimes(path+".lock", old, old))
 	require.NoError(t, mergeSettings(path, true, claudeOnboarded))
 	assert.NoDirExists(t, path+".lock")

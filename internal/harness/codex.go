@@ -389,24 +389,13 @@ func (c *codex) Transcript(cwd, id string) (Transcript, error) {
 		return t, nil
 	}
 	t.Path = path
-	f, err := os.Open(t.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil
-	}
+	t, err = readTranscript(t, func(r io.Reader) (bool, error) {
+		s, err := scanCodexSession(r)
+		return s.ok && s.meta.Payload.ID == id && s.cwd == dir, err
+	})
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
-	}
-	t.Size, t.ModTime = info.Size(), info.ModTime()
-	s, err := scanCodexSession(f)
-	if err != nil {
-		return Transcript{}, fmt.Errorf("transcript %s: read %s: %w", id, t.Path, err)
-	}
-	t.Exists = s.ok && s.meta.Payload.ID == id && s.cwd == dir
 	return t, nil
 }
 
@@ -894,25 +883,6 @@ func (c *codex) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 	}
 	lim.At = at
 	return lim, ok, nil
-}
-
-// readTail returns at most the last n bytes of the file at path.
-func readTail(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read transcript %s: %w", path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read transcript %s: %w", path, err)
-	}
-	off := max(0, info.Size()-n)
-	buf := make([]byte, info.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read transcript %s: %w", path, err)
-	}
-	return buf, nil
 }
 
 // Account is the shared directory Codex keeps its login in (CODEX_HOME as the

@@ -402,8 +402,8 @@ func geminiTranscript(config, dir, id string) (Transcript, error) {
 			continue
 		}
 		// A resumable file wins over one that is not; then the latest.
-		if t.Path == "" || c.resumable && !t.Exists || c.resumable == t.Exists && c.info.ModTime().After(t.ModTime) {
-			t = Transcript{Known: true, Exists: c.resumable, Path: f, Size: c.info.Size(), ModTime: c.info.ModTime()}
+		if t.Path == "" || c.resumable && !t.Exists || c.resumable == t.Exists && c.file.ModTime.After(t.ModTime) {
+			t = c.file
 		}
 	}
 	return t, nil
@@ -556,9 +556,10 @@ func claimMarker(slugDir, dir string) (bool, error) {
 	return err == nil, errors.Join(err, f.Close())
 }
 
-// geminiChat is what readGeminiChat found in one chat file.
+// geminiChat is what readGeminiChat found in one chat file: the file as
+// a transcript (Exists when it is resumable), and its verdicts.
 type geminiChat struct {
-	info      fs.FileInfo
+	file      Transcript
 	ours      bool // line 1 names the id
 	resumable bool
 }
@@ -570,22 +571,27 @@ type geminiChat struct {
 // reads it (geminiRecord), the session still id, a message it resumes
 // left after every rewind, and not a subagent's (kind "subagent", which
 // --resume refuses with exit 42: measured on 0.61.0).
+// A file gone since the glob is not ours.
 func readGeminiChat(f, id string) (geminiChat, error) {
-	file, err := os.Open(f)
-	if errors.Is(err, fs.ErrNotExist) {
-		return geminiChat{}, nil // gone since the glob
-	}
+	var c geminiChat
+	file, err := readTranscript(Transcript{Known: true, Path: f}, func(r io.Reader) (bool, error) {
+		var err error
+		c.ours, c.resumable, err = scanGeminiChat(r, id)
+		return c.resumable, err
+	})
 	if err != nil {
 		return geminiChat{}, err
 	}
-	defer file.Close()
-	var c geminiChat
-	if c.info, err = file.Stat(); err != nil {
-		return geminiChat{}, err
-	}
-	br := bufio.NewReader(file)
+	c.file = file
+	return c, nil
+}
+
+// scanGeminiChat reads one chat file's lines for readGeminiChat: whether
+// it is ours, and whether it is resumable.
+func scanGeminiChat(r io.Reader, id string) (bool, bool, error) {
+	br := bufio.NewReader(r)
 	var rec geminiRecord
-	first := true
+	first, ours := true, false
 	for {
 		line, err := br.ReadBytes('\n')
 		if first {
@@ -596,17 +602,16 @@ func readGeminiChat(f, id string) (geminiChat, error) {
 				ProjectHash string `json:"projectHash"`
 			}
 			if json.Unmarshal(line, &meta) != nil || meta.SessionID != id || meta.ProjectHash == "" {
-				return c, nil
+				return false, false, nil
 			}
-			c.ours, first = true, false
+			ours, first = true, false
 		}
 		rec.add(line)
 		if err == io.EOF {
-			c.resumable = rec.sessionID == id && rec.kind != "subagent" && slices.Contains(rec.resumable, true)
-			return c, nil
+			return ours, rec.sessionID == id && rec.kind != "subagent" && slices.Contains(rec.resumable, true), nil
 		}
 		if err != nil {
-			return geminiChat{}, fmt.Errorf("read %s: %w", f, err)
+			return false, false, err
 		}
 	}
 }

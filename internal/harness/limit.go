@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/schema"
 )
 
 // Block names a screen or a reply meaning the agent cannot work until a
@@ -98,13 +100,6 @@ var resetPattern = regexp.MustCompile(`(?i)\breset(?:s)?\s+(?:at\s+|on\s+)?` +
 	`(?P<hour>\d{1,2})(?::(?P<min>\d{2}))?\s*(?P<ampm>am|pm)?` +
 	`(?:\s*\((?P<zone>[A-Za-z_]+(?:/[A-Za-z0-9_+\-]+)*)\))?`)
 
-// staleClock is how far in the past a reset given as a clock time alone
-// may be and still be read as today's, already passed: a banner left on
-// the screen after its reset. A session window is 5 hours, so a clock
-// time further past than this is tomorrow's (shown at 11pm, "resets
-// 1:20am" is the next day).
-const staleClock = 12 * time.Hour
-
 // ParseReset reads the reset time a usage-limit message names, as seen at
 // now: a clock time alone is the next one in its zone (today's, or
 // tomorrow's when today's is more than 12 hours past; a reset a little in
@@ -168,7 +163,7 @@ func ParseReset(text string, now time.Time, loc *time.Location) (time.Time, bool
 		return best, !best.IsZero()
 	}
 	t := time.Date(local.Year(), local.Month(), local.Day(), hour, minute, 0, 0, loc)
-	if t.Before(now.Add(-staleClock)) {
+	if t.Before(now.Add(-schema.StaleResetClock)) {
 		t = time.Date(local.Year(), local.Month(), local.Day()+1, hour, minute, 0, 0, loc)
 	}
 	return t, true

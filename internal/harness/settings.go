@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/schema"
 )
 
 // ErrBadSettings means a settings file that loopd must add a key to is not
@@ -27,17 +29,6 @@ type setting struct {
 	keys  []string
 	value any
 }
-
-// Settings locks: Claude Code 2.1.197 saves .claude.json under the lock
-// of the npm package proper-lockfile, a directory named "<file>.lock"
-// made with mkdir, whose holder touches it every half stale period and
-// which others may take over once it is older than the stale period
-// (its default, 10 s).
-const (
-	settingsLockStale = 10 * time.Second
-	settingsLockWait  = 2 * time.Second
-	settingsLockPoll  = 20 * time.Millisecond
-)
 
 // mergeSettings sets each key of set (objects created as needed) to its
 // value in the JSON file path, keeping every other key and every value as
@@ -164,12 +155,12 @@ func setKey(doc map[string]any, s setting) (bool, error) {
 }
 
 // settingsLock takes the lock directory dir as proper-lockfile does: it
-// makes it, waits up to settingsLockWait while another process holds it,
-// and takes over a lock older than settingsLockStale (its holder died).
+// makes it, waits up to schema.SettingsLockWait while another process holds it,
+// and takes over a lock older than schema.SettingsLockStale (its holder died).
 // It returns the function that releases it, or an error wrapping
 // ErrSettingsLocked.
 func settingsLock(dir string) (func(), error) {
-	deadline := time.Now().Add(settingsLockWait)
+	deadline := time.Now().Add(schema.SettingsLockWait)
 	for {
 		err := os.Mkdir(dir, 0o700)
 		if err == nil {
@@ -178,12 +169,12 @@ func settingsLock(dir string) (func(), error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("lock %s: %w", dir, err)
 		}
-		if info, err := os.Stat(dir); err == nil && time.Since(info.ModTime()) > settingsLockStale && os.Remove(dir) == nil {
+		if info, err := os.Stat(dir); err == nil && time.Since(info.ModTime()) > schema.SettingsLockStale && os.Remove(dir) == nil {
 			continue
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("lock %s: %w", dir, ErrSettingsLocked)
 		}
-		time.Sleep(settingsLockPoll)
+		time.Sleep(schema.SettingsLockPoll)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/proc"
+	"github.com/loopd/loopd/schema"
 )
 
 // Command is the hidden loopd subcommand that wraps one run (Exec); DirFlag
@@ -47,16 +48,12 @@ const (
 
 // Sentinel errors, checked with errors.Is.
 var (
-	// ErrNotStarted means the wrapper ended, or StartWait passed, before
+	// ErrNotStarted means the wrapper ended, or schema.RunStartWait passed, before
 	// it wrote the run's pid file: no run is known to have started.
 	ErrNotStarted = errors.New("run not started")
 	// ErrBadRunID means a run id that cannot name a file.
 	ErrBadRunID = errors.New("invalid run id")
 )
-
-// StartWait bounds how long Start waits for the wrapper's pid file: the
-// wrapper writes it within milliseconds of its start.
-const StartWait = 10 * time.Second
 
 // KeepLogs is how many run logs Start keeps per item (the newest), the
 // new run's included.
@@ -117,7 +114,7 @@ func (r Runner) LogPath(item, id string) string { return filepath.Join(r.ItemDir
 // that a daemon killed right after Start returns leaves a run the next one
 // finds. The files of earlier runs of the item are removed, except the
 // newest logs (KeepLogs). It returns an error wrapping ErrNotStarted when
-// the wrapper ended, or StartWait passed, with no pid file; the wrapper's
+// the wrapper ended, or schema.RunStartWait passed, with no pid file; the wrapper's
 // process group is then killed.
 func (r Runner) Start(ctx context.Context, s Spec) error {
 	if r.Exe == "" || r.Dir == "" {
@@ -175,7 +172,7 @@ func (r Runner) Start(ctx context.Context, s Spec) error {
 		}
 	}()
 	pidFile := filepath.Join(dir, s.ID+".pid")
-	deadline := time.NewTimer(StartWait)
+	deadline := time.NewTimer(schema.RunStartWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -198,7 +195,7 @@ func (r Runner) Start(ctx context.Context, s Spec) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("start run %s: %w: %w", s.ID, ErrNotStarted, ctx.Err())
 		}
-		return fmt.Errorf("start run %s: no pid file after %s: %w", s.ID, StartWait, ErrNotStarted)
+		return fmt.Errorf("start run %s: no pid file after %s: %w", s.ID, schema.RunStartWait, ErrNotStarted)
 	}
 }
 
@@ -266,18 +263,10 @@ type exitRecord struct {
 	EndedAt    time.Time `json:"ended_at"`
 }
 
-// LeftoverGrace is how long the wrapper waits, after the harness exited
-// and the rest of its group got SIGTERM, before it sends SIGKILL to what
-// is left (proc.EndOwnGroup); leftoverPoll is how often it looks.
-const (
-	LeftoverGrace = 2 * time.Second
-	leftoverPoll  = 20 * time.Millisecond
-)
-
 // Exec is the wrapper: it starts argv as its child (a bare argv[0] looked
 // up on the environment's PATH), with its own stdin, stdout and stderr,
 // writes dir/<id>.pid, waits for the child, ends what the child left in
-// the group (LeftoverGrace) and writes dir/<id>.exit. It
+// the group (schema.RunLeftoverGrace) and writes dir/<id>.exit. It
 // ignores SIGTERM, SIGINT and SIGHUP, which the child's group gets: the
 // wrapper outlives the harness it reports on. A child that cannot be
 // started is recorded as exit status 127, as a shell does.
@@ -333,7 +322,7 @@ func Exec(dir, id string, argv []string) error {
 	// What the harness left in the group (a tool it started in the
 	// background) ends with the run, before the exit file says the run
 	// is over: the next run of the item never meets it.
-	if _, err := proc.EndOwnGroup(context.Background(), syscall.SIGTERM, LeftoverGrace, leftoverPoll); err != nil {
+	if _, err := proc.EndOwnGroup(context.Background(), syscall.SIGTERM, schema.RunLeftoverGrace, schema.RunLeftoverPoll); err != nil {
 		fmt.Fprintf(os.Stderr, "loopd: run %s: %v\n", id, err)
 	}
 	if err := writeJSON(filepath.Join(dir, id+".exit"), out); err != nil {

@@ -84,3 +84,12 @@ func isPaneID(s string) bool {
 	id, ok := strings.CutPrefix(s, "%")
 	return ok && id != "" && strings.Trim(id, "0123456789") == ""
 }
+
+// Target returns the tmux target of the active pane of the session named
+// exactly session: "=session:" (tmux(1) TARGETS: "=" matches the name
+// whole, so that loop-1 never names loop-12, and ":" names the session's
+// current window and its active pane). Every target of a session's pane
+// built from its name is this one.
+func Target(session string) string {
+	return "=" + session + ":"
+}

@@ -259,7 +259,7 @@ func (e *Exec) NewSession(ctx context.Context, s NewSession) (string, int, error
 	cmd = append(append(append(cmd, "--"), s.Launcher...), s.Argv...)
 	cmds := [][]string{cmd}
 	if s.Owner != "" {
-		cmds = append(cmds, []string{"set-option", "-t", "=" + s.Name + ":", sessionOwnerOption, s.Owner})
+		cmds = append(cmds, []string{"set-option", "-t", Target(s.Name), sessionOwnerOption, s.Owner})
 	}
 	out, err := e.run(ctx, nil, cmds...)
 	if err != nil {
@@ -418,7 +418,7 @@ func (e *Exec) KillSession(ctx context.Context, name, owner string) error {
 	}
 	out, err := e.run(ctx, nil,
 		[]string{"has-session", "-t", "=" + name},
-		[]string{"if-shell", "-F", "-t", "=" + name + ":", ownerCondition(owner), "kill-session -t " + quote("="+name),
+		[]string{"if-shell", "-F", "-t", Target(name), ownerCondition(owner), "kill-session -t " + quote("="+name),
 			"display-message -p " + quote(refusedMarker+" foreign")})
 	if err == nil {
 		err = refusedError(out)

@@ -49,11 +49,6 @@ type CIFlusher struct {
 	kick chan struct{}
 }
 
-// maxFlushWait is the longest Run waits between two flushes when no
-// quiet period ends sooner: a commit recorded by another loopd (several
-// hosts share the store) is looked at within it.
-const maxFlushWait = 30 * time.Second
-
 // Kick asks Run for a flush now, without blocking (Options.CIReady).
 func (f *CIFlusher) Kick() {
 	select {
@@ -71,12 +66,12 @@ func NewCIFlusher(store CIStore, cfg func() schema.GHWebhook, rec *journal.Recor
 }
 
 // Run flushes at once, then whenever Kick asks or the next quiet period
-// ends (at most maxFlushWait apart), until ctx ends. A flush the store
+// ends (at most schema.CIFlushMaxWait apart), until ctx ends. A flush the store
 // failed is journaled (delivery.rejected reason=store_failed) and tried
 // again at the next.
 func (f *CIFlusher) Run(ctx context.Context) {
 	for {
-		wait := maxFlushWait
+		wait := schema.CIFlushMaxWait
 		next, err := f.Flush(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -130,7 +130,7 @@ type Options struct {
 	// request whose body does not fit gets 503 with Retry-After.
 	BodyBudget int64
 	// AnswerTimeout bounds the handler's work on one request, counted from
-	// the end of its headers; 0 means DefaultAnswerTimeout.
+	// the end of its headers; 0 means schema.WebhookAnswerTimeout.
 	AnswerTimeout time.Duration
 	// CIReady is called, without blocking, after an ingest that completed
 	// a commit's checks with failures (desired.IngestResult.CIReady): its
@@ -162,7 +162,7 @@ func New(opts Options) *Handler {
 		opts.BodyBudget = DefaultBodyBudget
 	}
 	if opts.AnswerTimeout <= 0 {
-		opts.AnswerTimeout = DefaultAnswerTimeout
+		opts.AnswerTimeout = schema.WebhookAnswerTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

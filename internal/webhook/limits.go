@@ -22,12 +22,6 @@ import (
 // 10 seconds) and does not redeliver it by itself ("Handling failed webhook
 // deliveries"). The limits below are chosen against that deadline.
 
-// DefaultAnswerTimeout bounds the handler's work on one delivery, counted
-// from the moment its headers are read: 8 s, well under GitHub's 10 s, so
-// that a delivery the store cannot take in time still gets its 5xx answer
-// before GitHub gives up (and the operator can redeliver it).
-const DefaultAnswerTimeout = 8 * time.Second
-
 // DefaultBodyBudget is the default of Options.BodyBudget in bytes: 16 MiB.
 // The deliveries loopd handles are far smaller: an issue, comment or
 // review body holds at most 65,536 characters (GitHub's limit), so such a
@@ -89,7 +83,7 @@ type ServerLimits struct {
 //     it as failed whatever loopd does. A client that trickles a body
 //     (one byte every few seconds) is cut 15 s after its first byte;
 //   - Write 20 s: the longest handler (a body read up to the Read bound,
-//     then at most DefaultAnswerTimeout of store work counted from the
+//     then at most schema.WebhookAnswerTimeout of store work counted from the
 //     headers) plus room to write a one-line answer;
 //   - Idle 30 s: GitHub opens a connection per delivery; a kept-alive
 //     connection that sends nothing is closed;

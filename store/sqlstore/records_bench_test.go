@@ -47,7 +47,7 @@ func fillBacklog(tb testing.TB, s *SQLite, items, backlog int) {
 		}
 		for n := range items {
 			k := desired.Key{Owner: "acme", Repo: "repo" + fmt.Sprint(n%10), Number: 1 + n}
-			st := desired.Status{Phase: desired.PhaseRunning, Reason: "delivered", ObservedGeneration: 11,
+			st := desired.Status{Phase: desired.PhaseRunning, Reason: "delivered",
 				SessionState: desired.SessionState{HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n),
 					ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", n), Session: desired.SessionName(k),
 					PaneID: "%" + fmt.Sprint(n), SpawnMode: desired.SpawnResume, SpawnedAt: t0, ProbeDeadline: t0.Add(5 * time.Second),

@@ -172,3 +172,14 @@ func TestPendingFollowsEveryChangeOfTheSet(t *testing.T) {
 	require.NoError(t, w.PutStatus(ctx, other, desired.Status{Phase: desired.PhaseRunning}, "o1"))
 	assert.Equal(t, map[string][]string{"acme/api#42": {"d1", "d3"}}, ids(), "an append to a given slice is the caller's")
 }
+
+// TestStatusWithRetiredFieldsReads: a status stored by an earlier loopd
+// with a field since removed (ObservedGeneration, never written by any
+// pass) still reads, whole, with nothing lost of the fields that remain.
+func TestStatusWithRetiredFieldsReads(t *testing.T) {
+	st, err := parseStatus(`{"Phase":"Running","Reason":"delivered","ObservedGeneration":3,"HarnessSessionID":"7f3c"}`)
+	require.NoError(t, err)
+	assert.Equal(t, desired.PhaseRunning, st.Phase)
+	assert.Equal(t, "delivered", st.Reason)
+	assert.Equal(t, "7f3c", st.HarnessSessionID)
+}

@@ -159,7 +159,7 @@ func fillItems(tb testing.TB, s *SQLite, n int) {
 			if err := s.ingest(ctx, tx, store.Ingest{DeliveryID: fmt.Sprintf("close-%d", i), Key: k, Closed: &closed, StateAt: t0.Add(time.Hour)}, &res); err != nil {
 				return err
 			}
-			st := desired.Status{Phase: desired.PhaseStopped, Reason: "closed", ObservedGeneration: 5,
+			st := desired.Status{Phase: desired.PhaseStopped, Reason: "closed",
 				SessionState: desired.SessionState{HarnessSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i),
 					ConfirmedSessionID: "7f3c2a10-5b1e-4c7d-9f00-" + fmt.Sprintf("%012x", i), Session: desired.SessionName(k),
 					SpawnMode: desired.SpawnResume, SpawnedAt: t0},

@@ -74,8 +74,7 @@ func (s suite) putStatusMarksDelivered(t *testing.T) {
 	exit := 1
 	status := desired.Status{
 		Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c", Session: desired.SessionName(keyAPI), PaneID: "%3", SpawnMode: desired.SpawnResume, SpawnedAt: t0, BootID: "b-1"},
-		RestartHistory:     desired.RestartHistory{LastExitStatus: &exit},
-		ObservedGeneration: 3,
+		RestartHistory: desired.RestartHistory{LastExitStatus: &exit},
 	}
 
 	// "o1" belongs to another item and "nope" to none: both are skipped.

@@ -126,9 +126,6 @@ var (
 	limitMenuChoices = []string{"Stop and wait for limit to reset", "Switch to extra usage", "Upgrade your plan"}
 )
 
-// lastWords is how long the TUI stays after its last output.
-const lastWords = 50 * time.Millisecond
-
 // spaceRuns is what FAKECLAUDE_MANGLE folds.
 var spaceRuns = regexp.MustCompile(` {2,}`)
 
@@ -266,8 +263,8 @@ func readKnobs() (knobs, error) {
 func main() {
 	code := run()
 	if code != 0 {
-		// Let tmux draw the error before the pane dies (see lastWords).
-		time.Sleep(lastWords)
+		// Let tmux draw the error before the pane dies.
+		time.Sleep(fakecli.LastWords)
 	}
 	os.Exit(code)
 }
@@ -652,10 +649,11 @@ type tui struct {
 	busy      bool
 	lastCtrlC time.Time
 	status    string
-	reply     <-chan time.Time // the running turn's answer
-	fail      <-chan time.Time // a failing resume's exit
-	failText  string
-	boot      <-chan time.Time // the positional prompt's late submission (FAKECLAUDE_BOOT_DELAY)
+	// events is the TUI's event loop; its timers are the running turn's
+	// answer, a failing resume's exit and the positional prompt's late
+	// submission (FAKECLAUDE_BOOT_DELAY).
+	events   *fakecli.Loop[exitCode]
+	failText string
 	// settings are the settings files the session read at its start, and
 	// mcp the MCP servers it started then.
 	settings []settingsFile
@@ -697,64 +695,27 @@ func runTUI(inv invocation, k knobs, st store) int {
 		time.AfterFunc(k.resumeKillAfter, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
 	}
 	end := u.loop(term)
-	fakecli.StopServers(u.mcp, 0)
-	term.Close()
-	if end.message != "" {
-		fmt.Fprint(os.Stderr, end.message)
-	}
-	// tmux 3.3a can drop what a pane printed just before its process
-	// exited (about 1 run in 20 here); the real CLI's slower teardown
-	// hides that, so the fake lingers a moment too.
-	time.Sleep(lastWords)
+	fakecli.CloseTUI(term, u.mcp, end.message)
 	return end.code
 }
 
 func (u *tui) loop(term *faketerm.TUI) exitCode {
-	input := term.Input
-	var crash <-chan time.Time
+	u.events = &fakecli.Loop[exitCode]{Term: term, Feed: u.ed.Feed, Handle: u.handle, Draw: u.draw,
+		Signal: func(sig os.Signal) exitCode {
+			time.Sleep(u.knobs.hangupDelay)
+			return exitCode{faketerm.SignalStatus(sig), ""}
+		}}
 	if u.knobs.crashAfter > 0 {
-		crash = time.After(u.knobs.crashAfter)
+		u.events.After(u.knobs.crashAfter, func() (exitCode, bool) {
+			return exitCode{1, fmt.Sprintf("fakeclaude: simulated crash after %s\n", u.knobs.crashAfter)}, true
+		})
 	}
 	if !u.knobs.trustPrompt {
 		if end, done := u.start(); done {
 			return end
 		}
 	}
-	u.draw()
-	for {
-		select {
-		case b, ok := <-input:
-			if !ok {
-				input = nil // the terminal is gone; wait for a signal
-				continue
-			}
-			for _, ev := range u.ed.Feed(b) {
-				if end, done := u.handle(ev); done {
-					return end
-				}
-			}
-		case <-u.reply:
-			if end, done := u.finishTurn(); done {
-				return end
-			}
-		case <-u.fail:
-			return exitCode{1, u.failText}
-		case <-u.boot:
-			u.boot, u.busy = nil, false
-			if end, done := u.submit(u.inv.prompt); done {
-				return end
-			}
-		case <-crash:
-			return exitCode{1, fmt.Sprintf("fakeclaude: simulated crash after %s\n", u.knobs.crashAfter)}
-		case sig := <-term.Signals:
-			if sig == syscall.SIGWINCH {
-				break
-			}
-			time.Sleep(u.knobs.hangupDelay)
-			return exitCode{faketerm.SignalStatus(sig), ""}
-		}
-		u.draw()
-	}
+	return u.events.Run()
 }
 
 // start leaves the trust dialog: it resolves which conversation runs and
@@ -809,7 +770,11 @@ func (u *tui) bootPrompt() (exitCode, bool) {
 	case !u.inv.hasPrompt:
 		return exitCode{}, false
 	case u.knobs.bootDelay > 0:
-		u.busy, u.boot = true, time.After(u.knobs.bootDelay)
+		u.busy = true
+		u.events.After(u.knobs.bootDelay, func() (exitCode, bool) {
+			u.busy = false
+			return u.submit(u.inv.prompt)
+		})
 		return exitCode{}, false
 	}
 	return u.submit(u.inv.prompt)
@@ -818,7 +783,7 @@ func (u *tui) bootPrompt() (exitCode, bool) {
 func (u *tui) failLater(text string) {
 	u.state, u.sess = showNothing, nil
 	u.failText = text
-	u.fail = time.After(u.knobs.resumeFailDelay)
+	u.events.After(u.knobs.resumeFailDelay, func() (exitCode, bool) { return exitCode{1, u.failText}, true })
 }
 
 func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
@@ -929,13 +894,14 @@ func (u *tui) submit(text string) (exitCode, bool) {
 	if u.knobs.replyDelay <= 0 {
 		return u.finishTurn()
 	}
-	u.busy, u.reply = true, time.After(u.knobs.replyDelay)
+	u.busy = true
+	u.events.After(u.knobs.replyDelay, u.finishTurn)
 	return exitCode{}, false
 }
 
 // finishTurn writes the answer and starts the next queued prompt.
 func (u *tui) finishTurn() (exitCode, bool) {
-	u.busy, u.reply = false, nil
+	u.busy = false
 	reply := u.knobs.reply(u.history[len(u.history)-1])
 	if err := u.sess.answer(reply); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true

@@ -1,8 +1,8 @@
 // Package fakecli is what the fake harness CLIs in testdata (fakeclaude,
 // fakecodex, fakegemini) share that is not their terminal (faketerm): the
-// files of JSON lines they write (transcripts, start logs, pid files),
-// the physical cwd they name projects after, and the probes a prompt can
-// make them run.
+// event loop of their TUI (Loop), the files of JSON lines they write
+// (transcripts, start logs, pid files), the physical cwd they name
+// projects after, and the probes a prompt can make them run.
 // Their tests share fakeclitest.
 package fakecli
 

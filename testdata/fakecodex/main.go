@@ -99,9 +99,6 @@ const (
 	emptyFooter = "  ← for agents · ? for shortcuts"
 )
 
-// lastWords is how long the TUI stays after its last output.
-const lastWords = 50 * time.Millisecond
-
 // valued are the options that take a value.
 var valued = map[string]bool{"-c": true, "--config": true, "-m": true, "--model": true, "-p": true, "--profile": true,
 	"-s": true, "--sandbox": true, "-a": true, "--ask-for-approval": true, "-C": true, "--cd": true}
@@ -443,7 +440,7 @@ type tui struct {
 	ed        faketerm.Editor
 	history   []string
 	lastCtrlC time.Time
-	fail      <-chan time.Time
+	events    *fakecli.Loop[exitCode] // its timer: a failing resume's exit
 	failText  string
 	// trust is the trust_level the config gives the cwd, asked whether
 	// the folder dialog was answered, and servers the project's MCP
@@ -469,12 +466,7 @@ func runTUI(inv invocation, st store) int {
 	}
 	u := &tui{inv: inv, sess: &session{store: st, started: time.Now()}, trust: trustLevel(st.home, st.cwd)}
 	end := u.loop(term)
-	fakecli.StopServers(u.servers, 0)
-	term.Close()
-	if end.message != "" {
-		fmt.Fprint(os.Stderr, end.message)
-	}
-	time.Sleep(lastWords)
+	fakecli.CloseTUI(term, u.servers, end.message)
 	return end.code
 }
 
@@ -505,7 +497,8 @@ func (u *tui) start() (exitCode, bool) {
 			if d, err := time.ParseDuration(os.Getenv("FAKECODEX_RESUME_FAIL_DELAY")); err == nil {
 				delay = d
 			}
-			u.state, u.fail = showNothing, time.After(delay)
+			u.state = showNothing
+			u.events.After(delay, func() (exitCode, bool) { return exitCode{1, u.failText}, true })
 			u.failText = fmt.Sprintf("ERROR: No saved session found with ID %s. Run `codex resume` without an ID to choose from existing sessions.\n", u.inv.id)
 			return exitCode{}, false
 		}
@@ -556,33 +549,12 @@ func readHistory(path string) []string {
 }
 
 func (u *tui) loop(term *faketerm.TUI) exitCode {
-	input := term.Input
+	u.events = &fakecli.Loop[exitCode]{Term: term, Feed: u.ed.Feed, Handle: u.handle, Draw: u.draw,
+		Signal: func(sig os.Signal) exitCode { return exitCode{faketerm.SignalStatus(sig), ""} }}
 	if end, done := u.start(); done {
 		return end
 	}
-	u.draw()
-	for {
-		select {
-		case b, ok := <-input:
-			if !ok {
-				input = nil // the terminal is gone; wait for a signal
-				continue
-			}
-			for _, ev := range u.ed.Feed(b) {
-				if end, done := u.handle(ev); done {
-					return end
-				}
-			}
-		case <-u.fail:
-			return exitCode{1, u.failText}
-		case sig := <-term.Signals:
-			if sig == syscall.SIGWINCH {
-				break
-			}
-			return exitCode{faketerm.SignalStatus(sig), ""}
-		}
-		u.draw()
-	}
+	return u.events.Run()
 }
 
 func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {

@@ -522,49 +522,38 @@ func runTUI(inv invocation, sess *session, authed, trust bool) int {
 }
 
 func (u *tui) loop(term *faketerm.TUI, authed bool, initial string) int {
-	input := term.Input
-	u.draw()
-	for {
-		select {
-		case b, ok := <-input:
-			if !ok {
-				input = nil // the terminal is gone: run on, as the real CLI does
-				continue
+	handle := func(ev faketerm.Event) (int, bool) {
+		switch ev.Kind {
+		case faketerm.Interrupt:
+			if time.Since(u.lastCtrlC) < time.Second {
+				return 0, true
 			}
-			for _, ev := range u.ed.Feed(b) {
-				switch ev.Kind {
-				case faketerm.Interrupt:
-					if time.Since(u.lastCtrlC) < time.Second {
-						return 0
-					}
-					u.lastCtrlC = time.Now()
-				case faketerm.Submit:
-					switch u.state {
-					case showTrust:
-						u.state = showAuth
-						if authed {
-							u.state = showChat
-							if initial != "" {
-								if err := u.submit(initial); err != nil {
-									return 1
-								}
-							}
-						}
-					case showChat:
-						if strings.TrimSpace(ev.Text) != "" {
-							if err := u.submit(ev.Text); err != nil {
-								fmt.Fprintln(os.Stderr, "fakegemini:", err)
-								return 1
-							}
+			u.lastCtrlC = time.Now()
+		case faketerm.Submit:
+			switch u.state {
+			case showTrust:
+				u.state = showAuth
+				if authed {
+					u.state = showChat
+					if initial != "" {
+						if err := u.submit(initial); err != nil {
+							return 1, true
 						}
 					}
 				}
+			case showChat:
+				if strings.TrimSpace(ev.Text) != "" {
+					if err := u.submit(ev.Text); err != nil {
+						fmt.Fprintln(os.Stderr, "fakegemini:", err)
+						return 1, true
+					}
+				}
 			}
-		case sig := <-term.Signals:
-			return faketerm.SignalStatus(sig)
 		}
-		u.draw()
+		return 0, false
 	}
+	l := &fakecli.Loop[int]{Term: term, Feed: u.ed.Feed, Handle: handle, Draw: u.draw, Signal: faketerm.SignalStatus}
+	return l.Run()
 }
 
 func (u *tui) submit(text string) error {

@@ -110,7 +110,7 @@ func (s suite) spawnFor(t *testing.T, c tmux.Client, name string, launcher []str
 	require.GreaterOrEqual(t, i, 0, "pane %s of %s not listed", id, name)
 	assert.Equal(t, panes[i].PID, pid, "pid of %s", name)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		screen, err := c.CapturePane(t.Context(), "="+name+":", false)
+		screen, err := c.CapturePane(t.Context(), tmux.Target(name), false)
 		require.NoError(ct, err)
 		assert.Contains(ct, screen, "ready "+name)
 	}, waitLimit, tick)
@@ -259,17 +259,17 @@ func (s suite) exactTargets(t *testing.T) {
 	s.spawn(t, c, "loop-12", nil)
 	g := s.guard(t, "loop-1")
 	assert.ErrorIs(t, c.KillSession(ctx, "loop-1", own.ID), tmux.ErrNoSession, "loop-1 must not match loop-12")
-	_, err := c.CapturePane(ctx, "=loop-1:", false)
+	_, err := c.CapturePane(ctx, tmux.Target("loop-1"), false)
 	assert.ErrorIs(t, err, tmux.ErrNoSession)
-	assert.ErrorIs(t, c.Paste(ctx, "=loop-1:", g, "not for loop-12"), tmux.ErrNoSession)
-	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-1:", g, "x"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.Paste(ctx, tmux.Target("loop-1"), g, "not for loop-12"), tmux.ErrNoSession)
+	assert.ErrorIs(t, c.SendKeys(ctx, tmux.Target("loop-1"), g, "x"), tmux.ErrNoSession)
 
 	s.spawn(t, c, "loop-1", nil)
-	screen, err := c.CapturePane(ctx, "=loop-1:", false)
+	screen, err := c.CapturePane(ctx, tmux.Target("loop-1"), false)
 	require.NoError(t, err)
 	assert.Contains(t, screen, "ready loop-1\n")
 	assert.NotContains(t, screen, "loop-12")
-	history, err := c.CapturePane(ctx, "=loop-12:", true)
+	history, err := c.CapturePane(ctx, tmux.Target("loop-12"), true)
 	require.NoError(t, err)
 	assert.Contains(t, history, "ready loop-12")
 
@@ -501,7 +501,7 @@ func (s suite) foreign(t *testing.T) {
 	s.spawnFor(t, c, "loop-a", nil, other.ID)
 	s.spawnFor(t, c, "loop-u", nil, "")
 	for _, name := range []string{"loop-a", "loop-u"} {
-		target := "=" + name + ":"
+		target := tmux.Target(name)
 		assert.ErrorIs(t, c.KillSession(ctx, name, own.ID), tmux.ErrForeign, name)
 		assert.ErrorIs(t, c.Paste(ctx, target, s.guard(t, name), "rm -rf ~\n"), tmux.ErrForeign, name)
 		assert.ErrorIs(t, c.SendKeys(ctx, target, s.guard(t, name), "x", "Enter"), tmux.ErrForeign, name)
