@@ -80,8 +80,10 @@ func TestResumeBootPromptDeliveredOnlyOnceInTheConversation(t *testing.T) {
 	failed := deliveriesOf(t, e, journal.DispatchFailed, delivery)
 	if assert.Len(t, failed, 1, "the killed resume's boot prompt failed, and stayed pending") {
 		// The CLI's SIGKILL inside its sandbox reaches the pane as
-		// bwrap's exit status 128+9 ("Sandbox").
-		assert.Equal(t, "137", failed[0].Attrs["exit_status"])
+		// bwrap's exit status 128+9 ("Sandbox"), which is read as the
+		// signal it is (sandbox.ExitOf).
+		assert.Equal(t, "9", failed[0].Attrs["signal"])
+		assert.NotContains(t, failed[0].Attrs, "exit_status")
 	}
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "no conversation abandoned")
 }

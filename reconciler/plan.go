@@ -8,6 +8,7 @@ import (
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/sandbox"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 )
@@ -997,6 +998,11 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray, PaneID: it.ownPaneID()}
 	if it.pane.exists && it.pane.stray == "" {
 		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
+		if e.Signal == 0 && e.ExitStatus >= 0 && it.st.Sandbox == sandbox.ModeBubblewrap {
+			// A signal inside the sandbox reaches the pane as bwrap's
+			// 128+N: it is that signal.
+			e.ExitStatus, e.Signal = sandbox.ExitOf(e.ExitStatus)
+		}
 		e.Clean = e.ExitStatus == 0 && e.Signal == 0
 	}
 	return e

@@ -285,6 +285,18 @@ func TestPlan(t *testing.T) {
 				e.NextAttempt, e.Delivered = t0, "d-1"
 				return e
 			}(), resume(none, actions.ReasonPaneDead)}},
+		{"a_sandboxed_agent_killed_inside_is_its_signal", rec(with(running(), func(s *desired.Status) { s.Sandbox = "bubblewrap" })), obs(dead(137), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(0, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.Clean, e.Signal, e.NextAttempt = false, 9, t0
+				return e
+			}(), resume(none, actions.ReasonPaneDead)}},
+		{"an_unsandboxed_137_is_an_exit_status", rec(running()), obs(dead(137), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(137, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)
+				e.NextAttempt = t0
+				return e
+			}(), resume(none, actions.ReasonPaneDead)}},
 		{"crash_before_paste_landed_boots_with_it", rec(sending(t0.Add(-time.Second), 1), ev1), obs(dead(1), transcript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonCrash)

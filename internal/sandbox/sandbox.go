@@ -36,6 +36,17 @@ const (
 	ModeNone = "none"
 )
 
+// ExitOf reads the exit status of a sandboxed pane: bwrap, the pane's own
+// process, exits 128+N when a signal N ended the harness inside (as a
+// shell does, N at most 64), so such a status is signal N with exit 0,
+// as tmux reports a pane a signal ended; any other status is itself.
+func ExitOf(status int) (exit, signal int) {
+	if status > 128 && status <= 128+64 {
+		return 0, status - 128
+	}
+	return status, 0
+}
+
 // Starting is what tmux names a pane whose sandbox is still being made
 // (pane_current_command): bwrap leads the terminal's foreground group
 // until Exec, inside, takes it for the harness; a live pane never shows it

@@ -196,3 +196,12 @@ func TestWithin(t *testing.T) {
 	assert.True(t, Overlaps("/a/b", "/a"))
 	assert.False(t, Overlaps("/a/b", "/a/c"))
 }
+
+// A signal inside the sandbox reaches the pane as bwrap's 128+N: ExitOf
+// reads it as the signal; any other status stays itself.
+func TestExitOf(t *testing.T) {
+	for status, want := range map[int][2]int{137: {0, 9}, 129: {0, 1}, 143: {0, 15}, 192: {0, 64}, 128: {128, 0}, 193: {193, 0}, 1: {1, 0}, 0: {0, 0}} {
+		exit, signal := ExitOf(status)
+		assert.Equal(t, want, [2]int{exit, signal}, "status %d", status)
+	}
+}
