@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/launch"
@@ -9,18 +11,29 @@ import (
 // newLaunchCmd is the launcher a pane runs first (package launch): it is
 // hidden, since only the executor starts it.
 func newLaunchCmd() *cobra.Command {
-	var envFile string
+	return newExecStepCmd(launch.Command, launch.EnvFileFlag, "FILE",
+		"Start a harness with the environment in FILE, which it removes (used by loopd's panes)",
+		"file holding the harness environment (JSON)", launch.Exec)
+}
+
+// newExecStepCmd builds a hidden step that a pane runs before its harness
+// and that replaces itself with it: `<use> <flag> VALUE -- COMMAND
+// [ARG...]`, flag required, everything after the first argument the
+// harness's own argv, handed to run with the flag's value.
+func newExecStepCmd(use, flag, value, short, flagHelp string, run func(value string, argv []string) error) *cobra.Command {
+	var v string
 	cmd := &cobra.Command{
-		Use:    launch.Command + " " + launch.EnvFileFlag + " FILE -- COMMAND [ARG...]",
-		Short:  "Start a harness with the environment in FILE, which it removes (used by loopd's panes)",
+		Use:    use + " " + flag + " " + value + " -- COMMAND [ARG...]",
+		Short:  short,
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return launch.Exec(envFile, args)
+			return run(v, args)
 		},
 	}
-	cmd.Flags().StringVar(&envFile, launch.EnvFileFlag[2:], "", "file holding the harness environment (JSON)")
-	_ = cmd.MarkFlagRequired(launch.EnvFileFlag[2:])
+	name := strings.TrimPrefix(flag, "--")
+	cmd.Flags().StringVar(&v, name, "", flagHelp)
+	_ = cmd.MarkFlagRequired(name)
 	// Everything after the first argument is the harness's own argv.
 	cmd.Flags().SetInterspersed(false)
 	return cmd

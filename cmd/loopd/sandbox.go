@@ -17,21 +17,9 @@ import (
 // newSandboxExecCmd is the first process inside a sandbox (sandbox.Exec):
 // hidden, since only the sandbox runs it.
 func newSandboxExecCmd() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:    sandbox.Command + " " + sandbox.PathFlag + " EXECUTABLE -- COMMAND [ARG...]",
-		Short:  "Take the terminal's foreground and run the harness (used inside loopd's sandboxes)",
-		Hidden: true,
-		Args:   cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return sandbox.Exec(path, args)
-		},
-	}
-	cmd.Flags().StringVar(&path, sandbox.PathFlag[2:], "", "the harness's executable")
-	_ = cmd.MarkFlagRequired(sandbox.PathFlag[2:])
-	// Everything after the first argument is the harness's own argv.
-	cmd.Flags().SetInterspersed(false)
-	return cmd
+	return newExecStepCmd(sandbox.Command, sandbox.PathFlag, "EXECUTABLE",
+		"Take the terminal's foreground and run the harness (used inside loopd's sandboxes)",
+		"the harness's executable", sandbox.Exec)
 }
 
 // sandboxOf is this machine's sandbox for cfg, loaded from configPath:
