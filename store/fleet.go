@@ -106,4 +106,13 @@ type Listener interface {
 	// connection fails, and calls wake after each reconnect (a change
 	// may have been missed).
 	Listen(ctx context.Context, wake func()) error
+	// ListenDown returns why Listen is not listening now (its connection
+	// failed, or it has not connected yet), wrapping ErrListenDown; nil
+	// while it listens. A host whose listener is down still reconciles on
+	// its timer, but hears another host's changes only then: /readyz
+	// says so, and /metrics (loopd_store_listening).
+	ListenDown() error
 }
+
+// ErrListenDown is wrapped by Listener.ListenDown's error.
+var ErrListenDown = errors.New("store listener down")

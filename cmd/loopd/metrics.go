@@ -9,16 +9,26 @@ import (
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/webhook"
 	"github.com/loopd/loopd/reconciler"
+	"github.com/loopd/loopd/store"
 )
 
 // registerMetrics registers with reg the collectors serve exports on
 // /metrics: the Go runtime's and the process's, the reconciler's (which
 // the executor feeds too), the webhook receiver's, and the count of
 // rejection rows the journal queue dropped (rejections.Dropped), and
+// loopd_store_listening (listener's state, nil for a store without one),
 // loopd_build_info, 1 with the binary's version, commit and Go version as
 // labels (the Prometheus convention for build facts).
 // contrib/prometheus and contrib/grafana use their names.
-func registerMetrics(reg prometheus.Registerer, rejections *journal.Async) (*reconciler.Metrics, *webhook.Metrics) {
+func registerMetrics(reg prometheus.Registerer, rejections *journal.Async, listener store.Listener) (*reconciler.Metrics, *webhook.Metrics) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_store_listening",
+		Help: "1 while the store's listener for other hosts' changes (PostgreSQL LISTEN) is connected, 0 while it is down; 1 with SQLite, which has none."},
+		func() float64 {
+			if listener != nil && listener.ListenDown() != nil {
+				return 0
+			}
+			return 1
+		}))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "loopd_journal_rejections_dropped_total",
 		Help: "Journal rows of rejected webhook requests dropped: their queue was full, or the store refused them."},

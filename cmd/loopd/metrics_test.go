@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/store"
 )
 
 // describing is a Registerer that registers with a real registry (so that
@@ -61,7 +63,7 @@ var descPattern = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels
 func exported(t *testing.T) (map[string][]string, *prometheus.Registry) {
 	t.Helper()
 	d := &describing{reg: prometheus.NewRegistry()}
-	registerMetrics(d, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)))
+	registerMetrics(d, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), nil)
 	out := map[string][]string{}
 	for _, desc := range d.descs {
 		m := descPattern.FindStringSubmatch(desc.String())
@@ -236,4 +238,24 @@ func TestBuildInfoSaysWhichBuild(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"version": v.Version, "commit": v.Commit, "go": v.Go}, labels)
 	assert.Equal(t, 1.0, m.GetGauge().GetValue())
+}
+
+// downListener is a store.Listener whose connection is down.
+type downListener struct{}
+
+func (downListener) Listen(context.Context, func()) error { return nil }
+func (downListener) ListenDown() error                    { return store.ErrListenDown }
+
+// TestStoreListeningSaysWhenTheListenerIsDown: loopd_store_listening is 0
+// while the store's listener is down, 1 without one (SQLite).
+func TestStoreListeningSaysWhenTheListenerIsDown(t *testing.T) {
+	for listener, want := range map[store.Listener]float64{nil: 1, downListener{}: 0} {
+		reg := prometheus.NewRegistry()
+		registerMetrics(reg, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), listener)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "loopd_store_listening" })
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, want, mfs[i].GetMetric()[0].GetGauge().GetValue(), "%T", listener)
+	}
 }

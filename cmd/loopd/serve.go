@@ -164,7 +164,8 @@ func serve(ctx context.Context, g *globals) error {
 	// queue, folded by the limiter: their answer never waits on the store.
 	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
-	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections)
+	listener, _ := a.store.(store.Listener)
+	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections, listener)
 	if a.github != nil {
 		// The outbox's rate limits, on /metrics as they are held.
 		a.limits = newLimits()
@@ -239,6 +240,13 @@ func serve(ctx context.Context, g *globals) error {
 		if _, err := a.tmux.ListPanes(r.Context()); err != nil {
 			http.Error(w, "tmux: "+err.Error(), http.StatusServiceUnavailable)
 			return
+		}
+		if l, ok := a.store.(store.Listener); ok {
+			if err := l.ListenDown(); err != nil {
+				// Another host's changes reach this one only on its timer.
+				http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})

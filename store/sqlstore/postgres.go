@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -59,6 +61,9 @@ type Postgres struct {
 	cfg *pgx.ConnConfig // for Listen's own connection
 	// secret is the URL's password, scrubbed from every error text.
 	secret string
+	// down is why Listen does not listen now (ListenDown); nil while it
+	// does.
+	down atomic.Pointer[error]
 }
 
 var (
@@ -85,6 +90,7 @@ func OpenPostgres(ctx context.Context, rawURL, lockPath string) (*Postgres, erro
 	db.SetMaxOpenConns(pgMaxConns)
 	db.SetMaxIdleConns(pgMaxConns)
 	p := &Postgres{sqlStore: newSQLStore(db, pgDialect{}, "postgres", lockPath), cfg: cfg, secret: secret}
+	p.setDown(errors.New("not listening yet"))
 	if err := db.PingContext(ctx); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("postgres open %s: %w", shown, scrub(err, secret))
@@ -201,8 +207,10 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		lost     error // the failure since the last connection, nil before the first
 		attempts int
 	)
+	defer p.setDown(errors.New("not listening"))
 	for {
 		err := p.listen(ctx, wake, func() {
+			p.down.Store(nil)
 			if lost != nil {
 				wake()
 				p.listenRestored(ctx, lost, attempts)
@@ -216,6 +224,7 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		if lost == nil {
 			lost = scrub(err, p.secret)
 		}
+		p.setDown(lost)
 		attempts++
 		select {
 		case <-ctx.Done():
@@ -223,6 +232,20 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		case <-time.After(b.NextBackOff()):
 		}
 	}
+}
+
+// ListenDown implements store.Listener: why Listen does not listen now,
+// wrapping store.ErrListenDown; nil while it does.
+func (p *Postgres) ListenDown() error {
+	if e := p.down.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *Postgres) setDown(cause error) {
+	err := fmt.Errorf("%w: %w", store.ErrListenDown, cause)
+	p.down.Store(&err)
 }
 
 // listen connects, LISTENs, calls connected, then wake on every

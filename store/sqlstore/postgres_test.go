@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -68,6 +69,7 @@ func TestPostgresListenReconnects(t *testing.T) {
 		return s
 	}
 	listener, writer := open(), open()
+	require.ErrorIs(t, listener.ListenDown(), store.ErrListenDown, "not listening before Listen")
 	ctx, cancel := context.WithCancel(context.Background())
 	wakes := make(chan struct{}, 64)
 	done := make(chan error, 1)
@@ -92,6 +94,7 @@ func TestPostgresListenReconnects(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond, what)
 	}
 	ingestUntilWoken("the listener connected")
+	assert.NoError(t, listener.ListenDown(), "listening")
 
 	admin, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
@@ -109,6 +112,31 @@ func TestPostgresListenReconnects(t *testing.T) {
 		t.Fatal("no wake after the reconnect")
 	}
 	ingestUntilWoken("notifications after the reconnect")
+	assert.NoError(t, listener.ListenDown(), "listening again")
+
+	// While no connection can be made, ListenDown says why; once one can,
+	// it is nil again.
+	var db string
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db))
+	other, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	other.Database = "postgres" // a database may not close its own door
+	outside, err := pgx.ConnectConfig(context.Background(), other)
+	require.NoError(t, err)
+	defer outside.Close(context.Background())
+	_, err = outside.Exec(context.Background(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` WITH ALLOW_CONNECTIONS false`)
+	require.NoError(t, err)
+	allow := func() {
+		_, err := outside.Exec(context.Background(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` WITH ALLOW_CONNECTIONS true`)
+		require.NoError(t, err)
+	}
+	defer allow()
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query = 'LISTEN loopd'`).Scan(&killed))
+	require.Eventually(t, func() bool { return errors.Is(listener.ListenDown(), store.ErrListenDown) }, 10*time.Second, 10*time.Millisecond,
+		"down while it cannot connect")
+	allow()
+	require.Eventually(t, func() bool { return listener.ListenDown() == nil }, 15*time.Second, 10*time.Millisecond, "up once it can")
 	evs, err := writer.Events(context.Background(), store.EventFilter{})
 	require.NoError(t, err)
 	var restored []journal.Event
