@@ -39,9 +39,9 @@ var refusalErr = map[string]string{
 // nothing waits on the store), and the count in m (nil: none).
 func Refusals(rec *journal.Recorder, m *Metrics) func(reason, remoteAddr string) {
 	return func(reason, remoteAddr string) {
-		m.refusal(reason)
 		rec.Record(context.Background(), slog.LevelWarn, journal.ListenerRefused, "",
 			"reason", reason, "remote_addr", remoteAddr, "err", refusalErr[reason])
+		m.refusal(reason) // after the row: a count seen is a refusal journaled
 	}
 }
 

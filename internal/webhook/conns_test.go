@@ -295,6 +295,10 @@ func TestListenerRefusalsJournaledFolded(t *testing.T) {
 		return evs
 	}
 	require.Eventually(t, func() bool { return len(events()) == 1 }, time.Minute, 5*time.Millisecond)
+	// The client sees a cut before the server has journaled it: the
+	// counter, bumped after the row, says when all 48 went through.
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.refused.WithLabelValues(ReasonConnsPerAddress)) == 48 },
+		time.Minute, 5*time.Millisecond)
 	repeats.FlushAll(ctx)
 	require.Eventually(t, func() bool { return len(events()) == 2 }, time.Minute, 5*time.Millisecond)
 	evs := events()
