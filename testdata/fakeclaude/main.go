@@ -81,7 +81,9 @@
 //	FAKECLAUDE_BACKGROUND_AGENT=1 a resume prints "Error: Session <id> is currently running as a background agent (…)" and exits 1, TUI or print mode
 //	FAKECLAUDE_SCREEN             a dialog that waits for a person, shown at start until Enter, before the positional prompt is submitted: resume_summary
 //	                              (the resume-return chooser, on a resume only, unless .claude.json says resumeReturnDismissed or the conversation is
-//	                              younger than CLAUDE_CODE_RESUME_THRESHOLD_MINUTES, default 70), cost_threshold, policy_update, mcp_server, external_imports
+//	                              younger than CLAUDE_CODE_RESUME_THRESHOLD_MINUTES, default 70), cost_threshold, policy_update, mcp_server, mcp_servers,
+//	                              external_imports, api_key, onboarding, bypass_consent (whose Enter, "No, exit", exits 1); connectivity prints the
+//	                              preflight's "Unable to connect to Anthropic services" and exits 1
 //	FAKECLAUDE_ONCE_DIR           directory in which FAKECLAUDE_RESUME_KILL_AFTER, FAKECLAUDE_REFUSE_ALIVE and FAKECLAUDE_BACKGROUND_AGENT take a marker
 //	                              per conversation id: each applies to the first resume of a conversation only
 //	FAKECLAUDE_HEADLESS_NEW_ID=1  print mode: a resumed turn is written under a new id, the old conversation copied in first, and the result names
@@ -218,7 +220,7 @@ func readKnobs() (knobs, error) {
 		onceDir:         os.Getenv("FAKECLAUDE_ONCE_DIR"),
 		headlessNewID:   os.Getenv("FAKECLAUDE_HEADLESS_NEW_ID") == "1",
 	}
-	if _, ok := screens[k.screen]; k.screen != "" && !ok {
+	if _, ok := screens[k.screen]; k.screen != "" && k.screen != "connectivity" && !ok {
 		return knobs{}, fmt.Errorf("FAKECLAUDE_SCREEN: %q is no screen of the fake's", k.screen)
 	}
 	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
@@ -756,6 +758,10 @@ func (u *tui) start() (exitCode, bool) {
 	u.settings = loadedSettings(u.inv, u.store)
 	runSessionStartHooks(u.settings, u.sess.id, u.store.path(u.sess.id), source)
 	u.mcp = startMCPServers(u.inv, u.store, u.settings)
+	if u.knobs.screen == "connectivity" {
+		// The preflight fails before anything is shown.
+		return exitCode{1, connectivityFailure}, true
+	}
 	if u.showsScreen() {
 		u.state = showScreen
 		return exitCode{}, false
@@ -806,6 +812,9 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 	case showTrust:
 		return u.start()
 	case showScreen:
+		if code, ok := screenExits[u.knobs.screen]; ok {
+			return exitCode{code, ""}, true
+		}
 		u.state = showChat
 		return u.bootPrompt()
 	case showChat:

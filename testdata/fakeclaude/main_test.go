@@ -514,6 +514,8 @@ func TestScreensThatWaitForAPerson(t *testing.T) {
 		"mcp_server":       harness.BlockWorkspaceTrust,
 		"mcp_servers":      harness.BlockWorkspaceTrust,
 		"external_imports": harness.BlockExternalImports,
+		"api_key":          harness.BlockAPIKey,
+		"onboarding":       harness.BlockOnboarding,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -527,6 +529,33 @@ func TestScreensThatWaitForAPerson(t *testing.T) {
 			assert.Empty(t, f.adapter.Blocked(f.Capture(sess)))
 		})
 	}
+}
+
+// TestScreensThatEndTheCLI: the bypass-permissions consent waits for a
+// person, and its default, "No, exit", ends the CLI; the connectivity
+// preflight ends it at once. loopd's adapter names each from what the
+// pane shows, and nothing reaches a conversation.
+func TestScreensThatEndTheCLI(t *testing.T) {
+	f := newFixture(t)
+	t.Run("bypass_consent", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		sess, dir := f.spawn(t, map[string]string{"FAKECLAUDE_SCREEN": "bypass_consent"}, f.adapter.FreshArgv(id, "behind the dialog"))
+		require.Eventually(t, func() bool { return f.adapter.Blocked(f.Capture(sess)) == harness.BlockBypassConsent }, wait, tick, f.History(sess))
+		f.Must(t, "send-keys", "-t", "="+sess+":", "Enter")
+		assert.Equal(t, "1", f.waitDead(t, sess), "No, exit")
+		prompts, _ := turns(t, f.adapter, dir, id)
+		assert.Empty(t, prompts)
+	})
+	t.Run("connectivity", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		sess, dir := f.spawn(t, map[string]string{"FAKECLAUDE_SCREEN": "connectivity"}, f.adapter.FreshArgv(id, "offline"))
+		assert.Equal(t, "1", f.waitDead(t, sess))
+		assert.Equal(t, harness.BlockConnectivity, f.adapter.Blocked(f.History(sess)))
+		prompts, _ := turns(t, f.adapter, dir, id)
+		assert.Empty(t, prompts)
+	})
 }
 
 // TestResumeSummaryChooser: the resume-return chooser shows on a resume of

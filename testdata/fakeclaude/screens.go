@@ -64,7 +64,41 @@ var screens = map[string][]string{
 		"   2. No, disable external imports", "",
 		" Enter to confirm · Esc to cancel",
 	},
+	// The four below are in internal/harness/testdata/claude-2.1.197 as
+	// real captures, or in the CLI's strings.
+	"bypass_consent": {
+		"  WARNING: Claude Code running in Bypass Permissions mode", "",
+		"  In Bypass Permissions mode, Claude Code will not ask for your approval before running",
+		"  potentially dangerous commands.", "",
+		"  ❯ 1. No, exit",
+		"    2. Yes, I accept", "",
+		"  Enter to confirm · Esc to cancel",
+	},
+	"api_key": {
+		"  Detected a custom API key in your environment", "",
+		"  ANTHROPIC_API_KEY: sk-ant-...XXXXXXXXXXXX", "",
+		"  Do you want to use this API key?", "",
+		"    1. Yes",
+		"  ❯ 2. No (recommended)", "",
+		"  Enter to confirm · Esc to cancel",
+	},
+	"onboarding": {
+		" Let's get started.", "",
+		" Choose the text style that looks best with your terminal", "",
+		" ❯ 1. Dark mode",
+		"   2. Light mode", "",
+		" Enter to confirm",
+	},
 }
+
+// screenExits are the screens whose default choice, taken with Enter, ends
+// the CLI, with its exit status: the bypass consent's "No, exit".
+var screenExits = map[string]int{"bypass_consent": 1}
+
+// connectivityFailure is what Claude Code prints when its preflight cannot
+// reach its service, before it exits 1 (FAKECLAUDE_SCREEN=connectivity).
+const connectivityFailure = "Unable to connect to Anthropic services\n\nFailed to connect to api.anthropic.com: ERR_BAD_REQUEST\n" +
+	"Please check your internet connection and network settings.\n"
 
 // showsScreen reports whether the dialog FAKECLAUDE_SCREEN names is shown
 // at this start of a conversation, resumed or not.
