@@ -167,7 +167,12 @@ type Spec struct {
 	// (GitHub's docs, "Allowing changes to a pull request branch created
 	// from a fork"). Meaningful for a fork only (Fork).
 	MaintainerCanModify bool
-	Closed              bool
+	// Title is the issue's or pull request's title as the newest payload
+	// that names it gave it: text from outside, shown escaped. URL is its
+	// page on GitHub (from the repository's html_url). Both "" until a
+	// payload names them.
+	Title, URL string
+	Closed     bool
 	// StateChangedAt is the payload's updated_at of the last open/closed
 	// change; an older change is ignored.
 	StateChangedAt time.Time

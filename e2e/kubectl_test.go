@@ -46,6 +46,10 @@ func TestReadVerbsOnALiveItem(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
+	// The payload's title and the item's page on GitHub.
+	assert.Regexp(t, `(?m)^Title: +"Spelling error in the README file"$`, out)
+	assert.Regexp(t, `(?m)^URL: +https://github.com/Codertocat/Hello-World/issues/1$`, out)
+	assert.Contains(t, e.mustRun(t, "get", "-o", "wide", key), `"Spelling error in the README file"`, "-o wide has the title")
 	assert.NotContains(t, out, "(not there)", "the transcript is there")
 
 	// events --follow streams the next delivery's events as they happen.

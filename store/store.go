@@ -72,6 +72,10 @@ type Ingest struct {
 	// the head recorded after this ingest; a head that moves without one
 	// is recorded with no pusher.
 	HeadPusher string
+	// Title and URL are the or pull request's title and page on
+	// GitHub, as this payload gives them (desired.Spec.Title, URL); ""
+	// keeps the recorded one.
+	Title, URL string
 	// HeadRepo, when not empty, is a pull request's head repository
 	// (owner/repo) as the payload named it; it replaces the recorded one
 	// (desired.Spec.HeadRepo).

@@ -101,6 +101,12 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	}
 	line("", "Name", v.Key)
 	line("", "Kind", dash(v.Spec.Kind))
+	if v.Spec.Title != "" {
+		line("", "Title", journal.Quote(v.Spec.Title))
+	}
+	if v.Spec.URL != "" {
+		line("", "URL", journal.Quote(v.Spec.URL))
+	}
 	line("", "Harness", dash(v.Spec.Harness))
 	line("", "Credentials", credentialsShown(cfg, r.Key))
 	line("", "Workdir", dash(st.Workdir))

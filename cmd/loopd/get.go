@@ -17,6 +17,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/near"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/observed"
@@ -57,7 +58,8 @@ queue, 1 next. SESSION ID says "unconfirmed" while loopd has not yet learned
 the id of a conversation its harness started without one given (Codex).
 HOST is the host whose lease runs the item ("-" for none yet).
 
--o wide adds the harness, pane, workdir and lease expiry; -o name prints one
+-o wide adds the harness, pane, workdir, lease expiry and the issue's or pull
+request's title (quoted: it is text from GitHub); -o name prints one
 key a line; -o json and -o yaml print a WorkItemList whose schema is
 schema/getoutput.schema.json. --watch prints again what changed, every
 second, until interrupted: table rows without the header, one WorkItem
@@ -372,7 +374,7 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 	if header {
 		head := []string{"WORK ITEM", "HOST", "SESSION", "PHASE", "AGE", "SESSION ID", "PENDING", "FAILURES"}
 		if wide {
-			head = append(head, "HARNESS", "PANE", "WORKDIR", "LEASE EXPIRES")
+			head = append(head, "HARNESS", "PANE", "WORKDIR", "LEASE EXPIRES", "TITLE")
 		}
 		rows = append(rows, append(head, "REASON"))
 	}
@@ -400,7 +402,7 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 		}
 		row := []string{v.Key, host, st.Session, phase, v.age, id, strconv.Itoa(st.Pending), strconv.Itoa(st.Failures)}
 		if wide {
-			row = append(row, v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires)
+			row = append(row, v.Spec.Harness, dash(st.PaneID), dash(st.Workdir), expires, shownTitle(v.Spec.Title))
 		}
 		rows = append(rows, append(row, reconciler.ListedReason(st.Reason)))
 	}
@@ -456,6 +458,19 @@ func (t *table) write(w io.Writer, rows [][]string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// maxShownTitle bounds, in bytes, a title in get -o wide.
+const maxShownTitle = 60
+
+// shownTitle is title as a table shows it: quoted when it holds anything a
+// terminal would act on (journal.Quote; it is text from outside), cut to
+// maxShownTitle bytes, "-" when there is none.
+func shownTitle(title string) string {
+	if title == "" {
+		return "-"
+	}
+	return journal.Quote(journal.Clip(title, maxShownTitle))
 }
 
 // dash returns s, or "-" for "".

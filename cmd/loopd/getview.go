@@ -56,6 +56,8 @@ type specView struct {
 	ReleasePending bool   `json:"releasePending" yaml:"releasePending"`
 	Generation     int64  `json:"generation" yaml:"generation"`
 	HeadRef        string `json:"headRef,omitempty" yaml:"headRef,omitempty"`
+	Title          string `json:"title,omitempty" yaml:"title,omitempty"` // as GitHub sent it: text from outside
+	URL            string `json:"url,omitempty" yaml:"url,omitempty"`     // its page on GitHub
 }
 
 // statusView is what loopd last found and did (desired.Status), worked out
@@ -119,7 +121,8 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 			APIVersion: getAPIVersion, Kind: kindItem,
 			Key: r.Key.String(), Owner: r.Key.Owner, Repo: r.Key.Repo, Number: r.Key.Number,
 			Spec: specView{Kind: string(r.Spec.Kind), Harness: r.Spec.Harness, Closed: r.Spec.Closed, Held: r.Spec.Held,
-				ReleasePending: r.ReleasePending(), Generation: r.Spec.Generation, HeadRef: r.Spec.HeadRef},
+				ReleasePending: r.ReleasePending(), Generation: r.Spec.Generation, HeadRef: r.Spec.HeadRef,
+				Title: r.Spec.Title, URL: r.Spec.URL},
 			Status: statusView{
 				Phase: string(st.Phase), PhaseSince: utc(st.PhaseSince), Reason: e.Reason,
 				Session: desired.SessionName(r.Key), PaneID: st.PaneID,

@@ -236,6 +236,8 @@ const (
 type itemRow struct {
 	Key            string
 	URL            string
+	Title          string // as GitHub sent it: text from outside, escaped by the template
+	GitHubURL      string // the item's page on GitHub ("" when unknown)
 	Phase          desired.Phase
 	Held, Closed   bool
 	Host           string
@@ -424,6 +426,8 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 		out[i] = itemRow{
 			Key:            rec.Key.String(),
 			URL:            itemURL(rec.Key),
+			Title:          rec.Spec.Title,
+			GitHubURL:      rec.Spec.URL,
 			Phase:          phase,
 			Held:           rec.Spec.Held,
 			Closed:         rec.Spec.Closed,

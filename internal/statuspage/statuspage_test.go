@@ -349,3 +349,23 @@ func TestRegisterConflict(t *testing.T) {
 	err := New(Options{Store: failing{}, Policy: testPolicy, Now: time.Now}).Register(mux)
 	assert.ErrorIs(t, err, ErrConflict)
 }
+
+// TestTitleAndLinkShown: the list and the item page show the item's
+// title, escaped (it is text from outside), and the item page links to
+// its page on GitHub.
+func TestTitleAndLinkShown(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-t", Key: keyIssue, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/1",
+		Title: "Fix it " + script, URL: "https://github.com/Codertocat/Hello-World/issues/1"})
+	require.NoError(t, err)
+	srv := server(t, st)
+	for _, path := range []string{"/", itemURL(keyIssue)} {
+		_, _, body := get(t, srv.URL+path)
+		_, text := statuspagetest.DOM(t, body)
+		assert.Contains(t, text, "Fix it "+script, path)
+		assert.NotContains(t, body, script, "%s: escaped", path)
+	}
+	_, _, body := get(t, srv.URL+itemURL(keyIssue))
+	assert.Contains(t, body, `href="https://github.com/Codertocat/Hello-World/issues/1"`)
+}

@@ -3,6 +3,8 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +68,10 @@ type change struct {
 	canModify *bool
 	// author is who opened the issue or pull request (store.Ingest.Author).
 	author string
+	// itemURL is the issue's or pull request's page on GitHub, made from
+	// the repository's html_url (store.Ingest.URL); "" when that is no
+	// http(s) address.
+	itemURL string
 	// commit is the commit the event is about (desired.Delivery.Commit):
 	// a push's new head, a check's commit.
 	commit string
@@ -376,8 +382,25 @@ func start(repo repository, t thread, kind desired.Kind, sender user) (change, e
 	if state == "open" || state == "closed" {
 		c.closed, c.snapshot = github.Ptr(state == "closed"), true
 	}
+	c.itemURL = itemURL(repo.HTMLURL, kind, number)
 	for _, l := range t.Labels {
 		c.labels = append(c.labels, l.Name)
 	}
 	return c, nil
+}
+
+// itemURL is the page of item number of kind in the repository whose page
+// is repoURL (the payload's repository.html_url): <repoURL>/issues/N, or
+// /pull/N for a pull request; "" unless repoURL is an http or https
+// address with a host and nothing but a path after it.
+func itemURL(repoURL string, kind desired.Kind, number int) string {
+	u, err := url.Parse(repoURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return ""
+	}
+	part := "/issues/"
+	if kind == desired.KindPullRequest {
+		part = "/pull/"
+	}
+	return strings.TrimSuffix(u.String(), "/") + part + strconv.Itoa(number)
 }

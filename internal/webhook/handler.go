@@ -402,6 +402,10 @@ func (h *Handler) ingest(ctx context.Context, w http.ResponseWriter, d delivery,
 func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 	cfg := h.opts.Config()
 	key := c.key.String()
+	title := ""
+	if c.prompt != nil {
+		title = c.prompt.Title // kept, whatever becomes of the prompt
+	}
 	route, routed := cfg.Routing.Route(c.key.Owner, c.key.Repo)
 	v := filter(c, route, cfg.AuthorizedUsers.Has, h.opts.BotLogin())
 	if v.unhandled {
@@ -441,6 +445,8 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		HeadRepo:   c.headRepo,
 		Author:     c.author,
 		CanModify:  c.canModify,
+		Title:      title,
+		URL:        c.itemURL,
 		NoCreate:   v.noCreate,
 		NewOnly:    v.newOnly,
 		CI:         c.ci,

@@ -114,6 +114,18 @@ func TestPostgresListenReconnects(t *testing.T) {
 	ingestUntilWoken("notifications after the reconnect")
 	assert.NoError(t, listener.ListenDown(), "listening again")
 
+	evs, err := writer.Events(context.Background(), store.EventFilter{})
+	require.NoError(t, err)
+	var restored []journal.Event
+	for _, e := range evs {
+		if e.Name == journal.StoreListenRestored {
+			restored = append(restored, e)
+		}
+	}
+	require.Len(t, restored, 1)
+	assert.Equal(t, "listen_connection_lost", restored[0].Attrs[journal.KeyReason])
+	assert.NotEmpty(t, restored[0].Attrs[journal.KeyErr])
+
 	// While no connection can be made, ListenDown says why; once one can,
 	// it is nil again.
 	var db string
@@ -137,17 +149,6 @@ func TestPostgresListenReconnects(t *testing.T) {
 		"down while it cannot connect")
 	allow()
 	require.Eventually(t, func() bool { return listener.ListenDown() == nil }, 15*time.Second, 10*time.Millisecond, "up once it can")
-	evs, err := writer.Events(context.Background(), store.EventFilter{})
-	require.NoError(t, err)
-	var restored []journal.Event
-	for _, e := range evs {
-		if e.Name == journal.StoreListenRestored {
-			restored = append(restored, e)
-		}
-	}
-	require.Len(t, restored, 1)
-	assert.Equal(t, "listen_connection_lost", restored[0].Attrs[journal.KeyReason])
-	assert.NotEmpty(t, restored[0].Attrs[journal.KeyErr])
 }
 
 // TestPostgresURLPasswordNeverShown: an error of OpenPostgres names the

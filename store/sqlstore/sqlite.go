@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 14
+const schemaVersion = 15
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -244,6 +244,11 @@ var migrations = []string{
 	// v14: whether a fork's pull request lets the base repository's
 	// maintainers push to its head (desired.Spec.MaintainerCanModify).
 	`ALTER TABLE work_items ADD COLUMN maintainer_can_modify INTEGER NOT NULL DEFAULT 0 CHECK (maintainer_can_modify IN (0, 1));`,
+
+	// v15: the issue's or pull request's title and page (desired.Spec.Title,
+	// URL).
+	`ALTER TABLE work_items ADD COLUMN title TEXT NOT NULL DEFAULT '';
+	ALTER TABLE work_items ADD COLUMN url TEXT NOT NULL DEFAULT '';`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

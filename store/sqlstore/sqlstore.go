@@ -320,7 +320,7 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 			return err
 		}
 	}
-	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}} {
+	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}, {"title", in.Title}, {"url", in.URL}} {
 		if kv[1] == "" {
 			continue
 		}
@@ -474,7 +474,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
-		maintainer_can_modify, status, r.session_id, r.source, r.at,
+		maintainer_can_modify, title, url, status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -497,7 +497,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
 			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
-			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &r.Spec.Title, &r.Spec.URL, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()

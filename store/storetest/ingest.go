@@ -348,3 +348,27 @@ func (s suite) badInput(t *testing.T) {
 		})
 	}
 }
+
+// titleAndURL: the title and page the newest payload names are the
+// item's; a payload that names none keeps them.
+func (s suite) titleAndURL(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	in := comment(keyAPI, "d1", t0)
+	in.Title, in.URL = "Spelling error", "https://github.com/acme/api/issues/42"
+	_, err := st.Ingest(ctx, in)
+	require.NoError(t, err)
+	r := get(t, st, keyAPI)
+	assert.Equal(t, "Spelling error", r.Spec.Title)
+	assert.Equal(t, "https://github.com/acme/api/issues/42", r.Spec.URL)
+
+	_, err = st.Ingest(ctx, comment(keyAPI, "d2", t0.Add(time.Second)))
+	require.NoError(t, err)
+	assert.Equal(t, "Spelling error", get(t, st, keyAPI).Spec.Title, "a payload without one keeps it")
+
+	in = comment(keyAPI, "d3", t0.Add(2*time.Second))
+	in.Title = "Spelling errors, plural"
+	_, err = st.Ingest(ctx, in)
+	require.NoError(t, err)
+	assert.Equal(t, "Spelling errors, plural", get(t, st, keyAPI).Spec.Title, "an edit renames it")
+}

@@ -65,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 		{"ingest_creates_then_queues", s.ingestNewItem},
 		{"redelivery_changes_nothing", s.redelivery},
 		{"head_ref_follows_the_latest_payload", s.headRef},
+		{"title_and_url_follow_the_latest_payload", s.titleAndURL},
 		{"open_closed_state", s.openClosed},
 		{"state_snapshot", s.stateSnapshot},
 		{"snapshot_never_creates", s.snapshotNeverCreates},
