@@ -128,7 +128,7 @@ done
 grep -q 'msg=serve.listening' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
 echo "listening; log in serve.log"
 
-# column FIELD [ITEM]: loopd get as a narrower table (WORK ITEM, PHASE,
+# column FIELD [ITEM]: loopd get as a narrower table (WORK ITEM, PHASE, AGE,
 # SESSION ID, PENDING, FAILURES, REASON: without HOST and SESSION), or,
 # with FIELD, only that column of ITEM's line. Columns are cut where the
 # header puts them, as phases and reasons may hold spaces.
@@ -142,12 +142,12 @@ column() {
 		return s
 	}
 	NR == 1 {
-		n = split("WORK ITEM|HOST|SESSION|PHASE|SESSION ID|PENDING|FAILURES|REASON", names, "|")
+		n = split("WORK ITEM|HOST|SESSION|PHASE|AGE|SESSION ID|PENDING|FAILURES|REASON", names, "|")
 		for (i = 1; i <= n; i++) {
 			pos[names[i]] = index($0, names[i] (i == 3 ? " " : ""))
 			if (!pos[names[i]]) { print "loopd get has no column " names[i] > "/dev/stderr"; exit 1 }
 		}
-		if (want == "") printf "%-25s %-17s %-12s %-7s %-8s %s\n", "WORK ITEM", "PHASE", "SESSION ID", "PENDING", "FAILURES", "REASON"
+		if (want == "") printf "%-25s %-21s %-4s %-12s %-7s %-8s %s\n", "WORK ITEM", "PHASE", "AGE", "SESSION ID", "PENDING", "FAILURES", "REASON"
 		next
 	}
 	want != "" { if (cell($0, "WORK ITEM") == item) print cell($0, want); next }
@@ -155,7 +155,7 @@ column() {
 		# "…" is one column but three bytes, which printf counts.
 		id = cell($0, "SESSION ID")
 		id = length(id) > 8 ? sprintf("%s…   ", substr(id, 1, 8)) : sprintf("%-12s", id)
-		printf "%-25s %-17s %s %-7s %-8s %s\n", cell($0, "WORK ITEM"), cell($0, "PHASE"), id,
+		printf "%-25s %-21s %-4s %s %-7s %-8s %s\n", cell($0, "WORK ITEM"), cell($0, "PHASE"), cell($0, "AGE"), id,
 			cell($0, "PENDING"), cell($0, "FAILURES"), cell($0, "REASON")
 	}' | if [ -n "${1:-}" ]; then cat; else fit; fi # a long reason is cut at 100 columns
 }
@@ -197,7 +197,7 @@ git -C "$wt" worktree list | fit
 say "issue_comment.created: pasted into the live conversation"
 comment_id=$(cat /proc/sys/kernel/random/uuid)
 replay --delivery-id "$comment_id" "$fixtures/issue_comment.created.1.json"
-wait_for 'Hello-World#1 .* Running .* 0 '
+wait_for 'Hello-World#1 .* Running[^ ]* .* 0 '
 
 say "the same delivery again (a GitHub redelivery): accepted, changes nothing"
 replay --delivery-id "$comment_id" "$fixtures/issue_comment.created.1.json"
