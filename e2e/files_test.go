@@ -50,3 +50,25 @@ func TestStateDirIsPrivate(t *testing.T) {
 		assert.Contains(t, seen, f)
 	}
 }
+
+// TestWorkdirsUnderTheStateDirAreMadePrivate: with the workdirs under the
+// state dir, as config init puts them, what loopd makes for them is 0700,
+// so the next command has nothing to tighten and no warning to give.
+func TestWorkdirsUnderTheStateDirAreMadePrivate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	routes := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)
+	routes["*"].(map[string]any)["workdir"] = filepath.Join(e.stateDir, "agents", "{{.Owner}}", "{{.Repo}}", "{{.Number}}")
+	e.writeConfig(t)
+	e.start(t)
+	e.deliver(t, "issues.opened.1.json", nil)
+	e.waitEvent(t, journal.SessionSpawned, keyIssue, 1, waitLong)
+	for _, dir := range []string{"agents", filepath.Join("agents", "Codertocat"), filepath.Join("agents", "Codertocat", "Hello-World")} {
+		info, err := os.Stat(filepath.Join(e.stateDir, dir))
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o700), info.Mode().Perm(), dir)
+	}
+	_, errOut, code := e.run(t, "get")
+	require.Zero(t, code, errOut)
+	assert.NotContains(t, errOut, "tightened", "nothing for a read command to change")
+}

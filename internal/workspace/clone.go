@@ -134,7 +134,7 @@ func (m *Manager) makeClone(ctx context.Context, mirror string, c Checkout, s st
 		return &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
 	}
 	parent := filepath.Dir(c.Dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(parent, dirMode); err != nil {
 		return mkdirError(parent, err)
 	}
 	physParent, err := filepath.EvalSymlinks(parent)

@@ -570,11 +570,17 @@ func lockFile(ctx context.Context) *os.File {
 	return f
 }
 
-// MakeDir creates a plain workdir (no checkout) and its parents, mode 0755.
+// dirMode is the mode of the directories loopd makes for workdirs: an
+// agent's workdir and what holds it are its own, and one under the state
+// dir (as config init puts them) is as private as the rest of it.
+const dirMode = 0o700
+
+// MakeDir creates a plain workdir (no checkout) and its parents, mode 0700
+// (dirMode).
 // Its failure is an *Error: a permission, a read-only file system or a file
 // in the way is Permanent, anything else (no space, I/O) Transient.
 func MakeDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return mkdirError(dir, err)
 	}
 	return nil
