@@ -281,10 +281,13 @@ func TestCodexLimitOnScreen(t *testing.T) {
 
 func TestCodexTranscriptLimit(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
+	// One start for the three writes: a rollout's file is named by its
+	// start, to the second, and a second one would be another file.
+	start := time.Now()
 	a := newTestAdapter(t, AdapterCodex, schema.Harness{Env: map[string]string{"CODEX_HOME": home}})
 	limit, err := os.ReadFile("testdata/codex-0.171.0/task-complete-limit.jsonl")
 	require.NoError(t, err)
-	writeRollout(t, home, cwd, codexID, time.Now(), string(limit))
+	writeRollout(t, home, cwd, codexID, start, string(limit))
 	tr, err := a.Transcript(cwd, codexID)
 	require.NoError(t, err)
 	l, ok, err := a.TranscriptLimit(tr)
@@ -296,14 +299,14 @@ func TestCodexTranscriptLimit(t *testing.T) {
 	assert.Equal(t, time.Date(2026, 12, 1, 1, 9, 0, 0, time.Local), l.Reset)
 
 	// A user message after the limit: a later turn, no longer limited.
-	writeRollout(t, home, cwd, codexID, time.Now(), string(limit),
+	writeRollout(t, home, cwd, codexID, start, string(limit),
 		`{"timestamp":"2026-11-30T22:10:00.000Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"again"}]}}}`+"\n")
 	_, ok, err = a.TranscriptLimit(tr)
 	require.NoError(t, err)
 	assert.False(t, ok)
 
 	// The captured rollout has no limit.
-	writeRollout(t, home, cwd, codexID, time.Now())
+	writeRollout(t, home, cwd, codexID, start)
 	_, ok, err = a.TranscriptLimit(tr)
 	require.NoError(t, err)
 	assert.False(t, ok)
