@@ -47,10 +47,14 @@ replays a redelivery.`,
 			if url == "" {
 				url = "http://" + hook.Listen + hook.Path
 			}
-			// Every file's event first: a name that tells none stops the
-			// run before anything is sent.
+			// Every file, and its event, first: a file that is not there,
+			// or a name that tells no event, stops the run before anything
+			// is sent.
 			events := make([]string, len(files))
 			for i, file := range files {
+				if _, err := os.Stat(file); err != nil {
+					return err // stat <file>: no such file or directory
+				}
 				if events[i] = o.event; events[i] == "" {
 					if events[i], err = eventOfFile(file); err != nil {
 						return err

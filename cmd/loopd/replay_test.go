@@ -54,6 +54,9 @@ func TestReplayRefusesAFileWhoseEventItCannotTell(t *testing.T) {
 
 	assert.ErrorContains(t, replay(typo), `"isue_comment" is no GitHub event; did you mean issue_comment?`)
 
+	err = replay(named, filepath.Join(dir, "issue_comment.created.9.json"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a file that is not there is named so")
+	assert.Equal(t, []string{}, append([]string{}, sent()...), "and nothing is sent")
 	require.NoError(t, replay(named))
 	require.NoError(t, replay("--event", "issue_comment", unnamed))
 	assert.Equal(t, []string{"issue_comment", "issue_comment"}, sent())
