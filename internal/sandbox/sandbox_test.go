@@ -75,14 +75,14 @@ func TestWrap(t *testing.T) {
 				s.Binds = []Bind{
 					{Source: "/var/lib/loopd/claude/loopd-items/42-ab12", Target: "/var/lib/loopd/claude", Write: true},
 					{Source: "/var/lib/loopd/claude/projects/-srv-agents-acme-api-42", Write: true},
-					{Source: "/root/.gitconfig"},
+					{Source: "/home/operator/.gitconfig"},
 				}
 				return s
 			},
 			want: join(root, system, exe, work, []string{
 				"--bind", "/var/lib/loopd/claude/loopd-items/42-ab12", "/var/lib/loopd/claude",
 				"--bind", "/var/lib/loopd/claude/projects/-srv-agents-acme-api-42", "/var/lib/loopd/claude/projects/-srv-agents-acme-api-42",
-				"--ro-bind", "/root/.gitconfig", "/root/.gitconfig",
+				"--ro-bind", "/home/operator/.gitconfig", "/home/operator/.gitconfig",
 			}, tail),
 		},
 		{
