@@ -167,6 +167,12 @@ type Spec struct {
 	// (GitHub's docs, "Allowing changes to a pull request branch created
 	// from a fork"). Meaningful for a fork only (Fork).
 	MaintainerCanModify bool
+	// Installation is the id of the GitHub App installation the newest
+	// delivery that named one came through (its installation.id): the
+	// installation whose token and rate limits the item's calls use. 0
+	// when none named it (a token, a replay), and the call then looks it
+	// up (ghapi.Client).
+	Installation int64
 	// Title is the issue's or pull request's title as the newest payload
 	// that names it gave it: text from outside, shown escaped. URL is its
 	// page on GitHub (from the repository's html_url). Both "" until a

@@ -76,6 +76,10 @@ type Ingest struct {
 	// GitHub, as this payload gives them (desired.Spec.Title, URL); ""
 	// keeps the recorded one.
 	Title, URL string
+	// Installation is the GitHub App installation the delivery came
+	// through (its installation.id, desired.Spec.Installation); 0 keeps
+	// the recorded one.
+	Installation int64
 	// HeadRepo, when not empty, is a pull request's head repository
 	// (owner/repo) as the payload named it; it replaces the recorded one
 	// (desired.Spec.HeadRepo).

@@ -45,7 +45,7 @@ const Username = "x-access-token"
 // Minter mints a GitHub App installation's token scoped to one repository
 // (ghapi.Minter).
 type Minter interface {
-	Token(ctx context.Context, owner, repo string) (token string, expires time.Time, err error)
+	Token(ctx context.Context, installation int64, owner, repo string) (token string, expires time.Time, err error)
 }
 
 // Broker answers agents' requests for credentials.
@@ -111,7 +111,7 @@ func (b *Broker) answer(ctx context.Context, k desired.Key, req channel.Request)
 	var a channel.Answer
 	switch {
 	case mode == schema.AgentCredentialsApp && b.Minter != nil:
-		tok, expires, err := b.Minter.Token(ctx, k.Owner, k.Repo)
+		tok, expires, err := b.Minter.Token(ctx, r.Spec.Installation, k.Owner, k.Repo)
 		if err != nil {
 			return channel.Answer{}, ReasonMintFailed, err
 		}
