@@ -140,9 +140,11 @@ type Spec struct {
 	// from the current config instead; from then on the workdir is pinned
 	// (Record.Workdir), since a resume is cwd-scoped.
 	Cwd string
-	// HeadRef is a pull request's head branch in the item's own
-	// repository, "" when unknown or a fork's: its worktree then checks
-	// out refs/pull/<n>/head.
+	// HeadRef is a pull request's head branch in its head repository
+	// (HeadRepo: the item's own, or a fork's), "" when unknown. A fork's
+	// clone, and one whose head branch is unknown, checks out
+	// refs/pull/<n>/head; a fork's head branch is where a plain `git
+	// push` goes when the fork lets maintainers push (MaintainerCanModify).
 	HeadRef string
 	// HeadSHA is a pull request's head commit as the newest pull request
 	// payload named it (synchronize moves it); "" when unknown. A CI

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
@@ -62,11 +63,21 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 			w.err = err
 			return w
 		}
-	case r.Spec.HeadRef != "":
+	case r.Spec.HeadRef != "" && !r.Spec.Fork(r.Key):
 		co.Mode, co.Branch, co.PR = actions.CheckoutPullRequest, r.Spec.HeadRef, r.Key.Number
 	default:
 		// A fork's pull request, or one whose head no payload named yet.
 		co.Mode, co.Branch, co.PR = actions.CheckoutFork, "loopd/pr-"+strconv.Itoa(r.Key.Number), r.Key.Number
+		if owner, repo, ok := strings.Cut(r.Spec.HeadRepo, "/"); ok && r.Spec.Fork(r.Key) && r.Spec.MaintainerCanModify && r.Spec.HeadRef != "" {
+			// The fork takes the maintainers' pushes: a plain git push
+			// goes to its head branch, on the fork's URL as the route
+			// renders it for the fork.
+			if co.PushURL, err = c.RenderURL(owner, repo); err != nil {
+				w.err = err
+				return w
+			}
+			co.PushBranch = r.Spec.HeadRef
+		}
 	}
 	w.checkout = co
 	return w

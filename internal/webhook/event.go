@@ -352,8 +352,9 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	}
 	if desired.ForkHead(c.key, c.headRepo) {
 		c.prompt.HeadRepo = c.headRepo
-	} else if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
-		c.headRef = pr.Head.Ref
+	}
+	if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
+		c.headRef = pr.Head.Ref // in the head repository: the item's own, or a fork's
 	}
 	return c, nil
 }
