@@ -38,14 +38,6 @@ func withRepository(owner, repo string) func(map[string]any) {
 	}
 }
 
-// both applies each edit in turn.
-func both(edits ...func(map[string]any)) func(map[string]any) {
-	return func(m map[string]any) {
-		for _, edit := range edits {
-			edit(m)
-		}
-	}
-}
 
 // TestEveryInstallation: an App installed on two organizations, with no
 // installation id in the config, announces each organization's item with
@@ -69,8 +61,8 @@ func TestEveryInstallation(t *testing.T) {
 	other := desired.Key{Owner: "octo-org", Repo: "api", Number: 2}
 	replayed := desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: 3}
 	e.deliver(t, "issues.opened.1.json", withInstallation(11))
-	e.deliver(t, "issues.opened.1.json", both(withRepository("octo-org", "api"), withNumber(2), withInstallation(22)))
-	e.deliver(t, "issues.opened.1.json", both(withNumber(3), withInstallation(0)))
+	e.deliver(t, "issues.opened.1.json", all(withRepository("octo-org", "api"), withNumber(2), withInstallation(22)))
+	e.deliver(t, "issues.opened.1.json", all(withNumber(3), withInstallation(0)))
 
 	want := map[desired.Key]int64{keyIssue: 11, other: 22, replayed: 11}
 	for k, id := range want {
