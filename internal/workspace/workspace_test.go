@@ -799,6 +799,12 @@ func TestRemove(t *testing.T) {
 		if gone := errors.Is(statErr, os.ErrNotExist); gone != (tc.kept == "") {
 			t.Errorf("%s: gone=%v, want %v", filepath.Base(tc.dir), gone, tc.kept == "")
 		}
+		if tc.dir == legacy {
+			// A worktree's branch is the mirror's: it goes with it.
+			if out, err := exec.Command("git", "-C", mirror, "rev-parse", "--verify", "--quiet", "refs/heads/loopd/legacy").CombinedOutput(); err == nil {
+				t.Errorf("the removed worktree's branch is still in the mirror: %s", out)
+			}
+		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(base, ".*.loopd-*")); len(left) != 0 {
 		t.Errorf("left beside the workdirs: %v", left)
