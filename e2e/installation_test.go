@@ -45,7 +45,7 @@ func withRepository(owner, repo string) func(map[string]any) {
 // refuses another installation's token there, as GitHub does); an item
 // whose delivery names no installation is announced through the one
 // GitHub's per-repository lookup names, asked once; the item keeps its
-// installation (loopd get -o json).
+// installation (loopd describe shows it).
 func TestEveryInstallation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -81,6 +81,7 @@ func TestEveryInstallation(t *testing.T) {
 	r, ok := e.record(t, other)
 	require.True(t, ok)
 	assert.Equal(t, int64(22), r.Spec.Installation)
+	assert.Regexp(t, `(?m)^  Installation:\s+22$`, e.mustRun(t, "describe", other.String()))
 	r, ok = e.record(t, replayed)
 	require.True(t, ok)
 	assert.Zero(t, r.Spec.Installation, "no delivery named one: the lookup is the call's")
