@@ -38,7 +38,6 @@ func withRepository(owner, repo string) func(map[string]any) {
 	}
 }
 
-
 // TestEveryInstallation: an App installed on two organizations, with no
 // installation id in the config, announces each organization's item with
 // a token of the installation its delivery came through (the stand-in
