@@ -202,6 +202,18 @@ func (s Spec) Fork(k Key) bool {
 	return s.Kind == KindPullRequest && ForkHead(k, s.HeadRepo)
 }
 
+// PushRepo returns the repository (owner and name) a plain `git push` of
+// k's clone goes to when it is not k's own: a fork's head repository that
+// takes the base's maintainers' pushes (Fork, MaintainerCanModify, and its
+// head branch known, HeadRef); ok false otherwise (an issue, a pull request
+// of k's repository, a fork that takes none).
+func (s Spec) PushRepo(k Key) (owner, repo string, ok bool) {
+	if !s.Fork(k) || !s.MaintainerCanModify || s.HeadRef == "" {
+		return "", "", false
+	}
+	return strings.Cut(s.HeadRepo, "/")
+}
+
 // ForkHead reports whether headRepo, a pull request's head repository
 // (owner/repo), is another repository than the one of k, the pull request,
 // compared case-insensitively as GitHub does; "" (none named, or a

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
@@ -68,7 +67,7 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 	default:
 		// A fork's pull request, or one whose head no payload named yet.
 		co.Mode, co.Branch, co.PR = actions.CheckoutFork, "loopd/pr-"+strconv.Itoa(r.Key.Number), r.Key.Number
-		if owner, repo, ok := strings.Cut(r.Spec.HeadRepo, "/"); ok && r.Spec.Fork(r.Key) && r.Spec.MaintainerCanModify && r.Spec.HeadRef != "" {
+		if owner, repo, ok := r.Spec.PushRepo(r.Key); ok {
 			// The fork takes the maintainers' pushes: a plain git push
 			// goes to its head branch, on the fork's URL as the route
 			// renders it for the fork.

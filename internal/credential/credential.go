@@ -102,7 +102,15 @@ func (b *Broker) answer(ctx context.Context, k desired.Key, req channel.Request)
 	switch req.Op {
 	case channel.OpToken:
 	case channel.OpGit:
-		if err := sameRepository(repo, req); err != nil {
+		err := sameRepository(repo, req)
+		if owner, name, ok := r.Spec.PushRepo(k); err != nil && ok {
+			// A fork that takes the maintainers' pushes: its clone
+			// pushes there (reconciler's workspace plan).
+			if fork, ferr := route.Checkout.RenderURL(owner, name); ferr == nil && sameRepository(fork, req) == nil {
+				err = nil
+			}
+		}
+		if err != nil {
 			return channel.Answer{}, ReasonOtherRepository, err
 		}
 	default:
