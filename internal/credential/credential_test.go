@@ -251,7 +251,7 @@ func TestWhoGetsNoCredential(t *testing.T) {
 // TestForkThatTakesPushesGetsItsHeadsCredential: the agent of a fork's
 // pull request whose fork takes the maintainers' pushes is answered for
 // the fork's repository, where its clone pushes, with the base
-// repository's token (GitHub lets the base's maintainers push to the
+// repository's token (the fork lets the base's maintainers push to the
 // pull request's head branch); a fork that takes none, and any other
 // repository, is refused.
 func TestForkThatTakesPushesGetsItsHeadsCredential(t *testing.T) {
