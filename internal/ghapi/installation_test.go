@@ -119,14 +119,8 @@ func TestPauseHoldsItsInstallationOnly(t *testing.T) {
 	require.Len(t, pauses, 1)
 	assert.Equal(t, "installation 11", pauses[0].Installation)
 	assert.Equal(t, pauses[0].Since.Add(30*time.Second), pauses[0].Until, "for the Retry-After asked")
-	evs, err := st.Events(ctx, store.EventFilter{WorkItem: keyAPI.String()})
+	paused, err := st.Events(ctx, store.EventFilter{WorkItem: keyAPI.String(), Names: []string{string(journal.GitHubPaused)}})
 	require.NoError(t, err)
-	var paused []journal.Event
-	for _, ev := range evs {
-		if ev.Name == journal.GitHubPaused {
-			paused = append(paused, ev)
-		}
-	}
 	require.Len(t, paused, 1)
 	assert.Equal(t, "installation 11", paused[0].Attrs["installation"])
 }
