@@ -211,10 +211,6 @@ drain --undo HOST takes the host back into service.`,
 	return cmd
 }
 
-// errNoTaker means a drain would leave its host's items with no host to
-// take them.
-var errNoTaker = errors.New("no other live host that is not draining can take its items")
-
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
 	cfg, st, err := g.openStore(ctx)
@@ -240,8 +236,8 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	if !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name == host }) {
 		return exitError{code: 1, err: fmt.Errorf("drain %s: %w (see loopd hosts)", host, store.ErrNoHost)}
 	}
-	if !o.undo && !o.force && !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name != host && h.Live && !h.Draining }) {
-		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, errNoTaker)}
+	if err := reconciler.DrainTaker(hosts, host); err != nil && !o.undo && !o.force {
+		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, err)}
 	}
 	if err := fleet.SetDraining(ctx, host, !o.undo); err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
@@ -250,10 +246,11 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 		fmt.Fprintf(out, "host %s is back in service\n", host)
 		return nil
 	}
-	held, err := heldBy(ctx, st, host)
+	records, err := st.Records(ctx)
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
+	held := reconciler.DrainMoves(records, host)
 	fmt.Fprintf(out, "host %s is draining: %d item(s) to move\n", host, len(held))
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -282,51 +279,18 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	}
 }
 
-// heldBy returns the keys of the items whose lease names host.
-func heldBy(ctx context.Context, store store.Store, host string) ([]desired.Key, error) {
-	records, err := store.Records(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var keys []desired.Key
-	for _, r := range records {
-		if r.Lease.Owner == host {
-			keys = append(keys, r.Key)
-		}
-	}
-	return keys, nil
-}
-
-// unmoved returns those of keys that still wait for their move off host:
-// an item needs no wait once another live host holds it, or once it needs
-// no host (desired.Record.NeedsHost); a released item no host holds yet
-// still waits.
+// unmoved returns those of keys that still wait for their move off host
+// (reconciler.DrainLeft), as the store says now.
 func unmoved(ctx context.Context, store store.Store, fleet store.Fleet, host string, keys []desired.Key) ([]desired.Key, error) {
 	hosts, err := fleet.Hosts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]bool{}
-	for _, h := range hosts {
-		live[h.Name] = h.Live
-	}
 	records, err := store.Records(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byKey := map[desired.Key]desired.Record{}
-	for _, r := range records {
-		byKey[r.Key] = r
-	}
-	var left []desired.Key
-	for _, k := range keys {
-		r, ok := byKey[k]
-		if !ok || !r.NeedsHost() || (r.Lease.Owner != host && live[r.Lease.Owner]) {
-			continue
-		}
-		left = append(left, k)
-	}
-	return left, nil
+	return reconciler.DrainLeft(records, hosts, host, keys), nil
 }
 
 // keyList joins keys for a message.
