@@ -121,7 +121,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	owner, err := ownerOf(cfg)
+	owner, err := tmux.OwnerOf(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}

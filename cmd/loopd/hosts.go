@@ -1,23 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/hostid"
 	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
@@ -37,48 +33,8 @@ func fleetOf(st store.Store) (store.Fleet, error) {
 	return f, nil
 }
 
-// hostIDFile is the file in the state dir that holds this daemon's
-// instance id (desired.Host.Instance).
-const hostIDFile = "host-id"
-
-// hostInstance returns the instance id kept in stateDir's host-id file,
-// writing a new one (a random UUID, mode 0600) the first time: a restart
-// on the same state dir keeps it, and a daemon of another state dir
-// given the same host.name has another one.
-func hostInstance(stateDir string) (string, error) {
-	path := filepath.Join(stateDir, hostIDFile)
-	if b, err := os.ReadFile(path); err == nil {
-		id, err := uuid.ParseBytes(bytes.TrimSpace(b))
-		if err != nil {
-			return "", fmt.Errorf("instance id %s: %w", path, err)
-		}
-		return id.String(), nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return hostInstance(stateDir) // another command of this state dir wrote it first
-	}
-	if err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	id := uuid.NewString()
-	_, err = f.WriteString(id + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("instance id %s: %w", path, err)
-	}
-	return id, nil
-}
-
 // joinFleet makes a this host among the hosts sharing its store: its
-// name (host.name, default the hostname), instance id (hostInstance),
+// name (host.name, default the hostname), instance id (hostid.Instance),
 // capacity (capacity.maxLiveSessions, 0 for none) and lease TTL
 // (host.leaseSeconds), its lease clock, and the Mover that copies its
 // items' transcripts to the store and back. The store must implement
@@ -93,7 +49,7 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	if err != nil {
 		return fmt.Errorf("host name: %w", err)
 	}
-	instance, err := hostInstance(cfg.StateDir)
+	instance, err := hostid.Instance(cfg.StateDir)
 	if err != nil {
 		return err
 	}
