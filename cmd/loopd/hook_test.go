@@ -18,14 +18,22 @@ import (
 // writeConfig writes a minimal valid config with its state in dir.
 func writeConfig(t *testing.T, dir string) string {
 	t.Helper()
+	return writeConfigWith(t, dir, "", "")
+}
+
+// writeConfigWith writes writeConfig's config with the YAML lines top
+// added at its top level and hook in webhooks.ghWebhook ("" for none;
+// hook's lines indented as its keys are).
+func writeConfigWith(t *testing.T, dir, top, hook string) string {
+	t.Helper()
 	path := filepath.Join(dir, "loopd.yaml")
-	cfg := `stateDir: ` + filepath.Join(dir, "state") + `
+	cfg := top + `stateDir: ` + filepath.Join(dir, "state") + `
 harnesses:
   claude-code:
     command: claude
 webhooks:
   ghWebhook:
-    authorizedUsers: [octocat]
+` + hook + `    authorizedUsers: [octocat]
     routing:
       repos:
         "*": {harness: claude-code, workdir: "` + filepath.Join(dir, "w") + `/{{.Number}}"}

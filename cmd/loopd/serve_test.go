@@ -28,23 +28,8 @@ const serveSecretEnv = "LOOPD_TEST_SERVE_SECRET"
 // tmux server on socket and its listener on listen.
 func writeServeConfig(t *testing.T, dir, socket, listen string) string {
 	t.Helper()
-	path := filepath.Join(dir, "loopd.yaml")
-	cfg := `stateDir: ` + filepath.Join(dir, "state") + `
-tmux: {socket: ` + socket + `}
-harnesses:
-  claude-code:
-    command: claude
-webhooks:
-  ghWebhook:
-    listen: "` + listen + `"
-    secretEnv: ` + serveSecretEnv + `
-    authorizedUsers: [octocat]
-    routing:
-      repos:
-        "*": {harness: claude-code, workdir: "` + filepath.Join(dir, "w") + `/{{.Number}}"}
-`
-	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	return path
+	return writeConfigWith(t, dir, "tmux: {socket: "+socket+"}\n",
+		"    listen: \""+listen+"\"\n    secretEnv: "+serveSecretEnv+"\n")
 }
 
 // partGoroutines returns the stacks of the live goroutines that run
