@@ -56,11 +56,13 @@ func serve(ctx context.Context, g *globals, reached func(stage string)) error {
 			"socket", d.cfg.Tmux.Socket, "state_dir", d.cfg.StateDir, journal.KeyHost, d.a.hosting.Host.Name, journal.KeyStore, d.storeShown())
 		d.a.journalAdopted(ctx)
 		d.started = true
-		if err := runParts(ctx, schema.ShutdownGrace, d.parts()...); err != nil {
-			return err
-		}
+		err = runParts(ctx, schema.ShutdownGrace, d.parts()...)
 	}
+	// The counts and deferred rows still pending, while the store is open.
 	d.flush()
+	if err != nil {
+		return err
+	}
 	d.log.Info(string(journal.ServeStopped))
 	return nil
 }
