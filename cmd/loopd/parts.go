@@ -53,8 +53,9 @@ type part struct {
 // return before it stops the next, so that the first ones (the listener,
 // then the loop) are gone before the ones they use. It returns the error
 // of the part that returned first (nil when ctx ended). The whole stop is
-// bounded by grace: a part still running then is left behind, and the
-// error names it.
+// bounded by grace: a part still running then is left behind, the ones
+// after it are told to stop but no longer waited for, and the error names
+// those still running.
 func runParts(ctx context.Context, grace time.Duration, parts ...part) error {
 	var g oklog.Group
 	var (
