@@ -173,6 +173,10 @@ func (pgDialect) readOpts() *sql.TxOptions {
 	return &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 }
 
+// alive: a PostgreSQL store is what its server serves; an error of
+// reaching it comes from the transaction itself.
+func (pgDialect) alive() error { return nil }
+
 // clock is the database server's clock (clock_timestamp(), exact to the
 // microsecond), which every host shares whatever its own clock says.
 func (pgDialect) clock(ctx context.Context, tx *sql.Tx) (time.Time, error) {

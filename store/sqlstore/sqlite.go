@@ -338,7 +338,12 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	for _, c := range conns {
 		c.Close()
 	}
-	s := &SQLite{newSQLStore(db, sqliteDialect{}, "sqlite", path+".lock")}
+	opened, err := os.Stat(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
+	}
+	s := &SQLite{newSQLStore(db, sqliteDialect{path: path, opened: opened}, "sqlite", path+".lock")}
 	// A file already at this schema needs no write: a reader (loopd get,
 	// loopd events) opens it while another process holds the write lock.
 	var v int
@@ -458,15 +463,41 @@ func migrate(tx *sql.Tx) error {
 	return err
 }
 
+// ErrFileGone is wrapped by every read and write of a SQLite store whose
+// file is no longer the one OpenSQLite opened: removed (a state dir
+// deleted under a running serve), or replaced by another file. What such
+// a store wrote would go to an unlinked file and be lost with it, so it
+// writes nothing: an ingest fails (the webhook answers 503, and GitHub
+// keeps the delivery to redeliver), and /readyz says why.
+var ErrFileGone = errors.New("store file removed or replaced since it was opened")
+
 // sqliteDialect is SQLite's way with what the backends do differently.
-type sqliteDialect struct{}
+type sqliteDialect struct {
+	// path is the store's file, and opened what it was when OpenSQLite
+	// opened it (its device and inode: os.SameFile).
+	path   string
+	opened os.FileInfo
+}
+
+// alive returns an error wrapping ErrFileGone when the file at d.path is
+// not the one the store opened: its connections read and write that one.
+func (d sqliteDialect) alive() error {
+	now, err := os.Stat(d.path)
+	if err != nil || !os.SameFile(now, d.opened) {
+		return fmt.Errorf("%s: %w", d.path, ErrFileGone)
+	}
+	return nil
+}
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE: sqliteParams'
 // _txlock takes SQLite's one write lock at BEGIN) on a connection whose
 // busy_timeout is busy. SQLite's busy handler sleeps without looking at
 // the context, so a deadline sooner than busyTimeout lowers the
 // connection's busy_timeout to the time left.
-func (sqliteDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+func (d sqliteDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+	if err := d.alive(); err != nil {
+		return err
+	}
 	if busy == busyTimeout {
 		return inTx(ctx, db, nil, fn)
 	}

@@ -67,6 +67,9 @@ type dialect interface {
 	// readOpts are the options of a read transaction, which must see one
 	// snapshot.
 	readOpts() *sql.TxOptions
+	// alive returns why the store can no longer be read or written as
+	// opened (SQLite's ErrFileGone; writeTx checks it too), nil while it can.
+	alive() error
 	// clock returns the store's clock, which leases expire by (Fleet).
 	clock(ctx context.Context, tx *sql.Tx) (time.Time, error)
 	// notify tells the other hosts, once tx commits, that something
@@ -114,6 +117,9 @@ func (s *sqlStore) takeWriters(ctx context.Context) (release func(), err error) 
 
 // read runs fn in a read transaction, which sees one snapshot of the store.
 func (s *sqlStore) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := s.d.alive(); err != nil {
+		return err
+	}
 	return inTx(ctx, s.db, s.d.readOpts(), fn)
 }
 
