@@ -199,7 +199,8 @@ func (pgDialect) jsonList() string {
 
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
-// Assign that moved items, a ReleaseLease, a SetDraining. It holds its own
+// Assign that moved items, a ReleaseLease, a SetDraining, a SetHeld or a
+// Release. It holds its own
 // connection, LISTENing on pgChannel; when that fails it reconnects with
 // exponential backoff (100 ms to 5 s), calls wake once connected again (a
 // notification may have been missed), and journals store.listen_restored

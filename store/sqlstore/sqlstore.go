@@ -989,8 +989,11 @@ func (s *sqlStore) UpdateCall(ctx context.Context, c desired.Call) error {
 // The error wraps ErrNotFound for an unknown key.
 func (s *sqlStore) SetHeld(ctx context.Context, k desired.Key, held bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
-			WHERE key = ?`, held, timeToDB(s.now()), k.String())
+		if err := updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
+			WHERE key = ?`, held, timeToDB(s.now()), k.String()); err != nil {
+			return err
+		}
+		return s.d.notify(ctx, tx) // the owning host's serve carries it out
 	})
 	if err != nil {
 		return fmt.Errorf("%s set held %s: %w", s.name, k, err)
@@ -1005,9 +1008,12 @@ func (s *sqlStore) SetHeld(ctx context.Context, k desired.Key, held bool) error 
 // not touched here). The error wraps ErrNotFound for an unknown key.
 func (s *sqlStore) Release(ctx context.Context, k desired.Key, fresh bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = FALSE, generation = generation + 1,
+		if err := updateItem(ctx, tx, `UPDATE work_items SET held = FALSE, generation = generation + 1,
 			release_generation = generation + 1, release_fresh = ?, updated_at = ? WHERE key = ?`,
-			fresh, timeToDB(s.now()), k.String())
+			fresh, timeToDB(s.now()), k.String()); err != nil {
+			return err
+		}
+		return s.d.notify(ctx, tx) // the owning host's serve carries it out
 	})
 	if err != nil {
 		return fmt.Errorf("%s release %s: %w", s.name, k, err)
