@@ -256,9 +256,7 @@ func (d *daemon) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.openChannels(ctx, broker); err != nil {
-		return err
-	}
+	d.openChannels(ctx, broker)
 	// The failed checks of a commit go to its agent as one prompt, once
 	// its suites complete or it has been quiet for a while.
 	d.ci = webhook.NewCIFlusher(a.store, func() schema.GHWebhook { return watcher.Current().Webhooks.GHWebhook }, a.journal, d.rc.Trigger)
@@ -275,7 +273,7 @@ func (d *daemon) wire(ctx context.Context) error {
 // openChannels starts the channel server, which stops with serve whichever
 // way it returns (a port taken at start included), and opens the
 // channels of the agents a restarted daemon adopts.
-func (d *daemon) openChannels(ctx context.Context, broker *credential.Broker) error {
+func (d *daemon) openChannels(ctx context.Context, broker *credential.Broker) {
 	channelsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	d.channels, d.stopChannels = newChannelServer(channelsCtx, broker, d.a.journal, d.log), stop
 	d.releases = append(d.releases, func() { stop(); d.channels.Wait() })
@@ -285,7 +283,6 @@ func (d *daemon) openChannels(ctx context.Context, broker *credential.Broker) er
 	} else {
 		d.log.Warn(string(journal.ChannelFailed), "err", err)
 	}
-	return nil
 }
 
 // routes is the HTTP listener's handler: the webhook, /healthz, /readyz,
