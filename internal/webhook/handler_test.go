@@ -1409,3 +1409,20 @@ func TestDeliveryCarriesItsSource(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallationIsRecorded: an App's delivery names the installation it
+// came through (installation.id), which the item keeps for its calls; a
+// delivery that names none keeps the one recorded.
+func TestInstallationIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", func(m map[string]any) {
+		m["installation"] = map[string]any{"id": 4242}
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, int64(4242), e.onlyRecord(t).Spec.Installation)
+	code, _ = e.replay(t, "pull_request", "d-next", derive(t, "pull_request.synchronize.1.json", func(m map[string]any) {
+		delete(m, "installation")
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, int64(4242), e.onlyRecord(t).Spec.Installation)
+}
