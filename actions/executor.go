@@ -1183,45 +1183,54 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	c := a.Checkout
 	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR,
 		PushURL: c.PushURL, PushBranch: c.PushBranch})
+	// When the lock or the read fails, the status still says Preparing,
+	// with no worker: the next pass prepares again
+	// (workspace_interrupted), and finds the clone.
+	e.workerOutcome(ctx, k, a.Name(), err, func(wctx context.Context, r *desired.Record) error {
+		if r.Status.Phase != desired.PhasePreparing || !r.Status.PrepareStarted.Equal(started) {
+			if err != nil {
+				e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, append(failureKV(a, err), "reason", string(ReasonWorkspaceFailed), "phase", string(r.Status.Phase))...)
+			} else {
+				e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "cwd", res.Dir, "reason", string(a.Reason), "phase", string(r.Status.Phase))
+			}
+			return nil
+		}
+		switch {
+		case err == nil:
+			return e.workspaceReady(wctx, r, a, res)
+		case ctx.Err() != nil || workspace.Cancelled(err):
+			return e.workspaceInterrupted(wctx, r, a, err)
+		default:
+			e.mu.Lock()
+			e.failedPrepares++
+			e.mu.Unlock()
+			return e.workspaceFailed(wctx, r, a, err)
+		}
+	})
+}
+
+// workerOutcome records what a workspace worker's action did (cause, its
+// error) with write, on k's record read under the reconcile lock, with a
+// context that outlives ctx (schema.OutcomeWriteTimeout): a stopping
+// daemon still records it. A lock, a read or a write that fails is
+// logged (action.failed).
+func (e *Executor) workerOutcome(ctx context.Context, k desired.Key, action string, cause error, write func(context.Context, *desired.Record) error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
 	defer cancel()
-	fail := func(cause error) {
-		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)
-	}
-	unlock, lerr := e.Store.Lock(wctx)
-	if lerr != nil {
-		// The status still says Preparing, with no worker: the next pass
-		// prepares again (workspace_interrupted), and finds the clone.
-		fail(errors.Join(err, lerr))
-		return
-	}
-	defer unlock()
-	r, gerr := e.Store.Get(wctx, k)
-	if gerr != nil {
-		fail(errors.Join(err, gerr))
-		return
-	}
-	if r.Status.Phase != desired.PhasePreparing || !r.Status.PrepareStarted.Equal(started) {
+	err := func() error {
+		unlock, err := e.Store.Lock(wctx)
 		if err != nil {
-			e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, append(failureKV(a, err), "reason", string(ReasonWorkspaceFailed), "phase", string(r.Status.Phase))...)
-		} else {
-			e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "cwd", res.Dir, "reason", string(a.Reason), "phase", string(r.Status.Phase))
+			return errors.Join(cause, err)
 		}
-		return
-	}
-	switch {
-	case err == nil:
-		err = e.workspaceReady(wctx, &r, a, res)
-	case ctx.Err() != nil || workspace.Cancelled(err):
-		err = e.workspaceInterrupted(wctx, &r, a, err)
-	default:
-		e.mu.Lock()
-		e.failedPrepares++
-		e.mu.Unlock()
-		err = e.workspaceFailed(wctx, &r, a, err)
-	}
+		defer unlock()
+		r, err := e.Store.Get(wctx, k)
+		if err != nil {
+			return errors.Join(cause, err)
+		}
+		return write(wctx, &r)
+	}()
 	if err != nil {
-		fail(err)
+		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", action, "err", err)
 	}
 }
 
@@ -1274,42 +1283,30 @@ func (e *Executor) fetchInWorker(ctx context.Context, k desired.Key, started tim
 	if ctx.Err() != nil {
 		return
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
-	defer cancel()
-	fail := func(cause error) {
-		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)
-	}
-	unlock, lerr := e.Store.Lock(wctx)
-	if lerr != nil {
-		fail(errors.Join(err, lerr)) // the next pass fetches again
-		return
-	}
-	defer unlock()
-	r, gerr := e.Store.Get(wctx, k)
-	if gerr != nil {
-		fail(errors.Join(err, gerr))
-		return
-	}
-	if hf := r.Status.HeadFetch; hf.Commit != a.Commit || !hf.Started.Equal(started) || hf.Outcome != "" {
-		return
-	}
-	st := r.Status
-	st.HeadFetch.Outcome = desired.HeadFetched
-	if err != nil {
-		st.HeadFetch.Outcome = desired.HeadFetchFailed
-	}
-	if perr := e.put(wctx, &r, st); perr != nil {
-		fail(errors.Join(err, perr))
-		return
-	}
-	switch {
-	case err != nil:
-		e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, "delivery", a.DeliveryID, "commit", a.Commit,
-			"reason", string(ReasonHeadFetchFailed), "err", workspace.Mask(err.Error()))
-	case fetched:
-		e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "delivery", a.DeliveryID, "commit", a.Commit,
-			"reason", "head_fetched")
-	}
+	// When the lock or the read fails, the status still names the fetch
+	// with no outcome: the next pass fetches again.
+	e.workerOutcome(ctx, k, a.Name(), err, func(wctx context.Context, r *desired.Record) error {
+		if hf := r.Status.HeadFetch; hf.Commit == a.Commit && hf.Started.Equal(started) && hf.Outcome == "" {
+			st := r.Status
+			st.HeadFetch.Outcome = desired.HeadFetched
+			if err != nil {
+				st.HeadFetch.Outcome = desired.HeadFetchFailed
+			}
+			if perr := e.put(wctx, r, st); perr != nil {
+				return errors.Join(err, perr)
+			}
+		}
+		// A status that moved on meanwhile only has the outcome journaled.
+		switch {
+		case err != nil:
+			e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, "delivery", a.DeliveryID, "commit", a.Commit,
+				"reason", string(ReasonHeadFetchFailed), "err", workspace.Mask(err.Error()))
+		case fetched:
+			e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "delivery", a.DeliveryID, "commit", a.Commit,
+				"reason", "head_fetched")
+		}
+		return nil
+	})
 }
 
 // claim reports whether k had no preparation running in this executor, and
