@@ -197,7 +197,7 @@ func TestGeminiScreen(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, LimitUsage, l.Kind)
 	assert.Equal(t, "Usage limit reached for gemini-2.5-pro.", l.Text)
-	assert.Equal(t, time.Date(2026, 11, 30, 17, 10, 0, 0, time.Local), l.Reset)
+	assert.True(t, time.Date(2026, 11, 30, 17, 10, 0, 0, time.UTC).Equal(l.Reset), "read in the zone written: %v", l.Reset)
 	l, ok = a.Limit("Usage limit reached for gemini-2.5-pro.\n/stats model for usage details", now)
 	require.True(t, ok)
 	assert.True(t, l.Reset.IsZero())
