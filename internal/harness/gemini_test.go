@@ -198,9 +198,10 @@ func TestGeminiScreen(t *testing.T) {
 	assert.Equal(t, LimitUsage, l.Kind)
 	assert.Equal(t, "Usage limit reached for gemini-2.5-pro.", l.Text)
 	assert.True(t, time.Date(2026, 11, 30, 17, 10, 0, 0, time.UTC).Equal(l.Reset), "read in the zone written: %v", l.Reset)
-	l, ok = a.Limit("Usage limit reached for gemini-2.5-pro.\n/stats model for usage details", now)
+	l, ok = a.Limit("ℹ Usage limit reached for gemini-2.5-pro.\n/stats model for usage details", now)
 	require.True(t, ok)
-	assert.True(t, l.Reset.IsZero())
+	assert.Equal(t, WindowDaily, l.Window, "no reset named: the daily quota's, midnight Pacific")
+	assert.True(t, time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC).Equal(l.Reset), "%v", l.Reset)
 	_, ok = a.Limit("ready", now)
 	assert.False(t, ok)
 }
