@@ -39,7 +39,7 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 		if !released {
 			add(account, r.Status.LimitReset, r.Status.LimitUntil)
 		}
-		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status) {
+		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status, "", false) {
 			l := limitOf(*sc.Limit, p, now)
 			add(account, l.reset, l.until)
 		}
@@ -47,25 +47,39 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 	return holds
 }
 
-// seenOf is limit l as the item's status keeps it (desired.SeenLimit).
-func seenOf(l harness.Limit) desired.SeenLimit {
-	return desired.SeenLimit{Kind: string(l.Kind), Text: l.Text, Reset: l.Reset, At: l.At}
+// seenOf is limit l as the item's status keeps it (desired.SeenLimit),
+// seen on pane (its id; "" for a transcript's).
+func seenOf(l harness.Limit, pane string) desired.SeenLimit {
+	if !l.At.IsZero() {
+		pane = ""
+	}
+	return desired.SeenLimit{Kind: string(l.Kind), Window: string(l.Window), Text: l.Text, Reset: l.Reset, At: l.At, Pane: pane}
 }
 
-// newLimit reports whether limit l, which the item's screen or transcript
-// shows, is news to an item whose status is st: a limit other than the
-// one it last saw (Status.LimitSeen: another kind, text or reset, or
-// another transcript line when both are dated), or that one's menu still
-// waiting for an answer, unless an operator released it. A limit an
-// operator released on the item is never news (Status.ReleasedLimits). So
-// the banner of a limit already taken, or of any a release ended, left on
-// screen or quoted again, holds nothing more.
-func newLimit(l harness.Limit, st desired.Status) bool {
-	shown := seenOf(l)
+// newLimit reports whether limit l, which the item's screen (on pane) or
+// transcript shows, is news to an item whose status is st: a new episode.
+// It is one when it is a limit other than the one the item last saw
+// (Status.LimitSeen: another kind or text, another transcript line when
+// both are dated, another reset otherwise), or that one's menu still
+// waiting for an answer, unless an operator released it. The same banner
+// on a screen is the same episode on the pane that showed it, whatever
+// reset it reads now; on a later pane (the resume after the reset) it is
+// the old turn in the resumed history until the resume's boot prompt
+// reached the conversation (booted), and a new episode after that: the
+// limit came back. A limit an operator released on the item is never news
+// (Status.ReleasedLimits). So the banner of a limit already taken, or of
+// any a release ended, left on screen or quoted again, holds nothing
+// more. limitHolds, which knows no pane, passes "" and false: the
+// account is held from the next pass.
+func newLimit(l harness.Limit, st desired.Status, pane string, booted bool) bool {
+	shown := seenOf(l, pane)
 	if st.WasReleased(shown) {
 		return false
 	}
 	if !st.LimitSeen.Same(shown) {
+		return true
+	}
+	if l.At.IsZero() && st.LimitSeen.Pane != pane && booted && !st.LimitSeen.Released {
 		return true
 	}
 	return l.Menu && !st.LimitSeen.Released
@@ -139,8 +153,9 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	if sc.Limit.Menu {
 		answer = []actions.Action{actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id}}
 	}
-	if !newLimit(*sc.Limit, it.st) {
-		return answer, answer != nil
+	booted, _ := it.booted()
+	if !newLimit(*sc.Limit, it.st, it.pane.id, booted) {
+		return append(answer, it.markBlocked()...), answer != nil
 	}
 	h := limitOf(*sc.Limit, it.p, it.now)
 	if !h.until.After(it.now) {
@@ -149,9 +164,9 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	caps := it.p.Harnesses[it.r.Spec.Harness]
 	landed, _ := it.landed()
 	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
-		Kind: string(sc.Limit.Kind), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped, Text: sc.Limit.Text,
-		Seen: seenOf(*sc.Limit), Delivered: it.delivered(landed)}}
-	return append(out, answer...), true
+		Kind: string(sc.Limit.Kind), Window: string(sc.Limit.Window), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped,
+		Text: sc.Limit.Text, Seen: seenOf(*sc.Limit, it.pane.id), Delivered: it.delivered(landed)}}
+	return append(append(out, answer...), it.markBlocked()...), true
 }
 
 // planLimited plans a RateLimited item: it waits, alive or not (a pane
@@ -168,6 +183,9 @@ func (it itemPlan) planLimited() []actions.Action {
 		var out []actions.Action
 		if sc, ok := it.obs.Screens[it.r.Key]; ok && it.pane.alive && sc.Limit != nil && sc.Limit.Menu {
 			out = append(out, actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id})
+		}
+		if it.pane.alive {
+			out = append(out, it.markBlocked()...)
 		}
 		return append(out, it.waitHeld(until)...)
 	}

@@ -308,7 +308,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
-		a.Shown = seenOf(*sc.Limit)
+		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
 	return []actions.Action{a}, r, false
