@@ -9,11 +9,13 @@ import (
 	"github.com/loopd/loopd/observed"
 )
 
-// limitHold is how long the items of one account are held back from
+// LimitHold is how long the items of one account are held back from
 // spawns and deliveries: until Until, the latest reset (Reset) of a usage
-// limit any of its harnesses reported, plus the margin.
-type limitHold struct {
+// limit any of its harnesses reported, plus the margin; Window is that
+// limit's (harness.LimitWindow, "" when its harness did not say).
+type LimitHold struct {
 	Reset, Until time.Time
+	Window       string
 }
 
 // limitHolds returns the holds in force at now, by account
@@ -21,14 +23,14 @@ type limitHold struct {
 // (Status.LimitUntil, durable across restarts), and those this pass sees
 // on a screen or in a transcript that are news (newLimit). It is the one
 // home of "which items a usage limit holds".
-func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]limitHold {
-	holds := map[string]limitHold{}
-	add := func(account string, reset, until time.Time) {
+func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]LimitHold {
+	holds := map[string]LimitHold{}
+	add := func(account string, reset, until time.Time, window string) {
 		if account == "" || !until.After(now) {
 			return
 		}
 		if h, ok := holds[account]; !ok || until.After(h.Until) {
-			holds[account] = limitHold{Reset: reset, Until: until}
+			holds[account] = LimitHold{Reset: reset, Until: until, Window: window}
 		}
 	}
 	for _, r := range items {
@@ -37,11 +39,11 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 		// one its screen shows (desired.Status.Released), in this very pass.
 		released := r.ReleasePending() && !r.Spec.Closed
 		if !released {
-			add(account, r.Status.LimitReset, r.Status.LimitUntil)
+			add(account, r.Status.LimitReset, r.Status.LimitUntil, r.Status.LimitWindow)
 		}
 		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status, "", false) {
 			l := limitOf(*sc.Limit, p, now)
-			add(account, l.reset, l.until)
+			add(account, l.reset, l.until, string(sc.Limit.Window))
 		}
 	}
 	return holds
@@ -227,14 +229,14 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 }
 
 // LimitsHeld returns, for loopd get, the test of whether a usage limit
-// recorded on an item's account holds it back at now, with its reset and
-// the end of the hold (the reset plus the margin); records are every
-// item, whose statuses carry the limits. The holds are worked out once,
-// not once per item asked about.
-func LimitsHeld(records []desired.Record, p Policy, now time.Time) func(r desired.Record) (reset, until time.Time, ok bool) {
+// recorded on an item's account holds it back at now, with the hold (its
+// reset, the end of the hold, the reset plus the margin, and its window);
+// records are every item, whose statuses carry the limits. The holds are
+// worked out once, not once per item asked about.
+func LimitsHeld(records []desired.Record, p Policy, now time.Time) func(r desired.Record) (LimitHold, bool) {
 	holds := limitHolds(records, observed.Observation{}, p, now)
-	return func(r desired.Record) (time.Time, time.Time, bool) {
+	return func(r desired.Record) (LimitHold, bool) {
 		h, ok := holds[p.Harnesses[r.Spec.Harness].Account]
-		return h.Reset, h.Until, ok
+		return h, ok
 	}
 }

@@ -163,7 +163,7 @@ func (m *Metrics) observe(res PassResult, d time.Duration) {
 
 // limits sets the usage-limit reset of every harness of p from the holds
 // in force (limitHolds).
-func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
+func (m *Metrics) limits(holds map[string]LimitHold, p Policy) {
 	for name, caps := range p.Harnesses {
 		reset := 0.0
 		if h, ok := holds[caps.Account]; ok && caps.Account != "" {
