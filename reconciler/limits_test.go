@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/actions"
@@ -356,6 +358,51 @@ func TestNeedsScreen(t *testing.T) {
 			require.Equal(t, tc.want, needsScreen(tc.rec, tc.snap, p))
 			n := needs(p, t0)(tc.rec, tc.snap)
 			require.Equal(t, tc.want, n.Screen)
+		})
+	}
+}
+
+// TestPlanLimitEpisodes: a banner read off a screen is one episode on the
+// pane that showed it, whatever reset it reads now (a clock time names the
+// next day's once it has passed); on the pane of the resume after the
+// reset it is the old turn of the resumed history until the resume's boot
+// prompt reached the conversation, and a new episode after that.
+func TestPlanLimitEpisodes(t *testing.T) {
+	reset := t0.Add(20 * time.Second)
+	tomorrow := limitAt(reset.Add(24 * time.Hour)) // the same banner, read after its reset
+	took := func(st desired.Status, pane string) desired.Status {
+		st = limitedBy(st, *limitAt(reset))
+		st.LimitSeen.Pane = pane
+		return st
+	}
+	resumed := spawning(desired.SpawnResume)
+	for _, tc := range []struct {
+		name  string
+		st    desired.Status
+		obs   observed.Observation
+		isNew bool
+	}{
+		{"same_pane_another_reading_is_no_news", took(running(), "%1"), obs(alive()), false},
+		{"resumed_history_before_the_prompt_landed_is_no_news", took(resumed, "%0"), obs(alive(), grown), false},
+		{"after_the_resume_prompt_landed_it_is_a_new_episode", took(resumed, "%0"), landed(obs(alive(), grown)), true},
+		{"another_banner_is_a_new_episode_on_any_pane", took(running(), "%1"), obs(alive()), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shown := tomorrow
+			if strings.HasPrefix(tc.name, "another_banner") {
+				shown = otherLimitAt(reset.Add(time.Hour))
+			}
+			got := Plan([]desired.Record{rec(tc.st, ev1)}, screen(tc.obs, observed.Screen{Limit: shown}), limitPolicy(), t0)
+			without := Plan([]desired.Record{rec(tc.st, ev1)}, tc.obs, limitPolicy(), t0)
+			if !tc.isNew {
+				require.Equal(t, without, got, "the banner changes nothing")
+				return
+			}
+			require.NotEmpty(t, got)
+			a, ok := got[0].(actions.RateLimit)
+			require.True(t, ok, "%v", got)
+			assert.Equal(t, "%1", a.Seen.Pane)
+			assert.True(t, shown.Reset.Equal(a.Reset), "%v", a.Reset)
 		})
 	}
 }
