@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,18 +208,7 @@ func TestUsageLimitThatComesBackAfterTheResetIsANewEpisode(t *testing.T) {
 // and the item is shown blocked on it while it waits on the limit.
 func TestUsageLimitMenuWithoutACursorGetsNoKey(t *testing.T) {
 	t.Parallel()
-	menuDir := t.TempDir() // the sandbox shows it (Binds)
-	menuLog := filepath.Join(menuDir, "menu.log")
-	e := newEnv(t, envOpts{HarnessEnv: map[string]string{
-		"FAKECLAUDE_LIMIT_UNTIL":          strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10),
-		"FAKECLAUDE_LIMIT_FORM":           "menu",
-		"FAKECLAUDE_LIMIT_MENU_CURSOR":    "2",
-		"FAKECLAUDE_LIMIT_MENU_NO_CURSOR": "1",
-		"FAKECLAUDE_MENU_LOG":             menuLog,
-	}, Binds: []string{menuDir}})
-	e.start(t)
-	commentOn(t, e, keyIssue.Number, "fix it "+uuid.NewString())
-	e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
+	e, _, menuLog := limitedAtMenu(t, map[string]string{"FAKECLAUDE_LIMIT_MENU_CURSOR": "2", "FAKECLAUDE_LIMIT_MENU_NO_CURSOR": "1"})
 	r := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Blocked != "" }, waitShort, "never shown blocked")
 	assert.Equal(t, "usage_limit_menu", r.Status.Blocked)
 	e.settle(t)

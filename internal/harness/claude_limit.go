@@ -95,21 +95,16 @@ func (c *claudeCode) Blocked(text string) Block {
 	return ""
 }
 
-// claudeStatus and claudeTalk are the marks of Claude Code's screen
+// claudeMarks are the marks of Claude Code's screen
 // (2.1.197, testdata/claude-2.1.197): "⎿" starts the CLI's own reply to a
 // prompt (an API error, a usage limit, "Not logged in"), "❯" a prompt and
 // "─" the input box's rule; "⏺" starts the model's answer, after which
 // every line (its text, its tools' output under "⎿") is the conversation.
-var (
-	claudeStatus = []string{"⎿"}
-	claudeTalk   = []string{"❯", "─"}
-)
-
-const claudeAnswer = "⏺"
+var claudeMarks = statusMarks{status: []string{"⎿"}, talk: []string{"❯", "─"}, stop: "⏺"}
 
 // Limit reports the usage limit a Claude Code screen shows: a banner the
 // CLI itself printed in the latest turn, as its reply to the prompt
-// (claudeStatus, before the model's answer: a banner the agent quotes, or
+// (claudeMarks, before the model's answer: a banner the agent quotes, or
 // one further up in a resumed conversation's history, is not a limit),
 // and the menu, which the CLI draws in place of the input box. Menu is
 // true only when loopd can answer it (LimitMenuKeys). The reset is read
@@ -117,13 +112,7 @@ const claudeAnswer = "⏺"
 // loopd's local zone).
 func (c *claudeCode) Limit(text string, now time.Time) (Limit, bool) {
 	menu := strings.Contains(text, claudeLimitMenuTitle) && strings.Contains(text, claudeLimitWait)
-	var l Limit
-	found := false
-	for _, block := range statusBlocks(strings.Split(lastTurn(text), "\n"), claudeStatus, claudeTalk, claudeAnswer) {
-		if got, ok := claudeTextLimit(block, now, c.zone()); ok {
-			l, found = got, true
-		}
-	}
+	l, found := statusLimit(lastTurn(text), claudeMarks, func(block string) (Limit, bool) { return claudeTextLimit(block, now, c.zone()) })
 	if menu {
 		if !found {
 			l = Limit{Kind: LimitUsage, Text: claudeLimitWait}

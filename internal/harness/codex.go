@@ -798,28 +798,18 @@ func codexLineLimit(text string, now time.Time, loc *time.Location) (Limit, bool
 	return Limit{}, false
 }
 
-// codexStatus and codexTalk are the marks of Codex's screen (0.171.0,
+// codexMarks are the marks of Codex's screen (0.171.0,
 // testdata/codex-0.171.0): "■" starts an error the CLI shows (a usage
 // limit among them), "›" a user message and "•" the agent's message or a
 // tool's output.
-var (
-	codexStatus = []string{"■"}
-	codexTalk   = []string{"›", "•"}
-)
+var codexMarks = statusMarks{status: []string{"■"}, talk: []string{"›", "•"}}
 
 // Limit reports the usage limit the latest turn on a Codex screen shows:
 // an error of the CLI's own ("■ You’ve hit your usage limit. …", which may
 // wrap onto the next lines), never the agent's message or a quoted
 // comment; its reset read at now in the pane's zone.
 func (c *codex) Limit(text string, now time.Time) (Limit, bool) {
-	var l Limit
-	found := false
-	for _, block := range statusBlocks(strings.Split(codexLastTurn(text), "\n"), codexStatus, codexTalk, "") {
-		if got, ok := codexLineLimit(block, now, c.zone()); ok {
-			l, found = got, true
-		}
-	}
-	return l, found
+	return statusLimit(codexLastTurn(text), codexMarks, func(block string) (Limit, bool) { return codexLineLimit(block, now, c.zone()) })
 }
 
 // codexLastTurn is the text between the latest user message shown and the

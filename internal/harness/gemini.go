@@ -850,14 +850,11 @@ var (
 // (ai.google.dev/gemini-api/docs/rate-limits).
 const geminiQuotaZone = "America/Los_Angeles"
 
-// geminiStatus and geminiTalk are the marks of Gemini's screen (0.61.0,
+// geminiMarks are the marks of Gemini's screen (0.61.0,
 // testdata/gemini-0.61.0): "✕" starts an error and "ℹ" a notice of the
 // CLI's own; ">" starts a user message, "✦" the model's answer, and a
 // box ("╭", "│", "╰") a tool's call and output.
-var (
-	geminiStatus = []string{"✕", "ℹ"}
-	geminiTalk   = []string{">", "✦", "╭", "│", "╰"}
-)
+var geminiMarks = statusMarks{status: []string{"✕", "ℹ"}, talk: []string{">", "✦", "╭", "│", "╰"}}
 
 // Limit reports the usage limit the latest turn on the screen shows, in
 // an error or notice of the CLI's own (never the model's answer or a
@@ -868,14 +865,7 @@ var (
 // none); of a per-day quota, at its reset (midnight Pacific,
 // geminiQuotaZone); and a bare one, a rate limit with no reset.
 func (g *gemini) Limit(text string, now time.Time) (Limit, bool) {
-	var l Limit
-	found := false
-	for _, block := range statusBlocks(strings.Split(geminiLastTurn(text), "\n"), geminiStatus, geminiTalk, "") {
-		if got, ok := geminiTextLimit(block, now, g.zone()); ok {
-			l, found = got, true
-		}
-	}
-	return l, found
+	return statusLimit(geminiLastTurn(text), geminiMarks, func(block string) (Limit, bool) { return geminiTextLimit(block, now, g.zone()) })
 }
 
 // geminiTextLimit reads a usage limit from one message of the CLI, seen at

@@ -101,29 +101,37 @@ func clip(s string) string {
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
+// statusMarks are the marks a CLI puts before the lines of its screen:
+// status before its own messages (an error, a notice), talk before the
+// conversation's (the user's prompt, the model's answer, a tool's
+// output); stop, when not empty, starts the conversation for the rest of
+// the turn.
+type statusMarks struct {
+	status, talk []string
+	stop         string
+}
+
 // statusBlocks returns the CLI's own status messages among lines, each
 // with the lines it wraps onto joined by spaces: a message starts at a
-// line whose first non-blank rune is one of status (the CLI's mark of an
-// error or notice), and runs on over the lines after it up to a blank
-// line or a line that starts with one of status or talk (the marks of the
-// conversation: the user's prompt, the model's answer, a tool's output).
-// Lines of the conversation are never returned: a limit's text quoted by
-// the agent or in a comment is no limit (docs/design.md, "Usage limits").
-// stop, when not empty, ends the scan at the first line that starts with
-// it.
-func statusBlocks(lines []string, status, talk []string, stop string) []string {
+// line whose first non-blank rune is one of m.status, and runs on over
+// the lines after it up to a blank line or a line that starts with one of
+// m.status or m.talk. Lines of the conversation are never returned: a
+// limit's text quoted by the agent or in a comment is no limit
+// (docs/design.md, "Usage limits"). The scan ends at the first line that
+// starts with m.stop.
+func statusBlocks(lines []string, m statusMarks) []string {
 	var out []string
 	in := false
 	for _, line := range lines {
 		t := strings.TrimSpace(line)
-		if stop != "" && strings.HasPrefix(t, stop) {
+		if m.stop != "" && strings.HasPrefix(t, m.stop) {
 			break
 		}
 		switch {
-		case t == "" || hasAnyPrefix(t, talk):
+		case t == "" || hasAnyPrefix(t, m.talk):
 			in = false
-		case hasAnyPrefix(t, status):
-			for _, mark := range status {
+		case hasAnyPrefix(t, m.status):
+			for _, mark := range m.status {
 				t = strings.TrimSpace(strings.TrimPrefix(t, mark))
 			}
 			out, in = append(out, t), true
@@ -132,6 +140,20 @@ func statusBlocks(lines []string, status, talk []string, stop string) []string {
 		}
 	}
 	return out
+}
+
+// statusLimit is the last usage limit read (by read) among the CLI's own
+// status messages (statusBlocks) in turn, the text of a screen's latest
+// turn.
+func statusLimit(turn string, m statusMarks, read func(string) (Limit, bool)) (Limit, bool) {
+	var l Limit
+	found := false
+	for _, block := range statusBlocks(strings.Split(turn, "\n"), m) {
+		if got, ok := read(block); ok {
+			l, found = got, true
+		}
+	}
+	return l, found
 }
 
 // zone is the time zone the CLI prints its clock times in: the TZ its
