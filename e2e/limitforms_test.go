@@ -139,6 +139,9 @@ func TestGeminiQuotaFormsWaitAndTheConversationContinues(t *testing.T) {
 		assert.True(t, until.Truncate(time.Minute).Equal(r.Status.LimitReset), "read in UTC: %v, want %v", r.Status.LimitReset, until)
 		assert.Equal(t, "daily", r.Status.LimitWindow)
 		assert.Regexp(t, `(?m)^`+keyIssue.String()+`\s.*RateLimited.*rate_limited reset=\S+ until=\S+ window=daily`, g.mustRun(t, "get"))
+		described := g.mustRun(t, "describe", keyIssue.String())
+		assert.Regexp(t, `(?m)^\s+Usage limit:?\s+held until \S+ window daily$`, described)
+		assert.Regexp(t, `(?m)^\s+Limit episodes:?\s+1$`, described)
 		noCrash(t, g.env, keyIssue)
 	})
 }
