@@ -203,8 +203,9 @@ var resetPattern = regexp.MustCompile(`(?i)\b(?:reset(?:s)?|try again)\s+(?:at\s
 // UTC−5 by the tz database's POSIX sign), else loc (nil: the host's), the
 // zone the CLI printed in. A clock time alone is its next occurrence in
 // that zone: today's, or tomorrow's once today's has passed by more than
-// schema.ResetClockRounding (a banner rounds its reset down to the
-// minute); a month and day without a year are their next occurrence the
+// schema.ResetClockGrace (a banner rounds its reset down to the
+// minute, and a resumed agent may meet it again at the reset plus the
+// margin); a month and day without a year are their next occurrence the
 // same way; a date with a year is taken as given. It reports false when
 // text names no reset, or one that cannot be read (a zone LoadLocation
 // does not know, such as "PST"; 25 o'clock; Feb 30): the caller then
@@ -244,7 +245,7 @@ func ParseReset(text string, now time.Time, loc *time.Location) (time.Time, bool
 		return time.Time{}, false
 	}
 	local := now.In(loc)
-	earliest := now.Add(-schema.ResetClockRounding)
+	earliest := now.Add(-schema.ResetClockGrace)
 	if mon := get("mon"); mon != "" {
 		month := time.Month(strings.Index("janfebmaraprmayjunjulaugsepoctnovdec", strings.ToLower(mon[:3]))/3 + 1)
 		day, _ := strconv.Atoi(get("day"))

@@ -43,7 +43,7 @@ func checkLimitForms(t *testing.T, adapter string, rows []limitForm) {
 				return
 			}
 			assert.True(t, tc.reset.Equal(l.Reset), "want %v, got %v", tc.reset, l.Reset)
-			assert.False(t, l.Reset.Before(tc.now.Add(-schema.ResetClockRounding)), "never a wait in the past")
+			assert.False(t, l.Reset.Before(tc.now.Add(-schema.ResetClockGrace)), "never a wait in the past")
 		})
 	}
 }
@@ -64,6 +64,10 @@ func TestClaudeLimitForms(t *testing.T) {
 			at(t, "Europe/Paris", 2026, 7, 14, 15, 0, 0), "Asia/Tokyo", true, LimitUsage, WindowSession, at(t, "Europe/Paris", 2026, 7, 14, 17, 10, 0)},
 		{"rounded_down_minute_stays", prompt + "  ⎿  You've hit your session limit · resets 5:10pm (Europe/Paris)",
 			at(t, "Europe/Paris", 2026, 7, 14, 17, 10, 40), "UTC", true, LimitUsage, WindowSession, at(t, "Europe/Paris", 2026, 7, 14, 17, 10, 0)},
+		{"met_again_after_the_margin_stays", prompt + "  ⎿  You've hit your session limit · resets 5:10pm (Europe/Paris)",
+			at(t, "Europe/Paris", 2026, 7, 14, 17, 19, 0), "UTC", true, LimitUsage, WindowSession, at(t, "Europe/Paris", 2026, 7, 14, 17, 10, 0)},
+		{"past_the_grace_is_tomorrow", prompt + "  ⎿  You've hit your session limit · resets 5:10pm (Europe/Paris)",
+			at(t, "Europe/Paris", 2026, 7, 14, 17, 21, 0), "UTC", true, LimitUsage, WindowSession, at(t, "Europe/Paris", 2026, 7, 15, 17, 10, 0)},
 		{"five_hour_host_zone", prompt + "  ⎿  5-hour limit reached ∙ resets 4am",
 			at(t, "America/New_York", 2026, 7, 14, 5, 0, 0), "America/New_York", true, LimitUsage, WindowSession, at(t, "America/New_York", 2026, 7, 15, 4, 0, 0)},
 		{"etc_gmt_plus_5_is_utc_minus_5", prompt + "  ⎿  You've hit your limit · resets 3pm (Etc/GMT+5)",
