@@ -100,10 +100,12 @@ type heldFor struct {
 // harness did not name or that could not be read is LimitDefault for a
 // usage limit, OverloadWait for a rate-limit or overload error, and a
 // named one is at most LimitMaxHold, both counted from when the harness
-// reported it (a transcript line's time), else from now. A menu still
-// waiting for an answer is a limit in force whatever reset it named (a
-// banner rounded to the minute): one that has passed holds the account
-// the margin (at least a poll period) from now.
+// reported it (a transcript line's time), else from now. A limit a live
+// screen shows is in force whatever reset it named (a banner rounded to
+// the minute, one met again at the reset plus the margin, a menu still
+// waiting for an answer): one that has passed holds the account the
+// margin (at least a poll period) from now. A transcript's limit whose
+// reset has passed is over: an old turn.
 func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
 	from := l.At
 	if from.IsZero() {
@@ -121,7 +123,7 @@ func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
 		h.reset, h.capped = from.Add(p.LimitMaxHold), true
 	}
 	h.until = h.reset.Add(p.LimitMargin)
-	if l.Menu && !h.until.After(now) {
+	if l.At.IsZero() && !h.until.After(now) {
 		h.reset, h.until = now, now.Add(max(p.LimitMargin, p.Poll))
 	}
 	return h
@@ -161,7 +163,7 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	}
 	h := limitOf(*sc.Limit, it.p, it.now)
 	if !h.until.After(it.now) {
-		return nil, false // a limit that has reset: a banner left on screen, or an old turn
+		return nil, false // a transcript's limit that has reset: an old turn
 	}
 	caps := it.p.Harnesses[it.r.Spec.Harness]
 	landed, _ := it.landed()

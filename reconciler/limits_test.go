@@ -142,9 +142,16 @@ func TestPlanUsageLimits(t *testing.T) {
 				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
 				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, At: t0.Add(-time.Minute)}
 			})}},
-		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
-			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
+		{"a_transcript_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: t0.Add(-time.Hour), At: t0.Add(-2 * time.Hour),
+				Text: "You've hit your session limit · resets 12:00pm"}}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+		{"a_screen_banner_whose_reset_just_passed_holds_a_margin_from_now", []desired.Record{rec(running(), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-5 * time.Minute))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until = t0, t0.Add(10*time.Second)
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-5 * time.Minute), Pane: "%1"}
+			})}},
 		{"boot_prompt_that_landed_before_the_limit_is_delivered", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
 			screen(landed(obs(alive(), grown)), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) { a.Delivered = "d-1" })}},
