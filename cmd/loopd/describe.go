@@ -180,6 +180,12 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if st.Blocked != "" {
 		line("  ", "Blocked", st.Blocked)
 	}
+	if !st.LimitUntil.IsZero() {
+		line("  ", "Usage limit", "held until "+at(st.LimitUntil)+" window "+dash(st.LimitWindow))
+	}
+	if st.LimitEpisodes > 0 {
+		line("  ", "Limit episodes", strconv.Itoa(st.LimitEpisodes))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
