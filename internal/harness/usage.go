@@ -154,3 +154,23 @@ func codexUsage(line []byte) (desired.UsageMessage, bool) {
 	return desired.UsageMessage{ID: "total:" + strconv.FormatInt(l.Payload.Info.Total.Total, 10), At: l.Timestamp,
 		Tokens: desired.Tokens{Input: max(0, last.Input-last.Cached), Output: last.Output, CacheRead: last.Cached}}, true
 }
+
+// Interrupter is implemented by adapters whose CLI's own interrupt of the
+// turn in flight is a key other than Escape.
+type Interrupter interface {
+	// InterruptKeys returns the tmux keys that interrupt the turn in
+	// flight and keep the conversation.
+	InterruptKeys() []string
+}
+
+// InterruptKeys returns the tmux keys that interrupt a's turn in flight
+// the way its CLI's own interrupt does: Escape, unless a says otherwise
+// (Interrupter). Claude Code 2.1's TUI shows "esc to interrupt" while a
+// turn runs; Codex's TUI and Gemini's take Escape the same way, where
+// Ctrl-C twice would exit (harness-cli-facts.md).
+func InterruptKeys(a Adapter) []string {
+	if i, ok := a.(Interrupter); ok {
+		return i.InterruptKeys()
+	}
+	return []string{"Escape"}
+}
