@@ -686,18 +686,18 @@ const (
 
 // tui is the interactive mode.
 type tui struct {
-	inv       invocation
-	knobs     knobs
-	store     store
-	out       io.Writer
-	state     screenState
-	sess      *session
-	ed        faketerm.Editor
-	history   []string
-	replies   []string // the answer shown under each of history
-	queue     []string // prompts submitted while busy
-	cursor    int      // the menu choice the cursor is on, 1-based
-	busy      bool
+	inv     invocation
+	knobs   knobs
+	store   store
+	out     io.Writer
+	state   screenState
+	sess    *session
+	ed      faketerm.Editor
+	history []string
+	replies []string // the answer shown under each of history
+	queue   []string // prompts submitted while busy
+	cursor  int      // the menu choice the cursor is on, 1-based
+	busy    bool
 	// turn numbers the turns, so that a timer of a turn Escape
 	// interrupted does nothing; steps are the messages a long turn
 	// still writes before its answer.
