@@ -93,11 +93,11 @@ type BudgetState struct {
 	UsageOffset int64  `json:",omitempty"`
 	// UsageMark is the time of the newest message counted: a message
 	// older than it is one already counted (a transcript read again from
-	// its start, a resume that copied its history). Counted are the last
+	// its start, a resume that copied its history). CountedIDs are the last
 	// messages counted, at most MaxCountedIDs, so that the lines of one
 	// message, and the messages of the mark's own time, count once.
-	UsageMark time.Time        `json:",omitzero"`
-	Counted   []CountedMessage `json:",omitempty"`
+	UsageMark  time.Time        `json:",omitzero"`
+	CountedIDs []CountedMessage `json:",omitempty"`
 	// UsageTotal is every token counted, by kind, and UsageWeighted their
 	// weighted sum as each message's weights were when it was counted;
 	// Hours the weighted usage by hour, for the rolling window.
@@ -135,23 +135,23 @@ type UsageRead struct {
 // reports whether s changed.
 func (s BudgetState) Count(read UsageRead, w Weights, window time.Duration, now time.Time) (BudgetState, bool) {
 	out := s
-	out.Counted = slices.Clone(s.Counted)
+	out.CountedIDs = slices.Clone(s.CountedIDs)
 	out.Hours = slices.Clone(s.Hours)
 	out.UsagePath, out.UsageOffset = read.Path, read.To
 	for _, m := range read.Messages {
-		i := slices.IndexFunc(out.Counted, func(c CountedMessage) bool { return c.ID == m.ID })
+		i := slices.IndexFunc(out.CountedIDs, func(c CountedMessage) bool { return c.ID == m.ID })
 		var add Tokens
 		switch {
 		case i >= 0:
-			add = m.Tokens.over(out.Counted[i].Tokens)
-			out.Counted[i].Tokens = out.Counted[i].Tokens.Top(m.Tokens)
+			add = m.Tokens.over(out.CountedIDs[i].Tokens)
+			out.CountedIDs[i].Tokens = out.CountedIDs[i].Tokens.Top(m.Tokens)
 		case m.At.Before(out.UsageMark):
 			continue // counted before this read: its id left the ring
 		default:
 			add = m.Tokens
-			out.Counted = append(out.Counted, CountedMessage{ID: m.ID, Tokens: m.Tokens})
-			if len(out.Counted) > MaxCountedIDs {
-				out.Counted = out.Counted[len(out.Counted)-MaxCountedIDs:]
+			out.CountedIDs = append(out.CountedIDs, CountedMessage{ID: m.ID, Tokens: m.Tokens})
+			if len(out.CountedIDs) > MaxCountedIDs {
+				out.CountedIDs = out.CountedIDs[len(out.CountedIDs)-MaxCountedIDs:]
 			}
 		}
 		if m.At.After(out.UsageMark) {
@@ -169,7 +169,7 @@ func (s BudgetState) Count(read UsageRead, w Weights, window time.Duration, now 
 	out.Hours = trimHours(out.Hours, window, now)
 	changed := out.UsagePath != s.UsagePath || out.UsageOffset != s.UsageOffset || out.UsageWeighted != s.UsageWeighted ||
 		out.UsageTotal != s.UsageTotal || !out.UsageMark.Equal(s.UsageMark) || len(out.Hours) != len(s.Hours) ||
-		!slices.Equal(out.Counted, s.Counted)
+		!slices.Equal(out.CountedIDs, s.CountedIDs)
 	return out, changed
 }
 

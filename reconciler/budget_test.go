@@ -27,7 +27,7 @@ func budgetPolicy() Policy {
 // before t0, from a transcript read to offset 100.
 func used(st desired.Status, n int64) desired.Status {
 	st.BudgetState = desired.BudgetState{UsagePath: "/t.jsonl", UsageOffset: 100, UsageMark: t0.Add(-time.Minute),
-		Counted: []desired.CountedMessage{{ID: "m0", Tokens: desired.Tokens{Output: n}}}, UsageTotal: desired.Tokens{Output: n},
+		CountedIDs: []desired.CountedMessage{{ID: "m0", Tokens: desired.Tokens{Output: n}}}, UsageTotal: desired.Tokens{Output: n},
 		UsageWeighted: n, Hours: []desired.UsageHour{{Hour: t0.Add(-time.Minute).Truncate(time.Hour), Tokens: n}}}
 	return st
 }
