@@ -79,10 +79,8 @@ pending events are delivered then. It journals item.budget_raised.`
 					desired.FormatTokens(n), desired.FormatTokens(r.Spec.BudgetRaise+n))
 				return nil
 			}
-			// A release --fresh not carried out yet stands: a plain release
-			// after it must not quietly turn it back into a resume.
-			if !fresh && freshReleasePending(r) {
-				fresh = true
+			var stands bool
+			if fresh, stands = r.ReleaseFresh(fresh); stands {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: a release --fresh is still pending; it stands\n", k)
 			}
 			// A spec change, like hold: the reconciler carries it out under
@@ -103,10 +101,4 @@ pending events are delivered then. It journals item.budget_raised.`
 		cmd.Flags().StringVar(&budget, "budget", "", "only raise the item's token budget by this many weighted tokens (+200k, +1.5m)")
 	}
 	return cmd
-}
-
-// freshReleasePending reports whether r has a release --fresh that no pass
-// has carried out yet.
-func freshReleasePending(r desired.Record) bool {
-	return r.ReleasePending() && r.Spec.ReleaseFresh
 }
