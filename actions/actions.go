@@ -54,6 +54,12 @@ const (
 	ReasonConfirmed        Reason = "confirmed"
 	ReasonAlive            Reason = "alive_at_deadline"
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	// ReasonOrphanAgent: a live agent on the item's session whose
+	// conversation the record does not know (its store was removed or
+	// reset under running agents), under a harness that keeps
+	// conversations: no paste to it could be checked and it cannot be
+	// resumed, so a fresh spawn carrying the item's events replaces it.
+	ReasonOrphanAgent Reason = "orphan_agent"
 	// ReasonUnblocked: a spawn that needed attention because its boot
 	// prompt was never seen (a dialog held it) runs: a person answered
 	// the dialog, and the screen is ready.

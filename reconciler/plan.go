@@ -616,11 +616,27 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		}
 		return it.deliver("")
 	default:
+		if it.orphan() {
+			// Its spawn kills the session first.
+			return it.spawn(st, actions.ReasonOrphanAgent, "")
+		}
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// orphan reports whether the live agent of a pane the record does not
+// account for runs a conversation the record knows nothing of: no id, and
+// none being learned, under a harness that keeps its conversations
+// (SupportsResume). A spawn records its id before the harness starts (or
+// that it learns one), so only a store removed or reset under running
+// agents leaves such a pane: a paste to it would count as delivered
+// unchecked (unverifiable), and it cannot be resumed (ReasonOrphanAgent).
+func (it itemPlan) orphan() bool {
+	st := it.st
+	return st.HarnessSessionID == "" && !st.IDUnconfirmed && it.p.Harnesses[it.r.Spec.Harness].SupportsResume
 }
 
 // unblocked plans the return to Running of an item that needs attention
