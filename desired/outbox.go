@@ -115,6 +115,10 @@ type Talk struct {
 //     episode too, once per blocked reason until a release
 //     (next.NoticedBlock), so a screen that comes and goes with each
 //     prompt posts one notice, not one per prompt;
+//   - each entry into BudgetExhausted from another phase is an episode
+//     too, and queues one notice with the budget's figures
+//     (BudgetComment); staying in it, or a restarted daemon writing it
+//     again, queues none;
 //   - a new conversation that replaces the one the item was in
 //     (next.Replaced, recorded by its fresh spawn) is an episode too, and
 //     queues one notice that says why and what the new conversation was
@@ -167,6 +171,13 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 	if next.LimitEpisodes > prev.LimitEpisodes && next.Phase == PhaseRateLimited && t.Notify {
 		marker := limitMarker(r.Key, next.LimitEpisodes)
 		calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: LimitComment(r, next, t, marker)})
+	}
+	if next.Phase == PhaseBudgetExhausted && prev.Phase != PhaseBudgetExhausted {
+		next.Episodes++
+		if t.Notify {
+			marker := noticeMarker(r.Key, next.Episodes)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: BudgetComment(r, next, marker)})
+		}
 	}
 	if next.Replaced != nil && (prev.Replaced == nil || *prev.Replaced != *next.Replaced) {
 		next.Episodes++

@@ -37,6 +37,7 @@ type Status struct {
 	LimitState     `yaml:",inline"`
 	WorkspaceState `yaml:",inline"`
 	AttentionState `yaml:",inline"`
+	BudgetState    `yaml:",inline"`
 }
 
 // SessionState is the status of the item's current spawn (Status.SessionState):

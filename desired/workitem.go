@@ -191,6 +191,10 @@ type Spec struct {
 	// asked for a new conversation (loopd release --fresh).
 	ReleaseGeneration int64
 	ReleaseFresh      bool
+	// BudgetRaise is the tokens operators added to the item's budget, in
+	// all (loopd release --budget, an authorized "/loopd budget +N"
+	// comment): each of the route's budgets is raised by it.
+	BudgetRaise int64
 	// Generation grows by one with every spec change or new delivery.
 	Generation int64
 }
@@ -248,11 +252,16 @@ const (
 	// PhaseParked: the agent was stopped after it stayed idle
 	// (capacity.idleParkSeconds); the next event resumes its conversation.
 	PhaseParked Phase = "Parked"
+	// PhaseBudgetExhausted: the item's agent used its route's token
+	// budget; its turn was interrupted and it takes no new one until the
+	// budget is raised (Spec.BudgetRaise) or its window frees some. A
+	// hold, not a failure: nothing is counted and its events stay pending.
+	PhaseBudgetExhausted Phase = "BudgetExhausted"
 )
 
 // phases lists every phase, once.
 var phases = []Phase{PhaseIdle, PhasePreparing, PhaseQueued, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff,
-	PhaseNeedsAttention, PhaseParked, PhaseRateLimited, PhaseStopped}
+	PhaseNeedsAttention, PhaseParked, PhaseRateLimited, PhaseBudgetExhausted, PhaseStopped}
 
 // Phases returns every phase, in a stable order.
 func Phases() []Phase { return slices.Clone(phases) }

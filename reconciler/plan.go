@@ -146,7 +146,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return append(out, m...)
 		}
 	}
-	return append(out, planItem(r, obs, p, now, loss, holds)...)
+	return append(out, planBudgeted(r, obs, p, now, loss, holds)...)
 }
 
 // follow makes the conversation the harness reported
@@ -1157,10 +1157,15 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st)
-	if reason == actions.ReasonLimitReset {
+	switch reason {
+	case actions.ReasonLimitReset:
 		// The conversation goes on where the limit cut it; the events
 		// that waited are pasted after.
 		deliveryID, prompt = "", desired.LimitResetPrompt(key)
+		size = len(prompt)
+	case actions.ReasonBudgetRaised:
+		// So it does where the budget cut it.
+		deliveryID, prompt = "", desired.BudgetRaisedPrompt(key)
 		size = len(prompt)
 	}
 	s := actions.Spawn{

@@ -29,6 +29,10 @@ type Explanation struct {
 	// Unsandboxed is true when the item's agent runs, or will run, with
 	// no sandbox (Unsandboxed): the reason says sandbox=none.
 	Unsandboxed bool
+	// Budget is where the item stands against its route's token budget
+	// (BudgetSpent), when its route has one (Budgeted).
+	Budget   desired.Spent
+	Budgeted bool
 }
 
 // Explain returns, by key, the explanation of each of records at now.
@@ -40,7 +44,10 @@ type Explanation struct {
 // desired.Status.LastExit), err=… naming the command of a harness_missing
 // item's harness while it is still missing, blocked reason=… when its screen shows a
 // dialog, rate_limited reset=T until=T window=W when a usage limit on its
-// account holds it (window= when the harness named it), sandbox=none when its agent runs with no sandbox
+// account holds it (window= when the harness named it), budget=USED/LIMIT
+// budget_which=window|total when its route has a token budget (the one it
+// is past, else the one nearest its limit), sandbox=none when its agent
+// runs with no sandbox
 // (Unsandboxed), and stale_pending=N since=D when it is Stopped with
 // events pending longer than stale. records are every item (the queue and the
 // limits are worked out over all of them, once); p is the current
@@ -88,6 +95,10 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 			if h.Window != "" {
 				reason += " " + journal.KeyWindow + "=" + h.Window
 			}
+		}
+		if e.Budget, e.Budgeted = BudgetSpent(r, p, now); e.Budgeted {
+			used, limit, which := e.Budget.Figures()
+			reason += " budget=" + desired.FormatTokens(used) + "/" + desired.FormatTokens(limit) + " budget_which=" + which
 		}
 		if e.Unsandboxed = Unsandboxed(r, p); e.Unsandboxed {
 			reason += " " + journal.KeySandbox + "=" + sandbox.ModeNone

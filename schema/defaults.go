@@ -437,3 +437,27 @@ const (
 	// rows that a failing store made wait (journal.Recorder.RecordLater).
 	JournalFlushEvery = 5 * time.Second
 )
+
+// DefaultBudgetWindow is a route budget's window when it names none: a
+// day. MaxBudgetWindow is the longest: a week.
+const (
+	DefaultBudgetWindow = 24 * time.Hour
+	MaxBudgetWindow     = 7 * 24 * time.Hour
+)
+
+// defaultBudgetWeights are, per adapter, what one token of each kind
+// counts against a budget when the route does not say: each kind's list
+// price relative to the model's uncached input, as the vendors publish
+// them (docs/design.md, "Budgets"). A default, not a bill: a route sets
+// its own weights. Anthropic's prices for Claude (claude.com/pricing):
+// output 5×, a 5-minute cache write 1.25×, a cache read 0.1×. OpenAI's for
+// Codex's GPT-5 models (openai.com/api/pricing): output 8×, cached input
+// 0.1×; Codex records no cache writes. Google's for Gemini 2.5 Pro
+// (ai.google.dev/pricing): output 8×, cached input 0.25×. "" is any other
+// adapter: every kind 1 but cache reads 0.1.
+var defaultBudgetWeights = map[string]TokenWeights{
+	"claude-code": {Input: 1, Output: 5, CacheWrite: 1.25, CacheRead: 0.1},
+	"codex":       {Input: 1, Output: 8, CacheWrite: 1, CacheRead: 0.1},
+	"gemini":      {Input: 1, Output: 8, CacheWrite: 1, CacheRead: 0.25},
+	"":            {Input: 1, Output: 1, CacheWrite: 1, CacheRead: 0.1},
+}

@@ -115,6 +115,33 @@ func TestResolveItemIgnoresCase(t *testing.T) {
 	assert.EqualError(t, err, "work item CoderToCat/Hello-World#8 is ambiguous: it matches Codertocat/Hello-World#8 and codertocat/hello-world#8; give the exact key")
 }
 
+// release --budget only raises the item's budget, adding up, journaled;
+// a count that is none is refused before the store is touched.
+func TestReleaseBudgetRaisesOnly(t *testing.T) {
+	config, st := fleetStore(t, "")
+	ctx := context.Background()
+	before, err := st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	out, err := run(t, "", "--config", config, "release", "--budget", "+200k", "codertocat/hello-world#8")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Codertocat/Hello-World#8 budget raised by 200.0k tokens (200.0k in all)")
+	_, err = run(t, "", "--config", config, "release", "--budget", "1.5m", keyRunning.String())
+	require.NoError(t, err)
+	r, err := st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_700_000), r.Spec.BudgetRaise)
+	assert.Equal(t, before.Spec.ReleaseGeneration, r.Spec.ReleaseGeneration, "no release carried out")
+	evs, err := st.Events(ctx, store.EventFilter{WorkItem: keyRunning.String(), Names: []string{string(journal.ItemBudgetRaised)}})
+	require.NoError(t, err)
+	assert.Len(t, evs, 2)
+
+	_, err = run(t, "", "--config", config, "release", "--budget", "+lots", keyRunning.String())
+	require.ErrorIs(t, err, desired.ErrBadTokens)
+	r, err = st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_700_000), r.Spec.BudgetRaise)
+}
+
 // Hold and release take a key in any case; an unknown item is "not
 // found", never the store's error.
 func TestHoldAndReleaseIgnoreCase(t *testing.T) {

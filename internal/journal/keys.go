@@ -114,6 +114,13 @@ const (
 	KeyCICollected   = "ci_collected"   // a check's failure was recorded with its commit's checks
 	KeyCIReady       = "ci_ready"       // every check of the commit seen has completed: its prompt goes now
 	KeyFailedChecks  = "failed_checks"  // the failed checks a commit's one prompt names
+	KeyBudgetRaise   = "budget_raise"   // tokens an authorized comment or loopd release --budget added to an item's budget
+
+	// Token budgets (docs/design.md, "Budgets").
+	KeyBudgetUsed  = "budget_used"  // weighted tokens the item used of the budget that stopped it
+	KeyBudgetLimit = "budget_limit" // that budget, raises included
+	KeyBudgetWhich = "budget_which" // which budget: window or total
+	KeyTokens      = "tokens"       // the tokens counted, by kind: input=… output=… cache_write=… cache_read=…
 
 	// Calls to GitHub's REST API (the outbox).
 	KeyCall         = "call"         // what a call does: announce, react or notify
@@ -196,7 +203,7 @@ var (
 	intKeys = []string{KeyRepeated, KeyReplay, KeyBytes, KeyAttempt, KeyPending, KeyExitStatus, KeySignal, KeyFailures,
 		KeyFastFailures, KeyChurnFailures, KeyGeneration, KeyFailuresOnError, KeyHTTPStatus, KeyAttempts, KeyStreak,
 		KeyAdopted, KeyDropped, KeyItems, KeyLive, KeyPID, KeyLeaseGen, KeyPosition, KeyMaxLive, KeyStarts, KeyMaxStarts,
-		KeyStored, KeyRows, KeyFreedBytes}
+		KeyStored, KeyRows, KeyFreedBytes, KeyBudgetRaise, KeyBudgetUsed, KeyBudgetLimit}
 	boolKeys = []string{KeyResumed, KeyConfirmed, KeyVerified, KeyClean, KeyFresh, KeyQueued, KeyCreated, KeyClosed,
 		KeyStateChanged, KeyStaleState, KeyKept, KeyKilled, KeyProjectSettings}
 )

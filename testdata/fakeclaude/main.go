@@ -87,6 +87,12 @@
 //	                              preflight's "Unable to connect to Anthropic services" and exits 1
 //	FAKECLAUDE_ONCE_DIR           directory in which FAKECLAUDE_RESUME_KILL_AFTER, FAKECLAUDE_REFUSE_ALIVE and FAKECLAUDE_BACKGROUND_AGENT take a marker
 //	                              per conversation id: each applies to the first resume of a conversation only
+//	FAKECLAUDE_USAGE              "input,output,cache_creation,cache_read": every assistant message carries this message.usage and an id
+//	                              of its own (msg_…), written as two lines as the real CLI writes a message's content blocks: the first
+//	                              with 1 output token, the second with the whole usage
+//	FAKECLAUDE_LONG_TURN          n: a prompt that holds "LONG TURN" runs a turn of n assistant messages, one per FAKECLAUDE_REPLY_DELAY
+//	                              (at least 100ms), before its answer; Escape interrupts it ("[Request interrupted by user]", as the real
+//	                              CLI writes it) and the turn ends there
 //	FAKECLAUDE_HEADLESS_NEW_ID=1  print mode: a resumed turn is written under a new id, the old conversation copied in first, and the result names
 //	                              the new id (older CLIs did, anthropics/claude-code#4926)
 package main
@@ -165,6 +171,16 @@ type knobs struct {
 	screen          string
 	onceDir         string
 	headlessNewID   bool
+	usage           *usage // nil: no usage on the assistant lines
+	longTurn        int
+}
+
+// usage is an assistant message's message.usage, as Claude Code writes it.
+type usage struct {
+	Input      int64 `json:"input_tokens"`
+	Output     int64 `json:"output_tokens"`
+	CacheWrite int64 `json:"cache_creation_input_tokens"`
+	CacheRead  int64 `json:"cache_read_input_tokens"`
 }
 
 // reply is the answer to prompt outside a usage limit.
@@ -257,6 +273,26 @@ func readKnobs() (knobs, error) {
 			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_MENU_CURSOR: %q is not 1 to %d", v, len(limitMenuChoices))
 		}
 		k.limitCursor = n
+	}
+	if v := os.Getenv("FAKECLAUDE_USAGE"); v != "" {
+		var n [4]int64
+		parts := strings.Split(v, ",")
+		if len(parts) != 4 {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_USAGE: %q is not four counts", v)
+		}
+		for i, p := range parts {
+			var err error
+			if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+				return knobs{}, fmt.Errorf("FAKECLAUDE_USAGE: %w", err)
+			}
+		}
+		k.usage = &usage{Input: n[0], Output: n[1], CacheWrite: n[2], CacheRead: n[3]}
+	}
+	if v := os.Getenv("FAKECLAUDE_LONG_TURN"); v != "" {
+		var err error
+		if k.longTurn, err = strconv.Atoi(v); err != nil {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_LONG_TURN: %w", err)
+		}
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
@@ -438,12 +474,23 @@ func (s *session) user(text string) error {
 	return s.write("user", message{Role: "user", Content: text})
 }
 
-// answer appends text as an assistant line.
-func (s *session) answer(text string) error {
-	return s.write("assistant", message{
-		Model: "<synthetic>", Role: "assistant", Type: "message",
-		Content: []textBlock{{Type: "text", Text: text}},
-	})
+// answer appends text as an assistant line; with u, as a message of its
+// own id whose usage is u, in two lines (the real CLI writes one per
+// content block): the first with 1 output token so far.
+func (s *session) answer(text string, u *usage) error {
+	m := message{Model: "<synthetic>", Role: "assistant", Type: "message", Content: []textBlock{{Type: "text", Text: text}}}
+	if u == nil {
+		return s.write("assistant", m)
+	}
+	m.Model, m.ID = "claude-sonnet-4-5", "msg_"+strings.ReplaceAll(uuid.NewString(), "-", "")
+	first := *u
+	first.Output = 1
+	m.Usage = &first
+	if err := s.write("assistant", m); err != nil {
+		return err
+	}
+	m.Usage = u
+	return s.write("assistant", m)
 }
 
 // apiError appends text as the API error line the CLI writes when a
@@ -495,10 +542,12 @@ func (s *session) write(kind string, m message, apiError ...bool) error {
 }
 
 type message struct {
+	ID      string `json:"id,omitempty"`
 	Model   string `json:"model,omitempty"`
 	Role    string `json:"role"`
 	Type    string `json:"type,omitempty"`
 	Content any    `json:"content"` // a string for the user, []textBlock for the assistant
+	Usage   *usage `json:"usage,omitempty"`
 }
 
 type textBlock struct {
@@ -602,7 +651,7 @@ func printMode(inv invocation, k knobs, st store) int {
 		return 1
 	}
 	time.Sleep(k.replyDelay)
-	if err := s.answer(k.reply(prompt)); err != nil {
+	if err := s.answer(k.reply(prompt), k.usage); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
@@ -651,18 +700,23 @@ const (
 
 // tui is the interactive mode.
 type tui struct {
-	inv       invocation
-	knobs     knobs
-	store     store
-	out       io.Writer
-	state     screenState
-	sess      *session
-	ed        faketerm.Editor
-	history   []string
-	replies   []string // the answer shown under each of history
-	queue     []string // prompts submitted while busy
-	cursor    int      // the menu choice the cursor is on, 1-based
-	busy      bool
+	inv     invocation
+	knobs   knobs
+	store   store
+	out     io.Writer
+	state   screenState
+	sess    *session
+	ed      faketerm.Editor
+	history []string
+	replies []string // the answer shown under each of history
+	queue   []string // prompts submitted while busy
+	cursor  int      // the menu choice the cursor is on, 1-based
+	busy    bool
+	// turn numbers the turns, so that a timer of a turn Escape
+	// interrupted does nothing; steps are the messages a long turn
+	// still writes before its answer.
+	turn      int
+	steps     int
 	lastCtrlC time.Time
 	status    string
 	// events is the TUI's event loop; its timers are the running turn's
@@ -816,6 +870,9 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 		return exitCode{}, false
 	}
 	u.status = ""
+	if ev.Kind == faketerm.Escape {
+		return u.interrupt()
+	}
 	if u.state == showLimitMenu || u.state == showPermission {
 		return u.menuKey(ev)
 	}
@@ -923,11 +980,58 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		u.state, u.cursor, u.busy = showPermission, 1, true
 		return exitCode{}, false
 	}
+	u.turn++
+	if u.knobs.longTurn > 0 && strings.Contains(text, "LONG TURN") {
+		u.busy, u.steps = true, u.knobs.longTurn
+		u.events.After(max(u.knobs.replyDelay, 100*time.Millisecond), u.step(u.turn))
+		return exitCode{}, false
+	}
 	if u.knobs.replyDelay <= 0 {
 		return u.finishTurn()
 	}
 	u.busy = true
-	u.events.After(u.knobs.replyDelay, u.finishTurn)
+	turn := u.turn
+	u.events.After(u.knobs.replyDelay, func() (exitCode, bool) {
+		if turn != u.turn {
+			return exitCode{}, false // interrupted
+		}
+		return u.finishTurn()
+	})
+	return exitCode{}, false
+}
+
+// step writes one message of the long turn turn, and the next one after
+// the reply delay, or the answer after the last; nothing once Escape
+// interrupted the turn.
+func (u *tui) step(turn int) func() (exitCode, bool) {
+	return func() (exitCode, bool) {
+		if turn != u.turn || !u.busy {
+			return exitCode{}, false
+		}
+		u.steps--
+		if err := u.sess.answer(fmt.Sprintf("Working (%d left).", u.steps), u.knobs.usage); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+		if u.steps > 0 {
+			u.events.After(max(u.knobs.replyDelay, 100*time.Millisecond), u.step(turn))
+			return exitCode{}, false
+		}
+		return u.finishTurn()
+	}
+}
+
+// interrupt is Escape: a running turn ends where it is, with the user
+// line Claude Code writes for it; the prompts queued behind it stay.
+func (u *tui) interrupt() (exitCode, bool) {
+	if !u.busy || u.state != showChat || u.sess == nil {
+		return exitCode{}, false
+	}
+	u.turn++
+	u.busy, u.steps = false, 0
+	if err := u.sess.user("[Request interrupted by user]"); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	u.replies = append(u.replies, "Interrupted · What should Claude do instead?")
 	return exitCode{}, false
 }
 
@@ -935,7 +1039,7 @@ func (u *tui) submit(text string) (exitCode, bool) {
 func (u *tui) finishTurn() (exitCode, bool) {
 	u.busy = false
 	reply := u.knobs.reply(u.history[len(u.history)-1])
-	if err := u.sess.answer(reply); err != nil {
+	if err := u.sess.answer(reply, u.knobs.usage); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.replies = append(u.replies, reply)

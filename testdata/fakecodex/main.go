@@ -68,6 +68,7 @@
 //	FAKECODEX_REPLY_DELAY        Go duration exec waits before it answers (default none)
 //	FAKECODEX_OFFLINE=1          exec never answers, as offline
 //	FAKECODEX_RESUME_FAIL=1      every exec resume fails as one of a missing rollout, even of a rollout that exists
+//	FAKECODEX_USAGE              "input,cached,output": each answer is preceded by a token_count event of that request, its running total kept over resumes
 //	FAKECODEX_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKECODEX_LIMIT_UNTIL        Unix seconds: every prompt the TUI submits before then hits a usage limit that resets then; its
 //	                             answer is an error cell ("■ …", wrapped to the pane's width) and a task_complete event whose
@@ -326,8 +327,12 @@ func (s *session) limited(text, limit string) error {
 		"error": map[string]any{"message": limit, "codex_error_info": "usage_limit_exceeded"}})
 }
 
-// answer records the model's answer and the end of the turn.
+// answer records the model's answer and the end of the turn; with
+// FAKECODEX_USAGE, the turn's token count first, as Codex writes it.
 func (s *session) answer() error {
+	if err := s.tokenCount(os.Getenv("FAKECODEX_USAGE")); err != nil {
+		return err
+	}
 	if err := s.line("event_msg", map[string]any{"type": "agent_message", "message": answer}); err != nil {
 		return err
 	}
@@ -732,4 +737,52 @@ func (u *tui) draw() {
 		}
 	}
 	fmt.Print("\x1b[H\x1b[2J" + strings.Join(lines, "\r\n"))
+}
+
+// tokenCount appends the token_count event of one request that used
+// spec's "input,cached,output" tokens: last_token_usage is the request's,
+// total_token_usage the rollout's running total (read back from its last
+// token count, so that a resume goes on counting). An empty spec writes
+// nothing.
+func (s *session) tokenCount(spec string) error {
+	if spec == "" {
+		return nil
+	}
+	var n [3]int64
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("FAKECODEX_USAGE: %q is not input,cached,output", spec)
+	}
+	for i, p := range parts {
+		var err error
+		if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+			return fmt.Errorf("FAKECODEX_USAGE: %w", err)
+		}
+	}
+	last := map[string]int64{"input_tokens": n[0], "cached_input_tokens": n[1], "output_tokens": n[2], "reasoning_output_tokens": 0, "total_tokens": n[0] + n[2]}
+	total := map[string]int64{}
+	if s.path != "" {
+		b, err := os.ReadFile(s.path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		for line := range strings.Lines(string(b)) {
+			var l struct {
+				Payload struct {
+					Type string `json:"type"`
+					Info *struct {
+						Total map[string]int64 `json:"total_token_usage"`
+					} `json:"info"`
+				} `json:"payload"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Payload.Type == "token_count" && l.Payload.Info != nil {
+				total = l.Payload.Info.Total
+			}
+		}
+	}
+	for k, v := range last {
+		total[k] += v
+	}
+	return s.line("event_msg", map[string]any{"type": "token_count",
+		"info": map[string]any{"total_token_usage": total, "last_token_usage": last, "model_context_window": 272000}, "rate_limits": nil})
 }
