@@ -131,6 +131,11 @@ func fieldCases() []fieldCase {
 		{"stop_run", actions.StopRun{Key: k, Session: "s", Run: "r1", DeliveryID: "d-6", Timeout: 10 * time.Minute, Reason: actions.ReasonDispatchTimeout},
 			`{"delivery":"d-6","reason":"dispatch_timeout","run":"r1","session":"s","timeout":"10m0s","work_item":"acme/api#42"}`,
 			"stop_run work_item=acme/api#42 session=s run=r1 delivery=d-6 timeout=10m0s reason=dispatch_timeout"},
+		{"record_usage", actions.RecordUsage{Key: k, State: desired.BudgetState{UsageOffset: 4096}, Added: 1200},
+			`{"bytes":4096,"tokens":1200,"work_item":"acme/api#42"}`, "record_usage work_item=acme/api#42 tokens=1200 bytes=4096"},
+		{"budget_exhaust", actions.BudgetExhaust{Key: k, Session: "s", PaneID: "%1", Used: 1100, Limit: 1000, Which: "window", Delivered: "d-1"},
+			`{"budget_limit":1000,"budget_used":1100,"budget_which":"window","delivered":"d-1","pane_id":"%1","reason":"budget_exhausted","session":"s","work_item":"acme/api#42"}`,
+			"budget_exhaust work_item=acme/api#42 session=s pane_id=%1 budget_used=1100 budget_limit=1000 budget_which=window delivered=d-1 reason=budget_exhausted"},
 		{"rest", actions.Rest{Key: k, Session: "s", Reason: actions.ReasonIdle},
 			`{"reason":"idle","session":"s","work_item":"acme/api#42"}`, ""},
 	}

@@ -61,6 +61,11 @@ type Observation struct {
 	// keeps them for its workdir (harness.Adapter.Transcript). A missing
 	// id means "not read".
 	Reported map[desired.Key]map[string]harness.Transcript
+	// Usage holds, per item whose Need asked for it (Need.Usage), what
+	// the transcript of its conversation holds of the CLI's token usage
+	// past the offset its status recorded (harness.UsageReader). A
+	// missing entry means "not read".
+	Usage map[desired.Key]desired.UsageRead
 }
 
 // Exit is what a dead agent said last, as its adapter reads it: the last
@@ -127,6 +132,11 @@ type Need struct {
 	// Exit reads the item's dead pane for what its harness said last
 	// (Observation.Exits).
 	Exit bool
+	// Usage, with Disk, reads the token usage the transcript of the
+	// item's conversation recorded past the offset of its status
+	// (desired.BudgetState.UsageOffset, in its UsagePath; from the start
+	// of another file), into Observation.Usage.
+	Usage bool
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -231,7 +241,8 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}, Exits: map[desired.Key]Exit{},
-		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{}}
+		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{},
+		Usage: map[desired.Key]desired.UsageRead{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
 	var confirm, channels []string
 	defer o.keep(kept, limits)
@@ -286,6 +297,9 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
+		if need.Usage && tr.Known {
+			o.readUsage(ctx, rec, ad, tr, &obs)
+		}
 		if need.Screen {
 			o.readTranscriptLimit(ctx, rec, ad, tr, &obs, limits)
 		}
@@ -303,6 +317,27 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		o.Watcher.TrackChannels(channels)
 	}
 	return obs, nil
+}
+
+// readUsage reads the token usage rec's transcript tr recorded past the
+// offset rec's status keeps, when its adapter reads usage
+// (harness.UsageReader); a transcript that cannot be read is logged
+// (transcript.unreadable) and left out.
+func (o *Observer) readUsage(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation) {
+	u, ok := harness.ReadUsage(ad)
+	if !ok {
+		return
+	}
+	var from int64
+	if rec.Status.UsagePath == tr.Path {
+		from = rec.Status.UsageOffset
+	}
+	read, err := u.ReadUsage(tr, from)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+		return
+	}
+	obs.Usage[rec.Key] = read
 }
 
 // readReports reads the report files of rec's channel dir; a channel that

@@ -73,6 +73,11 @@
 //     RateLimited, for its reset, with no failure counted.
 //   - answer_limit_menu: the usage-limit menu answered with its choice
 //     that waits for the reset, never one that spends money.
+//   - record_usage: the token usage the item's transcript recorded since
+//     the last count, counted once per message; no phase changes.
+//   - budget_exhaust: the item used its route's token budget; its turn in
+//     flight is interrupted with the CLI's own key and it waits,
+//     BudgetExhausted, with no failure counted, until the budget is raised.
 //   - blocked, unblocked: the screen shows (or no longer shows) what keeps
 //     the agent from working until a human acts; nothing else changes.
 //   - queue: the item needs an agent but is not admitted now (capacity, or

@@ -327,7 +327,8 @@ func needs(p Policy, now time.Time) observed.Needs {
 		if !facts && !screen {
 			return observed.Need{Learn: learn, Exit: exit, Reports: reports, Reported: reported}
 		}
-		n := observed.Need{Disk: true, Screen: screen, Exit: exit, Learn: learn, Reports: reports, Reported: reported}
+		n := observed.Need{Disk: true, Screen: screen, Exit: exit, Learn: learn, Reports: reports, Reported: reported,
+			Usage: budgetOf(rec, p).Set()}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}

@@ -49,7 +49,7 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // it journals and measures after the plan, so neither is worked out twice.
 type across struct {
 	loss  Loss
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// claimed are the conversation ids the records name, with the items
 	// that name each (claimedIDs): a conversation learned or followed for
 	// one item is never another's.
@@ -146,7 +146,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return append(out, m...)
 		}
 	}
-	return append(out, planItem(r, obs, p, now, loss, holds)...)
+	return append(out, planBudgeted(r, obs, p, now, loss, holds)...)
 }
 
 // follow makes the conversation the harness reported
@@ -308,7 +308,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
-		a.Shown = seenOf(*sc.Limit)
+		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
 	return []actions.Action{a}, r, false
@@ -398,7 +398,7 @@ type itemPlan struct {
 	// death it takes is resumed, and not counted as a crash (notACrash).
 	loss actions.Reason
 	// holds are the usage-limit holds in force, by account (limitHolds).
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// process is true for an item of the process runner (processRunner);
 	// run is then its run as the pass read it, which pane stands for
 	// (observeRun).
@@ -473,7 +473,7 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 	it.observe()
 
@@ -1173,10 +1173,15 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st)
-	if reason == actions.ReasonLimitReset {
+	switch reason {
+	case actions.ReasonLimitReset:
 		// The conversation goes on where the limit cut it; the events
 		// that waited are pasted after.
 		deliveryID, prompt = "", desired.LimitResetPrompt(key)
+		size = len(prompt)
+	case actions.ReasonBudgetRaised:
+		// So it does where the budget cut it.
+		deliveryID, prompt = "", desired.BudgetRaisedPrompt(key)
 		size = len(prompt)
 	}
 	s := actions.Spawn{

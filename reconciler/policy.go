@@ -142,6 +142,10 @@ type Policy struct {
 	// (ProjectSettingsOf).
 	AuthorizedUsers schema.Logins
 	BotLogin        string
+	// Adapters are the adapter of each harness by its name
+	// (schema.Harness.Adapter): a budget's default weights are its
+	// adapter's (budgetOf).
+	Adapters map[string]string
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

@@ -100,6 +100,13 @@ const (
 	// SessionRateLimited: the harness hit a usage limit; the item waits
 	// for its reset (reset, until, default_reset, reset_capped).
 	SessionRateLimited Name = "session.rate_limited"
+	// SessionBudgetExhausted: the item's agent used its route's token
+	// budget; its turn was interrupted and it is held (budget_used,
+	// budget_limit, budget_which, tokens).
+	SessionBudgetExhausted Name = "session.budget_exhausted"
+	// ItemBudgetRaised: an operator raised an item's budget
+	// (budget_raise; loopd release --budget).
+	ItemBudgetRaised Name = "item.budget_raised"
 	// SessionLimitMenuAnswered: loopd answered the usage-limit menu with
 	// its choice that waits for the reset (keys).
 	SessionLimitMenuAnswered Name = "session.limit_menu_answered"

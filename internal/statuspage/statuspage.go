@@ -225,11 +225,12 @@ type group struct {
 	Items   []itemRow
 }
 
-// resolveAttention and resolveBlocked are what the page tells a person to
+// resolveAttention, resolveBlocked and resolveBudget are what the page tells a person to
 // do about the items that need one.
 const (
 	resolveAttention = "loopd describe ITEM says why; loopd release ITEM once it is fixed"
 	resolveBlocked   = "loopd attach ITEM and answer its screen; loopd sees the screen change by itself"
+	resolveBudget    = "loopd release --budget +200k ITEM, or an authorized comment /loopd budget +200k, lets it go on in the same conversation"
 )
 
 // itemRow is one item as the tables show it.
@@ -323,7 +324,11 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, ph := range desired.Phases() {
 		if len(byPhase[ph]) > 0 && ph != desired.PhaseNeedsAttention {
-			d.Groups = append(d.Groups, group{Phase: ph, Items: byPhase[ph]})
+			g := group{Phase: ph, Items: byPhase[ph]}
+			if ph == desired.PhaseBudgetExhausted {
+				g.Resolve = resolveBudget
+			}
+			d.Groups = append(d.Groups, g)
 		}
 	}
 	load := reconciler.LoadOn(records, h.opts.Host)
