@@ -139,6 +139,7 @@ func TestForkHeadFetchStalledHoldsNoOtherItem(t *testing.T) {
 	id := e.deliver(t, "pull_request.synchronize.1.json", withForkHead(r.ForkPR, r.PRBranch, head, false))
 	pid := e.waitPIDFile(t, pidFile, "the head fetch never reached the remote")
 	assert.Contains(t, e.mustRun(t, "reconcile", "--once", "--dry-run"), "wait work_item="+k.String()+" reason=head_fetching")
+	assert.Regexp(t, k.String()+` .* head_fetching=`+head+` since=`, e.mustRun(t, "get"))
 
 	next := e.ingestComment(t, other, "and then this")
 	waitDelivered(t, e, next, waitLong)
