@@ -1313,8 +1313,8 @@ func (e *Executor) fetchInWorker(ctx context.Context, k desired.Key, started tim
 	})
 }
 
-// claim reports whether k had no preparation running in this executor, and
-// marks it running.
+// claim reports whether k had no preparation or head fetch running in
+// this executor, and marks it running.
 func (e *Executor) claim(k desired.Key) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1334,8 +1334,8 @@ func (e *Executor) unclaim(k desired.Key) {
 	delete(e.preparing, k)
 }
 
-// Preparing returns how many preparations this executor's workers are
-// running.
+// Preparing returns how many preparations and head fetches this
+// executor's workers are running.
 func (e *Executor) Preparing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
