@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
@@ -106,6 +107,11 @@ type Hosting struct {
 	// held locked by a backup or a sqlite3 shell past the lease) stops
 	// none of its agents (Valid). It re-acquires at the next heartbeat.
 	Solo bool
+	// Stamp, when set, is called after each heartbeat that renewed the
+	// lease clock with its remaining time, for the agents' watchdogs
+	// (fence.Stamp.Write): an agent ends by itself once the time passed
+	// with no renewal, whatever became of the daemon.
+	Stamp func(valid time.Duration) error
 
 	mu       sync.Mutex
 	draining bool
@@ -145,6 +151,11 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	h.taken = nil
 	h.mu.Unlock()
 	h.Clock.Renew(start, h.Host.LeaseTTL)
+	if h.Stamp != nil {
+		if err := h.Stamp(h.Clock.Remaining()); err != nil {
+			return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+		}
+	}
 	if err := h.readDraining(ctx); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
 	}
@@ -265,8 +276,13 @@ func (h *Hosting) Assign(ctx context.Context) (bool, error) {
 	return mine, nil
 }
 
-// HeartbeatReason is the reason of host.heartbeat_failed.
-const HeartbeatReason = "store_unreachable"
+// HeartbeatReason is the reason of host.heartbeat_failed, and
+// StampReason its reason when the store renewed the leases but the fence
+// stamp could not be written (the agents end at the last one's instant).
+const (
+	HeartbeatReason = "store_unreachable"
+	StampReason     = "fence_stamp_failed"
+)
 
 // Run heartbeats every LeaseTTL/3 until ctx ends, each success followed
 // by an Assign, and calls wake when an item came to this host, when its
@@ -300,8 +316,12 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			wake() // the pass stops planning, and fences
 		case err != nil:
 			left := h.Clock.Remaining()
+			reason := HeartbeatReason
+			if errors.Is(err, fence.ErrStamp) {
+				reason = StampReason
+			}
 			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
-				journal.KeyReason, HeartbeatReason, journal.KeyLeaseRemaining, max(left, 0).Round(time.Millisecond), journal.KeyErr, err)
+				journal.KeyReason, reason, journal.KeyLeaseRemaining, max(left, 0).Round(time.Millisecond), journal.KeyErr, err)
 			if left > 0 && left < every && lapse == nil {
 				lapse = time.AfterFunc(left, wake)
 			}
@@ -331,15 +351,16 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 
 // nextBeat is how long until this host's next heartbeat and Assign: every,
 // or sooner when another host that holds leases stopped heartbeating, so
-// that its items are taken over as soon as its leases lapse (its last
-// heartbeat plus its TTL, plus schema.LeaseExpirySlack), not up to every later.
+// that its items are taken over as soon as Assign may (its last heartbeat
+// plus its TTL and store.TakeoverMargin, plus schema.LeaseExpirySlack),
+// not up to every later.
 func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.Host) time.Duration {
 	next := every
 	for _, o := range hosts {
 		if o.Name == self || o.Leases == 0 {
 			continue
 		}
-		if d := o.Heartbeat.Add(o.LeaseTTL).Sub(now) + schema.LeaseExpirySlack; d < next {
+		if d := o.Heartbeat.Add(o.LeaseTTL+store.TakeoverMargin).Sub(now) + schema.LeaseExpirySlack; d < next {
 			next = max(d, schema.LeaseExpirySlack)
 		}
 	}
