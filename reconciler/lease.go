@@ -115,8 +115,48 @@ type Hosting struct {
 
 	mu       sync.Mutex
 	draining bool
-	known    bool  // draining was read once
-	taken    error // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	known    bool      // draining was read once
+	taken    error     // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	down     time.Time // when the heartbeats found the store out of reach; zero while it answers
+	downErr  error     // the first failure of that outage
+}
+
+// StoreDown returns since when the heartbeats find the store out of reach,
+// and the outage's first error; a zero time while it answers.
+func (h *Hosting) StoreDown() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down, h.downErr
+}
+
+// storeFailed records a heartbeat that could not reach the store: the
+// first of an outage journals store.unreachable, whose row waits for the
+// store (RecordLater).
+func (h *Hosting) storeFailed(ctx context.Context, err error) {
+	h.mu.Lock()
+	first := h.down.IsZero()
+	if first {
+		h.down, h.downErr = time.Now(), err
+	}
+	h.mu.Unlock()
+	if first {
+		h.Journal.RecordLater(ctx, slog.LevelError, journal.StoreUnreachable, "", journal.KeyHost, h.Host.Name, journal.KeyErr, err)
+	}
+}
+
+// storeAnswered records a heartbeat that reached the store: after an
+// outage the store.unreachable row is written, then store.reachable.
+func (h *Hosting) storeAnswered(ctx context.Context) {
+	h.mu.Lock()
+	since := h.down
+	h.down, h.downErr = time.Time{}, nil
+	h.mu.Unlock()
+	if since.IsZero() {
+		return
+	}
+	_ = h.Journal.Flush(ctx) // a row it could not write waits for the next Flush
+	h.Journal.Record(ctx, slog.LevelWarn, journal.StoreReachable, "", journal.KeyHost, h.Host.Name,
+		journal.KeyDownFor, time.Since(since).Round(time.Millisecond))
 }
 
 // Heartbeat writes this host's membership row, which renews every lease
@@ -310,6 +350,12 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 		err := h.Heartbeat(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		switch {
+		case err == nil, errors.Is(err, store.ErrHostTaken), errors.Is(err, fence.ErrStamp):
+			h.storeAnswered(ctx)
+		default:
+			h.storeFailed(ctx, err)
 		}
 		switch {
 		case errors.Is(err, store.ErrHostTaken):

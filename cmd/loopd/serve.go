@@ -165,7 +165,7 @@ func serve(ctx context.Context, g *globals) error {
 	rejections := journal.NewAsync(a.store, journal.DefaultAsyncQueue, log)
 	reg := prometheus.NewRegistry()
 	listener, _ := a.store.(store.Listener)
-	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections, listener)
+	reconcileMetrics, webhookMetrics := registerMetrics(reg, rejections, listener, a.hosting.StoreDown)
 	if a.github != nil {
 		// The outbox's rate limits, on /metrics as they are held.
 		a.limits = newLimits()

@@ -196,10 +196,11 @@ func (pgDialect) jsonList() string {
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
 // Assign that moved items, a ReleaseLease, a SetDraining. It holds its own
-// connection, LISTENing on pgChannel; when that fails it reconnects with
-// exponential backoff (100 ms to 5 s), calls wake once connected again (a
-// notification may have been missed), and journals store.listen_restored
-// with the reason. It returns ctx's cause when ctx ends.
+// connection, LISTENing on pgChannel; when that fails it journals
+// store.listen_lost, reconnects with exponential backoff (100 ms to 5 s),
+// calls wake once connected again (a notification may have been missed),
+// and journals store.listen_restored with the reason: one row each per
+// outage, however many tries it takes. It returns ctx's cause when ctx ends.
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
@@ -223,6 +224,7 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		}
 		if lost == nil {
 			lost = scrub(err, p.secret)
+			p.listenLost(ctx, lost)
 		}
 		p.setDown(lost)
 		attempts++
@@ -266,6 +268,14 @@ func (p *Postgres) listen(ctx context.Context, wake, connected func()) error {
 		}
 		wake()
 	}
+}
+
+// listenLost journals that Listen's connection failed with lost, once at
+// the start of each outage. A failure to journal is left alone, as
+// listenRestored's.
+func (p *Postgres) listenLost(ctx context.Context, lost error) {
+	_ = p.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.StoreListenLost, Level: slog.LevelWarn,
+		Attrs: map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error()}})
 }
 
 // listenRestored journals that Listen's connection failed with lost and
