@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
@@ -193,7 +192,7 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	h.Clock.Renew(start, h.Host.LeaseTTL)
 	if h.Stamp != nil {
 		if err := h.Stamp(h.Clock.Remaining()); err != nil {
-			return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
+			return fmt.Errorf("heartbeat %s: %w: %w", h.Host.Name, errStamp, err)
 		}
 	}
 	if err := h.readDraining(ctx); err != nil {
@@ -316,6 +315,10 @@ func (h *Hosting) Assign(ctx context.Context) (bool, error) {
 	return mine, nil
 }
 
+// errStamp marks a heartbeat whose store write succeeded but whose
+// Stamp failed.
+var errStamp = errors.New("leases renewed")
+
 // HeartbeatReason is the reason of host.heartbeat_failed, and
 // StampReason its reason when the store renewed the leases but the fence
 // stamp could not be written (the agents end at the last one's instant).
@@ -352,7 +355,7 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			return
 		}
 		switch {
-		case err == nil, errors.Is(err, store.ErrHostTaken), errors.Is(err, fence.ErrStamp):
+		case err == nil, errors.Is(err, store.ErrHostTaken), errors.Is(err, errStamp):
 			h.storeAnswered(ctx)
 		default:
 			h.storeFailed(ctx, err)
@@ -363,7 +366,7 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 		case err != nil:
 			left := h.Clock.Remaining()
 			reason := HeartbeatReason
-			if errors.Is(err, fence.ErrStamp) {
+			if errors.Is(err, errStamp) {
 				reason = StampReason
 			}
 			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
