@@ -257,4 +257,14 @@ func TestAgentThisHostStoppedIsNoCrash(t *testing.T) {
 	assert.Equal(t, 1, exit.Failures, "no failure counted")
 	assert.Equal(t, desired.PhaseBackingOff, exit.Phase)
 	assert.Equal(t, resume(ev1, actions.ReasonLeaseLapsed), got[1])
+
+	// The first pass after a lapse: the watchdog killed the agent, whose
+	// pane is dead, and the daemon never saw it go.
+	p.Relinquished, p.Fenced = nil, true
+	got = Plan([]desired.Record{r}, obs(dead(137), transcript), p, t0)
+	require.NotEmpty(t, got)
+	exit, ok = got[0].(actions.RecordExit)
+	require.True(t, ok, "%v", got)
+	assert.Equal(t, actions.ReasonLeaseLapsed, exit.Reason)
+	assert.Equal(t, 1, exit.Failures, "no failure counted")
 }

@@ -116,8 +116,21 @@ type Hosting struct {
 	draining bool
 	known    bool      // draining was read once
 	taken    error     // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	lapsed   bool      // a heartbeat renewed the lease clock after it lapsed, and no pass took it since
 	down     time.Time // when the heartbeats found the store out of reach; zero while it answers
 	downErr  error     // the first failure of that outage
+}
+
+// Lapsed reports, once, whether a heartbeat renewed this host's lease
+// clock after it had lapsed since the last call: with a fence stamp
+// (Stamp), every local agent was ended by its watchdog meanwhile
+// (Policy.Fenced).
+func (h *Hosting) Lapsed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lapsed := h.lapsed
+	h.lapsed = false
+	return lapsed
 }
 
 // StoreDown returns since when the heartbeats find the store out of reach,
@@ -188,6 +201,7 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	h.taken = nil
+	h.lapsed = h.lapsed || h.Stamp != nil && h.Clock.Renewed() && !h.Clock.Valid()
 	h.mu.Unlock()
 	h.Clock.Renew(start, h.Host.LeaseTTL)
 	if h.Stamp != nil {

@@ -211,3 +211,19 @@ func TestHeartbeatStampsTheFence(t *testing.T) {
 	require.Error(t, h.Heartbeat(context.Background()))
 	assert.Len(t, stamped, 1, "a failed heartbeat stamps nothing")
 }
+
+// TestLapsedIsToldOnce: a heartbeat that renews a lapsed lease clock of a
+// fenced host is told to the next pass once (Policy.Fenced); one that
+// renews a valid clock is not.
+func TestLapsedIsToldOnce(t *testing.T) {
+	ttl := 100 * time.Millisecond
+	h, _, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
+	h.Stamp = func(time.Duration) error { return nil }
+	ctx := context.Background()
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.False(t, h.Lapsed(), "the first renewal is no lapse")
+	require.Eventually(t, func() bool { return !h.Clock.Valid() }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.True(t, h.Lapsed())
+	assert.False(t, h.Lapsed(), "told once")
+}
