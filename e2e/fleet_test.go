@@ -472,16 +472,7 @@ func BenchmarkFleetTakeover(b *testing.B) {
 		b.StartTimer()
 		lost := time.Now()
 		a.killHost(b)
-		require.Eventually(b, func() bool {
-			for k, id := range before {
-				r, ok := other.record(b, k)
-				if !ok || r.Lease.Owner != hostName(1) || r.Status.Host != hostName(1) ||
-					r.Status.Phase != desired.PhaseRunning || r.Status.ConfirmedSessionID != id {
-					return false
-				}
-			}
-			return true
-		}, time.Minute, tick, "the items never ran on the other host")
+		waitMoved(b, other, before, hostName(0))
 		total += time.Since(lost)
 		b.StopTimer()
 		require.Empty(b, overlaps(b, f.lockDir))
@@ -492,6 +483,75 @@ func BenchmarkFleetTakeover(b *testing.B) {
 	mean := total.Seconds() / float64(b.N)
 	b.ReportMetric(mean, "takeover-s")
 	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
+}
+
+// waitMoved waits until every item of before runs on a host other than
+// dead, confirmed on its own conversation, as e reads the store, and
+// returns how many each host runs.
+func waitMoved(t testing.TB, e *env, before map[desired.Key]string, dead string) map[string]int {
+	t.Helper()
+	var perHost map[string]int
+	require.Eventually(t, func() bool {
+		perHost = map[string]int{}
+		for k, id := range before {
+			r, ok := e.record(t, k)
+			if !ok || r.Lease.Owner == dead || r.Status.Host != r.Lease.Owner ||
+				r.Status.Phase != desired.PhaseRunning || r.Status.ConfirmedSessionID != id {
+				return false
+			}
+			perHost[r.Lease.Owner]++
+		}
+		return true
+	}, time.Minute, tick, "the items never ran on another host")
+	return perHost
+}
+
+// BenchmarkFleetTakeoverSpread: three hosts with no session limit, one of
+// them holding 50 items, is killed (daemon, tmux server, agents); the
+// clock runs until all 50 run on the two others, confirmed on their own
+// conversations. It reports the time and the spread (the fewest and the
+// most items a survivor took), with the default maxStartsInFlight:
+//
+//	go test ./e2e -run '^$' -bench FleetTakeoverSpread -benchtime 3x
+func BenchmarkFleetTakeoverSpread(b *testing.B) {
+	const n, leaseSeconds = 50, 5
+	var total time.Duration
+	least, most := n, 0
+	for b.Loop() {
+		b.StopTimer()
+		f := newFleet(b, 3, leaseSeconds, envOpts{})
+		for _, e := range f.hosts {
+			e.config["capacity"] = map[string]any{"maxLiveSessions": 0}
+			e.writeConfig(b)
+		}
+		a := f.hosts[0]
+		a.start(b)
+		before := a.bootFleet(b, n)
+		f.hosts[1].start(b)
+		f.hosts[2].start(b)
+		b.StartTimer()
+		lost := time.Now()
+		a.killHost(b)
+		perHost := waitMoved(b, f.hosts[1], before, hostName(0))
+		took := time.Since(lost)
+		total += took
+		b.StopTimer()
+		for _, h := range []string{hostName(1), hostName(2)} {
+			least, most = min(least, perHost[h]), max(most, perHost[h])
+		}
+		b.Logf("takeover %s, items per host %v", took.Round(10*time.Millisecond), perHost)
+		require.Empty(b, overlaps(b, f.lockDir))
+		for _, e := range f.hosts[1:] {
+			e.signalDaemon(b, syscall.SIGTERM)
+			e.killServer(b)
+		}
+		b.StartTimer()
+	}
+	mean := total.Seconds() / float64(b.N)
+	b.ReportMetric(mean, "takeover-s")
+	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
+	b.ReportMetric(float64(least), "fewest-per-host")
+	b.ReportMetric(float64(most), "most-per-host")
 }
 
 // TestFleetNotifyWakesTheOwner: an event taken by one host reaches the
