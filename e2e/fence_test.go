@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/proc"
 )
 
 // fenceLeaseSeconds is host.leaseSeconds of the fencing tests: short, so
@@ -37,6 +38,7 @@ type holderSampler struct {
 	mu       sync.Mutex
 	samples  int
 	doubled  int          // samples with two or more holders
+	seen     [][]int      // the holders of the first doubled samples, for the log
 	old      map[int]bool // the holders when markOld was called
 	lastOld  time.Time    // the last sample that saw an old holder
 	firstNew time.Time    // the first sample that saw another holder
@@ -76,14 +78,9 @@ func (s *holderSampler) holders() []int {
 		if !slices.Contains(strings.Split(string(cmdline), "\x00"), s.id) {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		if proc.Alive(pid) {
+			out = append(out, pid)
 		}
-		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, pid)
 	}
 	return out
 }
@@ -96,6 +93,9 @@ func (s *holderSampler) sample() {
 	s.samples++
 	if len(pids) > 1 {
 		s.doubled++
+		if len(s.seen) < 4 {
+			s.seen = append(s.seen, pids)
+		}
 	}
 	for _, pid := range pids {
 		switch {
@@ -125,6 +125,7 @@ func (s *holderSampler) markOld() []int {
 // fenceRun is what one freeze showed.
 type fenceRun struct {
 	samples, doubled int
+	seen             [][]int
 	gap              time.Duration // last old agent seen → first new agent seen
 }
 
@@ -133,7 +134,7 @@ func (s *holderSampler) finish() fenceRun {
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fenceRun{samples: s.samples, doubled: s.doubled, gap: s.firstNew.Sub(s.lastOld)}
+	return fenceRun{samples: s.samples, doubled: s.doubled, seen: s.seen, gap: s.firstNew.Sub(s.lastOld)}
 }
 
 // freezeOwner freezes the daemon of f's host frozen, which runs k on
@@ -184,7 +185,7 @@ func TestFleetFrozenHostsAgentEndsBeforeAnotherResumes(t *testing.T) {
 	b.start(t)
 	for i, factor := range []int{2, 3} {
 		run := freezeOwner(t, f, i, item(1), id, time.Duration(factor)*lease)
-		t.Logf("freeze %dx lease: %d samples, %d with two agents, gap %s", factor, run.samples, run.doubled, run.gap)
+		t.Logf("freeze %dx lease: %d samples, %d with two agents, gap %s %v", factor, run.samples, run.doubled, run.gap, run.seen)
 		assert.Zero(t, run.doubled, "freeze of %dx the lease: samples with two agents on %s", factor, id)
 		assert.Positive(t, run.gap, "the new agent came up after the old one was gone")
 	}
@@ -218,6 +219,9 @@ func BenchmarkFleetFence(b *testing.B) {
 				run := freezeOwner(b, f, owner, item(1), id, time.Duration(factor)*lease)
 				gaps = append(gaps, run.gap)
 				doubled += run.doubled
+				if run.doubled > 0 {
+					b.Logf("two agents on %s: %v", id, run.seen)
+				}
 				owner = 1 - owner
 			}
 			slices.Sort(gaps)
