@@ -423,6 +423,19 @@ func (r Record) ReleasePending() bool {
 	return r.Spec.ReleaseGeneration > r.Status.ReleasedGeneration
 }
 
+// ReleaseFresh returns whether a release asked now, with fresh as asked,
+// starts a new conversation: when fresh, and when a release --fresh that
+// no pass has carried out yet is pending (ReleasePending and
+// Spec.ReleaseFresh), which stands: a plain release after it must not
+// quietly turn it back into a resume. stands reports that case.
+func (r Record) ReleaseFresh(fresh bool) (asFresh, stands bool) {
+	if fresh {
+		return true, false
+	}
+	pending := r.ReleasePending() && r.Spec.ReleaseFresh
+	return pending, pending
+}
+
 // Record is one work item: its key, spec, status, pending deliveries in
 // arrival order, and the harness's latest report about itself (nil if none).
 type Record struct {

@@ -220,12 +220,14 @@ type Store interface {
 	// about itself (Claude Code's SessionStart hook); the error wraps
 	// ErrNotFound for an unknown key.
 	ReportSession(ctx context.Context, k desired.Key, r desired.SessionReport) error
-	// SetHeld sets or clears the operator hold and bumps the generation; the
-	// error wraps ErrNotFound for an unknown key.
+	// SetHeld sets or clears the operator hold and bumps the generation,
+	// and wakes the store's listeners (Listener); the error wraps
+	// ErrNotFound for an unknown key.
 	SetHeld(ctx context.Context, k desired.Key, held bool) error
 	// Release clears the hold and records a release to carry out
-	// (desired.Spec.ReleaseGeneration and ReleaseFresh), bumping the generation;
-	// the error wraps ErrNotFound for an unknown key.
+	// (desired.Spec.ReleaseGeneration and ReleaseFresh), bumping the generation,
+	// and wakes the store's listeners; the error wraps ErrNotFound for an
+	// unknown key.
 	Release(ctx context.Context, k desired.Key, fresh bool) error
 	// Heads returns the open pull request items of owner/repo (compared
 	// case-insensitively) whose recorded head (desired.Spec.HeadSHA) is commit,

@@ -190,6 +190,10 @@ func (pgDialect) readOpts() *sql.TxOptions {
 	return &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 }
 
+// alive: a PostgreSQL store is what its server serves; an error of
+// reaching it comes from the transaction itself.
+func (pgDialect) alive() error { return nil }
+
 // clock is the database server's clock (clock_timestamp(), exact to the
 // microsecond), which every host shares whatever its own clock says.
 func (pgDialect) clock(ctx context.Context, tx *sql.Tx) (time.Time, error) {
@@ -212,12 +216,13 @@ func (pgDialect) jsonList() string {
 
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
-// Assign that moved items, a ReleaseLease, a SetDraining. It holds its own
-// connection, LISTENing on pgChannel; when that fails it journals
-// store.listen_lost, reconnects with exponential backoff (100 ms to 5 s),
-// calls wake once connected again (a notification may have been missed),
-// and journals store.listen_restored with the reason: one row each per
-// outage, however many tries it takes. It returns ctx's cause when ctx ends.
+// Assign that moved items, a ReleaseLease, a SetDraining, a SetHeld or a
+// Release. It holds its own connection, LISTENing on pgChannel; when that
+// fails it journals store.listen_lost, reconnects with exponential backoff
+// (100 ms to 5 s), calls wake once connected again (a notification may
+// have been missed), and journals store.listen_restored with the reason:
+// one row each per outage, however many tries it takes. It returns ctx's
+// cause when ctx ends.
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0

@@ -67,6 +67,9 @@ type dialect interface {
 	// readOpts are the options of a read transaction, which must see one
 	// snapshot.
 	readOpts() *sql.TxOptions
+	// alive returns why the store can no longer be read or written as
+	// opened (SQLite's ErrFileGone; writeTx checks it too), nil while it can.
+	alive() error
 	// clock returns the store's clock, which leases expire by (Fleet).
 	clock(ctx context.Context, tx *sql.Tx) (time.Time, error)
 	// notify tells the other hosts, once tx commits, that something
@@ -114,6 +117,9 @@ func (s *sqlStore) takeWriters(ctx context.Context) (release func(), err error) 
 
 // read runs fn in a read transaction, which sees one snapshot of the store.
 func (s *sqlStore) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := s.d.alive(); err != nil {
+		return err
+	}
 	return inTx(ctx, s.db, s.d.readOpts(), fn)
 }
 
@@ -983,8 +989,11 @@ func (s *sqlStore) UpdateCall(ctx context.Context, c desired.Call) error {
 // The error wraps ErrNotFound for an unknown key.
 func (s *sqlStore) SetHeld(ctx context.Context, k desired.Key, held bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
-			WHERE key = ?`, held, timeToDB(s.now()), k.String())
+		if err := updateItem(ctx, tx, `UPDATE work_items SET held = ?, generation = generation + 1, updated_at = ?
+			WHERE key = ?`, held, timeToDB(s.now()), k.String()); err != nil {
+			return err
+		}
+		return s.d.notify(ctx, tx) // the owning host's serve carries it out
 	})
 	if err != nil {
 		return fmt.Errorf("%s set held %s: %w", s.name, k, err)
@@ -999,9 +1008,12 @@ func (s *sqlStore) SetHeld(ctx context.Context, k desired.Key, held bool) error 
 // not touched here). The error wraps ErrNotFound for an unknown key.
 func (s *sqlStore) Release(ctx context.Context, k desired.Key, fresh bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return updateItem(ctx, tx, `UPDATE work_items SET held = FALSE, generation = generation + 1,
+		if err := updateItem(ctx, tx, `UPDATE work_items SET held = FALSE, generation = generation + 1,
 			release_generation = generation + 1, release_fresh = ?, updated_at = ? WHERE key = ?`,
-			fresh, timeToDB(s.now()), k.String())
+			fresh, timeToDB(s.now()), k.String()); err != nil {
+			return err
+		}
+		return s.d.notify(ctx, tx) // the owning host's serve carries it out
 	})
 	if err != nil {
 		return fmt.Errorf("%s release %s: %w", s.name, k, err)
