@@ -86,9 +86,6 @@ func OpenPostgres(ctx context.Context, rawURL, lockPath string) (*Postgres, erro
 	// A write waits for another host's at most busyTimeout (a shorter
 	// deadline sets its own, pgDialect.writeTx).
 	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(busyTimeout.Milliseconds(), 10)
-	// A host frozen or cut off inside a transaction ends it after
-	// idleInTxTimeout: its writers' lock would stop every host's writes.
-	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10)
 	db := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
 	db.SetMaxOpenConns(pgMaxConns)
 	db.SetMaxIdleConns(pgMaxConns)
@@ -146,29 +143,36 @@ func migratePostgres(tx *sql.Tx) error {
 }
 
 // idleInTxTimeout is how long PostgreSQL lets a session of this store sit
-// idle inside a transaction before it ends the session, which rolls the
-// transaction back (idle_in_transaction_session_timeout). A write holds
-// the writers' advisory lock (pgWriters) for its whole transaction, so a
-// host frozen (SIGSTOP) or partitioned in the middle of one would stop
-// every other host's writes, heartbeats included, for as long as it
-// lasts, and their leases would lapse too: measured (issue 23), a host
-// frozen for 30 s kept the other one from taking its item over at all.
-// 1 s is far above a live writer's pause between its statements (they
-// are sent back to back), and below the heartbeat spacing of the least
-// lease (schema's 2 s: every 0.67 s, valid for 1.6 s), so the other
-// hosts' heartbeats wait for the lock at most that long.
+// idle inside a write transaction before it ends the session, which rolls
+// the transaction back (idle_in_transaction_session_timeout, set for each
+// write by writeTx). A write holds the writers' advisory lock (pgWriters)
+// for its whole transaction, so a host frozen (SIGSTOP) or partitioned in
+// the middle of one would stop every other host's writes, heartbeats
+// included, for as long as it lasts, and their leases would lapse too:
+// measured (issue 23), a host frozen for 30 s kept the other one from
+// taking its item over at all. 1 s is far above a live writer's pause
+// between its statements (they are sent back to back), and short enough
+// that a heartbeat of a 3 s lease (every 1 s, valid for 2.4 s) waits it
+// out. Reads take no lock and keep no such bound: a reader starved of
+// CPU for a second (load average 30 on 2 cores, measured) is no reason to
+// fail it.
 const idleInTxTimeout = time.Second
 
 // pgDialect is PostgreSQL's way with what the backends do differently.
 type pgDialect struct{}
 
-// writeTx runs fn in a READ COMMITTED transaction that first takes the
+// writeTx runs fn in a READ COMMITTED transaction, ended by the server
+// once it sits idle for idleInTxTimeout, that first takes the
 // writers' advisory lock (pgWriters), waiting for it at most busy
 // (lock_timeout; PostgreSQL answers SQLSTATE 55P03 past it): each
 // statement of fn sees every write committed before, and no other write
 // runs until this one commits or rolls back.
 func (pgDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
 	return inTx(ctx, db, nil, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', ?, true)`,
+			strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10)); err != nil {
+			return err
+		}
 		if busy < busyTimeout {
 			// 0 would mean no timeout at all.
 			ms := max(busy.Milliseconds(), 1)
