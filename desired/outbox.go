@@ -66,6 +66,9 @@ type Call struct {
 	// under (store.Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
 	// whoever holds the item when the call is made.
 	Generation int64
+	// Installation is the item's GitHub App installation as the store
+	// reads it with the call (Spec.Installation), 0 when none is known.
+	Installation int64
 }
 
 // Talk is what an item's route lets loopd say on GitHub (TalkRule), and the
@@ -116,7 +119,12 @@ type Talk struct {
 //     (next.Replaced, recorded by its fresh spawn) is an episode too, and
 //     queues one notice that says why and what the new conversation was
 //     given (ReplacedComment); the same replacement written again (a
-//     spawn the daemon redid) queues none.
+//     spawn the daemon redid) queues none;
+//   - each usage-limit episode the item takes (next.LimitEpisodes grows)
+//     queues, when t.Notify, one notice that names the limit's window, its
+//     reset and the end of the wait (LimitComment), under a marker of its
+//     own per episode (limitMarker): the same limit seen again, or the
+//     wait it holds, is no episode and queues none.
 func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
 	prev := r.Status
 	var calls []Call
@@ -156,6 +164,10 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 				Body: NoticeComment(r, next, t, marker)})
 		}
 	}
+	if next.LimitEpisodes > prev.LimitEpisodes && next.Phase == PhaseRateLimited && t.Notify {
+		marker := limitMarker(r.Key, next.LimitEpisodes)
+		calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: LimitComment(r, next, t, marker)})
+	}
 	if next.Replaced != nil && (prev.Replaced == nil || *prev.Replaced != *next.Replaced) {
 		next.Episodes++
 		if t.Notify {
@@ -191,11 +203,17 @@ func noticeMarker(k Key, episode int) string {
 	return "<!-- loopd:" + markerNotice + " " + k.String() + " episode=" + strconv.Itoa(episode) + " -->"
 }
 
+// limitMarker is the hidden marker of the notice of an item's usage-limit
+// episode (Status.LimitEpisodes).
+func limitMarker(k Key, episode int) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " limit=" + strconv.Itoa(episode) + " -->"
+}
+
 // ownMarker matches the text inside an HTML comment that is one of loopd's
-// own markers (announceMarker, noticeMarker, forkMarker), in any case,
+// own markers (announceMarker, noticeMarker, forkMarker, limitMarker), in any case,
 // with any whitespace around and between its parts.
 var ownMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*(?:` + markerAnnounce + `|` + markerNotice +
-	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+episode\s*=\s*[0-9]+|\s+fork)?\s*$`)
+	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+(?:episode|limit)\s*=\s*[0-9]+|\s+fork)?\s*$`)
 
 // IsOwnMarker reports whether comment, the whole of an HTML comment
 // ("<!--" … "-->"), is one of loopd's own markers (an announcement's or a

@@ -217,6 +217,14 @@ type LimitState struct {
 	LimitReset   time.Time `json:",omitzero"`
 	LimitUntil   time.Time `json:",omitzero"`
 	LimitDefault bool      `json:",omitempty"`
+	// LimitWindow is the quota the limit is of (harness.LimitWindow:
+	// session, weekly, daily, per_minute; "" when the harness did not
+	// say), shown by loopd get and the notice.
+	LimitWindow string `json:",omitempty"`
+	// LimitEpisodes counts the usage-limit episodes of the item: each
+	// limit taken that is not the one in force (another text, or the same
+	// banner back after the reset and the resume).
+	LimitEpisodes int `json:",omitempty"`
 	// LimitSeen is the usage limit the item last took, or the one its
 	// screen showed when an operator released it (Released then): the
 	// same limit seen again is not taken again (reconciler, limitHolds).

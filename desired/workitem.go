@@ -140,9 +140,11 @@ type Spec struct {
 	// from the current config instead; from then on the workdir is pinned
 	// (Record.Workdir), since a resume is cwd-scoped.
 	Cwd string
-	// HeadRef is a pull request's head branch in the item's own
-	// repository, "" when unknown or a fork's: its worktree then checks
-	// out refs/pull/<n>/head.
+	// HeadRef is a pull request's head branch in its head repository
+	// (HeadRepo: the item's own, or a fork's), "" when unknown. A fork's
+	// clone, and one whose head branch is unknown, checks out
+	// refs/pull/<n>/head; a fork's head branch is where a plain `git
+	// push` goes when the fork lets maintainers push (MaintainerCanModify).
 	HeadRef string
 	// HeadSHA is a pull request's head commit as the newest pull request
 	// payload named it (synchronize moves it); "" when unknown. A CI
@@ -167,6 +169,12 @@ type Spec struct {
 	// (GitHub's docs, "Allowing changes to a pull request branch created
 	// from a fork"). Meaningful for a fork only (Fork).
 	MaintainerCanModify bool
+	// Installation is the id of the GitHub App installation the newest
+	// delivery that named one came through (its installation.id): the
+	// installation whose token and rate limits the item's calls use. 0
+	// when none named it (a token, a replay), and the call then looks it
+	// up (ghapi.Client).
+	Installation int64
 	// Title is the issue's or pull request's title as the newest payload
 	// that names it gave it: text from outside, shown escaped. URL is its
 	// page on GitHub (from the repository's html_url). Both "" until a
@@ -192,6 +200,18 @@ type Spec struct {
 // a pull request whose head repository no payload named, are not.
 func (s Spec) Fork(k Key) bool {
 	return s.Kind == KindPullRequest && ForkHead(k, s.HeadRepo)
+}
+
+// PushRepo returns the repository (owner and name) a plain `git push` of
+// k's clone goes to when it is not k's own: a fork's head repository that
+// takes the base's maintainers' pushes (Fork, MaintainerCanModify, and its
+// head branch known, HeadRef); ok false otherwise (an issue, a pull request
+// of k's repository, a fork that takes none).
+func (s Spec) PushRepo(k Key) (owner, repo string, ok bool) {
+	if !s.Fork(k) || !s.MaintainerCanModify || s.HeadRef == "" {
+		return "", "", false
+	}
+	return strings.Cut(s.HeadRepo, "/")
 }
 
 // ForkHead reports whether headRepo, a pull request's head repository
@@ -449,15 +469,18 @@ type Record struct {
 }
 
 // SeenLimit is a usage limit as its harness reported it (harness.Limit,
-// before any default or bound stands for its reset): Kind, Text and Reset
-// as given (Reset zero when none could be read), At the transcript line's
-// time (zero for a screen). Released is true once an operator's release
-// ended it (Status.Released).
+// before any default or bound stands for its reset): Kind, Window, Text
+// and Reset as given (Reset zero when none could be read), At the
+// transcript line's time (zero for a screen), Pane the pane whose screen
+// showed it ("" for a transcript). Released is true once an operator's
+// release ended it (Status.Released).
 type SeenLimit struct {
 	Kind     string    `json:",omitempty"`
+	Window   string    `json:",omitempty"`
 	Text     string    `json:",omitempty"`
 	Reset    time.Time `json:",omitzero"`
 	At       time.Time `json:",omitzero"`
+	Pane     string    `json:",omitempty"`
 	Released bool      `json:",omitempty"`
 }
 
@@ -465,13 +488,21 @@ type SeenLimit struct {
 // limit is forgotten first.
 const MaxReleasedLimits = 8
 
-// Same reports whether l and o are one limit: the same kind, text and
-// reset, and, when both come from dated transcript lines, the same line.
+// Same reports whether l and o are one limit: the same kind and text,
+// and, when both come from dated transcript lines, the same line. Two
+// read off a screen (no date) are one whatever reset each read: a banner
+// is read anew at each look, and the same one ("resets 9am") names the
+// next day's reset once its time has passed; whether it is still the
+// same episode is the pane's (reconciler, newLimit). Otherwise the same
+// reset too.
 func (l SeenLimit) Same(o SeenLimit) bool {
 	if !l.At.IsZero() && !o.At.IsZero() && !l.At.Equal(o.At) {
 		return false
 	}
-	return l.Kind == o.Kind && l.Text == o.Text && l.Reset.Equal(o.Reset)
+	if l.Kind != o.Kind || l.Text != o.Text {
+		return false
+	}
+	return (l.At.IsZero() && o.At.IsZero()) || l.Reset.Equal(o.Reset)
 }
 
 // WasReleased reports whether an operator released limit l on the item

@@ -35,6 +35,8 @@ type Metrics struct {
 	// limitReset is the reset of the usage limit holding each harness, in
 	// Unix seconds; 0 when none does.
 	limitReset *prometheus.GaugeVec
+	// limitEpisodes counts usage-limit episodes by harness and window.
+	limitEpisodes *prometheus.CounterVec
 	// phases counts the work items in each phase; live and starts are
 	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
@@ -89,12 +91,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "capacity.maxStartsInFlight: the starts that may be in flight at once."}),
 		limitReset: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_usage_limit_reset_timestamp_seconds",
 			Help: "When the usage limit holding a harness's items resets, in Unix seconds; 0 when none holds them."}, []string{"harness"}),
+		limitEpisodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loopd_usage_limit_episodes_total",
+			Help: "Usage-limit episodes of the agents, by harness and window (session, weekly, daily, per_minute; unknown when the harness did not say)."},
+			[]string{"harness", "window"}),
 	}
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
 		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
 		m.oldestAge)
 	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.blocked, m.unsandboxed, m.live, m.maxLive, m.starts, m.maxStarts,
-		m.passErrors, m.resumes, m.latency, m.pending, oldest)
+		m.passErrors, m.resumes, m.latency, m.pending, oldest, m.limitEpisodes)
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase))
 		m.unsandboxed.WithLabelValues(string(phase))
@@ -136,6 +141,17 @@ func (m *Metrics) Delivered(harness string, latency time.Duration) {
 	m.latency.WithLabelValues(harness).Observe(latency.Seconds())
 }
 
+// LimitEpisode implements actions.Meter.
+func (m *Metrics) LimitEpisode(harness, window string) {
+	if window == "" {
+		window = unknownWindow
+	}
+	m.limitEpisodes.WithLabelValues(harness, window).Inc()
+}
+
+// unknownWindow is the window label of a limit whose harness did not say.
+const unknownWindow = "unknown"
+
 func (m *Metrics) observe(res PassResult, d time.Duration) {
 	m.passes.Inc()
 	for _, a := range res.Plan {
@@ -147,7 +163,7 @@ func (m *Metrics) observe(res PassResult, d time.Duration) {
 
 // limits sets the usage-limit reset of every harness of p from the holds
 // in force (limitHolds).
-func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
+func (m *Metrics) limits(holds map[string]LimitHold, p Policy) {
 	for name, caps := range p.Harnesses {
 		reset := 0.0
 		if h, ok := holds[caps.Account]; ok && caps.Account != "" {

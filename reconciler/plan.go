@@ -49,7 +49,7 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // it journals and measures after the plan, so neither is worked out twice.
 type across struct {
 	loss  Loss
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// claimed are the conversation ids the records name, with the items
 	// that name each (claimedIDs): a conversation learned or followed for
 	// one item is never another's.
@@ -308,7 +308,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
-		a.Shown = seenOf(*sc.Limit)
+		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
 	return []actions.Action{a}, r, false
@@ -398,7 +398,7 @@ type itemPlan struct {
 	// death it takes is resumed, and not counted as a crash (notACrash).
 	loss actions.Reason
 	// holds are the usage-limit holds in force, by account (limitHolds).
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// process is true for an item of the process runner (processRunner);
 	// run is then its run as the pass read it, which pane stands for
 	// (observeRun).
@@ -473,7 +473,7 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 	it.observe()
 
@@ -616,11 +616,27 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		}
 		return it.deliver("")
 	default:
+		if it.orphan() {
+			// Its spawn kills the session first.
+			return it.spawn(st, actions.ReasonOrphanAgent, "")
+		}
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// orphan reports whether the live agent of a pane the record does not
+// account for runs a conversation the record knows nothing of: no id, and
+// none being learned, under a harness that keeps its conversations
+// (SupportsResume). A spawn records its id before the harness starts (or
+// that it learns one), so only a store removed or reset under running
+// agents leaves such a pane: a paste to it would count as delivered
+// unchecked (unverifiable), and it cannot be resumed (ReasonOrphanAgent).
+func (it itemPlan) orphan() bool {
+	st := it.st
+	return st.HarnessSessionID == "" && !st.IDUnconfirmed && it.p.Harnesses[it.r.Spec.Harness].SupportsResume
 }
 
 // unblocked plans the return to Running of an item that needs attention
@@ -697,9 +713,23 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Fetch: it.headFetch(d)}}
 	}
 	return nil
+}
+
+// headFetch is the new head a pull request event d names (a synchronize's
+// commit) that the item's clone must hold before d is pasted, nil for an
+// item without a clone or an event that names none.
+func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
+	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
+		return nil
+	}
+	w := workspaceOf(it.r, it.p)
+	if w.checkout == nil || w.err != nil {
+		return nil
+	}
+	return &actions.HeadFetch{URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}
 }
 
 // confirmSend follows the pasted delivery in flight: confirmed once its body

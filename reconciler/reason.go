@@ -23,6 +23,9 @@ type Explanation struct {
 	// LimitUntil is when the usage limit holding an open, unheld item
 	// lets it go (LimitsHeld); zero when none holds it.
 	LimitUntil time.Time
+	// LimitWindow is that limit's window (harness.LimitWindow); "" when
+	// its harness did not say.
+	LimitWindow string
 	// Unsandboxed is true when the item's agent runs, or will run, with
 	// no sandbox (Unsandboxed): the reason says sandbox=none.
 	Unsandboxed bool
@@ -36,8 +39,8 @@ type Explanation struct {
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
 // desired.Status.LastExit), err=… naming the command of a harness_missing
 // item's harness while it is still missing, blocked reason=… when its screen shows a
-// dialog, rate_limited reset=T until=T when a usage limit on its account
-// holds it, sandbox=none when its agent runs with no sandbox
+// dialog, rate_limited reset=T until=T window=W when a usage limit on its
+// account holds it (window= when the harness named it), sandbox=none when its agent runs with no sandbox
 // (Unsandboxed), and stale_pending=N since=D when it is Stopped with
 // events pending longer than stale. records are every item (the queue and the
 // limits are worked out over all of them, once); p is the current
@@ -76,12 +79,15 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if by := st.BlockedBy(); by != "" {
 			reason += " blocked reason=" + by
 		}
-		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
-			e.LimitUntil = until
+		if h, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
+			e.LimitUntil, e.LimitWindow = h.Until, h.Window
 			if reason != "rate_limited" { // the item held by another's limit says why
 				reason += " rate_limited"
 			}
-			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
+			reason = strings.TrimSpace(reason + " reset=" + h.Reset.Local().Format(time.RFC3339) + " until=" + h.Until.Local().Format(time.RFC3339))
+			if h.Window != "" {
+				reason += " " + journal.KeyWindow + "=" + h.Window
+			}
 		}
 		if e.Unsandboxed = Unsandboxed(r, p); e.Unsandboxed {
 			reason += " " + journal.KeySandbox + "=" + sandbox.ModeNone

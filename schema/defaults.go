@@ -375,13 +375,15 @@ const (
 	// RunLeftoverPoll is how often it looks.
 	RunLeftoverGrace = 2 * time.Second
 	RunLeftoverPoll  = 20 * time.Millisecond
-	// StaleResetClock is how far in the past a usage limit's reset given
-	// as a clock time alone may be and still be read as today's, already
-	// passed (internal/harness): a banner left on the screen after its
-	// reset. A session window is 5 hours, so a clock time further past
-	// than this is tomorrow's (shown at 11pm, "resets 1:20am" is the next
-	// day).
-	StaleResetClock = 12 * time.Hour
+	// ResetClockGrace is how far in the past a usage limit's reset given
+	// as a clock time may be and still be read as the one it names,
+	// already passed (internal/harness, ParseReset): the banners round
+	// their reset down to the minute, and an agent resumed at the reset
+	// plus the margin (usageLimitMarginSeconds, 60 s by default) may meet
+	// the same banner once more. A clock time further past is its next
+	// occurrence ("resets 9am" read at 1pm is tomorrow's 9am), never a wait
+	// in the past.
+	ResetClockGrace = 10 * time.Minute
 	// SettingsLockStale, SettingsLockWait and SettingsLockPoll are the
 	// settings lock's (internal/harness): Claude Code 2.1.197 saves
 	// .claude.json under the lock of the npm package proper-lockfile, a

@@ -130,6 +130,9 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if v.Spec.HeadRef != "" {
 		line("  ", "Head ref", v.Spec.HeadRef)
 	}
+	if r.Spec.Installation != 0 {
+		line("  ", "Installation", strconv.FormatInt(r.Spec.Installation, 10)) // the GitHub App's, its calls go through
+	}
 	// The head's facts are a payload's text: quoted.
 	if r.Spec.HeadRepo != "" {
 		line("  ", "Head repo", journal.Quote(r.Spec.HeadRepo))
@@ -176,6 +179,12 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	}
 	if st.Blocked != "" {
 		line("  ", "Blocked", st.Blocked)
+	}
+	if !st.LimitUntil.IsZero() {
+		line("  ", "Usage limit", "held until "+at(st.LimitUntil)+" window "+dash(st.LimitWindow))
+	}
+	if st.LimitEpisodes > 0 {
+		line("  ", "Limit episodes", strconv.Itoa(st.LimitEpisodes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

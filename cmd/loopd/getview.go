@@ -84,6 +84,8 @@ type statusView struct {
 	NextAttempt             time.Time  `json:"nextAttempt,omitzero" yaml:"nextAttempt,omitempty"`
 	Blocked                 string     `json:"blocked,omitempty" yaml:"blocked,omitempty"`
 	LimitUntil              time.Time  `json:"limitUntil,omitzero" yaml:"limitUntil,omitempty"`
+	LimitWindow             string     `json:"limitWindow,omitempty" yaml:"limitWindow,omitempty"`
+	LimitEpisodes           int        `json:"limitEpisodes,omitempty" yaml:"limitEpisodes,omitempty"`
 	LastExit                *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
 	Lease                   *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
 	RunID                   string     `json:"runId,omitempty" yaml:"runId,omitempty"`
@@ -142,7 +144,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 		if st.Phase == desired.PhaseBackingOff {
 			v.Status.NextAttempt = utc(st.NextAttempt)
 		}
-		v.Status.LimitUntil = utc(e.LimitUntil)
+		v.Status.LimitUntil, v.Status.LimitWindow, v.Status.LimitEpisodes = utc(e.LimitUntil), e.LimitWindow, st.LimitEpisodes
 		if e.Unsandboxed {
 			v.Status.Sandbox = sandbox.ModeNone
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
 )
 
 // newHoldCmd builds "loopd hold" (hold true) or "loopd release".
@@ -35,7 +36,7 @@ under the reconcile lock, and journals item.released.`
 			if err != nil {
 				return err
 			}
-			_, store, err := g.openStore(ctx)
+			cfg, store, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -55,6 +56,7 @@ under the reconcile lock, and journals item.released.`
 				}
 				journal.NewRecorder(log, store, time.Now).Record(ctx, slog.LevelInfo, journal.ItemHeld, k.String())
 				fmt.Fprintf(cmd.OutOrStdout(), "%s held; the next pass stops its session\n", k)
+				noteNoServe(cmd, cfg)
 				return nil
 			}
 			var stands bool
@@ -71,6 +73,7 @@ under the reconcile lock, and journals item.released.`
 				what = "released for a new conversation"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s; the next pass brings it back\n", k, what)
+			noteNoServe(cmd, cfg)
 			return nil
 		},
 	}
@@ -78,4 +81,12 @@ under the reconcile lock, and journals item.released.`
 		cmd.Flags().BoolVar(&fresh, "fresh", false, "start a new conversation instead of resuming the recorded one")
 	}
 	return cmd
+}
+
+// noteNoServe prints noServeNote, when there is one, on the command's
+// error writer.
+func noteNoServe(cmd *cobra.Command, cfg *schema.Config) {
+	if note := noServeNote(cfg); note != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "note: "+note)
+	}
 }

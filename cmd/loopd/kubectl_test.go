@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
@@ -137,6 +138,27 @@ func TestHoldAndReleaseIgnoreCase(t *testing.T) {
 		require.Error(t, err, verb)
 		assert.EqualError(t, err, "work item codertocat/hello-world#80 not found", verb)
 		assert.ErrorIs(t, err, store.ErrNotFound, verb)
+	}
+}
+
+// TestHoldAndReleaseSayWhenNoServeRuns: a hold or release recorded while
+// no serve holds the state dir says that nothing carries it out yet; with
+// a serve running (its lock held) it says nothing more.
+func TestHoldAndReleaseSayWhenNoServeRuns(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	note := "note: no loopd serve is running on " + filepath.Join(filepath.Dir(config), "state") + ": start it, or run loopd reconcile --once"
+	for _, verb := range []string{"hold", "release"} {
+		out, err := run(t, "", "--config", config, verb, keyRunning.String())
+		require.NoError(t, err, out)
+		assert.Contains(t, out, note, verb)
+	}
+	unlock, err := flock.Lock(context.Background(), filepath.Join(filepath.Dir(config), "state", serveLockFile))
+	require.NoError(t, err)
+	defer unlock()
+	for _, verb := range []string{"hold", "release"} {
+		out, err := run(t, "", "--config", config, verb, keyRunning.String())
+		require.NoError(t, err, out)
+		assert.NotContains(t, out, "note:", verb)
 	}
 }
 

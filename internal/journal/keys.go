@@ -43,6 +43,8 @@ const (
 	KeyRelease            = "release"              // the command that releases an item
 	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded; a GitHub rate limit's: secondary, primary
 	KeyReset              = "reset"                // when a usage limit resets (RFC 3339)
+	KeyWindow             = "window"               // a usage limit's window: session, weekly, daily, per_minute; "" when the harness did not say
+	KeyEpisode            = "episode"              // the item's count of usage-limit episodes, this one included
 	KeyDefaultReset       = "default_reset"        // the reset was unreadable: a bounded default stands for it
 	KeyResetCapped        = "reset_capped"         // the reset named lay past the longest hold: the bound stands for it
 	KeyAccount            = "account"              // the account a harness's usage counts against

@@ -67,9 +67,10 @@
 //	FAKECLAUDE_LOCK_DIR           directory where the TUI holds an flock on <session id>.lock while it runs; a start that finds
 //	                              the lock held by another process appends {"time", "pid", "session_id"} to overlaps.log there
 //	FAKECLAUDE_NOT_LOGGED_IN=1    answer every prompt "Not logged in · Please run /login", with the footer "Not logged in · Run /login", as the real CLI does offline
-//	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
+//	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); a comma-separated list is limits back to back, a prompt hitting the first that ends after it; its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
 //	FAKECLAUDE_LIMIT_FORM         epoch (default: "Claude AI usage limit reached|<unix seconds>"), banner ("You've hit your session limit · resets 3:04pm (UTC)"), or menu (the banner, then the usage-limit menu until a choice is made)
 //	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
+//	FAKECLAUDE_LIMIT_MENU_NO_CURSOR=1  the menu is drawn without its cursor (a frame caught mid-draw), and every key it gets is logged to FAKECLAUDE_MENU_LOG as {"key": …}
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
 //	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
@@ -148,9 +149,10 @@ type knobs struct {
 	hangupDelay     time.Duration
 	lockDir         string
 	notLoggedIn     bool
-	limitUntil      time.Time // zero: no limit
-	limitForm       string    // epoch, banner or menu
-	limitCursor     int       // 1-based
+	limitUntil      []time.Time // the ends of back-to-back limits, in order; none: no limit
+	limitForm       string      // epoch, banner or menu
+	limitCursor     int         // 1-based
+	noCursor        bool        // the limit menu is drawn without its cursor
 	menuLog         string
 	permission      bool
 	echo            bool
@@ -186,15 +188,24 @@ func (k knobs) runProbes(prompt string) error {
 	return fakecli.RunProbes(prompt)
 }
 
-// limited reports whether a prompt submitted at now hits the usage limit.
-func (k knobs) limited(now time.Time) bool { return !k.limitUntil.IsZero() && now.Before(k.limitUntil) }
-
-// limitText is the usage-limit answer in the form the knobs ask for.
-func (k knobs) limitText() string {
-	if k.limitForm == "epoch" {
-		return fmt.Sprintf("Claude AI usage limit reached|%d", k.limitUntil.Unix())
+// limit returns the end of the usage limit a prompt submitted at now
+// hits: the first of limitUntil after now; false after the last.
+func (k knobs) limit(now time.Time) (time.Time, bool) {
+	for _, t := range k.limitUntil {
+		if now.Before(t) {
+			return t, true
+		}
 	}
-	return "You've hit your session limit · resets " + strings.ToLower(k.limitUntil.UTC().Format("3:04PM")) + " (UTC)"
+	return time.Time{}, false
+}
+
+// limitText is the answer of a usage limit that ends at until, in the
+// form the knobs ask for.
+func (k knobs) limitText(until time.Time) string {
+	if k.limitForm == "epoch" {
+		return fmt.Sprintf("Claude AI usage limit reached|%d", until.Unix())
+	}
+	return "You've hit your session limit · resets " + strings.ToLower(until.UTC().Format("3:04PM")) + " (UTC)"
 }
 
 func readKnobs() (knobs, error) {
@@ -204,6 +215,7 @@ func readKnobs() (knobs, error) {
 		ignoreSIGHUP:    os.Getenv("FAKECLAUDE_IGNORE_SIGHUP") == "1",
 		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
+		noCursor:        os.Getenv("FAKECLAUDE_LIMIT_MENU_NO_CURSOR") == "1",
 		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
 		lockDir:         os.Getenv("FAKECLAUDE_LOCK_DIR"),
 		notLoggedIn:     os.Getenv("FAKECLAUDE_NOT_LOGGED_IN") == "1",
@@ -224,11 +236,13 @@ func readKnobs() (knobs, error) {
 		return knobs{}, fmt.Errorf("FAKECLAUDE_SCREEN: %q is no screen of the fake's", k.screen)
 	}
 	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
-		secs, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_UNTIL: %w", err)
+		for _, f := range strings.Split(v, ",") {
+			secs, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_UNTIL: %w", err)
+			}
+			k.limitUntil = append(k.limitUntil, time.Unix(secs, 0))
 		}
-		k.limitUntil = time.Unix(secs, 0)
 	}
 	switch v := os.Getenv("FAKECLAUDE_LIMIT_FORM"); v {
 	case "":
@@ -829,6 +843,15 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 // Enter chooses the one under it, which is logged (FAKECLAUDE_MENU_LOG);
 // the menu then closes.
 func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
+	if u.knobs.noCursor && u.state == showLimitMenu && u.knobs.menuLog != "" {
+		key := string(u.ed.Buf) + ev.Text
+		if ev.Kind == faketerm.Submit {
+			key += "Enter"
+		}
+		if err := fakecli.AppendJSONLine(u.knobs.menuLog, map[string]string{"key": key}, 0o644); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+	}
 	for _, c := range string(u.ed.Buf) + ev.Text {
 		if c >= '1' && c <= '3' {
 			u.cursor = int(c - '0')
@@ -883,10 +906,10 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.history = append(u.history, text)
-	if u.knobs.limited(time.Now()) {
+	if until, ok := u.knobs.limit(time.Now()); ok {
 		// The usage limit: an API error line, the banner, and maybe the
 		// menu; the TUI then waits.
-		limit := u.knobs.limitText()
+		limit := u.knobs.limitText(until)
 		if err := u.sess.apiError(limit); err != nil {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
@@ -1037,7 +1060,7 @@ func (u *tui) menuLines() []string {
 	lines = append(lines, " "+title)
 	for i, c := range choices {
 		mark := "  "
-		if i+1 == u.cursor {
+		if i+1 == u.cursor && (u.state != showLimitMenu || !u.knobs.noCursor) {
 			mark = "❯ "
 		}
 		lines = append(lines, " "+mark+strconv.Itoa(i+1)+". "+c)
