@@ -171,6 +171,9 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	}
 	r.last = records
 	policy := r.hosted(r.Policy(), dryRun)
+	if h := r.Hosting; h != nil && !dryRun {
+		policy.Fenced = h.Lapsed()
+	}
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}

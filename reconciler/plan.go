@@ -856,9 +856,11 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
 		return it.lost()
 	}
-	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") && !it.pane.exists && it.p.Relinquished[key] {
+	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
+		(!it.pane.exists && it.p.Relinquished[key] || it.p.Fenced) {
 		// This host stopped the agent itself when its lease clock lapsed
-		// (or a write was fenced), and holds the item again: no crash.
+		// (or a write was fenced), or its watchdog did, and holds the
+		// item again: no crash.
 		it.loss = actions.ReasonLeaseLapsed
 		return it.lost()
 	}

@@ -110,6 +110,12 @@ type Policy struct {
 	// its agent is resumed, counting no failure. It lives in the
 	// daemon's memory only.
 	Relinquished map[desired.Key]bool
+	// Fenced is set for the first pass after a heartbeat renewed a lease
+	// clock that had lapsed (Hosting.Lapsed): the agents' watchdogs
+	// (package fence) ended every local agent meanwhile, so an item still
+	// held whose agent is found dead or missing is resumed as a
+	// Relinquished one, counting no failure.
+	Fenced bool
 	// MaxLive is how many items may hold a live agent's slot at once
 	// (holdsSlot), MaxStarts how many starts may be in flight at once
 	// (startInFlight), both 0 for no limit; IdlePark, when not 0, is how

@@ -36,7 +36,10 @@ const (
 	DefaultGitHubAPIURL   = "https://api.github.com"
 	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
 	// defaultMaxLiveSessions and defaultMaxStartsInFlight are the
-	// capacity's: a real Claude Code process holds hundreds of MB.
+	// capacity's: a real Claude Code process holds hundreds of MB. A
+	// start of Claude Code 2.1.197 takes 0.85–1.12 s of CPU in its first
+	// 2 s and 290 MB (docs/performance.md, "A real CLI's start"): two
+	// starts fill the standard box's 2 cores, and more only share them.
 	defaultMaxLiveSessions   = 10
 	defaultMaxStartsInFlight = 2
 	defaultLeaseSeconds      = 15

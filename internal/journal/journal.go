@@ -314,6 +314,18 @@ const (
 	// reconcile loop was woken, since a notification may have been
 	// missed.
 	StoreListenRestored Name = "store.listen_restored"
+	// StoreListenLost: the PostgreSQL store's LISTEN connection failed
+	// (err), once at the start of each outage; other hosts' changes
+	// reach this one only on its resync timer until
+	// store.listen_restored.
+	StoreListenLost Name = "store.listen_lost"
+	// StoreUnreachable: a heartbeat found the store out of reach (err),
+	// once at the start of each outage; its row, timed at the start, is
+	// written once the store answers again, before store.reachable.
+	StoreUnreachable Name = "store.unreachable"
+	// StoreReachable: the store answers a heartbeat again after
+	// store.unreachable, down_for after the outage started.
+	StoreReachable Name = "store.reachable"
 
 	// StatusPageFailed: the status page could not read the store for a
 	// request (reason=store_failed, detail: the request's path); it

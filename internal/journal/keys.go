@@ -168,6 +168,7 @@ const (
 	KeyDraining       = "draining"         // the host is set draining (loopd drain)
 	KeyLeaseRemaining = "lease_remaining"  // how long this host's lease clock stays valid (a duration)
 	KeyStore          = "store"            // the store: "sqlite", or the PostgreSQL URL with its password redacted
+	KeyDownFor        = "down_for"         // how long the store was out of reach (a duration)
 
 	// Capacity (session.queued, session.parked, the dry run's queue).
 	KeyPosition  = "position"   // an item's place in the queue, 1 first
