@@ -261,7 +261,29 @@ type WorkspaceState struct {
 	// was handed to its worker; its outcome is recorded only on the status
 	// that still names it (a close, a hold or a release since then wins).
 	PrepareStarted time.Time
+	// HeadFetch is the fetch of a pull request's new head into the item's
+	// mirror, run by the item's workspace worker before the event that
+	// names the commit is pasted (actions.FetchHead).
+	HeadFetch HeadFetch `json:",omitzero"`
 }
+
+// HeadFetch is one fetch of a pull request head commit (Status.HeadFetch).
+type HeadFetch struct {
+	Commit string
+	// Started is when the fetch was handed to its worker; the outcome is
+	// recorded only on the status that still names that start.
+	Started time.Time
+	// Outcome is "" while the fetch runs, then HeadFetched (the mirror
+	// holds the commit) or HeadFetchFailed (journaled; the event goes on:
+	// the agent can fetch it itself).
+	Outcome string `json:",omitempty"`
+}
+
+// The outcomes of a HeadFetch.
+const (
+	HeadFetched     = "fetched"
+	HeadFetchFailed = "failed"
+)
 
 // AttentionState is what needs a human on the item and what loopd said
 // of it on GitHub (Status.AttentionState; TalkRule).

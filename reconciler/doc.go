@@ -56,6 +56,10 @@
 //     against the restart budget). A workdir with files that is not a
 //     worktree of the repository is a give_up (workspace_conflict), never
 //     touched.
+//   - fetch_head: before the paste of a pull request event that names a
+//     head commit, in an item with a clone, the fetch of that commit into
+//     the mirror, by the item's workspace worker (Status.HeadFetch); the
+//     paste waits while it runs, and goes once it is done or failed.
 //   - remove_workspace: a closed item's worktree, removed when it is clean
 //     (checkout.removeOnClose), or kept with the reason journaled.
 //   - report_workdir: the route now renders another workdir than the one

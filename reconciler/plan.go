@@ -713,15 +713,24 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Fetch: it.headFetch(d)}}
+		if fetch := it.headFetch(d); fetch != nil {
+			return fetch
+		}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
 	}
 	return nil
 }
 
-// headFetch is the new head a pull request event d names (a synchronize's
-// commit) that the item's clone must hold before d is pasted, nil for an
-// item without a clone or an event that names none.
-func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
+// headFetch returns what comes before the paste of d when it is a pull
+// request event that names a new head (a synchronize's commit) and the
+// item has a clone: the fetch of the commit into its mirror (FetchHead),
+// run by the item's workspace worker, never by the pass; a Wait while
+// that fetch runs (its mirror's lock held: the worker wakes a pass when
+// done). Nil once the fetch of that commit is done or failed (the event
+// goes on either way), and for any other event or item. A fetch with no
+// outcome whose mirror is not locked lost its worker (the daemon stopped)
+// and is planned again.
+func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
 	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
 		return nil
 	}
@@ -729,7 +738,14 @@ func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
 	if w.checkout == nil || w.err != nil {
 		return nil
 	}
-	return &actions.HeadFetch{URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}
+	hf := it.st.HeadFetch
+	switch {
+	case hf.Commit == d.Commit && hf.Outcome != "":
+		return nil
+	case hf.Commit == d.Commit && it.obs.Workdirs[it.r.Key].Busy:
+		return []actions.Action{actions.Wait{Key: it.r.Key, Reason: actions.ReasonHeadFetching}}
+	}
+	return []actions.Action{actions.FetchHead{Key: it.r.Key, DeliveryID: d.ID, URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}}
 }
 
 // confirmSend follows the pasted delivery in flight: confirmed once its body

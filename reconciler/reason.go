@@ -37,7 +37,8 @@ type Explanation struct {
 
 // Explain returns, by key, the explanation of each of records at now.
 // The reason is the status's reason, followed by what explains the
-// phase: preparing_since=T for a Preparing item, position=N for a Queued
+// phase: preparing_since=T for a Preparing item, head_fetching=C since=T
+// while its worker fetches a pull request's new head C, position=N for a Queued
 // one, next_attempt=T for a BackingOff one, workspace_error=… when its
 // worktree failed, workdir_pinned=… when the route now renders another
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
@@ -61,6 +62,9 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		reason := st.Reason
 		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
 			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
+		}
+		if hf := st.HeadFetch; hf.Outcome == "" && !hf.Started.IsZero() && !r.Spec.Closed {
+			reason += " head_fetching=" + hf.Commit + " since=" + hf.Started.Local().Format(time.RFC3339)
 		}
 		var e Explanation
 		if pos, ok := queue[r.Key]; ok {
