@@ -170,7 +170,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		}
 	}
 	r.last = records
-	policy := r.hosted(r.Policy(), dryRun)
+	policy := r.hosted(r.Policy(), dryRun).withRoutes(records)
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
@@ -227,7 +227,7 @@ func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
 		return
 	}
 	now := r.Now()
-	p := r.hosted(r.Policy(), false)
+	p := r.hosted(r.Policy(), false).withRoutes(r.last)
 	obs, err := r.Observer.Observe(ctx, r.last, needs(p, now), now)
 	if err != nil {
 		return // tmux unreadable: the next pass tries again
