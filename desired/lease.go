@@ -28,7 +28,7 @@ func (l Lease) Lapsed(now time.Time) bool {
 type Host struct {
 	Name string
 	// Instance identifies the daemon that heartbeats under Name: an id
-	// it keeps in its state dir, so that a restart keeps it and another
+	// it keeps in its state dir (internal/hostid), so that a restart keeps it and another
 	// daemon given the same name (another state dir) has another. Two
 	// live instances never share a name (store.ErrHostTaken).
 	Instance string

@@ -141,3 +141,30 @@ func TestOldestPending(t *testing.T) {
 		})
 	}
 }
+
+// A plain release after a release --fresh that no pass has carried out yet
+// keeps the fresh request: the last call must not quietly undo it.
+func TestReleaseFreshStands(t *testing.T) {
+	pending := Spec{ReleaseGeneration: 2, ReleaseFresh: true}
+	tests := []struct {
+		name          string
+		spec          Spec
+		status        Status
+		fresh         bool
+		asFresh, kept bool
+	}{
+		{name: "no_release_yet", fresh: false},
+		{name: "asked_fresh", fresh: true, asFresh: true},
+		{name: "plain_after_plain", spec: Spec{ReleaseGeneration: 1}},
+		{name: "plain_after_pending_fresh", spec: pending, asFresh: true, kept: true},
+		{name: "fresh_after_pending_fresh", spec: pending, fresh: true, asFresh: true},
+		{name: "plain_after_carried_out_fresh", spec: pending, status: Status{ReleasedGeneration: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			asFresh, stands := Record{Spec: tt.spec, Status: tt.status}.ReleaseFresh(tt.fresh)
+			assert.Equal(t, tt.asFresh, asFresh)
+			assert.Equal(t, tt.kept, stands)
+		})
+	}
+}

@@ -178,6 +178,24 @@ func TestConfigValidateExample(t *testing.T) {
 	assert.Contains(t, out, "ok")
 }
 
+// TestHoldAndReleaseWakeServe: with the resync timer an hour away, a
+// `loopd hold` and a `loopd release` from another process still reach the
+// running serve at once: the store wakes its listener (SQLite's wake
+// file), as an ingest does.
+func TestHoldAndReleaseWakeServe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{IntervalSeconds: 3600})
+	r := startWithComment(t, e, "first comment "+uuid.NewString())
+	id := r.Status.HarnessSessionID
+
+	e.mustRun(t, "hold", keyIssue.String())
+	e.waitPhase(t, keyIssue, desired.PhaseStopped, waitShort)
+	e.waitFor(t, func() bool { return !e.hasSession(t, keyIssue) }, waitShort, "hold did not stop the session")
+	e.mustRun(t, "release", keyIssue.String())
+	back := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitShort)
+	assert.Equal(t, id, back.Status.HarnessSessionID, "the release resumed the same conversation")
+}
+
 func TestHoldStopsAndReleaseResumes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{Policy: map[string]any{"restartPolicy": "Always"}})

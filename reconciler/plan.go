@@ -710,9 +710,23 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Fetch: it.headFetch(d)}}
 	}
 	return nil
+}
+
+// headFetch is the new head a pull request event d names (a synchronize's
+// commit) that the item's clone must hold before d is pasted, nil for an
+// item without a clone or an event that names none.
+func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
+	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
+		return nil
+	}
+	w := workspaceOf(it.r, it.p)
+	if w.checkout == nil || w.err != nil {
+		return nil
+	}
+	return &actions.HeadFetch{URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}
 }
 
 // confirmSend follows the pasted delivery in flight: confirmed once its body

@@ -405,8 +405,10 @@ const (
 	// lock and the tmux socket's lock: a loopd that is stopping lets go of
 	// them within it, a running one does not.
 	StartLockWait = time.Second
-	// ShutdownGrace bounds serve's shutdown: the HTTP requests in flight,
-	// and the journal rows and repeat counts still to write.
+	// ShutdownGrace bounds each of serve's two shutdown steps: the stop of
+	// its parts one by one (the HTTP requests in flight first; a part
+	// still running after it is left, and serve fails naming it), then
+	// the journal rows and repeat counts still to write.
 	ShutdownGrace = 5 * time.Second
 	// GitHubTokenRefreshMargin is how long before its expires_at, by
 	// GitHub's clock, an App's installation token is replaced by a new one

@@ -98,8 +98,9 @@ type Fleet interface {
 }
 
 // Listener is a store that tells its hosts, within milliseconds, that
-// something they may act on changed on another host (PostgreSQL's
-// LISTEN/NOTIFY): an ingest, a change of lease.
+// something they may act on changed in another process or on another
+// host (PostgreSQL's LISTEN/NOTIFY; SQLite's wake file beside the store):
+// an ingest, a change of lease, an operator's hold or release.
 type Listener interface {
 	// Listen calls wake after each such change until ctx ends, and
 	// returns ctx's cause then. It reconnects, with backoff, when its

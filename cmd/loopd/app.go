@@ -117,11 +117,7 @@ func logTightened(log *slog.Logger) func(tightened) {
 // for cfg. A harness whose command cannot be found is journaled
 // and kept: its spawns fail and back off, visibly, until it is installed.
 func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slog.Logger) (*app, error) {
-	hook, err := sessionStartHook()
-	if err != nil {
-		return nil, err
-	}
-	owner, err := ownerOf(cfg)
+	owner, err := tmux.OwnerOf(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +134,7 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 		return nil, err
 	}
 	rec := journal.NewRecorder(log, store, time.Now)
-	harnesses, err := buildHarnesses(ctx, cfg, hook, rec)
+	harnesses, err := buildHarnesses(ctx, cfg, exe, rec)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -157,12 +153,13 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 }
 
 // buildHarnesses makes the adapters; those whose CLI can report its session
-// id at start get hook as their session-start command. A command that
+// id at start get loopd's session-start hook, exe's
+// (harness.WithSessionStart). A command that
 // cannot be found is journaled as harness.missing and kept (its items are
 // blocked with harness_missing until it is there, Capabilities.Missing);
 // when no harness a route uses can be found, nothing could ever run and
 // it is an error naming each.
-func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *journal.Recorder) (map[string]harness.Adapter, error) {
+func buildHarnesses(ctx context.Context, cfg *schema.Config, exe string, rec *journal.Recorder) (map[string]harness.Adapter, error) {
 	names := make([]string, 0, len(cfg.Harnesses))
 	for name := range cfg.Harnesses {
 		names = append(names, name)
@@ -177,10 +174,7 @@ func buildHarnesses(ctx context.Context, cfg *schema.Config, hook string, rec *j
 		if err := harness.LookCommand(ad); err != nil {
 			rec.Record(ctx, slog.LevelError, journal.HarnessMissing, "", "harness", name, "err", err)
 		}
-		if r, ok := ad.(harness.SessionStartReporter); ok {
-			ad = r.WithSessionStartHook(hook)
-		}
-		out[name] = ad
+		out[name] = harness.WithSessionStart(ad, exe)
 	}
 	if missing := missingRouteHarnesses(cfg, out); len(missing) > 0 && len(missing) == len(routeHarnesses(cfg)) {
 		return nil, fmt.Errorf("no route can run an agent: %w", errors.Join(missing...))

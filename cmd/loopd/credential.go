@@ -61,7 +61,7 @@ func credentialHelper(ctx context.Context, op string, getenv func(string) string
 	}
 	dir, token := getenv(channel.EnvDir), getenv(channel.EnvToken)
 	if dir == "" || token == "" {
-		return fmt.Errorf("credential %s: %w", op, errNoChannel)
+		return fmt.Errorf("credential %s: %w", op, channel.ErrNoChannel)
 	}
 	req := channel.Request{Token: token, Op: channel.OpToken}
 	if op == "get" {

@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/workspace"
 	"github.com/loopd/loopd/observed"
+	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
@@ -88,7 +89,10 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 		return err
 	}
 	k := r.Key
-	if err := forgettable(ctx, cfg, r); err != nil {
+	panes := func() (observed.Snapshot, error) {
+		return observed.TakeSnapshot(ctx, tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)), time.Now())
+	}
+	if err := reconciler.Forgettable(r, panes); err != nil {
 		return err
 	}
 	wt := worktreeOf(cfg, r)
@@ -135,33 +139,6 @@ func forget(ctx context.Context, g *globals, arg string, yes bool, out, errOut i
 	// here loses nothing, the next prune tries again.
 	if _, err := st.Vacuum(ctx); err != nil {
 		fmt.Fprintf(errOut, "loopd: warning: %v\n", err)
-	}
-	return nil
-}
-
-// forgettable returns why r cannot be forgotten now: it is open, its
-// status says its agent may run, or its tmux session still exists on this
-// host's server. nil when it can.
-func forgettable(ctx context.Context, cfg *schema.Config, r desired.Record) error {
-	k := r.Key
-	if !r.Spec.Closed {
-		return fmt.Errorf("work item %s is open: only a closed item can be forgotten", k)
-	}
-	if r.NeedsHost() {
-		// Closed, but not stopped yet, on this host or another of a shared
-		// store: its agent may still run.
-		return fmt.Errorf("work item %s is %s: its agent may still run; the next pass stops a closed item, then forget it", k, r.Status.Phase)
-	}
-	snap, err := observed.TakeSnapshot(ctx, tmux.NewExec(cfg.Tmux.Socket, slog.New(slog.DiscardHandler)), time.Now())
-	if err != nil {
-		return fmt.Errorf("forget %s: %w", k, err)
-	}
-	session := desired.SessionName(k)
-	if p, ok := snap.Pane(session); ok {
-		if !p.Dead {
-			return fmt.Errorf("work item %s: its agent still runs in tmux session %s; the next pass stops it, then forget it", k, session)
-		}
-		return fmt.Errorf("work item %s: its tmux session %s still exists; the next pass removes it, then forget it", k, session)
 	}
 	return nil
 }

@@ -121,36 +121,40 @@ func (a *app) credentialBroker(cfg *schema.Config, current func() *schema.Config
 // (ghapi.ErrLoginMismatch). Credentials GitHub refuses
 // (a 4xx that is no rate limit: 401, 403, 404) stop serve at start with
 // GitHub's message. GitHub out of reach is journaled (github.failed
-// reason=login_unknown) and the check is tried again in the background,
-// with the outbox's backoff (schema.DefaultGitHubBackoffInitial, doubling,
-// at most DefaultGitHubLoginRetryMax), until it succeeds or ctx ends;
-// meanwhile the filter has the configured login ("" without one), or the
+// reason=login_unknown) and connectGitHub reports that the login is still
+// unknown: serve's github_login part then tries again (retryGitHub).
+// Meanwhile the filter has the configured login ("" without one), or the
 // one an outbox call learned first.
-func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config) error {
-	err := a.checkGitHub(ctx, cfg)
+func (a *app) connectGitHub(ctx context.Context, cfg *schema.Config) (unknown bool, err error) {
+	err = a.checkGitHub(ctx, cfg)
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	if errors.Is(err, ghapi.ErrLoginMismatch) {
-		return fmt.Errorf("github %s: %w", cfg.GitHub.APIURL, err)
+		return false, fmt.Errorf("github %s: %w", cfg.GitHub.APIURL, err)
 	}
 	if refused(err) {
-		return fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
+		return false, fmt.Errorf("github %s: the credentials were refused: %w", cfg.GitHub.APIURL, err)
 	}
-	go func() {
-		b := doubling.New(schema.DefaultGitHubBackoffInitial, schema.DefaultGitHubLoginRetryMax)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(b.NextBackOff()):
-			}
-			if a.checkGitHub(ctx, cfg) == nil {
-				return
-			}
+	return true, nil
+}
+
+// retryGitHub repeats connectGitHub's check with the outbox's backoff
+// (schema.DefaultGitHubBackoffInitial, doubling, at most
+// DefaultGitHubLoginRetryMax) until it succeeds, then waits for ctx to end.
+func (a *app) retryGitHub(ctx context.Context, cfg *schema.Config) {
+	b := doubling.New(schema.DefaultGitHubBackoffInitial, schema.DefaultGitHubLoginRetryMax)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(b.NextBackOff()):
 		}
-	}()
-	return nil
+		if a.checkGitHub(ctx, cfg) == nil {
+			<-ctx.Done()
+			return
+		}
+	}
 }
 
 // checkGitHub makes one start check (connectGitHub): the login found is

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 )
 
@@ -58,10 +57,8 @@ under the reconcile lock, and journals item.released.`
 				fmt.Fprintf(cmd.OutOrStdout(), "%s held; the next pass stops its session\n", k)
 				return nil
 			}
-			// A release --fresh not carried out yet stands: a plain release
-			// after it must not quietly turn it back into a resume.
-			if !fresh && freshReleasePending(r) {
-				fresh = true
+			var stands bool
+			if fresh, stands = r.ReleaseFresh(fresh); stands {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: a release --fresh is still pending; it stands\n", k)
 			}
 			// A spec change, like hold: the reconciler carries it out under
@@ -81,10 +78,4 @@ under the reconcile lock, and journals item.released.`
 		cmd.Flags().BoolVar(&fresh, "fresh", false, "start a new conversation instead of resuming the recorded one")
 	}
 	return cmd
-}
-
-// freshReleasePending reports whether r has a release --fresh that no pass
-// has carried out yet.
-func freshReleasePending(r desired.Record) bool {
-	return r.ReleasePending() && r.Spec.ReleaseFresh
 }

@@ -1,30 +1,21 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/internal/channel"
-	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/internal/harness"
 )
-
-// errNoChannel is the error of a channel command run where loopd did not
-// start it: no channel in its environment.
-var errNoChannel = errors.New("no loopd channel here: $" + channel.EnvDir + " and $" + channel.EnvToken +
-	" are set by loopd on the harnesses it starts")
 
 func newHookCmd() *cobra.Command {
 	hook := &cobra.Command{
-		Use:   "hook",
+		Use:   harness.SessionStartArgs[0],
 		Short: "Entry points that harness hooks call",
 	}
 	hook.AddCommand(&cobra.Command{
-		Use:   "session-start",
+		Use:   harness.SessionStartArgs[1],
 		Short: "Report the session id a harness starts with (Claude Code SessionStart hook)",
 		Long: `session-start reads the SessionStart hook input (JSON with session_id and
 source) on stdin and drops it, with the spawn's token, into the channel of
@@ -43,37 +34,8 @@ reason and changes nothing. This command fails only where loopd did not
 start it (no channel) or the report cannot be written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return sessionStart(os.Getenv, cmd.InOrStdin(), time.Now())
+			return harness.ReportSessionStart(os.Getenv, cmd.InOrStdin(), time.Now())
 		},
 	})
 	return hook
-}
-
-// sessionStart drops the SessionStart input on stdin into the channel
-// getenv names, for the work item it names, with its token.
-func sessionStart(getenv func(string) string, stdin io.Reader, now time.Time) error {
-	dir, token := getenv(channel.EnvDir), getenv(channel.EnvToken)
-	if dir == "" || token == "" {
-		return fmt.Errorf("hook session-start: %w", errNoChannel)
-	}
-	// One byte past the bound, so that the pass can tell it was too long.
-	input, err := io.ReadAll(io.LimitReader(stdin, channel.MaxInput+1))
-	if err != nil {
-		return fmt.Errorf("hook session-start: read input: %w", err)
-	}
-	if err := channel.WriteReport(dir, getenv(channel.EnvWorkItem), token, input, now); err != nil {
-		return fmt.Errorf("hook session-start: %w", err)
-	}
-	return nil
-}
-
-// sessionStartHook is the shell command line a harness runs at session
-// start: this executable's "hook session-start". It names no config: the
-// hook finds its item's channel in its environment.
-func sessionStartHook() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("session-start hook: %w", err)
-	}
-	return launch.ShellQuote(exe) + " hook session-start", nil
 }

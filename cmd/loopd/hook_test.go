@@ -18,14 +18,22 @@ import (
 // writeConfig writes a minimal valid config with its state in dir.
 func writeConfig(t *testing.T, dir string) string {
 	t.Helper()
+	return writeConfigWith(t, dir, "", "")
+}
+
+// writeConfigWith writes writeConfig's config with the YAML lines top
+// added at its top level and hook in webhooks.ghWebhook ("" for none;
+// hook's lines indented as its keys are).
+func writeConfigWith(t *testing.T, dir, top, hook string) string {
+	t.Helper()
 	path := filepath.Join(dir, "loopd.yaml")
-	cfg := `stateDir: ` + filepath.Join(dir, "state") + `
+	cfg := top + `stateDir: ` + filepath.Join(dir, "state") + `
 harnesses:
   claude-code:
     command: claude
 webhooks:
   ghWebhook:
-    authorizedUsers: [octocat]
+` + hook + `    authorizedUsers: [octocat]
     routing:
       repos:
         "*": {harness: claude-code, workdir: "` + filepath.Join(dir, "w") + `/{{.Number}}"}
@@ -89,33 +97,4 @@ func TestHookSessionStartDropsTheReportInTheChannel(t *testing.T) {
 	assert.Equal(t, "clear", r.Source)
 	assert.Empty(t, r.Problem)
 	assert.WithinDuration(t, time.Now(), r.ModTime, time.Minute)
-}
-
-// A hook that loopd did not start (no channel in its environment) fails
-// and writes nothing; one whose input is too long still reports, for the
-// pass to refuse.
-func TestHookSessionStartOutsideLoopd(t *testing.T) {
-	dir, _ := agentEnv(t, "octo-org/api#3")
-	t.Setenv(channel.EnvToken, "")
-	_, err := run(t, `{"session_id":"x","source":"startup"}`, "hook", "session-start")
-	require.ErrorIs(t, err, errNoChannel)
-	reports, err := channel.ReadReports(dir, 16)
-	require.NoError(t, err)
-	assert.Empty(t, reports)
-
-	_, token := agentEnv(t, "octo-org/api#3")
-	_, err = run(t, strings.Repeat(" ", 2*channel.MaxInput), "hook", "session-start")
-	require.NoError(t, err)
-	reports, err = channel.ReadReports(os.Getenv(channel.EnvDir), 16)
-	require.NoError(t, err)
-	require.Len(t, reports, 1)
-	assert.Equal(t, channel.ProblemTooLarge, reports[0].Problem)
-	assert.Equal(t, channel.Digest(token), reports[0].TokenDigest)
-}
-
-func TestSessionStartHookNamesNoConfig(t *testing.T) {
-	hook, err := sessionStartHook()
-	require.NoError(t, err)
-	assert.True(t, strings.HasSuffix(hook, "' hook session-start"), hook)
-	assert.NotContains(t, hook, "--config", "an agent reads its argv: the config path is no business of it")
 }

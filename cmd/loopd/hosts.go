@@ -1,23 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/hostid"
 	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/reconciler"
 	"github.com/loopd/loopd/schema"
@@ -37,48 +33,8 @@ func fleetOf(st store.Store) (store.Fleet, error) {
 	return f, nil
 }
 
-// hostIDFile is the file in the state dir that holds this daemon's
-// instance id (desired.Host.Instance).
-const hostIDFile = "host-id"
-
-// hostInstance returns the instance id kept in stateDir's host-id file,
-// writing a new one (a random UUID, mode 0600) the first time: a restart
-// on the same state dir keeps it, and a daemon of another state dir
-// given the same host.name has another one.
-func hostInstance(stateDir string) (string, error) {
-	path := filepath.Join(stateDir, hostIDFile)
-	if b, err := os.ReadFile(path); err == nil {
-		id, err := uuid.ParseBytes(bytes.TrimSpace(b))
-		if err != nil {
-			return "", fmt.Errorf("instance id %s: %w", path, err)
-		}
-		return id.String(), nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return hostInstance(stateDir) // another command of this state dir wrote it first
-	}
-	if err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	id := uuid.NewString()
-	_, err = f.WriteString(id + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("instance id %s: %w", path, err)
-	}
-	return id, nil
-}
-
 // joinFleet makes a this host among the hosts sharing its store: its
-// name (host.name, default the hostname), instance id (hostInstance),
+// name (host.name, default the hostname), instance id (hostid.Instance),
 // capacity (capacity.maxLiveSessions, 0 for none) and lease TTL
 // (host.leaseSeconds), its lease clock, and the Mover that copies its
 // items' transcripts to the store and back. The store must implement
@@ -93,7 +49,7 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	if err != nil {
 		return fmt.Errorf("host name: %w", err)
 	}
-	instance, err := hostInstance(cfg.StateDir)
+	instance, err := hostid.Instance(cfg.StateDir)
 	if err != nil {
 		return err
 	}
@@ -211,10 +167,6 @@ drain --undo HOST takes the host back into service.`,
 	return cmd
 }
 
-// errNoTaker means a drain would leave its host's items with no host to
-// take them.
-var errNoTaker = errors.New("no other live host that is not draining can take its items")
-
 // drain carries out loopd drain (see newDrainCmd).
 func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.Writer) error {
 	cfg, st, err := g.openStore(ctx)
@@ -240,8 +192,8 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	if !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name == host }) {
 		return exitError{code: 1, err: fmt.Errorf("drain %s: %w (see loopd hosts)", host, store.ErrNoHost)}
 	}
-	if !o.undo && !o.force && !slices.ContainsFunc(hosts, func(h desired.Host) bool { return h.Name != host && h.Live && !h.Draining }) {
-		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, errNoTaker)}
+	if err := reconciler.DrainTaker(hosts, host); err != nil && !o.undo && !o.force {
+		return exitError{code: 1, err: fmt.Errorf("drain %s: %w; start or undrain one, or drain with --force", host, err)}
 	}
 	if err := fleet.SetDraining(ctx, host, !o.undo); err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
@@ -250,10 +202,11 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 		fmt.Fprintf(out, "host %s is back in service\n", host)
 		return nil
 	}
-	held, err := heldBy(ctx, st, host)
+	records, err := st.Records(ctx)
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
+	held := reconciler.DrainMoves(records, host)
 	fmt.Fprintf(out, "host %s is draining: %d item(s) to move\n", host, len(held))
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -282,51 +235,18 @@ func drain(ctx context.Context, g *globals, o *drainOpts, args []string, out io.
 	}
 }
 
-// heldBy returns the keys of the items whose lease names host.
-func heldBy(ctx context.Context, store store.Store, host string) ([]desired.Key, error) {
-	records, err := store.Records(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var keys []desired.Key
-	for _, r := range records {
-		if r.Lease.Owner == host {
-			keys = append(keys, r.Key)
-		}
-	}
-	return keys, nil
-}
-
-// unmoved returns those of keys that still wait for their move off host:
-// an item needs no wait once another live host holds it, or once it needs
-// no host (desired.Record.NeedsHost); a released item no host holds yet
-// still waits.
+// unmoved returns those of keys that still wait for their move off host
+// (reconciler.DrainLeft), as the store says now.
 func unmoved(ctx context.Context, store store.Store, fleet store.Fleet, host string, keys []desired.Key) ([]desired.Key, error) {
 	hosts, err := fleet.Hosts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]bool{}
-	for _, h := range hosts {
-		live[h.Name] = h.Live
-	}
 	records, err := store.Records(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byKey := map[desired.Key]desired.Record{}
-	for _, r := range records {
-		byKey[r.Key] = r
-	}
-	var left []desired.Key
-	for _, k := range keys {
-		r, ok := byKey[k]
-		if !ok || !r.NeedsHost() || (r.Lease.Owner != host && live[r.Lease.Owner]) {
-			continue
-		}
-		left = append(left, k)
-	}
-	return left, nil
+	return reconciler.DrainLeft(records, hosts, host, keys), nil
 }
 
 // keyList joins keys for a message.

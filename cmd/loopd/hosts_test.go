@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,28 +30,4 @@ func TestPrintHosts(t *testing.T) {
 	assert.Equal(t, "NAME  LIVE   DRAINING  CAPACITY  LEASES  HEARTBEAT\n"+
 		"h1    true   false     8         3       2s ago\n"+
 		"h2    false  true      0         0       1m0s ago\n", out.String())
-}
-
-// TestHostInstanceIsKeptInTheStateDir: the instance id is written once,
-// mode 0600, and read back by every later command of the state dir;
-// another state dir gets another; a garbled file is an error, not a new
-// id.
-func TestHostInstanceIsKeptInTheStateDir(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	id, err := hostInstance(dir)
-	require.NoError(t, err)
-	require.NotEmpty(t, id)
-	fi, err := os.Stat(filepath.Join(dir, hostIDFile))
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	again, err := hostInstance(dir)
-	require.NoError(t, err)
-	assert.Equal(t, id, again, "a restart keeps its instance")
-	other, err := hostInstance(t.TempDir())
-	require.NoError(t, err)
-	assert.NotEqual(t, id, other)
-
-	require.NoError(t, os.WriteFile(filepath.Join(dir, hostIDFile), []byte("not an id\n"), 0o600))
-	_, err = hostInstance(dir)
-	assert.ErrorContains(t, err, hostIDFile)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,15 +21,6 @@ const socketLockSuffix = ".loopd-lock"
 // errServerTaken means the tmux server (its socket lock, or its owner mark)
 // belongs to the loopd of another state dir; the message names it.
 var errServerTaken = errors.New("tmux server belongs to another loopd")
-
-// ownerOf is the owner mark of the loopd whose state dir cfg names.
-func ownerOf(cfg *schema.Config) (tmux.Owner, error) {
-	dir, err := filepath.Abs(cfg.StateDir)
-	if err != nil {
-		return tmux.Owner{}, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
-	}
-	return tmux.NewOwner(dir), nil
-}
 
 // lockSocket takes the exclusive lock keyed by the path of the tmux socket
 // cfg names, waiting up to wait (zero: one try), and writes owner's state

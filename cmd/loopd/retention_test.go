@@ -4,18 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
-	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 	"github.com/loopd/loopd/store/sqlstore"
 )
@@ -58,20 +54,4 @@ func TestPruneJournal(t *testing.T) {
 	require.NoError(t, st.Close())
 	pruneJournal(ctx, st, rec, 30*24*time.Hour, now)
 	assert.Contains(t, log.String(), "msg="+string(journal.JournalPruneFailed))
-}
-
-// forget refuses a closed item whose agent may still run: every phase in
-// which it needs a host (desired.Record.NeedsHost), not only the running
-// ones; a stopped or exited one passes the check.
-func TestForgettableOnlyOnceStopped(t *testing.T) {
-	cfg := &schema.Config{Tmux: schema.Tmux{Socket: "loopd-test-forget-" + strconv.Itoa(os.Getpid())}}
-	k := desired.Key{Owner: "octo-org", Repo: "api", Number: 3}
-	for _, phase := range []desired.Phase{desired.PhaseRunning, desired.PhaseBackingOff, desired.PhaseQueued, desired.PhaseNeedsAttention} {
-		err := forgettable(context.Background(), cfg, desired.Record{Key: k, Spec: desired.Spec{Closed: true}, Status: desired.Status{Phase: phase}})
-		require.Error(t, err, "%s", phase)
-		assert.Contains(t, err.Error(), "its agent may still run", "%s", phase)
-	}
-	for _, phase := range []desired.Phase{desired.PhaseStopped, desired.PhaseExited} {
-		assert.NoError(t, forgettable(context.Background(), cfg, desired.Record{Key: k, Spec: desired.Spec{Closed: true}, Status: desired.Status{Phase: phase}}), "%s", phase)
-	}
 }

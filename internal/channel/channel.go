@@ -56,6 +56,12 @@ const (
 	EnvToken    = "LOOPD_CHANNEL_TOKEN"
 )
 
+// ErrNoChannel is the error of an agent-side command (the session-start
+// hook, the credential helper) run where loopd did not start it: no
+// channel in its environment.
+var ErrNoChannel = errors.New("no loopd channel here: $" + EnvDir + " and $" + EnvToken +
+	" are set by loopd on the harnesses it starts")
+
 // RootName is the directory of the channels inside the state dir.
 const RootName = "channels"
 

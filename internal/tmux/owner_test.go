@@ -37,6 +37,15 @@ func TestNewOwner(t *testing.T) {
 	assert.Equal(t, "/srv/a", a.StateDir)
 }
 
+// A relative state dir names the owner of its absolute path.
+func TestOwnerOf(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	rel, err := OwnerOf("state")
+	require.NoError(t, err)
+	assert.Equal(t, NewOwner(filepath.Join(dir, "state")), rel)
+}
+
 func TestSocketPath(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMUX_TMPDIR", tmp)

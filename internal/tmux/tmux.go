@@ -14,6 +14,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -68,6 +70,17 @@ type Owner struct {
 func NewOwner(stateDir string) Owner {
 	sum := sha256.Sum256([]byte(stateDir))
 	return Owner{ID: hex.EncodeToString(sum[:8]), StateDir: stateDir}
+}
+
+// OwnerOf returns the Owner (NewOwner) of the loopd whose state dir is
+// stateDir, made absolute first: a relative path and its absolute one
+// name the same owner.
+func OwnerOf(stateDir string) (Owner, error) {
+	dir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return Owner{}, fmt.Errorf("state dir %s: %w", stateDir, err)
+	}
+	return NewOwner(dir), nil
 }
 
 // Guard is what a pane must show, checked by tmux in the same invocation as

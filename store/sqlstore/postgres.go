@@ -173,6 +173,10 @@ func (pgDialect) readOpts() *sql.TxOptions {
 	return &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 }
 
+// alive: a PostgreSQL store is what its server serves; an error of
+// reaching it comes from the transaction itself.
+func (pgDialect) alive() error { return nil }
+
 // clock is the database server's clock (clock_timestamp(), exact to the
 // microsecond), which every host shares whatever its own clock says.
 func (pgDialect) clock(ctx context.Context, tx *sql.Tx) (time.Time, error) {
@@ -195,7 +199,8 @@ func (pgDialect) jsonList() string {
 
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
-// Assign that moved items, a ReleaseLease, a SetDraining. It holds its own
+// Assign that moved items, a ReleaseLease, a SetDraining, a SetHeld or a
+// Release. It holds its own
 // connection, LISTENing on pgChannel; when that fails it reconnects with
 // exponential backoff (100 ms to 5 s), calls wake once connected again (a
 // notification may have been missed), and journals store.listen_restored

@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 15
+const schemaVersion = 16
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -249,6 +249,10 @@ var migrations = []string{
 	// URL).
 	`ALTER TABLE work_items ADD COLUMN title TEXT NOT NULL DEFAULT '';
 	ALTER TABLE work_items ADD COLUMN url TEXT NOT NULL DEFAULT '';`,
+
+	// v16: the GitHub App installation the item's deliveries came through
+	// (desired.Spec.Installation), 0 for none named.
+	`ALTER TABLE work_items ADD COLUMN installation INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version
@@ -295,11 +299,13 @@ func fillCompact(tx *sql.Tx) error {
 // lease clock is this process's.
 type SQLite struct {
 	*sqlStore
+	wake *wake
 }
 
 var (
-	_ store.Store = (*SQLite)(nil)
-	_ store.Fleet = (*SQLite)(nil)
+	_ store.Store    = (*SQLite)(nil)
+	_ store.Fleet    = (*SQLite)(nil)
+	_ store.Listener = (*SQLite)(nil)
 )
 
 // OpenSQLite opens (creating when missing) the store at path, a file name,
@@ -338,7 +344,14 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	for _, c := range conns {
 		c.Close()
 	}
-	s := &SQLite{newSQLStore(db, sqliteDialect{}, "sqlite", path+".lock")}
+	opened, err := os.Stat(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite open %s: %w", path, err)
+	}
+	w := &wake{path: path + wakeSuffix}
+	w.setDown(errors.New("not listening"))
+	s := &SQLite{sqlStore: newSQLStore(db, sqliteDialect{path: path, opened: opened, wake: w}, "sqlite", path+".lock"), wake: w}
 	// A file already at this schema needs no write: a reader (loopd get,
 	// loopd events) opens it while another process holds the write lock.
 	var v int
@@ -358,9 +371,9 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 }
 
 // sqliteFiles are the suffixes of the files of the store at a path: the
-// database, its write-ahead log and shared-memory index (WAL mode), and
-// the reconcile lock.
-var sqliteFiles = []string{"", "-wal", "-shm", ".lock"}
+// database, its write-ahead log and shared-memory index (WAL mode), the
+// reconcile lock, and the wake file (Listen).
+var sqliteFiles = []string{"", "-wal", "-shm", ".lock", wakeSuffix}
 
 // privateFiles makes the store at path readable and writable by its owner
 // alone: the database file is created with mode 0600 when missing, so that
@@ -458,15 +471,57 @@ func migrate(tx *sql.Tx) error {
 	return err
 }
 
+// ErrFileGone is wrapped by every read and write of a SQLite store whose
+// file is no longer the one OpenSQLite opened: removed (a state dir
+// deleted under a running serve), or replaced by another file. What such
+// a store wrote would go to an unlinked file and be lost with it, so it
+// writes nothing: an ingest fails (the webhook answers 503, and GitHub
+// keeps the delivery to redeliver), and /readyz says why.
+var ErrFileGone = errors.New("store file removed or replaced since it was opened")
+
 // sqliteDialect is SQLite's way with what the backends do differently.
-type sqliteDialect struct{}
+type sqliteDialect struct {
+	// path is the store's file, and opened what it was when OpenSQLite
+	// opened it (its device and inode: os.SameFile).
+	path   string
+	opened os.FileInfo
+	// wake announces this process's committed changes to the store's
+	// listeners (notify, then writeTx once committed).
+	wake *wake
+}
+
+// alive returns an error wrapping ErrFileGone when the file at d.path is
+// not the one the store opened: its connections read and write that one.
+func (d sqliteDialect) alive() error {
+	now, err := os.Stat(d.path)
+	if err != nil || !os.SameFile(now, d.opened) {
+		return fmt.Errorf("%s: %w", d.path, ErrFileGone)
+	}
+	return nil
+}
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE: sqliteParams'
 // _txlock takes SQLite's one write lock at BEGIN) on a connection whose
 // busy_timeout is busy. SQLite's busy handler sleeps without looking at
 // the context, so a deadline sooner than busyTimeout lowers the
 // connection's busy_timeout to the time left.
-func (sqliteDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+func (d sqliteDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+	if err := d.alive(); err != nil {
+		return err
+	}
+	// This process's writes take turns (sqlStore.writeSem), so what
+	// notify asked for is this transaction's alone.
+	d.wake.pending.Store(false)
+	if err := d.inWriteTx(ctx, db, busy, fn); err != nil {
+		return err
+	}
+	d.wake.announce()
+	return nil
+}
+
+// inWriteTx runs fn in a write transaction on a connection whose
+// busy_timeout is busy (writeTx).
+func (sqliteDialect) inWriteTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
 	if busy == busyTimeout {
 		return inTx(ctx, db, nil, fn)
 	}
@@ -490,8 +545,13 @@ func (sqliteDialect) readOpts() *sql.TxOptions { return &sql.TxOptions{ReadOnly:
 // the machine's clock.
 func (sqliteDialect) clock(context.Context, *sql.Tx) (time.Time, error) { return time.Now(), nil }
 
-// notify does nothing: no other host listens to a SQLite file.
-func (sqliteDialect) notify(context.Context, *sql.Tx) error { return nil }
+// notify asks writeTx to announce the change once tx commits (wake): the
+// processes on one SQLite file share a host, and its listener watches the
+// wake file beside the store's.
+func (d sqliteDialect) notify(context.Context, *sql.Tx) error {
+	d.wake.pending.Store(true)
+	return nil
+}
 
 // jsonList is SQLite's json_each (https://sqlite.org/json1.html).
 func (sqliteDialect) jsonList() string { return `SELECT value FROM json_each(?)` }

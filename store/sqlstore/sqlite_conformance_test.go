@@ -37,4 +37,5 @@ var sqliteBackend = storetest.Backend{
 	EditStatus: func(t *testing.T, s store.Store, k desired.Key, text string) {
 		require.NoError(t, sqlstore.EditStatus(s, k, text))
 	},
+	Listens: true,
 }

@@ -319,3 +319,37 @@ func TestIngestCommitsItsJournalRows(t *testing.T) {
 	assert.Len(t, r.Pending, 1)
 	assert.Len(t, events(), 1)
 }
+
+// TestFileGoneRefusesEveryRead: once the store's file is removed or
+// replaced under an open store (a state dir deleted under a running
+// serve), no ingest is acknowledged into the unlinked file, and reads say
+// why instead of serving what it held.
+func TestFileGoneRefusesEveryRead(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, path string)
+	}{
+		{"removed", func(t *testing.T, path string) { require.NoError(t, os.RemoveAll(filepath.Dir(path))) }},
+		{"replaced", func(t *testing.T, path string) {
+			other, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "other.db"))
+			require.NoError(t, err)
+			require.NoError(t, other.Close())
+			require.NoError(t, os.Rename(filepath.Join(filepath.Dir(other.lockPath), "other.db"), path))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, path := openStore(t)
+			_, err := s.Ingest(ctx, comment(keyAPI, "d-1", t0))
+			require.NoError(t, err)
+
+			tc.lose(t, path)
+			_, err = s.Ingest(ctx, comment(keyAPI, "d-2", t0))
+			require.ErrorIs(t, err, ErrFileGone)
+			assert.Contains(t, err.Error(), path, "the error names the file")
+			_, err = s.Records(ctx)
+			require.ErrorIs(t, err, ErrFileGone)
+			require.ErrorIs(t, s.AppendEvent(ctx, journal.Event{Name: journal.ItemHeld, WorkItem: keyAPI.String(), Time: t0}), ErrFileGone)
+		})
+	}
+}

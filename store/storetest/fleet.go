@@ -510,7 +510,8 @@ func (s suite) transcripts(t *testing.T) {
 }
 
 // listen: with b.Listens, a Listener on one handle is woken by another
-// handle's ingest, Assign, ReleaseLease and SetDraining, and Listen
+// handle's ingest, Assign, ReleaseLease and SetDraining, and by an
+// operator's SetHeld and Release (loopd hold and release), and Listen
 // returns its context's cause; otherwise the store is no Listener.
 func (s suite) listen(t *testing.T) {
 	st, _, open := s.openFleet(t)
@@ -565,6 +566,12 @@ func (s suite) listen(t *testing.T) {
 	drain()
 	require.NoError(t, otherFleet.SetDraining(context.Background(), "b", true))
 	woken("SetDraining")
+	drain()
+	require.NoError(t, other.SetHeld(context.Background(), item(1), true))
+	woken("SetHeld")
+	drain()
+	require.NoError(t, other.Release(context.Background(), item(1), false))
+	woken("Release")
 
 	cause := fmt.Errorf("test over")
 	cancel(cause)
