@@ -196,7 +196,7 @@ type Observer struct {
 	Log     *slog.Logger
 
 	mu sync.Mutex
-	// screens are the captures of the last pass, by pane id (readScreen),
+	// screens are the captures of the last pass, by pane id (readScreens),
 	// and limits what it read of the transcripts' latest turns, by path
 	// (readTranscriptLimit).
 	screens map[string]capture
