@@ -125,6 +125,13 @@ type Need struct {
 	// agent and for a usage limit, and, with Disk, the latest turn of its
 	// transcript for a usage limit.
 	Screen bool
+	// ScreenIfChanged, with Screen, is for a screen no decision of the
+	// pass needs, only its news: the pane is captured only when it had
+	// output since this Observer last captured it or first saw it, and a
+	// pane first seen is not captured; so is the latest turn of the
+	// transcript read, by its size and mtime. So a new Observer (a cold
+	// pass) captures only the screens decisions need.
+	ScreenIfChanged bool
 	// Learn, when not zero, reads the conversations the item's harness
 	// started in its workdir since then (Observation.Started), for a
 	// harness that cannot pin its conversation id.
@@ -199,7 +206,7 @@ type Observer struct {
 	Log     *slog.Logger
 
 	mu sync.Mutex
-	// screens are the captures of the last pass, by pane id (readScreen),
+	// screens are the captures of the last pass, by pane id (readScreens),
 	// and limits what it read of the transcripts' latest turns, by path
 	// (readTranscriptLimit).
 	screens map[string]capture
@@ -245,6 +252,8 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 		Usage: map[desired.Key]desired.UsageRead{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
 	var confirm, channels []string
+	var screens []screenRead
+	var turns []latestTurn
 	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
@@ -258,9 +267,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			o.readStarted(ctx, rec, need.Learn, &obs)
 		}
 		if need.Screen {
-			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
-				obs.Screens[rec.Key] = sc
-			}
+			screens = append(screens, screenRead{rec: rec, ifChanged: need.ScreenIfChanged})
 		}
 		if need.Exit {
 			if x, ok := o.readExit(ctx, rec, snap); ok {
@@ -301,7 +308,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			o.readUsage(ctx, rec, ad, tr, &obs)
 		}
 		if need.Screen {
-			o.readTranscriptLimit(ctx, rec, ad, tr, &obs, limits)
+			turns = append(turns, latestTurn{rec: rec, ad: ad, tr: tr, ifChanged: need.ScreenIfChanged})
 		}
 		if len(need.Frames) > 0 && tr.Known {
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
@@ -311,6 +318,12 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			// the next pass.
 			confirm = append(confirm, tr.Path)
 		}
+	}
+	// The screens, in one tmux invocation; then the transcripts' latest
+	// turns, whose limit counts when the screen shows none.
+	o.readScreens(ctx, screens, snap, now, kept, &obs)
+	for _, t := range turns {
+		o.readTranscriptLimit(ctx, t.rec, t.ad, t.tr, t.ifChanged, &obs, limits)
 	}
 	if o.Watcher != nil {
 		o.Watcher.TrackTranscripts(confirm)

@@ -11,7 +11,7 @@ import (
 // weighted by its harness's adapter's defaults where the route sets no
 // weight; the zero Budget when the route has none, or r has no route.
 func budgetOf(r desired.Record, p Policy) desired.Budget {
-	route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo)
+	route, ok := p.route(r.Key)
 	if !ok || route.Budget == nil {
 		return desired.Budget{}
 	}

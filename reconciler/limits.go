@@ -230,6 +230,18 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
 }
 
+// screenDecides reports whether a decision of this pass needs rec's
+// screen (needsScreen) as it is now, not only its news: a start in flight
+// (Spawning, or a boot prompt never seen), a usage limit's menu to answer
+// (RateLimited), an event to paste or a paste in flight, and a blocked
+// screen, to see it clear. The screen of any other running agent shows
+// only news (a dialog or a limit that came since), and a pane with no
+// output since it was first seen shows none (observed.Need.ScreenIfChanged).
+func screenDecides(rec desired.Record) bool {
+	st := rec.Status
+	return st.Phase != desired.PhaseRunning || len(rec.Pending) > 0 || st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" || st.Blocked != ""
+}
+
 // LimitsHeld returns, for loopd get, the test of whether a usage limit
 // recorded on an item's account holds it back at now, with the hold (its
 // reset, the end of the hold, the reset plus the margin, and its window);

@@ -413,3 +413,32 @@ func TestPlanLimitEpisodes(t *testing.T) {
 		})
 	}
 }
+
+// TestNeedsScreenOnlyForNews: the screen of a running agent with nothing
+// in flight is read for its news only (Need.ScreenIfChanged); a decision
+// needs it whole while a start, an event or a block is in flight.
+func TestNeedsScreenOnlyForNews(t *testing.T) {
+	p := limitPolicy()
+	blocked := running()
+	blocked.Blocked = harness.BlockPermission
+	sending := running()
+	sending.SendingDeliveryID = ev1.ID
+	for _, tc := range []struct {
+		name string
+		rec  desired.Record
+		news bool
+	}{
+		{"running_with_nothing_to_do", rec(running()), true},
+		{"an_event_to_paste", rec(running(), ev1), false},
+		{"a_paste_in_flight", rec(sending), false},
+		{"a_blocked_screen", rec(blocked), false},
+		{"spawning", rec(spawning(desired.SpawnFresh)), false},
+		{"rate_limited", rec(limited(time.Minute)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := needs(p, t0)(tc.rec, alive())
+			require.True(t, n.Screen)
+			require.Equal(t, tc.news, n.ScreenIfChanged)
+		})
+	}
+}

@@ -40,6 +40,7 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
+	p = p.withRoutes(items)
 	return planAcross(items, obs, p, now, acrossOf(items, obs, p, now))
 }
 
@@ -97,10 +98,16 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	plans := make([][]actions.Action, len(mine))
 	for i, r := range mine {
 		// The reports in the item's channel count from here on, for its
-		// own plan and for admission (a start its report ended).
-		taken, rec := takeReports(*r, obs, p, now)
-		mine[i] = &rec // a copy: Plan never writes its input
-		plans[i] = append(taken, planRecord(rec, obs, p, now, x)...)
+		// own plan and for admission (a start its report ended), in a
+		// copy: Plan never writes its input. A record with none is not
+		// copied.
+		var taken []actions.Action
+		if len(obs.Reports[r.Key]) > 0 {
+			var rec desired.Record
+			taken, rec = takeReports(*r, obs, p, now)
+			mine[i] = &rec
+		}
+		plans[i] = append(taken, planRecord(*mine[i], obs, p, now, x)...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
@@ -252,19 +259,25 @@ func startedBy(s harness.Started, r desired.Record) bool {
 }
 
 // claimedIDs returns every conversation id records name (recorded,
-// confirmed, reported or retired), with the items that name it.
+// confirmed, reported or retired), with the items that name it, each
+// once: a record's own key is the last one added while its names are.
 func claimedIDs(records []desired.Record) map[string][]desired.Key {
 	ids := map[string][]desired.Key{}
-	for _, r := range records {
-		st := r.Status
-		names := append([]string{st.HarnessSessionID, st.ConfirmedSessionID}, st.RetiredSessionIDs...)
-		if r.Report != nil {
-			names = append(names, r.Report.SessionID)
-		}
-		for _, id := range names {
-			if id != "" && !slices.Contains(ids[id], r.Key) {
-				ids[id] = append(ids[id], r.Key)
+	for i := range records {
+		r := &records[i]
+		st := &r.Status
+		claim := func(id string) {
+			if keys := ids[id]; id != "" && (len(keys) == 0 || keys[len(keys)-1] != r.Key) {
+				ids[id] = append(keys, r.Key)
 			}
+		}
+		claim(st.HarnessSessionID)
+		claim(st.ConfirmedSessionID)
+		for _, id := range st.RetiredSessionIDs {
+			claim(id)
+		}
+		if r.Report != nil {
+			claim(r.Report.SessionID)
 		}
 	}
 	return ids
@@ -1220,7 +1233,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		}
 	}
 	f := actions.FreshSpawn{Spawn: s, Unpinned: caps.LearnsSessionID}
-	if route, ok := it.p.Routing.Route(key.Owner, key.Repo); ok {
+	if route, ok := it.p.route(key); ok {
 		// A new conversation is told what to do with its events; a
 		// resumed one was told when it began.
 		f.Instructions = route.Instructions
