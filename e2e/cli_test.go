@@ -247,7 +247,8 @@ func TestSecondServeOnOneStateDirIsRefused(t *testing.T) {
 	e.start(t)
 	_, errOut, code := e.run(t, "serve")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "another loopd serve is running on it")
+	assert.Contains(t, errOut, "another loopd serve is running on it (serve.lock is locked): stop it, or give this one another stateDir")
+	assert.NotContains(t, errOut, "deadline", "the lock's wait says nothing to a person")
 	select {
 	case <-e.daemonDone:
 		t.Fatal("the first daemon exited")

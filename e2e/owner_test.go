@@ -89,7 +89,7 @@ func TestServeOnATakenPortLeavesNoServerOrLock(t *testing.T) {
 
 	_, errOut, code := e.run(t, "serve")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "address already in use")
+	assert.Contains(t, errOut, "address already in use: another process (another loopd serve?) listens there; stop it, or set webhooks.ghWebhook.listen")
 	assert.Empty(t, tmuxtest.ServerPIDs(e.socket), "the server serve started is stopped")
 	path, err := tmux.SocketPath(e.socket)
 	require.NoError(t, err)

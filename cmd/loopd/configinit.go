@@ -146,6 +146,11 @@ func yamlString(s string) string {
 // atomically over it (a temporary file renamed) with force. It returns an
 // error wrapping fs.ErrExist for a file kept.
 func writeNew(path string, data []byte, force bool) error {
+	// The config's own directory may not be there yet
+	// ($XDG_CONFIG_HOME/loopd on a new machine).
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	if !force {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {

@@ -24,8 +24,7 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 	require.NoError(t, os.WriteFile(claude, []byte("#!/bin/sh\n"), 0o755))
 	t.Setenv("PATH", bin+":"+bwrapDir(t))
 	dir := t.TempDir()
-	path := filepath.Join(dir, "with space", "loopd.yaml")
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	path := filepath.Join(dir, "with space", "loopd", "loopd.yaml") // its directory made, as $XDG_CONFIG_HOME/loopd on a new machine
 
 	out, err := run(t, "", "config", "init", path)
 	require.NoError(t, err)

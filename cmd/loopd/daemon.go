@@ -130,7 +130,11 @@ func (d *daemon) lockStateDir(ctx context.Context) error {
 	unlock, err := flock.Lock(lockCtx, filepath.Join(d.cfg.StateDir, serveLockFile))
 	cancel()
 	if err != nil {
-		return fmt.Errorf("state dir %s: another loopd serve is running on it: %w", d.cfg.StateDir, err)
+		if errors.Is(err, flock.ErrLocked) {
+			// The wait's deadline says nothing to a person.
+			return fmt.Errorf("state dir %s: another loopd serve is running on it (%s is locked): stop it, or give this one another stateDir", d.cfg.StateDir, serveLockFile)
+		}
+		return fmt.Errorf("state dir %s: %w", d.cfg.StateDir, err)
 	}
 	d.releases = append(d.releases, unlock)
 	return nil
@@ -368,6 +372,9 @@ func (d *daemon) listen(context.Context) error {
 	hook := d.cfg.Webhooks.GHWebhook
 	ln, err := net.Listen("tcp", hook.Listen)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen %s: %w: another process (another loopd serve?) listens there; stop it, or set webhooks.ghWebhook.listen", hook.Listen, err)
+		}
 		return fmt.Errorf("listen %s: %w", hook.Listen, err)
 	}
 	d.ln = d.limits.Listener(ln, d.refused)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/google/go-github/v84/github"
 	"github.com/google/uuid"
@@ -73,6 +75,9 @@ replays a redelivery.`,
 					id = uuid.NewString()
 				}
 				resp, err := webhook.Replay(cmd.Context(), client, url, []byte(secret), event, id, body)
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					return fmt.Errorf("%w: is loopd serve running, listening at %s?", err, url)
+				}
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -60,4 +61,23 @@ func TestReplayRefusesAFileWhoseEventItCannotTell(t *testing.T) {
 	require.NoError(t, replay(named))
 	require.NoError(t, replay("--event", "issue_comment", unnamed))
 	assert.Equal(t, []string{"issue_comment", "issue_comment"}, sent())
+}
+
+// TestReplayWithNoServeSaysSo: a replay to a listener nobody runs asks
+// whether serve runs there, not only "connection refused".
+func TestReplayWithNoServeSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	file := filepath.Join(dir, "issue_comment.created.1.json")
+	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "github-webhooks", "issue_comment.created.1.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, body, 0o600))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String() + "/webhook"
+	require.NoError(t, ln.Close()) // a port no one listens on
+	t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cret")
+	_, err = run(t, "", "--config", config, "replay", "--url", url, file)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is loopd serve running, listening at "+url+"?")
 }

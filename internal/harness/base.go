@@ -223,9 +223,14 @@ func (b *base) LimitMenuKeys(string) []string { return nil }
 func (b *base) Account() string { return "harness:" + b.name }
 
 func (b *base) lookCommand() error {
+	// command is one executable: its arguments go in extraArgs.
+	hint := ""
+	if strings.ContainsAny(b.command, " \t") {
+		hint = " (command names the executable alone; put its arguments in extraArgs)"
+	}
 	if strings.Contains(b.command, "/") {
 		if _, err := exec.LookPath(b.command); err != nil {
-			return fmt.Errorf("harness %s: command %q: %w: %w", b.name, b.command, ErrCommandNotFound, err)
+			return fmt.Errorf("harness %s: command %q%s: %w: %w", b.name, b.command, hint, ErrCommandNotFound, err)
 		}
 		return nil
 	}
@@ -240,5 +245,5 @@ func (b *base) lookCommand() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("harness %s: command %q not on PATH %q: %w", b.name, b.command, path, ErrCommandNotFound)
+	return fmt.Errorf("harness %s: command %q not on PATH %q%s: %w", b.name, b.command, path, hint, ErrCommandNotFound)
 }

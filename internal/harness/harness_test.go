@@ -168,6 +168,15 @@ func TestLookCommand(t *testing.T) {
 	t.Run("adapter_not_from_new_passes", func(t *testing.T) {
 		assert.NoError(t, LookCommand(notFromNew{}))
 	})
+	t.Run("arguments_in_the_command_are_named", func(t *testing.T) {
+		for _, command := range []string{exe + " --model opus", "agent --model opus"} {
+			a, err := New("claude-code", schema.Harness{Command: command, Env: map[string]string{"PATH": bin}})
+			require.NoError(t, err)
+			err = LookCommand(a)
+			require.ErrorIs(t, err, ErrCommandNotFound)
+			assert.Contains(t, err.Error(), "put its arguments in extraArgs", command)
+		}
+	})
 }
 
 // ProcessNames are what tmux shows as the pane's foreground process while
