@@ -105,6 +105,7 @@ func DefaultPolicy() Policy {
 		RestartBudget:         10,
 
 		UsageLimitMarginSeconds: &margin,
+		AttendedTimeoutSeconds:  1800,
 	}
 }
 
@@ -202,6 +203,7 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
 	orDefault(&p.RestartBudget, d.RestartBudget)
 	orDefault(&p.UsageLimitMarginSeconds, d.UsageLimitMarginSeconds)
+	orDefault(&p.AttendedTimeoutSeconds, d.AttendedTimeoutSeconds)
 }
 
 // Tunables that are not config keys. The daemon's wiring (cmd/loopd) and
