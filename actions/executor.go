@@ -309,6 +309,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.answerLimitMenu(ctx, r, a)
 	case MarkBlocked:
 		return e.markBlocked(ctx, r, a)
+	case MarkAttended:
+		return e.markAttended(ctx, r, a)
+	case HandBack:
+		return e.handBack(ctx, r, a)
 	case Queue:
 		return e.queue(ctx, r, a)
 	case Park:
