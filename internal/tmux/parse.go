@@ -85,32 +85,30 @@ func parsePane(line string) (Pane, error) {
 	if p.PID, err = optionalInt("pane_pid", f[5]); err != nil {
 		return Pane{}, err
 	}
-	died, err := optionalInt("pane_dead_time", f[7])
-	if err != nil {
+	if p.DeadTime, err = optionalTime("pane_dead_time", f[7]); err != nil {
 		return Pane{}, err
 	}
-	if died > 0 {
-		p.DeadTime = time.Unix(int64(died), 0)
-	}
-	active, err := optionalInt("window_activity", f[8])
-	if err != nil {
+	if p.Activity, err = optionalTime("window_activity", f[8]); err != nil {
 		return Pane{}, err
-	}
-	if active > 0 {
-		p.Activity = time.Unix(int64(active), 0)
 	}
 	if p.Clients, err = optionalInt("session_attached", f[10]); err != nil {
 		return Pane{}, err
 	}
-	input, err := optionalInt("session_activity", f[11])
-	if err != nil {
+	if p.Input, err = optionalTime("session_activity", f[11]); err != nil {
 		return Pane{}, err
-	}
-	if input > 0 {
-		p.Input = time.Unix(int64(input), 0)
 	}
 	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
 	return p, nil
+}
+
+// optionalTime parses a field of whole Unix seconds that tmux leaves
+// empty (or 0) when it has no value; that gives the zero time.
+func optionalTime(name, s string) (time.Time, error) {
+	n, err := optionalInt(name, s)
+	if err != nil || n <= 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(int64(n), 0), nil
 }
 
 // optionalInt parses a decimal field that tmux leaves empty when it has no
