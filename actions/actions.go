@@ -54,6 +54,12 @@ const (
 	ReasonConfirmed        Reason = "confirmed"
 	ReasonAlive            Reason = "alive_at_deadline"
 	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	// ReasonOrphanAgent: a live agent on the item's session whose
+	// conversation the record does not know (its store was removed or
+	// reset under running agents), under a harness that keeps
+	// conversations: no paste to it could be checked and it cannot be
+	// resumed, so a fresh spawn carrying the item's events replaces it.
+	ReasonOrphanAgent Reason = "orphan_agent"
 	// ReasonUnblocked: a spawn that needed attention because its boot
 	// prompt was never seen (a dialog held it) runs: a person answered
 	// the dialog, and the screen is ready.
@@ -104,6 +110,10 @@ const (
 	// ReasonWorkspaceConflict: the workdir exists with files in it and is
 	// not a clone of the routed repository; it is never touched.
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
+	// ReasonHeadFetchFailed: a pull request's new head could not be
+	// fetched into the item's mirror before the agent was told of it
+	// (DeliverPrompt.Fetch); the event is delivered all the same.
+	ReasonHeadFetchFailed Reason = "head_fetch_failed"
 	// ReasonServerLost: the tmux server the agent ran on is gone (killed,
 	// OOM-killed, its socket deleted); the agent is resumed on a new
 	// server, and its death is not counted as a crash.
@@ -481,6 +491,18 @@ type DeliverPrompt struct {
 	// once DeliveryConfirm has passed, to paste again into an empty box.
 	Retry   bool
 	Repaste bool
+	// Fetch, when set, is the pull request's new head the event names
+	// (a synchronize's), which the item's clone must be able to read
+	// before the agent is told of it (workspace.Manager.FetchHead).
+	Fetch *HeadFetch
+}
+
+// HeadFetch is a pull request's head commit to fetch into the mirror of
+// its repository (URL, as the route renders it; may carry credentials).
+type HeadFetch struct {
+	URL    string
+	PR     int
+	Commit string
 }
 
 // Item implements Action.
@@ -497,6 +519,9 @@ func (a DeliverPrompt) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
 	if a.Retry {
 		f = append(f, Field{"retry", true}, Field{"repaste", a.Repaste})
+	}
+	if a.Fetch != nil {
+		f = append(f, Field{journal.KeyCommit, a.Fetch.Commit}) // the head to fetch first
 	}
 	return f
 }
@@ -1075,6 +1100,11 @@ type Checkout struct {
 	Branch string
 	Base   string // CheckoutIssue only; "" is the remote's default branch
 	PR     int    // CheckoutFork and CheckoutPullRequest: the pull request's number
+	// PushURL and PushBranch, CheckoutFork only, are the fork's
+	// repository as rendered from the route (may carry credentials) and
+	// its head branch, when the fork lets maintainers push
+	// (workspace.Checkout.PushURL); "" otherwise.
+	PushURL, PushBranch string
 }
 
 // PrepareWorkspace makes the item's workdir before a spawn: a plain

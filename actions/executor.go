@@ -882,6 +882,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		// transcript until DeliveryConfirm before pasting a second copy.
 		return fmt.Errorf("deliver %s to %s: %w (awaiting the transcript)", a.DeliveryID, a.Session, ErrNotReady)
 	}
+	e.fetchHead(ctx, r, a)
 	prompt, err := e.prompt(ctx, r, a.DeliveryID)
 	if err != nil {
 		return err
@@ -909,6 +910,27 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
 	return e.submit(ctx, r, ad, a, target, "paste")
+}
+
+// fetchHead makes the pull request's new head a.Fetch names readable in
+// the item's clone before the event that names it is pasted
+// (workspace.Manager.FetchHead: into the mirror, whose objects the clone
+// borrows; the agent's own commits are never touched). A failure is
+// journaled (workspace.failed reason=head_fetch_failed) and the event
+// goes on: the agent can fetch it itself.
+func (e *Executor) fetchHead(ctx context.Context, r *desired.Record, a DeliverPrompt) {
+	if a.Fetch == nil || e.Workspaces == nil {
+		return
+	}
+	fetched, err := e.Workspaces.FetchHead(ctx, a.Fetch.URL, a.Fetch.PR, a.Fetch.Commit)
+	switch {
+	case err != nil:
+		e.record(ctx, slog.LevelWarn, journal.WorkspaceFailed, r.Key, "delivery", a.DeliveryID, "commit", a.Fetch.Commit,
+			"reason", string(ReasonHeadFetchFailed), "err", workspace.Mask(err.Error()))
+	case fetched:
+		e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, "delivery", a.DeliveryID, "commit", a.Fetch.Commit,
+			"reason", "head_fetched")
+	}
 }
 
 // awaitPaste captures target until ad reads its input box as holding text
@@ -1183,7 +1205,8 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 		}
 	}()
 	c := a.Checkout
-	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR})
+	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR,
+		PushURL: c.PushURL, PushBranch: c.PushBranch})
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
 	defer cancel()
 	fail := func(cause error) {

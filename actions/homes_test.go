@@ -69,5 +69,5 @@ func TestWorkItemEnvHasOneWriter(t *testing.T) {
 			return true
 		})
 	})
-	assert.Equal(t, []string{"actions/channel.go harnessEnv", "cmd/loopd/hook.go sessionStart"}, at)
+	assert.Equal(t, []string{"actions/channel.go harnessEnv", "internal/harness/sessionstart.go ReportSessionStart"}, at)
 }

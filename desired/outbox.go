@@ -66,6 +66,9 @@ type Call struct {
 	// under (store.Fleet.FencedWrite; 0 for WriteStatus): the store keeps it,
 	// whoever holds the item when the call is made.
 	Generation int64
+	// Installation is the item's GitHub App installation as the store
+	// reads it with the call (Spec.Installation), 0 when none is known.
+	Installation int64
 }
 
 // Talk is what an item's route lets loopd say on GitHub (TalkRule), and the

@@ -140,9 +140,11 @@ type Spec struct {
 	// from the current config instead; from then on the workdir is pinned
 	// (Record.Workdir), since a resume is cwd-scoped.
 	Cwd string
-	// HeadRef is a pull request's head branch in the item's own
-	// repository, "" when unknown or a fork's: its worktree then checks
-	// out refs/pull/<n>/head.
+	// HeadRef is a pull request's head branch in its head repository
+	// (HeadRepo: the item's own, or a fork's), "" when unknown. A fork's
+	// clone, and one whose head branch is unknown, checks out
+	// refs/pull/<n>/head; a fork's head branch is where a plain `git
+	// push` goes when the fork lets maintainers push (MaintainerCanModify).
 	HeadRef string
 	// HeadSHA is a pull request's head commit as the newest pull request
 	// payload named it (synchronize moves it); "" when unknown. A CI
@@ -167,6 +169,12 @@ type Spec struct {
 	// (GitHub's docs, "Allowing changes to a pull request branch created
 	// from a fork"). Meaningful for a fork only (Fork).
 	MaintainerCanModify bool
+	// Installation is the id of the GitHub App installation the newest
+	// delivery that named one came through (its installation.id): the
+	// installation whose token and rate limits the item's calls use. 0
+	// when none named it (a token, a replay), and the call then looks it
+	// up (ghapi.Client).
+	Installation int64
 	// Title is the issue's or pull request's title as the newest payload
 	// that names it gave it: text from outside, shown escaped. URL is its
 	// page on GitHub (from the repository's html_url). Both "" until a
@@ -192,6 +200,18 @@ type Spec struct {
 // a pull request whose head repository no payload named, are not.
 func (s Spec) Fork(k Key) bool {
 	return s.Kind == KindPullRequest && ForkHead(k, s.HeadRepo)
+}
+
+// PushRepo returns the repository (owner and name) a plain `git push` of
+// k's clone goes to when it is not k's own: a fork's head repository that
+// takes the base's maintainers' pushes (Fork, MaintainerCanModify, and its
+// head branch known, HeadRef); ok false otherwise (an issue, a pull request
+// of k's repository, a fork that takes none).
+func (s Spec) PushRepo(k Key) (owner, repo string, ok bool) {
+	if !s.Fork(k) || !s.MaintainerCanModify || s.HeadRef == "" {
+		return "", "", false
+	}
+	return strings.Cut(s.HeadRepo, "/")
 }
 
 // ForkHead reports whether headRepo, a pull request's head repository

@@ -208,7 +208,7 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// the items' titles and pages (v15), a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
+// the items' installations (v16), the items' titles and pages (v15), a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
 // and CI by commit in place of check claims (v12), without
 // what a pull request's head decides (v11), without the Fleet's tables and
 // columns (v8 and v9's), and without the compact columns of pending
@@ -218,7 +218,8 @@ func downgradeToSchema6(t *testing.T, e *env) {
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN url;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN installation;
+		ALTER TABLE work_items DROP COLUMN url;
 		ALTER TABLE work_items DROP COLUMN title;
 		ALTER TABLE work_items DROP COLUMN maintainer_can_modify;
 		DROP TABLE github_pauses;

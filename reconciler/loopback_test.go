@@ -40,6 +40,15 @@ func TestPlanLoopBack(t *testing.T) {
 	paste := func(d desired.Delivery) actions.Action {
 		return actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: d.ID}
 	}
+	// cloned is a pull request whose route has a checkout: a push that is
+	// not the agent's is fetched into its mirror before it is pasted.
+	cloned := func(r desired.Record) desired.Record {
+		r.Spec.Kind = desired.KindPullRequest
+		return r
+	}
+	checkout := testPolicy()
+	checkout.Routing = schema.Routing{Repos: map[string]schema.Route{"octo-org/api": {Harness: "claude-code", Workdir: cwd,
+		Checkout: &schema.Checkout{URL: "https://git.example/{{.Owner}}/{{.Repo}}.git"}}}}
 	drop := actions.DropDelivery{Key: key, DeliveryID: "d-push", Commit: "abc1234", Reason: actions.ReasonOwnPush}
 
 	for _, tc := range []struct {
@@ -57,6 +66,11 @@ func TestPlanLoopBack(t *testing.T) {
 			[]actions.Action{paste(push)}},
 		{"push_not_read_is_pasted", rec(running(), push), obs(alive()), testPolicy(),
 			[]actions.Action{paste(push)}},
+		{"anothers_push_is_fetched_into_the_clone_first", cloned(rec(running(), push)), held(obs(alive()), "abc1234", false), checkout,
+			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-push",
+				Fetch: &actions.HeadFetch{URL: "https://git.example/octo-org/api.git", PR: key.Number, Commit: "abc1234"}}}},
+		{"a_comment_fetches_nothing", cloned(rec(running(), ev1)), obs(alive()), checkout,
+			[]actions.Action{paste(ev1)}},
 		{"push_in_flight_is_left_to_land", rec(with(running(), func(s *desired.Status) {
 			s.SendingDeliveryID, s.SentAt, s.SendAttempts = "d-push", t0.Add(-500*time.Millisecond), 1
 		}), push),

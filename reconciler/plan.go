@@ -619,11 +619,27 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		}
 		return it.deliver("")
 	default:
+		if it.orphan() {
+			// Its spawn kills the session first.
+			return it.spawn(st, actions.ReasonOrphanAgent, "")
+		}
 		// A live pane the record does not account for (the daemon died
 		// between starting it and recording it, or the record was reset):
 		// adopt it rather than start a second agent on the same session.
 		return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
 	}
+}
+
+// orphan reports whether the live agent of a pane the record does not
+// account for runs a conversation the record knows nothing of: no id, and
+// none being learned, under a harness that keeps its conversations
+// (SupportsResume). A spawn records its id before the harness starts (or
+// that it learns one), so only a store removed or reset under running
+// agents leaves such a pane: a paste to it would count as delivered
+// unchecked (unverifiable), and it cannot be resumed (ReasonOrphanAgent).
+func (it itemPlan) orphan() bool {
+	st := it.st
+	return st.HarnessSessionID == "" && !st.IDUnconfirmed && it.p.Harnesses[it.r.Spec.Harness].SupportsResume
 }
 
 // unblocked plans the return to Running of an item that needs attention
@@ -700,9 +716,23 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Fetch: it.headFetch(d)}}
 	}
 	return nil
+}
+
+// headFetch is the new head a pull request event d names (a synchronize's
+// commit) that the item's clone must hold before d is pasted, nil for an
+// item without a clone or an event that names none.
+func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
+	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
+		return nil
+	}
+	w := workspaceOf(it.r, it.p)
+	if w.checkout == nil || w.err != nil {
+		return nil
+	}
+	return &actions.HeadFetch{URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}
 }
 
 // confirmSend follows the pasted delivery in flight: confirmed once its body

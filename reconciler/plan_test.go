@@ -306,7 +306,24 @@ func TestPlan(t *testing.T) {
 		// A delivered event is not in the record's pending list at all (the
 		// store's delivery row is the one truth: storetest case put_status_marks_delivered).
 		{"already_delivered_is_skipped", rec(running()), obs(alive()), testPolicy(), nil},
-		{"alive_pane_unknown_to_record_is_adopted", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
+		// A live agent whose conversation the record does not know (its
+		// store was removed under it) is neither pasted to, which would
+		// count unchecked, nor kept: a fresh spawn carries the event.
+		{"alive_pane_unknown_to_record_is_replaced", rec(desired.Status{Phase: desired.PhaseIdle}, ev1), obs(alive()), testPolicy(),
+			[]actions.Action{prepareFirst(), actions.FreshSpawn{Spawn: func() actions.Spawn {
+				s := spawnOf(ev1, actions.ReasonOrphanAgent)
+				s.Respawn = false
+				return s
+			}()}}},
+		{"alive_pane_unknown_to_record_is_adopted_where_the_harness_keeps_no_conversation", func() desired.Record {
+			r := rec(desired.Status{Phase: desired.PhaseIdle}, ev1)
+			r.Spec.Harness = "cursor"
+			return r
+		}(), obs(alive()), func() Policy {
+			p := testPolicy()
+			p.Harnesses["cursor"] = Capabilities{ValidSessionID: isUUID, ProcessNames: []string{"claude"}}
+			return p
+		}(),
 			[]actions.Action{
 				actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", PID: 10, Reason: actions.ReasonAdopted},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},

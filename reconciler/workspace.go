@@ -62,11 +62,21 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 			w.err = err
 			return w
 		}
-	case r.Spec.HeadRef != "":
+	case r.Spec.HeadRef != "" && !r.Spec.Fork(r.Key):
 		co.Mode, co.Branch, co.PR = actions.CheckoutPullRequest, r.Spec.HeadRef, r.Key.Number
 	default:
 		// A fork's pull request, or one whose head no payload named yet.
 		co.Mode, co.Branch, co.PR = actions.CheckoutFork, "loopd/pr-"+strconv.Itoa(r.Key.Number), r.Key.Number
+		if owner, repo, ok := r.Spec.PushRepo(r.Key); ok {
+			// The fork takes the maintainers' pushes: a plain git push
+			// goes to its head branch, on the fork's URL as the route
+			// renders it for the fork.
+			if co.PushURL, err = c.RenderURL(owner, repo); err != nil {
+				w.err = err
+				return w
+			}
+			co.PushBranch = r.Spec.HeadRef
+		}
 	}
 	w.checkout = co
 	return w

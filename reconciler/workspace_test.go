@@ -59,6 +59,11 @@ func TestPlanWorkspace(t *testing.T) {
 		r.Spec.Kind, r.Spec.HeadRef = desired.KindPullRequest, head
 		return r
 	}
+	fork := func(canModify bool) desired.Record {
+		r := pr("feature/login")
+		r.Spec.HeadRepo, r.Spec.MaintainerCanModify = "someone/api-fork", canModify
+		return r
+	}
 	failedBefore := func(failures int, next time.Time) desired.Status {
 		return desired.Status{Phase: desired.PhaseBackingOff, RestartHistory: desired.RestartHistory{Failures: failures, NextAttempt: next, LastExitReason: string(actions.ReasonWorkspaceFailed)}}
 	}
@@ -127,6 +132,14 @@ func TestPlanWorkspace(t *testing.T) {
 				func() actions.FreshSpawn { f := first(current); return f }()}},
 		{"pull_request_from_a_fork_fetches_its_pull_ref", pr(""), workdir(observed.Workdir{}), routed(nil),
 			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
+		// A fork's head branch of the same name as a branch of the base:
+		// the pull ref all the same, and a push goes to the fork's branch
+		// only when the fork lets maintainers push.
+		{"fork_that_takes_no_pushes_has_no_push_target", fork(false), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
+		{"fork_that_takes_pushes_pushes_to_its_head_branch", fork(true), workdir(observed.Workdir{}), routed(nil),
+			[]actions.Action{prep(&actions.Checkout{URL: url, Mode: actions.CheckoutFork, Branch: "loopd/pr-42", PR: 42,
+				PushURL: "https://x-access-token:SECRET@git.example/someone/api-fork.git", PushBranch: "feature/login"}, actions.ReasonFirstSpawn, 1, 0), first(current)}},
 		// A worktree is made outside the pass: while its mirror's lock is
 		// held the item waits for its worker; a Preparing item whose
 		// preparation left no outcome (the daemon stopped or was killed)

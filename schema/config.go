@@ -412,10 +412,12 @@ type GitHub struct {
 	BotLogin string `yaml:"botLogin" json:"botLogin,omitempty"`
 }
 
-// GitHubApp names a GitHub App installation and its private key.
+// GitHubApp names a GitHub App and its private key. InstallationID,
+// optional (0: none), is the installation of an item whose deliveries
+// named none; GitHub's lookup names it otherwise (internal/ghapi).
 type GitHubApp struct {
 	AppID          int64 `yaml:"appID" json:"appID"`
-	InstallationID int64 `yaml:"installationID" json:"installationID"`
+	InstallationID int64 `yaml:"installationID" json:"installationID,omitempty"`
 	// PrivateKeyFile is the App's PEM private key; a relative path is
 	// resolved against the config file's directory (Config.PrivateKeyPath).
 	PrivateKeyFile string `yaml:"privateKeyFile" json:"privateKeyFile"`

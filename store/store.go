@@ -33,9 +33,10 @@ type Ingest struct {
 	// keeps its own.
 	Harness string
 	Cwd     string
-	// HeadRef, when not empty, is a pull request's head branch in its own
-	// repository (not a fork's), as the payload named it; it replaces the
-	// recorded one (desired.Spec.HeadRef) without counting as a spec change.
+	// HeadRef, when not empty, is a pull request's head branch in its
+	// head repository (its own, or a fork's), as the payload named it; it
+	// replaces the recorded one (desired.Spec.HeadRef) without counting as
+	// a spec change.
 	HeadRef string
 	// Delivery, when not nil, is queued for the agent.
 	Delivery *desired.Delivery
@@ -76,6 +77,10 @@ type Ingest struct {
 	// GitHub, as this payload gives them (desired.Spec.Title, URL); ""
 	// keeps the recorded one.
 	Title, URL string
+	// Installation is the GitHub App installation the delivery came
+	// through (its installation.id, desired.Spec.Installation); 0 keeps
+	// the recorded one.
+	Installation int64
 	// HeadRepo, when not empty, is a pull request's head repository
 	// (owner/repo) as the payload named it; it replaces the recorded one
 	// (desired.Spec.HeadRepo).

@@ -130,6 +130,9 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if v.Spec.HeadRef != "" {
 		line("  ", "Head ref", v.Spec.HeadRef)
 	}
+	if r.Spec.Installation != 0 {
+		line("  ", "Installation", strconv.FormatInt(r.Spec.Installation, 10)) // the GitHub App's, its calls go through
+	}
 	// The head's facts are a payload's text: quoted.
 	if r.Spec.HeadRepo != "" {
 		line("  ", "Head repo", journal.Quote(r.Spec.HeadRepo))

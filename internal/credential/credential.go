@@ -45,7 +45,7 @@ const Username = "x-access-token"
 // Minter mints a GitHub App installation's token scoped to one repository
 // (ghapi.Minter).
 type Minter interface {
-	Token(ctx context.Context, owner, repo string) (token string, expires time.Time, err error)
+	Token(ctx context.Context, installation int64, owner, repo string) (token string, expires time.Time, err error)
 }
 
 // Broker answers agents' requests for credentials.
@@ -102,7 +102,15 @@ func (b *Broker) answer(ctx context.Context, k desired.Key, req channel.Request)
 	switch req.Op {
 	case channel.OpToken:
 	case channel.OpGit:
-		if err := sameRepository(repo, req); err != nil {
+		err := sameRepository(repo, req)
+		if owner, name, ok := r.Spec.PushRepo(k); err != nil && ok {
+			// A fork that takes the maintainers' pushes: its clone
+			// pushes there (reconciler's workspace plan).
+			if fork, ferr := route.Checkout.RenderURL(owner, name); ferr == nil && sameRepository(fork, req) == nil {
+				err = nil
+			}
+		}
+		if err != nil {
 			return channel.Answer{}, ReasonOtherRepository, err
 		}
 	default:
@@ -111,7 +119,7 @@ func (b *Broker) answer(ctx context.Context, k desired.Key, req channel.Request)
 	var a channel.Answer
 	switch {
 	case mode == schema.AgentCredentialsApp && b.Minter != nil:
-		tok, expires, err := b.Minter.Token(ctx, k.Owner, k.Repo)
+		tok, expires, err := b.Minter.Token(ctx, r.Spec.Installation, k.Owner, k.Repo)
 		if err != nil {
 			return channel.Answer{}, ReasonMintFailed, err
 		}

@@ -247,3 +247,30 @@ func TestWhoGetsNoCredential(t *testing.T) {
 	require.NoError(t, plain.push(t, "api", plain.git.RepoURL("octo-org", "api"), a))
 	require.NoError(t, plain.push(t, "web", plain.git.RepoURL("octo-org", "web"), a), "a plain token reaches every repository: the operator's choice")
 }
+
+// TestForkThatTakesPushesGetsItsHeadsCredential: the agent of a fork's
+// pull request whose fork takes the maintainers' pushes is answered for
+// the fork's repository, where its clone pushes, with the base
+// repository's token (the fork lets the base's maintainers push to the
+// pull request's head branch); a fork that takes none, and any other
+// repository, is refused.
+func TestForkThatTakesPushesGetsItsHeadsCredential(t *testing.T) {
+	r := newRig(t, true)
+	fork := r.records[own]
+	fork.Spec.Kind, fork.Spec.HeadRepo, fork.Spec.HeadRef, fork.Spec.MaintainerCanModify = desired.KindPullRequest, "someone/api", "feature/login", true
+	r.records[own] = fork
+	ask := func(path string) channel.Answer {
+		return r.broker.Handler(own)(context.Background(), channel.Request{Token: token, Op: channel.OpGit,
+			Protocol: "http", Host: strings.TrimPrefix(r.git.URL, "http://"), Path: path})
+	}
+	a := ask("someone/api.git")
+	require.Empty(t, a.Refused)
+	require.Len(t, r.api.Tokens(), 1)
+	assert.Equal(t, []string{"api"}, r.api.Tokens()[0].Repositories, "the base repository's token")
+	assert.Contains(t, ask("someone/web.git").Refused, credential.ReasonOtherRepository)
+
+	fork.Spec.MaintainerCanModify = false
+	r.records[own] = fork
+	assert.Contains(t, ask("someone/api.git").Refused, credential.ReasonOtherRepository, "a fork that takes no pushes")
+	assert.Empty(t, ask("octo-org/api.git").Refused, "its own repository still")
+}

@@ -27,10 +27,13 @@ import (
 var ErrNoCredentials = errors.New("no GitHub credentials")
 
 // Credentials authenticate loopd to GitHub: a token, or a GitHub App
-// installation (AppID, InstallationID and the App's PEM private key),
-// never both. They are daemon secrets: never logged, never in an argv or
-// a pane. BotLogin, no secret, is the login they post as when the config
-// names it (github.botLogin); "" asks GitHub (Client.Login).
+// (AppID and the App's PEM private key), never both. An App's calls go
+// through the installation each item's deliveries came through
+// (desired.Spec.Installation); InstallationID, optional, is the one for an
+// item none named, which GitHub is otherwise asked for (installations).
+// They are daemon secrets: never logged, never in an argv or a pane.
+// BotLogin, no secret, is the login they post as when the config names it
+// (github.botLogin); "" asks GitHub (Client.Login).
 type Credentials struct {
 	Token          string
 	AppID          int64
@@ -42,17 +45,30 @@ type Credentials struct {
 // Client sends loopd's calls to GitHub's REST API. It is safe for
 // concurrent use.
 type Client struct {
+	// gh is the token's client, nil with an App.
 	gh *github.Client
-	// app authenticates as the App itself (a JWT), for GET /app, and
-	// installation fetches the installation's token; both nil with a token.
-	app          *github.Client
-	installation *appTransport
+	// app authenticates as the App itself (a JWT), for GET /app and the
+	// installation lookup; installs says which installation a call goes
+	// through, and byID holds each one's client, made on first use with
+	// its own token (appTransport); all nil or empty with a token.
+	app        *github.Client
+	installs   *installations
+	newInstall func(id int64) (*installClient, error)
+	imu        sync.Mutex
+	byID       map[int64]*installClient
 	// configured is Credentials.BotLogin; login the bot login once known
 	// (BotLogin), under mu, and known the same, read without mu (Known).
 	configured string
 	mu         sync.Mutex
 	login      string
 	known      atomic.Pointer[string]
+}
+
+// installClient is the client of one installation and its token's
+// transport.
+type installClient struct {
+	gh *github.Client
+	tr *appTransport
 }
 
 // New returns a client of the REST API at apiURL (https://api.github.com,
@@ -62,11 +78,11 @@ type Client struct {
 // request. The error wraps ErrNoCredentials when cred is empty, and names
 // a private key that does not parse.
 //
-// An App's installation token is minted anew schema.GitHubTokenRefreshMargin before it
-// expires by GitHub's clock, which the Date of GitHub's answers shows
-// (a local clock minutes off GitHub's neither lets a token run out nor
-// makes GitHub refuse the App's JWT); a call GitHub answers 401 mints
-// another and is sent once more.
+// An App's installation token, one per installation, is minted anew
+// schema.GitHubTokenRefreshMargin before it expires by GitHub's clock,
+// which the Date of GitHub's answers shows (a local clock minutes off
+// GitHub's neither lets a token run out nor makes GitHub refuse the App's
+// JWT); a call GitHub answers 401 mints another and is sent once more.
 func New(apiURL string, cred Credentials, base http.RoundTripper, timeout time.Duration) (*Client, error) {
 	return newClient(apiURL, cred, base, timeout, time.Now)
 }
@@ -77,27 +93,33 @@ func newClient(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 		base = http.DefaultTransport
 	}
 	apiURL = strings.TrimRight(apiURL, "/")
-	enterprise := func(gh *github.Client) (*github.Client, error) {
-		if apiURL == "" || apiURL == "https://api.github.com" {
-			return gh, nil
-		}
-		return gh.WithEnterpriseURLs(apiURL, apiURL)
-	}
 	c := &Client{configured: cred.BotLogin}
 	var err error
 	switch {
 	case cred.Token != "" && cred.AppID != 0:
 		return nil, errors.New("github client: a token and an App: use one")
 	case cred.Token != "":
-		c.gh, err = enterprise(github.NewClient(&http.Client{Transport: base, Timeout: timeout}).WithAuthToken(cred.Token))
+		if c.gh, err = restClient(apiURL, base, timeout); err == nil {
+			c.gh = c.gh.WithAuthToken(cred.Token)
+			c.gh.DisableRateLimitCheck = true // the copy left it out
+		}
 	case cred.AppID != 0:
-		itr, atr, aerr := newAppTransport(base, cred.AppID, cred.InstallationID, nil, cred.PrivateKey, apiURL, now)
+		_, atr, aerr := newAppTransport(base, cred.AppID, 0, nil, cred.PrivateKey, apiURL, now)
 		if aerr != nil {
 			return nil, fmt.Errorf("github app %d: %w", cred.AppID, aerr)
 		}
-		c.installation = itr
-		if c.gh, err = enterprise(github.NewClient(&http.Client{Transport: itr, Timeout: timeout})); err == nil {
-			c.app, err = enterprise(github.NewClient(&http.Client{Transport: atr, Timeout: timeout}))
+		if c.app, err = restClient(apiURL, atr, timeout); err != nil {
+			break
+		}
+		c.installs = &installations{fixed: cred.InstallationID, app: c.app, repos: map[string]int64{}}
+		c.byID = map[int64]*installClient{}
+		c.newInstall = func(id int64) (*installClient, error) {
+			itr, _, err := newAppTransport(base, cred.AppID, id, nil, cred.PrivateKey, apiURL, now)
+			if err != nil {
+				return nil, err
+			}
+			gh, err := restClient(apiURL, itr, timeout)
+			return &installClient{gh: gh, tr: itr}, err
 		}
 	default:
 		return nil, fmt.Errorf("github client: %w", ErrNoCredentials)
@@ -105,25 +127,55 @@ func newClient(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 	if err != nil {
 		return nil, fmt.Errorf("github client %s: %w", apiURL, err)
 	}
-	// The rate limits are the worker's (Limits), one record per
-	// installation kept in the store: go-github's own would refuse calls
-	// by its memory of an answer, on its own clock.
-	for _, gh := range []*github.Client{c.gh, c.app} {
-		if gh != nil {
-			gh.DisableRateLimitCheck = true
-		}
-	}
 	return c, nil
 }
 
-// Installation names the installation whose rate limits a call of c
-// counts against (Limits): "installation <id>" for a GitHub App's, "token"
-// for a token's.
-func (c *Client) Installation(desired.Call) string {
-	if c.installation != nil {
-		return "installation " + strconv.FormatInt(c.installation.InstallationID(), 10)
+// installation returns the client of installation id, made on first use.
+func (c *Client) installation(id int64) (*installClient, error) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if ic, ok := c.byID[id]; ok {
+		return ic, nil
 	}
-	return "token"
+	ic, err := c.newInstall(id)
+	if err != nil {
+		return nil, fmt.Errorf("github installation %d: %w", id, err)
+	}
+	c.byID[id] = ic
+	return ic, nil
+}
+
+// rest returns the client call goes through and the installation's id:
+// the token's (id 0), or the installation's of call's repository
+// (installations.of).
+func (c *Client) rest(ctx context.Context, call desired.Call) (*github.Client, int64, error) {
+	if c.installs == nil {
+		return c.gh, 0, nil
+	}
+	id, err := c.installs.of(ctx, call.Installation, call.Key.Owner, call.Key.Repo)
+	if err != nil {
+		return nil, 0, err
+	}
+	ic, err := c.installation(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ic.gh, id, nil
+}
+
+// Installation names the installation whose rate limits call counts
+// against (Limits): "installation <id>" for a GitHub App's (the one of
+// its repository, installations.of), "token" for a token's. The error is
+// the lookup's, as Send's would be.
+func (c *Client) Installation(ctx context.Context, call desired.Call) (string, error) {
+	_, id, err := c.rest(ctx, call)
+	switch {
+	case err != nil:
+		return "", err
+	case c.installs == nil:
+		return "token", nil
+	}
+	return "installation " + strconv.FormatInt(id, 10), nil
 }
 
 // Login returns the login the credentials belong to: the token's user
@@ -186,16 +238,21 @@ func (c *Client) Known() string {
 }
 
 // Check proves the credentials at start and returns the bot login
-// (BotLogin): an App first gets an installation token (POST
-// /app/installations/{id}/access_tokens, through ghinstallation's
-// installation transport), so that a wrong installation id is refused
-// here rather than on every later call; a configured bot login is compared
+// (BotLogin): an App with a configured installation id first gets its
+// token (POST /app/installations/{id}/access_tokens, through
+// ghinstallation's installation transport), so that a wrong installation
+// id is refused here rather than on every later call (an App without one
+// proves its key with GET /app); a configured bot login is compared
 // with the login the credentials belong to (Login), and another one is
 // ErrLoginMismatch. The error is otherwise what Classify reads.
 func (c *Client) Check(ctx context.Context) (string, error) {
-	if c.installation != nil {
-		if _, err := c.installation.Token(ctx); err != nil {
-			return "", fmt.Errorf("github app installation %d: %w", c.installation.InstallationID(), err)
+	if c.installs != nil && c.installs.fixed != 0 {
+		ic, err := c.installation(c.installs.fixed)
+		if err == nil {
+			_, err = ic.tr.Token(ctx)
+		}
+		if err != nil {
+			return "", fmt.Errorf("github app installation %d: %w", c.installs.fixed, err)
 		}
 	}
 	if c.configured != "" {
@@ -233,10 +290,14 @@ type Sent struct {
 // operation and the item; Classify says what it means.
 func (c *Client) Send(ctx context.Context, call desired.Call) (Sent, error) {
 	k := call.Key
+	gh, _, err := c.rest(ctx, call)
+	if err != nil {
+		return Sent{}, err
+	}
 	switch call.Kind {
 	case desired.CallAnnounce, desired.CallNotify:
 		if call.Marker != "" {
-			found, err := c.hasMarker(ctx, k, call.Marker)
+			found, err := c.hasMarker(ctx, gh, k, call.Marker)
 			if err != nil {
 				return Sent{}, err
 			}
@@ -244,7 +305,7 @@ func (c *Client) Send(ctx context.Context, call desired.Call) (Sent, error) {
 				return Sent{Found: true}, nil
 			}
 		}
-		cm, resp, err := c.gh.Issues.CreateComment(ctx, k.Owner, k.Repo, k.Number, &github.IssueComment{Body: github.Ptr(call.Body)})
+		cm, resp, err := gh.Issues.CreateComment(ctx, k.Owner, k.Repo, k.Number, &github.IssueComment{Body: github.Ptr(call.Body)})
 		if err != nil {
 			return Sent{}, fmt.Errorf("github comment on %s: %w", k, err)
 		}
@@ -256,11 +317,11 @@ func (c *Client) Send(ctx context.Context, call desired.Call) (Sent, error) {
 		)
 		switch call.Target.Kind {
 		case desired.SourceIssueComment:
-			_, resp, err = c.gh.Reactions.CreateIssueCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
+			_, resp, err = gh.Reactions.CreateIssueCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
 		case desired.SourceReviewComment:
-			_, resp, err = c.gh.Reactions.CreatePullRequestCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
+			_, resp, err = gh.Reactions.CreatePullRequestCommentReaction(ctx, k.Owner, k.Repo, call.Target.ID, desired.ReactionEyes)
 		case desired.SourceItem:
-			_, resp, err = c.gh.Reactions.CreateIssueReaction(ctx, k.Owner, k.Repo, k.Number, desired.ReactionEyes)
+			_, resp, err = gh.Reactions.CreateIssueReaction(ctx, k.Owner, k.Repo, k.Number, desired.ReactionEyes)
 		default:
 			return Sent{}, fmt.Errorf("github react on %s: %w: %q", k, errUnknownTarget, call.Target.Kind)
 		}
@@ -284,15 +345,15 @@ const commentsPerPage = 100
 // hasMarker reports whether a comment of item k by the bot login
 // (BotLogin, compared case-insensitively as GitHub's logins are) carries
 // marker, reading every page of its comments
-// (GET /repos/{owner}/{repo}/issues/{n}/comments).
-func (c *Client) hasMarker(ctx context.Context, k desired.Key, marker string) (bool, error) {
+// (GET /repos/{owner}/{repo}/issues/{n}/comments) through gh.
+func (c *Client) hasMarker(ctx context.Context, gh *github.Client, k desired.Key, marker string) (bool, error) {
 	login, err := c.BotLogin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("github comments of %s: %w", k, err)
 	}
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: commentsPerPage}}
 	for {
-		comments, resp, err := c.gh.Issues.ListComments(ctx, k.Owner, k.Repo, k.Number, opts)
+		comments, resp, err := gh.Issues.ListComments(ctx, k.Owner, k.Repo, k.Number, opts)
 		if err != nil {
 			return false, fmt.Errorf("github list comments of %s: %w", k, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,14 +37,18 @@ type Minter struct {
 	timeout time.Duration
 	now     func() time.Time
 
+	// installs says which installation a repository's token comes from.
+	installs *installations
+
 	mu sync.Mutex
 	// repos holds the transport of each repository asked for, by
-	// "owner/repo" in lower case (GitHub's names ignore case).
+	// installation and "owner/repo" in lower case (GitHub's names ignore
+	// case).
 	repos map[string]*appTransport
 }
 
-// NewMinter returns a Minter of the App installation cred names (AppID,
-// InstallationID, PrivateKey), at apiURL (https://api.github.com, or a
+// NewMinter returns a Minter of the App cred names (AppID, PrivateKey,
+// and the optional InstallationID: installations.of), at apiURL (https://api.github.com, or a
 // GitHub Enterprise Server's https://HOST/api/v3), over base (nil:
 // http.DefaultTransport), each request bounded by timeout. The error wraps
 // ErrNoCredentials when cred names no App.
@@ -62,21 +67,38 @@ func newMinter(apiURL string, cred Credentials, base http.RoundTripper, timeout 
 	if apiURL == "" {
 		apiURL = "https://api.github.com"
 	}
-	return &Minter{apiURL: strings.TrimRight(apiURL, "/"), cred: cred, base: base, timeout: timeout, now: now, repos: map[string]*appTransport{}}, nil
+	apiURL = strings.TrimRight(apiURL, "/")
+	_, atr, err := newAppTransport(base, cred.AppID, 0, nil, cred.PrivateKey, apiURL, now)
+	if err != nil {
+		return nil, fmt.Errorf("github app %d: %w", cred.AppID, err)
+	}
+	app, err := restClient(apiURL, atr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("github app %d: %w", cred.AppID, err)
+	}
+	return &Minter{apiURL: apiURL, cred: cred, base: base, timeout: timeout, now: now,
+		installs: &installations{fixed: cred.InstallationID, app: app, repos: map[string]int64{}},
+		repos:    map[string]*appTransport{}}, nil
 }
 
-// Token returns an installation token that reaches owner/repo alone, with
+// Token returns a token of installation (the item's, 0 for none known:
+// installations.of) that reaches owner/repo alone, with
 // agentPermissions, and when it expires: the one minted before while it
-// has more than schema.GitHubTokenRefreshMargin left, else a new one. The error is GitHub's
-// refusal (a repository the installation does not cover, a permission the
-// App lacks: 422) or the request's, as ghinstallation wraps it.
-func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Time, error) {
-	tr, err := m.transport(owner, repo)
+// has more than schema.GitHubTokenRefreshMargin left, else a new one. The
+// error is GitHub's refusal (a repository the installation does not
+// cover, a permission the App lacks: 422; no installation on the
+// repository: 404) or the request's, as ghinstallation wraps it.
+func (m *Minter) Token(ctx context.Context, installation int64, owner, repo string) (string, time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	id, err := m.installs.of(ctx, installation, owner, repo)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("github app %d: %w", m.cred.AppID, err)
+	}
+	tr, err := m.transport(id, owner, repo)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.timeout)
-	defer cancel()
 	tok, expires, err := tr.TokenExpiry(ctx)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("github app %d: token for %s/%s: %w", m.cred.AppID, owner, repo, err)
@@ -84,18 +106,18 @@ func (m *Minter) Token(ctx context.Context, owner, repo string) (string, time.Ti
 	return tok, expires, nil
 }
 
-// transport returns the installation transport of owner/repo, made on
+// transport returns installation id's transport of owner/repo, made on
 // first use: its own, since each keeps one token and GitHub's clock as
 // its answers show it.
-func (m *Minter) transport(owner, repo string) (*appTransport, error) {
-	key := strings.ToLower(owner + "/" + repo)
+func (m *Minter) transport(id int64, owner, repo string) (*appTransport, error) {
+	key := strconv.FormatInt(id, 10) + " " + strings.ToLower(owner+"/"+repo)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if tr, ok := m.repos[key]; ok {
 		return tr, nil
 	}
 	opts := &ghv88.InstallationTokenOptions{Repositories: []string{repo}, Permissions: agentPermissions()}
-	tr, _, err := newAppTransport(m.base, m.cred.AppID, m.cred.InstallationID, opts, m.cred.PrivateKey, m.apiURL, m.now)
+	tr, _, err := newAppTransport(m.base, m.cred.AppID, id, opts, m.cred.PrivateKey, m.apiURL, m.now)
 	if err != nil {
 		return nil, fmt.Errorf("github app %d: %w", m.cred.AppID, err)
 	}

@@ -19,11 +19,16 @@ type Outbox interface {
 }
 
 // Sender makes one call (Client.Send), and names the installation whose
-// rate limits it counts against (Client.Installation).
+// rate limits it counts against (Client.Installation; an error is the
+// lookup of the installation, what Send would have met).
 type Sender interface {
 	Send(ctx context.Context, c desired.Call) (Sent, error)
-	Installation(c desired.Call) string
+	Installation(ctx context.Context, c desired.Call) (string, error)
 }
+
+// appLimits is the name the rate limits of the App's own calls (the
+// installation lookup) are kept under.
+const appLimits = "app"
 
 // Worker drains the outbox: it sends each due call, records the outcome
 // on the call, and journals it (github.posted, github.retry,
@@ -96,7 +101,16 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 				continue // retried at once (no wait asked), or paused: next drain
 			}
 			seen[c.ID] = true
-			installation := w.API.Installation(c)
+			installation, err := w.API.Installation(ctx, c)
+			if err != nil {
+				progress = true
+				tried++
+				c.Attempts++
+				if err := w.failed(ctx, c, appLimits, err); err != nil {
+					return tried, err
+				}
+				continue
+			}
 			wait, _, ok := w.Limits.Admit(installation, w.Now())
 			if !ok {
 				continue // its installation pauses: the call waits as it is
@@ -186,6 +200,12 @@ func (w *Worker) send(ctx context.Context, c desired.Call, installation string) 
 		w.Journal.Record(ctx, slog.LevelInfo, journal.GitHubPosted, k, kv...)
 		return nil
 	}
+	return w.failed(ctx, c, installation, err)
+}
+
+// failed records that a try at c, a call of installation, ended in err.
+func (w *Worker) failed(ctx context.Context, c desired.Call, installation string, err error) error {
+	now, k := w.Now(), c.Key.String()
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the call stays as it was, pending
 	}

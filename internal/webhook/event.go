@@ -72,6 +72,9 @@ type change struct {
 	// the repository's html_url (store.Ingest.URL); "" when that is no
 	// http(s) address.
 	itemURL string
+	// installation is the payload's installation.id
+	// (store.Ingest.Installation), 0 for none.
+	installation int64
 	// commit is the commit the event is about (desired.Delivery.Commit):
 	// a push's new head, a check's commit.
 	commit string
@@ -349,8 +352,9 @@ func fromPullRequest(repo repository, pr *pullRequest, sender user) (change, err
 	}
 	if desired.ForkHead(c.key, c.headRepo) {
 		c.prompt.HeadRepo = c.headRepo
-	} else if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
-		c.headRef = pr.Head.Ref
+	}
+	if c.headRepo != "" && schema.ValidBranch(pr.Head.Ref) {
+		c.headRef = pr.Head.Ref // in the head repository: the item's own, or a fork's
 	}
 	return c, nil
 }

@@ -254,7 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ignore(ctx, w, http.StatusAccepted, d, "", reason)
 		return
 	}
-	d.sender = c.sender
+	d.sender, c.installation = c.sender, p.Installation.ID
 	h.ingest(ctx, w, d, c)
 }
 
@@ -431,26 +431,27 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		return h.fail(ctx, d, key, reasonWorkdirFailed, err)
 	}
 	in := store.Ingest{
-		DeliveryID: d.id,
-		Key:        c.key,
-		Kind:       c.kind,
-		Harness:    route.Harness,
-		Cwd:        cwd,
-		Closed:     c.closed,
-		StateAt:    c.stateAt,
-		Snapshot:   c.snapshot,
-		HeadRef:    c.headRef,
-		HeadSHA:    c.headSHA,
-		HeadPusher: c.headPusher,
-		HeadRepo:   c.headRepo,
-		Author:     c.author,
-		CanModify:  c.canModify,
-		Title:      title,
-		URL:        c.itemURL,
-		NoCreate:   v.noCreate,
-		NewOnly:    v.newOnly,
-		CI:         c.ci,
-		Identity:   c.identity,
+		DeliveryID:   d.id,
+		Key:          c.key,
+		Kind:         c.kind,
+		Harness:      route.Harness,
+		Cwd:          cwd,
+		Closed:       c.closed,
+		StateAt:      c.stateAt,
+		Snapshot:     c.snapshot,
+		HeadRef:      c.headRef,
+		HeadSHA:      c.headSHA,
+		HeadPusher:   c.headPusher,
+		HeadRepo:     c.headRepo,
+		Author:       c.author,
+		CanModify:    c.canModify,
+		Title:        title,
+		URL:          c.itemURL,
+		Installation: c.installation,
+		NoCreate:     v.noCreate,
+		NewOnly:      v.newOnly,
+		CI:           c.ci,
+		Identity:     c.identity,
 	}
 	if c.prompt != nil {
 		p := *c.prompt

@@ -1269,10 +1269,11 @@ func TestSign(t *testing.T) {
 	assert.Equal(t, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", got)
 }
 
-// TestHeadRefOnlyForTheSameRepository: a pull request's head branch is
-// recorded for its worktree only when the head is in the same repository;
-// a fork's is not (its worktree takes refs/pull/<n>/head).
-func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
+// TestHeadRefOfTheHeadRepository: a pull request's head branch is
+// recorded with its head repository, the same repository's or a fork's
+// (a fork's clone still takes refs/pull/<n>/head, and pushes to that
+// branch of the fork when the fork lets maintainers push).
+func TestHeadRefOfTheHeadRepository(t *testing.T) {
 	e := newEnv(t)
 	code, _ := e.replay(t, "pull_request", "d-open", fixture(t, "pull_request.opened.1.json"))
 	require.Equal(t, http.StatusAccepted, code)
@@ -1284,7 +1285,8 @@ func TestHeadRefOnlyForTheSameRepository(t *testing.T) {
 	}
 	code, _ = f.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", fork))
 	require.Equal(t, http.StatusAccepted, code)
-	assert.Empty(t, f.onlyRecord(t).Spec.HeadRef)
+	assert.Equal(t, "changes", f.onlyRecord(t).Spec.HeadRef)
+	assert.Equal(t, "someone/Hello-World", f.onlyRecord(t).Spec.HeadRepo)
 }
 
 // TestHeadFactsAreRecordedWhoeverSentThem: a pull request's head
@@ -1406,4 +1408,21 @@ func TestDeliveryCarriesItsSource(t *testing.T) {
 			assert.Equal(t, want, pending[0].Source)
 		})
 	}
+}
+
+// TestInstallationIsRecorded: an App's delivery names the installation it
+// came through (installation.id), which the item keeps for its calls; a
+// delivery that names none keeps the one recorded.
+func TestInstallationIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	code, _ := e.replay(t, "pull_request", "d-open", derive(t, "pull_request.opened.1.json", func(m map[string]any) {
+		m["installation"] = map[string]any{"id": 4242}
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, int64(4242), e.onlyRecord(t).Spec.Installation)
+	code, _ = e.replay(t, "pull_request", "d-next", derive(t, "pull_request.synchronize.1.json", func(m map[string]any) {
+		delete(m, "installation")
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, int64(4242), e.onlyRecord(t).Spec.Installation)
 }

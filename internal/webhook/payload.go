@@ -30,6 +30,11 @@ type payload struct {
 	CheckSuite  checkSuite  `json:"check_suite"`
 	WorkflowRun workflowRun `json:"workflow_run"`
 	Workflow    named       `json:"workflow"`
+	// Installation is the GitHub App installation the delivery came
+	// through, id 0 when the payload names none (a repository webhook).
+	Installation struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
 }
 
 type repository struct {

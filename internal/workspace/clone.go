@@ -27,6 +27,9 @@ type start struct {
 	// pull, when set, is the mirror's ref of a fork's pull request head,
 	// which the clone gets too (its commits count as pushed, Remove).
 	pull string
+	// push, when set, is the public URL of the fork's repository that the
+	// branch's upstream is on (headRemote, Checkout.PushURL).
+	push string
 }
 
 // startOf returns where c's branch begins in a new clone, from the mirror
@@ -44,9 +47,14 @@ type start struct {
 //     origin's; the remote must have it;
 //   - a fork's: refs/pull/<PR>/head, fetched afresh each time into the
 //     mirror's refs/remotes/origin/pull/<PR> (a force-pushed fork moves
-//     it), as the local branch c.Branch, with no upstream.
+//     it), as the local branch c.Branch, with no upstream; or, when the
+//     fork takes the base's maintainers' pushes (c.PushURL), with the
+//     fork's head branch c.PushBranch as its upstream on the remote
+//     headRemote (the fork's URL), so a plain `git push` updates that
+//     branch of the fork (push.default upstream, git-config(1)), and
+//     never the base's branch of the same name.
 func (m *Manager) startOf(ctx context.Context, mirror string, env []string, c Checkout) (start, error) {
-	if strings.ContainsFunc(c.Branch, func(r rune) bool { return r < 0x20 || r == 0x7f }) || c.Branch == "" {
+	if badBranch(c.Branch) {
 		return start{}, &Error{Op: "branch", Command: "-", Exit: -1, Class: Permanent, Reason: "git_failed",
 			Err: fmt.Errorf("branch %q: not a valid branch name", c.Branch)}
 	}
@@ -68,6 +76,17 @@ func (m *Manager) startOf(ctx context.Context, mirror string, env []string, c Ch
 		}
 	case ModeFork:
 		s.pull, s.upstream = "refs/remotes/origin/pull/"+strconv.Itoa(c.PR), [2]string{}
+		if c.PushURL != "" {
+			if badBranch(c.PushBranch) {
+				return start{}, &Error{Op: "branch", Command: "-", Exit: -1, Class: Permanent, Reason: "git_failed",
+					Err: fmt.Errorf("the fork's head branch %q: not a valid branch name", c.PushBranch)}
+			}
+			pub, err := Public(c.PushURL)
+			if err != nil {
+				return start{}, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+			}
+			s.push, s.upstream = pub, [2]string{headRemote, "refs/heads/" + c.PushBranch}
+		}
 		if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin", "+refs/pull/"+strconv.Itoa(c.PR)+"/head:"+s.pull); err != nil {
 			return s, err
 		}
@@ -103,6 +122,13 @@ func (m *Manager) startOf(ctx context.Context, mirror string, env []string, c Ch
 		}
 	}
 	return s, nil
+}
+
+// badBranch reports whether name cannot be a branch loopd names to git:
+// empty, or with a control character (the branch names come validated,
+// schema.ValidBranch; this keeps any other out of a config file).
+func badBranch(name string) bool {
+	return name == "" || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // cloneRefspecs are what a clone fetches from its mirror: the remote's
@@ -167,6 +193,13 @@ func (m *Manager) makeClone(ctx context.Context, mirror string, c Checkout, s st
 	// config is written whole, as git-config(1) quotes it, without a git
 	// for each key.
 	conf := "[remote \"origin\"]\n\turl = " + configQuote(pub) + "\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+	if s.push != "" {
+		// Only the head branch is fetched from the fork: the clone's
+		// branches are the base's.
+		conf += "[remote " + configQuote(headRemote) + "]\n\turl = " + configQuote(s.push) + "\n\tfetch = " +
+			configQuote("+"+s.upstream[1]+":refs/remotes/"+headRemote+"/"+strings.TrimPrefix(s.upstream[1], "refs/heads/")) + "\n" +
+			"[push]\n\tdefault = upstream\n"
+	}
 	if s.upstream[0] != "" {
 		conf += "[branch " + configQuote(s.branch) + "]\n\tremote = " + configQuote(s.upstream[0]) + "\n\tmerge = " + configQuote(s.upstream[1]) + "\n"
 	}
@@ -178,6 +211,14 @@ func (m *Manager) makeClone(ctx context.Context, mirror string, c Checkout, s st
 	}
 	if err := m.copyRef(ctx, mirror, gitdir, s.pull, s.pull != ""); err != nil {
 		return err
+	}
+	if s.push != "" {
+		// The fork's head branch is where the pull request's head is:
+		// its upstream is known before any fetch from the fork (git
+		// status counts the agent's commits ahead of it).
+		if err := m.copyRefAs(ctx, mirror, gitdir, s.pull, "refs/remotes/"+headRemote+"/"+strings.TrimPrefix(s.upstream[1], "refs/heads/")); err != nil {
+			return err
+		}
 	}
 	if err := m.originHead(ctx, mirror, gitdir); err != nil {
 		return err
@@ -228,11 +269,17 @@ func (m *Manager) copyRef(ctx context.Context, mirror, gitdir, ref string, want 
 	if !want {
 		return nil
 	}
+	return m.copyRefAs(ctx, mirror, gitdir, ref, ref)
+}
+
+// copyRefAs sets the git dir gitdir's ref as to the mirror's ref, when the
+// mirror has it.
+func (m *Manager) copyRefAs(ctx context.Context, mirror, gitdir, ref, as string) error {
 	out, err := m.run(ctx, "rev-parse", mirror, nil, "rev-parse", "--verify", "--quiet", ref)
 	if err != nil {
 		return nil // not there: nothing to copy
 	}
-	_, err = m.run(ctx, "update-ref", gitdir, []string{"GIT_DIR=" + gitdir}, "update-ref", ref, strings.TrimSpace(string(out)))
+	_, err = m.run(ctx, "update-ref", gitdir, []string{"GIT_DIR=" + gitdir}, "update-ref", as, strings.TrimSpace(string(out)))
 	return err
 }
 
@@ -391,4 +438,48 @@ func Borrowed(workdir string) ([]string, error) {
 		out = append(out, objects)
 	}
 	return out, nil
+}
+
+// FetchHead makes commit, a pull request's new head (a synchronize's, a
+// force-push's included), one the clones of rawURL's repository can read,
+// before the agent is told of it: when the mirror lacks it, the mirror
+// fetches origin's branches and the pull request's refs/pull/<pr>/head
+// (into refs/remotes/origin/pull/<pr>, as startOf does), under the
+// mirror's lock. A clone borrows the mirror's objects, so nothing in the
+// clone is touched: the agent's branch, its commits not pushed, its index
+// and files stay as they are. fetched reports whether a fetch ran. The
+// error is an *Error: the fetch's, or Transient with reason head_missing
+// when the remote does not have commit either (the head moved again).
+func (m *Manager) FetchHead(ctx context.Context, rawURL string, pr int, commit string) (fetched bool, err error) {
+	if !commitName.MatchString(commit) || pr <= 0 {
+		return false, &Error{Op: "fetch", Command: "-", Exit: -1, Class: Permanent, Reason: "git_failed",
+			Err: fmt.Errorf("head %q of pull request %d: not a commit id", commit, pr)}
+	}
+	mirror, err := Mirror(m.Root, rawURL)
+	if err != nil {
+		return false, &Error{Op: "url", Command: "-", Exit: -1, Class: Permanent, Reason: "bad_url", Err: err}
+	}
+	ctx, unlock, err := m.lock(ctx, mirror)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if m.has(ctx, mirror, commit) {
+		return false, nil
+	}
+	var res Result
+	env, _, err := m.ensureMirror(ctx, mirror, rawURL, &res)
+	if err != nil {
+		return false, err
+	}
+	pull := strconv.Itoa(pr)
+	if _, err := m.run(ctx, "fetch", mirror, env, "fetch", "--quiet", "origin",
+		"+refs/heads/*:refs/remotes/origin/*", "+refs/pull/"+pull+"/head:refs/remotes/origin/pull/"+pull); err != nil {
+		return true, err
+	}
+	if !m.has(ctx, mirror, commit) {
+		return true, &Error{Op: "fetch", Command: "-", Exit: -1, Class: Transient, Reason: "head_missing",
+			Err: fmt.Errorf("commit %s of pull request %d is not on the remote", commit, pr)}
+	}
+	return true, nil
 }

@@ -36,7 +36,8 @@ type Error struct {
 	Class   Class
 	// Reason is a short snake_case cause: git_failed, timeout, bad_url,
 	// mkdir_failed, clone_failed, migrate_failed, repair_failed,
-	// remove_failed, inspect_failed, lock_failed, or ReasonCancelled.
+	// remove_failed, inspect_failed, lock_failed, head_missing (FetchHead),
+	// or ReasonCancelled.
 	Reason string
 	Err    error
 }

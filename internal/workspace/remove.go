@@ -33,8 +33,10 @@ const (
 // maxReflog bounds the HEAD reflog entries Remove looks through.
 const maxReflog = 1000
 
-// Remove removes the clone dir of rawURL's mirror, or a worktree of it an
-// older loopd made (with `git worktree remove`), only when it is clean: no
+// Remove removes the clone dir of rawURL's mirror (its branches go with
+// it), or a worktree of it an older loopd made (with `git worktree
+// remove`, and then the mirror's branch it had checked out), only when it
+// is clean: no
 // uncommitted change, no untracked or ignored file, no submodule checked
 // out (a clone), and no commit that no remote branch holds, neither the
 // workdir's own remote-tracking branches (an agent's push moves them)
@@ -80,8 +82,24 @@ func (m *Manager) remove(ctx context.Context, rawURL, dir string, do bool) (kept
 		return kept, err
 	}
 	if f.Worktree {
-		_, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical)
-		return "", err
+		// Its branch is the mirror's: it goes too, as a clone's goes
+		// with the clone. What it holds is pushed (kept).
+		branch := ""
+		if admin, ok := worktreeAdmin(f.Physical, mirror); ok {
+			if b, err := readSmall(filepath.Join(admin, "HEAD")); err == nil {
+				if name, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ref: refs/heads/"); ok {
+					branch = name // none for a detached HEAD
+				}
+			}
+		}
+		if _, err := m.run(ctx, "worktree remove", mirror, nil, "worktree", "remove", f.Physical); err != nil {
+			return "", err
+		}
+		if branch != "" {
+			_, err := m.run(ctx, "worktree remove", mirror, nil, "update-ref", "-d", "refs/heads/"+branch)
+			return "", err
+		}
+		return "", nil
 	}
 	fail := func(err error) error {
 		return &Error{Op: "remove", Command: "rm -r " + f.Physical, Exit: -1, Class: fsClass(err), Reason: "remove_failed", Err: err}

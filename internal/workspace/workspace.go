@@ -107,7 +107,18 @@ type Checkout struct {
 	Branch string
 	Base   string // ModeIssue only; "" is the remote's default branch
 	PR     int    // ModeFork and ModePullRequest: the pull request's number
+	// PushURL and PushBranch, ModeFork only, are the fork's repository
+	// (as configured, may carry credentials) and its pull request's head
+	// branch, when the fork lets the base's maintainers push to it
+	// (maintainer_can_modify): a plain `git push` in the clone then goes
+	// to that branch of the fork, and nowhere else (makeClone). "" for
+	// none: the fork's clone has no upstream.
+	PushURL, PushBranch string
 }
+
+// headRemote is the name of the remote of a fork's repository in its
+// pull request's clone (Checkout.PushURL).
+const headRemote = "head"
 
 // Mirror returns the path of the bare mirror of the repository at rawURL
 // under root: one per repository, whatever credentials the URL carries.

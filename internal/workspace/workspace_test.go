@@ -799,6 +799,12 @@ func TestRemove(t *testing.T) {
 		if gone := errors.Is(statErr, os.ErrNotExist); gone != (tc.kept == "") {
 			t.Errorf("%s: gone=%v, want %v", filepath.Base(tc.dir), gone, tc.kept == "")
 		}
+		if tc.dir == legacy {
+			// A worktree's branch is the mirror's: it goes with it.
+			if out, err := exec.Command("git", "-C", mirror, "rev-parse", "--verify", "--quiet", "refs/heads/loopd/legacy").CombinedOutput(); err == nil {
+				t.Errorf("the removed worktree's branch is still in the mirror: %s", out)
+			}
+		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(base, ".*.loopd-*")); len(left) != 0 {
 		t.Errorf("left beside the workdirs: %v", left)
@@ -1186,5 +1192,110 @@ func TestMigratedPullRequestWorktreeStillPushesToItsHead(t *testing.T) {
 	workspacetest.Git(t, dir, "push", "--quiet")
 	if got, want := workspacetest.Git(t, r.Dir, "rev-parse", "refs/heads/"+r.PRBranch), workspacetest.Git(t, dir, "rev-parse", "HEAD"); got != want {
 		t.Errorf("the head branch is at %s after a plain push, want %s", got, want)
+	}
+}
+
+// TestForkCloneThatTakesPushes: a fork's pull request that lets the base's
+// maintainers push gets a clone whose plain `git push` updates the fork's
+// head branch, and nothing in the base repository, not even its branch of
+// the same name; an explicit push to origin is refused by git. Without
+// PushURL, the clone has no upstream and `git push` pushes nothing.
+func TestForkCloneThatTakesPushes(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	// The fork: a copy of the base whose pull request's head is its
+	// branch of the same name as a branch of the base.
+	fork := filepath.Join(t.TempDir(), "fork.git")
+	workspacetest.Git(t, r.Dir, "clone", "--quiet", "--mirror", r.Dir, fork)
+	workspacetest.Git(t, fork, "update-ref", "refs/heads/"+r.PRBranch, r.ForkHead)
+	m := newManager(t)
+	ctx := context.Background()
+	c := workspace.Checkout{URL: r.URL, Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeFork, Branch: "loopd/pr-2", PR: r.ForkPR,
+		PushURL: "file://" + fork, PushBranch: r.PRBranch}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := workspacetest.Git(t, c.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"); got != "head/"+r.PRBranch {
+		t.Errorf("upstream = %q, want the fork's head branch", got)
+	}
+	baseBefore := workspacetest.Git(t, r.Dir, "for-each-ref")
+	os.WriteFile(filepath.Join(c.Dir, "fix.txt"), []byte("the agent's fix\n"), 0o644)
+	workspacetest.Git(t, c.Dir, "add", "fix.txt")
+	workspacetest.Git(t, c.Dir, "commit", "--quiet", "-m", "fix")
+	mine := workspacetest.Git(t, c.Dir, "rev-parse", "HEAD")
+	workspacetest.Git(t, c.Dir, "push", "--quiet")
+	if got := workspacetest.Git(t, fork, "rev-parse", "refs/heads/"+r.PRBranch); got != mine {
+		t.Errorf("the fork's head branch is at %s, want the agent's commit %s", got, mine)
+	}
+	if got := workspacetest.Git(t, r.Dir, "for-each-ref"); got != baseBefore {
+		t.Errorf("the base repository changed:\n%s\nwas\n%s", got, baseBefore)
+	}
+	cmd := exec.Command("git", "push", "origin")
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("git push origin went through:\n%s", out)
+	}
+	if got := workspacetest.Git(t, r.Dir, "for-each-ref"); got != baseBefore {
+		t.Errorf("the base repository changed after git push origin:\n%s", got)
+	}
+
+	plain := c
+	plain.Dir, plain.PushURL, plain.PushBranch = filepath.Join(t.TempDir(), "w"), "", ""
+	if _, err := m.Prepare(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("git", "rev-parse", "--abbrev-ref", "@{upstream}")
+	cmd.Dir = plain.Dir
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("a fork that takes no pushes has an upstream: %s", out)
+	}
+}
+
+// TestFetchHeadAfterAForcePush: after the fork force-pushed its pull
+// request's head, FetchHead brings the new commit into the mirror, which
+// the clone reads through its borrowed objects (git cat-file -e), and the
+// agent's own commit, not pushed, is still its branch's head; a head
+// already there fetches nothing; a head the remote lacks is head_missing.
+func TestFetchHeadAfterAForcePush(t *testing.T) {
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	m := newManager(t)
+	ctx := context.Background()
+	c := workspace.Checkout{URL: r.URL, Dir: filepath.Join(t.TempDir(), "w"), Mode: workspace.ModeFork, Branch: "loopd/pr-2", PR: r.ForkPR}
+	if _, err := m.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(c.Dir, "wip.txt"), []byte("not pushed yet\n"), 0o644)
+	workspacetest.Git(t, c.Dir, "add", "wip.txt")
+	workspacetest.Git(t, c.Dir, "commit", "--quiet", "-m", "wip")
+	mine := workspacetest.Git(t, c.Dir, "rev-parse", "HEAD")
+
+	// The force-push: a new head that does not descend from the old one.
+	other := t.TempDir()
+	workspacetest.Git(t, other, "clone", "--quiet", r.Dir, ".")
+	workspacetest.Git(t, other, "checkout", "--quiet", "--detach", r.DefaultHead)
+	os.WriteFile(filepath.Join(other, "rewritten.txt"), []byte("rewritten\n"), 0o644)
+	workspacetest.Git(t, other, "add", "rewritten.txt")
+	workspacetest.Git(t, other, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "--quiet", "-m", "rewritten")
+	head := workspacetest.Git(t, other, "rev-parse", "HEAD")
+	workspacetest.Git(t, other, "push", "--quiet", "--force", r.Dir, "HEAD:refs/pull/2/head")
+
+	fetched, err := m.FetchHead(ctx, r.URL, r.ForkPR, head)
+	if err != nil || !fetched {
+		t.Fatalf("FetchHead = %v, %v; want a fetch", fetched, err)
+	}
+	workspacetest.Git(t, c.Dir, "cat-file", "-e", head+"^{commit}")
+	if got := workspacetest.Git(t, c.Dir, "rev-parse", "HEAD"); got != mine {
+		t.Errorf("HEAD = %s, want the agent's commit %s kept", got, mine)
+	}
+	if st := workspacetest.Git(t, c.Dir, "status", "--porcelain"); st != "" {
+		t.Errorf("status = %q, want the clone untouched", st)
+	}
+	if fetched, err := m.FetchHead(ctx, r.URL, r.ForkPR, head); err != nil || fetched {
+		t.Errorf("FetchHead again = %v, %v; want nothing to fetch", fetched, err)
+	}
+	_, err = m.FetchHead(ctx, r.URL, r.ForkPR, strings.Repeat("ab", 20))
+	var e *workspace.Error
+	if !errors.As(err, &e) || e.Reason != "head_missing" {
+		t.Errorf("FetchHead of a commit nowhere = %v, want head_missing", err)
 	}
 }

@@ -321,6 +321,13 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	if err := recordHead(ctx, tx, in, key, head, pusher, headAt); err != nil {
 		return err
 	}
+	if in.Installation != 0 {
+		// The latest delivery that names one wins: an App reinstalled on
+		// the organization gets a new id.
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET installation = ? WHERE key = ?`, in.Installation, key); err != nil {
+			return err
+		}
+	}
 	if in.CanModify != nil {
 		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET maintainer_can_modify = ? WHERE key = ?`, *in.CanModify, key); err != nil {
 			return err
@@ -480,7 +487,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
-		maintainer_can_modify, title, url, status, r.session_id, r.source, r.at,
+		maintainer_can_modify, title, url, installation, status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -503,7 +510,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
 			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
-			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &r.Spec.Title, &r.Spec.URL, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &r.Spec.Title, &r.Spec.URL, &r.Spec.Installation, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()
@@ -868,7 +875,8 @@ func (s *sqlStore) Drop(ctx context.Context, k desired.Key, id string) error {
 
 // callColumns are the columns scanCall reads, in its order.
 const callColumns = `id, work_item, kind, body, marker, target_kind, target_id, state, attempts,
-	next_attempt, created_at, done_at, http_status, error, url, generation`
+	next_attempt, created_at, done_at, http_status, error, url, generation,
+	COALESCE((SELECT installation FROM work_items WHERE key = outbox.work_item), 0)`
 
 // DueCalls returns the pending calls due at now (next attempt NULL or not
 // after it), oldest first, at most limit (all when limit <= 0).
@@ -947,7 +955,7 @@ func (s *sqlStore) queryCalls(ctx context.Context, query string, args ...any) ([
 				next, at, done sql.NullInt64
 			)
 			if err := rows.Scan(&c.ID, &key, &c.Kind, &c.Body, &c.Marker, &c.Target.Kind, &c.Target.ID, &c.State, &c.Attempts,
-				&next, &at, &done, &c.HTTPStatus, &c.Error, &c.URL, &c.Generation); err != nil {
+				&next, &at, &done, &c.HTTPStatus, &c.Error, &c.URL, &c.Generation, &c.Installation); err != nil {
 				return err
 			}
 			if c.Key, err = desired.ParseKey(key); err != nil {

@@ -157,3 +157,32 @@ func (s suite) pauses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []desired.Pause{primary, token}, got)
 }
+
+// installation: the installation the newest delivery that named one came
+// through is the item's, one that names none keeps it, and its calls are
+// read with it (the outbox sends each with its installation's token).
+func (s suite) installation(t *testing.T) {
+	st, _ := s.open(t)
+	ctx := context.Background()
+	in := comment(keyAPI, "d1", t0)
+	in.Installation = 11
+	ingest(t, st, in)
+	assert.Equal(t, int64(11), get(t, st, keyAPI).Spec.Installation)
+	ingest(t, st, comment(keyAPI, "d2", t0.Add(time.Second)))
+	assert.Equal(t, int64(11), get(t, st, keyAPI).Spec.Installation, "a delivery without one keeps it")
+	in = comment(keyAPI, "d3", t0.Add(2*time.Second))
+	in.Installation = 12
+	ingest(t, st, in)
+	assert.Equal(t, int64(12), get(t, st, keyAPI).Spec.Installation, "the App reinstalled")
+
+	keyWeb := desired.Key{Owner: "acme", Repo: "web", Number: 1}
+	ingest(t, st, comment(keyWeb, "d4", t0))
+	calls := []desired.Call{{Kind: desired.CallReact, Target: desired.Source{Kind: desired.SourceItem}}}
+	require.NoError(t, st.WriteStatus(ctx, keyAPI, store.StatusWrite{Calls: calls}))
+	require.NoError(t, st.WriteStatus(ctx, keyWeb, store.StatusWrite{Calls: calls}))
+	due, err := st.DueCalls(ctx, t0.Add(time.Hour), 0)
+	require.NoError(t, err)
+	require.Len(t, due, 2)
+	assert.Equal(t, int64(12), due[0].Installation)
+	assert.Equal(t, int64(0), due[1].Installation, "none named")
+}

@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"put_status_marks_delivered", s.putStatusMarksDelivered},
 		{"outbox_written_with_the_status", s.outboxWrittenWithTheStatus},
 		{"pauses_per_installation_and_kind", s.pauses},
+		{"installation_follows_the_deliveries", s.installation},
 		{"due_calls_and_updates", s.dueCallsAndUpdates},
 		{"unknown_key_is_not_found", s.unknownKey},
 		{"set_held_bumps_generation", s.setHeld},

@@ -11,8 +11,11 @@
 // clock (Server.Now), which a test can set apart from the client's and
 // which every answer's Date header shows. As GitHub does, it refuses
 // (401) an App's JWT issued in its future or expired by its clock, and an
-// installation token past its expires_at or revoked (RevokeTokens).
-// GitServer serves git over HTTP behind the tokens it minted, as GitHub
+// installation token past its expires_at or revoked (RevokeTokens). An
+// App installed on several accounts (Install) has each installation's
+// tokens reach that account's repositories alone, and GitHub's
+// per-repository lookup (GET /repos/{owner}/{repo}/installation) names
+// the installation. GitServer serves git over HTTP behind the tokens it minted, as GitHub
 // does.
 package ghapitest
 
@@ -74,6 +77,9 @@ type Comment struct {
 	Body   string `json:"body"`
 	URL    string `json:"html_url"`
 	Author string `json:"-"`
+	// Installation is the installation whose token posted it, 0 for a
+	// token of no installation.
+	Installation int64 `json:"-"`
 }
 
 // MarshalJSON writes c as GitHub does, its author as user.login.
@@ -152,13 +158,18 @@ type Server struct {
 	// those minted for named repositories, each with its expires_at, the
 	// zero time once revoked.
 	tokens map[string]time.Time
+	// installs holds each account's installation (Install), by login;
+	// tokenOf the installation each installation token was minted for.
+	installs map[string]int64
+	tokenOf  map[string]int64
 }
 
 // New starts a server, closed at the end of t.
 func New(t testing.TB) *Server {
 	s := &Server{Login: "loopd-bot", AppSlug: "loopd-app", InstallationToken: "ghs_installation",
 		TokenTTL: time.Hour,
-		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now, tokens: map[string]time.Time{}}
+		comments: map[string][]Comment{}, nextID: 1000, pageSize: 100, now: time.Now, tokens: map[string]time.Time{},
+		installs: map[string]int64{}, tokenOf: map[string]int64{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.Release()
@@ -209,6 +220,17 @@ func (s *Server) RevokeTokens() {
 	for tok := range s.tokens {
 		s.tokens[tok] = time.Time{}
 	}
+}
+
+// Install installs the App on account (an organization or a user) as
+// installation id: GET /repos/{account}/{repo}/installation names it, and
+// a token of another installation is answered 404 on the account's
+// repositories, as GitHub answers a repository the installation does not
+// cover. Without any, every installation reaches every repository.
+func (s *Server) Install(account string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.installs[strings.ToLower(account)] = id
 }
 
 // OwnTokens returns how many tokens were handed out with no repository
@@ -335,8 +357,10 @@ func (s *Server) Count(method string, re *regexp.Regexp) int {
 
 var (
 	commentsPath     = regexp.MustCompile(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$`)
+	repoPath         = regexp.MustCompile(`^/repos/([^/]+)/[^/]+/`)
+	installationPath = regexp.MustCompile(`^/repos/([^/]+)/[^/]+/installation$`)
 	reactionPath     = regexp.MustCompile(`^/repos/[^/]+/[^/]+/(issues/comments/\d+|pulls/comments/\d+|issues/\d+)/reactions$`)
-	accessTokensPath = regexp.MustCompile(`^/app/installations/\d+/access_tokens$`)
+	accessTokensPath = regexp.MustCompile(`^/app/installations/(\d+)/access_tokens$`)
 )
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -359,6 +383,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.limited(w, req) { // unlocks
 		return
 	}
+	if m := repoPath.FindStringSubmatch(path); m != nil && !installationPath.MatchString(path) {
+		id, installed := s.installs[strings.ToLower(m[1])]
+		if of, ok := s.tokenOf[strings.TrimPrefix(req.Auth, "token ")]; installed && ok && of != id {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+			return
+		}
+	}
 	for _, f := range s.failures {
 		if f.Times > 0 && f.Method == r.Method && f.Path.MatchString(path) {
 			f.Times--
@@ -379,6 +411,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && path == "/app":
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"slug": s.AppSlug, "id": 1})
+	case r.Method == http.MethodGet && installationPath.MatchString(path):
+		id, ok := s.installs[strings.ToLower(installationPath.FindStringSubmatch(path)[1])]
+		s.mu.Unlock()
+		if !ok || !strings.HasPrefix(req.Auth, "Bearer ") {
+			writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": 1})
 	case r.Method == http.MethodPost && accessTokensPath.MatchString(path):
 		s.mintToken(w, req) // unlocks
 	case m != nil && r.Method == http.MethodGet:
@@ -387,10 +427,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		var in struct{ Body string }
 		_ = json.Unmarshal(body, &in)
 		author := s.Login
-		if _, ok := s.tokens[strings.TrimPrefix(req.Auth, "token ")]; ok {
+		tok := strings.TrimPrefix(req.Auth, "token ")
+		if _, ok := s.tokens[tok]; ok {
 			author = s.AppSlug + "[bot]" // what an App's installation posts as
 		}
 		c := s.addComment(m[1]+"/"+m[2]+"/"+m[3], author, in.Body)
+		if id := s.tokenOf[tok]; id != 0 {
+			list := s.comments[m[1]+"/"+m[2]+"/"+m[3]]
+			list[len(list)-1].Installation = id
+			c.Installation = id
+		}
 		hold, held := s.hold, s.held
 		lose := s.lose > 0
 		if lose {
@@ -504,6 +550,14 @@ func loseAnswer(w http.ResponseWriter) {
 	conn.Close()
 }
 
+// TokenInstallation returns the installation token was minted for, 0
+// for none.
+func (s *Server) TokenInstallation(token string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokenOf[token]
+}
+
 // Tokens returns the tokens minted for named repositories, in order.
 func (s *Server) Tokens() []Minted {
 	s.mu.Lock()
@@ -534,13 +588,14 @@ func (s *Server) mintToken(w http.ResponseWriter, req Request) {
 	}
 	_ = json.Unmarshal([]byte(req.Body), &in)
 	exp := req.At.Add(s.TokenTTL).UTC().Truncate(time.Second)
+	id, _ := strconv.ParseInt(accessTokensPath.FindStringSubmatch(req.Path)[1], 10, 64)
 	if len(in.Repositories) == 0 {
 		tok := s.InstallationToken
 		if s.own > 0 {
 			tok += "_" + strconv.Itoa(s.own+1)
 		}
 		s.own++
-		s.tokens[tok] = exp
+		s.tokens[tok], s.tokenOf[tok] = exp, id
 		s.mu.Unlock()
 		writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339)})
 		return
@@ -548,7 +603,7 @@ func (s *Server) mintToken(w http.ResponseWriter, req Request) {
 	s.nextID++
 	m := Minted{Token: fmt.Sprintf("ghs_scoped_%d", s.nextID), Repositories: in.Repositories, Permissions: in.Permissions, Expires: exp}
 	s.minted = append(s.minted, m)
-	s.tokens[m.Token] = exp
+	s.tokens[m.Token], s.tokenOf[m.Token] = exp, id
 	s.mu.Unlock()
 	repos := make([]map[string]string, len(m.Repositories))
 	for i, name := range m.Repositories {
