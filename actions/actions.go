@@ -112,7 +112,7 @@ const (
 	ReasonWorkspaceConflict Reason = "workspace_conflict"
 	// ReasonHeadFetchFailed: a pull request's new head could not be
 	// fetched into the item's mirror before the agent was told of it
-	// (DeliverPrompt.Fetch); the event is delivered all the same.
+	// (FetchHead); the event is delivered all the same.
 	ReasonHeadFetchFailed Reason = "head_fetch_failed"
 	// ReasonServerLost: the tmux server the agent ran on is gone (killed,
 	// OOM-killed, its socket deleted); the agent is resumed on a new
@@ -142,6 +142,10 @@ const (
 	// ReasonWorkspacePreparing: a worker is making the item's clone
 	// (the mirror's lock is held); its outcome wakes a pass.
 	ReasonWorkspacePreparing Reason = "workspace_preparing"
+	// ReasonHeadFetching: the item's worker is fetching the new head an
+	// event names (FetchHead); its outcome wakes a pass, which pastes the
+	// event.
+	ReasonHeadFetching Reason = "head_fetching"
 	// ReasonWorkspaceInterrupted: a preparation ended with no outcome
 	// recorded (the daemon stopped, or was killed, while it ran); it is
 	// made again, with no failure counted.
@@ -491,19 +495,39 @@ type DeliverPrompt struct {
 	// once DeliveryConfirm has passed, to paste again into an empty box.
 	Retry   bool
 	Repaste bool
-	// Fetch, when set, is the pull request's new head the event names
-	// (a synchronize's), which the item's clone must be able to read
-	// before the agent is told of it (workspace.Manager.FetchHead).
-	Fetch *HeadFetch
 }
 
-// HeadFetch is a pull request's head commit to fetch into the mirror of
-// its repository (URL, as the route renders it; may carry credentials).
-type HeadFetch struct {
-	URL    string
-	PR     int
-	Commit string
+// FetchHead fetches the new head of a pull request an event names (a
+// synchronize's Commit) into the mirror of its repository (URL, as the
+// route renders it; may carry credentials), whose objects the item's
+// clone borrows (workspace.Manager.FetchHead), before DeliveryID is
+// pasted. The item's workspace worker runs it, outside the pass
+// (desired.Status.HeadFetch); the delivery is planned once it is done or
+// failed.
+type FetchHead struct {
+	Key        desired.Key
+	DeliveryID string
+	URL        string
+	PR         int
+	Commit     string
 }
+
+// Item implements Action.
+func (a FetchHead) Item() desired.Key { return a.Key }
+
+// Name implements Action.
+func (FetchHead) Name() string { return "fetch_head" }
+
+// Mutates implements Action.
+func (FetchHead) Mutates() bool { return true }
+
+// Fields implements Action.
+func (a FetchHead) Fields() []Field {
+	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeyDelivery, a.DeliveryID},
+		{journal.KeyURL, workspace.Mask(a.URL)}, {journal.KeyCommit, a.Commit}}
+}
+
+func (a FetchHead) String() string { return Format(a) }
 
 // Item implements Action.
 func (a DeliverPrompt) Item() desired.Key { return a.Key }
@@ -519,9 +543,6 @@ func (a DeliverPrompt) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
 	if a.Retry {
 		f = append(f, Field{"retry", true}, Field{"repaste", a.Repaste})
-	}
-	if a.Fetch != nil {
-		f = append(f, Field{journal.KeyCommit, a.Fetch.Commit}) // the head to fetch first
 	}
 	return f
 }

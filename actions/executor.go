@@ -299,6 +299,8 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.block(ctx, r, a.Reason, a.Detail)
 	case PrepareWorkspace:
 		return e.prepareWorkspace(ctx, r, a)
+	case FetchHead:
+		return e.fetchHead(ctx, r, a)
 	case RemoveWorkspace:
 		return e.removeWorkspace(ctx, r, a)
 	case ReportWorkdir:
@@ -313,6 +315,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.markAttended(ctx, r, a)
 	case HandBack:
 		return e.handBack(ctx, r, a)
+	case RecordUsage:
+		return e.recordUsage(ctx, r, a)
+	case BudgetExhaust:
+		return e.budgetExhaust(ctx, r, a)
 	case Queue:
 		return e.queue(ctx, r, a)
 	case Park:
@@ -882,7 +888,6 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		// transcript until DeliveryConfirm before pasting a second copy.
 		return fmt.Errorf("deliver %s to %s: %w (awaiting the transcript)", a.DeliveryID, a.Session, ErrNotReady)
 	}
-	e.fetchHead(ctx, r, a)
 	prompt, err := e.prompt(ctx, r, a.DeliveryID)
 	if err != nil {
 		return err
@@ -910,27 +915,6 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 		return fmt.Errorf("deliver %s to %s: %w", a.DeliveryID, a.Session, err)
 	}
 	return e.submit(ctx, r, ad, a, target, "paste")
-}
-
-// fetchHead makes the pull request's new head a.Fetch names readable in
-// the item's clone before the event that names it is pasted
-// (workspace.Manager.FetchHead: into the mirror, whose objects the clone
-// borrows; the agent's own commits are never touched). A failure is
-// journaled (workspace.failed reason=head_fetch_failed) and the event
-// goes on: the agent can fetch it itself.
-func (e *Executor) fetchHead(ctx context.Context, r *desired.Record, a DeliverPrompt) {
-	if a.Fetch == nil || e.Workspaces == nil {
-		return
-	}
-	fetched, err := e.Workspaces.FetchHead(ctx, a.Fetch.URL, a.Fetch.PR, a.Fetch.Commit)
-	switch {
-	case err != nil:
-		e.record(ctx, slog.LevelWarn, journal.WorkspaceFailed, r.Key, "delivery", a.DeliveryID, "commit", a.Fetch.Commit,
-			"reason", string(ReasonHeadFetchFailed), "err", workspace.Mask(err.Error()))
-	case fetched:
-		e.record(ctx, slog.LevelInfo, journal.WorkspacePrepared, r.Key, "delivery", a.DeliveryID, "commit", a.Fetch.Commit,
-			"reason", "head_fetched")
-	}
 }
 
 // awaitPaste captures target until ad reads its input box as holding text
@@ -1207,50 +1191,134 @@ func (e *Executor) prepareInWorker(ctx context.Context, k desired.Key, started t
 	c := a.Checkout
 	res, err := e.Workspaces.Prepare(ctx, workspace.Checkout{URL: c.URL, Dir: a.Dir, Mode: workspace.Mode(c.Mode), Branch: c.Branch, Base: c.Base, PR: c.PR,
 		PushURL: c.PushURL, PushBranch: c.PushBranch})
+	// When the lock or the read fails, the status still says Preparing,
+	// with no worker: the next pass prepares again
+	// (workspace_interrupted), and finds the clone.
+	e.workerOutcome(ctx, k, a.Name(), err, func(wctx context.Context, r *desired.Record) error {
+		if r.Status.Phase != desired.PhasePreparing || !r.Status.PrepareStarted.Equal(started) {
+			if err != nil {
+				e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, append(failureKV(a, err), "reason", string(ReasonWorkspaceFailed), "phase", string(r.Status.Phase))...)
+			} else {
+				e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "cwd", res.Dir, "reason", string(a.Reason), "phase", string(r.Status.Phase))
+			}
+			return nil
+		}
+		switch {
+		case err == nil:
+			return e.workspaceReady(wctx, r, a, res)
+		case ctx.Err() != nil || workspace.Cancelled(err):
+			return e.workspaceInterrupted(wctx, r, a, err)
+		default:
+			e.mu.Lock()
+			e.failedPrepares++
+			e.mu.Unlock()
+			return e.workspaceFailed(wctx, r, a, err)
+		}
+	})
+}
+
+// workerOutcome records what a workspace worker's action did (cause, its
+// error) with write, on k's record read under the reconcile lock, with a
+// context that outlives ctx (schema.OutcomeWriteTimeout): a stopping
+// daemon still records it. A lock, a read or a write that fails is
+// logged (action.failed).
+func (e *Executor) workerOutcome(ctx context.Context, k desired.Key, action string, cause error, write func(context.Context, *desired.Record) error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schema.OutcomeWriteTimeout)
 	defer cancel()
-	fail := func(cause error) {
-		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", a.Name(), "err", cause)
-	}
-	unlock, lerr := e.Store.Lock(wctx)
-	if lerr != nil {
-		// The status still says Preparing, with no worker: the next pass
-		// prepares again (workspace_interrupted), and finds the clone.
-		fail(errors.Join(err, lerr))
-		return
-	}
-	defer unlock()
-	r, gerr := e.Store.Get(wctx, k)
-	if gerr != nil {
-		fail(errors.Join(err, gerr))
-		return
-	}
-	if r.Status.Phase != desired.PhasePreparing || !r.Status.PrepareStarted.Equal(started) {
+	err := func() error {
+		unlock, err := e.Store.Lock(wctx)
 		if err != nil {
-			e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, append(failureKV(a, err), "reason", string(ReasonWorkspaceFailed), "phase", string(r.Status.Phase))...)
-		} else {
-			e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "cwd", res.Dir, "reason", string(a.Reason), "phase", string(r.Status.Phase))
+			return errors.Join(cause, err)
 		}
-		return
-	}
-	switch {
-	case err == nil:
-		err = e.workspaceReady(wctx, &r, a, res)
-	case ctx.Err() != nil || workspace.Cancelled(err):
-		err = e.workspaceInterrupted(wctx, &r, a, err)
-	default:
-		e.mu.Lock()
-		e.failedPrepares++
-		e.mu.Unlock()
-		err = e.workspaceFailed(wctx, &r, a, err)
-	}
+		defer unlock()
+		r, err := e.Store.Get(wctx, k)
+		if err != nil {
+			return errors.Join(cause, err)
+		}
+		return write(wctx, &r)
+	}()
 	if err != nil {
-		fail(err)
+		e.Log.ErrorContext(wctx, string(journal.ActionFailed), "work_item", k.String(), "action", action, "err", err)
 	}
 }
 
-// claim reports whether k had no preparation running in this executor, and
-// marks it running.
+// fetchHead hands the fetch of a to the item's workspace worker, as a
+// preparation is: never inside the pass, which a stalled remote would hold
+// for every other item. The status records the fetch in flight
+// (Status.HeadFetch) and the worker its outcome (headFetched). An item
+// whose worker still runs is not handed to a second one.
+func (e *Executor) fetchHead(ctx context.Context, r *desired.Record, a FetchHead) error {
+	if e.Workspaces == nil {
+		// No mirror to fetch into: the event goes on as after a failure.
+		st := r.Status
+		st.HeadFetch = desired.HeadFetch{Commit: a.Commit, Started: e.Now(), Outcome: desired.HeadFetchFailed}
+		e.record(ctx, slog.LevelWarn, journal.WorkspaceFailed, r.Key, "delivery", a.DeliveryID, "commit", a.Commit,
+			"reason", string(ReasonHeadFetchFailed), "err", "no workspace manager")
+		return e.put(ctx, r, st)
+	}
+	if !e.claim(r.Key) {
+		return fmt.Errorf("fetch %s: %w", r.Key, ErrWorkspacePreparing)
+	}
+	st := r.Status
+	st.HeadFetch = desired.HeadFetch{Commit: a.Commit, Started: e.Now()}
+	if err := e.put(ctx, r, st); err != nil {
+		e.unclaim(r.Key)
+		return err
+	}
+	e.record(ctx, slog.LevelInfo, journal.WorkspacePreparing, r.Key, "delivery", a.DeliveryID, "url", workspace.Mask(a.URL), "commit", a.Commit,
+		"reason", string(ReasonHeadFetching))
+	started := st.HeadFetch.Started
+	e.workers.Go(func() { e.fetchInWorker(ctx, r.Key, started, a) })
+	return nil
+}
+
+// fetchInWorker fetches a's commit into its mirror
+// (workspace.Manager.FetchHead; the agent's own commits are never
+// touched) and records the outcome on k's status, under the reconcile
+// lock, when that status still names the fetch of started; then it wakes
+// a pass. A failure is journaled (workspace.failed
+// reason=head_fetch_failed) and the event goes on: the agent can fetch it
+// itself. A fetch cut short by a stopping daemon records nothing: the
+// next start fetches again.
+func (e *Executor) fetchInWorker(ctx context.Context, k desired.Key, started time.Time, a FetchHead) {
+	defer func() {
+		e.unclaim(k)
+		if e.Wake != nil {
+			e.Wake()
+		}
+	}()
+	fetched, err := e.Workspaces.FetchHead(ctx, a.URL, a.PR, a.Commit)
+	if ctx.Err() != nil {
+		return
+	}
+	// When the lock or the read fails, the status still names the fetch
+	// with no outcome: the next pass fetches again.
+	e.workerOutcome(ctx, k, a.Name(), err, func(wctx context.Context, r *desired.Record) error {
+		if hf := r.Status.HeadFetch; hf.Commit == a.Commit && hf.Started.Equal(started) && hf.Outcome == "" {
+			st := r.Status
+			st.HeadFetch.Outcome = desired.HeadFetched
+			if err != nil {
+				st.HeadFetch.Outcome = desired.HeadFetchFailed
+			}
+			if perr := e.put(wctx, r, st); perr != nil {
+				return errors.Join(err, perr)
+			}
+		}
+		// A status that moved on meanwhile only has the outcome journaled.
+		switch {
+		case err != nil:
+			e.record(wctx, slog.LevelWarn, journal.WorkspaceFailed, k, "delivery", a.DeliveryID, "commit", a.Commit,
+				"reason", string(ReasonHeadFetchFailed), "err", workspace.Mask(err.Error()))
+		case fetched:
+			e.record(wctx, slog.LevelInfo, journal.WorkspacePrepared, k, "delivery", a.DeliveryID, "commit", a.Commit,
+				"reason", "head_fetched")
+		}
+		return nil
+	})
+}
+
+// claim reports whether k had no preparation or head fetch running in
+// this executor, and marks it running.
 func (e *Executor) claim(k desired.Key) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1270,8 +1338,8 @@ func (e *Executor) unclaim(k desired.Key) {
 	delete(e.preparing, k)
 }
 
-// Preparing returns how many preparations this executor's workers are
-// running.
+// Preparing returns how many preparations and head fetches this
+// executor's workers are running.
 func (e *Executor) Preparing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

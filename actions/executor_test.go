@@ -659,6 +659,52 @@ func TestWorkspacePreparedOutsideThePassAndInterruptedOnStop(t *testing.T) {
 	assert.NotContains(t, r.log.String(), "timeout")
 }
 
+// A pull request's new head is fetched outside the pass: Execute returns
+// while git stalls, the fetch in flight on the status (journaled
+// workspace.preparing reason=head_fetching), and the item gets no second
+// worker. A stop cuts it short with no outcome recorded (the next pass
+// fetches again); a fetch that fails records it (journaled
+// workspace.failed reason=head_fetch_failed), and the event stays pending.
+func TestHeadFetchOutsideThePass(t *testing.T) {
+	r := newRig(t)
+	git, started := stallingGit(t)
+	mirrors := filepath.Join(t.TempDir(), "mirrors")
+	r.exec.Workspaces = &workspace.Manager{Root: mirrors, Git: git}
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetch := actions.FetchHead{Key: r.key, DeliveryID: "d-1", URL: "file:///nowhere/repo.git", PR: 7, Commit: "abc1234"}
+
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{fetch})
+	assert.Zero(t, res.Failed)
+	<-started
+	got := r.get(t)
+	assert.Equal(t, desired.HeadFetch{Commit: "abc1234", Started: r.now}, got.Status.HeadFetch)
+	preparing := r.named(t, journal.WorkspacePreparing)
+	require.Len(t, preparing, 1)
+	assert.Equal(t, string(actions.ReasonHeadFetching), preparing[0].Attrs["reason"])
+	res = r.exec.Execute(ctx, []desired.Record{got}, []actions.Action{fetch})
+	assert.Zero(t, res.Failed)
+	assert.Len(t, r.named(t, journal.WorkspacePreparing), 1, "no second worker for the item")
+
+	cancel()
+	r.exec.WaitWorkspaces()
+	got = r.get(t)
+	assert.Empty(t, got.Status.HeadFetch.Outcome, "a stopped fetch has no outcome")
+	assert.Empty(t, r.named(t, journal.WorkspaceFailed))
+
+	r.exec.Workspaces = &workspace.Manager{Root: mirrors}
+	r.exec.Execute(context.Background(), []desired.Record{got}, []actions.Action{fetch})
+	r.exec.WaitWorkspaces()
+	got = r.get(t)
+	assert.Equal(t, desired.HeadFetchFailed, got.Status.HeadFetch.Outcome)
+	assert.Len(t, got.Pending, 1)
+	failed := r.named(t, journal.WorkspaceFailed)
+	require.Len(t, failed, 1)
+	assert.Equal(t, string(actions.ReasonHeadFetchFailed), failed[0].Attrs["reason"])
+	assert.Equal(t, "d-1", failed[0].Attrs["delivery"])
+}
+
 // The worker's outcome is recorded under the reconcile lock on the status
 // that still names its preparation: made, the item goes Idle
 // (workspace_ready) for the spawn; an item closed meanwhile keeps its

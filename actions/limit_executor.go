@@ -14,20 +14,29 @@ import (
 // rateLimit records the usage limit the planner saw: the item goes to
 // RateLimited until a.Until, with no failure counted. The event in flight
 // that reached the conversation is delivered; one that did not stays
-// pending, for after the reset.
+// pending, for after the reset. A limit other than the one the item waits
+// on (from another phase, or another limit) is a new episode: counted in
+// Status.LimitEpisodes and by the Meter.
 func (e *Executor) rateLimit(ctx context.Context, r *desired.Record, a RateLimit) error {
 	st := r.Status
+	episode := st.Phase != desired.PhaseRateLimited || !st.LimitSeen.Same(a.Seen) || st.LimitSeen.Pane != a.Seen.Pane
+	if episode {
+		st.LimitEpisodes++
+	}
 	st.Phase = desired.PhaseRateLimited
-	st.LimitReset, st.LimitUntil, st.LimitDefault, st.LimitSeen = a.Reset, a.Until, a.Default, a.Seen
+	st.LimitReset, st.LimitUntil, st.LimitDefault, st.LimitSeen, st.LimitWindow = a.Reset, a.Until, a.Default, a.Seen, a.Window
 	st.NextAttempt = a.Until
 	st.Reason = string(ReasonRateLimited)
 	st = st.Deliver(a.Delivered).DropInFlight()
 	if err := e.putDelivered(ctx, r, st, viaTranscript(a.Delivered, a.Session)); err != nil {
 		return err
 	}
-	kv := []any{"session", a.Session, "harness", a.Harness, "account", a.Account, "limit", a.Kind,
-		"reset", a.Reset.UTC().Format(time.RFC3339), "until", a.Until.UTC().Format(time.RFC3339), "default_reset", a.Default,
-		"text", a.Text, "pending", len(r.Pending)}
+	if episode && e.Meter != nil {
+		e.Meter.LimitEpisode(a.Harness, a.Window)
+	}
+	kv := []any{"session", a.Session, "harness", a.Harness, "account", a.Account, "limit", a.Kind, "window", a.Window,
+		"episode", st.LimitEpisodes, "reset", a.Reset.UTC().Format(time.RFC3339), "until", a.Until.UTC().Format(time.RFC3339),
+		"default_reset", a.Default, "text", a.Text, "pending", len(r.Pending)}
 	if a.Capped {
 		kv = append(kv, "reset_capped", true)
 	}

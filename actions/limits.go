@@ -27,8 +27,10 @@ type RateLimit struct {
 	Harness string
 	// Account is the account the limit holds (harness.Adapter.Account).
 	Account string
-	// Kind is the limit's kind (harness.LimitKind).
-	Kind string
+	// Kind is the limit's kind (harness.LimitKind), Window the quota it is
+	// of (harness.LimitWindow; "" when the harness did not say).
+	Kind   string
+	Window string
 	// Reset is when the limit resets, as the harness said or, with
 	// Default, the bounded default that stands for an unreadable one;
 	// Until is Reset plus the margin.
@@ -59,8 +61,11 @@ func (RateLimit) Mutates() bool { return true }
 
 // Fields implements Action.
 func (a RateLimit) Fields() []Field {
-	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"harness", a.Harness}, {"limit", a.Kind},
-		{"reset", a.Reset.Truncate(time.Second)}, {"until", a.Until.Truncate(time.Second)}}
+	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"harness", a.Harness}, {"limit", a.Kind}}
+	if a.Window != "" {
+		f = append(f, Field{"window", a.Window})
+	}
+	f = append(f, Field{"reset", a.Reset.Truncate(time.Second)}, Field{"until", a.Until.Truncate(time.Second)})
 	if a.Default {
 		f = append(f, Field{"default_reset", true})
 	}

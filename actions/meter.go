@@ -17,4 +17,9 @@ type Meter interface {
 	// from its receipt by the webhook (desired.Delivery.ReceivedAt) to
 	// its verification in the conversation's transcript.
 	Delivered(harness string, latency time.Duration)
+	// LimitEpisode counts a usage-limit episode of an agent of harness,
+	// of window (harness.LimitWindow, "" when the harness did not say):
+	// each limit an item takes that is not the one it waits on
+	// (session.rate_limited episode=…).
+	LimitEpisode(harness, window string)
 }

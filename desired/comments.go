@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/loopd/loopd/internal/journal"
 )
@@ -123,6 +124,30 @@ func NoticeComment(r Record, next Status, t Talk, marker string) string {
 		"Kind": kindText(r.Spec.Kind), "Reason": oneLine(next.NeedsHuman()), "Tried": tried, "Detail": detail,
 		"Blocked": next.Phase != PhaseNeedsAttention, "Session": next.Session, "Socket": t.Socket,
 		"Host": t.Host, "Item": r.Key.String(), "Marker": marker,
+	})
+	return b.String()
+}
+
+var limitTemplate = template.Must(template.New("limit").Parse(
+	`The agent on this {{.Kind}} hit its usage limit{{if .Window}} ({{.Window}}){{end}} on host ` + "`{{.Host}}`" + `: {{if .Default}}the harness named no reset loopd could read, so loopd looks again at {{.Reset}}, the bounded wait that stands for it{{else}}it resets at {{.Reset}}{{end}}.
+
+loopd waits until {{.Until}}, then resumes the same conversation. Comments meanwhile are kept and passed to the agent after that; nothing is counted as a failure. To end the wait early (the limit is over), run on {{.Host}}:
+
+    loopd release {{.Item}}
+
+{{.Marker}}`))
+
+// LimitComment returns the notice that r's agent hit a usage limit, as
+// next records it (Status.LimitState): its window, the reset (or that it
+// could not be read, and the bounded wait that stands for it), when loopd
+// resumes the conversation, how to end the wait, and marker. Times are
+// UTC, to the minute.
+func LimitComment(r Record, next Status, t Talk, marker string) string {
+	at := func(x time.Time) string { return x.UTC().Format("2006-01-02 15:04 UTC") }
+	var b strings.Builder
+	_ = limitTemplate.Execute(&b, map[string]any{
+		"Kind": kindText(r.Spec.Kind), "Window": strings.ReplaceAll(oneLine(next.LimitWindow), "_", " "), "Host": t.Host,
+		"Default": next.LimitDefault, "Reset": at(next.LimitReset), "Until": at(next.LimitUntil), "Item": r.Key.String(), "Marker": marker,
 	})
 	return b.String()
 }

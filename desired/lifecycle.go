@@ -174,6 +174,8 @@ func (s Status) Clone() Status {
 	s.DeliveredAt = slices.Clone(s.DeliveredAt)
 	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
 	s.AmbiguousIDs = slices.Clone(s.AmbiguousIDs)
+	s.CountedIDs = slices.Clone(s.CountedIDs)
+	s.Hours = slices.Clone(s.Hours)
 	if s.LastExitStatus != nil {
 		v := *s.LastExitStatus
 		s.LastExitStatus = &v

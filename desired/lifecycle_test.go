@@ -168,7 +168,8 @@ func TestStatusReleased(t *testing.T) {
 func TestReleasedLimitsAreKeptWithinTheirBound(t *testing.T) {
 	t0 := time.Date(2026, 7, 14, 12, 0, 0, 0, time.UTC)
 	limit := func(i int) SeenLimit {
-		return SeenLimit{Kind: "usage", Text: "resets", Reset: t0.Add(time.Duration(i) * time.Hour)}
+		reset := t0.Add(time.Duration(i) * time.Hour)
+		return SeenLimit{Kind: "usage", Text: "resets " + reset.Format(time.Kitchen), Reset: reset}
 	}
 	var st Status
 	st.LimitSeen = limit(0)

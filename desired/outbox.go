@@ -115,11 +115,20 @@ type Talk struct {
 //     episode too, once per blocked reason until a release
 //     (next.NoticedBlock), so a screen that comes and goes with each
 //     prompt posts one notice, not one per prompt;
+//   - each entry into BudgetExhausted from another phase is an episode
+//     too, and queues one notice with the budget's figures
+//     (BudgetComment); staying in it, or a restarted daemon writing it
+//     again, queues none;
 //   - a new conversation that replaces the one the item was in
 //     (next.Replaced, recorded by its fresh spawn) is an episode too, and
 //     queues one notice that says why and what the new conversation was
 //     given (ReplacedComment); the same replacement written again (a
-//     spawn the daemon redid) queues none.
+//     spawn the daemon redid) queues none;
+//   - each usage-limit episode the item takes (next.LimitEpisodes grows)
+//     queues, when t.Notify, one notice that names the limit's window, its
+//     reset and the end of the wait (LimitComment), under a marker of its
+//     own per episode (limitMarker): the same limit seen again, or the
+//     wait it holds, is no episode and queues none.
 func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Call) {
 	prev := r.Status
 	var calls []Call
@@ -159,6 +168,17 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 				Body: NoticeComment(r, next, t, marker)})
 		}
 	}
+	if next.LimitEpisodes > prev.LimitEpisodes && next.Phase == PhaseRateLimited && t.Notify {
+		marker := limitMarker(r.Key, next.LimitEpisodes)
+		calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: LimitComment(r, next, t, marker)})
+	}
+	if next.Phase == PhaseBudgetExhausted && prev.Phase != PhaseBudgetExhausted {
+		next.Episodes++
+		if t.Notify {
+			marker := noticeMarker(r.Key, next.Episodes)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: BudgetComment(r, next, marker)})
+		}
+	}
 	if next.Replaced != nil && (prev.Replaced == nil || *prev.Replaced != *next.Replaced) {
 		next.Episodes++
 		if t.Notify {
@@ -194,11 +214,17 @@ func noticeMarker(k Key, episode int) string {
 	return "<!-- loopd:" + markerNotice + " " + k.String() + " episode=" + strconv.Itoa(episode) + " -->"
 }
 
+// limitMarker is the hidden marker of the notice of an item's usage-limit
+// episode (Status.LimitEpisodes).
+func limitMarker(k Key, episode int) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " limit=" + strconv.Itoa(episode) + " -->"
+}
+
 // ownMarker matches the text inside an HTML comment that is one of loopd's
-// own markers (announceMarker, noticeMarker, forkMarker), in any case,
+// own markers (announceMarker, noticeMarker, forkMarker, limitMarker), in any case,
 // with any whitespace around and between its parts.
 var ownMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*(?:` + markerAnnounce + `|` + markerNotice +
-	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+episode\s*=\s*[0-9]+|\s+fork)?\s*$`)
+	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+(?:episode|limit)\s*=\s*[0-9]+|\s+fork)?\s*$`)
 
 // IsOwnMarker reports whether comment, the whole of an HTML comment
 // ("<!--" … "-->"), is one of loopd's own markers (an announcement's or a

@@ -278,3 +278,47 @@ func TestIsOwnMarker(t *testing.T) {
 		assert.False(t, desired.IsOwnMarker(m), m)
 	}
 }
+
+// TestTalkRuleTellsEachUsageLimitEpisodeOnce: a usage-limit episode posts
+// one notice with its window, reset and the end of the wait, under a
+// marker of its own; the wait written again posts nothing, and the next
+// episode posts its own. An item limited at its first prompt is announced
+// once it runs after the reset.
+func TestTalkRuleTellsEachUsageLimitEpisodeOnce(t *testing.T) {
+	key := desired.Key{Owner: "acme", Repo: "api", Number: 42}
+	talk := desired.Talk{Announce: true, Notify: true, Host: "build-1", Socket: "loopd"}
+	reset := time.Date(2026, 7, 15, 0, 0, 0, 0, time.UTC)
+	limited := desired.Status{Phase: desired.PhaseRateLimited, LimitState: desired.LimitState{LimitReset: reset,
+		LimitUntil: reset.Add(time.Minute), LimitWindow: "per_minute", LimitEpisodes: 1}}
+	spawning := desired.Record{Key: key, Status: desired.Status{Phase: desired.PhaseSpawning}}
+
+	next, calls := desired.TalkRule(spawning, limited, nil, talk)
+	require.Len(t, calls, 1, "no announcement: the agent never ran")
+	assert.False(t, next.Announced)
+	notice := calls[0]
+	assert.Equal(t, desired.CallNotify, notice.Kind)
+	assert.Equal(t, "<!-- loopd:notice acme/api#42 limit=1 -->", notice.Marker)
+	assert.True(t, desired.IsOwnMarker(notice.Marker))
+	assert.Contains(t, notice.Body, "hit its usage limit (per minute) on host `build-1`: it resets at 2026-07-15 00:00 UTC.")
+	assert.Contains(t, notice.Body, "loopd waits until 2026-07-15 00:01 UTC, then resumes the same conversation.")
+	assert.Contains(t, notice.Body, "loopd release acme/api#42")
+
+	waiting := desired.Record{Key: key, Status: next}
+	_, calls = desired.TalkRule(waiting, next, nil, talk)
+	assert.Empty(t, calls, "the wait written again is no new episode")
+
+	running := next
+	running.Phase, running.ConfirmedSessionID = desired.PhaseRunning, "c"
+	running, calls = desired.TalkRule(desired.Record{Key: key, Status: next}, running, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Equal(t, desired.CallAnnounce, calls[0].Kind, "announced once it runs")
+
+	again := running
+	again.Phase, again.LimitEpisodes, again.LimitDefault, again.LimitWindow = desired.PhaseRateLimited, 2, true, ""
+	_, calls = desired.TalkRule(desired.Record{Key: key, Status: running}, again, nil, talk)
+	require.Len(t, calls, 1)
+	assert.Equal(t, "<!-- loopd:notice acme/api#42 limit=2 -->", calls[0].Marker)
+	assert.Contains(t, calls[0].Body, "hit its usage limit on host `build-1`: the harness named no reset loopd could read")
+	_, calls = desired.TalkRule(desired.Record{Key: key, Status: running}, again, nil, desired.Talk{Announce: true})
+	assert.Empty(t, calls, "no notice without a GitHub client")
+}

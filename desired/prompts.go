@@ -144,6 +144,15 @@ func LimitResetPrompt(k Key) string {
 		"Your last turn may have been cut short. Re-read the conversation above and continue the task where you left off."
 }
 
+// BudgetRaisedPrompt returns the prompt an item resumes its conversation
+// with once its token budget was raised (or its window freed some): loopd
+// interrupted its last turn when the budget ran out.
+func BudgetRaisedPrompt(k Key) string {
+	return "[loopd] token budget raised on " + k.String() + ": loopd interrupted your last turn when the item's token budget ran out, " +
+		"and resumed this session now that there is budget again.\n" +
+		"Re-read the conversation above and continue the task where you left off."
+}
+
 // MovedPrompt returns the prompt a conversation resumes with on host to
 // after it moved there from host from (a host died, was cut off, or was
 // drained): uncommitted work stayed behind on the old host. Host names

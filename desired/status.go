@@ -37,6 +37,7 @@ type Status struct {
 	LimitState      `yaml:",inline"`
 	WorkspaceState  `yaml:",inline"`
 	AttentionState  `yaml:",inline"`
+	BudgetState     `yaml:",inline"`
 	AttendanceState `yaml:",inline"`
 }
 
@@ -218,6 +219,14 @@ type LimitState struct {
 	LimitReset   time.Time `json:",omitzero"`
 	LimitUntil   time.Time `json:",omitzero"`
 	LimitDefault bool      `json:",omitempty"`
+	// LimitWindow is the quota the limit is of (harness.LimitWindow:
+	// session, weekly, daily, per_minute; "" when the harness did not
+	// say), shown by loopd get and the notice.
+	LimitWindow string `json:",omitempty"`
+	// LimitEpisodes counts the usage-limit episodes of the item: each
+	// limit taken that is not the one in force (another text, or the same
+	// banner back after the reset and the resume).
+	LimitEpisodes int `json:",omitempty"`
 	// LimitSeen is the usage limit the item last took, or the one its
 	// screen showed when an operator released it (Released then): the
 	// same limit seen again is not taken again (reconciler, limitHolds).
@@ -253,6 +262,10 @@ type WorkspaceState struct {
 	// was handed to its worker; its outcome is recorded only on the status
 	// that still names it (a close, a hold or a release since then wins).
 	PrepareStarted time.Time
+	// HeadFetch is the fetch of a pull request's new head into the item's
+	// mirror, run by the item's workspace worker before the event that
+	// names the commit is pasted (actions.FetchHead).
+	HeadFetch HeadFetch `json:",omitzero"`
 }
 
 // AttendanceState is who attends the item's session (Status.AttendanceState;
@@ -276,6 +289,24 @@ type AttendanceState struct {
 // Attended reports whether a person attends the item's session
 // (AttendanceState.AttendedSince is set).
 func (s Status) Attended() bool { return !s.AttendedSince.IsZero() }
+
+// HeadFetch is one fetch of a pull request head commit (Status.HeadFetch).
+type HeadFetch struct {
+	Commit string
+	// Started is when the fetch was handed to its worker; the outcome is
+	// recorded only on the status that still names that start.
+	Started time.Time
+	// Outcome is "" while the fetch runs, then HeadFetched (the mirror
+	// holds the commit) or HeadFetchFailed (journaled; the event goes on:
+	// the agent can fetch it itself).
+	Outcome string `json:",omitempty"`
+}
+
+// The outcomes of a HeadFetch.
+const (
+	HeadFetched     = "fetched"
+	HeadFetchFailed = "failed"
+)
 
 // AttentionState is what needs a human on the item and what loopd said
 // of it on GitHub (Status.AttentionState; TalkRule).

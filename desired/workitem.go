@@ -191,6 +191,10 @@ type Spec struct {
 	// asked for a new conversation (loopd release --fresh).
 	ReleaseGeneration int64
 	ReleaseFresh      bool
+	// BudgetRaise is the tokens operators added to the item's budget, in
+	// all (loopd release --budget, an authorized "/loopd budget +N"
+	// comment): each of the route's budgets is raised by it.
+	BudgetRaise int64
 	// Generation grows by one with every spec change or new delivery.
 	Generation int64
 }
@@ -248,11 +252,16 @@ const (
 	// PhaseParked: the agent was stopped after it stayed idle
 	// (capacity.idleParkSeconds); the next event resumes its conversation.
 	PhaseParked Phase = "Parked"
+	// PhaseBudgetExhausted: the item's agent used its route's token
+	// budget; its turn was interrupted and it takes no new one until the
+	// budget is raised (Spec.BudgetRaise) or its window frees some. A
+	// hold, not a failure: nothing is counted and its events stay pending.
+	PhaseBudgetExhausted Phase = "BudgetExhausted"
 )
 
 // phases lists every phase, once.
 var phases = []Phase{PhaseIdle, PhasePreparing, PhaseQueued, PhaseSpawning, PhaseRunning, PhaseExited, PhaseBackingOff,
-	PhaseNeedsAttention, PhaseParked, PhaseRateLimited, PhaseStopped}
+	PhaseNeedsAttention, PhaseParked, PhaseRateLimited, PhaseBudgetExhausted, PhaseStopped}
 
 // Phases returns every phase, in a stable order.
 func Phases() []Phase { return slices.Clone(phases) }
@@ -469,15 +478,18 @@ type Record struct {
 }
 
 // SeenLimit is a usage limit as its harness reported it (harness.Limit,
-// before any default or bound stands for its reset): Kind, Text and Reset
-// as given (Reset zero when none could be read), At the transcript line's
-// time (zero for a screen). Released is true once an operator's release
-// ended it (Status.Released).
+// before any default or bound stands for its reset): Kind, Window, Text
+// and Reset as given (Reset zero when none could be read), At the
+// transcript line's time (zero for a screen), Pane the pane whose screen
+// showed it ("" for a transcript). Released is true once an operator's
+// release ended it (Status.Released).
 type SeenLimit struct {
 	Kind     string    `json:",omitempty"`
+	Window   string    `json:",omitempty"`
 	Text     string    `json:",omitempty"`
 	Reset    time.Time `json:",omitzero"`
 	At       time.Time `json:",omitzero"`
+	Pane     string    `json:",omitempty"`
 	Released bool      `json:",omitempty"`
 }
 
@@ -485,13 +497,21 @@ type SeenLimit struct {
 // limit is forgotten first.
 const MaxReleasedLimits = 8
 
-// Same reports whether l and o are one limit: the same kind, text and
-// reset, and, when both come from dated transcript lines, the same line.
+// Same reports whether l and o are one limit: the same kind and text,
+// and, when both come from dated transcript lines, the same line. Two
+// read off a screen (no date) are one whatever reset each read: a banner
+// is read anew at each look, and the same one ("resets 9am") names the
+// next day's reset once its time has passed; whether it is still the
+// same episode is the pane's (reconciler, newLimit). Otherwise the same
+// reset too.
 func (l SeenLimit) Same(o SeenLimit) bool {
 	if !l.At.IsZero() && !o.At.IsZero() && !l.At.Equal(o.At) {
 		return false
 	}
-	return l.Kind == o.Kind && l.Text == o.Text && l.Reset.Equal(o.Reset)
+	if l.Kind != o.Kind || l.Text != o.Text {
+		return false
+	}
+	return (l.At.IsZero() && o.At.IsZero()) || l.Reset.Equal(o.Reset)
 }
 
 // WasReleased reports whether an operator released limit l on the item

@@ -218,7 +218,8 @@ func downgradeToSchema6(t *testing.T, e *env) {
 	db, err := sql.Open("sqlite", filepath.Join(e.stateDir, "loopd.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN installation;
+	_, err = db.Exec(`ALTER TABLE work_items DROP COLUMN budget_raise;
+		ALTER TABLE work_items DROP COLUMN installation;
 		ALTER TABLE work_items DROP COLUMN url;
 		ALTER TABLE work_items DROP COLUMN title;
 		ALTER TABLE work_items DROP COLUMN maintainer_can_modify;

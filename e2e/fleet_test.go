@@ -456,42 +456,95 @@ func TestRealClaudeMovesHosts(t *testing.T) {
 //
 //	go test ./e2e -run '^$' -bench FleetTakeover -benchtime 3x
 func BenchmarkFleetTakeover(b *testing.B) {
-	const n, leaseSeconds, starts = 50, 5, 50
+	const n, leaseSeconds = 50, 5
 	var total time.Duration
 	for b.Loop() {
-		b.StopTimer()
-		f := newFleet(b, 2, leaseSeconds, envOpts{})
-		for _, e := range f.hosts {
-			e.config["capacity"] = map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": starts}
-			e.writeConfig(b)
-		}
-		a, other := f.hosts[0], f.hosts[1]
-		a.start(b)
-		before := a.bootFleet(b, n)
-		other.start(b)
-		b.StartTimer()
-		lost := time.Now()
-		a.killHost(b)
-		require.Eventually(b, func() bool {
-			for k, id := range before {
-				r, ok := other.record(b, k)
-				if !ok || r.Lease.Owner != hostName(1) || r.Status.Host != hostName(1) ||
-					r.Status.Phase != desired.PhaseRunning || r.Status.ConfirmedSessionID != id {
-					return false
-				}
-			}
-			return true
-		}, time.Minute, tick, "the items never ran on the other host")
-		total += time.Since(lost)
-		b.StopTimer()
-		require.Empty(b, overlaps(b, f.lockDir))
-		other.signalDaemon(b, syscall.SIGTERM)
-		other.killServer(b)
-		b.StartTimer()
+		took, _ := takeover(b, 2, n, leaseSeconds, map[string]any{"maxLiveSessions": 0, "maxStartsInFlight": 50})
+		total += took
 	}
 	mean := total.Seconds() / float64(b.N)
 	b.ReportMetric(mean, "takeover-s")
 	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
+}
+
+// takeover is one run of the takeover benchmarks, b's timer running only
+// for the takeover: a fleet of hosts, each with capacity, whose first
+// host runs n items alone until the others join and it is killed. It
+// returns the time from the kill until all n run elsewhere (waitMoved),
+// and how many each survivor runs.
+func takeover(b *testing.B, hosts, n, leaseSeconds int, capacity map[string]any) (time.Duration, map[string]int) {
+	b.StopTimer()
+	f := newFleet(b, hosts, leaseSeconds, envOpts{})
+	for _, e := range f.hosts {
+		e.config["capacity"] = capacity
+		e.writeConfig(b)
+	}
+	a := f.hosts[0]
+	a.start(b)
+	before := a.bootFleet(b, n)
+	for _, e := range f.hosts[1:] {
+		e.start(b)
+	}
+	b.StartTimer()
+	lost := time.Now()
+	a.killHost(b)
+	perHost := waitMoved(b, f.hosts[1], before, hostName(0))
+	took := time.Since(lost)
+	b.StopTimer()
+	require.Empty(b, overlaps(b, f.lockDir))
+	for _, e := range f.hosts[1:] {
+		e.signalDaemon(b, syscall.SIGTERM)
+		e.killServer(b)
+	}
+	b.StartTimer()
+	return took, perHost
+}
+
+// waitMoved waits until every item of before runs on a host other than
+// dead, confirmed on its own conversation, as e reads the store, and
+// returns how many each host runs.
+func waitMoved(t testing.TB, e *env, before map[desired.Key]string, dead string) map[string]int {
+	t.Helper()
+	var perHost map[string]int
+	require.Eventually(t, func() bool {
+		perHost = map[string]int{}
+		for k, id := range before {
+			r, ok := e.record(t, k)
+			if !ok || r.Lease.Owner == dead || r.Status.Host != r.Lease.Owner ||
+				r.Status.Phase != desired.PhaseRunning || r.Status.ConfirmedSessionID != id {
+				return false
+			}
+			perHost[r.Lease.Owner]++
+		}
+		return true
+	}, time.Minute, tick, "the items never ran on another host")
+	return perHost
+}
+
+// BenchmarkFleetSpreadOnTakeover: three hosts with no session limit, one of
+// them holding 50 items, is killed (daemon, tmux server, agents); the
+// clock runs until all 50 run on the two others, confirmed on their own
+// conversations. It reports the time and the spread (the fewest and the
+// most items a survivor took), with the default maxStartsInFlight:
+//
+//	go test ./e2e -run '^$' -bench FleetSpreadOnTakeover -benchtime 3x
+func BenchmarkFleetSpreadOnTakeover(b *testing.B) {
+	const n, leaseSeconds = 50, 5
+	var total time.Duration
+	least, most := n, 0
+	for b.Loop() {
+		took, perHost := takeover(b, 3, n, leaseSeconds, map[string]any{"maxLiveSessions": 0})
+		total += took
+		for _, h := range []string{hostName(1), hostName(2)} {
+			least, most = min(least, perHost[h]), max(most, perHost[h])
+		}
+		b.Logf("takeover %s, items per host %v", took.Round(10*time.Millisecond), perHost)
+	}
+	mean := total.Seconds() / float64(b.N)
+	b.ReportMetric(mean, "takeover-s")
+	b.ReportMetric(mean-leaseSeconds, "past-lease-s")
+	b.ReportMetric(float64(least), "fewest-per-host")
+	b.ReportMetric(float64(most), "most-per-host")
 }
 
 // TestFleetNotifyWakesTheOwner: an event taken by one host reaches the

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/internal/proc"
 	"github.com/loopd/loopd/internal/workspace/workspacetest"
 )
 
@@ -94,4 +97,62 @@ func TestForkPullRequestPushesToItsHead(t *testing.T) {
 	require.NotEmpty(t, fetched)
 	assert.Equal(t, "head_fetched", fetched[len(fetched)-1].Attrs["reason"])
 	assert.Empty(t, e.eventsNamed(t, journal.WorkspaceFailed, k))
+}
+
+// TestForkHeadFetchStalledHoldsNoOtherItem: the fetch of a synchronize's
+// new head runs in its item's workspace worker, outside the pass. While
+// the remote stalls it, the event waits (head_fetching) and another
+// item's event is delivered; once the fetch fails, the synchronize is
+// delivered all the same, and the failure is journaled.
+func TestForkHeadFetchStalledHoldsNoOtherItem(t *testing.T) {
+	t.Parallel()
+	r := workspacetest.NewRemote(t, workspacetest.Options{})
+	repos := t.TempDir()
+	base := filepath.Join(repos, "Codertocat", "Hello-World.git")
+	gitIn(t, repos, "clone", "--quiet", "--mirror", r.Dir, base)
+	e := newEnv(t, envOpts{})
+	plain := e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"]
+	e.withCheckout(t, "file://"+repos+"/{{.Owner}}/{{.Repo}}.git", nil)
+	e.ghWebhook()["routing"].(map[string]any)["repos"].(map[string]any)["*"] = plain
+	e.writeConfig(t)
+	// The remote side of every fetch, which stalls once the stall file
+	// exists (git-config(1), remote.<name>.uploadpack).
+	stall, pidFile, pack := filepath.Join(e.dir, "stall"), filepath.Join(e.dir, "pack.pid"), filepath.Join(e.dir, "upload-pack")
+	require.NoError(t, os.WriteFile(pack, []byte("#!/bin/sh\nif [ -e "+stall+" ]; then echo $$ > "+pidFile+"; exec sleep 600; fi\nexec git upload-pack \"$@\"\n"), 0o755))
+	e.daemonEnv = []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.uploadpack", "GIT_CONFIG_VALUE_0=" + pack}
+	e.start(t)
+
+	k := desired.Key{Owner: keyIssue.Owner, Repo: keyIssue.Repo, Number: r.ForkPR}
+	e.deliver(t, "pull_request.opened.1.json", withForkHead(r.ForkPR, r.PRBranch, r.ForkHead, false))
+	e.waitPhase(t, k, desired.PhaseRunning, waitLong)
+	other := desired.Key{Owner: "octo-org", Repo: "plain", Number: 9}
+	e.ingestComment(t, other, "start")
+	e.waitPhase(t, other, desired.PhaseRunning, waitLong)
+
+	// A new head, which the item's mirror does not hold.
+	work := t.TempDir()
+	gitIn(t, work, "clone", "--quiet", base, ".")
+	gitIn(t, work, "commit", "--quiet", "--allow-empty", "-m", "rewritten")
+	head := gitIn(t, work, "rev-parse", "HEAD")
+	gitIn(t, work, "push", "--quiet", "--force", base, "HEAD:refs/pull/"+strconv.Itoa(r.ForkPR)+"/head")
+	require.NoError(t, os.WriteFile(stall, nil, 0o644))
+	id := e.deliver(t, "pull_request.synchronize.1.json", withForkHead(r.ForkPR, r.PRBranch, head, false))
+	pid := e.waitPIDFile(t, pidFile, "the head fetch never reached the remote")
+	assert.Contains(t, e.mustRun(t, "reconcile", "--once", "--dry-run"), "wait work_item="+k.String()+" reason=head_fetching")
+	assert.Regexp(t, k.String()+` .* head_fetching=`+head+` since=`, e.mustRun(t, "get"))
+
+	next := e.ingestComment(t, other, "and then this")
+	waitDelivered(t, e, next, waitLong)
+	assert.True(t, proc.Alive(pid), "the stalled fetch still runs")
+	for _, ev := range e.eventsNamed(t, journal.DispatchDelivered, k) {
+		assert.NotEqual(t, id, ev.Attrs["delivery"], "the synchronize was pasted while its head was fetched")
+	}
+
+	require.NoError(t, os.Remove(stall))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	waitDelivered(t, e, id, waitLong)
+	failed := e.eventsNamed(t, journal.WorkspaceFailed, k)
+	require.Len(t, failed, 1)
+	assert.Equal(t, "head_fetch_failed", failed[0].Attrs["reason"])
+	assert.Equal(t, desired.HeadFetchFailed, e.mustRecord(t, k).Status.HeadFetch.Outcome)
 }

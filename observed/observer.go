@@ -61,6 +61,11 @@ type Observation struct {
 	// keeps them for its workdir (harness.Adapter.Transcript). A missing
 	// id means "not read".
 	Reported map[desired.Key]map[string]harness.Transcript
+	// Usage holds, per item whose Need asked for it (Need.Usage), what
+	// the transcript of its conversation holds of the CLI's token usage
+	// past the offset its status recorded (harness.UsageReader). A
+	// missing entry means "not read".
+	Usage map[desired.Key]desired.UsageRead
 }
 
 // Exit is what a dead agent said last, as its adapter reads it: the last
@@ -120,6 +125,13 @@ type Need struct {
 	// agent and for a usage limit, and, with Disk, the latest turn of its
 	// transcript for a usage limit.
 	Screen bool
+	// ScreenIfChanged, with Screen, is for a screen no decision of the
+	// pass needs, only its news: the pane is captured only when it had
+	// output since this Observer last captured it or first saw it, and a
+	// pane first seen is not captured; so is the latest turn of the
+	// transcript read, by its size and mtime. So a new Observer (a cold
+	// pass) captures only the screens decisions need.
+	ScreenIfChanged bool
 	// Learn, when not zero, reads the conversations the item's harness
 	// started in its workdir since then (Observation.Started), for a
 	// harness that cannot pin its conversation id.
@@ -127,6 +139,11 @@ type Need struct {
 	// Exit reads the item's dead pane for what its harness said last
 	// (Observation.Exits).
 	Exit bool
+	// Usage, with Disk, reads the token usage the transcript of the
+	// item's conversation recorded past the offset of its status
+	// (desired.BudgetState.UsageOffset, in its UsagePath; from the start
+	// of another file), into Observation.Usage.
+	Usage bool
 }
 
 // Workdir is what the disk shows of an item's workdir (read without
@@ -189,7 +206,7 @@ type Observer struct {
 	Log     *slog.Logger
 
 	mu sync.Mutex
-	// screens are the captures of the last pass, by pane id (readScreen),
+	// screens are the captures of the last pass, by pane id (readScreens),
 	// and limits what it read of the transcripts' latest turns, by path
 	// (readTranscriptLimit).
 	screens map[string]capture
@@ -231,9 +248,12 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},
 		Frames: map[desired.Key]map[string]harness.Found{}, Workdirs: map[desired.Key]Workdir{}, Holds: map[desired.Key]map[string]bool{},
 		Screens: map[desired.Key]Screen{}, Started: map[desired.Key][]harness.Started{}, Exits: map[desired.Key]Exit{},
-		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{}}
+		Reports: map[desired.Key][]channel.Report{}, Reported: map[desired.Key]map[string]harness.Transcript{},
+		Usage: map[desired.Key]desired.UsageRead{}}
 	kept, limits := map[string]capture{}, map[string]turnLimit{}
 	var confirm, channels []string
+	var screens []screenRead
+	var turns []latestTurn
 	defer o.keep(kept, limits)
 	for _, rec := range records {
 		need := needs(rec, snap)
@@ -247,9 +267,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			o.readStarted(ctx, rec, need.Learn, &obs)
 		}
 		if need.Screen {
-			if sc, ok := o.readScreen(ctx, rec, snap, now, kept); ok {
-				obs.Screens[rec.Key] = sc
-			}
+			screens = append(screens, screenRead{rec: rec, ifChanged: need.ScreenIfChanged})
 		}
 		if need.Exit {
 			if x, ok := o.readExit(ctx, rec, snap); ok {
@@ -286,8 +304,11 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			continue
 		}
 		obs.Transcripts[rec.Key] = tr
+		if need.Usage && tr.Known {
+			o.readUsage(ctx, rec, ad, tr, &obs)
+		}
 		if need.Screen {
-			o.readTranscriptLimit(ctx, rec, ad, tr, &obs, limits)
+			turns = append(turns, latestTurn{rec: rec, ad: ad, tr: tr, ifChanged: need.ScreenIfChanged})
 		}
 		if len(need.Frames) > 0 && tr.Known {
 			if found, ok := o.readFrames(ctx, rec, ad, tr, need); ok {
@@ -298,11 +319,38 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 			confirm = append(confirm, tr.Path)
 		}
 	}
+	// The screens, in one tmux invocation; then the transcripts' latest
+	// turns, whose limit counts when the screen shows none.
+	o.readScreens(ctx, screens, snap, now, kept, &obs)
+	for _, t := range turns {
+		o.readTranscriptLimit(ctx, t.rec, t.ad, t.tr, t.ifChanged, &obs, limits)
+	}
 	if o.Watcher != nil {
 		o.Watcher.TrackTranscripts(confirm)
 		o.Watcher.TrackChannels(channels)
 	}
 	return obs, nil
+}
+
+// readUsage reads the token usage rec's transcript tr recorded past the
+// offset rec's status keeps, when its adapter reads usage
+// (harness.UsageReader); a transcript that cannot be read is logged
+// (transcript.unreadable) and left out.
+func (o *Observer) readUsage(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation) {
+	u, ok := harness.ReadUsage(ad)
+	if !ok {
+		return
+	}
+	var from int64
+	if rec.Status.UsagePath == tr.Path {
+		from = rec.Status.UsageOffset
+	}
+	read, err := u.ReadUsage(tr, from)
+	if err != nil {
+		o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
+		return
+	}
+	obs.Usage[rec.Key] = read
 }
 
 // readReports reads the report files of rec's channel dir; a channel that

@@ -249,7 +249,7 @@ func TestObserverCapturesAScreenOnceUntilItsPaneWrites(t *testing.T) {
 	r.f.SetScreen("loop-acme-api-1", rule+"\n❯\u00a0\n"+rule)
 	a := r.item(t, 1, "a", true, idA)
 	captures := func() int {
-		return len(slices.DeleteFunc(r.f.Calls(), func(c string) bool { return c != "CapturePane" }))
+		return len(slices.DeleteFunc(r.f.Calls(), func(c string) bool { return c != "CapturePanes" }))
 	}
 	observe := func() observed.Screen {
 		var seen []observed.Snapshot
@@ -285,6 +285,55 @@ func TestObserverCapturesAScreenOnceUntilItsPaneWrites(t *testing.T) {
 	clock = clock.Add(time.Second)
 	observe()
 	assert.Equal(t, 5, captures(), "a new pane is captured")
+}
+
+// TestObserverCapturesOnlyTheScreensDecisionsNeed: a new Observer (a
+// cold pass) captures the screens a decision needs, all in one call, and
+// none of those only watched for news (Need.ScreenIfChanged), until their
+// panes write.
+func TestObserverCapturesOnlyTheScreensDecisionsNeed(t *testing.T) {
+	r := newObserverRig(t)
+	clock := now
+	r.f.Now = func() time.Time { return clock }
+	rule := strings.Repeat("─", 20)
+	var recs []desired.Record
+	needs := map[int]observed.Need{}
+	for i, id := range []string{idA, idB, idC} {
+		name := fmt.Sprintf("loop-acme-api-%d", i+1)
+		spawn(t, r.f, name, "claude", "hi")
+		r.f.SetScreen(name, rule+"\n❯\u00a0\n"+rule+"\n  ? for shortcuts     Not logged in · Run /login")
+		recs = append(recs, r.item(t, i+1, fmt.Sprint(i), true, id))
+		needs[i+1] = observed.Need{Screen: true, ScreenIfChanged: i > 0}
+	}
+	captured := func() []string {
+		return slices.DeleteFunc(r.f.Calls(), func(c string) bool { return !strings.HasPrefix(c, "CapturePane") })
+	}
+	observe := func() observed.Observation {
+		var seen []observed.Snapshot
+		o, err := r.o.Observe(t.Context(), recs, needsOf(needs, &seen), clock)
+		require.NoError(t, err)
+		return o
+	}
+
+	clock = clock.Add(time.Second) // a pass in a later second than the output
+	o := observe()
+	assert.Equal(t, []string{"CapturePanes"}, captured(), "one call")
+	assert.Equal(t, harness.BlockLoginRequired, o.Screens[recs[0].Key].Blocked, "the screen a decision needs")
+	assert.NotContains(t, o.Screens, recs[1].Key, "a screen watched for news, first seen")
+	assert.NotContains(t, o.Screens, recs[2].Key)
+
+	clock = clock.Add(time.Second)
+	o = observe()
+	assert.Len(t, captured(), 1, "nothing new: the kept capture stands, and no pane wrote")
+	assert.Len(t, o.Screens, 1)
+
+	r.f.SetScreen("loop-acme-api-2", rule+"\n❯\u00a0\n"+rule+"\n  ? for shortcuts     Not logged in · Run /login ")
+	needs[3] = observed.Need{Screen: true}
+	clock = clock.Add(time.Second)
+	o = observe()
+	assert.Len(t, captured(), 2, "the pane that wrote and the one now needed, in one call")
+	assert.Equal(t, harness.BlockLoginRequired, o.Screens[recs[1].Key].Blocked, "news")
+	assert.Equal(t, harness.BlockLoginRequired, o.Screens[recs[2].Key].Blocked, "needed")
 }
 
 // countingAdapter counts the reads of transcripts' latest turns.

@@ -29,58 +29,108 @@ type Screen struct {
 	Ready bool
 }
 
-// readScreen reads rec's pane with its adapter: the text it captured in an
-// earlier pass when the pane has had no output since (tmux.Pane.Activity),
-// else a new capture. It reports false when there is no pane to read (the
-// session is gone, the pane dead) or the capture failed, which is logged:
-// the planner then knows nothing of the screen, as before.
-func (o *Observer) readScreen(ctx context.Context, rec desired.Record, snap Snapshot, now time.Time, kept map[string]capture) (Screen, bool) {
-	ad, ok := o.Harnesses[rec.Spec.Harness]
-	if !ok {
-		return Screen{}, false
-	}
-	pn, ok := snap.Pane(desired.SessionName(rec.Key))
-	if !ok || pn.Dead {
-		return Screen{}, false
-	}
-	c, ok := o.captured(pn)
-	if !ok {
-		text, err := o.Tmux.CapturePane(ctx, pn.PaneID, false)
-		if err != nil {
-			o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", rec.Key.String(), "pane_id", pn.PaneID, "err", err)
-			return Screen{}, false
-		}
-		c = capture{text: text, at: now}
-	}
-	kept[pn.PaneID] = c
-	class, _ := ad.Screen(c.text)
-	sc := Screen{Blocked: ad.Blocked(c.text), Refusal: harness.ResumeRefusal(ad, c.text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
-	if l, ok := ad.Limit(c.text, now); ok {
-		sc.Limit = &l
-	}
-	return sc, true
+// screenRead is one item whose screen a pass reads (Need.Screen), with
+// Need.ScreenIfChanged.
+type screenRead struct {
+	rec       desired.Record
+	ifChanged bool
 }
 
-// capture is a pane's screen as one pass captured it.
+// readScreens reads the screens of reads with their adapters into
+// obs.Screens: for each live pane, the text an earlier pass captured when
+// the pane has had no output since (tmux.Pane.Activity), else a new
+// capture, all of them in one tmux invocation (tmux.Client.CapturePanes).
+// A read with ifChanged captures only a pane that had output since this
+// Observer last captured or first saw it; a pane it never saw is taken as
+// seen, not captured. A screen not read (no pane, a dead one, a failed
+// capture, which is logged) is left out: the planner then knows nothing
+// of it, as before.
+func (o *Observer) readScreens(ctx context.Context, reads []screenRead, snap Snapshot, now time.Time, kept map[string]capture, obs *Observation) {
+	type shown struct {
+		rec desired.Record
+		ad  harness.Adapter
+		pn  Pane
+	}
+	var shows []shown
+	var missing []string
+	for _, q := range reads {
+		ad, ok := o.Harnesses[q.rec.Spec.Harness]
+		if !ok {
+			continue
+		}
+		pn, ok := snap.Pane(desired.SessionName(q.rec.Key))
+		if !ok || pn.Dead {
+			continue
+		}
+		c, found, same := o.kept(pn)
+		switch {
+		case same && c.captured:
+			kept[pn.PaneID] = c
+		case q.ifChanged && (same || !found):
+			if !found {
+				c = capture{at: now}
+			}
+			kept[pn.PaneID] = c
+			continue
+		default:
+			missing = append(missing, pn.PaneID)
+		}
+		shows = append(shows, shown{rec: q.rec, ad: ad, pn: pn})
+	}
+	var screens map[string]string
+	if len(missing) > 0 {
+		var err error
+		if screens, err = o.Tmux.CapturePanes(ctx, missing); err != nil {
+			for _, sh := range shows {
+				o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", sh.rec.Key.String(), "pane_id", sh.pn.PaneID, "err", err)
+			}
+			return
+		}
+	}
+	for _, sh := range shows {
+		if text, ok := screens[sh.pn.PaneID]; ok {
+			kept[sh.pn.PaneID] = capture{text: text, at: now, captured: true}
+		}
+		c, ok := kept[sh.pn.PaneID]
+		if !ok || !c.captured {
+			o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", sh.rec.Key.String(), "pane_id", sh.pn.PaneID, "err", tmux.ErrNoSession)
+			continue
+		}
+		obs.Screens[sh.rec.Key] = screenOf(sh.ad, sh.rec, c.text, now)
+	}
+}
+
+// screenOf is what text, rec's screen, shows to its adapter ad at now.
+func screenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time) Screen {
+	class, _ := ad.Screen(text)
+	sc := Screen{Blocked: ad.Blocked(text), Refusal: harness.ResumeRefusal(ad, text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
+	if l, ok := ad.Limit(text, now); ok {
+		sc.Limit = &l
+	}
+	return sc
+}
+
+// capture is a pane's screen as one pass captured it, or, with captured
+// false, the pass that first saw the pane without capturing it.
 type capture struct {
-	text string
-	// at is the time of the pass that captured it, before the capture.
+	text     string
+	captured bool
+	// at is the time of the pass that captured or saw it, before the
+	// capture.
 	at time.Time
 }
 
-// captured returns what an earlier pass captured of pane p, when it still
-// shows the same: its window's last output (whole seconds, rounded down)
-// came in an earlier second than that pass, so the capture came after it.
-// Output in the same second may have come after the capture, which is then
-// taken again.
-func (o *Observer) captured(p Pane) (capture, bool) {
+// kept returns what an earlier pass kept of pane p (found), and whether p
+// still shows the same (same): its window's last output (whole seconds,
+// rounded down) came in an earlier second than that pass, so the capture
+// came after it. Output in the same second may have come after the
+// capture, which is then taken again.
+func (o *Observer) kept(p Pane) (c capture, found, same bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c, ok := o.screens[p.PaneID]
-	if !ok || p.Activity.IsZero() || !p.Activity.Before(c.at.Truncate(time.Second)) {
-		return capture{}, false
-	}
-	return c, true
+	c, found = o.screens[p.PaneID]
+	same = found && !p.Activity.IsZero() && p.Activity.Before(c.at.Truncate(time.Second))
+	return c, found, same
 }
 
 // keep keeps what this pass read of screens (by pane id) and of the
@@ -92,11 +142,22 @@ func (o *Observer) keep(screens map[string]capture, limits map[string]turnLimit)
 	o.screens, o.limits = screens, limits
 }
 
+// latestTurn is an item whose transcript's latest turn a pass reads for a
+// usage limit (readTranscriptLimit), after the screens.
+type latestTurn struct {
+	rec       desired.Record
+	ad        harness.Adapter
+	tr        harness.Transcript
+	ifChanged bool
+}
+
 // readTranscriptLimit adds the usage limit the latest turn of rec's
 // transcript tr ended on to its Screen, unless the screen shows one. A
 // transcript of the same size and mtime as in the last pass is not read
-// again: its latest turn is the same.
-func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, obs *Observation, kept map[string]turnLimit) {
+// again: its latest turn is the same. With ifChanged (Need.ScreenIfChanged),
+// a transcript this Observer never saw is taken as seen, not read, as its
+// pane is.
+func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, ad harness.Adapter, tr harness.Transcript, ifChanged bool, obs *Observation, kept map[string]turnLimit) {
 	sc, read := obs.Screens[rec.Key]
 	if read && sc.Limit != nil {
 		return
@@ -104,13 +165,18 @@ func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, 
 	o.mu.Lock()
 	last, ok := o.limits[tr.Path]
 	o.mu.Unlock()
-	if !ok || last.size != tr.Size || !last.mod.Equal(tr.ModTime) {
+	same := ok && last.size == tr.Size && last.mod.Equal(tr.ModTime)
+	if !ok && ifChanged {
+		kept[tr.Path] = turnLimit{size: tr.Size, mod: tr.ModTime}
+		return
+	}
+	if !same || !last.read && !ifChanged {
 		l, found, err := ad.TranscriptLimit(tr)
 		if err != nil {
 			o.Log.WarnContext(ctx, string(journal.TranscriptUnreadable), "work_item", rec.Key.String(), "path", tr.Path, "err", err)
 			return
 		}
-		last = turnLimit{size: tr.Size, mod: tr.ModTime, found: found, limit: l}
+		last = turnLimit{size: tr.Size, mod: tr.ModTime, read: true, found: found, limit: l}
 	}
 	kept[tr.Path] = last
 	if !last.found {
@@ -122,10 +188,12 @@ func (o *Observer) readTranscriptLimit(ctx context.Context, rec desired.Record, 
 }
 
 // turnLimit is what a transcript of a size and mtime showed of a usage
-// limit in its latest turn (harness.Adapter.TranscriptLimit).
+// limit in its latest turn (harness.Adapter.TranscriptLimit); with read
+// false, a transcript only seen, not read.
 type turnLimit struct {
 	size  int64
 	mod   time.Time
+	read  bool
 	found bool
 	limit harness.Limit
 }

@@ -10,7 +10,9 @@ import (
 
 // holdsSlot is the one home of the rule of which items hold one of the
 // host's live slots (capacity.maxLiveSessions), by the phase an item is in
-// and the reason it is there: Spawning and Running, and BackingOff of an
+// and the reason it is there: Spawning and Running, BudgetExhausted (its
+// interrupted agent stays at its prompt, in its pane, until the budget is
+// raised), and BackingOff of an
 // agent that died (RecordExit) and is coming back, so that a crashed agent
 // keeps its slot and never queues behind new items. Every other phase
 // holds none: Idle, Preparing, Queued, Exited (a clean exit, or a resume
@@ -25,7 +27,7 @@ import (
 // resume is a new start like any other.
 func holdsSlot(phase desired.Phase, reason string) bool {
 	switch phase {
-	case desired.PhaseSpawning, desired.PhaseRunning:
+	case desired.PhaseSpawning, desired.PhaseRunning, desired.PhaseBudgetExhausted:
 		return true
 	case desired.PhaseBackingOff:
 		switch actions.Reason(reason) {

@@ -455,6 +455,7 @@ func TestHoldsSlot(t *testing.T) {
 		{desired.PhaseParked, "idle", false},
 		{desired.PhaseStopped, "closed", false},
 		{"RateLimited", "usage_limit", false},
+		{desired.PhaseBudgetExhausted, "budget_exhausted", true},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, holdsSlot(tt.phase, tt.reason), "%s %s", tt.phase, tt.reason)

@@ -56,6 +56,10 @@
 //     against the restart budget). A workdir with files that is not a
 //     worktree of the repository is a give_up (workspace_conflict), never
 //     touched.
+//   - fetch_head: before the paste of a pull request event that names a
+//     head commit, in an item with a clone, the fetch of that commit into
+//     the mirror, by the item's workspace worker (Status.HeadFetch); the
+//     paste waits while it runs, and goes once it is done or failed.
 //   - remove_workspace: a closed item's worktree, removed when it is clean
 //     (checkout.removeOnClose), or kept with the reason journaled.
 //   - report_workdir: the route now renders another workdir than the one
@@ -69,6 +73,11 @@
 //     RateLimited, for its reset, with no failure counted.
 //   - answer_limit_menu: the usage-limit menu answered with its choice
 //     that waits for the reset, never one that spends money.
+//   - record_usage: the token usage the item's transcript recorded since
+//     the last count, counted once per message; no phase changes.
+//   - budget_exhaust: the item used its route's token budget; its turn in
+//     flight is interrupted with the CLI's own key and it waits,
+//     BudgetExhausted, with no failure counted, until the budget is raised.
 //   - blocked, unblocked: the screen shows (or no longer shows) what keeps
 //     the agent from working until a human acts; nothing else changes.
 //   - attended, hand_back, client_gone: a person's tmux client is attached

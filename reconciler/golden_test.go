@@ -57,6 +57,11 @@ type planCase struct {
 		ModTime time.Time `yaml:"modtime"`
 	} `yaml:"reported"`
 	MissingWorkdirs []string `yaml:"missingWorkdirs"`
+	// Routing, when set, is the config's routing (a route's budget);
+	// Usage what each item's transcript holds of the CLI's token usage
+	// past its status's offset (observed.Observation.Usage).
+	Routing *schema.Routing              `yaml:"routing"`
+	Usage   map[string]desired.UsageRead `yaml:"usage"`
 }
 
 // TestPlanGolden renders the dry run of each case and compares it with
@@ -80,6 +85,10 @@ func TestPlanGolden(t *testing.T) {
 			if c.Capacity != nil {
 				p = p.WithCapacity(*c.Capacity)
 			}
+			if c.Routing != nil {
+				p.Routing = *c.Routing
+			}
+			p.Adapters = map[string]string{"claude-code": harness.AdapterClaudeCode}
 			var b strings.Builder
 			for _, a := range Plan(items, obs, p, c.Now) {
 				b.WriteString(a.String() + "\n")
@@ -142,6 +151,12 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 		for id, tr := range byID {
 			obs.Reported[k][id] = harness.Transcript{Known: true, Exists: tr.Exists, Size: tr.Size, ModTime: tr.ModTime}
 		}
+	}
+	obs.Usage = map[desired.Key]desired.UsageRead{}
+	for item, u := range c.Usage {
+		k, err := desired.ParseKey(item)
+		require.NoError(t, err)
+		obs.Usage[k] = u
 	}
 	for _, item := range c.MissingWorkdirs {
 		k, err := desired.ParseKey(item)

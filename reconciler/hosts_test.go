@@ -11,6 +11,7 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store"
 )
 
 // TestPlanLeases covers each decision a host makes on an item by its lease
@@ -200,8 +201,8 @@ func TestNextBeat(t *testing.T) {
 	}{
 		{"alone", []desired.Host{host("a", 0, 3)}, every},
 		{"a live peer", []desired.Host{host("a", 0, 3), host("b", -time.Second, 3)}, every},
-		{"a peer whose leases lapse in 2 s", []desired.Host{host("a", 0, 3), host("b", -13*time.Second, 3)}, 2*time.Second + schema.LeaseExpirySlack},
-		{"the soonest of two", []desired.Host{host("b", -12*time.Second, 1), host("c", -14*time.Second, 1)}, time.Second + schema.LeaseExpirySlack},
+		{"a peer whose leases lapse in 2 s", []desired.Host{host("a", 0, 3), host("b", -13*time.Second, 3)}, 2*time.Second + store.TakeoverMargin + schema.LeaseExpirySlack},
+		{"the soonest of two", []desired.Host{host("b", -12*time.Second, 1), host("c", -14*time.Second, 1)}, time.Second + store.TakeoverMargin + schema.LeaseExpirySlack},
 		{"a peer holding nothing", []desired.Host{host("b", -14*time.Second, 0)}, every},
 		{"already lapsed", []desired.Host{host("b", -time.Minute, 2)}, schema.LeaseExpirySlack},
 	} {
@@ -256,4 +257,14 @@ func TestAgentThisHostStoppedIsNoCrash(t *testing.T) {
 	assert.Equal(t, 1, exit.Failures, "no failure counted")
 	assert.Equal(t, desired.PhaseBackingOff, exit.Phase)
 	assert.Equal(t, resume(ev1, actions.ReasonLeaseLapsed), got[1])
+
+	// The first pass after a lapse: the watchdog killed the agent, whose
+	// pane is dead, and the daemon never saw it go.
+	p.Relinquished, p.Fenced = nil, true
+	got = Plan([]desired.Record{r}, obs(dead(137), transcript), p, t0)
+	require.NotEmpty(t, got)
+	exit, ok = got[0].(actions.RecordExit)
+	require.True(t, ok, "%v", got)
+	assert.Equal(t, actions.ReasonLeaseLapsed, exit.Reason)
+	assert.Equal(t, 1, exit.Failures, "no failure counted")
 }

@@ -106,11 +106,69 @@ type Hosting struct {
 	// held locked by a backup or a sqlite3 shell past the lease) stops
 	// none of its agents (Valid). It re-acquires at the next heartbeat.
 	Solo bool
+	// Stamp, when set, is called after each heartbeat that renewed the
+	// lease clock with its remaining time, for the agents' watchdogs
+	// (fence.Stamp.Write): an agent ends by itself once the time passed
+	// with no renewal, whatever became of the daemon.
+	Stamp func(valid time.Duration) error
 
 	mu       sync.Mutex
 	draining bool
-	known    bool  // draining was read once
-	taken    error // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	known    bool      // draining was read once
+	taken    error     // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	lapsed   bool      // a heartbeat renewed the lease clock after it lapsed, and no pass took it since
+	down     time.Time // when the heartbeats found the store out of reach; zero while it answers
+	downErr  error     // the first failure of that outage
+}
+
+// Lapsed reports, once, whether a heartbeat renewed this host's lease
+// clock after it had lapsed since the last call: with a fence stamp
+// (Stamp), every local agent was ended by its watchdog meanwhile
+// (Policy.Fenced).
+func (h *Hosting) Lapsed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lapsed := h.lapsed
+	h.lapsed = false
+	return lapsed
+}
+
+// StoreDown returns since when the heartbeats find the store out of reach,
+// and the outage's first error; a zero time while it answers.
+func (h *Hosting) StoreDown() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down, h.downErr
+}
+
+// storeFailed records a heartbeat that could not reach the store: the
+// first of an outage journals store.unreachable, whose row waits for the
+// store (RecordLater).
+func (h *Hosting) storeFailed(ctx context.Context, err error) {
+	h.mu.Lock()
+	first := h.down.IsZero()
+	if first {
+		h.down, h.downErr = time.Now(), err
+	}
+	h.mu.Unlock()
+	if first {
+		h.Journal.RecordLater(ctx, slog.LevelError, journal.StoreUnreachable, "", journal.KeyHost, h.Host.Name, journal.KeyErr, err)
+	}
+}
+
+// storeAnswered records a heartbeat that reached the store: after an
+// outage the store.unreachable row is written, then store.reachable.
+func (h *Hosting) storeAnswered(ctx context.Context) {
+	h.mu.Lock()
+	since := h.down
+	h.down, h.downErr = time.Time{}, nil
+	h.mu.Unlock()
+	if since.IsZero() {
+		return
+	}
+	_ = h.Journal.Flush(ctx) // a row it could not write waits for the next Flush
+	h.Journal.Record(ctx, slog.LevelWarn, journal.StoreReachable, "", journal.KeyHost, h.Host.Name,
+		journal.KeyDownFor, time.Since(since).Round(time.Millisecond))
 }
 
 // Heartbeat writes this host's membership row, which renews every lease
@@ -143,8 +201,14 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	h.taken = nil
+	h.lapsed = h.lapsed || h.Stamp != nil && h.Clock.Renewed() && !h.Clock.Valid()
 	h.mu.Unlock()
 	h.Clock.Renew(start, h.Host.LeaseTTL)
+	if h.Stamp != nil {
+		if err := h.Stamp(h.Clock.Remaining()); err != nil {
+			return fmt.Errorf("heartbeat %s: %w: %w", h.Host.Name, errStamp, err)
+		}
+	}
 	if err := h.readDraining(ctx); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
 	}
@@ -265,8 +329,17 @@ func (h *Hosting) Assign(ctx context.Context) (bool, error) {
 	return mine, nil
 }
 
-// HeartbeatReason is the reason of host.heartbeat_failed.
-const HeartbeatReason = "store_unreachable"
+// errStamp marks a heartbeat whose store write succeeded but whose
+// Stamp failed.
+var errStamp = errors.New("leases renewed")
+
+// HeartbeatReason is the reason of host.heartbeat_failed, and
+// StampReason its reason when the store renewed the leases but the fence
+// stamp could not be written (the agents end at the last one's instant).
+const (
+	HeartbeatReason = "store_unreachable"
+	StampReason     = "fence_stamp_failed"
+)
 
 // Run heartbeats every LeaseTTL/3 until ctx ends, each success followed
 // by an Assign, and calls wake when an item came to this host, when its
@@ -296,12 +369,22 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			return
 		}
 		switch {
+		case err == nil, errors.Is(err, store.ErrHostTaken), errors.Is(err, errStamp):
+			h.storeAnswered(ctx)
+		default:
+			h.storeFailed(ctx, err)
+		}
+		switch {
 		case errors.Is(err, store.ErrHostTaken):
 			wake() // the pass stops planning, and fences
 		case err != nil:
 			left := h.Clock.Remaining()
+			reason := HeartbeatReason
+			if errors.Is(err, errStamp) {
+				reason = StampReason
+			}
 			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
-				journal.KeyReason, HeartbeatReason, journal.KeyLeaseRemaining, max(left, 0).Round(time.Millisecond), journal.KeyErr, err)
+				journal.KeyReason, reason, journal.KeyLeaseRemaining, max(left, 0).Round(time.Millisecond), journal.KeyErr, err)
 			if left > 0 && left < every && lapse == nil {
 				lapse = time.AfterFunc(left, wake)
 			}
@@ -331,15 +414,16 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 
 // nextBeat is how long until this host's next heartbeat and Assign: every,
 // or sooner when another host that holds leases stopped heartbeating, so
-// that its items are taken over as soon as its leases lapse (its last
-// heartbeat plus its TTL, plus schema.LeaseExpirySlack), not up to every later.
+// that its items are taken over as soon as Assign may (its last heartbeat
+// plus its TTL and store.TakeoverMargin, plus schema.LeaseExpirySlack),
+// not up to every later.
 func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.Host) time.Duration {
 	next := every
 	for _, o := range hosts {
 		if o.Name == self || o.Leases == 0 {
 			continue
 		}
-		if d := o.Heartbeat.Add(o.LeaseTTL).Sub(now) + schema.LeaseExpirySlack; d < next {
+		if d := o.Heartbeat.Add(o.LeaseTTL+store.TakeoverMargin).Sub(now) + schema.LeaseExpirySlack; d < next {
 			next = max(d, schema.LeaseExpirySlack)
 		}
 	}

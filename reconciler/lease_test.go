@@ -3,8 +3,10 @@ package reconciler
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +132,98 @@ func TestHeartbeatWritesTheCapacityInForce(t *testing.T) {
 	hosts, err = fleet.Hosts(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, hosts[0].Capacity)
+}
+
+// flakyFleet is a Fleet whose heartbeats fail while down is set, and
+// counts them.
+type flakyFleet struct {
+	store.Fleet
+	down   atomic.Bool
+	failed atomic.Int32
+}
+
+func (f *flakyFleet) Heartbeat(ctx context.Context, h desired.Host) error {
+	if f.down.Load() {
+		f.failed.Add(1)
+		return errors.New("dial tcp 127.0.0.1:5432: connection refused")
+	}
+	return f.Fleet.Heartbeat(ctx, h)
+}
+
+// TestStoreOutageIsJournaledOnce: a run of failed heartbeats is one
+// outage: StoreDown says since when, store.unreachable is journaled once,
+// timed at its start and written once the store answers again, and
+// store.reachable once, after it.
+func TestStoreOutageIsJournaledOnce(t *testing.T) {
+	h, fleet, st := hostingRig(t, desired.Host{Name: "a", LeaseTTL: 150 * time.Millisecond}, false)
+	flaky := &flakyFleet{Fleet: fleet}
+	h.Fleet = flaky
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx, func() {}) }()
+	defer func() { cancel(); <-done }()
+
+	flaky.down.Store(true)
+	require.Eventually(t, func() bool { return flaky.failed.Load() >= 3 }, 10*time.Second, 10*time.Millisecond)
+	since, err := h.StoreDown()
+	assert.False(t, since.IsZero())
+	assert.ErrorContains(t, err, "connection refused")
+	back := time.Now()
+	flaky.down.Store(false)
+	require.Eventually(t, func() bool { since, _ := h.StoreDown(); return since.IsZero() }, 10*time.Second, 10*time.Millisecond)
+	var down, up []journal.Event
+	require.Eventually(t, func() bool {
+		events, err := st.Events(context.Background(), store.EventFilter{})
+		require.NoError(t, err)
+		down, up = nil, nil
+		for _, e := range events {
+			switch e.Name {
+			case journal.StoreUnreachable:
+				down = append(down, e)
+			case journal.StoreReachable:
+				up = append(up, e)
+			}
+		}
+		return len(up) > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, down, 1)
+	require.Len(t, up, 1)
+	assert.True(t, down[0].Time.Before(back), "timed at the outage's start, not when written")
+	assert.True(t, up[0].Time.After(back))
+}
+
+// TestHeartbeatStampsTheFence: each heartbeat hands the fence stamp the
+// lease clock's remaining time, at most the TTL less the margin; a failed
+// one stamps nothing.
+func TestHeartbeatStampsTheFence(t *testing.T) {
+	ttl := time.Hour
+	h, fleet, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
+	var stamped []time.Duration
+	h.Stamp = func(valid time.Duration) error { stamped = append(stamped, valid); return nil }
+	require.NoError(t, h.Heartbeat(context.Background()))
+	require.Len(t, stamped, 1)
+	assert.LessOrEqual(t, stamped[0], ttl-LeaseMargin(ttl))
+	assert.Greater(t, stamped[0], ttl-LeaseMargin(ttl)-time.Minute)
+
+	flaky := &flakyFleet{Fleet: fleet}
+	flaky.down.Store(true)
+	h.Fleet = flaky
+	require.Error(t, h.Heartbeat(context.Background()))
+	assert.Len(t, stamped, 1, "a failed heartbeat stamps nothing")
+}
+
+// TestLapsedIsToldOnce: a heartbeat that renews a lapsed lease clock of a
+// fenced host is told to the next pass once (Policy.Fenced); one that
+// renews a valid clock is not.
+func TestLapsedIsToldOnce(t *testing.T) {
+	ttl := 100 * time.Millisecond
+	h, _, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
+	h.Stamp = func(time.Duration) error { return nil }
+	ctx := context.Background()
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.False(t, h.Lapsed(), "the first renewal is no lapse")
+	require.Eventually(t, func() bool { return !h.Clock.Valid() }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.True(t, h.Lapsed())
+	assert.False(t, h.Lapsed(), "told once")
 }

@@ -9,11 +9,13 @@ import (
 	"github.com/loopd/loopd/observed"
 )
 
-// limitHold is how long the items of one account are held back from
+// LimitHold is how long the items of one account are held back from
 // spawns and deliveries: until Until, the latest reset (Reset) of a usage
-// limit any of its harnesses reported, plus the margin.
-type limitHold struct {
+// limit any of its harnesses reported, plus the margin; Window is that
+// limit's (harness.LimitWindow, "" when its harness did not say).
+type LimitHold struct {
 	Reset, Until time.Time
+	Window       string
 }
 
 // limitHolds returns the holds in force at now, by account
@@ -21,14 +23,14 @@ type limitHold struct {
 // (Status.LimitUntil, durable across restarts), and those this pass sees
 // on a screen or in a transcript that are news (newLimit). It is the one
 // home of "which items a usage limit holds".
-func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]limitHold {
-	holds := map[string]limitHold{}
-	add := func(account string, reset, until time.Time) {
+func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now time.Time) map[string]LimitHold {
+	holds := map[string]LimitHold{}
+	add := func(account string, reset, until time.Time, window string) {
 		if account == "" || !until.After(now) {
 			return
 		}
 		if h, ok := holds[account]; !ok || until.After(h.Until) {
-			holds[account] = limitHold{Reset: reset, Until: until}
+			holds[account] = LimitHold{Reset: reset, Until: until, Window: window}
 		}
 	}
 	for _, r := range items {
@@ -37,35 +39,49 @@ func limitHolds(items []desired.Record, obs observed.Observation, p Policy, now 
 		// one its screen shows (desired.Status.Released), in this very pass.
 		released := r.ReleasePending() && !r.Spec.Closed
 		if !released {
-			add(account, r.Status.LimitReset, r.Status.LimitUntil)
+			add(account, r.Status.LimitReset, r.Status.LimitUntil, r.Status.LimitWindow)
 		}
-		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status) {
+		if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil && !r.Spec.Closed && !r.Spec.Held && !released && newLimit(*sc.Limit, r.Status, "", false) {
 			l := limitOf(*sc.Limit, p, now)
-			add(account, l.reset, l.until)
+			add(account, l.reset, l.until, string(sc.Limit.Window))
 		}
 	}
 	return holds
 }
 
-// seenOf is limit l as the item's status keeps it (desired.SeenLimit).
-func seenOf(l harness.Limit) desired.SeenLimit {
-	return desired.SeenLimit{Kind: string(l.Kind), Text: l.Text, Reset: l.Reset, At: l.At}
+// seenOf is limit l as the item's status keeps it (desired.SeenLimit),
+// seen on pane (its id; "" for a transcript's).
+func seenOf(l harness.Limit, pane string) desired.SeenLimit {
+	if !l.At.IsZero() {
+		pane = ""
+	}
+	return desired.SeenLimit{Kind: string(l.Kind), Window: string(l.Window), Text: l.Text, Reset: l.Reset, At: l.At, Pane: pane}
 }
 
-// newLimit reports whether limit l, which the item's screen or transcript
-// shows, is news to an item whose status is st: a limit other than the
-// one it last saw (Status.LimitSeen: another kind, text or reset, or
-// another transcript line when both are dated), or that one's menu still
-// waiting for an answer, unless an operator released it. A limit an
-// operator released on the item is never news (Status.ReleasedLimits). So
-// the banner of a limit already taken, or of any a release ended, left on
-// screen or quoted again, holds nothing more.
-func newLimit(l harness.Limit, st desired.Status) bool {
-	shown := seenOf(l)
+// newLimit reports whether limit l, which the item's screen (on pane) or
+// transcript shows, is news to an item whose status is st: a new episode.
+// It is one when it is a limit other than the one the item last saw
+// (Status.LimitSeen: another kind or text, another transcript line when
+// both are dated, another reset otherwise), or that one's menu still
+// waiting for an answer, unless an operator released it. The same banner
+// on a screen is the same episode on the pane that showed it, whatever
+// reset it reads now; on a later pane (the resume after the reset) it is
+// the old turn in the resumed history until the resume's boot prompt
+// reached the conversation (booted), and a new episode after that: the
+// limit came back. A limit an operator released on the item is never news
+// (Status.ReleasedLimits). So the banner of a limit already taken, or of
+// any a release ended, left on screen or quoted again, holds nothing
+// more. limitHolds, which knows no pane, passes "" and false: the
+// account is held from the next pass.
+func newLimit(l harness.Limit, st desired.Status, pane string, booted bool) bool {
+	shown := seenOf(l, pane)
 	if st.WasReleased(shown) {
 		return false
 	}
 	if !st.LimitSeen.Same(shown) {
+		return true
+	}
+	if l.At.IsZero() && st.LimitSeen.Pane != pane && booted && !st.LimitSeen.Released {
 		return true
 	}
 	return l.Menu && !st.LimitSeen.Released
@@ -84,10 +100,12 @@ type heldFor struct {
 // harness did not name or that could not be read is LimitDefault for a
 // usage limit, OverloadWait for a rate-limit or overload error, and a
 // named one is at most LimitMaxHold, both counted from when the harness
-// reported it (a transcript line's time), else from now. A menu still
-// waiting for an answer is a limit in force whatever reset it named (a
-// banner rounded to the minute): one that has passed holds the account
-// the margin (at least a poll period) from now.
+// reported it (a transcript line's time), else from now. A limit a live
+// screen shows is in force whatever reset it named (a banner rounded to
+// the minute, one met again at the reset plus the margin, a menu still
+// waiting for an answer): one that has passed holds the account the
+// margin (at least a poll period) from now. A transcript's limit whose
+// reset has passed is over: an old turn.
 func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
 	from := l.At
 	if from.IsZero() {
@@ -105,7 +123,7 @@ func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
 		h.reset, h.capped = from.Add(p.LimitMaxHold), true
 	}
 	h.until = h.reset.Add(p.LimitMargin)
-	if l.Menu && !h.until.After(now) {
+	if l.At.IsZero() && !h.until.After(now) {
 		h.reset, h.until = now, now.Add(max(p.LimitMargin, p.Poll))
 	}
 	return h
@@ -139,19 +157,20 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	if sc.Limit.Menu {
 		answer = []actions.Action{actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id}}
 	}
-	if !newLimit(*sc.Limit, it.st) {
-		return answer, answer != nil
+	booted, _ := it.booted()
+	if !newLimit(*sc.Limit, it.st, it.pane.id, booted) {
+		return append(answer, it.markBlocked()...), answer != nil
 	}
 	h := limitOf(*sc.Limit, it.p, it.now)
 	if !h.until.After(it.now) {
-		return nil, false // a limit that has reset: a banner left on screen, or an old turn
+		return nil, false // a transcript's limit that has reset: an old turn
 	}
 	caps := it.p.Harnesses[it.r.Spec.Harness]
 	landed, _ := it.landed()
 	out := []actions.Action{actions.RateLimit{Key: it.r.Key, Session: it.session, Harness: it.r.Spec.Harness, Account: caps.Account,
-		Kind: string(sc.Limit.Kind), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped, Text: sc.Limit.Text,
-		Seen: seenOf(*sc.Limit), Delivered: it.delivered(landed)}}
-	return append(out, answer...), true
+		Kind: string(sc.Limit.Kind), Window: string(sc.Limit.Window), Reset: h.reset, Until: h.until, Default: h.dflt, Capped: h.capped,
+		Text: sc.Limit.Text, Seen: seenOf(*sc.Limit, it.pane.id), Delivered: it.delivered(landed)}}
+	return append(append(out, answer...), it.markBlocked()...), true
 }
 
 // planLimited plans a RateLimited item: it waits, alive or not (a pane
@@ -168,6 +187,9 @@ func (it itemPlan) planLimited() []actions.Action {
 		var out []actions.Action
 		if sc, ok := it.obs.Screens[it.r.Key]; ok && it.pane.alive && sc.Limit != nil && sc.Limit.Menu {
 			out = append(out, actions.AnswerLimitMenu{Key: it.r.Key, Session: it.session, PaneID: it.pane.id})
+		}
+		if it.pane.alive {
+			out = append(out, it.markBlocked()...)
 		}
 		return append(out, it.waitHeld(until)...)
 	}
@@ -208,15 +230,27 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
 }
 
+// screenDecides reports whether a decision of this pass needs rec's
+// screen (needsScreen) as it is now, not only its news: a start in flight
+// (Spawning, or a boot prompt never seen), a usage limit's menu to answer
+// (RateLimited), an event to paste or a paste in flight, and a blocked
+// screen, to see it clear. The screen of any other running agent shows
+// only news (a dialog or a limit that came since), and a pane with no
+// output since it was first seen shows none (observed.Need.ScreenIfChanged).
+func screenDecides(rec desired.Record) bool {
+	st := rec.Status
+	return st.Phase != desired.PhaseRunning || len(rec.Pending) > 0 || st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" || st.Blocked != ""
+}
+
 // LimitsHeld returns, for loopd get, the test of whether a usage limit
-// recorded on an item's account holds it back at now, with its reset and
-// the end of the hold (the reset plus the margin); records are every
-// item, whose statuses carry the limits. The holds are worked out once,
-// not once per item asked about.
-func LimitsHeld(records []desired.Record, p Policy, now time.Time) func(r desired.Record) (reset, until time.Time, ok bool) {
+// recorded on an item's account holds it back at now, with the hold (its
+// reset, the end of the hold, the reset plus the margin, and its window);
+// records are every item, whose statuses carry the limits. The holds are
+// worked out once, not once per item asked about.
+func LimitsHeld(records []desired.Record, p Policy, now time.Time) func(r desired.Record) (LimitHold, bool) {
 	holds := limitHolds(records, observed.Observation{}, p, now)
-	return func(r desired.Record) (time.Time, time.Time, bool) {
+	return func(r desired.Record) (LimitHold, bool) {
 		h, ok := holds[p.Harnesses[r.Spec.Harness].Account]
-		return h.Reset, h.Until, ok
+		return h, ok
 	}
 }

@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/actions"
@@ -57,6 +59,13 @@ func limitAt(reset time.Time) *harness.Limit {
 	return &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Text: "You've hit your session limit · resets 12:00pm"}
 }
 
+// otherLimitAt is a limit of another banner than limitAt's.
+func otherLimitAt(reset time.Time) *harness.Limit {
+	l := limitAt(reset)
+	l.Text = "You've hit your session limit · resets 1:00pm"
+	return l
+}
+
 // menuAt is the usage-limit menu of a limit that resets at reset.
 func menuAt(reset time.Time) *harness.Limit {
 	l := limitAt(reset)
@@ -66,7 +75,7 @@ func menuAt(reset time.Time) *harness.Limit {
 
 // limitedBy is st after it took limit l (Status.LimitSeen).
 func limitedBy(st desired.Status, l harness.Limit) desired.Status {
-	st.LimitSeen = seenOf(l)
+	st.LimitSeen = seenOf(l, "%1")
 	return st
 }
 
@@ -94,7 +103,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			f(&a)
 		}
 		if a.Seen == (desired.SeenLimit{}) {
-			a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: a.Reset}
+			a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: a.Reset, Pane: "%1"}
 		}
 		return a
 	}
@@ -118,14 +127,14 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive()), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{rateLimit(nil)}},
 		{"menu_is_answered_wait", []desired.Record{rec(running())},
-			screen(obs(alive()), observed.Screen{Blocked: harness.BlockUsageLimitMenu,
+			screen(obs(alive()), observed.Screen{
 				Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: reset, Menu: true, Text: "You've hit your session limit · resets 12:00pm"}}),
 			[]actions.Action{rateLimit(nil), menu}},
 		{"unreadable_reset_waits_the_bounded_default", []desired.Record{rec(running())},
 			screen(obs(alive()), observed.Screen{Limit: limitAt(time.Time{})}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until, a.Default = t0.Add(5*time.Hour), t0.Add(5*time.Hour+10*time.Second), true
-				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text}
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Pane: "%1"}
 			})}},
 		{"overload_in_the_transcript_counts_from_its_line", []desired.Record{rec(running())},
 			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Minute), Text: "API Error: 529"}}),
@@ -133,9 +142,16 @@ func TestPlanUsageLimits(t *testing.T) {
 				a.Kind, a.Text, a.Reset, a.Until, a.Default = string(harness.LimitOverload), "API Error: 529", t0.Add(4*time.Minute), t0.Add(4*time.Minute+10*time.Second), true
 				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, At: t0.Add(-time.Minute)}
 			})}},
-		{"a_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
-			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-time.Hour))}),
+		{"a_transcript_limit_that_has_reset_is_ignored", []desired.Record{rec(running(), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitUsage, Reset: t0.Add(-time.Hour), At: t0.Add(-2 * time.Hour),
+				Text: "You've hit your session limit · resets 12:00pm"}}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+		{"a_screen_banner_whose_reset_just_passed_holds_a_margin_from_now", []desired.Record{rec(running(), ev1)},
+			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(-5 * time.Minute))}),
+			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
+				a.Reset, a.Until = t0, t0.Add(10*time.Second)
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-5 * time.Minute), Pane: "%1"}
+			})}},
 		{"boot_prompt_that_landed_before_the_limit_is_delivered", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
 			screen(landed(obs(alive(), grown)), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) { a.Delivered = "d-1" })}},
@@ -174,7 +190,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			r.Spec.ReleaseGeneration = 1
 			return []desired.Record{r, rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)}
 		}(), screen(obs(alive2(alive()), transcript), observed.Screen{Limit: limitAt(reset)}),
-			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset))},
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset), "%1")},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"},
 				actions.DeliverPrompt{Key: key2, Session: desired.SessionName(key2), PaneID: "%2", DeliveryID: "d-2"}}},
 		{"release_ends_a_later_banner_shown_while_rate_limited_too", func() []desired.Record {
@@ -182,7 +198,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			r.Spec.ReleaseGeneration = 1
 			return []desired.Record{r}
 		}(), screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
-			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset.Add(time.Hour)))},
+			[]actions.Action{actions.Release{Key: key, Session: sess, Generation: 1, Phase: desired.PhaseRunning, Shown: seenOf(*limitAt(reset.Add(time.Hour)), "%1")},
 				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_released_banner_quoted_again_stays_ended", []desired.Record{rec(released(running(), *limitAt(reset)), ev1),
 			rec2("claude-code", func() desired.Status { st := running(); st.PaneID = "%2"; return st }(), ev2)},
@@ -201,9 +217,9 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive(), transcript), observed.Screen{Limit: limitAt(reset)}),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"a_new_limit_after_a_release_is_taken", []desired.Record{rec(released(running(), *limitAt(reset)))},
-			screen(obs(alive()), observed.Screen{Limit: limitAt(reset.Add(time.Hour))}),
+			screen(obs(alive()), observed.Screen{Limit: otherLimitAt(reset.Add(time.Hour))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
-				a.Reset, a.Until = reset.Add(time.Hour), reset.Add(time.Hour+10*time.Second)
+				a.Reset, a.Until, a.Text = reset.Add(time.Hour), reset.Add(time.Hour+10*time.Second), otherLimitAt(reset).Text
 			})}},
 		{"a_new_transcript_line_after_a_release_is_taken", []desired.Record{rec(released(running(), harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Hour), Text: "API Error: 529"}))},
 			screen(obs(alive()), observed.Screen{Limit: &harness.Limit{Kind: harness.LimitOverload, At: t0.Add(-time.Minute), Text: "API Error: 529"}}),
@@ -221,7 +237,7 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive()), observed.Screen{Limit: limitAt(t0.Add(200 * 24 * time.Hour))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until, a.Capped = t0.Add(7*24*time.Hour), t0.Add(7*24*time.Hour+10*time.Second), true
-				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(200 * 24 * time.Hour)}
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(200 * 24 * time.Hour), Pane: "%1"}
 			})}},
 
 		// A menu on screen is always a limit in force.
@@ -230,19 +246,19 @@ func TestPlanUsageLimits(t *testing.T) {
 			screen(obs(alive2(alive())), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until = t0, t0.Add(10*time.Second)
-				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second), Pane: "%1"}
 			}), menu, heldUntil(key2, 10*time.Second)}},
 		{"the_menu_of_the_limit_taken_before_is_a_limit_again", []desired.Record{rec(limitedBy(running(), *menuAt(t0.Add(-30 * time.Second))), ev1)},
 			screen(obs(alive()), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until = t0, t0.Add(10*time.Second)
-				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second), Pane: "%1"}
 			}), menu}},
 		{"a_boot_prompt_answered_by_the_menu_is_not_marked_running", []desired.Record{rec(spawning(desired.SpawnFresh), ev1)},
 			screen(landed(obs(alive(), grown)), observed.Screen{Limit: menuAt(t0.Add(-30 * time.Second))}),
 			[]actions.Action{rateLimit(func(a *actions.RateLimit) {
 				a.Reset, a.Until, a.Delivered = t0, t0.Add(10*time.Second), "d-1"
-				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second)}
+				a.Seen = desired.SeenLimit{Kind: a.Kind, Text: a.Text, Reset: t0.Add(-30 * time.Second), Pane: "%1"}
 			}), menu}},
 		{"closed_while_rate_limited_stops", func() []desired.Record {
 			r := rec(limited(30 * time.Second))
@@ -349,6 +365,80 @@ func TestNeedsScreen(t *testing.T) {
 			require.Equal(t, tc.want, needsScreen(tc.rec, tc.snap, p))
 			n := needs(p, t0)(tc.rec, tc.snap)
 			require.Equal(t, tc.want, n.Screen)
+		})
+	}
+}
+
+// TestPlanLimitEpisodes: a banner read off a screen is one episode on the
+// pane that showed it, whatever reset it reads now (a clock time names the
+// next day's once it has passed); on the pane of the resume after the
+// reset it is the old turn of the resumed history until the resume's boot
+// prompt reached the conversation, and a new episode after that.
+func TestPlanLimitEpisodes(t *testing.T) {
+	reset := t0.Add(20 * time.Second)
+	tomorrow := limitAt(reset.Add(24 * time.Hour)) // the same banner, read after its reset
+	took := func(st desired.Status, pane string) desired.Status {
+		st = limitedBy(st, *limitAt(reset))
+		st.LimitSeen.Pane = pane
+		return st
+	}
+	resumed := spawning(desired.SpawnResume)
+	for _, tc := range []struct {
+		name  string
+		st    desired.Status
+		obs   observed.Observation
+		isNew bool
+	}{
+		{"same_pane_another_reading_is_no_news", took(running(), "%1"), obs(alive()), false},
+		{"resumed_history_before_the_prompt_landed_is_no_news", took(resumed, "%0"), obs(alive(), grown), false},
+		{"after_the_resume_prompt_landed_it_is_a_new_episode", took(resumed, "%0"), landed(obs(alive(), grown)), true},
+		{"another_banner_is_a_new_episode_on_any_pane", took(running(), "%1"), obs(alive()), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shown := tomorrow
+			if strings.HasPrefix(tc.name, "another_banner") {
+				shown = otherLimitAt(reset.Add(time.Hour))
+			}
+			got := Plan([]desired.Record{rec(tc.st, ev1)}, screen(tc.obs, observed.Screen{Limit: shown}), limitPolicy(), t0)
+			without := Plan([]desired.Record{rec(tc.st, ev1)}, tc.obs, limitPolicy(), t0)
+			if !tc.isNew {
+				require.Equal(t, without, got, "the banner changes nothing")
+				return
+			}
+			require.NotEmpty(t, got)
+			a, ok := got[0].(actions.RateLimit)
+			require.True(t, ok, "%v", got)
+			assert.Equal(t, "%1", a.Seen.Pane)
+			assert.True(t, shown.Reset.Equal(a.Reset), "%v", a.Reset)
+		})
+	}
+}
+
+// TestNeedsScreenOnlyForNews: the screen of a running agent with nothing
+// in flight is read for its news only (Need.ScreenIfChanged); a decision
+// needs it whole while a start, an event or a block is in flight.
+func TestNeedsScreenOnlyForNews(t *testing.T) {
+	p := limitPolicy()
+	blocked := running()
+	blocked.Blocked = harness.BlockPermission
+	sending := running()
+	sending.SendingDeliveryID = ev1.ID
+	for _, tc := range []struct {
+		name string
+		rec  desired.Record
+		news bool
+	}{
+		{"running_with_nothing_to_do", rec(running()), true},
+		{"an_event_to_paste", rec(running(), ev1), false},
+		{"a_paste_in_flight", rec(sending), false},
+		{"a_blocked_screen", rec(blocked), false},
+		{"spawning", rec(spawning(desired.SpawnFresh)), false},
+		{"rate_limited", rec(limited(time.Minute)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := needs(p, t0)(tc.rec, alive())
+			require.True(t, n.Screen)
+			require.Equal(t, tc.news, n.ScreenIfChanged)
 		})
 	}
 }

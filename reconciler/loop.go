@@ -170,7 +170,10 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		}
 	}
 	r.last = records
-	policy := r.hosted(r.Policy(), dryRun)
+	policy := r.hosted(r.Policy(), dryRun).withRoutes(records)
+	if h := r.Hosting; h != nil && !dryRun {
+		policy.Fenced = h.Lapsed()
+	}
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
@@ -227,7 +230,7 @@ func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
 		return
 	}
 	now := r.Now()
-	p := r.hosted(r.Policy(), false)
+	p := r.hosted(r.Policy(), false).withRoutes(r.last)
 	obs, err := r.Observer.Observe(ctx, r.last, needs(p, now), now)
 	if err != nil {
 		return // tmux unreadable: the next pass tries again
@@ -297,7 +300,8 @@ func passRetry(max time.Duration) *backoff.ExponentialBackOff {
 // (observed.Needs). A pass runs every second or so, so only items that may
 // spawn, are being probed or have an event in flight get their workdir and
 // transcript read (needsFacts), only live agents get their screen and the
-// latest turn of their transcript read (needsScreen), and only the frames of the deliveries the
+// latest turn of their transcript read (needsScreen), captured anew only when a decision needs
+// the screen (screenDecides) or it had output since, and only the frames of the deliveries the
 // pass may act on are looked for (framesToCheck), in the transcript of the
 // conversation the item is in (Status.HarnessSessionID) and in that of an
 // id the running harness reported since its spawn (a /clear the pass has
@@ -327,7 +331,8 @@ func needs(p Policy, now time.Time) observed.Needs {
 		if !facts && !screen {
 			return observed.Need{Learn: learn, Exit: exit, Reports: reports, Reported: reported}
 		}
-		n := observed.Need{Disk: true, Screen: screen, Exit: exit, Learn: learn, Reports: reports, Reported: reported}
+		n := observed.Need{Disk: true, Screen: screen, ScreenIfChanged: screen && !screenDecides(rec), Exit: exit, Learn: learn, Reports: reports, Reported: reported,
+			Usage: budgetOf(rec, p).Set()}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}

@@ -72,7 +72,7 @@ func dropOwnPushes(r desired.Record, obs observed.Observation, _ Policy) ([]acti
 // repository lost its route keeps the default bound.
 func stormed(r desired.Record, p Policy, now time.Time) bool {
 	limit := schema.DefaultMaxDeliveriesPerHour
-	if route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo); ok {
+	if route, ok := p.route(r.Key); ok {
 		limit = route.MaxDeliveries()
 	}
 	n := 0

@@ -49,6 +49,19 @@ func TestPlanLoopBack(t *testing.T) {
 	checkout := testPolicy()
 	checkout.Routing = schema.Routing{Repos: map[string]schema.Route{"octo-org/api": {Harness: "claude-code", Workdir: cwd,
 		Checkout: &schema.Checkout{URL: "https://git.example/{{.Owner}}/{{.Repo}}.git"}}}}
+	fetch := actions.FetchHead{Key: key, DeliveryID: "d-push", URL: "https://git.example/octo-org/api.git", PR: key.Number, Commit: "abc1234"}
+	// fetching is a fetch of the push's head handed to the worker, with
+	// its outcome ("" while it runs).
+	fetching := func(outcome string) func(*desired.Status) {
+		return func(s *desired.Status) {
+			s.HeadFetch = desired.HeadFetch{Commit: "abc1234", Started: t0.Add(-time.Second), Outcome: outcome}
+		}
+	}
+	// busy is o with the item's mirror locked by a worker.
+	busy := func(o observed.Observation) observed.Observation {
+		o.Workdirs = map[desired.Key]observed.Workdir{key: {Busy: true}}
+		return o
+	}
 	drop := actions.DropDelivery{Key: key, DeliveryID: "d-push", Commit: "abc1234", Reason: actions.ReasonOwnPush}
 
 	for _, tc := range []struct {
@@ -67,8 +80,19 @@ func TestPlanLoopBack(t *testing.T) {
 		{"push_not_read_is_pasted", rec(running(), push), obs(alive()), testPolicy(),
 			[]actions.Action{paste(push)}},
 		{"anothers_push_is_fetched_into_the_clone_first", cloned(rec(running(), push)), held(obs(alive()), "abc1234", false), checkout,
-			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-push",
-				Fetch: &actions.HeadFetch{URL: "https://git.example/octo-org/api.git", PR: key.Number, Commit: "abc1234"}}}},
+			[]actions.Action{fetch}},
+		{"the_push_waits_while_its_fetch_runs", cloned(rec(with(running(), fetching("")), push)), busy(held(obs(alive()), "abc1234", false)), checkout,
+			[]actions.Action{actions.Wait{Key: key, Reason: actions.ReasonHeadFetching}}},
+		{"the_push_is_pasted_once_fetched", cloned(rec(with(running(), fetching(desired.HeadFetched)), push)), busy(held(obs(alive()), "abc1234", false)), checkout,
+			[]actions.Action{paste(push)}},
+		{"the_push_is_pasted_after_a_failed_fetch", cloned(rec(with(running(), fetching(desired.HeadFetchFailed)), push)), held(obs(alive()), "abc1234", false), checkout,
+			[]actions.Action{paste(push)}},
+		{"a_fetch_that_lost_its_worker_is_made_again", cloned(rec(with(running(), fetching("")), push)), held(obs(alive()), "abc1234", false), checkout,
+			[]actions.Action{fetch}},
+		{"a_fetch_of_an_older_head_does_not_stand_for_the_new_one", cloned(rec(with(running(), func(s *desired.Status) {
+			s.HeadFetch = desired.HeadFetch{Commit: "0ld0ld0", Started: t0.Add(-time.Hour), Outcome: desired.HeadFetched}
+		}), push)), held(obs(alive()), "abc1234", false), checkout,
+			[]actions.Action{fetch}},
 		{"a_comment_fetches_nothing", cloned(rec(running(), ev1)), obs(alive()), checkout,
 			[]actions.Action{paste(ev1)}},
 		{"push_in_flight_is_left_to_land", rec(with(running(), func(s *desired.Status) {

@@ -35,6 +35,14 @@ type Metrics struct {
 	// limitReset is the reset of the usage limit holding each harness, in
 	// Unix seconds; 0 when none does.
 	limitReset *prometheus.GaugeVec
+	// limitEpisodes counts usage-limit episodes by harness and window.
+	limitEpisodes *prometheus.CounterVec
+	// budgetUsed and budgetLimit are each budgeted open item's weighted
+	// tokens used and its budget, by budget (window, total); routeUsed
+	// the weighted tokens the items of each route with a budget counted
+	// in all, and exhausted how many of them are BudgetExhausted.
+	budgetUsed, budgetLimit *prometheus.GaugeVec
+	routeUsed, exhausted    *prometheus.GaugeVec
 	// phases counts the work items in each phase; live and starts are
 	// the slots held and the starts in flight (Load), maxLive and maxStarts
 	// the capacity (0: no limit).
@@ -89,12 +97,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "capacity.maxStartsInFlight: the starts that may be in flight at once."}),
 		limitReset: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_usage_limit_reset_timestamp_seconds",
 			Help: "When the usage limit holding a harness's items resets, in Unix seconds; 0 when none holds them."}, []string{"harness"}),
+		limitEpisodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loopd_usage_limit_episodes_total",
+			Help: "Usage-limit episodes of the agents, by harness and window (session, weekly, daily, per_minute; unknown when the harness did not say)."},
+			[]string{"harness", "window"}),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_budget_used_tokens",
+			Help: "Weighted tokens an open work item with a token budget used, within its route's rolling window or in all (budget), after the last pass."}, []string{"work_item", "budget"}),
+		budgetLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_budget_limit_tokens",
+			Help: "That work item's budget in weighted tokens, raises included (budget: window or total)."}, []string{"work_item", "budget"}),
+		routeUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_budget_route_used_tokens",
+			Help: "Weighted tokens the open work items of a route with a token budget counted in all, after the last pass."}, []string{"route"}),
+		exhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "loopd_budget_exhausted_work_items",
+			Help: "Open work items of a route with a token budget held BudgetExhausted, after the last pass."}, []string{"route"}),
 	}
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_oldest_pending_delivery_age_seconds",
 		Help: "Age at the scrape of the oldest delivery counted in loopd_pending_deliveries, in seconds; 0 when there is none."},
 		m.oldestAge)
 	reg.MustRegister(m.passes, m.actions, m.failed, m.duration, m.limitReset, m.phases, m.blocked, m.unsandboxed, m.live, m.maxLive, m.starts, m.maxStarts,
-		m.passErrors, m.resumes, m.latency, m.pending, oldest)
+		m.passErrors, m.resumes, m.latency, m.pending, oldest, m.limitEpisodes, m.budgetUsed, m.budgetLimit, m.routeUsed, m.exhausted)
 	for _, phase := range desired.Phases() {
 		m.phases.WithLabelValues(string(phase))
 		m.unsandboxed.WithLabelValues(string(phase))
@@ -136,6 +155,17 @@ func (m *Metrics) Delivered(harness string, latency time.Duration) {
 	m.latency.WithLabelValues(harness).Observe(latency.Seconds())
 }
 
+// LimitEpisode implements actions.Meter.
+func (m *Metrics) LimitEpisode(harness, window string) {
+	if window == "" {
+		window = unknownWindow
+	}
+	m.limitEpisodes.WithLabelValues(harness, window).Inc()
+}
+
+// unknownWindow is the window label of a limit whose harness did not say.
+const unknownWindow = "unknown"
+
 func (m *Metrics) observe(res PassResult, d time.Duration) {
 	m.passes.Inc()
 	for _, a := range res.Plan {
@@ -147,7 +177,7 @@ func (m *Metrics) observe(res PassResult, d time.Duration) {
 
 // limits sets the usage-limit reset of every harness of p from the holds
 // in force (limitHolds).
-func (m *Metrics) limits(holds map[string]limitHold, p Policy) {
+func (m *Metrics) limits(holds map[string]LimitHold, p Policy) {
 	for name, caps := range p.Harnesses {
 		reset := 0.0
 		if h, ok := holds[caps.Account]; ok && caps.Account != "" {
@@ -199,9 +229,45 @@ func (m *Metrics) fleet(records []desired.Record, p Policy) {
 	m.mu.Lock()
 	m.oldest = oldest
 	m.mu.Unlock()
+	m.budgets(records, p)
 	l := LoadOn(records, p.Host) // this host's, against its capacity
 	m.live.Set(float64(l.Live))
 	m.starts.Set(float64(l.Starts))
 	m.maxLive.Set(float64(p.MaxLive))
 	m.maxStarts.Set(float64(p.MaxStarts))
+}
+
+// budgets sets the budget gauges from records: each open item whose route
+// has a token budget (BudgetSpent), and each such route's sum. An item or
+// a route that has none any more goes.
+func (m *Metrics) budgets(records []desired.Record, p Policy) {
+	m.budgetUsed.Reset()
+	m.budgetLimit.Reset()
+	m.routeUsed.Reset()
+	m.exhausted.Reset()
+	now := m.now()
+	for _, r := range records {
+		if r.Spec.Closed {
+			continue
+		}
+		spent, ok := BudgetSpent(r, p, now)
+		if !ok {
+			continue
+		}
+		k := r.Key.String()
+		if spent.WindowLimit > 0 {
+			m.budgetUsed.WithLabelValues(k, desired.BudgetWindow).Set(float64(spent.WindowUsed))
+			m.budgetLimit.WithLabelValues(k, desired.BudgetWindow).Set(float64(spent.WindowLimit))
+		}
+		if spent.TotalLimit > 0 {
+			m.budgetUsed.WithLabelValues(k, desired.BudgetTotal).Set(float64(spent.TotalUsed))
+			m.budgetLimit.WithLabelValues(k, desired.BudgetTotal).Set(float64(spent.TotalLimit))
+		}
+		route, _ := p.Routing.RouteKey(r.Key.Owner, r.Key.Repo)
+		m.routeUsed.WithLabelValues(route).Add(float64(r.Status.UsageWeighted))
+		held := m.exhausted.WithLabelValues(route)
+		if r.Status.Phase == desired.PhaseBudgetExhausted {
+			held.Inc()
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -187,4 +188,30 @@ func histogram(t *testing.T, o prometheus.Observer) *dto.Histogram {
 	var out dto.Metric
 	require.NoError(t, o.(prometheus.Metric).Write(&out))
 	return out.GetHistogram()
+}
+
+// TestBudgetGaugesPerItemAndRoute: each open item of a route with a
+// budget has its usage and budget by kind of budget, and the route the
+// sum of its items' usage and how many are held; an item without a
+// budget, and a closed one, have none.
+func TestBudgetGaugesPerItemAndRoute(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.now = func() time.Time { return t0 }
+	p := budgetPolicy()
+	p.Routing.Repos["octo-org/web"] = schema.Route{Harness: "claude-code", Workdir: cwd}
+	held := rec(used(desired.Status{Phase: desired.PhaseBudgetExhausted}, 1200))
+	other := rec(used(running(), 300))
+	other.Key.Number = 43
+	closed := rec(used(running(), 300))
+	closed.Key.Number, closed.Spec.Closed = 44, true
+	free := rec(used(running(), 300))
+	free.Key.Repo = "web"
+	m.fleet([]desired.Record{held, other, closed, free}, p)
+
+	assert.Equal(t, 1200.0, testutil.ToFloat64(m.budgetUsed.WithLabelValues("octo-org/api#42", "window")))
+	assert.Equal(t, 1000.0, testutil.ToFloat64(m.budgetLimit.WithLabelValues("octo-org/api#42", "window")))
+	assert.Equal(t, 5000.0, testutil.ToFloat64(m.budgetLimit.WithLabelValues("octo-org/api#43", "total")))
+	assert.Equal(t, 1500.0, testutil.ToFloat64(m.routeUsed.WithLabelValues("octo-org/api")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.exhausted.WithLabelValues("octo-org/api")))
+	assert.Equal(t, 4, testutil.CollectAndCount(m.budgetUsed), "two items, two budgets each; none for the closed one or the free route")
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,10 +34,126 @@ import (
 // that the load of the machine weighs on both alike. It reports both and
 // their ratio (pass/list); the goal of issue 12 is at most 1.3.
 func BenchmarkIdlePass(b *testing.B) {
-	const n = 1000
+	ctx := context.Background()
+	f := newIdleFleet(b, 1000)
+	e, db, rc, p := f.tmux, f.db, f.reconciler(), f.policy
+	// The first pass captures every screen; the later ones find them
+	// unchanged (observed.Observer).
+	for range 2 {
+		res, err := rc.Pass(ctx, false)
+		require.NoError(b, err)
+		require.False(b, res.Changed(), "an idle pass changes nothing: %v", res.Plan)
+	}
+	time.Sleep(time.Second) // a capture in a later second than any output
+
+	// Besides the pass and the listing, its parts are timed on their own
+	// (outside the ratio): the records from the store, and the
+	// observation (the listing included).
+	var pass, list, records, observe time.Duration
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		res, err := rc.Pass(ctx, false)
+		pass += time.Since(start)
+		if err != nil || res.Changed() {
+			b.Fatalf("pass: %v, plan %v", err, res.Plan)
+		}
+		start = time.Now()
+		if _, err := e.ListPanes(ctx); err != nil {
+			b.Fatal(err)
+		}
+		list += time.Since(start)
+
+		start = time.Now()
+		recs, err := db.Records(ctx)
+		records += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if _, err := rc.Observer.Observe(ctx, recs, needs(p, time.Now()), time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		observe += time.Since(start)
+	}
+	b.ReportMetric(ms(pass), "ms/pass")
+	b.ReportMetric(ms(list), "ms/list-panes")
+	b.ReportMetric(float64(pass)/float64(list), "pass/list")
+	b.ReportMetric(ms(records), "ms/records")
+	b.ReportMetric(ms(observe), "ms/observe")
+}
+
+// BenchmarkColdPass times the pass of a new process at N = 1,000 running
+// agents with nothing to do, as `loopd reconcile --once --dry-run` and a
+// daemon's first pass after a restart run it: each iteration plans with a
+// new Reconciler, whose Observer kept no screen, beside one `tmux
+// list-panes -a` timed in the same iteration. It reports both, their
+// ratio (pass/list; the goal of issue 26 is at most 1.3) and the tmux
+// execs of the pass.
+func BenchmarkColdPass(b *testing.B) {
+	ctx := context.Background()
+	f := newIdleFleet(b, 1000)
+	time.Sleep(time.Second) // a pass in a later second than any output
+	var pass, list time.Duration
+	var execs int64
+	b.ResetTimer()
+	for b.Loop() {
+		rc := f.reconciler()
+		before := f.execs.n.Load()
+		start := time.Now()
+		res, err := rc.Pass(ctx, true)
+		pass += time.Since(start)
+		execs += f.execs.n.Load() - before
+		if err != nil || res.Changed() {
+			b.Fatalf("pass: %v, plan %v", err, res.Plan)
+		}
+		start = time.Now()
+		if _, err := f.tmux.ListPanes(ctx); err != nil {
+			b.Fatal(err)
+		}
+		list += time.Since(start)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(pass), "ms/pass")
+	b.ReportMetric(ms(list), "ms/list-panes")
+	b.ReportMetric(float64(pass)/float64(list), "pass/list")
+	b.ReportMetric(float64(execs)/float64(b.N), "execs/pass")
+}
+
+// execCounter is a slog.Handler that counts tmux.Exec's invocations (its
+// journal.TmuxExec lines) and drops every line.
+type execCounter struct{ n atomic.Int64 }
+
+func (c *execCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c *execCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == string(journal.TmuxExec) {
+		c.n.Add(1)
+	}
+	return nil
+}
+
+func (c *execCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *execCounter) WithGroup(string) slog.Handler      { return c }
+
+// idleFleet is n running agents with nothing to do on real tmux, their
+// records in a real SQLite file and their transcripts on disk.
+type idleFleet struct {
+	tmux   *tmux.Exec
+	execs  *execCounter
+	db     *sqlstore.SQLite
+	hs     map[string]harness.Adapter
+	policy Policy
+	log    *slog.Logger
+	rec    *journal.Recorder
+}
+
+func newIdleFleet(b *testing.B, n int) *idleFleet {
 	ctx := context.Background()
 	dir := b.TempDir()
-	e := tmuxtest.NewExec(b)
+	execs := &execCounter{}
+	e := tmux.NewExec(tmuxtest.Socket(b, "exec"), slog.New(execs))
 	require.NoError(b, e.EnsureServer(ctx, tmux.ServerOptions{Owner: testServerOwner}))
 	// The agents: a process named claude (a link to sleep), so that the
 	// pane's foreground command is the harness's.
@@ -98,54 +215,17 @@ func BenchmarkIdlePass(b *testing.B) {
 	hs := map[string]harness.Adapter{"claude-code": ad}
 	p := testPolicy()
 	rec := journal.NewRecorder(log, db, time.Now)
-	rc := &Reconciler{
+	return &idleFleet{tmux: e, execs: execs, db: db, hs: hs, policy: p, log: log, rec: rec}
+}
+
+// reconciler returns a new Reconciler of the fleet, with an Observer that
+// kept nothing yet, as a new process has.
+func (f *idleFleet) reconciler() *Reconciler {
+	e, db, hs, log, rec := f.tmux, f.db, f.hs, f.log, f.rec
+	p := f.policy
+	return &Reconciler{
 		Store: db, Observer: &observed.Observer{Tmux: e, Harnesses: hs, Owner: testOwner, Log: log},
 		Watcher: &observed.Watcher{Tmux: e, Log: log}, Journal: rec, Log: log, Now: time.Now, Policy: func() Policy { return p },
 		Interval: time.Minute, Executor: &actions.Executor{Tmux: e, Store: db, Harnesses: hs, Journal: rec, Log: log, Now: time.Now, Owner: testOwner},
 	}
-	// The first pass captures every screen; the later ones find them
-	// unchanged (observed.Observer).
-	for range 2 {
-		res, err := rc.Pass(ctx, false)
-		require.NoError(b, err)
-		require.False(b, res.Changed(), "an idle pass changes nothing: %v", res.Plan)
-	}
-	time.Sleep(time.Second) // a capture in a later second than any output
-
-	// Besides the pass and the listing, its parts are timed on their own
-	// (outside the ratio): the records from the store, and the
-	// observation (the listing included).
-	var pass, list, records, observe time.Duration
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
-	b.ResetTimer()
-	for b.Loop() {
-		start := time.Now()
-		res, err := rc.Pass(ctx, false)
-		pass += time.Since(start)
-		if err != nil || res.Changed() {
-			b.Fatalf("pass: %v, plan %v", err, res.Plan)
-		}
-		start = time.Now()
-		if _, err := e.ListPanes(ctx); err != nil {
-			b.Fatal(err)
-		}
-		list += time.Since(start)
-
-		start = time.Now()
-		recs, err := db.Records(ctx)
-		records += time.Since(start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		if _, err := rc.Observer.Observe(ctx, recs, needs(p, time.Now()), time.Now()); err != nil {
-			b.Fatal(err)
-		}
-		observe += time.Since(start)
-	}
-	b.ReportMetric(ms(pass), "ms/pass")
-	b.ReportMetric(ms(list), "ms/list-panes")
-	b.ReportMetric(float64(pass)/float64(list), "pass/list")
-	b.ReportMetric(ms(records), "ms/records")
-	b.ReportMetric(ms(observe), "ms/observe")
 }

@@ -40,6 +40,7 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 // pure: no I/O, no clock, no randomness; the same input gives the same
 // output. New session ids are minted by the executor, not here.
 func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.Time) []actions.Action {
+	p = p.withRoutes(items)
 	return planAcross(items, obs, p, now, acrossOf(items, obs, p, now))
 }
 
@@ -49,7 +50,7 @@ func Plan(items []desired.Record, obs observed.Observation, p Policy, now time.T
 // it journals and measures after the plan, so neither is worked out twice.
 type across struct {
 	loss  Loss
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// claimed are the conversation ids the records name, with the items
 	// that name each (claimedIDs): a conversation learned or followed for
 	// one item is never another's.
@@ -97,10 +98,16 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	plans := make([][]actions.Action, len(mine))
 	for i, r := range mine {
 		// The reports in the item's channel count from here on, for its
-		// own plan and for admission (a start its report ended).
-		taken, rec := takeReports(*r, obs, p, now)
-		mine[i] = &rec // a copy: Plan never writes its input
-		plans[i] = append(taken, planRecord(rec, obs, p, now, x)...)
+		// own plan and for admission (a start its report ended), in a
+		// copy: Plan never writes its input. A record with none is not
+		// copied.
+		var taken []actions.Action
+		if len(obs.Reports[r.Key]) > 0 {
+			var rec desired.Record
+			taken, rec = takeReports(*r, obs, p, now)
+			mine[i] = &rec
+		}
+		plans[i] = append(taken, planRecord(*mine[i], obs, p, now, x)...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
@@ -146,7 +153,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return append(out, m...)
 		}
 	}
-	return append(out, planItem(r, obs, p, now, loss, holds)...)
+	return append(out, planBudgeted(r, obs, p, now, loss, holds)...)
 }
 
 // follow makes the conversation the harness reported
@@ -252,19 +259,25 @@ func startedBy(s harness.Started, r desired.Record) bool {
 }
 
 // claimedIDs returns every conversation id records name (recorded,
-// confirmed, reported or retired), with the items that name it.
+// confirmed, reported or retired), with the items that name it, each
+// once: a record's own key is the last one added while its names are.
 func claimedIDs(records []desired.Record) map[string][]desired.Key {
 	ids := map[string][]desired.Key{}
-	for _, r := range records {
-		st := r.Status
-		names := append([]string{st.HarnessSessionID, st.ConfirmedSessionID}, st.RetiredSessionIDs...)
-		if r.Report != nil {
-			names = append(names, r.Report.SessionID)
-		}
-		for _, id := range names {
-			if id != "" && !slices.Contains(ids[id], r.Key) {
-				ids[id] = append(ids[id], r.Key)
+	for i := range records {
+		r := &records[i]
+		st := &r.Status
+		claim := func(id string) {
+			if keys := ids[id]; id != "" && (len(keys) == 0 || keys[len(keys)-1] != r.Key) {
+				ids[id] = append(keys, r.Key)
 			}
+		}
+		claim(st.HarnessSessionID)
+		claim(st.ConfirmedSessionID)
+		for _, id := range st.RetiredSessionIDs {
+			claim(id)
+		}
+		if r.Report != nil {
+			claim(r.Report.SessionID)
 		}
 	}
 	return ids
@@ -308,7 +321,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		}
 	}
 	if sc, ok := obs.Screens[r.Key]; ok && sc.Limit != nil {
-		a.Shown = seenOf(*sc.Limit)
+		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
 	return append(handback, a), r, false
@@ -398,7 +411,7 @@ type itemPlan struct {
 	// death it takes is resumed, and not counted as a crash (notACrash).
 	loss actions.Reason
 	// holds are the usage-limit holds in force, by account (limitHolds).
-	holds map[string]limitHold
+	holds map[string]LimitHold
 	// process is true for an item of the process runner (processRunner);
 	// run is then its run as the pass read it, which pane stands for
 	// (observeRun).
@@ -473,7 +486,7 @@ func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]limitHold) []actions.Action {
+func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 	it.observe()
 
@@ -716,15 +729,24 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID, Fetch: it.headFetch(d)}}
+		if fetch := it.headFetch(d); fetch != nil {
+			return fetch
+		}
+		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
 	}
 	return nil
 }
 
-// headFetch is the new head a pull request event d names (a synchronize's
-// commit) that the item's clone must hold before d is pasted, nil for an
-// item without a clone or an event that names none.
-func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
+// headFetch returns what comes before the paste of d when it is a pull
+// request event that names a new head (a synchronize's commit) and the
+// item has a clone: the fetch of the commit into its mirror (FetchHead),
+// run by the item's workspace worker, never by the pass; a Wait while
+// that fetch runs (its mirror's lock held: the worker wakes a pass when
+// done). Nil once the fetch of that commit is done or failed (the event
+// goes on either way), and for any other event or item. A fetch with no
+// outcome whose mirror is not locked lost its worker (the daemon stopped)
+// and is planned again.
+func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
 	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
 		return nil
 	}
@@ -732,7 +754,14 @@ func (it itemPlan) headFetch(d desired.Delivery) *actions.HeadFetch {
 	if w.checkout == nil || w.err != nil {
 		return nil
 	}
-	return &actions.HeadFetch{URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}
+	hf := it.st.HeadFetch
+	switch {
+	case hf.Commit == d.Commit && hf.Outcome != "":
+		return nil
+	case hf.Commit == d.Commit && it.obs.Workdirs[it.r.Key].Busy:
+		return []actions.Action{actions.Wait{Key: it.r.Key, Reason: actions.ReasonHeadFetching}}
+	}
+	return []actions.Action{actions.FetchHead{Key: it.r.Key, DeliveryID: d.ID, URL: w.checkout.URL, PR: it.r.Key.Number, Commit: d.Commit}}
 }
 
 // confirmSend follows the pasted delivery in flight: confirmed once its body
@@ -843,9 +872,11 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
 		return it.lost()
 	}
-	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") && !it.pane.exists && it.p.Relinquished[key] {
+	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
+		(!it.pane.exists && it.p.Relinquished[key] || it.p.Fenced) {
 		// This host stopped the agent itself when its lease clock lapsed
-		// (or a write was fenced), and holds the item again: no crash.
+		// (or a write was fenced), or its watchdog did, and holds the
+		// item again: no crash.
 		it.loss = actions.ReasonLeaseLapsed
 		return it.lost()
 	}
@@ -1160,10 +1191,15 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st)
-	if reason == actions.ReasonLimitReset {
+	switch reason {
+	case actions.ReasonLimitReset:
 		// The conversation goes on where the limit cut it; the events
 		// that waited are pasted after.
 		deliveryID, prompt = "", desired.LimitResetPrompt(key)
+		size = len(prompt)
+	case actions.ReasonBudgetRaised:
+		// So it does where the budget cut it.
+		deliveryID, prompt = "", desired.BudgetRaisedPrompt(key)
 		size = len(prompt)
 	}
 	s := actions.Spawn{
@@ -1200,7 +1236,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		}
 	}
 	f := actions.FreshSpawn{Spawn: s, Unpinned: caps.LearnsSessionID}
-	if route, ok := it.p.Routing.Route(key.Owner, key.Repo); ok {
+	if route, ok := it.p.route(key); ok {
 		// A new conversation is told what to do with its events; a
 		// resumed one was told when it began.
 		f.Instructions = route.Instructions

@@ -113,6 +113,12 @@ type Policy struct {
 	// its agent is resumed, counting no failure. It lives in the
 	// daemon's memory only.
 	Relinquished map[desired.Key]bool
+	// Fenced is set for the first pass after a heartbeat renewed a lease
+	// clock that had lapsed (Hosting.Lapsed): the agents' watchdogs
+	// (package fence) ended every local agent meanwhile, so an item still
+	// held whose agent is found dead or missing is resumed as a
+	// Relinquished one, counting no failure.
+	Fenced bool
 	// MaxLive is how many items may hold a live agent's slot at once
 	// (holdsSlot), MaxStarts how many starts may be in flight at once
 	// (startInFlight), both 0 for no limit; IdlePark, when not 0, is how
@@ -145,6 +151,49 @@ type Policy struct {
 	// (ProjectSettingsOf).
 	AuthorizedUsers schema.Logins
 	BotLogin        string
+	// Adapters are the adapter of each harness by its name
+	// (schema.Harness.Adapter): a budget's default weights are its
+	// adapter's (budgetOf).
+	Adapters map[string]string
+
+	// routes are the routes of the repositories of one pass's records,
+	// matched once (withRoutes); nil matches each time (route).
+	routes map[repository]matched
+}
+
+// repository is a work item's owner and repository, as its key names
+// them.
+type repository struct{ owner, repo string }
+
+// matched is what schema.Routing.Route returned for one repository.
+type matched struct {
+	route schema.Route
+	ok    bool
+}
+
+// withRoutes returns p with the route of every repository of records
+// matched once (schema.Routing.Route), for a pass that looks each item's
+// route up several times; p itself is not changed.
+func (p Policy) withRoutes(records []desired.Record) Policy {
+	routes := map[repository]matched{}
+	for i := range records {
+		k := repository{records[i].Key.Owner, records[i].Key.Repo}
+		if _, done := routes[k]; !done {
+			route, ok := p.Routing.Route(k.owner, k.repo)
+			routes[k] = matched{route: route, ok: ok}
+		}
+	}
+	p.routes = routes
+	return p
+}
+
+// route is schema.Routing.Route of the repository of k: from the routes
+// withRoutes matched, else matched now.
+func (p *Policy) route(k desired.Key) (schema.Route, bool) {
+	if m, ok := p.routes[repository{k.Owner, k.Repo}]; ok {
+		return m.route, m.ok
+	}
+	return p.Routing.Route(k.Owner, k.Repo)
 }
 
 // PolicyFrom builds a Policy from the config's routing policy, for the loopd

@@ -63,7 +63,7 @@ const (
 // the route says. It is the one home of this rule: the planner puts it in
 // every spawn (actions.Spawn.ProjectSettings) and loopd describe shows it.
 func ProjectSettingsOf(r desired.Record, p Policy) ProjectSettings {
-	route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo)
+	route, ok := p.route(r.Key)
 	no := func(why ProjectSettingsReason) ProjectSettings { return ProjectSettings{Reason: why} }
 	switch {
 	case !ok:

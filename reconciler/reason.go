@@ -23,21 +23,32 @@ type Explanation struct {
 	// LimitUntil is when the usage limit holding an open, unheld item
 	// lets it go (LimitsHeld); zero when none holds it.
 	LimitUntil time.Time
+	// LimitWindow is that limit's window (harness.LimitWindow); "" when
+	// its harness did not say.
+	LimitWindow string
 	// Unsandboxed is true when the item's agent runs, or will run, with
 	// no sandbox (Unsandboxed): the reason says sandbox=none.
 	Unsandboxed bool
+	// Budget is where the item stands against its route's token budget
+	// (BudgetSpent), when its route has one (Budgeted).
+	Budget   desired.Spent
+	Budgeted bool
 }
 
 // Explain returns, by key, the explanation of each of records at now.
 // The reason is the status's reason, followed by what explains the
-// phase: preparing_since=T for a Preparing item, position=N for a Queued
+// phase: preparing_since=T for a Preparing item, head_fetching=C since=T
+// while its worker fetches a pull request's new head C, position=N for a Queued
 // one, next_attempt=T for a BackingOff one, workspace_error=… when its
 // worktree failed, workdir_pinned=… when the route now renders another
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
 // desired.Status.LastExit), err=… naming the command of a harness_missing
 // item's harness while it is still missing, blocked reason=… when its screen shows a
-// dialog, rate_limited reset=T until=T when a usage limit on its account
-// holds it, sandbox=none when its agent runs with no sandbox
+// dialog, rate_limited reset=T until=T window=W when a usage limit on its
+// account holds it (window= when the harness named it), budget=USED/LIMIT
+// budget_which=window|total when its route has a token budget (the one it
+// is past, else the one nearest its limit), sandbox=none when its agent
+// runs with no sandbox
 // (Unsandboxed), and stale_pending=N since=D when it is Stopped with
 // events pending longer than stale. records are every item (the queue and the
 // limits are worked out over all of them, once); p is the current
@@ -51,6 +62,9 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		reason := st.Reason
 		if st.Phase == desired.PhasePreparing && !st.PrepareStarted.IsZero() {
 			reason += " preparing_since=" + st.PrepareStarted.Local().Format(time.RFC3339)
+		}
+		if hf := st.HeadFetch; hf.Outcome == "" && !hf.Started.IsZero() && !r.Spec.Closed {
+			reason += " head_fetching=" + hf.Commit + " since=" + hf.Started.Local().Format(time.RFC3339)
 		}
 		var e Explanation
 		if pos, ok := queue[r.Key]; ok {
@@ -76,12 +90,19 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if by := st.BlockedBy(); by != "" {
 			reason += " blocked reason=" + by
 		}
-		if reset, until, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
-			e.LimitUntil = until
+		if h, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
+			e.LimitUntil, e.LimitWindow = h.Until, h.Window
 			if reason != "rate_limited" { // the item held by another's limit says why
 				reason += " rate_limited"
 			}
-			reason = strings.TrimSpace(reason + " reset=" + reset.Local().Format(time.RFC3339) + " until=" + until.Local().Format(time.RFC3339))
+			reason = strings.TrimSpace(reason + " reset=" + h.Reset.Local().Format(time.RFC3339) + " until=" + h.Until.Local().Format(time.RFC3339))
+			if h.Window != "" {
+				reason += " " + journal.KeyWindow + "=" + h.Window
+			}
+		}
+		if e.Budget, e.Budgeted = BudgetSpent(r, p, now); e.Budgeted {
+			used, limit, which := e.Budget.Figures()
+			reason += " budget=" + desired.FormatTokens(used) + "/" + desired.FormatTokens(limit) + " budget_which=" + which
 		}
 		if e.Unsandboxed = Unsandboxed(r, p); e.Unsandboxed {
 			reason += " " + journal.KeySandbox + "=" + sandbox.ModeNone

@@ -28,14 +28,14 @@ func ProcessRunner(r desired.Record, p Policy) bool {
 	if r.Status.RunID != "" {
 		return true
 	}
-	route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo)
+	route, ok := p.route(r.Key)
 	return ok && route.Runner == schema.RunnerProcess
 }
 
 // dispatchTimeout is how long one run of r may take: its route's
 // dispatchTimeoutSeconds, or the default when the route is gone.
 func dispatchTimeout(r desired.Record, p Policy) time.Duration {
-	route, _ := p.Routing.Route(r.Key.Owner, r.Key.Repo)
+	route, _ := p.route(r.Key)
 	return route.DispatchTimeout()
 }
 

@@ -10,7 +10,7 @@ import (
 // route's (schema.Route.SandboxOf) under p's top-level sandbox; an item no
 // route matches takes the top-level one.
 func (p Policy) SandboxOf(k desired.Key) schema.Sandbox {
-	route, _ := p.Routing.Route(k.Owner, k.Repo)
+	route, _ := p.route(k)
 	return route.SandboxOf(p.Sandbox)
 }
 

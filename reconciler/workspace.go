@@ -31,7 +31,7 @@ func workspaceOf(r desired.Record, p Policy) workspacePlan {
 	if r.Status.Workdir != "" || r.Status.HadConversation() {
 		w.dir, w.pinned = r.Workdir(), true
 	}
-	route, ok := p.Routing.Route(r.Key.Owner, r.Key.Repo)
+	route, ok := p.route(r.Key)
 	if !ok {
 		return w
 	}
@@ -203,7 +203,7 @@ func (it itemPlan) closeWorkspace() []actions.Action {
 	if !r.Spec.Closed || r.Spec.Held || it.st.Workspace != "" || (it.st.Workdir == "" && !it.st.HadConversation()) {
 		return nil
 	}
-	if route, ok := it.p.Routing.Route(r.Key.Owner, r.Key.Repo); !ok || route.Checkout == nil || !route.Checkout.RemoveOnClose {
+	if route, ok := it.p.route(r.Key); !ok || route.Checkout == nil || !route.Checkout.RemoveOnClose {
 		return nil
 	}
 	w := workspaceOf(r, it.p)

@@ -322,6 +322,70 @@ type Route struct {
 	// repository's own content (reconciler.ProjectSettingsOf says which;
 	// docs/design.md, "Repository content never configures the harness").
 	ProjectSettings string `yaml:"projectSettings" json:"projectSettings"`
+	// Budget, when set, bounds the tokens each of the route's items may
+	// use (docs/design.md, "Budgets"); nil is no budget.
+	Budget *Budget `yaml:"budget" json:"budget,omitempty"`
+}
+
+// Budget is a route's token budget for each of its items: Tokens within a
+// rolling Window, and/or Total over the item's life, each token weighted
+// by its kind. An item past either is held BudgetExhausted until an
+// operator raises it or the window frees some.
+type Budget struct {
+	// Tokens is the weighted tokens an item may use within Window; 0 is
+	// no window budget.
+	Tokens int64 `yaml:"tokens" json:"tokens,omitempty"`
+	// Window is the rolling window of Tokens, a Go duration of whole
+	// hours from 1h to MaxBudgetWindow; "" is DefaultBudgetWindow.
+	Window string `yaml:"window" json:"window,omitempty"`
+	// Total is the weighted tokens an item may use in all; 0 is no total
+	// budget.
+	Total int64 `yaml:"total" json:"total,omitempty"`
+	// Weights are what one token of each kind counts; a kind left out
+	// takes its harness's default (defaultBudgetWeights).
+	Weights BudgetWeights `yaml:"weights" json:"weights,omitzero"`
+}
+
+// BudgetWeights are the weights of a budget's token kinds; nil is the
+// harness's default.
+type BudgetWeights struct {
+	Input      *float64 `yaml:"input" json:"input,omitempty"`
+	Output     *float64 `yaml:"output" json:"output,omitempty"`
+	CacheWrite *float64 `yaml:"cacheWrite" json:"cacheWrite,omitempty"`
+	CacheRead  *float64 `yaml:"cacheRead" json:"cacheRead,omitempty"`
+}
+
+// TokenWeights are the weights a budget applies, every kind filled in.
+type TokenWeights struct {
+	Input, Output, CacheWrite, CacheRead float64
+}
+
+// WindowDuration returns b's window (DefaultBudgetWindow when unset or
+// unreadable: Load refuses that).
+func (b Budget) WindowDuration() time.Duration {
+	d, err := time.ParseDuration(b.Window)
+	if err != nil || d <= 0 {
+		return DefaultBudgetWindow
+	}
+	return d
+}
+
+// WeightsFor returns b's weights for a harness of adapter, each kind left
+// out taken from defaultBudgetWeights.
+func (b Budget) WeightsFor(adapter string) TokenWeights {
+	w, ok := defaultBudgetWeights[adapter]
+	if !ok {
+		w = defaultBudgetWeights[""]
+	}
+	for _, kv := range []struct {
+		set *float64
+		to  *float64
+	}{{b.Weights.Input, &w.Input}, {b.Weights.Output, &w.Output}, {b.Weights.CacheWrite, &w.CacheWrite}, {b.Weights.CacheRead, &w.CacheRead}} {
+		if kv.set != nil {
+			*kv.to = *kv.set
+		}
+	}
+	return w
 }
 
 // The values of a route's agentCredentials.

@@ -36,7 +36,10 @@ const (
 	DefaultGitHubAPIURL   = "https://api.github.com"
 	defaultGitHubTokenEnv = "LOOPD_GITHUB_TOKEN"
 	// defaultMaxLiveSessions and defaultMaxStartsInFlight are the
-	// capacity's: a real Claude Code process holds hundreds of MB.
+	// capacity's: a real Claude Code process holds hundreds of MB. A
+	// start of Claude Code 2.1.197 takes 0.85–1.12 s of CPU in its first
+	// 2 s and 290 MB (docs/performance.md, "A real CLI's start"): two
+	// starts fill the standard box's 2 cores, and more only share them.
 	defaultMaxLiveSessions   = 10
 	defaultMaxStartsInFlight = 2
 	defaultLeaseSeconds      = 15
@@ -374,13 +377,15 @@ const (
 	// RunLeftoverPoll is how often it looks.
 	RunLeftoverGrace = 2 * time.Second
 	RunLeftoverPoll  = 20 * time.Millisecond
-	// StaleResetClock is how far in the past a usage limit's reset given
-	// as a clock time alone may be and still be read as today's, already
-	// passed (internal/harness): a banner left on the screen after its
-	// reset. A session window is 5 hours, so a clock time further past
-	// than this is tomorrow's (shown at 11pm, "resets 1:20am" is the next
-	// day).
-	StaleResetClock = 12 * time.Hour
+	// ResetClockGrace is how far in the past a usage limit's reset given
+	// as a clock time may be and still be read as the one it names,
+	// already passed (internal/harness, ParseReset): the banners round
+	// their reset down to the minute, and an agent resumed at the reset
+	// plus the margin (usageLimitMarginSeconds, 60 s by default) may meet
+	// the same banner once more. A clock time further past is its next
+	// occurrence ("resets 9am" read at 1pm is tomorrow's 9am), never a wait
+	// in the past.
+	ResetClockGrace = 10 * time.Minute
 	// SettingsLockStale, SettingsLockWait and SettingsLockPoll are the
 	// settings lock's (internal/harness): Claude Code 2.1.197 saves
 	// .claude.json under the lock of the npm package proper-lockfile, a
@@ -437,3 +442,27 @@ const (
 	// rows that a failing store made wait (journal.Recorder.RecordLater).
 	JournalFlushEvery = 5 * time.Second
 )
+
+// DefaultBudgetWindow is a route budget's window when it names none: a
+// day. MaxBudgetWindow is the longest: a week.
+const (
+	DefaultBudgetWindow = 24 * time.Hour
+	MaxBudgetWindow     = 7 * 24 * time.Hour
+)
+
+// defaultBudgetWeights are, per adapter, what one token of each kind
+// counts against a budget when the route does not say: each kind's list
+// price relative to the model's uncached input, as the vendors publish
+// them (docs/design.md, "Budgets"). A default, not a bill: a route sets
+// its own weights. Anthropic's prices for Claude (claude.com/pricing):
+// output 5×, a 5-minute cache write 1.25×, a cache read 0.1×. OpenAI's for
+// Codex's GPT-5 models (openai.com/api/pricing): output 8×, cached input
+// 0.1×; Codex records no cache writes. Google's for Gemini 2.5 Pro
+// (ai.google.dev/pricing): output 8×, cached input 0.25×. "" is any other
+// adapter: every kind 1 but cache reads 0.1.
+var defaultBudgetWeights = map[string]TokenWeights{
+	"claude-code": {Input: 1, Output: 5, CacheWrite: 1.25, CacheRead: 0.1},
+	"codex":       {Input: 1, Output: 8, CacheWrite: 1, CacheRead: 0.1},
+	"gemini":      {Input: 1, Output: 8, CacheWrite: 1, CacheRead: 0.25},
+	"":            {Input: 1, Output: 1, CacheWrite: 1, CacheRead: 0.1},
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -507,6 +508,14 @@ func (c *Config) check(t *tree) []Problem {
 		}
 		if _, err := r.RenderWorkdir("owner", "repo", 1, "issue"); err != nil {
 			add(t.problemAt(child(at, "workdir"), err.Error()))
+		}
+		if b := r.Budget; b != nil {
+			if d, err := time.ParseDuration(b.Window); b.Window != "" && (err != nil || d < time.Hour || d > MaxBudgetWindow) {
+				add(t.problemAt(child(child(at, "budget"), "window"), fmt.Sprintf("%q is not a window of 1h to %dh", b.Window, int(MaxBudgetWindow.Hours()))))
+			}
+			if b.Tokens == 0 && b.Total == 0 {
+				add(t.keyProblemAt(child(at, "budget"), "set tokens (per window) or total, or leave budget out"))
+			}
 		}
 		for _, p := range c.credentialProblems(r) {
 			add(t.problemAt(child(at, p.key), p.message))

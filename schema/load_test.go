@@ -280,6 +280,21 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{`c.yaml:12:9: webhooks.ghWebhook.routing.repos["octo/api"]: same repository as "Octo/API": keys match case-insensitively`},
 		},
 		{
+			name: "budget_window_too_long",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /w, budget: {tokens: 1000, window: 200h}}\n",
+			want: []string{`c.yaml:12:88: webhooks.ghWebhook.routing.repos["octo/api"].budget.window: "200h" is not a window of 1h to 168h`},
+		},
+		{
+			name: "budget_without_a_bound",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /w, budget: {window: 2h}}\n",
+			want: []string{`c.yaml:12:57: webhooks.ghWebhook.routing.repos["octo/api"].budget: set tokens (per window) or total, or leave budget out`},
+		},
+		{
+			name: "budget_bad_weight",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /w, budget: {total: 5, weights: {cacheRead: -1}}}\n",
+			want: []string{`c.yaml:12:97: webhooks.ghWebhook.routing.repos["octo/api"].budget.weights.cacheRead: -1 is less than the minimum, 0`},
+		},
+		{
 			name: "harness_name_is_not_an_adapter",
 			src:  "harnesses:\n  claude:\n    command: claude\n",
 			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, gemini, cursor, custom; set adapter"},

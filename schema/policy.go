@@ -92,15 +92,22 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 // entry. Keys match case-insensitively, because GitHub owner and repository
 // names are case-insensitive. It reports false when none exists.
 func (r Routing) Route(owner, repo string) (Route, bool) {
+	key, ok := r.RouteKey(owner, repo)
+	return r.Repos[key], ok
+}
+
+// RouteKey returns the key of Repos that Route picks for owner/repo, and
+// whether there is one: what /metrics labels a route with.
+func (r Routing) RouteKey(owner, repo string) (string, bool) {
 	for _, want := range []string{owner + "/" + repo, owner + "/*"} {
-		for key, route := range r.Repos {
+		for key := range r.Repos {
 			if strings.EqualFold(key, want) {
-				return route, true
+				return key, true
 			}
 		}
 	}
-	route, ok := r.Repos["*"]
-	return route, ok
+	_, ok := r.Repos["*"]
+	return "*", ok
 }
 
 // GitHub name shapes (https://docs.github.com/en/repositories/creating-and-managing-repositories/about-repositories):

@@ -92,6 +92,12 @@ type Ingest struct {
 	// maintainer_can_modify; it replaces the recorded one
 	// (desired.Spec.MaintainerCanModify).
 	CanModify *bool
+	// BudgetRaise, when not zero, is the tokens an authorized comment
+	// ("/loopd budget +N", desired.BudgetCommand) adds to the item's
+	// budget (desired.Spec.BudgetRaise), once: with the delivery's id
+	// claimed, a redelivery raises nothing. An unknown item is not
+	// created for it.
+	BudgetRaise int64
 	// CI, when set, is a check or workflow event of the item's commit:
 	// it is recorded with the commit's other checks (desired.CI) and
 	// queues nothing itself; Delivery must be nil.
@@ -234,6 +240,10 @@ type Store interface {
 	// and wakes the store's listeners; the error wraps ErrNotFound for an
 	// unknown key.
 	Release(ctx context.Context, k desired.Key, fresh bool) error
+	// RaiseBudget adds tokens to k's budget (desired.Spec.BudgetRaise),
+	// bumping the generation; the error wraps ErrNotFound for an unknown
+	// key.
+	RaiseBudget(ctx context.Context, k desired.Key, tokens int64) error
 	// Heads returns the open pull request items of owner/repo (compared
 	// case-insensitively) whose recorded head (desired.Spec.HeadSHA) is commit,
 	// in number order: where a check of a fork's pull request goes, which

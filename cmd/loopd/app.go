@@ -359,6 +359,10 @@ func policyOf(cfg *schema.Config, caps map[string]reconciler.Capabilities, owner
 	p := reconciler.PolicyFrom(routing.Tmux, caps, owner).WithCapacity(cfg.Capacity)
 	p.Routing, p.Sandbox = routing, cfg.Sandbox
 	p.AuthorizedUsers, p.BotLogin = cfg.Webhooks.GHWebhook.AuthorizedUsers, cfg.BotLogin()
+	p.Adapters = make(map[string]string, len(cfg.Harnesses))
+	for name, h := range cfg.Harnesses {
+		p.Adapters[name] = h.Adapter
+	}
 	if exe, err := os.Executable(); err == nil {
 		p.Launcher = tmux.CommandName(exe)
 	}

@@ -241,7 +241,7 @@ func (d *daemon) wire(ctx context.Context) error {
 	d.rejections = journal.NewAsync(a.store, journal.DefaultAsyncQueue, d.log)
 	reg := prometheus.NewRegistry()
 	listener, _ := a.store.(store.Listener)
-	reconcileMetrics, webhookMetrics := registerMetrics(reg, d.rejections, listener)
+	reconcileMetrics, webhookMetrics := registerMetrics(reg, d.rejections, listener, d.a.hosting.StoreDown)
 	if a.github != nil {
 		// The outbox's rate limits, on /metrics as they are held.
 		a.limits = newLimits()

@@ -180,6 +180,26 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if st.Blocked != "" {
 		line("  ", "Blocked", st.Blocked)
 	}
+	if !st.LimitUntil.IsZero() {
+		line("  ", "Usage limit", "held until "+at(st.LimitUntil)+" window "+dash(st.LimitWindow))
+	}
+	if st.LimitEpisodes > 0 {
+		line("  ", "Limit episodes", strconv.Itoa(st.LimitEpisodes))
+	}
+	if b := st.Budget; b != nil {
+		line("  ", "Budget", "")
+		if b.WindowLimit > 0 {
+			line("    ", "Window", desired.FormatTokens(b.WindowUsed)+" of "+desired.FormatTokens(b.WindowLimit)+" weighted tokens")
+		}
+		if b.TotalLimit > 0 {
+			line("    ", "Total", desired.FormatTokens(b.TotalUsed)+" of "+desired.FormatTokens(b.TotalLimit)+" weighted tokens")
+		}
+		line("    ", "Raised", desired.FormatTokens(b.Raised))
+		line("    ", "Counted", fmt.Sprintf("%d input, %d output, %d cache write, %d cache read", b.Input, b.Output, b.CacheWrite, b.CacheRead))
+		if b.Past != "" {
+			line("    ", "Past", b.Past+" (loopd release --budget +N "+v.Key+", or /loopd budget +N on GitHub)")
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

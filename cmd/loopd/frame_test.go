@@ -121,6 +121,7 @@ func TestBadGlobalFlagValuesAreRefusedBeforeAnyWork(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.flag+` "`+tc.value+`": `+tc.valid, "the error names the valid values")
 		assert.NoDirExists(t, filepath.Join(dir, "state"), "nothing was opened")
 	}
+	makeStore(t, dir)
 	_, err := run(t, "", "--config", config, "--log-format", "JSON", "--log-level", "debug", "get")
 	require.NoError(t, err)
 }

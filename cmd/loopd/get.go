@@ -98,7 +98,7 @@ func (g *globals) openStore(ctx context.Context) (*schema.Config, store.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg, g.warnTightened)
+	store, err := openExistingStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -88,12 +88,33 @@ type statusView struct {
 	AttendedSince time.Time  `json:"attendedSince,omitzero" yaml:"attendedSince,omitempty"`
 	AttendedBy    string     `json:"attendedBy,omitempty" yaml:"attendedBy,omitempty"`
 	LimitUntil    time.Time  `json:"limitUntil,omitzero" yaml:"limitUntil,omitempty"`
+	LimitWindow   string     `json:"limitWindow,omitempty" yaml:"limitWindow,omitempty"`
+	LimitEpisodes int        `json:"limitEpisodes,omitempty" yaml:"limitEpisodes,omitempty"`
 	LastExit      *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
 	Lease         *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
 	RunID         string     `json:"runId,omitempty" yaml:"runId,omitempty"`
 	// Sandbox is how the item's agent runs: bubblewrap, or none
 	// (reconciler.Unsandboxed).
 	Sandbox string `json:"sandbox" yaml:"sandbox"`
+	// Budget is where the item stands against its route's token
+	// budget; nil when the route has none.
+	Budget *budgetView `json:"budget,omitempty" yaml:"budget,omitempty"`
+}
+
+// budgetView is an item's token usage and budget (reconciler.BudgetSpent):
+// the weighted tokens used and the limit (raises included) of the window
+// and of the total, the raises, and the tokens counted by kind.
+type budgetView struct {
+	WindowUsed  int64  `json:"windowUsed" yaml:"windowUsed"`
+	WindowLimit int64  `json:"windowLimit" yaml:"windowLimit"`
+	TotalUsed   int64  `json:"totalUsed" yaml:"totalUsed"`
+	TotalLimit  int64  `json:"totalLimit" yaml:"totalLimit"`
+	Raised      int64  `json:"raised" yaml:"raised"`
+	Past        string `json:"past,omitempty" yaml:"past,omitempty"`
+	Input       int64  `json:"input" yaml:"input"`
+	Output      int64  `json:"output" yaml:"output"`
+	CacheWrite  int64  `json:"cacheWrite" yaml:"cacheWrite"`
+	CacheRead   int64  `json:"cacheRead" yaml:"cacheRead"`
 }
 
 // exitView is the item's last recorded exit.
@@ -146,9 +167,14 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 		if st.Phase == desired.PhaseBackingOff {
 			v.Status.NextAttempt = utc(st.NextAttempt)
 		}
-		v.Status.LimitUntil = utc(e.LimitUntil)
+		v.Status.LimitUntil, v.Status.LimitWindow, v.Status.LimitEpisodes = utc(e.LimitUntil), e.LimitWindow, st.LimitEpisodes
 		if e.Unsandboxed {
 			v.Status.Sandbox = sandbox.ModeNone
+		}
+		if e.Budgeted {
+			b, t := e.Budget, st.UsageTotal
+			v.Status.Budget = &budgetView{WindowUsed: b.WindowUsed, WindowLimit: b.WindowLimit, TotalUsed: b.TotalUsed, TotalLimit: b.TotalLimit,
+				Raised: r.Spec.BudgetRaise, Past: b.Past, Input: t.Input, Output: t.Output, CacheWrite: t.CacheWrite, CacheRead: t.CacheRead}
 		}
 		if st.LastExitStatus != nil || st.LastExitReason != "" || !st.LastExitAt.IsZero() {
 			v.Status.LastExit = &exitView{Status: st.LastExitStatus, Reason: st.LastExitReason, At: utc(st.LastExitAt)}

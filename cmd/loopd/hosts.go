@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/hostid"
 	"github.com/loopd/loopd/internal/transcript"
 	"github.com/loopd/loopd/reconciler"
@@ -64,8 +66,21 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 		// SQLite is a fleet of one: no other host can take the items.
 		Solo: cfg.Store.URL == "",
 	}
+	if cfg.Store.URL != "" {
+		// Another host may take the items over: each agent ends by
+		// itself once the daemon stopped renewing its leases.
+		stamp := fence.Stamp{Path: filepath.Join(cfg.StateDir, fenceStamp)}
+		a.launcher.Fence = stamp.Path
+		if !passive {
+			a.hosting.Stamp = stamp.Write
+		}
+	}
 	return nil
 }
+
+// fenceStamp is the file, under the state dir, in which the daemon tells
+// its agents' watchdogs until when they may run (package fence).
+const fenceStamp = "fence-stamp"
 
 func newHostsCmd(g *globals) *cobra.Command {
 	var forget string

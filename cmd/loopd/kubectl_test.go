@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/internal/tmux/tmuxtest"
@@ -114,6 +115,33 @@ func TestResolveItemIgnoresCase(t *testing.T) {
 	assert.EqualError(t, err, "work item CoderToCat/Hello-World#8 is ambiguous: it matches Codertocat/Hello-World#8 and codertocat/hello-world#8; give the exact key")
 }
 
+// release --budget only raises the item's budget, adding up, journaled;
+// a count that is none is refused before the store is touched.
+func TestReleaseBudgetRaisesOnly(t *testing.T) {
+	config, st := fleetStore(t, "")
+	ctx := context.Background()
+	before, err := st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	out, err := run(t, "", "--config", config, "release", "--budget", "+200k", "codertocat/hello-world#8")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Codertocat/Hello-World#8 budget raised by 200.0k tokens (200.0k in all)")
+	_, err = run(t, "", "--config", config, "release", "--budget", "1.5m", keyRunning.String())
+	require.NoError(t, err)
+	r, err := st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_700_000), r.Spec.BudgetRaise)
+	assert.Equal(t, before.Spec.ReleaseGeneration, r.Spec.ReleaseGeneration, "no release carried out")
+	evs, err := st.Events(ctx, store.EventFilter{WorkItem: keyRunning.String(), Names: []string{string(journal.ItemBudgetRaised)}})
+	require.NoError(t, err)
+	assert.Len(t, evs, 2)
+
+	_, err = run(t, "", "--config", config, "release", "--budget", "+lots", keyRunning.String())
+	require.ErrorIs(t, err, desired.ErrBadTokens)
+	r, err = st.Get(ctx, keyRunning)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_700_000), r.Spec.BudgetRaise)
+}
+
 // Hold and release take a key in any case; an unknown item is "not
 // found", never the store's error.
 func TestHoldAndReleaseIgnoreCase(t *testing.T) {
@@ -137,6 +165,27 @@ func TestHoldAndReleaseIgnoreCase(t *testing.T) {
 		require.Error(t, err, verb)
 		assert.EqualError(t, err, "work item codertocat/hello-world#80 not found", verb)
 		assert.ErrorIs(t, err, store.ErrNotFound, verb)
+	}
+}
+
+// TestHoldAndReleaseSayWhenNoServeRuns: a hold or release recorded while
+// no serve holds the state dir says that nothing carries it out yet; with
+// a serve running (its lock held) it says nothing more.
+func TestHoldAndReleaseSayWhenNoServeRuns(t *testing.T) {
+	config, _ := fleetStore(t, "")
+	note := "note: no loopd serve is running on " + filepath.Join(filepath.Dir(config), "state") + ": start it, or run loopd reconcile --once"
+	for _, verb := range []string{"hold", "release"} {
+		out, err := run(t, "", "--config", config, verb, keyRunning.String())
+		require.NoError(t, err, out)
+		assert.Contains(t, out, note, verb)
+	}
+	unlock, err := flock.Lock(context.Background(), filepath.Join(filepath.Dir(config), "state", serveLockFile))
+	require.NoError(t, err)
+	defer unlock()
+	for _, verb := range []string{"hold", "release"} {
+		out, err := run(t, "", "--config", config, verb, keyRunning.String())
+		require.NoError(t, err, out)
+		assert.NotContains(t, out, "note:", verb)
 	}
 }
 

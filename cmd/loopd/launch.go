@@ -5,15 +5,47 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/launch"
 )
 
 // newLaunchCmd is the launcher a pane runs first (package launch): it is
 // hidden, since only the executor starts it.
 func newLaunchCmd() *cobra.Command {
-	return newExecStepCmd(launch.Command, launch.EnvFileFlag, "FILE",
+	var stamp string
+	cmd := newExecStepCmd(launch.Command, launch.EnvFileFlag, "FILE",
 		"Start a harness with the environment in FILE, which it removes (used by loopd's panes)",
-		"file holding the harness environment (JSON)", launch.Exec)
+		"file holding the harness environment (JSON)", func(envFile string, argv []string) error {
+			return launch.Exec(envFile, stamp, argv)
+		})
+	cmd.Flags().StringVar(&stamp, strings.TrimPrefix(launch.FenceFlag, "--"), "",
+		"fence stamp: end the harness once it lapsed (package fence)")
+	return cmd
+}
+
+// newFenceCmd is the watchdog a launcher starts beside its harness
+// (package fence): hidden, since only the launcher starts it. It exits 0
+// when the harness exits or once it fenced it.
+func newFenceCmd() *cobra.Command {
+	var (
+		stamp string
+		pid   int
+	)
+	cmd := &cobra.Command{
+		Use:    fence.Command + " " + fence.StampFlag + " FILE " + fence.PIDFlag + " PID",
+		Short:  "End the harness PID once the fence stamp FILE lapsed (started by loopd's launcher)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, pid, fence.Poll)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&stamp, strings.TrimPrefix(fence.StampFlag, "--"), "", "the fence stamp")
+	cmd.Flags().IntVar(&pid, strings.TrimPrefix(fence.PIDFlag, "--"), 0, "the harness's pid")
+	_ = cmd.MarkFlagRequired(strings.TrimPrefix(fence.StampFlag, "--"))
+	_ = cmd.MarkFlagRequired(strings.TrimPrefix(fence.PIDFlag, "--"))
+	return cmd
 }
 
 // newExecStepCmd builds a hidden step that a pane runs before its harness

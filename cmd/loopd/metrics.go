@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime/debug"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,10 +18,22 @@ import (
 // the executor feeds too), the webhook receiver's, and the count of
 // rejection rows the journal queue dropped (rejections.Dropped), and
 // loopd_store_listening (listener's state, nil for a store without one),
+// loopd_store_reachable (storeDown's: the heartbeats', nil for always),
 // loopd_build_info, 1 with the binary's version, commit and Go version as
 // labels (the Prometheus convention for build facts).
 // contrib/prometheus and contrib/grafana use their names.
-func registerMetrics(reg prometheus.Registerer, rejections *journal.Async, listener store.Listener) (*reconciler.Metrics, *webhook.Metrics) {
+func registerMetrics(reg prometheus.Registerer, rejections *journal.Async, listener store.Listener,
+	storeDown func() (time.Time, error)) (*reconciler.Metrics, *webhook.Metrics) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_store_reachable",
+		Help: "1 while the store answers this host's heartbeats, 0 from the first that failed until one succeeds."},
+		func() float64 {
+			if storeDown != nil {
+				if since, _ := storeDown(); !since.IsZero() {
+					return 0
+				}
+			}
+			return 1
+		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopd_store_listening",
 		Help: "1 while the store's listener for other hosts' changes (PostgreSQL LISTEN) is connected, 0 while it is down; 1 with SQLite, which has none."},
 		func() float64 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -63,7 +65,7 @@ var descPattern = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels
 func exported(t *testing.T) (map[string][]string, *prometheus.Registry) {
 	t.Helper()
 	d := &describing{reg: prometheus.NewRegistry()}
-	registerMetrics(d, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), nil)
+	registerMetrics(d, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), nil, nil)
 	out := map[string][]string{}
 	for _, desc := range d.descs {
 		m := descPattern.FindStringSubmatch(desc.String())
@@ -251,11 +253,30 @@ func (downListener) ListenDown() error                    { return store.ErrList
 func TestStoreListeningSaysWhenTheListenerIsDown(t *testing.T) {
 	for listener, want := range map[store.Listener]float64{nil: 1, downListener{}: 0} {
 		reg := prometheus.NewRegistry()
-		registerMetrics(reg, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), listener)
+		registerMetrics(reg, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), listener, nil)
 		mfs, err := reg.Gather()
 		require.NoError(t, err)
 		i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "loopd_store_listening" })
 		require.GreaterOrEqual(t, i, 0)
 		assert.Equal(t, want, mfs[i].GetMetric()[0].GetGauge().GetValue(), "%T", listener)
+	}
+}
+
+// TestStoreReachableSaysWhenTheStoreIsDown: loopd_store_reachable is 0
+// while the heartbeats find the store out of reach, 1 otherwise.
+func TestStoreReachableSaysWhenTheStoreIsDown(t *testing.T) {
+	down := func() (time.Time, error) { return time.Unix(1, 0), errors.New("connection refused") }
+	up := func() (time.Time, error) { return time.Time{}, nil }
+	for name, tc := range map[string]struct {
+		storeDown func() (time.Time, error)
+		want      float64
+	}{"none": {nil, 1}, "up": {up, 1}, "down": {down, 0}} {
+		reg := prometheus.NewRegistry()
+		registerMetrics(reg, journal.NewAsync(nil, 1, slog.New(slog.DiscardHandler)), nil, tc.storeDown)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "loopd_store_reachable" })
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, tc.want, mfs[i].GetMetric()[0].GetGauge().GetValue(), name)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
@@ -32,11 +34,30 @@ func (g *globals) readStore(ctx context.Context) (*schema.Config, store.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(ctx, cfg, g.warnTightened)
+	store, err := openExistingStore(ctx, cfg, g.warnTightened)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, store, nil
+}
+
+// errNoStore is openExistingStore's error for a state dir that holds no
+// store.
+var errNoStore = errors.New("no store")
+
+// openExistingStore is openStore for an operator's verb (get, describe,
+// events, hosts, hold, release, forget): a SQLite store that is not there
+// is an error wrapping errNoStore, never a new, empty one made in its
+// place (a mistyped stateDir, a state dir removed), which would answer
+// "No work items found." for a fleet that has items.
+func openExistingStore(ctx context.Context, cfg *schema.Config, warn func(tightened)) (store.Store, error) {
+	if cfg.Store.URL == "" {
+		path := filepath.Join(cfg.StateDir, storeFile)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s: loopd serve (or reconcile --once) has not run with this config, or its stateDir is not the one meant", errNoStore, path)
+		}
+	}
+	return openStore(ctx, cfg, warn)
 }
 
 // warnTightened is openStore's warn for a command that does not log: a

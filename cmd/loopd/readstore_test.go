@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/schema"
+	"github.com/loopd/loopd/store/sqlstore"
 )
 
 // TestReadOnlyVerbsReadAnInvalidConfigsStore: get, events and hosts work
@@ -19,8 +20,7 @@ import (
 func TestReadOnlyVerbsReadAnInvalidConfigsStore(t *testing.T) {
 	dir := t.TempDir()
 	config := writeConfig(t, dir)
-	_, err := run(t, "", "--config", config, "get") // makes the store
-	require.NoError(t, err)
+	makeStore(t, dir)
 	data, err := os.ReadFile(config)
 	require.NoError(t, err)
 	// A harness the routes name is gone, and an unknown key came in.
@@ -43,5 +43,30 @@ func TestReadOnlyVerbsReadAnInvalidConfigsStore(t *testing.T) {
 	for _, verb := range []string{"get", "events", "hosts"} {
 		_, err := run(t, "", "--config", config, verb)
 		require.ErrorIs(t, err, schema.ErrInvalid, verb)
+	}
+}
+
+// makeStore makes the store of the config writeConfig wrote in dir, as a
+// first serve or reconcile --once does.
+func makeStore(t *testing.T, dir string) {
+	t.Helper()
+	st, err := sqlstore.OpenSQLite(t.Context(), filepath.Join(dir, "state", storeFile))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+}
+
+// TestVerbsNeverMakeAStore: an operator's verb on a state dir that holds
+// no store (a mistyped stateDir, a state dir removed) says so, and makes
+// neither the dir nor an empty store that would answer "No work items
+// found." for a fleet that has items.
+func TestVerbsNeverMakeAStore(t *testing.T) {
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	for _, args := range [][]string{{"get"}, {"describe", "octo-org/api#1"}, {"events"}, {"hosts"},
+		{"hold", "octo-org/api#1"}, {"release", "octo-org/api#1"}, {"forget", "octo-org/api#1"}} {
+		_, err := run(t, "", append([]string{"--config", config}, args...)...)
+		require.ErrorIs(t, err, errNoStore, "%v", args)
+		assert.Contains(t, err.Error(), filepath.Join(dir, "state", storeFile), "the error names where it looked")
+		assert.NoDirExists(t, filepath.Join(dir, "state"), "%v made nothing", args)
 	}
 }

@@ -60,6 +60,7 @@ func newRootCmd() *cobra.Command {
 		newHookCmd(),
 		newCredentialCmd(),
 		newLaunchCmd(),
+		newFenceCmd(),
 		newRunHarnessCmd(),
 		newSandboxExecCmd(),
 		newVersionCmd(),

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/internal/flock"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/tmux"
@@ -23,6 +25,21 @@ import (
 
 // serveLockFile is the flock a running serve holds in the state dir.
 const serveLockFile = "serve.lock"
+
+// noServeNote is what a verb that changes an item's spec (hold, release)
+// adds when no serve runs on cfg's SQLite state dir (its serveLockFile is
+// not held): nothing carries the change out until one starts, or a
+// reconcile --once runs. "" when one runs, or when the store is
+// PostgreSQL's, whose item another host's serve may own.
+func noServeNote(cfg *schema.Config) string {
+	if cfg.Store.URL != "" {
+		return ""
+	}
+	if held, err := flock.Held(filepath.Join(cfg.StateDir, serveLockFile)); err != nil || held {
+		return ""
+	}
+	return "no loopd serve is running on " + cfg.StateDir + ": start it, or run loopd reconcile --once, to carry this out"
+}
 
 func newServeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{

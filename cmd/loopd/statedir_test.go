@@ -56,7 +56,7 @@ func TestStateDirMadeOrTightened(t *testing.T) {
 	// A command that does not log says it on stderr.
 	dir := t.TempDir()
 	config := writeConfig(t, dir)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o755))
+	makeStore(t, dir)
 	require.NoError(t, os.Chmod(filepath.Join(dir, "state"), 0o755))
 	out, err := run(t, "", "get", "--config", config)
 	require.NoError(t, err)

@@ -106,6 +106,29 @@ func sameFile(f *os.File, path string) bool {
 	return err == nil && os.SameFile(open, named)
 }
 
+// Held reports whether another holder holds the lock on the file at path
+// now, without waiting and without creating the file: false when it is
+// missing. It takes the lock for an instant when it is free, so a Lock
+// racing it waits one lockPoll more.
+func Held(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		return false, nil // closing f releases it
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	}
+	return false, fmt.Errorf("flock: %w", err)
+}
+
 // Unlock releases the lock and leaves the file. A second call does nothing.
 func (l *File) Unlock() { l.once.Do(func() { l.f.Close() }) }
 

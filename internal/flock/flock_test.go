@@ -70,3 +70,27 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 	unlock()
 	require.NoError(t, <-got)
 }
+
+// TestHeld: Held says whether another holder has the lock, creates no
+// file, and leaves a free lock free.
+func TestHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	held, err := flock.Held(path)
+	require.NoError(t, err)
+	assert.False(t, held, "no file, no holder")
+	assert.NoFileExists(t, path)
+
+	unlock, err := flock.Lock(context.Background(), path)
+	require.NoError(t, err)
+	held, err = flock.Held(path)
+	require.NoError(t, err)
+	assert.True(t, held)
+
+	unlock()
+	held, err = flock.Held(path)
+	require.NoError(t, err)
+	assert.False(t, held)
+	again, err := flock.Lock(context.Background(), path)
+	require.NoError(t, err, "Held left the lock free")
+	again()
+}

@@ -72,9 +72,14 @@ var claudeSoftBlocks = []struct {
 
 // Blocked returns the Block of a Claude Code screen: the dialog that
 // replaces the input box (as Screen reports it), else a login or
-// connectivity failure the latest reply or the footer shows.
+// connectivity failure the latest reply or the footer shows. The
+// usage-limit menu blocks only when loopd cannot answer it
+// (LimitMenuKeys: its cursor or its "wait" choice is not seen).
 func (c *claudeCode) Blocked(text string) Block {
 	if s, why := c.Screen(text); s == ScreenBlocked {
+		if why == BlockUsageLimitMenu && c.LimitMenuKeys(text) != nil {
+			return ""
+		}
 		return why
 	}
 	turn := lastTurn(text)
@@ -90,44 +95,69 @@ func (c *claudeCode) Blocked(text string) Block {
 	return ""
 }
 
-// Limit reports the usage limit a Claude Code screen shows: the menu
-// (anywhere on the screen, which it fills), or a banner in the latest turn
-// (a banner further up is history: a resumed conversation shows its past
-// limits). The reset is read at now in the zone the banner names, or
-// loopd's local zone, which is the pane's (TZ reaches it).
+// claudeMarks are the marks of Claude Code's screen
+// (2.1.197, testdata/claude-2.1.197): "⎿" starts the CLI's own reply to a
+// prompt (an API error, a usage limit, "Not logged in"), "❯" a prompt and
+// "─" the input box's rule; "⏺" starts the model's answer, after which
+// every line (its text, its tools' output under "⎿") is the conversation.
+var claudeMarks = statusMarks{status: []string{"⎿"}, talk: []string{"❯", "─"}, stop: "⏺"}
+
+// Limit reports the usage limit a Claude Code screen shows: a banner the
+// CLI itself printed in the latest turn, as its reply to the prompt
+// (claudeMarks, before the model's answer: a banner the agent quotes, or
+// one further up in a resumed conversation's history, is not a limit),
+// and the menu, which the CLI draws in place of the input box. Menu is
+// true only when loopd can answer it (LimitMenuKeys). The reset is read
+// at now in the zone the banner names, or the pane's (its TZ, else
+// loopd's local zone).
 func (c *claudeCode) Limit(text string, now time.Time) (Limit, bool) {
 	menu := strings.Contains(text, claudeLimitMenuTitle) && strings.Contains(text, claudeLimitWait)
-	where := lastTurn(text)
-	if menu {
-		where = text
-	}
-	var l Limit
-	found := false
-	lines := strings.Split(where, "\n")
-	for i, line := range lines {
-		if !claudeLimitLine.MatchString(line) {
-			continue
-		}
-		found = true
-		l = Limit{Kind: LimitUsage, Text: clip(line)}
-		// The reset may wrap onto the next line of a narrow pane.
-		context := line
-		if i+1 < len(lines) {
-			context += " " + strings.TrimSpace(lines[i+1])
-		}
-		if t, ok := epochReset(line); ok {
-			l.Reset = t
-		} else if t, ok := ParseReset(context, now, nil); ok {
-			l.Reset = t
-		}
-	}
+	l, found := statusLimit(lastTurn(text), claudeMarks, func(block string) (Limit, bool) { return claudeTextLimit(block, now, c.zone()) })
 	if menu {
 		if !found {
 			l = Limit{Kind: LimitUsage, Text: claudeLimitWait}
 		}
-		l.Menu, found = true, true
+		l.Menu, found = c.LimitMenuKeys(text) != nil, true
 	}
 	return l, found
+}
+
+// claudeTextLimit reads a usage limit from one message of the CLI: its
+// window (claudeWindow) and its reset, as Unix seconds (epochReset) or as
+// a clock time and date read at now (ParseReset).
+func claudeTextLimit(text string, now time.Time, loc *time.Location) (Limit, bool) {
+	if !claudeLimitLine.MatchString(text) {
+		return Limit{}, false
+	}
+	l := Limit{Kind: LimitUsage, Window: claudeWindow(text), Text: clip(text)}
+	if t, ok := epochReset(text); ok {
+		l.Reset = t
+	} else if t, ok := ParseReset(text, now, loc); ok {
+		l.Reset = t
+	}
+	return l, true
+}
+
+// claudeWindowWords name the window of a Claude Code banner: "session
+// limit", "5-hour limit", "weekly limit", and the weekly per-model limits
+// ("Opus limit", "Sonnet limit"). A banner that names none but resets on
+// a date ("resets Jul 18 at 4am") is the weekly one, the plans' only
+// window longer than a day.
+var (
+	claudeSessionWords = regexp.MustCompile(`(?i)\b(?:session|5-hour) limit`)
+	claudeWeeklyWords  = regexp.MustCompile(`(?i)\b(?:weekly|opus|sonnet) limit`)
+	claudeDatedReset   = regexp.MustCompile(`(?i)\bresets?\s+(?:on\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d`)
+)
+
+// claudeWindow is the window a Claude Code limit message names.
+func claudeWindow(text string) LimitWindow {
+	switch {
+	case claudeWeeklyWords.MatchString(text), claudeDatedReset.MatchString(text):
+		return WindowWeekly
+	case claudeSessionWords.MatchString(text):
+		return WindowSession
+	}
+	return ""
 }
 
 // LimitMenuKeys returns the keys that pick "Stop and wait for limit to
@@ -135,22 +165,32 @@ func (c *claudeCode) Limit(text string, now time.Time) (Limit, bool) {
 // choice's own number, which moves the cursor there (or picks it; the
 // next look sees which). It reads the number from the screen, so a menu
 // that orders its choices otherwise is still answered "wait". nil when
-// the screen shows no such menu.
+// the screen shows no such menu, or one whose cursor is on none of its
+// choices (a frame drawn without it): a key sent blind could pick what
+// the cursor is on, so nothing is sent, and Blocked shows the menu.
 func (c *claudeCode) LimitMenuKeys(text string) []string {
 	if !strings.Contains(text, claudeLimitMenuTitle) {
 		return nil
 	}
-	for _, line := range strings.Split(text, "\n") {
+	wait, cursor := "", false
+	for _, line := range strings.Split(text[strings.LastIndex(text, claudeLimitMenuTitle):], "\n") {
 		m := claudeMenuOption.FindStringSubmatch(line)
-		if m == nil || m[3] != claudeLimitWait {
+		if m == nil {
+			continue
+		}
+		cursor = cursor || m[1] != ""
+		if m[3] != claudeLimitWait {
 			continue
 		}
 		if m[1] != "" {
 			return []string{"Enter"}
 		}
-		return []string{m[2]}
+		wait = m[2]
 	}
-	return nil
+	if wait == "" || !cursor {
+		return nil
+	}
+	return []string{wait}
 }
 
 // lastTurn is the text after the latest prompt in the conversation shown:
@@ -181,7 +221,7 @@ const claudeTail = 64 << 10 // bytes
 // (isApiErrorMessage, or an "error" field) naming a usage limit, or a
 // rate-limit (429) or overload (529) error, with no user line after it. Its
 // At is the line's timestamp, and a reset given as a clock time is read
-// at that time in loopd's local zone; "Claude AI usage limit
+// at that time in the pane's zone (TZ); "Claude AI usage limit
 // reached|<epoch>" gives it in Unix seconds. It reads at most the last 64
 // KiB.
 func (c *claudeCode) TranscriptLimit(tr Transcript) (Limit, bool, error) {
@@ -201,12 +241,12 @@ func (c *claudeCode) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 			last = line
 		}
 	}
-	return claudeLineLimit(last)
+	return claudeLineLimit(last, c.zone())
 }
 
 // claudeLineLimit reads a usage limit from one assistant line of a
 // transcript.
-func claudeLineLimit(line []byte) (Limit, bool, error) {
+func claudeLineLimit(line []byte, loc *time.Location) (Limit, bool, error) {
 	var l struct {
 		Type       string          `json:"type"`
 		Timestamp  string          `json:"timestamp"`
@@ -237,15 +277,9 @@ func claudeLineLimit(line []byte) (Limit, bool, error) {
 	} else {
 		_ = json.Unmarshal(l.Message.Content, &text)
 	}
-	if reset, ok := epochReset(text); ok {
-		return Limit{Kind: LimitUsage, Reset: reset, At: at, Text: clip(claudeLimitEpoch.FindString(text))}, true, nil
-	}
 	for _, ln := range strings.Split(text, "\n") {
-		if claudeLimitLine.MatchString(ln) {
-			lim := Limit{Kind: LimitUsage, At: at, Text: clip(ln)}
-			if t, ok := ParseReset(ln, at, nil); ok {
-				lim.Reset = t
-			}
+		if lim, ok := claudeTextLimit(ln, at, loc); ok {
+			lim.At = at
 			return lim, true, nil
 		}
 	}

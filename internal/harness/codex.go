@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -742,10 +743,12 @@ func (c *codex) Blocked(text string) Block { return blockedOn(c.Screen(text)) }
 // codexLimitLine is how Codex words a usage limit (codex-rs error.rs,
 // UsageLimitReachedError and QuotaExceeded; the 0.171.0 binary's strings):
 // "You’ve hit your usage limit. … try again at Dec 1st, 2026 1:09 AM."
-// (measured, with a typographic apostrophe), "You've reached your usage
-// limit", "Quota exceeded. Check your plan and billing details.", and the
-// credit messages.
-var codexLimitLine = regexp.MustCompile(`(?i)(you(?:'|’)ve (?:hit|reached) your usage limit|quota exceeded\. check your plan|you(?:'|’)re out of credits|workspace is out of credits)`)
+// (measured, with a typographic apostrophe), the same without the
+// contraction ("You have hit your usage limit", as other versions word
+// it), "You've reached your usage limit", "Quota exceeded. Check your plan
+// and billing details.", the credit messages, and the backend's 429 body
+// when the CLI shows it raw ({"error":{"type":"usage_limit_reached",…}}).
+var codexLimitLine = regexp.MustCompile(`(?i)(you(?:'|’)ve|you have) (?:hit|reached) your usage limit|quota exceeded\. check your plan|you(?:'|’)re out of credits|workspace is out of credits|usage_limit_reached`)
 
 // codexRate is an API rate-limit (HTTP 429) error Codex gave up retrying
 // ("exceeded retry limit, last status: 429 Too Many Requests"), codexOverload
@@ -755,32 +758,35 @@ var (
 	codexOverload = regexp.MustCompile(`(?i)currently experiencing high (?:demand|load)`)
 )
 
-// codexTryAgain is the reset a usage-limit message names: "try again at
-// 1:09 AM", or with a date, "try again at Dec 1st, 2026 1:09 AM", in the
-// CLI's local zone.
-var codexTryAgain = regexp.MustCompile(`(?i)try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,\s*\d{4}\s+)?(\d{1,2}:\d{2}\s*[ap]m)`)
+// codexResetsAt and codexResetsIn are the reset of the backend's 429 body
+// for a usage limit (codex-rs, UsageLimitReachedError's resets_at, Unix
+// seconds, and resets_in_seconds), which a message may carry as it came.
+var (
+	codexResetsAt = regexp.MustCompile(`"resets_at"\s*:\s*(\d{9,11})\b`)
+	codexResetsIn = regexp.MustCompile(`"resets_in_seconds"\s*:\s*(\d{1,9})\b`)
+)
 
-// codexReset reads the reset of a usage-limit message through ParseReset,
-// at now in the zone loc (nil: loopd's local zone, which the pane shares).
-func codexReset(text string, now time.Time, loc *time.Location) (time.Time, bool) {
-	m := codexTryAgain.FindStringSubmatch(text)
-	if m == nil {
-		return time.Time{}, false
-	}
-	when := m[3]
-	if m[1] != "" {
-		when = m[1] + " " + m[2] + ", " + m[3]
-	}
-	return ParseReset("resets at "+when, now, loc)
-}
+// codexWeekly is a message that names the weekly window.
+var codexWeekly = regexp.MustCompile(`(?i)\bweekly\b`)
 
 // codexLineLimit reads a usage limit, a rate limit or an overload from one
-// message of Codex.
-func codexLineLimit(text string, now time.Time) (Limit, bool) {
+// message of Codex, seen at now; clock times are in loc, the zone the CLI
+// prints in. A resets_at is taken as given, a resets_in_seconds counted
+// from now, a date or clock time read by ParseReset.
+func codexLineLimit(text string, now time.Time, loc *time.Location) (Limit, bool) {
 	switch {
 	case codexLimitLine.MatchString(text):
 		l := Limit{Kind: LimitUsage, Text: clip(text)}
-		if t, ok := codexReset(text, now, nil); ok {
+		if codexWeekly.MatchString(text) {
+			l.Window = WindowWeekly
+		}
+		if m := codexResetsAt.FindStringSubmatch(text); m != nil {
+			secs, _ := strconv.ParseInt(m[1], 10, 64)
+			l.Reset = time.Unix(secs, 0).UTC()
+		} else if m := codexResetsIn.FindStringSubmatch(text); m != nil {
+			secs, _ := strconv.Atoi(m[1])
+			l.Reset = now.Add(time.Duration(secs) * time.Second)
+		} else if t, ok := ParseReset(text, now, loc); ok {
 			l.Reset = t
 		}
 		return l, true
@@ -792,23 +798,18 @@ func codexLineLimit(text string, now time.Time) (Limit, bool) {
 	return Limit{}, false
 }
 
-// Limit reports the usage limit the latest turn on a Codex screen shows
-// (an error line "■ You’ve hit your usage limit. …", which may wrap onto
-// the next line), its reset read at now.
+// codexMarks are the marks of Codex's screen (0.171.0,
+// testdata/codex-0.171.0): "■" starts an error the CLI shows (a usage
+// limit among them), "›" a user message and "•" the agent's message or a
+// tool's output.
+var codexMarks = statusMarks{status: []string{"■"}, talk: []string{"›", "•"}}
+
+// Limit reports the usage limit the latest turn on a Codex screen shows:
+// an error of the CLI's own ("■ You’ve hit your usage limit. …", which may
+// wrap onto the next lines), never the agent's message or a quoted
+// comment; its reset read at now in the pane's zone.
 func (c *codex) Limit(text string, now time.Time) (Limit, bool) {
-	lines := strings.Split(codexLastTurn(text), "\n")
-	var l Limit
-	found := false
-	for i, line := range lines {
-		context := line
-		if i+1 < len(lines) {
-			context += " " + strings.TrimSpace(lines[i+1])
-		}
-		if got, ok := codexLineLimit(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(context), "■")), now); ok {
-			l, found = got, true
-		}
-	}
-	return l, found
+	return statusLimit(codexLastTurn(text), codexMarks, func(block string) (Limit, bool) { return codexLineLimit(block, now, c.zone()) })
 }
 
 // codexLastTurn is the text between the latest user message shown and the
@@ -877,7 +878,7 @@ func (c *codex) TranscriptLimit(tr Transcript) (Limit, bool, error) {
 		return Limit{}, false, nil // not a line the CLI wrote
 	}
 	msg := l.Payload.Error.Message
-	lim, ok := codexLineLimit(msg, at)
+	lim, ok := codexLineLimit(msg, at, c.zone())
 	if !ok && l.Payload.Error.Info == "usage_limit_exceeded" {
 		lim, ok = Limit{Kind: LimitUsage, Text: clip(msg)}, true
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,11 +96,6 @@ var geminiDialogs = []struct {
 	{[]string{"Apply this change?"}, BlockPermission},
 	{[]string{"Do you want to proceed?", "Allow once"}, BlockPermission},
 }
-
-// geminiLimit is the usage-limit message of 0.61.0's TUI: "Usage limit
-// reached for <model>." and, when the API named a delay, "Access resets
-// at 5:10 PM UTC." (Intl "en-US" hour and minute with a short zone name).
-var geminiLimit = regexp.MustCompile(`Usage limit reached for [^\n]*(?:\n[^\n]*Access resets at [^\n]*)?`)
 
 type gemini struct {
 	base
@@ -830,19 +826,120 @@ func (g *gemini) Screen(text string) (Screen, string) {
 // Blocked is the dialog Screen reports, "" for none.
 func (g *gemini) Blocked(text string) Block { return blockedOn(g.Screen(text)) }
 
-// Limit reports the usage limit the screen shows ("Usage limit reached
-// for <model>."), its reset read from "Access resets at <time>." in the
-// local zone (ParseReset).
+// What Gemini CLI 0.61.0 shows when a quota runs out (gemini-cli-core's
+// googleQuotaErrors.ts and the TUI's messages): its own usage-limit
+// notice, "Usage limit reached for <model>." with, when the API named a
+// delay, "Access resets at 5:10 PM UTC." (Intl "en-US" hour and minute
+// with the short zone name); "Your quota will reset after 2h52m39s.";
+// and the API's 429 error as it came ("[API Error: {…"status":
+// "RESOURCE_EXHAUSTED"…}]"), whose QuotaFailure names the quota
+// ("…PerDay…", "…PerMinute…") and whose RetryInfo the delay
+// ("retryDelay": "37s", or "Please retry in 37.4s.").
+var (
+	geminiUsageLimit = regexp.MustCompile(`(?i)usage limit reached for |quota will reset after`)
+	geminiExhausted  = regexp.MustCompile(`RESOURCE_EXHAUSTED|exceeded your current quota`)
+	geminiPerDay     = regexp.MustCompile(`(?i)PerDay|per day`)
+	geminiPerMinute  = regexp.MustCompile(`(?i)PerMinute|per minute`)
+	geminiRetryDelay = regexp.MustCompile(`"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"`)
+	geminiRetryIn    = regexp.MustCompile(`(?i)retry in (\d+(?:\.\d+)?)\s*s`)
+	geminiResetAfter = regexp.MustCompile(`(?i)reset after ((?:\d+h)?(?:\d+m)?(?:\d+(?:\.\d+)?s)?)\b`)
+)
+
+// geminiQuotaZone is where Gemini's per-day quotas reset, at midnight:
+// "Requests per day (RPD) quotas reset at midnight Pacific time"
+// (ai.google.dev/gemini-api/docs/rate-limits).
+const geminiQuotaZone = "America/Los_Angeles"
+
+// geminiMarks are the marks of Gemini's screen (0.61.0,
+// testdata/gemini-0.61.0): "✕" starts an error and "ℹ" a notice of the
+// CLI's own; ">" starts a user message, "✦" the model's answer, and a
+// box ("╭", "│", "╰") a tool's call and output.
+var geminiMarks = statusMarks{status: []string{"✕", "ℹ"}, talk: []string{">", "✦", "╭", "│", "╰"}}
+
+// Limit reports the usage limit the latest turn on the screen shows, in
+// an error or notice of the CLI's own (never the model's answer or a
+// quoted comment): its usage-limit notice, reset at the time it names
+// (read in the zone written, else the pane's) or after the delay it
+// names, else at the daily quota's reset; a RESOURCE_EXHAUSTED error of a
+// per-minute quota, reset after its retry delay (a minute when it names
+// none); of a per-day quota, at its reset (midnight Pacific,
+// geminiQuotaZone); and a bare one, a rate limit with no reset.
 func (g *gemini) Limit(text string, now time.Time) (Limit, bool) {
-	m := geminiLimit.FindString(text)
-	if m == "" {
+	return statusLimit(geminiLastTurn(text), geminiMarks, func(block string) (Limit, bool) { return geminiTextLimit(block, now, g.zone()) })
+}
+
+// geminiTextLimit reads a usage limit from one message of the CLI, seen at
+// now; loc is the zone it prints clock times in.
+func geminiTextLimit(text string, now time.Time, loc *time.Location) (Limit, bool) {
+	usage := geminiUsageLimit.MatchString(text)
+	if !usage && !geminiExhausted.MatchString(text) {
 		return Limit{}, false
 	}
-	l := Limit{Kind: LimitUsage, Text: clip(strings.SplitN(m, "\n", 2)[0])}
-	if reset, ok := ParseReset(m, now, time.Local); ok {
-		l.Reset = reset
+	first := text
+	if i := strings.Index(text, ". "); i >= 0 {
+		first = text[:i+1]
+	}
+	l := Limit{Kind: LimitUsage, Text: clip(first)}
+	switch {
+	case geminiPerMinute.MatchString(text):
+		l.Window, l.Reset = WindowMinute, now.Add(time.Minute)
+		// RetryInfo's delay is the API's own; the message's is a rounding.
+		m := geminiRetryDelay.FindStringSubmatch(text)
+		if m == nil {
+			m = geminiRetryIn.FindStringSubmatch(text)
+		}
+		if m != nil {
+			secs, _ := strconv.ParseFloat(m[1], 64)
+			l.Reset = now.Add(time.Duration(math.Ceil(secs)) * time.Second)
+		}
+	case geminiPerDay.MatchString(text) || usage:
+		l.Window = WindowDaily
+		if t, ok := ParseReset(text, now, loc); ok {
+			l.Reset = t
+		} else if m := geminiResetAfter.FindStringSubmatch(text); m != nil && m[1] != "" {
+			d, err := time.ParseDuration(m[1])
+			if err == nil {
+				l.Reset = now.Add(d)
+			}
+		} else if !strings.Contains(text, "resets at") {
+			l.Reset = nextMidnight(now, geminiQuotaZone)
+		}
+	default:
+		l.Kind = LimitRate
 	}
 	return l, true
+}
+
+// nextMidnight is the first midnight after now in zone.
+func nextMidnight(now time.Time, zone string) time.Time {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return time.Time{}
+	}
+	local := now.In(loc)
+	return time.Date(local.Year(), local.Month(), local.Day()+1, 0, 0, 0, 0, loc)
+}
+
+// geminiLastTurn is the text of the latest turn on a Gemini screen: after
+// the last user message ("> …") above the input box (the rule "────"
+// before it), and before that box; the whole text when there is neither.
+func geminiLastTurn(text string) string {
+	lines := strings.Split(text, "\n")
+	end := len(lines)
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "────") {
+			end = i
+			break
+		}
+	}
+	start := 0
+	for i := end - 1; i >= 0; i-- {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), ">") {
+			start = i + 1
+			break
+		}
+	}
+	return strings.Join(lines[start:end], "\n")
 }
 
 // geminiRetention is the setting that loopd provisions: Gemini's session

@@ -100,6 +100,13 @@ const (
 	// SessionRateLimited: the harness hit a usage limit; the item waits
 	// for its reset (reset, until, default_reset, reset_capped).
 	SessionRateLimited Name = "session.rate_limited"
+	// SessionBudgetExhausted: the item's agent used its route's token
+	// budget; its turn was interrupted and it is held (budget_used,
+	// budget_limit, budget_which, tokens).
+	SessionBudgetExhausted Name = "session.budget_exhausted"
+	// ItemBudgetRaised: an operator raised an item's budget
+	// (budget_raise; loopd release --budget).
+	ItemBudgetRaised Name = "item.budget_raised"
 	// SessionLimitMenuAnswered: loopd answered the usage-limit menu with
 	// its choice that waits for the reset (keys).
 	SessionLimitMenuAnswered Name = "session.limit_menu_answered"
@@ -313,6 +320,18 @@ const (
 	// reconcile loop was woken, since a notification may have been
 	// missed.
 	StoreListenRestored Name = "store.listen_restored"
+	// StoreListenLost: the PostgreSQL store's LISTEN connection failed
+	// (err), once at the start of each outage; other hosts' changes
+	// reach this one only on its resync timer until
+	// store.listen_restored.
+	StoreListenLost Name = "store.listen_lost"
+	// StoreUnreachable: a heartbeat found the store out of reach (err),
+	// once at the start of each outage; its row, timed at the start, is
+	// written once the store answers again, before store.reachable.
+	StoreUnreachable Name = "store.unreachable"
+	// StoreReachable: the store answers a heartbeat again after
+	// store.unreachable, down_for after the outage started.
+	StoreReachable Name = "store.reachable"
 
 	// StatusPageFailed: the status page could not read the store for a
 	// request (reason=store_failed, detail: the request's path); it

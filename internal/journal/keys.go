@@ -43,6 +43,8 @@ const (
 	KeyRelease            = "release"              // the command that releases an item
 	KeyLimit              = "limit"                // a usage limit's kind: usage_limit, rate_limit, overloaded; a GitHub rate limit's: secondary, primary
 	KeyReset              = "reset"                // when a usage limit resets (RFC 3339)
+	KeyWindow             = "window"               // a usage limit's window: session, weekly, daily, per_minute; "" when the harness did not say
+	KeyEpisode            = "episode"              // the item's count of usage-limit episodes, this one included
 	KeyDefaultReset       = "default_reset"        // the reset was unreadable: a bounded default stands for it
 	KeyResetCapped        = "reset_capped"         // the reset named lay past the longest hold: the bound stands for it
 	KeyAccount            = "account"              // the account a harness's usage counts against
@@ -112,6 +114,13 @@ const (
 	KeyCICollected   = "ci_collected"   // a check's failure was recorded with its commit's checks
 	KeyCIReady       = "ci_ready"       // every check of the commit seen has completed: its prompt goes now
 	KeyFailedChecks  = "failed_checks"  // the failed checks a commit's one prompt names
+	KeyBudgetRaise   = "budget_raise"   // tokens an authorized comment or loopd release --budget added to an item's budget
+
+	// Token budgets (docs/design.md, "Budgets").
+	KeyBudgetUsed  = "budget_used"  // weighted tokens the item used of the budget that stopped it
+	KeyBudgetLimit = "budget_limit" // that budget, raises included
+	KeyBudgetWhich = "budget_which" // which budget: window or total
+	KeyTokens      = "tokens"       // the tokens counted, by kind: input=… output=… cache_write=… cache_read=…
 
 	// Calls to GitHub's REST API (the outbox).
 	KeyCall         = "call"         // what a call does: announce, react or notify
@@ -159,6 +168,7 @@ const (
 	KeyDraining       = "draining"         // the host is set draining (loopd drain)
 	KeyLeaseRemaining = "lease_remaining"  // how long this host's lease clock stays valid (a duration)
 	KeyStore          = "store"            // the store: "sqlite", or the PostgreSQL URL with its password redacted
+	KeyDownFor        = "down_for"         // how long the store was out of reach (a duration)
 
 	// Capacity (session.queued, session.parked, the dry run's queue).
 	KeyPosition  = "position"   // an item's place in the queue, 1 first
@@ -201,7 +211,7 @@ var (
 	intKeys = []string{KeyRepeated, KeyReplay, KeyBytes, KeyAttempt, KeyPending, KeyExitStatus, KeySignal, KeyFailures,
 		KeyFastFailures, KeyChurnFailures, KeyGeneration, KeyFailuresOnError, KeyHTTPStatus, KeyAttempts, KeyStreak,
 		KeyAdopted, KeyDropped, KeyItems, KeyLive, KeyPID, KeyLeaseGen, KeyPosition, KeyMaxLive, KeyStarts, KeyMaxStarts,
-		KeyStored, KeyRows, KeyFreedBytes}
+		KeyStored, KeyRows, KeyFreedBytes, KeyBudgetRaise, KeyBudgetUsed, KeyBudgetLimit}
 	boolKeys = []string{KeyResumed, KeyConfirmed, KeyVerified, KeyClean, KeyFresh, KeyQueued, KeyCreated, KeyClosed,
 		KeyStateChanged, KeyStaleState, KeyKept, KeyKilled, KeyProjectSettings}
 )

@@ -23,13 +23,17 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/loopd/loopd/internal/fence"
 )
 
-// Command is the hidden loopd subcommand that launches a harness, and
-// EnvFileFlag its flag naming the env file.
+// Command is the hidden loopd subcommand that launches a harness,
+// EnvFileFlag its flag naming the env file, and FenceFlag the one naming
+// the fence stamp its watchdog reads (package fence).
 const (
 	Command     = "launch"
 	EnvFileFlag = "--env-file"
+	FenceFlag   = "--fence"
 )
 
 // maxEnvFile caps what the launcher reads from an env file, in bytes.
@@ -46,6 +50,10 @@ type Launcher struct {
 	Exe string
 	// Dir holds the env files; Prepare creates it with mode 0700.
 	Dir string
+	// Fence, when set, is the fence stamp (fence.Stamp) of a host of a
+	// shared store: each launcher then starts a watchdog that ends its
+	// harness once the stamp lapsed. Empty for a store's only member.
+	Fence string
 }
 
 // Prepare writes env to a new file (mode 0600) for session and returns the
@@ -85,7 +93,11 @@ func (l Launcher) Prepare(session string, env map[string]string) ([]string, stri
 		_ = os.Remove(f.Name())
 		return nil, "", fmt.Errorf("prepare launch %s: write %s: %w", session, f.Name(), err)
 	}
-	return []string{l.Exe, Command, EnvFileFlag, f.Name(), "--"}, f.Name(), nil
+	argv := []string{l.Exe, Command, EnvFileFlag, f.Name()}
+	if l.Fence != "" {
+		argv = append(argv, FenceFlag, l.Fence)
+	}
+	return append(argv, "--"), f.Name(), nil
 }
 
 // Discard removes the env files of session: those of a spawn that tmux
@@ -175,17 +187,28 @@ func Environ(inherited []string, env map[string]string) []string {
 	return out
 }
 
-// Exec is the launcher: it reads and removes envFile, and replaces the
-// process with argv under Environ of the process's environment. A bare
-// argv[0] is looked up on the new environment's PATH, as the shell would;
-// argv[0] itself is passed as given. Exec returns only on failure.
-func Exec(envFile string, argv []string) error {
+// Exec is the launcher: it reads and removes envFile, starts the fence
+// watchdog of stamp (fence.Start; none when stamp is empty), and replaces
+// the process with argv under Environ of the process's environment. A
+// bare argv[0] is looked up on the new environment's PATH, as the shell
+// would; argv[0] itself is passed as given. Exec returns only on failure;
+// a watchdog started then exits with the launcher.
+func Exec(envFile, stamp string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("launch: no command")
 	}
 	env, err := ReadEnvFile(envFile)
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", argv[0], err)
+	}
+	if stamp != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("launch %s: %w", argv[0], err)
+		}
+		if err := fence.Start(exe, stamp); err != nil {
+			return fmt.Errorf("launch %s: %w", argv[0], err)
+		}
 	}
 	environ := Environ(os.Environ(), env)
 	path := argv[0]

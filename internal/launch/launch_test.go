@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
-		err := Exec(f, args)
+		err := Exec(f, "", args)
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(127)
 	}
@@ -52,6 +52,12 @@ func TestPrepare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, env, got)
 	assert.NoFileExists(t, path, "read removes it")
+
+	// A host of a shared store has its launchers start a watchdog.
+	l.Fence = "/var/lib/loopd/fence-stamp"
+	prefix, path, err = l.Prepare("loop-o-r-1", env)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/opt/loopd", "launch", "--env-file", path, "--fence", l.Fence, "--"}, prefix)
 }
 
 func TestPrepareRemovesWhatAnEarlierSpawnLeft(t *testing.T) {

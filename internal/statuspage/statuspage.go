@@ -101,6 +101,22 @@ type Options struct {
 	Now func() time.Time
 	// Log gets status_page.failed when the store cannot be read.
 	Log *slog.Logger
+	// Outages, when not nil, returns the store's outages that hold now
+	// (the store out of reach, its listener down): every page shows
+	// them, and a page the store cannot serve names them.
+	Outages func() []Outage
+}
+
+// Outage is one outage of the store that holds now, as the page shows
+// it.
+type Outage struct {
+	// What is down: "store" (out of reach of the heartbeats) or
+	// "store listener" (PostgreSQL LISTEN).
+	What string
+	// Since is when it started; zero when not known. The failure itself
+	// is not shown (it may name a path of the state dir): /readyz and the
+	// journal give it.
+	Since time.Time
 }
 
 // Handler serves the status page. It only reads.
@@ -194,9 +210,10 @@ type indexData struct {
 
 // page is what every page's layout shows.
 type page struct {
-	Title string
-	Host  string
-	Now   time.Time
+	Title   string
+	Host    string
+	Now     time.Time
+	Outages []Outage
 }
 
 // capacityView is this host's load against capacity: Max* are 0 for no
@@ -225,11 +242,12 @@ type group struct {
 	Items   []itemRow
 }
 
-// resolveAttention and resolveBlocked are what the page tells a person to
+// resolveAttention, resolveBlocked and resolveBudget are what the page tells a person to
 // do about the items that need one.
 const (
 	resolveAttention = "loopd describe ITEM says why; loopd release ITEM once it is fixed"
 	resolveBlocked   = "loopd attach ITEM and answer its screen; loopd sees the screen change by itself"
+	resolveBudget    = "loopd release --budget +200k ITEM, or an authorized comment /loopd budget +200k, lets it go on in the same conversation"
 )
 
 // itemRow is one item as the tables show it.
@@ -292,7 +310,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	p := h.opts.Policy()
 	rows := h.rows(records, p, now)
-	d := indexData{page: page{Title: "loopd status", Host: h.opts.Host, Now: now}, Events: eventRows(events)}
+	d := indexData{page: h.page("loopd status", now), Events: eventRows(events)}
 	for _, pause := range pauses {
 		if pause.Holds(now) {
 			d.Paused = append(d.Paused, pause)
@@ -328,7 +346,11 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, ph := range desired.Phases() {
 		if len(byPhase[ph]) > 0 && ph != desired.PhaseNeedsAttention {
-			d.Groups = append(d.Groups, group{Phase: ph, Items: byPhase[ph]})
+			g := group{Phase: ph, Items: byPhase[ph]}
+			if ph == desired.PhaseBudgetExhausted {
+				g.Resolve = resolveBudget
+			}
+			d.Groups = append(d.Groups, g)
 		}
 	}
 	load := reconciler.LoadOn(records, h.opts.Host)
@@ -401,7 +423,7 @@ func (h *Handler) serveItem(w http.ResponseWriter, r *http.Request) {
 	p := h.opts.Policy()
 	row := h.rows(records, p, now)[i]
 	d := itemData{
-		page:        page{Title: rec.Key.String() + " · loopd", Host: h.opts.Host, Now: now},
+		page:        h.page(rec.Key.String()+" · loopd", now),
 		Item:        row,
 		Kind:        rec.Spec.Kind,
 		Harness:     rec.Spec.Harness,
@@ -482,7 +504,7 @@ func (h *Handler) notFound(w http.ResponseWriter, key string, now time.Time) {
 	h.render(w, h.none, http.StatusNotFound, struct {
 		page
 		Key string
-	}{page: page{Title: "not found · loopd", Host: h.opts.Host, Now: now}, Key: key})
+	}{page: h.page("not found · loopd", now), Key: key})
 }
 
 // fail answers 500 to a request the store could not serve, and logs why;
@@ -492,7 +514,28 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the caller went away
 	}
 	h.opts.Log.Error(string(journal.StatusPageFailed), journal.KeyReason, "store_failed", journal.KeyDetail, r.URL.Path, journal.KeyErr, err)
-	http.Error(w, "status page: the store could not be read; see the daemon's log (status_page.failed)", http.StatusInternalServerError)
+	msg, code := "status page: the store could not be read; see the daemon's log (status_page.failed)", http.StatusInternalServerError
+	for _, o := range h.outages() {
+		code = http.StatusServiceUnavailable
+		msg += "\n" + o.What + " down"
+		if !o.Since.IsZero() {
+			msg += " since " + o.Since.UTC().Format(time.RFC3339)
+		}
+	}
+	http.Error(w, msg, code)
+}
+
+// page is the layout's data of a page titled title, at now.
+func (h *Handler) page(title string, now time.Time) page {
+	return page{Title: title, Host: h.opts.Host, Now: now, Outages: h.outages()}
+}
+
+// outages returns Options.Outages', none without it.
+func (h *Handler) outages() []Outage {
+	if h.opts.Outages == nil {
+		return nil
+	}
+	return h.opts.Outages()
 }
 
 // render executes t into a buffer first, so that a failed render answers

@@ -327,6 +327,25 @@ func TestStoreFailureIsLoggedNotShown(t *testing.T) {
 	assert.Contains(t, logged.String(), "/var/lib/loopd")
 }
 
+// An outage of the store shows on every page, and a page the store could
+// not serve answers 503 naming it.
+func TestOutageShown(t *testing.T) {
+	since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	outages := func() []Outage { return []Outage{{What: "store listener", Since: since}} }
+	srv := server(t, fixture(t), func(o *Options) { o.Outages = outages })
+	code, _, body := get(t, srv.URL+"/")
+	assert.Equal(t, http.StatusOK, code)
+	_, text := statuspagetest.DOM(t, body)
+	assert.Contains(t, text, "Store outage")
+	assert.Contains(t, text, "store listener")
+
+	srv = server(t, failing{}, func(o *Options) { o.Outages = outages })
+	code, _, body = get(t, srv.URL+"/")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "store listener down since 2026-12-01T10:00:00Z")
+	assert.NotContains(t, body, "/var/lib/loopd")
+}
+
 type failing struct{}
 
 func (failing) Records(context.Context) ([]desired.Record, error) {

@@ -373,6 +373,52 @@ func (e *Exec) CapturePane(ctx context.Context, target string, history bool) (st
 	return string(out), nil
 }
 
+// CapturePanes feeds one source-file - on stdin the capture-pane -p -J of
+// each target, each after a display-message -p of a marker line that names
+// it: the commands' number is not bounded by the argv limit, and a missing
+// target fails its own line only (source-file runs every line, tmux(1)
+// "source-file"). The markers carry a random nonce, so that no screen can
+// print one. A section with nothing in it is a failed capture: a live
+// pane's capture prints a line per row.
+func (e *Exec) CapturePanes(ctx context.Context, targets []string) (map[string]string, error) {
+	screens := make(map[string]string, len(targets))
+	if len(targets) == 0 {
+		return screens, nil
+	}
+	prefix := "loopd-capture-" + rand.Text() + "-"
+	var script strings.Builder
+	for i, t := range targets {
+		if err := CheckTarget(t); err != nil {
+			return nil, fmt.Errorf("capture %s: %w", t, err)
+		}
+		fmt.Fprintf(&script, "display-message -p %s\ncapture-pane -p -J -t %s\n", quote(prefix+strconv.Itoa(i)), quote(t))
+	}
+	out, err := e.run(ctx, strings.NewReader(script.String()), []string{"source-file", "-"})
+	if err != nil && !errors.Is(err, ErrNoSession) {
+		return nil, fmt.Errorf("capture %d panes: %w", len(targets), err)
+	}
+	var section strings.Builder
+	at := -1
+	flush := func() {
+		if at >= 0 && section.Len() > 0 {
+			screens[targets[at]] = section.String()
+		}
+		section.Reset()
+	}
+	for line := range strings.Lines(string(out)) {
+		if i, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), prefix); ok {
+			if n, err := strconv.Atoi(i); err == nil && n > at && n < len(targets) {
+				flush()
+				at = n
+				continue
+			}
+		}
+		section.WriteString(line)
+	}
+	flush()
+	return screens, nil
+}
+
 // HistorySize returns the number of lines in target's history (the
 // scrollback above the screen, #{history_size}) and the screen's height in
 // lines (#{pane_height}).
@@ -443,7 +489,8 @@ func (e *Exec) WaitFor(ctx context.Context, channel string) error {
 // run executes the commands in one tmux invocation, joined with ";", each
 // word escaped so that tmux keeps it. It maps tmux's complaints to the
 // sentinel errors and puts tmux's stderr in every other error; when ctx has
-// ended it returns ctx's error.
+// ended it returns ctx's error. The output is what tmux printed, on
+// failure too (a source-file whose failed lines did not stop the others).
 func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]byte, error) {
 	// -f /dev/null: loopd's private server does not read the user's
 	// ~/.tmux.conf, so its behaviour does not depend on whose account runs
@@ -468,7 +515,7 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, cmds ...[]string) ([]by
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return nil, classify(e.Binary, err, strings.TrimSpace(string(stderr)))
+	return stdout, classify(e.Binary, err, strings.TrimSpace(string(stderr)))
 }
 
 // classify maps a failed tmux client to a sentinel error by its stderr

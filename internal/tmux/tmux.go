@@ -240,6 +240,12 @@ type Client interface {
 	// CapturePane returns the visible screen of target, or the whole history
 	// too when history is true. It returns ErrNoSession for a missing target.
 	CapturePane(ctx context.Context, target string, history bool) (string, error)
+	// CapturePanes returns the visible screens of targets, by target, read
+	// in one tmux invocation whatever their number. A target that is
+	// missing (no such session or pane, or no server) is left out of the
+	// map; that is no error. An invalid target (CheckTarget) fails the
+	// whole call.
+	CapturePanes(ctx context.Context, targets []string) (map[string]string, error)
 	// KillSession kills the session named name when it carries owner's
 	// mark, checked in the same tmux invocation. It returns ErrNoSession if
 	// the session is missing and ErrForeign, killing nothing, if it carries

@@ -33,6 +33,10 @@ type verdict struct {
 	// (store.Ingest.NewOnly): a trigger label added to an item that
 	// runs starts nothing new.
 	newOnly bool
+	// budget, when not zero, is the raise an authorized comment's
+	// "/loopd budget +N" asks for (desired.BudgetCommand): it raises the
+	// item's budget, reaches no agent and creates no item.
+	budget int64
 }
 
 // filter applies the rules that keep loopd from talking to itself and
@@ -45,6 +49,8 @@ type verdict struct {
 //     case-insensitively) is dropped, even when the login is authorized;
 //   - a sender of type Bot that is not authorized is dropped as a bot,
 //     and any other sender that is not authorized as unauthorized;
+//   - an authorized comment whose first line is "/loopd budget +N" is a
+//     budget raise (verdict.budget), and one with a bad count is dropped;
 //   - text that carries an agent marker in a hidden HTML comment
 //     (agentMarked) is an agent's own comment, dropped; one that carries
 //     loopd's own announcement or notice marker (ownMarked) is loopd's,
@@ -75,6 +81,16 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 		return verdict{drop: reasonAgentMarker}
 	case ownMarked(c.text):
 		return verdict{drop: reasonOwnMarker}
+	}
+	if c.source.Kind != "" {
+		// A command is a word to loopd, not to the agent: no trigger
+		// applies to it, and a bad one is refused, never delivered.
+		switch n, ok, err := desired.BudgetCommand(c.text); {
+		case err != nil:
+			return verdict{drop: reasonBadCommand}
+		case ok:
+			return verdict{budget: n, noCreate: true, unknown: reasonNoWorkItem}
+		}
 	}
 	var v verdict
 	trigger := route.Trigger

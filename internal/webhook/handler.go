@@ -65,6 +65,7 @@ const (
 	reasonBotSender   = "bot_sender"   // a Bot account not in authorizedUsers
 	reasonAgentMarker = "agent_marker" // the text carries an agent's hidden marker
 	reasonOwnMarker   = "own_marker"   // the text carries loopd's own announcement or notice marker
+	reasonBadCommand  = "bad_command"  // "/loopd budget" with a count that is none (desired.ParseTokens)
 
 	// delivery.ignored: the route's trigger (filter).
 	reasonNoMention   = "no_mention"   // trigger.mention is not in the text
@@ -453,6 +454,9 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		CI:           c.ci,
 		Identity:     c.identity,
 	}
+	if v.budget > 0 {
+		c.prompt, in.BudgetRaise = nil, v.budget
+	}
 	if c.prompt != nil {
 		p := *c.prompt
 		p.Event, p.Action, p.WorkItem, p.Sender, p.DeliveryID = d.event, d.action, key, d.sender, d.id
@@ -544,6 +548,9 @@ func ingested(d delivery, key string, c change, v verdict, res store.IngestResul
 	}
 	if res.StateChanged {
 		attrs = append(attrs, "closed", *c.closed)
+	}
+	if v.budget > 0 {
+		attrs = append(attrs, "budget_raise", v.budget)
 	}
 	if v.drop != "" {
 		// The state applied; the prompt did not, and this says why.

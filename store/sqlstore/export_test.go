@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/loopd/loopd/desired"
@@ -40,4 +41,14 @@ func coreOf(st store.Store) *sqlStore {
 		return s.sqlStore
 	}
 	panic(fmt.Sprintf("%T is not a store of this package", st))
+}
+
+// HoldWrite runs a write of the Postgres store st that takes the writers'
+// lock and then waits for release, as a writer frozen inside its
+// transaction would; it returns the write's error.
+func HoldWrite(st *Postgres, release <-chan struct{}) error {
+	return st.write(context.Background(), func(*sql.Tx) error {
+		<-release
+		return nil
+	})
 }

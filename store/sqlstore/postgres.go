@@ -142,16 +142,37 @@ func migratePostgres(tx *sql.Tx) error {
 	return nil
 }
 
+// idleInTxTimeout is how long PostgreSQL lets a session of this store sit
+// idle inside a write transaction before it ends the session, which rolls
+// the transaction back (idle_in_transaction_session_timeout, set for each
+// write by writeTx). A write holds the writers' advisory lock (pgWriters)
+// for its whole transaction, so a host frozen (SIGSTOP) or partitioned in
+// the middle of one would stop every other host's writes, heartbeats
+// included, for as long as it lasts, and their leases would lapse too:
+// measured (issue 23), a host frozen for 30 s kept the other one from
+// taking its item over at all. 1 s is far above a live writer's pause
+// between its statements (they are sent back to back), and short enough
+// that a heartbeat of a 3 s lease (every 1 s, valid for 2.4 s) waits it
+// out. Reads take no lock and keep no such bound: a reader starved of
+// CPU for a second (load average 30 on 2 cores, measured) is no reason to
+// fail it.
+const idleInTxTimeout = time.Second
+
 // pgDialect is PostgreSQL's way with what the backends do differently.
 type pgDialect struct{}
 
-// writeTx runs fn in a READ COMMITTED transaction that first takes the
+// writeTx runs fn in a READ COMMITTED transaction, ended by the server
+// once it sits idle for idleInTxTimeout, that first takes the
 // writers' advisory lock (pgWriters), waiting for it at most busy
 // (lock_timeout; PostgreSQL answers SQLSTATE 55P03 past it): each
 // statement of fn sees every write committed before, and no other write
 // runs until this one commits or rolls back.
 func (pgDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
 	return inTx(ctx, db, nil, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', ?, true)`,
+			strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10)); err != nil {
+			return err
+		}
 		if busy < busyTimeout {
 			// 0 would mean no timeout at all.
 			ms := max(busy.Milliseconds(), 1)
@@ -200,11 +221,12 @@ func (pgDialect) jsonList() string {
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
 // Assign that moved items, a ReleaseLease, a SetDraining, a SetHeld or a
-// Release. It holds its own
-// connection, LISTENing on pgChannel; when that fails it reconnects with
-// exponential backoff (100 ms to 5 s), calls wake once connected again (a
-// notification may have been missed), and journals store.listen_restored
-// with the reason. It returns ctx's cause when ctx ends.
+// Release. It holds its own connection, LISTENing on pgChannel; when that
+// fails it journals store.listen_lost, reconnects with exponential backoff
+// (100 ms to 5 s), calls wake once connected again (a notification may
+// have been missed), and journals store.listen_restored with the reason:
+// one row each per outage, however many tries it takes. It returns ctx's
+// cause when ctx ends.
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
@@ -228,6 +250,7 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		}
 		if lost == nil {
 			lost = scrub(err, p.secret)
+			p.listenLost(ctx, lost)
 		}
 		p.setDown(lost)
 		attempts++
@@ -271,6 +294,14 @@ func (p *Postgres) listen(ctx context.Context, wake, connected func()) error {
 		}
 		wake()
 	}
+}
+
+// listenLost journals that Listen's connection failed with lost, once at
+// the start of each outage. A failure to journal is left alone, as
+// listenRestored's.
+func (p *Postgres) listenLost(ctx context.Context, lost error) {
+	_ = p.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.StoreListenLost, Level: slog.LevelWarn,
+		Attrs: map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error()}})
 }
 
 // listenRestored journals that Listen's connection failed with lost and

@@ -201,3 +201,35 @@ func TestPostgresHostsShareOneClock(t *testing.T) {
 	hb := hosts[0].Heartbeat
 	assert.False(t, hb.Before(before.Truncate(time.Microsecond)) || hb.After(after), "%s within [%s, %s]", hb, before, after)
 }
+
+// TestPostgresFrozenWriterFreesTheWritersLock: a writer that stops inside
+// its transaction, holding the writers' lock, does not stop the other
+// hosts' writes: PostgreSQL ends its session once it sat idle in the
+// transaction for idleInTxTimeout, and another host's heartbeat goes
+// through well within its lock wait; the frozen writer's write fails.
+func TestPostgresFrozenWriterFreesTheWritersLock(t *testing.T) {
+	url := pgtest.URL(t)
+	open := func() *sqlstore.Postgres {
+		s, err := sqlstore.OpenPostgres(t.Context(), url, filepath.Join(t.TempDir(), "loopd.lock"))
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	frozen, other := open(), open()
+	admin, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+	release := make(chan struct{})
+	held := make(chan error, 1)
+	go func() { held <- sqlstore.HoldWrite(frozen, release) }()
+	defer close(release)
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the writers' lock is held")
+	require.NoError(t, other.Heartbeat(context.Background(), desired.Host{Name: "b", LeaseTTL: time.Minute}),
+		"another host's write goes through")
+	release <- struct{}{}
+	assert.Error(t, <-held, "the frozen writer's transaction was ended")
+}

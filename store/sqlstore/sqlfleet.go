@@ -133,8 +133,11 @@ func loadHosts(ctx context.Context, tx *sql.Tx, now time.Time) ([]desired.Host, 
 }
 
 // Assign gives every item that needs a host (desired.Record.NeedsHost) and has no live
-// owner to the live, non-draining member with the most free capacity: its
-// Capacity (0: no limit) less the open items it holds, ties by name. Each
+// owner (none, or one whose lease expired store.TakeoverMargin ago) to the
+// live, non-draining member with the most free capacity: its Capacity
+// less the open items it holds, a member with no limit (Capacity 0)
+// before any with one and by its open items, ties by name; each item
+// given counts at once, so that the items are spread. Each
 // change of owner bumps the item's lease generation, and notifies the
 // other hosts (Listener). It returns the changes, in key order; none when
 // no member is live and not draining.
@@ -150,14 +153,16 @@ func (s *sqlStore) Assign(ctx context.Context) ([]store.LeaseChange, error) {
 		if err != nil {
 			return err
 		}
-		live := []string{}
+		// holding are the hosts whose leases still hold: live, or lapsed
+		// less than TakeoverMargin ago.
+		holding := []string{}
 		var takers []*desired.Host
 		for i, h := range hosts {
-			if h.Live {
-				live = append(live, h.Name)
-				if !h.Draining {
-					takers = append(takers, &hosts[i])
-				}
+			if h.Live || h.Heartbeat.Add(h.LeaseTTL+store.TakeoverMargin).After(now) {
+				holding = append(holding, h.Name)
+			}
+			if h.Live && !h.Draining {
+				takers = append(takers, &hosts[i])
 			}
 		}
 		if len(takers) == 0 {
@@ -183,7 +188,7 @@ func (s *sqlStore) Assign(ctx context.Context) ([]store.LeaseChange, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		names, err := json.Marshal(live)
+		names, err := json.Marshal(holding)
 		if err != nil {
 			return err
 		}
@@ -209,9 +214,12 @@ func (s *sqlStore) Assign(ctx context.Context) ([]store.LeaseChange, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		// A member with no limit (Capacity 0) has more room than any
+		// with one, and less the more items it holds: several of them
+		// share the items out as their loads allow.
 		free := func(h *desired.Host) int {
 			if h.Capacity == 0 {
-				return math.MaxInt
+				return math.MaxInt - open[h.Name]
 			}
 			return h.Capacity - open[h.Name]
 		}

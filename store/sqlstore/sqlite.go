@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 16
+const schemaVersion = 17
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -253,6 +253,10 @@ var migrations = []string{
 	// v16: the GitHub App installation the item's deliveries came through
 	// (desired.Spec.Installation), 0 for none named.
 	`ALTER TABLE work_items ADD COLUMN installation INTEGER NOT NULL DEFAULT 0;`,
+
+	// v17 (budget raise): the tokens operators added to the item's token
+	// budget (desired.Spec.BudgetRaise).
+	`ALTER TABLE work_items ADD COLUMN budget_raise INTEGER NOT NULL DEFAULT 0 CHECK (budget_raise >= 0);`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

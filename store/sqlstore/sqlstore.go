@@ -343,6 +343,13 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		}
 	}
 
+	if in.BudgetRaise > 0 && !res.Created {
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET budget_raise = budget_raise + ? WHERE key = ?`, in.BudgetRaise, key); err != nil {
+			return err
+		}
+		changed = true
+	}
+
 	if in.HeadRef != "" {
 		// The latest payload that names the head branch wins; it only
 		// matters until the item's worktree is made.
@@ -487,7 +494,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, owner, repo, number, kind, harness, cwd,
 		closed, state_changed_at, held, generation, release_generation, release_fresh, head_ref, head_sha, head_repo, author, head_pusher,
-		maintainer_can_modify, title, url, installation, status, r.session_id, r.source, r.at,
+		maintainer_can_modify, title, url, installation, budget_raise, status, r.session_id, r.source, r.at,
 		lease_owner, lease_generation, h.heartbeat + h.lease_ttl
 		FROM work_items LEFT JOIN session_reports r ON r.work_item = key LEFT JOIN hosts h ON h.name = lease_owner
 		`+itemsWhere+` ORDER BY owner, repo, number`, args...)
@@ -510,7 +517,7 @@ func (s *sqlStore) loadRecords(ctx context.Context, tx *sql.Tx, key string) ([]d
 		)
 		err := rows.Scan(&k, &r.Key.Owner, &r.Key.Repo, &r.Key.Number, &r.Spec.Kind, &r.Spec.Harness, &r.Spec.Cwd,
 			&r.Spec.Closed, &at, &r.Spec.Held, &r.Spec.Generation, &r.Spec.ReleaseGeneration, &r.Spec.ReleaseFresh, &r.Spec.HeadRef, &r.Spec.HeadSHA,
-			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &r.Spec.Title, &r.Spec.URL, &r.Spec.Installation, &status, &reportID, &reportSrc, &reportAt,
+			&r.Spec.HeadRepo, &r.Spec.Author, &r.Spec.HeadPusher, &r.Spec.MaintainerCanModify, &r.Spec.Title, &r.Spec.URL, &r.Spec.Installation, &r.Spec.BudgetRaise, &status, &reportID, &reportSrc, &reportAt,
 			&r.Lease.Owner, &r.Lease.Generation, &exp)
 		if err != nil {
 			rows.Close()
@@ -1025,6 +1032,24 @@ func (s *sqlStore) Release(ctx context.Context, k desired.Key, fresh bool) error
 	})
 	if err != nil {
 		return fmt.Errorf("%s release %s: %w", s.name, k, err)
+	}
+	return nil
+}
+
+// RaiseBudget adds tokens to k's budget raise (desired.Spec.BudgetRaise)
+// and bumps the generation, in one transaction; the reconciler holds the
+// item no longer once its usage is under the raised budget. The error
+// wraps ErrNotFound for an unknown key.
+func (s *sqlStore) RaiseBudget(ctx context.Context, k desired.Key, tokens int64) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := updateItem(ctx, tx, `UPDATE work_items SET budget_raise = budget_raise + ?, generation = generation + 1,
+			updated_at = ? WHERE key = ?`, tokens, timeToDB(s.now()), k.String()); err != nil {
+			return err
+		}
+		return s.d.notify(ctx, tx) // the owning host's serve carries it out
+	})
+	if err != nil {
+		return fmt.Errorf("%s raise budget %s: %w", s.name, k, err)
 	}
 	return nil
 }

@@ -27,7 +27,8 @@ const (
 
 // RunFleet runs the store.Fleet contract against the stores b makes,
 // which must implement it: membership and liveness, Assign's choice of
-// host (the most free capacity, never a draining or dead member), the
+// host (the most free capacity, spread by load with no limit, never a
+// draining or dead member), the
 // fencing generation that grows on every change of owner, the takeover
 // of an expired lease, leases kept across a restart within the TTL, one
 // live instance per host name (a lapsed one's name taken over, its leases
@@ -46,6 +47,7 @@ func RunFleet(t *testing.T, b Backend) {
 	}{
 		{"heartbeat_hosts_live", s.membership},
 		{"assign_by_free_capacity", s.assignByCapacity},
+		{"assign_spreads_by_load", s.assignSpreads},
 		{"assign_skips_draining_and_dead_hosts", s.assignSkips},
 		{"assign_only_items_that_need_a_host", s.assignNeeds},
 		{"takeover_of_an_expired_lease", s.takeover},
@@ -114,6 +116,20 @@ func waitDead(t *testing.T, f store.Fleet, name string) {
 }
 
 // item returns the key of item n of the fleet cases.
+// takeOver polls Assign on f until it gives out the items of dead, whose
+// heartbeat lapsed (waitDead): not before store.TakeoverMargin past its
+// lease's expiry, on the store's clock (the same machine's as the test's).
+func takeOver(t *testing.T, f store.Fleet, dead string) []store.LeaseChange {
+	t.Helper()
+	h := hosts(t, f)[dead]
+	var changes []store.LeaseChange
+	require.Eventually(t, func() bool { changes = assign(t, f); return len(changes) > 0 }, waitFleet, pollFleet,
+		"%s's items are taken over", dead)
+	assert.False(t, time.Now().Before(h.Heartbeat.Add(h.LeaseTTL+store.TakeoverMargin)),
+		"taken over only TakeoverMargin after the lease's expiry")
+	return changes
+}
+
 func item(n int) desired.Key { return desired.Key{Owner: "acme", Repo: "fleet", Number: n} }
 
 // ingestItems creates items 1..n, open, each with one pending delivery.
@@ -207,6 +223,39 @@ func (s suite) assignByCapacity(t *testing.T) {
 	assert.Equal(t, []store.LeaseChange{{Key: item(6), To: "c", Generation: 1}}, assign(t, f))
 }
 
+// assignSpreads: members with no limit (Capacity 0) share the items by
+// their load, never all to one by name: a loaded one gets none until the
+// others hold as many; the items of a dead member go to the survivors
+// evenly.
+func (s suite) assignSpreads(t *testing.T) {
+	st, f, _ := s.openFleet(t)
+	heartbeat(t, f, "a", 0, longTTL)
+	ingestItems(t, st, 6)
+	require.Len(t, assign(t, f), 6)
+	heartbeat(t, f, "b", 0, longTTL)
+	heartbeat(t, f, "c", 0, longTTL)
+	ingestItems(t, st, 10) // items 7..10 are new
+	perHost := map[string]int{}
+	for _, c := range assign(t, f) {
+		perHost[c.To]++
+	}
+	assert.Equal(t, map[string]int{"b": 2, "c": 2}, perHost, "a holds 6: the new items go to the idle members, evenly")
+
+	st, f, _ = s.openFleet(t)
+	heartbeat(t, f, "a", 0, shortTTL)
+	ingestItems(t, st, 6)
+	require.Len(t, assign(t, f), 6)
+	heartbeat(t, f, "b", 0, longTTL)
+	heartbeat(t, f, "c", 0, longTTL)
+	waitDead(t, f, "a")
+	perHost = map[string]int{}
+	for _, c := range takeOver(t, f, "a") {
+		assert.Equal(t, "a", c.From)
+		perHost[c.To]++
+	}
+	assert.Equal(t, map[string]int{"b": 3, "c": 3}, perHost, "a's 6 items spread over the survivors")
+}
+
 // assignSkips: a draining member and a dead one get no item, even with
 // more free capacity; with no live member that takes items, nothing is
 // assigned.
@@ -263,7 +312,7 @@ func (s suite) takeover(t *testing.T) {
 	assert.Equal(t, []store.LeaseChange{
 		{Key: item(1), From: "a", To: "b", Generation: 2},
 		{Key: item(2), From: "a", To: "b", Generation: 2},
-	}, assign(t, other))
+	}, takeOver(t, other, "a"))
 	heartbeat(t, f, "a", 0, shortTTL)
 	assert.Empty(t, assign(t, f))
 	assert.Equal(t, "b", get(t, st, item(1)).Lease.Owner)
@@ -355,7 +404,7 @@ func (s suite) forget(t *testing.T) {
 	waitDead(t, f, "a")
 	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), store.ErrHostInUse, "holds a lease")
 	heartbeat(t, f, "b", 0, longTTL)
-	require.Len(t, assign(t, f), 1)
+	require.Len(t, takeOver(t, f, "a"), 1)
 	require.NoError(t, f.ForgetHost(ctx, "a"))
 	assert.NotContains(t, hosts(t, f), "a")
 	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), store.ErrNoHost)

@@ -157,6 +157,7 @@ func (s suite) unknownKey(t *testing.T) {
 		}},
 		{name: "set_held", call: func() error { return st.SetHeld(ctx, unknown, true) }},
 		{name: "release", call: func() error { return st.Release(ctx, unknown, true) }},
+		{name: "raise_budget", call: func() error { return st.RaiseBudget(ctx, unknown, 5) }},
 		{name: "history", call: func() error { _, err := st.History(ctx, unknown, 3); return err }},
 		{name: "prompt", call: func() error { _, err := st.Prompt(ctx, unknown, "d1"); return err }},
 		{name: "report_session", call: func() error {
@@ -294,6 +295,28 @@ func (s suite) release(t *testing.T) {
 	got.Status.ReleasedGeneration = got.Spec.ReleaseGeneration
 	require.NoError(t, st.PutStatus(ctx, keyAPI, got.Status))
 	assert.False(t, get(t, st, keyAPI).ReleasePending(), "carried out")
+}
+
+// budgetRaise: a raise is a spec change that adds up, by an operator's
+// command or by an authorized comment's delivery, whose redelivery raises
+// nothing; the status is left to the reconciler.
+func (s suite) budgetRaise(t *testing.T) {
+	st, reopen := s.open(t)
+	ctx := context.Background()
+	ingest(t, st, comment(keyAPI, "d1", t0))
+	before := get(t, st, keyAPI)
+	require.NoError(t, st.RaiseBudget(ctx, keyAPI, 200_000))
+	got := get(t, st, keyAPI)
+	assert.Equal(t, int64(200_000), got.Spec.BudgetRaise)
+	assert.Equal(t, before.Spec.Generation+1, got.Spec.Generation)
+	assert.Equal(t, before.Status, got.Status, "the status is the reconciler's to change")
+
+	raise := store.Ingest{DeliveryID: "d2", Key: keyAPI, Kind: desired.KindIssue, NoCreate: true, BudgetRaise: 50_000}
+	ingest(t, st, raise, raise)
+	got = get(t, reopen(), keyAPI)
+	assert.Equal(t, int64(250_000), got.Spec.BudgetRaise, "the redelivery raised nothing; kept across a reopen")
+	assert.Equal(t, before.Spec.Generation+2, got.Spec.Generation)
+	assert.Empty(t, got.Pending[1:], "a raise queues nothing")
 }
 
 // history: an item's history is its opening delivery and its latest

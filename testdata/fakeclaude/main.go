@@ -67,9 +67,10 @@
 //	FAKECLAUDE_LOCK_DIR           directory where the TUI holds an flock on <session id>.lock while it runs; a start that finds
 //	                              the lock held by another process appends {"time", "pid", "session_id"} to overlaps.log there
 //	FAKECLAUDE_NOT_LOGGED_IN=1    answer every prompt "Not logged in · Please run /login", with the footer "Not logged in · Run /login", as the real CLI does offline
-//	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
+//	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); a comma-separated list is limits back to back, a prompt hitting the first that ends after it; its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
 //	FAKECLAUDE_LIMIT_FORM         epoch (default: "Claude AI usage limit reached|<unix seconds>"), banner ("You've hit your session limit · resets 3:04pm (UTC)"), or menu (the banner, then the usage-limit menu until a choice is made)
 //	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
+//	FAKECLAUDE_LIMIT_MENU_NO_CURSOR=1  the menu is drawn without its cursor (a frame caught mid-draw), and every key it gets is logged to FAKECLAUDE_MENU_LOG as {"key": …}
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
 //	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
@@ -86,6 +87,12 @@
 //	                              preflight's "Unable to connect to Anthropic services" and exits 1
 //	FAKECLAUDE_ONCE_DIR           directory in which FAKECLAUDE_RESUME_KILL_AFTER, FAKECLAUDE_REFUSE_ALIVE and FAKECLAUDE_BACKGROUND_AGENT take a marker
 //	                              per conversation id: each applies to the first resume of a conversation only
+//	FAKECLAUDE_USAGE              "input,output,cache_creation,cache_read": every assistant message carries this message.usage and an id
+//	                              of its own (msg_…), written as two lines as the real CLI writes a message's content blocks: the first
+//	                              with 1 output token, the second with the whole usage
+//	FAKECLAUDE_LONG_TURN          n: a prompt that holds "LONG TURN" runs a turn of n assistant messages, one per FAKECLAUDE_REPLY_DELAY
+//	                              (at least 100ms), before its answer; Escape interrupts it ("[Request interrupted by user]", as the real
+//	                              CLI writes it) and the turn ends there
 //	FAKECLAUDE_HEADLESS_NEW_ID=1  print mode: a resumed turn is written under a new id, the old conversation copied in first, and the result names
 //	                              the new id (older CLIs did, anthropics/claude-code#4926)
 package main
@@ -148,9 +155,10 @@ type knobs struct {
 	hangupDelay     time.Duration
 	lockDir         string
 	notLoggedIn     bool
-	limitUntil      time.Time // zero: no limit
-	limitForm       string    // epoch, banner or menu
-	limitCursor     int       // 1-based
+	limitUntil      []time.Time // the ends of back-to-back limits, in order; none: no limit
+	limitForm       string      // epoch, banner or menu
+	limitCursor     int         // 1-based
+	noCursor        bool        // the limit menu is drawn without its cursor
 	menuLog         string
 	permission      bool
 	echo            bool
@@ -163,6 +171,16 @@ type knobs struct {
 	screen          string
 	onceDir         string
 	headlessNewID   bool
+	usage           *usage // nil: no usage on the assistant lines
+	longTurn        int
+}
+
+// usage is an assistant message's message.usage, as Claude Code writes it.
+type usage struct {
+	Input      int64 `json:"input_tokens"`
+	Output     int64 `json:"output_tokens"`
+	CacheWrite int64 `json:"cache_creation_input_tokens"`
+	CacheRead  int64 `json:"cache_read_input_tokens"`
 }
 
 // reply is the answer to prompt outside a usage limit.
@@ -186,15 +204,24 @@ func (k knobs) runProbes(prompt string) error {
 	return fakecli.RunProbes(prompt)
 }
 
-// limited reports whether a prompt submitted at now hits the usage limit.
-func (k knobs) limited(now time.Time) bool { return !k.limitUntil.IsZero() && now.Before(k.limitUntil) }
-
-// limitText is the usage-limit answer in the form the knobs ask for.
-func (k knobs) limitText() string {
-	if k.limitForm == "epoch" {
-		return fmt.Sprintf("Claude AI usage limit reached|%d", k.limitUntil.Unix())
+// limit returns the end of the usage limit a prompt submitted at now
+// hits: the first of limitUntil after now; false after the last.
+func (k knobs) limit(now time.Time) (time.Time, bool) {
+	for _, t := range k.limitUntil {
+		if now.Before(t) {
+			return t, true
+		}
 	}
-	return "You've hit your session limit · resets " + strings.ToLower(k.limitUntil.UTC().Format("3:04PM")) + " (UTC)"
+	return time.Time{}, false
+}
+
+// limitText is the answer of a usage limit that ends at until, in the
+// form the knobs ask for.
+func (k knobs) limitText(until time.Time) string {
+	if k.limitForm == "epoch" {
+		return fmt.Sprintf("Claude AI usage limit reached|%d", until.Unix())
+	}
+	return "You've hit your session limit · resets " + strings.ToLower(until.UTC().Format("3:04PM")) + " (UTC)"
 }
 
 func readKnobs() (knobs, error) {
@@ -204,6 +231,7 @@ func readKnobs() (knobs, error) {
 		ignoreSIGHUP:    os.Getenv("FAKECLAUDE_IGNORE_SIGHUP") == "1",
 		startLog:        os.Getenv("FAKECLAUDE_START_LOG"),
 		resumeFail:      os.Getenv("FAKECLAUDE_RESUME_FAIL") == "1",
+		noCursor:        os.Getenv("FAKECLAUDE_LIMIT_MENU_NO_CURSOR") == "1",
 		mangle:          os.Getenv("FAKECLAUDE_MANGLE") == "1",
 		lockDir:         os.Getenv("FAKECLAUDE_LOCK_DIR"),
 		notLoggedIn:     os.Getenv("FAKECLAUDE_NOT_LOGGED_IN") == "1",
@@ -224,11 +252,13 @@ func readKnobs() (knobs, error) {
 		return knobs{}, fmt.Errorf("FAKECLAUDE_SCREEN: %q is no screen of the fake's", k.screen)
 	}
 	if v := os.Getenv("FAKECLAUDE_LIMIT_UNTIL"); v != "" {
-		secs, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_UNTIL: %w", err)
+		for _, f := range strings.Split(v, ",") {
+			secs, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_UNTIL: %w", err)
+			}
+			k.limitUntil = append(k.limitUntil, time.Unix(secs, 0))
 		}
-		k.limitUntil = time.Unix(secs, 0)
 	}
 	switch v := os.Getenv("FAKECLAUDE_LIMIT_FORM"); v {
 	case "":
@@ -243,6 +273,26 @@ func readKnobs() (knobs, error) {
 			return knobs{}, fmt.Errorf("FAKECLAUDE_LIMIT_MENU_CURSOR: %q is not 1 to %d", v, len(limitMenuChoices))
 		}
 		k.limitCursor = n
+	}
+	if v := os.Getenv("FAKECLAUDE_USAGE"); v != "" {
+		var n [4]int64
+		parts := strings.Split(v, ",")
+		if len(parts) != 4 {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_USAGE: %q is not four counts", v)
+		}
+		for i, p := range parts {
+			var err error
+			if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+				return knobs{}, fmt.Errorf("FAKECLAUDE_USAGE: %w", err)
+			}
+		}
+		k.usage = &usage{Input: n[0], Output: n[1], CacheWrite: n[2], CacheRead: n[3]}
+	}
+	if v := os.Getenv("FAKECLAUDE_LONG_TURN"); v != "" {
+		var err error
+		if k.longTurn, err = strconv.Atoi(v); err != nil {
+			return knobs{}, fmt.Errorf("FAKECLAUDE_LONG_TURN: %w", err)
+		}
 	}
 	for name, d := range map[string]*time.Duration{
 		"FAKECLAUDE_RESUME_FAIL_DELAY": &k.resumeFailDelay,
@@ -424,12 +474,23 @@ func (s *session) user(text string) error {
 	return s.write("user", message{Role: "user", Content: text})
 }
 
-// answer appends text as an assistant line.
-func (s *session) answer(text string) error {
-	return s.write("assistant", message{
-		Model: "<synthetic>", Role: "assistant", Type: "message",
-		Content: []textBlock{{Type: "text", Text: text}},
-	})
+// answer appends text as an assistant line; with u, as a message of its
+// own id whose usage is u, in two lines (the real CLI writes one per
+// content block): the first with 1 output token so far.
+func (s *session) answer(text string, u *usage) error {
+	m := message{Model: "<synthetic>", Role: "assistant", Type: "message", Content: []textBlock{{Type: "text", Text: text}}}
+	if u == nil {
+		return s.write("assistant", m)
+	}
+	m.Model, m.ID = "claude-sonnet-4-5", "msg_"+strings.ReplaceAll(uuid.NewString(), "-", "")
+	first := *u
+	first.Output = 1
+	m.Usage = &first
+	if err := s.write("assistant", m); err != nil {
+		return err
+	}
+	m.Usage = u
+	return s.write("assistant", m)
 }
 
 // apiError appends text as the API error line the CLI writes when a
@@ -481,10 +542,12 @@ func (s *session) write(kind string, m message, apiError ...bool) error {
 }
 
 type message struct {
+	ID      string `json:"id,omitempty"`
 	Model   string `json:"model,omitempty"`
 	Role    string `json:"role"`
 	Type    string `json:"type,omitempty"`
 	Content any    `json:"content"` // a string for the user, []textBlock for the assistant
+	Usage   *usage `json:"usage,omitempty"`
 }
 
 type textBlock struct {
@@ -588,7 +651,7 @@ func printMode(inv invocation, k knobs, st store) int {
 		return 1
 	}
 	time.Sleep(k.replyDelay)
-	if err := s.answer(k.reply(prompt)); err != nil {
+	if err := s.answer(k.reply(prompt), k.usage); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		return 1
 	}
@@ -637,18 +700,23 @@ const (
 
 // tui is the interactive mode.
 type tui struct {
-	inv       invocation
-	knobs     knobs
-	store     store
-	out       io.Writer
-	state     screenState
-	sess      *session
-	ed        faketerm.Editor
-	history   []string
-	replies   []string // the answer shown under each of history
-	queue     []string // prompts submitted while busy
-	cursor    int      // the menu choice the cursor is on, 1-based
-	busy      bool
+	inv     invocation
+	knobs   knobs
+	store   store
+	out     io.Writer
+	state   screenState
+	sess    *session
+	ed      faketerm.Editor
+	history []string
+	replies []string // the answer shown under each of history
+	queue   []string // prompts submitted while busy
+	cursor  int      // the menu choice the cursor is on, 1-based
+	busy    bool
+	// turn numbers the turns, so that a timer of a turn Escape
+	// interrupted does nothing; steps are the messages a long turn
+	// still writes before its answer.
+	turn      int
+	steps     int
 	lastCtrlC time.Time
 	status    string
 	// events is the TUI's event loop; its timers are the running turn's
@@ -802,6 +870,9 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 		return exitCode{}, false
 	}
 	u.status = ""
+	if ev.Kind == faketerm.Escape {
+		return u.interrupt()
+	}
 	if u.state == showLimitMenu || u.state == showPermission {
 		return u.menuKey(ev)
 	}
@@ -829,6 +900,15 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 // Enter chooses the one under it, which is logged (FAKECLAUDE_MENU_LOG);
 // the menu then closes.
 func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
+	if u.knobs.noCursor && u.state == showLimitMenu && u.knobs.menuLog != "" {
+		key := string(u.ed.Buf) + ev.Text
+		if ev.Kind == faketerm.Submit {
+			key += "Enter"
+		}
+		if err := fakecli.AppendJSONLine(u.knobs.menuLog, map[string]string{"key": key}, 0o644); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+	}
 	for _, c := range string(u.ed.Buf) + ev.Text {
 		if c >= '1' && c <= '3' {
 			u.cursor = int(c - '0')
@@ -883,10 +963,10 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.history = append(u.history, text)
-	if u.knobs.limited(time.Now()) {
+	if until, ok := u.knobs.limit(time.Now()); ok {
 		// The usage limit: an API error line, the banner, and maybe the
 		// menu; the TUI then waits.
-		limit := u.knobs.limitText()
+		limit := u.knobs.limitText(until)
 		if err := u.sess.apiError(limit); err != nil {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
@@ -900,11 +980,58 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		u.state, u.cursor, u.busy = showPermission, 1, true
 		return exitCode{}, false
 	}
+	u.turn++
+	if u.knobs.longTurn > 0 && strings.Contains(text, "LONG TURN") {
+		u.busy, u.steps = true, u.knobs.longTurn
+		u.events.After(max(u.knobs.replyDelay, 100*time.Millisecond), u.step(u.turn))
+		return exitCode{}, false
+	}
 	if u.knobs.replyDelay <= 0 {
 		return u.finishTurn()
 	}
 	u.busy = true
-	u.events.After(u.knobs.replyDelay, u.finishTurn)
+	turn := u.turn
+	u.events.After(u.knobs.replyDelay, func() (exitCode, bool) {
+		if turn != u.turn {
+			return exitCode{}, false // interrupted
+		}
+		return u.finishTurn()
+	})
+	return exitCode{}, false
+}
+
+// step writes one message of the long turn turn, and the next one after
+// the reply delay, or the answer after the last; nothing once Escape
+// interrupted the turn.
+func (u *tui) step(turn int) func() (exitCode, bool) {
+	return func() (exitCode, bool) {
+		if turn != u.turn || !u.busy {
+			return exitCode{}, false
+		}
+		u.steps--
+		if err := u.sess.answer(fmt.Sprintf("Working (%d left).", u.steps), u.knobs.usage); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
+		if u.steps > 0 {
+			u.events.After(max(u.knobs.replyDelay, 100*time.Millisecond), u.step(turn))
+			return exitCode{}, false
+		}
+		return u.finishTurn()
+	}
+}
+
+// interrupt is Escape: a running turn ends where it is, with the user
+// line Claude Code writes for it; the prompts queued behind it stay.
+func (u *tui) interrupt() (exitCode, bool) {
+	if !u.busy || u.state != showChat || u.sess == nil {
+		return exitCode{}, false
+	}
+	u.turn++
+	u.busy, u.steps = false, 0
+	if err := u.sess.user("[Request interrupted by user]"); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	u.replies = append(u.replies, "Interrupted · What should Claude do instead?")
 	return exitCode{}, false
 }
 
@@ -912,7 +1039,7 @@ func (u *tui) submit(text string) (exitCode, bool) {
 func (u *tui) finishTurn() (exitCode, bool) {
 	u.busy = false
 	reply := u.knobs.reply(u.history[len(u.history)-1])
-	if err := u.sess.answer(reply); err != nil {
+	if err := u.sess.answer(reply, u.knobs.usage); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
 	u.replies = append(u.replies, reply)
@@ -1037,7 +1164,7 @@ func (u *tui) menuLines() []string {
 	lines = append(lines, " "+title)
 	for i, c := range choices {
 		mark := "  "
-		if i+1 == u.cursor {
+		if i+1 == u.cursor && (u.state != showLimitMenu || !u.knobs.noCursor) {
 			mark = "❯ "
 		}
 		lines = append(lines, " "+mark+strconv.Itoa(i+1)+". "+c)

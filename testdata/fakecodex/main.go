@@ -68,7 +68,14 @@
 //	FAKECODEX_REPLY_DELAY        Go duration exec waits before it answers (default none)
 //	FAKECODEX_OFFLINE=1          exec never answers, as offline
 //	FAKECODEX_RESUME_FAIL=1      every exec resume fails as one of a missing rollout, even of a rollout that exists
+//	FAKECODEX_USAGE              "input,cached,output": each answer is preceded by a token_count event of that request, its running total kept over resumes
 //	FAKECODEX_START_LOG          file to which each start appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
+//	FAKECODEX_LIMIT_UNTIL        Unix seconds: every prompt the TUI submits before then hits a usage limit that resets then; its
+//	                             answer is an error cell ("■ …", wrapped to the pane's width) and a task_complete event whose
+//	                             error has codex_error_info "usage_limit_exceeded", in the form of FAKECODEX_LIMIT_FORM
+//	FAKECODEX_LIMIT_FORM         plain (default: "You have hit your usage limit. … try again at <Mon Dth, YYYY h:mm PM>." in
+//	                             the local zone), resets_in (the backend's 429 body with resets_in_seconds) or resets_at (with
+//	                             resets_at, Unix seconds)
 package main
 
 import (
@@ -77,9 +84,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -308,8 +317,22 @@ func (s *session) user(text string) error {
 		"item": map[string]any{"type": "UserMessage", "id": uuid.NewString(), "content": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}}})
 }
 
-// answer records the model's answer and the end of the turn.
+// limited records a user message whose turn ended on usage limit text,
+// as 0.171.0 does (task_complete with the error).
+func (s *session) limited(text, limit string) error {
+	if err := s.user(text); err != nil {
+		return err
+	}
+	return s.line("event_msg", map[string]any{"type": "task_complete",
+		"error": map[string]any{"message": limit, "codex_error_info": "usage_limit_exceeded"}})
+}
+
+// answer records the model's answer and the end of the turn; with
+// FAKECODEX_USAGE, the turn's token count first, as Codex writes it.
 func (s *session) answer() error {
+	if err := s.tokenCount(os.Getenv("FAKECODEX_USAGE")); err != nil {
+		return err
+	}
 	if err := s.line("event_msg", map[string]any{"type": "agent_message", "message": answer}); err != nil {
 		return err
 	}
@@ -439,6 +462,7 @@ type tui struct {
 	state     screenState
 	ed        faketerm.Editor
 	history   []string
+	replies   []string // by history: "" for the answer, else the usage-limit error shown
 	lastCtrlC time.Time
 	events    *fakecli.Loop[exitCode] // its timer: a failing resume's exit
 	failText  string
@@ -588,11 +612,53 @@ func (u *tui) handle(ev faketerm.Event) (exitCode, bool) {
 }
 
 func (u *tui) submit(text string) (exitCode, bool) {
-	if err := u.sess.turn(text); err != nil {
+	limit, limited := limitText(time.Now())
+	var err error
+	if limited {
+		err = u.sess.limited(text, limit)
+	} else {
+		err = u.sess.turn(text)
+	}
+	if err != nil {
 		return exitCode{1, fmt.Sprintf("fakecodex: %v\n", err)}, true
 	}
-	u.history = append(u.history, text)
+	for len(u.replies) < len(u.history) {
+		u.replies = append(u.replies, "")
+	}
+	u.history, u.replies = append(u.history, text), append(u.replies, limit)
 	return exitCode{}, false
+}
+
+// limitText is the usage-limit error of a prompt submitted at now
+// (FAKECODEX_LIMIT_UNTIL, FAKECODEX_LIMIT_FORM); false outside the limit.
+func limitText(now time.Time) (string, bool) {
+	secs, err := strconv.ParseInt(os.Getenv("FAKECODEX_LIMIT_UNTIL"), 10, 64)
+	until := time.Unix(secs, 0)
+	if err != nil || !now.Before(until) {
+		return "", false
+	}
+	switch os.Getenv("FAKECODEX_LIMIT_FORM") {
+	case "resets_in":
+		return fmt.Sprintf(`unexpected status 429 Too Many Requests: {"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","resets_in_seconds":%d}}`,
+			int(math.Ceil(until.Sub(now).Seconds()))), true
+	case "resets_at":
+		return fmt.Sprintf(`unexpected status 429 Too Many Requests: {"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","resets_at":%d}}`, secs), true
+	}
+	return "You have hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro) or try again at " + until.Format("Jan 2") +
+		ordinal(until.Day()) + until.Format(", 2006 3:04 PM") + ".", true
+}
+
+// ordinal is the suffix Codex writes after a day of the month.
+func ordinal(day int) string {
+	switch {
+	case day%10 == 1 && day != 11:
+		return "st"
+	case day%10 == 2 && day != 12:
+		return "nd"
+	case day%10 == 3 && day != 13:
+		return "rd"
+	}
+	return "th"
 }
 
 // hint is what the TUI prints when it exits: how to resume, once there is
@@ -602,6 +668,16 @@ func (u *tui) hint() string {
 		return ""
 	}
 	return "To continue this session, run:\n  codex resume " + u.sess.id + "\n"
+}
+
+// wrap cuts text into lines of at most w runes, as the TUI wraps a cell.
+func wrap(text string, w int) []string {
+	var out []string
+	r := []rune(text)
+	for len(r) > w {
+		out, r = append(out, string(r[:w])), r[w:]
+	}
+	return append(out, string(r))
 }
 
 func (u *tui) draw() {
@@ -630,13 +706,18 @@ func (u *tui) draw() {
 			"  3. Always use session directory", "  4. Always use current directory", "", "  enter continue · esc use session · ^c quit"}
 	case showChat:
 		lines = []string{"", "  >_ OpenAI Codex (v" + version + ")", "     " + u.sess.cwd, ""}
-		for _, text := range u.history {
+		for n, text := range u.history {
 			for i, l := range strings.Split(text, "\n") {
 				prefix := "  "
 				if i == 0 {
 					prefix = "› "
 				}
 				lines = append(lines, prefix+l)
+			}
+			if n < len(u.replies) && u.replies[n] != "" {
+				lines = append(append(lines, ""), wrap("■ "+u.replies[n], w)...)
+				lines = append(lines, "")
+				continue
 			}
 			lines = append(lines, "", "• "+answer, "")
 		}
@@ -656,4 +737,52 @@ func (u *tui) draw() {
 		}
 	}
 	fmt.Print("\x1b[H\x1b[2J" + strings.Join(lines, "\r\n"))
+}
+
+// tokenCount appends the token_count event of one request that used
+// spec's "input,cached,output" tokens: last_token_usage is the request's,
+// total_token_usage the rollout's running total (read back from its last
+// token count, so that a resume goes on counting). An empty spec writes
+// nothing.
+func (s *session) tokenCount(spec string) error {
+	if spec == "" {
+		return nil
+	}
+	var n [3]int64
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("FAKECODEX_USAGE: %q is not input,cached,output", spec)
+	}
+	for i, p := range parts {
+		var err error
+		if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+			return fmt.Errorf("FAKECODEX_USAGE: %w", err)
+		}
+	}
+	last := map[string]int64{"input_tokens": n[0], "cached_input_tokens": n[1], "output_tokens": n[2], "reasoning_output_tokens": 0, "total_tokens": n[0] + n[2]}
+	total := map[string]int64{}
+	if s.path != "" {
+		b, err := os.ReadFile(s.path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		for line := range strings.Lines(string(b)) {
+			var l struct {
+				Payload struct {
+					Type string `json:"type"`
+					Info *struct {
+						Total map[string]int64 `json:"total_token_usage"`
+					} `json:"info"`
+				} `json:"payload"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Payload.Type == "token_count" && l.Payload.Info != nil {
+				total = l.Payload.Info.Total
+			}
+		}
+	}
+	for k, v := range last {
+		total[k] += v
+	}
+	return s.line("event_msg", map[string]any{"type": "token_count",
+		"info": map[string]any{"total_token_usage": total, "last_token_usage": last, "model_context_window": 272000}, "rate_limits": nil})
 }

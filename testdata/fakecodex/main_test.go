@@ -233,6 +233,48 @@ func TestExec(t *testing.T) {
 	assert.Contains(t, errOut, "Not inside a trusted directory and --skip-git-repo-check was not specified.")
 }
 
+// TestExecTokenCountsReadOnceByTheAdapter: with FAKECODEX_USAGE each
+// turn's rollout gets a token_count event whose running total goes on
+// across a resume; the codex adapter reads each once, from its offset,
+// and a re-read from the start counts nothing again.
+func TestExecTokenCountsReadOnceByTheAdapter(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	ad, err := harness.New("codex", schema.Harness{Adapter: harness.AdapterCodex, Command: fakeBin, Env: map[string]string{"CODEX_HOME": home}})
+	require.NoError(t, err)
+	h := ad.(harness.Headless)
+	run := func(argv []string, stdin []byte) string {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CODEX_HOME="+home, "FAKECODEX_USAGE=1000,800,50")
+		cmd.Stdin = strings.NewReader(string(stdin))
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return string(out)
+	}
+	argv, stdin := h.HeadlessArgv("", "first", false)
+	id := h.HeadlessSessionID([]byte(run(argv, stdin)))
+	tr, err := ad.Transcript(dir, id)
+	require.NoError(t, err)
+	u, ok := harness.ReadUsage(ad)
+	require.True(t, ok)
+	w := desired.Weights{Input: 1, Output: 8, CacheRead: 0.1}
+	read, err := u.ReadUsage(tr, 0)
+	require.NoError(t, err)
+	st, _ := desired.BudgetState{}.Count(read, w, 24*time.Hour, time.Now())
+	assert.Equal(t, desired.Tokens{Input: 200, Output: 50, CacheRead: 800}, st.UsageTotal)
+
+	argv, stdin = h.HeadlessArgv(id, "second", true)
+	run(argv, stdin)
+	read, err = u.ReadUsage(tr, st.UsageOffset)
+	require.NoError(t, err)
+	require.Len(t, read.Messages, 1, "only the resumed turn's count is past the offset")
+	assert.Equal(t, "total:2100", read.Messages[0].ID, "the running total went on")
+	st, _ = st.Count(read, w, 24*time.Hour, time.Now())
+	again, err := u.ReadUsage(tr, 0)
+	require.NoError(t, err)
+	st, _ = st.Count(again, w, 24*time.Hour, time.Now())
+	assert.Equal(t, desired.Tokens{Input: 400, Output: 100, CacheRead: 1600}, st.UsageTotal, "each turn once, a re-read from the start included")
+}
+
 // TestExecOffline: exec with FAKECODEX_OFFLINE=1 names its thread, writes
 // the rollout with the prompt, and then waits, as the real CLI does
 // offline, until a SIGTERM ends it.

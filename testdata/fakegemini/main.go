@@ -58,6 +58,12 @@
 //	FAKEGEMINI_PID_FILE             file to which the launcher and the child each append their pid as a line
 //	FAKEGEMINI_START_LOG            file to which each start of the child appends {"time": RFC 3339 with ns, "pid": n, "argv": [...]} as a line
 //	FAKEGEMINI_RESUME_FAIL=1        every resume fails with exit 42 ("Invalid session identifier"), even of a conversation that exists
+//	FAKEGEMINI_LIMIT_UNTIL          Unix seconds: every prompt the TUI submits before then meets a quota that resets then: the
+//	                                chat file gets the user message and no answer, and the screen the error of
+//	                                FAKEGEMINI_LIMIT_FORM, wrapped to its width
+//	FAKEGEMINI_LIMIT_FORM           per_minute (default: "✕ [API Error: {…RESOURCE_EXHAUSTED…}]" naming a per-minute quota and
+//	                                its RetryInfo retryDelay), or access ("ℹ Usage limit reached for gemini-2.5-pro." /
+//	                                "Access resets at h:mm PM UTC.")
 package main
 
 import (
@@ -65,6 +71,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -385,6 +392,15 @@ func (s *session) turn(prompt string) error {
 	)
 }
 
+// user records prompt alone: the model never answered it (a quota).
+func (s *session) user(prompt string) error {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	return errors.Join(
+		s.append(map[string]any{"id": uuid.NewString(), "timestamp": now, "type": "user", "content": []map[string]string{{"text": prompt}}}),
+		s.append(map[string]any{"$set": map[string]string{"lastUpdated": now}}),
+	)
+}
+
 func run() int {
 	inv, err := parseArgs(os.Args[1:])
 	if err != nil {
@@ -492,6 +508,7 @@ type tui struct {
 	state     screen
 	ed        faketerm.Editor
 	history   []string
+	replies   []string // by history: "" for the answer, else the quota error shown
 	lastCtrlC time.Time
 }
 
@@ -557,11 +574,54 @@ func (u *tui) loop(term *faketerm.TUI, authed bool, initial string) int {
 }
 
 func (u *tui) submit(text string) error {
-	if err := u.sess.turn(text); err != nil {
+	limit, limited := limitText(time.Now())
+	var err error
+	if limited {
+		err = u.sess.user(text)
+	} else {
+		err = u.sess.turn(text)
+	}
+	if err != nil {
 		return err
 	}
-	u.history = append(u.history, text)
+	for len(u.replies) < len(u.history) {
+		u.replies = append(u.replies, "")
+	}
+	u.history, u.replies = append(u.history, text), append(u.replies, limit)
 	return nil
+}
+
+// limitText is the quota error of a prompt submitted at now
+// (FAKEGEMINI_LIMIT_UNTIL, FAKEGEMINI_LIMIT_FORM); false outside the
+// limit.
+func limitText(now time.Time) (string, bool) {
+	secs, err := strconv.ParseInt(os.Getenv("FAKEGEMINI_LIMIT_UNTIL"), 10, 64)
+	until := time.Unix(secs, 0)
+	if err != nil || !now.Before(until) {
+		return "", false
+	}
+	if os.Getenv("FAKEGEMINI_LIMIT_FORM") == "access" {
+		return "ℹ Usage limit reached for gemini-2.5-pro.\nAccess resets at " + until.UTC().Format("3:04 PM") + " UTC.", true
+	}
+	delay := int(math.Ceil(until.Sub(now).Seconds()))
+	return fmt.Sprintf(`✕ [API Error: {"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. Please retry in %d.0s.",`+
+		`"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":`+
+		`"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},`+
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"%ds"}]}}]`, delay, delay), true
+}
+
+// wrap cuts each line of text into lines of at most w runes, as the TUI
+// wraps a message.
+func wrap(text string, w int) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		r := []rune(line)
+		for len(r) > w {
+			out, r = append(out, string(r[:w])), r[w:]
+		}
+		out = append(out, string(r))
+	}
+	return out
 }
 
 // draw repaints the screen in the layout of the real TUI's last frame.
@@ -582,8 +642,12 @@ func (u *tui) draw() {
 		box("", "? Get started", "", "  How would you like to authenticate for this project?", "",
 			"  ● 1. Sign in with Google", "    2. Use Gemini API Key", "    3. Vertex AI", "", "  No authentication method selected.", "")
 	case showChat:
-		for _, h := range u.history {
+		for i, h := range u.history {
 			first, _, _ := strings.Cut(h, "\n")
+			if i < len(u.replies) && u.replies[i] != "" {
+				lines = append(append(append(lines, " > "+first, ""), wrap(u.replies[i], w)...), "")
+				continue
+			}
 			lines = append(lines, " > "+first, "", "✦ "+answer, "")
 		}
 		input := "  Type your message or @path/to/file"

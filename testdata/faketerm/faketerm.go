@@ -39,6 +39,7 @@ type EventKind int
 const (
 	Submit    EventKind = iota // Enter: text is the whole input, which is cleared
 	Interrupt                  // Ctrl-C: the input is cleared
+	Escape                     // a lone Escape (tmux send-keys Escape): the input is kept
 	Edit                       // the input changed
 )
 
@@ -58,6 +59,7 @@ const (
 	tokLF
 	tokBackspace
 	tokCtrlC
+	tokEsc
 )
 
 type token struct {
@@ -105,6 +107,8 @@ func (e *Editor) Feed(chunk []byte) []Event {
 		case tokCtrlC:
 			events = append(events, Event{Kind: Interrupt})
 			e.Buf, edited = nil, false
+		case tokEsc:
+			events = append(events, Event{Kind: Escape})
 		}
 	}
 	if edited {
@@ -115,7 +119,8 @@ func (e *Editor) Feed(chunk []byte) []Event {
 
 // lex splits pending bytes plus chunk into tokens, keeping an incomplete
 // escape sequence (or paste end marker) for the next read. Escape
-// sequences other than the paste markers are dropped.
+// sequences other than the paste markers are dropped; a read that ends in
+// a lone ESC is the Escape key.
 func (e *Editor) lex(chunk []byte) []token {
 	data := append(e.pending, chunk...)
 	e.pending = nil
@@ -136,6 +141,10 @@ func (e *Editor) lex(chunk []byte) []token {
 		}
 		c := data[i]
 		switch {
+		case c == 0x1b && i == len(data)-1 && len(chunk) > 0:
+			// A read that ends in ESC alone is the Escape key (a
+			// sequence comes whole in one write of tmux's).
+			toks, i = append(toks, token{kind: tokEsc}), i+1
 		case c == 0x1b:
 			n := escapeLen(data[i:])
 			if n == 0 {

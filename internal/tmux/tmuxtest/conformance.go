@@ -58,6 +58,7 @@ func RunConformance(t *testing.T, d Driver) {
 		{"long_argv_is_refused", s.tooLong},
 		{"exact_targets_do_not_match_prefixes", s.exactTargets},
 		{"pane_id_targets_work", s.paneIDTargets},
+		{"many_panes_are_captured_at_once", s.capturePanes},
 		{"dead_pane_keeps_status", s.deadPane},
 		{"paste_arrives_whole", s.paste},
 		{"paste_into_dead_pane_is_refused", s.pasteDead},
@@ -177,6 +178,9 @@ func (s suite) noServer(t *testing.T) {
 	assert.ErrorIs(t, c.KillSession(ctx, "loop-x", own.ID), tmux.ErrNoSession)
 	_, err = c.CapturePane(ctx, "=loop-x:", false)
 	assert.ErrorIs(t, err, tmux.ErrNoSession)
+	screens, err := c.CapturePanes(ctx, []string{"=loop-x:"})
+	require.NoError(t, err, "no server: nothing to capture")
+	assert.Empty(t, screens)
 	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", g, "Enter"), tmux.ErrNoSession)
 	assert.ErrorIs(t, c.Paste(ctx, "=loop-x:", g, "text"), tmux.ErrNoSession)
 	assert.ErrorIs(t, c.WaitFor(ctx, died), tmux.ErrNoSession)
@@ -296,6 +300,27 @@ func (s suite) paneIDTargets(t *testing.T) {
 	}, waitLimit, tick)
 	require.NoError(t, c.KillSession(ctx, "loop-a", own.ID))
 	assert.ErrorIs(t, c.Paste(ctx, id, s.guard(t, "loop-a"), "gone"), tmux.ErrNoSession)
+}
+
+func (s suite) capturePanes(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	a := s.spawn(t, c, "loop-a", nil)
+	s.spawn(t, c, "loop-b", nil)
+	one, err := c.CapturePane(ctx, a, false)
+	require.NoError(t, err)
+	screens, err := c.CapturePanes(ctx, []string{a, "%999999", tmux.Target("loop-b"), tmux.Target("loop-x")})
+	require.NoError(t, err, "a missing target is left out, not an error")
+	assert.Len(t, screens, 2, "the two that exist")
+	assert.Equal(t, one, screens[a], "as CapturePane shows it")
+	assert.Contains(t, screens[tmux.Target("loop-b")], "ready loop-b")
+	_, err = c.CapturePanes(ctx, []string{"loop-a"})
+	assert.Error(t, err, "an inexact target")
+	require.NoError(t, c.KillSession(ctx, "loop-a", own.ID))
+	require.NoError(t, c.KillSession(ctx, "loop-b", own.ID))
+	screens, err = c.CapturePanes(ctx, []string{a})
+	require.NoError(t, err)
+	assert.Empty(t, screens)
 }
 
 func (s suite) deadPane(t *testing.T) {

@@ -343,6 +343,26 @@ func (f *Fake) CapturePane(ctx context.Context, target string, history bool) (st
 	return p.screen, nil
 }
 
+// CapturePanes returns the screens of the targets that exist, as
+// CapturePane does, in one call.
+func (f *Fake) CapturePanes(ctx context.Context, targets []string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("CapturePanes"); err != nil {
+		return nil, err
+	}
+	screens := make(map[string]string, len(targets))
+	for _, t := range targets {
+		if err := tmux.CheckTarget(t); err != nil {
+			return nil, fmt.Errorf("capture %s: %w", t, err)
+		}
+		if p, err := f.find(t); err == nil {
+			screens[t] = p.screen
+		}
+	}
+	return screens, nil
+}
+
 // KillSession removes the session when it carries owner's mark.
 func (f *Fake) KillSession(ctx context.Context, name, owner string) error {
 	f.mu.Lock()
