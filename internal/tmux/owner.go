@@ -200,7 +200,7 @@ func refusedError(out []byte) error {
 // mark when a client detaches from it. The exact session (=session:),
 // never one whose name only starts the same.
 func AttachArgv(socket, session, by string) []string {
-	target := "=" + session + ":"
+	target := Target(session)
 	return []string{"tmux", "-L", socket,
 		"set-option", "-t", target, attenderOption, by, ";",
 		"set-hook", "-t", target, "client-detached", "set-option -u " + attenderOption, ";",
