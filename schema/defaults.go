@@ -108,6 +108,7 @@ func DefaultPolicy() Policy {
 		RestartBudget:         10,
 
 		UsageLimitMarginSeconds: &margin,
+		AttendedTimeoutSeconds:  1800,
 	}
 }
 
@@ -205,6 +206,7 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
 	orDefault(&p.RestartBudget, d.RestartBudget)
 	orDefault(&p.UsageLimitMarginSeconds, d.UsageLimitMarginSeconds)
+	orDefault(&p.AttendedTimeoutSeconds, d.AttendedTimeoutSeconds)
 }
 
 // Tunables that are not config keys. The daemon's wiring (cmd/loopd) and
