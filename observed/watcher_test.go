@@ -36,7 +36,7 @@ func watch(t *testing.T, w *observed.Watcher) *atomic.Int32 {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
-		w.Watch(ctx, func() { wakes.Add(1) })
+		w.Watch(ctx, func(...string) { wakes.Add(1) })
 		close(done)
 	}()
 	t.Cleanup(func() {
@@ -242,4 +242,27 @@ func TestWatcherWakesOnTranscriptWrites(t *testing.T) {
 	n := wakes.Load()
 	write(mine)
 	assert.Never(t, func() bool { return wakes.Load() > n }, 200*time.Millisecond, time.Millisecond, "no longer tracked")
+}
+
+// TestWatcherNamesTheDeadSession: the wake after a watched process's
+// death names its pane's session, for the pass to handle first.
+func TestWatcherNamesTheDeadSession(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	w.Server.PaneDiedChannel = ""
+	a, b := sleeper(t), sleeper(t)
+	woken := make(chan []string, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		w.Watch(ctx, func(died ...string) { woken <- died })
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	w.Track(snapshotOf(a.Process.Pid, b.Process.Pid))
+	require.NoError(t, b.Process.Kill())
+	assert.Equal(t, []string{"loop-1"}, <-woken)
 }
