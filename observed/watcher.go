@@ -280,7 +280,8 @@ func (w *Watcher) signal() {
 // TrackChannels watches, until ctx ends; then it stops watching every
 // process and transcript and returns. A death of a process Track watches
 // kicks the server, then wakes with the sessions whose process died, for
-// the pass to handle them first; the other wakes name none. Meanwhile it waits on the pane-died channel
+// the pass to handle them first, unless the pane-died hook's wake named
+// them already; the other wakes name none. Meanwhile it waits on the pane-died channel
 // (tmux wait-for), and, without pidfds and with KickEvery set, kicks the
 // server every KickEvery, so that a death tmux failed to reap fires its
 // hook. With no PaneDiedChannel it waits for nothing but the processes. A
@@ -341,8 +342,8 @@ func (w *Watcher) stop() {
 	}
 }
 
-// waitHook calls wake each time the pane-died channel is signalled, until
-// ctx ends.
+// waitHook calls wake each time the pane-died channel is signalled, with
+// the sessions whose process died since the last wake, until ctx ends.
 func (w *Watcher) waitHook(ctx context.Context, ch string, wake func(...string)) {
 	for ctx.Err() == nil {
 		if err := w.Tmux.WaitFor(ctx, ch); err != nil {
@@ -359,7 +360,9 @@ func (w *Watcher) waitHook(ctx context.Context, ch string, wake func(...string))
 			}
 			continue
 		}
-		wake()
+		// The hook fires once tmux reaped the process, after its pidfd
+		// was readable: the wake names what the pidfds saw die.
+		wake(w.takeDead()...)
 	}
 }
 

@@ -211,11 +211,13 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	var first PassResult
-	if died := r.takeDied(); !dryRun && len(died) > 0 {
-		if first, err = r.healFirst(ctx, records, died, policy, now); err != nil {
-			return first, fmt.Errorf("reconcile: %w", err)
+	if !dryRun {
+		if died := r.takeDied(); len(died) > 0 {
+			if first, err = r.healFirst(ctx, records, died, policy, now); err != nil {
+				return first, fmt.Errorf("reconcile: %w", err)
+			}
+			now = r.Now() // the rest of the pass plans after what it did
 		}
-		now = r.Now() // the rest of the pass plans after what it did
 	}
 	obs, err := r.Observer.Observe(ctx, records, needs(policy, now), now)
 	if err != nil {
