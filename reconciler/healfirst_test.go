@@ -27,11 +27,6 @@ func planFirst(h *host, p Policy, first ...int) []actions.Action {
 // whole pass plans for them and nothing for the others, whose starts in
 // flight and slots still hold the dead item's respawn back.
 func TestHealFirstPlansTheDeadAsTheWholePassWould(t *testing.T) {
-	probing := func() desired.Status {
-		st := spawning(desired.SpawnResume)
-		st.ProbeDeadline = t0.Add(2 * time.Second)
-		return st
-	}
 	fleet := func() *host {
 		return newHost().add(1, probing(), "alive").add(2, running(), "dead").add(3, running(), "dead").
 			add(4, desired.Status{}, "", event(4, t0.Add(-time.Minute)))
