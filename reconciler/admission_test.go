@@ -157,11 +157,6 @@ func TestAdmission(t *testing.T) {
 	queued := func(reason actions.Reason, at time.Time) desired.Status {
 		return desired.Status{Phase: desired.PhaseQueued, Reason: string(reason), QueuedAt: at}
 	}
-	probing := func() desired.Status {
-		st := spawning(desired.SpawnResume)
-		st.ProbeDeadline = t0.Add(2 * time.Second)
-		return st
-	}
 	caps := func(live, starts int) Policy {
 		p := testPolicy()
 		p.MaxLive, p.MaxStarts = live, starts
