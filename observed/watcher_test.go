@@ -266,3 +266,30 @@ func TestWatcherNamesTheDeadSession(t *testing.T) {
 	require.NoError(t, b.Process.Kill())
 	assert.Equal(t, []string{"loop-1"}, <-woken)
 }
+
+// TestWatcherNamesADeathOnce: whether the pane-died hook's wake or the
+// pidfd's comes first, the dead session is named once over both.
+func TestWatcherNamesADeathOnce(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	require.NoError(t, w.EnsureServer(t.Context()))
+	spawn(t, f, "loop-0", "claude", "hi")
+	a := sleeper(t)
+	woken := make(chan []string, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		w.Watch(ctx, func(died ...string) { woken <- died })
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	w.Track(snapshotOf(a.Process.Pid))
+	require.NoError(t, a.Process.Kill())
+	_, _ = a.Process.Wait()
+	f.Exit("loop-0", 1) // tmux reaped it: the hook fires
+	got := append(<-woken, <-woken...)
+	assert.Equal(t, []string{"loop-0"}, got)
+}
