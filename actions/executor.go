@@ -311,6 +311,10 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.answerLimitMenu(ctx, r, a)
 	case MarkBlocked:
 		return e.markBlocked(ctx, r, a)
+	case MarkAttended:
+		return e.markAttended(ctx, r, a)
+	case HandBack:
+		return e.handBack(ctx, r, a)
 	case RecordUsage:
 		return e.recordUsage(ctx, r, a)
 	case BudgetExhaust:

@@ -30,14 +30,15 @@ type Status struct {
 	// counts from then on (reconciler, idleSince).
 	ActiveSeenAt time.Time `json:",omitzero"`
 
-	SessionState   `yaml:",inline"`
-	DeliveryState  `yaml:",inline"`
-	RestartHistory `yaml:",inline"`
-	LeaseState     `yaml:",inline"`
-	LimitState     `yaml:",inline"`
-	WorkspaceState `yaml:",inline"`
-	AttentionState `yaml:",inline"`
-	BudgetState    `yaml:",inline"`
+	SessionState    `yaml:",inline"`
+	DeliveryState   `yaml:",inline"`
+	RestartHistory  `yaml:",inline"`
+	LeaseState      `yaml:",inline"`
+	LimitState      `yaml:",inline"`
+	WorkspaceState  `yaml:",inline"`
+	AttentionState  `yaml:",inline"`
+	BudgetState     `yaml:",inline"`
+	AttendanceState `yaml:",inline"`
 }
 
 // SessionState is the status of the item's current spawn (Status.SessionState):
@@ -266,6 +267,28 @@ type WorkspaceState struct {
 	// names the commit is pasted (actions.FetchHead).
 	HeadFetch HeadFetch `json:",omitzero"`
 }
+
+// AttendanceState is who attends the item's session (Status.AttendanceState;
+// reconciler, attendance): a person's tmux client attached to it.
+type AttendanceState struct {
+	// AttendedSince is when a pass first saw a client attached to the
+	// item's session; zero while no one attends it. While it is set nothing
+	// is pasted, nudged or parked, and a death of the agent waits.
+	AttendedSince time.Time `json:",omitzero"`
+	// AttendedBy is who attached (loopd attach's mark), "" when the client
+	// was attached another way.
+	AttendedBy string `json:",omitempty"`
+	// HandedBackAt is when the item was last handed back; HandedBackLeft
+	// is true when the client stayed attached (idle past the timeout, or
+	// released): the item is not attended again until the session is seen
+	// with no client.
+	HandedBackAt   time.Time `json:",omitzero"`
+	HandedBackLeft bool      `json:",omitempty"`
+}
+
+// Attended reports whether a person attends the item's session
+// (AttendanceState.AttendedSince is set).
+func (s Status) Attended() bool { return !s.AttendedSince.IsZero() }
 
 // HeadFetch is one fetch of a pull request head commit (Status.HeadFetch).
 type HeadFetch struct {

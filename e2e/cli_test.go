@@ -173,9 +173,16 @@ func TestConfigValidateExample(t *testing.T) {
 	// With it installed, the example is valid.
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"), 0o755))
-	out, errOut, code = e.runEnv(t, []string{"PATH=" + bin + ":" + filepath.Dir(bwrap)}, "config", "validate", example)
+	out, errOut, code = e.runEnv(t, []string{"PATH=" + bin + ":" + filepath.Dir(bwrap), "LOOPD_WEBHOOK_SECRET=s3cret"}, "config", "validate", example)
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "ok")
+	assert.Empty(t, errOut, "no warning")
+	// Without the webhook secret's variable, serve would refuse to start:
+	// validate says so, as a warning (it may run where serve does not).
+	out, errOut, code = e.runEnv(t, []string{"PATH=" + bin + ":" + filepath.Dir(bwrap), "LOOPD_WEBHOOK_SECRET="}, "config", "validate", example)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ok")
+	assert.Contains(t, errOut, "warning: webhook secret: environment variable LOOPD_WEBHOOK_SECRET is empty; set it to the secret configured on GitHub (here; serve refuses to start without it)")
 }
 
 // TestHoldAndReleaseWakeServe: with the resync timer an hour away, a

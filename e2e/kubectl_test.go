@@ -80,16 +80,18 @@ func TestReadVerbsOnALiveItem(t *testing.T) {
 	trimmed := regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(screen, "")
 	assert.Equal(t, strings.TrimRight(trimmed, "\n")+"\n", logs)
 
-	// attach: a tmux that only shows the argv it was given.
+	// attach: a tmux that only shows the argv it was given; the session is
+	// marked with who attaches ($SUDO_USER first) in the same invocation.
 	bin := t.TempDir()
 	realTmux, err := exec.LookPath("tmux")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "tmux"), []byte("#!/bin/sh\n"+
-		"if [ \"$3\" = attach ]; then echo \"argv: $*\"; exit 0; fi\nexec "+realTmux+" \"$@\"\n"), 0o755))
+		"if [ \"$3\" = set-option ]; then echo \"argv: $*\"; exit 0; fi\nexec "+realTmux+" \"$@\"\n"), 0o755))
 	path := "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")
-	stdout, stderr, code := e.runEnv(t, []string{path}, "attach", key)
+	stdout, stderr, code := e.runEnv(t, []string{path, "SUDO_USER=octo"}, "attach", key)
 	require.Zero(t, code, stderr)
-	assert.Equal(t, "argv: -L "+e.socket+" attach -t ="+session+"\n", stdout)
+	assert.Equal(t, "argv: -L "+e.socket+" set-option -t ="+session+": @loopd-attender octo ; set-hook -t ="+session+
+		": client-detached set-option -u @loopd-attender ; attach -t ="+session+"\n", stdout)
 
 	// Held, the item has no session: attach says so, get still lists it.
 	e.mustRun(t, "hold", key)

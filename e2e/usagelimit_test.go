@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -216,29 +217,64 @@ func deliveredTo(t *testing.T, e *env, k desired.Key, id string, timeout time.Du
 	}, timeout, "delivery %s to %s was never confirmed", id, k)
 }
 
-// TestReleaseEndsAQuotedLimitForGood: an agent asked about an error quotes
-// a usage-limit banner, which loopd takes at its word: the account is
-// held. loopd release of the item ends the hold at once although the
-// banner is still on its screen, and the same banner quoted again later
-// holds nothing; the other item's event goes through.
-func TestReleaseEndsAQuotedLimitForGood(t *testing.T) {
+// TestQuotedLimitBannerHoldsNothing: an agent asked about an error quotes
+// a usage-limit banner in its answer. Only the CLI's own reply is a limit:
+// the item keeps running, the comment is delivered, and the other item's
+// event goes through.
+func TestQuotedLimitBannerHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_ECHO": "1"}})
 	e.start(t)
 	banner := "You've hit your session limit · resets " + strings.ToLower(time.Now().Add(3*time.Hour).UTC().Format("3:04PM")) + " (UTC)"
-	commentOn(t, e, keyIssue.Number, "Please explain this error from our CI bot:\nECHO: "+banner)
+	d1 := commentOn(t, e, keyIssue.Number, "Please explain this error from our CI bot:\nECHO: "+banner)
+	waitDelivered(t, e, d1, waitShort)
+	d2 := commentOn(t, e, keyIssue2.Number, "second "+uuid.NewString())
+	deliveredTo(t, e, keyIssue2, d2, waitShort)
+	again := commentOn(t, e, keyIssue.Number, "And this one?\nECHO: "+banner)
+	waitDelivered(t, e, again, waitShort)
+	e.settle(t)
+	assert.Empty(t, e.eventsNamed(t, journal.SessionRateLimited, desired.Key{}), "a quoted banner is no limit")
+	r := e.mustRecord(t, keyIssue)
+	assert.Equal(t, desired.PhaseRunning, r.Status.Phase)
+	assert.Zero(t, r.Status.Failures)
+	assert.NotRegexp(t, `rate_limited`, e.mustRun(t, "get"))
+}
+
+// TestReleaseEndsALimitForGood: the CLI prints a usage-limit banner whose
+// reset is hours away, and the account is held. The limit ends early (more
+// usage bought): loopd release of the item ends the hold at once although
+// the banner is still on its screen and in its transcript, the other
+// item's event goes through, and the banner is not taken again when the
+// item's next comment is pasted.
+func TestReleaseEndsALimitForGood(t *testing.T) {
+	t.Parallel()
+	limitDir := t.TempDir() // the sandbox shows it (Binds)
+	limited := filepath.Join(limitDir, "limited")
+	require.NoError(t, os.WriteFile(limited, nil, 0o644))
+	reset := time.Now().Add(3 * time.Hour)
+	e := newEnv(t, envOpts{
+		HarnessEnv: map[string]string{
+			"FAKECLAUDE_LIMIT_UNTIL": strconv.FormatInt(reset.Unix(), 10),
+			"FAKECLAUDE_LIMIT_FORM":  "banner",
+			"FAKECLAUDE_LIMIT_WHILE": limited,
+		},
+		Binds: []string{limitDir},
+	})
+	e.start(t)
+	commentOn(t, e, keyIssue.Number, "first "+uuid.NewString())
 	e.waitPhase(t, keyIssue, desired.PhaseRateLimited, waitShort)
 	d2 := commentOn(t, e, keyIssue2.Number, "second "+uuid.NewString())
 	e.settle(t)
 	require.False(t, e.hasSession(t, keyIssue2), "the account is held")
 
+	require.NoError(t, os.Remove(limited))
 	e.mustRun(t, "release", keyIssue.String())
 	e.waitEvent(t, journal.ItemReleased, keyIssue, 1, waitShort)
 	deliveredTo(t, e, keyIssue2, d2, waitShort)
-	again := commentOn(t, e, keyIssue.Number, "And this one?\nECHO: "+banner)
+	again := commentOn(t, e, keyIssue.Number, "again "+uuid.NewString())
 	waitDelivered(t, e, again, waitShort)
 	e.settle(t)
-	assert.Len(t, e.eventsNamed(t, journal.SessionRateLimited, keyIssue), 1, "the released banner, on screen and quoted again, is not taken again")
+	assert.Len(t, e.eventsNamed(t, journal.SessionRateLimited, keyIssue), 1, "the released banner, still on screen, is not taken again")
 	r := e.mustRecord(t, keyIssue)
 	assert.Equal(t, desired.PhaseRunning, r.Status.Phase)
 	assert.True(t, r.Status.LimitSeen.Released)

@@ -1,10 +1,11 @@
 package reconciler
 
 import (
+	"time"
+
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
-	"time"
 )
 
 // budgetOf returns the token budget of r's route (schema.Route.Budget),

@@ -80,6 +80,11 @@
 //     BudgetExhausted, with no failure counted, until the budget is raised.
 //   - blocked, unblocked: the screen shows (or no longer shows) what keeps
 //     the agent from working until a human acts; nothing else changes.
+//   - attended, hand_back, client_gone: a person's tmux client is attached
+//     to the item's session, which then waits (nothing pasted, no death
+//     respawned); the handback on detach, idle or release, after which the
+//     pending events go out one by one; a client left attached by a
+//     handback is gone, so the next attach takes over again (attended.go).
 //   - queue: the item needs an agent but is not admitted now (capacity, or
 //     starts in flight); Queued, its events pending.
 //   - park: an agent idle long enough, its input box empty, is stopped;

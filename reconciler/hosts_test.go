@@ -11,7 +11,6 @@ import (
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
-	"github.com/loopd/loopd/store"
 )
 
 // TestPlanLeases covers each decision a host makes on an item by its lease
@@ -201,8 +200,8 @@ func TestNextBeat(t *testing.T) {
 	}{
 		{"alone", []desired.Host{host("a", 0, 3)}, every},
 		{"a live peer", []desired.Host{host("a", 0, 3), host("b", -time.Second, 3)}, every},
-		{"a peer whose leases lapse in 2 s", []desired.Host{host("a", 0, 3), host("b", -13*time.Second, 3)}, 2*time.Second + store.TakeoverMargin + schema.LeaseExpirySlack},
-		{"the soonest of two", []desired.Host{host("b", -12*time.Second, 1), host("c", -14*time.Second, 1)}, time.Second + store.TakeoverMargin + schema.LeaseExpirySlack},
+		{"a peer whose leases lapse in 2 s", []desired.Host{host("a", 0, 3), host("b", -13*time.Second, 3)}, 2*time.Second + schema.TakeoverMargin + schema.LeaseExpirySlack},
+		{"the soonest of two", []desired.Host{host("b", -12*time.Second, 1), host("c", -14*time.Second, 1)}, time.Second + schema.TakeoverMargin + schema.LeaseExpirySlack},
 		{"a peer holding nothing", []desired.Host{host("b", -14*time.Second, 0)}, every},
 		{"already lapsed", []desired.Host{host("b", -time.Minute, 2)}, schema.LeaseExpirySlack},
 	} {

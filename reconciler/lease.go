@@ -415,7 +415,7 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 // nextBeat is how long until this host's next heartbeat and Assign: every,
 // or sooner when another host that holds leases stopped heartbeating, so
 // that its items are taken over as soon as Assign may (its last heartbeat
-// plus its TTL and store.TakeoverMargin, plus schema.LeaseExpirySlack),
+// plus its TTL and schema.TakeoverMargin, plus schema.LeaseExpirySlack),
 // not up to every later.
 func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.Host) time.Duration {
 	next := every
@@ -423,7 +423,7 @@ func nextBeat(every time.Duration, now time.Time, self string, hosts []desired.H
 		if o.Name == self || o.Leases == 0 {
 			continue
 		}
-		if d := o.Heartbeat.Add(o.LeaseTTL+store.TakeoverMargin).Sub(now) + schema.LeaseExpirySlack; d < next {
+		if d := o.Heartbeat.Add(o.LeaseTTL+schema.TakeoverMargin).Sub(now) + schema.LeaseExpirySlack; d < next {
 			next = max(d, schema.LeaseExpirySlack)
 		}
 	}

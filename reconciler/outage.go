@@ -77,14 +77,15 @@ func expectedLive(r desired.Record) bool {
 
 // notACrash is the decision of whether the death of an agent that the
 // pass's Loss took is a crash: a lost server never is (the agent did not
-// die of itself); an outage is not either, unless the item's last exit was
+// die of itself), nor is a death while a person attended the item
+// (ReasonAttended, handBackIfAttended: the person's doing); an outage is not either, unless the item's last exit was
 // an outage or a lost server too and its run since was shorter than the
 // churn window. That bounds a fleet that dies together on every resume (a
 // harness broken for everyone, a host that keeps killing its agents): the
 // second outage in a row counts, so backoff and the restart budget apply.
 func notACrash(loss actions.Reason, st desired.Status, died, now time.Time, p Policy) bool {
 	switch loss {
-	case actions.ReasonServerLost:
+	case actions.ReasonServerLost, actions.ReasonAttended:
 		return true
 	case actions.ReasonOutage:
 		last := actions.Reason(st.LastExitReason)

@@ -306,9 +306,9 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 	if !r.ReleasePending() || r.Spec.Closed {
 		return nil, r, false
 	}
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
+	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, pending: r.Pending}
 	it.observe()
-	st := r.Status
+	handback, st := releaseAttended(r, it, obs.Snapshot.At)
 	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
 	switch {
 	case a.Fresh:
@@ -335,7 +335,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
-	return []actions.Action{a}, r, false
+	return append(handback, a), r, false
 }
 
 // checkConversation applies the rule that nothing is sent twice, before the
@@ -514,6 +514,9 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 			out = append(out, actions.StopSession{Key: r.Key, Session: it.session, Reason: reason, Delivered: landed})
 		}
 		return append(out, it.closeWorkspace()...)
+	}
+	if out, done := it.attend(); done {
+		return out // takeover and handback (attended.go)
 	}
 
 	phase := it.st.Phase

@@ -54,9 +54,12 @@ func (c Capabilities) AcceptsSessionID(id string) bool {
 // (routing.tmux in the config) plus the harness capabilities, with every
 // duration as a time.Duration.
 type Policy struct {
-	Resume          bool
-	Probe           time.Duration
-	ConfirmTimeout  time.Duration
+	Resume         bool
+	Probe          time.Duration
+	ConfirmTimeout time.Duration
+	// AttendedTimeout is how long a person attached to an item's session
+	// may give no input before the item is handed back (attendance).
+	AttendedTimeout time.Duration
 	Restart         string // schema.RestartAlways, RestartOnFailure or RestartNever
 	FastFail        time.Duration
 	MaxFastFailures int
@@ -200,6 +203,7 @@ func PolicyFrom(p schema.Policy, harnesses map[string]Capabilities, owner string
 		Resume:           p.Resume(),
 		Probe:            p.ProbeWindow(),
 		ConfirmTimeout:   p.ConfirmTimeout(),
+		AttendedTimeout:  p.AttendedTimeout(),
 		Restart:          p.RestartPolicy,
 		FastFail:         p.FastFailWindow(),
 		MaxFastFailures:  p.MaxFastFailures,

@@ -601,4 +601,9 @@ type Policy struct {
 	// UsageLimitMarginSeconds is waited past a usage limit's reset before
 	// the items it held resume; 0 resumes them at the reset. Default 60.
 	UsageLimitMarginSeconds *int `yaml:"usageLimitMarginSeconds" json:"usageLimitMarginSeconds"`
+	// AttendedTimeoutSeconds is how long a person attached to an item's
+	// session may give no input (tmux's session_activity) before loopd
+	// hands the item back to its deliveries while the client stays
+	// attached. Default 1800.
+	AttendedTimeoutSeconds int `yaml:"attendedTimeoutSeconds" json:"attendedTimeoutSeconds"`
 }

@@ -108,6 +108,7 @@ func DefaultPolicy() Policy {
 		RestartBudget:         10,
 
 		UsageLimitMarginSeconds: &margin,
+		AttendedTimeoutSeconds:  1800,
 	}
 }
 
@@ -205,6 +206,7 @@ func (c *Config) applyDefaults(dir string) {
 	orDefault(&p.HealthyResetSeconds, d.HealthyResetSeconds)
 	orDefault(&p.RestartBudget, d.RestartBudget)
 	orDefault(&p.UsageLimitMarginSeconds, d.UsageLimitMarginSeconds)
+	orDefault(&p.AttendedTimeoutSeconds, d.AttendedTimeoutSeconds)
 }
 
 // Tunables that are not config keys. The daemon's wiring (cmd/loopd) and
@@ -345,6 +347,31 @@ const (
 	// this host's clock, the reconciler's next Assign runs: room for a
 	// store clock a little ahead.
 	LeaseExpirySlack = 50 * time.Millisecond
+	// FencePoll is how often an agent's watchdog (internal/fence) reads its
+	// stamp: the part of the fence's latency that the lease margin
+	// (reconciler.LeaseMargin, a fifth of the TTL, 3 s of the default
+	// 15 s) must cover besides the kill itself.
+	FencePoll = 50 * time.Millisecond
+	// TakeoverMargin is how long after a lease's expiry, on the store's
+	// clock, Assign gives its item to another host: beyond the expiry,
+	// which the lapsed host's agents already ended a fifth of the TTL
+	// before (reconciler.LeaseMargin, package fence), it covers that
+	// host's watchdog poll (FencePoll) and its kill again, were the lapsed
+	// host's clock to run a little slow against the store's.
+	TakeoverMargin = 200 * time.Millisecond
+	// PostgresIdleInWrite is how long PostgreSQL lets a session of the
+	// store sit idle inside a write transaction before it ends the
+	// session, which rolls the transaction back
+	// (idle_in_transaction_session_timeout, set for each write). A write
+	// holds the writers' advisory lock for its whole transaction, so a
+	// host frozen (SIGSTOP) or partitioned in the middle of one would stop
+	// every other host's writes, heartbeats included, for as long as it
+	// lasts: measured (issue 23), a host frozen for 30 s kept the other
+	// one from taking its item over at all. 1 s is far above a live
+	// writer's pause between its statements (they are sent back to back),
+	// and short enough that a heartbeat of a 3 s lease (every 1 s, valid
+	// for 2.4 s) waits it out. Reads take no lock and keep no such bound.
+	PostgresIdleInWrite = time.Second
 	// PassRetryInitial is the wait before the reconciler retries a failed
 	// pass; each further failure in a row doubles it, up to the resync
 	// interval. tmux still exiting after kill-server fails a pass for a

@@ -62,6 +62,9 @@ func (p Policy) UsageLimitMargin() time.Duration {
 	return seconds(*p.UsageLimitMarginSeconds)
 }
 
+// AttendedTimeout returns AttendedTimeoutSeconds as a duration.
+func (p Policy) AttendedTimeout() time.Duration { return seconds(p.AttendedTimeoutSeconds) }
+
 // ConfirmTimeout returns ConfirmTimeoutSeconds as a duration.
 func (p Policy) ConfirmTimeout() time.Duration { return seconds(p.ConfirmTimeoutSeconds) }
 

@@ -8,14 +8,6 @@ import (
 	"github.com/loopd/loopd/desired"
 )
 
-// TakeoverMargin is how long after a lease's expiry, on the store's clock,
-// Assign gives its item to another host: beyond the expiry, which the
-// lapsed host's agents already ended a fifth of the TTL before
-// (reconciler.LeaseMargin, package fence), it covers that host's watchdog
-// poll (fence.Poll, 50 ms) and its kill again, were the lapsed host's
-// clock to run a little slow against the store's.
-const TakeoverMargin = 200 * time.Millisecond
-
 // Sentinel errors of a Fleet.
 var (
 	// ErrFenced means a write carried a fencing generation that is not the

@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/tmux"
 	"github.com/loopd/loopd/reconciler"
@@ -30,6 +31,10 @@ func newAttachCmd(g *globals) *cobra.Command {
 private server (tmux -L <socket> attach -t =<session>: the exact session,
 never one whose name only starts the same). Detach with the tmux prefix and
 d (C-b d), which leaves the agent running. What you type reaches the agent.
+While a client is attached the item is Attended: nothing is pasted into it
+and a death of its agent waits; detaching hands it back (see the design's
+"Takeover and handback"). The session is marked with who attached ($SUDO_USER,
+else the login name) for the journal and the status page.
 An item of the process runner has no session: loopd logs shows its run.`,
 		Example:           `  loopd attach codertocat/hello-world#1`,
 		Args:              cobra.ExactArgs(1),
@@ -44,7 +49,7 @@ An item of the process runner has no session: loopd logs shows its run.`,
 			if err != nil {
 				return err
 			}
-			argv := actions.AttachArgv(cfg.Tmux.Socket, session)
+			argv := tmux.AttachArgv(cfg.Tmux.Socket, session, attender())
 			bin, err := exec.LookPath(argv[0])
 			if err != nil {
 				return fmt.Errorf("attach %s: %w", r.Key, err)
@@ -55,6 +60,18 @@ An item of the process runner has no session: loopd logs shows its run.`,
 			return nil
 		},
 	}
+}
+
+// attender is who runs loopd attach: $SUDO_USER when set (a person
+// behind sudo), else the login name of the process's user.
+func attender() string {
+	if u := os.Getenv("SUDO_USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
 }
 
 // itemSession returns the name of r's tmux session when it is on the

@@ -61,6 +61,11 @@ install or turn on when not.`,
 			if err := checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }); err != nil {
 				return err
 			}
+			if gh := cfg.Webhooks.GHWebhook; gh.SecretFile == "" && os.Getenv(gh.SecretEnv) == "" {
+				// Validate may run where serve will not (a CI job): a
+				// warning, which serve makes a refusal.
+				fmt.Fprintf(os.Stderr, "warning: %v (here; serve refuses to start without it)\n", errSecretEnvEmpty(gh.SecretEnv))
+			}
 			sb, err := sandboxOf(cmd.Context(), cfg, path)
 			if err != nil {
 				return err

@@ -384,6 +384,9 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 		if st.Blocked != "" {
 			phase += "/Blocked" // waits for a person; REASON says at what
 		}
+		if !st.AttendedSince.IsZero() {
+			phase += "/Attended" // a person's tmux client is attached
+		}
 		if v.Spec.Held {
 			phase += " (held)"
 		} else if v.Spec.Closed {

@@ -73,22 +73,26 @@ type statusView struct {
 	// ConversationID is the conversation the item is in
 	// (desired.Record.ConversationID); ConversationUnconfirmed is true
 	// while loopd has not learned the id its harness chose.
-	ConversationID          string     `json:"conversationId,omitempty" yaml:"conversationId,omitempty"`
-	ConversationUnconfirmed bool       `json:"conversationUnconfirmed" yaml:"conversationUnconfirmed"`
-	Pending                 int        `json:"pending" yaml:"pending"`
-	OldestPending           time.Time  `json:"oldestPending,omitzero" yaml:"oldestPending,omitempty"`
-	Failures                int        `json:"failures" yaml:"failures"` // reconciler.NextFailures
-	QueuePosition           int        `json:"queuePosition,omitempty" yaml:"queuePosition,omitempty"`
-	Workdir                 string     `json:"workdir,omitempty" yaml:"workdir,omitempty"`
-	SpawnedAt               time.Time  `json:"spawnedAt,omitzero" yaml:"spawnedAt,omitempty"`
-	NextAttempt             time.Time  `json:"nextAttempt,omitzero" yaml:"nextAttempt,omitempty"`
-	Blocked                 string     `json:"blocked,omitempty" yaml:"blocked,omitempty"`
-	LimitUntil              time.Time  `json:"limitUntil,omitzero" yaml:"limitUntil,omitempty"`
-	LimitWindow             string     `json:"limitWindow,omitempty" yaml:"limitWindow,omitempty"`
-	LimitEpisodes           int        `json:"limitEpisodes,omitempty" yaml:"limitEpisodes,omitempty"`
-	LastExit                *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
-	Lease                   *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
-	RunID                   string     `json:"runId,omitempty" yaml:"runId,omitempty"`
+	ConversationID          string    `json:"conversationId,omitempty" yaml:"conversationId,omitempty"`
+	ConversationUnconfirmed bool      `json:"conversationUnconfirmed" yaml:"conversationUnconfirmed"`
+	Pending                 int       `json:"pending" yaml:"pending"`
+	OldestPending           time.Time `json:"oldestPending,omitzero" yaml:"oldestPending,omitempty"`
+	Failures                int       `json:"failures" yaml:"failures"` // reconciler.NextFailures
+	QueuePosition           int       `json:"queuePosition,omitempty" yaml:"queuePosition,omitempty"`
+	Workdir                 string    `json:"workdir,omitempty" yaml:"workdir,omitempty"`
+	SpawnedAt               time.Time `json:"spawnedAt,omitzero" yaml:"spawnedAt,omitempty"`
+	NextAttempt             time.Time `json:"nextAttempt,omitzero" yaml:"nextAttempt,omitempty"`
+	Blocked                 string    `json:"blocked,omitempty" yaml:"blocked,omitempty"`
+	// AttendedSince is when a person's tmux client was seen attached to
+	// the item's session, AttendedBy who (desired.AttendanceState).
+	AttendedSince time.Time  `json:"attendedSince,omitzero" yaml:"attendedSince,omitempty"`
+	AttendedBy    string     `json:"attendedBy,omitempty" yaml:"attendedBy,omitempty"`
+	LimitUntil    time.Time  `json:"limitUntil,omitzero" yaml:"limitUntil,omitempty"`
+	LimitWindow   string     `json:"limitWindow,omitempty" yaml:"limitWindow,omitempty"`
+	LimitEpisodes int        `json:"limitEpisodes,omitempty" yaml:"limitEpisodes,omitempty"`
+	LastExit      *exitView  `json:"lastExit,omitempty" yaml:"lastExit,omitempty"`
+	Lease         *leaseView `json:"lease,omitempty" yaml:"lease,omitempty"`
+	RunID         string     `json:"runId,omitempty" yaml:"runId,omitempty"`
 	// Sandbox is how the item's agent runs: bubblewrap, or none
 	// (reconciler.Unsandboxed).
 	Sandbox string `json:"sandbox" yaml:"sandbox"`
@@ -150,7 +154,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.BlockedBy(), RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
+				Blocked: st.BlockedBy(), AttendedSince: st.AttendedSince, AttendedBy: st.AttendedBy, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
 			},
 		}
 		v.age = "-"

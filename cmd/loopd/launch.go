@@ -7,6 +7,7 @@ import (
 
 	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/launch"
+	"github.com/loopd/loopd/schema"
 )
 
 // newLaunchCmd is the launcher a pane runs first (package launch): it is
@@ -37,7 +38,7 @@ func newFenceCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, pid, fence.Poll)
+			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, pid, schema.FencePoll)
 			return err
 		},
 	}

@@ -126,6 +126,12 @@ func (a *app) refuse(ctx context.Context, err error) error {
 // starts inherits it. Before that, a loopd whose environment holds a
 // secret re-executes itself without it (scrubEnviron). An empty secret is an error, since it would
 // authenticate nothing. The secret itself is never logged.
+// errSecretEnvEmpty is serve's refusal of a webhook secret variable env
+// that is empty or unset; config validate warns with it.
+func errSecretEnvEmpty(env string) error {
+	return fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", env)
+}
+
 func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	cfg, err := g.load()
 	if err != nil {
@@ -149,7 +155,7 @@ func (g *globals) loadWithSecret() (*schema.Config, string, error) {
 	env := cfg.Webhooks.GHWebhook.SecretEnv
 	secret := os.Getenv(env)
 	if secret == "" {
-		return nil, "", fmt.Errorf("webhook secret: environment variable %s is empty; set it to the secret configured on GitHub", env)
+		return nil, "", errSecretEnvEmpty(env)
 	}
 	if err := os.Unsetenv(env); err != nil {
 		return nil, "", fmt.Errorf("webhook secret: unset %s: %w", env, err)

@@ -10,7 +10,7 @@
 // which counts across a suspend and no wall-clock step moves. Each pane's
 // launcher starts a watchdog (Start) in a session of its own before it
 // replaces itself with the harness: a process that does not freeze with
-// the daemon, that reads the stamp every Poll and, once the instant has
+// the daemon, that reads the stamp every schema.FencePoll and, once the instant has
 // passed (or the stamp cannot be read), kills the harness with every
 // process under it (Watch). It exits when the harness does.
 package fence
@@ -39,11 +39,6 @@ const (
 	StampFlag = "--stamp"
 	PIDFlag   = "--pid"
 )
-
-// Poll is how often a watchdog reads its stamp: the part of the fence's
-// latency that the lease margin (reconciler.LeaseMargin, a fifth of the
-// TTL, 3 s of the default 15 s) must cover besides the kill itself.
-const Poll = 50 * time.Millisecond
 
 // ErrStamp means the stamp could not be written: the agents of this host
 // end at the instant of the last stamp written.

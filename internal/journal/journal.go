@@ -192,6 +192,12 @@ const (
 	ItemHeld Name = "item.held"
 	// ItemReleased: a pass carried out an operator's release.
 	ItemReleased Name = "item.released"
+	// ItemAttended: a person's tmux client is attached to the item's
+	// session; nothing is pasted and no death is respawned until the
+	// handback. ItemHandedBack: the person detached, gave no input for
+	// routing.tmux.attendedTimeoutSeconds, or an operator released the item.
+	ItemAttended   Name = "item.attended"
+	ItemHandedBack Name = "item.handed_back"
 	// ItemForgotten: an operator removed a closed item's record (loopd
 	// forget), with its clone when it was clean.
 	ItemForgotten Name = "item.forgotten"

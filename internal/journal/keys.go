@@ -196,6 +196,13 @@ const (
 	KeyBefore     = "before"      // the bound a prune deleted the rows before (RFC 3339)
 	KeyFreedBytes = "freed_bytes" // bytes the store gave back to the file system
 	KeyWorkspace  = "workspace"   // what became of a forgotten item's workdir: removed, kept or none
+
+	// Takeover and handback (item.attended, item.handed_back).
+	KeyBy          = "by"           // who attached to the item's session (loopd attach), "" when tmux did not say
+	KeySince       = "since"        // when a person attached (RFC 3339)
+	KeyAttendedFor = "attended_for" // how long the item was attended (a duration)
+	KeyHow         = "how"          // how the item was handed back: detached, idle or released
+	KeyDeliveries  = "deliveries"   // the pending deliveries at the handback, oldest first, comma-separated
 )
 
 // The keys whose values are integers and booleans: events -o json gives

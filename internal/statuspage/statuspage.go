@@ -267,6 +267,11 @@ type itemRow struct {
 	Reason         string
 	QueuePosition  int    // 1 next; 0 when not Queued
 	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
+	// AttendedSince is when a person's tmux client was seen attached to
+	// the item's session (zero while no one attends it), AttendedBy who
+	// (desired.AttendanceState); item.handed_back says for how long.
+	AttendedSince time.Time
+	AttendedBy    string
 	// Unsandboxed is true when the item's agent runs with no sandbox
 	// (reconciler.Unsandboxed): every view of it says so.
 	Unsandboxed bool
@@ -462,6 +467,8 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
 			Blocked:        rec.Status.BlockedBy(),
+			AttendedSince:  rec.Status.AttendedSince,
+			AttendedBy:     rec.Status.AttendedBy,
 			Unsandboxed:    explained[rec.Key].Unsandboxed,
 		}
 	}

@@ -388,3 +388,23 @@ func TestTitleAndLinkShown(t *testing.T) {
 	_, _, body := get(t, srv.URL+itemURL(keyIssue))
 	assert.Contains(t, body, `href="https://github.com/Codertocat/Hello-World/issues/1"`)
 }
+
+// TestAttendedItemShowsWhoAndSince: an item a person attends shows who
+// attached and since when, on the index and on its own page.
+func TestAttendedItemShowsWhoAndSince(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	k := desired.Key{Owner: "o", Repo: "r", Number: 5}
+	_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-att", Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/x"})
+	require.NoError(t, err)
+	since := time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC)
+	require.NoError(t, st.PutStatus(ctx, k, desired.Status{Phase: desired.PhaseRunning,
+		AttendanceState: desired.AttendanceState{AttendedSince: since, AttendedBy: "octo"}}))
+	srv := server(t, st)
+	for _, path := range []string{"/", itemURL(k)} {
+		_, _, body := get(t, srv.URL+path)
+		_, text := statuspagetest.DOM(t, body)
+		assert.Contains(t, text, "attended by octo since", path)
+		assert.Contains(t, body, `datetime="`+since.Format(time.RFC3339)+`"`, path)
+	}
+}

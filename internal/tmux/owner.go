@@ -24,6 +24,9 @@ const (
 	serverOwnerOption  = "@loopd-server"
 	serverDirOption    = "@loopd-server-dir"
 	sessionOwnerOption = "@loopd-owner"
+	// attenderOption names who attached to a session with loopd attach
+	// (AttachArgv); tmux unsets it when the client detaches.
+	attenderOption = "@loopd-attender"
 )
 
 // Markers that the guards print when they refuse.
@@ -188,4 +191,18 @@ func refusedError(out []byte) error {
 	default:
 		return fmt.Errorf("%w (it is %q)", ErrNotHarness, command)
 	}
+}
+
+// AttachArgv returns the argv, "tmux" first, that attaches a terminal to
+// session on the server of socket for the person by (a login name): in the
+// same invocation, before the attach, it marks the session with by (the
+// attender mark the listing shows, Pane.AttachedBy) and has tmux unset the
+// mark when a client detaches from it. The exact session (=session:),
+// never one whose name only starts the same.
+func AttachArgv(socket, session, by string) []string {
+	target := Target(session)
+	return []string{"tmux", "-L", socket,
+		"set-option", "-t", target, attenderOption, by, ";",
+		"set-hook", "-t", target, "client-detached", "set-option -u " + attenderOption, ";",
+		"attach", "-t", "=" + session}
 }

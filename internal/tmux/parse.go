@@ -9,7 +9,7 @@ import (
 )
 
 // listPanesFields is the number of tab-separated fields in listPanesFormat.
-const listPanesFields = 11
+const listPanesFields = 14
 
 // listPanesFormat is the list-panes -F format that ParseListPanes reads:
 // only the fields a pass reads, since each costs format work per pane in
@@ -21,17 +21,23 @@ const listPanesFields = 11
 // otherwise. The server's mark is the same on every row; it is read in the
 // same call so that a pass needs no second exec to know the server is still
 // its own (a format finds a server option too: tmux 3.3a format_find).
+// session_attached and session_activity say whether a person attends the
+// session and when they last typed, and the attender mark who (AttachArgv
+// sets it), shown only when it has the shape of a login name.
 const listPanesFormat = "#{session_name}\t#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t" +
 	"#{pane_dead_signal}\t#{pane_pid}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + sessionOwnerOption + "}},#{" + sessionOwnerOption + "},#{?#{" + sessionOwnerOption + "},?,}}\t" +
 	"#{pane_dead_time}\t#{window_activity}\t" +
 	"#{?#{m/r:^[0-9a-f]+$,#{" + serverOwnerOption + "}},#{" + serverOwnerOption + "},#{?#{" + serverOwnerOption + "},?,}}\t" +
+	"#{session_attached}\t#{session_activity}\t" +
+	"#{?#{m/r:^[A-Za-z0-9._-]+$,#{" + attenderOption + "}},#{" + attenderOption + "},}\t" +
 	"#{pane_current_command}"
 
 // ParseListPanes parses the output of list-panes -a -F with loopd's format
 // (session name, pane id, pane_dead, pane_dead_status, pane_dead_signal,
 // pane_pid, the session's owner mark, pane_dead_time, window_activity, the
-// server's owner mark, pane_current_command, separated by tabs), one pane a line, in the
+// server's owner mark, session_attached, session_activity, the attender
+// mark, pane_current_command, separated by tabs), one pane a line, in the
 // order given. Empty output gives an empty slice. A dead pane with neither a
 // status nor a signal gets StatusKnown false, and one with no pane_dead_time
 // a zero DeadTime. It returns an error naming the line for a row with too
@@ -61,7 +67,7 @@ func parsePane(line string) (Pane, error) {
 		}
 	}
 	f[n] = rest
-	p := Pane{Session: f[0], PaneID: f[1], Owner: f[6], ServerOwner: f[9], CurrentCommand: f[10]}
+	p := Pane{Session: f[0], PaneID: f[1], Owner: f[6], ServerOwner: f[9], AttachedBy: f[12], CurrentCommand: f[13]}
 	switch f[2] {
 	case "0":
 	case "1":
@@ -79,22 +85,30 @@ func parsePane(line string) (Pane, error) {
 	if p.PID, err = optionalInt("pane_pid", f[5]); err != nil {
 		return Pane{}, err
 	}
-	died, err := optionalInt("pane_dead_time", f[7])
-	if err != nil {
+	if p.DeadTime, err = optionalTime("pane_dead_time", f[7]); err != nil {
 		return Pane{}, err
 	}
-	if died > 0 {
-		p.DeadTime = time.Unix(int64(died), 0)
-	}
-	active, err := optionalInt("window_activity", f[8])
-	if err != nil {
+	if p.Activity, err = optionalTime("window_activity", f[8]); err != nil {
 		return Pane{}, err
 	}
-	if active > 0 {
-		p.Activity = time.Unix(int64(active), 0)
+	if p.Clients, err = optionalInt("session_attached", f[10]); err != nil {
+		return Pane{}, err
+	}
+	if p.Input, err = optionalTime("session_activity", f[11]); err != nil {
+		return Pane{}, err
 	}
 	p.StatusKnown = p.Dead && (f[3] != "" || f[4] != "")
 	return p, nil
+}
+
+// optionalTime parses a field of whole Unix seconds that tmux leaves
+// empty (or 0) when it has no value; that gives the zero time.
+func optionalTime(name, s string) (time.Time, error) {
+	n, err := optionalInt(name, s)
+	if err != nil || n <= 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(int64(n), 0), nil
 }
 
 // optionalInt parses a decimal field that tmux leaves empty when it has no

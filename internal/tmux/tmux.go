@@ -130,6 +130,18 @@ type Pane struct {
 	// every row: "" for an unclaimed server, "?" for a mark that is not an
 	// owner id.
 	ServerOwner string
+	// Clients is how many tmux clients are attached to the pane's session
+	// (session_attached): a person watching or typing. loopd's own control
+	// client attaches to a session of its own.
+	Clients int
+	// Input is when the session last had a client's input, or an attach
+	// (session_activity, whole seconds); while a client is attached,
+	// tmux counts send-keys as input too.
+	Input time.Time
+	// AttachedBy is who attached to the session through loopd attach (the
+	// attender mark, tmux.AttachArgv), "" when no one did or the mark is
+	// not a login name.
+	AttachedBy string
 }
 
 // NewSession describes a detached session with one pane that runs Argv

@@ -120,8 +120,8 @@
 //
 // Every other action of these events queues nothing; its state snapshot
 // alone applies, and it is answered ignored when that changes nothing
-// (issues.deleted and issues.transferred are ignored outright: the issue
-// left the repository). In particular issues.edited and
+// (issues.deleted and issues.transferred close the item: the issue left
+// the repository, and no event of it comes again). In particular issues.edited and
 // issue_comment.edited queue nothing: edits come in bursts, and re-sending
 // a whole text to a working agent for each is noise; a new comment is how
 // to tell the agent something. A "commented" review without a body queues

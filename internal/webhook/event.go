@@ -28,7 +28,11 @@ type change struct {
 	// snapshot is true when closed is the state the payload carried, not
 	// a close or reopen action (store.Ingest.Snapshot).
 	snapshot bool
-	prompt   *PromptInput
+	// gone is true for an issue that left the repository (deleted,
+	// transferred): it closes an item loopd holds, and creates none
+	// (filter: store.Ingest.NoCreate).
+	gone   bool
+	prompt *PromptInput
 	// headRef is a pull request's head branch when the head is in the
 	// same repository (store.Ingest.HeadRef); "" for a fork or an issue.
 	headRef string
@@ -208,9 +212,16 @@ func classifyIssues(e *payload) (change, string, error) {
 	switch action {
 	case "opened", "reopened", "closed", "labeled":
 	case "deleted", "transferred":
-		// The issue is gone from this repository: its last state says
-		// nothing about the item loopd holds.
-		return change{}, reasonActionNotHandled, nil
+		// The issue is gone from this repository, and no event of it will
+		// come here again: its item is closed, as by a close (its last
+		// state, open in the repository it moved to, says nothing of
+		// this one).
+		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
+		if err != nil {
+			return change{}, "", err
+		}
+		c.identity, c.gone = itemIdentity("issues", e), true
+		return openClose(c, "closed"), "", nil
 	default:
 		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
 		c.identity = itemIdentity("issues", e)

@@ -70,6 +70,11 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 		}
 		return verdict{noCreate: true, unknown: reasonNoWorkItem}
 	}
+	if c.gone {
+		// A fact of GitHub's, as a close is (only a repository's admins
+		// delete or transfer issues), for an item loopd holds only.
+		return verdict{noCreate: true, unknown: reasonNoWorkItem}
+	}
 	switch {
 	case botLogin != "" && strings.EqualFold(c.sender, botLogin):
 		return verdict{drop: reasonOwnLogin}

@@ -333,6 +333,9 @@ func TestFixtureOutcomes(t *testing.T) {
 		"pull_request.synchronize":      true,
 	}
 	closes := map[string]bool{"issues.closed": true, "pull_request.closed": true}
+	// An issue that left the repository closes an item loopd holds
+	// (TestIssueGoneClosesTheItem) and makes none.
+	gone := map[string]bool{"issues.deleted": true, "issues.transferred": true}
 	handled := map[string]bool{"issues": true, "issue_comment": true, "pull_request": true, "pull_request_review": true}
 	ci := map[string]bool{"check_run": true, "check_suite": true, "workflow_run": true}
 	namesItsPR := map[string]bool{"check_run.completed.1.json": true, "check_run.completed.2.json": true, "check_suite.completed.1.json": true}
@@ -374,6 +377,11 @@ func TestFixtureOutcomes(t *testing.T) {
 				rec := e.onlyRecord(t)
 				assert.True(t, rec.Spec.Closed)
 				assert.Empty(t, rec.Pending)
+			case gone[eventAction]:
+				assert.Equal(t, http.StatusAccepted, code)
+				assert.Empty(t, e.records(t))
+				assert.Equal(t, journal.DeliveryIgnored, e.onlyEvent(t).Name)
+				assert.Zero(t, e.triggers.Load())
 			case handled[event]:
 				assert.Equal(t, http.StatusAccepted, code)
 				assert.Empty(t, e.records(t))
@@ -733,15 +741,6 @@ func TestUnhandledActionsHealStateOnly(t *testing.T) {
 	assert.Contains(t, msg, reasonActionNotHandled)
 	assert.True(t, e.onlyRecord(t).Spec.Closed)
 
-	// A deleted issue's last state says nothing about the item.
-	code, msg = e.replay(t, "issues", "d-deleted", derive(t, "issues.opened.1.json", func(m map[string]any) {
-		m["action"] = "deleted"
-		issueState(t, "open", "2030-01-04T00:00:00Z")(m)
-	}))
-	assert.Equal(t, http.StatusAccepted, code)
-	assert.Contains(t, msg, reasonActionNotHandled)
-	assert.True(t, e.onlyRecord(t).Spec.Closed)
-
 	// An empty review on the pull request the payload is about reopens
 	// nothing here: it names another item, which it never creates.
 	code, msg = e.replay(t, "pull_request_review", "d-review", derive(t, "pull_request_review.submitted.1.json", func(m map[string]any) {
@@ -750,6 +749,35 @@ func TestUnhandledActionsHealStateOnly(t *testing.T) {
 	assert.Equal(t, http.StatusAccepted, code)
 	assert.Contains(t, msg, reasonEmptyReview)
 	assert.Len(t, e.records(t), 1, "a snapshot never creates an item")
+}
+
+// TestIssueGoneClosesTheItem: an issue deleted, or transferred to another
+// repository, closes its item here, as a close does, whatever state its
+// payload shows (open, in the repository it moved to): no event of it
+// comes here again, and its agent stops. Nothing is queued.
+func TestIssueGoneClosesTheItem(t *testing.T) {
+	for _, action := range []string{"deleted", "transferred"} {
+		t.Run(action, func(t *testing.T) {
+			e := newEnv(t)
+			code, _ := e.replay(t, "issues", "d-open", fixture(t, "issues.opened.1.json"))
+			require.Equal(t, http.StatusAccepted, code)
+			require.False(t, e.onlyRecord(t).Spec.Closed)
+
+			// The item's own issue, shown open as of later: a transfer
+			// leaves it open in the repository it moved to.
+			code, _ = e.replay(t, "issues", "d-"+action, derive(t, "issues.opened.1.json", func(m map[string]any) {
+				m["action"] = action
+				issueState(t, "open", "2030-01-04T00:00:00Z")(m)
+			}))
+			assert.Equal(t, http.StatusAccepted, code)
+			rec := e.onlyRecord(t)
+			assert.True(t, rec.Spec.Closed, "the item is closed")
+			assert.Len(t, rec.Pending, 1, "nothing more is queued")
+			last := e.events(t)[len(e.events(t))-1]
+			assert.Equal(t, journal.DeliveryAccepted, last.Name)
+			assert.Equal(t, "true", last.Attrs["state_changed"])
+		})
+	}
 }
 
 // TestStrangersCommentHealsStateOnly: a comment by someone not authorized

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/loopd/loopd/internal/journal"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -142,27 +143,11 @@ func migratePostgres(tx *sql.Tx) error {
 	return nil
 }
 
-// idleInTxTimeout is how long PostgreSQL lets a session of this store sit
-// idle inside a write transaction before it ends the session, which rolls
-// the transaction back (idle_in_transaction_session_timeout, set for each
-// write by writeTx). A write holds the writers' advisory lock (pgWriters)
-// for its whole transaction, so a host frozen (SIGSTOP) or partitioned in
-// the middle of one would stop every other host's writes, heartbeats
-// included, for as long as it lasts, and their leases would lapse too:
-// measured (issue 23), a host frozen for 30 s kept the other one from
-// taking its item over at all. 1 s is far above a live writer's pause
-// between its statements (they are sent back to back), and short enough
-// that a heartbeat of a 3 s lease (every 1 s, valid for 2.4 s) waits it
-// out. Reads take no lock and keep no such bound: a reader starved of
-// CPU for a second (load average 30 on 2 cores, measured) is no reason to
-// fail it.
-const idleInTxTimeout = time.Second
-
 // pgDialect is PostgreSQL's way with what the backends do differently.
 type pgDialect struct{}
 
 // writeTx runs fn in a READ COMMITTED transaction, ended by the server
-// once it sits idle for idleInTxTimeout, that first takes the
+// once it sits idle for schema.PostgresIdleInWrite, that first takes the
 // writers' advisory lock (pgWriters), waiting for it at most busy
 // (lock_timeout; PostgreSQL answers SQLSTATE 55P03 past it): each
 // statement of fn sees every write committed before, and no other write
@@ -170,7 +155,7 @@ type pgDialect struct{}
 func (pgDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
 	return inTx(ctx, db, nil, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', ?, true)`,
-			strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10)); err != nil {
+			strconv.FormatInt(schema.PostgresIdleInWrite.Milliseconds(), 10)); err != nil {
 			return err
 		}
 		if busy < busyTimeout {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -133,7 +134,7 @@ func loadHosts(ctx context.Context, tx *sql.Tx, now time.Time) ([]desired.Host, 
 }
 
 // Assign gives every item that needs a host (desired.Record.NeedsHost) and has no live
-// owner (none, or one whose lease expired store.TakeoverMargin ago) to the
+// owner (none, or one whose lease expired schema.TakeoverMargin ago) to the
 // live, non-draining member with the most free capacity: its Capacity
 // less the open items it holds, a member with no limit (Capacity 0)
 // before any with one and by its open items, ties by name; each item
@@ -158,7 +159,7 @@ func (s *sqlStore) Assign(ctx context.Context) ([]store.LeaseChange, error) {
 		holding := []string{}
 		var takers []*desired.Host
 		for i, h := range hosts {
-			if h.Live || h.Heartbeat.Add(h.LeaseTTL+store.TakeoverMargin).After(now) {
+			if h.Live || h.Heartbeat.Add(h.LeaseTTL+schema.TakeoverMargin).After(now) {
 				holding = append(holding, h.Name)
 			}
 			if h.Live && !h.Draining {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
@@ -117,7 +118,7 @@ func waitDead(t *testing.T, f store.Fleet, name string) {
 
 // item returns the key of item n of the fleet cases.
 // takeOver polls Assign on f until it gives out the items of dead, whose
-// heartbeat lapsed (waitDead): not before store.TakeoverMargin past its
+// heartbeat lapsed (waitDead): not before schema.TakeoverMargin past its
 // lease's expiry, on the store's clock (the same machine's as the test's).
 func takeOver(t *testing.T, f store.Fleet, dead string) []store.LeaseChange {
 	t.Helper()
@@ -125,7 +126,7 @@ func takeOver(t *testing.T, f store.Fleet, dead string) []store.LeaseChange {
 	var changes []store.LeaseChange
 	require.Eventually(t, func() bool { changes = assign(t, f); return len(changes) > 0 }, waitFleet, pollFleet,
 		"%s's items are taken over", dead)
-	assert.False(t, time.Now().Before(h.Heartbeat.Add(h.LeaseTTL+store.TakeoverMargin)),
+	assert.False(t, time.Now().Before(h.Heartbeat.Add(h.LeaseTTL+schema.TakeoverMargin)),
 		"taken over only TakeoverMargin after the lease's expiry")
 	return changes
 }

@@ -69,6 +69,7 @@
 //	FAKECLAUDE_NOT_LOGGED_IN=1    answer every prompt "Not logged in · Please run /login", with the footer "Not logged in · Run /login", as the real CLI does offline
 //	FAKECLAUDE_LIMIT_UNTIL        Unix seconds: every prompt submitted before then hits a usage limit that resets then (TUI only); a comma-separated list is limits back to back, a prompt hitting the first that ends after it; its answer is an API error line in the transcript and on screen, in the form of FAKECLAUDE_LIMIT_FORM, and the TUI then waits
 //	FAKECLAUDE_LIMIT_FORM         epoch (default: "Claude AI usage limit reached|<unix seconds>"), banner ("You've hit your session limit · resets 3:04pm (UTC)"), or menu (the banner, then the usage-limit menu until a choice is made)
+//	FAKECLAUDE_LIMIT_WHILE        a file: the limits of FAKECLAUDE_LIMIT_UNTIL hold only while it exists (a limit that ends before the reset its banner names, as when more usage is bought)
 //	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
 //	FAKECLAUDE_LIMIT_MENU_NO_CURSOR=1  the menu is drawn without its cursor (a frame caught mid-draw), and every key it gets is logged to FAKECLAUDE_MENU_LOG as {"key": …}
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
@@ -157,6 +158,7 @@ type knobs struct {
 	notLoggedIn     bool
 	limitUntil      []time.Time // the ends of back-to-back limits, in order; none: no limit
 	limitForm       string      // epoch, banner or menu
+	limitWhile      string      // a file without which limitUntil holds nothing; "": always
 	limitCursor     int         // 1-based
 	noCursor        bool        // the limit menu is drawn without its cursor
 	menuLog         string
@@ -205,8 +207,14 @@ func (k knobs) runProbes(prompt string) error {
 }
 
 // limit returns the end of the usage limit a prompt submitted at now
-// hits: the first of limitUntil after now; false after the last.
+// hits: the first of limitUntil after now; false after the last, and
+// while limitWhile names a file that is not there.
 func (k knobs) limit(now time.Time) (time.Time, bool) {
+	if k.limitWhile != "" {
+		if _, err := os.Stat(k.limitWhile); err != nil {
+			return time.Time{}, false
+		}
+	}
 	for _, t := range k.limitUntil {
 		if now.Before(t) {
 			return t, true
@@ -236,6 +244,7 @@ func readKnobs() (knobs, error) {
 		lockDir:         os.Getenv("FAKECLAUDE_LOCK_DIR"),
 		notLoggedIn:     os.Getenv("FAKECLAUDE_NOT_LOGGED_IN") == "1",
 		limitForm:       "epoch",
+		limitWhile:      os.Getenv("FAKECLAUDE_LIMIT_WHILE"),
 		limitCursor:     1,
 		menuLog:         os.Getenv("FAKECLAUDE_MENU_LOG"),
 		childPIDFile:    os.Getenv("FAKECLAUDE_CHILD_PID_FILE"),
@@ -708,7 +717,7 @@ type tui struct {
 	sess    *session
 	ed      faketerm.Editor
 	history []string
-	replies []string // the answer shown under each of history
+	replies []string // the answer line shown under each of history (cliLine, answerLine)
 	queue   []string // prompts submitted while busy
 	cursor  int      // the menu choice the cursor is on, 1-based
 	busy    bool
@@ -970,7 +979,7 @@ func (u *tui) submit(text string) (exitCode, bool) {
 		if err := u.sess.apiError(limit); err != nil {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
-		u.replies = append(u.replies, limit)
+		u.replies = append(u.replies, cliLine(limit))
 		if u.knobs.limitForm == "menu" {
 			u.state, u.cursor = showLimitMenu, u.knobs.limitCursor
 		}
@@ -1031,7 +1040,7 @@ func (u *tui) interrupt() (exitCode, bool) {
 	if err := u.sess.user("[Request interrupted by user]"); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
-	u.replies = append(u.replies, "Interrupted · What should Claude do instead?")
+	u.replies = append(u.replies, cliLine("Interrupted · What should Claude do instead?"))
 	return exitCode{}, false
 }
 
@@ -1042,7 +1051,11 @@ func (u *tui) finishTurn() (exitCode, bool) {
 	if err := u.sess.answer(reply, u.knobs.usage); err != nil {
 		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 	}
-	u.replies = append(u.replies, reply)
+	line := answerLine(reply)
+	if u.knobs.notLoggedIn {
+		line = cliLine(reply) // offline, the CLI answers for the model
+	}
+	u.replies = append(u.replies, line)
 	if len(u.queue) > 0 {
 		next := u.queue[0]
 		u.queue = u.queue[1:]
@@ -1124,7 +1137,7 @@ func (u *tui) chatLines(w int) []string {
 	for i, text := range u.history {
 		lines = append(lines, "❯ "+summary(text))
 		if i < len(u.replies) {
-			lines = append(lines, "  ⎿  "+u.replies[i], "")
+			lines = append(lines, u.replies[i], "")
 		}
 	}
 	if u.state == showLimitMenu || u.state == showPermission {
@@ -1171,6 +1184,16 @@ func (u *tui) menuLines() []string {
 	}
 	return append(lines, "", " Enter to confirm · Esc to cancel")
 }
+
+// cliLine draws text as Claude Code 2.1.197 draws its own reply to a
+// prompt (offline's "Not logged in", a usage limit, an interrupt): under
+// "⎿" (internal/harness/testdata/claude-2.1.197/ready-after-turn.txt).
+func cliLine(text string) string { return "  ⎿  " + text }
+
+// answerLine draws text as Claude Code draws the model's answer: after "⏺",
+// the mark internal/harness reads as the start of the conversation
+// (claudeMarks).
+func answerLine(text string) string { return "⏺ " + text }
 
 // summary shows text on one line, as the real TUI shows a paste.
 func summary(text string) string {

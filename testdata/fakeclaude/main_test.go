@@ -292,6 +292,50 @@ func TestTUI(t *testing.T) {
 		assert.False(t, start.Time.Before(before.Truncate(time.Second)), "start time %s is before the spawn at %s", start.Time, before)
 	})
 
+	// The model's answer is drawn after "⏺", the CLI's own replies under
+	// "⎿", as the real CLI draws them: a banner the agent quotes is no
+	// limit, the one the CLI prints is, and "Not logged in" is a block.
+	banner := "You've hit your session limit · resets " + strings.ToLower(time.Now().Add(3*time.Hour).UTC().Format("3:04PM")) + " (UTC)"
+	t.Run("quoted_banner_is_the_models_answer", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_ECHO": "1"}, f.adapter.FreshArgv(id, "what is this?\nECHO: "+banner))
+		f.waitTurns(t, dir, id, "what is this?\nECHO: "+banner)
+		require.Eventually(t, func() bool { return strings.Contains(f.Capture(name), "⏺ "+banner) }, wait, tick, f.History(name))
+		_, limited := f.adapter.Limit(f.Capture(name), time.Now())
+		assert.False(t, limited)
+	})
+
+	t.Run("limit_banner_is_the_clis_until_its_file_goes", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		while := filepath.Join(t.TempDir(), "limited")
+		require.NoError(t, os.WriteFile(while, nil, 0o600))
+		until := strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10)
+		env := map[string]string{"FAKECLAUDE_LIMIT_UNTIL": until, "FAKECLAUDE_LIMIT_FORM": "banner", "FAKECLAUDE_LIMIT_WHILE": while}
+		name, dir := f.spawn(t, env, f.adapter.FreshArgv(id, "first"))
+		f.waitTurns(t, dir, id, "first")
+		require.Eventually(t, func() bool { return strings.Contains(f.Capture(name), "  ⎿  "+banner) }, wait, tick, f.History(name))
+		_, limited := f.adapter.Limit(f.Capture(name), time.Now())
+		assert.True(t, limited)
+
+		require.NoError(t, os.Remove(while))
+		f.Must(t, "send-keys", "-t", "="+name+":", "-l", "second", ";", "send-keys", "-t", "="+name+":", "Enter")
+		f.waitTurns(t, dir, id, "first", "second")
+		require.Eventually(t, func() bool { return strings.Contains(f.Capture(name), "⏺ OK.") }, wait, tick, f.History(name))
+		_, limited = f.adapter.Limit(f.Capture(name), time.Now())
+		assert.False(t, limited, "the banner is the previous turn's")
+	})
+
+	t.Run("offline_reply_is_the_clis", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.NewString()
+		name, dir := f.spawn(t, map[string]string{"FAKECLAUDE_NOT_LOGGED_IN": "1"}, f.adapter.FreshArgv(id, "hello"))
+		f.waitTurns(t, dir, id, "hello")
+		require.Eventually(t, func() bool { return strings.Contains(f.Capture(name), "  ⎿  "+notLoggedIn) }, wait, tick, f.History(name))
+		assert.Equal(t, harness.BlockLoginRequired, f.adapter.Blocked(f.Capture(name)))
+	})
+
 	exits := []struct {
 		name    string
 		env     map[string]string
