@@ -244,37 +244,9 @@ func TestWatcherWakesOnTranscriptWrites(t *testing.T) {
 	assert.Never(t, func() bool { return wakes.Load() > n }, 200*time.Millisecond, time.Millisecond, "no longer tracked")
 }
 
-// TestWatcherNamesTheDeadSession: the wake after a watched process's
-// death names its pane's session, for the pass to handle first.
-func TestWatcherNamesTheDeadSession(t *testing.T) {
-	f := tmuxtest.NewFake()
-	w := newWatcher(f, 0)
-	w.Server.PaneDiedChannel = ""
-	a, b := sleeper(t), sleeper(t)
-	woken := make(chan []string, 1)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		w.Watch(ctx, func(died ...string) { woken <- died })
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	w.Track(snapshotOf(a.Process.Pid, b.Process.Pid))
-	require.NoError(t, b.Process.Kill())
-	assert.Equal(t, []string{"loop-1"}, <-woken)
-}
-
-// TestWatcherNamesADeathOnce: whether the pane-died hook's wake or the
-// pidfd's comes first, the dead session is named once over both.
-func TestWatcherNamesADeathOnce(t *testing.T) {
-	f := tmuxtest.NewFake()
-	w := newWatcher(f, 0)
-	require.NoError(t, w.EnsureServer(t.Context()))
-	spawn(t, f, "loop-0", "claude", "hi")
-	a := sleeper(t)
+// watchNames runs w.Watch until the test ends and returns the sessions
+// each wake named, a wake at a time.
+func watchNames(t *testing.T, w *observed.Watcher) <-chan []string {
 	woken := make(chan []string, 2)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -286,6 +258,18 @@ func TestWatcherNamesADeathOnce(t *testing.T) {
 		cancel()
 		<-done
 	})
+	return woken
+}
+
+// TestWatcherNamesADeathOnce: whether the pane-died hook's wake or the
+// pidfd's comes first, the dead session is named once over both.
+func TestWatcherNamesADeathOnce(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	require.NoError(t, w.EnsureServer(t.Context()))
+	spawn(t, f, "loop-0", "claude", "hi")
+	a := sleeper(t)
+	woken := watchNames(t, w)
 	w.Track(snapshotOf(a.Process.Pid))
 	require.NoError(t, a.Process.Kill())
 	_, _ = a.Process.Wait()
