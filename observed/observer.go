@@ -220,6 +220,20 @@ type Observer struct {
 // logged (transcript.unreadable) and left out, and the planner then falls
 // back to what it knows without it.
 func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs Needs, now time.Time) (Observation, error) {
+	return o.observe(ctx, records, needs, now, false)
+}
+
+// ObserveFirst is Observe of a few of the records, those a pass handles
+// before the others (a pane death's): it keeps what the last pass kept of
+// the others' screens and transcripts, and leaves the transcripts and
+// channels Watcher watches as they are, for the observation of them all
+// that follows.
+func (o *Observer) ObserveFirst(ctx context.Context, records []desired.Record, needs Needs, now time.Time) (Observation, error) {
+	return o.observe(ctx, records, needs, now, true)
+}
+
+// observe is Observe, or with first ObserveFirst.
+func (o *Observer) observe(ctx context.Context, records []desired.Record, needs Needs, now time.Time, first bool) (Observation, error) {
 	snap, err := TakeSnapshot(ctx, o.Tmux, now)
 	if err != nil {
 		return Observation{}, err
@@ -254,7 +268,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	var confirm, channels []string
 	var screens []screenRead
 	var turns []latestTurn
-	defer o.keep(kept, limits)
+	defer o.keep(kept, limits, first)
 	for _, rec := range records {
 		need := needs(rec, snap)
 		if need.Reports && o.Channels != "" {
@@ -325,7 +339,7 @@ func (o *Observer) Observe(ctx context.Context, records []desired.Record, needs 
 	for _, t := range turns {
 		o.readTranscriptLimit(ctx, t.rec, t.ad, t.tr, t.ifChanged, &obs, limits)
 	}
-	if o.Watcher != nil {
+	if o.Watcher != nil && !first {
 		o.Watcher.TrackTranscripts(confirm)
 		o.Watcher.TrackChannels(channels)
 	}

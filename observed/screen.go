@@ -2,6 +2,7 @@ package observed
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -135,11 +136,17 @@ func (o *Observer) kept(p Pane) (c capture, found, same bool) {
 
 // keep keeps what this pass read of screens (by pane id) and of the
 // transcripts' latest turns (by path) for the next pass; what it did not
-// read is forgotten.
-func (o *Observer) keep(screens map[string]capture, limits map[string]turnLimit) {
+// read is forgotten, unless it read only the items handled first (first),
+// whose reads are added to what was kept.
+func (o *Observer) keep(screens map[string]capture, limits map[string]turnLimit, first bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.screens, o.limits = screens, limits
+	if !first || o.screens == nil {
+		o.screens, o.limits = screens, limits
+		return
+	}
+	maps.Copy(o.screens, screens)
+	maps.Copy(o.limits, limits)
 }
 
 // latestTurn is an item whose transcript's latest turn a pass reads for a

@@ -52,6 +52,10 @@ type Watcher struct {
 	once  sync.Once
 	mu    sync.Mutex
 	procs map[int]*os.File // the pidfd of each watched process, by pid
+	// sessions are the sessions of the watched processes, by pid, and
+	// dead those whose process died since Watch last woke a pass.
+	sessions map[int]string
+	dead     []string
 	// noPidfd is set when this kernel gives no pidfd: Watch kicks every
 	// KickEvery instead.
 	noPidfd bool
@@ -83,7 +87,7 @@ func (w *Watcher) init() {
 		if w.PidfdOpen == nil {
 			w.PidfdOpen = pidfdOpen
 		}
-		w.procs = map[int]*os.File{}
+		w.procs, w.sessions = map[int]*os.File{}, map[int]string{}
 		w.died = make(chan struct{}, 1)
 		w.files, w.dirs, w.channels = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		w.notifying = make(chan struct{})
@@ -100,8 +104,8 @@ func (w *Watcher) init() {
 // Track watches the process of every live pane of s, and stops watching
 // the processes it no longer lists. A process that is gone before it is
 // watched counts as a death. Watch turns each death into a kick of the
-// server and a wake-up. Without pidfds, and after Watch has returned, it
-// does nothing.
+// server and a wake-up that names the pane's session. Without pidfds, and
+// after Watch has returned, it does nothing.
 func (w *Watcher) Track(s Snapshot) {
 	w.init()
 	w.mu.Lock()
@@ -109,24 +113,26 @@ func (w *Watcher) Track(s Snapshot) {
 	if w.noPidfd || w.stopped {
 		return
 	}
-	live := make(map[int]bool, len(s.Panes))
+	live := make(map[int]string, len(s.Panes))
 	for _, p := range s.Panes {
 		if !p.Dead && p.PID > 0 {
-			live[p.PID] = true
+			live[p.PID] = p.Session
 		}
 	}
 	for pid, f := range w.procs {
-		if !live[pid] {
+		if _, ok := live[pid]; !ok {
 			f.Close()
 			delete(w.procs, pid)
+			delete(w.sessions, pid)
 		}
 	}
-	for pid := range live {
+	for pid, session := range live {
 		if _, ok := w.procs[pid]; ok {
 			continue
 		}
 		f, err := w.PidfdOpen(pid)
 		if errors.Is(err, syscall.ESRCH) {
+			w.dead = append(w.dead, session)
 			w.signal() // it died since the listing
 			continue
 		}
@@ -134,7 +140,7 @@ func (w *Watcher) Track(s Snapshot) {
 			w.Log.Debug(string(journal.ProcWatchFailed), "pid", pid, "err", err)
 			continue
 		}
-		w.procs[pid] = f
+		w.procs[pid], w.sessions[pid] = f, session
 		go w.await(pid, f)
 	}
 }
@@ -241,11 +247,23 @@ func (w *Watcher) await(pid int, f *os.File) {
 	}
 	w.mu.Lock()
 	if w.procs[pid] == f {
+		w.dead = append(w.dead, w.sessions[pid])
 		delete(w.procs, pid)
+		delete(w.sessions, pid)
 		f.Close()
 	}
 	w.mu.Unlock()
 	w.signal()
+}
+
+// takeDead returns the sessions whose process died since it was last
+// called, and forgets them.
+func (w *Watcher) takeDead() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dead := w.dead
+	w.dead = nil
+	return dead
 }
 
 // signal records a death for Watch; deaths before Watch takes it fold into
@@ -261,14 +279,16 @@ func (w *Watcher) signal() {
 // TrackTranscripts watches and each report put into a channel
 // TrackChannels watches, until ctx ends; then it stops watching every
 // process and transcript and returns. A death of a process Track watches
-// kicks the server, then wakes. Meanwhile it waits on the pane-died channel
+// kicks the server, then wakes with the sessions whose process died, for
+// the pass to handle them first, unless the pane-died hook's wake named
+// them already; the other wakes name none. Meanwhile it waits on the pane-died channel
 // (tmux wait-for), and, without pidfds and with KickEvery set, kicks the
 // server every KickEvery, so that a death tmux failed to reap fires its
 // hook. With no PaneDiedChannel it waits for nothing but the processes. A
 // failed wait is retried after a second and a failed kick at the next
 // death or tick; both are logged at debug level, since the loop's resync
 // interval covers them.
-func (w *Watcher) Watch(ctx context.Context, wake func()) {
+func (w *Watcher) Watch(ctx context.Context, wake func(died ...string)) {
 	w.init()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -291,7 +311,7 @@ func (w *Watcher) Watch(ctx context.Context, wake func()) {
 			return
 		case <-w.died:
 			w.kick(ctx)
-			wake()
+			wake(w.takeDead()...)
 		case <-tick:
 			w.kick(ctx)
 		case <-notifying:
@@ -315,15 +335,16 @@ func (w *Watcher) stop() {
 	for pid, f := range w.procs {
 		f.Close()
 		delete(w.procs, pid)
+		delete(w.sessions, pid)
 	}
 	if w.notify != nil {
 		w.notify.Close()
 	}
 }
 
-// waitHook calls wake each time the pane-died channel is signalled, until
-// ctx ends.
-func (w *Watcher) waitHook(ctx context.Context, ch string, wake func()) {
+// waitHook calls wake each time the pane-died channel is signalled, with
+// the sessions whose process died since the last wake, until ctx ends.
+func (w *Watcher) waitHook(ctx context.Context, ch string, wake func(...string)) {
 	for ctx.Err() == nil {
 		if err := w.Tmux.WaitFor(ctx, ch); err != nil {
 			if ctx.Err() != nil {
@@ -339,7 +360,9 @@ func (w *Watcher) waitHook(ctx context.Context, ch string, wake func()) {
 			}
 			continue
 		}
-		wake()
+		// The hook fires once tmux reaped the process, after its pidfd
+		// was readable: the wake names what the pidfds saw die.
+		wake(w.takeDead()...)
 	}
 }
 

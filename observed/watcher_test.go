@@ -36,7 +36,7 @@ func watch(t *testing.T, w *observed.Watcher) *atomic.Int32 {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
-		w.Watch(ctx, func() { wakes.Add(1) })
+		w.Watch(ctx, func(...string) { wakes.Add(1) })
 		close(done)
 	}()
 	t.Cleanup(func() {
@@ -242,4 +242,38 @@ func TestWatcherWakesOnTranscriptWrites(t *testing.T) {
 	n := wakes.Load()
 	write(mine)
 	assert.Never(t, func() bool { return wakes.Load() > n }, 200*time.Millisecond, time.Millisecond, "no longer tracked")
+}
+
+// watchNames runs w.Watch until the test ends and returns the sessions
+// each wake named, a wake at a time.
+func watchNames(t *testing.T, w *observed.Watcher) <-chan []string {
+	woken := make(chan []string, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		w.Watch(ctx, func(died ...string) { woken <- died })
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return woken
+}
+
+// TestWatcherNamesADeathOnce: whether the pane-died hook's wake or the
+// pidfd's comes first, the dead session is named once over both.
+func TestWatcherNamesADeathOnce(t *testing.T) {
+	f := tmuxtest.NewFake()
+	w := newWatcher(f, 0)
+	require.NoError(t, w.EnsureServer(t.Context()))
+	spawn(t, f, "loop-0", "claude", "hi")
+	a := sleeper(t)
+	woken := watchNames(t, w)
+	w.Track(snapshotOf(a.Process.Pid))
+	require.NoError(t, a.Process.Kill())
+	_, _ = a.Process.Wait()
+	f.Exit("loop-0", 1) // tmux reaped it: the hook fires
+	got := append(<-woken, <-woken...)
+	assert.Equal(t, []string{"loop-0"}, got)
 }

@@ -157,11 +157,6 @@ func TestAdmission(t *testing.T) {
 	queued := func(reason actions.Reason, at time.Time) desired.Status {
 		return desired.Status{Phase: desired.PhaseQueued, Reason: string(reason), QueuedAt: at}
 	}
-	probing := func() desired.Status {
-		st := spawning(desired.SpawnResume)
-		st.ProbeDeadline = t0.Add(2 * time.Second)
-		return st
-	}
 	caps := func(live, starts int) Policy {
 		p := testPolicy()
 		p.MaxLive, p.MaxStarts = live, starts
@@ -338,17 +333,19 @@ func TestAdmissionOfAServerLoss(t *testing.T) {
 	assert.Equal(t, Load{Live: 5, Starts: 1}, LoadOf(h.recs), "the gauges count the same starts")
 }
 
+// probing is a resume in flight whose probe is due 2 s after t0.
+func probing() desired.Status {
+	st := spawning(desired.SpawnResume)
+	st.ProbeDeadline = t0.Add(2 * time.Second)
+	return st
+}
+
 // TestHeldStartsAreLookedAtAgainSoon: a spawn held by the starts in
 // flight is planned again after StartPoll while a start in flight is of a
 // harness that reports its start (its report, written by the hook to the
 // store, is no trigger), and after Poll otherwise; a queue held by the
 // slots waits for a stop or an exit.
 func TestHeldStartsAreLookedAtAgainSoon(t *testing.T) {
-	probing := func() desired.Status {
-		st := spawning(desired.SpawnResume)
-		st.ProbeDeadline = t0.Add(2 * time.Second)
-		return st
-	}
 	fleet := func() *host {
 		return newHost().add(1, probing(), "alive").add(2, running(), "dead").
 			add(3, desired.Status{}, "", event(3, t0.Add(-time.Minute)))

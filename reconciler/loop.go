@@ -59,12 +59,19 @@ type Reconciler struct {
 
 	triggerOnce sync.Once
 	trigger     chan struct{}
+	// died are the sessions whose agents died since the last pass began
+	// (TriggerDied), for it to handle first.
+	diedMu sync.Mutex
+	died   map[string]bool
 }
 
 // Observer reads the facts one pass plans on (observed.Observer): the tmux
 // snapshot at now, and the disk facts of the records that needs asks for.
 type Observer interface {
 	Observe(ctx context.Context, records []desired.Record, needs observed.Needs, now time.Time) (observed.Observation, error)
+	// ObserveFirst is Observe of the few records a pass handles before
+	// the others, keeping what the last Observe kept of the others.
+	ObserveFirst(ctx context.Context, records []desired.Record, needs observed.Needs, now time.Time) (observed.Observation, error)
 }
 
 // Watcher supervises the tmux server the agents run on (observed.Watcher).
@@ -72,8 +79,9 @@ type Watcher interface {
 	// EnsureServer starts the server and claims it for this loopd; it
 	// fails with tmux.ErrServerOwned when another loopd holds it.
 	EnsureServer(ctx context.Context) error
-	// Watch calls wake after each pane death until ctx ends.
-	Watch(ctx context.Context, wake func())
+	// Watch calls wake after each pane death until ctx ends, with the
+	// sessions whose agents died when it knows them.
+	Watch(ctx context.Context, wake func(died ...string))
 }
 
 // PassResult is what one pass planned and did.
@@ -106,6 +114,30 @@ func (r *Reconciler) Trigger() {
 	}
 }
 
+// TriggerDied is Trigger after the agents of sessions died: the pass
+// handles their items before the others (healFirst).
+func (r *Reconciler) TriggerDied(sessions ...string) {
+	r.diedMu.Lock()
+	for _, s := range sessions {
+		if r.died == nil {
+			r.died = map[string]bool{}
+		}
+		r.died[s] = true
+	}
+	r.diedMu.Unlock()
+	r.Trigger()
+}
+
+// takeDied returns the sessions TriggerDied named since it was last
+// called, and forgets them.
+func (r *Reconciler) takeDied() map[string]bool {
+	r.diedMu.Lock()
+	defer r.diedMu.Unlock()
+	died := r.died
+	r.died = nil
+	return died
+}
+
 func (r *Reconciler) triggerChan() chan struct{} {
 	r.triggerOnce.Do(func() { r.trigger = make(chan struct{}, 1) })
 	return r.trigger
@@ -116,7 +148,8 @@ func (r *Reconciler) triggerChan() chan struct{} {
 // store.ErrLocked). A dry run plans and returns without touching tmux
 // sessions or the store. Every log line and journal row the pass writes
 // carries its reconcile id: the one ctx carries (journal.WithReconcileID),
-// or a new one.
+// or a new one. The items whose agents died since the last pass
+// (TriggerDied) are handled first (healFirst).
 func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) {
 	start := time.Now()
 	if journal.ReconcileID(ctx) == "" {
@@ -177,11 +210,20 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	if records, err = r.boundClock(ctx, records, policy, now, dryRun); err != nil {
 		return PassResult{}, fmt.Errorf("reconcile: %w", err)
 	}
+	var first PassResult
+	if !dryRun {
+		if died := r.takeDied(); len(died) > 0 {
+			if first, err = r.healFirst(ctx, records, died, policy, now); err != nil {
+				return first, fmt.Errorf("reconcile: %w", err)
+			}
+			now = r.Now() // the rest of the pass plans after what it did
+		}
+	}
 	obs, err := r.Observer.Observe(ctx, records, needs(policy, now), now)
 	if err != nil {
 		// An unreadable tmux means nothing is known to be dead: plan
 		// nothing rather than respawn live agents.
-		return PassResult{}, fmt.Errorf("reconcile: %w", err)
+		return first, fmt.Errorf("reconcile: %w", err)
 	}
 	x := acrossOf(records, obs, policy, now) // before Execute changes records
 	plan := planAcross(records, obs, policy, now, x)
@@ -195,7 +237,8 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		res.Result = r.Executor.Execute(ctx, records, plan)
 		r.journalLoss(ctx, x.loss, plan)
 	}
-	res.RequeueAfter, res.Requeue = requeueAfter(plan, res.Result, policy, now)
+	res = first.then(res)
+	res.RequeueAfter, res.Requeue = requeueAfter(res.Plan, res.Result, policy, now)
 	if r.Metrics != nil {
 		r.Metrics.observe(res, time.Since(start))
 		r.Metrics.limits(x.holds, policy)
@@ -203,6 +246,65 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		r.Metrics.fleet(records, policy)
 	}
 	return res, nil
+}
+
+// healFirst plans and carries out, before the rest of the pass, the items
+// of records whose agents died (their sessions, died), so that a respawn
+// waits for the observation of those items only, not of the whole fleet.
+// The plan is the pass's own (planAcross, with every lease check of the
+// executor) over those items alone; admission counts the other items
+// toward the host's capacity as their records stand (what their plans
+// would do this pass only frees a slot or ends a start). A limit that
+// another item's screen shows since the last pass, and a loss of the
+// agents together (lossOf), are left to the rest of the pass: with a
+// loss, nothing is done here. Execute keeps records in step with what it
+// wrote, for the rest of the pass.
+func (r *Reconciler) healFirst(ctx context.Context, records []desired.Record, died map[string]bool, p Policy, now time.Time) (PassResult, error) {
+	only := map[desired.Key]bool{}
+	var hot []desired.Record
+	for _, rec := range records {
+		if died[desired.SessionName(rec.Key)] {
+			only[rec.Key] = true
+			hot = append(hot, rec)
+		}
+	}
+	if len(hot) == 0 {
+		return PassResult{}, nil
+	}
+	obs, err := r.Observer.ObserveFirst(ctx, hot, needs(p, now), now)
+	if err != nil {
+		return PassResult{}, err
+	}
+	x := acrossOf(records, obs, p, now)
+	if x.loss.Reason != "" {
+		return PassResult{}, nil
+	}
+	x.only = only
+	res := PassResult{Plan: planAcross(records, obs, p, now, x)}
+	if !res.Changed() {
+		return res, nil
+	}
+	if spawns(res.Plan) {
+		if err := r.Watcher.EnsureServer(ctx); err != nil {
+			return res, err // ensure server <socket>: …
+		}
+	}
+	res.Result = r.Executor.Execute(ctx, records, res.Plan)
+	return res, nil
+}
+
+// then is p followed by the rest of its pass, q: both plans, and what
+// both did.
+func (p PassResult) then(q PassResult) PassResult {
+	if len(p.Plan) == 0 {
+		return q
+	}
+	q.Plan = append(p.Plan, q.Plan...)
+	q.Result.Applied += p.Result.Applied
+	q.Result.Failed += p.Result.Failed
+	q.Result.Retry = q.Result.Retry || p.Result.Retry
+	q.Result.Replan = q.Result.Replan || p.Result.Replan
+	return q
 }
 
 // hosted returns p with this host's part of it: its name, whether it may
@@ -460,7 +562,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.Log.Error(string(journal.TmuxUnavailable), "err", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { r.Watcher.Watch(ctx, r.Trigger) })
+	wg.Go(func() { r.Watcher.Watch(ctx, r.TriggerDied) })
 	defer wg.Wait()
 	retry := passRetry(r.Interval)
 	for {

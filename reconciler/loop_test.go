@@ -511,3 +511,27 @@ func TestAnUndoneDrainKeepsTheItemsGiven(t *testing.T) {
 	assert.Contains(t, names(res.Plan), "handover")
 	assert.Empty(t, r.record(t).Lease.Owner)
 }
+
+// TestPassHandlesTheDeadFirst: a pass woken by an agent's death
+// (TriggerDied) respawns its item before it observes the whole fleet,
+// and plans the rest after; the next pass, with no death named, observes
+// once.
+func TestPassHandlesTheDeadFirst(t *testing.T) {
+	r := newPassRig(t)
+	r.running(t)
+	sess := desired.SessionName(r.key)
+	r.now = r.now.Add(time.Hour)
+	r.tmux.Exit(sess, 1)
+	r.rc.TriggerDied(sess, "loop-gone")
+	before := len(r.tmux.Calls())
+	res := r.pass(t, false)
+	require.Equal(t, []string{"record_exit", "resume_spawn", "wait"}, names(res.Plan), "the respawn, then the rest of the pass")
+	listed := func(calls []string) []string {
+		return slices.DeleteFunc(calls, func(c string) bool { return c != "ListPanes" && c != "NewSession" })
+	}
+	assert.Equal(t, []string{"ListPanes", "NewSession", "ListPanes"}, listed(r.tmux.Calls()[before:]))
+
+	before = len(r.tmux.Calls())
+	r.pass(t, false)
+	assert.Equal(t, []string{"ListPanes"}, listed(r.tmux.Calls()[before:]))
+}

@@ -55,6 +55,10 @@ type across struct {
 	// that name each (claimedIDs): a conversation learned or followed for
 	// one item is never another's.
 	claimed map[string][]desired.Key
+	// only, when not nil, are the items planned (a pane death's, handled
+	// first: Reconciler.healFirst); the others get no action, and count
+	// toward the host's capacity as their records stand.
+	only map[desired.Key]bool
 }
 
 // acrossOf settles across for items. Only the agents of the items this
@@ -87,6 +91,10 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	mine := make([]*desired.Record, 0, len(sorted))
 	for _, r := range sorted {
 		switch {
+		case x.only != nil && !x.only[r.Key]:
+			if owns(*r, p) && !p.Draining {
+				mine = append(mine, r) // admission counts it
+			}
 		case !owns(*r, p):
 			out = append(out, relinquish(*r, obs, p)...)
 		case p.Draining:
@@ -97,6 +105,9 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	}
 	plans := make([][]actions.Action, len(mine))
 	for i, r := range mine {
+		if x.only != nil && !x.only[r.Key] {
+			continue
+		}
 		// The reports in the item's channel count from here on, for its
 		// own plan and for admission (a start its report ended), in a
 		// copy: Plan never writes its input. A record with none is not
