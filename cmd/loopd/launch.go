@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,12 @@ func newFenceCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The launcher that started it is its parent, and is the
+			// harness once it execs; a parent already gone leaves a pid
+			// that another process may take, which is never watched.
+			if os.Getppid() != pid {
+				return nil
+			}
 			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, pid, schema.FencePoll)
 			return err
 		},

@@ -123,10 +123,14 @@ func Start(exe, stamp string) error {
 // Watch is the watchdog of the harness pid: it returns when that process
 // exits (fenced false) or, once the stamp lapsed, after it stopped and
 // killed it with every process under it (fenced true). It reads the stamp
-// every poll. An error means it could not watch pid (no pidfd: Linux
+// every poll. A pid already gone when it starts is a harness that exited
+// (fenced false). An error means it could not watch pid (no pidfd: Linux
 // before 5.3) or ctx ended.
 func Watch(ctx context.Context, stamp Stamp, pid int, poll time.Duration) (fenced bool, err error) {
 	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("watch pid %d: %w", pid, err)
 	}

@@ -99,3 +99,15 @@ func TestWatchEndsWithTheHarness(t *testing.T) {
 	require.NoError(t, syscall.Kill(cmd.Process.Pid, syscall.SIGTERM))
 	assert.False(t, <-fenced)
 }
+
+// TestWatchOfAGoneHarness: a harness that exited (and was reaped) before
+// its watchdog opened it is one that ended: no error, nothing fenced.
+func TestWatchOfAGoneHarness(t *testing.T) {
+	s := Stamp{Path: filepath.Join(t.TempDir(), "stamp")}
+	require.NoError(t, s.Write(time.Hour))
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	fenced, err := Watch(context.Background(), s, cmd.Process.Pid, 5*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, fenced)
+}
