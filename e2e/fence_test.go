@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -38,7 +39,7 @@ type holderSampler struct {
 	mu       sync.Mutex
 	samples  int
 	doubled  int          // samples with two or more holders
-	seen     [][]int      // the holders of the first doubled samples, for the log
+	seen     [][]string   // the holders of the first doubled samples, described for the log (holderOf)
 	old      map[int]bool // the holders when markOld was called
 	lastOld  time.Time    // the last sample that saw an old holder
 	firstNew time.Time    // the first sample that saw another holder
@@ -85,6 +86,23 @@ func (s *holderSampler) holders() []int {
 	return out
 }
 
+// holderOf describes the process pid for the log of a doubled sample:
+// its state (T: stopped, as a watchdog leaves it just before the kill),
+// its parent, and its workdir and start, which tell the host and the
+// spawn it belongs to.
+func holderOf(pid int) string {
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// The fields after the command's closing parenthesis: state, ppid, …,
+	// starttime (field 22).
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	state, ppid, start := "?", "?", "?"
+	if len(fields) > 19 {
+		state, ppid, start = fields[0], fields[1], fields[19]
+	}
+	cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	return fmt.Sprintf("pid=%d state=%s ppid=%s start=%s cwd=%s", pid, state, ppid, start, cwd)
+}
+
 func (s *holderSampler) sample() {
 	pids := s.holders()
 	now := time.Now()
@@ -94,7 +112,11 @@ func (s *holderSampler) sample() {
 	if len(pids) > 1 {
 		s.doubled++
 		if len(s.seen) < 4 {
-			s.seen = append(s.seen, pids)
+			var holders []string
+			for _, pid := range pids {
+				holders = append(holders, holderOf(pid))
+			}
+			s.seen = append(s.seen, holders)
 		}
 	}
 	for _, pid := range pids {
@@ -125,7 +147,7 @@ func (s *holderSampler) markOld() []int {
 // fenceRun is what one freeze showed.
 type fenceRun struct {
 	samples, doubled int
-	seen             [][]int
+	seen             [][]string
 	gap              time.Duration // last old agent seen → first new agent seen
 }
 
