@@ -210,18 +210,7 @@ func classifyReviewComment(e *payload) (change, string, error) {
 func classifyIssues(e *payload) (change, string, error) {
 	action := e.Action
 	switch action {
-	case "opened", "reopened", "closed", "labeled":
-	case "deleted", "transferred":
-		// The issue is gone from this repository, and no event of it will
-		// come here again: its item is closed, as by a close (its last
-		// state, open in the repository it moved to, says nothing of
-		// this one).
-		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
-		if err != nil {
-			return change{}, "", err
-		}
-		c.identity, c.gone = itemIdentity("issues", e), true
-		return openClose(c, "closed"), "", nil
+	case "opened", "reopened", "closed", "labeled", "deleted", "transferred":
 	default:
 		c, err := fromIssue(e.Repository, e.Issue, e.Sender)
 		c.identity = itemIdentity("issues", e)
@@ -232,6 +221,14 @@ func classifyIssues(e *payload) (change, string, error) {
 		return change{}, "", err
 	}
 	c.identity = itemIdentity("issues", e)
+	if action == "deleted" || action == "transferred" {
+		// The issue is gone from this repository, and no event of it will
+		// come here again: its item is closed, as by a close (its last
+		// state, open in the repository it moved to, says nothing of
+		// this one).
+		c.gone = true
+		return openClose(c, "closed"), "", nil
+	}
 	c.prompt.Title = e.Issue.Title
 	c.prompt.URL = e.Issue.HTMLURL
 	c.prompt.Body = e.Issue.Body
