@@ -83,8 +83,10 @@ func runID(now time.Time) string { return now.UTC().Format("20060102T150405.0000
 // Spawning, st.RunID) is recorded: argv and stdin are the adapter's
 // headless form (harness.Headless) after the sandbox's wrapper, its
 // environment the harness's with the item's harness state (harnessEnv) on
-// top of what every pane gets (RunEnviron), its cwd the item's workdir. A run
-// that cannot be started is a refused spawn, as a pane tmux refused.
+// top of what every pane gets (RunEnviron), its cwd the item's workdir. On
+// a host of a shared store (Launcher.Fence) it runs through the launcher,
+// fenced as a pane's harness is. A run that cannot be started is a refused
+// spawn, as a pane tmux refused.
 func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st desired.Status, token string, argv []string, stdin []byte, ad harness.Adapter, state map[string]string) error {
 	if e.Runs == nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), fmt.Errorf("start run %s: no process runner", st.RunID))
@@ -92,6 +94,17 @@ func (e *Executor) startRun(ctx context.Context, r *desired.Record, s Spawn, st 
 	env, err := e.harnessEnv(r, ad, state, s.Session, token, e.RunEnviron)
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
+	}
+	if e.Launcher.Fence != "" {
+		// A host of a shared store: the run goes through the pane's
+		// launcher, whose watchdog ends it once this host can no longer
+		// prove it holds the lease, and which never starts it under a
+		// lapsed epoch (package fence). The environment goes in its file.
+		launcher, _, err := e.Launcher.Prepare(s.Session, env, leaseEpoch(ctx))
+		if err != nil {
+			return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
+		}
+		argv, env = append(launcher, argv...), nil
 	}
 	spec := runner.Spec{Item: s.Session, ID: st.RunID, Cwd: s.Cwd, Argv: argv, Env: launch.Environ(e.RunEnviron, env), Stdin: stdin, Done: e.Wake}
 	if err := e.Runs.Start(ctx, spec); err != nil {

@@ -276,3 +276,29 @@ func BenchmarkFleetFence(b *testing.B) {
 		})
 	}
 }
+
+// TestFleetFrozenHostsRunEndsByItself: on a shared store a run of the
+// process runner goes through the pane's launcher: a daemon frozen
+// (SIGSTOP) past its lease with a run in flight has the run ended by its
+// watchdog, as a pane's harness is, not left running beside the
+// conversation another host would resume. Without it the run outlives
+// even a kill -9 of its daemon (TestProcessRunnerSurvivesKill9WithOneTurn).
+func TestFleetFrozenHostsRunEndsByItself(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1, fenceLeaseSeconds, envOpts{HarnessEnv: map[string]string{"FAKECLAUDE_REPLY_DELAY": "10m"}})
+	e := f.hosts[0]
+	e.route()["runner"] = "process"
+	e.route()["dispatchTimeoutSeconds"] = 3600
+	e.writeConfig(t)
+	t.Cleanup(func() { e.killRuns(t) })
+	e.start(t)
+	openIssue(t, e, keyIssue.Number)
+	_, harnessProc, _ := e.runStart(t)
+	require.True(t, harnessProc.Running())
+
+	pid := e.daemon.Process.Pid
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	e.waitFor(t, func() bool { return !harnessProc.Running() }, waitLong, "the run outlived its host's lease")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+}
