@@ -533,7 +533,8 @@ func TestDescribeShowsTheAgentsCredentials(t *testing.T) {
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as
-// target; an item without a session is an error that says so.
+// target; an item without a session is an error that says so, and so is
+// a stdin that is no terminal.
 func TestAttachExecsTheExactSession(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
@@ -553,6 +554,15 @@ func TestAttachExecsTheExactSession(t *testing.T) {
 		_, _, err = ex.NewSession(context.Background(), tmux.NewSession{Name: name, Argv: []string{"sleep", "60"}})
 		require.NoError(t, err)
 	}
+	// Without a terminal, tmux attach could only fail: loopd says why.
+	prevTTY := stdinIsTerminal
+	t.Cleanup(func() { stdinIsTerminal = prevTTY })
+	stdinIsTerminal = func() bool { return false }
+	_, err = run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
+	require.EqualError(t, err, "attach Codertocat/Hello-World#8: attach needs a terminal: stdin is not a tty; run it from an interactive shell (loopd logs Codertocat/Hello-World#8 prints the screen)")
+	assert.Nil(t, got, "nothing exec'd")
+	stdinIsTerminal = func() bool { return true }
+
 	_, err = run(t, "", "--config", config, "attach", "CODERTOCAT/hello-world#8")
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
