@@ -780,3 +780,20 @@ func TestLogsFollowPrintsLinesAsTheyScroll(t *testing.T) {
 		assert.Equal(t, 1, strings.Count("\n"+got, "\n"+l), "%q once in %q", l, got)
 	}
 }
+
+// describe says who attends an Attended item and since when, the login
+// quoted; an item nobody attends says nothing of it.
+func TestDescribeShowsAttendance(t *testing.T) {
+	config, st := fleetStore(t, "loopd-describe")
+	since := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	out, err := run(t, "", "--config", config, "describe", keyRunning.String())
+	require.NoError(t, err)
+	assert.NotContains(t, out, "Attended:")
+	require.NoError(t, st.PutStatus(context.Background(), keyRunning, desired.Status{Phase: desired.PhaseRunning,
+		AttendanceState: desired.AttendanceState{AttendedSince: since, AttendedBy: "octo\x1b[2J"}}))
+	out, err = run(t, "", "--config", config, "describe", keyRunning.String())
+	require.NoError(t, err)
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.Contains(t, out, `Attended: by "octo\x1b[2J" since `+since.Local().Format(time.RFC3339)+" (nothing is pasted or respawned until they detach)\n")
+	assert.NotContains(t, out, "\x1b")
+}
