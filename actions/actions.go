@@ -57,6 +57,10 @@ const (
 	// refuses its flags). Its id is used again, never retired; after
 	// maxFastFailures such exits in a row the item needs attention.
 	ReasonHarnessExitedAtOnce Reason = "harness_exited_at_once"
+	// ReasonBlockedPrompts: the live agent's screen shows a block under
+	// which every prompt fails (harness.SpendsPrompts: not logged in,
+	// offline): its pending events wait, unsent, until it clears.
+	ReasonBlockedPrompts Reason = "blocked_spends_prompts"
 	ReasonPolicyNever         Reason = "restart_policy_never"
 	ReasonConfirmed           Reason = "confirmed"
 	ReasonAlive               Reason = "alive_at_deadline"
