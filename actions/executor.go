@@ -156,10 +156,10 @@ type Executor struct {
 	// (desired.Status.Host); "" without leases.
 	Host string
 	// LeaseValid, when set, reports whether this host's lease clock is
-	// still valid (reconciler.LeaseClock); the executor asks it right
-	// before every paste, key and spawn, and acts on no item once it
-	// lapsed (ErrLeaseLost).
-	LeaseValid func() bool
+	// still valid at the pass's lease epoch (reconciler.Hosting.ValidAt,
+	// WithLeaseEpoch); the executor asks it right before every paste, key
+	// and spawn, and acts on no item once it lapsed (ErrLeaseLost).
+	LeaseValid func(epoch uint64) bool
 	// Mover copies each item's transcript to the store after every
 	// verified delivery and before a drain's release, and back on the
 	// host that takes a moved item over; nil copies nothing.
@@ -650,7 +650,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 		if err := e.endPredecessor(ctx, r, s); err != nil {
 			return err
 		}
-		if err := e.checkLease("spawn", r.Key); err != nil {
+		if err := e.checkLease(ctx, "spawn", r.Key); err != nil {
 			return err
 		}
 		return e.startRun(ctx, r, s, r.Status, token, append(sb.wrap, argv...), stdin, ad, sb.env)
@@ -675,10 +675,10 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
-	if err := e.checkLease("spawn", r.Key); err != nil {
+	if err := e.checkLease(ctx, "spawn", r.Key); err != nil {
 		return err
 	}
-	launcher, envFile, err := e.Launcher.Prepare(s.Session, env)
+	launcher, envFile, err := e.Launcher.Prepare(s.Session, env, leaseEpoch(ctx))
 	if err != nil {
 		return e.spawnRefused(ctx, r, s, string(ReasonSpawnRefused), err)
 	}
@@ -900,7 +900,7 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}
-	if err := e.checkLease("deliver", r.Key); err != nil {
+	if err := e.checkLease(ctx, "deliver", r.Key); err != nil {
 		return err
 	}
 	// The screen said ready, but a dead CLI's input box stays drawn: tmux
@@ -968,7 +968,7 @@ func refusal(err error, other string) string {
 // submit presses Enter in target and records the send; via says whether it
 // follows a paste or resubmits text left in the input box.
 func (e *Executor) submit(ctx context.Context, r *desired.Record, ad harness.Adapter, a DeliverPrompt, target, via string) error {
-	if err := e.checkLease("deliver", r.Key); err != nil {
+	if err := e.checkLease(ctx, "deliver", r.Key); err != nil {
 		return err
 	}
 	if err := e.Tmux.SendKeys(ctx, target, e.guard(ad), "Enter"); err != nil {

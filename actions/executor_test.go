@@ -464,7 +464,7 @@ func TestStopSessionKillsAndMarksStopped(t *testing.T) {
 	sess, _ := r.livePane(t)
 	rec := r.ingest(t, "d-1", "[loopd] x\ny")
 	// As if the pane had died before its launcher read the file.
-	_, _, err := r.exec.Launcher.Prepare(sess, map[string]string{"K": "v"})
+	_, _, err := r.exec.Launcher.Prepare(sess, map[string]string{"K": "v"}, 0)
 	require.NoError(t, err)
 	require.Len(t, r.launchFiles(t), 1)
 

@@ -224,16 +224,33 @@ func (a Handover) Apply(st desired.Status, now time.Time) desired.Status {
 	return st
 }
 
-// leaseValid reports whether this host may still act on its items: its
-// lease clock (LeaseValid) is valid, or it runs without leases.
-func (e *Executor) leaseValid() bool { return e.LeaseValid == nil || e.LeaseValid() }
+// leaseEpochKey is the context key of WithLeaseEpoch.
+type leaseEpochKey struct{}
 
-// checkLease returns ErrLeaseLost when this host's lease clock lapsed:
-// called right before a paste, a key or a spawn, so that a host paused
-// between its plan and the act never acts on an item another host may
-// run by now.
-func (e *Executor) checkLease(op string, k desired.Key) error {
-	if e.leaseValid() {
+// WithLeaseEpoch returns ctx carrying epoch, the lease epoch
+// (reconciler.LeaseClock.Epoch) as it was before the pass that executes
+// with ctx read its records: the executor acts on the pass's items only
+// while this host's lease clock is valid at that epoch (LeaseValid), and
+// each pane it spawns starts its harness only while the fence stamp holds
+// for it (launch.Launcher.Prepare).
+func WithLeaseEpoch(ctx context.Context, epoch uint64) context.Context {
+	return context.WithValue(ctx, leaseEpochKey{}, epoch)
+}
+
+// leaseEpoch returns the epoch ctx carries (WithLeaseEpoch), 0 for none.
+func leaseEpoch(ctx context.Context) uint64 {
+	epoch, _ := ctx.Value(leaseEpochKey{}).(uint64)
+	return epoch
+}
+
+// checkLease returns ErrLeaseLost when this host's lease clock is not
+// valid at the epoch the pass was drawn under (leaseEpoch): called right
+// before a paste, a key or a spawn, so that a host paused between its plan
+// and the act never acts on an item another host may run by now, even
+// once a heartbeat after the pause made its clock valid again. A host
+// without leases (no LeaseValid) always may.
+func (e *Executor) checkLease(ctx context.Context, op string, k desired.Key) error {
+	if e.LeaseValid == nil || e.LeaseValid(leaseEpoch(ctx)) {
 		return nil
 	}
 	return fmt.Errorf("%s %s: %w (%s)", op, k, ErrLeaseLost, ReasonLeaseLapsed)

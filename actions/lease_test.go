@@ -3,6 +3,7 @@ package actions_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func (r *rig) hosted(t *testing.T, valid *bool) (*fakeFleet, *fakeMover) {
 	t.Helper()
 	f, m := newFakeFleet(r.store), &fakeMover{}
 	r.exec.Fleet, r.exec.Host, r.exec.Mover = f, "h1", m
-	r.exec.LeaseValid = func() bool { return *valid }
+	r.exec.LeaseValid = func(uint64) bool { return *valid }
 	return f, m
 }
 
@@ -205,6 +206,37 @@ func TestNoPasteOnceTheLeaseClockLapsed(t *testing.T) {
 	calls := len(r.tmux.Calls())
 	r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
 	assert.NotContains(t, r.tmux.Calls()[calls:], "NewSession", "no spawn once the lease clock lapsed")
+}
+
+// TestSpawnDrawnBeforeALapseIsRefusedAfterTheRenewal: a pass drawn under
+// lease epoch 1 whose host was paused past its lease and renewed (epoch 2)
+// before it acts spawns nothing, although the clock is valid again; a
+// pass drawn under the current epoch spawns, and its pane's launcher is
+// given that epoch to check the fence stamp against.
+func TestSpawnDrawnBeforeALapseIsRefusedAfterTheRenewal(t *testing.T) {
+	r := newRig(t)
+	f, _ := r.hosted(t, new(bool))
+	current := uint64(2)
+	r.exec.LeaseValid = func(epoch uint64) bool { return epoch == current }
+	r.exec.Launcher.Fence = filepath.Join(t.TempDir(), "fence-stamp")
+	rec := r.ingest(t, "d-1", "[loopd] issues.opened\nhello")
+	rec.Lease = f.lease(r.key, "h1")
+
+	stale := actions.WithLeaseEpoch(context.Background(), 1)
+	r.exec.Execute(stale, []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
+	assert.NotContains(t, r.tmux.Calls(), "NewSession", "drawn before the lapse")
+	lost := r.named(t, journal.LeaseLost)
+	require.Len(t, lost, 1)
+	assert.Equal(t, string(actions.ReasonLeaseLapsed), lost[0].Attrs["reason"])
+
+	rec = r.get(t)
+	rec.Lease = f.lease(r.key, "h1")
+	res := r.exec.Execute(actions.WithLeaseEpoch(context.Background(), current), []desired.Record{rec},
+		[]actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
+	require.Equal(t, 1, res.Applied)
+	spec, ok := r.tmux.Spec(desired.SessionName(r.key))
+	require.True(t, ok)
+	assert.Subset(t, spec.Launcher, []string{"--fence", r.exec.Launcher.Fence, "--fence-epoch", "2"})
 }
 
 // TestStatusWritesCarryTheHostAndShipAfterAVerifiedDelivery: every write

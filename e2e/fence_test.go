@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
-	"github.com/loopd/loopd/internal/proc"
 )
 
 // fenceLeaseSeconds is host.leaseSeconds of the fencing tests: short, so
@@ -63,10 +62,16 @@ func startSampler(bin, id string) *holderSampler {
 	return s
 }
 
-// holders returns the pids of the fake CLI's live processes on s.id.
+// holders returns the pids of the fake CLI's live agents on s.id: its
+// live processes on it, less those whose parent is one of them. A child
+// the agent forked is its own, and until it execs (the SessionStart
+// hook's sh -c) it shows the agent's command line: under load a sample
+// finds it there (issue 23: a sample with a "second" agent whose parent
+// was the first). The parent is read with the command line, since such a
+// child is gone or changed a moment later.
 func (s *holderSampler) holders() []int {
 	entries, _ := os.ReadDir("/proc")
-	var out []int
+	parents := map[int]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -79,11 +84,35 @@ func (s *holderSampler) holders() []int {
 		if !slices.Contains(strings.Split(string(cmdline), "\x00"), s.id) {
 			continue
 		}
-		if proc.Alive(pid) {
+		if state, ppid, _ := statOf(pid); state != "" && state != "Z" {
+			parents[pid] = ppid
+		}
+	}
+	var out []int
+	for pid, ppid := range parents {
+		if _, forked := parents[ppid]; !forked {
 			out = append(out, pid)
 		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// statOf returns pid's state (R, S, T, Z, …; "" when it is gone), parent
+// and start (field 22, in clock ticks since boot, as text).
+func statOf(pid int) (state string, ppid int, start string) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, ""
+	}
+	// The fields after the command's closing parenthesis: state, ppid, …,
+	// starttime (field 22).
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) <= 19 {
+		return "", 0, ""
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	return fields[0], ppid, fields[19]
 }
 
 // holderOf describes the process pid for the log of a doubled sample:
@@ -91,16 +120,9 @@ func (s *holderSampler) holders() []int {
 // its parent, and its workdir and start, which tell the host and the
 // spawn it belongs to.
 func holderOf(pid int) string {
-	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	// The fields after the command's closing parenthesis: state, ppid, …,
-	// starttime (field 22).
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	state, ppid, start := "?", "?", "?"
-	if len(fields) > 19 {
-		state, ppid, start = fields[0], fields[1], fields[19]
-	}
+	state, ppid, start := statOf(pid)
 	cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
-	return fmt.Sprintf("pid=%d state=%s ppid=%s start=%s cwd=%s", pid, state, ppid, start, cwd)
+	return fmt.Sprintf("pid=%d state=%s ppid=%d start=%s cwd=%s", pid, state, ppid, start, cwd)
 }
 
 func (s *holderSampler) sample() {

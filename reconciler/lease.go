@@ -10,25 +10,35 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
 
-// LeaseClock is this host's own reckoning of its leases, on the monotonic
+// LeaseClock is this host's own reckoning of its leases, on a monotonic
 // clock: valid until the start of its last successful heartbeat plus the
 // lease TTL less LeaseMargin. The store reckons a lease's expiry from the
 // heartbeat's commit on its own clock, which comes later, so this host
 // stops acting on its items before any other host can take one over, even
 // when its heartbeats stall (a SIGSTOP, a partition) and whatever the wall
-// clocks say. The zero LeaseClock is not valid; its methods are safe for
-// concurrent use.
+// clocks say.
+//
+// Its epoch is the fencing token of what the host does under it: it grows
+// at each renewal that finds the clock lapsed (or never valid), so that a
+// pass, or a spawn, drawn under an epoch before a lapse is refused after
+// the renewal (ValidAt; the fence stamp carries it to each pane's launcher
+// and watchdog, package fence) although the clock is valid again: another
+// host may hold those items by then. The zero LeaseClock is not valid; its
+// methods are safe for concurrent use.
 type LeaseClock struct {
-	// Elapsed is the monotonic clock (Elapsed in production).
+	// Elapsed is the monotonic clock: fence.Now (CLOCK_BOOTTIME, the fence
+	// stamp's clock) in production.
 	Elapsed func() time.Duration
 
 	mu      sync.Mutex
 	until   time.Duration
+	epoch   uint64
 	renewed bool
 }
 
@@ -40,15 +50,63 @@ func LeaseMargin(ttl time.Duration) time.Duration { return ttl / 5 }
 
 // Renew records a successful heartbeat that started at start (an
 // Elapsed reading taken before it was sent): the clock is valid until
-// start + ttl - LeaseMargin(ttl).
+// start + ttl - LeaseMargin(ttl). A clock that had lapsed by now, or was
+// never valid, starts a new epoch.
 func (c *LeaseClock) Renew(start, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.until <= c.Elapsed() {
+		c.epoch++
+	}
 	c.until, c.renewed = start+ttl-LeaseMargin(ttl), true
+}
+
+// Resume takes up, before the first Renew, the grant an earlier process
+// of this host left in its fence stamp: a renewal before g.Until keeps its
+// epoch, and the agents the daemon adopts under it run on; a later one
+// starts the next epoch, as their watchdogs have ended them by then.
+func (c *LeaseClock) Resume(g fence.Grant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.renewed {
+		c.until, c.epoch = g.Until, g.Epoch
+	}
+}
+
+// Follow sets the epoch to that of the grant the host's daemon stamped,
+// for a process that follows its heartbeats rather than making them
+// (Hosting.Passive): its spawns run under the daemon's epoch.
+func (c *LeaseClock) Follow(g fence.Grant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch = g.Epoch
 }
 
 // Valid reports whether this host may act on the items it holds now.
 func (c *LeaseClock) Valid() bool { return c.Remaining() > 0 }
+
+// Epoch returns the clock's current epoch (0 before the first Renew).
+func (c *LeaseClock) Epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// ValidAt reports whether this host may act now on what it drew under
+// epoch: the clock is valid and has not lapsed since (the same epoch).
+func (c *LeaseClock) ValidAt(epoch uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.renewed && c.epoch == epoch && c.until > c.Elapsed()
+}
+
+// Grant returns what the fence stamp must say for the clock as it is:
+// its expiry, on Elapsed's clock, and its epoch.
+func (c *LeaseClock) Grant() fence.Grant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fence.Grant{Until: c.until, Epoch: c.epoch}
+}
 
 // Remaining returns how long the clock stays valid, 0 or less once it
 // lapsed (and before the first Renew).
@@ -106,11 +164,13 @@ type Hosting struct {
 	// held locked by a backup or a sqlite3 shell past the lease) stops
 	// none of its agents (Valid). It re-acquires at the next heartbeat.
 	Solo bool
-	// Stamp, when set, is called after each heartbeat that renewed the
-	// lease clock with its remaining time, for the agents' watchdogs
-	// (fence.Stamp.Write): an agent ends by itself once the time passed
-	// with no renewal, whatever became of the daemon.
-	Stamp func(valid time.Duration) error
+	// Fence, when set, is the fence stamp of this host's agents: each
+	// heartbeat that renewed the lease clock writes its Grant there, for
+	// the agents' launchers and watchdogs (package fence), so that an
+	// agent ends by itself once it passed with no renewal, whatever became
+	// of the daemon. A Passive host reads the daemon's epoch from it
+	// instead. The clock's Elapsed must then be fence.Now.
+	Fence *fence.Stamp
 
 	mu       sync.Mutex
 	draining bool
@@ -123,7 +183,7 @@ type Hosting struct {
 
 // Lapsed reports, once, whether a heartbeat renewed this host's lease
 // clock after it had lapsed since the last call: with a fence stamp
-// (Stamp), every local agent was ended by its watchdog meanwhile
+// (Fence), every local agent was ended by its watchdog meanwhile
 // (Policy.Fenced).
 func (h *Hosting) Lapsed() bool {
 	h.mu.Lock()
@@ -201,11 +261,13 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	h.taken = nil
-	h.lapsed = h.lapsed || h.Stamp != nil && h.Clock.Renewed() && !h.Clock.Valid()
+	h.lapsed = h.lapsed || h.Fence != nil && h.Clock.Renewed() && !h.Clock.Valid()
 	h.mu.Unlock()
 	h.Clock.Renew(start, h.Host.LeaseTTL)
-	if h.Stamp != nil {
-		if err := h.Stamp(h.Clock.Remaining()); err != nil {
+	if h.Fence != nil {
+		// The grant's instant is the clock's own, never one recomputed
+		// here: a freeze between the two would extend it by the freeze.
+		if err := h.Fence.Write(h.Clock.Grant()); err != nil {
 			return fmt.Errorf("heartbeat %s: %w: %w", h.Host.Name, errStamp, err)
 		}
 	}
@@ -275,6 +337,13 @@ func (h *Hosting) follow(ctx context.Context) error {
 			h.setDraining(ctx, m.Draining)
 		}
 	}
+	if h.Fence != nil {
+		// Unreadable, the clock keeps an epoch of its own, which no
+		// launcher of the daemon's agents accepts.
+		if g, err := h.Fence.Read(); err == nil {
+			h.Clock.Follow(g)
+		}
+	}
 	return nil
 }
 
@@ -283,6 +352,14 @@ func (h *Hosting) follow(ctx context.Context) error {
 // heartbeat succeeded once, since no other host can have taken them.
 func (h *Hosting) Valid() bool {
 	return h.Clock.Valid() || h.Solo && h.Clock.Renewed()
+}
+
+// ValidAt reports whether this host may act now on what it drew under
+// epoch (LeaseClock.Epoch when it drew it): as Valid, and the clock has
+// not lapsed since (LeaseClock.ValidAt). A Solo host's epochs fence
+// nothing, as its lapses stop no agent.
+func (h *Hosting) ValidAt(epoch uint64) bool {
+	return h.Clock.ValidAt(epoch) || h.Solo && h.Clock.Renewed()
 }
 
 // Taken returns the error of the last heartbeat when another live
@@ -330,7 +407,7 @@ func (h *Hosting) Assign(ctx context.Context) (bool, error) {
 }
 
 // errStamp marks a heartbeat whose store write succeeded but whose
-// Stamp failed.
+// fence stamp could not be written.
 var errStamp = errors.New("leases renewed")
 
 // HeartbeatReason is the reason of host.heartbeat_failed, and

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/fence"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/store"
 	"github.com/loopd/loopd/store/sqlstore"
@@ -28,7 +29,7 @@ func hostingRig(t *testing.T, host desired.Host, passive bool) (*Hosting, store.
 	t.Cleanup(func() { st.Close() })
 	var fleet store.Fleet = st
 	rec := journal.NewRecorder(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), st, time.Now)
-	return &Hosting{Fleet: fleet, Host: host, Clock: &LeaseClock{Elapsed: Elapsed}, Journal: rec, Passive: passive}, fleet, st
+	return &Hosting{Fleet: fleet, Host: host, Clock: &LeaseClock{Elapsed: fence.Now}, Journal: rec, Passive: passive}, fleet, st
 }
 
 // TestHostingPassiveJoinsNothing: a passive Hosting (reconcile --once on a
@@ -192,24 +193,90 @@ func TestStoreOutageIsJournaledOnce(t *testing.T) {
 	assert.True(t, up[0].Time.After(back))
 }
 
-// TestHeartbeatStampsTheFence: each heartbeat hands the fence stamp the
-// lease clock's remaining time, at most the TTL less the margin; a failed
-// one stamps nothing.
+// TestHeartbeatStampsTheFence: each heartbeat writes the lease clock's
+// grant to the fence stamp, its instant at most the TTL less the margin
+// ahead; a failed one stamps nothing; a passive host (reconcile --once)
+// writes none and takes the daemon's epoch from it.
 func TestHeartbeatStampsTheFence(t *testing.T) {
 	ttl := time.Hour
-	h, fleet, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
-	var stamped []time.Duration
-	h.Stamp = func(valid time.Duration) error { stamped = append(stamped, valid); return nil }
+	h, fleet, _ := hostingRig(t, desired.Host{Name: "a", Instance: "daemon", LeaseTTL: ttl}, false)
+	h.Fence = &fence.Stamp{Path: filepath.Join(t.TempDir(), "fence-stamp")}
+	before := fence.Now()
 	require.NoError(t, h.Heartbeat(context.Background()))
-	require.Len(t, stamped, 1)
-	assert.LessOrEqual(t, stamped[0], ttl-LeaseMargin(ttl))
-	assert.Greater(t, stamped[0], ttl-LeaseMargin(ttl)-time.Minute)
+	g, err := h.Fence.Read()
+	require.NoError(t, err)
+	assert.Equal(t, h.Clock.Grant(), g)
+	assert.Equal(t, uint64(1), g.Epoch, "the first renewal starts epoch 1")
+	assert.GreaterOrEqual(t, g.Until, before+ttl-LeaseMargin(ttl))
+	assert.LessOrEqual(t, g.Until, fence.Now()+ttl-LeaseMargin(ttl))
+
+	// The daemon's epoch moves on; a passive host follows it.
+	require.NoError(t, h.Fence.Write(fence.Grant{Until: g.Until, Epoch: 5}))
+	passive, _, _ := hostingRig(t, desired.Host{Name: "a", Instance: "cron", LeaseTTL: ttl}, true)
+	passive.Fleet, passive.Fence = fleet, h.Fence
+	require.NoError(t, passive.Heartbeat(context.Background()))
+	assert.Equal(t, uint64(5), passive.Clock.Epoch())
+	assert.True(t, passive.ValidAt(5))
+	got, err := h.Fence.Read()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), got.Epoch, "a passive host writes no stamp")
 
 	flaky := &flakyFleet{Fleet: fleet}
 	flaky.down.Store(true)
 	h.Fleet = flaky
 	require.Error(t, h.Heartbeat(context.Background()))
-	assert.Len(t, stamped, 1, "a failed heartbeat stamps nothing")
+	got, err = h.Fence.Read()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), got.Epoch, "a failed heartbeat stamps nothing")
+}
+
+// TestLeaseEpochFencesWhatWasDrawnBeforeALapse: a renewal of a lapsed
+// clock starts a new epoch, so that what the host drew under the old one
+// (a pass, a spawn: a daemon paused between its plan and its act) is not
+// valid although the clock is again; renewals of a valid clock keep the
+// epoch. A restart takes up the stamp's epoch, kept when it renews within
+// the stamp's grant (it adopts the agents under it) and moved on after.
+// A solo host's epochs fence nothing.
+func TestLeaseEpochFencesWhatWasDrawnBeforeALapse(t *testing.T) {
+	var now time.Duration
+	ttl := 10 * time.Second // valid 8 s from each renewal's start
+	c := &LeaseClock{Elapsed: func() time.Duration { return now }}
+	assert.Zero(t, c.Epoch())
+	assert.False(t, c.ValidAt(0), "never renewed")
+	c.Renew(now, ttl)
+	assert.Equal(t, uint64(1), c.Epoch())
+	assert.True(t, c.ValidAt(1))
+	now = 5 * time.Second
+	c.Renew(now, ttl)
+	assert.Equal(t, uint64(1), c.Epoch(), "renewed while valid")
+	now = 14 * time.Second
+	assert.False(t, c.ValidAt(1), "lapsed")
+	// The pass drew under epoch 1; a heartbeat renews before it acts.
+	c.Renew(now, ttl)
+	assert.True(t, c.Valid())
+	assert.False(t, c.ValidAt(1), "drawn before the lapse")
+	assert.True(t, c.ValidAt(2))
+	assert.Equal(t, fence.Grant{Until: now + ttl - LeaseMargin(ttl), Epoch: 2}, c.Grant())
+
+	restarted := func(g fence.Grant) *LeaseClock {
+		c := &LeaseClock{Elapsed: func() time.Duration { return now }}
+		c.Resume(g)
+		assert.False(t, c.Valid(), "a resumed clock is renewed by a heartbeat only")
+		c.Renew(now, ttl)
+		return c
+	}
+	assert.Equal(t, uint64(2), restarted(c.Grant()).Epoch(), "within the grant: the agents under it are adopted")
+	assert.Equal(t, uint64(3), restarted(fence.Grant{Until: now, Epoch: 2}).Epoch(), "after it: they were fenced")
+
+	shared := &Hosting{Clock: c}
+	assert.False(t, shared.ValidAt(1))
+	assert.True(t, shared.ValidAt(2))
+	solo := &Hosting{Clock: &LeaseClock{Elapsed: func() time.Duration { return now }}, Solo: true}
+	solo.Clock.Renew(now, ttl)
+	now += ttl
+	solo.Clock.Renew(now, ttl)
+	assert.Equal(t, uint64(2), solo.Clock.Epoch())
+	assert.True(t, solo.ValidAt(1), "a solo host's lapses stop nothing")
 }
 
 // TestLapsedIsToldOnce: a heartbeat that renews a lapsed lease clock of a
@@ -218,7 +285,7 @@ func TestHeartbeatStampsTheFence(t *testing.T) {
 func TestLapsedIsToldOnce(t *testing.T) {
 	ttl := 100 * time.Millisecond
 	h, _, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
-	h.Stamp = func(time.Duration) error { return nil }
+	h.Fence = &fence.Stamp{Path: filepath.Join(t.TempDir(), "fence-stamp")}
 	ctx := context.Background()
 	require.NoError(t, h.Heartbeat(ctx))
 	assert.False(t, h.Lapsed(), "the first renewal is no lapse")

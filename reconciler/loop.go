@@ -169,6 +169,14 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 			return PassResult{}, fmt.Errorf("reconcile: %w", err)
 		}
 	}
+	// The lease epoch is read before the records: a pass whose host was
+	// paused past its lease after it read them acts on none of them, even
+	// once a heartbeat made its clock valid again (actions.WithLeaseEpoch).
+	var epoch uint64
+	if h := r.Hosting; h != nil {
+		epoch = h.Clock.Epoch()
+		ctx = actions.WithLeaseEpoch(ctx, epoch)
+	}
 	lockCtx, cancel := ctx, context.CancelFunc(func() {})
 	if r.LockWait > 0 {
 		lockCtx, cancel = context.WithTimeout(ctx, r.LockWait)
@@ -203,7 +211,7 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 		}
 	}
 	r.last = records
-	policy := r.hosted(r.Policy(), dryRun).withRoutes(records)
+	policy := r.hosted(r.Policy(), epoch, dryRun).withRoutes(records)
 	if h := r.Hosting; h != nil && !dryRun {
 		policy.Fenced = h.Lapsed()
 	}
@@ -308,13 +316,13 @@ func (p PassResult) then(q PassResult) PassResult {
 }
 
 // hosted returns p with this host's part of it: its name, whether it may
-// act on its items as of now (Hosting.Valid), its drain flag, and the items whose agents
-// it stopped itself. A dry run, which
-// heartbeats nothing, plans the items whose lease names this host as if
-// its clock were valid.
-func (r *Reconciler) hosted(p Policy, dryRun bool) Policy {
+// act now on the items it read under lease epoch (Hosting.ValidAt), its
+// drain flag, and the items whose agents it stopped itself. A dry run,
+// which heartbeats nothing, plans the items whose lease names this host
+// as if its clock were valid.
+func (r *Reconciler) hosted(p Policy, epoch uint64, dryRun bool) Policy {
 	if h := r.Hosting; h != nil {
-		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.Valid() || dryRun, h.Draining()
+		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.ValidAt(epoch) || dryRun, h.Draining()
 		if r.Executor != nil {
 			p.Relinquished = r.Executor.Relinquished()
 		}
@@ -332,7 +340,7 @@ func (r *Reconciler) fence(ctx context.Context, dryRun bool) {
 		return
 	}
 	now := r.Now()
-	p := r.hosted(r.Policy(), false).withRoutes(r.last)
+	p := r.hosted(r.Policy(), h.Clock.Epoch(), false).withRoutes(r.last)
 	obs, err := r.Observer.Observe(ctx, r.last, needs(p, now), now)
 	if err != nil {
 		return // tmux unreadable: the next pass tries again

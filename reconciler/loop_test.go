@@ -485,7 +485,7 @@ func TestAnUndoneDrainKeepsTheItemsGiven(t *testing.T) {
 	h := &Hosting{Fleet: r.store, Host: desired.Host{Name: "h1", LeaseTTL: time.Hour},
 		Clock: &LeaseClock{Elapsed: func() time.Duration { return 0 }}, Journal: r.rc.Journal}
 	r.rc.Hosting = h
-	r.rc.Executor.Fleet, r.rc.Executor.Host, r.rc.Executor.LeaseValid = r.store, "h1", h.Clock.Valid
+	r.rc.Executor.Fleet, r.rc.Executor.Host, r.rc.Executor.LeaseValid = r.store, "h1", h.ValidAt
 	id := r.running(t)
 	require.Equal(t, "h1", r.record(t).Lease.Owner)
 
@@ -534,4 +534,56 @@ func TestPassHandlesTheDeadFirst(t *testing.T) {
 	before = len(r.tmux.Calls())
 	r.pass(t, false)
 	assert.Equal(t, []string{"ListPanes"}, listed(r.tmux.Calls()[before:]))
+}
+
+// pausingStore is a store whose next Records call stands for a host
+// paused past its lease right after the read: pause runs after it.
+type pausingStore struct {
+	store.Store
+	pause func()
+}
+
+func (s *pausingStore) Records(ctx context.Context) ([]desired.Record, error) {
+	recs, err := s.Store.Records(ctx)
+	if s.pause != nil {
+		s.pause()
+		s.pause = nil
+	}
+	return recs, err
+}
+
+// TestAPassPausedPastItsLeaseAfterItReadSpawnsNothing: a host paused past
+// its lease right after its pass read the records, and whose heartbeat
+// renewed its lease clock before the pass planned (issue 23: another host
+// may have taken the items over and resumed their conversations
+// meanwhile), spawns nothing of what it read: the pass was drawn under
+// the epoch before the lapse. The next pass, under the new epoch, does.
+func TestAPassPausedPastItsLeaseAfterItReadSpawnsNothing(t *testing.T) {
+	r := newPassRig(t)
+	ctx := context.Background()
+	var now time.Duration
+	ttl := time.Hour
+	h := &Hosting{Fleet: r.store, Host: desired.Host{Name: "h1", LeaseTTL: ttl},
+		Clock: &LeaseClock{Elapsed: func() time.Duration { return now }}, Journal: r.rc.Journal}
+	r.rc.Hosting = h
+	r.rc.Executor.Fleet, r.rc.Executor.Host, r.rc.Executor.LeaseValid = r.store, "h1", h.ValidAt
+	r.opened(t)
+	require.NoError(t, h.Heartbeat(ctx))
+	_, err := h.Assign(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "h1", r.record(t).Lease.Owner)
+
+	paused := &pausingStore{Store: r.store, pause: func() {
+		now += ttl // SIGSTOPped past the lease
+		h.Clock.Renew(now, ttl)
+	}}
+	r.rc.Store = paused
+	res := r.pass(t, false)
+	assert.NotContains(t, names(res.Plan), "fresh_spawn")
+	assert.NotContains(t, r.tmux.Calls(), "NewSession")
+	assert.Equal(t, uint64(2), h.Clock.Epoch())
+
+	res = r.pass(t, false)
+	assert.Contains(t, names(res.Plan), "fresh_spawn")
+	assert.Contains(t, r.tmux.Calls(), "NewSession")
 }

@@ -295,7 +295,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 		// fenced by its item's lease, and nothing is pasted or spawned
 		// once the lease clock lapsed.
 		rc.Hosting = h
-		rc.Executor.Fleet, rc.Executor.Host, rc.Executor.LeaseValid = a.fleet, h.Host.Name, h.Valid
+		rc.Executor.Fleet, rc.Executor.Host, rc.Executor.LeaseValid = a.fleet, h.Host.Name, h.ValidAt
 		if a.mover != nil {
 			rc.Executor.Mover = a.mover
 		}

@@ -60,7 +60,7 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	a.hosting = &reconciler.Hosting{
 		Fleet:   fleet,
 		Host:    desired.Host{Name: name, Instance: instance, Capacity: cfg.Capacity.MaxLive(), LeaseTTL: cfg.Host.LeaseTTL()},
-		Clock:   &reconciler.LeaseClock{Elapsed: reconciler.Elapsed},
+		Clock:   &reconciler.LeaseClock{Elapsed: fence.Now},
 		Journal: a.journal,
 		Passive: passive,
 		// SQLite is a fleet of one: no other host can take the items.
@@ -69,10 +69,11 @@ func (a *app) joinFleet(cfg *schema.Config, passive bool) error {
 	if cfg.Store.URL != "" {
 		// Another host may take the items over: each agent ends by
 		// itself once the daemon stopped renewing its leases.
-		stamp := fence.Stamp{Path: filepath.Join(cfg.StateDir, fenceStamp)}
-		a.launcher.Fence = stamp.Path
-		if !passive {
-			a.hosting.Stamp = stamp.Write
+		stamp := &fence.Stamp{Path: filepath.Join(cfg.StateDir, fenceStamp)}
+		a.launcher.Fence, a.hosting.Fence = stamp.Path, stamp
+		if g, err := stamp.Read(); err == nil && !passive {
+			// A restart within the grant adopts the agents under it.
+			a.hosting.Clock.Resume(g)
 		}
 	}
 	return nil

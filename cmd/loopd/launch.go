@@ -14,14 +14,19 @@ import (
 // newLaunchCmd is the launcher a pane runs first (package launch): it is
 // hidden, since only the executor starts it.
 func newLaunchCmd() *cobra.Command {
-	var stamp string
+	var (
+		stamp string
+		epoch uint64
+	)
 	cmd := newExecStepCmd(launch.Command, launch.EnvFileFlag, "FILE",
 		"Start a harness with the environment in FILE, which it removes (used by loopd's panes)",
 		"file holding the harness environment (JSON)", func(envFile string, argv []string) error {
-			return launch.Exec(envFile, stamp, argv)
+			return launch.Exec(envFile, stamp, epoch, argv)
 		})
 	cmd.Flags().StringVar(&stamp, strings.TrimPrefix(launch.FenceFlag, "--"), "",
-		"fence stamp: end the harness once it lapsed (package fence)")
+		"fence stamp: start the harness only while it holds, and end it once it lapsed (package fence)")
+	cmd.Flags().Uint64Var(&epoch, strings.TrimPrefix(launch.EpochFlag, "--"), 0,
+		"the lease epoch the spawn was drawn under (package fence)")
 	return cmd
 }
 
@@ -31,11 +36,12 @@ func newLaunchCmd() *cobra.Command {
 func newFenceCmd() *cobra.Command {
 	var (
 		stamp string
+		epoch uint64
 		pid   int
 	)
 	cmd := &cobra.Command{
-		Use:    fence.Command + " " + fence.StampFlag + " FILE " + fence.PIDFlag + " PID",
-		Short:  "End the harness PID once the fence stamp FILE lapsed (started by loopd's launcher)",
+		Use:    fence.Command + " " + fence.StampFlag + " FILE " + fence.EpochFlag + " EPOCH " + fence.PIDFlag + " PID",
+		Short:  "End the harness PID once the fence stamp FILE no longer holds for EPOCH (started by loopd's launcher)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -45,13 +51,15 @@ func newFenceCmd() *cobra.Command {
 			if os.Getppid() != pid {
 				return nil
 			}
-			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, pid, schema.FencePoll)
+			_, err := fence.Watch(cmd.Context(), fence.Stamp{Path: stamp}, epoch, pid, schema.FencePoll)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&stamp, strings.TrimPrefix(fence.StampFlag, "--"), "", "the fence stamp")
+	cmd.Flags().Uint64Var(&epoch, strings.TrimPrefix(fence.EpochFlag, "--"), 0, "the lease epoch the harness was started under")
 	cmd.Flags().IntVar(&pid, strings.TrimPrefix(fence.PIDFlag, "--"), 0, "the harness's pid")
 	_ = cmd.MarkFlagRequired(strings.TrimPrefix(fence.StampFlag, "--"))
+	_ = cmd.MarkFlagRequired(strings.TrimPrefix(fence.EpochFlag, "--"))
 	_ = cmd.MarkFlagRequired(strings.TrimPrefix(fence.PIDFlag, "--"))
 	return cmd
 }

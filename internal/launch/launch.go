@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -28,12 +29,14 @@ import (
 )
 
 // Command is the hidden loopd subcommand that launches a harness,
-// EnvFileFlag its flag naming the env file, and FenceFlag the one naming
-// the fence stamp its watchdog reads (package fence).
+// EnvFileFlag its flag naming the env file, FenceFlag the one naming the
+// fence stamp its watchdog reads (package fence), and EpochFlag the one
+// giving the lease epoch its spawn was drawn under.
 const (
 	Command     = "launch"
 	EnvFileFlag = "--env-file"
 	FenceFlag   = "--fence"
+	EpochFlag   = "--fence-epoch"
 )
 
 // maxEnvFile caps what the launcher reads from an env file, in bytes.
@@ -57,10 +60,13 @@ type Launcher struct {
 }
 
 // Prepare writes env to a new file (mode 0600) for session and returns the
-// argv to put before the harness's argv, and the file's path. It first
-// removes the files an earlier spawn of session left, whose launcher never
-// ran: that spawn's session has been killed before a new one is made.
-func (l Launcher) Prepare(session string, env map[string]string) ([]string, string, error) {
+// argv to put before the harness's argv, and the file's path. With a Fence,
+// the argv gives the launcher epoch, the lease epoch the spawn was drawn
+// under (fence.Grant): it starts the harness only while the stamp holds
+// for it. It first removes the files an earlier spawn of session left,
+// whose launcher never ran: that spawn's session has been killed before a
+// new one is made.
+func (l Launcher) Prepare(session string, env map[string]string, epoch uint64) ([]string, string, error) {
 	if l.Exe == "" || l.Dir == "" {
 		return nil, "", fmt.Errorf("prepare launch %s: no launcher executable or directory", session)
 	}
@@ -95,7 +101,7 @@ func (l Launcher) Prepare(session string, env map[string]string) ([]string, stri
 	}
 	argv := []string{l.Exe, Command, EnvFileFlag, f.Name()}
 	if l.Fence != "" {
-		argv = append(argv, FenceFlag, l.Fence)
+		argv = append(argv, FenceFlag, l.Fence, EpochFlag, strconv.FormatUint(epoch, 10))
 	}
 	return append(argv, "--"), f.Name(), nil
 }
@@ -187,13 +193,14 @@ func Environ(inherited []string, env map[string]string) []string {
 	return out
 }
 
-// Exec is the launcher: it reads and removes envFile, starts the fence
-// watchdog of stamp (fence.Start; none when stamp is empty), and replaces
-// the process with argv under Environ of the process's environment. A
-// bare argv[0] is looked up on the new environment's PATH, as the shell
-// would; argv[0] itself is passed as given. Exec returns only on failure;
-// a watchdog started then exits with the launcher.
-func Exec(envFile, stamp string, argv []string) error {
+// Exec is the launcher: it reads and removes envFile, checks that the
+// fence stamp holds for epoch (none when stamp is empty; an error wrapping
+// fence.ErrLapsed when it does not), starts its watchdog (fence.Start),
+// and replaces the process with argv under Environ of the process's
+// environment. A bare argv[0] is looked up on the new environment's PATH,
+// as the shell would; argv[0] itself is passed as given. Exec returns only
+// on failure; a watchdog started then exits with the launcher.
+func Exec(envFile, stamp string, epoch uint64, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("launch: no command")
 	}
@@ -202,11 +209,16 @@ func Exec(envFile, stamp string, argv []string) error {
 		return fmt.Errorf("launch %s: %w", argv[0], err)
 	}
 	if stamp != "" {
+		// A spawn drawn under an epoch that lapsed since (a daemon frozen
+		// between its plan and its act) never starts.
+		if err := (fence.Stamp{Path: stamp}).Check(epoch); err != nil {
+			return fmt.Errorf("launch %s: %w", argv[0], err)
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("launch %s: %w", argv[0], err)
 		}
-		if err := fence.Start(exe, stamp); err != nil {
+		if err := fence.Start(exe, stamp, epoch); err != nil {
 			return fmt.Errorf("launch %s: %w", argv[0], err)
 		}
 	}

@@ -7,14 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loopd/loopd/internal/fence"
 )
 
 // helperEnv makes the test binary act as "loopd launch": TestMain runs Exec
 // with the env file it names and the arguments after "--".
 const helperEnv = "LAUNCH_TEST_ENV_FILE"
+
+// helperStamp names the fence stamp the helper launcher checks for epoch
+// 7, none when empty.
+const helperStamp = "LAUNCH_TEST_STAMP"
 
 func TestMain(m *testing.M) {
 	if f := os.Getenv(helperEnv); f != "" {
@@ -25,7 +32,7 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
-		err := Exec(f, "", args)
+		err := Exec(f, os.Getenv(helperStamp), 7, args)
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(127)
 	}
@@ -35,7 +42,7 @@ func TestMain(m *testing.M) {
 func TestPrepare(t *testing.T) {
 	l := Launcher{Exe: "/opt/loopd", Dir: filepath.Join(t.TempDir(), "launch")}
 	env := map[string]string{"API_KEY": "sk-test-SECRET-123", "LOOPD_WORK_ITEM": "o/r#1", "MULTI": "a\nb"}
-	prefix, path, err := l.Prepare("loop-o-r-1", env)
+	prefix, path, err := l.Prepare("loop-o-r-1", env, 0)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/opt/loopd", "launch", "--env-file", path, "--"}, prefix)
 	assert.Equal(t, l.Dir, filepath.Dir(path))
@@ -53,20 +60,21 @@ func TestPrepare(t *testing.T) {
 	assert.Equal(t, env, got)
 	assert.NoFileExists(t, path, "read removes it")
 
-	// A host of a shared store has its launchers start a watchdog.
+	// A host of a shared store has its launchers check the stamp for the
+	// spawn's lease epoch and start a watchdog.
 	l.Fence = "/var/lib/loopd/fence-stamp"
-	prefix, path, err = l.Prepare("loop-o-r-1", env)
+	prefix, path, err = l.Prepare("loop-o-r-1", env, 12)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"/opt/loopd", "launch", "--env-file", path, "--fence", l.Fence, "--"}, prefix)
+	assert.Equal(t, []string{"/opt/loopd", "launch", "--env-file", path, "--fence", l.Fence, "--fence-epoch", "12", "--"}, prefix)
 }
 
 func TestPrepareRemovesWhatAnEarlierSpawnLeft(t *testing.T) {
 	l := Launcher{Exe: "loopd", Dir: t.TempDir()}
-	_, first, err := l.Prepare("loop-a", map[string]string{"K": "1"})
+	_, first, err := l.Prepare("loop-a", map[string]string{"K": "1"}, 0)
 	require.NoError(t, err)
-	_, other, err := l.Prepare("loop-ab", map[string]string{"K": "1"})
+	_, other, err := l.Prepare("loop-ab", map[string]string{"K": "1"}, 0)
 	require.NoError(t, err)
-	_, second, err := l.Prepare("loop-a", map[string]string{"K": "2"})
+	_, second, err := l.Prepare("loop-a", map[string]string{"K": "2"}, 0)
 	require.NoError(t, err)
 	assert.NoFileExists(t, first)
 	assert.FileExists(t, second)
@@ -89,7 +97,7 @@ func TestPrepareRefuses(t *testing.T) {
 		"nul_in_the_name": {Launcher{Exe: "loopd", Dir: t.TempDir()}, map[string]string{"A\x00": "x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := tc.l.Prepare("loop-a", tc.env)
+			_, _, err := tc.l.Prepare("loop-a", tc.env, 0)
 			assert.Error(t, err)
 		})
 	}
@@ -134,7 +142,7 @@ func TestExec(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "harness"),
 		[]byte("#!/bin/sh\nprintf '%s\\n' \"$0\" \"$$\" \"$API_KEY\" \"${TMUX-unset}\" \"${TMUX_PANE-unset}\" \"$KEPT\" \"$@\"\n"), 0o755))
 	l := Launcher{Exe: "unused", Dir: t.TempDir()}
-	_, path, err := l.Prepare("loop-a", map[string]string{"API_KEY": "sk-test-SECRET-123", "PATH": bin + ":/usr/bin:/bin"})
+	_, path, err := l.Prepare("loop-a", map[string]string{"API_KEY": "sk-test-SECRET-123", "PATH": bin + ":/usr/bin:/bin"}, 0)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "--", "harness", "--flag", "two words")
 	cmd.Env = []string{helperEnv + "=" + path, "PATH=/nonexistent", "TMUX=/tmp/tmux-1/x,1,0", "TMUX_PANE=%1", "KEPT=yes"}
@@ -150,7 +158,7 @@ func TestExec(t *testing.T) {
 
 func TestExecFailsOnAMissingCommand(t *testing.T) {
 	l := Launcher{Exe: "unused", Dir: t.TempDir()}
-	_, path, err := l.Prepare("loop-a", map[string]string{"PATH": t.TempDir()})
+	_, path, err := l.Prepare("loop-a", map[string]string{"PATH": t.TempDir()}, 0)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "--", "no-such-harness", "x")
 	cmd.Env = []string{helperEnv + "=" + path}
@@ -158,4 +166,32 @@ func TestExecFailsOnAMissingCommand(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, string(out), "no-such-harness")
 	assert.NoFileExists(t, path)
+}
+
+// TestExecRefusesWhatTheStampDoesNotHold: a spawn drawn under a lease
+// epoch the fence stamp no longer holds for (it lapsed, or names a later
+// epoch: the daemon was paused between its plan and its act) never starts
+// its harness, and its env file is still removed.
+func TestExecRefusesWhatTheStampDoesNotHold(t *testing.T) {
+	for name, g := range map[string]fence.Grant{
+		"lapsed":      {Until: fence.Now() - time.Millisecond, Epoch: 7},
+		"later_epoch": {Until: fence.Now() + time.Hour, Epoch: 8},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			stamp := fence.Stamp{Path: filepath.Join(dir, "fence-stamp")}
+			require.NoError(t, stamp.Write(g))
+			ran := filepath.Join(dir, "ran")
+			l := Launcher{Exe: "unused", Dir: t.TempDir()}
+			_, path, err := l.Prepare("loop-a", map[string]string{"PATH": "/usr/bin:/bin"}, 7)
+			require.NoError(t, err)
+			cmd := exec.Command(os.Args[0], "--", "sh", "-c", `touch "$0"`, ran)
+			cmd.Env = []string{helperEnv + "=" + path, helperStamp + "=" + stamp.Path}
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			assert.Contains(t, string(out), fence.ErrLapsed.Error())
+			assert.NoFileExists(t, ran, "the harness never ran")
+			assert.NoFileExists(t, path)
+		})
+	}
 }
