@@ -50,10 +50,21 @@ const (
 	ReasonCleanExit        Reason = "clean_exit"
 	ReasonCrash            Reason = "crash"
 	ReasonSpawnDied        Reason = "spawn_died" // a fresh spawn died before it ran
-	ReasonPolicyNever      Reason = "restart_policy_never"
-	ReasonConfirmed        Reason = "confirmed"
-	ReasonAlive            Reason = "alive_at_deadline"
-	ReasonAdopted          Reason = "adopted" // a live pane the record did not know
+	// ReasonHarnessExitedAtOnce: a fresh spawn's harness exited by itself
+	// within fastFailSeconds, before its conversation started (no
+	// transcript, no prompt landed): a command that fails at once
+	// (/bin/false, a binary missing inside the sandbox, a CLI that
+	// refuses its flags). Its id is used again, never retired; after
+	// maxFastFailures such exits in a row the item needs attention.
+	ReasonHarnessExitedAtOnce Reason = "harness_exited_at_once"
+	// ReasonBlockedPrompts: the live agent's screen shows a block under
+	// which every prompt fails (harness.SpendsPrompts: not logged in,
+	// offline): its pending events wait, unsent, until it clears.
+	ReasonBlockedPrompts Reason = "blocked_spends_prompts"
+	ReasonPolicyNever    Reason = "restart_policy_never"
+	ReasonConfirmed      Reason = "confirmed"
+	ReasonAlive          Reason = "alive_at_deadline"
+	ReasonAdopted        Reason = "adopted" // a live pane the record did not know
 	// ReasonOrphanAgent: a live agent on the item's session whose
 	// conversation the record does not know (its store was removed or
 	// reset under running agents), under a harness that keeps
@@ -430,6 +441,10 @@ type FreshSpawn struct {
 	// the executor logs session.resume_failed with AttemptedID.
 	ResumeFailed Reason
 	AttemptedID  string
+	// SessionID, when set, is the id to pin instead of a new one: the
+	// item's id, whose spawn exited at once before its conversation
+	// started (ReasonHarnessExitedAtOnce), so that it was never used.
+	SessionID string
 	// Instructions are the route's standing instructions, which a new
 	// conversation gets in its boot prompt (desired.WithInstructions);
 	// "" for none.
@@ -453,6 +468,9 @@ func (a FreshSpawn) Fields() []Field {
 	}
 	if a.Unpinned {
 		f = append(f, Field{"harness_session_id", "unconfirmed"})
+	}
+	if a.SessionID != "" {
+		f = append(f, Field{"harness_session_id", a.SessionID})
 	}
 	return append(f, a.tail()...)
 }

@@ -486,8 +486,8 @@ func (e *Executor) freshSpawn(ctx context.Context, r *desired.Record, a FreshSpa
 	// back to it as events, and no payload text comes after that.
 	boot := newBootID()
 	prompt = desired.WithBootLine(prompt, boot) + "\n\n" + brief
-	id := ""
-	if !a.Unpinned {
+	id := a.SessionID
+	if id == "" && !a.Unpinned {
 		// Otherwise the harness chooses the id, and the next passes learn it.
 		id = e.NewID()
 	}

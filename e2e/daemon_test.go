@@ -182,10 +182,19 @@ func (e *env) run(t testing.TB, args ...string) (stdout, stderr string, code int
 // override the inherited ones.
 func (e *env) runEnv(t testing.TB, extra []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return e.runIn(t, nil, extra, args...)
+}
+
+// runIn is runEnv with stdin (nil: none, /dev/null).
+func (e *env) runIn(t testing.TB, stdin *os.File, extra []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, loopdBin, append(args, "--config", e.configPath)...)
 	cmd.Env = append(e.procEnv(), extra...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -83,3 +83,25 @@ func copyExecutable(t *testing.T, src, dst string) {
 	require.NoError(t, out.Close())
 	require.NoError(t, os.Rename(tmp, dst))
 }
+
+// TestHarnessExitingAtOnceIsNamed: a harness command that is there but
+// exits at once (/bin/false; a binary the sandbox does not show) needs
+// attention after maxFastFailures tries, with harness_exited_at_once, its
+// exit status and its command in get and describe; every try pins the
+// same conversation id, which is never retired, and the event waits.
+func TestHarnessExitingAtOnceIsNamed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{Harness: "/bin/false", Policy: map[string]any{"backoffInitialSeconds": 1, "backoffMaxSeconds": 1}})
+	e.start(t)
+	sendComment(t, e, "a comment for a harness that exits at once "+uuid.NewString())
+	first := e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.HarnessSessionID != "" }, waitLong, "never spawned").Status.HarnessSessionID
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	assert.Equal(t, "harness_exited_at_once", r.Status.Reason)
+	assert.Equal(t, 3, r.Status.Failures, "maxFastFailures tries, not the restart budget")
+	assert.Empty(t, r.Status.RetiredSessionIDs, "no conversation retired")
+	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue), "no conversation replaced")
+	assert.Len(t, r.Pending, 1, "the event waits")
+	assert.Equal(t, first, r.Status.HarnessSessionID, "every try pins the one id")
+	assert.Contains(t, e.mustRun(t, "get", keyIssue.String()), "harness_exited_at_once exit_status=1 command=/bin/false")
+	assert.Contains(t, e.mustRun(t, "describe", keyIssue.String()), "command=/bin/false")
+}

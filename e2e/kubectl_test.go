@@ -88,7 +88,10 @@ func TestReadVerbsOnALiveItem(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "tmux"), []byte("#!/bin/sh\n"+
 		"if [ \"$3\" = set-option ]; then echo \"argv: $*\"; exit 0; fi\nexec "+realTmux+" \"$@\"\n"), 0o755))
 	path := "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")
-	stdout, stderr, code := e.runEnv(t, []string{path, "SUDO_USER=octo"}, "attach", key)
+	_, stderr, code := e.runEnv(t, []string{path, "SUDO_USER=octo"}, "attach", key)
+	assert.Equal(t, 1, code, "no terminal, no attach")
+	assert.Contains(t, stderr, "attach needs a terminal: stdin is not a tty")
+	stdout, stderr, code := e.runIn(t, openPTY(t), []string{path, "SUDO_USER=octo"}, "attach", key)
 	require.Zero(t, code, stderr)
 	assert.Equal(t, "argv: -L "+e.socket+" set-option -t ="+session+": @loopd-attender octo ; set-hook -t ="+session+
 		": client-detached set-option -u @loopd-attender ; attach -t ="+session+"\n", stdout)

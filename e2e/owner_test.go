@@ -31,9 +31,10 @@ func sharedSocket(t *testing.T, a, b *env) {
 }
 
 // Two daemons with different state dirs on one tmux server: the second
-// refuses to start and names the first; so does reconcile --once of the
-// second, while the first runs and after it stopped (its mark stays on the
-// server for as long as the server lives).
+// refuses to start and names the first, before it makes its state dir;
+// so does reconcile --once of the second, while the first runs and after
+// it stopped (its mark stays on the server for as long as the server
+// lives).
 func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	t.Parallel()
 	a := newEnv(t, envOpts{})
@@ -48,6 +49,7 @@ func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	_, errOut, code := b.run(t, "serve")
 	assert.Equal(t, 1, code, "the second serve must not run")
 	assert.Contains(t, errOut, a.stateDir, "the refusal names the other instance's state dir")
+	assert.NoDirExists(t, b.stateDir, "a refused serve makes nothing, not even its state dir")
 	_, errOut, code = b.run(t, "reconcile", "--once")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, a.stateDir)
@@ -59,7 +61,7 @@ func TestSecondLoopdOnOneTmuxServerIsRefused(t *testing.T) {
 	_, errOut, code = b.run(t, "reconcile", "--once")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, a.stateDir)
-	assert.Len(t, b.eventsNamed(t, journal.ServeRefused, desired.Key{}), 4, "each refusal is in B's journal")
+	assert.Len(t, b.eventsNamed(t, journal.ServeRefused, desired.Key{}), 3, "each refusal once B has a state dir is in its journal")
 
 	assert.Equal(t, pid, a.panePID(t, keyIssue), "A's agent was never touched")
 	after := a.mustRecord(t, keyIssue)

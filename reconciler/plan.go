@@ -735,6 +735,11 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if until, held := it.held(); held {
 			return it.waitHeld(until)
 		}
+		if harness.SpendsPrompts(it.shownBlock()) {
+			// A logged-out CLI takes the paste and answers "please log
+			// in": the event would count as delivered, never worked on.
+			return []actions.Action{actions.Wait{Key: it.r.Key, Until: it.now.Add(it.p.Poll), Reason: actions.ReasonBlockedPrompts}}
+		}
 		st := it.st
 		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
@@ -746,6 +751,16 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
 	}
 	return nil
+}
+
+// shownBlock is what keeps the live agent from working as the pass sees
+// it: its screen's block when the pass read the screen, else the one
+// recorded (Status.Blocked).
+func (it itemPlan) shownBlock() harness.Block {
+	if sc, ok := it.obs.Screens[it.r.Key]; ok {
+		return sc.Blocked
+	}
+	return it.st.Blocked
 }
 
 // headFetch returns what comes before the paste of d when it is a pull
@@ -927,6 +942,9 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		}
 		// A fresh spawn that died never ran: its delivery stays pending.
 		exit.DeliveryID = st.SpawnDeliveryID
+		if it.exitedAtOnce(exit) {
+			exit.Reason = actions.ReasonHarnessExitedAtOnce
+		}
 		return it.afterExit(exit, true)
 	case desired.PhaseRunning:
 		reason := actions.ReasonCrash
@@ -970,6 +988,30 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		}
 		return it.spawn(st, actions.ReasonNewEvent, "")
 	}
+}
+
+// exitedAtOnce reports whether exit, the death of a fresh spawn whose
+// prompt never landed, is its harness exiting by itself within FastFail
+// before its conversation started: an own exit (ownExit) and no
+// transcript of its id (where the adapter can tell). Such a command fails
+// the same way under any id (actions.ReasonHarnessExitedAtOnce).
+func (it itemPlan) exitedAtOnce(exit actions.RecordExit) bool {
+	if !ownExit(exit) || it.process {
+		return false
+	}
+	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && tr.Exists {
+		return false
+	}
+	h := History{SpawnedAt: it.st.SpawnedAt, DiedAt: it.pane.died}
+	return h.diedAt(it.now).Sub(it.st.SpawnedAt) < it.p.FastFail
+}
+
+// neverStarted reports whether st's conversation id was never used: its
+// last spawn was fresh, never confirmed, and its harness exited at once
+// (exitedAtOnce). The next spawn pins the same id again.
+func neverStarted(st desired.Status) bool {
+	return actions.Reason(st.LastExitReason) == actions.ReasonHarnessExitedAtOnce && st.SpawnMode == desired.SpawnFresh &&
+		st.ConfirmedSessionID == "" && st.HarnessSessionID != ""
 }
 
 // lost plans the agent's death in a loss of the whole fleet (a lost
@@ -1058,8 +1100,8 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
 		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonWorkspaceFailed,
-		actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
+	case actions.ReasonSpawnDied, actions.ReasonHarnessExitedAtOnce, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed,
+		actions.ReasonWorkspaceFailed, actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 		return actions.ReasonNewEvent // the retry of a dispatch that failed
 	default:
 		return actions.ReasonPaneDead
@@ -1091,14 +1133,15 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	st := it.st
 	words := it.said().Words
 	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
-		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords}
+		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords,
+		NeverRan: exit.Reason == actions.ReasonHarnessExitedAtOnce}
 	d := decideRestart(h, it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	if h.Own {
 		exit.Implicated, exit.Words = true, words
 	}
 	switch exit.Reason {
-	case actions.ReasonSpawnDied, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonSessionMissing,
+	case actions.ReasonSpawnDied, actions.ReasonHarnessExitedAtOnce, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed, actions.ReasonSessionMissing,
 		actions.ReasonForegroundNotHarness, actions.ReasonRunFailed, actions.ReasonDispatchTimeout:
 	default:
 		exit.Reason = d.Reason
@@ -1110,7 +1153,8 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	}
 	switch {
 	case d.Outcome == OutcomeGiveUp:
-		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, actions.ReasonBudgetExhausted
+		// Past the budget, or a harness that exits at once.
+		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, d.Reason
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	case d.Restarts() && it.now.Before(h.diedAt(it.now).Add(d.Delay)):
 		// The backoff runs from the death, not from the pass that saw it:
@@ -1129,6 +1173,10 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 		// would loop. The item needs attention; a new event earns one more
 		// attempt.
 		exit.Phase, exit.Attention = desired.PhaseNeedsAttention, d.Reason
+		if h.NeverRan {
+			// The policy's word matters less than the command's failure.
+			exit.Attention = actions.ReasonHarnessExitedAtOnce
+		}
 		return []actions.Action{exit, actions.GiveUp{Key: it.r.Key, Session: it.session, Reason: exit.Attention}}
 	default:
 		exit.Phase = desired.PhaseExited
@@ -1231,11 +1279,12 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		}
 		return actions.ResumeSpawn{Spawn: s, ResumeID: st.HarnessSessionID}
 	}
-	silent := why == silentFresh || why == actions.ReasonReleased
-	if why == silentFresh {
+	reuse := why == reuseFresh
+	silent := why == silentFresh || why == actions.ReasonReleased || reuse
+	if why == silentFresh || reuse {
 		why = ""
 	}
-	if !first {
+	if !first && !reuse {
 		// A new conversation replaces one: it carries the work, not just
 		// a pointer to it.
 		if s.DeliveryID == "" && len(it.pending) == 0 {
@@ -1247,6 +1296,9 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		}
 	}
 	f := actions.FreshSpawn{Spawn: s, Unpinned: caps.LearnsSessionID}
+	if reuse {
+		f.SessionID = st.HarnessSessionID
+	}
 	if route, ok := it.p.route(key); ok {
 		// A new conversation is told what to do with its events; a
 		// resumed one was told when it began.
@@ -1259,8 +1311,12 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 }
 
 // silentFresh marks a fresh spawn that is not a failed resume (opted out, or
-// nothing to resume).
-const silentFresh actions.Reason = "-"
+// nothing to resume); reuseFresh one that pins the item's id again, as its
+// spawn exited at once and never used it (neverStarted).
+const (
+	silentFresh actions.Reason = "-"
+	reuseFresh  actions.Reason = "="
+)
 
 // chooseResume walks the decision table of docs/design.md ("Choosing resume
 // or fresh"), first match wins. It returns "" to resume, silentFresh for a
@@ -1286,6 +1342,9 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 		return actions.ResumeCrashLoop
 	}
 	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists && !it.restoring {
+		if neverStarted(st) {
+			return reuseFresh
+		}
 		return actions.ResumeTranscriptMissing
 	}
 	return ""

@@ -552,13 +552,41 @@ func TestPlan(t *testing.T) {
 				e.DeliveryID = "d-1"
 				return e
 			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonPolicyNever}}},
-		{"fresh_spawn_died_again_backs_off", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 1, 1 }), ev1), obs(dead(1), noScript), testPolicy(),
+		{"fresh_spawn_exited_at_once_again_backs_off_naming_it", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 1, 1 }), ev1), obs(dead(1), noScript), testPolicy(),
 			[]actions.Action{func() actions.RecordExit {
-				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonSpawnDied)
+				e := exit(1, desired.PhaseBackingOff, 2, 2, actions.ReasonHarnessExitedAtOnce)
 				e.NextAttempt, e.DeliveryID = t0.Add(2*time.Second), "d-1"
 				e.Delay = 2 * time.Second
 				return e
 			}(), actions.Wait{Key: key, Until: t0.Add(2 * time.Second), Reason: actions.ReasonBackoff}}},
+		// A command that fails at once (/bin/false, a binary missing in the
+		// sandbox) needs a person after maxFastFailures tries: its id, never
+		// used, is not retired, and the event waits.
+		{"harness_exited_at_once_the_third_time_needs_attention_retiring_nothing",
+			rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.Failures, s.FastFailures = 2, 2 }), ev1), obs(dead(1), noScript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseNeedsAttention, 3, 3, actions.ReasonHarnessExitedAtOnce)
+				e.DeliveryID, e.Attention = "d-1", actions.ReasonHarnessExitedAtOnce
+				return e
+			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonHarnessExitedAtOnce}}},
+		{"harness_exited_at_once_under_policy_never_names_it", rec(spawning(desired.SpawnFresh), ev1), obs(dead(1), noScript),
+			policy(func(p *Policy) { p.Restart = "Never" }),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseNeedsAttention, 1, 1, actions.ReasonHarnessExitedAtOnce)
+				e.DeliveryID, e.Attention = "d-1", actions.ReasonHarnessExitedAtOnce
+				return e
+			}(), actions.GiveUp{Key: key, Session: sess, Reason: actions.ReasonHarnessExitedAtOnce}}},
+		{"fresh_spawn_that_lived_past_fast_fail_is_a_spawn_that_died", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) { s.SpawnedAt = t0.Add(-time.Minute) }), ev1),
+			obs(dead(1), noScript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(1, desired.PhaseBackingOff, 1, 0, actions.ReasonSpawnDied)
+				e.NextAttempt, e.DeliveryID = t0, "d-1"
+				return e
+			}(), fresh(ev1, actions.ReasonNewEvent, actions.ResumeTranscriptMissing)}},
+		{"spawn_after_an_exit_at_once_pins_the_same_id_again", rec(with(spawning(desired.SpawnFresh), func(s *desired.Status) {
+			s.Phase, s.NextAttempt, s.LastExitReason, s.Failures, s.FastFailures = desired.PhaseBackingOff, t0, string(actions.ReasonHarnessExitedAtOnce), 1, 1
+		}), ev1), obs(dead(1), noScript), testPolicy(),
+			[]actions.Action{actions.FreshSpawn{Spawn: spawnOf(ev1, actions.ReasonNewEvent), SessionID: oldID}}},
 		{"dead_pane_with_unknown_status_is_not_clean", rec(running()), obs(observed.Snapshot{Panes: map[string]tmux.Pane{sess: {Session: sess, PaneID: "%1", Dead: true, Owner: testOwner}}}), testPolicy(),
 			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonStatusPending}}},
 		{"spawn_recorded_but_never_started_is_redone", rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.PaneID = "" }), ev1), obs(dead(0), transcript), testPolicy(),

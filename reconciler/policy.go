@@ -39,6 +39,9 @@ type Capabilities struct {
 	// harness: its items are blocked with harness_missing, no conversation
 	// retired, until a pass finds the command.
 	Missing string
+	// Command is the harness's command as configured (harness.Command),
+	// which loopd get names for an item whose harness exited at once.
+	Command string
 }
 
 // AcceptsSessionID reports whether id may be the harness's conversation id:

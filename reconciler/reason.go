@@ -43,7 +43,9 @@ type Explanation struct {
 // worktree failed, workdir_pinned=… when the route now renders another
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
 // desired.Status.LastExit), err=… naming the command of a harness_missing
-// item's harness while it is still missing, blocked reason=… when its screen shows a
+// item's harness while it is still missing, command=… and output=… (the
+// harness's command and its last words) for a harness_exited_at_once
+// item, blocked reason=… when its screen shows a
 // dialog, rate_limited reset=T until=T window=W when a usage limit on its
 // account holds it (window= when the harness named it), budget=USED/LIMIT
 // budget_which=window|total when its route has a token budget (the one it
@@ -86,6 +88,14 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		}
 		if caps := p.Harnesses[r.Spec.Harness]; caps.Missing != "" && st.Reason == string(actions.ReasonHarnessMissing) {
 			reason += " err=" + journal.Quote(caps.Missing)
+		}
+		if st.Reason == string(actions.ReasonHarnessExitedAtOnce) {
+			if cmd := p.Harnesses[r.Spec.Harness].Command; cmd != "" {
+				reason += " command=" + journal.Quote(cmd)
+			}
+			if st.LastWords != "" {
+				reason += " output=" + journal.Quote(st.LastWords)
+			}
 		}
 		if by := st.BlockedBy(); by != "" {
 			reason += " blocked reason=" + by

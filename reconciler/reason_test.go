@@ -92,6 +92,21 @@ func TestReasonNamesAMissingHarness(t *testing.T) {
 	assert.Equal(t, "harness_missing", Explain([]desired.Record{r}, testPolicy(), now, time.Hour)[r.Key].Reason)
 }
 
+// A harness that exited at once is named with its command, its exit
+// status and its last words.
+func TestReasonNamesAHarnessThatExitedAtOnce(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	one := 1
+	r := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: desired.Spec{Harness: "claude-code"},
+		Status: desired.Status{Phase: desired.PhaseNeedsAttention, Reason: "harness_exited_at_once",
+			RestartHistory: desired.RestartHistory{LastExitReason: "harness_exited_at_once", LastExitStatus: &one, LastWords: "bwrap: execvp claude: No such file"}}}
+	p := testPolicy()
+	c := p.Harnesses["claude-code"]
+	c.Command = "/bin/false"
+	p.Harnesses = map[string]Capabilities{"claude-code": c}
+	assert.Equal(t, `harness_exited_at_once exit_status=1 command=/bin/false output="bwrap: execvp claude: No such file"`, Explain([]desired.Record{r}, p, now, time.Hour)[r.Key].Reason)
+}
+
 // A list cuts a long reason; the item's own view keeps it whole.
 func TestListedReasonCutsALongOne(t *testing.T) {
 	long := "workspace_failed workspace_error=" + strings.Repeat("x", 300)

@@ -31,6 +31,12 @@ type History struct {
 	// death the fast-failure and churn counts last took
 	// (desired.Status.LastWords), or the counts took none.
 	SameWords bool
+	// NeverRan is true when the run was a fresh spawn whose harness
+	// exited at once, before its conversation started (no transcript, no
+	// prompt landed: actions.ReasonHarnessExitedAtOnce): there is no
+	// conversation to retire, so the fast-failure rule gives up instead,
+	// and the churn rule does not apply.
+	NeverRan bool
 }
 
 // diedAt is when the run ended, as late as the facts allow, so that a
@@ -105,7 +111,9 @@ func (d Decision) Restarts() bool { return d.Outcome == OutcomeRestart || d.Outc
 // decideRestart applies the restart policy to one exit observed at now.
 // Branch order: healthy-run reset, clean exit, policy Never, budget,
 // fast-failure and churn retirement (of the harness's own exits only:
-// History.Own, SameWords), backoff. The run is measured from
+// History.Own, SameWords; for a run that never started its conversation,
+// History.NeverRan, the fast-failure rule gives up with
+// harness_exited_at_once and nothing is retired), backoff. The run is measured from
 // spawn to death (History.diedAt), however late a pass saw the death; Delay
 // counts from the death too. It reads no clock and no randomness.
 func decideRestart(h History, p Policy, now time.Time) Decision {
@@ -153,6 +161,12 @@ func decideRestart(h History, p Policy, now time.Time) Decision {
 	}
 	d.Outcome = OutcomeRestart
 	switch {
+	case h.NeverRan && fast >= p.MaxFastFailures:
+		// The command fails before any conversation: a new id would fail
+		// the same way, and only a person can fix the command.
+		d.Outcome, d.Reason = OutcomeGiveUp, actions.ReasonHarnessExitedAtOnce
+		return d
+	case h.NeverRan:
 	case fast >= p.MaxFastFailures:
 		d.Outcome, d.Retired = OutcomeRetire, RetiredFastFailures
 	case p.MaxChurnFailures > 0 && churn >= p.MaxChurnFailures:

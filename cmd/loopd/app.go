@@ -227,7 +227,8 @@ func capabilities(h map[string]harness.Adapter) map[string]reconciler.Capabiliti
 		_, headless := ad.(harness.Headless)
 		_, learns := ad.(harness.SessionLearner)
 		out[name] = reconciler.Capabilities{SupportsResume: ad.SupportsResume(), ValidSessionID: ad.ValidSessionID, ReportsSession: reports,
-			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless, Missing: missing(ad)}
+			LearnsSessionID: learns, ProcessNames: ad.ProcessNames(), Account: ad.Account(), Headless: headless, Missing: missing(ad),
+			Command: harness.Command(ad)}
 	}
 	return out
 }

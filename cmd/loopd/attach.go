@@ -23,6 +23,10 @@ import (
 // to see the argv, and so that no command replaces the test binary.
 var execve = syscall.Exec
 
+// stdinIsTerminal reports whether loopd's stdin is a terminal, which
+// tmux attach needs; tests replace it.
+var stdinIsTerminal = func() bool { return isTerminal(os.Stdin) }
+
 func newAttachCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "attach WORK_ITEM",
@@ -35,7 +39,8 @@ While a client is attached the item is Attended: nothing is pasted into it
 and a death of its agent waits; detaching hands it back (see the design's
 "Takeover and handback"). The session is marked with who attached ($SUDO_USER,
 else the login name) for the journal and the status page.
-An item of the process runner has no session: loopd logs shows its run.`,
+An item of the process runner has no session: loopd logs shows its run.
+attach needs a terminal on stdin: without one it says so and exits 1.`,
 		Example:           `  loopd attach codertocat/hello-world#1`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeItems(g, false),
@@ -48,6 +53,10 @@ An item of the process runner has no session: loopd logs shows its run.`,
 			session, err := itemSession(ctx, cfg, r)
 			if err != nil {
 				return err
+			}
+			if !stdinIsTerminal() {
+				// tmux would only say "open terminal failed: not a terminal".
+				return fmt.Errorf("attach %s: attach needs a terminal: stdin is not a tty; run it from an interactive shell (loopd logs %s prints the screen)", r.Key, r.Key)
 			}
 			argv := tmux.AttachArgv(cfg.Tmux.Socket, session, attender())
 			bin, err := exec.LookPath(argv[0])

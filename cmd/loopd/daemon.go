@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,6 +99,7 @@ func newDaemon(g *globals) (*daemon, error) {
 // journaled (serve.refused) or logged as they refuse.
 func (d *daemon) stages() []stage {
 	return []stage{
+		{"tmux_owner", d.refuseOwnedFirst},
 		{"state_dir", d.lockStateDir},
 		{"store", d.openStore},
 		{"tmux_socket", d.lockSocket},
@@ -113,6 +115,29 @@ func (d *daemon) release() {
 	for _, f := range slices.Backward(d.releases) {
 		f()
 	}
+}
+
+// refuseOwnedFirst refuses a tmux server that carries another loopd's
+// owner mark before anything is made, when this loopd has no state dir
+// yet: a refused serve leaves nothing behind, and there is no journal to
+// tell (the refusal is logged, serve.refused reason=server_owned). With a
+// state dir, claimServer refuses it, journaled. No server, or one that
+// cannot be read, is left to the later stages.
+func (d *daemon) refuseOwnedFirst(ctx context.Context) error {
+	if _, err := os.Stat(d.cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	owner, err := tmux.OwnerOf(d.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	other, err := tmux.NewExec(d.cfg.Tmux.Socket, d.log).ServerOwner(ctx)
+	if err != nil || other.ID == "" || other.ID == owner.ID {
+		return nil
+	}
+	err = serverTaken(d.cfg, other.StateDir)
+	d.log.Error(string(journal.ServeRefused), "reason", "server_owned", "err", err)
+	return err
 }
 
 // lockStateDir refuses a second daemon on one state dir: it would double

@@ -180,6 +180,15 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if st.Blocked != "" {
 		line("  ", "Blocked", st.Blocked)
 	}
+	if !st.AttendedSince.IsZero() {
+		// Who attached is the mark loopd attach set on the session:
+		// quoted, as any text a tmux option holds.
+		by := "someone (no loopd attach mark)"
+		if st.AttendedBy != "" {
+			by = journal.Quote(st.AttendedBy)
+		}
+		line("  ", "Attended", "by "+by+" since "+at(st.AttendedSince)+" (nothing is pasted or respawned until they detach)")
+	}
 	if !st.LimitUntil.IsZero() {
 		line("  ", "Usage limit", "held until "+at(st.LimitUntil)+" window "+dash(st.LimitWindow))
 	}

@@ -21,7 +21,7 @@ func TestVersionCommandAndFlagAgree(t *testing.T) {
 	byFlag, err := run(t, "", "--version")
 	require.NoError(t, err)
 	assert.Equal(t, byCmd, byFlag)
-	assert.Regexp(t, `^loopd \S+ \(commit \S+, go\S+\)\n$`, byCmd)
+	assert.Regexp(t, `^loopd \S+ \(commit \S+[,:] .*go\S+\)\n$`, byCmd)
 }
 
 // TestCurrentVersion: the -X values win; without them the module version
@@ -42,12 +42,15 @@ func TestCurrentVersion(t *testing.T) {
 			want: buildVersion{Version: "v1.4.0", Commit: "0123456789ab-dirty", Go: "go1.99.1"}},
 		{name: "devel_clean_tree", info: &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "feedface"}, {Key: "vcs.modified", Value: "false"}}},
-			want: buildVersion{Version: "(devel)", Commit: "feedface", Go: "go1.99.1"}},
+			want: buildVersion{Version: "untagged", Commit: "feedface", Go: "go1.99.1"}},
+		{name: "pseudo_version_is_untagged", info: &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "v0.0.0-20261202055353-ab57d108696e+dirty"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "ab57d108696e5b041eb472205b67a8468133ee8d"}, {Key: "vcs.modified", Value: "true"}}},
+			want: buildVersion{Version: "untagged", Commit: "ab57d108696e-dirty", Go: "go1.99.1"}},
 		{name: "untagged_describe_is_the_commit", version: "abc1234-dirty", commit: "abc1234def56-dirty", info: stamped,
-			want: buildVersion{Version: "(devel)", Commit: "abc1234def56-dirty", Go: "go1.99.1"}},
+			want: buildVersion{Version: "untagged", Commit: "abc1234def56-dirty", Go: "go1.99.1"}},
 		{name: "a_tag_past_a_commit_stays", version: "v1.2.0-3-gabc1234", commit: "abc1234def56", info: stamped,
 			want: buildVersion{Version: "v1.2.0-3-gabc1234", Commit: "abc1234def56", Go: "go1.99.1"}},
-		{name: "nothing_known", want: buildVersion{Version: "(devel)", Commit: "unknown", Go: runtime.Version()}},
+		{name: "nothing_known", want: buildVersion{Version: "unknown", Commit: "unknown", Go: runtime.Version()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			oldV, oldC := version, commit
@@ -56,6 +59,8 @@ func TestCurrentVersion(t *testing.T) {
 			assert.Equal(t, tc.want, currentVersion(tc.info, tc.info != nil))
 		})
 	}
+	assert.Equal(t, "loopd untagged (commit feedface, go1.99.1)", buildVersion{Version: "untagged", Commit: "feedface", Go: "go1.99.1"}.String())
+	assert.Contains(t, buildVersion{Version: "unknown", Commit: "unknown", Go: "go1.99.1"}.String(), "the go command recorded no vcs.revision")
 }
 
 // TestEveryGroupRefusesAnUnknownSubcommand walks the command tree: every

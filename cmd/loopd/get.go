@@ -486,13 +486,14 @@ func dash(s string) string {
 
 // accounts returns the capabilities of each harness of cfg that get needs:
 // its account (harness.Adapter.Account: which items a usage limit holds)
-// and whether its command is missing (the reason's err=). A harness whose
+// whether its command is missing (the reason's err=) and the command
+// itself (the reason's command= when it exited at once). A harness whose
 // adapter cannot be made is left out.
 func accounts(cfg *schema.Config) map[string]reconciler.Capabilities {
 	out := map[string]reconciler.Capabilities{}
 	for name, h := range cfg.Harnesses {
 		if ad, err := harness.New(name, h); err == nil {
-			out[name] = reconciler.Capabilities{Account: ad.Account(), Missing: missing(ad)}
+			out[name] = reconciler.Capabilities{Account: ad.Account(), Missing: missing(ad), Command: harness.Command(ad)}
 		}
 	}
 	return out

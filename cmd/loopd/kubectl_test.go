@@ -533,7 +533,8 @@ func TestDescribeShowsTheAgentsCredentials(t *testing.T) {
 }
 
 // attach execs tmux attach on loopd's socket with the exact session as
-// target; an item without a session is an error that says so.
+// target; an item without a session is an error that says so, and so is
+// a stdin that is no terminal.
 func TestAttachExecsTheExactSession(t *testing.T) {
 	ex := tmuxtest.NewExec(t)
 	config, _ := fleetStore(t, ex.Socket())
@@ -553,6 +554,15 @@ func TestAttachExecsTheExactSession(t *testing.T) {
 		_, _, err = ex.NewSession(context.Background(), tmux.NewSession{Name: name, Argv: []string{"sleep", "60"}})
 		require.NoError(t, err)
 	}
+	// Without a terminal, tmux attach could only fail: loopd says why.
+	prevTTY := stdinIsTerminal
+	t.Cleanup(func() { stdinIsTerminal = prevTTY })
+	stdinIsTerminal = func() bool { return false }
+	_, err = run(t, "", "--config", config, "attach", "codertocat/hello-world#8")
+	require.EqualError(t, err, "attach Codertocat/Hello-World#8: attach needs a terminal: stdin is not a tty; run it from an interactive shell (loopd logs Codertocat/Hello-World#8 prints the screen)")
+	assert.Nil(t, got, "nothing exec'd")
+	stdinIsTerminal = func() bool { return true }
+
 	_, err = run(t, "", "--config", config, "attach", "CODERTOCAT/hello-world#8")
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
@@ -769,4 +779,21 @@ func TestLogsFollowPrintsLinesAsTheyScroll(t *testing.T) {
 	for _, l := range []string{"line 1\n", "line 15\n", "line 20\n", "line 100\n", "line 125\n"} {
 		assert.Equal(t, 1, strings.Count("\n"+got, "\n"+l), "%q once in %q", l, got)
 	}
+}
+
+// describe says who attends an Attended item and since when, the login
+// quoted; an item nobody attends says nothing of it.
+func TestDescribeShowsAttendance(t *testing.T) {
+	config, st := fleetStore(t, "loopd-describe")
+	since := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	out, err := run(t, "", "--config", config, "describe", keyRunning.String())
+	require.NoError(t, err)
+	assert.NotContains(t, out, "Attended:")
+	require.NoError(t, st.PutStatus(context.Background(), keyRunning, desired.Status{Phase: desired.PhaseRunning,
+		AttendanceState: desired.AttendanceState{AttendedSince: since, AttendedBy: "octo\x1b[2J"}}))
+	out, err = run(t, "", "--config", config, "describe", keyRunning.String())
+	require.NoError(t, err)
+	out = regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+	assert.Contains(t, out, `Attended: by "octo\x1b[2J" since `+since.Local().Format(time.RFC3339)+" (nothing is pasted or respawned until they detach)\n")
+	assert.NotContains(t, out, "\x1b")
 }

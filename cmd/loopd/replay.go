@@ -36,8 +36,10 @@ func newReplayCmd(g *globals) *cobra.Command {
 named by webhooks.ghWebhook.secretEnv, to the daemon's webhook URL (default:
 the configured listen address and path). The event type comes from --event
 or from the file name: <event>.<action>.<n>.json, as in octokit/webhooks'
-examples. Each delivery gets a new GUID unless --delivery-id is given, which
-replays a redelivery.`,
+examples. A file that is not JSON, or not a payload of its event (no action,
+repository, sender, or the issue or pull request it is about), is refused
+before anything is sent. Each delivery gets a new GUID unless --delivery-id
+is given, which replays a redelivery.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			cfg, secret, err := g.loadWithSecret()
@@ -50,25 +52,27 @@ replays a redelivery.`,
 				url = "http://" + hook.Listen + hook.Path
 			}
 			// Every file, and its event, first: a file that is not there,
-			// or a name that tells no event, stops the run before anything
-			// is sent.
+			// a name that tells no event, or a body that is no payload of
+			// its event (webhook.CheckPayload) stops the run before
+			// anything is sent.
 			events := make([]string, len(files))
+			bodies := make([][]byte, len(files))
 			for i, file := range files {
-				if _, err := os.Stat(file); err != nil {
-					return err // stat <file>: no such file or directory
+				if bodies[i], err = os.ReadFile(file); err != nil {
+					return err // open <file>: no such file or directory
 				}
 				if events[i] = o.event; events[i] == "" {
 					if events[i], err = eventOfFile(file); err != nil {
 						return err
 					}
 				}
+				if err := webhook.CheckPayload(events[i], bodies[i]); err != nil {
+					return fmt.Errorf("%s: %w", file, err)
+				}
 			}
 			client := &http.Client{Timeout: schema.ReplayAnswerTimeout}
 			for i, file := range files {
-				body, err := os.ReadFile(file)
-				if err != nil {
-					return err
-				}
+				body := bodies[i]
 				event := events[i]
 				id := o.deliveryID
 				if id == "" {

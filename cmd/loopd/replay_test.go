@@ -81,3 +81,46 @@ func TestReplayWithNoServeSaysSo(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is loopd serve running, listening at "+url+"?")
 }
+
+// TestReplayRefusesJunk: a file that is not JSON, or JSON that is not a
+// payload of the event --event names, is refused with the reason and a
+// non-zero exit, before anything is sent; every sample payload passes.
+func TestReplayRefusesJunk(t *testing.T) {
+	dir := t.TempDir()
+	config := writeConfig(t, dir)
+	var mu sync.Mutex
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent++
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	replay := func(args ...string) error {
+		t.Setenv("LOOPD_WEBHOOK_SECRET", "s3cret")
+		_, err := run(t, "", append([]string{"--config", config, "replay", "--url", srv.URL}, args...)...)
+		return err
+	}
+	write := func(name, body string) string {
+		f := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(f, []byte(body), 0o600))
+		return f
+	}
+	assert.ErrorContains(t, replay("--event", "issues", write("junk", "this is no json\n")), "junk: not a JSON object")
+	assert.ErrorContains(t, replay("--event", "issues", write("null.json", "null")), "not a JSON object")
+	assert.ErrorContains(t, replay("--event", "issues", write("empty.json", "{}")), `not a payload of its event: issues payload has no "action"`)
+	check, err := os.ReadFile(filepath.Join("..", "..", "testdata", "github-webhooks", "check_run.completed.1.json"))
+	require.NoError(t, err)
+	assert.ErrorContains(t, replay("--event", "issues", write("other.json", string(check))), `issues payload has no "issue"`)
+	mu.Lock()
+	assert.Zero(t, sent, "nothing sent")
+	mu.Unlock()
+
+	samples, err := filepath.Glob(filepath.Join("..", "..", "testdata", "github-webhooks", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, samples)
+	for _, f := range samples {
+		assert.NoError(t, replay(f), "sample %s", filepath.Base(f))
+	}
+}

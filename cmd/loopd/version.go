@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/module"
 )
 
 // version and commit are set at build time by the Makefile:
@@ -30,18 +31,34 @@ type buildVersion struct {
 	Go      string
 }
 
-// String returns the one line loopd --version prints.
+// Version values for a build with no version of its own.
+const (
+	// versionUntagged: the commit is known, no tag names it.
+	versionUntagged = "untagged"
+	// versionUnknown: neither a version nor a commit was recorded.
+	versionUnknown = "unknown"
+)
+
+// String returns the one line loopd --version prints. A build that
+// recorded neither says how to get one that does.
 func (v buildVersion) String() string {
+	if v.Version == versionUnknown && v.Commit == versionUnknown {
+		return fmt.Sprintf("loopd unknown (commit unknown: no version was stamped and the go command recorded no vcs.revision; "+
+			"make build stamps both, and go build records the commit in a git clone unless -buildvcs=false; %s)", v.Go)
+	}
 	return fmt.Sprintf("loopd %s (commit %s, %s)", v.Version, v.Commit, v.Go)
 }
 
 // currentVersion returns the version of this binary: the -X values when
-// set, else what info holds (nil: nothing known), "unknown" for what
-// neither says; a version that is only the commit is "(devel)".
+// set, else what info holds (nil: nothing known): a tagged module version,
+// and the commit the go command recorded (vcs.revision, "-dirty" with
+// vcs.modified). A version that only names the commit (git describe of an
+// untagged commit, a pseudo-version) is "untagged", so that the line says
+// the commit once; with no commit either, both are "unknown".
 func currentVersion(info *debug.BuildInfo, ok bool) buildVersion {
 	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version()}
 	if ok {
-		if v.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		if v.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" && !module.IsPseudoVersion(info.Main.Version) {
 			v.Version = info.Main.Version
 		}
 		if v.Commit == "" {
@@ -67,11 +84,14 @@ func currentVersion(info *debug.BuildInfo, ok bool) buildVersion {
 			v.Go = info.GoVersion
 		}
 	}
-	if v.Version == "" || isCommitName(v.Version, v.Commit) {
-		v.Version = "(devel)"
-	}
 	if v.Commit == "" {
-		v.Commit = "unknown"
+		v.Commit = versionUnknown
+	}
+	if v.Version == "" || isCommitName(v.Version, v.Commit) {
+		v.Version = versionUntagged
+		if v.Commit == versionUnknown {
+			v.Version = versionUnknown
+		}
 	}
 	return v
 }

@@ -222,6 +222,8 @@ func (b *base) LimitMenuKeys(string) []string { return nil }
 // harness is an account of its own.
 func (b *base) Account() string { return "harness:" + b.name }
 
+func (b *base) commandName() string { return b.command }
+
 func (b *base) lookCommand() error {
 	// command is one executable: its arguments go in extraArgs.
 	hint := ""

@@ -339,6 +339,16 @@ func LookCommand(a Adapter) error {
 	return nil
 }
 
+// Command returns the command an adapter made by New starts, as
+// configured (absolute when it names a path), for what loopd shows of a
+// harness that exits at once; "" for other adapters.
+func Command(a Adapter) string {
+	if b, ok := a.(interface{ commandName() string }); ok {
+		return b.commandName()
+	}
+	return ""
+}
+
 // Found is what a transcript shows of one delivery's frame.
 type Found struct {
 	// Whole is true when some user message holds the frame whole.

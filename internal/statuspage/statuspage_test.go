@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,5 +407,30 @@ func TestAttendedItemShowsWhoAndSince(t *testing.T) {
 		_, text := statuspagetest.DOM(t, body)
 		assert.Contains(t, text, "attended by octo since", path)
 		assert.Contains(t, body, `datetime="`+since.Format(time.RFC3339)+`"`, path)
+	}
+}
+
+// The outages section is on every page, hidden while nothing is out: the
+// live refresh (live.js) replaces sections by id, so an outage that
+// begins after the page was loaded shows without a reload, and one that
+// ends goes.
+func TestOutageSectionIsAlwaysThereForTheLiveRefresh(t *testing.T) {
+	var down atomic.Bool
+	outages := func() []Outage {
+		if down.Load() {
+			return []Outage{{What: "store listener", Since: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}}
+		}
+		return nil
+	}
+	srv := server(t, fixture(t), func(o *Options) { o.Outages = outages })
+	for _, path := range []string{"/", "/items/Codertocat/Hello-World/1"} {
+		down.Store(false)
+		_, _, body := get(t, srv.URL+path)
+		assert.Contains(t, body, `<section id="outages" data-live hidden>`, path)
+		assert.NotContains(t, body, "Store outage", path)
+		down.Store(true)
+		_, _, body = get(t, srv.URL+path)
+		assert.Contains(t, body, `<section id="outages" data-live>`, path)
+		assert.Contains(t, body, "Store outage", path)
 	}
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/go-github/v84/github"
@@ -171,3 +172,53 @@ func decodePayload(body []byte) (*payload, error) {
 	}
 	return &p, nil
 }
+
+// subjects names, for each handled event, the object its payload is about
+// (GitHub webhook docs, "Webhook events and payloads"): a payload of the
+// event without it is not one GitHub sends.
+var subjects = map[string]string{
+	"issues":                      "issue",
+	"issue_comment":               "issue",
+	"pull_request":                "pull_request",
+	"pull_request_review":         "pull_request",
+	"pull_request_review_comment": "pull_request",
+	"check_run":                   "check_run",
+	"check_suite":                 "check_suite",
+	"workflow_run":                "workflow_run",
+}
+
+// CheckPayload reports why body is not a payload of event as GitHub sends
+// it, for loopd replay to refuse before it sends anything: not a JSON
+// object (the error wraps ErrNotJSON), or, for an event loopd handles,
+// without its action, repository, sender or the object it is about
+// (ErrNotEventPayload). nil for a payload that looks like one, and for
+// any payload of an event loopd does not handle (the daemon answers that
+// it ignores it).
+func CheckPayload(event string, body []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return fmt.Errorf("%w: %w", ErrNotJSON, err)
+	}
+	subject, handled := subjects[event]
+	if !handled {
+		return nil
+	}
+	for _, want := range []string{"action", "repository", "sender", subject} {
+		if v, ok := fields[want]; !ok || string(v) == "null" {
+			return fmt.Errorf("%w: %s payload has no %q", ErrNotEventPayload, event, want)
+		}
+	}
+	if _, err := decodePayload(body); err != nil {
+		return fmt.Errorf("%w: %s %w", ErrNotEventPayload, event, err)
+	}
+	return nil
+}
+
+// The errors of CheckPayload.
+var (
+	ErrNotJSON         = errors.New("not a JSON object")
+	ErrNotEventPayload = errors.New("not a payload of its event")
+)
