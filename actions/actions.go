@@ -57,14 +57,10 @@ const (
 	// refuses its flags). Its id is used again, never retired; after
 	// maxFastFailures such exits in a row the item needs attention.
 	ReasonHarnessExitedAtOnce Reason = "harness_exited_at_once"
-	// ReasonBlockedPrompts: the live agent's screen shows a block under
-	// which every prompt fails (harness.SpendsPrompts: not logged in,
-	// offline): its pending events wait, unsent, until it clears.
-	ReasonBlockedPrompts Reason = "blocked_spends_prompts"
-	ReasonPolicyNever    Reason = "restart_policy_never"
-	ReasonConfirmed      Reason = "confirmed"
-	ReasonAlive          Reason = "alive_at_deadline"
-	ReasonAdopted        Reason = "adopted" // a live pane the record did not know
+	ReasonPolicyNever         Reason = "restart_policy_never"
+	ReasonConfirmed           Reason = "confirmed"
+	ReasonAlive               Reason = "alive_at_deadline"
+	ReasonAdopted             Reason = "adopted" // a live pane the record did not know
 	// ReasonOrphanAgent: a live agent on the item's session whose
 	// conversation the record does not know (its store was removed or
 	// reset under running agents), under a harness that keeps

@@ -330,9 +330,8 @@ type AttentionState struct {
 	// Blocked is what the harness's screen last showed that keeps the
 	// agent from working until a human acts (a harness.Block code:
 	// login_required, workspace_trust, permission_prompt, …); "" when
-	// nothing does. It does not change the phase; under a block where
-	// every prompt fails (harness.SpendsPrompts: not logged in) nothing is
-	// pasted, and the events wait.
+	// nothing does. It does not change the phase: a logged-out agent
+	// still takes its events.
 	Blocked string `json:",omitempty"`
 }
 

@@ -322,14 +322,9 @@ func TestPlanBlockedScreens(t *testing.T) {
 		obs  observed.Observation
 		want []actions.Action
 	}{
-		{"login_required_is_named_at_once_and_events_wait", rec(running(), ev1),
+		{"login_required_is_named_at_once_and_events_still_go", rec(running(), ev1),
 			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}),
-			[]actions.Action{blocked(harness.BlockLoginRequired), actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBlockedPrompts}}},
-		{"login_required_recorded_and_screen_unread_events_wait", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired }), ev1),
-			obs(alive()), []actions.Action{actions.Wait{Key: key, Until: t0.Add(time.Second), Reason: actions.ReasonBlockedPrompts}}},
-		{"login_done_events_go", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired }), ev1),
-			screen(obs(alive()), observed.Screen{}),
-			[]actions.Action{blocked(""), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+			[]actions.Action{blocked(harness.BlockLoginRequired), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"login_required_already_recorded_is_not_repeated", rec(with(running(), func(s *desired.Status) { s.Blocked = harness.BlockLoginRequired })),
 			screen(obs(alive()), observed.Screen{Blocked: harness.BlockLoginRequired}), nil},
 		{"trust_dialog_while_spawning_is_named_at_once_not_after_the_timeout", rec(spawning(desired.SpawnFresh), ev1),

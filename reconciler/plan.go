@@ -735,11 +735,6 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if until, held := it.held(); held {
 			return it.waitHeld(until)
 		}
-		if harness.SpendsPrompts(it.shownBlock()) {
-			// A logged-out CLI takes the paste and answers "please log
-			// in": the event would count as delivered, never worked on.
-			return []actions.Action{actions.Wait{Key: it.r.Key, Until: it.now.Add(it.p.Poll), Reason: actions.ReasonBlockedPrompts}}
-		}
 		st := it.st
 		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
@@ -751,16 +746,6 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
 	}
 	return nil
-}
-
-// shownBlock is what keeps the live agent from working as the pass sees
-// it: its screen's block when the pass read the screen, else the one
-// recorded (Status.Blocked).
-func (it itemPlan) shownBlock() harness.Block {
-	if sc, ok := it.obs.Screens[it.r.Key]; ok {
-		return sc.Blocked
-	}
-	return it.st.Blocked
 }
 
 // headFetch returns what comes before the paste of d when it is a pull

@@ -36,13 +36,6 @@ const (
 	BlockExternalImports Block = "external_imports" // "Allow external CLAUDE.md file imports?"
 )
 
-// SpendsPrompts reports whether a CLI showing block still takes prompts
-// into its input box and answers each with the block's own failure (a
-// logged-out CLI's "Not logged in", an offline one's "Unable to
-// connect"): a prompt pasted then reaches the conversation and is never
-// worked on, so none is pasted until the block clears.
-func SpendsPrompts(b Block) bool { return b == BlockLoginRequired || b == BlockConnectivity }
-
 // LimitKind says what a usage limit is.
 type LimitKind string
 
