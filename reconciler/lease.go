@@ -51,14 +51,17 @@ func LeaseMargin(ttl time.Duration) time.Duration { return ttl / 5 }
 // Renew records a successful heartbeat that started at start (an
 // Elapsed reading taken before it was sent): the clock is valid until
 // start + ttl - LeaseMargin(ttl). A clock that had lapsed by now, or was
-// never valid, starts a new epoch.
-func (c *LeaseClock) Renew(start, ttl time.Duration) {
+// never valid, starts a new epoch. It reports whether the clock lapsed
+// after an earlier renewal of this process (what Hosting.Lapsed tells).
+func (c *LeaseClock) Renew(start, ttl time.Duration) (lapsed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.until <= c.Elapsed() {
 		c.epoch++
+		lapsed = c.renewed
 	}
 	c.until, c.renewed = start+ttl-LeaseMargin(ttl), true
+	return lapsed
 }
 
 // Resume takes up, before the first Renew, the grant an earlier process
@@ -259,11 +262,11 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", h.Host.Name, err)
 	}
+	lapsed := h.Clock.Renew(start, h.Host.LeaseTTL)
 	h.mu.Lock()
 	h.taken = nil
-	h.lapsed = h.lapsed || h.Fence != nil && h.Clock.Renewed() && !h.Clock.Valid()
+	h.lapsed = h.lapsed || h.Fence != nil && lapsed
 	h.mu.Unlock()
-	h.Clock.Renew(start, h.Host.LeaseTTL)
 	if h.Fence != nil {
 		// The grant's instant is the clock's own, never one recomputed
 		// here: a freeze between the two would extend it by the freeze.
