@@ -28,6 +28,10 @@ type Screen struct {
 	// Ready is true when the screen shows the harness's input box, empty
 	// and waiting (harness.ScreenReady).
 	Ready bool
+	// Question is the question the screen asks a person, with its
+	// choices, as the adapter reads it (harness.Asker); nil for none. Its
+	// ID and AskedAt are not set: the status's question has them.
+	Question *desired.Question
 }
 
 // screenRead is one item whose screen a pass reads (Need.Screen), with
@@ -107,6 +111,11 @@ func screenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time
 	sc := Screen{Blocked: ad.Blocked(text), Refusal: harness.ResumeRefusal(ad, text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
 	if l, ok := ad.Limit(text, now); ok {
 		sc.Limit = &l
+	}
+	if asker, ok := ad.(harness.Asker); ok {
+		if q, ok := asker.Question(text); ok {
+			sc.Question = &desired.Question{Context: q.Context, Title: q.Title, Choices: q.Choices, Differently: q.Differently}
+		}
 	}
 	return sc
 }
