@@ -83,7 +83,7 @@ func TestAnswerCommandAnswersOncePerQuestion(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	rec = e.onlyRecord(t)
 	require.Len(t, rec.Pending, 3)
-	assert.Equal(t, &desired.Answer{Question: "q2", Words: true}, rec.Pending[2].Answer)
+	assert.Equal(t, &desired.Answer{Words: true}, rec.Pending[2].Answer, "q2 was never asked: it answers none")
 	prompt, err := e.store.Prompt(context.Background(), rec.Key, "d-words")
 	require.NoError(t, err)
 	assert.Contains(t, prompt, "body:\nrun only the unit tests[201~\nthen stop\n", "the words as a comment's body, sanitized")

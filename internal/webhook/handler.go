@@ -521,15 +521,23 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 	return o
 }
 
-// resolve names the question an answer that names none answers: the one
-// open on the item k now (desired.Status.Question), or none. A store that
-// cannot say leaves it unnamed: the planner refuses it, with a reply.
+// resolve names the question an answer answers: the one open on the item
+// k now (desired.Status.Question) for an answer that names none, or none.
+// One that names a question not asked yet (past Status.Questions) answers
+// none, so that it keys no answer a later question of that id would need.
+// A store that cannot say leaves it unnamed: the planner refuses it, with
+// a reply.
 func (h *Handler) resolve(ctx context.Context, k desired.Key, a *desired.Answer) {
-	if a.Question != "" {
-		return
-	}
-	if r, err := h.opts.Store.Get(ctx, k); err == nil && r.Status.Question != nil {
+	r, err := h.opts.Store.Get(ctx, k)
+	switch {
+	case err != nil:
+		a.Question = ""
+	case a.Question == "" && r.Status.Question != nil:
 		a.Question = r.Status.Question.ID
+	case a.Question != "":
+		if n, err := strconv.Atoi(strings.TrimPrefix(a.Question, "q")); err != nil || n < 1 || n > r.Status.Questions {
+			a.Question = ""
+		}
 	}
 }
 
