@@ -146,6 +146,17 @@ func (s Status) AwaitsAnswer(d Delivery) bool {
 	return !ok || a.Outcome != AnswerTaken || !d.Answer.Words
 }
 
+// AwaitingApproval returns the id of the question the item's agent waits
+// on a person's answer to from GitHub (ApprovalState.Question), "" for
+// none or when the item is Stopped: the one test that get, describe and
+// the status page show as AwaitingApproval.
+func (s Status) AwaitingApproval() string {
+	if s.Question == nil || s.Phase == PhaseStopped {
+		return ""
+	}
+	return s.Question.ID
+}
+
 // ErrBadAnswer is returned by AnswerCommand for "/loopd answer" with
 // nothing to answer.
 var ErrBadAnswer = errors.New("an answer needs a choice's number or words")
