@@ -314,7 +314,8 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		return err
 	}
 	if res.Answered {
-		state, res.Queued = "state_only", false
+		// Nothing queued: only the state it carried can change the item.
+		state, res.Queued, changed = "state_only", false, res.StateChanged
 	}
 	c := desired.Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries

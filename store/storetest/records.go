@@ -343,9 +343,11 @@ func (s suite) oneAnswerPerQuestion(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, res.Duplicate, "a redelivery and a replay are duplicates")
 	}
+	gen := get(t, st, keyAPI).Spec.Generation
 	res, err = st.Ingest(ctx, answer("a2", "comment 2", desired.Answer{Question: "q1", Choice: 1}))
 	require.NoError(t, err)
 	assert.True(t, res.Answered, "a second answer to q1")
+	assert.Equal(t, gen, get(t, st, keyAPI).Spec.Generation, "it changed nothing")
 	assert.False(t, res.Queued)
 	res, err = st.Ingest(ctx, answer("a2", "comment 2", desired.Answer{Question: "q1", Choice: 1}))
 	require.NoError(t, err)
