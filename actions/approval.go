@@ -212,8 +212,7 @@ func (e *Executor) askQuestion(ctx context.Context, r *desired.Record, a AskQues
 		return err
 	}
 	if a.Block != "" && a.Block != was {
-		e.record(ctx, slog.LevelWarn, journal.SessionBlocked, r.Key, "session", a.Session, "harness", r.Spec.Harness, "reason", a.Block,
-			"pending", len(r.Pending), "phase", string(r.Status.Phase))
+		e.recordBlocked(ctx, r, a.Session, a.Block)
 	}
 	e.record(ctx, slog.LevelWarn, journal.QuestionAsked, r.Key, "session", a.Session, journal.KeyQuestionID, a.Question.ID,
 		journal.KeyTitle, journal.Clip(a.Question.Title, 200))
