@@ -101,12 +101,14 @@ func (o *Observer) readScreens(ctx context.Context, reads []screenRead, snap Sna
 			o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", sh.rec.Key.String(), "pane_id", sh.pn.PaneID, "err", tmux.ErrNoSession)
 			continue
 		}
-		obs.Screens[sh.rec.Key] = screenOf(sh.ad, sh.rec, c.text, now)
+		obs.Screens[sh.rec.Key] = ScreenOf(sh.ad, sh.rec, c.text, now)
 	}
 }
 
-// screenOf is what text, rec's screen, shows to its adapter ad at now.
-func screenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time) Screen {
+// ScreenOf is what text, rec's captured screen, shows to its adapter ad
+// at now: the one reading of a screen, for the Observer and for the
+// planner's golden cases.
+func ScreenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time) Screen {
 	class, _ := ad.Screen(text)
 	sc := Screen{Blocked: ad.Blocked(text), Refusal: harness.ResumeRefusal(ad, text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
 	if l, ok := ad.Limit(text, now); ok {
