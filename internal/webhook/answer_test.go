@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,19 @@ func TestAnswerCommandAnswersOncePerQuestion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, prompt, "body:\nrun only the unit tests[201~\nthen stop\n", "the words as a comment's body, sanitized")
 	assert.NotContains(t, prompt, "/loopd answer")
+
+	// A comment written before loopd saw the question open now was meant
+	// for an earlier one: naming none, it answers none.
+	st = e.onlyRecord(t).Status
+	st.Question, st.Questions = &desired.Question{ID: "q2", Title: "Do you want to proceed?", Choices: []string{"Yes"}, AskedAt: time.Now()}, 2
+	require.NoError(t, e.store.PutStatus(context.Background(), rec.Key, st))
+	early := derive(t, "issue_comment.created.1.json", func(m map[string]any) {
+		newComment(t, m, "/loopd answer 1")
+		obj(t, m, "comment")["updated_at"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	})
+	code, _ = e.replay(t, "issue_comment", "d-early", early)
+	require.Equal(t, http.StatusAccepted, code)
+	rec = e.onlyRecord(t)
+	require.Len(t, rec.Pending, 4)
+	assert.Equal(t, &desired.Answer{Choice: 1}, rec.Pending[3].Answer)
 }

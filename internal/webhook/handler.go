@@ -469,7 +469,7 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		if !route.ApprovalsFromGitHub() {
 			return h.ignored(ctx, http.StatusAccepted, d, key, reasonNoApprovals)
 		}
-		h.resolve(ctx, c.key, v.answer)
+		h.resolve(ctx, c.key, v.answer, c.commentAt)
 		if c.prompt != nil {
 			if v.words == "" {
 				// A choice: no text reaches the agent.
@@ -521,19 +521,23 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 	return o
 }
 
-// resolve names the question an answer answers: the one open on the item
-// k now (desired.Status.Question) for an answer that names none, or none.
-// One that names a question not asked yet (past Status.Questions) answers
-// none, so that it keys no answer a later question of that id would need.
-// A store that cannot say leaves it unnamed: the planner refuses it, with
-// a reply.
-func (h *Handler) resolve(ctx context.Context, k desired.Key, a *desired.Answer) {
+// resolve names the question an answer, a comment written at at, answers:
+// the one open on the item k now (desired.Status.Question) for an answer
+// that names none, unless loopd saw that question only after the comment
+// was written (then it was meant for an earlier one, and answers none),
+// or none. One that names a question not asked yet (past
+// Status.Questions) answers none, so that it keys no answer a later
+// question of that id would need. A store that cannot say leaves it
+// unnamed. The planner refuses an answer to none, with a reply.
+func (h *Handler) resolve(ctx context.Context, k desired.Key, a *desired.Answer, at time.Time) {
 	r, err := h.opts.Store.Get(ctx, k)
 	switch {
 	case err != nil:
 		a.Question = ""
 	case a.Question == "" && r.Status.Question != nil:
-		a.Question = r.Status.Question.ID
+		if at.IsZero() || !at.Before(r.Status.Question.AskedAt) {
+			a.Question = r.Status.Question.ID
+		}
 	case a.Question != "":
 		if n, err := strconv.Atoi(strings.TrimPrefix(a.Question, "q")); err != nil || n < 1 || n > r.Status.Questions {
 			a.Question = ""
