@@ -535,7 +535,9 @@ func (h *Handler) resolve(ctx context.Context, k desired.Key, a *desired.Answer,
 	case err != nil:
 		a.Question = ""
 	case a.Question == "" && r.Status.Question != nil:
-		if at.IsZero() || !at.Before(r.Status.Question.AskedAt) {
+		// GitHub's times are whole seconds: a comment of the second
+		// loopd saw the question in may be after it.
+		if at.IsZero() || !at.Add(time.Second).Before(r.Status.Question.AskedAt) {
 			a.Question = r.Status.Question.ID
 		}
 	case a.Question != "":
