@@ -311,6 +311,16 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.answerLimitMenu(ctx, r, a)
 	case MarkBlocked:
 		return e.markBlocked(ctx, r, a)
+	case AskQuestion:
+		return e.askQuestion(ctx, r, a)
+	case RemindQuestion:
+		return e.remindQuestion(ctx, r, a)
+	case QuestionGone:
+		return e.questionGone(ctx, r, a)
+	case AnswerQuestion:
+		return e.answerQuestion(ctx, r, a)
+	case RefuseAnswer:
+		return e.refuseAnswer(ctx, r, a)
 	case MarkAttended:
 		return e.markAttended(ctx, r, a)
 	case HandBack:

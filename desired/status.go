@@ -39,6 +39,7 @@ type Status struct {
 	AttentionState  `yaml:",inline"`
 	BudgetState     `yaml:",inline"`
 	AttendanceState `yaml:",inline"`
+	ApprovalState   `yaml:",inline"`
 }
 
 // SessionState is the status of the item's current spawn (Status.SessionState):

@@ -152,8 +152,9 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 
 // planRecord plans one item. Before any decision it settles which
 // conversation the item is in (follow), carries out a pending release
-// (release), drops the agent's own pushes (dropOwnPushes) and confirms
-// what the conversation already holds (checkConversation); each returns
+// (release), drops the agent's own pushes (dropOwnPushes), confirms
+// what the conversation already holds (checkConversation) and plans the
+// questions and answers of its approvals (approve); each returns
 // the record as the executor will leave it, so the decisions that follow
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
 // usage-limit holds (limitHolds). An item whose conversation id is
@@ -171,6 +172,8 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return out
 		}
 	}
+	asked, r := approve(r, obs, p, now)
+	out = append(out, asked...)
 	if from := movedFrom(r, p); from != "" {
 		it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 		it.observe()
