@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -99,6 +100,10 @@ var geminiDialogs = []struct {
 
 type gemini struct {
 	base
+	// chats keeps what each chat file was judged (readGeminiChat), by its
+	// size and modification time, so that a pass that finds it unchanged
+	// does not read it whole again; shared by the adapter's copies.
+	chats *geminiChats
 }
 
 func newGemini(b base) (*gemini, error) {
@@ -112,7 +117,7 @@ func newGemini(b base) (*gemini, error) {
 	// Gemini ignores tmux kill-session: its launcher ignores SIGHUP, and
 	// the child it re-launches itself as never gets one (measured, 6/6).
 	b.stopGroup = true
-	return &gemini{base: b}, nil
+	return &gemini{base: b, chats: &geminiChats{byPath: map[string]geminiChat{}}}, nil
 }
 
 // geminiProcessName is what the pane shows while Gemini runs: its bin is a
@@ -361,13 +366,13 @@ func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t, err := geminiTranscript(config, dir, id)
+	t, err := g.chats.transcript(config, dir, id)
 	if err == nil && t.Path == "" {
 		shared, serr := g.sharedConfigDir()
 		if serr != nil {
 			return Transcript{}, fmt.Errorf("transcript %s: %w", id, serr)
 		}
-		t, err = geminiTranscript(shared, dir, id)
+		t, err = g.chats.transcript(shared, dir, id)
 	}
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
@@ -375,8 +380,8 @@ func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
 	return t, nil
 }
 
-// geminiTranscript is Transcript of id in config's project of dir.
-func geminiTranscript(config, dir, id string) (Transcript, error) {
+// transcript is Transcript of id in config's project of dir.
+func (cs *geminiChats) transcript(config, dir, id string) (Transcript, error) {
 	slug, err := geminiSlug(config, dir)
 	if err != nil {
 		return Transcript{}, err
@@ -390,7 +395,7 @@ func geminiTranscript(config, dir, id string) (Transcript, error) {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
 	for _, f := range files {
-		c, err := readGeminiChat(f, id)
+		c, err := cs.read(f, id)
 		if err != nil {
 			return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 		}
@@ -552,9 +557,51 @@ func claimMarker(slugDir, dir string) (bool, error) {
 	return err == nil, errors.Join(err, f.Close())
 }
 
+// geminiChats are the verdicts of the chat files read, by path, each with
+// the id it was read for (geminiChat.id): a file whose size and
+// modification time are those it had is not read again. At most
+// maxGeminiChats are kept; past that the whole map starts anew.
+type geminiChats struct {
+	mu     sync.Mutex
+	byPath map[string]geminiChat
+}
+
+// maxGeminiChats bounds geminiChats: a few per item of a large fleet.
+const maxGeminiChats = 8192
+
+// read is readGeminiChat of f for id, from cs when f is unchanged since
+// it was last read for id (its size and modification time the same); a
+// nil cs reads it.
+func (cs *geminiChats) read(f, id string) (geminiChat, error) {
+	if cs == nil {
+		return readGeminiChat(f, id)
+	}
+	if info, err := os.Stat(f); err == nil {
+		cs.mu.Lock()
+		c, ok := cs.byPath[f]
+		cs.mu.Unlock()
+		if ok && c.id == id && c.file.Size == info.Size() && c.file.ModTime.Equal(info.ModTime()) {
+			return c, nil
+		}
+	}
+	c, err := readGeminiChat(f, id)
+	if err != nil || c.file.ModTime.IsZero() {
+		return c, err // a file gone since the glob is not kept
+	}
+	c.id = id
+	cs.mu.Lock()
+	if len(cs.byPath) >= maxGeminiChats {
+		cs.byPath = map[string]geminiChat{}
+	}
+	cs.byPath[f] = c
+	cs.mu.Unlock()
+	return c, nil
+}
+
 // geminiChat is what readGeminiChat found in one chat file: the file as
 // a transcript (Exists when it is resumable), and its verdicts.
 type geminiChat struct {
+	id        string // the id it was read for (geminiChats)
 	file      Transcript
 	ours      bool // line 1 names the id
 	resumable bool

@@ -318,3 +318,35 @@ func TestGeminiResumableFollowsTheCLIsListing(t *testing.T) {
 		})
 	}
 }
+
+func TestGeminiChatsReadAFileAgainOnlyOnceItChanged(t *testing.T) {
+	id := "11111111-2222-4333-8444-555555555555"
+	path := filepath.Join(t.TempDir(), "session-2026-12-03T06-45-11111111.jsonl")
+	meta := `{"sessionId":"` + id + `","projectHash":"h","kind":"main"}` + "\n"
+	user := `{"id":"u1","type":"user","content":[{"text":"hi"}]}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(meta+user), 0o600))
+	cs := &geminiChats{byPath: map[string]geminiChat{}}
+	c, err := cs.read(path, id)
+	require.NoError(t, err)
+	require.True(t, c.resumable)
+
+	// The same size and time, another content: not read again.
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	blank := `{"id":"u1","type":"user","content":[{"text":"  "}]}` + "\n"
+	require.Len(t, blank, len(user))
+	require.NoError(t, os.WriteFile(path, []byte(meta+blank), 0o600))
+	require.NoError(t, os.Chtimes(path, info.ModTime(), info.ModTime()))
+	c, err = cs.read(path, id)
+	require.NoError(t, err)
+	assert.True(t, c.resumable, "an unchanged file keeps its verdict")
+	c, err = cs.read(path, "22222222-2222-4333-8444-555555555555")
+	require.NoError(t, err)
+	assert.False(t, c.ours, "read for another id, it is read again")
+
+	// It grew: read again.
+	require.NoError(t, os.WriteFile(path, []byte(meta+blank+`{"$set":{"lastUpdated":"x"}}`+"\n"), 0o600))
+	c, err = cs.read(path, id)
+	require.NoError(t, err)
+	assert.False(t, c.resumable, "a changed file is read again")
+}
