@@ -17,7 +17,19 @@ import (
 // usage: what loopd must have counted, no more.
 func (e *env) transcriptUsage(t *testing.T, k desired.Key, id string) (desired.Tokens, int) {
 	t.Helper()
+	return sumUsage(e.messageUsage(t, k, id))
+}
+
+// messageUsage returns the usage of each message of conversation id of k
+// as its transcript records it, by message id, each with its largest
+// usage over the lines that write it; into, when given, gets them too
+// (the larger of the two, kind by kind).
+func (e *env) messageUsage(t *testing.T, k desired.Key, id string, into ...map[string]desired.Tokens) map[string]desired.Tokens {
+	t.Helper()
 	byID := map[string]desired.Tokens{}
+	if len(into) > 0 {
+		byID = into[0]
+	}
 	for _, l := range e.transcriptLines(t, k, id) {
 		msg, _ := l["message"].(map[string]any)
 		u, _ := msg["usage"].(map[string]any)
@@ -29,6 +41,11 @@ func (e *env) transcriptUsage(t *testing.T, k desired.Key, id string) (desired.T
 		byID[mid] = byID[mid].Top(desired.Tokens{Input: n("input_tokens"), Output: n("output_tokens"),
 			CacheWrite: n("cache_creation_input_tokens"), CacheRead: n("cache_read_input_tokens")})
 	}
+	return byID
+}
+
+// sumUsage returns the sum of byID's usage and how many messages it holds.
+func sumUsage(byID map[string]desired.Tokens) (desired.Tokens, int) {
 	var sum desired.Tokens
 	for _, tk := range byID {
 		sum = sum.Add(tk)

@@ -136,11 +136,7 @@ func (g geminiEnv) chatUsage(t *testing.T, k desired.Key, id string) (desired.To
 		u := m.Tokens
 		byID[m.ID] = desired.Tokens{Input: u.Input - u.Cached + u.Tool, Output: u.Output + u.Thoughts, CacheRead: u.Cached}
 	}
-	var sum desired.Tokens
-	for _, tk := range byID {
-		sum = sum.Add(tk)
-	}
-	return sum, len(byID)
+	return sumUsage(byID)
 }
 
 // started returns the processes the fake started for k's pane, by the
