@@ -32,6 +32,20 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 	return desired.FreshNudgePrompt(k, kind, cause)
 }
 
+// nudgeCause is the desired.NudgeCause NudgePrompt names for a resume
+// planned for reason.
+func nudgeCause(reason actions.Reason) desired.NudgeCause {
+	switch reason {
+	case actions.ReasonReleased:
+		return desired.NudgeReleased
+	case actions.ReasonServerLost, actions.ReasonOutage:
+		return desired.NudgeServerLost
+	case actions.ReasonQueued:
+		return desired.NudgeQueued
+	}
+	return desired.NudgeExited
+}
+
 // Plan compares desired records with what one pass observed and returns the
 // actions that move each item toward its desired state, in key order, the
 // stops of the items this host does not own (and a draining host's
@@ -1234,7 +1248,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
-	deliveryID, prompt, size := it.bootPrompt(st)
+	deliveryID, prompt, size := it.bootPrompt(st, reason)
 	switch reason {
 	case actions.ReasonLimitReset:
 		// The conversation goes on where the limit cut it; the events
@@ -1337,14 +1351,15 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 
 // bootPrompt picks the prompt a spawn boots with, and its size in bytes:
 // the delivery the previous spawn carried if it is still pending, else the
-// oldest pending delivery, else the re-orientation nudge. A delivery is
+// oldest pending delivery, else the re-orientation nudge of the spawn's
+// reason (nudgeCause). A delivery is
 // named by its id, with prompt "": the executor reads its body
 // (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string, size int) {
+func (it itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
-		prompt = desired.NudgePrompt(it.r.Key)
+		prompt = desired.NudgePrompt(it.r.Key, nudgeCause(reason))
 		return "", prompt, len(prompt)
 	}
 	d := it.pending[0]
