@@ -66,18 +66,7 @@ func geminiAPI(t *testing.T) *httptest.Server {
 // and on the real CLI when LOOPD_REAL_GEMINI names its binary (0.61.0 was
 // measured), against a local stand-in of the API (geminiAPI).
 func TestGeminiUsageCLI(t *testing.T) {
-	t.Run("fake", func(t *testing.T) {
-		t.Parallel()
-		testGeminiUsageCLI(t, buildFake(t, "fakegemini"), false)
-	})
-	t.Run("real", func(t *testing.T) {
-		t.Parallel()
-		bin := os.Getenv("LOOPD_REAL_GEMINI")
-		if bin == "" {
-			t.Skip("LOOPD_REAL_GEMINI is not set")
-		}
-		testGeminiUsageCLI(t, bin, true)
-	})
+	realOrFake(t, "fakegemini", "LOOPD_REAL_GEMINI", testGeminiUsageCLI)
 }
 
 func testGeminiUsageCLI(t *testing.T, bin string, real bool) {
