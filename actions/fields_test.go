@@ -144,6 +144,9 @@ func fieldCases() []fieldCase {
 		{"budget_exhaust", actions.BudgetExhaust{Key: k, Session: "s", PaneID: "%1", Used: 1100, Limit: 1000, Which: "window", Delivered: "d-1"},
 			`{"budget_limit":1000,"budget_used":1100,"budget_which":"window","delivered":"d-1","pane_id":"%1","reason":"budget_exhausted","session":"s","work_item":"acme/api#42"}`,
 			"budget_exhaust work_item=acme/api#42 session=s pane_id=%1 budget_used=1100 budget_limit=1000 budget_which=window delivered=d-1 reason=budget_exhausted"},
+		{"budget_exhaust", actions.BudgetExhaust{Key: k, Session: "s", Run: "r1", Used: 1100, Limit: 1000, Which: "total"},
+			`{"budget_limit":1000,"budget_used":1100,"budget_which":"total","reason":"budget_exhausted","run":"r1","session":"s","work_item":"acme/api#42"}`,
+			"budget_exhaust work_item=acme/api#42 session=s run=r1 budget_used=1100 budget_limit=1000 budget_which=total reason=budget_exhausted"},
 		{"rest", actions.Rest{Key: k, Session: "s", Reason: actions.ReasonIdle},
 			`{"reason":"idle","session":"s","work_item":"acme/api#42"}`, ""},
 	}
