@@ -62,6 +62,7 @@ func TestTakeoverAndHandback(t *testing.T) {
 
 	attended := e.waitEvent(t, journal.ItemAttended, keyIssue, 1, waitLong)
 	assert.Equal(t, "octo", attended[0].Attrs["by"])
+	assert.NotEmpty(t, attended[0].Attrs["since"], "the journal says when")
 	e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Attended() }, waitShort, "never attended")
 	assert.Contains(t, e.mustRun(t, "get"), "Running/Attended")
 
@@ -86,7 +87,8 @@ func TestTakeoverAndHandback(t *testing.T) {
 	assert.Equal(t, "octo", back[0].Attrs["by"])
 	assert.Equal(t, "detached", back[0].Attrs["how"])
 	assert.Equal(t, d1+","+d2, back[0].Attrs["deliveries"])
-	assert.NotEmpty(t, back[0].Attrs["attended_for"])
+	assert.NotEmpty(t, back[0].Attrs["attended_for"], "and for how long")
+	assert.Equal(t, attended[0].Attrs["since"], back[0].Attrs["since"])
 
 	waitDelivered(t, e, d1, waitLong)
 	waitDelivered(t, e, d2, waitLong)

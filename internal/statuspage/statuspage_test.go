@@ -459,3 +459,23 @@ func TestOutageSectionIsAlwaysThereForTheLiveRefresh(t *testing.T) {
 		assert.Contains(t, body, "Store outage", path)
 	}
 }
+
+// TestItemPageShowsWhoAttendedWhenAndForHowLong: an item's page shows the
+// journal of its takeover: who attached and since when (item.attended),
+// and on the handback for how long and how it ended (item.handed_back).
+func TestItemPageShowsWhoAttendedWhenAndForHowLong(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	since := time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC)
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: since, Name: journal.ItemAttended, Level: slog.LevelInfo,
+		WorkItem: keyIssue.String(), Attrs: map[string]string{"by": "octo", "since": since.Format(time.RFC3339)}}))
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: since.Add(12 * time.Minute), Name: journal.ItemHandedBack, Level: slog.LevelInfo,
+		WorkItem: keyIssue.String(), Attrs: map[string]string{"by": "octo", "how": "detached", "since": since.Format(time.RFC3339),
+			"attended_for": "12m0s", "deliveries": "d-1,d-2"}}))
+	code, _, body := get(t, server(t, st).URL+"/items/Codertocat/Hello-World/1")
+	require.Equal(t, http.StatusOK, code)
+	_, text := statuspagetest.DOM(t, body)
+	for _, want := range []string{"item.attended", "item.handed_back", "octo", "2026-01-01T11:00:00Z", "12m0s", "detached", "d-1,d-2"} {
+		assert.Contains(t, text, want)
+	}
+}
