@@ -156,7 +156,7 @@ func fieldCases() []fieldCase {
 			"answer_question work_item=acme/api#42 session=s pane_id=%1 question_id=q1 delivery=d-7 sender=alice choice=2 answer=No"},
 		{"refuse_answer", actions.RefuseAnswer{Key: k, DeliveryID: "d-8", Sender: "bob", QuestionID: "q1", Choice: 1, Reason: actions.ReasonQuestionGone},
 			`{"choice":1,"delivery":"d-8","question_id":"q1","reason":"question_gone","sender":"bob","work_item":"acme/api#42"}`, ""},
-		{"budget_exhaust_run", actions.BudgetExhaust{Key: k, Session: "s", Run: "r1", Used: 1100, Limit: 1000, Which: "total"},
+		{"budget_exhaust", actions.BudgetExhaust{Key: k, Session: "s", Run: "r1", Used: 1100, Limit: 1000, Which: "total"},
 			`{"budget_limit":1000,"budget_used":1100,"budget_which":"total","reason":"budget_exhausted","run":"r1","session":"s","work_item":"acme/api#42"}`,
 			"budget_exhaust work_item=acme/api#42 session=s run=r1 budget_used=1100 budget_limit=1000 budget_which=total reason=budget_exhausted"},
 		{"rest", actions.Rest{Key: k, Session: "s", Reason: actions.ReasonIdle},
