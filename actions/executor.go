@@ -902,11 +902,19 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err != nil {
 		return err
 	}
+	if a.Preamble != "" && !a.Retry {
+		// Outside the event's frame, which alone is checked in the
+		// transcript.
+		prompt = a.Preamble + "\n\n" + prompt
+	}
 	// The send is recorded before the paste, so a daemon killed after it
 	// finds the delivery in flight and looks for it in the transcript
 	// rather than pasting it twice. It stays pending until it shows there.
 	st := r.Status.Send(a.DeliveryID, e.Now(), a.Retry)
 	st.Reason = string(ReasonAwaitingDelivery)
+	if a.Preamble != "" {
+		st.HandBackUntold = false
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}

@@ -69,6 +69,23 @@ func NudgePrompt(k Key, cause NudgeCause) string {
 		"and continue the task where you left off."
 }
 
+// HandBackPrompt returns the text pasted before the first event after a
+// handback: a person attended the item's session, and these events,
+// named by their header lines (Delivery.Header, oldest first), queued
+// meanwhile; they follow one by one, the first right after it. A resume
+// at the handback boots with it instead.
+func HandBackPrompt(k Key, headers []string) string {
+	var b strings.Builder
+	b.WriteString("[loopd] handed back on " + k.String() + ": a person attended this session, and " +
+		strconv.Itoa(len(headers)) + " event(s) queued meanwhile, oldest first:\n")
+	for i, h := range headers {
+		b.WriteString(strconv.Itoa(i+1) + ". " + h + "\n")
+	}
+	b.WriteString("They are given to you one by one, oldest first, starting right after this. " +
+		"Check what the person changed (git status, the conversation) before you go on.")
+	return b.String()
+}
+
 // FreshCause is why a new conversation replaces the one an item was in,
 // as FreshNudgePrompt tells the agent.
 type FreshCause int

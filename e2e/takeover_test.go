@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,6 +102,18 @@ func TestTakeoverAndHandback(t *testing.T) {
 	}
 	assert.Len(t, deliveriesOfItem(t, e, journal.DispatchDelivered, keyIssue, d1), 1)
 	assert.Len(t, deliveriesOfItem(t, e, journal.DispatchDelivered, keyIssue, d2), 1)
+	// One prompt told the agent what queued, both events in order, before
+	// either came; each then came once, as its own message.
+	turns := e.userTurns(t, keyIssue, id)
+	told := slices.IndexFunc(turns, func(s string) bool { return strings.Contains(s, "[loopd] handed back on "+keyIssue.String()) })
+	require.GreaterOrEqual(t, told, 0, "no handback prompt in %q", turns)
+	assert.Equal(t, 1, countContaining(turns, "[loopd] handed back on "), "one handback prompt")
+	assert.Less(t, strings.Index(turns[told], d1), strings.Index(turns[told], d2), "it names both, oldest first: %q", turns[told])
+	assert.NotContains(t, turns[told], m1, "it names the events, it does not carry them")
+	for _, m := range []string{m1, m2} {
+		at := slices.IndexFunc(turns, func(s string) bool { return strings.Contains(s, m) })
+		assert.Greater(t, at, told, "%s came after the handback prompt", m)
+	}
 	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
 	require.NotEmpty(t, exits)
 	assert.Equal(t, "attended", exits[len(exits)-1].Attrs["reason"])

@@ -73,16 +73,15 @@ func TestPlanAttendance(t *testing.T) {
 		{"attended_session_gone_with_the_client_hands_back", rec(attendedSince(running(), since), ev1), obs(gone(), transcript),
 			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1"),
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Reason: actions.ReasonAttended, Phase: desired.PhaseBackingOff, NextAttempt: t0},
-				resume(ev1, actions.ReasonAttended)}},
+				resumeTelling(ev1)}},
 		{"detach_hands_back_and_the_oldest_event_is_pasted", rec(attendedSince(running(), since), ev1, ev2), obs(alive()),
-			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"),
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), toldOf(ev1, ev2)}},
 		{"detach_after_a_death_resumes_the_same_conversation_counting_nothing", rec(attendedSince(running(), since), ev1, ev2),
 			obs(killed(dead(0)), transcript),
-			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), deadAttended(), resume(ev1, actions.ReasonAttended)}},
+			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), deadAttended(), resumeTelling(ev1, ev2)}},
 		{"no_input_for_the_timeout_hands_back_with_the_client_attached", rec(attendedSince(running(), since), ev1),
 			obs(attached(alive(), 1, t0.Add(-timeout), "octo")),
-			[]actions.Action{handBack(actions.HandBackIdle, true, "d-1"), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+			[]actions.Action{handBack(actions.HandBackIdle, true, "d-1"), toldOf(ev1)}},
 		{"a_client_left_attached_by_a_handback_does_not_take_over_again", rec(left(running()), ev1), obs(attached(alive(), 1, t0, "octo")),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"that_client_gone_the_next_attach_takes_over", rec(left(running()), ev1), obs(alive()),
@@ -115,7 +114,7 @@ func TestReleaseHandsBackAnAttendedItem(t *testing.T) {
 	require.NotEmpty(t, got)
 	require.Equal(t, actions.HandBack{Key: key, Session: sess, By: "octo", Since: since, How: actions.HandBackReleased, Left: true, Deliveries: []string{"d-1"}}, got[0])
 	require.IsType(t, actions.Release{}, got[1])
-	require.Equal(t, actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}, got[len(got)-1])
+	require.Equal(t, toldOf(ev1), got[len(got)-1])
 }
 
 // TestAttendedAgentIsNotParked: an attended agent idle past the park time
@@ -155,4 +154,26 @@ func TestReleaseOfAnAttendedDeadAgentResumesIt(t *testing.T) {
 			require.Equal(t, actions.ReasonAttended, x.Reason, "no crash")
 		}
 	}
+}
+
+// toldOf is the first paste after a handback with pending, oldest first:
+// pending[0] behind the one prompt that names them all.
+func toldOf(pending ...desired.Delivery) actions.DeliverPrompt {
+	a := actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: pending[0].ID}
+	var headers []string
+	for _, d := range pending {
+		headers = append(headers, d.Header)
+		a.Told = append(a.Told, d.ID)
+	}
+	a.Preamble = desired.HandBackPrompt(key, headers)
+	return a
+}
+
+// resumeTelling is the resume of a handback that found the agent dead:
+// it boots with the prompt that names pending, which are pasted after it.
+func resumeTelling(pending ...desired.Delivery) actions.ResumeSpawn {
+	told := toldOf(pending...)
+	r := resume(desired.Delivery{}, actions.ReasonAttended)
+	r.Prompt, r.Told = told.Preamble, told.Told
+	return r
 }

@@ -32,6 +32,15 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 	return desired.FreshNudgePrompt(k, kind, cause)
 }
 
+// handBackTold is what the first prompt after a handback names: the
+// pending deliveries, oldest first, by id and by header line.
+func (it itemPlan) handBackTold() (ids, headers []string) {
+	for _, p := range it.pending {
+		ids, headers = append(ids, p.ID), append(headers, p.Header)
+	}
+	return ids, headers
+}
+
 // nudgeCause is the desired.NudgeCause NudgePrompt names for a resume
 // planned for reason.
 func nudgeCause(reason actions.Reason) desired.NudgeCause {
@@ -760,7 +769,14 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if fetch := it.headFetch(d); fetch != nil {
 			return fetch
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
+		a := actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}
+		if st.HandBackUntold {
+			// The first paste after a handback tells what queued.
+			var headers []string
+			a.Told, headers = it.handBackTold()
+			a.Preamble = desired.HandBackPrompt(it.r.Key, headers)
+		}
+		return []actions.Action{a}
 	}
 	return nil
 }
@@ -1263,10 +1279,19 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		deliveryID, prompt = "", desired.BudgetRaisedPrompt(key)
 		size = len(prompt)
 	}
+	var told []string
+	if st.HandBackUntold && len(it.pending) > 0 && deliveryID != "" && !it.process {
+		// A resume at the handback tells what queued; the events are
+		// pasted after it.
+		var headers []string
+		told, headers = it.handBackTold()
+		deliveryID, prompt = "", desired.HandBackPrompt(key, headers)
+		size = len(prompt)
+	}
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
-		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted,
+		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted, Told: told,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess
