@@ -84,16 +84,23 @@ func BenchmarkIdlePass(b *testing.B) {
 	b.ReportMetric(ms(observe), "ms/observe")
 }
 
-// BenchmarkColdPass times the pass of a new process at N = 1,000 running
-// agents with nothing to do, as `loopd reconcile --once --dry-run` and a
-// daemon's first pass after a restart run it: each iteration plans with a
-// new Reconciler, whose Observer kept no screen, beside one `tmux
-// list-panes -a` timed in the same iteration. It reports both, their
-// ratio (pass/list; the goal of issue 26 is at most 1.3) and the tmux
-// execs of the pass.
+// BenchmarkColdPass times the pass of a new process at N = 10, 100 and
+// 1,000 running agents with nothing to do, as `loopd reconcile --once
+// --dry-run` and a daemon's first pass after a restart run it: each
+// iteration plans with a new Reconciler, whose Observer kept no screen,
+// beside one `tmux list-panes -a` timed in the same iteration. It reports
+// both, their ratio (pass/list; the goal of issue 26 is at most 1.3 at
+// N = 1,000) and the tmux execs of the pass. -bench 'ColdPass/10$' is the
+// short run.
 func BenchmarkColdPass(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchmarkColdPass(b, n) })
+	}
+}
+
+func benchmarkColdPass(b *testing.B, n int) {
 	ctx := context.Background()
-	f := newIdleFleet(b, 1000)
+	f := newIdleFleet(b, n)
 	time.Sleep(time.Second) // a pass in a later second than any output
 	var pass, list time.Duration
 	var execs int64
