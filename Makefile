@@ -62,8 +62,10 @@ else
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/loopd"
 endif
 
+# test gives each package's binary 30 minutes, not go test's 10: beside
+# busy processes the e2e package alone has taken more than 10.
 test:
-	$(GO) test -count=1 ./... $(TESTDATA_PKGS)
+	$(GO) test -count=1 -timeout 30m ./... $(TESTDATA_PKGS)
 
 check:
 	@./scripts/gofmt-check.sh

@@ -356,6 +356,10 @@ type Spawn struct {
 	// with them off (harness.WithProjectSettings).
 	ProjectSettings bool
 	Reason          Reason
+	// Told are the deliveries the prompt names when it is the handback's
+	// (desired.HandBackPrompt): the spawn tells what queued while a person
+	// attended the item, and they are pasted after it.
+	Told []string
 }
 
 func (s Spawn) base() []Field {
@@ -371,6 +375,9 @@ func (s Spawn) tail() []Field {
 	}
 	if s.Replay > 0 {
 		f = append(f, Field{"replay", s.Replay})
+	}
+	if len(s.Told) > 0 {
+		f = append(f, Field{"told", strings.Join(s.Told, ",")})
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
@@ -406,6 +413,9 @@ func (s Spawn) Apply(st desired.Status, mode desired.SpawnMode, id, boot string,
 	st.SpawnRefused = ""
 	st.Blocked = "" // the new agent's screen says again
 	st.Respawn = s.Respawn
+	if len(s.Told) > 0 {
+		st.HandBackUntold = false
+	}
 	if mode == desired.SpawnFresh {
 		st.FreshRequested = false
 	}
@@ -509,6 +519,11 @@ type DeliverPrompt struct {
 	// once DeliveryConfirm has passed, to paste again into an empty box.
 	Retry   bool
 	Repaste bool
+	// Preamble is loopd's own text pasted before the event, outside its
+	// frame (desired.HandBackPrompt after a handback), "" for none; Told
+	// are the deliveries it names. A retry pastes none.
+	Preamble string
+	Told     []string
 }
 
 // FetchHead fetches the new head of a pull request an event names (a
@@ -557,6 +572,9 @@ func (a DeliverPrompt) Fields() []Field {
 	f := []Field{{"work_item", a.Key.String()}, {"session", a.Session}, {"pane_id", a.PaneID}, {"delivery", a.DeliveryID}}
 	if a.Retry {
 		f = append(f, Field{"retry", true}, Field{"repaste", a.Repaste})
+	}
+	if a.Preamble != "" {
+		f = append(f, Field{"told", strings.Join(a.Told, ",")})
 	}
 	return f
 }

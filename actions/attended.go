@@ -92,6 +92,7 @@ type HandBack struct {
 func (a HandBack) Apply(st desired.Status, now time.Time) desired.Status {
 	st.AttendedSince, st.AttendedBy = time.Time{}, ""
 	st.HandedBackAt, st.HandedBackLeft = now, a.Left
+	st.HandBackUntold = len(a.Deliveries) > 0
 	return st
 }
 

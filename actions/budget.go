@@ -59,6 +59,10 @@ type BudgetExhaust struct {
 	Session string
 	// PaneID is the live pane whose turn is interrupted; "" for none.
 	PaneID string
+	// Run is the process runner's run recorded for the item, ended with
+	// its group if it still runs (a headless turn has no interrupt that
+	// keeps it going); "" for none.
+	Run string
 	// Used and Limit are the weighted tokens used and the budget they
 	// reached (raises included), of budget Which (desired.BudgetWindow or
 	// BudgetTotal).
@@ -84,6 +88,9 @@ func (a BudgetExhaust) Fields() []Field {
 	if a.PaneID != "" {
 		f = append(f, Field{"pane_id", a.PaneID})
 	}
+	if a.Run != "" {
+		f = append(f, Field{"run", a.Run})
+	}
 	f = append(f, Field{"budget_used", a.Used}, Field{"budget_limit", a.Limit}, Field{"budget_which", a.Which})
 	if a.Delivered != "" {
 		f = append(f, Field{"delivered", a.Delivered})
@@ -101,7 +108,7 @@ func (e *Executor) recordUsage(ctx context.Context, r *desired.Record, a RecordU
 }
 
 // budgetExhaust interrupts the item's turn in flight, when its pane is
-// given, and holds the item BudgetExhausted with the figures. The keys go
+// given, or ends its run (endRun), and holds the item BudgetExhausted with the figures. The keys go
 // through the pane's guard, as every key does; a pane gone since the plan
 // holds the item all the same.
 func (e *Executor) budgetExhaust(ctx context.Context, r *desired.Record, a BudgetExhaust) error {
@@ -118,7 +125,13 @@ func (e *Executor) budgetExhaust(ctx context.Context, r *desired.Record, a Budge
 			}
 		}
 	}
+	if a.Run != "" {
+		if err := e.endRun(ctx, r, a.Session); err != nil {
+			return fmt.Errorf("budget exhaust %s: run %s: %w", r.Key, a.Run, err)
+		}
+	}
 	st := r.Status
+	st.RunID = "" // judged by the hold: its event delivered if it landed
 	st.Phase, st.Reason = desired.PhaseBudgetExhausted, string(ReasonTokenBudget)
 	st.BudgetUsed, st.BudgetLimit, st.BudgetWhich = a.Used, a.Limit, a.Which
 	st = st.Deliver(a.Delivered).DropInFlight()
@@ -129,6 +142,6 @@ func (e *Executor) budgetExhaust(ctx context.Context, r *desired.Record, a Budge
 	e.record(ctx, slog.LevelWarn, journal.SessionBudgetExhausted, r.Key, "session", a.Session, "harness", r.Spec.Harness,
 		journal.KeyBudgetUsed, a.Used, journal.KeyBudgetLimit, a.Limit, journal.KeyBudgetWhich, a.Which,
 		journal.KeyTokens, fmt.Sprintf("input=%d output=%d cache_write=%d cache_read=%d", t.Input, t.Output, t.CacheWrite, t.CacheRead),
-		"keys", strings.Join(keys, " "), "pending", len(r.Pending))
+		"keys", strings.Join(keys, " "), journal.KeyRun, a.Run, "pending", len(r.Pending))
 	return nil
 }

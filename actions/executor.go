@@ -311,6 +311,16 @@ func (e *Executor) apply(ctx context.Context, r *desired.Record, a Action) error
 		return e.answerLimitMenu(ctx, r, a)
 	case MarkBlocked:
 		return e.markBlocked(ctx, r, a)
+	case AskQuestion:
+		return e.askQuestion(ctx, r, a)
+	case RemindQuestion:
+		return e.remindQuestion(ctx, r, a)
+	case QuestionGone:
+		return e.questionGone(ctx, r, a)
+	case AnswerQuestion:
+		return e.answerQuestion(ctx, r, a)
+	case RefuseAnswer:
+		return e.refuseAnswer(ctx, r, a)
 	case MarkAttended:
 		return e.markAttended(ctx, r, a)
 	case HandBack:
@@ -892,11 +902,19 @@ func (e *Executor) deliver(ctx context.Context, r *desired.Record, a DeliverProm
 	if err != nil {
 		return err
 	}
+	if a.Preamble != "" && !a.Retry {
+		// Outside the event's frame, which alone is checked in the
+		// transcript.
+		prompt = a.Preamble + "\n\n" + prompt
+	}
 	// The send is recorded before the paste, so a daemon killed after it
 	// finds the delivery in flight and looks for it in the transcript
 	// rather than pasting it twice. It stays pending until it shows there.
 	st := r.Status.Send(a.DeliveryID, e.Now(), a.Retry)
 	st.Reason = string(ReasonAwaitingDelivery)
+	if a.Preamble != "" {
+		st.HandBackUntold = false
+	}
 	if err := e.put(ctx, r, st); err != nil {
 		return err
 	}

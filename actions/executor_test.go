@@ -350,6 +350,25 @@ func TestDeliverPromptOnlyWhenReady(t *testing.T) {
 	assert.Equal(t, []string{"dispatch.blocked", "dispatch.sent", "dispatch.sent", "dispatch.delivered"}, r.events(t))
 }
 
+// TestDeliverPromptPastesTheHandbackPromptFirstOnce: the first paste after
+// a handback carries loopd's prompt naming what queued before the event's
+// frame, and the status no longer owes it; the event's frame is untouched.
+func TestDeliverPromptPastesTheHandbackPromptFirstOnce(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sess, pane := r.livePane(t)
+	rec := r.ingest(t, "d-2", "[loopd] issue_comment.created\nline one")
+	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
+	rec.Status.HandBackUntold = true
+	r.tmux.SetScreen(sess, screen(t, "ready-empty.txt"))
+	preamble := desired.HandBackPrompt(r.key, []string{"[loopd] issue_comment.created"})
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.DeliverPrompt{Key: r.key, Session: sess, PaneID: pane, DeliveryID: "d-2",
+		Preamble: preamble, Told: []string{"d-2"}}})
+	assert.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{preamble + "\n\n[loopd] issue_comment.created\nline one"}, r.tmux.Pasted(sess))
+	assert.False(t, r.get(t).Status.HandBackUntold, "told once")
+}
+
 // TestSendsReadTheStoredPrompt: the plan and the records carry no prompt
 // bodies; a paste and a spawn's argv carry the delivery's prompt as the
 // store holds it, byte for byte. A prompt the store cannot give stops the

@@ -84,7 +84,13 @@ func (e *Executor) markBlocked(ctx context.Context, r *desired.Record, a MarkBlo
 		e.record(ctx, slog.LevelInfo, journal.SessionUnblocked, r.Key, "session", a.Session, "reason", was)
 		return nil
 	}
-	e.record(ctx, slog.LevelWarn, journal.SessionBlocked, r.Key, "session", a.Session, "harness", r.Spec.Harness, "reason", a.Block,
-		"pending", len(r.Pending), "phase", string(st.Phase))
+	e.recordBlocked(ctx, r, a.Session, a.Block)
 	return nil
+}
+
+// recordBlocked journals session.blocked for r's screen that shows block,
+// once its status says so.
+func (e *Executor) recordBlocked(ctx context.Context, r *desired.Record, session, block string) {
+	e.record(ctx, slog.LevelWarn, journal.SessionBlocked, r.Key, "session", session, "harness", r.Spec.Harness, "reason", block,
+		"pending", len(r.Pending), "phase", string(r.Status.Phase))
 }

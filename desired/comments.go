@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -244,4 +245,60 @@ func indent(s string) string {
 		lines[i] = "    " + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// QuestionComment returns the comment that posts q, the question r's
+// agent's screen asks, for an answer (docs/design.md, "Approvals"), or,
+// with reminder, its one reminder; marker ends it. The question's texts
+// are the screen's, the agent's choice, so they are quoted as a code
+// block (indent), with controls removed and each line cut: GitHub renders
+// no markup, link or @mention of them.
+func QuestionComment(r Record, q Question, reminder bool, marker string) string {
+	var b strings.Builder
+	if reminder {
+		b.WriteString("Reminder: the agent of this " + kindText(r.Spec.Kind) + " still waits for an answer to question `" + q.ID + "`, asked " +
+			q.AskedAt.UTC().Format("2006-01-02 15:04 UTC") + ". loopd does not answer it for anyone; this is the one reminder.\n\n")
+	} else {
+		b.WriteString("The agent of this " + kindText(r.Spec.Kind) + " asks (question `" + q.ID + "`):\n\n")
+	}
+	quoted := slices.Clone(q.Context)
+	quoted = append(quoted, "", q.Title)
+	for i, c := range q.Choices {
+		quoted = append(quoted, "  "+strconv.Itoa(i+1)+". "+c)
+	}
+	for i, l := range quoted {
+		quoted[i] = journal.Clip(journal.StripControls(l, func(rune) bool { return false }), maxQuestionLine)
+	}
+	b.WriteString(indent(strings.Join(quoted, "\n")) + "\n\n")
+	b.WriteString("An authorized user answers with a comment whose first line is `/loopd answer N` (N the choice's number), or `/loopd answer " +
+		q.ID + " N` to name this question")
+	if q.Differently > 0 {
+		b.WriteString("; `/loopd answer " + q.ID + " <what to do instead>` picks choice " + strconv.Itoa(q.Differently) +
+			" and passes the words to the agent")
+	}
+	b.WriteString(". The first answer counts; the keys reach the agent only while this question is still on its screen.\n\n" + marker)
+	return b.String()
+}
+
+// maxQuestionLine bounds, in bytes, each line of a question quoted in a
+// comment.
+const maxQuestionLine = 300
+
+// RefusedAnswerComment returns loopd's reply to an answer it did not
+// take (a's Outcome: the question gone, or no such choice), and marker.
+func RefusedAnswerComment(a AnswerRecord, marker string) string {
+	what := "question `" + a.Question + "`"
+	if a.Question == "" {
+		what = "a question"
+	}
+	why := "is no longer on the agent's screen (answered at the terminal, or gone), so nothing was sent."
+	switch {
+	case a.Outcome == AnswerBad && a.Words:
+		why = "takes no words of yours, so nothing was sent."
+	case a.Outcome == AnswerBad:
+		why = "has no choice " + strconv.Itoa(a.Choice) + ", so nothing was sent."
+	case a.Question == "":
+		why = "was not open when it came, so nothing was sent."
+	}
+	return "@" + oneLine(a.Sender) + " answered " + what + ", which " + why + "\n\n" + marker
 }

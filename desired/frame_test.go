@@ -68,11 +68,11 @@ func TestFrameBodyCannotForgeTheEnd(t *testing.T) {
 // TestBootFrame: a spawn's boot line is found whole wherever it stands in
 // a message, and only the boot id it names.
 func TestBootFrame(t *testing.T) {
-	prompt := WithBootLine(NudgePrompt(Key{Owner: "o", Repo: "r", Number: 1}), "b-1")
+	prompt := WithBootLine(NudgePrompt(Key{Owner: "o", Repo: "r", Number: 1}, NudgeExited), "b-1")
 	assert.Equal(t, SeenWhole, BootFrame("b-1").Check(prompt))
 	assert.Equal(t, SeenWhole, BootFrame("b-1").Check("quoted: "+prompt+" and more"))
 	assert.Equal(t, SeenNone, BootFrame("b-2").Check(prompt), "another spawn's")
-	assert.Equal(t, SeenNone, BootFrame("b-1").Check(NudgePrompt(Key{Owner: "o", Repo: "r", Number: 1})), "the same text without its line")
+	assert.Equal(t, SeenNone, BootFrame("b-1").Check(NudgePrompt(Key{Owner: "o", Repo: "r", Number: 1}, NudgeExited)), "the same text without its line")
 	assert.Equal(t, BootLine("b-1"), WithBootLine("", "b-1"))
 	assert.Equal(t, SeenNone, Frame{ID: "b-1"}.Check(prompt), "a delivery frame of the same id is another frame")
 }

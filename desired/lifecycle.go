@@ -184,5 +184,11 @@ func (s Status) Clone() Status {
 		x := *s.Replaced
 		s.Replaced = &x
 	}
+	s.Answers = slices.Clone(s.Answers)
+	if s.Question != nil {
+		q := *s.Question
+		q.Context, q.Choices = slices.Clone(q.Context), slices.Clone(q.Choices)
+		s.Question = &q
+	}
 	return s
 }

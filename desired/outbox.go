@@ -155,8 +155,10 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 		next.Screen = "" // the episode is over; the next one reads the pane again
 	}
 	entered := next.Phase == PhaseNeedsAttention && prev.Phase != PhaseNeedsAttention
+	// A question posted for an answer (approvals) is the one comment of
+	// its screen: no blocked notice besides it.
 	blocked := next.Phase != PhaseNeedsAttention && next.Blocked != "" && prev.Blocked == "" &&
-		next.Blocked != prev.NoticedBlock
+		next.Blocked != prev.NoticedBlock && next.Question == nil
 	if blocked {
 		next.NoticedBlock = next.Blocked
 	}
@@ -187,7 +189,50 @@ func TalkRule(r Record, next Status, delivered []Delivery, t Talk) (Status, []Ca
 				Body: ReplacedComment(r, *next.Replaced, marker)})
 		}
 	}
-	return next, calls
+	return next, append(calls, approvalCalls(r, next, t)...)
+}
+
+// approvalCalls are the comments of an item's approvals (docs/design.md,
+// "Approvals") that the change from r's status to next queues: a question
+// newly open (QuestionComment), its one reminder (Reminded newly set), and
+// a reply to each answer newly refused (AnswerRecord.Reply); nothing
+// without a GitHub client (t.Notify). The planner opens questions only on
+// a route with approvals: github.
+func approvalCalls(r Record, next Status, t Talk) []Call {
+	prev := r.Status
+	if !t.Notify {
+		return nil
+	}
+	var calls []Call
+	if q := next.Question; q != nil {
+		switch {
+		case prev.Question == nil || prev.Question.ID != q.ID:
+			marker := questionMarker(r.Key, "question", q.ID)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: QuestionComment(r, *q, false, marker)})
+		case q.Reminded && !prev.Question.Reminded:
+			marker := questionMarker(r.Key, "reminder", q.ID)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: QuestionComment(r, *q, true, marker)})
+		}
+	}
+	for _, a := range next.Answers {
+		if a.Reply > prev.Replies {
+			marker := replyMarker(r.Key, a.Reply)
+			calls = append(calls, Call{Key: r.Key, Kind: CallNotify, Marker: marker, Body: RefusedAnswerComment(a, marker)})
+		}
+	}
+	return calls
+}
+
+// questionMarker is the hidden marker of the comment of kind ("question"
+// or "reminder") that posts the item's question id.
+func questionMarker(k Key, kind, id string) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " " + kind + "=" + id + " -->"
+}
+
+// replyMarker is the hidden marker of the item's reply number n to an
+// answer loopd did not take.
+func replyMarker(k Key, n int) string {
+	return "<!-- loopd:" + markerNotice + " " + k.String() + " reply=" + strconv.Itoa(n) + " -->"
 }
 
 // The kinds of loopd's own markers, the hidden HTML comments that end
@@ -221,10 +266,11 @@ func limitMarker(k Key, episode int) string {
 }
 
 // ownMarker matches the text inside an HTML comment that is one of loopd's
-// own markers (announceMarker, noticeMarker, forkMarker, limitMarker), in any case,
+// own markers (announceMarker, noticeMarker, forkMarker, limitMarker,
+// questionMarker, replyMarker), in any case,
 // with any whitespace around and between its parts.
 var ownMarker = regexp.MustCompile(`(?i)^\s*loopd\s*:\s*(?:` + markerAnnounce + `|` + markerNotice +
-	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+(?:episode|limit)\s*=\s*[0-9]+|\s+fork)?\s*$`)
+	`)\s+[A-Za-z0-9-]+/[A-Za-z0-9._-]+#[0-9]+(?:\s+(?:episode|limit|reply)\s*=\s*[0-9]+|\s+(?:question|reminder)\s*=\s*q[0-9]+|\s+fork)?\s*$`)
 
 // IsOwnMarker reports whether comment, the whole of an HTML comment
 // ("<!--" … "-->"), is one of loopd's own markers (an announcement's or a

@@ -31,13 +31,59 @@ func LongEventPrompt(header string) string {
 	return header + "\n[loopd] This event is long; its full text follows as the next message."
 }
 
-// NudgePrompt returns the fixed re-orientation prompt a self-heal respawn
-// boots with when it resumes the conversation; without it a resumed agent
-// idles.
-func NudgePrompt(k Key) string {
-	return "[loopd] restart on " + k.String() + ": your agent process exited and loopd restarted this session.\n" +
+// NudgeCause is why a respawn resumes an item's conversation, as
+// NudgePrompt tells the agent.
+type NudgeCause int
+
+// The causes NudgePrompt names.
+const (
+	// NudgeExited: the agent process exited (a crash, a kill, a clean exit
+	// under restartPolicy Always); the default.
+	NudgeExited NudgeCause = iota
+	// NudgeReleased: an operator released the item (loopd release) after a
+	// hold or NeedsAttention.
+	NudgeReleased
+	// NudgeServerLost: the tmux server the agent ran in was lost, or most
+	// of a host's agents died at once (an outage).
+	NudgeServerLost
+	// NudgeQueued: the item waited for a free slot (capacity).
+	NudgeQueued
+)
+
+// NudgePrompt returns the fixed re-orientation prompt a respawn boots with
+// when it resumes the conversation with no event to carry, saying why
+// loopd restarted it; without it a resumed agent idles. A move boots with
+// MovedPrompt instead.
+func NudgePrompt(k Key, cause NudgeCause) string {
+	why := "your agent process exited and loopd restarted this session.\n"
+	switch cause {
+	case NudgeReleased:
+		why = "an operator released this work item (loopd release) and loopd restarted this session.\n"
+	case NudgeServerLost:
+		why = "the tmux server your agent ran in was lost and loopd restarted this session.\n"
+	case NudgeQueued:
+		why = "this work item waited for a free slot on its host and loopd resumed this session.\n"
+	}
+	return "[loopd] restart on " + k.String() + ": " + why +
 		"Re-read the conversation above, check the state of the work item and of the working directory, " +
 		"and continue the task where you left off."
+}
+
+// HandBackPrompt returns the text pasted before the first event after a
+// handback: a person attended the item's session, and these events,
+// named by their header lines (Delivery.Header, oldest first), queued
+// meanwhile; they follow one by one, the first right after it. A resume
+// at the handback boots with it instead.
+func HandBackPrompt(k Key, headers []string) string {
+	var b strings.Builder
+	b.WriteString("[loopd] handed back on " + k.String() + ": a person attended this session, and " +
+		strconv.Itoa(len(headers)) + " event(s) queued meanwhile, oldest first:\n")
+	for i, h := range headers {
+		b.WriteString(strconv.Itoa(i+1) + ". " + h + "\n")
+	}
+	b.WriteString("They are given to you one by one, oldest first, starting right after this. " +
+		"Check what the person changed (git status, the conversation) before you go on.")
+	return b.String()
 }
 
 // FreshCause is why a new conversation replaces the one an item was in,

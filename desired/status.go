@@ -39,6 +39,7 @@ type Status struct {
 	AttentionState  `yaml:",inline"`
 	BudgetState     `yaml:",inline"`
 	AttendanceState `yaml:",inline"`
+	ApprovalState   `yaml:",inline"`
 }
 
 // SessionState is the status of the item's current spawn (Status.SessionState):
@@ -284,6 +285,10 @@ type AttendanceState struct {
 	// with no client.
 	HandedBackAt   time.Time `json:",omitzero"`
 	HandedBackLeft bool      `json:",omitempty"`
+	// HandBackUntold is true from a handback that found events pending
+	// until the next paste, which HandBackPrompt goes before: the agent is
+	// told, in one prompt, what queued while it was attended.
+	HandBackUntold bool `json:",omitempty"`
 }
 
 // Attended reports whether a person attends the item's session

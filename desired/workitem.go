@@ -344,6 +344,12 @@ type Delivery struct {
 	// Source is what on GitHub the delivery came from, for the reaction
 	// that acknowledges it once it reached the agent; zero for none.
 	Source Source
+	// Answer, when set, makes the delivery an authorized person's answer
+	// to a question of the item's agent ("/loopd answer", docs/design.md,
+	// "Approvals"): it is answered or refused, never pasted as an event
+	// (Status.AwaitsAnswer). Its Prompt holds the person's words, when it
+	// gives words.
+	Answer *Answer `json:",omitempty"`
 }
 
 // Compact returns d without its body and with what the planner reads

@@ -17,7 +17,19 @@ import (
 // usage: what loopd must have counted, no more.
 func (e *env) transcriptUsage(t *testing.T, k desired.Key, id string) (desired.Tokens, int) {
 	t.Helper()
+	return sumUsage(e.messageUsage(t, k, id))
+}
+
+// messageUsage returns the usage of each message of conversation id of k
+// as its transcript records it, by message id, each with its largest
+// usage over the lines that write it; into, when given, gets them too
+// (the larger of the two, kind by kind).
+func (e *env) messageUsage(t *testing.T, k desired.Key, id string, into ...map[string]desired.Tokens) map[string]desired.Tokens {
+	t.Helper()
 	byID := map[string]desired.Tokens{}
+	if len(into) > 0 {
+		byID = into[0]
+	}
 	for _, l := range e.transcriptLines(t, k, id) {
 		msg, _ := l["message"].(map[string]any)
 		u, _ := msg["usage"].(map[string]any)
@@ -29,6 +41,11 @@ func (e *env) transcriptUsage(t *testing.T, k desired.Key, id string) (desired.T
 		byID[mid] = byID[mid].Top(desired.Tokens{Input: n("input_tokens"), Output: n("output_tokens"),
 			CacheWrite: n("cache_creation_input_tokens"), CacheRead: n("cache_read_input_tokens")})
 	}
+	return byID
+}
+
+// sumUsage returns the sum of byID's usage and how many messages it holds.
+func sumUsage(byID map[string]desired.Tokens) (desired.Tokens, int) {
 	var sum desired.Tokens
 	for _, tk := range byID {
 		sum = sum.Add(tk)
@@ -133,4 +150,64 @@ func TestBudgetRunsOutMidTurnAndTheSameConversationGoesOn(t *testing.T) {
 		assert.Equal(t, "--resume", flag)
 		assert.Equal(t, id, resumed)
 	}
+}
+
+// TestBudgetOfAProcessRunnerGeminiRoute: a Gemini route of the process
+// runner whose items may use 1,000 weighted tokens a day; each message of
+// the fake Gemini uses 1,100 and is written twice in its chat file, as
+// Gemini writes a message again with its tool calls. The first event's run
+// spends the budget: the item is held BudgetExhausted with one notice, the
+// run judged by the hold; a second event starts no run and waits. loopd release
+// --budget raises it: a run resumes the same conversation with the
+// budget-raised prompt, and the pending event runs after, once. What loopd
+// counted is what the chat file holds, each message once.
+func TestBudgetOfAProcessRunnerGeminiRoute(t *testing.T) {
+	t.Parallel()
+	g := geminiProcessEnv(t, map[string]string{"FAKEGEMINI_USAGE": "1000,90,0,10,0"})
+	g.route()["budget"] = map[string]any{"tokens": 1000, "window": "24h",
+		"weights": map[string]any{"input": 1, "output": 1, "cacheWrite": 1, "cacheRead": 1}}
+	g.writeConfig(t)
+	srv, _ := g.withGitHub(t)
+	g.start(t)
+
+	d1 := commentOn(t, g.env, keyIssue.Number, "first event "+uuid.NewString())
+	waitDelivered(t, g.env, d1, waitLong)
+	r := g.waitPhase(t, keyIssue, desired.PhaseBudgetExhausted, waitLong)
+	id := r.Status.HarnessSessionID
+	assert.Equal(t, int64(1100), r.Status.BudgetUsed)
+	assert.Empty(t, r.Status.RunID, "the run is judged by the hold")
+	g.waitFor(t, func() bool { return len(notices(srv)) == 1 }, waitLong, "the budget notice was never posted")
+
+	later := "later " + uuid.NewString()
+	d2 := commentOn(t, g.env, keyIssue.Number, later)
+	g.waitFor(t, func() bool { return len(g.mustRecord(t, keyIssue).Pending) == 1 }, waitLong, "the event never queued")
+	g.settle(t)
+	r = g.mustRecord(t, keyIssue)
+	require.Equal(t, desired.PhaseBudgetExhausted, r.Status.Phase)
+	require.Len(t, r.Pending, 1)
+	assert.Equal(t, d2, r.Pending[0].ID)
+	assert.Len(t, g.starts(t), 1, "the event past the budget started no run")
+	assert.Zero(t, r.Status.Failures)
+	assert.Len(t, notices(srv), 1, "one notice per hold")
+
+	g.mustRun(t, "release", "--budget", "+5000", keyIssue.String())
+	waitDelivered(t, g.env, d2, waitLong)
+	g.waitFor(t, func() bool {
+		r = g.mustRecord(t, keyIssue)
+		return r.Status.Phase == desired.PhaseExited && len(g.starts(t)) == 3
+	}, waitLong, "the raised item never ran its resume and its event")
+	assert.Equal(t, id, r.Status.HarnessSessionID, "the same conversation")
+	turns := g.turns(t, keyIssue, id)
+	assert.Equal(t, 1, countContaining(turns, "token budget raised"), "%q", turns)
+	assert.Equal(t, 1, countContaining(turns, later), "the waiting event once")
+	for _, s := range g.starts(t)[1:] {
+		flag, resumed := geminiStart(t, s)
+		assert.Equal(t, "--resume "+id, flag+" "+resumed)
+	}
+	g.settle(t)
+	r = g.mustRecord(t, keyIssue)
+	counted, messages := g.chatUsage(t, keyIssue, id)
+	assert.Equal(t, 3, messages)
+	assert.Equal(t, counted, r.Status.UsageTotal, "each of the %d messages counted once, though written twice", messages)
+	assert.Len(t, waitDeliveries(t, g.env, journal.DispatchDelivered, d2, 1), 1)
 }

@@ -770,3 +770,84 @@ func TestFleetOperatorCommands(t *testing.T) {
 	assert.Contains(t, b.mustRun(t, "hosts", "--forget", "host-a"), "forgotten")
 	assert.NotContains(t, b.mustRun(t, "hosts"), "host-a")
 }
+
+// TestFleetBudgetHeldItemMovesHostsAndCountsNothingTwice: two hosts on one
+// PostgreSQL store, a route whose items may use 5,000 weighted tokens a
+// day, each message of the fake CLI 1,300. A long turn runs the budget
+// out on the item's host: held BudgetExhausted there. That host is lost;
+// the other takes the item over, restores its transcript from the store
+// and keeps it held, starting nothing, until loopd release --budget
+// raises it there: the same conversation resumes on the new host. What
+// loopd counted is, after the move and after the raise, the usage of the
+// messages of both hosts' transcripts, each once: the restored history
+// counts nothing again, the new host's turns count once.
+func TestFleetBudgetHeldItemMovesHostsAndCountsNothingTwice(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, fleetLeaseSeconds, envOpts{HarnessEnv: map[string]string{
+		"FAKECLAUDE_USAGE":       "100,200,0,1000",
+		"FAKECLAUDE_LONG_TURN":   "200",
+		"FAKECLAUDE_REPLY_DELAY": "400ms",
+	}})
+	for _, e := range f.hosts {
+		e.route()["budget"] = map[string]any{"tokens": 5000, "window": "24h",
+			"weights": map[string]any{"input": 1, "output": 1, "cacheWrite": 1, "cacheRead": 1}}
+		e.writeConfig(t)
+	}
+	f.start(t)
+	k := item(1)
+	openIssue(t, f.hosts[0], 1)
+	id := f.waitRunningOn(t, k, "", waitLong).Status.HarnessSessionID
+	commentOn(t, f.hosts[0], 1, "LONG TURN "+uuid.NewString())
+	held := f.hosts[0].waitRecord(t, k, func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseBudgetExhausted && r.Lease.Owner != ""
+	}, waitLong, "never held for its budget")
+	lost := f.host(t, held.Lease.Owner)
+	counted, messages := lost.transcriptUsage(t, k, id)
+	assert.Equal(t, counted, held.Status.UsageTotal, "each of the %d messages counted once before the move", messages)
+	fl := lost.openFleet(t)
+	lost.waitFor(t, func() bool {
+		size, err := fl.TranscriptSize(t.Context(), k, id)
+		require.NoError(t, err)
+		return size > 0
+	}, waitShort, "the transcript never reached the store")
+
+	lost.killHost(t)
+	var other *env
+	for _, e := range f.hosts {
+		if e != lost {
+			other = e
+		}
+	}
+	moved := other.waitRecord(t, k, func(r desired.Record) bool {
+		return r.Lease.Owner != "" && r.Lease.Owner != held.Lease.Owner && r.Status.Phase == desired.PhaseBudgetExhausted &&
+			len(other.eventsNamed(t, journal.SessionMoved, k)) > 0
+	}, waitLong, "never held again on the other host")
+	assert.Equal(t, id, moved.Status.HarnessSessionID, "the same conversation")
+	both := func() (desired.Tokens, int) {
+		byID := lost.messageUsage(t, k, id)
+		return sumUsage(other.messageUsage(t, k, id, byID))
+	}
+	other.settle(t)
+	moved = other.mustRecord(t, k)
+	counted, messages = both()
+	assert.Equal(t, counted, moved.Status.UsageTotal, "each of the %d messages of both hosts counted once", messages)
+	assert.Equal(t, held.Status.UsageTotal, moved.Status.UsageTotal, "the restored history counts nothing again")
+	assert.Empty(t, other.starts(t), "held, nothing runs on the new host before the raise")
+
+	other.mustRun(t, "release", "--budget", "+50000", k.String())
+	r := other.waitPhase(t, k, desired.PhaseRunning, waitLong)
+	assert.Equal(t, id, r.Status.HarnessSessionID, "the same conversation again")
+	other.waitFor(t, func() bool {
+		return countContaining(other.userTurns(t, k, id), "token budget raised") == 1
+	}, waitLong, "the resume's prompt never reached the conversation")
+	other.settle(t)
+	r = other.mustRecord(t, k)
+	starts := other.starts(t)
+	require.Len(t, starts, 1)
+	flag, resumed := starts[0].mode()
+	assert.Equal(t, "--resume "+id, flag+" "+resumed, "the raise resumes the moved conversation")
+	counted, messages = both()
+	assert.Equal(t, counted, r.Status.UsageTotal, "each of the %d messages counted once, across the move and the raise", messages)
+	assert.Zero(t, r.Status.Failures)
+	assert.Empty(t, overlaps(t, f.lockDir), "two agents on one conversation")
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -69,9 +70,9 @@ func (g geminiEnv) endAll(t *testing.T) {
 	}
 }
 
-// turns returns the user messages of conversation id of k, from its chat
-// file as the gemini adapter finds it.
-func (g geminiEnv) turns(t *testing.T, k desired.Key, id string) []string {
+// chatLines returns the lines of the chat file of conversation id of k,
+// as the gemini adapter finds it.
+func (g geminiEnv) chatLines(t *testing.T, k desired.Key, id string) [][]byte {
 	t.Helper()
 	r, ok := g.record(t, k)
 	if !ok {
@@ -86,21 +87,56 @@ func (g geminiEnv) turns(t *testing.T, k desired.Key, id string) []string {
 	f, err := os.Open(tr.Path)
 	require.NoError(t, err)
 	defer f.Close()
-	var out []string
+	var out [][]byte
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
+		out = append(out, bytes.Clone(sc.Bytes()))
+	}
+	return out
+}
+
+// turns returns the user messages of conversation id of k, from its chat
+// file (chatLines).
+func (g geminiEnv) turns(t *testing.T, k desired.Key, id string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range g.chatLines(t, k, id) {
 		var m struct {
 			Type    string `json:"type"`
 			Content []struct {
 				Text string `json:"text"`
 			} `json:"content"`
 		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "user" && len(m.Content) > 0 {
+		if json.Unmarshal(l, &m) == nil && m.Type == "user" && len(m.Content) > 0 {
 			out = append(out, m.Content[0].Text)
 		}
 	}
 	return out
+}
+
+// chatUsage sums the tokens of the gemini messages of conversation id of
+// k as its chat file records them, each message once by its id however
+// many times it is written: what loopd must have counted, no more. Input
+// is input less cached plus tool, output is output plus thoughts.
+func (g geminiEnv) chatUsage(t *testing.T, k desired.Key, id string) (desired.Tokens, int) {
+	t.Helper()
+	byID := map[string]desired.Tokens{}
+	for _, l := range g.chatLines(t, k, id) {
+		var m struct {
+			ID     string `json:"id"`
+			Type   string `json:"type"`
+			Tokens *struct {
+				Input, Output, Cached, Thoughts, Tool int64
+			} `json:"tokens"`
+		}
+		if json.Unmarshal(l, &m) != nil || m.Type != "gemini" || m.Tokens == nil {
+			continue
+		}
+		u := m.Tokens
+		byID[m.ID] = desired.Tokens{Input: u.Input - u.Cached + u.Tool, Output: u.Output + u.Thoughts, CacheRead: u.Cached}
+	}
+	return sumUsage(byID)
 }
 
 // started returns the processes the fake started for k's pane, by the

@@ -469,7 +469,7 @@ func TestProcessRunnerGeminiRefusedResumeFallsBack(t *testing.T) {
 func geminiNoAuthBudget(t *testing.T, e *env, runs func() int) {
 	e.start(t)
 	d := sendComment(t, e, "an event no run can take "+uuid.NewString())
-	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitLong)
+	r := e.waitPhase(t, keyIssue, desired.PhaseNeedsAttention, waitRuns)
 	assert.Equal(t, 3, r.Status.Failures)
 	loops := e.waitEvent(t, journal.SessionCrashLoop, keyIssue, 1, waitShort)
 	assert.Equal(t, "restart_budget_exhausted", loops[0].Attrs["reason"])

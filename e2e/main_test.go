@@ -28,7 +28,10 @@ var (
 const (
 	waitShort = 10 * time.Second
 	waitLong  = 30 * time.Second
-	tick      = 50 * time.Millisecond
+	// waitRuns bounds a wait for several runs of a real CLI, each of which
+	// takes 10 s and more to start beside busy processes.
+	waitRuns = 2 * time.Minute
+	tick     = 50 * time.Millisecond
 )
 
 // The work items of the fixtures: every payload is for Codertocat/Hello-World,

@@ -94,7 +94,7 @@ func TestRealClaudeSelfHealsWithNudge(t *testing.T) {
 	assert.Equal(t, "true", ev.Attrs["resumed"], "%v", ev.Attrs)
 	assert.Equal(t, id, rr.Status.HarnessSessionID)
 	assert.Contains(t, e.paneStartCommand(t, keyIssue), "--resume "+id)
-	nudge := desired.NudgePrompt(keyIssue)
+	nudge := desired.NudgePrompt(keyIssue, desired.NudgeExited)
 	e.waitTurn(t, keyIssue, id, nudge, waitLong, "the re-orientation nudge never reached the same transcript")
 	assert.Empty(t, e.eventsNamed(t, journal.SessionResumeFailed, keyIssue))
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +63,7 @@ func TestTakeoverAndHandback(t *testing.T) {
 
 	attended := e.waitEvent(t, journal.ItemAttended, keyIssue, 1, waitLong)
 	assert.Equal(t, "octo", attended[0].Attrs["by"])
+	assert.NotEmpty(t, attended[0].Attrs["since"], "the journal says when")
 	e.waitRecord(t, keyIssue, func(r desired.Record) bool { return r.Status.Attended() }, waitShort, "never attended")
 	assert.Contains(t, e.mustRun(t, "get"), "Running/Attended")
 
@@ -86,7 +88,8 @@ func TestTakeoverAndHandback(t *testing.T) {
 	assert.Equal(t, "octo", back[0].Attrs["by"])
 	assert.Equal(t, "detached", back[0].Attrs["how"])
 	assert.Equal(t, d1+","+d2, back[0].Attrs["deliveries"])
-	assert.NotEmpty(t, back[0].Attrs["attended_for"])
+	assert.NotEmpty(t, back[0].Attrs["attended_for"], "and for how long")
+	assert.Equal(t, attended[0].Attrs["since"], back[0].Attrs["since"])
 
 	waitDelivered(t, e, d1, waitLong)
 	waitDelivered(t, e, d2, waitLong)
@@ -99,6 +102,18 @@ func TestTakeoverAndHandback(t *testing.T) {
 	}
 	assert.Len(t, deliveriesOfItem(t, e, journal.DispatchDelivered, keyIssue, d1), 1)
 	assert.Len(t, deliveriesOfItem(t, e, journal.DispatchDelivered, keyIssue, d2), 1)
+	// One prompt told the agent what queued, both events in order, before
+	// either came; each then came once, as its own message.
+	turns := e.userTurns(t, keyIssue, id)
+	told := slices.IndexFunc(turns, func(s string) bool { return strings.Contains(s, "[loopd] handed back on "+keyIssue.String()) })
+	require.GreaterOrEqual(t, told, 0, "no handback prompt in %q", turns)
+	assert.Equal(t, 1, countContaining(turns, "[loopd] handed back on "), "one handback prompt")
+	assert.Less(t, strings.Index(turns[told], d1), strings.Index(turns[told], d2), "it names both, oldest first: %q", turns[told])
+	assert.NotContains(t, turns[told], m1, "it names the events, it does not carry them")
+	for _, m := range []string{m1, m2} {
+		at := slices.IndexFunc(turns, func(s string) bool { return strings.Contains(s, m) })
+		assert.Greater(t, at, told, "%s came after the handback prompt", m)
+	}
 	exits := e.eventsNamed(t, journal.SessionExited, keyIssue)
 	require.NotEmpty(t, exits)
 	assert.Equal(t, "attended", exits[len(exits)-1].Attrs["reason"])

@@ -28,6 +28,10 @@ type Screen struct {
 	// Ready is true when the screen shows the harness's input box, empty
 	// and waiting (harness.ScreenReady).
 	Ready bool
+	// Question is the question the screen asks a person, with its
+	// choices, as the adapter reads it (harness.Asker); nil for none. Its
+	// ID and AskedAt are not set: the status's question has them.
+	Question *desired.Question
 }
 
 // screenRead is one item whose screen a pass reads (Need.Screen), with
@@ -97,16 +101,23 @@ func (o *Observer) readScreens(ctx context.Context, reads []screenRead, snap Sna
 			o.Log.DebugContext(ctx, string(journal.ScreenUnreadable), "work_item", sh.rec.Key.String(), "pane_id", sh.pn.PaneID, "err", tmux.ErrNoSession)
 			continue
 		}
-		obs.Screens[sh.rec.Key] = screenOf(sh.ad, sh.rec, c.text, now)
+		obs.Screens[sh.rec.Key] = ScreenOf(sh.ad, sh.rec, c.text, now)
 	}
 }
 
-// screenOf is what text, rec's screen, shows to its adapter ad at now.
-func screenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time) Screen {
+// ScreenOf is what text, rec's captured screen, shows to its adapter ad
+// at now: the one reading of a screen, for the Observer and for the
+// planner's golden cases.
+func ScreenOf(ad harness.Adapter, rec desired.Record, text string, now time.Time) Screen {
 	class, _ := ad.Screen(text)
 	sc := Screen{Blocked: ad.Blocked(text), Refusal: harness.ResumeRefusal(ad, text, -1, rec.Status.HarnessSessionID), Ready: class == harness.ScreenReady}
 	if l, ok := ad.Limit(text, now); ok {
 		sc.Limit = &l
+	}
+	if asker, ok := ad.(harness.Asker); ok {
+		if q, ok := asker.Question(text); ok {
+			sc.Question = &desired.Question{Context: q.Context, Title: q.Title, Choices: q.Choices, Differently: q.Differently}
+		}
 	}
 	return sc
 }

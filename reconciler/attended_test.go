@@ -8,6 +8,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/observed"
 )
 
@@ -63,6 +64,8 @@ func TestPlanAttendance(t *testing.T) {
 	}{
 		{"a_client_attaching_takes_the_item_over_and_nothing_is_pasted", rec(running(), ev1), obs(attached(alive(), 1, t0, "octo")),
 			[]actions.Action{actions.MarkAttended{Key: key, Session: sess, By: "octo"}, wait(t0)}},
+		{"a_plain_tmux_attach_takes_the_item_over_by_no_one_named", rec(running(), ev1), obs(attached(alive(), 1, t0, "")),
+			[]actions.Action{actions.MarkAttended{Key: key, Session: sess}, wait(t0)}},
 		{"attended_events_stay_pending", rec(attendedSince(running(), since), ev1, ev2), obs(attached(alive(), 1, t0.Add(-time.Minute), "octo")),
 			[]actions.Action{wait(t0.Add(-time.Minute))}},
 		{"attended_death_is_not_respawned", rec(attendedSince(running(), since), ev1), obs(attached(killed(dead(0)), 1, t0, "")),
@@ -70,16 +73,15 @@ func TestPlanAttendance(t *testing.T) {
 		{"attended_session_gone_with_the_client_hands_back", rec(attendedSince(running(), since), ev1), obs(gone(), transcript),
 			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1"),
 				actions.RecordExit{Key: key, Session: sess, ExitStatus: -1, Reason: actions.ReasonAttended, Phase: desired.PhaseBackingOff, NextAttempt: t0},
-				resume(ev1, actions.ReasonAttended)}},
+				resumeTelling(ev1)}},
 		{"detach_hands_back_and_the_oldest_event_is_pasted", rec(attendedSince(running(), since), ev1, ev2), obs(alive()),
-			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"),
-				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), toldOf(ev1, ev2)}},
 		{"detach_after_a_death_resumes_the_same_conversation_counting_nothing", rec(attendedSince(running(), since), ev1, ev2),
 			obs(killed(dead(0)), transcript),
-			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), deadAttended(), resume(ev1, actions.ReasonAttended)}},
+			[]actions.Action{handBack(actions.HandBackDetached, false, "d-1", "d-2"), deadAttended(), resumeTelling(ev1, ev2)}},
 		{"no_input_for_the_timeout_hands_back_with_the_client_attached", rec(attendedSince(running(), since), ev1),
 			obs(attached(alive(), 1, t0.Add(-timeout), "octo")),
-			[]actions.Action{handBack(actions.HandBackIdle, true, "d-1"), actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+			[]actions.Action{handBack(actions.HandBackIdle, true, "d-1"), toldOf(ev1)}},
 		{"a_client_left_attached_by_a_handback_does_not_take_over_again", rec(left(running()), ev1), obs(attached(alive(), 1, t0, "octo")),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"that_client_gone_the_next_attach_takes_over", rec(left(running()), ev1), obs(alive()),
@@ -112,5 +114,66 @@ func TestReleaseHandsBackAnAttendedItem(t *testing.T) {
 	require.NotEmpty(t, got)
 	require.Equal(t, actions.HandBack{Key: key, Session: sess, By: "octo", Since: since, How: actions.HandBackReleased, Left: true, Deliveries: []string{"d-1"}}, got[0])
 	require.IsType(t, actions.Release{}, got[1])
-	require.Equal(t, actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}, got[len(got)-1])
+	require.Equal(t, toldOf(ev1), got[len(got)-1])
+}
+
+// TestAttendedAgentIsNotParked: an attended agent idle past the park time
+// is not parked: parking waits for the handback.
+func TestAttendedAgentIsNotParked(t *testing.T) {
+	since := t0.Add(-time.Hour)
+	st := attendedSince(running(), since)
+	st.SpawnedAt = t0.Add(-time.Hour)
+	p := testPolicy()
+	p.IdlePark, p.AttendedTimeout = 5*time.Minute, 2*time.Hour
+	quiet := harness.Transcript{Known: true, Exists: true, Size: 100, ModTime: t0.Add(-10 * time.Minute)}
+	got := Plan([]desired.Record{rec(st)}, obs(attached(alive(), 1, t0.Add(-30*time.Minute), "octo"), quiet), p, t0)
+	require.Equal(t, []actions.Action{actions.Wait{Key: key, Until: t0.Add(-30 * time.Minute).Add(2 * time.Hour), Reason: actions.ReasonAttended}}, got)
+}
+
+// TestReleaseOfAnAttendedDeadAgentResumesIt: an agent killed while
+// attended waits for the person; loopd release hands it back and resumes
+// the same conversation in the same pass, counting no crash.
+func TestReleaseOfAnAttendedDeadAgentResumesIt(t *testing.T) {
+	since := t0.Add(-time.Minute)
+	r := rec(attendedSince(running(), since), ev1)
+	dead := attached(dead(0), 1, t0, "octo")
+	p := dead.Panes[sess]
+	p.DeadSignal = 9
+	dead.Panes[sess] = p
+	require.Equal(t, []actions.Action{actions.Wait{Key: key, Reason: actions.ReasonAttended}},
+		Plan([]desired.Record{r}, obs(dead, transcript), testPolicy(), t0), "not respawned while attended")
+	r.Spec.ReleaseGeneration = 1
+	got := Plan([]desired.Record{r}, obs(dead, transcript), testPolicy(), t0)
+	require.NotEmpty(t, got)
+	require.Equal(t, actions.HandBack{Key: key, Session: sess, By: "octo", Since: since, How: actions.HandBackReleased, Left: true, Deliveries: []string{"d-1"}}, got[0])
+	last, ok := got[len(got)-1].(actions.ResumeSpawn)
+	require.True(t, ok, "%v", got)
+	require.Equal(t, oldID, last.ResumeID, "the same conversation")
+	for _, a := range got {
+		if x, ok := a.(actions.RecordExit); ok {
+			require.Equal(t, actions.ReasonAttended, x.Reason, "no crash")
+		}
+	}
+}
+
+// toldOf is the first paste after a handback with pending, oldest first:
+// pending[0] behind the one prompt that names them all.
+func toldOf(pending ...desired.Delivery) actions.DeliverPrompt {
+	a := actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: pending[0].ID}
+	var headers []string
+	for _, d := range pending {
+		headers = append(headers, d.Header)
+		a.Told = append(a.Told, d.ID)
+	}
+	a.Preamble = desired.HandBackPrompt(key, headers)
+	return a
+}
+
+// resumeTelling is the resume of a handback that found the agent dead:
+// it boots with the prompt that names pending, which are pasted after it.
+func resumeTelling(pending ...desired.Delivery) actions.ResumeSpawn {
+	told := toldOf(pending...)
+	r := resume(desired.Delivery{}, actions.ReasonAttended)
+	r.Prompt, r.Told = told.Preamble, told.Told
+	return r
 }

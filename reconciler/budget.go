@@ -79,10 +79,23 @@ func planBudgeted(r desired.Record, obs observed.Observation, p Policy, now time
 		return append(out, actions.Wait{Key: r.Key, Until: windowFrees(r.Status.BudgetState, b, r.Spec.BudgetRaise, now), Reason: actions.ReasonTokenBudget})
 	case r.Status.Phase == desired.PhaseBudgetExhausted:
 		return append(out, it.spawn(it.st, actions.ReasonBudgetRaised, "")...)
-	case spent.Past != "" && !it.process && !it.foreign && heldForBudget(it):
+	case spent.Past != "" && !it.foreign && heldForBudget(it):
 		used, limit, which := spent.Figures()
 		a := actions.BudgetExhaust{Key: r.Key, Session: it.session, Used: used, Limit: limit, Which: which}
-		if it.pane.alive {
+		switch {
+		case it.process && it.st.RunID != "":
+			// A headless run has no turn to interrupt and stay: it is
+			// ended with its group, and judged here, as runEnded would:
+			// the conversation its output named is followed, and its
+			// event delivered if it landed.
+			if follow, ok := it.followRun(); ok {
+				out = append(out, follow)
+				it.st = it.st.Follow(follow.To)
+			}
+			a.Run = it.st.RunID
+			landed, _ := it.landed()
+			a.Delivered = it.delivered(landed)
+		case it.pane.alive && !it.process:
 			a.PaneID = it.pane.id
 			landed, _ := it.landed()
 			a.Delivered = it.delivered(landed)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/harness"
 	"github.com/loopd/loopd/observed"
 	"github.com/loopd/loopd/schema"
 )
@@ -90,4 +91,69 @@ func TestWindowFrees(t *testing.T) {
 	s := desired.BudgetState{UsageWeighted: 1500, Hours: []desired.UsageHour{{Hour: t0.Add(-20 * time.Hour), Tokens: 600}, {Hour: t0.Add(-time.Hour), Tokens: 900}}}
 	require.Equal(t, t0.Add(5*time.Hour), windowFrees(s, b, 0, t0), "the oldest hour leaves the window")
 	require.Equal(t, time.Time{}, windowFrees(s, desired.Budget{Tokens: 1000, Window: 24 * time.Hour, Total: 1000}, 0, t0), "a spent total frees nothing")
+}
+
+// processBudgetPolicy is processPolicy with budgetPolicy's budget.
+func processBudgetPolicy() Policy {
+	p := processPolicy(600)
+	r := p.Routing.Repos["octo-org/api"]
+	r.Budget = budgetPolicy().Routing.Repos["octo-org/api"].Budget
+	p.Routing.Repos["octo-org/api"] = r
+	return p
+}
+
+// TestPlanBudgetsOfRuns: an item of the process runner past its budget
+// is held as a pane's is: its run in flight ended with its group (a
+// headless turn has no interrupt that keeps it going), its event
+// delivered once it landed (confirmed before the hold), a run that ended judged by the hold (the
+// conversation it named followed), the others pending; raised, it
+// resumes the same conversation in a run of its own.
+func TestPlanBudgetsOfRuns(t *testing.T) {
+	p := processBudgetPolicy()
+	run := func() desired.Status {
+		st := withRun(running())
+		st.SpawnMode, st.SpawnDeliveryID = desired.SpawnResume, "d-1"
+		return st
+	}
+	counted := func(st desired.Status, id string, out int64) desired.BudgetState {
+		s, _ := st.BudgetState.Count(usage(obs(alive()), id, out).Usage[key], desired.Weights{Input: 1, Output: 1, CacheWrite: 1, CacheRead: 1}, 24*time.Hour, t0)
+		return s
+	}
+	exhausted := used(running(), 1100)
+	exhausted.Phase, exhausted.Reason = desired.PhaseBudgetExhausted, "budget_exhausted"
+	exhausted.BudgetUsed, exhausted.BudgetLimit, exhausted.BudgetWhich = 1100, 1000, desired.BudgetWindow
+	raised := rec(exhausted, ev1)
+	raised.Spec.BudgetRaise = 200
+	// The event the conversation shows is confirmed before the hold.
+	confirm := actions.ConfirmDelivery{Key: key, Session: sess, DeliveryID: "d-1", Verified: true, Via: actions.ViaTranscript}
+	resume := runSpawn(ev1, actions.ReasonBudgetRaised)
+	resume.DeliveryID, resume.Prompt = "", desired.BudgetRaisedPrompt(key)
+	tests := []struct {
+		name string
+		r    desired.Record
+		o    observed.Observation
+		want []actions.Action
+	}{
+		{"a_run_in_flight_past_the_budget_is_ended_and_held_its_landed_event_delivered", rec(run(), ev1, ev2),
+			usage(seen(obs(runSnap(true, 0, ""), grown), "d-1", harness.Found{Whole: true}), "m1", 1100),
+			[]actions.Action{confirm, actions.RecordUsage{Key: key, State: counted(run(), "m1", 1100), Added: 1100},
+				actions.BudgetExhaust{Key: key, Session: sess, Run: "r1", Used: 1100, Limit: 1000, Which: desired.BudgetWindow}}},
+		{"a_run_in_flight_whose_event_did_not_land_keeps_it_pending", rec(used(run(), 1100), ev1), seen(obs(runSnap(true, 0, ""), transcript), "d-1", harness.Found{}),
+			[]actions.Action{actions.BudgetExhaust{Key: key, Session: sess, Run: "r1", Used: 1100, Limit: 1000, Which: desired.BudgetWindow}}},
+		{"a_run_that_ended_is_judged_by_the_hold_and_its_conversation_followed", rec(used(run(), 1100), ev1, ev2),
+			seen(obs(runSnap(false, 0, otherID), grown), "d-1", harness.Found{Whole: true}),
+			[]actions.Action{confirm, actions.FollowSession{Key: key, Session: sess, From: oldID, To: otherID, Source: SourceHeadless},
+				actions.BudgetExhaust{Key: key, Session: sess, Run: "r1", Used: 1100, Limit: 1000, Which: desired.BudgetWindow}}},
+		{"an_event_past_the_budget_starts_no_run", rec(used(func() desired.Status { st := running(); st.Phase = desired.PhaseExited; return st }(), 1100), ev1), obs(gone(), transcript),
+			[]actions.Action{actions.BudgetExhaust{Key: key, Session: sess, Used: 1100, Limit: 1000, Which: desired.BudgetWindow}}},
+		{"held_it_waits", rec(exhausted, ev1), obs(gone(), transcript),
+			[]actions.Action{actions.Wait{Key: key, Until: t0.Add(24 * time.Hour), Reason: actions.ReasonTokenBudget}}},
+		{"raised_it_resumes_the_same_conversation_in_a_run", raised, obs(gone(), transcript),
+			[]actions.Action{actions.ResumeSpawn{Spawn: resume, ResumeID: oldID}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Plan([]desired.Record{tt.r}, tt.o, p, t0))
+		})
+	}
 }

@@ -80,6 +80,16 @@
 //     BudgetExhausted, with no failure counted, until the budget is raised.
 //   - blocked, unblocked: the screen shows (or no longer shows) what keeps
 //     the agent from working until a human acts; nothing else changes.
+//   - ask_question, remind_question, question_gone: on a route with
+//     approvals: github, a question the screen asks (a tool's permission
+//     prompt, with its choices) is opened on the item's thread under the
+//     item's next id, reminded once after the route's approvalReminder,
+//     and closed when the screen no longer shows it (approval.go).
+//   - answer_question, refuse_answer: an authorized user's answer to the
+//     open question is sent as keys only while the screen still shows it
+//     (tmux checks it with the keys); an answer to a question gone, or
+//     with no such choice, is refused with a reply. loopd never answers
+//     for anyone.
 //   - attended, hand_back, client_gone: a person's tmux client is attached
 //     to the item's session, which then waits (nothing pasted, no death
 //     respawned); the handback on detach, idle or release, after which the

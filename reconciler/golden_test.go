@@ -62,6 +62,9 @@ type planCase struct {
 	// past its status's offset (observed.Observation.Usage).
 	Routing *schema.Routing              `yaml:"routing"`
 	Usage   map[string]desired.UsageRead `yaml:"usage"`
+	// Screens are, per item, what its live pane shows, read by the
+	// Claude Code adapter as the Observer reads it (observed.ScreenOf).
+	Screens map[string]string `yaml:"screens"`
 }
 
 // TestPlanGolden renders the dry run of each case and compares it with
@@ -157,6 +160,16 @@ func (c planCase) build(t *testing.T) ([]desired.Record, observed.Observation) {
 		k, err := desired.ParseKey(item)
 		require.NoError(t, err)
 		obs.Usage[k] = u
+	}
+	obs.Screens = map[desired.Key]observed.Screen{}
+	for item, text := range c.Screens {
+		k, err := desired.ParseKey(item)
+		require.NoError(t, err)
+		for _, it := range items {
+			if it.Key == k {
+				obs.Screens[k] = observed.ScreenOf(claude, it, text, c.Now)
+			}
+		}
 	}
 	for _, item := range c.MissingWorkdirs {
 		k, err := desired.ParseKey(item)

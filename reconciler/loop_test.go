@@ -183,7 +183,7 @@ func TestPassesCarryAnItemThroughCrashAndVerifiedResume(t *testing.T) {
 	r.tmux.Exit(sess, 1)
 	res = r.pass(t, false)
 	require.Equal(t, []string{"record_exit", "resume_spawn"}, names(res.Plan))
-	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(desired.NudgePrompt(r.key), r.record(t).Status.BootID)}, r.tmux.Argv(sess))
+	assert.Equal(t, []string{"claude", "--resume", id, "--setting-sources", "user", "--strict-mcp-config", "--", desired.WithBootLine(desired.NudgePrompt(r.key, desired.NudgeExited), r.record(t).Status.BootID)}, r.tmux.Argv(sess))
 	assert.Len(t, r.tmux.Sessions(), 1, "one session per item, never a second agent")
 
 	r.now = r.now.Add(6 * time.Second)

@@ -32,6 +32,29 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 	return desired.FreshNudgePrompt(k, kind, cause)
 }
 
+// handBackTold is what the first prompt after a handback names: the
+// pending deliveries, oldest first, by id and by header line.
+func (it itemPlan) handBackTold() (ids, headers []string) {
+	for _, p := range it.pending {
+		ids, headers = append(ids, p.ID), append(headers, p.Header)
+	}
+	return ids, headers
+}
+
+// nudgeCause is the desired.NudgeCause NudgePrompt names for a resume
+// planned for reason.
+func nudgeCause(reason actions.Reason) desired.NudgeCause {
+	switch reason {
+	case actions.ReasonReleased:
+		return desired.NudgeReleased
+	case actions.ReasonServerLost, actions.ReasonOutage:
+		return desired.NudgeServerLost
+	case actions.ReasonQueued:
+		return desired.NudgeQueued
+	}
+	return desired.NudgeExited
+}
+
 // Plan compares desired records with what one pass observed and returns the
 // actions that move each item toward its desired state, in key order, the
 // stops of the items this host does not own (and a draining host's
@@ -138,8 +161,9 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 
 // planRecord plans one item. Before any decision it settles which
 // conversation the item is in (follow), carries out a pending release
-// (release), drops the agent's own pushes (dropOwnPushes) and confirms
-// what the conversation already holds (checkConversation); each returns
+// (release), drops the agent's own pushes (dropOwnPushes), confirms
+// what the conversation already holds (checkConversation) and plans the
+// questions and answers of its approvals (approve); each returns
 // the record as the executor will leave it, so the decisions that follow
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
 // usage-limit holds (limitHolds). An item whose conversation id is
@@ -157,6 +181,8 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return out
 		}
 	}
+	asked, r := approve(r, obs, p, now)
+	out = append(out, asked...)
 	if from := movedFrom(r, p); from != "" {
 		it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 		it.observe()
@@ -743,7 +769,14 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if fetch := it.headFetch(d); fetch != nil {
 			return fetch
 		}
-		return []actions.Action{actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}}
+		a := actions.DeliverPrompt{Key: it.r.Key, Session: it.session, PaneID: it.pane.id, DeliveryID: d.ID}
+		if st.HandBackUntold {
+			// The first paste after a handback tells what queued.
+			var headers []string
+			a.Told, headers = it.handBackTold()
+			a.Preamble = desired.HandBackPrompt(it.r.Key, headers)
+		}
+		return []actions.Action{a}
 	}
 	return nil
 }
@@ -1234,7 +1267,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
-	deliveryID, prompt, size := it.bootPrompt(st)
+	deliveryID, prompt, size := it.bootPrompt(st, reason)
 	switch reason {
 	case actions.ReasonLimitReset:
 		// The conversation goes on where the limit cut it; the events
@@ -1246,10 +1279,19 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 		deliveryID, prompt = "", desired.BudgetRaisedPrompt(key)
 		size = len(prompt)
 	}
+	var told []string
+	if st.HandBackUntold && len(it.pending) > 0 && deliveryID != "" && !it.process {
+		// A resume at the handback tells what queued; the events are
+		// pasted after it.
+		var headers []string
+		told, headers = it.handBackTold()
+		deliveryID, prompt = "", desired.HandBackPrompt(key, headers)
+		size = len(prompt)
+	}
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
-		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted,
+		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted, Told: told,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess
@@ -1337,14 +1379,15 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 
 // bootPrompt picks the prompt a spawn boots with, and its size in bytes:
 // the delivery the previous spawn carried if it is still pending, else the
-// oldest pending delivery, else the re-orientation nudge. A delivery is
+// oldest pending delivery, else the re-orientation nudge of the spawn's
+// reason (nudgeCause). A delivery is
 // named by its id, with prompt "": the executor reads its body
 // (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it itemPlan) bootPrompt(st desired.Status) (deliveryID, prompt string, size int) {
+func (it itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
-		prompt = desired.NudgePrompt(it.r.Key)
+		prompt = desired.NudgePrompt(it.r.Key, nudgeCause(reason))
 		return "", prompt, len(prompt)
 	}
 	d := it.pending[0]

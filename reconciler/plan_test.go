@@ -32,7 +32,6 @@ var (
 	ev1Text = "[loopd] issue_comment.created\nhello"
 	ev1     = desired.Delivery{ID: "d-1", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: ev1Text}.Compact()
 	ev2     = desired.Delivery{ID: "d-2", Event: "issue_comment", Action: "created", Sender: "octocat", Prompt: "[loopd] issue_comment.created\nsecond"}.Compact()
-	nudge   = desired.NudgePrompt(key)
 	// bootID is the boot id of the spawn a test status is in (spawning).
 	bootID  = "boot-1"
 	spawnAt = t0.Add(-time.Minute)
@@ -153,7 +152,7 @@ func prepareFirst() actions.PrepareWorkspace {
 }
 
 func spawnOf(delivery desired.Delivery, reason actions.Reason) actions.Spawn {
-	s := actions.Spawn{Key: key, Session: sess, Harness: "claude-code", Cwd: cwd, Probe: 5 * time.Second, Respawn: true, Reason: reason, Prompt: nudge}
+	s := actions.Spawn{Key: key, Session: sess, Harness: "claude-code", Cwd: cwd, Probe: 5 * time.Second, Respawn: true, Reason: reason, Prompt: desired.NudgePrompt(key, nudgeCause(reason))}
 	if delivery.ID != "" {
 		s.DeliveryID, s.Prompt = delivery.ID, "" // the executor reads it
 	}
@@ -808,4 +807,37 @@ func TestFramesToCheckOnlyForItemsThatMaySend(t *testing.T) {
 			require.Equal(t, tt.want, ids)
 		})
 	}
+}
+
+// TestNudgeSaysWhyTheSessionRestarted: a resume with no event to carry
+// boots with a nudge that names why loopd restarted it; a release after a
+// hold or NeedsAttention is not "your agent process exited".
+func TestNudgeSaysWhyTheSessionRestarted(t *testing.T) {
+	for _, tc := range []struct {
+		reason actions.Reason
+		says   string
+	}{
+		{actions.ReasonPaneDead, "your agent process exited"},
+		{actions.ReasonExitedAlways, "your agent process exited"},
+		{actions.ReasonReleased, "an operator released this work item (loopd release)"},
+		{actions.ReasonServerLost, "tmux server your agent ran in was lost"},
+		{actions.ReasonOutage, "tmux server your agent ran in was lost"},
+		{actions.ReasonQueued, "waited for a free slot"},
+	} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			prompt := desired.NudgePrompt(key, nudgeCause(tc.reason))
+			require.Contains(t, prompt, tc.says)
+			require.True(t, strings.HasPrefix(prompt, "[loopd] restart on "+key.String()+": "), prompt)
+		})
+	}
+	// Through the planner: a held item released with nothing pending.
+	held := rec(with(running(), func(s *desired.Status) { s.Phase = desired.PhaseBackingOff; s.Reason = string(actions.ReasonReleased) }))
+	got := Plan([]desired.Record{held}, obs(gone(), transcript), testPolicy(), t0)
+	var prompt string
+	for _, a := range got {
+		if r, ok := a.(actions.ResumeSpawn); ok {
+			prompt = r.Prompt
+		}
+	}
+	require.Contains(t, prompt, "an operator released this work item", "%#v", got)
 }

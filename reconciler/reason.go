@@ -100,6 +100,9 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 		if by := st.BlockedBy(); by != "" {
 			reason += " blocked reason=" + by
 		}
+		if q := st.AwaitingApproval(); q != "" {
+			reason += " " + string(actions.ReasonAwaitingApproval) + " " + journal.KeyQuestionID + "=" + q
+		}
 		if h, held := limitHeld(r); held && !r.Spec.Closed && !r.Spec.Held {
 			e.LimitUntil, e.LimitWindow = h.Until, h.Window
 			if reason != "rate_limited" { // the item held by another's limit says why

@@ -174,10 +174,9 @@ func (it itemPlan) runRunning(confirmed bool, delivered string, reason actions.R
 // followed first (a CLI that writes each headless turn under a new id).
 func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 	var pre []actions.Action
-	caps := it.p.Harnesses[it.r.Spec.Harness]
-	if id := it.run.SessionID; id != "" && id != it.st.HarnessSessionID && caps.AcceptsSessionID(id) {
-		pre = append(pre, actions.FollowSession{Key: it.r.Key, Session: it.session, From: it.st.HarnessSessionID, To: id, Source: SourceHeadless})
-		it.st = it.st.Follow(id)
+	if follow, ok := it.followRun(); ok {
+		pre = append(pre, follow)
+		it.st = it.st.Follow(follow.To)
 	}
 	st := it.st
 	exit := it.exit(actions.ReasonRunFailed)
@@ -216,6 +215,18 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 	}
 	exit.DeliveryID = st.SpawnDeliveryID
 	return append(pre, it.afterExit(exit, true)...)
+}
+
+// followRun is the FollowSession of a run that ended naming another
+// conversation id in its output than the recorded one (a CLI that writes
+// each headless turn under a new id), and whether there is one.
+func (it itemPlan) followRun() (actions.FollowSession, bool) {
+	caps := it.p.Harnesses[it.r.Spec.Harness]
+	id := it.run.SessionID
+	if it.pane.alive || id == "" || id == it.st.HarnessSessionID || !caps.AcceptsSessionID(id) {
+		return actions.FollowSession{}, false
+	}
+	return actions.FollowSession{Key: it.r.Key, Session: it.session, From: it.st.HarnessSessionID, To: id, Source: SourceHeadless}, true
 }
 
 // SourceHeadless is the source of a FollowSession taken from a headless

@@ -325,6 +325,33 @@ type Route struct {
 	// Budget, when set, bounds the tokens each of the route's items may
 	// use (docs/design.md, "Budgets"); nil is no budget.
 	Budget *Budget `yaml:"budget" json:"budget,omitempty"`
+	// Approvals says who answers the questions the route's agents'
+	// screens ask (a tool's permission prompt, with its choices):
+	// ApprovalsGitHub posts each on the item's thread and takes an
+	// authorized user's "/loopd answer"; "" (the default) leaves them to a
+	// person at the terminal (docs/design.md, "Approvals").
+	Approvals string `yaml:"approvals" json:"approvals,omitempty"`
+	// ApprovalReminder is how long a question posted waits for an answer
+	// before its one reminder: a duration from MinApprovalReminder to
+	// MaxApprovalReminder; "" is DefaultApprovalReminder (ReminderAfter).
+	ApprovalReminder string `yaml:"approvalReminder" json:"approvalReminder,omitempty"`
+}
+
+// ApprovalsGitHub is Route.Approvals that posts questions on GitHub.
+const ApprovalsGitHub = "github"
+
+// ApprovalsFromGitHub reports whether r's questions are posted on GitHub
+// for an answer (Approvals).
+func (r Route) ApprovalsFromGitHub() bool { return r.Approvals == ApprovalsGitHub }
+
+// ReminderAfter returns ApprovalReminder as a duration,
+// DefaultApprovalReminder when unset or unreadable (Load refuses those).
+func (r Route) ReminderAfter() time.Duration {
+	d, err := time.ParseDuration(r.ApprovalReminder)
+	if err != nil || d <= 0 {
+		return DefaultApprovalReminder
+	}
+	return d
 }
 
 // Budget is a route's token budget for each of its items: Tokens within a

@@ -475,6 +475,15 @@ const (
 	MaxBudgetWindow     = 7 * 24 * time.Hour
 )
 
+// DefaultApprovalReminder is how long a question posted on GitHub
+// waits for an answer before its one reminder (Route.ApprovalReminder);
+// MinApprovalReminder and MaxApprovalReminder bound a route's own.
+const (
+	DefaultApprovalReminder = time.Hour
+	MinApprovalReminder     = time.Minute
+	MaxApprovalReminder     = 7 * 24 * time.Hour
+)
+
 // defaultBudgetWeights are, per adapter, what one token of each kind
 // counts against a budget when the route does not say: each kind's list
 // price relative to the model's uncached input, as the vendors publish

@@ -517,6 +517,9 @@ func (c *Config) check(t *tree) []Problem {
 				add(t.keyProblemAt(child(at, "budget"), "set tokens (per window) or total, or leave budget out"))
 			}
 		}
+		if d, err := time.ParseDuration(r.ApprovalReminder); r.ApprovalReminder != "" && (err != nil || d < MinApprovalReminder || d > MaxApprovalReminder) {
+			add(t.problemAt(child(at, "approvalReminder"), fmt.Sprintf("%q is not a duration of %dm to %dh", r.ApprovalReminder, int(MinApprovalReminder.Minutes()), int(MaxApprovalReminder.Hours()))))
+		}
 		for _, p := range c.credentialProblems(r) {
 			add(t.problemAt(child(at, p.key), p.message))
 		}

@@ -295,6 +295,16 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{`c.yaml:12:97: webhooks.ghWebhook.routing.repos["octo/api"].budget.weights.cacheRead: -1 is less than the minimum, 0`},
 		},
 		{
+			name: "approvals_from_nowhere",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /w, approvals: slack}\n",
+			want: []string{`c.yaml:12:68: webhooks.ghWebhook.routing.repos["octo/api"].approvals: value must be 'github'`},
+		},
+		{
+			name: "approval_reminder_too_soon",
+			src:  minimal + "        \"octo/api\": {harness: claude-code, workdir: /w, approvals: github, approvalReminder: 30s}\n",
+			want: []string{`c.yaml:12:94: webhooks.ghWebhook.routing.repos["octo/api"].approvalReminder: "30s" is not a duration of 1m to 168h`},
+		},
+		{
 			name: "harness_name_is_not_an_adapter",
 			src:  "harnesses:\n  claude:\n    command: claude\n",
 			want: []string{"c.yaml:2:3: harnesses.claude: no adapter given and the name is not one of claude-code, codex, gemini, cursor, custom; set adapter"},

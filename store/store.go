@@ -98,6 +98,9 @@ type Ingest struct {
 	// claimed, a redelivery raises nothing. An unknown item is not
 	// created for it.
 	BudgetRaise int64
+	// An answer to a question (Delivery.Answer) is queued once per
+	// question instance: see IngestResult.Answered.
+	//
 	// CI, when set, is a check or workflow event of the item's commit:
 	// it is recorded with the commit's other checks (desired.CI) and
 	// queues nothing itself; Delivery must be nil.
@@ -142,6 +145,11 @@ type IngestResult struct {
 	// with failures: its prompt can be sent now (Store.SendCI).
 	Collected bool
 	CIReady   bool
+	// Answered means in.Delivery answers a question the item already
+	// holds an answer to (desired.Answer.Question): the id and identity
+	// are claimed and nothing was queued. One answer per question
+	// instance: a second reply changes nothing.
+	Answered bool
 	// Outdated means in's payload (StateAt) is older than the item's last
 	// open/closed change: it is an old event, and its delivery was not
 	// queued; its id is claimed.

@@ -345,6 +345,9 @@ func (g *globals) setup(ctx context.Context) (*schema.Config, *app, error) {
 	if err := scrubEnviron(secretEnvNames(cfg)); err != nil {
 		return nil, nil, err
 	}
+	if err := refuseOwnedServer(ctx, cfg, log); err != nil {
+		return nil, nil, err
+	}
 	a, err := newApp(ctx, cfg, g.config, log)
 	if err != nil {
 		return nil, nil, err

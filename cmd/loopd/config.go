@@ -39,38 +39,39 @@ install or turn on when not.`,
 			}
 			cfg, err := load()
 			if err != nil {
+				var verr *schema.ValidationError
+				if !errors.As(err, &verr) {
+					return err
+				}
+				// The harness commands are looked for too, in what can
+				// be read of the file, so that one run names every
+				// problem it can.
+				if unchecked, uerr := schema.LoadUnchecked(path); uerr == nil {
+					adapters, _ := harnessAdapters(unchecked)
+					return errors.Join(append([]error{err}, missingRouteHarnesses(unchecked, adapters)...)...)
+				}
 				return err
 			}
-			adapters := map[string]harness.Adapter{}
-			for name, h := range cfg.Harnesses {
-				ad, err := harness.New(name, h)
-				if err != nil {
-					return err // harness <name>: …
-				}
-				adapters[name] = ad
-			}
+			adapters, problems := harnessAdapters(cfg)
 			used := routeHarnesses(cfg)
 			for _, name := range slices.Sorted(maps.Keys(adapters)) {
 				if err := harness.LookCommand(adapters[name]); err != nil && !slices.Contains(used, name) {
 					fmt.Fprintf(os.Stderr, "warning: %v (no route uses it)\n", err)
 				}
 			}
-			if err := errors.Join(append(missingRouteHarnesses(cfg, adapters), checkRoutes(cfg, adapters))...); err != nil {
-				return err
-			}
-			if err := checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }); err != nil {
-				return err
-			}
+			problems = append(append(problems, missingRouteHarnesses(cfg, adapters)...), checkRoutes(cfg, adapters))
+			problems = append(problems, checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }))
 			if gh := cfg.Webhooks.GHWebhook; gh.SecretFile == "" && os.Getenv(gh.SecretEnv) == "" {
 				// Validate may run where serve will not (a CI job): a
 				// warning, which serve makes a refusal.
 				fmt.Fprintf(os.Stderr, "warning: %v (here; serve refuses to start without it)\n", errSecretEnvEmpty(gh.SecretEnv))
 			}
-			sb, err := sandboxOf(cmd.Context(), cfg, path)
-			if err != nil {
-				return err
+			if sb, err := sandboxOf(cmd.Context(), cfg, path); err != nil {
+				problems = append(problems, err)
+			} else {
+				problems = append(problems, checkSandbox(cfg, sb))
 			}
-			if err := checkSandbox(cfg, sb); err != nil {
+			if err := errors.Join(problems...); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", path)
@@ -78,6 +79,22 @@ install or turn on when not.`,
 		},
 	})
 	return cmd
+}
+
+// harnessAdapters builds the adapter of each harness of cfg, by name,
+// and returns the errors of those it cannot build (harness <name>: …).
+func harnessAdapters(cfg *schema.Config) (map[string]harness.Adapter, []error) {
+	adapters := map[string]harness.Adapter{}
+	var problems []error
+	for _, name := range slices.Sorted(maps.Keys(cfg.Harnesses)) {
+		ad, err := harness.New(name, cfg.Harnesses[name])
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		adapters[name] = ad
+	}
+	return adapters, problems
 }
 
 // checkRoutes reports each route whose runner its harness cannot serve: a

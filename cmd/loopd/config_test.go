@@ -31,6 +31,49 @@ func TestConfigValidateNamesTheHarnessOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "harness claude-code"), "%v", err)
 }
 
+// TestConfigValidateNamesEveryProblemInOneRun: a file with a schema
+// problem and a route whose harness command is missing gets both in one
+// run, not the second only after the first is fixed; so do a missing
+// command and a process route its harness cannot serve, which are found
+// after the file is read.
+func TestConfigValidateNamesEveryProblemInOneRun(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfigWith(t, dir, "capacity: {maxLiveSessions: -1}\n", "")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	missing := strings.Replace(string(data), "    command: claude\n", "    command: "+filepath.Join(dir, "no-such-claude")+"\n", 1)
+	require.NoError(t, os.WriteFile(path, []byte(missing), 0o644))
+
+	_, err = run(t, "", "config", "validate", path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "capacity.maxLiveSessions: -1 is less than the minimum")
+	assert.Contains(t, err.Error(), `harness claude-code: command "`+filepath.Join(dir, "no-such-claude")+`"`)
+	assert.ErrorIs(t, err, harness.ErrCommandNotFound)
+
+	// Read, with no schema problem: the missing command of route a/b and
+	// the process route "*" its harness cannot serve.
+	cfg := `stateDir: ` + filepath.Join(dir, "state") + `
+harnesses:
+  claude-code:
+    command: ` + filepath.Join(dir, "no-such-claude") + `
+  cur:
+    adapter: cursor
+    command: cursor-agent
+webhooks:
+  ghWebhook:
+    authorizedUsers: [octocat]
+    routing:
+      repos:
+        "*": {harness: cur, runner: process, workdir: "/w/{{.Number}}"}
+        "a/b": {harness: claude-code, workdir: "/w/{{.Number}}"}
+`
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+	_, err = run(t, "", "config", "validate", path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"cur" has none`)
+	assert.ErrorIs(t, err, harness.ErrCommandNotFound, "the missing command of the route a/b too")
+}
+
 // TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm: a route that
 // runs its agents as processes with a harness that has no headless form
 // (cursor) is refused by validate, naming the route, as the planner would

@@ -118,25 +118,32 @@ func (d *daemon) release() {
 }
 
 // refuseOwnedFirst refuses a tmux server that carries another loopd's
-// owner mark before anything is made, when this loopd has no state dir
-// yet: a refused serve leaves nothing behind, and there is no journal to
-// tell (the refusal is logged, serve.refused reason=server_owned). With a
-// state dir, claimServer refuses it, journaled. No server, or one that
-// cannot be read, is left to the later stages.
+// owner mark before anything is made (refuseOwnedServer).
 func (d *daemon) refuseOwnedFirst(ctx context.Context) error {
-	if _, err := os.Stat(d.cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
+	return refuseOwnedServer(ctx, d.cfg, d.log)
+}
+
+// refuseOwnedServer refuses a tmux server that carries another loopd's
+// owner mark before anything is made, when this loopd has no state dir
+// yet: a refused serve or reconcile --once leaves nothing behind, and
+// there is no journal to tell (the refusal is logged, serve.refused
+// reason=server_owned). With a state dir, claimServer (serve) or
+// claimForOnce (reconcile --once) refuses it, journaled. No server, or one
+// that cannot be read, is left to the later stages.
+func refuseOwnedServer(ctx context.Context, cfg *schema.Config, log *slog.Logger) error {
+	if _, err := os.Stat(cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	owner, err := tmux.OwnerOf(d.cfg.StateDir)
+	owner, err := tmux.OwnerOf(cfg.StateDir)
 	if err != nil {
 		return err
 	}
-	other, err := tmux.NewExec(d.cfg.Tmux.Socket, d.log).ServerOwner(ctx)
+	other, err := tmux.NewExec(cfg.Tmux.Socket, log).ServerOwner(ctx)
 	if err != nil || other.ID == "" || other.ID == owner.ID {
 		return nil
 	}
-	err = serverTaken(d.cfg, other.StateDir)
-	d.log.Error(string(journal.ServeRefused), "reason", "server_owned", "err", err)
+	err = serverTaken(cfg, other.StateDir)
+	log.Error(string(journal.ServeRefused), "reason", "server_owned", "err", err)
 	return err
 }
 

@@ -180,6 +180,11 @@ func describe(w io.Writer, cfg *schema.Config, r desired.Record, v itemView, ps 
 	if st.Blocked != "" {
 		line("  ", "Blocked", st.Blocked)
 	}
+	if q := r.Status.Question; st.Question != "" && q != nil {
+		// The question's text is the screen's, from the agent: quoted.
+		line("  ", "AwaitingApproval", st.Question+" "+journal.Quote(q.Title)+" asked "+at(q.AskedAt)+
+			" (an authorized comment /loopd answer "+st.Question+" N answers it on GitHub)")
+	}
 	if !st.AttendedSince.IsZero() {
 		// Who attached is the mark loopd attach set on the session:
 		// quoted, as any text a tmux option holds.

@@ -173,7 +173,9 @@ func followEvents(ctx context.Context, store store.Store, f store.EventFilter, p
 		top = max(top, e.ID)
 	}
 	seen := map[int64]bool{}
-	read := func(emit bool) error {
+	// read prints the rows of the window it has not seen, but for those
+	// up to quiet, which it only marks seen.
+	read := func(quiet int64) error {
 		f.AfterID = max(0, top-followWindow)
 		rows, err := store.Events(ctx, f)
 		if err != nil {
@@ -186,7 +188,7 @@ func followEvents(ctx context.Context, store store.Store, f store.EventFilter, p
 			}
 			seen[e.ID] = true
 			top = max(top, e.ID)
-			if !emit {
+			if e.ID <= quiet {
 				continue
 			}
 			if err := print(e); err != nil {
@@ -200,10 +202,11 @@ func followEvents(ctx context.Context, store store.Store, f store.EventFilter, p
 		}
 		return nil
 	}
-	// The rows of the window before the newest printed were printed, or
-	// left out by --limit: none is printed now.
+	// The rows of the window up to the newest printed were printed, or
+	// left out by --limit: none of them is printed now. A row after it was
+	// appended since the first read, and is.
 	if top > 0 {
-		if err := read(false); err != nil {
+		if err := read(top); err != nil {
 			return ctxOr(ctx, err)
 		}
 	}
@@ -215,7 +218,7 @@ func followEvents(ctx context.Context, store store.Store, f store.EventFilter, p
 			return nil
 		case <-tick.C:
 		}
-		if err := read(true); err != nil {
+		if err := read(0); err != nil {
 			return ctxOr(ctx, err)
 		}
 	}

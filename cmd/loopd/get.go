@@ -381,7 +381,10 @@ func printRecords(w io.Writer, tab *table, views []itemView, wide, header bool) 
 	for _, v := range views {
 		st := v.Status
 		phase := st.Phase
-		if st.Blocked != "" {
+		switch {
+		case st.Question != "":
+			phase += "/AwaitingApproval" // a question posted on GitHub; REASON names its id
+		case st.Blocked != "":
 			phase += "/Blocked" // waits for a person; REASON says at what
 		}
 		if !st.AttendedSince.IsZero() {

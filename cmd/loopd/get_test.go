@@ -211,3 +211,23 @@ func TestGetShowsABlockedAgentInItsPhase(t *testing.T) {
 	assert.Contains(t, strings.Fields(lines[1]), "Running/Blocked")
 	assert.Contains(t, lines[1], "blocked reason=login_required")
 }
+
+// An agent that waits on an answer from GitHub shows AwaitingApproval
+// with the question's id, in the table, in -o json and in describe.
+func TestGetShowsAwaitingApprovalWithTheQuestionID(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "permission_prompt"}}
+	st.Question = &desired.Question{ID: "q3", Title: "Do you want to proceed?", Choices: []string{"Yes", "No"}, AskedAt: now}
+	rec := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 1}, Spec: desired.Spec{Harness: "claude-code"}, Status: st}
+	views := itemViews([]desired.Record{rec}, now, schema.DefaultStalePending, testPolicy(), nil)
+	var out bytes.Buffer
+	require.NoError(t, printRecords(&out, &table{}, views, false, true))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, strings.Fields(lines[1]), "Running/AwaitingApproval")
+	assert.Contains(t, lines[1], "awaiting_approval question_id=q3")
+	assert.Equal(t, "q3", views[0].Status.Question)
+	out.Reset()
+	require.NoError(t, describe(&out, &schema.Config{}, rec, views[0], reconciler.ProjectSettings{}, nil))
+	assert.Contains(t, out.String(), `q3 "Do you want to proceed?" asked`)
+}

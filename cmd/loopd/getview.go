@@ -83,6 +83,9 @@ type statusView struct {
 	SpawnedAt               time.Time `json:"spawnedAt,omitzero" yaml:"spawnedAt,omitempty"`
 	NextAttempt             time.Time `json:"nextAttempt,omitzero" yaml:"nextAttempt,omitempty"`
 	Blocked                 string    `json:"blocked,omitempty" yaml:"blocked,omitempty"`
+	// Question is the id of the question posted on GitHub that the
+	// agent waits on an answer to (desired.Status.AwaitingApproval).
+	Question string `json:"question,omitempty" yaml:"question,omitempty"`
 	// AttendedSince is when a person's tmux client was seen attached to
 	// the item's session, AttendedBy who (desired.AttendanceState).
 	AttendedSince time.Time  `json:"attendedSince,omitzero" yaml:"attendedSince,omitempty"`
@@ -154,7 +157,7 @@ func itemViews(records []desired.Record, now time.Time, stale time.Duration, p r
 				ConversationID: st.HarnessSessionID, ConversationUnconfirmed: st.IDUnconfirmed,
 				Pending: len(r.Pending), Failures: reconciler.NextFailures(r, p, now, died[r.Key]),
 				QueuePosition: e.QueuePosition, Workdir: r.Workdir(), SpawnedAt: utc(st.SpawnedAt),
-				Blocked: st.BlockedBy(), AttendedSince: st.AttendedSince, AttendedBy: st.AttendedBy, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
+				Blocked: st.BlockedBy(), Question: st.AwaitingApproval(), AttendedSince: st.AttendedSince, AttendedBy: st.AttendedBy, RunID: st.RunID, Sandbox: sandbox.ModeBubblewrap,
 			},
 		}
 		v.age = "-"

@@ -304,6 +304,32 @@ func TestEventsFollow(t *testing.T) {
 	assert.NotContains(t, got, "session.spawned", "older than the follow, and of another type")
 }
 
+// TestEventsFollowPrintsARowAppendedAfterItsFirstRead: a row appended
+// between the first read (what was printed) and the follow's start is
+// printed once, not taken for one the first read printed.
+func TestEventsFollowPrintsARowAppendedAfterItsFirstRead(t *testing.T) {
+	_, st := fleetStore(t, "")
+	// The bound of a failing run: a follow that missed the row waits for
+	// it until then.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := store.EventFilter{Names: []string{string(journal.DispatchDelivered)}}
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.DispatchDelivered, WorkItem: keyRunning.String(), Attrs: map[string]string{"delivery": "d-1"}}))
+	printed, err := st.Events(ctx, f)
+	require.NoError(t, err)
+	require.Len(t, printed, 1)
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.DispatchDelivered, WorkItem: keyRunning.String(), Attrs: map[string]string{"delivery": "d-2"}}))
+
+	var got []string
+	err = followEvents(ctx, st, f, printed, func(e journal.Event) error {
+		got = append(got, e.Attrs["delivery"])
+		cancel() // the row after the first read is the one to print
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"d-2"}, got)
+}
+
 // get hides closed and stopped items but a held one unless --all; named
 // items and --phase show them; -o name, wide, json and yaml print the
 // same items.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loopd/loopd/desired"
@@ -99,6 +100,10 @@ var geminiDialogs = []struct {
 
 type gemini struct {
 	base
+	// chats keeps what each chat file was judged (readGeminiChat), by its
+	// size and modification time, so that a pass that finds it unchanged
+	// does not read it whole again; shared by the adapter's copies.
+	chats *geminiChats
 }
 
 func newGemini(b base) (*gemini, error) {
@@ -112,7 +117,7 @@ func newGemini(b base) (*gemini, error) {
 	// Gemini ignores tmux kill-session: its launcher ignores SIGHUP, and
 	// the child it re-launches itself as never gets one (measured, 6/6).
 	b.stopGroup = true
-	return &gemini{base: b}, nil
+	return &gemini{base: b, chats: &geminiChats{byPath: map[string]geminiChat{}}}, nil
 }
 
 // geminiProcessName is what the pane shows while Gemini runs: its bin is a
@@ -361,13 +366,13 @@ func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
-	t, err := geminiTranscript(config, dir, id)
+	t, err := g.chats.transcript(config, dir, id)
 	if err == nil && t.Path == "" {
 		shared, serr := g.sharedConfigDir()
 		if serr != nil {
 			return Transcript{}, fmt.Errorf("transcript %s: %w", id, serr)
 		}
-		t, err = geminiTranscript(shared, dir, id)
+		t, err = g.chats.transcript(shared, dir, id)
 	}
 	if err != nil {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
@@ -375,8 +380,8 @@ func (g *gemini) Transcript(cwd, id string) (Transcript, error) {
 	return t, nil
 }
 
-// geminiTranscript is Transcript of id in config's project of dir.
-func geminiTranscript(config, dir, id string) (Transcript, error) {
+// transcript is Transcript of id in config's project of dir.
+func (cs *geminiChats) transcript(config, dir, id string) (Transcript, error) {
 	slug, err := geminiSlug(config, dir)
 	if err != nil {
 		return Transcript{}, err
@@ -390,7 +395,7 @@ func geminiTranscript(config, dir, id string) (Transcript, error) {
 		return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 	}
 	for _, f := range files {
-		c, err := readGeminiChat(f, id)
+		c, err := cs.read(f, id)
 		if err != nil {
 			return Transcript{}, fmt.Errorf("transcript %s: %w", id, err)
 		}
@@ -552,12 +557,56 @@ func claimMarker(slugDir, dir string) (bool, error) {
 	return err == nil, errors.Join(err, f.Close())
 }
 
+// geminiChats are the chat files read, by path, each with the id it was
+// read for and where its scan stopped (geminiChat): a file unchanged
+// since (the same file, size and modification time) is not read again,
+// and one that grew is read from the end of the last whole line read
+// (Gemini only appends to its chat files, and writes a new one under a
+// temporary name, renamed over, when it rewrites one). At most
+// maxGeminiChats are kept; past that the whole map starts anew.
+type geminiChats struct {
+	mu     sync.Mutex
+	byPath map[string]geminiChat
+}
+
+// maxGeminiChats bounds geminiChats: a few per item of a large fleet.
+const maxGeminiChats = 8192
+
+// read is readGeminiChat of f for id, continued from what cs kept of it;
+// a nil cs reads it whole.
+func (cs *geminiChats) read(f, id string) (geminiChat, error) {
+	var prev geminiChat
+	if cs != nil {
+		cs.mu.Lock()
+		prev = cs.byPath[f]
+		cs.mu.Unlock()
+	}
+	if prev.id != id {
+		prev = geminiChat{}
+	}
+	c, err := readGeminiChat(f, id, prev)
+	if err != nil || cs == nil || c.info == nil {
+		return c, err // a file gone since the glob is not kept
+	}
+	cs.mu.Lock()
+	if len(cs.byPath) >= maxGeminiChats {
+		cs.byPath = map[string]geminiChat{}
+	}
+	cs.byPath[f] = c
+	cs.mu.Unlock()
+	return c, nil
+}
+
 // geminiChat is what readGeminiChat found in one chat file: the file as
-// a transcript (Exists when it is resumable), and its verdicts.
+// a transcript (Exists when it is resumable), its verdicts, and, for the
+// next read, the id it was read for, the file's info and the scan.
 type geminiChat struct {
 	file      Transcript
 	ours      bool // line 1 names the id
 	resumable bool
+	id        string
+	info      fs.FileInfo
+	scan      chatScan
 }
 
 // readGeminiChat reads the chat file f: whether its first line's sessionId
@@ -567,12 +616,28 @@ type geminiChat struct {
 // reads it (geminiRecord), the session still id, a message it resumes
 // left after every rewind, and not a subagent's (kind "subagent", which
 // --resume refuses with exit 42: measured on 0.61.0).
-// A file gone since the glob is not ours.
-func readGeminiChat(f, id string) (geminiChat, error) {
-	var c geminiChat
-	file, err := readTranscript(Transcript{Known: true, Path: f}, func(r io.Reader) (bool, error) {
+// A file gone since the glob is not ours. prev is what an earlier read
+// of f for id found (the zero geminiChat for none): the same file
+// unchanged keeps its verdicts, and one that grew past the last whole
+// line prev read (the byte before it still a newline) is read from there.
+func readGeminiChat(f, id string, prev geminiChat) (geminiChat, error) {
+	c := geminiChat{id: id}
+	file, err := readTranscriptFile(Transcript{Known: true, Path: f}, func(fh *os.File, info fs.FileInfo) (bool, error) {
+		c.info = info
+		same := prev.info != nil && os.SameFile(prev.info, info)
+		switch {
+		case same && info.Size() == prev.file.Size && info.ModTime().Equal(prev.file.ModTime):
+			c.ours, c.resumable, c.scan = prev.ours, prev.resumable, prev.scan
+			return c.resumable, nil
+		case same && prev.ours && prev.scan.offset > 0 && info.Size() >= prev.scan.offset && endsLine(fh, prev.scan.offset):
+			if _, err := fh.Seek(prev.scan.offset, io.SeekStart); err != nil {
+				return false, err
+			}
+			c.scan = prev.scan.clone()
+		}
 		var err error
-		c.ours, c.resumable, err = scanGeminiChat(r, id)
+		c.resumable, err = c.scan.scan(fh, id)
+		c.ours = c.scan.ours
 		return c.resumable, err
 	})
 	if err != nil {
@@ -582,15 +647,39 @@ func readGeminiChat(f, id string) (geminiChat, error) {
 	return c, nil
 }
 
-// scanGeminiChat reads one chat file's lines for readGeminiChat: whether
-// it is ours, and whether it is resumable.
-func scanGeminiChat(r io.Reader, id string) (bool, bool, error) {
+// endsLine reports whether the byte of f before offset is a newline.
+func endsLine(f *os.File, offset int64) bool {
+	b := make([]byte, 1)
+	_, err := f.ReadAt(b, offset-1)
+	return err == nil && b[0] == '\n'
+}
+
+// chatScan is where the scan of one chat file stands: whether its first
+// line names the id (ours, once started), what its whole lines made
+// (geminiRecord), and the byte after the last whole line.
+type chatScan struct {
+	started, ours bool
+	rec           geminiRecord
+	offset        int64
+}
+
+// clone returns s with a record of its own, for a scan that goes on from
+// it while s is kept.
+func (s chatScan) clone() chatScan {
+	s.rec.ids, s.rec.resumable = slices.Clone(s.rec.ids), slices.Clone(s.rec.resumable)
+	return s
+}
+
+// scan reads r's lines from where s stands for readGeminiChat: each whole
+// line goes into the record; a last line without its newline (being
+// written) counts for the verdict but is read again next time. It
+// reports whether the file is resumable: ours, the session still id, not
+// a subagent's, and a message Gemini resumes for left.
+func (s *chatScan) scan(r io.Reader, id string) (bool, error) {
 	br := bufio.NewReader(r)
-	var rec geminiRecord
-	first, ours := true, false
 	for {
 		line, err := br.ReadBytes('\n')
-		if first {
+		if !s.started {
 			// Gemini reads a file whose metadata lacks projectHash as a
 			// legacy JSON file, which a JSONL file is not.
 			var meta struct {
@@ -598,16 +687,24 @@ func scanGeminiChat(r io.Reader, id string) (bool, bool, error) {
 				ProjectHash string `json:"projectHash"`
 			}
 			if json.Unmarshal(line, &meta) != nil || meta.SessionID != id || meta.ProjectHash == "" {
-				return false, false, nil
+				s.ours = false
+				return false, nil
 			}
-			ours, first = true, false
+			s.started, s.ours = true, true
+		}
+		rec := &s.rec
+		if err == nil {
+			s.offset += int64(len(line))
+		} else if len(line) > 0 {
+			tail := s.clone()
+			rec = &tail.rec
 		}
 		rec.add(line)
 		if err == io.EOF {
-			return ours, rec.sessionID == id && rec.kind != "subagent" && slices.Contains(rec.resumable, true), nil
+			return rec.sessionID == id && rec.kind != "subagent" && slices.Contains(rec.resumable, true), nil
 		}
 		if err != nil {
-			return false, false, err
+			return false, err
 		}
 	}
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -311,10 +312,77 @@ func TestGeminiResumableFollowsTheCLIsListing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "session-2026-11-30T22-07-7f3c5a44.jsonl")
 			chatFile(t, path, id, tt.records...)
-			c, err := readGeminiChat(path, id)
+			c, err := readGeminiChat(path, id, geminiChat{})
 			require.NoError(t, err)
 			assert.True(t, c.ours)
 			assert.Equal(t, tt.want, c.resumable)
+
+			// The same file as Gemini appends it, read after each line
+			// (and each half line) from where the last read stopped,
+			// says what reading it whole says.
+			grown := filepath.Join(t.TempDir(), "session-2026-11-30T22-07-7f3c5a44.jsonl")
+			chatFile(t, grown, id)
+			cs := &geminiChats{byPath: map[string]geminiChat{}}
+			for _, r := range tt.records {
+				for _, part := range []string{r[:len(r)/2], r[len(r)/2:] + "\n"} {
+					f, err := os.OpenFile(grown, os.O_APPEND|os.O_WRONLY, 0)
+					require.NoError(t, err)
+					_, err = f.WriteString(part)
+					require.NoError(t, errors.Join(err, f.Close()))
+					got, err := cs.read(grown, id)
+					require.NoError(t, err)
+					whole, err := readGeminiChat(grown, id, geminiChat{})
+					require.NoError(t, err)
+					require.Equal(t, whole.resumable, got.resumable, "after %q", part)
+				}
+			}
+			got, err := cs.read(grown, id)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.resumable)
 		})
 	}
+}
+
+func TestGeminiChatsReadAFileAgainOnlyOnceItChanged(t *testing.T) {
+	id := "11111111-2222-4333-8444-555555555555"
+	path := filepath.Join(t.TempDir(), "session-2026-12-03T06-45-11111111.jsonl")
+	meta := `{"sessionId":"` + id + `","projectHash":"h","kind":"main"}` + "\n"
+	user := `{"id":"u1","type":"user","content":[{"text":"hi"}]}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(meta+user), 0o600))
+	cs := &geminiChats{byPath: map[string]geminiChat{}}
+	c, err := cs.read(path, id)
+	require.NoError(t, err)
+	require.True(t, c.resumable)
+
+	// The same size and time, another content: not read again.
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	blank := `{"id":"u1","type":"user","content":[{"text":"  "}]}` + "\n"
+	require.Len(t, blank, len(user))
+	require.NoError(t, os.WriteFile(path, []byte(meta+blank), 0o600))
+	require.NoError(t, os.Chtimes(path, info.ModTime(), info.ModTime()))
+	c, err = cs.read(path, id)
+	require.NoError(t, err)
+	assert.True(t, c.resumable, "an unchanged file keeps its verdict")
+
+	// It grew: what follows is read.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"$rewindTo":"u1"}` + "\n")
+	require.NoError(t, errors.Join(err, f.Close()))
+	c, err = cs.read(path, id)
+	require.NoError(t, err)
+	assert.False(t, c.resumable, "what was appended is read")
+
+	c, err = cs.read(path, "22222222-2222-4333-8444-555555555555")
+	require.NoError(t, err)
+	assert.False(t, c.ours, "read for another id, it is read again")
+
+	// Replaced (written under another name, renamed over): read whole.
+	other := path + ".tmp"
+	require.NoError(t, os.WriteFile(other, []byte(meta+user+`{"$set":{"lastUpdated":"x"}}`+"\n"), 0o600))
+	require.NoError(t, os.Rename(other, path))
+	c, err = cs.read(path, id)
+	require.NoError(t, err)
+	assert.True(t, c.resumable, "a file replaced is read whole")
 }

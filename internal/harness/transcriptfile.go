@@ -16,6 +16,13 @@ import (
 // (naming the path), or read's as "read <path>: …"; every adapter's
 // Transcript reads its file through here.
 func readTranscript(t Transcript, read func(io.Reader) (bool, error)) (Transcript, error) {
+	return readTranscriptFile(t, func(f *os.File, _ fs.FileInfo) (bool, error) { return read(f) })
+}
+
+// readTranscriptFile is readTranscript whose read is given the open file
+// and what its stat said (a reader that goes on from where it stopped:
+// Gemini's, geminiChats).
+func readTranscriptFile(t Transcript, read func(*os.File, fs.FileInfo) (bool, error)) (Transcript, error) {
 	f, err := os.Open(t.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
@@ -29,7 +36,7 @@ func readTranscript(t Transcript, read func(io.Reader) (bool, error)) (Transcrip
 		return Transcript{}, err
 	}
 	t.Size, t.ModTime = info.Size(), info.ModTime()
-	if t.Exists, err = read(f); err != nil {
+	if t.Exists, err = read(f, info); err != nil {
 		return Transcript{}, fmt.Errorf("read %s: %w", t.Path, err)
 	}
 	return t, nil

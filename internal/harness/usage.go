@@ -17,7 +17,7 @@ import (
 
 // UsageReader is implemented by adapters whose CLI records its token
 // usage in the transcript as the conversation grows (docs/design.md,
-// "Budgets"): Claude Code and Codex.
+// "Budgets"): Claude Code, Codex and Gemini.
 type UsageReader interface {
 	// ReadUsage reads the transcript tr from byte offset from to its last
 	// whole line and returns the model messages' usage found there, and
@@ -153,6 +153,41 @@ func codexUsage(line []byte) (desired.UsageMessage, bool) {
 	last := l.Payload.Info.Last
 	return desired.UsageMessage{ID: "total:" + strconv.FormatInt(l.Payload.Info.Total.Total, 10), At: l.Timestamp,
 		Tokens: desired.Tokens{Input: max(0, last.Input-last.Cached), Output: last.Output, CacheRead: last.Cached}}, true
+}
+
+// ReadUsage implements UsageReader: each gemini message line's tokens
+// (Gemini 0.61 appends one JSON line per record to its chat file, and
+// writes a message again whole, with the same id and tokens, when its
+// tool calls change), by the message's id: input less cached plus tool
+// (the tool-use prompt) as input, cached as cache reads, output plus
+// thoughts as output. A message written before its tokens ("tokens":
+// null) is counted by its later line; the messages a "$set" lists again
+// (the history re-synced) were written as lines of their own and are not
+// read there.
+func (g *gemini) ReadUsage(tr Transcript, from int64) (desired.UsageRead, error) {
+	return readUsage(tr.Path, from, []byte(`"tokens":{`), geminiUsage)
+}
+
+// geminiUsage reads one Gemini chat line's tokens.
+func geminiUsage(line []byte) (desired.UsageMessage, bool) {
+	var l struct {
+		ID        string    `json:"id"`
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Tokens    *struct {
+			Input    int64 `json:"input"`
+			Output   int64 `json:"output"`
+			Cached   int64 `json:"cached"`
+			Thoughts int64 `json:"thoughts"`
+			Tool     int64 `json:"tool"`
+		} `json:"tokens"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
+		return desired.UsageMessage{}, false
+	}
+	t := l.Tokens
+	return desired.UsageMessage{ID: l.ID, At: l.Timestamp,
+		Tokens: desired.Tokens{Input: max(0, t.Input-t.Cached) + t.Tool, Output: t.Output + t.Thoughts, CacheRead: t.Cached}}, true
 }
 
 // Interrupter is implemented by adapters whose CLI's own interrupt of the

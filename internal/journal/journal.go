@@ -107,6 +107,19 @@ const (
 	// ItemBudgetRaised: an operator raised an item's budget
 	// (budget_raise; loopd release --budget).
 	ItemBudgetRaised Name = "item.budget_raised"
+	// QuestionAsked: the agent's screen asks a question that is posted on
+	// GitHub for an answer (question_id, title); QuestionReminded: its
+	// one reminder was queued; QuestionGone: it left the screen with no
+	// answer from GitHub (answered at the terminal, or gone).
+	QuestionAsked    Name = "question.asked"
+	QuestionReminded Name = "question.reminded"
+	QuestionGone     Name = "question.gone"
+	// QuestionAnswered: an authorized user's answer reached the question,
+	// still on the screen (question_id, delivery, sender, choice, answer,
+	// keys); QuestionRefused: an answer was not sent (reason=question_gone
+	// or bad_choice), and loopd replied so.
+	QuestionAnswered Name = "question.answered"
+	QuestionRefused  Name = "question.refused"
 	// SessionLimitMenuAnswered: loopd answered the usage-limit menu with
 	// its choice that waits for the reset (keys).
 	SessionLimitMenuAnswered Name = "session.limit_menu_answered"

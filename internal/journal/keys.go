@@ -197,6 +197,12 @@ const (
 	KeyFreedBytes = "freed_bytes" // bytes the store gave back to the file system
 	KeyWorkspace  = "workspace"   // what became of a forgotten item's workdir: removed, kept or none
 
+	// Approvals from GitHub (docs/design.md, "Approvals").
+	KeyQuestionID = "question_id" // the id of a question of an item's agent posted on GitHub: q1, q2, …
+	KeyChoice     = "choice"      // the number of the choice an answer picks
+	KeyAnswer     = "answer"      // the label of the choice an answer picks, or "words" for a person's own words
+	KeyTitle      = "title"       // a question's title line, as the screen shows it (cut to 200 bytes)
+
 	// Takeover and handback (item.attended, item.handed_back).
 	KeyBy          = "by"           // who attached to the item's session (loopd attach), "" when tmux did not say
 	KeySince       = "since"        // when a person attached (RFC 3339)
@@ -211,7 +217,7 @@ var (
 	intKeys = []string{KeyRepeated, KeyReplay, KeyBytes, KeyAttempt, KeyPending, KeyExitStatus, KeySignal, KeyFailures,
 		KeyFastFailures, KeyChurnFailures, KeyGeneration, KeyFailuresOnError, KeyHTTPStatus, KeyAttempts, KeyStreak,
 		KeyAdopted, KeyDropped, KeyItems, KeyLive, KeyPID, KeyLeaseGen, KeyPosition, KeyMaxLive, KeyStarts, KeyMaxStarts,
-		KeyStored, KeyRows, KeyFreedBytes, KeyBudgetRaise, KeyBudgetUsed, KeyBudgetLimit}
+		KeyStored, KeyRows, KeyFreedBytes, KeyBudgetRaise, KeyBudgetUsed, KeyBudgetLimit, KeyChoice}
 	boolKeys = []string{KeyResumed, KeyConfirmed, KeyVerified, KeyClean, KeyFresh, KeyQueued, KeyCreated, KeyClosed,
 		KeyStateChanged, KeyStaleState, KeyKept, KeyKilled, KeyProjectSettings}
 )

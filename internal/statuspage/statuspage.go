@@ -238,8 +238,11 @@ type hostView struct {
 type group struct {
 	Phase   desired.Phase
 	Blocked bool
-	Resolve string
-	Items   []itemRow
+	// Approval marks the group of the items awaiting an answer from
+	// GitHub (desired.Status.AwaitingApproval), before the blocked ones.
+	Approval bool
+	Resolve  string
+	Items    []itemRow
 }
 
 // resolveAttention, resolveBlocked and resolveBudget are what the page tells a person to
@@ -247,6 +250,7 @@ type group struct {
 const (
 	resolveAttention = "loopd describe ITEM says why; loopd release ITEM once it is fixed"
 	resolveBlocked   = "loopd attach ITEM and answer its screen; loopd sees the screen change by itself"
+	resolveApproval  = "answer the question loopd posted on the item: an authorized comment /loopd answer QUESTION N"
 	resolveBudget    = "loopd release --budget +200k ITEM, or an authorized comment /loopd budget +200k, lets it go on in the same conversation"
 )
 
@@ -267,6 +271,7 @@ type itemRow struct {
 	Reason         string
 	QueuePosition  int    // 1 next; 0 when not Queued
 	Blocked        string // what keeps its agent waiting for a person (desired.Status.BlockedBy)
+	Question       string // the question posted on GitHub it waits on an answer to (desired.Status.AwaitingApproval)
 	// AttendedSince is when a person's tmux client was seen attached to
 	// the item's session (zero while no one attends it), AttendedBy who
 	// (desired.AttendanceState); item.handed_back says for how long.
@@ -318,7 +323,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 
 	byPhase := map[desired.Phase][]itemRow{}
-	var blocked []itemRow
+	var blocked, approval []itemRow
 	queued := 0
 	for i, rec := range records {
 		if rows[i].QueuePosition > 0 {
@@ -327,6 +332,10 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 		if !rec.NeedsHost() {
 			// Closed with no agent left: out of the way, below.
 			d.Closed = append(d.Closed, rows[i])
+			continue
+		}
+		if rows[i].Question != "" && rows[i].Phase != desired.PhaseNeedsAttention {
+			approval = append(approval, rows[i])
 			continue
 		}
 		if rows[i].Blocked != "" && rows[i].Phase != desired.PhaseNeedsAttention {
@@ -340,6 +349,9 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	d.Attention, d.Blocked = len(byPhase[desired.PhaseNeedsAttention]), len(blocked)
 	if d.Attention > 0 {
 		d.Groups = append(d.Groups, group{Phase: desired.PhaseNeedsAttention, Resolve: resolveAttention, Items: byPhase[desired.PhaseNeedsAttention]})
+	}
+	if len(approval) > 0 {
+		d.Groups = append(d.Groups, group{Approval: true, Resolve: resolveApproval, Items: approval})
 	}
 	if d.Blocked > 0 {
 		d.Groups = append(d.Groups, group{Blocked: true, Resolve: resolveBlocked, Items: blocked})
@@ -467,6 +479,7 @@ func (h *Handler) rows(records []desired.Record, p reconciler.Policy, now time.T
 			Reason:         explained[rec.Key].Reason,
 			QueuePosition:  explained[rec.Key].QueuePosition,
 			Blocked:        rec.Status.BlockedBy(),
+			Question:       rec.Status.AwaitingApproval(),
 			AttendedSince:  rec.Status.AttendedSince,
 			AttendedBy:     rec.Status.AttendedBy,
 			Unsandboxed:    explained[rec.Key].Unsandboxed,

@@ -149,6 +149,31 @@ func TestWhatNeedsAPersonComesFirst(t *testing.T) {
 	assert.Contains(t, text, resolveBlocked)
 }
 
+// TestAwaitingApprovalHasItsGroup: an agent waiting on an answer from
+// GitHub sits in the AwaitingApproval group, before the blocked ones,
+// with its question's id and what answers it.
+func TestAwaitingApprovalHasItsGroup(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	asking, blocked := desired.Key{Owner: "o", Repo: "r", Number: 5}, desired.Key{Owner: "o", Repo: "r", Number: 6}
+	for i, k := range []desired.Key{asking, blocked} {
+		_, err := st.Ingest(ctx, store.Ingest{DeliveryID: "d-q" + strconv.Itoa(i), Key: k, Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents/x"})
+		require.NoError(t, err)
+	}
+	q := desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "permission_prompt"}}
+	q.Question = &desired.Question{ID: "q2", Title: "Do you want to proceed?", Choices: []string{"Yes"}}
+	require.NoError(t, st.PutStatus(ctx, asking, q))
+	require.NoError(t, st.PutStatus(ctx, blocked, desired.Status{Phase: desired.PhaseRunning, AttentionState: desired.AttentionState{Blocked: "login_required"}}))
+	_, _, body := get(t, server(t, st).URL+"/")
+	_, text := statuspagetest.DOM(t, body)
+	approval, block := strings.Index(body, `id="awaiting-approval"`), strings.Index(body, `id="blocked"`)
+	require.True(t, approval >= 0 && block >= 0, body)
+	assert.Less(t, approval, block)
+	assert.Less(t, strings.Index(body, "o/r#5"), block, "the asking item sits in its own group")
+	assert.Contains(t, text, "awaiting_approval question_id=q2")
+	assert.Contains(t, text, resolveApproval)
+}
+
 // TestGitHubPauseShown: a pause of GitHub calls that holds is on the
 // index, with its installation, limit, end and GitHub's message (as
 // text); one that ended is not.
@@ -432,5 +457,25 @@ func TestOutageSectionIsAlwaysThereForTheLiveRefresh(t *testing.T) {
 		_, _, body = get(t, srv.URL+path)
 		assert.Contains(t, body, `<section id="outages" data-live>`, path)
 		assert.Contains(t, body, "Store outage", path)
+	}
+}
+
+// TestItemPageShowsWhoAttendedWhenAndForHowLong: an item's page shows the
+// journal of its takeover: who attached and since when (item.attended),
+// and on the handback for how long and how it ended (item.handed_back).
+func TestItemPageShowsWhoAttendedWhenAndForHowLong(t *testing.T) {
+	st := fixture(t)
+	ctx := context.Background()
+	since := time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC)
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: since, Name: journal.ItemAttended, Level: slog.LevelInfo,
+		WorkItem: keyIssue.String(), Attrs: map[string]string{"by": "octo", "since": since.Format(time.RFC3339)}}))
+	require.NoError(t, st.AppendEvent(ctx, journal.Event{Time: since.Add(12 * time.Minute), Name: journal.ItemHandedBack, Level: slog.LevelInfo,
+		WorkItem: keyIssue.String(), Attrs: map[string]string{"by": "octo", "how": "detached", "since": since.Format(time.RFC3339),
+			"attended_for": "12m0s", "deliveries": "d-1,d-2"}}))
+	code, _, body := get(t, server(t, st).URL+"/items/Codertocat/Hello-World/1")
+	require.Equal(t, http.StatusOK, code)
+	_, text := statuspagetest.DOM(t, body)
+	for _, want := range []string{"item.attended", "item.handed_back", "octo", "2026-01-01T11:00:00Z", "12m0s", "detached", "d-1,d-2"} {
+		assert.Contains(t, text, want)
 	}
 }

@@ -346,7 +346,7 @@ func (e *Exec) SendKeys(ctx context.Context, target string, g Guard, keys ...str
 func (e *Exec) guarded(ctx context.Context, op, target string, g Guard, command string, stdin io.Reader) error {
 	out, err := e.run(ctx, stdin,
 		[]string{"has-session", "-t", target},
-		[]string{"if-shell", "-F", "-t", target, guardCondition(g), command, refusal(target, g.Owner)})
+		[]string{"if-shell", "-F", "-t", target, guardCondition(g), command, refusalOf(target, g)})
 	if err == nil {
 		err = refusedError(out)
 	}

@@ -142,6 +142,11 @@ func CheckGuard(g Guard) error {
 			return fmt.Errorf("guard command %q: want %s", c, commandNamePattern)
 		}
 	}
+	for _, l := range g.Shows {
+		if len(showsLiteral.ReplaceAllString(l, "")) < minShows {
+			return fmt.Errorf("guard line %q: fewer than %d characters of its own", l, minShows)
+		}
+	}
 	return nil
 }
 
@@ -158,7 +163,64 @@ func guardCondition(g Guard) string {
 			cmds = "#{||:" + eq + "," + cmds + "}"
 		}
 	}
+	if len(g.Shows) > 0 {
+		cmds = "#{&&:" + cmds + "," + showsCondition(g.Shows) + "}"
+	}
 	return "#{&&:#{==:#{pane_dead},0},#{&&:" + ownerCondition(g.Owner) + "," + cmds + "}}"
+}
+
+// showsCondition is the tmux format that is true when the target pane's
+// visible screen shows each of lines (ScreenShows): tmux's C: modifier
+// searches the visible screen's lines for an fnmatch pattern, wrapped in
+// '*' (tmux 3.3a, window_pane_search), and gives the line number, 0 for
+// none.
+func showsCondition(lines []string) string {
+	cond := ""
+	for i := len(lines) - 1; i >= 0; i-- {
+		c := "#{C:" + showsPattern(lines[i]) + "}"
+		if cond == "" {
+			cond = c
+		} else {
+			cond = "#{&&:" + c + "," + cond + "}"
+		}
+	}
+	return cond
+}
+
+// showsLiteral is what a Shows line keeps as itself in a pattern: letters,
+// digits, space and punctuation that means nothing to a tmux format or to
+// fnmatch. Every other run of characters (non-ASCII ones included) is
+// '*'.
+var showsLiteral = regexp.MustCompile(`[^A-Za-z0-9 .'/()_-]+`)
+
+// minShows is the fewest characters a Shows line keeps as themselves
+// (showsLiteral): fewer would match nearly any screen.
+const minShows = 3
+
+// showsPattern is line as the fnmatch pattern showsCondition searches
+// for: each run of characters showsLiteral does not keep becomes '*', so
+// that untrusted text can neither escape the format nor widen the match
+// past such a run.
+func showsPattern(line string) string {
+	return showsLiteral.ReplaceAllString(line, "*")
+}
+
+// ScreenShows reports whether screen (a capture of the visible screen)
+// shows line as a guard's Shows checks it: one of screen's lines holds
+// line, each run of characters showsPattern makes a '*' matching any run.
+// The fake of tmuxtest uses it, so that the fake and tmux agree.
+func ScreenShows(screen, line string) bool {
+	parts := strings.Split(showsPattern(line), "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	re := regexp.MustCompile(strings.Join(parts, ".*"))
+	for _, l := range strings.Split(screen, "\n") {
+		if re.MatchString(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownerCondition is the tmux format that is true when the target's session
@@ -172,6 +234,17 @@ func ownerCondition(owner string) string {
 func refusal(target, owner string) string {
 	return "display-message -p -t " + quote(target) + " " + quote(refusedMarker+
 		" #{?pane_dead,dead,#{?"+ownerCondition(owner)+",foreground,foreign}} #{pane_current_command}")
+}
+
+// refusalOf is the refusal of g: refusal's, and "changed" for a pane that
+// passes all of g but Shows.
+func refusalOf(target string, g Guard) string {
+	if len(g.Shows) == 0 {
+		return refusal(target, g.Owner)
+	}
+	ok := guardCondition(Guard{Owner: g.Owner, Commands: g.Commands})
+	return "display-message -p -t " + quote(target) + " " + quote(refusedMarker+
+		" #{?"+ok+",changed,#{?pane_dead,dead,#{?"+ownerCondition(g.Owner)+",foreground,foreign}}} #{pane_current_command}")
 }
 
 // refusedError maps a guard's output to its sentinel error; nil when the
@@ -188,6 +261,8 @@ func refusedError(out []byte) error {
 		return ErrPaneDead
 	case "foreign":
 		return ErrForeign
+	case "changed":
+		return ErrScreenChanged
 	default:
 		return fmt.Errorf("%w (it is %q)", ErrNotHarness, command)
 	}

@@ -42,6 +42,10 @@ var (
 	// the names the guard allows (the harness exited and left a shell, say):
 	// Paste and SendKeys refuse it and send nothing.
 	ErrNotHarness = errors.New("tmux: foreground process is not the harness")
+	// ErrScreenChanged means the target pane's screen no longer shows
+	// what the guard's Shows need (the question was answered or went
+	// away): SendKeys and Paste refuse it and send nothing.
+	ErrScreenChanged = errors.New("tmux: screen no longer shows the guarded text")
 	// ErrServerOwned means EnsureServer found the server claimed by another
 	// loopd instance; the error names that instance's state dir.
 	ErrServerOwned = errors.New("tmux: server belongs to another loopd")
@@ -87,10 +91,15 @@ func OwnerOf(stateDir string) (Owner, error) {
 // the paste or keys it guards, so that nothing between a check and the act
 // can change the answer: the session carries Owner's mark, the pane is
 // alive, and its foreground process (pane_current_command, see
-// CommandName) is one of Commands.
+// CommandName) is one of Commands; and, when Shows is not empty, its
+// visible screen shows each of Shows in one of its lines (ScreenShows).
 type Guard struct {
 	Owner    string
 	Commands []string
+	// Shows are the lines a question's answer needs on the screen still
+	// (harness.Question.Lines): keys sent behind them reach that
+	// question, never the one after it.
+	Shows []string
 }
 
 // Pane is one row of list-panes -a.

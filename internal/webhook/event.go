@@ -93,6 +93,10 @@ type change struct {
 	byCommit bool
 	// identity is the event's own identity (desired.Ingest.Identity).
 	identity string
+	// commentAt is a comment's updated_at (its creation, for a created
+	// one); zero for another event. An answer that names no question
+	// answers none asked after it.
+	commentAt time.Time
 }
 
 // stateOnly turns the change of a payload whose action loopd does not act
@@ -142,6 +146,7 @@ func classifyIssueComment(e *payload) (change, string, error) {
 	c.prompt.Body = e.Comment.Body
 	c.text = c.prompt.Body
 	c.source = desired.Source{Kind: desired.SourceIssueComment, ID: e.Comment.ID}
+	c.commentAt = e.Comment.UpdatedAt.Time
 	return c, "", nil
 }
 
@@ -204,6 +209,7 @@ func classifyReviewComment(e *payload) (change, string, error) {
 	c.prompt.Body = cm.Body
 	c.text = c.prompt.Body
 	c.source = desired.Source{Kind: desired.SourceReviewComment, ID: cm.ID}
+	c.commentAt = cm.UpdatedAt.Time
 	return c, "", nil
 }
 

@@ -37,6 +37,12 @@ type verdict struct {
 	// "/loopd budget +N" asks for (desired.BudgetCommand): it raises the
 	// item's budget, reaches no agent and creates no item.
 	budget int64
+	// answer, when set, is the answer an authorized comment's "/loopd
+	// answer" gives (desired.AnswerCommand), words the person's own
+	// words ("" for a choice): it answers a question of the item's agent,
+	// reaches the agent only as those words, and creates no item.
+	answer *desired.Answer
+	words  string
 }
 
 // filter applies the rules that keep loopd from talking to itself and
@@ -51,6 +57,9 @@ type verdict struct {
 //     and any other sender that is not authorized as unauthorized;
 //   - an authorized comment whose first line is "/loopd budget +N" is a
 //     budget raise (verdict.budget), and one with a bad count is dropped;
+//     one whose first line is "/loopd answer …" is an answer to a
+//     question of the item's agent (verdict.answer), and one with nothing
+//     to answer is dropped;
 //   - text that carries an agent marker in a hidden HTML comment
 //     (agentMarked) is an agent's own comment, dropped; one that carries
 //     loopd's own announcement or notice marker (ownMarked) is loopd's,
@@ -95,6 +104,12 @@ func filter(c change, route schema.Route, authorized func(login string) bool, bo
 			return verdict{drop: reasonBadCommand}
 		case ok:
 			return verdict{budget: n, noCreate: true, unknown: reasonNoWorkItem}
+		}
+		switch a, words, ok, err := desired.AnswerCommand(c.text); {
+		case err != nil:
+			return verdict{drop: reasonBadCommand}
+		case ok:
+			return verdict{answer: &a, words: words, noCreate: true, unknown: reasonNoWorkItem}
 		}
 	}
 	var v verdict

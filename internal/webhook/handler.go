@@ -65,7 +65,11 @@ const (
 	reasonBotSender   = "bot_sender"   // a Bot account not in authorizedUsers
 	reasonAgentMarker = "agent_marker" // the text carries an agent's hidden marker
 	reasonOwnMarker   = "own_marker"   // the text carries loopd's own announcement or notice marker
-	reasonBadCommand  = "bad_command"  // "/loopd budget" with a count that is none (desired.ParseTokens)
+	reasonBadCommand  = "bad_command"  // "/loopd budget" with a count that is none (desired.ParseTokens), "/loopd answer" with nothing to answer
+
+	// delivery.ignored: approvals from GitHub (docs/design.md, "Approvals").
+	reasonAlreadyAnswered = "already_answered" // the question has an answer already: the first counts
+	reasonNoApprovals     = "approvals_off"    // "/loopd answer" on a route without approvals: github
 
 	// delivery.ignored: the route's trigger (filter).
 	reasonNoMention   = "no_mention"   // trigger.mention is not in the text
@@ -89,10 +93,14 @@ var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // Ingester applies one delivery to the desired state in one transaction,
 // with the journal rows in.Journal returns for its result, and returns once
 // that transaction is committed; Heads names the open pull request items
-// whose head is a commit (store.Store.Heads). store.Store satisfies it.
+// whose head is a commit (store.Store.Heads), and Get reads one item.
+// store.Store satisfies it.
 type Ingester interface {
 	Ingest(ctx context.Context, in store.Ingest) (store.IngestResult, error)
 	Heads(ctx context.Context, owner, repo, commit string) ([]desired.Key, error)
+	// Get returns one work item (store.Store.Get): the question open on
+	// it is the one an answer that names none answers.
+	Get(ctx context.Context, k desired.Key) (desired.Record, error)
 }
 
 // Options configures a Handler.
@@ -457,18 +465,38 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 	if v.budget > 0 {
 		c.prompt, in.BudgetRaise = nil, v.budget
 	}
-	if c.prompt != nil {
-		p := *c.prompt
+	if v.answer != nil {
+		if !route.ApprovalsFromGitHub() {
+			return h.ignored(ctx, http.StatusAccepted, d, key, reasonNoApprovals)
+		}
+		h.resolve(ctx, c.key, v.answer, c.commentAt)
+		if c.prompt != nil {
+			if v.words == "" {
+				// A choice: no text reaches the agent.
+				c.prompt = nil
+			} else {
+				c.prompt.Body = v.words
+			}
+		}
+	}
+	if c.prompt != nil || v.answer != nil {
+		var p PromptInput
+		if c.prompt != nil {
+			p = *c.prompt
+		}
 		p.Event, p.Action, p.WorkItem, p.Sender, p.DeliveryID = d.event, d.action, key, d.sender, d.id
 		in.Delivery = &desired.Delivery{
 			ID:         d.id,
 			Event:      d.event,
 			Action:     d.action,
 			Sender:     d.sender,
-			Prompt:     Render(p),
 			ReceivedAt: h.opts.Now(),
 			Commit:     c.commit,
 			Source:     c.source,
+			Answer:     v.answer,
+		}
+		if c.prompt != nil {
+			in.Delivery.Prompt = Render(p)
 		}
 	}
 	// The journal row goes in the delivery's own transaction: the
@@ -491,6 +519,32 @@ func (h *Handler) apply(ctx context.Context, d delivery, c change) outcome {
 		h.opts.CIReady()
 	}
 	return o
+}
+
+// resolve names the question an answer, a comment written at at, answers:
+// the one open on the item k now (desired.Status.Question) for an answer
+// that names none, unless loopd saw that question only after the comment
+// was written (then it was meant for an earlier one, and answers none),
+// or none. One that names a question not asked yet (past
+// Status.Questions) answers none, so that it keys no answer a later
+// question of that id would need. A store that cannot say leaves it
+// unnamed. The planner refuses an answer to none, with a reply.
+func (h *Handler) resolve(ctx context.Context, k desired.Key, a *desired.Answer, at time.Time) {
+	r, err := h.opts.Store.Get(ctx, k)
+	switch {
+	case err != nil:
+		a.Question = ""
+	case a.Question == "" && r.Status.Question != nil:
+		// GitHub's times are whole seconds: a comment of the second
+		// loopd saw the question in may be after it.
+		if at.IsZero() || !at.Add(time.Second).Before(r.Status.Question.AskedAt) {
+			a.Question = r.Status.Question.ID
+		}
+	case a.Question != "":
+		if n, err := strconv.Atoi(strings.TrimPrefix(a.Question, "q")); err != nil || n < 1 || n > r.Status.Questions {
+			a.Question = ""
+		}
+	}
 }
 
 // outcome is the answer to one delivery and the event that records it.
@@ -523,6 +577,8 @@ func ingested(d delivery, key string, c change, v verdict, res store.IngestResul
 		// A stranger's, a bot's or an agent's own comment or review, or
 		// one a trigger does not let through, that showed nothing new.
 		return ignored(http.StatusAccepted, d, v.drop)
+	case res.Answered:
+		return ignored(http.StatusAccepted, d, reasonAlreadyAnswered)
 	case res.Unknown && v.unknown != "":
 		return ignored(http.StatusAccepted, d, v.unknown)
 	case res.StaleCommit:
@@ -551,6 +607,9 @@ func ingested(d delivery, key string, c change, v verdict, res store.IngestResul
 	}
 	if v.budget > 0 {
 		attrs = append(attrs, "budget_raise", v.budget)
+	}
+	if a := v.answer; a != nil {
+		attrs = append(attrs, "question_id", a.Question, "choice", a.Choice)
 	}
 	if v.drop != "" {
 		// The state applied; the prompt did not, and this says why.

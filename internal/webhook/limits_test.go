@@ -428,6 +428,11 @@ func (blockingStore) Heads(ctx context.Context, _, _, _ string) ([]desired.Key, 
 	return nil, fmt.Errorf("heads: %w", context.Cause(ctx))
 }
 
+func (blockingStore) Get(ctx context.Context, _ desired.Key) (desired.Record, error) {
+	<-ctx.Done()
+	return desired.Record{}, fmt.Errorf("get: %w", context.Cause(ctx))
+}
+
 // BenchmarkStalledConnections measures what 100 stalled hostile
 // connections cost the real handler behind NewServer with
 // DefaultServerLimits (without the bound per address). Each sends the headers of a 20 MiB delivery and

@@ -38,7 +38,7 @@ const sqliteParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 const sqliteMaxConns = 4
 
 // schemaVersion is the PRAGMA user_version the migrations below reach.
-const schemaVersion = 17
+const schemaVersion = 18
 
 // vacuumVersion is the schema version from which the file is in
 // auto_vacuum INCREMENTAL mode (incrementalVacuum).
@@ -161,7 +161,8 @@ var migrations = []string{
 	ALTER TABLE deliveries ADD COLUMN prompt_header TEXT NOT NULL DEFAULT '';
 	ALTER TABLE deliveries ADD COLUMN frame_digest TEXT NOT NULL DEFAULT '';
 	DROP INDEX deliveries_pending;
-	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, ` + compactColumns + `) WHERE state = 'pending';`,
+	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, id, event, action, sender, received_at, commit_sha,
+		source_kind, source_id, prompt_bytes, prompt_header, frame_digest) WHERE state = 'pending';`,
 
 	// v8: the Fleet (fleet.go): the members sharing the store, each item's
 	// lease (its owner host and fencing generation), the generation each
@@ -257,6 +258,17 @@ var migrations = []string{
 	// v17 (budget raise): the tokens operators added to the item's token
 	// budget (desired.Spec.BudgetRaise).
 	`ALTER TABLE work_items ADD COLUMN budget_raise INTEGER NOT NULL DEFAULT 0 CHECK (budget_raise >= 0);`,
+
+	// v18 (approvals): a delivery that answers a question of the item's
+	// agent (desired.Delivery.Answer, as JSON; '' for an event), and the
+	// question it answers, one answer per question instance (the unique
+	// index: a second answer, a replay or a redelivery takes nothing). The
+	// index of pending deliveries holds the answer too (compactColumns).
+	`ALTER TABLE deliveries ADD COLUMN answer TEXT NOT NULL DEFAULT '';
+	ALTER TABLE deliveries ADD COLUMN answer_to TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX deliveries_by_answer ON deliveries (work_item, answer_to) WHERE answer_to <> '';
+	DROP INDEX deliveries_pending;
+	CREATE INDEX deliveries_pending ON deliveries (work_item, seq, ` + compactColumns + `) WHERE state = 'pending';`,
 }
 
 // backfills[v] runs right after migrations[v-1] took the schema to version

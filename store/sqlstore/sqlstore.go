@@ -21,7 +21,7 @@ import (
 // compactColumns are the columns of a pending delivery that Records and Get
 // read (readPending), in its order: all but the prompt.
 const compactColumns = `id, event, action, sender, received_at, commit_sha, source_kind, source_id,
-	prompt_bytes, prompt_header, frame_digest`
+	prompt_bytes, prompt_header, frame_digest, answer`
 
 // busyTimeout is how long a write waits at most for a writer of another
 // process or host to finish (SQLite's busy_timeout, PostgreSQL's
@@ -309,12 +309,20 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 			changed = true
 		}
 	}
+	answer, answerTo, err := s.answerOf(ctx, tx, key, d, res)
+	if err != nil {
+		return err
+	}
+	if res.Answered {
+		// Nothing queued: only the state it carried can change the item.
+		state, res.Queued, changed = "state_only", false, res.StateChanged
+	}
 	c := desired.Delivery{ID: d.ID, Prompt: d.Prompt}.Compact() // what Records reads instead of the prompt
 	_, err = tx.ExecContext(ctx, `INSERT INTO deliveries
 		(id, work_item, event, action, sender, prompt, received_at, state, commit_sha, source_kind, source_id,
-		prompt_bytes, prompt_header, frame_digest, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		prompt_bytes, prompt_header, frame_digest, identity, answer, answer_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.ID, key, d.Event, d.Action, d.Sender, d.Prompt, timeToDB(d.ReceivedAt), state, d.Commit, string(d.Source.Kind), d.Source.ID,
-		c.Size, c.Header, c.Digest, in.Identity)
+		c.Size, c.Header, c.Digest, in.Identity, answer, answerTo)
 	if err != nil {
 		return err
 	}
@@ -364,6 +372,34 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		return err
 	}
 	return nil
+}
+
+// answerOf returns the answer columns of the delivery d of the item key:
+// its answer as JSON and the question it answers, "" for an event. An
+// answer to a question the item already holds an answer to is no answer:
+// res.Answered is set and the delivery is stored with no answer, its id
+// and identity claimed, so that it takes nothing (one answer per question
+// instance; the unique index deliveries_by_answer holds to it).
+func (s *sqlStore) answerOf(ctx context.Context, tx *sql.Tx, key string, d desired.Delivery, res *store.IngestResult) (string, string, error) {
+	if d.Answer == nil || !res.Queued {
+		return "", "", nil
+	}
+	if to := d.Answer.Question; to != "" {
+		var taken bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE work_item = ? AND answer_to = ?)`, key, to).Scan(&taken)
+		if err != nil {
+			return "", "", err
+		}
+		if taken {
+			res.Answered = true
+			return "", "", nil
+		}
+	}
+	b, err := json.Marshal(d.Answer)
+	if err != nil {
+		return "", "", err
+	}
+	return string(b), d.Answer.Question, nil
 }
 
 // recordHead records in's head commit on the item key, whose recorded
@@ -665,9 +701,16 @@ func readPending(ctx context.Context, tx *sql.Tx, d dialect, items []string, n i
 			d    desired.Delivery
 			at   sql.NullInt64
 		)
+		var answer string
 		if err := rows.Scan(&item, &d.ID, &d.Event, &d.Action, &d.Sender, &at, &d.Commit, &d.Source.Kind, &d.Source.ID,
-			&d.Size, &d.Header, &d.Digest); err != nil {
+			&d.Size, &d.Header, &d.Digest, &answer); err != nil {
 			return nil, err
+		}
+		if answer != "" {
+			d.Answer = new(desired.Answer)
+			if err := json.Unmarshal([]byte(answer), d.Answer); err != nil {
+				return nil, fmt.Errorf("delivery %s answer: %w", d.ID, err)
+			}
 		}
 		d.ReceivedAt = timeFromDB(at)
 		all = append(all, d)

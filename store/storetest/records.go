@@ -319,6 +319,59 @@ func (s suite) budgetRaise(t *testing.T) {
 	assert.Empty(t, got.Pending[1:], "a raise queues nothing")
 }
 
+// oneAnswerPerQuestion: an answer is stored pending with the delivery,
+// its answer read back with the compact pending ones; a second answer to
+// the same question (another delivery, another identity), a redelivery
+// and a replay queue nothing; an answer to another question, or to none,
+// is queued; all of it kept across a reopen.
+func (s suite) oneAnswerPerQuestion(t *testing.T) {
+	st, reopen := s.open(t)
+	ctx := context.Background()
+	ingest(t, st, comment(keyAPI, "d1", t0))
+	answer := func(id, identity string, a desired.Answer) store.Ingest {
+		in := comment(keyAPI, id, t0.Add(time.Minute))
+		in.NoCreate, in.Identity, in.Delivery.Answer = true, identity, &a
+		return in
+	}
+	first := answer("a1", "comment 1", desired.Answer{Question: "q1", Choice: 2})
+	res, err := st.Ingest(ctx, first)
+	require.NoError(t, err)
+	assert.True(t, res.Queued)
+	assert.False(t, res.Answered)
+	for _, again := range []store.Ingest{first, answer("a1r", "comment 1", desired.Answer{Question: "q1", Choice: 2})} {
+		res, err := st.Ingest(ctx, again)
+		require.NoError(t, err)
+		assert.True(t, res.Duplicate, "a redelivery and a replay are duplicates")
+	}
+	gen := get(t, st, keyAPI).Spec.Generation
+	res, err = st.Ingest(ctx, answer("a2", "comment 2", desired.Answer{Question: "q1", Choice: 1}))
+	require.NoError(t, err)
+	assert.True(t, res.Answered, "a second answer to q1")
+	assert.Equal(t, gen, get(t, st, keyAPI).Spec.Generation, "it changed nothing")
+	assert.False(t, res.Queued)
+	res, err = st.Ingest(ctx, answer("a2", "comment 2", desired.Answer{Question: "q1", Choice: 1}))
+	require.NoError(t, err)
+	assert.True(t, res.Duplicate, "its id is claimed")
+	ingest(t, st, answer("a3", "comment 3", desired.Answer{Question: "q2", Words: true, Choice: 3}),
+		answer("a4", "comment 4", desired.Answer{Choice: 1}), answer("a5", "comment 5", desired.Answer{Choice: 1}))
+
+	got := get(t, reopen(), keyAPI)
+	var ids []string
+	var answers []desired.Answer
+	for _, d := range got.Pending {
+		ids = append(ids, d.ID)
+		if d.Answer != nil {
+			answers = append(answers, *d.Answer)
+		}
+	}
+	assert.Equal(t, []string{"d1", "a1", "a3", "a4", "a5"}, ids, "answers to no question are each kept, to be refused")
+	assert.Equal(t, []desired.Answer{{Question: "q1", Choice: 2}, {Question: "q2", Choice: 3, Words: true}, {Choice: 1}, {Choice: 1}}, answers)
+	recs, err := st.Records(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, got.Pending, recs[0].Pending, "Records reads the answers as Get does")
+}
+
 // history: an item's history is its opening delivery and its latest
 // delivered ones, delivered only, in arrival order, each once.
 func (s suite) history(t *testing.T) {

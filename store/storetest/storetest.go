@@ -92,6 +92,7 @@ func Run(t *testing.T, b Backend) {
 		{"set_held_bumps_generation", s.setHeld},
 		{"release_is_a_spec_change", s.release},
 		{"budget_raise_adds_once_per_delivery", s.budgetRaise},
+		{"one_answer_per_question", s.oneAnswerPerQuestion},
 		{"history_is_the_opening_and_latest_delivered", s.history},
 		{"session_report_is_loaded_with_the_record", s.sessionReport},
 		{"hand_edited_status_is_reported", s.handEditedStatus},

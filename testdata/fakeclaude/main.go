@@ -73,7 +73,10 @@
 //	FAKECLAUDE_LIMIT_MENU_CURSOR  the menu choice (1-3) the cursor starts on (default 1); a digit moves the cursor, Enter chooses
 //	FAKECLAUDE_LIMIT_MENU_NO_CURSOR=1  the menu is drawn without its cursor (a frame caught mid-draw), and every key it gets is logged to FAKECLAUDE_MENU_LOG as {"key": …}
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
-//	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?") that waits for Enter
+//	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?", a command of its
+//	  own, three choices) that waits for a key: a choice's number picks it, Enter the one under the cursor; the choice
+//	  and the command are logged to FAKECLAUDE_MENU_LOG; its last choice ("No, and tell Claude what to do
+//	  differently") ends the turn, and the next prompt is the person's words
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
 //	FAKECLAUDE_PROBE=1            run each line of a submitted prompt that starts with "PROBE: " through sh -c in the cwd, before the answer, as an
 //	                              agent runs what a comment talks it into; each appends {"cmd", "output", "status"} to probes.jsonl in the cwd
@@ -918,29 +921,66 @@ func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
 	}
+	picked := false
 	for _, c := range string(u.ed.Buf) + ev.Text {
 		if c >= '1' && c <= '3' {
 			u.cursor = int(c - '0')
+			// Claude Code's permission dialog takes a choice's number as
+			// the choice itself; the usage-limit menu moves its cursor.
+			picked = u.state == showPermission
 		}
 	}
 	u.ed.Buf = nil
-	if ev.Kind != faketerm.Submit {
+	if ev.Kind != faketerm.Submit && !picked {
 		return exitCode{}, false
 	}
-	label := "Yes"
-	if u.state == showLimitMenu {
-		label = limitMenuChoices[u.cursor-1]
+	if u.state == showPermission {
+		return u.permissionAnswered(permissionChoices[u.cursor-1])
 	}
+	label := limitMenuChoices[u.cursor-1]
 	if u.knobs.menuLog != "" {
 		if err := fakecli.AppendJSONLine(u.knobs.menuLog, map[string]string{"choice": label}, 0o644); err != nil {
 			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
 		}
 	}
-	if u.state == showPermission {
-		u.state = showChat
-		return u.finishTurn()
+	u.state = showChat
+	return exitCode{}, false
+}
+
+// permissionChoices are the permission dialog's choices, in order; the
+// last rejects the tool and returns to the input box for the person's
+// words, as Claude Code's does.
+var permissionChoices = []string{"Yes", "Yes, and don't ask again for make commands", "No, and tell Claude what to do differently (esc)"}
+
+// permissionCommand is the command the permission dialog of the
+// current turn asks to run: each turn's its own.
+func (u *tui) permissionCommand() string { return "make test-" + strconv.Itoa(len(u.history)) }
+
+// permissionAnswered closes the permission dialog with choice, which is
+// logged with the command it was asked for (FAKECLAUDE_MENU_LOG): a yes
+// runs the tool and ends the turn; the no that asks what to do instead
+// ends the turn where it is, as an interrupt does, and the next prompt is
+// the person's words.
+func (u *tui) permissionAnswered(choice string) (exitCode, bool) {
+	if u.knobs.menuLog != "" {
+		if err := fakecli.AppendJSONLine(u.knobs.menuLog, map[string]string{"choice": choice, "command": u.permissionCommand()}, 0o644); err != nil {
+			return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+		}
 	}
 	u.state = showChat
+	if choice != permissionChoices[len(permissionChoices)-1] {
+		return u.finishTurn()
+	}
+	u.busy = false
+	if err := u.sess.user("[Request interrupted by user for tool use]"); err != nil {
+		return exitCode{1, fmt.Sprintf("fakeclaude: %v\n", err)}, true
+	}
+	u.replies = append(u.replies, cliLine("Interrupted · What should Claude do instead?"))
+	if len(u.queue) > 0 {
+		next := u.queue[0]
+		u.queue = u.queue[1:]
+		return u.submit(next)
+	}
 	return exitCode{}, false
 }
 
@@ -1171,8 +1211,8 @@ func (u *tui) menuLines() []string {
 	title, choices := limitMenuTitle, limitMenuChoices
 	lines := []string{strings.Repeat("─", 40)}
 	if u.state == showPermission {
-		title, choices = "Do you want to proceed?", []string{"Yes", "No, and tell Claude what to do differently (esc)"}
-		lines = append(lines, " Bash command", "", "   make test", "")
+		title, choices = "Do you want to proceed?", permissionChoices
+		lines = append(lines, " Bash command", "", "   "+u.permissionCommand(), "")
 	}
 	lines = append(lines, " "+title)
 	for i, c := range choices {

@@ -707,3 +707,38 @@ func TestResumeKnobs(t *testing.T) {
 		assert.Equal(t, []string{"first"}, prompts)
 	})
 }
+
+// TestPermissionPrompt: with FAKECLAUDE_PERMISSION_PROMPT, each prompt
+// opens a permission dialog of its own command that loopd's adapter reads
+// as a question with its three choices; a choice's number picks it at
+// once and is logged with the command; a yes ends the turn, and the no
+// that asks what to do instead ends it interrupted, the next prompt being
+// the person's words.
+func TestPermissionPrompt(t *testing.T) {
+	f := newFixture(t)
+	log := filepath.Join(t.TempDir(), "menu.jsonl")
+	id := uuid.NewString()
+	sess, dir := f.spawn(t, map[string]string{"FAKECLAUDE_PERMISSION_PROMPT": "1", "FAKECLAUDE_MENU_LOG": log}, f.adapter.FreshArgv(id, "run the tests"))
+	asker := f.adapter.(harness.Asker)
+	question := func() (harness.Question, bool) { return asker.Question(f.Capture(sess)) }
+	require.Eventually(t, func() bool { _, ok := question(); return ok }, wait, tick, f.History(sess))
+	q, _ := question()
+	assert.Equal(t, harness.Question{Context: []string{" Bash command", "   make test-1"}, Title: "Do you want to proceed?",
+		Choices: []string{"Yes", "Yes, and don't ask again for make commands", "No, and tell Claude what to do differently (esc)"}, Differently: 3}, q)
+	assert.Equal(t, harness.BlockPermission, f.adapter.Blocked(f.Capture(sess)))
+
+	f.Must(t, "send-keys", "-t", "="+sess+":", "1")
+	f.waitTurns(t, dir, id, "run the tests")
+	f.Must(t, "send-keys", "-t", "="+sess+":", "-l", "again")
+	f.Must(t, "send-keys", "-t", "="+sess+":", "Enter")
+	require.Eventually(t, func() bool { q, ok := question(); return ok && q.Context[1] == "   make test-2" }, wait, tick, f.History(sess))
+	f.Must(t, "send-keys", "-t", "="+sess+":", "3")
+	require.Eventually(t, func() bool { _, ok := question(); return !ok }, wait, tick, f.History(sess))
+	prompts, _ := turns(t, f.adapter, dir, id)
+	assert.Equal(t, []string{"run the tests", "again", "[Request interrupted by user for tool use]"}, prompts)
+
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, `{"choice":"Yes","command":"make test-1"}`+"\n"+
+		`{"choice":"No, and tell Claude what to do differently (esc)","command":"make test-2"}`+"\n", string(b))
+}

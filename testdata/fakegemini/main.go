@@ -61,6 +61,9 @@
 //	FAKEGEMINI_LIMIT_UNTIL          Unix seconds: every prompt the TUI submits before then meets a quota that resets then: the
 //	                                chat file gets the user message and no answer, and the screen the error of
 //	                                FAKEGEMINI_LIMIT_FORM, wrapped to its width
+//	FAKEGEMINI_USAGE                "input,output,cached,thoughts,tool": every gemini message carries these tokens (total
+//	                                their sum less cached), and is written twice, the second time with a tool call, as
+//	                                Gemini 0.61.0 writes a message again whole with the same id when its tool calls change
 //	FAKEGEMINI_LIMIT_FORM           per_minute (default: "✕ [API Error: {…RESOURCE_EXHAUSTED…}]" naming a per-minute quota and
 //	                                its RetryInfo retryDelay), or access ("ℹ Usage limit reached for gemini-2.5-pro." /
 //	                                "Access resets at h:mm PM UTC.")
@@ -387,9 +390,36 @@ func (s *session) turn(prompt string) error {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	return errors.Join(
 		s.append(map[string]any{"id": uuid.NewString(), "timestamp": now, "type": "user", "content": []map[string]string{{"text": prompt}}}),
-		s.append(map[string]any{"id": uuid.NewString(), "timestamp": now, "type": "gemini", "content": answer}),
+		s.answer(now),
 		s.append(map[string]any{"$set": map[string]string{"lastUpdated": now}}),
 	)
+}
+
+// answer records the model's answer at now: with FAKEGEMINI_USAGE, its
+// tokens, and the same message again with a tool call.
+func (s *session) answer(now string) error {
+	msg := map[string]any{"id": uuid.NewString(), "timestamp": now, "type": "gemini", "content": answer, "thoughts": []any{}, "model": "gemini-2.5-pro"}
+	v := os.Getenv("FAKEGEMINI_USAGE")
+	if v == "" {
+		return s.append(msg)
+	}
+	var n [5]int64
+	parts := strings.Split(v, ",")
+	if len(parts) != len(n) {
+		return fmt.Errorf("FAKEGEMINI_USAGE: %q is not five counts", v)
+	}
+	for i, p := range parts {
+		var err error
+		if n[i], err = strconv.ParseInt(strings.TrimSpace(p), 10, 64); err != nil {
+			return fmt.Errorf("FAKEGEMINI_USAGE: %w", err)
+		}
+	}
+	msg["tokens"] = map[string]int64{"input": n[0], "output": n[1], "cached": n[2], "thoughts": n[3], "tool": n[4], "total": n[0] + n[1] + n[3] + n[4]}
+	if err := s.append(msg); err != nil {
+		return err
+	}
+	msg["toolCalls"] = []map[string]any{{"id": "list_directory_0", "name": "list_directory", "args": map[string]string{"dir_path": "."}, "status": "success"}}
+	return s.append(msg)
 }
 
 // user records prompt alone: the model never answered it (a quota).

@@ -71,6 +71,7 @@ func RunConformance(t *testing.T, d Driver) {
 		{"only_an_empty_server_of_its_owner_stops", s.stopEmpty},
 		{"foreign_sessions_are_never_touched", s.foreign},
 		{"guard_needs_the_foreground_command", s.foreground},
+		{"guard_needs_the_screen_to_show_its_lines", s.shows},
 	} {
 		t.Run(tc.name, tc.run)
 	}
@@ -401,6 +402,33 @@ func (s suite) sendKeys(t *testing.T) {
 	s.exited(t, c, "loop-a", 2)
 	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-a:", g, "Enter"), tmux.ErrPaneDead, "keys for a dead pane are refused")
 	assert.ErrorIs(t, c.SendKeys(ctx, "=loop-x:", g, "Enter"), tmux.ErrNoSession)
+}
+
+func (s suite) shows(t *testing.T) {
+	c := s.server(t)
+	ctx := t.Context()
+	s.spawn(t, c, "loop-a", nil)
+	g := s.guard(t, "loop-a")
+	g.Shows = []string{"ready loop-a"}
+	require.NoError(t, c.SendKeys(ctx, "=loop-a:", g, "yes"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Equal(ct, "yes", s.d.Input(t, c, "loop-a"))
+	}, waitLimit, tick)
+	for _, lines := range [][]string{
+		{"ready loop-b"},
+		{"ready loop-a", "not on the screen"},
+		// Text that means something to a tmux format or to fnmatch is no
+		// pattern: it is matched as a run of any characters, never run.
+		{"ready #{pane_id}"},
+		{"ready loop-a#{?1,,x}"},
+	} {
+		g.Shows = lines
+		assert.ErrorIs(t, c.SendKeys(ctx, "=loop-a:", g, "no"), tmux.ErrScreenChanged, "%q", lines)
+		assert.ErrorIs(t, c.Paste(ctx, "=loop-a:", g, "no"), tmux.ErrScreenChanged, "%q", lines)
+	}
+	g.Shows = []string{"#*?"}
+	assert.Error(t, c.SendKeys(ctx, "=loop-a:", g, "no"), "a line of no characters of its own is refused")
+	assert.Equal(t, "yes", s.d.Input(t, c, "loop-a"), "nothing refused reached the program")
 }
 
 // launcher spawns through env(1), a launcher that sets a variable and

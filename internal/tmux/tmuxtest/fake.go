@@ -279,6 +279,11 @@ func (f *Fake) guarded(target string, g tmux.Guard) (*fakePane, error) {
 	case !slices.Contains(g.Commands, p.pane.CurrentCommand):
 		return nil, fmt.Errorf("%w (it is %q)", tmux.ErrNotHarness, p.pane.CurrentCommand)
 	}
+	for _, line := range g.Shows {
+		if !tmux.ScreenShows(p.screen, line) {
+			return nil, tmux.ErrScreenChanged
+		}
+	}
 	return p, nil
 }
 
