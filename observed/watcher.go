@@ -22,8 +22,9 @@ import (
 // and claims the server, and turns pane deaths into wake-ups.
 //
 // A death is seen three ways. The process of every live pane a snapshot
-// listed is watched through a pidfd (Track): it becomes readable when the
-// process exits, whether or not tmux has reaped it, and Watch then kicks
+// listed is watched through a pidfd (Track), all of them by one goroutine
+// in one epoll(7) wait: a pidfd becomes readable when the process exits,
+// whether or not tmux has reaped it, and Watch then kicks
 // the server, so that tmux up to 3.4 records the exit status and fires its
 // pane-died hook, and wakes a pass. The pane-died hook (tmux wait-for) wakes
 // a pass for the panes spawned since the last snapshot. The loop's resync
@@ -45,13 +46,17 @@ type Watcher struct {
 	Log       *slog.Logger
 
 	// PidfdOpen, when set, replaces pidfd_open(2) (pidfdOpen): it returns
-	// a pidfd of process pid, open for reading without blocking. Tests act
-	// out a kernel without pidfds with it (an error such as ENOSYS).
-	PidfdOpen func(pid int) (*os.File, error)
+	// a pidfd of process pid, a file descriptor the Watcher closes. Tests
+	// act out a kernel without pidfds with it (an error such as ENOSYS).
+	PidfdOpen func(pid int) (int, error)
 
 	once  sync.Once
 	mu    sync.Mutex
-	procs map[int]*os.File // the pidfd of each watched process, by pid
+	procs map[int]int // the pidfd of each watched process, by pid
+	// exits is the one wait on all of procs, and waiting whether its
+	// goroutine runs (started with the first process watched).
+	exits   *exitWait
+	waiting bool
 	// sessions are the sessions of the watched processes, by pid, and
 	// dead those whose process died since Watch last woke a pass.
 	sessions map[int]string
@@ -87,17 +92,19 @@ func (w *Watcher) init() {
 		if w.PidfdOpen == nil {
 			w.PidfdOpen = pidfdOpen
 		}
-		w.procs, w.sessions = map[int]*os.File{}, map[int]string{}
+		w.procs, w.sessions = map[int]int{}, map[int]string{}
 		w.died = make(chan struct{}, 1)
 		w.files, w.dirs, w.channels = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		w.notifying = make(chan struct{})
-		f, err := w.PidfdOpen(os.Getpid())
+		fd, err := w.PidfdOpen(os.Getpid())
+		if err == nil {
+			closeFd(fd)
+			w.exits, err = newExitWait()
+		}
 		if err != nil {
 			w.noPidfd = true
 			w.Log.Warn(string(journal.ProcWatchUnavailable), "err", err)
-			return
 		}
-		f.Close()
 	})
 }
 
@@ -119,18 +126,16 @@ func (w *Watcher) Track(s Snapshot) {
 			live[p.PID] = p.Session
 		}
 	}
-	for pid, f := range w.procs {
+	for pid := range w.procs {
 		if _, ok := live[pid]; !ok {
-			f.Close()
-			delete(w.procs, pid)
-			delete(w.sessions, pid)
+			w.unwatch(pid)
 		}
 	}
 	for pid, session := range live {
 		if _, ok := w.procs[pid]; ok {
 			continue
 		}
-		f, err := w.PidfdOpen(pid)
+		fd, err := w.PidfdOpen(pid)
 		if errors.Is(err, syscall.ESRCH) {
 			w.dead = append(w.dead, session)
 			w.signal() // it died since the listing
@@ -140,9 +145,27 @@ func (w *Watcher) Track(s Snapshot) {
 			w.Log.Debug(string(journal.ProcWatchFailed), "pid", pid, "err", err)
 			continue
 		}
-		w.procs[pid], w.sessions[pid] = f, session
-		go w.await(pid, f)
+		if err := w.exits.add(pid, fd); err != nil {
+			closeFd(fd)
+			w.Log.Debug(string(journal.ProcWatchFailed), "pid", pid, "err", err)
+			continue
+		}
+		w.procs[pid], w.sessions[pid] = fd, session
+		if !w.waiting {
+			w.waiting = true
+			go w.exits.run(w.exited)
+		}
 	}
+}
+
+// unwatch stops watching the process pid and closes its pidfd; w.mu is
+// held.
+func (w *Watcher) unwatch(pid int) {
+	fd := w.procs[pid]
+	w.exits.remove(fd)
+	closeFd(fd)
+	delete(w.procs, pid)
+	delete(w.sessions, pid)
 }
 
 // TrackTranscripts watches the transcripts at paths (their directories,
@@ -239,21 +262,21 @@ func (w *Watcher) written(ev fsnotify.Event) bool {
 	return ev.Has(fsnotify.Write|fsnotify.Create) && w.files[ev.Name]
 }
 
-// await signals a death once f, the pidfd of pid, is readable (the process
-// exited), and stops when f is closed.
-func (w *Watcher) await(pid int, f *os.File) {
-	if err := awaitExit(f); err != nil {
-		return // closed: no longer watched
-	}
+// exited signals the death of pid, whose pidfd the wait found readable,
+// once: the pidfd it watches now must be readable too, since the event
+// may be of one Track closed before a new process took the pid.
+func (w *Watcher) exited(pid int) {
 	w.mu.Lock()
-	if w.procs[pid] == f {
+	fd, ok := w.procs[pid]
+	died := ok && exited(fd)
+	if died {
 		w.dead = append(w.dead, w.sessions[pid])
-		delete(w.procs, pid)
-		delete(w.sessions, pid)
-		f.Close()
+		w.unwatch(pid)
 	}
 	w.mu.Unlock()
-	w.signal()
+	if died {
+		w.signal()
+	}
 }
 
 // takeDead returns the sessions whose process died since it was last
@@ -327,13 +350,18 @@ func (w *Watcher) Watch(ctx context.Context, wake func(died ...string)) {
 	}
 }
 
-// stop closes every pidfd, which ends their waits, and makes Track a no-op.
+// stop ends the wait on the pidfds, closes them, and makes Track a no-op.
 func (w *Watcher) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.stopped && w.exits != nil {
+		w.exits.close(w.waiting)
+	}
 	w.stopped = true
-	for pid, f := range w.procs {
-		f.Close()
+	// Closed, each pidfd leaves the epoll instance, which run closes
+	// on its own time: no epoll_ctl on it from here on.
+	for pid, fd := range w.procs {
+		closeFd(fd)
 		delete(w.procs, pid)
 		delete(w.sessions, pid)
 	}

@@ -78,7 +78,7 @@ func TestWatcherWakesOnPaneDeath(t *testing.T) {
 }
 
 // noPidfd acts out a kernel without pidfd_open(2).
-func noPidfd(int) (*os.File, error) { return nil, syscall.ENOSYS }
+func noPidfd(int) (int, error) { return -1, syscall.ENOSYS }
 
 // Without pidfds (the fallback), a death tmux failed to reap fires no hook;
 // the periodic kick makes it fire within one period.

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -28,7 +27,7 @@ func TestRunWithoutPidfdKicksLostExits(t *testing.T) {
 
 		r.rc.Interval = time.Hour
 		r.watcher.KickEvery = 10 * time.Millisecond
-		r.watcher.PidfdOpen = func(int) (*os.File, error) { return nil, syscall.ENOSYS }
+		r.watcher.PidfdOpen = func(int) (int, error) { return -1, syscall.ENOSYS }
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.rc.Run(ctx) }()

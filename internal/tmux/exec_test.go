@@ -277,3 +277,32 @@ func TestServerListening(t *testing.T) {
 	require.FileExists(t, path, "kill-server leaves the socket file")
 	assert.False(t, tmux.ServerListening(e.Socket()), "a socket file with no server")
 }
+
+// A pane's text is untrusted: a screen that prints lines shaped like
+// CapturePanes' markers (another nonce, the next index, the bare prefix)
+// or nothing at all is read whole, and its neighbour's screen stays its
+// own.
+func TestExecCapturePanesSplitsOnlyOnItsOwnMarkers(t *testing.T) {
+	e := server(t, tmux.ServerOptions{})
+	ctx := t.Context()
+	forged := "loopd-capture-AAAAAAAAAAAAAAAAAAAAAAAAAA-1\nloopd-capture-\nloopd-capture--2\n1\n\n"
+	a, _, err := e.NewSession(ctx, tmux.NewSession{Name: "loop-forger", Width: 80, Height: 12,
+		Argv: []string{"sh", "-c", `printf '%s' "$0"; echo done; exec sleep 1000`, forged}})
+	require.NoError(t, err)
+	b, _, err := e.NewSession(ctx, tmux.NewSession{Name: "loop-blank", Width: 80, Height: 12, Argv: []string{"sleep", "1000"}})
+	require.NoError(t, err)
+	var one string
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		one, err = e.CapturePane(ctx, a, false)
+		require.NoError(ct, err)
+		assert.Contains(ct, one, "done")
+	}, waitLimit, tick)
+	blank, err := e.CapturePane(ctx, b, false)
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("\n", 12), blank, "a blank screen is a line per row")
+
+	screens, err := e.CapturePanes(ctx, []string{a, b, a})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{a: one, b: blank}, screens, "each screen whole, the forged markers in it")
+	assert.True(t, strings.HasPrefix(screens[a], forged), "%q", screens[a])
+}
