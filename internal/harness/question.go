@@ -20,8 +20,8 @@ type Question struct {
 	// Choices[n-1].
 	Choices []string
 	// Differently is the choice after which the CLI takes the person's
-	// own words ("No, and tell Claude what to do differently"), 0 when
-	// none does.
+	// own words (Claude Code 2.1.197's "No", which asks "What should
+	// Claude do instead?"), 0 when none does.
 	Differently int
 }
 
