@@ -208,7 +208,7 @@ func TestStoreFromBeforeCompactRecordsDeliversItsPendingEvents(t *testing.T) {
 
 // downgradeToSchema6 turns e's store, with the daemon stopped, into the
 // file a loopd at schema 6 would have written with the same rows: without
-// the items' installations (v16), the items' titles and pages (v15), a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
+// the deliveries' answers (v18), the items' installations (v16), the items' titles and pages (v15), a fork's maintainer_can_modify (v14), GitHub's pauses (v13), without deliveries' identities, the items by head
 // and CI by commit in place of check claims (v12), without
 // what a pull request's head decides (v11), without the Fleet's tables and
 // columns (v8 and v9's), and without the compact columns of pending
@@ -245,6 +245,9 @@ func downgradeToSchema6(t *testing.T, e *env) {
 		ALTER TABLE work_items DROP COLUMN lease_generation;
 		ALTER TABLE outbox DROP COLUMN generation;
 		DROP INDEX deliveries_pending;
+		DROP INDEX deliveries_by_answer;
+		ALTER TABLE deliveries DROP COLUMN answer_to;
+		ALTER TABLE deliveries DROP COLUMN answer;
 		ALTER TABLE deliveries DROP COLUMN prompt_bytes;
 		ALTER TABLE deliveries DROP COLUMN prompt_header;
 		ALTER TABLE deliveries DROP COLUMN frame_digest;

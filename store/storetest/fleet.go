@@ -17,7 +17,8 @@ import (
 // Bounds of the fleet cases' waits. They bound how long a broken store
 // takes to fail; nothing is timed.
 const (
-	// shortTTL is the lease TTL of a host a case lets die.
+	// shortTTL is the lease TTL of a host's last heartbeat when a case
+	// lets it die (letLapse).
 	shortTTL = 300 * time.Millisecond
 	// longTTL is the lease TTL of a host that stays live for a case.
 	longTTL = time.Hour
@@ -116,7 +117,16 @@ func waitDead(t *testing.T, f store.Fleet, name string) {
 	require.Eventually(t, func() bool { return !hosts(t, f)[name].Live }, waitFleet, pollFleet, "%s's heartbeat lapses", name)
 }
 
-// item returns the key of item n of the fleet cases.
+// letLapse gives the member name one last heartbeat through its own
+// handle own, with shortTTL, and waits on watch for it to lapse. A case
+// holds a member it needs live with longTTL until then, so that a slow
+// machine cannot let it lapse before the case is done with it.
+func letLapse(t *testing.T, own, watch store.Fleet, name string, capacity int) {
+	t.Helper()
+	heartbeat(t, own, name, capacity, shortTTL)
+	waitDead(t, watch, name)
+}
+
 // takeOver polls Assign on f until it gives out the items of dead, whose
 // heartbeat lapsed (waitDead): not before schema.TakeoverMargin past its
 // lease's expiry, on the store's clock (the same machine's as the test's).
@@ -131,6 +141,7 @@ func takeOver(t *testing.T, f store.Fleet, dead string) []store.LeaseChange {
 	return changes
 }
 
+// item returns the key of item n of the fleet cases.
 func item(n int) desired.Key { return desired.Key{Owner: "acme", Repo: "fleet", Number: n} }
 
 // ingestItems creates items 1..n, open, each with one pending delivery.
@@ -157,7 +168,7 @@ func (s suite) membership(t *testing.T) {
 	st, f, _ := s.openFleet(t)
 	ctx := context.Background()
 	before := time.Now()
-	heartbeat(t, f, "b", 3, shortTTL)
+	heartbeat(t, f, "b", 3, longTTL)
 	heartbeat(t, f, "a", 2, longTTL)
 	hs := hosts(t, f)
 	require.Len(t, hs, 2)
@@ -169,7 +180,7 @@ func (s suite) membership(t *testing.T) {
 	assert.Equal(t, time.UTC, a.Heartbeat.Location())
 	assert.True(t, hs["b"].Live)
 
-	waitDead(t, f, "b")
+	letLapse(t, f, f, "b", 3)
 	heartbeat(t, f, "b", 5, longTTL)
 	assert.True(t, hosts(t, f)["b"].Live, "a heartbeat brings a member back")
 	assert.Equal(t, 5, hosts(t, f)["b"].Capacity)
@@ -243,12 +254,12 @@ func (s suite) assignSpreads(t *testing.T) {
 	assert.Equal(t, map[string]int{"b": 2, "c": 2}, perHost, "a holds 6: the new items go to the idle members, evenly")
 
 	st, f, _ = s.openFleet(t)
-	heartbeat(t, f, "a", 0, shortTTL)
+	heartbeat(t, f, "a", 0, longTTL)
 	ingestItems(t, st, 6)
 	require.Len(t, assign(t, f), 6)
 	heartbeat(t, f, "b", 0, longTTL)
 	heartbeat(t, f, "c", 0, longTTL)
-	waitDead(t, f, "a")
+	letLapse(t, f, f, "a", 0)
 	perHost = map[string]int{}
 	for _, c := range takeOver(t, f, "a") {
 		assert.Equal(t, "a", c.From)
@@ -302,14 +313,14 @@ func (s suite) assignNeeds(t *testing.T) {
 func (s suite) takeover(t *testing.T) {
 	st, f, open := s.openFleet(t)
 	ingestItems(t, st, 2)
-	heartbeat(t, f, "a", 0, shortTTL)
+	heartbeat(t, f, "a", 0, longTTL)
 	require.Len(t, assign(t, f), 2)
 
 	_, other := open() // another host's handle
 	heartbeat(t, other, "b", 0, longTTL)
 	assert.Empty(t, assign(t, other), "a's leases are live")
 
-	waitDead(t, other, "a")
+	letLapse(t, f, other, "a", 0)
 	assert.Equal(t, []store.LeaseChange{
 		{Key: item(1), From: "a", To: "b", Generation: 2},
 		{Key: item(2), From: "a", To: "b", Generation: 2},
@@ -352,7 +363,7 @@ func (s suite) instances(t *testing.T) {
 	st, f, open := s.openFleet(t)
 	ctx := context.Background()
 	ingestItems(t, st, 2)
-	first := desired.Host{Name: "a", Instance: "i-1", LeaseTTL: shortTTL}
+	first := desired.Host{Name: "a", Instance: "i-1", LeaseTTL: longTTL}
 	require.NoError(t, f.Heartbeat(ctx, first))
 	require.Len(t, assign(t, f), 2)
 	before := owners(t, st)
@@ -368,6 +379,8 @@ func (s suite) instances(t *testing.T) {
 	require.NoError(t, f.Heartbeat(ctx, first), "the same instance (a restart) keeps heartbeating")
 	assert.Equal(t, gens(before), gens(owners(t, st)), "and keeps its leases at their generation")
 
+	first.LeaseTTL = shortTTL // its last heartbeat (letLapse)
+	require.NoError(t, f.Heartbeat(ctx, first))
 	waitDead(t, other, "a")
 	require.NoError(t, other.Heartbeat(ctx, second), "a lapsed instance's name is taken over")
 	h = hosts(t, other)["a"]
@@ -399,10 +412,10 @@ func (s suite) forget(t *testing.T) {
 	st, f, _ := s.openFleet(t)
 	ctx := context.Background()
 	ingestItems(t, st, 1)
-	heartbeat(t, f, "a", 0, shortTTL)
+	heartbeat(t, f, "a", 0, longTTL)
 	require.Len(t, assign(t, f), 1)
 	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), store.ErrHostInUse, "live")
-	waitDead(t, f, "a")
+	letLapse(t, f, f, "a", 0)
 	assert.ErrorIs(t, f.ForgetHost(ctx, "a"), store.ErrHostInUse, "holds a lease")
 	heartbeat(t, f, "b", 0, longTTL)
 	require.Len(t, takeOver(t, f, "a"), 1)
