@@ -42,7 +42,7 @@ func TestApprovalAnsweredFromGitHub(t *testing.T) {
 	body := commentsWith(srv, "question=q1 -->")[0].Body
 	assert.Contains(t, body, "asks (question `q1`)")
 	assert.Contains(t, body, "\n       make test-1\n")
-	assert.Contains(t, body, "\n      1. Yes\n      2. Yes, and don't ask again for make commands\n      3. No, and tell Claude what to do differently (esc)\n")
+	assert.Contains(t, body, "\n      1. Yes\n      2. Yes, and don't ask again for make commands\n      3. No\n")
 	assert.Empty(t, notices(srv), "the question is the one comment of its screen")
 	assert.Regexp(t, `(?m)^`+keyIssue.String()+`\s.*(Spawning|Running)/AwaitingApproval\s.*awaiting_approval question_id=q1`, e.mustRun(t, "get"))
 	assert.Empty(t, choices(), "nobody answered: loopd sent nothing")
@@ -90,7 +90,7 @@ func TestApprovalAnsweredFromGitHub(t *testing.T) {
 	commentOn(t, e, keyIssue.Number, "/loopd answer q3 "+words)
 	e.waitEvent(t, journal.QuestionAnswered, keyIssue, 2, waitLong)
 	e.waitFor(t, func() bool { return len(choices()) >= 3 }, waitShort, "the CLI never took q3's answer")
-	assert.Equal(t, map[string]string{"choice": "No, and tell Claude what to do differently (esc)", "command": "make test-3"}, choices()[2])
+	assert.Equal(t, map[string]string{"choice": "No", "command": "make test-3"}, choices()[2])
 	r := e.mustRecord(t, keyIssue)
 	e.waitFor(t, func() bool { return countContaining(e.userTurns(t, keyIssue, r.Status.HarnessSessionID), words) == 1 }, waitLong,
 		"the words never reached the conversation")

@@ -336,14 +336,16 @@ func TestClaudeTranscriptLocation(t *testing.T) {
 
 func TestClaudeScreenCaptured(t *testing.T) {
 	reasons := map[string]string{
-		"blocked-apikey.txt":        BlockAPIKey,
-		"blocked-bypass.txt":        BlockBypassConsent,
-		"blocked-picker.txt":        BlockResumePicker,
-		"blocked-picker-search.txt": BlockResumePicker,
-		"blocked-trust.txt":         BlockWorkspaceTrust,
-		"blocked-mcp-server.txt":    BlockWorkspaceTrust,
-		"draft-typed.txt":           DraftReason,
-		"draft-pasted.txt":          DraftReason,
+		"blocked-apikey.txt":           BlockAPIKey,
+		"blocked-bypass.txt":           BlockBypassConsent,
+		"blocked-picker.txt":           BlockResumePicker,
+		"blocked-picker-search.txt":    BlockResumePicker,
+		"blocked-trust.txt":            BlockWorkspaceTrust,
+		"blocked-mcp-server.txt":       BlockWorkspaceTrust,
+		"blocked-permission-bash.txt":  BlockPermission,
+		"blocked-permission-write.txt": BlockPermission,
+		"draft-typed.txt":              DraftReason,
+		"draft-pasted.txt":             DraftReason,
 	}
 	files, err := filepath.Glob("testdata/claude-2.1.197/*.txt")
 	require.NoError(t, err)

@@ -20,8 +20,8 @@ type Question struct {
 	// Choices[n-1].
 	Choices []string
 	// Differently is the choice after which the CLI takes the person's
-	// own words ("No, and tell Claude what to do differently"), 0 when
-	// none does.
+	// own words (Claude Code 2.1.197's "No", which asks "What should
+	// Claude do instead?"), 0 when none does.
 	Differently int
 }
 
@@ -59,25 +59,37 @@ var claudeQuestionTitles = []string{"Do you want to proceed?", "Do you want to m
 
 // claudeDifferently starts the label of the choice of Claude Code's
 // permission prompt that rejects the tool and returns to the input box for
-// the person's words.
+// the person's words, as older versions and the fake CLI draw it.
 const claudeDifferently = "No, and tell Claude what to do differently"
+
+// claudeNo is that choice's whole label on 2.1.197 (measured: it rejects
+// the tool, shows "Interrupted · What should Claude do instead?" and
+// returns to the input box; the next prompt goes to the model with the
+// tool's rejection, an is_error tool_result).
+const claudeNo = "No"
 
 // Question reads Claude Code's tool permission prompt (Blocked
 // BlockPermission):
 //
 //	──────────────────────────
 //	 Bash command
-//	   make test
+//
+//	   touch x-054df4de
+//	   Create the marker file
 //
 //	 Do you want to proceed?
 //	 ❯ 1. Yes
-//	   2. Yes, and don't ask again for make commands
-//	   3. No, and tell Claude what to do differently (esc)
+//	   2. Yes, and always allow access to acme-api/ from this project
+//	   3. No
+//
+//	 Esc to cancel · Tab to amend · ctrl+e to explain
 //
 // The context is the lines between the rule above the title and the
 // title; the choices are the numbered lines right after it, numbered 1, 2,
-// … in order. A screen with no such prompt, or with no choice after its
-// title, asks nothing.
+// … in order; the choice "No" (claudeNo, or claudeDifferently's) is
+// Differently. A screen with no such prompt, or with no choice after its
+// title, asks nothing. Measured on 2.1.197: the captures
+// testdata/claude-2.1.197/blocked-permission-*.txt.
 func (c *claudeCode) Question(text string) (Question, bool) {
 	if c.Blocked(text) != BlockPermission {
 		return Question{}, false
@@ -109,7 +121,7 @@ func (c *claudeCode) Question(text string) (Question, bool) {
 			break
 		}
 		label := m[3]
-		if strings.HasPrefix(label, claudeDifferently) {
+		if label == claudeNo || strings.HasPrefix(label, claudeDifferently) {
 			q.Differently = len(q.Choices) + 1
 		}
 		q.Choices = append(q.Choices, label)
@@ -135,6 +147,8 @@ func (c *claudeCode) Question(text string) (Question, bool) {
 // AnswerKeys picks choice by its number, which Claude Code's select
 // dialogs take as the choice itself (no Enter after it: an Enter would
 // reach whatever the CLI shows next, another prompt's default included).
+// Measured on 2.1.197: the digit alone closes the permission prompt, "1"
+// runs the tool and "3" ("No") rejects it.
 func (c *claudeCode) AnswerKeys(q Question, choice int) []string {
 	if choice < 1 || choice > len(q.Choices) || choice > 9 {
 		return nil

@@ -75,8 +75,8 @@
 //	FAKECLAUDE_MENU_LOG           file to which each choice made in a menu appends its label as a line
 //	FAKECLAUDE_PERMISSION_PROMPT=1 every prompt opens a tool permission dialog ("Do you want to proceed?", a command of its
 //	  own, three choices) that waits for a key: a choice's number picks it, Enter the one under the cursor; the choice
-//	  and the command are logged to FAKECLAUDE_MENU_LOG; its last choice ("No, and tell Claude what to do
-//	  differently") ends the turn, and the next prompt is the person's words
+//	  and the command are logged to FAKECLAUDE_MENU_LOG; its last choice ("No", as 2.1.197 draws it) ends the turn
+//	  interrupted ("What should Claude do instead?"), and the next prompt is the person's words
 //	FAKECLAUDE_ECHO=1             answer a prompt that holds "ECHO: <text>" with that text (to the end of its line), as an agent quoting what it was asked about
 //	FAKECLAUDE_PROBE=1            run each line of a submitted prompt that starts with "PROBE: " through sh -c in the cwd, before the answer, as an
 //	                              agent runs what a comment talks it into; each appends {"cmd", "output", "status"} to probes.jsonl in the cwd
@@ -949,8 +949,9 @@ func (u *tui) menuKey(ev faketerm.Event) (exitCode, bool) {
 
 // permissionChoices are the permission dialog's choices, in order; the
 // last rejects the tool and returns to the input box for the person's
-// words, as Claude Code's does.
-var permissionChoices = []string{"Yes", "Yes, and don't ask again for make commands", "No, and tell Claude what to do differently (esc)"}
+// words, as Claude Code 2.1.197's "No" does
+// (internal/harness/testdata/claude-2.1.197/blocked-permission-bash.txt).
+var permissionChoices = []string{"Yes", "Yes, and don't ask again for make commands", "No"}
 
 // permissionCommand is the command the permission dialog of the
 // current turn asks to run: each turn's its own.
@@ -1221,6 +1222,9 @@ func (u *tui) menuLines() []string {
 			mark = "❯ "
 		}
 		lines = append(lines, " "+mark+strconv.Itoa(i+1)+". "+c)
+	}
+	if u.state == showPermission {
+		return append(lines, "", " Esc to cancel · Tab to amend · ctrl+e to explain")
 	}
 	return append(lines, "", " Enter to confirm · Esc to cancel")
 }

@@ -724,7 +724,7 @@ func TestPermissionPrompt(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := question(); return ok }, wait, tick, f.History(sess))
 	q, _ := question()
 	assert.Equal(t, harness.Question{Context: []string{" Bash command", "   make test-1"}, Title: "Do you want to proceed?",
-		Choices: []string{"Yes", "Yes, and don't ask again for make commands", "No, and tell Claude what to do differently (esc)"}, Differently: 3}, q)
+		Choices: []string{"Yes", "Yes, and don't ask again for make commands", "No"}, Differently: 3}, q)
 	assert.Equal(t, harness.BlockPermission, f.adapter.Blocked(f.Capture(sess)))
 
 	f.Must(t, "send-keys", "-t", "="+sess+":", "1")
@@ -740,5 +740,5 @@ func TestPermissionPrompt(t *testing.T) {
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
 	assert.Equal(t, `{"choice":"Yes","command":"make test-1"}`+"\n"+
-		`{"choice":"No, and tell Claude what to do differently (esc)","command":"make test-2"}`+"\n", string(b))
+		`{"choice":"No","command":"make test-2"}`+"\n", string(b))
 }
