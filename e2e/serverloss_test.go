@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/proc"
@@ -344,4 +345,29 @@ func lockHeld(t *testing.T, path string) bool {
 	}
 	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
 	return false
+}
+
+// TestServerLostWhileDaemonStoppedCountsNoCrash: the tmux server goes
+// while no loopd runs (serve stopped, then kill-server, as the README's
+// "Stopping it" says). The next serve starts a server of its own before
+// its first pass; that pass still takes the agent as lost with its server
+// (one tmux.server_lost), not as a crash: it is resumed on its own
+// conversation with no failure counted, as the dry run before said.
+func TestServerLostWhileDaemonStoppedCountsNoCrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	id := e.bootRunning(t)
+	e.stop(t)
+	_, err := e.tmux(t, "kill-server")
+	require.NoError(t, err)
+	plan := e.mustRun(t, "reconcile", "--once", "--dry-run")
+	assert.Contains(t, plan, "reason=server_lost", "the dry run's word")
+
+	e.start(t)
+	lost := e.waitEvent(t, journal.TmuxServerLost, desired.Key{}, 1, waitLong)
+	require.Len(t, lost, 1)
+	r := e.waitPhase(t, keyIssue, desired.PhaseRunning, waitLong)
+	assert.Equal(t, id, r.Status.HarnessSessionID, "the same conversation")
+	assert.Zero(t, r.Status.Failures, "a lost server is no crash")
+	assert.Equal(t, string(actions.ReasonServerLost), r.Status.LastExitReason)
 }

@@ -192,6 +192,13 @@ type Observer struct {
 	// (tmux.Client.ServerOwner) and sets Snapshot.ServerGone when it is
 	// not this one.
 	Owner string
+	// Restarted, when set, says this loopd started its server at its own
+	// start, with none running before: the server its agents ran on went
+	// while no loopd ran (killed, a reboot). The first observation then
+	// reports Snapshot.ServerGone, so that the agents the records expect
+	// live count as lost with their server, never as crashes, as when a
+	// running loopd sees its server go.
+	Restarted bool
 	// Workspaces runs git in a workdir (Need.Commits); nil reads no commit.
 	Workspaces *workspace.Manager
 	// Runs reads the runs of the process runner (Snapshot.Runs); nil
@@ -257,6 +264,12 @@ func (o *Observer) observe(ctx context.Context, records []desired.Record, needs 
 			owner = mark.ID
 		}
 		snap.ServerGone = owner != o.Owner
+		if !first {
+			o.mu.Lock()
+			snap.ServerGone = snap.ServerGone || o.Restarted
+			o.Restarted = false
+			o.mu.Unlock()
+		}
 	}
 	o.readRuns(ctx, records, &snap)
 	obs := Observation{Snapshot: snap, Transcripts: map[desired.Key]harness.Transcript{}, MissingWorkdirs: map[desired.Key]bool{},

@@ -77,6 +77,9 @@ type app struct {
 	mover *transcript.Mover
 	// sandbox makes the sandbox of each spawn of a sandboxed route.
 	sandbox *actions.Sandbox
+	// restarted is true when serve started its tmux server with none
+	// running before (observed.Observer.Restarted).
+	restarted bool
 }
 
 // storeLock is the reconcile lock's file name inside the state dir when
@@ -252,7 +255,7 @@ func (a *app) reconciler(cfg *schema.Config, current func() *schema.Config) *rec
 	// DefaultReapKick instead.
 	watcher := &observed.Watcher{Tmux: a.tmux, Server: a.serverOptions(cfg), KickEvery: schema.DefaultReapKick, Log: a.log}
 	observer := &observed.Observer{Tmux: a.tmux, Harnesses: a.harnesses, Mirrors: mirrors, Workspaces: workspaces, Runs: a.runs,
-		Channels: channels, Owner: a.owner.ID, Watcher: watcher, Log: a.log}
+		Channels: channels, Owner: a.owner.ID, Watcher: watcher, Log: a.log, Restarted: a.restarted}
 	rc := &reconciler.Reconciler{
 		Store:    a.store,
 		Observer: observer,

@@ -235,6 +235,9 @@ func (d *daemon) claimServer(ctx context.Context) error {
 			a.stopEmptyServer(ctx)
 		}
 	})
+	// No server before this one: the agents' server went while no loopd
+	// ran (observed.Observer.Restarted).
+	a.restarted = !tmux.ServerListening(d.cfg.Tmux.Socket)
 	err := a.tmux.EnsureServer(ctx, a.serverOptions(d.cfg))
 	switch {
 	case errors.Is(err, tmux.ErrServerOwned):
