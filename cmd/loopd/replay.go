@@ -65,6 +65,8 @@ is given, which replays a redelivery.`,
 					if events[i], err = eventOfFile(file); err != nil {
 						return err
 					}
+				} else if err := checkEvent(o.event); err != nil {
+					return fmt.Errorf("--event: %w", err)
 				}
 				if err := webhook.CheckPayload(events[i], bodies[i]); err != nil {
 					return fmt.Errorf("%s: %w", file, err)
@@ -104,14 +106,22 @@ is given, which replays a redelivery.`,
 
 // eventOfFile returns the event type a payload file's name gives
 // (<event>.<action>.<n>.json, as octokit/webhooks names its examples): the
-// part before the first dot, which must be an event GitHub sends (the
-// names go-github knows). Anything else is an error saying to name the
-// file so or give --event, never a request of an event no one sends.
+// part before the first dot, which must be an event GitHub sends
+// (checkEvent). Anything else is an error saying to name the file so or
+// give --event, never a request of an event no one sends.
 func eventOfFile(file string) (string, error) {
 	event, _, _ := strings.Cut(filepath.Base(file), ".")
-	if slices.Contains(github.MessageTypes(), event) {
-		return event, nil
+	if err := checkEvent(event); err != nil {
+		return "", fmt.Errorf("%s: cannot tell its event: %w; name the file <event>.<action>.<n>.json or give --event", file, err)
 	}
-	return "", fmt.Errorf("%s: cannot tell its event: %q is no GitHub event%s; name the file <event>.<action>.<n>.json or give --event",
-		file, event, near.DidYouMean(near.Names(event, github.MessageTypes())))
+	return event, nil
+}
+
+// checkEvent refuses event unless GitHub sends it (the names go-github
+// knows), with the nearest names when there are some.
+func checkEvent(event string) error {
+	if slices.Contains(github.MessageTypes(), event) {
+		return nil
+	}
+	return fmt.Errorf("%q is no GitHub event%s", event, near.DidYouMean(near.Names(event, github.MessageTypes())))
 }
