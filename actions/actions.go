@@ -879,7 +879,8 @@ func (a RecordExit) Apply(st desired.Status, now time.Time) desired.Status {
 	}
 	st.NextAttempt = a.NextAttempt
 	st.SpawnRefused = ""
-	st.RunID = "" // a run whose exit is recorded is judged once
+	st.Blocked = "" // a dead agent waits at no screen
+	st.RunID = ""   // a run whose exit is recorded is judged once
 	st.Reason = string(a.Reason)
 	if a.Phase == desired.PhaseNeedsAttention && a.Attention != "" {
 		st.Reason = string(a.Attention)

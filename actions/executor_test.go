@@ -915,3 +915,15 @@ func TestFreshSpawnThatReplacesAConversationNotifiesOnce(t *testing.T) {
 	require.Equal(t, actions.Result{Applied: 1}, res)
 	assert.Nil(t, r.get(t).Status.Replaced)
 }
+
+// TestRecordExitLeavesNoScreenBlocked: an agent that died at a screen
+// waiting for a person (a login, say) is no longer blocked once its exit
+// is recorded: get, the page and /metrics show a backing-off item, not
+// one a person could unblock at a dead pane.
+func TestRecordExitLeavesNoScreenBlocked(t *testing.T) {
+	st := desired.Status{Phase: desired.PhaseRunning}
+	st.Blocked = "login_required"
+	got := actions.RecordExit{ExitStatus: -1, Signal: 9, Phase: desired.PhaseBackingOff, Failures: 1, Reason: actions.ReasonCrash}.Apply(st, time.Now())
+	assert.Empty(t, got.BlockedBy())
+	assert.Equal(t, desired.PhaseBackingOff, got.Phase)
+}
