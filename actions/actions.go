@@ -377,7 +377,7 @@ func (s Spawn) tail() []Field {
 		f = append(f, Field{"replay", s.Replay})
 	}
 	if len(s.Told) > 0 {
-		f = append(f, Field{"told", strings.Join(s.Told, ",")})
+		f = append(f, Field{journal.KeyTold, strings.Join(s.Told, ",")})
 	}
 	if s.Runner != "" {
 		f = append(f, Field{"runner", s.Runner})
@@ -574,7 +574,7 @@ func (a DeliverPrompt) Fields() []Field {
 		f = append(f, Field{"retry", true}, Field{"repaste", a.Repaste})
 	}
 	if a.Preamble != "" {
-		f = append(f, Field{"told", strings.Join(a.Told, ",")})
+		f = append(f, Field{journal.KeyTold, strings.Join(a.Told, ",")})
 	}
 	return f
 }

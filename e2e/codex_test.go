@@ -183,8 +183,11 @@ func TestCodexUnconfirmedIDIsShownAndADeathGoesFresh(t *testing.T) {
 		return strings.Contains(out, "unconfirmed")
 	}, waitShort, "loopd get does not show the id unconfirmed")
 	e.stop(t)
-	out := e.mustRun(t, "reconcile", "--once", "--dry-run")
-	assert.Contains(t, out, "reason=awaiting_session_id", out)
+	// Within the spawn's probe window the dry run says probing; past it,
+	// what it waits for.
+	e.waitFor(t, func() bool {
+		return strings.Contains(e.mustRun(t, "reconcile", "--once", "--dry-run"), "reason=awaiting_session_id")
+	}, waitLong, "the dry run does not say it awaits the session id")
 
 	e.start(t)
 	e.killAgentGroup(t, keyIssue)

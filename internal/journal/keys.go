@@ -51,6 +51,7 @@ const (
 	KeyKeys               = "keys"                 // the keys sent to a pane
 	KeyText               = "text"                 // the line a harness reported a limit with, cut to 200 bytes
 	KeySandbox            = "sandbox"              // how a spawn runs its harness: bubblewrap, or none
+	KeyTold               = "told"                 // the deliveries a handback's prompt names, oldest first
 	KeyReport             = "report"               // a report's file name in an item's channel
 
 	// Deliveries.
