@@ -170,7 +170,7 @@ func runGet(cmd *cobra.Command, g *globals, args []string, o getOptions) error {
 			fmt.Fprintln(cmd.ErrOrStderr(), "No work items found.")
 		}
 		if hidden := len(views) - len(list); hidden > 0 && sel.hidesFinished() {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work items not shown; --all shows them\n", hidden)
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d closed or stopped work %s not shown; --all shows them\n", hidden, plural(hidden, "item", "items"))
 		}
 		if !o.watch {
 			failed, err := st.Calls(ctx, store.CallFilter{State: desired.CallFailed})
@@ -522,4 +522,12 @@ func deaths(ctx context.Context, cfg *schema.Config, records []desired.Record, n
 		}
 	}
 	return out
+}
+
+// plural is one when n is 1, else many: "1 item", "2 items".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

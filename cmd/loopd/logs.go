@@ -43,6 +43,9 @@ agent's is, shows nothing new until it scrolls).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeItems(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.tail < -1 || (o.tail == -1 && cmd.Flags().Changed("tail")) {
+				return fmt.Errorf("--tail %d: want a number of lines, 0 or more", o.tail)
+			}
 			ctx := cmd.Context()
 			cfg, r, err := g.readItem(ctx, args[0])
 			if err != nil {
