@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -382,21 +383,24 @@ func (d *daemon) routes(ctx context.Context, reg *prometheus.Registry, metrics *
 
 // ready is /readyz: the store and tmux answer, and the store's listener,
 // when it has one, is up (else another host's changes reach this one only
-// on its timer).
+// on its timer). A 503 names every one that is not, a line each: with the
+// database refusing connections, the store and its listener are both down.
 func (a *app) ready(w http.ResponseWriter, r *http.Request) {
+	var down []string
 	if _, err := a.store.Records(r.Context()); err != nil {
-		http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		down = append(down, "store: "+err.Error())
 	}
 	if _, err := a.tmux.ListPanes(r.Context()); err != nil {
-		http.Error(w, "tmux: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		down = append(down, "tmux: "+err.Error())
 	}
 	if l, ok := a.store.(store.Listener); ok {
 		if err := l.ListenDown(); err != nil {
-			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
-			return
+			down = append(down, "store: "+err.Error())
 		}
+	}
+	if len(down) > 0 {
+		http.Error(w, strings.Join(down, "\n"), http.StatusServiceUnavailable)
+		return
 	}
 	fmt.Fprintln(w, "ok")
 }
