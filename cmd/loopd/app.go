@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -163,17 +163,13 @@ func newApp(ctx context.Context, cfg *schema.Config, configPath string, log *slo
 // when no harness a route uses can be found, nothing could ever run and
 // it is an error naming each.
 func buildHarnesses(ctx context.Context, cfg *schema.Config, exe string, rec *journal.Recorder) (map[string]harness.Adapter, error) {
-	names := make([]string, 0, len(cfg.Harnesses))
-	for name := range cfg.Harnesses {
-		names = append(names, name)
+	adapters, problems := harnessAdapters(cfg)
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...) // harness <name>: …
 	}
-	sort.Strings(names)
-	out := make(map[string]harness.Adapter, len(names))
-	for _, name := range names {
-		ad, err := harness.New(name, cfg.Harnesses[name])
-		if err != nil {
-			return nil, err // harness <name>: …
-		}
+	out := make(map[string]harness.Adapter, len(adapters))
+	for _, name := range slices.Sorted(maps.Keys(adapters)) {
+		ad := adapters[name]
 		if err := harness.LookCommand(ad); err != nil {
 			rec.Record(ctx, slog.LevelError, journal.HarnessMissing, "", "harness", name, "err", err)
 		}

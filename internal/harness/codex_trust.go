@@ -14,7 +14,7 @@ const codexTrustKey = "trust_level"
 // trusted (trusted) or holds no trust (otherwise), in the form Codex
 // 0.171.0 writes itself when its folder dialog trusts a directory:
 //
-//	[projects."/srv/work/acme/api/7"]
+//	[projects."/srv/agents/acme/api/7"]
 //	trust_level = "trusted"
 //
 // Trusted, it sets trust_level in that table, adding the table at the end

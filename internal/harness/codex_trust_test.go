@@ -12,7 +12,7 @@ import (
 )
 
 func TestCodexTrust(t *testing.T) {
-	const dir = "/srv/work/acme/api/7"
+	const dir = "/srv/agents/acme/api/7"
 	const user = "# my settings\nmodel = \"o3\"\n\n[tui]\nscreen_reader_detection_done = true\n"
 	for _, tc := range []struct {
 		name    string

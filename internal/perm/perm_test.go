@@ -82,8 +82,8 @@ func TestTrustedDirectories(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnsafe, "anyone can replace the file in a world-writable directory")
 	assert.Contains(t, err.Error(), "directory "+open+": mode 0777")
 
-	shared := dir(t, base, "shared", 0o775)
-	require.ErrorIs(t, check(write(t, filepath.Join(shared, "loopd.yaml"), 0o600), false, me), ErrUnsafe, "nor in a group-writable one")
+	groupDir := dir(t, base, "group", 0o775)
+	require.ErrorIs(t, check(write(t, filepath.Join(groupDir, "loopd.yaml"), 0o600), false, me), ErrUnsafe, "nor in a group-writable one")
 
 	// A sticky world-writable directory (/tmp) is safe for what loopd's
 	// user owns in it, not for another user's entry.

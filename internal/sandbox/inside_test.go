@@ -66,7 +66,7 @@ func newFixture(t *testing.T) fixture {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(root, 0o755))
 	f := fixture{host: realHost(t), state: filepath.Join(root, "state"), other: filepath.Join(root, "agents/2"),
-		home: filepath.Join(root, "home"), ro: filepath.Join(root, "shared")}
+		home: filepath.Join(root, "home"), ro: filepath.Join(root, "readonly")}
 	work := filepath.Join(root, "agents/1")
 	for _, d := range []string{f.state, f.other, f.home, f.ro, work, filepath.Join(f.state, "workspaces/1")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))

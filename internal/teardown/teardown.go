@@ -104,18 +104,57 @@ func OnInterrupt(f func()) {
 	}()
 }
 
+// killIn kills (SIGKILL) every process of this user that lives in dir, a
+// dead test process's temporary directory: its TMPDIR is dir, or its
+// executable is under it (a binary the test built there). A process whose
+// /proc entries cannot be read (another user's) is left alone.
+func killIn(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if tmpdirOf(pid) == dir || strings.HasPrefix(exe, dir+string(filepath.Separator)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// tmpdirOf returns the TMPDIR in process pid's environment, "" when it
+// has none or it cannot be read.
+func tmpdirOf(pid int) string {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // Main runs run with a temporary directory of this process's own as
 // TMPDIR (Name("tmp") in the system's), so that every t.TempDir and
 // os.MkdirTemp of the tests lands in it, and removes it afterwards and on
 // an interrupt. It first removes the directories of that name that dead
-// test processes left (Stale). It returns run's code, or 1 when the directory
+// test processes left (Stale), and kills the processes still running in
+// them (killIn). It returns run's code, or 1 when the directory
 // cannot be made.
 func Main(run func() int) int {
 	base := os.TempDir()
 	if entries, err := os.ReadDir(base); err == nil {
 		for _, e := range entries {
 			if e.IsDir() && Stale(e.Name()) {
-				_ = os.RemoveAll(filepath.Join(base, e.Name()))
+				stale := filepath.Join(base, e.Name())
+				// A dead test process that could not clean up (go
+				// test's timeout panic runs no cleanup) leaves what it
+				// started running: its daemons and their agents.
+				killIn(stale)
+				_ = os.RemoveAll(stale)
 			}
 		}
 	}

@@ -121,7 +121,8 @@ func TestInterruptRunsCleanupsAndRemovesTempDirs(t *testing.T) {
 }
 
 // Main removes the temporary directories that dead test processes left,
-// and spares those of live ones.
+// with the processes still running in them, and spares those of live
+// ones.
 func TestMainSweepsStaleTempDirs(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in the child")
@@ -134,8 +135,21 @@ func TestMainSweepsStaleTempDirs(t *testing.T) {
 	for _, d := range []string{stale, live} {
 		require.NoError(t, os.MkdirAll(filepath.Join(d, "x"), 0o700))
 	}
+	// What the dead process started runs on: a process in its temp dir.
+	left := exec.Command("sleep", "600")
+	left.Env = append(os.Environ(), "TMPDIR="+stale)
+	require.NoError(t, left.Start())
+	ended := make(chan error, 1)
+	go func() { ended <- left.Wait() }()
+	t.Cleanup(func() { _ = left.Process.Kill() })
 	cmd := child(t, t.TempDir(), "TMPDIR="+base)
 	require.NoError(t, cmd.Wait())
+	select {
+	case err := <-ended:
+		assert.Error(t, err, "killed")
+	case <-time.After(time.Minute): // a bound for a broken sweep, not a timing
+		t.Fatal("the process left in the stale temp dir still runs")
+	}
 	assert.NoDirExists(t, stale)
 	assert.DirExists(t, live)
 	entries, err := os.ReadDir(base)
