@@ -161,17 +161,46 @@ func Load(path string) (*Config, error) {
 	return Parse(data, path)
 }
 
+// Check is Load for config validate, which names every problem of the
+// file in one run: a file other users can change is one problem beside
+// those of its text, not a refusal before them. It returns the config as
+// Parse returns it (nil when the text is invalid, whatever the file's
+// mode), the config as far as it can be read (as LoadUnchecked reads it;
+// nil when nothing can be), and the problems joined: the mode's (wrapping
+// perm.ErrUnsafe), then the text's (a *ValidationError). A file that
+// cannot be read gives only the os error, as Load does.
+func Check(path string) (cfg, partial *Config, err error) {
+	data, unsafe, err := readFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	partial, _ = parseUnchecked(data, path)
+	cfg, err = Parse(data, path)
+	return cfg, partial, errors.Join(unsafe, err)
+}
+
 // readConfig reads the config file at path, which no other user may be
 // able to change (perm.Trusted: it names the commands loopd runs).
 func readConfig(path string) ([]byte, error) {
+	data, unsafe, err := readFile(path)
+	if unsafe != nil {
+		return nil, unsafe
+	}
+	return data, err
+}
+
+// readFile reads the config file at path and says apart whether another
+// user can change it (unsafe, wrapping perm.ErrUnsafe): readConfig refuses
+// such a file, Check names it among the other problems.
+func readFile(path string) (data []byte, unsafe, err error) {
 	if err := perm.Trusted(path); err != nil {
-		return nil, fmt.Errorf("config %w", err)
+		unsafe = fmt.Errorf("config %w", err)
 	}
-	data, err := os.ReadFile(path)
+	data, err = os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, unsafe, fmt.Errorf("read config: %w", err)
 	}
-	return data, nil
+	return data, unsafe, nil
 }
 
 // Parse parses one YAML document, validates it against the embedded JSON
@@ -189,8 +218,10 @@ func readConfig(path string) ([]byte, error) {
 // host:port; backoffInitialSeconds is at most backoffMaxSeconds;
 // authorizedUsers holds no PlaceholderLogin; a route's standing
 // instructions (read from instructionsFile here) are bounded text. They run
-// only on a document that passed the schema, so a file with schema problems
-// may have more to fix after them.
+// on a document with schema problems too, on what of it can be read, so
+// that one run names every problem; one at or under a key the schema
+// refused is left out, as it would say the same again. An empty document
+// is one problem that says what a minimal config holds.
 func Parse(data []byte, path string) (*Config, error) {
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
@@ -209,25 +240,48 @@ func Parse(data []byte, path string) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, invalid(path, problems)
 	}
+	var schemaProblems []Problem
 	if err := compiledSchema().Validate(t.value); err != nil {
 		var verr *jsonschema.ValidationError
 		if !errors.As(err, &verr) {
 			return nil, fmt.Errorf("validate config %s: %w", path, err)
 		}
-		return nil, invalid(path, t.schemaProblems(verr))
+		schemaProblems = t.schemaProblems(verr)
 	}
 
 	var cfg Config
 	dec = yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, invalid(path, yamlProblems(err))
+	// With schema problems, every value of the right type is read (a
+	// *yaml.TypeError for the rest, which the schema named already), so
+	// that the cross-field rules see what they can.
+	dec.KnownFields(len(schemaProblems) == 0)
+	var terr *yaml.TypeError
+	if err := dec.Decode(&cfg); err != nil && err != io.EOF && (len(schemaProblems) == 0 || !errors.As(err, &terr)) {
+		return nil, invalid(path, append(schemaProblems, yamlProblems(err)...))
 	}
 	cfg.applyDefaults(dir)
-	if problems := append(append(cfg.check(t), cfg.checkSandbox(t, path)...), cfg.readInstructions(t)...); len(problems) > 0 {
+	cross := append(append(cfg.check(t), cfg.checkSandbox(t, path)...), cfg.readInstructions(t)...)
+	if problems := append(schemaProblems, beside(cross, schemaProblems)...); len(problems) > 0 {
 		return nil, invalid(path, problems)
 	}
 	return &cfg, nil
+}
+
+// beside returns the problems of cross that are not at or under a key the
+// schema already found wrong (of): a value the schema refused was read as
+// its zero value or default, and what a cross-field rule says of it would
+// only repeat the schema's problem in other words.
+func beside(cross, of []Problem) []Problem {
+	var out []Problem
+	for _, p := range cross {
+		covered := slices.ContainsFunc(of, func(s Problem) bool {
+			return s.Key == "" || p.Key == s.Key || strings.HasPrefix(p.Key, s.Key+".") || strings.HasPrefix(p.Key, s.Key+"[")
+		})
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // yamlLine matches the "line N: message" form of yaml.v3's errors.
@@ -441,7 +495,8 @@ func (c *Config) check(t *tree) []Problem {
 
 	for name, h := range c.Harnesses {
 		at := child(harnesses, name)
-		if !slices.Contains(adapters, h.Adapter) {
+		if _, given := t.sites[locKey(child(at, "adapter"))]; !given && !slices.Contains(adapters, h.Adapter) {
+			// A given adapter outside the enum is the schema's problem.
 			add(t.keyProblemAt(at, fmt.Sprintf("no adapter given and the name is not one of %s; set adapter", strings.Join(adapters, ", "))))
 		}
 		for key, args := range map[string][]string{"freshArgs": h.FreshArgs, "resumeArgs": h.ResumeArgs} {

@@ -245,9 +245,26 @@ func TestParseInvalid(t *testing.T) {
 			},
 		},
 		{
+			// One run names the schema's problems and the cross-field
+			// ones; a value the schema refused gets no second word.
+			name: "schema_and_cross_field_together",
+			src: "capacity: {maxLiveSessions: -1}\n" + minimal + "        a/b: {harness: nope, workdir: relative}\n" +
+				"      tmux: {backoffInitialSeconds: 90, backoffMaxSeconds: 30}\n    listen: 8080\n",
+			want: []string{
+				"c.yaml:1:29: capacity.maxLiveSessions: -1 is less than the minimum, 0",
+				`c.yaml:13:24: webhooks.ghWebhook.routing.repos["a/b"].harness: unknown harness "nope": not a key of harnesses`,
+				`c.yaml:13:39: webhooks.ghWebhook.routing.repos["a/b"].workdir: render workdir: "relative" is not an absolute path`,
+				"c.yaml:14:37: webhooks.ghWebhook.routing.tmux.backoffInitialSeconds: 90 is more than backoffMaxSeconds (30)",
+				"c.yaml:15:13: webhooks.ghWebhook.listen: got number, want string",
+			},
+		},
+		{
 			name: "checkout_without_url",
 			src:  minimal + "        octo-org/*: {harness: claude-code, workdir: /w, checkout: {removeOnClose: true}}\n",
-			want: []string{`c.yaml:12:67: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout: missing property 'url'`},
+			want: []string{
+				`c.yaml:12:53: webhooks.ghWebhook.routing.repos["octo-org/*"].workdir: with checkout, the workdir must differ per work item (use {{.Number}}, and {{.Owner}}/{{.Repo}} in a wildcard route): two items never share a worktree`,
+				`c.yaml:12:67: webhooks.ghWebhook.routing.repos["octo-org/*"].checkout: missing property 'url'`,
+			},
 		},
 		{
 			name: "bad_route_key",

@@ -25,6 +25,11 @@ func LoadUnchecked(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseUnchecked(data, path)
+}
+
+// parseUnchecked is LoadUnchecked of the text data of the file at path.
+func parseUnchecked(data []byte, path string) (*Config, error) {
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("parse config %s: %w", path, err)

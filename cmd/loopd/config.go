@@ -32,23 +32,19 @@ install or turn on when not.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.config
-			load := g.load
 			if len(args) == 1 {
 				path = args[0]
-				load = func() (*schema.Config, error) { return schema.Load(path) }
+			} else if g.configErr != nil {
+				return g.configErr
 			}
-			cfg, err := load()
-			if err != nil {
-				var verr *schema.ValidationError
-				if !errors.As(err, &verr) {
-					return err
-				}
+			cfg, partial, err := schema.Check(path)
+			if cfg == nil {
 				// The harness commands are looked for too, in what can
 				// be read of the file, so that one run names every
 				// problem it can.
-				if unchecked, uerr := schema.LoadUnchecked(path); uerr == nil {
-					adapters, _ := harnessAdapters(unchecked)
-					return errors.Join(append([]error{err}, missingRouteHarnesses(unchecked, adapters)...)...)
+				if partial != nil {
+					adapters, _ := harnessAdapters(partial)
+					return errors.Join(append([]error{err}, missingRouteHarnesses(partial, adapters)...)...)
 				}
 				return err
 			}
@@ -59,7 +55,8 @@ install or turn on when not.`,
 					fmt.Fprintf(os.Stderr, "warning: %v (no route uses it)\n", err)
 				}
 			}
-			problems = append(append(problems, missingRouteHarnesses(cfg, adapters)...), checkRoutes(cfg, adapters))
+			// err is the file's mode, when others can change it.
+			problems = append(append(append(problems, err), missingRouteHarnesses(cfg, adapters)...), checkRoutes(cfg, adapters))
 			problems = append(problems, checkSecretFiles(cfg, func(err error) { fmt.Fprintf(os.Stderr, "warning: %v\n", err) }))
 			if gh := cfg.Webhooks.GHWebhook; gh.SecretFile == "" && os.Getenv(gh.SecretEnv) == "" {
 				// Validate may run where serve will not (a CI job): a

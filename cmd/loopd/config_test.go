@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loopd/loopd/internal/harness"
+	"github.com/loopd/loopd/internal/perm"
 	"github.com/loopd/loopd/internal/sandbox"
+	"github.com/loopd/loopd/schema"
 )
 
 // TestConfigValidateNamesTheHarnessOnce: a harness the adapter refuses (a
@@ -72,6 +74,39 @@ webhooks:
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"cur" has none`)
 	assert.ErrorIs(t, err, harness.ErrCommandNotFound, "the missing command of the route a/b too")
+}
+
+// TestConfigValidateNamesTheModeWithTheOtherProblems: a config file other
+// users can write, with a schema problem and a cross-field one, gets all
+// three in one run, each with its line where it has one; with its text
+// fixed, the mode and a missing harness command still come together.
+func TestConfigValidateNamesTheModeWithTheOtherProblems(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfigWith(t, dir, "capacity: {maxLiveSessions: -1}\n", "")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	bad := string(data) + `        "a/b": {harness: nope, workdir: "/w/{{.Number}}"}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
+	require.NoError(t, os.Chmod(path, 0o666))
+
+	_, err = run(t, "", "config", "validate", path)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, perm.ErrUnsafe)
+	assert.ErrorIs(t, err, schema.ErrInvalid)
+	assert.Contains(t, err.Error(), path+": mode 0666 lets other users write it")
+	assert.Contains(t, err.Error(), path+":1:29: capacity.maxLiveSessions: -1 is less than the minimum")
+	assert.Contains(t, err.Error(), path+`:12:`)
+	assert.Contains(t, err.Error(), `repos["a/b"].harness: unknown harness "nope"`)
+
+	missing := strings.Replace(string(data), "capacity: {maxLiveSessions: -1}\n", "", 1)
+	missing = strings.Replace(missing, "    command: claude\n", "    command: "+filepath.Join(dir, "no-such-claude")+"\n", 1)
+	require.NoError(t, os.WriteFile(path, []byte(missing), 0o666))
+	require.NoError(t, os.Chmod(path, 0o666))
+	_, err = run(t, "", "config", "validate", path)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, perm.ErrUnsafe)
+	assert.NotErrorIs(t, err, schema.ErrInvalid)
+	assert.ErrorIs(t, err, harness.ErrCommandNotFound)
 }
 
 // TestConfigValidateRefusesAProcessRouteWithoutAHeadlessForm: a route that
