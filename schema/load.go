@@ -220,8 +220,9 @@ func readFile(path string) (data []byte, unsafe, err error) {
 // instructions (read from instructionsFile here) are bounded text. They run
 // on a document with schema problems too, on what of it can be read, so
 // that one run names every problem; one at or under a key the schema
-// refused is left out, as it would say the same again. An empty document
-// is one problem that says what a minimal config holds.
+// refused is left out, as it would say the same again. A document with
+// no settings (empty, comments only, null) is one problem that says how
+// to write a starter and what the least config holds.
 func Parse(data []byte, path string) (*Config, error) {
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
@@ -239,6 +240,9 @@ func Parse(data []byte, path string) (*Config, error) {
 	t, problems := newTree(&doc)
 	if len(problems) > 0 {
 		return nil, invalid(path, problems)
+	}
+	if t.value == nil {
+		return nil, invalid(path, []Problem{{Message: emptyProblem(path)}})
 	}
 	var schemaProblems []Problem
 	if err := compiledSchema().Validate(t.value); err != nil {
@@ -265,6 +269,16 @@ func Parse(data []byte, path string) (*Config, error) {
 		return nil, invalid(path, problems)
 	}
 	return &cfg, nil
+}
+
+// emptyProblem is the problem of a config file at path that holds no
+// settings (nothing, comments, or null): the command that writes a
+// starter in its place, and what the least config holds.
+func emptyProblem(path string) string {
+	return fmt.Sprintf("the file holds no settings: loopd config init --force %s writes a commented starter; "+
+		"the least config names a harness (harnesses: {claude-code: {command: claude}}), "+
+		"the GitHub logins loopd acts for (webhooks.ghWebhook.authorizedUsers) and a route "+
+		`(webhooks.ghWebhook.routing.repos: {"*": {harness: claude-code, workdir: "/srv/{{.Owner}}/{{.Repo}}/{{.Number}}"}})`, path)
 }
 
 // beside returns the problems of cross that are not at or under a key the

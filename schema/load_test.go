@@ -395,7 +395,14 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name: "empty_file",
 			src:  "",
-			want: []string{"c.yaml: got null, want object"},
+			want: []string{"c.yaml: " + emptyProblem("c.yaml")},
+		},
+		{
+			name: "comments_only",
+			src:  "# stateDir: /var/lib/loopd\n",
+			want: []string{"c.yaml: the file holds no settings: loopd config init --force c.yaml writes a commented starter; " +
+				"the least config names a harness (harnesses: {claude-code: {command: claude}}), the GitHub logins loopd acts for " +
+				`(webhooks.ghWebhook.authorizedUsers) and a route (webhooks.ghWebhook.routing.repos: {"*": {harness: claude-code, workdir: "/srv/{{.Owner}}/{{.Repo}}/{{.Number}}"}})`},
 		},
 		{
 			name: "two_documents",
