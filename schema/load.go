@@ -215,8 +215,8 @@ func readFile(path string) (data []byte, unsafe, err error) {
 // keys differ only in case; a harness without adapter is named after one;
 // freshArgs and resumeArgs are only given to the custom adapter, which needs
 // freshArgs, and parse as text/template; readyPattern compiles; listen is
-// host:port; backoffInitialSeconds is at most backoffMaxSeconds;
-// authorizedUsers holds no PlaceholderLogin; a route's standing
+// host:port with a port of 1 to 65535; backoffInitialSeconds is at most
+// backoffMaxSeconds; authorizedUsers holds no PlaceholderLogin; a route's standing
 // instructions (read from instructionsFile here) are bounded text. They run
 // on a document with schema problems too, on what of it can be read, so
 // that one run names every problem; one at or under a key the schema
@@ -560,8 +560,10 @@ func (c *Config) check(t *tree) []Problem {
 	listenAt := []string{"webhooks", "ghWebhook", "listen"}
 	if _, port, err := net.SplitHostPort(gh.Listen); err != nil {
 		add(t.problemAt(listenAt, "want host:port: "+err.Error()))
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		add(t.problemAt(listenAt, fmt.Sprintf("port %q is not a number from 0 to 65535", port)))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		// Port 0 would listen on a port the kernel picks anew at each
+		// start, which no GitHub webhook can be pointed at.
+		add(t.problemAt(listenAt, fmt.Sprintf("port %q is not a number from 1 to 65535 (0, a port picked at each start, is one no GitHub webhook can be pointed at)", port)))
 	}
 
 	reposAt := []string{"webhooks", "ghWebhook", "routing", "repos"}

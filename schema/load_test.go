@@ -347,6 +347,11 @@ func TestParseInvalid(t *testing.T) {
 			want: []string{`c.yaml:1:14: store.url: invalid value (not shown: it may hold a password); want "" or a postgres:// URL`},
 		},
 		{
+			name: "listen_port_zero",
+			src:  minimal + "    listen: \":0\"\n",
+			want: []string{`c.yaml:12:13: webhooks.ghWebhook.listen: port "0" is not a number from 1 to 65535 (0, a port picked at each start, is one no GitHub webhook can be pointed at)`},
+		},
+		{
 			name: "bad_listen",
 			src:  "webhooks: {ghWebhook: {listen: \"localhost\"}}\n",
 			want: []string{"c.yaml:1:32: webhooks.ghWebhook.listen: want host:port: address localhost: missing port in address"},
