@@ -129,6 +129,12 @@ const (
 	// at least reconciler.OutageMinLive); each is resumed, and its death
 	// is not counted as a crash.
 	ReasonOutage Reason = "outage"
+	// ReasonHarnessChanged: the agent runs on, but as the command of its
+	// harness before the config changed it (the pane shows a name of
+	// Status.HarnessNames, not one of the harness's now): the operator's
+	// change, not the agent's death. It is resumed on its conversation
+	// with the new command at once, and nothing is counted.
+	ReasonHarnessChanged Reason = "harness_changed"
 	// ReasonPredecessorRunning: the previous harness of the item outlived
 	// SIGKILL; the spawn waits for the next pass rather than run a second
 	// agent on the conversation.

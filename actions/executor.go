@@ -615,6 +615,7 @@ func (e *Executor) spawn(ctx context.Context, r *desired.Record, s Spawn, mode d
 	st := s.Apply(r.Status, mode, id, boot, e.Now())
 	st.Replaced = replaced
 	st.Sandbox = e.modeOf(s)
+	st.HarnessNames = ad.ProcessNames()
 	// The spawn's token goes to its harness alone; its status keeps the
 	// digest, by which a report or request is told to be this spawn's.
 	token, digest, err := channel.NewToken()

@@ -269,6 +269,21 @@ func TestSpawnPutsNoEnvValueOnArgv(t *testing.T) {
 	assert.Equal(t, "sk-test-SECRET-123", r.launchEnv(t, sess)["ANTHROPIC_API_KEY"])
 }
 
+// A spawn records the names its harness shows as the pane's foreground
+// process, so that a later config that changes the command tells the
+// agent still running the old one from a shell left in its pane
+// (reconciler, harness_changed).
+func TestSpawnRecordsTheHarnessNames(t *testing.T) {
+	r := newRig(t)
+	ad, err := harness.New("claude-code", schema.Harness{Command: "/opt/claude-v1/claude-wrapper", Env: map[string]string{"CLAUDE_CONFIG_DIR": t.TempDir()}})
+	require.NoError(t, err)
+	r.exec.Harnesses["claude-code"] = ad
+	rec := r.ingest(t, "d-1", "[loopd] x\ny")
+	res := r.exec.Execute(context.Background(), []desired.Record{rec}, []actions.Action{actions.FreshSpawn{Spawn: r.spawn(rec, rec.Pending[0])}})
+	require.Equal(t, actions.Result{Applied: 1}, res)
+	assert.Equal(t, []string{"claude-wrapper", "claude"}, r.get(t).Status.HarnessNames)
+}
+
 // A workdir removed between the plan and the spawn is a refusal: tmux
 // would start the pane elsewhere. The planner blocks the item on the next
 // pass (reconciler plan row refused_spawn_with_its_workdir_gone_blocks).

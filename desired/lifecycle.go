@@ -174,6 +174,7 @@ func (s Status) Clone() Status {
 	s.DeliveredAt = slices.Clone(s.DeliveredAt)
 	s.ReleasedLimits = slices.Clone(s.ReleasedLimits)
 	s.AmbiguousIDs = slices.Clone(s.AmbiguousIDs)
+	s.HarnessNames = slices.Clone(s.HarnessNames)
 	s.CountedIDs = slices.Clone(s.CountedIDs)
 	s.Hours = slices.Clone(s.Hours)
 	if s.LastExitStatus != nil {

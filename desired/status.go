@@ -81,6 +81,13 @@ type SessionState struct {
 	// (internal/proc). Zero when not known.
 	HarnessPID   int    `json:",omitempty"`
 	HarnessStart uint64 `json:",omitempty"`
+	// HarnessNames are the names the pane's foreground process showed
+	// as the harness when the current spawn started (its adapter's
+	// ProcessNames then): an agent still running a command the config
+	// has changed since is told from a shell left in its pane by them
+	// (reconciler, harness_changed). Empty for a status written before
+	// loopd kept them.
+	HarnessNames []string `json:",omitempty"`
 	// Sandbox is how the current spawn runs its harness: "bubblewrap",
 	// in a sandbox of its own, or "none", as loopd's user with nothing
 	// hidden (the route's sandbox.mode, internal/sandbox); "" before any

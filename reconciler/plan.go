@@ -917,6 +917,14 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		return it.lost()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
+		it.pane.stray != "" && slices.Contains(st.HarnessNames, it.pane.stray) {
+		// The pane runs the harness as its command was when it spawned,
+		// which the config changed since: the operator's change, not a
+		// crash, made to take effect on the same conversation.
+		it.loss = actions.ReasonHarnessChanged
+		return it.lost()
+	}
+	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
 		(!it.pane.exists && it.p.Relinquished[key] || it.p.Fenced) {
 		// This host stopped the agent itself when its lease clock lapsed
 		// (or a write was fenced), or its watchdog did, and holds the
@@ -1033,8 +1041,10 @@ func neverStarted(st desired.Status) bool {
 }
 
 // lost plans the agent's death in a loss of the whole fleet (a lost
-// server, an outage) that notACrash did not count: the exit is recorded
-// with the loss as its reason and the counts as they were, and the item
+// server, an outage) that notACrash did not count, or the end of an
+// agent that runs a harness command the config has changed since
+// (harness_changed): the exit is recorded with the loss as its reason
+// and the counts as they were, and the item
 // is resumed at once through the usual spawn, on its own conversation. A
 // boot prompt or a paste that had landed is delivered; one that had not
 // goes with the spawn. The phase is BackingOff with the next attempt now,
@@ -1115,7 +1125,7 @@ func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dea
 // recorded with the exit that scheduled it.
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
-	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage,
+	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage, actions.ReasonHarnessChanged,
 		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
 		return exitReason
 	case actions.ReasonSpawnDied, actions.ReasonHarnessExitedAtOnce, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed,

@@ -672,6 +672,29 @@ func TestPlan(t *testing.T) {
 				e.Clean, e.NextAttempt, e.Foreground = false, t0, "sh"
 				return e
 			}(), resume(ev1, actions.ReasonPaneDead)}},
+		// The config changed the harness's command (a wrapper, another
+		// path) while its agent ran: the operator's change, not a crash.
+		{"agent_running_the_harness_command_before_a_change_is_resumed_counting_nothing",
+			rec(with(running(), func(s *desired.Status) { s.HarnessNames, s.Failures = []string{"claude-old"}, 1 }), ev1), obs(stray("claude-old"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonHarnessChanged)
+				e.Clean, e.NextAttempt, e.Foreground = false, t0, "claude-old"
+				return e
+			}(), resume(ev1, actions.ReasonHarnessChanged)}},
+		{"spawn_running_the_harness_command_before_a_change_is_resumed_counting_nothing",
+			rec(with(spawning(desired.SpawnResume), func(s *desired.Status) { s.HarnessNames = []string{"claude-old"} }), ev1), obs(stray("claude-old"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 0, 0, actions.ReasonHarnessChanged)
+				e.Clean, e.NextAttempt, e.Foreground = false, t0, "claude-old"
+				return e
+			}(), resume(ev1, actions.ReasonHarnessChanged)}},
+		{"shell_left_by_a_harness_whose_command_changed_is_still_a_crash",
+			rec(with(running(), func(s *desired.Status) { s.HarnessNames = []string{"claude-old"} }), ev1), obs(stray("sh"), transcript), testPolicy(),
+			[]actions.Action{func() actions.RecordExit {
+				e := exit(-1, desired.PhaseBackingOff, 1, 0, actions.ReasonForegroundNotHarness)
+				e.Clean, e.NextAttempt, e.Foreground = false, t0, "sh"
+				return e
+			}(), resume(ev1, actions.ReasonPaneDead)}},
 		{"shell_left_with_restart_policy_never_is_exited_not_healed", rec(running()), obs(stray("bash"), transcript), policy(func(p *Policy) { p.Restart = "Never" }),
 			[]actions.Action{func() actions.RecordExit {
 				e := exit(-1, desired.PhaseExited, 1, 0, actions.ReasonForegroundNotHarness)
