@@ -51,9 +51,6 @@ type daemon struct {
 	rows journal.Appender
 	// releases undo what the stages hold, run in reverse order (release).
 	releases []func()
-	// started is set once the parts run: from then on a tmux server this
-	// serve started stays, as its agents' home.
-	started bool
 
 	watcher    *schema.Watcher
 	rc         *reconciler.Reconciler
@@ -225,17 +222,14 @@ func (d *daemon) claimHostName(ctx context.Context) error {
 // claimServer starts the tmux server, or checks the one running: it
 // refuses one of another loopd's mark, or whose environment holds
 // variables agents must not see. No tmux yet is no refusal: the loop says
-// tmux.unavailable and retries. A serve that stops before its parts run
-// (a port taken) leaves no server behind that it started: one still empty and of its mark
-// ends (before the socket's lock file goes, a release of an earlier
-// stage).
+// tmux.unavailable and retries. A serve that stops, before its parts run
+// (a port taken) or after, leaves no server behind that holds no agent:
+// one empty and of its mark ends (before the socket's lock file goes, a
+// release of an earlier stage). One with agents runs on, for the next
+// serve to adopt.
 func (d *daemon) claimServer(ctx context.Context) error {
 	a := d.a
-	d.releases = append(d.releases, func() {
-		if !d.started {
-			a.stopEmptyServer(ctx)
-		}
-	})
+	d.releases = append(d.releases, func() { a.stopEmptyServer(ctx) })
 	// No server before this one: the agents' server went while no loopd
 	// ran (observed.Observer.Restarted).
 	a.restarted = !tmux.ServerListening(d.cfg.Tmux.Socket)

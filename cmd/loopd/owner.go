@@ -30,9 +30,11 @@ var errServerTaken = errors.New("tmux server belongs to another loopd")
 //
 // The lock file lives as long as its server or its holder: unlock removes
 // it, still holding the lock, when no server runs on the socket
-// (tmux.ServerListening), and a loopd waiting for it then locks a new file
-// (flock.Take). A server that stops while no loopd runs leaves the
-// file until the next loopd on its socket releases it.
+// (tmux.ServerListening), with the socket file a stopped server left
+// (tmux.RemoveStaleSocket), and a loopd waiting for it then locks a new
+// file (flock.Take). A server that stops while no loopd runs leaves both
+// files until the next loopd on its socket releases them; that loopd
+// starts as it would without them.
 func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait time.Duration) (unlock func(), holder string, err error) {
 	socket, err := tmux.SocketPath(cfg.Tmux.Socket)
 	if err != nil {
@@ -58,7 +60,9 @@ func lockSocket(ctx context.Context, cfg *schema.Config, owner tmux.Owner, wait 
 	}
 	unlock = func() {
 		if !tmux.ServerListening(cfg.Tmux.Socket) {
-			_ = lock.Remove() // a file left is only untidy: the next one takes it
+			// Files left are only untidy: the next loopd takes them.
+			_, _ = tmux.RemoveStaleSocket(cfg.Tmux.Socket)
+			_ = lock.Remove()
 		}
 		lock.Unlock()
 	}

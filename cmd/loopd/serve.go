@@ -72,7 +72,6 @@ func serve(ctx context.Context, g *globals, reached func(stage string)) error {
 		d.log.Info(string(journal.ServeListening), "addr", d.ln.Addr().String(), "webhook_path", d.cfg.Webhooks.GHWebhook.Path,
 			"socket", d.cfg.Tmux.Socket, "state_dir", d.cfg.StateDir, journal.KeyHost, d.a.hosting.Host.Name, journal.KeyStore, d.storeShown())
 		d.a.journalAdopted(ctx)
-		d.started = true
 		err = runParts(ctx, schema.ShutdownGrace, d.parts()...)
 	}
 	// The counts and deferred rows still pending, while the store is open.

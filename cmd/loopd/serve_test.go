@@ -5,10 +5,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,10 +75,9 @@ func goroutineIDs() map[string]bool {
 
 // serve stopped at each stage of its start-up, and once it runs, stops
 // cleanly and leaves nothing running: none of its goroutines, no
-// listening port, the state dir's lock free, and, before its parts run,
-// no tmux server and no socket lock file. A serve that ran leaves its
-// server (its agents' home, which the next serve adopts) with its lock
-// file, as it always did.
+// listening port, the state dir's lock free, and no tmux server, socket
+// lock file or socket, since it holds no agent (one with agents runs on
+// for the next serve to adopt: e2e.TestRestartSaysHowManyAgentsItAdopted).
 func TestServeStoppedAtEachStageLeavesNothingRunning(t *testing.T) {
 	var names []string
 	for _, s := range (&daemon{}).stages() {
@@ -128,14 +129,44 @@ func TestServeStoppedAtEachStageLeavesNothingRunning(t *testing.T) {
 			}
 			path, err := tmux.SocketPath(socket)
 			require.NoError(t, err)
-			if at == "running" {
-				assert.NotEmpty(t, tmuxtest.ServerPIDs(socket), "a serve that ran leaves its server")
-				return
-			}
 			assert.Empty(t, tmuxtest.ServerPIDs(socket), "no tmux server is left")
 			assert.NoFileExists(t, path+socketLockSuffix, "nor the socket's lock file")
+			assert.NoFileExists(t, path, "nor the socket")
 		})
 	}
+}
+
+// TestServeStartsOverWhatAStoppedServerLeft: a tmux server killed while
+// no loopd ran leaves its socket file and serve's lock file beside it; the
+// next serve starts as it would without them and, stopped with no agent,
+// removes both.
+func TestServeStartsOverWhatAStoppedServerLeft(t *testing.T) {
+	dir := t.TempDir()
+	socket := tmuxtest.Socket(t, "serve")
+	path, err := tmux.SocketPath(socket)
+	require.NoError(t, err)
+	out, err := exec.Command("tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "sleep 600").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	pids := tmuxtest.ServerPIDs(socket)
+	require.Len(t, pids, 1)
+	require.NoError(t, syscall.Kill(pids[0], syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !tmux.ServerListening(socket) }, 10*time.Second, 10*time.Millisecond)
+	require.FileExists(t, path, "a killed server leaves its socket")
+	require.NoError(t, os.WriteFile(path+socketLockSuffix, []byte("/elsewhere/state\n"), 0o600))
+
+	listen := freeLoopback(t)
+	g := &globals{config: writeServeConfig(t, dir, socket, listen), logLevel: "error", logFormat: "text", stderr: os.Stderr}
+	t.Setenv(serveSecretEnv, "s3cret")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, g, nil) }()
+	waitHealthy(t, listen, served)
+	cancel()
+	require.NoError(t, <-served)
+	assert.Empty(t, tmuxtest.ServerPIDs(socket), "no tmux server is left")
+	assert.NoFileExists(t, path+socketLockSuffix, "nor the socket's lock file")
+	assert.NoFileExists(t, path, "nor the socket")
 }
 
 // freeLoopback returns a loopback host:port that was free a moment ago.

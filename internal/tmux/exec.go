@@ -480,7 +480,7 @@ func (e *Exec) WaitFor(ctx context.Context, channel string) error {
 	if channel == "" {
 		return errors.New("wait for: empty channel")
 	}
-	if _, err := e.run(ctx, nil, []string{"wait-for", channel}); err != nil {
+	if _, err := e.run(context.WithValue(ctx, tiedKey{}, true), nil, []string{"wait-for", channel}); err != nil {
 		return fmt.Errorf("wait for %s: %w", channel, err)
 	}
 	return nil
@@ -553,6 +553,16 @@ func (e *Exec) runClient(ctx context.Context, argv []string, stdin io.Reader) ([
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	var err error
+	if tied, _ := ctx.Value(tiedKey{}).(bool); tied {
+		err = runTied(cmd)
+	} else {
+		err = cmd.Run()
+	}
 	return stdout.Bytes(), stderr.Bytes(), err
 }
+
+// tiedKey marks the context of a client that blocks until the server
+// acts (wait-for): runClient starts it tied to loopd's life (runTied),
+// so that loopd killed with SIGKILL leaves no client of it waiting.
+type tiedKey struct{}

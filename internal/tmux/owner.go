@@ -118,6 +118,34 @@ func ServerListening(name string) bool {
 	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist)
 }
 
+// RemoveStaleSocket removes the socket file named name (SocketPath) when
+// no server is behind it: a connect is refused (kill-server leaves the
+// file, tmux 3.3a; so does a server killed with SIGKILL). A next server
+// would take the file over, so a stale one is only untidy. It reports
+// whether it removed one; a listening server, a missing file and a file
+// that is not a socket are left as they are.
+func RemoveStaleSocket(name string) (bool, error) {
+	path, err := SocketPath(name)
+	if err != nil {
+		return false, err
+	}
+	if st, err := os.Lstat(path); err != nil || st.Mode().Type() != fs.ModeSocket {
+		return false, nil
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		conn.Close()
+		return false, nil
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("remove stale tmux socket %s: %w", path, err)
+	}
+	return true, nil
+}
+
 // CheckOwnerID reports why id cannot be an owner mark (NewOwner makes
 // the only valid ones).
 func CheckOwnerID(id string) error {
