@@ -17,7 +17,7 @@ import (
 // in this process's /proc/<pid>/environ: unsetting a variable changes Go's
 // copy of the environment, never the block the kernel shows there, which
 // root (and, were loopd dumpable, its own user) reads. When any of them is
-// set, it re-executes loopd (/proc/self/exe, the same argv) with an
+// set, it re-executes loopd (selfExe, the same argv) with an
 // environment without them, and hands their values over in an anonymous
 // file (memfd_create(2)) whose descriptor secretsFDEnv names: never an
 // argv, never a file on disk. The new process takes them back into Go's
@@ -61,12 +61,34 @@ func scrubEnviron(names []string) error {
 		return fmt.Errorf("environment: %w", err)
 	}
 	env = append(env, secretsFDEnv+"="+strconv.Itoa(fd))
-	err = execve("/proc/self/exe", os.Args, env)
+	err = execve(selfExe(), os.Args, env)
 	unix.Close(fd)
 	if err != nil {
 		return fmt.Errorf("environment: re-exec without %s: %w", strings.Join(slices.Sorted(maps.Keys(held)), ", "), err)
 	}
 	return nil // only a test's stand-in of execve returns without an error
+}
+
+// selfExe returns the path to exec loopd's own image again by: the path
+// of its executable (os.Executable) while that still names the running
+// image, so that the new process keeps loopd's name (the kernel names a
+// process after the file it execs: ps, pgrep loopd, top), else
+// /proc/self/exe, which names the image whatever became of its file (an
+// upgrade that replaced it), and names the process "exe".
+func selfExe() string {
+	const proc = "/proc/self/exe"
+	path, err := os.Executable()
+	if err != nil {
+		return proc
+	}
+	running, err := os.Stat(proc)
+	if err != nil {
+		return proc
+	}
+	if named, err := os.Stat(path); err != nil || !os.SameFile(running, named) {
+		return proc
+	}
+	return path
 }
 
 // writeAll writes data to the descriptor fd.
