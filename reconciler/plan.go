@@ -541,6 +541,13 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 		}
 		return append(out, it.closeWorkspace()...)
 	}
+	if _, known := p.Harnesses[r.Spec.Harness]; !known && it.pane.exists {
+		// The config no longer names the harness its agent runs under:
+		// nothing is done to the agent, alive or dead (no paste, no
+		// kill, no exit counted) until the harness is back, and the
+		// other items are planned as ever.
+		return []actions.Action{actions.Block{Key: r.Key, Reason: actions.ReasonHarnessUnknown, Detail: r.Spec.Harness}}
+	}
 	if out, done := it.attend(); done {
 		return out // takeover and handback (attended.go)
 	}
@@ -661,6 +668,11 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 		landed, _ := it.landed()
 		return append([]actions.Action{it.markRunning(true, landed, actions.ReasonConfirmed)}, it.deliver(landed)...)
 	case phase == desired.PhaseRunning && (st.PaneID == "" || st.PaneID == it.pane.id):
+		if st.Reason == string(actions.ReasonHarnessUnknown) {
+			// Its harness is back in the config: the agent that ran on
+			// meanwhile is taken over again.
+			return append([]actions.Action{it.markRunning(false, "", actions.ReasonAdopted)}, it.deliver("")...)
+		}
 		if st.SendingDeliveryID != "" {
 			return it.confirmSend()
 		}

@@ -238,6 +238,19 @@ func TestPlan(t *testing.T) {
 				return e
 			}(), actions.Block{Key: key, Reason: actions.ReasonHarnessMissing, Detail: "gone"}}},
 
+		// A harness taken out of the config while an item's agent runs
+		// under it: nothing is done to the agent, and nothing counted.
+		{"live_agent_whose_harness_left_the_config_is_blocked_untouched", rec(running(), ev1), obs(alive(), transcript),
+			policy(func(p *Policy) { p.Harnesses = map[string]Capabilities{"codex": p.Harnesses["claude-code"]} }),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: "claude-code"}}},
+		{"dead_agent_whose_harness_left_the_config_counts_no_crash", rec(running(), ev1), obs(dead(1), transcript),
+			policy(func(p *Policy) { p.Harnesses = map[string]Capabilities{"codex": p.Harnesses["claude-code"]} }),
+			[]actions.Action{actions.Block{Key: key, Reason: actions.ReasonHarnessUnknown, Detail: "claude-code"}}},
+		{"agent_whose_harness_is_back_is_taken_over_again",
+			rec(with(running(), func(s *desired.Status) { s.Reason = string(actions.ReasonHarnessUnknown) }), ev1), obs(alive(), transcript), testPolicy(),
+			[]actions.Action{actions.MarkRunning{Key: key, Session: sess, PaneID: "%1", SessionID: oldID, Mode: desired.SpawnFresh, PID: 10, Reason: actions.ReasonAdopted},
+				actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
+
 		{"running_alive_pastes_the_oldest_pending_event", rec(running(), ev1, ev2), obs(alive()), testPolicy(),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
 		{"paste_waits_for_the_harness_start_report", rec(with(running(), func(s *desired.Status) { s.SpawnedAt = t0.Add(-2 * time.Second) }), ev1), obs(alive()),
@@ -797,6 +810,22 @@ func TestPlanIsStableAndKeyOrdered(t *testing.T) {
 	require.Len(t, first, 2)
 	require.Equal(t, 9, first[0].Item().Number)
 	require.Equal(t, 10, first[1].Item().Number)
+}
+
+// TestPlanBlocksOnlyTheItemWhoseHarnessLeft: one item whose harness the
+// config no longer has is blocked; the plan goes on for the others.
+func TestPlanBlocksOnlyTheItemWhoseHarnessLeft(t *testing.T) {
+	left := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 9}, Spec: desired.Spec{Harness: "old", Cwd: "/w/9"}, Pending: []desired.Delivery{ev1}}
+	left.Status = running()
+	ok := desired.Record{Key: desired.Key{Owner: "o", Repo: "r", Number: 10}, Spec: desired.Spec{Harness: "claude-code", Cwd: "/w/10"}, Pending: []desired.Delivery{ev2}}
+	o := obs(gone())
+	o.Snapshot = observed.Snapshot{Panes: map[string]tmux.Pane{desired.SessionName(left.Key): {Session: desired.SessionName(left.Key), PaneID: "%9", CurrentCommand: "claude", Owner: testOwner}}}
+	o.Workdirs = map[desired.Key]observed.Workdir{ok.Key: {Exists: true}}
+	plan := Plan([]desired.Record{left, ok}, o, testPolicy(), t0)
+	require.Len(t, plan, 2)
+	require.Equal(t, actions.Block{Key: left.Key, Reason: actions.ReasonHarnessUnknown, Detail: "old"}, plan[0])
+	require.Equal(t, ok.Key, plan[1].Item())
+	require.IsType(t, actions.FreshSpawn{}, plan[1], "the other item spawns")
 }
 
 func TestFramesToCheckOnlyForItemsThatMaySend(t *testing.T) {

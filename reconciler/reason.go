@@ -39,7 +39,9 @@ type Explanation struct {
 // The reason is the status's reason, followed by what explains the
 // phase: preparing_since=T for a Preparing item, head_fetching=C since=T
 // while its worker fetches a pull request's new head C, position=N for a Queued
-// one, next_attempt=T for a BackingOff one, workspace_error=… when its
+// one, harness=… (not in the config…) for a harness_unknown one,
+// next_attempt=T for a BackingOff one whose next attempt is still to
+// come (one past is due, or waits on its reason), workspace_error=… when its
 // worktree failed, workdir_pinned=… when the route now renders another
 // workdir (WorkdirMoved), the last exit (exit_status=N or signal=N;
 // desired.Status.LastExit), err=… naming the command of a harness_missing
@@ -73,7 +75,11 @@ func Explain(records []desired.Record, p Policy, now time.Time, stale time.Durat
 			e.QueuePosition = pos
 			reason += " position=" + strconv.Itoa(pos)
 		}
-		if st.Phase == desired.PhaseBackingOff && !st.NextAttempt.IsZero() {
+		if st.Reason == string(actions.ReasonHarnessUnknown) {
+			reason += " harness=" + journal.Quote(r.Spec.Harness) + " (not in the config: add it back to harnesses)"
+		}
+		if st.Phase == desired.PhaseBackingOff && st.NextAttempt.After(now) {
+			// One past is due, or waits for something else (its reason).
 			reason += " next_attempt=" + st.NextAttempt.Local().Format(time.RFC3339)
 		}
 		if st.WorkspaceError != "" && (st.Phase == desired.PhaseNeedsAttention || st.Phase == desired.PhaseBackingOff) {
