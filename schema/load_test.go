@@ -63,6 +63,8 @@ func TestLoadExample(t *testing.T) {
 	route, ok := gh.Routing.Route("octo-org", "api")
 	require.True(t, ok)
 	assert.Equal(t, "claude-code", route.Harness)
+	assert.Nil(t, route.Checkout, "a trial of the example starts offline: a plain directory")
+	assert.NotContains(t, route.Instructions, "push", "with no clone and no credential the agent cannot push")
 	assert.Equal(t, 2*time.Second, gh.Routing.Tmux.ProbeWindow())
 	assert.Equal(t, RestartOnFailure, gh.Routing.Tmux.RestartPolicy)
 }

@@ -55,6 +55,38 @@ func TestConfigInitWritesAConfigThatValidatesOnceEdited(t *testing.T) {
 	assert.Equal(t, filepath.Join(state, "agents", "octo-org", "api", "7"), wd)
 }
 
+// TestConfigInitPromisesOnlyWhatItsRouteDoes: the route config init
+// writes is a plain directory with no credential, and its instructions
+// ask for no push and no pull request; the checkout it offers, commented,
+// validates once uncommented.
+func TestConfigInitPromisesOnlyWhatItsRouteDoes(t *testing.T) {
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", bin+":"+bwrapDir(t))
+	path := filepath.Join(t.TempDir(), "loopd.yaml")
+	_, err := run(t, "", "config", "init", path)
+	require.NoError(t, err)
+	edit(t, path, schema.PlaceholderLogin, "octocat")
+	cfg, err := schema.Load(path)
+	require.NoError(t, err)
+	route, ok := cfg.Webhooks.GHWebhook.Routing.Route("octo-org", "api")
+	require.True(t, ok)
+	assert.Nil(t, route.Checkout, "a plain directory: an item starts offline")
+	assert.Equal(t, schema.AgentCredentialsNone, route.Credentials(cfg.GitHub))
+	for _, promise := range []string{"push", "open", "commit", "branch", "reply"} {
+		assert.NotContains(t, strings.ToLower(route.Instructions), promise, "the agent has no clone and no credential")
+	}
+
+	edit(t, path, "          # checkout:\n          #   url:", "          checkout:\n            url:")
+	cfg, err = schema.Load(path)
+	require.NoError(t, err)
+	route, _ = cfg.Webhooks.GHWebhook.Routing.Route("octo-org", "api")
+	require.NotNil(t, route.Checkout)
+	u, err := route.Checkout.RenderURL("octo-org", "api")
+	require.NoError(t, err)
+	assert.Equal(t, "https://github.com/octo-org/api.git", u)
+}
+
 // TestConfigInitWithoutClaude: with no claude on PATH the command is the
 // bare name and a comment says it was not found; with its placeholder
 // replaced the file validates once claude is installed, and until then
