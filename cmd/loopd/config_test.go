@@ -85,13 +85,17 @@ func TestConfigValidateNamesTheModeWithTheOtherProblems(t *testing.T) {
 	path := writeConfigWith(t, dir, "capacity: {maxLiveSessions: -1}\n", "")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	bad := string(data) + `        "a/b": {harness: nope, workdir: "/w/{{.Number}}"}` + "\n"
-	require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
-	require.NoError(t, os.Chmod(path, 0o666))
+	// validate writes text as a file all users can write and validates it.
+	validate := func(text string) error {
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+		require.NoError(t, os.Chmod(path, 0o666))
+		_, err := run(t, "", "config", "validate", path)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, perm.ErrUnsafe)
+		return err
+	}
 
-	_, err = run(t, "", "config", "validate", path)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, perm.ErrUnsafe)
+	err = validate(string(data) + `        "a/b": {harness: nope, workdir: "/w/{{.Number}}"}` + "\n")
 	assert.ErrorIs(t, err, schema.ErrInvalid)
 	assert.Contains(t, err.Error(), path+": mode 0666 lets other users write it")
 	assert.Contains(t, err.Error(), path+":1:29: capacity.maxLiveSessions: -1 is less than the minimum")
@@ -100,11 +104,7 @@ func TestConfigValidateNamesTheModeWithTheOtherProblems(t *testing.T) {
 
 	missing := strings.Replace(string(data), "capacity: {maxLiveSessions: -1}\n", "", 1)
 	missing = strings.Replace(missing, "    command: claude\n", "    command: "+filepath.Join(dir, "no-such-claude")+"\n", 1)
-	require.NoError(t, os.WriteFile(path, []byte(missing), 0o666))
-	require.NoError(t, os.Chmod(path, 0o666))
-	_, err = run(t, "", "config", "validate", path)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, perm.ErrUnsafe)
+	err = validate(missing)
 	assert.NotErrorIs(t, err, schema.ErrInvalid)
 	assert.ErrorIs(t, err, harness.ErrCommandNotFound)
 }
