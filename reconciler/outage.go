@@ -43,16 +43,15 @@ func lossOf(records []*desired.Record, obs observed.Observation, p Policy) Loss 
 		if !expectedLive(*r) {
 			continue
 		}
-		if ProcessRunner(*r, p) {
+		if processRunner(r, &p) {
 			continue // a run is no tmux agent
 		}
-		it := itemPlan{r: *r, session: desired.SessionName(r.Key), obs: obs, p: p}
-		it.observePane()
-		if it.foreign {
+		pane, foreign := paneOf(r, desired.SessionName(r.Key), &obs, &p)
+		if foreign {
 			continue // not this loopd's agent
 		}
 		l.Live++
-		if !it.pane.alive {
+		if !pane.alive {
 			l.Down++
 		}
 	}

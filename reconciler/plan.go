@@ -34,7 +34,7 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 
 // handBackTold is what the first prompt after a handback names: the
 // pending deliveries, oldest first, by id and by header line.
-func (it itemPlan) handBackTold() (ids, headers []string) {
+func (it *itemPlan) handBackTold() (ids, headers []string) {
 	for _, p := range it.pending {
 		ids, headers = append(ids, p.ID), append(headers, p.Header)
 	}
@@ -97,7 +97,10 @@ func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now ti
 }
 
 // planAcross is Plan with what is settled across the items (x) given.
-func planAcross(items []desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
+func planAcross(items []desired.Record, obsv observed.Observation, pol Policy, now time.Time, x across) []actions.Action {
+	// The items' plans read the observation and the policy by pointer, as
+	// both are large.
+	obs, p := &obsv, &pol
 	// Sort pointers, not the large records; the store already returns key
 	// order, so this is usually a check.
 	sorted := make([]*desired.Record, len(items))
@@ -115,13 +118,13 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 	for _, r := range sorted {
 		switch {
 		case x.only != nil && !x.only[r.Key]:
-			if owns(*r, p) && !p.Draining {
+			if owns(*r, *p) && !p.Draining {
 				mine = append(mine, r) // admission counts it
 			}
-		case !owns(*r, p):
-			out = append(out, relinquish(*r, obs, p)...)
+		case !owns(*r, *p):
+			out = append(out, relinquish(r, obs, p)...)
 		case p.Draining:
-			out = append(out, handover(*r, obs, p)...)
+			out = append(out, handover(r, obs, p)...)
 		default:
 			mine = append(mine, r)
 		}
@@ -138,14 +141,14 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 		var taken []actions.Action
 		if len(obs.Reports[r.Key]) > 0 {
 			var rec desired.Record
-			taken, rec = takeReports(*r, obs, p, now)
+			taken, rec = takeReports(*r, *obs, *p, now)
 			mine[i] = &rec
 		}
-		plans[i] = append(taken, planRecord(*mine[i], obs, p, now, x)...)
+		plans[i] = append(taken, planRecord(mine[i], obs, p, now, x)...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
-	admit(mine, plans, p, now)
+	admit(mine, plans, *p, now)
 	// The spawns go last, so that the stops, exits and parks that freed
 	// their slots are carried out before them: the host never runs more
 	// agents than its capacity, even for a moment.
@@ -167,14 +170,15 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 // the record as the executor will leave it, so the decisions that follow
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
 // usage-limit holds (limitHolds). An item whose conversation id is
-// still to be learned learns it first (learn).
-func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
+// still to be learned learns it first (learn). r, obs and p are read, never
+// written: a step that changes the record returns a changed copy.
+func planRecord(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, x across) []actions.Action {
 	loss, holds := x.loss.Reason, x.holds
 	if learned := learn(r, obs, p, now, x.claimed); learned != nil {
 		return learned
 	}
 	out, r, obs := follow(r, obs, p, x.claimed)
-	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){release, dropOwnPushes, checkConversation} {
+	for _, step := range [...]func(*desired.Record, *observed.Observation, *Policy) ([]actions.Action, *desired.Record, bool){release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -201,16 +205,17 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 // release or a fresh fallback takes the conversation the agent is actually
 // in, even when the agent died before a pass saw the report. One that may
 // not be (yet) leaves the item in its recorded conversation.
-func follow(r desired.Record, obs observed.Observation, p Policy, claimed map[string][]desired.Key) ([]actions.Action, desired.Record, observed.Observation) {
-	st := r.Status
-	to := r.ReportedConversation(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
-	tr, read := obs.Reported[r.Key][to]
-	if to == "" || !followable(r, to, tr, read, claimed) {
-		return nil, r, obs
+func follow(rp *desired.Record, obs *observed.Observation, p *Policy, claimed map[string][]desired.Key) ([]actions.Action, *desired.Record, *observed.Observation) {
+	to := rp.ReportedConversation(p.Harnesses[rp.Spec.Harness].AcceptsSessionID)
+	tr, read := obs.Reported[rp.Key][to]
+	if to == "" || !followable(rp, to, tr, read, claimed) {
+		return nil, rp, obs
 	}
-	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
+	r := *rp
+	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: r.Status.HarnessSessionID, To: to, Source: r.Report.Source}
 	r.Status = r.Status.Follow(to)
-	return []actions.Action{a}, r, obs.WithTranscript(r.Key, tr)
+	o := obs.WithTranscript(r.Key, tr)
+	return []actions.Action{a}, &r, &o
 }
 
 // followable reports whether item r may move to the conversation id its
@@ -226,7 +231,7 @@ func follow(r desired.Record, obs observed.Observation, p Policy, claimed map[st
 // retired, and that no other record names (claimed). Until the
 // transcript appears (Claude Code writes it at the first prompt after a
 // /clear) the report waits in the store, and each pass looks again.
-func followable(r desired.Record, id string, tr harness.Transcript, read bool, claimed map[string][]desired.Key) bool {
+func followable(r *desired.Record, id string, tr harness.Transcript, read bool, claimed map[string][]desired.Key) bool {
 	switch {
 	case !read || !tr.Known || !tr.Exists || tr.ModTime.Before(r.Status.SpawnedAt.Truncate(time.Second)):
 		return false
@@ -252,8 +257,8 @@ func followable(r desired.Record, id string, tr harness.Transcript, read bool, c
 // next one plans on it). Two or more are never settled by a guess: an
 // Ambiguous journals them once, and the id stays unknown. nil when there
 // is nothing to learn.
-func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
-	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
+func learn(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
+	st, caps := &r.Status, p.Harnesses[r.Spec.Harness]
 	if !st.IDUnconfirmed || !caps.LearnsSessionID {
 		return nil
 	}
@@ -283,7 +288,7 @@ func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, 
 // (desired.BootLine(Status.BootID)), which names this spawn and no other;
 // a spawn recorded before boot ids is told by the time instead (started
 // at or after it).
-func startedBy(s harness.Started, r desired.Record) bool {
+func startedBy(s harness.Started, r *desired.Record) bool {
 	st := r.Status
 	first := strings.TrimSpace(s.First)
 	if !strings.HasSuffix(first, desired.AgentBrief(r.Key)) {
@@ -328,13 +333,14 @@ func claimedIDs(records []desired.Record) map[string][]desired.Key {
 // resuming its conversation; release --fresh retires the conversation and
 // starts a new one. A closed item keeps its release for when it is
 // reopened.
-func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
-	if !r.ReleasePending() || r.Spec.Closed {
-		return nil, r, false
+func release(rp *desired.Record, obs *observed.Observation, p *Policy) ([]actions.Action, *desired.Record, bool) {
+	if !rp.ReleasePending() || rp.Spec.Closed {
+		return nil, rp, false
 	}
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, pending: r.Pending}
+	r := *rp
+	it := itemPlan{r: rp, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, pending: r.Pending}
 	it.observe()
-	handback, st := releaseAttended(r, it, obs.Snapshot.At)
+	handback, st := releaseAttended(&it, obs.Snapshot.At)
 	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
 	switch {
 	case a.Fresh:
@@ -361,7 +367,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
-	return append(handback, a), r, false
+	return append(handback, a), &r, false
 }
 
 // checkConversation applies the rule that nothing is sent twice, before the
@@ -374,15 +380,16 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 // probed are left to their own confirmation (landed). An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
-func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
-	frames, read := obs.Frames[r.Key]
+func checkConversation(rp *desired.Record, obs *observed.Observation, _ *Policy) (pre []actions.Action, rec *desired.Record, done bool) {
+	frames, read := obs.Frames[rp.Key]
 	if !read {
-		return nil, r, false
+		return nil, rp, false
 	}
+	r := *rp
 	st, session := r.Status, desired.SessionName(r.Key)
 	if !r.Spec.Closed && !r.Spec.Held {
-		if id, copies := newlyMangled(r, frames); id != "" {
-			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, r, true
+		if id, copies := newlyMangled(&r, frames); id != "" {
+			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, rp, true
 		}
 	}
 	var pending []desired.Delivery
@@ -396,7 +403,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 		r.Status = r.Status.Deliver(d.ID)
 	}
 	r.Pending = pending
-	return pre, r, false
+	return pre, &r, false
 }
 
 // newlyMangled returns the first pending event whose frame r's
@@ -406,7 +413,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 // that mangled it once would mangle the copy too, and the agent would see
 // two turns for one event. An operator's release, or a new event, sends
 // it once more.
-func newlyMangled(r desired.Record, frames map[string]harness.Found) (string, int) {
+func newlyMangled(r *desired.Record, frames map[string]harness.Found) (string, int) {
 	for _, d := range r.Pending {
 		found := frames[d.ID]
 		known := 0
@@ -432,7 +439,10 @@ func compareKeys(a, b desired.Key) int {
 
 // itemPlan carries one item through planItem.
 type itemPlan struct {
-	r       desired.Record
+	// r, obs and p are the item's record, the pass's observation and the
+	// policy, by pointer as they are large; nothing of the plan writes
+	// through them.
+	r       *desired.Record
 	st      desired.Status
 	session string
 	pane    observedPane
@@ -441,8 +451,8 @@ type itemPlan struct {
 	// the item's.
 	foreign bool
 	pending []desired.Delivery
-	obs     observed.Observation
-	p       Policy
+	obs     *observed.Observation
+	p       *Policy
 	now     time.Time
 	// loss is why the pass found agents lost together (Loss.Reason): a
 	// death it takes is resumed, and not counted as a crash (notACrash).
@@ -484,33 +494,40 @@ type observedPane struct {
 // owner mark (an unset Owner makes every session foreign), else the item's
 // own pane, alive only while the harness is its foreground process.
 func (it *itemPlan) observePane() {
-	pn, ok := it.obs.Snapshot.Pane(it.session)
+	it.pane, it.foreign = paneOf(it.r, it.session, it.obs, it.p)
+}
+
+// paneOf is observePane's sorting of the pane of r's session as obs saw
+// it: the item's own pane, or foreign when the session exists without
+// p's owner mark (the pane is then the zero observedPane).
+func paneOf(r *desired.Record, session string, obs *observed.Observation, p *Policy) (pane observedPane, foreign bool) {
+	pn, ok := obs.Snapshot.Panes[session]
 	if !ok {
-		return
+		return pane, false
 	}
-	if it.p.Owner == "" || pn.Owner != it.p.Owner {
-		it.foreign = true
-		return
+	if p.Owner == "" || pn.Owner != p.Owner {
+		return pane, true
 	}
-	it.pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
+	pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
 	if pn.Dead {
-		return
+		return pane, false
 	}
-	if runsHarness(it.p, it.r, pn) {
-		it.pane.alive = true
+	if runsHarness(p, r, pn) {
+		pane.alive = true
 	} else {
-		it.pane.stray = pn.CurrentCommand
-		if it.pane.stray == "" {
-			it.pane.stray = "?"
+		pane.stray = pn.CurrentCommand
+		if pane.stray == "" {
+			pane.stray = "?"
 		}
 	}
+	return pane, false
 }
 
 // ownPaneID returns the id of the item's own tmux pane as this pass saw it
 // (observePane: in the item's session, with this loopd's owner mark), ""
 // when there is none or the item's agent is a run of the process runner,
 // whose id names no pane.
-func (it itemPlan) ownPaneID() string {
+func (it *itemPlan) ownPaneID() string {
 	if !it.pane.exists || it.process {
 		return ""
 	}
@@ -519,11 +536,11 @@ func (it itemPlan) ownPaneID() string {
 
 // runsHarness reports whether pane's foreground process is r's harness, by
 // the names its adapter gives (Capabilities.ProcessNames).
-func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
+func runsHarness(p *Policy, r *desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
+func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
 	it.observe()
 
@@ -621,7 +638,7 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 }
 
 // planAlive handles a session whose pane is alive.
-func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
+func (it *itemPlan) planAlive(phase desired.Phase) []actions.Action {
 	st := it.st
 	switch {
 	case phase == desired.PhaseSpawning:
@@ -687,7 +704,7 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 // that it learns one), so only a store removed or reset under running
 // agents leaves such a pane: a paste to it would count as delivered
 // unchecked (unverifiable), and it cannot be resumed (ReasonOrphanAgent).
-func (it itemPlan) orphan() bool {
+func (it *itemPlan) orphan() bool {
 	st := it.st
 	return st.HarnessSessionID == "" && !st.IDUnconfirmed && it.p.Harnesses[it.r.Spec.Harness].SupportsResume
 }
@@ -701,7 +718,7 @@ func (it itemPlan) orphan() bool {
 // (landed), else it is pending again and pasted as any other, after the
 // conversation is looked in (checkConversation): exactly once. nil when
 // the item stays.
-func (it itemPlan) unblocked() []actions.Action {
+func (it *itemPlan) unblocked() []actions.Action {
 	if !awaitingBoot(it.st) || !it.pane.alive || it.foreign || it.process {
 		return nil
 	}
@@ -718,7 +735,7 @@ func (it itemPlan) unblocked() []actions.Action {
 // the conversation a resume asked for: Codex's "Working directory ·
 // resume" chooser (the rollout's cwd is not this one), or a resume picker.
 // loopd never answers either.
-func (it itemPlan) choosing() bool {
+func (it *itemPlan) choosing() bool {
 	sc, ok := it.obs.Screens[it.r.Key]
 	return ok && (sc.Blocked == harness.BlockResumeChooser || sc.Blocked == harness.BlockResumePicker)
 }
@@ -727,14 +744,14 @@ func (it itemPlan) choosing() bool {
 // not hold: the exit is recorded with the counts as they were, and a fresh
 // spawn with the same event replaces the session (its spawn kills it
 // first), as for a resume that died in its probe window.
-func (it itemPlan) resumeChooser() []actions.Action {
+func (it *itemPlan) resumeChooser() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited,
 		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, PaneID: it.ownPaneID()}
 	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
 }
 
-func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
+func (it *itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
 	return actions.MarkRunning{
 		Key: it.r.Key, Session: it.session, PaneID: it.pane.id, SessionID: it.st.HarnessSessionID,
 		Mode: it.st.SpawnMode, Confirmed: confirmed, DeliveryID: deliveryID,
@@ -753,7 +770,7 @@ func respawned(st desired.Status) bool {
 // A harness that reports its session id gets nothing pasted before that
 // report (its TUI may draw the input box before it reads input), for at
 // most ConfirmTimeout after the spawn.
-func (it itemPlan) deliver(skip string) []actions.Action {
+func (it *itemPlan) deliver(skip string) []actions.Action {
 	for _, d := range it.pending {
 		if d.ID == skip {
 			continue
@@ -790,7 +807,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 // goes on either way), and for any other event or item. A fetch with no
 // outcome whose mirror is not locked lost its worker (the daemon stopped)
 // and is planned again.
-func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
+func (it *itemPlan) headFetch(d desired.Delivery) []actions.Action {
 	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
 		return nil
 	}
@@ -813,7 +830,7 @@ func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
 // read); from a poll period after the send, text left in the input box is
 // submitted; after DeliveryConfirm an empty box gets the paste again; past
 // MaxSendAttempts the item needs attention, the delivery still pending.
-func (it itemPlan) confirmSend() []actions.Action {
+func (it *itemPlan) confirmSend() []actions.Action {
 	st, key := it.st, it.r.Key
 	id := st.SendingDeliveryID
 	landed, verified := it.landed()
@@ -841,7 +858,7 @@ func (it itemPlan) confirmSend() []actions.Action {
 // "delivered" (landed, booted and checkConversation ask it): a harness's
 // report (the SessionStart hook) says that its CLI runs, never that a
 // prompt reached the conversation.
-func reached(obs observed.Observation, k desired.Key, id string) bool {
+func reached(obs *observed.Observation, k desired.Key, id string) bool {
 	return id != "" && obs.Frames[k][id].Whole
 }
 
@@ -849,7 +866,7 @@ func reached(obs observed.Observation, k desired.Key, id string) bool {
 // seen: its harness has no transcript to read (harness.Transcript.Known
 // false) and its id is not one still to be learned, whose transcript is
 // only unknown yet.
-func (it itemPlan) unverifiable() bool {
+func (it *itemPlan) unverifiable() bool {
 	tr, ok := it.obs.Transcripts[it.r.Key]
 	return (!ok || !tr.Known) && !it.st.IDUnconfirmed
 }
@@ -865,7 +882,7 @@ func (it itemPlan) unverifiable() bool {
 // sent, and the boot prompt once its spawn lives past its probe. An event
 // that landed is delivered, never sent again; one that did not stays
 // pending and goes with the next spawn or paste.
-func (it itemPlan) landed() (id string, verified bool) {
+func (it *itemPlan) landed() (id string, verified bool) {
 	st := it.st
 	if id := st.SendingDeliveryID; id != "" {
 		switch {
@@ -890,7 +907,7 @@ func (it itemPlan) landed() (id string, verified bool) {
 // can be seen (unverifiable, or a spawn recorded before boot ids), once
 // the spawn lives past its probe deadline, and then verified is false.
 // A spawn is confirmed by it, fresh or resumed, and nothing else.
-func (it itemPlan) booted() (ok, verified bool) {
+func (it *itemPlan) booted() (ok, verified bool) {
 	st := it.st
 	boot := st.SpawnDeliveryID
 	if boot == "" {
@@ -906,14 +923,14 @@ func (it itemPlan) booted() (ok, verified bool) {
 }
 
 // planDown handles a session that is missing or whose pane is dead.
-func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
+func (it *itemPlan) planDown(phase desired.Phase) []actions.Action {
 	st := it.st
 	key := it.r.Key
 	if phase == desired.PhaseSpawning && st.PaneID == "" && st.SpawnRefused != "" {
 		return it.refused()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
-		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
+		notACrash(it.loss, st, it.pane.died, it.now, *it.p) {
 		return it.lost()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
@@ -921,6 +938,8 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		// This host stopped the agent itself when its lease clock lapsed
 		// (or a write was fenced), or its watchdog did, and holds the
 		// item again: no crash.
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.loss = actions.ReasonLeaseLapsed
 		return it.lost()
 	}
@@ -1013,7 +1032,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 // before its conversation started: an own exit (ownExit) and no
 // transcript of its id (where the adapter can tell). Such a command fails
 // the same way under any id (actions.ReasonHarnessExitedAtOnce).
-func (it itemPlan) exitedAtOnce(exit actions.RecordExit) bool {
+func (it *itemPlan) exitedAtOnce(exit actions.RecordExit) bool {
 	if !ownExit(exit) || it.process {
 		return false
 	}
@@ -1041,7 +1060,7 @@ func neverStarted(st desired.Status) bool {
 // so a pass that does not start the spawn (one that fails, or a cap on
 // spawns in flight) leaves the item to the usual BackingOff path, which
 // spawns it as soon as it may (restartReason keeps the loss as reason).
-func (it itemPlan) lost() []actions.Action {
+func (it *itemPlan) lost() []actions.Action {
 	st := it.st
 	exit := it.exit(it.loss)
 	landed, _ := it.landed()
@@ -1066,7 +1085,7 @@ func (it *itemPlan) delivered(id string) string {
 // restart decision like any other. tmux's refusal (a lost server, a kill
 // of the old session that failed) is no word of the harness's: a refused
 // resume keeps its conversation and is tried again.
-func (it itemPlan) refused() []actions.Action {
+func (it *itemPlan) refused() []actions.Action {
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
 	if reason := actions.Reason(it.st.Reason); reason.Environment() {
 		// The harness's config dir or sandbox could not be set up:
@@ -1079,7 +1098,7 @@ func (it itemPlan) refused() []actions.Action {
 
 // said is what the item's dead agent said last: its dead pane's
 // (observed.Observation.Exits), or its ended run's output.
-func (it itemPlan) said() observed.Exit {
+func (it *itemPlan) said() observed.Exit {
 	if it.process {
 		return it.run.Exit
 	}
@@ -1096,7 +1115,7 @@ func (it itemPlan) said() observed.Exit {
 // the item needs a human (conversation_in_use). dead is false for a live
 // agent that shows its refusal: the fresh spawn kills its session first,
 // and one that runs elsewhere keeps its pane.
-func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dead bool) []actions.Action {
+func (it *itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dead bool) []actions.Action {
 	st := it.st
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
 	if r == harness.RefusalInUse {
@@ -1129,7 +1148,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 // exit builds the RecordExit for the observed death, before the decision.
 // A pane that lives on without the harness has no exit status, and the
 // death is never clean: the harness did not end its pane.
-func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
+func (it *itemPlan) exit(reason actions.Reason) actions.RecordExit {
 	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray, PaneID: it.ownPaneID()}
 	if it.pane.exists && it.pane.stray == "" {
 		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
@@ -1147,13 +1166,13 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // a spawn that died before it ran, or was refused; such an exit always
 // counts as a failure, so that a harness that exits at once cannot respawn
 // in a hot loop.
-func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
+func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
 	st := it.st
 	words := it.said().Words
 	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
 		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords,
 		NeverRan: exit.Reason == actions.ReasonHarnessExitedAtOnce}
-	d := decideRestart(h, it.p, it.now)
+	d := decideRestart(h, *it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	if h.Own {
 		exit.Implicated, exit.Words = true, words
@@ -1221,7 +1240,7 @@ func ownExit(exit actions.RecordExit) bool {
 // (prepare): made before the item's first spawn, repaired or made again
 // before a later one, or the reason the spawn cannot happen (a plain
 // workdir that is gone blocks it until it is back).
-func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
+func (it *itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
 	if !ok {
@@ -1248,14 +1267,16 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 // spawnIn plans the spawn itself, in the workdir dir: the spawn, after
 // the restore of its transcript from the store when the local one is
 // missing and may be restored (restoreFirst).
-func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
+func (it *itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
 	key := it.r.Key
 	why := failed
 	if why == "" {
 		why = it.chooseResume(st, caps)
 	}
-	if why == actions.ResumeTranscriptMissing && restoreFirst(st, it.p) {
+	if why == actions.ResumeTranscriptMissing && restoreFirst(st, *it.p) {
 		a := actions.RestoreTranscript{Key: key, Session: it.session, ResumeID: st.HarnessSessionID, Cwd: dir, To: it.p.Host, Resume: true}
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.restoring = true
 		return []actions.Action{a, it.spawnAs(a.Apply(st, it.now), reason, "", caps, dir)}
 	}
@@ -1264,7 +1285,7 @@ func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, cap
 
 // spawnAs plans the spawn itself, in the workdir dir, as a resume when why
 // (chooseResume's answer, or why a resume just failed) is "", else fresh.
-func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
+func (it *itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st, reason)
@@ -1291,7 +1312,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
-		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted, Told: told,
+		ProjectSettings: ProjectSettingsOf(*it.r, *it.p).Trusted, Told: told,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess
@@ -1350,7 +1371,7 @@ const (
 // fresh spawn that logs nothing, actions.ReasonReleased for the fresh spawn
 // an operator asked for (release --fresh), which logs nothing either, or
 // the resume_failed reason.
-func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
+func (it *itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
 	id := st.HarnessSessionID
 	switch {
 	case !it.p.Resume:
@@ -1385,7 +1406,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 // (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
+func (it *itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
 		prompt = desired.NudgePrompt(it.r.Key, nudgeCause(reason))
 		return "", prompt, len(prompt)
