@@ -43,7 +43,7 @@ func (it *itemPlan) attend() (out []actions.Action, done bool) {
 		gone := actions.MarkAttended{Key: it.r.Key, Session: it.session, Gone: true}
 		r := *it.r
 		r.Status = gone.Apply(st, it.now)
-		return append([]actions.Action{gone}, planItem(&r, it.obs, it.p, it.now, it.loss, it.holds)...), true
+		return append([]actions.Action{gone}, planItem(&r, it.obs, it.p, it.now, it.loss, it.holds, it.seen)...), true
 	case !st.Attended():
 		return nil, false
 	case pn.Clients == 0:
@@ -85,7 +85,7 @@ func (it *itemPlan) handBackIfAttended(how string, left bool) (out []actions.Act
 	if !it.pane.alive {
 		loss = actions.ReasonAttended
 	}
-	return append([]actions.Action{hb}, planItem(&r, it.obs, it.p, it.now, loss, it.holds)...), true
+	return append([]actions.Action{hb}, planItem(&r, it.obs, it.p, it.now, loss, it.holds, it.seen)...), true
 }
 
 // handBack is the HandBack of the attended item, with the events pending

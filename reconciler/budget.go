@@ -52,16 +52,15 @@ var budgeted = []desired.Phase{desired.PhaseRunning, desired.PhaseSpawning, desi
 //     pasted after, each once.
 //
 // A closed or held item, and one without a budget, is planItem's alone.
-func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
+func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) []actions.Action {
 	b := budgetOf(r, p)
 	if !b.Set() || r.Spec.Closed || r.Spec.Held {
 		if r.Status.Phase == desired.PhaseBudgetExhausted && !r.Spec.Closed && !r.Spec.Held {
 			// The route's budget is gone (a reload): nothing holds it.
-			it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-			it.observe()
+			it := planOf(r, obs, p, now, loss, holds, seen)
 			return it.spawn(it.st, actions.ReasonBudgetRaised, "")
 		}
-		return planItem(r, obs, p, now, loss, holds)
+		return planItem(r, obs, p, now, loss, holds, seen)
 	}
 	var out []actions.Action
 	if read, ok := obs.Usage[r.Key]; ok {
@@ -74,8 +73,7 @@ func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now t
 		}
 	}
 	spent := b.Spent(r.Status.BudgetState, r.Spec.BudgetRaise, now)
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observe()
+	it := planOf(r, obs, p, now, loss, holds, seen)
 	switch {
 	case r.Status.Phase == desired.PhaseBudgetExhausted && spent.Past != "":
 		return append(out, actions.Wait{Key: r.Key, Until: windowFrees(r.Status.BudgetState, b, r.Spec.BudgetRaise, now), Reason: actions.ReasonTokenBudget})
@@ -104,7 +102,7 @@ func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now t
 		}
 		return append(out, a)
 	}
-	return append(out, planItem(r, obs, p, now, loss, holds)...)
+	return append(out, planItem(r, obs, p, now, loss, holds, seen)...)
 }
 
 // heldForBudget reports whether an item past its budget is held now: it

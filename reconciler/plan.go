@@ -82,18 +82,39 @@ type across struct {
 	// first: Reconciler.healFirst); the others get no action, and count
 	// toward the host's capacity as their records stand.
 	only map[desired.Key]bool
+	// seen are the items' sessions and panes (seenPane), one for each of
+	// the items acrossOf was given, in their order; nil when not sorted
+	// out ahead (each plan then looks its item's pane up itself).
+	seen []seenPane
+}
+
+// seenPane is an item's session name and its pane as the pass sorted it
+// (paneOf), worked out once per item and pass: the loss (lossOf) and the
+// item's own plan (itemPlan.observe) both need it, and neither the
+// session's name nor the pane's sorting depends on anything the plan
+// changes before it observes (the record's key and harness, the snapshot,
+// the owner mark).
+type seenPane struct {
+	session string
+	pane    observedPane
+	foreign bool
 }
 
 // acrossOf settles across for items. Only the agents of the items this
 // host owns count toward a loss: another host's are not expected here.
 func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now time.Time) across {
+	seen := make([]seenPane, len(items))
 	ptrs := make([]*desired.Record, 0, len(items))
+	owned := make([]*seenPane, 0, len(items))
 	for i := range items {
-		if owns(items[i], p) {
-			ptrs = append(ptrs, &items[i])
+		r, s := &items[i], &seen[i]
+		s.session = desired.SessionName(r.Key)
+		s.pane, s.foreign = paneOf(r, s.session, &obs, &p)
+		if owns(*r, p) {
+			ptrs, owned = append(ptrs, r), append(owned, s)
 		}
 	}
-	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items)}
+	return across{loss: lossWith(ptrs, owned, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items), seen: seen}
 }
 
 // planAcross is Plan with what is settled across the items (x) given.
@@ -101,32 +122,40 @@ func planAcross(items []desired.Record, obsv observed.Observation, pol Policy, n
 	// The items' plans read the observation and the policy by pointer, as
 	// both are large.
 	obs, p := &obsv, &pol
-	// Sort pointers, not the large records; the store already returns key
+	// Sort indexes, not the large records; the store already returns key
 	// order, so this is usually a check.
-	sorted := make([]*desired.Record, len(items))
+	sorted := make([]int, len(items))
 	for i := range items {
-		sorted[i] = &items[i]
+		sorted[i] = i
 	}
-	byKey := func(a, b *desired.Record) int { return compareKeys(a.Key, b.Key) }
+	byKey := func(a, b int) int { return compareKeys(items[a].Key, items[b].Key) }
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
+	}
+	seen := func(i int) *seenPane {
+		if len(x.seen) != len(items) {
+			return nil
+		}
+		return &x.seen[i]
 	}
 	// An item this host does not own only has its local agent stopped,
 	// and a draining host hands over the items it owns; both go first.
 	var out, spawning []actions.Action
 	mine := make([]*desired.Record, 0, len(sorted))
-	for _, r := range sorted {
+	mineSeen := make([]*seenPane, 0, len(sorted))
+	for _, i := range sorted {
+		r := &items[i]
 		switch {
 		case x.only != nil && !x.only[r.Key]:
 			if owns(*r, *p) && !p.Draining {
-				mine = append(mine, r) // admission counts it
+				mine, mineSeen = append(mine, r), append(mineSeen, nil) // admission counts it
 			}
 		case !owns(*r, *p):
 			out = append(out, relinquish(r, obs, p)...)
 		case p.Draining:
 			out = append(out, handover(r, obs, p)...)
 		default:
-			mine = append(mine, r)
+			mine, mineSeen = append(mine, r), append(mineSeen, seen(i))
 		}
 	}
 	plans := make([][]actions.Action, len(mine))
@@ -144,7 +173,7 @@ func planAcross(items []desired.Record, obsv observed.Observation, pol Policy, n
 			taken, rec = takeReports(*r, *obs, *p, now)
 			mine[i] = &rec
 		}
-		plans[i] = append(taken, planRecord(mine[i], obs, p, now, x)...)
+		plans[i] = append(taken, planRecord(mine[i], obs, p, now, x, mineSeen[i])...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
@@ -171,8 +200,9 @@ func planAcross(items []desired.Record, obsv observed.Observation, pol Policy, n
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
 // usage-limit holds (limitHolds). An item whose conversation id is
 // still to be learned learns it first (learn). r, obs and p are read, never
-// written: a step that changes the record returns a changed copy.
-func planRecord(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, x across) []actions.Action {
+// written: a step that changes the record returns a changed copy. seen is
+// the item's session and pane as the pass sorted them, nil to look them up.
+func planRecord(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, x across, seen *seenPane) []actions.Action {
 	loss, holds := x.loss.Reason, x.holds
 	if learned := learn(r, obs, p, now, x.claimed); learned != nil {
 		return learned
@@ -194,7 +224,7 @@ func planRecord(r *desired.Record, obs *observed.Observation, p *Policy, now tim
 			return append(out, m...)
 		}
 	}
-	return append(out, planBudgeted(r, obs, p, now, loss, holds)...)
+	return append(out, planBudgeted(r, obs, p, now, loss, holds, seen)...)
 }
 
 // follow makes the conversation the harness reported
@@ -468,6 +498,23 @@ type itemPlan struct {
 	// before its spawn (a moved item): the transcript the pass found
 	// missing will be there.
 	restoring bool
+	// seen, when not nil, is the item's session and pane as the pass
+	// sorted them (acrossOf), which observePane takes.
+	seen *seenPane
+}
+
+// planOf returns the itemPlan of r, observed (itemPlan.observe), with its
+// session and pane from seen when the pass sorted them already (nil: they
+// are looked up).
+func planOf(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) itemPlan {
+	it := itemPlan{r: r, st: r.Status, obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds, seen: seen}
+	if seen != nil {
+		it.session = seen.session
+	} else {
+		it.session = desired.SessionName(r.Key)
+	}
+	it.observe()
+	return it
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -494,6 +541,10 @@ type observedPane struct {
 // owner mark (an unset Owner makes every session foreign), else the item's
 // own pane, alive only while the harness is its foreground process.
 func (it *itemPlan) observePane() {
+	if it.seen != nil {
+		it.pane, it.foreign = it.seen.pane, it.seen.foreign
+		return
+	}
 	it.pane, it.foreign = paneOf(it.r, it.session, it.obs, it.p)
 }
 
@@ -540,9 +591,8 @@ func runsHarness(p *Policy, r *desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observe()
+func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) []actions.Action {
+	it := planOf(r, obs, p, now, loss, holds, seen)
 
 	if r.Spec.Closed || r.Spec.Held {
 		reason := actions.ReasonClosed
