@@ -33,25 +33,24 @@ func (it *itemPlan) attend() (out []actions.Action, done bool) {
 	if it.process || !it.pane.exists {
 		return it.handBackIfAttended(actions.HandBackDetached, false)
 	}
-	pn, _ := it.obs.Snapshot.Pane(it.session)
-	st := it.st
+	pn, st := &it.pane, it.st // the item's own pane, a tmux one
 	switch {
-	case !st.Attended() && pn.Clients > 0 && !st.HandedBackLeft:
-		take := actions.MarkAttended{Key: it.r.Key, Session: it.session, By: pn.AttachedBy}
-		return []actions.Action{take, it.waitAttended(pn.Input)}, true
-	case !st.Attended() && pn.Clients == 0 && st.HandedBackLeft:
+	case !st.Attended() && pn.clients > 0 && !st.HandedBackLeft:
+		take := actions.MarkAttended{Key: it.r.Key, Session: it.session, By: pn.attachedBy}
+		return []actions.Action{take, it.waitAttended(pn.input)}, true
+	case !st.Attended() && pn.clients == 0 && st.HandedBackLeft:
 		gone := actions.MarkAttended{Key: it.r.Key, Session: it.session, Gone: true}
 		r := *it.r
 		r.Status = gone.Apply(st, it.now)
 		return append([]actions.Action{gone}, planItem(&r, it.obs, it.p, it.now, it.loss, it.holds, it.seen)...), true
 	case !st.Attended():
 		return nil, false
-	case pn.Clients == 0:
+	case pn.clients == 0:
 		return it.handBackIfAttended(actions.HandBackDetached, false)
-	case it.idle(pn.Input):
+	case it.idle(pn.input):
 		return it.handBackIfAttended(actions.HandBackIdle, true)
 	}
-	return []actions.Action{it.waitAttended(pn.Input)}, true
+	return []actions.Action{it.waitAttended(pn.input)}, true
 }
 
 // idle reports whether the person attending the item gave no input for

@@ -535,6 +535,12 @@ type observedPane struct {
 	// it lives, and for a live pane without the harness, whose harness
 	// died at a time tmux does not know.
 	died time.Time
+	// clients, attachedBy and input are the session's attached clients,
+	// who attached last and when input last came (tmux.Pane.Clients,
+	// AttachedBy, Input): whether a person attends the item (attend).
+	clients    int
+	attachedBy string
+	input      time.Time
 }
 
 // observePane sorts the session's pane: foreign when it lacks this loopd's
@@ -559,7 +565,8 @@ func paneOf(r *desired.Record, session string, obs *observed.Observation, p *Pol
 	if p.Owner == "" || pn.Owner != p.Owner {
 		return pane, true
 	}
-	pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
+	pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime,
+		clients: pn.Clients, attachedBy: pn.AttachedBy, input: pn.Input}
 	if pn.Dead {
 		return pane, false
 	}
