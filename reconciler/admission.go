@@ -300,7 +300,7 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 // with text in its input box is not parked. nil when parking is off or
 // the agent is not idle long enough.
 func (it *itemPlan) park() []actions.Action {
-	st := it.st
+	st := &it.st
 	if it.p.IdlePark <= 0 || len(it.pending) > 0 || st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
 		return nil
 	}
@@ -321,7 +321,7 @@ func (it *itemPlan) idleSince() (since time.Time, known bool) {
 	if !ok || !tr.Known {
 		return time.Time{}, false
 	}
-	st := it.st
+	st := &it.st
 	since = maxTime(maxTime(st.SpawnedAt, st.SentAt), maxTime(st.ActiveSeenAt, tr.ModTime))
 	if n := len(st.DeliveredAt); n > 0 {
 		since = maxTime(since, st.DeliveredAt[n-1])

@@ -58,7 +58,7 @@ func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now t
 		if r.Status.Phase == desired.PhaseBudgetExhausted && !r.Spec.Closed && !r.Spec.Held {
 			// The route's budget is gone (a reload): nothing holds it.
 			it := planOf(r, obs, p, now, loss, holds, seen)
-			return it.spawn(it.st, actions.ReasonBudgetRaised, "")
+			return it.spawn(&it.st, actions.ReasonBudgetRaised, "")
 		}
 		return planItem(r, obs, p, now, loss, holds, seen)
 	}
@@ -78,7 +78,7 @@ func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now t
 	case r.Status.Phase == desired.PhaseBudgetExhausted && spent.Past != "":
 		return append(out, actions.Wait{Key: r.Key, Until: windowFrees(r.Status.BudgetState, b, r.Spec.BudgetRaise, now), Reason: actions.ReasonTokenBudget})
 	case r.Status.Phase == desired.PhaseBudgetExhausted:
-		return append(out, it.spawn(it.st, actions.ReasonBudgetRaised, "")...)
+		return append(out, it.spawn(&it.st, actions.ReasonBudgetRaised, "")...)
 	case spent.Past != "" && !it.foreign && heldForBudget(&it):
 		used, limit, which := spent.Figures()
 		a := actions.BudgetExhaust{Key: r.Key, Session: it.session, Used: used, Limit: limit, Which: which}
@@ -109,7 +109,7 @@ func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now t
 // is in a budgeted phase, and its agent runs, or it has an event to
 // start or bring it back with, or it is being started or brought back.
 func heldForBudget(it *itemPlan) bool {
-	st := it.st
+	st := &it.st
 	for _, ph := range budgeted {
 		if st.Phase == ph {
 			return it.pane.alive || len(it.pending) > 0 || st.Phase == desired.PhaseSpawning || st.Phase == desired.PhaseBackingOff

@@ -109,7 +109,7 @@ func (it *itemPlan) moved(from string) []actions.Action {
 	it.st = a.Apply(st, it.now)
 	it.restoring = true
 	out := []actions.Action{a}
-	for _, next := range it.spawn(it.st, actions.ReasonHostMoved, "") {
+	for _, next := range it.spawn(&it.st, actions.ReasonHostMoved, "") {
 		if pw, ok := next.(actions.PrepareWorkspace); ok {
 			pw.Resume = true
 			next = pw

@@ -193,7 +193,7 @@ func (it *itemPlan) planLimited() []actions.Action {
 		}
 		return append(out, it.waitHeld(until)...)
 	}
-	return it.spawn(it.st, actions.ReasonLimitReset, "")
+	return it.spawn(&it.st, actions.ReasonLimitReset, "")
 }
 
 // markBlocked records what the item's live screen shows that keeps the

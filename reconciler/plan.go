@@ -659,7 +659,7 @@ func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.
 	if it.st.FreshRequested && phase != desired.PhaseSpawning {
 		// release --fresh: a new conversation now, replacing a live agent
 		// too (the spawn kills its session first).
-		return it.spawn(it.st, actions.ReasonReleased, "")
+		return it.spawn(&it.st, actions.ReasonReleased, "")
 	}
 	if len(it.pending) > 0 && phase != desired.PhaseSpawning && it.st.SendingDeliveryID == "" && stormed(r, p, now) {
 		// The loop breaker, before another event goes out; what is in
@@ -696,7 +696,7 @@ func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.
 
 // planAlive handles a session whose pane is alive.
 func (it *itemPlan) planAlive(phase desired.Phase) []actions.Action {
-	st := it.st
+	st := &it.st
 	switch {
 	case phase == desired.PhaseSpawning:
 		booted, _ := it.booted()
@@ -805,7 +805,7 @@ func (it *itemPlan) resumeChooser() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited,
 		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, PaneID: it.ownPaneID()}
-	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
+	return append([]actions.Action{exit}, it.spawn(&st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
 }
 
 func (it *itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
@@ -835,7 +835,7 @@ func (it *itemPlan) deliver(skip string) []actions.Action {
 		if until, held := it.held(); held {
 			return it.waitHeld(until)
 		}
-		st := it.st
+		st := &it.st
 		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
@@ -940,7 +940,7 @@ func (it *itemPlan) unverifiable() bool {
 // that landed is delivered, never sent again; one that did not stays
 // pending and goes with the next spawn or paste.
 func (it *itemPlan) landed() (id string, verified bool) {
-	st := it.st
+	st := &it.st
 	if id := st.SendingDeliveryID; id != "" {
 		switch {
 		case reached(it.obs, it.r.Key, id):
@@ -965,7 +965,7 @@ func (it *itemPlan) landed() (id string, verified bool) {
 // the spawn lives past its probe deadline, and then verified is false.
 // A spawn is confirmed by it, fresh or resumed, and nothing else.
 func (it *itemPlan) booted() (ok, verified bool) {
-	st := it.st
+	st := &it.st
 	boot := st.SpawnDeliveryID
 	if boot == "" {
 		boot = st.BootID
@@ -981,13 +981,13 @@ func (it *itemPlan) booted() (ok, verified bool) {
 
 // planDown handles a session that is missing or whose pane is dead.
 func (it *itemPlan) planDown(phase desired.Phase) []actions.Action {
-	st := it.st
+	st := &it.st
 	key := it.r.Key
 	if phase == desired.PhaseSpawning && st.PaneID == "" && st.SpawnRefused != "" {
 		return it.refused()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
-		notACrash(it.loss, st, it.pane.died, it.now, *it.p) {
+		notACrash(it.loss, *st, it.pane.died, it.now, *it.p) {
 		return it.lost()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
@@ -1061,7 +1061,7 @@ func (it *itemPlan) planDown(phase desired.Phase) []actions.Action {
 		// Its turn may have come (admit decides): events pending or not,
 		// a queued item needs its agent; one that moved here and waited
 		// for a slot resumes as a move.
-		if movedSinceSpawn(st) {
+		if movedSinceSpawn(*st) {
 			return it.spawn(st, actions.ReasonHostMoved, "")
 		}
 		return it.spawn(st, actions.ReasonQueued, "")
@@ -1118,7 +1118,7 @@ func neverStarted(st desired.Status) bool {
 // spawns in flight) leaves the item to the usual BackingOff path, which
 // spawns it as soon as it may (restartReason keeps the loss as reason).
 func (it *itemPlan) lost() []actions.Action {
-	st := it.st
+	st := &it.st
 	exit := it.exit(it.loss)
 	landed, _ := it.landed()
 	exit.Delivered = it.delivered(landed)
@@ -1184,7 +1184,7 @@ func (it *itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, de
 		return []actions.Action{exit, give}
 	}
 	exit.Phase, exit.Reason = desired.PhaseExited, actions.ReasonResumeFailed
-	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeNotResumable)...)
+	return append([]actions.Action{exit}, it.spawn(&st, actions.ReasonResumeFailed, actions.ResumeNotResumable)...)
 }
 
 // restartReason names why a scheduled restart happens, from the reason
@@ -1224,7 +1224,7 @@ func (it *itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // counts as a failure, so that a harness that exits at once cannot respawn
 // in a hot loop.
 func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
-	st := it.st
+	st := &it.st
 	words := it.said().Words
 	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
 		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords,
@@ -1240,7 +1240,7 @@ func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actio
 	default:
 		exit.Reason = d.Reason
 	}
-	next := st
+	next := *st
 	if d.Outcome == OutcomeRetire {
 		exit.Retire = d.Retired
 		next = st.Retire(st.HarnessSessionID)
@@ -1259,7 +1259,7 @@ func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actio
 	case d.Restarts():
 		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
-		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
+		return append([]actions.Action{exit}, it.spawn(&next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":
 		// Not self-healed, and the spawn or run died on the event it
 		// carried, which stays pending: starting it again at once is the
@@ -1278,7 +1278,7 @@ func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actio
 			return []actions.Action{exit}
 		}
 		// Not self-healed, but an event is waiting: it resumes the session.
-		return append([]actions.Action{exit}, it.spawn(next, actions.ReasonNewEvent, "")...)
+		return append([]actions.Action{exit}, it.spawn(&next, actions.ReasonNewEvent, "")...)
 	}
 }
 
@@ -1297,7 +1297,7 @@ func ownExit(exit actions.RecordExit) bool {
 // (prepare): made before the item's first spawn, repaired or made again
 // before a later one, or the reason the spawn cannot happen (a plain
 // workdir that is gone blocks it until it is back).
-func (it *itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
+func (it *itemPlan) spawn(st *desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
 	if !ok {
@@ -1310,7 +1310,7 @@ func (it *itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []ac
 		return it.waitHeld(until)
 	}
 	w := workspaceOf(it.r, it.p)
-	pre, stop := it.prepare(w, st)
+	pre, stop := it.prepare(w, *st)
 	if stop {
 		return pre
 	}
@@ -1324,25 +1324,26 @@ func (it *itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []ac
 // spawnIn plans the spawn itself, in the workdir dir: the spawn, after
 // the restore of its transcript from the store when the local one is
 // missing and may be restored (restoreFirst).
-func (it *itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
+func (it *itemPlan) spawnIn(st *desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
 	key := it.r.Key
 	why := failed
 	if why == "" {
 		why = it.chooseResume(st, caps)
 	}
-	if why == actions.ResumeTranscriptMissing && restoreFirst(st, *it.p) {
+	if why == actions.ResumeTranscriptMissing && restoreFirst(*st, *it.p) {
 		a := actions.RestoreTranscript{Key: key, Session: it.session, ResumeID: st.HarnessSessionID, Cwd: dir, To: it.p.Host, Resume: true}
 		own := *it // the caller's plan of the item stays as it was
 		it = &own
 		it.restoring = true
-		return []actions.Action{a, it.spawnAs(a.Apply(st, it.now), reason, "", caps, dir)}
+		restored := a.Apply(*st, it.now)
+		return []actions.Action{a, it.spawnAs(&restored, reason, "", caps, dir)}
 	}
 	return []actions.Action{it.spawnAs(st, reason, why, caps, dir)}
 }
 
 // spawnAs plans the spawn itself, in the workdir dir, as a resume when why
 // (chooseResume's answer, or why a resume just failed) is "", else fresh.
-func (it *itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
+func (it *itemPlan) spawnAs(st *desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st, reason)
@@ -1428,7 +1429,7 @@ const (
 // fresh spawn that logs nothing, actions.ReasonReleased for the fresh spawn
 // an operator asked for (release --fresh), which logs nothing either, or
 // the resume_failed reason.
-func (it *itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
+func (it *itemPlan) chooseResume(st *desired.Status, caps Capabilities) actions.Reason {
 	id := st.HarnessSessionID
 	switch {
 	case !it.p.Resume:
@@ -1447,7 +1448,7 @@ func (it *itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.R
 		return actions.ResumeCrashLoop
 	}
 	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists && !it.restoring {
-		if neverStarted(st) {
+		if neverStarted(*st) {
 			return reuseFresh
 		}
 		return actions.ResumeTranscriptMissing
@@ -1463,7 +1464,7 @@ func (it *itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.R
 // (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it *itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
+func (it *itemPlan) bootPrompt(st *desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
 		prompt = desired.NudgePrompt(it.r.Key, nudgeCause(reason))
 		return "", prompt, len(prompt)

@@ -90,7 +90,7 @@ func (it *itemPlan) planRun(phase desired.Phase) []actions.Action {
 		if judge := st.SpawnedAt.Add(it.p.Poll); it.now.Before(judge) {
 			return []actions.Action{actions.Wait{Key: key, Until: judge, Reason: actions.ReasonProbing}}
 		}
-		return it.spawn(st, actions.ReasonSpawnInterrupted, "")
+		return it.spawn(&st, actions.ReasonSpawnInterrupted, "")
 	case st.RunID != "":
 		// A run recorded as under way whose files are gone: it ended
 		// unseen, its exit unknown.
@@ -119,11 +119,11 @@ func (it *itemPlan) planRun(phase desired.Phase) []actions.Action {
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}
 		}
-		return it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")
+		return it.spawn(&st, restartReason(actions.Reason(st.LastExitReason)), "")
 	case desired.PhaseQueued:
-		return it.spawn(st, actions.ReasonQueued, "")
+		return it.spawn(&st, actions.ReasonQueued, "")
 	default:
-		return it.spawn(st, actions.ReasonNewEvent, "")
+		return it.spawn(&st, actions.ReasonNewEvent, "")
 	}
 }
 
@@ -209,7 +209,7 @@ func (it *itemPlan) runEnded(phase desired.Phase) []actions.Action {
 		}
 		next := st
 		next.Failures, next.FastFailures, next.ChurnFailures = 0, 0, 0
-		return append(out, it.spawn(next, actions.ReasonNewEvent, "")...)
+		return append(out, it.spawn(&next, actions.ReasonNewEvent, "")...)
 	}
 	if refusal := it.run.Exit.Refusal; st.SpawnMode == desired.SpawnResume && refusal != "" && !exit.Clean {
 		// The harness said it cannot resume the conversation: not a
