@@ -234,7 +234,7 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 		}
 		phase, reason := phaseAfter(r.Status, plans[i][:at])
 		// Another host's spawn in flight is not this one's to go on with.
-		continuing := r.Status.Phase == desired.PhaseSpawning && movedFrom(*r, p) == ""
+		continuing := r.Status.Phase == desired.PhaseSpawning && movedFrom(r, &p) == ""
 		cands = append(cands, candidate{i: i, at: at, slot: continuing || holdsSlot(phase, reason), continuing: continuing})
 	}
 	slices.SortStableFunc(cands, func(a, b candidate) int {
@@ -299,8 +299,8 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 // the executor's to read, only then (actions.Park): an agent at work or
 // with text in its input box is not parked. nil when parking is off or
 // the agent is not idle long enough.
-func (it itemPlan) park() []actions.Action {
-	st := it.st
+func (it *itemPlan) park() []actions.Action {
+	st := &it.st
 	if it.p.IdlePark <= 0 || len(it.pending) > 0 || st.SendingDeliveryID != "" || st.SpawnDeliveryID != "" {
 		return nil
 	}
@@ -316,12 +316,12 @@ func (it itemPlan) park() []actions.Action {
 // (harness.Transcript.ModTime), and the last time a park found it at work
 // (Status.ActiveSeenAt). known is false when the transcript was not read
 // or the harness has none: such an agent is never parked.
-func (it itemPlan) idleSince() (since time.Time, known bool) {
+func (it *itemPlan) idleSince() (since time.Time, known bool) {
 	tr, ok := it.obs.Transcripts[it.r.Key]
 	if !ok || !tr.Known {
 		return time.Time{}, false
 	}
-	st := it.st
+	st := &it.st
 	since = maxTime(maxTime(st.SpawnedAt, st.SentAt), maxTime(st.ActiveSeenAt, tr.ModTime))
 	if n := len(st.DeliveredAt); n > 0 {
 		since = maxTime(since, st.DeliveredAt[n-1])

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"slices"
 	"time"
 
 	"github.com/loopd/loopd/actions"
@@ -30,10 +31,14 @@ import (
 //     reason=awaiting_approval).
 //
 // loopd never picks a choice no person gave.
-func approve(r desired.Record, obs observed.Observation, p Policy, now time.Time) ([]actions.Action, desired.Record) {
-	st := r.Status
-	route, _ := p.route(r.Key)
+func approve(rp *desired.Record, obs *observed.Observation, p *Policy, now time.Time) ([]actions.Action, *desired.Record) {
+	route, _ := p.route(rp.Key)
 	on := route.ApprovalsFromGitHub()
+	if rp.Status.Question == nil && !on && !slices.ContainsFunc(rp.Pending, hasAnswer) {
+		return nil, rp // nothing asked, nothing answered: not copied
+	}
+	r := *rp
+	st := r.Status
 	var awaiting, pending []desired.Delivery
 	for _, d := range r.Pending {
 		if st.AwaitsAnswer(d) {
@@ -42,10 +47,7 @@ func approve(r desired.Record, obs observed.Observation, p Policy, now time.Time
 			pending = append(pending, d)
 		}
 	}
-	if st.Question == nil && len(awaiting) == 0 && !on {
-		return nil, r
-	}
-	it := itemPlan{r: r, st: st, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: pending}
+	it := itemPlan{r: rp, st: st, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: pending}
 	it.observe()
 	sc, read := obs.Screens[r.Key]
 	live := it.pane.alive && !r.Spec.Closed && !r.Spec.Held
@@ -101,5 +103,9 @@ func approve(r desired.Record, obs observed.Observation, p Policy, now time.Time
 		}
 	}
 	r.Status, r.Pending = st, pending
-	return out, r
+	return out, &r
 }
+
+// hasAnswer reports whether d carries an answer to a question, which only
+// such a delivery can (desired.Status.AwaitsAnswer).
+func hasAnswer(d desired.Delivery) bool { return d.Answer != nil }

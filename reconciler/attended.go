@@ -29,40 +29,39 @@ import (
 //
 // done is true when out is the item's whole plan. A loopd release hands an
 // attended item back too (releaseAttended).
-func (it itemPlan) attend() (out []actions.Action, done bool) {
+func (it *itemPlan) attend() (out []actions.Action, done bool) {
 	if it.process || !it.pane.exists {
 		return it.handBackIfAttended(actions.HandBackDetached, false)
 	}
-	pn, _ := it.obs.Snapshot.Pane(it.session)
-	st := it.st
+	pn, st := &it.pane, it.st // the item's own pane, a tmux one
 	switch {
-	case !st.Attended() && pn.Clients > 0 && !st.HandedBackLeft:
-		take := actions.MarkAttended{Key: it.r.Key, Session: it.session, By: pn.AttachedBy}
-		return []actions.Action{take, it.waitAttended(pn.Input)}, true
-	case !st.Attended() && pn.Clients == 0 && st.HandedBackLeft:
+	case !st.Attended() && pn.clients > 0 && !st.HandedBackLeft:
+		take := actions.MarkAttended{Key: it.r.Key, Session: it.session, By: pn.attachedBy}
+		return []actions.Action{take, it.waitAttended(pn.input)}, true
+	case !st.Attended() && pn.clients == 0 && st.HandedBackLeft:
 		gone := actions.MarkAttended{Key: it.r.Key, Session: it.session, Gone: true}
-		r := it.r
+		r := *it.r
 		r.Status = gone.Apply(st, it.now)
-		return append([]actions.Action{gone}, planItem(r, it.obs, it.p, it.now, it.loss, it.holds)...), true
+		return append([]actions.Action{gone}, planItem(&r, it.obs, it.p, it.now, it.loss, it.holds, it.seen)...), true
 	case !st.Attended():
 		return nil, false
-	case pn.Clients == 0:
+	case pn.clients == 0:
 		return it.handBackIfAttended(actions.HandBackDetached, false)
-	case it.idle(pn.Input):
+	case it.idle(pn.input):
 		return it.handBackIfAttended(actions.HandBackIdle, true)
 	}
-	return []actions.Action{it.waitAttended(pn.Input)}, true
+	return []actions.Action{it.waitAttended(pn.input)}, true
 }
 
 // idle reports whether the person attending the item gave no input for
 // Policy.AttendedTimeout: input is the session's last (an attach counts).
-func (it itemPlan) idle(input time.Time) bool {
+func (it *itemPlan) idle(input time.Time) bool {
 	last := maxTime(input, it.st.AttendedSince.Truncate(time.Second))
 	return it.p.AttendedTimeout > 0 && !it.now.Before(last.Add(it.p.AttendedTimeout))
 }
 
 // waitAttended is the wait of an attended item, until its idle timeout.
-func (it itemPlan) waitAttended(input time.Time) actions.Wait {
+func (it *itemPlan) waitAttended(input time.Time) actions.Wait {
 	w := actions.Wait{Key: it.r.Key, Reason: actions.ReasonAttended}
 	if it.p.AttendedTimeout > 0 {
 		w.Until = maxTime(input, it.st.AttendedSince.Truncate(time.Second)).Add(it.p.AttendedTimeout)
@@ -74,23 +73,23 @@ func (it itemPlan) waitAttended(input time.Time) actions.Wait {
 // HandBack) and plans the rest of the pass for it as the handback leaves
 // it; an agent found dead is taken as lost while attended (lost). done is
 // false, and out nil, for an item no one attends.
-func (it itemPlan) handBackIfAttended(how string, left bool) (out []actions.Action, done bool) {
+func (it *itemPlan) handBackIfAttended(how string, left bool) (out []actions.Action, done bool) {
 	if !it.st.Attended() {
 		return nil, false
 	}
 	hb := it.handBack(how, left)
-	r := it.r
+	r := *it.r
 	r.Status = hb.Apply(it.st, it.now)
 	loss := it.loss
 	if !it.pane.alive {
 		loss = actions.ReasonAttended
 	}
-	return append([]actions.Action{hb}, planItem(r, it.obs, it.p, it.now, loss, it.holds)...), true
+	return append([]actions.Action{hb}, planItem(&r, it.obs, it.p, it.now, loss, it.holds, it.seen)...), true
 }
 
 // handBack is the HandBack of the attended item, with the events pending
 // for it, oldest first.
-func (it itemPlan) handBack(how string, left bool) actions.HandBack {
+func (it *itemPlan) handBack(how string, left bool) actions.HandBack {
 	ids := make([]string, 0, len(it.pending))
 	for _, d := range it.pending {
 		ids = append(ids, d.ID)
@@ -102,7 +101,8 @@ func (it itemPlan) handBack(how string, left bool) actions.HandBack {
 // releaseAttended is the handback of an attended item that loopd release
 // brings back (release), with st the status the handback leaves; none for
 // an item no one attends. The client may stay attached (Left).
-func releaseAttended(r desired.Record, it itemPlan, now time.Time) ([]actions.Action, desired.Status) {
+func releaseAttended(it *itemPlan, now time.Time) ([]actions.Action, desired.Status) {
+	r := it.r
 	if !r.Status.Attended() {
 		return nil, r.Status
 	}

@@ -11,7 +11,7 @@ import (
 // budgetOf returns the token budget of r's route (schema.Route.Budget),
 // weighted by its harness's adapter's defaults where the route sets no
 // weight; the zero Budget when the route has none, or r has no route.
-func budgetOf(r desired.Record, p Policy) desired.Budget {
+func budgetOf(r *desired.Record, p *Policy) desired.Budget {
 	route, ok := p.route(r.Key)
 	if !ok || route.Budget == nil {
 		return desired.Budget{}
@@ -26,7 +26,7 @@ func budgetOf(r desired.Record, p Policy) desired.Budget {
 // /metrics, where r stands against its route's budget at now, and
 // whether its route has one.
 func BudgetSpent(r desired.Record, p Policy, now time.Time) (desired.Spent, bool) {
-	b := budgetOf(r, p)
+	b := budgetOf(&r, &p)
 	return b.Spent(r.Status.BudgetState, r.Spec.BudgetRaise, now), b.Set()
 }
 
@@ -52,34 +52,34 @@ var budgeted = []desired.Phase{desired.PhaseRunning, desired.PhaseSpawning, desi
 //     pasted after, each once.
 //
 // A closed or held item, and one without a budget, is planItem's alone.
-func planBudgeted(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
+func planBudgeted(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) []actions.Action {
 	b := budgetOf(r, p)
 	if !b.Set() || r.Spec.Closed || r.Spec.Held {
 		if r.Status.Phase == desired.PhaseBudgetExhausted && !r.Spec.Closed && !r.Spec.Held {
 			// The route's budget is gone (a reload): nothing holds it.
-			it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-			it.observe()
-			return it.spawn(it.st, actions.ReasonBudgetRaised, "")
+			it := planOf(r, obs, p, now, loss, holds, seen)
+			return it.spawn(&it.st, actions.ReasonBudgetRaised, "")
 		}
-		return planItem(r, obs, p, now, loss, holds)
+		return planItem(r, obs, p, now, loss, holds, seen)
 	}
 	var out []actions.Action
 	if read, ok := obs.Usage[r.Key]; ok {
 		st, changed := r.Status.BudgetState.Count(read, b.Weights, b.Window, now)
 		if changed {
 			out = append(out, actions.RecordUsage{Key: r.Key, State: st, Added: st.UsageWeighted - r.Status.UsageWeighted})
-			r.Status.BudgetState = st
+			counted := *r // the input stays as it was
+			counted.Status.BudgetState = st
+			r = &counted
 		}
 	}
 	spent := b.Spent(r.Status.BudgetState, r.Spec.BudgetRaise, now)
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observe()
+	it := planOf(r, obs, p, now, loss, holds, seen)
 	switch {
 	case r.Status.Phase == desired.PhaseBudgetExhausted && spent.Past != "":
 		return append(out, actions.Wait{Key: r.Key, Until: windowFrees(r.Status.BudgetState, b, r.Spec.BudgetRaise, now), Reason: actions.ReasonTokenBudget})
 	case r.Status.Phase == desired.PhaseBudgetExhausted:
-		return append(out, it.spawn(it.st, actions.ReasonBudgetRaised, "")...)
-	case spent.Past != "" && !it.foreign && heldForBudget(it):
+		return append(out, it.spawn(&it.st, actions.ReasonBudgetRaised, "")...)
+	case spent.Past != "" && !it.foreign && heldForBudget(&it):
 		used, limit, which := spent.Figures()
 		a := actions.BudgetExhaust{Key: r.Key, Session: it.session, Used: used, Limit: limit, Which: which}
 		switch {
@@ -102,14 +102,14 @@ func planBudgeted(r desired.Record, obs observed.Observation, p Policy, now time
 		}
 		return append(out, a)
 	}
-	return append(out, planItem(r, obs, p, now, loss, holds)...)
+	return append(out, planItem(r, obs, p, now, loss, holds, seen)...)
 }
 
 // heldForBudget reports whether an item past its budget is held now: it
 // is in a budgeted phase, and its agent runs, or it has an event to
 // start or bring it back with, or it is being started or brought back.
-func heldForBudget(it itemPlan) bool {
-	st := it.st
+func heldForBudget(it *itemPlan) bool {
+	st := &it.st
 	for _, ph := range budgeted {
 		if st.Phase == ph {
 			return it.pane.alive || len(it.pending) > 0 || st.Phase == desired.PhaseSpawning || st.Phase == desired.PhaseBackingOff

@@ -18,7 +18,7 @@ func owns(r desired.Record, p Policy) bool {
 // not own (owns), with no store write and no paste: another host runs it,
 // or may, since this host's lease clock lapsed. nil when no agent of this
 // loopd runs it here.
-func relinquish(r desired.Record, obs observed.Observation, p Policy) []actions.Action {
+func relinquish(r *desired.Record, obs *observed.Observation, p *Policy) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
 	it.observe()
 	if !it.pane.exists {
@@ -34,7 +34,7 @@ func relinquish(r desired.Record, obs observed.Observation, p Policy) []actions.
 // handover plans a draining host's hand-over of an item it owns: its
 // local agent stopped, its transcript shipped, its lease released
 // (actions.Handover).
-func handover(r desired.Record, obs observed.Observation, p Policy) []actions.Action {
+func handover(r *desired.Record, obs *observed.Observation, p *Policy) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
 	it.observe()
 	return []actions.Action{actions.Handover{Key: r.Key, Session: it.session, Live: it.pane.exists}}
@@ -44,8 +44,8 @@ func handover(r desired.Record, obs observed.Observation, p Policy) []actions.Ac
 // wrote its status, when that is another host than this one and the item
 // is open and not held (a closed or held item is stopped as usual). ""
 // when it did not move.
-func movedFrom(r desired.Record, p Policy) string {
-	st := r.Status
+func movedFrom(r *desired.Record, p *Policy) string {
+	st := &r.Status
 	if p.Host == "" || st.Host == "" || st.Host == p.Host || r.Spec.Closed || r.Spec.Held {
 		return ""
 	}
@@ -93,7 +93,7 @@ func hadAgent(phase desired.Phase) bool {
 // period with its conversation restored, for the next pass to plan it
 // as usual. nil for an item with neither an agent nor a conversation:
 // nothing moved with it, and it is planned as usual.
-func (it itemPlan) moved(from string) []actions.Action {
+func (it *itemPlan) moved(from string) []actions.Action {
 	st, key := it.st, it.r.Key
 	agent := hadAgent(st.Phase)
 	if !agent && !st.HadConversation() {
@@ -104,10 +104,12 @@ func (it itemPlan) moved(from string) []actions.Action {
 	if !agent {
 		return []actions.Action{a, actions.Wait{Key: key, Until: it.now.Add(it.p.Poll), Reason: actions.ReasonHostMoved}}
 	}
+	own := *it // the caller's plan of the item stays as it was
+	it = &own
 	it.st = a.Apply(st, it.now)
 	it.restoring = true
 	out := []actions.Action{a}
-	for _, next := range it.spawn(it.st, actions.ReasonHostMoved, "") {
+	for _, next := range it.spawn(&it.st, actions.ReasonHostMoved, "") {
 		if pw, ok := next.(actions.PrepareWorkspace); ok {
 			pw.Resume = true
 			next = pw

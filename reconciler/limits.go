@@ -131,13 +131,13 @@ func limitOf(l harness.Limit, p Policy, now time.Time) heldFor {
 
 // held reports until when the item's account is held by a usage limit, and
 // whether it is now.
-func (it itemPlan) held() (time.Time, bool) {
+func (it *itemPlan) held() (time.Time, bool) {
 	h, ok := it.holds[it.p.Harnesses[it.r.Spec.Harness].Account]
 	return h.Until, ok && it.now.Before(h.Until)
 }
 
 // waitHeld is the Wait of an item its account's usage limit holds back.
-func (it itemPlan) waitHeld(until time.Time) []actions.Action {
+func (it *itemPlan) waitHeld(until time.Time) []actions.Action {
 	return []actions.Action{actions.Wait{Key: it.r.Key, Until: until, Reason: actions.ReasonRateLimited}}
 }
 
@@ -148,7 +148,7 @@ func (it itemPlan) waitHeld(until time.Time) []actions.Action {
 // It reports false when no limit in force is seen: none, one that is no
 // news (newLimit; a menu is still answered), or a banner whose reset has
 // passed.
-func (it itemPlan) limitSeen() ([]actions.Action, bool) {
+func (it *itemPlan) limitSeen() ([]actions.Action, bool) {
 	sc, ok := it.obs.Screens[it.r.Key]
 	if !ok || sc.Limit == nil {
 		return nil, false
@@ -161,7 +161,7 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 	if !newLimit(*sc.Limit, it.st, it.pane.id, booted) {
 		return append(answer, it.markBlocked()...), answer != nil
 	}
-	h := limitOf(*sc.Limit, it.p, it.now)
+	h := limitOf(*sc.Limit, *it.p, it.now)
 	if !h.until.After(it.now) {
 		return nil, false // a transcript's limit that has reset: an old turn
 	}
@@ -178,7 +178,7 @@ func (it itemPlan) limitSeen() ([]actions.Action, bool) {
 // while it shows, until its account's hold ends; then it resumes its
 // conversation with desired.LimitResetPrompt, and gets its pending events
 // after that.
-func (it itemPlan) planLimited() []actions.Action {
+func (it *itemPlan) planLimited() []actions.Action {
 	until := it.st.LimitUntil
 	if h, ok := it.held(); ok && h.After(until) {
 		until = h
@@ -193,13 +193,13 @@ func (it itemPlan) planLimited() []actions.Action {
 		}
 		return append(out, it.waitHeld(until)...)
 	}
-	return it.spawn(it.st, actions.ReasonLimitReset, "")
+	return it.spawn(&it.st, actions.ReasonLimitReset, "")
 }
 
 // markBlocked records what the item's live screen shows that keeps the
 // agent from working until a human acts, or that it no longer does, when
 // that changed: nil when the screen was not read or nothing changed.
-func (it itemPlan) markBlocked() []actions.Action {
+func (it *itemPlan) markBlocked() []actions.Action {
 	sc, ok := it.obs.Screens[it.r.Key]
 	if !ok || sc.Blocked == it.st.Blocked {
 		return nil
@@ -227,7 +227,7 @@ func needsScreen(rec desired.Record, snap observed.Snapshot, p Policy) bool {
 		return false
 	}
 	pn, ok := snap.Pane(desired.SessionName(rec.Key))
-	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(p, rec, pn)
+	return ok && !pn.Dead && pn.Owner == p.Owner && p.Owner != "" && runsHarness(&p, &rec, pn)
 }
 
 // screenDecides reports whether a decision of this pass needs rec's

@@ -442,13 +442,13 @@ func needs(p Policy, now time.Time) observed.Needs {
 			return observed.Need{Learn: learn, Exit: exit, Reports: reports, Reported: reported}
 		}
 		n := observed.Need{Disk: true, Screen: screen, ScreenIfChanged: screen && !screenDecides(rec), Exit: exit, Learn: learn, Reports: reports, Reported: reported,
-			Usage: budgetOf(rec, p).Set()}
+			Usage: budgetOf(&rec, &p).Set()}
 		if facts {
 			n.Frames = framesToCheck(rec, now)
 		}
 		// The workdir the planner will use, and the repository it should
 		// be a worktree of.
-		workspaceOf(rec, p).need(&n)
+		workspaceOf(&rec, &p).need(&n)
 		n.Commits = pushCommits(rec)
 		if id := runReported(rec, snap); id != "" && n.Reported == "" {
 			n.Reported = id
@@ -540,7 +540,7 @@ func needsFacts(rec desired.Record, snap observed.Snapshot, pol Policy) bool {
 	if rec.ReleasePending() || st.FreshRequested {
 		return true // a release brings the item back
 	}
-	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(pol, rec, p) {
+	if p, ok := snap.Pane(desired.SessionName(rec.Key)); ok && !p.Dead && st.Phase == desired.PhaseRunning && runsHarness(&pol, &rec, p) {
 		// A paste first looks for its event in the conversation; idle
 		// parking looks at the transcript's last write (a stat).
 		return len(rec.Pending) > 0 || pol.IdlePark > 0

@@ -45,11 +45,12 @@ func inFlight(st desired.Status, id string) bool {
 // would make it react to its own work. A push the workdir does not hold,
 // or that observation could not read, stays pending. rec comes back as the
 // executor will leave it.
-func dropOwnPushes(r desired.Record, obs observed.Observation, _ Policy) ([]actions.Action, desired.Record, bool) {
-	held := obs.Holds[r.Key]
+func dropOwnPushes(rp *desired.Record, obs *observed.Observation, _ *Policy) ([]actions.Action, *desired.Record, bool) {
+	held := obs.Holds[rp.Key]
 	if len(held) == 0 {
-		return nil, r, false
+		return nil, rp, false
 	}
+	r := *rp
 	var (
 		out     []actions.Action
 		pending []desired.Delivery
@@ -62,7 +63,7 @@ func dropOwnPushes(r desired.Record, obs observed.Observation, _ Policy) ([]acti
 		pending = append(pending, d)
 	}
 	r.Pending = pending
-	return out, r, false
+	return out, &r, false
 }
 
 // stormed is the loop breaker: it reports whether one more delivery to r
@@ -70,7 +71,7 @@ func dropOwnPushes(r desired.Record, obs observed.Observation, _ Policy) ([]acti
 // schema.DeliveryStormWindow, counted from the times its deliveries
 // reached the conversation (desired.Status.DeliveredAt). An item whose
 // repository lost its route keeps the default bound.
-func stormed(r desired.Record, p Policy, now time.Time) bool {
+func stormed(r *desired.Record, p *Policy, now time.Time) bool {
 	limit := schema.DefaultMaxDeliveriesPerHour
 	if route, ok := p.route(r.Key); ok {
 		limit = route.MaxDeliveries()

@@ -38,21 +38,32 @@ type Loss struct {
 // server's children, a host suspend, a kill of the whole process tree,
 // not N crash loops.
 func lossOf(records []*desired.Record, obs observed.Observation, p Policy) Loss {
+	return lossWith(records, nil, obs, p)
+}
+
+// lossWith is lossOf with each record's pane as the pass sorted it
+// (seen, in the records' order), nil to look each up.
+func lossWith(records []*desired.Record, seen []*seenPane, obs observed.Observation, p Policy) Loss {
 	var l Loss
-	for _, r := range records {
+	for i, r := range records {
 		if !expectedLive(*r) {
 			continue
 		}
-		if ProcessRunner(*r, p) {
+		if processRunner(r, &p) {
 			continue // a run is no tmux agent
 		}
-		it := itemPlan{r: *r, session: desired.SessionName(r.Key), obs: obs, p: p}
-		it.observePane()
-		if it.foreign {
+		var pane observedPane
+		var foreign bool
+		if seen != nil {
+			pane, foreign = seen[i].pane, seen[i].foreign
+		} else {
+			pane, foreign = paneOf(r, desired.SessionName(r.Key), &obs, &p)
+		}
+		if foreign {
 			continue // not this loopd's agent
 		}
 		l.Live++
-		if !it.pane.alive {
+		if !pane.alive {
 			l.Down++
 		}
 	}

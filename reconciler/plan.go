@@ -34,7 +34,7 @@ func freshNudge(k desired.Key, kind desired.Kind, why actions.Reason) string {
 
 // handBackTold is what the first prompt after a handback names: the
 // pending deliveries, oldest first, by id and by header line.
-func (it itemPlan) handBackTold() (ids, headers []string) {
+func (it *itemPlan) handBackTold() (ids, headers []string) {
 	for _, p := range it.pending {
 		ids, headers = append(ids, p.ID), append(headers, p.Header)
 	}
@@ -82,48 +82,80 @@ type across struct {
 	// first: Reconciler.healFirst); the others get no action, and count
 	// toward the host's capacity as their records stand.
 	only map[desired.Key]bool
+	// seen are the items' sessions and panes (seenPane), one for each of
+	// the items acrossOf was given, in their order; nil when not sorted
+	// out ahead (each plan then looks its item's pane up itself).
+	seen []seenPane
+}
+
+// seenPane is an item's session name and its pane as the pass sorted it
+// (paneOf), worked out once per item and pass: the loss (lossOf) and the
+// item's own plan (itemPlan.observe) both need it, and neither the
+// session's name nor the pane's sorting depends on anything the plan
+// changes before it observes (the record's key and harness, the snapshot,
+// the owner mark).
+type seenPane struct {
+	session string
+	pane    observedPane
+	foreign bool
 }
 
 // acrossOf settles across for items. Only the agents of the items this
 // host owns count toward a loss: another host's are not expected here.
 func acrossOf(items []desired.Record, obs observed.Observation, p Policy, now time.Time) across {
+	seen := make([]seenPane, len(items))
 	ptrs := make([]*desired.Record, 0, len(items))
+	owned := make([]*seenPane, 0, len(items))
 	for i := range items {
-		if owns(items[i], p) {
-			ptrs = append(ptrs, &items[i])
+		r, s := &items[i], &seen[i]
+		s.session = desired.SessionName(r.Key)
+		s.pane, s.foreign = paneOf(r, s.session, &obs, &p)
+		if owns(*r, p) {
+			ptrs, owned = append(ptrs, r), append(owned, s)
 		}
 	}
-	return across{loss: lossOf(ptrs, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items)}
+	return across{loss: lossWith(ptrs, owned, obs, p), holds: limitHolds(items, obs, p, now), claimed: claimedIDs(items), seen: seen}
 }
 
 // planAcross is Plan with what is settled across the items (x) given.
-func planAcross(items []desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
-	// Sort pointers, not the large records; the store already returns key
+func planAcross(items []desired.Record, obsv observed.Observation, pol Policy, now time.Time, x across) []actions.Action {
+	// The items' plans read the observation and the policy by pointer, as
+	// both are large.
+	obs, p := &obsv, &pol
+	// Sort indexes, not the large records; the store already returns key
 	// order, so this is usually a check.
-	sorted := make([]*desired.Record, len(items))
+	sorted := make([]int, len(items))
 	for i := range items {
-		sorted[i] = &items[i]
+		sorted[i] = i
 	}
-	byKey := func(a, b *desired.Record) int { return compareKeys(a.Key, b.Key) }
+	byKey := func(a, b int) int { return compareKeys(items[a].Key, items[b].Key) }
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
+	}
+	seen := func(i int) *seenPane {
+		if len(x.seen) != len(items) {
+			return nil
+		}
+		return &x.seen[i]
 	}
 	// An item this host does not own only has its local agent stopped,
 	// and a draining host hands over the items it owns; both go first.
 	var out, spawning []actions.Action
 	mine := make([]*desired.Record, 0, len(sorted))
-	for _, r := range sorted {
+	mineSeen := make([]*seenPane, 0, len(sorted))
+	for _, i := range sorted {
+		r := &items[i]
 		switch {
 		case x.only != nil && !x.only[r.Key]:
-			if owns(*r, p) && !p.Draining {
-				mine = append(mine, r) // admission counts it
+			if owns(*r, *p) && !p.Draining {
+				mine, mineSeen = append(mine, r), append(mineSeen, nil) // admission counts it
 			}
-		case !owns(*r, p):
-			out = append(out, relinquish(*r, obs, p)...)
+		case !owns(*r, *p):
+			out = append(out, relinquish(r, obs, p)...)
 		case p.Draining:
-			out = append(out, handover(*r, obs, p)...)
+			out = append(out, handover(r, obs, p)...)
 		default:
-			mine = append(mine, r)
+			mine, mineSeen = append(mine, r), append(mineSeen, seen(i))
 		}
 	}
 	plans := make([][]actions.Action, len(mine))
@@ -138,14 +170,14 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 		var taken []actions.Action
 		if len(obs.Reports[r.Key]) > 0 {
 			var rec desired.Record
-			taken, rec = takeReports(*r, obs, p, now)
+			taken, rec = takeReports(*r, *obs, *p, now)
 			mine[i] = &rec
 		}
-		plans[i] = append(taken, planRecord(*mine[i], obs, p, now, x)...)
+		plans[i] = append(taken, planRecord(mine[i], obs, p, now, x, mineSeen[i])...)
 	}
 	// The host's capacity is shared by the items, so it is applied to
 	// their plans together.
-	admit(mine, plans, p, now)
+	admit(mine, plans, *p, now)
 	// The spawns go last, so that the stops, exits and parks that freed
 	// their slots are carried out before them: the host never runs more
 	// agents than its capacity, even for a moment.
@@ -167,14 +199,16 @@ func planAcross(items []desired.Record, obs observed.Observation, p Policy, now 
 // the record as the executor will leave it, so the decisions that follow
 // start from there. loss is the pass's Loss.Reason (lossOf), holds the
 // usage-limit holds (limitHolds). An item whose conversation id is
-// still to be learned learns it first (learn).
-func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.Time, x across) []actions.Action {
+// still to be learned learns it first (learn). r, obs and p are read, never
+// written: a step that changes the record returns a changed copy. seen is
+// the item's session and pane as the pass sorted them, nil to look them up.
+func planRecord(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, x across, seen *seenPane) []actions.Action {
 	loss, holds := x.loss.Reason, x.holds
 	if learned := learn(r, obs, p, now, x.claimed); learned != nil {
 		return learned
 	}
 	out, r, obs := follow(r, obs, p, x.claimed)
-	for _, step := range []func(desired.Record, observed.Observation, Policy) ([]actions.Action, desired.Record, bool){release, dropOwnPushes, checkConversation} {
+	for _, step := range [...]func(*desired.Record, *observed.Observation, *Policy) ([]actions.Action, *desired.Record, bool){release, dropOwnPushes, checkConversation} {
 		pre, rec, done := step(r, obs, p)
 		out, r = append(out, pre...), rec
 		if done {
@@ -190,7 +224,7 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 			return append(out, m...)
 		}
 	}
-	return append(out, planBudgeted(r, obs, p, now, loss, holds)...)
+	return append(out, planBudgeted(r, obs, p, now, loss, holds, seen)...)
 }
 
 // follow makes the conversation the harness reported
@@ -201,16 +235,17 @@ func planRecord(r desired.Record, obs observed.Observation, p Policy, now time.T
 // release or a fresh fallback takes the conversation the agent is actually
 // in, even when the agent died before a pass saw the report. One that may
 // not be (yet) leaves the item in its recorded conversation.
-func follow(r desired.Record, obs observed.Observation, p Policy, claimed map[string][]desired.Key) ([]actions.Action, desired.Record, observed.Observation) {
-	st := r.Status
-	to := r.ReportedConversation(p.Harnesses[r.Spec.Harness].AcceptsSessionID)
-	tr, read := obs.Reported[r.Key][to]
-	if to == "" || !followable(r, to, tr, read, claimed) {
-		return nil, r, obs
+func follow(rp *desired.Record, obs *observed.Observation, p *Policy, claimed map[string][]desired.Key) ([]actions.Action, *desired.Record, *observed.Observation) {
+	to := rp.ReportedConversation(p.Harnesses[rp.Spec.Harness].AcceptsSessionID)
+	tr, read := obs.Reported[rp.Key][to]
+	if to == "" || !followable(rp, to, tr, read, claimed) {
+		return nil, rp, obs
 	}
-	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: st.HarnessSessionID, To: to, Source: r.Report.Source}
+	r := *rp
+	a := actions.FollowSession{Key: r.Key, Session: desired.SessionName(r.Key), From: r.Status.HarnessSessionID, To: to, Source: r.Report.Source}
 	r.Status = r.Status.Follow(to)
-	return []actions.Action{a}, r, obs.WithTranscript(r.Key, tr)
+	o := obs.WithTranscript(r.Key, tr)
+	return []actions.Action{a}, &r, &o
 }
 
 // followable reports whether item r may move to the conversation id its
@@ -226,7 +261,7 @@ func follow(r desired.Record, obs observed.Observation, p Policy, claimed map[st
 // retired, and that no other record names (claimed). Until the
 // transcript appears (Claude Code writes it at the first prompt after a
 // /clear) the report waits in the store, and each pass looks again.
-func followable(r desired.Record, id string, tr harness.Transcript, read bool, claimed map[string][]desired.Key) bool {
+func followable(r *desired.Record, id string, tr harness.Transcript, read bool, claimed map[string][]desired.Key) bool {
 	switch {
 	case !read || !tr.Known || !tr.Exists || tr.ModTime.Before(r.Status.SpawnedAt.Truncate(time.Second)):
 		return false
@@ -252,8 +287,8 @@ func followable(r desired.Record, id string, tr harness.Transcript, read bool, c
 // next one plans on it). Two or more are never settled by a guess: an
 // Ambiguous journals them once, and the id stays unknown. nil when there
 // is nothing to learn.
-func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
-	st, caps := r.Status, p.Harnesses[r.Spec.Harness]
+func learn(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, claimed map[string][]desired.Key) []actions.Action {
+	st, caps := &r.Status, p.Harnesses[r.Spec.Harness]
 	if !st.IDUnconfirmed || !caps.LearnsSessionID {
 		return nil
 	}
@@ -283,7 +318,7 @@ func learn(r desired.Record, obs observed.Observation, p Policy, now time.Time, 
 // (desired.BootLine(Status.BootID)), which names this spawn and no other;
 // a spawn recorded before boot ids is told by the time instead (started
 // at or after it).
-func startedBy(s harness.Started, r desired.Record) bool {
+func startedBy(s harness.Started, r *desired.Record) bool {
 	st := r.Status
 	first := strings.TrimSpace(s.First)
 	if !strings.HasSuffix(first, desired.AgentBrief(r.Key)) {
@@ -328,13 +363,14 @@ func claimedIDs(records []desired.Record) map[string][]desired.Key {
 // resuming its conversation; release --fresh retires the conversation and
 // starts a new one. A closed item keeps its release for when it is
 // reopened.
-func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Action, desired.Record, bool) {
-	if !r.ReleasePending() || r.Spec.Closed {
-		return nil, r, false
+func release(rp *desired.Record, obs *observed.Observation, p *Policy) ([]actions.Action, *desired.Record, bool) {
+	if !rp.ReleasePending() || rp.Spec.Closed {
+		return nil, rp, false
 	}
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, pending: r.Pending}
+	r := *rp
+	it := itemPlan{r: rp, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, pending: r.Pending}
 	it.observe()
-	handback, st := releaseAttended(r, it, obs.Snapshot.At)
+	handback, st := releaseAttended(&it, obs.Snapshot.At)
 	a := actions.Release{Key: r.Key, Session: it.session, Generation: r.Spec.ReleaseGeneration, Fresh: r.Spec.ReleaseFresh, Phase: desired.PhaseIdle}
 	switch {
 	case a.Fresh:
@@ -361,7 +397,7 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 		a.Shown = seenOf(*sc.Limit, it.pane.id)
 	}
 	r.Status = a.Apply(st)
-	return append(handback, a), r, false
+	return append(handback, a), &r, false
 }
 
 // checkConversation applies the rule that nothing is sent twice, before the
@@ -374,15 +410,16 @@ func release(r desired.Record, obs observed.Observation, p Policy) ([]actions.Ac
 // probed are left to their own confirmation (landed). An open item whose
 // conversation holds a pending event mangled, in more messages than
 // already reported, needs attention (done is true): see newlyMangled.
-func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pre []actions.Action, rec desired.Record, done bool) {
-	frames, read := obs.Frames[r.Key]
+func checkConversation(rp *desired.Record, obs *observed.Observation, _ *Policy) (pre []actions.Action, rec *desired.Record, done bool) {
+	frames, read := obs.Frames[rp.Key]
 	if !read {
-		return nil, r, false
+		return nil, rp, false
 	}
+	r := *rp
 	st, session := r.Status, desired.SessionName(r.Key)
 	if !r.Spec.Closed && !r.Spec.Held {
-		if id, copies := newlyMangled(r, frames); id != "" {
-			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, r, true
+		if id, copies := newlyMangled(&r, frames); id != "" {
+			return []actions.Action{actions.GiveUp{Key: r.Key, Session: session, Reason: actions.ReasonDeliveryMangled, Mangled: id, Copies: copies}}, rp, true
 		}
 	}
 	var pending []desired.Delivery
@@ -396,7 +433,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 		r.Status = r.Status.Deliver(d.ID)
 	}
 	r.Pending = pending
-	return pre, r, false
+	return pre, &r, false
 }
 
 // newlyMangled returns the first pending event whose frame r's
@@ -406,7 +443,7 @@ func checkConversation(r desired.Record, obs observed.Observation, _ Policy) (pr
 // that mangled it once would mangle the copy too, and the agent would see
 // two turns for one event. An operator's release, or a new event, sends
 // it once more.
-func newlyMangled(r desired.Record, frames map[string]harness.Found) (string, int) {
+func newlyMangled(r *desired.Record, frames map[string]harness.Found) (string, int) {
 	for _, d := range r.Pending {
 		found := frames[d.ID]
 		known := 0
@@ -432,7 +469,10 @@ func compareKeys(a, b desired.Key) int {
 
 // itemPlan carries one item through planItem.
 type itemPlan struct {
-	r       desired.Record
+	// r, obs and p are the item's record, the pass's observation and the
+	// policy, by pointer as they are large; nothing of the plan writes
+	// through them.
+	r       *desired.Record
 	st      desired.Status
 	session string
 	pane    observedPane
@@ -441,8 +481,8 @@ type itemPlan struct {
 	// the item's.
 	foreign bool
 	pending []desired.Delivery
-	obs     observed.Observation
-	p       Policy
+	obs     *observed.Observation
+	p       *Policy
 	now     time.Time
 	// loss is why the pass found agents lost together (Loss.Reason): a
 	// death it takes is resumed, and not counted as a crash (notACrash).
@@ -458,6 +498,23 @@ type itemPlan struct {
 	// before its spawn (a moved item): the transcript the pass found
 	// missing will be there.
 	restoring bool
+	// seen, when not nil, is the item's session and pane as the pass
+	// sorted them (acrossOf), which observePane takes.
+	seen *seenPane
+}
+
+// planOf returns the itemPlan of r, observed (itemPlan.observe), with its
+// session and pane from seen when the pass sorted them already (nil: they
+// are looked up).
+func planOf(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) itemPlan {
+	it := itemPlan{r: r, st: r.Status, obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds, seen: seen}
+	if seen != nil {
+		it.session = seen.session
+	} else {
+		it.session = desired.SessionName(r.Key)
+	}
+	it.observe()
+	return it
 }
 
 // observedPane is the item's own pane as the pass saw it.
@@ -478,39 +535,57 @@ type observedPane struct {
 	// it lives, and for a live pane without the harness, whose harness
 	// died at a time tmux does not know.
 	died time.Time
+	// clients, attachedBy and input are the session's attached clients,
+	// who attached last and when input last came (tmux.Pane.Clients,
+	// AttachedBy, Input): whether a person attends the item (attend).
+	clients    int
+	attachedBy string
+	input      time.Time
 }
 
 // observePane sorts the session's pane: foreign when it lacks this loopd's
 // owner mark (an unset Owner makes every session foreign), else the item's
 // own pane, alive only while the harness is its foreground process.
 func (it *itemPlan) observePane() {
-	pn, ok := it.obs.Snapshot.Pane(it.session)
+	if it.seen != nil {
+		it.pane, it.foreign = it.seen.pane, it.seen.foreign
+		return
+	}
+	it.pane, it.foreign = paneOf(it.r, it.session, it.obs, it.p)
+}
+
+// paneOf is observePane's sorting of the pane of r's session as obs saw
+// it: the item's own pane, or foreign when the session exists without
+// p's owner mark (the pane is then the zero observedPane).
+func paneOf(r *desired.Record, session string, obs *observed.Observation, p *Policy) (pane observedPane, foreign bool) {
+	pn, ok := obs.Snapshot.Panes[session]
 	if !ok {
-		return
+		return pane, false
 	}
-	if it.p.Owner == "" || pn.Owner != it.p.Owner {
-		it.foreign = true
-		return
+	if p.Owner == "" || pn.Owner != p.Owner {
+		return pane, true
 	}
-	it.pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime}
+	pane = observedPane{exists: true, id: pn.PaneID, pid: pn.PID, status: pn.DeadStatus, signal: pn.DeadSignal, known: pn.StatusKnown || !pn.Dead, died: pn.DeadTime,
+		clients: pn.Clients, attachedBy: pn.AttachedBy, input: pn.Input}
 	if pn.Dead {
-		return
+		return pane, false
 	}
-	if runsHarness(it.p, it.r, pn) {
-		it.pane.alive = true
+	if runsHarness(p, r, pn) {
+		pane.alive = true
 	} else {
-		it.pane.stray = pn.CurrentCommand
-		if it.pane.stray == "" {
-			it.pane.stray = "?"
+		pane.stray = pn.CurrentCommand
+		if pane.stray == "" {
+			pane.stray = "?"
 		}
 	}
+	return pane, false
 }
 
 // ownPaneID returns the id of the item's own tmux pane as this pass saw it
 // (observePane: in the item's session, with this loopd's owner mark), ""
 // when there is none or the item's agent is a run of the process runner,
 // whose id names no pane.
-func (it itemPlan) ownPaneID() string {
+func (it *itemPlan) ownPaneID() string {
 	if !it.pane.exists || it.process {
 		return ""
 	}
@@ -519,13 +594,12 @@ func (it itemPlan) ownPaneID() string {
 
 // runsHarness reports whether pane's foreground process is r's harness, by
 // the names its adapter gives (Capabilities.ProcessNames).
-func runsHarness(p Policy, r desired.Record, pane observed.Pane) bool {
+func runsHarness(p *Policy, r *desired.Record, pane observed.Pane) bool {
 	return slices.Contains(p.Harnesses[r.Spec.Harness].ProcessNames, pane.CurrentCommand)
 }
 
-func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold) []actions.Action {
-	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p, now: now, pending: r.Pending, loss: loss, holds: holds}
-	it.observe()
+func planItem(r *desired.Record, obs *observed.Observation, p *Policy, now time.Time, loss actions.Reason, holds map[string]LimitHold, seen *seenPane) []actions.Action {
+	it := planOf(r, obs, p, now, loss, holds, seen)
 
 	if r.Spec.Closed || r.Spec.Held {
 		reason := actions.ReasonClosed
@@ -592,7 +666,7 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 	if it.st.FreshRequested && phase != desired.PhaseSpawning {
 		// release --fresh: a new conversation now, replacing a live agent
 		// too (the spawn kills its session first).
-		return it.spawn(it.st, actions.ReasonReleased, "")
+		return it.spawn(&it.st, actions.ReasonReleased, "")
 	}
 	if len(it.pending) > 0 && phase != desired.PhaseSpawning && it.st.SendingDeliveryID == "" && stormed(r, p, now) {
 		// The loop breaker, before another event goes out; what is in
@@ -628,8 +702,8 @@ func planItem(r desired.Record, obs observed.Observation, p Policy, now time.Tim
 }
 
 // planAlive handles a session whose pane is alive.
-func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
-	st := it.st
+func (it *itemPlan) planAlive(phase desired.Phase) []actions.Action {
+	st := &it.st
 	switch {
 	case phase == desired.PhaseSpawning:
 		booted, _ := it.booted()
@@ -699,7 +773,7 @@ func (it itemPlan) planAlive(phase desired.Phase) []actions.Action {
 // that it learns one), so only a store removed or reset under running
 // agents leaves such a pane: a paste to it would count as delivered
 // unchecked (unverifiable), and it cannot be resumed (ReasonOrphanAgent).
-func (it itemPlan) orphan() bool {
+func (it *itemPlan) orphan() bool {
 	st := it.st
 	return st.HarnessSessionID == "" && !st.IDUnconfirmed && it.p.Harnesses[it.r.Spec.Harness].SupportsResume
 }
@@ -713,7 +787,7 @@ func (it itemPlan) orphan() bool {
 // (landed), else it is pending again and pasted as any other, after the
 // conversation is looked in (checkConversation): exactly once. nil when
 // the item stays.
-func (it itemPlan) unblocked() []actions.Action {
+func (it *itemPlan) unblocked() []actions.Action {
 	if !awaitingBoot(it.st) || !it.pane.alive || it.foreign || it.process {
 		return nil
 	}
@@ -730,7 +804,7 @@ func (it itemPlan) unblocked() []actions.Action {
 // the conversation a resume asked for: Codex's "Working directory ·
 // resume" chooser (the rollout's cwd is not this one), or a resume picker.
 // loopd never answers either.
-func (it itemPlan) choosing() bool {
+func (it *itemPlan) choosing() bool {
 	sc, ok := it.obs.Screens[it.r.Key]
 	return ok && (sc.Blocked == harness.BlockResumeChooser || sc.Blocked == harness.BlockResumePicker)
 }
@@ -739,14 +813,14 @@ func (it itemPlan) choosing() bool {
 // not hold: the exit is recorded with the counts as they were, and a fresh
 // spawn with the same event replaces the session (its spawn kills it
 // first), as for a resume that died in its probe window.
-func (it itemPlan) resumeChooser() []actions.Action {
+func (it *itemPlan) resumeChooser() []actions.Action {
 	st := it.st
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonResumeFailed, Phase: desired.PhaseExited,
 		Failures: st.Failures, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, PaneID: it.ownPaneID()}
-	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
+	return append([]actions.Action{exit}, it.spawn(&st, actions.ReasonResumeFailed, actions.ResumeChooser)...)
 }
 
-func (it itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
+func (it *itemPlan) markRunning(confirmed bool, deliveryID string, reason actions.Reason) actions.Action {
 	return actions.MarkRunning{
 		Key: it.r.Key, Session: it.session, PaneID: it.pane.id, SessionID: it.st.HarnessSessionID,
 		Mode: it.st.SpawnMode, Confirmed: confirmed, DeliveryID: deliveryID,
@@ -765,7 +839,7 @@ func respawned(st desired.Status) bool {
 // A harness that reports its session id gets nothing pasted before that
 // report (its TUI may draw the input box before it reads input), for at
 // most ConfirmTimeout after the spawn.
-func (it itemPlan) deliver(skip string) []actions.Action {
+func (it *itemPlan) deliver(skip string) []actions.Action {
 	for _, d := range it.pending {
 		if d.ID == skip {
 			continue
@@ -773,7 +847,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 		if until, held := it.held(); held {
 			return it.waitHeld(until)
 		}
-		st := it.st
+		st := &it.st
 		reported := it.r.ReportSinceSpawn() != nil
 		if deadline := st.SpawnedAt.Add(it.p.ConfirmTimeout); it.p.Harnesses[it.r.Spec.Harness].ReportsSession && !reported && it.now.Before(deadline) {
 			return []actions.Action{actions.Wait{Key: it.r.Key, Until: minTime(it.now.Add(it.p.Poll), deadline), Reason: actions.ReasonAwaitingStart}}
@@ -802,7 +876,7 @@ func (it itemPlan) deliver(skip string) []actions.Action {
 // goes on either way), and for any other event or item. A fetch with no
 // outcome whose mirror is not locked lost its worker (the daemon stopped)
 // and is planned again.
-func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
+func (it *itemPlan) headFetch(d desired.Delivery) []actions.Action {
 	if d.Commit == "" || d.Event != "pull_request" || it.r.Spec.Kind != desired.KindPullRequest {
 		return nil
 	}
@@ -825,7 +899,7 @@ func (it itemPlan) headFetch(d desired.Delivery) []actions.Action {
 // read); from a poll period after the send, text left in the input box is
 // submitted; after DeliveryConfirm an empty box gets the paste again; past
 // MaxSendAttempts the item needs attention, the delivery still pending.
-func (it itemPlan) confirmSend() []actions.Action {
+func (it *itemPlan) confirmSend() []actions.Action {
 	st, key := it.st, it.r.Key
 	id := st.SendingDeliveryID
 	landed, verified := it.landed()
@@ -853,7 +927,7 @@ func (it itemPlan) confirmSend() []actions.Action {
 // "delivered" (landed, booted and checkConversation ask it): a harness's
 // report (the SessionStart hook) says that its CLI runs, never that a
 // prompt reached the conversation.
-func reached(obs observed.Observation, k desired.Key, id string) bool {
+func reached(obs *observed.Observation, k desired.Key, id string) bool {
 	return id != "" && obs.Frames[k][id].Whole
 }
 
@@ -861,7 +935,7 @@ func reached(obs observed.Observation, k desired.Key, id string) bool {
 // seen: its harness has no transcript to read (harness.Transcript.Known
 // false) and its id is not one still to be learned, whose transcript is
 // only unknown yet.
-func (it itemPlan) unverifiable() bool {
+func (it *itemPlan) unverifiable() bool {
 	tr, ok := it.obs.Transcripts[it.r.Key]
 	return (!ok || !tr.Known) && !it.st.IDUnconfirmed
 }
@@ -877,8 +951,8 @@ func (it itemPlan) unverifiable() bool {
 // sent, and the boot prompt once its spawn lives past its probe. An event
 // that landed is delivered, never sent again; one that did not stays
 // pending and goes with the next spawn or paste.
-func (it itemPlan) landed() (id string, verified bool) {
-	st := it.st
+func (it *itemPlan) landed() (id string, verified bool) {
+	st := &it.st
 	if id := st.SendingDeliveryID; id != "" {
 		switch {
 		case reached(it.obs, it.r.Key, id):
@@ -902,8 +976,8 @@ func (it itemPlan) landed() (id string, verified bool) {
 // can be seen (unverifiable, or a spawn recorded before boot ids), once
 // the spawn lives past its probe deadline, and then verified is false.
 // A spawn is confirmed by it, fresh or resumed, and nothing else.
-func (it itemPlan) booted() (ok, verified bool) {
-	st := it.st
+func (it *itemPlan) booted() (ok, verified bool) {
+	st := &it.st
 	boot := st.SpawnDeliveryID
 	if boot == "" {
 		boot = st.BootID
@@ -918,14 +992,14 @@ func (it itemPlan) booted() (ok, verified bool) {
 }
 
 // planDown handles a session that is missing or whose pane is dead.
-func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
-	st := it.st
+func (it *itemPlan) planDown(phase desired.Phase) []actions.Action {
+	st := &it.st
 	key := it.r.Key
 	if phase == desired.PhaseSpawning && st.PaneID == "" && st.SpawnRefused != "" {
 		return it.refused()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
-		notACrash(it.loss, st, it.pane.died, it.now, it.p) {
+		notACrash(it.loss, *st, it.pane.died, it.now, *it.p) {
 		return it.lost()
 	}
 	if (phase == desired.PhaseRunning || phase == desired.PhaseSpawning && st.PaneID != "") &&
@@ -941,6 +1015,8 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		// This host stopped the agent itself when its lease clock lapsed
 		// (or a write was fenced), or its watchdog did, and holds the
 		// item again: no crash.
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.loss = actions.ReasonLeaseLapsed
 		return it.lost()
 	}
@@ -1005,7 +1081,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 		// Its turn may have come (admit decides): events pending or not,
 		// a queued item needs its agent; one that moved here and waited
 		// for a slot resumes as a move.
-		if movedSinceSpawn(st) {
+		if movedSinceSpawn(*st) {
 			return it.spawn(st, actions.ReasonHostMoved, "")
 		}
 		return it.spawn(st, actions.ReasonQueued, "")
@@ -1033,7 +1109,7 @@ func (it itemPlan) planDown(phase desired.Phase) []actions.Action {
 // before its conversation started: an own exit (ownExit) and no
 // transcript of its id (where the adapter can tell). Such a command fails
 // the same way under any id (actions.ReasonHarnessExitedAtOnce).
-func (it itemPlan) exitedAtOnce(exit actions.RecordExit) bool {
+func (it *itemPlan) exitedAtOnce(exit actions.RecordExit) bool {
 	if !ownExit(exit) || it.process {
 		return false
 	}
@@ -1063,8 +1139,8 @@ func neverStarted(st desired.Status) bool {
 // so a pass that does not start the spawn (one that fails, or a cap on
 // spawns in flight) leaves the item to the usual BackingOff path, which
 // spawns it as soon as it may (restartReason keeps the loss as reason).
-func (it itemPlan) lost() []actions.Action {
-	st := it.st
+func (it *itemPlan) lost() []actions.Action {
+	st := &it.st
 	exit := it.exit(it.loss)
 	landed, _ := it.landed()
 	exit.Delivered = it.delivered(landed)
@@ -1088,7 +1164,7 @@ func (it *itemPlan) delivered(id string) string {
 // restart decision like any other. tmux's refusal (a lost server, a kill
 // of the old session that failed) is no word of the harness's: a refused
 // resume keeps its conversation and is tried again.
-func (it itemPlan) refused() []actions.Action {
+func (it *itemPlan) refused() []actions.Action {
 	exit := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: actions.ReasonSpawnRefused}
 	if reason := actions.Reason(it.st.Reason); reason.Environment() {
 		// The harness's config dir or sandbox could not be set up:
@@ -1101,7 +1177,7 @@ func (it itemPlan) refused() []actions.Action {
 
 // said is what the item's dead agent said last: its dead pane's
 // (observed.Observation.Exits), or its ended run's output.
-func (it itemPlan) said() observed.Exit {
+func (it *itemPlan) said() observed.Exit {
 	if it.process {
 		return it.run.Exit
 	}
@@ -1118,7 +1194,7 @@ func (it itemPlan) said() observed.Exit {
 // the item needs a human (conversation_in_use). dead is false for a live
 // agent that shows its refusal: the fresh spawn kills its session first,
 // and one that runs elsewhere keeps its pane.
-func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dead bool) []actions.Action {
+func (it *itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dead bool) []actions.Action {
 	st := it.st
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = st.Failures, st.FastFailures, st.ChurnFailures
 	if r == harness.RefusalInUse {
@@ -1130,7 +1206,7 @@ func (it itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, dea
 		return []actions.Action{exit, give}
 	}
 	exit.Phase, exit.Reason = desired.PhaseExited, actions.ReasonResumeFailed
-	return append([]actions.Action{exit}, it.spawn(st, actions.ReasonResumeFailed, actions.ResumeNotResumable)...)
+	return append([]actions.Action{exit}, it.spawn(&st, actions.ReasonResumeFailed, actions.ResumeNotResumable)...)
 }
 
 // restartReason names why a scheduled restart happens, from the reason
@@ -1151,7 +1227,7 @@ func restartReason(exitReason actions.Reason) actions.Reason {
 // exit builds the RecordExit for the observed death, before the decision.
 // A pane that lives on without the harness has no exit status, and the
 // death is never clean: the harness did not end its pane.
-func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
+func (it *itemPlan) exit(reason actions.Reason) actions.RecordExit {
 	e := actions.RecordExit{Key: it.r.Key, Session: it.session, ExitStatus: -1, Reason: reason, Foreground: it.pane.stray, PaneID: it.ownPaneID()}
 	if it.pane.exists && it.pane.stray == "" {
 		e.ExitStatus, e.Signal = it.pane.status, it.pane.signal
@@ -1169,13 +1245,13 @@ func (it itemPlan) exit(reason actions.Reason) actions.RecordExit {
 // a spawn that died before it ran, or was refused; such an exit always
 // counts as a failure, so that a harness that exits at once cannot respawn
 // in a hot loop.
-func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
-	st := it.st
+func (it *itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []actions.Action {
+	st := &it.st
 	words := it.said().Words
 	h := History{SpawnedAt: st.SpawnedAt, DiedAt: it.pane.died, FastFailures: st.FastFailures, ChurnFailures: st.ChurnFailures, Failures: st.Failures,
 		Clean: exit.Clean && !spawnFailed, Own: ownExit(exit), SameWords: st.LastWords == "" || words == st.LastWords,
 		NeverRan: exit.Reason == actions.ReasonHarnessExitedAtOnce}
-	d := decideRestart(h, it.p, it.now)
+	d := decideRestart(h, *it.p, it.now)
 	exit.Failures, exit.FastFailures, exit.ChurnFailures = d.Failures, d.FastFailures, d.ChurnFailures
 	if h.Own {
 		exit.Implicated, exit.Words = true, words
@@ -1186,7 +1262,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	default:
 		exit.Reason = d.Reason
 	}
-	next := st
+	next := *st
 	if d.Outcome == OutcomeRetire {
 		exit.Retire = d.Retired
 		next = st.Retire(st.HarnessSessionID)
@@ -1205,7 +1281,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 	case d.Restarts():
 		exit.Phase, exit.Delay = desired.PhaseBackingOff, d.Delay
 		exit.NextAttempt = it.now
-		return append([]actions.Action{exit}, it.spawn(next, restartReason(exit.Reason), "")...)
+		return append([]actions.Action{exit}, it.spawn(&next, restartReason(exit.Reason), "")...)
 	case exit.DeliveryID != "":
 		// Not self-healed, and the spawn or run died on the event it
 		// carried, which stays pending: starting it again at once is the
@@ -1224,7 +1300,7 @@ func (it itemPlan) afterExit(exit actions.RecordExit, spawnFailed bool) []action
 			return []actions.Action{exit}
 		}
 		// Not self-healed, but an event is waiting: it resumes the session.
-		return append([]actions.Action{exit}, it.spawn(next, actions.ReasonNewEvent, "")...)
+		return append([]actions.Action{exit}, it.spawn(&next, actions.ReasonNewEvent, "")...)
 	}
 }
 
@@ -1243,7 +1319,7 @@ func ownExit(exit actions.RecordExit) bool {
 // (prepare): made before the item's first spawn, repaired or made again
 // before a later one, or the reason the spawn cannot happen (a plain
 // workdir that is gone blocks it until it is back).
-func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []actions.Action {
+func (it *itemPlan) spawn(st *desired.Status, reason, failed actions.Reason) []actions.Action {
 	key := it.r.Key
 	caps, ok := it.p.Harnesses[it.r.Spec.Harness]
 	if !ok {
@@ -1256,7 +1332,7 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 		return it.waitHeld(until)
 	}
 	w := workspaceOf(it.r, it.p)
-	pre, stop := it.prepare(w, st)
+	pre, stop := it.prepare(w, *st)
 	if stop {
 		return pre
 	}
@@ -1270,23 +1346,26 @@ func (it itemPlan) spawn(st desired.Status, reason, failed actions.Reason) []act
 // spawnIn plans the spawn itself, in the workdir dir: the spawn, after
 // the restore of its transcript from the store when the local one is
 // missing and may be restored (restoreFirst).
-func (it itemPlan) spawnIn(st desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
+func (it *itemPlan) spawnIn(st *desired.Status, reason, failed actions.Reason, caps Capabilities, dir string) []actions.Action {
 	key := it.r.Key
 	why := failed
 	if why == "" {
 		why = it.chooseResume(st, caps)
 	}
-	if why == actions.ResumeTranscriptMissing && restoreFirst(st, it.p) {
+	if why == actions.ResumeTranscriptMissing && restoreFirst(*st, *it.p) {
 		a := actions.RestoreTranscript{Key: key, Session: it.session, ResumeID: st.HarnessSessionID, Cwd: dir, To: it.p.Host, Resume: true}
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.restoring = true
-		return []actions.Action{a, it.spawnAs(a.Apply(st, it.now), reason, "", caps, dir)}
+		restored := a.Apply(*st, it.now)
+		return []actions.Action{a, it.spawnAs(&restored, reason, "", caps, dir)}
 	}
 	return []actions.Action{it.spawnAs(st, reason, why, caps, dir)}
 }
 
 // spawnAs plans the spawn itself, in the workdir dir, as a resume when why
 // (chooseResume's answer, or why a resume just failed) is "", else fresh.
-func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
+func (it *itemPlan) spawnAs(st *desired.Status, reason, why actions.Reason, caps Capabilities, dir string) actions.Action {
 	key := it.r.Key
 	first := !st.HadConversation()
 	deliveryID, prompt, size := it.bootPrompt(st, reason)
@@ -1313,7 +1392,7 @@ func (it itemPlan) spawnAs(st desired.Status, reason, why actions.Reason, caps C
 	s := actions.Spawn{
 		Key: key, Session: it.session, Harness: it.r.Spec.Harness, Cwd: dir,
 		DeliveryID: deliveryID, Prompt: prompt, Probe: it.p.Probe, Respawn: !first, Reason: reason,
-		ProjectSettings: ProjectSettingsOf(it.r, it.p).Trusted, Told: told,
+		ProjectSettings: ProjectSettingsOf(*it.r, *it.p).Trusted, Told: told,
 	}
 	if it.process {
 		s.Runner = schema.RunnerProcess
@@ -1372,7 +1451,7 @@ const (
 // fresh spawn that logs nothing, actions.ReasonReleased for the fresh spawn
 // an operator asked for (release --fresh), which logs nothing either, or
 // the resume_failed reason.
-func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Reason {
+func (it *itemPlan) chooseResume(st *desired.Status, caps Capabilities) actions.Reason {
 	id := st.HarnessSessionID
 	switch {
 	case !it.p.Resume:
@@ -1391,7 +1470,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 		return actions.ResumeCrashLoop
 	}
 	if tr, ok := it.obs.Transcripts[it.r.Key]; ok && tr.Known && !tr.Exists && !it.restoring {
-		if neverStarted(st) {
+		if neverStarted(*st) {
 			return reuseFresh
 		}
 		return actions.ResumeTranscriptMissing
@@ -1407,7 +1486,7 @@ func (it itemPlan) chooseResume(st desired.Status, caps Capabilities) actions.Re
 // (store.Store.Prompt), the plan only knows its size and header line
 // (desired.Delivery.Compact). An event too long for argv boots with its
 // header line only and is pasted once the harness runs.
-func (it itemPlan) bootPrompt(st desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
+func (it *itemPlan) bootPrompt(st *desired.Status, reason actions.Reason) (deliveryID, prompt string, size int) {
 	if len(it.pending) == 0 {
 		prompt = desired.NudgePrompt(it.r.Key, nudgeCause(reason))
 		return "", prompt, len(prompt)

@@ -162,6 +162,14 @@ type Policy struct {
 	// routes are the routes of the repositories of one pass's records,
 	// matched once (withRoutes); nil matches each time (route).
 	routes map[repository]matched
+	// last is the repository route looked up last in routes, and its
+	// route: an item's plan looks its route up several times in a row, and
+	// the store's key order keeps a repository's items together. It
+	// belongs to this copy of the Policy, which route writes only through
+	// the pointer its caller holds.
+	last       repository
+	lastRoute  matched
+	lastLooked bool
 }
 
 // repository is a work item's owner and repository, as its key names
@@ -186,14 +194,19 @@ func (p Policy) withRoutes(records []desired.Record) Policy {
 			routes[k] = matched{route: route, ok: ok}
 		}
 	}
-	p.routes = routes
+	p.routes, p.lastLooked = routes, false
 	return p
 }
 
 // route is schema.Routing.Route of the repository of k: from the routes
 // withRoutes matched, else matched now.
 func (p *Policy) route(k desired.Key) (schema.Route, bool) {
-	if m, ok := p.routes[repository{k.Owner, k.Repo}]; ok {
+	if p.lastLooked && p.last.owner == k.Owner && p.last.repo == k.Repo {
+		return p.lastRoute.route, p.lastRoute.ok
+	}
+	repo := repository{k.Owner, k.Repo}
+	if m, ok := p.routes[repo]; ok {
+		p.last, p.lastRoute, p.lastLooked = repo, m, true
 		return m.route, m.ok
 	}
 	return p.Routing.Route(k.Owner, k.Repo)

@@ -155,7 +155,7 @@ func TestFollowable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, followable(r, tt.id, tt.tr, tt.read, tt.claimed))
+			assert.Equal(t, tt.want, followable(&r, tt.id, tt.tr, tt.read, tt.claimed))
 		})
 	}
 }

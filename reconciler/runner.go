@@ -25,6 +25,11 @@ import (
 // (desired.Status.RunID), which is followed to its end even when the route
 // changed since.
 func ProcessRunner(r desired.Record, p Policy) bool {
+	return processRunner(&r, &p)
+}
+
+// processRunner is ProcessRunner of the record and policy pointed to.
+func processRunner(r *desired.Record, p *Policy) bool {
 	if r.Status.RunID != "" {
 		return true
 	}
@@ -34,7 +39,7 @@ func ProcessRunner(r desired.Record, p Policy) bool {
 
 // dispatchTimeout is how long one run of r may take: its route's
 // dispatchTimeoutSeconds, or the default when the route is gone.
-func dispatchTimeout(r desired.Record, p Policy) time.Duration {
+func dispatchTimeout(r *desired.Record, p *Policy) time.Duration {
 	route, _ := p.route(r.Key)
 	return route.DispatchTimeout()
 }
@@ -58,7 +63,7 @@ func (it *itemPlan) observeRun() {
 // observe sorts out what runs the item's agent: its run (observeRun) or
 // its pane (observePane).
 func (it *itemPlan) observe() {
-	if ProcessRunner(it.r, it.p) {
+	if processRunner(it.r, it.p) {
 		it.observeRun()
 		return
 	}
@@ -68,7 +73,7 @@ func (it *itemPlan) observe() {
 // planRun plans a process-runner item that is open and not held, in
 // phase: a run in flight is waited for (or ended past its timeout), a run
 // that ended is judged, and a pending event starts the next run.
-func (it itemPlan) planRun(phase desired.Phase) []actions.Action {
+func (it *itemPlan) planRun(phase desired.Phase) []actions.Action {
 	st, key := it.st, it.r.Key
 	switch {
 	case it.pane.alive:
@@ -85,10 +90,12 @@ func (it itemPlan) planRun(phase desired.Phase) []actions.Action {
 		if judge := st.SpawnedAt.Add(it.p.Poll); it.now.Before(judge) {
 			return []actions.Action{actions.Wait{Key: key, Until: judge, Reason: actions.ReasonProbing}}
 		}
-		return it.spawn(st, actions.ReasonSpawnInterrupted, "")
+		return it.spawn(&st, actions.ReasonSpawnInterrupted, "")
 	case st.RunID != "":
 		// A run recorded as under way whose files are gone: it ended
 		// unseen, its exit unknown.
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.pane = observedPane{exists: true, id: st.RunID, status: -1, known: true}
 		return it.runEnded(phase)
 	}
@@ -112,11 +119,11 @@ func (it itemPlan) planRun(phase desired.Phase) []actions.Action {
 		if it.now.Before(st.NextAttempt) {
 			return []actions.Action{actions.Wait{Key: key, Until: st.NextAttempt, Reason: actions.ReasonBackoff}}
 		}
-		return it.spawn(st, restartReason(actions.Reason(st.LastExitReason)), "")
+		return it.spawn(&st, restartReason(actions.Reason(st.LastExitReason)), "")
 	case desired.PhaseQueued:
-		return it.spawn(st, actions.ReasonQueued, "")
+		return it.spawn(&st, actions.ReasonQueued, "")
 	default:
-		return it.spawn(st, actions.ReasonNewEvent, "")
+		return it.spawn(&st, actions.ReasonNewEvent, "")
 	}
 }
 
@@ -127,7 +134,7 @@ func (it itemPlan) planRun(phase desired.Phase) []actions.Action {
 // fresh turn's transcript exists), or once ConfirmTimeout has passed, so
 // that a start in flight ends; its event stays carried until the
 // conversation shows it. It is looked at again every RunPoll.
-func (it itemPlan) runInFlight(phase desired.Phase) []actions.Action {
+func (it *itemPlan) runInFlight(phase desired.Phase) []actions.Action {
 	st, key := it.st, it.r.Key
 	timeout := dispatchTimeout(it.r, it.p)
 	deadline := st.SpawnedAt.Add(timeout)
@@ -157,7 +164,7 @@ func (it itemPlan) runInFlight(phase desired.Phase) []actions.Action {
 // runRunning is the MarkRunning of the item's run: session.spawned or
 // session.respawned, with the run's log in place of tmux's attach, and
 // the run's event delivered when it landed.
-func (it itemPlan) runRunning(confirmed bool, delivered string, reason actions.Reason) actions.MarkRunning {
+func (it *itemPlan) runRunning(confirmed bool, delivered string, reason actions.Reason) actions.MarkRunning {
 	return actions.MarkRunning{Key: it.r.Key, Session: it.session, SessionID: it.st.HarnessSessionID, Mode: it.st.SpawnMode,
 		Confirmed: confirmed, DeliveryID: delivered, Respawn: respawned(it.st), PID: it.pane.pid, Log: it.run.Log, Reason: reason}
 }
@@ -172,10 +179,12 @@ func (it itemPlan) runRunning(confirmed bool, delivered string, reason actions.R
 // counts against the restart budget and backs off (afterExit). When the
 // run's output names another conversation id than the recorded one, it is
 // followed first (a CLI that writes each headless turn under a new id).
-func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
+func (it *itemPlan) runEnded(phase desired.Phase) []actions.Action {
 	var pre []actions.Action
 	if follow, ok := it.followRun(); ok {
 		pre = append(pre, follow)
+		own := *it // the caller's plan of the item stays as it was
+		it = &own
 		it.st = it.st.Follow(follow.To)
 	}
 	st := it.st
@@ -200,7 +209,7 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 		}
 		next := st
 		next.Failures, next.FastFailures, next.ChurnFailures = 0, 0, 0
-		return append(out, it.spawn(next, actions.ReasonNewEvent, "")...)
+		return append(out, it.spawn(&next, actions.ReasonNewEvent, "")...)
 	}
 	if refusal := it.run.Exit.Refusal; st.SpawnMode == desired.SpawnResume && refusal != "" && !exit.Clean {
 		// The harness said it cannot resume the conversation: not a
@@ -220,7 +229,7 @@ func (it itemPlan) runEnded(phase desired.Phase) []actions.Action {
 // followRun is the FollowSession of a run that ended naming another
 // conversation id in its output than the recorded one (a CLI that writes
 // each headless turn under a new id), and whether there is one.
-func (it itemPlan) followRun() (actions.FollowSession, bool) {
+func (it *itemPlan) followRun() (actions.FollowSession, bool) {
 	caps := it.p.Harnesses[it.r.Spec.Harness]
 	id := it.run.SessionID
 	if it.pane.alive || id == "" || id == it.st.HarnessSessionID || !caps.AcceptsSessionID(id) {

@@ -234,7 +234,8 @@ func TestReleaseOfARun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rec(tc.st)
 			r.Spec.ReleaseGeneration, r.Spec.ReleaseFresh = 1, tc.fresh
-			acts, _, _ := release(r, obs(tc.snap), p)
+			o := obs(tc.snap)
+			acts, _, _ := release(&r, &o, &p)
 			require.Len(t, acts, 1)
 			a := acts[0].(actions.Release)
 			require.Equal(t, tc.phase, a.Phase)

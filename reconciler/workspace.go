@@ -26,7 +26,7 @@ type workspacePlan struct {
 // workspaceOf returns r's workspacePlan under the routing of p. An item
 // whose repository has no route any more keeps the workdir it was
 // ingested with, as a plain directory.
-func workspaceOf(r desired.Record, p Policy) workspacePlan {
+func workspaceOf(r *desired.Record, p *Policy) workspacePlan {
 	w := workspacePlan{dir: r.Spec.Cwd}
 	if r.Status.Workdir != "" || r.Status.HadConversation() {
 		w.dir, w.pinned = r.Workdir(), true
@@ -108,7 +108,7 @@ func (w workspacePlan) need(n *observed.Need) {
 // item has spawned (a missing one blocks the respawn, planned by spawn),
 // nor is a pinned workdir that is not the repository's clone (made
 // before its route had a checkout): it is used as it is.
-func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Action, stop bool) {
+func (it *itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Action, stop bool) {
 	key := it.r.Key
 	pinned := st.HadConversation() && st.Workspace != desired.WorkspaceRemoved
 	if pinned && (w.checkout == nil || w.err != nil) {
@@ -153,7 +153,7 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 	case pinned:
 		reason = actions.ReasonWorkspaceMissing
 	}
-	d := decideRetry(st.Failures, it.p)
+	d := decideRetry(st.Failures, *it.p)
 	a := actions.PrepareWorkspace{Key: key, Session: it.session, Dir: w.dir, Checkout: w.checkout, Reason: reason, Failures: d.Failures,
 		Resume: pinned && hadAgent(st.Phase)}
 	if d.Restarts() {
@@ -165,7 +165,7 @@ func (it itemPlan) prepare(w workspacePlan, st desired.Status) (pre []actions.Ac
 // moved reports whether the route now renders another workdir than the
 // one w is pinned to (the rendering it was pinned from, or Spec.Cwd for
 // an item pinned before that was recorded).
-func (w workspacePlan) moved(r desired.Record) bool {
+func (w workspacePlan) moved(r *desired.Record) bool {
 	if !w.pinned || w.rendered == "" {
 		return false
 	}
@@ -180,7 +180,7 @@ func (w workspacePlan) moved(r desired.Record) bool {
 // route that now renders another path (ReportWorkdir), once per rendering,
 // at the spawn that does not apply it: the conversation is found by its
 // workdir, so the pinned one stays.
-func (it itemPlan) reportMoved(w workspacePlan) []actions.Action {
+func (it *itemPlan) reportMoved(w workspacePlan) []actions.Action {
 	if !w.moved(it.r) || w.rendered == it.st.WorkdirReported {
 		return nil
 	}
@@ -191,22 +191,22 @@ func (it itemPlan) reportMoved(w workspacePlan) []actions.Action {
 // r, and whether it differs from the one r's conversation is pinned to
 // (loopd get shows it; the planner reports it once, at the next spawn).
 func WorkdirMoved(r desired.Record, p Policy) (rendered string, moved bool) {
-	w := workspaceOf(r, p)
-	return w.rendered, w.moved(r)
+	w := workspaceOf(&r, &p)
+	return w.rendered, w.moved(&r)
 }
 
 // closeWorkspace returns the removal of a closed item's worktree, when
 // its route asks for it (removeOnClose) and its close has not dealt with
 // it yet. The cheap checks come first: a pass looks at every closed item.
-func (it itemPlan) closeWorkspace() []actions.Action {
-	r := it.r
+func (it *itemPlan) closeWorkspace() []actions.Action {
+	r := *it.r
 	if !r.Spec.Closed || r.Spec.Held || it.st.Workspace != "" || (it.st.Workdir == "" && !it.st.HadConversation()) {
 		return nil
 	}
 	if route, ok := it.p.route(r.Key); !ok || route.Checkout == nil || !route.Checkout.RemoveOnClose {
 		return nil
 	}
-	w := workspaceOf(r, it.p)
+	w := workspaceOf(&r, it.p)
 	if w.checkout == nil || !w.pinned {
 		return nil
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
+	"text/template/parse"
 	"time"
 )
 
@@ -176,15 +178,10 @@ func (r Route) RenderWorkdir(owner, repo string, number int, kind string) (strin
 	if !ValidRepository(owner, repo) {
 		return "", fmt.Errorf("render workdir for %s/%s: not a GitHub owner/repo name", owner, repo)
 	}
-	tmpl, err := parsed("workdir", r.Workdir)
+	dir, err := render("workdir", r.Workdir, workdirData{Owner: owner, Repo: repo, Number: number, Kind: kind})
 	if err != nil {
 		return "", fmt.Errorf("render workdir: %w", err)
 	}
-	var b strings.Builder
-	if err := tmpl.Execute(&b, workdirData{Owner: owner, Repo: repo, Number: number, Kind: kind}); err != nil {
-		return "", fmt.Errorf("render workdir: %w", err)
-	}
-	dir := b.String()
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("render workdir: %q is not an absolute path", dir)
 	}
@@ -242,33 +239,129 @@ func ValidBranch(name string) bool {
 	return branchName.MatchString(name) && !strings.Contains(name, "..") && !strings.HasSuffix(name, ".lock") && !strings.HasSuffix(name, "/")
 }
 
-func render(name, text string, data any) (string, error) {
-	tmpl, err := parsed(name, text)
+// render renders the route template text, named name, with data: by
+// concatenation when the template is only text and fields data has
+// (compiled.parts), else by text/template, whose errors it returns.
+func render(name, text string, data templateData) (string, error) {
+	c, err := parsed(name, text)
 	if err != nil {
 		return "", err
 	}
+	if s, ok := c.concat(data); ok {
+		return s, nil
+	}
 	var b strings.Builder
-	if err := tmpl.Execute(&b, data); err != nil {
+	if err := c.tmpl.Execute(&b, data); err != nil {
 		return "", err
 	}
 	return b.String(), nil
 }
 
+// templateData is what a route template sees (workdirData, checkoutData):
+// field returns the text {{.name}} renders, false when it has no such
+// field.
+type templateData interface {
+	field(name string) (string, bool)
+}
+
+func (d workdirData) field(name string) (string, bool) {
+	if name == "Kind" {
+		return d.Kind, true
+	}
+	return checkoutData{Owner: d.Owner, Repo: d.Repo, Number: d.Number}.field(name)
+}
+
+func (d checkoutData) field(name string) (string, bool) {
+	switch name {
+	case "Owner":
+		return d.Owner, true
+	case "Repo":
+		return d.Repo, true
+	case "Number":
+		return strconv.Itoa(d.Number), true // as text/template prints an int
+	}
+	return "", false
+}
+
+// compiled is a parsed route template. parts, when not nil, is the same
+// template as pieces of text and field names ({{.Owner}}), in order: a
+// template of nothing else, which is every template loopd's examples
+// show, renders by concatenating them, as text/template would render it,
+// without the reflection it costs on every item of every pass.
+type compiled struct {
+	tmpl  *template.Template
+	parts []templatePart
+}
+
+// templatePart is a piece of text, or the field {{.field}} when field is
+// set.
+type templatePart struct{ text, field string }
+
+// concat renders c by its parts, false when it has none or data lacks
+// one of its fields (text/template then renders it, or says why not).
+func (c *compiled) concat(data templateData) (string, bool) {
+	if c.parts == nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range c.parts {
+		if p.field == "" {
+			b.WriteString(p.text)
+			continue
+		}
+		v, ok := data.field(p.field)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true
+}
+
+// partsOf returns the template t as text and fields, nil when it holds
+// anything else (a pipeline, a function, a condition, a variable).
+func partsOf(t *template.Template) []templatePart {
+	if t.Tree == nil || t.Root == nil {
+		return nil
+	}
+	parts := []templatePart{}
+	for _, n := range t.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, templatePart{text: string(n.Text)})
+		case *parse.ActionNode:
+			p := n.Pipe
+			if len(p.Decl) != 0 || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := p.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok || len(f.Ident) != 1 {
+				return nil
+			}
+			parts = append(parts, templatePart{field: f.Ident[0]})
+		default:
+			return nil
+		}
+	}
+	return parts
+}
+
 // templates caches parsed route templates by name and text: the planner
 // renders an item's workdir and checkout on every pass, and parsing costs
 // far more than executing (a parsed template is safe for concurrent use).
-var templates sync.Map // [2]string{name, text} → *template.Template
+var templates sync.Map // [2]string{name, text} → *compiled
 
 // parsed returns the template text parsed under name, from the cache.
-func parsed(name, text string) (*template.Template, error) {
+func parsed(name, text string) (*compiled, error) {
 	key := [2]string{name, text}
-	if t, ok := templates.Load(key); ok {
-		return t.(*template.Template), nil
+	if c, ok := templates.Load(key); ok {
+		return c.(*compiled), nil
 	}
 	t, err := template.New(name).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, err
 	}
-	templates.Store(key, t)
-	return t, nil
+	c := &compiled{tmpl: t, parts: partsOf(t)}
+	templates.Store(key, c)
+	return c, nil
 }
