@@ -427,8 +427,18 @@ const (
 // heartbeats (the pass then stops the local agents). A failure is
 // journaled (host.heartbeat_failed, with the lease clock's remaining
 // time); the journal's Limiter folds a run of them.
+//
+// The Assigns run beside the heartbeats (assignAfter), never before the
+// next one: a takeover of many items journals a row for each, and each
+// row waits its turn at a busy store's writers, so an Assign that held up
+// the heartbeat could outlast this host's own lease clock and lose it the
+// items it holds, the ones it was just given among them.
 func (h *Hosting) Run(ctx context.Context, wake func()) {
 	every := max(h.Host.LeaseTTL/3, 10*time.Millisecond)
+	beats := make(chan struct{}, 1)
+	assigned := make(chan struct{})
+	go func() { defer close(assigned); h.assignAfter(ctx, beats, wake) }()
+	defer func() { <-assigned }()
 	t := time.NewTimer(every)
 	defer t.Stop()
 	var lapse *time.Timer
@@ -473,12 +483,11 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 				lapse.Stop()
 				lapse = nil
 			}
-			mine, aerr := h.Assign(ctx)
-			if aerr != nil && ctx.Err() == nil {
-				h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
-					journal.KeyReason, "assign_failed", journal.KeyErr, aerr)
+			select {
+			case beats <- struct{}{}:
+			default: // an Assign is due already
 			}
-			if mine || draining != h.Draining() {
+			if draining != h.Draining() {
 				wake()
 			}
 		}
@@ -489,6 +498,29 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			}
 		}
 		t.Reset(next)
+	}
+}
+
+// assignAfter calls Assign after each heartbeat that succeeded (a signal
+// on beats; one still pending stands for any number) until ctx ends, and
+// wake when an item came to this host. A failure is journaled
+// (host.heartbeat_failed, reason assign_failed); the next heartbeat tries
+// again.
+func (h *Hosting) assignAfter(ctx context.Context, beats <-chan struct{}, wake func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beats:
+		}
+		mine, err := h.Assign(ctx)
+		if err != nil && ctx.Err() == nil {
+			h.Journal.Record(ctx, slog.LevelError, journal.HostHeartbeatFailed, "", journal.KeyHost, h.Host.Name,
+				journal.KeyReason, "assign_failed", journal.KeyErr, err)
+		}
+		if mine {
+			wake()
+		}
 	}
 }
 

@@ -294,3 +294,82 @@ func TestLapsedIsToldOnce(t *testing.T) {
 	assert.True(t, h.Lapsed())
 	assert.False(t, h.Lapsed(), "told once")
 }
+
+// slowAssignFleet is a Fleet whose Assign waits until release is closed,
+// as one does behind a busy store's writers, counting the heartbeats
+// that succeed meanwhile.
+type slowAssignFleet struct {
+	store.Fleet
+	assigning chan struct{} // closed when the first Assign started
+	release   chan struct{}
+	once      atomic.Bool
+	beats     atomic.Int32
+}
+
+func (f *slowAssignFleet) Heartbeat(ctx context.Context, h desired.Host) error {
+	err := f.Fleet.Heartbeat(ctx, h)
+	if err == nil {
+		f.beats.Add(1)
+	}
+	return err
+}
+
+func (f *slowAssignFleet) Assign(ctx context.Context) ([]store.LeaseChange, error) {
+	if f.once.CompareAndSwap(false, true) {
+		close(f.assigning)
+	}
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return f.Fleet.Assign(ctx)
+}
+
+// TestHeartbeatsGoOnWhileAssignWaits: an Assign that waits (a takeover's
+// many rows at a busy store) never holds up the heartbeats behind it, so
+// the lease clock stays valid through it; the wake for the items it gave
+// this host comes once it returns.
+func TestHeartbeatsGoOnWhileAssignWaits(t *testing.T) {
+	ttl := 300 * time.Millisecond
+	h, fleet, st := hostingRig(t, desired.Host{Name: "a", LeaseTTL: ttl}, false)
+	slow := &slowAssignFleet{Fleet: fleet, assigning: make(chan struct{}), release: make(chan struct{})}
+	h.Fleet = slow
+	key := desired.Key{Owner: "acme", Repo: "fleet", Number: 1}
+	_, err := st.Ingest(context.Background(), store.Ingest{DeliveryID: "d-1", Key: key, Kind: desired.KindIssue, Harness: "claude-code", Cwd: t.TempDir(),
+		Delivery: &desired.Delivery{ID: "d-1", Event: "issues", Action: "opened", Sender: "octocat", Prompt: "[loopd] issues.opened\nfix it"}})
+	require.NoError(t, err)
+
+	woken := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx, func() {
+			select {
+			case woken <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+
+	<-slow.assigning
+	at := slow.beats.Load()
+	require.Eventually(t, func() bool { return slow.beats.Load() >= at+3 }, 30*time.Second, 5*time.Millisecond,
+		"heartbeats go on while Assign waits")
+	select {
+	case <-woken:
+		t.Fatal("woken before Assign returned")
+	default:
+	}
+	close(slow.release)
+	select {
+	case <-woken:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wake after Assign gave this host its item")
+	}
+	records, err := st.Records(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "a", records[0].Lease.Owner)
+}
