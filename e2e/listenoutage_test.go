@@ -88,6 +88,13 @@ func TestListenerOutageShows(t *testing.T) {
 	assert.Len(t, up, 1)
 	assert.True(t, down[0].Time.Before(up[0].Time), "the start's row is timed at the start")
 	assert.NotEmpty(t, up[0].Attrs[journal.KeyDownFor])
+	// The listener's rows of this outage were made while the store took
+	// none: they wait, and are written in order once it does.
+	restored := e.waitEvent(t, journal.StoreListenRestored, desired.Key{}, 2, waitShort)
+	lost := e.eventsNamed(t, journal.StoreListenLost, desired.Key{})
+	require.Len(t, lost, 2, "the lost row written while the store was down")
+	assert.True(t, lost[1].Time.Before(restored[1].Time), "the lost row is timed at the loss")
+	assert.True(t, lost[1].Time.Before(up[0].Time), "timed while the store was down")
 }
 
 // get answers a GET of url: its status and body.

@@ -210,14 +210,17 @@ func (pgDialect) jsonList() string {
 // fails it journals store.listen_lost, reconnects with exponential backoff
 // (100 ms to 5 s), calls wake once connected again (a notification may
 // have been missed), and journals store.listen_restored with the reason:
-// one row each per outage, however many tries it takes. It returns ctx's
-// cause when ctx ends.
+// one row each per outage, however many tries it takes. A row the store
+// cannot take (the outage is the whole store's) waits, timed when it
+// happened, and is written at the next try that can (listenJournal). It
+// returns ctx's cause when ctx ends.
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
 	var (
 		lost     error // the failure since the last connection, nil before the first
 		attempts int
+		rows     listenJournal
 	)
 	defer p.setDown(errors.New("not listening"))
 	for {
@@ -225,8 +228,9 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 			p.down.Store(nil)
 			if lost != nil {
 				wake()
-				p.listenRestored(ctx, lost, attempts)
+				rows.add(listenRow(journal.StoreListenRestored, lost, attempts))
 			}
+			rows.write(ctx, p)
 			lost, attempts = nil, 0
 			b.Reset()
 		})
@@ -235,8 +239,9 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		}
 		if lost == nil {
 			lost = scrub(err, p.secret)
-			p.listenLost(ctx, lost)
+			rows.add(listenRow(journal.StoreListenLost, lost, 0))
 		}
+		rows.write(ctx, p)
 		p.setDown(lost)
 		attempts++
 		select {
@@ -245,6 +250,40 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 		case <-time.After(b.NextBackOff()):
 		}
 	}
+}
+
+// maxListenRows bounds the rows a listenJournal keeps for a store that
+// takes none: two an outage (lost, restored), so 32 outages' worth.
+const maxListenRows = 64
+
+// listenJournal is the rows Listen has journaled that its store has not
+// taken yet, oldest first, at most maxListenRows (the oldest go first).
+type listenJournal []journal.Event
+
+func (j *listenJournal) add(e journal.Event) {
+	*j = append(*j, e)
+	if n := len(*j); n > maxListenRows {
+		*j = (*j)[n-maxListenRows:]
+	}
+}
+
+// write appends the rows in order until the store refuses one, and
+// keeps that one and the rest for the next write.
+func (j *listenJournal) write(ctx context.Context, p *Postgres) {
+	for len(*j) > 0 && p.AppendEvent(ctx, (*j)[0]) == nil {
+		*j = (*j)[1:]
+	}
+}
+
+// listenRow is the journal row of a change of Listen's connection: name
+// store.listen_lost or store.listen_restored, after the failure lost
+// (and attempts tries, for a restore), timed now.
+func listenRow(name journal.Name, lost error, attempts int) journal.Event {
+	attrs := map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error()}
+	if name == journal.StoreListenRestored {
+		attrs[journal.KeyAttempt] = strconv.Itoa(attempts)
+	}
+	return journal.Event{Time: time.Now(), Name: name, Level: slog.LevelWarn, Attrs: attrs}
 }
 
 // ListenDown implements store.Listener: why Listen does not listen now,
@@ -279,23 +318,6 @@ func (p *Postgres) listen(ctx context.Context, wake, connected func()) error {
 		}
 		wake()
 	}
-}
-
-// listenLost journals that Listen's connection failed with lost, once at
-// the start of each outage. A failure to journal is left alone, as
-// listenRestored's.
-func (p *Postgres) listenLost(ctx context.Context, lost error) {
-	_ = p.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.StoreListenLost, Level: slog.LevelWarn,
-		Attrs: map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error()}})
-}
-
-// listenRestored journals that Listen's connection failed with lost and
-// is back after attempts tries. A failure to journal is left alone: the
-// next restore tries again, and the wake that followed it was sent.
-func (p *Postgres) listenRestored(ctx context.Context, lost error, attempts int) {
-	_ = p.AppendEvent(ctx, journal.Event{Time: time.Now(), Name: journal.StoreListenRestored, Level: slog.LevelWarn,
-		Attrs: map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error(),
-			journal.KeyAttempt: strconv.Itoa(attempts)}})
 }
 
 // RedactURL returns rawURL with its password, if any, replaced by
