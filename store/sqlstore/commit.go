@@ -130,6 +130,13 @@ func (s *sqlStore) commitBatch(batch []*batchReq) {
 			if errs[i] = context.Cause(r.ctx); errs[i] != nil {
 				continue
 			}
+			if len(batch) == 1 {
+				// The transaction is this write's alone: its failure
+				// rolls back the whole, with no savepoint's two round
+				// trips to a PostgreSQL server.
+				errs[i] = r.fn(context.WithoutCancel(r.ctx), tx)
+				return errs[i]
+			}
 			if _, err := tx.Exec(`SAVEPOINT batched`); err != nil {
 				return err
 			}

@@ -90,7 +90,7 @@ func OpenPostgres(ctx context.Context, rawURL, lockPath string) (*Postgres, erro
 	db := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
 	db.SetMaxOpenConns(pgMaxConns)
 	db.SetMaxIdleConns(pgMaxConns)
-	p := &Postgres{sqlStore: newSQLStore(db, pgDialect{}, "postgres", lockPath), cfg: cfg, secret: secret}
+	p := &Postgres{sqlStore: newSQLStore(db, pgDialect{notifying: new(atomic.Bool)}, "postgres", lockPath), cfg: cfg, secret: secret}
 	p.setDown(errors.New("not listening yet"))
 	if err := db.PingContext(ctx); err != nil {
 		p.Close()
@@ -144,31 +144,43 @@ func migratePostgres(tx *sql.Tx) error {
 }
 
 // pgDialect is PostgreSQL's way with what the backends do differently.
-type pgDialect struct{}
+type pgDialect struct {
+	// notifying is set by notify during a writeTx, which then sends the
+	// one NOTIFY before it commits (writes take turns, writeSem).
+	notifying *atomic.Bool
+}
 
 // writeTx runs fn in a READ COMMITTED transaction, ended by the server
 // once it sits idle for schema.PostgresIdleInWrite, that first takes the
 // writers' advisory lock (pgWriters), waiting for it at most busy
 // (lock_timeout; PostgreSQL answers SQLSTATE 55P03 past it): each
 // statement of fn sees every write committed before, and no other write
-// runs until this one commits or rolls back.
-func (pgDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+// runs until this one commits or rolls back. When fn called notify, one
+// NOTIFY on pgChannel is queued before the commit, which sends it.
+func (d pgDialect) writeTx(ctx context.Context, db *sql.DB, busy time.Duration, fn func(*sql.Tx) error) error {
+	d.notifying.Store(false)
 	return inTx(ctx, db, nil, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', ?, true)`,
-			strconv.FormatInt(schema.PostgresIdleInWrite.Milliseconds(), 10)); err != nil {
-			return err
-		}
+		idle := strconv.FormatInt(schema.PostgresIdleInWrite.Milliseconds(), 10)
 		if busy < busyTimeout {
-			// 0 would mean no timeout at all.
+			// 0 would mean no timeout at all. It is set before the
+			// lock is asked for, in a statement of its own.
 			ms := max(busy.Milliseconds(), 1)
 			if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', ?, true)`, strconv.FormatInt(ms, 10)); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, pgWriters); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', ?, true), pg_advisory_xact_lock(?)`,
+			idle, pgWriters); err != nil {
 			return fmt.Errorf("writers' lock: %w", err)
 		}
-		return fn(tx)
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if !d.notifying.Load() {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, pgChannel)
+		return err
 	})
 }
 
@@ -191,11 +203,12 @@ func (pgDialect) clock(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 	return time.Unix(0, ns).UTC(), err
 }
 
-// notify queues a NOTIFY on pgChannel, which PostgreSQL sends when tx
-// commits, once per transaction however many times it is queued.
-func (pgDialect) notify(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, pgChannel)
-	return err
+// notify asks writeTx to queue a NOTIFY on pgChannel before tx commits,
+// which PostgreSQL sends when it does: one per transaction, however many
+// of its writes ask, in one round trip.
+func (d pgDialect) notify(context.Context, *sql.Tx) error {
+	d.notifying.Store(true)
+	return nil
 }
 
 // jsonList is PostgreSQL's json_array_elements_text.

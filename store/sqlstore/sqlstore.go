@@ -280,15 +280,15 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		default:
 			res.StateChanged = flips
 			changed = flips
-			_, err := tx.ExecContext(ctx, `UPDATE work_items SET closed = ?, state_changed_at = ?, updated_at = ?
-				WHERE key = ?`, *in.Closed, timeToDB(in.StateAt), timeToDB(now), key)
-			if err != nil {
-				return err
-			}
+			var set columnSet
+			set.add("closed = ?", *in.Closed)
+			set.add("state_changed_at = ?", timeToDB(in.StateAt))
+			set.add("updated_at = ?", timeToDB(now))
 			if flips {
-				if _, err := tx.ExecContext(ctx, `UPDATE work_items SET flipped_at = ? WHERE key = ?`, timeToDB(in.StateAt), key); err != nil {
-					return err
-				}
+				set.add("flipped_at = ?", timeToDB(in.StateAt))
+			}
+			if err := set.update(ctx, tx, key); err != nil {
+				return err
 			}
 		}
 	}
@@ -329,49 +329,58 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 	if err := recordHead(ctx, tx, in, key, head, pusher, headAt); err != nil {
 		return err
 	}
+	// What else the delivery says of the item, in one statement.
+	var set columnSet
 	if in.Installation != 0 {
 		// The latest delivery that names one wins: an App reinstalled on
 		// the organization gets a new id.
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET installation = ? WHERE key = ?`, in.Installation, key); err != nil {
-			return err
-		}
+		set.add("installation = ?", in.Installation)
 	}
 	if in.CanModify != nil {
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET maintainer_can_modify = ? WHERE key = ?`, *in.CanModify, key); err != nil {
-			return err
-		}
+		set.add("maintainer_can_modify = ?", *in.CanModify)
 	}
 	for _, kv := range [][2]string{{"head_repo", in.HeadRepo}, {"author", in.Author}, {"title", in.Title}, {"url", in.URL}} {
-		if kv[1] == "" {
-			continue
-		}
-		// The latest payload that names them wins.
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET `+kv[0]+` = ? WHERE key = ?`, kv[1], key); err != nil {
-			return err
+		if kv[1] != "" {
+			// The latest payload that names them wins.
+			set.add(kv[0]+" = ?", kv[1])
 		}
 	}
-
 	if in.BudgetRaise > 0 && !res.Created {
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET budget_raise = budget_raise + ? WHERE key = ?`, in.BudgetRaise, key); err != nil {
-			return err
-		}
+		set.add("budget_raise = budget_raise + ?", in.BudgetRaise)
 		changed = true
 	}
-
 	if in.HeadRef != "" {
 		// The latest payload that names the head branch wins; it only
 		// matters until the item's worktree is made.
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET head_ref = ? WHERE key = ?`, in.HeadRef, key); err != nil {
-			return err
-		}
+		set.add("head_ref = ?", in.HeadRef)
 	}
-
 	if changed && !res.Created {
-		_, err := tx.ExecContext(ctx, `UPDATE work_items SET generation = generation + 1, updated_at = ? WHERE key = ?`,
-			timeToDB(now), key)
-		return err
+		set.add("generation = generation + 1")
+		set.add("updated_at = ?", timeToDB(now))
 	}
-	return nil
+	return set.update(ctx, tx, key)
+}
+
+// columnSet is the SET list of one UPDATE of a work_items row: the
+// assignments, each with "?" for its arguments, in order.
+type columnSet struct {
+	cols []string
+	args []any
+}
+
+func (c *columnSet) add(col string, args ...any) {
+	c.cols = append(c.cols, col)
+	c.args = append(c.args, args...)
+}
+
+// update applies the set to the row of key, in one statement; an empty
+// set sends none.
+func (c *columnSet) update(ctx context.Context, tx *sql.Tx, key string) error {
+	if len(c.cols) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE work_items SET `+strings.Join(c.cols, ", ")+` WHERE key = ?`, append(c.args, key)...)
+	return err
 }
 
 // answerOf returns the answer columns of the delivery d of the item key:
