@@ -831,14 +831,32 @@ func TestFleetBudgetHeldItemMovesHostsAndCountsNothingTwice(t *testing.T) {
 		return r.Status.Phase == desired.PhaseBudgetExhausted && r.Lease.Owner != ""
 	}, waitLong, "never held for its budget")
 	lost := f.host(t, held.Lease.Owner)
-	counted, messages := lost.transcriptUsage(t, k, id)
-	assert.Equal(t, counted, held.Status.UsageTotal, "each of the %d messages counted once before the move", messages)
+	// The interrupt ends the turn where it is, and a message in flight
+	// may land after the hold: once the turn has ended, the host counts
+	// every message once and ships the whole transcript, and only then
+	// is it lost (what a host writes after its last shipping dies with
+	// it).
+	lost.waitFor(t, func() bool {
+		return countContaining(lost.userTurns(t, k, id), "[Request interrupted by user") > 0
+	}, waitLong, "the long turn never ended interrupted")
+	var (
+		counted  desired.Tokens
+		messages int
+	)
+	held = lost.waitRecord(t, k, func(r desired.Record) bool {
+		counted, messages = lost.transcriptUsage(t, k, id)
+		return r.Status.UsageTotal == counted
+	}, waitLong, "the messages of the transcript never counted once each before the move")
+	require.Equal(t, desired.PhaseBudgetExhausted, held.Status.Phase)
+	t.Logf("%d messages counted before the move: %+v", messages, counted)
 	fl := lost.openFleet(t)
+	local, err := os.Stat(lost.transcriptPath(t, k, id))
+	require.NoError(t, err)
 	lost.waitFor(t, func() bool {
 		size, err := fl.TranscriptSize(t.Context(), k, id)
 		require.NoError(t, err)
-		return size > 0
-	}, waitShort, "the transcript never reached the store")
+		return size == local.Size()
+	}, waitLong, "the whole transcript never reached the store")
 
 	lost.killHost(t)
 	var other *env

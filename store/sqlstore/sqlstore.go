@@ -355,22 +355,22 @@ func (s *sqlStore) ingest(ctx context.Context, tx *sql.Tx, in store.Ingest, res 
 		set.add("head_ref = ?", in.HeadRef)
 	}
 	if changed && !res.Created {
-		set.add("generation = generation + 1")
+		set.add("generation = generation + ?", 1)
 		set.add("updated_at = ?", timeToDB(now))
 	}
 	return set.update(ctx, tx, key)
 }
 
 // columnSet is the SET list of one UPDATE of a work_items row: the
-// assignments, each with "?" for its arguments, in order.
+// assignments, each with one "?" for its argument, in order.
 type columnSet struct {
 	cols []string
 	args []any
 }
 
-func (c *columnSet) add(col string, args ...any) {
+func (c *columnSet) add(col string, arg any) {
 	c.cols = append(c.cols, col)
-	c.args = append(c.args, args...)
+	c.args = append(c.args, arg)
 }
 
 // update applies the set to the row of key, in one statement; an empty
