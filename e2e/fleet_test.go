@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loopd/loopd/actions"
 	"github.com/loopd/loopd/desired"
 	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/internal/pgtest"
@@ -354,6 +355,33 @@ func TestFleetRestartWithinTheLeaseKeepsItsItems(t *testing.T) {
 	assert.Len(t, a.starts(t), 1, "adopted, not respawned")
 	assert.Empty(t, b.starts(t), "no agent on the other host")
 	assert.Empty(t, overlaps(t, f.lockDir))
+}
+
+// TestFleetRestartPastTheLeaseCountsNoCrash: a host's daemon stopped
+// (SIGTERM) for longer than its lease, with no other host to take its
+// items: the agents' watchdogs end them once the grant runs out (self-
+// fencing), and the restarted daemon resumes each on its conversation as
+// a fenced agent, counting no failure and journaling no crash.
+func TestFleetRestartPastTheLeaseCountsNoCrash(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1, fleetLeaseSeconds, envOpts{})
+	a := f.hosts[0]
+	a.start(t)
+	openIssue(t, a, 1)
+	r := f.waitRunningOn(t, item(1), "", waitLong)
+
+	a.stop(t)
+	a.waitFor(t, func() bool { return f.livePanes(t, item(1)) == 0 }, waitLong, "the watchdog never ended the agent past its grant")
+	a.start(t)
+	got := a.waitRecord(t, item(1), func(got desired.Record) bool {
+		return got.Status.Phase == desired.PhaseRunning && got.Status.ConfirmedSessionID != "" && got.Status.PaneID != r.Status.PaneID
+	}, waitLong, "never resumed after the restart")
+	assert.Equal(t, r.Status.HarnessSessionID, got.Status.HarnessSessionID, "the same conversation")
+	assert.Zero(t, got.Status.Failures, "a fenced agent is no crash")
+	for _, e := range a.eventsNamed(t, journal.SessionExited, item(1)) {
+		assert.NotEqual(t, string(actions.ReasonCrash), e.Attrs[journal.KeyReason], "no crash journaled: %s", e)
+	}
+	assert.Len(t, a.starts(t), 2, "one resume")
 }
 
 // TestFleetDrainMovesItemsWithOneAgentAtATime: loopd drain moves a host's

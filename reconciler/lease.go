@@ -40,6 +40,7 @@ type LeaseClock struct {
 	until   time.Duration
 	epoch   uint64
 	renewed bool
+	resumed bool // Resume took up an earlier process's grant
 }
 
 // LeaseMargin returns how long before a lease of ttl expires, counted from
@@ -52,14 +53,17 @@ func LeaseMargin(ttl time.Duration) time.Duration { return ttl / 5 }
 // Elapsed reading taken before it was sent): the clock is valid until
 // start + ttl - LeaseMargin(ttl). A clock that had lapsed by now, or was
 // never valid, starts a new epoch. It reports whether the clock lapsed
-// after an earlier renewal of this process (what Hosting.Lapsed tells).
+// after an earlier renewal of this process, or after the grant of an
+// earlier process that Resume took up (what Hosting.Lapsed tells: the
+// agents' watchdogs ended them meanwhile).
 func (c *LeaseClock) Renew(start, ttl time.Duration) (lapsed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.until <= c.Elapsed() {
 		c.epoch++
-		lapsed = c.renewed
+		lapsed = c.renewed || c.resumed
 	}
+	c.resumed = false
 	c.until, c.renewed = start+ttl-LeaseMargin(ttl), true
 	return lapsed
 }
@@ -67,12 +71,14 @@ func (c *LeaseClock) Renew(start, ttl time.Duration) (lapsed bool) {
 // Resume takes up, before the first Renew, the grant an earlier process
 // of this host left in its fence stamp: a renewal before g.Until keeps its
 // epoch, and the agents the daemon adopts under it run on; a later one
-// starts the next epoch, as their watchdogs have ended them by then.
+// starts the next epoch and is a lapse (Renew), as their watchdogs have
+// ended them by then: a daemon stopped for longer than its lease finds
+// its agents fenced, not crashed.
 func (c *LeaseClock) Resume(g fence.Grant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.renewed {
-		c.until, c.epoch = g.Until, g.Epoch
+		c.until, c.epoch, c.resumed = g.Until, g.Epoch, true
 	}
 }
 

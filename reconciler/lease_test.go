@@ -373,3 +373,35 @@ func TestHeartbeatsGoOnWhileAssignWaits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", records[0].Lease.Owner)
 }
+
+// TestRestartPastTheGrantIsALapse: a daemon that takes up the grant of
+// the process before it (its fence stamp) and first renews after the
+// grant ran out tells a lapse (the watchdogs ended its agents, which the
+// pass then resumes counting no failure); one that renews within the
+// grant tells none, and adopts them.
+func TestRestartPastTheGrantIsALapse(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		left   time.Duration // of the earlier grant at the restart
+		lapsed bool
+	}{
+		{"within_the_grant", time.Hour, false},
+		{"past_the_grant", -time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: time.Minute}, false)
+			h.Fence = &fence.Stamp{Path: filepath.Join(t.TempDir(), "fence-stamp")}
+			h.Clock.Resume(fence.Grant{Until: fence.Now() + tc.left, Epoch: 7})
+			require.NoError(t, h.Heartbeat(ctx))
+			assert.Equal(t, tc.lapsed, h.Lapsed())
+			if tc.lapsed {
+				assert.Equal(t, uint64(8), h.Clock.Epoch(), "a new epoch")
+			} else {
+				assert.Equal(t, uint64(7), h.Clock.Epoch(), "the adopted agents' epoch")
+			}
+			require.NoError(t, h.Heartbeat(ctx))
+			assert.False(t, h.Lapsed(), "the next renewal is no lapse")
+		})
+	}
+}
