@@ -744,6 +744,7 @@ func TestFleetOneLiveDaemonPerHostName(t *testing.T) {
 	assert.Equal(t, r.Lease.Generation, got.Lease.Generation, "the refused daemon took nothing")
 	assert.Empty(t, twin.starts(t), "no agent started by the refused daemon")
 	assert.Len(t, first.starts(t), 1)
+	assert.Empty(t, first.eventsNamed(t, journal.HostTaken, desired.Key{}), "a daemon refused is no host taken over")
 
 	// The conversation's copy reaches the store (every few seconds).
 	fl := first.openFleet(t)
@@ -770,7 +771,7 @@ func TestFleetOneLiveDaemonPerHostName(t *testing.T) {
 	assert.Equal(t, r.Status.HarnessSessionID, resumed)
 
 	require.NoError(t, first.daemon.Process.Signal(syscall.SIGCONT))
-	first.waitEvent(t, journal.HostTaken, desired.Key{}, 1, waitLong)
+	assert.Len(t, first.waitEvent(t, journal.HostTaken, desired.Key{}, 1, waitLong), 1, "the daemon taken over")
 	first.waitFor(t, func() bool { return !first.hasSession(t, item(1)) }, waitLong, "the taken daemon kept its agent")
 	// The taken daemon stops planning, visibly: its passes fail from the
 	// first one after the session's stop, which the journal may show a few

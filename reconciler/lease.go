@@ -244,8 +244,9 @@ func (h *Hosting) storeAnswered(ctx context.Context) {
 // it holds, renews the lease clock from the time it started, and reads
 // this host's drain flag back (host.draining when it changed). A
 // heartbeat refused because another live instance holds the name
-// (store.ErrHostTaken) is journaled (host.taken, once per run of them)
-// and kept for Taken. The error names the host.
+// (store.ErrHostTaken) is kept for Taken and, once this host's own
+// heartbeats had held the name, journaled (host.taken, once per run of
+// them). The error names the host.
 func (h *Hosting) Heartbeat(ctx context.Context) error {
 	if h.Passive {
 		return h.follow(ctx)
@@ -261,7 +262,9 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 		first := h.taken == nil
 		h.taken = err
 		h.mu.Unlock()
-		if first {
+		// A daemon that never held the name is refused (serve.refused),
+		// not taken over: its row would alarm about the live one.
+		if first && h.Clock.Renewed() {
 			h.Journal.Record(ctx, slog.LevelError, journal.HostTaken, "", journal.KeyHost, h.Host.Name, journal.KeyErr, err)
 		}
 	}

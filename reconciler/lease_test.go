@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -68,30 +69,61 @@ func TestHostingPassiveJoinsNothing(t *testing.T) {
 }
 
 // TestHostingTaken: a heartbeat refused because another live instance
-// holds the name is kept for Taken and journaled once (host.taken); a
-// later successful one clears it.
+// holds the name is kept for Taken, and journaled once (host.taken) when
+// this host had held the name; a later successful one clears it. A
+// newcomer refused before it ever held the name journals nothing: it is
+// refused (serve.refused), not taken over.
 func TestHostingTaken(t *testing.T) {
 	ctx := context.Background()
-	ttl := 300 * time.Millisecond
-	h, fleet, st := hostingRig(t, desired.Host{Name: "a", Instance: "mine", LeaseTTL: ttl}, false)
-	require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "a", Instance: "other", LeaseTTL: ttl}))
-	for range 2 {
-		require.ErrorIs(t, h.Heartbeat(ctx), store.ErrHostTaken)
-	}
-	require.ErrorIs(t, h.Taken(), store.ErrHostTaken)
-	assert.False(t, h.Clock.Renewed())
-	evs, err := st.Events(ctx, store.EventFilter{})
-	require.NoError(t, err)
-	n := 0
-	for _, ev := range evs {
-		if ev.Name == journal.HostTaken {
-			n++
+	taken := func(st store.Store) int {
+		evs, err := st.Events(ctx, store.EventFilter{})
+		require.NoError(t, err)
+		n := 0
+		for _, ev := range evs {
+			if ev.Name == journal.HostTaken {
+				n++
+			}
 		}
+		return n
 	}
-	assert.Equal(t, 1, n, "host.taken once per run of refusals")
-	require.Eventually(t, func() bool { return h.Heartbeat(ctx) == nil }, 5*time.Second, 20*time.Millisecond, "the other's row lapses")
-	assert.NoError(t, h.Taken())
-	assert.True(t, h.Clock.Valid())
+	t.Run("newcomer", func(t *testing.T) {
+		h, fleet, st := hostingRig(t, desired.Host{Name: "a", Instance: "new", LeaseTTL: time.Minute}, false)
+		require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "a", Instance: "live", LeaseTTL: time.Hour}))
+		require.ErrorIs(t, h.Heartbeat(ctx), store.ErrHostTaken)
+		require.ErrorIs(t, h.Taken(), store.ErrHostTaken)
+		assert.False(t, h.Clock.Renewed())
+		assert.Zero(t, taken(st), "a newcomer refused is no host taken over")
+	})
+	t.Run("taken_over", func(t *testing.T) {
+		h, fleet, st := hostingRig(t, desired.Host{Name: "a", Instance: "mine", LeaseTTL: time.Minute}, false)
+		stealable := &stealableFleet{Fleet: fleet}
+		h.Fleet = stealable
+		require.NoError(t, h.Heartbeat(ctx))
+		stealable.stolen.Store(true)
+		for range 2 {
+			require.ErrorIs(t, h.Heartbeat(ctx), store.ErrHostTaken)
+		}
+		require.ErrorIs(t, h.Taken(), store.ErrHostTaken)
+		assert.Equal(t, 1, taken(st), "host.taken once per run of refusals")
+		stealable.stolen.Store(false)
+		require.NoError(t, h.Heartbeat(ctx))
+		assert.NoError(t, h.Taken())
+		assert.True(t, h.Clock.Valid())
+	})
+}
+
+// stealableFleet refuses every heartbeat with store.ErrHostTaken while
+// stolen is set, as the store does once another instance took the name.
+type stealableFleet struct {
+	store.Fleet
+	stolen atomic.Bool
+}
+
+func (f *stealableFleet) Heartbeat(ctx context.Context, h desired.Host) error {
+	if f.stolen.Load() {
+		return fmt.Errorf("heartbeat %s: %w", h.Name, store.ErrHostTaken)
+	}
+	return f.Fleet.Heartbeat(ctx, h)
 }
 
 // TestSoloHostStaysValidPastItsLease: a host that is its store's only
