@@ -37,6 +37,10 @@ const (
 	// ReasonDrained: a draining host stopped the item's agent and gave
 	// its lease up; another host resumes it.
 	ReasonDrained Reason = "drained"
+	// ReasonNoSlot: the item's host had no slot for it
+	// (capacity.maxLiveSessions) while another live host had one: it
+	// handed the item over (Handover) rather than queue it.
+	ReasonNoSlot Reason = "no_slot"
 )
 
 // ErrLeaseLost means the executor may not act on the item: its write was
@@ -178,18 +182,29 @@ func (a RestoreTranscript) Apply(st desired.Status, now time.Time) desired.Statu
 	return st
 }
 
-// Handover is a draining host's hand-over of one item it holds: its local
-// agent, if any, is stopped as an idle one is parked, and confirmed gone;
-// its transcript is shipped whole; the item is left BackingOff
-// (ReasonDrained) for its next host to resume; and only then is its lease
-// released (store.Fleet.ReleaseLease). Never two live agents on one
-// conversation.
+// Handover is a host's hand-over of one item it holds, when it drains
+// (ReasonDrained) or has no slot for it while another host has one
+// (ReasonNoSlot): its local agent, if any, is stopped as an idle one is
+// parked, and confirmed gone; its transcript is shipped whole; an item
+// that had an agent is left BackingOff for its next host to resume; and
+// only then is its lease released (store.Fleet.ReleaseLease). Never two
+// live agents on one conversation.
 type Handover struct {
 	Key     desired.Key
 	Session string
 	// Live is true when the item has a local agent (a session or a run)
 	// to stop first.
 	Live bool
+	// Reason is why: ReasonDrained, or ReasonNoSlot; "" is ReasonDrained.
+	Reason Reason
+}
+
+// why returns a.Reason, ReasonDrained when it is not set.
+func (a Handover) why() Reason {
+	if a.Reason == "" {
+		return ReasonDrained
+	}
+	return a.Reason
 }
 
 // Item implements Action.
@@ -204,7 +219,7 @@ func (Handover) Mutates() bool { return true }
 // Fields implements Action.
 func (a Handover) Fields() []Field {
 	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyLive, a.Live},
-		{journal.KeyReason, string(ReasonDrained)}}
+		{journal.KeyReason, string(a.why())}}
 }
 
 func (a Handover) String() string { return Format(a) }
@@ -219,7 +234,7 @@ func (a Handover) Apply(st desired.Status, now time.Time) desired.Status {
 	st.PaneID, st.RunID = "", ""
 	if had {
 		st.Phase, st.NextAttempt = desired.PhaseBackingOff, now
-		st.LastExitReason, st.Reason = string(ReasonDrained), string(ReasonDrained)
+		st.LastExitReason, st.Reason = string(a.why()), string(a.why())
 	}
 	return st
 }
@@ -402,7 +417,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 	if old.PID != 0 {
 		if _, err := old.End(ctx, schema.PredecessorGrace, schema.PredecessorPoll); err != nil {
 			e.record(ctx, slog.LevelError, journal.SessionStopUnconfirmed, r.Key, journal.KeySession, a.Session, journal.KeyPID, old.PID,
-				journal.KeyReason, string(ReasonDrained), journal.KeyErr, err)
+				journal.KeyReason, string(a.why()), journal.KeyErr, err)
 			return fmt.Errorf("handover %s: %w", r.Key, err)
 		}
 	}
@@ -412,7 +427,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 		return err
 	}
 	if a.Live {
-		e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, journal.KeySession, a.Session, journal.KeyReason, string(ReasonDrained))
+		e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, journal.KeySession, a.Session, journal.KeyReason, string(a.why()))
 	}
 	e.ship(ctx, r)
 	if err := e.Fleet.ReleaseLease(ctx, r.Key, e.Host, r.Lease.Generation); err != nil {
@@ -422,6 +437,6 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 		return fmt.Errorf("handover %s: %w", r.Key, err)
 	}
 	e.record(ctx, slog.LevelInfo, journal.LeaseReleased, r.Key, journal.KeyHost, e.Host, journal.KeyLeaseGen, r.Lease.Generation,
-		journal.KeyReason, string(ReasonDrained))
+		journal.KeyReason, string(a.why()))
 	return nil
 }

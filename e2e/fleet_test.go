@@ -662,6 +662,41 @@ func TestLostTranscriptIsRestoredFromTheStore(t *testing.T) {
 	assert.Equal(t, failures, after.Status.Failures, "the restore counts no failure")
 }
 
+// TestFleetQueuedItemGoesToAHostWithRoom: a host with no slot left
+// (capacity.maxLiveSessions 1) queues its second item while it is the
+// only host; once another host with room joins, the queued item is handed
+// over (its lease released, reason no_slot) and runs there, while the
+// first stays where it runs. One agent per conversation throughout.
+func TestFleetQueuedItemGoesToAHostWithRoom(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, steadyLeaseSeconds, envOpts{})
+	a, b := f.host(t, "host-a"), f.host(t, "host-b")
+	for _, e := range f.hosts {
+		e.config["capacity"] = map[string]any{"maxLiveSessions": 1}
+		e.writeConfig(t)
+	}
+	a.start(t)
+	openIssue(t, a, 1)
+	first := f.waitRunningOn(t, item(1), "", waitLong)
+	openIssue(t, a, 2)
+	a.waitRecord(t, item(2), func(r desired.Record) bool {
+		return r.Status.Phase == desired.PhaseQueued && r.Lease.Owner == "host-a"
+	}, waitLong, "never queued on the full host")
+
+	b.start(t)
+	moved := f.waitRunningOn(t, item(2), "host-a", waitLong)
+	assert.Equal(t, "host-b", moved.Lease.Owner)
+	released := a.eventsNamed(t, journal.LeaseReleased, item(2))
+	require.Len(t, released, 1)
+	assert.Equal(t, string(actions.ReasonNoSlot), released[0].Attrs[journal.KeyReason])
+	stays := a.mustRecord(t, item(1))
+	assert.Equal(t, "host-a", stays.Lease.Owner)
+	assert.Equal(t, first.Lease.Generation, stays.Lease.Generation, "the running item stays where it runs")
+	assert.Len(t, a.starts(t), 1)
+	assert.Len(t, b.starts(t), 1)
+	assert.Empty(t, overlaps(t, f.lockDir))
+}
+
 // TestFleetTakeoverKeepsToCapacity: items a drain moves to a host of
 // capacity.maxLiveSessions 1 go through its admission like any start: one
 // resumes, the other waits Queued, and resumes on its own conversation

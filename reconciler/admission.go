@@ -32,7 +32,7 @@ func holdsSlot(phase desired.Phase, reason string) bool {
 	case desired.PhaseBackingOff:
 		switch actions.Reason(reason) {
 		case actions.ReasonReleased, actions.ReasonWorkspaceFailed, actions.ReasonWorkspaceConflict,
-			actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
+			actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonNoSlot, actions.ReasonLeaseLapsed:
 			return false
 		}
 		return true
@@ -197,7 +197,10 @@ func spawnIndex(plan []actions.Action) int {
 //   - then the others, oldest pending event first (queueSince): each is
 //     admitted while a slot (MaxLive) and a start (MaxStarts) are free;
 //     once one is not, it and every later one are Queued, at their
-//     position, reason=capacity or starts_in_flight.
+//     position, reason=capacity or starts_in_flight; but while another
+//     live host that is not draining has room (Policy.RoomElsewhere), one
+//     with no slot here is handed over (actions.Handover, reason=no_slot)
+//     instead, so that no item waits on a full host beside an idle one.
 //
 // A spawn held by the starts in flight is looked at again after
 // StartPoll while one of them is of a harness that reports its start
@@ -247,7 +250,7 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 		return compareQueue(*records[a.i], *records[b.i], now)
 	})
 	startFree := func() bool { return p.MaxStarts <= 0 || starts < p.MaxStarts }
-	position := 0
+	position, handed := 0, 0
 	var held []int // the items held by the starts in flight
 	for _, c := range cands {
 		r, plan := records[c.i], plans[c.i]
@@ -262,6 +265,12 @@ func admit(records []*desired.Record, plans [][]actions.Action, p Policy, now ti
 		case (p.MaxLive <= 0 || live < p.MaxLive) && startFree():
 			live++
 			inFlight(r)
+		case (p.MaxLive > 0 && live >= p.MaxLive) && handed < p.RoomElsewhere:
+			// No slot here, one on another host: the item goes there
+			// (its lease released, Assign gives it to the host with the
+			// most room) rather than wait here for one.
+			handed++
+			plans[c.i] = append(plan[:c.at:c.at], actions.Handover{Key: r.Key, Session: desired.SessionName(r.Key), Reason: actions.ReasonNoSlot})
 		default:
 			position++
 			reason := actions.ReasonCapacity

@@ -135,6 +135,8 @@ func decisions(plan []actions.Action) map[int]string {
 			s = "resume_spawn " + string(a.Reason)
 		case actions.RecordExit:
 			s = "record_exit " + string(a.Phase)
+		case actions.Handover:
+			s = "handover " + string(a.Reason)
 		default:
 			s = a.Name()
 		}
@@ -162,6 +164,7 @@ func TestAdmission(t *testing.T) {
 		p.MaxLive, p.MaxStarts = live, starts
 		return p
 	}
+	roomElsewhere := func(p Policy, room int) Policy { p.RoomElsewhere = room; return p }
 
 	tests := []struct {
 		name string
@@ -260,6 +263,27 @@ func TestAdmission(t *testing.T) {
 		{"a_parked_agent_with_an_event_resumes_through_admission", newHost().add(1, run, "alive").add(2, in(desired.PhaseParked), "", event(2, ago(time.Minute))),
 			caps(1, 2),
 			map[int]string{2: "queue 1 capacity enter"}},
+		// A full host beside one with room (a drain undone, a host
+		// that joined): the items it has no slot for go there.
+		{"a_full_host_hands_the_new_item_to_a_host_with_room", newHost().add(1, run, "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), roomElsewhere(caps(1, 2), 1),
+			map[int]string{2: "handover no_slot"}},
+		{"a_queued_item_goes_to_a_host_with_room", newHost().add(1, run, "alive").
+			add(2, queued(actions.ReasonCapacity, ago(time.Minute)), "", event(2, ago(time.Minute))), roomElsewhere(caps(1, 2), 3),
+			map[int]string{2: "handover no_slot"}},
+		{"room_for_one_hands_over_the_oldest_and_queues_the_rest", newHost().add(1, run, "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))).add(3, desired.Status{}, "", event(3, ago(3*time.Minute))),
+			roomElsewhere(caps(1, 2), 1),
+			map[int]string{2: "queue 1 capacity enter", 3: "handover no_slot"}},
+		{"a_free_slot_here_is_taken_before_any_hand_over", newHost().add(1, run, "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), roomElsewhere(caps(2, 2), 5),
+			map[int]string{2: "fresh_spawn new_event"}},
+		{"a_start_in_flight_is_waited_for_here_whatever_the_room", newHost().add(1, probing(), "alive").
+			add(2, desired.Status{}, "", event(2, ago(time.Minute))), roomElsewhere(caps(0, 1), 5),
+			map[int]string{1: "wait probing", 2: "queue 1 starts_in_flight enter"}},
+		{"a_crashed_agent_keeps_its_slot_here_whatever_the_room", newHost().add(1, run, "dead").add(2, run, "alive"),
+			roomElsewhere(caps(1, 2), 5),
+			map[int]string{1: "record_exit BackingOff; resume_spawn pane_dead"}},
 		{"zero_is_no_limit", newHost().add(1, run, "alive").add(2, run, "alive").
 			add(3, desired.Status{}, "", event(3, ago(time.Minute))).add(4, desired.Status{}, "", event(4, ago(time.Minute))), caps(0, 0),
 			map[int]string{3: "fresh_spawn new_event", 4: "fresh_spawn new_event"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -183,11 +184,12 @@ type Hosting struct {
 
 	mu       sync.Mutex
 	draining bool
-	known    bool      // draining was read once
-	taken    error     // the last heartbeat's store.ErrHostTaken, nil once one succeeds
-	lapsed   bool      // a heartbeat renewed the lease clock after it lapsed, and no pass took it since
-	down     time.Time // when the heartbeats found the store out of reach; zero while it answers
-	downErr  error     // the first failure of that outage
+	known    bool           // draining was read once
+	taken    error          // the last heartbeat's store.ErrHostTaken, nil once one succeeds
+	lapsed   bool           // a heartbeat renewed the lease clock after it lapsed, and no pass took it since
+	down     time.Time      // when the heartbeats found the store out of reach; zero while it answers
+	downErr  error          // the first failure of that outage
+	hosts    []desired.Host // the membership rows as the last heartbeat read them
 }
 
 // Lapsed reports, once, whether a heartbeat renewed this host's lease
@@ -290,12 +292,15 @@ func (h *Hosting) Heartbeat(ctx context.Context) error {
 }
 
 // readDraining reads this host's drain flag from the store's membership
-// rows (setDraining).
+// rows (setDraining), and keeps the rows for RoomElsewhere.
 func (h *Hosting) readDraining(ctx context.Context) error {
 	hosts, err := h.Fleet.Hosts(ctx)
 	if err != nil {
 		return err // the store names the operation
 	}
+	h.mu.Lock()
+	h.hosts = hosts
+	h.mu.Unlock()
 	for _, m := range hosts {
 		if m.Name == h.Host.Name {
 			h.setDraining(ctx, m.Draining)
@@ -384,6 +389,31 @@ func (h *Hosting) Taken() error {
 	return h.taken
 }
 
+// RoomElsewhere returns how many more items the other live hosts that
+// are not draining may take, by the membership rows the last heartbeat
+// read: each host's Capacity less the items it holds, and a host with no
+// limit (Capacity 0) as much as any pass can hand over. 0 for a Passive
+// or Solo host, which hands nothing over (the daemon does, and SQLite
+// has no other host).
+func (h *Hosting) RoomElsewhere() int {
+	if h.Passive || h.Solo {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	room := 0
+	for _, o := range h.hosts {
+		switch {
+		case o.Name == h.Host.Name || !o.Live || o.Draining:
+		case o.Capacity <= 0:
+			return math.MaxInt32
+		default:
+			room += max(o.Capacity-o.Leases, 0)
+		}
+	}
+	return room
+}
+
 // Draining reports whether this host is set draining (loopd drain), as
 // its last heartbeat read it.
 func (h *Hosting) Draining() bool {
@@ -432,8 +462,9 @@ const (
 
 // Run heartbeats every LeaseTTL/3 until ctx ends, each success followed
 // by an Assign, and calls wake when an item came to this host, when its
-// drain flag changed, and when its lease clock lapses after failed
-// heartbeats (the pass then stops the local agents). A failure is
+// drain flag changed, when the other hosts' room grew (RoomElsewhere: an
+// item queued here may go there), and when its lease clock lapses after
+// failed heartbeats (the pass then stops the local agents). A failure is
 // journaled (host.heartbeat_failed, with the lease clock's remaining
 // time); the journal's Limiter folds a run of them.
 //
@@ -462,7 +493,7 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			return
 		case <-t.C:
 		}
-		draining := h.Draining()
+		draining, room := h.Draining(), h.RoomElsewhere()
 		err := h.Heartbeat(ctx)
 		if ctx.Err() != nil {
 			return
@@ -496,8 +527,8 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 			case beats <- struct{}{}:
 			default: // an Assign is due already
 			}
-			if draining != h.Draining() {
-				wake()
+			if draining != h.Draining() || h.RoomElsewhere() > room {
+				wake() // a drain to carry out, or room for what waits here
 			}
 		}
 		next := every

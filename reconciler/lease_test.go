@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -436,4 +437,36 @@ func TestRestartPastTheGrantIsALapse(t *testing.T) {
 			assert.False(t, h.Lapsed(), "the next renewal is no lapse")
 		})
 	}
+}
+
+// TestRoomElsewhere: the room of the other live hosts that are not
+// draining, by their capacity less the items they hold; one with no limit
+// takes any number; this host, a dead host and a draining one count
+// nothing; a passive or solo host hands nothing over.
+func TestRoomElsewhere(t *testing.T) {
+	h := &Hosting{Host: desired.Host{Name: "a"}}
+	host := func(name string, capacity, leases int, live, draining bool) desired.Host {
+		return desired.Host{Name: name, Capacity: capacity, Leases: leases, Live: live, Draining: draining}
+	}
+	for _, tc := range []struct {
+		name  string
+		hosts []desired.Host
+		want  int
+	}{
+		{"none", nil, 0},
+		{"free_slots", []desired.Host{host("a", 4, 6, true, false), host("b", 4, 1, true, false), host("c", 2, 0, true, false)}, 5},
+		{"a_full_host_has_none", []desired.Host{host("b", 4, 5, true, false)}, 0},
+		{"dead_and_draining_hosts_take_nothing", []desired.Host{host("b", 4, 0, false, false), host("c", 4, 0, true, true)}, 0},
+		{"no_limit_takes_any_number", []desired.Host{host("b", 0, 40, true, false)}, math.MaxInt32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.hosts = tc.hosts
+			assert.Equal(t, tc.want, h.RoomElsewhere())
+		})
+	}
+	h.hosts = []desired.Host{{Name: "b", Capacity: 4, Live: true}}
+	h.Passive = true
+	assert.Zero(t, h.RoomElsewhere(), "a passive host hands nothing over")
+	h.Passive, h.Solo = false, true
+	assert.Zero(t, h.RoomElsewhere(), "a solo host has no other")
 }

@@ -317,12 +317,14 @@ func (p PassResult) then(q PassResult) PassResult {
 
 // hosted returns p with this host's part of it: its name, whether it may
 // act now on the items it read under lease epoch (Hosting.ValidAt), its
-// drain flag, and the items whose agents it stopped itself. A dry run,
+// drain flag, the room the other hosts have, and the items whose agents
+// it stopped itself. A dry run,
 // which heartbeats nothing, plans the items whose lease names this host
 // as if its clock were valid.
 func (r *Reconciler) hosted(p Policy, epoch uint64, dryRun bool) Policy {
 	if h := r.Hosting; h != nil {
 		p.Host, p.LeaseValid, p.Draining = h.Host.Name, h.ValidAt(epoch) || dryRun, h.Draining()
+		p.RoomElsewhere = h.RoomElsewhere()
 		if r.Executor != nil {
 			p.Relinquished = r.Executor.Relinquished()
 		}

@@ -1214,7 +1214,7 @@ func (it *itemPlan) refusedResume(r harness.Refusal, exit actions.RecordExit, de
 func restartReason(exitReason actions.Reason) actions.Reason {
 	switch exitReason {
 	case actions.ReasonExitedAlways, actions.ReasonSessionMissing, actions.ReasonServerLost, actions.ReasonOutage, actions.ReasonHarnessChanged,
-		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonLeaseLapsed:
+		actions.ReasonHostMoved, actions.ReasonDrained, actions.ReasonNoSlot, actions.ReasonLeaseLapsed:
 		return exitReason
 	case actions.ReasonSpawnDied, actions.ReasonHarnessExitedAtOnce, actions.ReasonSpawnRefused, actions.ReasonProvisionFailed, actions.ReasonSandboxFailed,
 		actions.ReasonWorkspaceFailed, actions.ReasonRunFailed, actions.ReasonDispatchTimeout:

@@ -109,6 +109,11 @@ type Policy struct {
 	Host       string
 	LeaseValid bool
 	Draining   bool
+	// RoomElsewhere is how many items the other live hosts that are not
+	// draining may still take (Hosting.RoomElsewhere, as the last
+	// heartbeat read them): an item with no slot here is handed over
+	// rather than queued, that many at most (admit). 0 hands nothing over.
+	RoomElsewhere int
 	// Relinquished are the items whose local agent this host stopped
 	// itself, writing nothing (its lease clock lapsed, or a write was
 	// fenced), and whose status it has not written since
