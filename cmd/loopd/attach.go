@@ -111,7 +111,14 @@ func runsAsProcess(cfg *schema.Config, r desired.Record) bool {
 }
 
 // noSession is the error of a command that needs r's tmux session when it
-// is not on cfg's server.
+// is not on cfg's server; with a shared store it names the host whose
+// lease holds the item when that is another host, where its session is.
 func noSession(cfg *schema.Config, r desired.Record) error {
-	return fmt.Errorf("work item %s has no tmux session %s on socket %s (phase %s)", r.Key, desired.SessionName(r.Key), cfg.Tmux.Socket, r.Status.Phase)
+	err := fmt.Errorf("work item %s has no tmux session %s on socket %s (phase %s)", r.Key, desired.SessionName(r.Key), cfg.Tmux.Socket, r.Status.Phase)
+	if owner := r.Lease.Owner; owner != "" {
+		if self, herr := cfg.Host.HostName(); herr == nil && owner != self {
+			return fmt.Errorf("%w: it runs on host %s; run the command there", err, owner)
+		}
+	}
+	return err
 }

@@ -827,3 +827,25 @@ func TestDescribeShowsAttendance(t *testing.T) {
 	assert.Contains(t, out, `Attended: by "octo\x1b[2J" since `+since.Local().Format(time.RFC3339)+" (nothing is pasted or respawned until they detach)\n")
 	assert.NotContains(t, out, "\x1b")
 }
+
+// TestNoSessionNamesTheHostThatRunsTheItem: on a shared store, logs and
+// attach of an item another host holds say which host it runs on;
+// one this host holds, or one with no lease, says no host.
+func TestNoSessionNamesTheHostThatRunsTheItem(t *testing.T) {
+	cfg := &schema.Config{Host: schema.Host{Name: "host-a"}, Tmux: schema.Tmux{Socket: "loopd"}}
+	r := desired.Record{Key: keyRunning, Status: desired.Status{Phase: desired.PhaseRunning}}
+	for _, tc := range []struct{ owner, want string }{
+		{"host-b", "it runs on host host-b; run the command there"},
+		{"host-a", ""},
+		{"", ""},
+	} {
+		r.Lease.Owner = tc.owner
+		err := noSession(cfg, r)
+		assert.ErrorContains(t, err, "has no tmux session "+desired.SessionName(keyRunning)+" on socket loopd (phase Running)")
+		if tc.want != "" {
+			assert.ErrorContains(t, err, tc.want)
+		} else {
+			assert.NotContains(t, err.Error(), "runs on host", "owner %q", tc.owner)
+		}
+	}
+}
