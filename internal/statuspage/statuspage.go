@@ -326,8 +326,8 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	var blocked, approval []itemRow
 	queued := 0
 	for i, rec := range records {
-		if rows[i].QueuePosition > 0 {
-			queued++
+		if rows[i].QueuePosition > 0 && (h.opts.Host == "" || rec.Lease.Owner == h.opts.Host) {
+			queued++ // this host's queue, as its capacity is
 		}
 		if !rec.NeedsHost() {
 			// Closed with no agent left: out of the way, below.

@@ -3,6 +3,7 @@ package statuspage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -478,4 +479,30 @@ func TestItemPageShowsWhoAttendedWhenAndForHowLong(t *testing.T) {
 	for _, want := range []string{"item.attended", "item.handed_back", "octo", "2026-01-01T11:00:00Z", "12m0s", "detached", "d-1,d-2"} {
 		assert.Contains(t, text, want)
 	}
+}
+
+// leasedStore is a Store whose records are given, over another's events
+// and pauses.
+type leasedStore struct {
+	Store
+	records []desired.Record
+}
+
+func (s leasedStore) Records(context.Context) ([]desired.Record, error) { return s.records, nil }
+
+// TestCapacityCountsThisHostsQueue: the capacity panel's queued count is
+// this host's, as its live sessions are: an item queued on another host
+// of the fleet is not in it.
+func TestCapacityCountsThisHostsQueue(t *testing.T) {
+	queued := func(n int, owner string) desired.Record {
+		k := desired.Key{Owner: "Codertocat", Repo: "Hello-World", Number: n}
+		return desired.Record{Key: k, Spec: desired.Spec{Kind: desired.KindIssue, Harness: "claude-code", Cwd: "/srv/agents"},
+			Lease:   desired.Lease{Owner: owner, Generation: 1, Expires: time.Now().Add(time.Hour)},
+			Status:  desired.Status{Phase: desired.PhaseQueued, Reason: "capacity", QueuedAt: time.Now().Add(-time.Duration(n) * time.Minute)},
+			Pending: []desired.Delivery{{ID: fmt.Sprintf("d-%d", n), Event: "issues", Action: "opened", ReceivedAt: time.Now()}}}
+	}
+	st := leasedStore{Store: fixture(t), records: []desired.Record{queued(3, "host-a"), queued(4, "host-b"), queued(5, "host-b")}}
+	srv := server(t, st)
+	_, _, body := get(t, srv.URL+"/")
+	assert.Contains(t, body, `<dt>queued</dt><dd><b>1</b></dd>`, "host-a's queue alone")
 }
