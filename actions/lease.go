@@ -77,7 +77,8 @@ type TranscriptMover interface {
 type Relinquish struct {
 	Key     desired.Key
 	Session string
-	// Owner is the lease's owner as the pass read it, "" for none.
+	// Owner is the lease's owner as the pass read it when that is another
+	// host; "" for none, and for this host's own lease, lapsed.
 	Owner  string
 	Reason Reason // ReasonLeaseLost or ReasonLeaseLapsed
 }

@@ -24,11 +24,14 @@ func relinquish(r *desired.Record, obs *observed.Observation, p *Policy) []actio
 	if !it.pane.exists {
 		return nil
 	}
-	reason := actions.ReasonLeaseLost
+	reason, owner := actions.ReasonLeaseLost, r.Lease.Owner
 	if !p.LeaseValid {
 		reason = actions.ReasonLeaseLapsed
 	}
-	return []actions.Action{actions.Relinquish{Key: r.Key, Session: it.session, Owner: r.Lease.Owner, Reason: reason}}
+	if owner == p.Host {
+		owner = "" // its own lease, lapsed: no other host holds it yet
+	}
+	return []actions.Action{actions.Relinquish{Key: r.Key, Session: it.session, Owner: owner, Reason: reason}}
 }
 
 // handover plans a draining host's hand-over of an item it owns: its

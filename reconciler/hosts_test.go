@@ -63,7 +63,7 @@ func TestPlanLeases(t *testing.T) {
 			[]actions.Action{actions.Relinquish{Key: key, Session: sess, Reason: actions.ReasonLeaseLost}}},
 		{"another_hosts_item_without_a_local_agent_is_left_alone", leased(rec(written(running(), there), ev1), there), obs(gone()), hosted(true, false), nil},
 		{"a_lapsed_lease_clock_stops_the_local_agent_of_an_owned_item", leased(rec(written(running(), here), ev1), here), obs(alive()), hosted(false, false),
-			[]actions.Action{actions.Relinquish{Key: key, Session: sess, Owner: here, Reason: actions.ReasonLeaseLapsed}}},
+			[]actions.Action{actions.Relinquish{Key: key, Session: sess, Reason: actions.ReasonLeaseLapsed}}},
 		{"a_lapsed_lease_clock_never_pastes_or_spawns", leased(rec(written(running(), here), ev1), here), obs(gone()), hosted(false, false), nil},
 		{"without_a_host_every_item_is_planned", rec(running(), ev1), obs(alive()), testPolicy(),
 			[]actions.Action{actions.DeliverPrompt{Key: key, Session: sess, PaneID: "%1", DeliveryID: "d-1"}}},
