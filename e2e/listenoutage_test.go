@@ -93,6 +93,9 @@ func TestListenerOutageShows(t *testing.T) {
 	restored := e.waitEvent(t, journal.StoreListenRestored, desired.Key{}, 2, waitShort)
 	lost := e.eventsNamed(t, journal.StoreListenLost, desired.Key{})
 	require.Len(t, lost, 2, "the lost row written while the store was down")
+	for _, e := range append(lost, restored...) {
+		assert.Equal(t, "host-a", e.Attrs[journal.KeyHost], "each row names its host: %s", e)
+	}
 	assert.True(t, lost[1].Time.Before(restored[1].Time), "the lost row is timed at the loss")
 	assert.True(t, lost[1].Time.Before(up[0].Time), "timed while the store was down")
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/desired"
+	"github.com/loopd/loopd/internal/journal"
 )
 
 // Sentinel errors of a Fleet.
@@ -105,8 +106,9 @@ type Listener interface {
 	// Listen calls wake after each such change until ctx ends, and
 	// returns ctx's cause then. It reconnects, with backoff, when its
 	// connection fails, and calls wake after each reconnect (a change
-	// may have been missed).
-	Listen(ctx context.Context, wake func()) error
+	// may have been missed); it journals each outage's start and end to
+	// j (store.listen_lost, store.listen_restored).
+	Listen(ctx context.Context, wake func(), j ListenJournal) error
 	// ListenDown returns why Listen is not listening now (its connection
 	// failed, or it has not connected yet), wrapping ErrListenDown; nil
 	// while it listens. A host whose listener is down still reconciles on
@@ -117,3 +119,12 @@ type Listener interface {
 
 // ErrListenDown is wrapped by Listener.ListenDown's error.
 var ErrListenDown = errors.New("store listener down")
+
+// ListenJournal is where a Listener journals its outages: Recorder, which
+// logs each row at once and keeps it until the store takes it (RecordLater,
+// then Flush), nil for nowhere; Host is the host the rows name (a shared
+// store's journal is every host's).
+type ListenJournal struct {
+	Recorder *journal.Recorder
+	Host     string
+}

@@ -436,7 +436,7 @@ func (d *daemon) parts() []part {
 		// Another host's ingest or lease change wakes a pass within
 		// milliseconds; the resync interval stays the safety net.
 		ps = append(ps, part{"store_listener", func(ctx context.Context) error {
-			_ = l.Listen(ctx, d.rc.Trigger) // ctx's cause, at the end
+			_ = l.Listen(ctx, d.rc.Trigger, store.ListenJournal{Recorder: a.journal, Host: a.hosting.Host.Name}) // ctx's cause, at the end
 			return nil
 		}})
 	}

@@ -245,8 +245,8 @@ func TestBuildInfoSaysWhichBuild(t *testing.T) {
 // downListener is a store.Listener whose connection is down.
 type downListener struct{}
 
-func (downListener) Listen(context.Context, func()) error { return nil }
-func (downListener) ListenDown() error                    { return store.ErrListenDown }
+func (downListener) Listen(context.Context, func(), store.ListenJournal) error { return nil }
+func (downListener) ListenDown() error                                         { return store.ErrListenDown }
 
 // TestStoreListeningSaysWhenTheListenerIsDown: loopd_store_listening is 0
 // while the store's listener is down, 1 without one (SQLite).

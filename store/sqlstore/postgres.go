@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net/url"
 	"path"
 	"strconv"
@@ -17,11 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/loopd/loopd/internal/journal"
 	"github.com/loopd/loopd/schema"
 	"github.com/loopd/loopd/store"
 )
@@ -219,84 +216,19 @@ func (pgDialect) jsonList() string {
 // Listen calls wake within milliseconds of each write of another handle
 // (any host) that it may act on: an ingest that changed something, an
 // Assign that moved items, a ReleaseLease, a SetDraining, a SetHeld or a
-// Release. It holds its own connection, LISTENing on pgChannel; when that
-// fails it journals store.listen_lost, reconnects with exponential backoff
-// (100 ms to 5 s), calls wake once connected again (a notification may
-// have been missed), and journals store.listen_restored with the reason:
-// one row each per outage, however many tries it takes. A row the store
-// cannot take (the outage is the whole store's) waits, timed when it
-// happened, and is written at the next try that can (listenJournal). It
-// returns ctx's cause when ctx ends.
-func (p *Postgres) Listen(ctx context.Context, wake func()) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
-	var (
-		lost     error // the failure since the last connection, nil before the first
-		attempts int
-		rows     listenJournal
-	)
-	defer p.setDown(errors.New("not listening"))
-	for {
-		err := p.listen(ctx, wake, func() {
+// Release. It holds its own connection, LISTENing on pgChannel, and
+// reconnects and journals its outages to j as relisten says. It returns
+// ctx's cause when ctx ends.
+func (p *Postgres) Listen(ctx context.Context, wake func(), j store.ListenJournal) error {
+	return relisten(ctx, wake, j, func(ctx context.Context, connected func()) error {
+		return scrub(p.listen(ctx, wake, connected), p.secret)
+	}, func(err error) {
+		if err == nil {
 			p.down.Store(nil)
-			if lost != nil {
-				wake()
-				rows.add(listenRow(journal.StoreListenRestored, lost, attempts))
-			}
-			rows.write(ctx, p)
-			lost, attempts = nil, 0
-			b.Reset()
-		})
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+			return
 		}
-		if lost == nil {
-			lost = scrub(err, p.secret)
-			rows.add(listenRow(journal.StoreListenLost, lost, 0))
-		}
-		rows.write(ctx, p)
-		p.setDown(lost)
-		attempts++
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(b.NextBackOff()):
-		}
-	}
-}
-
-// maxListenRows bounds the rows a listenJournal keeps for a store that
-// takes none: two an outage (lost, restored), so 32 outages' worth.
-const maxListenRows = 64
-
-// listenJournal is the rows Listen has journaled that its store has not
-// taken yet, oldest first, at most maxListenRows (the oldest go first).
-type listenJournal []journal.Event
-
-func (j *listenJournal) add(e journal.Event) {
-	*j = append(*j, e)
-	if n := len(*j); n > maxListenRows {
-		*j = (*j)[n-maxListenRows:]
-	}
-}
-
-// write appends the rows in order until the store refuses one, and
-// keeps that one and the rest for the next write.
-func (j *listenJournal) write(ctx context.Context, p *Postgres) {
-	for len(*j) > 0 && p.AppendEvent(ctx, (*j)[0]) == nil {
-		*j = (*j)[1:]
-	}
-}
-
-// listenRow is the journal row of a change of Listen's connection: name
-// store.listen_lost or store.listen_restored, after the failure lost
-// (and attempts tries, for a restore), timed now.
-func listenRow(name journal.Name, lost error, attempts int) journal.Event {
-	attrs := map[string]string{journal.KeyReason: "listen_connection_lost", journal.KeyErr: lost.Error()}
-	if name == journal.StoreListenRestored {
-		attrs[journal.KeyAttempt] = strconv.Itoa(attempts)
-	}
-	return journal.Event{Time: time.Now(), Name: name, Level: slog.LevelWarn, Attrs: attrs}
+		p.setDown(err)
+	})
 }
 
 // ListenDown implements store.Listener: why Listen does not listen now,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,7 +74,10 @@ func TestPostgresListenReconnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wakes := make(chan struct{}, 64)
 	done := make(chan error, 1)
-	go func() { done <- listener.Listen(ctx, func() { wakes <- struct{}{} }) }()
+	rec := journal.NewRecorder(slog.New(slog.DiscardHandler), listener, time.Now)
+	go func() {
+		done <- listener.Listen(ctx, func() { wakes <- struct{}{} }, store.ListenJournal{Recorder: rec, Host: "host-a"})
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	k := desired.Key{Owner: "acme", Repo: "api", Number: 1}
 	n := 0
@@ -124,6 +128,7 @@ func TestPostgresListenReconnects(t *testing.T) {
 	}
 	require.Len(t, restored, 1)
 	assert.Equal(t, "listen_connection_lost", restored[0].Attrs[journal.KeyReason])
+	assert.Equal(t, "host-a", restored[0].Attrs[journal.KeyHost], "the host whose listener it was")
 	assert.NotEmpty(t, restored[0].Attrs[journal.KeyErr])
 
 	// While no connection can be made, ListenDown says why; once one can,

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/loopd/loopd/store"
@@ -51,36 +49,20 @@ func (w *wake) announce() {
 // each committed write of any process on this store that another may act
 // on (an ingest that changed something, an operator's hold or release, a
 // lease change), its own included, as PostgreSQL's NOTIFY does. It
-// watches the wake file, which it creates (0600) when missing. When the
-// watch fails (ListenDown says why) it is made again with exponential
-// backoff (100 ms to 5 s), and wake called once it is (a write may have
-// been missed). It returns ctx's cause when ctx ends.
-func (s *SQLite) Listen(ctx context.Context, wake func()) error {
+// watches the wake file, which it creates (0600) when missing; when the
+// watch fails (ListenDown says why) it is made again, and its outages
+// journaled to j, as relisten says. It returns ctx's cause when ctx ends.
+func (s *SQLite) Listen(ctx context.Context, wake func(), j store.ListenJournal) error {
 	w := s.wake
-	defer w.setDown(errors.New("not listening"))
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
-	failed := false
-	for {
-		err := w.listen(ctx, wake, func() {
+	return relisten(ctx, wake, j, func(ctx context.Context, connected func()) error {
+		return w.listen(ctx, wake, connected)
+	}, func(err error) {
+		if err == nil {
 			w.down.Store(nil)
-			if failed {
-				wake()
-			}
-			failed = false
-			b.Reset()
-		})
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+			return
 		}
 		w.setDown(err)
-		failed = true
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(b.NextBackOff()):
-		}
-	}
+	})
 }
 
 // listen watches the wake file, calls watching once it does, then wake

@@ -587,7 +587,7 @@ func (s suite) listen(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wakes := make(chan struct{}, 64)
 	done := make(chan error, 1)
-	go func() { done <- l.Listen(ctx, func() { wakes <- struct{}{} }) }()
+	go func() { done <- l.Listen(ctx, func() { wakes <- struct{}{} }, store.ListenJournal{}) }()
 	t.Cleanup(func() {
 		cancel(context.Canceled)
 		<-done
