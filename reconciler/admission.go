@@ -66,7 +66,8 @@ func compareQueue(a, b desired.Record, now time.Time) int {
 
 // QueuePositions returns the place in the queue (1 first) of every Queued
 // item of records, by queueSince, as the planner admits them; loopd get
-// shows it.
+// shows it. Each host admits its own items, so each host's queue (the
+// items its lease names; without leases, one queue) counts from 1.
 func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int {
 	var queued []desired.Record
 	for _, r := range records {
@@ -76,8 +77,10 @@ func QueuePositions(records []desired.Record, now time.Time) map[desired.Key]int
 	}
 	slices.SortFunc(queued, func(a, b desired.Record) int { return compareQueue(a, b, now) })
 	out := make(map[desired.Key]int, len(queued))
-	for i, r := range queued {
-		out[r.Key] = i + 1
+	next := map[string]int{}
+	for _, r := range queued {
+		next[r.Lease.Owner]++
+		out[r.Key] = next[r.Lease.Owner]
 	}
 	return out
 }

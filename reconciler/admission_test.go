@@ -453,6 +453,18 @@ func TestQueueIsStableAcrossPasses(t *testing.T) {
 	}
 }
 
+// TestQueuePositionsArePerHost: each host admits its own items, so each
+// host's queue counts from 1 (loopd get, the status page): an item
+// queued on another host takes no place in this one's.
+func TestQueuePositionsArePerHost(t *testing.T) {
+	h := newHost()
+	for n, owner := range map[int]string{1: "host-a", 2: "host-b", 3: "host-b", 4: "host-a"} {
+		h.add(n, desired.Status{Phase: desired.PhaseQueued, Reason: "capacity", QueuedAt: t0.Add(-time.Duration(10-n) * time.Minute)}, "").
+			with(n, func(r *desired.Record) { r.Lease.Owner = owner })
+	}
+	assert.Equal(t, map[desired.Key]int{itemKey(1): 1, itemKey(4): 2, itemKey(2): 1, itemKey(3): 2}, QueuePositions(h.recs, t0))
+}
+
 func TestHoldsSlot(t *testing.T) {
 	tests := []struct {
 		phase  desired.Phase
