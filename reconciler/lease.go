@@ -414,6 +414,18 @@ func (h *Hosting) RoomElsewhere() int {
 	return room
 }
 
+// confirmRoom reads the membership rows again and returns RoomElsewhere
+// by them, for a pass about to hand items over on the last heartbeat's
+// reading: a host set draining, or given items, since then has less room
+// than it had. A read that fails returns 0: nothing is handed over on a
+// guess.
+func (h *Hosting) confirmRoom(ctx context.Context) int {
+	if err := h.readDraining(ctx); err != nil {
+		return 0
+	}
+	return h.RoomElsewhere()
+}
+
 // Draining reports whether this host is set draining (loopd drain), as
 // its last heartbeat read it.
 func (h *Hosting) Draining() bool {

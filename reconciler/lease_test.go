@@ -470,3 +470,17 @@ func TestRoomElsewhere(t *testing.T) {
 	h.Passive, h.Solo = false, true
 	assert.Zero(t, h.RoomElsewhere(), "a solo host has no other")
 }
+
+// TestConfirmRoomReadsTheStore: the room a pass hands items over on is
+// the store's word, not the last heartbeat's: a host set draining since
+// has none.
+func TestConfirmRoomReadsTheStore(t *testing.T) {
+	ctx := context.Background()
+	h, fleet, _ := hostingRig(t, desired.Host{Name: "a", LeaseTTL: time.Minute}, false)
+	require.NoError(t, fleet.Heartbeat(ctx, desired.Host{Name: "b", Instance: "b", Capacity: 4, LeaseTTL: time.Minute}))
+	require.NoError(t, h.Heartbeat(ctx))
+	assert.Equal(t, 4, h.RoomElsewhere(), "as the heartbeat read it")
+	require.NoError(t, fleet.SetDraining(ctx, "b", true))
+	assert.Equal(t, 4, h.RoomElsewhere(), "the last heartbeat's reading, stale")
+	assert.Zero(t, h.confirmRoom(ctx), "b is draining")
+}

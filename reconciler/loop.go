@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -235,6 +236,14 @@ func (r *Reconciler) Pass(ctx context.Context, dryRun bool) (PassResult, error) 
 	}
 	x := acrossOf(records, obs, policy, now) // before Execute changes records
 	plan := planAcross(records, obs, policy, now, x)
+	if h := r.Hosting; h != nil && !dryRun && handsOverForRoom(plan) {
+		// The room is the last heartbeat's reading: before an item leaves
+		// on it, the store's word (a drain, another host's new items since).
+		if room := h.confirmRoom(ctx); room != policy.RoomElsewhere {
+			policy.RoomElsewhere = room
+			plan = planAcross(records, obs, policy, now, x)
+		}
+	}
 	res := PassResult{Plan: plan}
 	if !dryRun && res.Changed() {
 		if spawns(plan) {
@@ -609,4 +618,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// handsOverForRoom reports whether plan hands an item over for want of a
+// slot here (admit, Policy.RoomElsewhere).
+func handsOverForRoom(plan []actions.Action) bool {
+	return slices.ContainsFunc(plan, func(a actions.Action) bool {
+		h, ok := a.(actions.Handover)
+		return ok && h.Reason == actions.ReasonNoSlot
+	})
 }
