@@ -302,8 +302,8 @@ func TestLoopBreakerHoldsAStormUntilRelease(t *testing.T) {
 	assert.Equal(t, "delivery_storm", r.Status.Reason)
 	require.Len(t, r.Pending, 1)
 	assert.Len(t, e.userTurns(t, keyIssue, id), 3, "the opening and two comments: three deliveries")
-	ev := e.eventsNamed(t, journal.SessionNeedsAttention, keyIssue)
-	require.NotEmpty(t, ev)
+	// The status is written before its journal row: wait for the row.
+	ev := e.waitEvent(t, journal.SessionNeedsAttention, keyIssue, 1, waitShort)
 	assert.Equal(t, "delivery_storm", ev[len(ev)-1].Attrs["reason"])
 	assert.Equal(t, "loopd release "+keyIssue.String(), ev[len(ev)-1].Attrs["release"])
 
