@@ -127,7 +127,7 @@ func fieldCases() []fieldCase {
 			`{"reason":"lease_lost","session":"s","to_host":"b","work_item":"acme/api#42"}`, ""},
 		{"restore_transcript", actions.RestoreTranscript{Key: k, Session: "s", ResumeID: "7f3c", Cwd: "/w", From: "a", To: "b", Resume: true},
 			`{"cwd":"/w","from_host":"a","reason":"host_moved","resume_id":"7f3c","resumed":true,"session":"s","to_host":"b","work_item":"acme/api#42"}`, ""},
-		{"handover", actions.Handover{Key: k, Session: "s", Live: true},
+		{"handover", actions.Handover{Key: k, Session: "s", Live: true, Reason: actions.ReasonDrained},
 			`{"live":true,"reason":"drained","session":"s","work_item":"acme/api#42"}`, ""},
 		{"rate_limit", actions.RateLimit{Key: k, Session: "s", Harness: "claude-code", Kind: "session", Reset: at, Until: at.Add(time.Minute), Default: true, Capped: true},
 			`{"default_reset":true,"harness":"claude-code","limit":"session","reason":"rate_limited","reset":"2026-05-01T12:00:07Z","reset_capped":true,"session":"s","until":"2026-05-01T12:01:07Z","work_item":"acme/api#42"}`,

@@ -196,16 +196,8 @@ type Handover struct {
 	// Live is true when the item has a local agent (a session or a run)
 	// to stop first.
 	Live bool
-	// Reason is why: ReasonDrained, or ReasonNoSlot; "" is ReasonDrained.
+	// Reason is why: ReasonDrained or ReasonNoSlot.
 	Reason Reason
-}
-
-// why returns a.Reason, ReasonDrained when it is not set.
-func (a Handover) why() Reason {
-	if a.Reason == "" {
-		return ReasonDrained
-	}
-	return a.Reason
 }
 
 // Item implements Action.
@@ -220,7 +212,7 @@ func (Handover) Mutates() bool { return true }
 // Fields implements Action.
 func (a Handover) Fields() []Field {
 	return []Field{{journal.KeyWorkItem, a.Key.String()}, {journal.KeySession, a.Session}, {journal.KeyLive, a.Live},
-		{journal.KeyReason, string(a.why())}}
+		{journal.KeyReason, string(a.Reason)}}
 }
 
 func (a Handover) String() string { return Format(a) }
@@ -235,7 +227,7 @@ func (a Handover) Apply(st desired.Status, now time.Time) desired.Status {
 	st.PaneID, st.RunID = "", ""
 	if had {
 		st.Phase, st.NextAttempt = desired.PhaseBackingOff, now
-		st.LastExitReason, st.Reason = string(a.why()), string(a.why())
+		st.LastExitReason, st.Reason = string(a.Reason), string(a.Reason)
 	}
 	return st
 }
@@ -418,7 +410,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 	if old.PID != 0 {
 		if _, err := old.End(ctx, schema.PredecessorGrace, schema.PredecessorPoll); err != nil {
 			e.record(ctx, slog.LevelError, journal.SessionStopUnconfirmed, r.Key, journal.KeySession, a.Session, journal.KeyPID, old.PID,
-				journal.KeyReason, string(a.why()), journal.KeyErr, err)
+				journal.KeyReason, string(a.Reason), journal.KeyErr, err)
 			return fmt.Errorf("handover %s: %w", r.Key, err)
 		}
 	}
@@ -428,7 +420,7 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 		return err
 	}
 	if a.Live {
-		e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, journal.KeySession, a.Session, journal.KeyReason, string(a.why()))
+		e.record(ctx, slog.LevelInfo, journal.SessionStopped, r.Key, journal.KeySession, a.Session, journal.KeyReason, string(a.Reason))
 	}
 	e.ship(ctx, r)
 	if err := e.Fleet.ReleaseLease(ctx, r.Key, e.Host, r.Lease.Generation); err != nil {
@@ -438,6 +430,6 @@ func (e *Executor) handover(ctx context.Context, r *desired.Record, a Handover) 
 		return fmt.Errorf("handover %s: %w", r.Key, err)
 	}
 	e.record(ctx, slog.LevelInfo, journal.LeaseReleased, r.Key, journal.KeyHost, e.Host, journal.KeyLeaseGen, r.Lease.Generation,
-		journal.KeyReason, string(a.why()))
+		journal.KeyReason, string(a.Reason))
 	return nil
 }

@@ -318,7 +318,7 @@ func TestHandoverReleasesOnlyOnceTheAgentIsGone(t *testing.T) {
 	rec := r.ingest(t, "d-1", "[loopd] issue_comment.created\nhello")
 	rec.Lease = f.lease(r.key, "h1")
 	rec.Status = desired.Status{Phase: desired.PhaseRunning, SessionState: desired.SessionState{HarnessSessionID: "7f3c2a9e-1b4d-4c8e-9f00-0123456789ab", PaneID: pane}}
-	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.Handover{Key: r.key, Session: sess, Live: true}})
+	res := r.exec.Execute(ctx, []desired.Record{rec}, []actions.Action{actions.Handover{Key: r.key, Session: sess, Live: true, Reason: actions.ReasonDrained}})
 	require.Equal(t, 1, res.Applied)
 	_, ok := r.tmux.Spec(sess)
 	assert.False(t, ok)

@@ -40,7 +40,7 @@ func relinquish(r *desired.Record, obs *observed.Observation, p *Policy) []actio
 func handover(r *desired.Record, obs *observed.Observation, p *Policy) []actions.Action {
 	it := itemPlan{r: r, st: r.Status, session: desired.SessionName(r.Key), obs: obs, p: p}
 	it.observe()
-	return []actions.Action{actions.Handover{Key: r.Key, Session: it.session, Live: it.pane.exists}}
+	return []actions.Action{actions.Handover{Key: r.Key, Session: it.session, Live: it.pane.exists, Reason: actions.ReasonDrained}}
 }
 
 // movedFrom returns the host r's conversation moved from: the host that

@@ -124,9 +124,9 @@ func TestPlanLeases(t *testing.T) {
 
 		// Drain.
 		{"a_draining_host_hands_over_its_live_item", leased(rec(written(running(), here), ev1), here), obs(alive()), hosted(true, true),
-			[]actions.Action{actions.Handover{Key: key, Session: sess, Live: true}}},
+			[]actions.Action{actions.Handover{Key: key, Session: sess, Live: true, Reason: actions.ReasonDrained}}},
 		{"a_draining_host_hands_over_an_item_without_an_agent", leased(rec(written(running(), here)), here), obs(gone()), hosted(true, true),
-			[]actions.Action{actions.Handover{Key: key, Session: sess}}},
+			[]actions.Action{actions.Handover{Key: key, Session: sess, Reason: actions.ReasonDrained}}},
 		{"a_draining_host_still_stops_another_hosts_agent", leased(rec(written(running(), here)), there), obs(alive()), hosted(true, true),
 			[]actions.Action{actions.Relinquish{Key: key, Session: sess, Owner: there, Reason: actions.ReasonLeaseLost}}},
 	}
