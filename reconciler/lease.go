@@ -545,9 +545,11 @@ func (h *Hosting) Run(ctx context.Context, wake func()) {
 		}
 		next := every
 		if err == nil {
-			if hosts, herr := h.Fleet.Hosts(ctx); herr == nil {
-				next = nextBeat(every, time.Now(), h.Host.Name, hosts)
-			}
+			// The rows the heartbeat has just read (readDraining).
+			h.mu.Lock()
+			hosts := h.hosts
+			h.mu.Unlock()
+			next = nextBeat(every, time.Now(), h.Host.Name, hosts)
 		}
 		t.Reset(next)
 	}
